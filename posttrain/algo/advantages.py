@@ -1,0 +1,205 @@
+"""Advantage estimators: group-relative (GRPO, Dr.GRPO, RLOO, REINFORCE++) and GAE (PPO).
+
+Group estimators take the rewards of N prompts x G samples and return one advantage per sample,
+to be broadcast over that sample's completion tokens by the policy loss. They are selected by name
+from ``ADVANTAGES``; every entry shares the ``AdvantageFn`` signature, and every keyword has a
+meaning in every entry (``scale_by_std``, ``ddof``, ``eps``).
+
+NaN rewards (infrastructure errors, DESIGN.md "three outcomes, never two") are *excluded*: group
+statistics (mean, std, leave-one-out baseline) are computed over the finite rewards only, and a NaN
+reward gets advantage 0. The caller must also zero that sample's ``loss_mask`` so that it adds
+neither gradient nor tokens to the normalizers; ``valid_sample_mask(rewards)`` gives that mask.
+A group with fewer than two finite rewards has no baseline information: all its advantages are 0
+(SkyRL's choice; verl instead returns the raw reward for G=1).
+
+``gae`` is PPO's per-token estimator with a value head; it needs values and a token mask, so it has
+its own signature and call site (not in the registry).
+
+Not here: reward shaping (``shaping.py``), KL-in-reward (``kl.py``), the trainer loop.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import torch
+from torch import Tensor
+
+AdvantageName = Literal["grpo", "rloo", "reinforce_pp"]
+
+
+class AdvantageFn(Protocol):
+    def __call__(
+        self, rewards: Tensor, /, *, scale_by_std: bool = ..., ddof: int = ..., eps: float = ...
+    ) -> Tensor: ...
+
+
+def valid_sample_mask(rewards: Tensor) -> Tensor:
+    """(N, G) float mask: 1.0 where the reward is finite (a real verdict), 0.0 for NaN (infra error).
+
+    >>> valid_sample_mask(torch.tensor([[1.0, float("nan")]])).tolist()
+    [[1.0, 0.0]]
+    """
+    return torch.isfinite(rewards).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+
+
+def _group_stats(rewards: Tensor, ddof: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    # rewards (N, G) possibly with NaN -> (valid (N, G) bool, count (N, 1), mean (N, 1), std (N, 1))
+    valid = torch.isfinite(rewards)
+    r = torch.where(valid, rewards, torch.zeros_like(rewards))
+    count = valid.sum(dim=-1, keepdim=True).to(rewards.dtype)  # (N, 1)
+    mean = r.sum(dim=-1, keepdim=True) / count.clamp(min=1)  # (N, 1)
+    sq = torch.where(valid, (r - mean) ** 2, torch.zeros_like(r))
+    var = sq.sum(dim=-1, keepdim=True) / (count - ddof).clamp(min=1)  # (N, 1)
+    return valid, count, mean, var.sqrt()
+
+
+def _check(rewards: Tensor) -> None:
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be (N prompts, G samples), got shape {tuple(rewards.shape)}")
+    if not rewards.is_floating_point():
+        raise ValueError(f"rewards must be a float tensor, got {rewards.dtype}")
+
+
+def grpo_advantages(
+    rewards: Tensor,  # (N, G) one scalar reward per sample, NaN = infra error
+    /,
+    *,
+    scale_by_std: bool = True,
+    ddof: int = 1,
+    eps: float = 1e-6,
+) -> Tensor:  # (N, G)
+    """Group-normalized advantage: ``(r - mean_group) / (std_group + eps)``.
+
+    GRPO (Shao et al. 2024, DeepSeekMath, arXiv:2402.03300). ``scale_by_std=False`` is Dr.GRPO
+    (Liu et al. 2025, arXiv:2503.20783): ``r - mean``. ``ddof=1`` (Bessel) matches verl, TRL, SkyRL,
+    slime; ``ddof=0`` matches rLLM. ``eps`` is 1e-6 in verl/SkyRL/slime, 1e-4 in TRL.
+
+    >>> [round(a, 5) for a in grpo_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.5]]))[0].tolist()]
+    [1.30558, -0.78335, -0.78335, 0.26112]
+    """
+    _check(rewards)
+    valid, count, mean, std = _group_stats(rewards, ddof)
+    adv = rewards - mean
+    if scale_by_std:
+        adv = adv / (std + eps)
+    keep = valid & (count >= 2)
+    return torch.where(keep, adv, torch.zeros_like(adv))
+
+
+def rloo_advantages(
+    rewards: Tensor,  # (N, G)
+    /,
+    *,
+    scale_by_std: bool = False,
+    ddof: int = 1,
+    eps: float = 1e-6,
+) -> Tensor:  # (N, G)
+    """Leave-one-out baseline: ``r_i - mean_{j != i} r_j`` (RLOO, Ahmadian et al. 2024, arXiv:2402.14740).
+
+    Equal to ``(r_i - mean) * n / (n - 1)`` for n finite rewards in the group (verl, SkyRL, OpenRLHF).
+    ``scale_by_std=True`` also divides by the leave-one-out std (``ddof`` over the n-1 others) plus
+    ``eps``, only where that std is > 0: NeMo-RL's default estimator.
+
+    >>> [round(a, 5) for a in rloo_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.5]]))[0].tolist()]
+    [0.83333, -0.5, -0.5, 0.16667]
+    """
+    _check(rewards)
+    n_groups, g = rewards.shape
+    valid = torch.isfinite(rewards)  # (N, G)
+    r = torch.where(valid, rewards, torch.zeros_like(rewards))
+    # others[n, i, j] = 1 where j != i and j is valid: the leave-one-out set of sample i, (N, G, G)
+    eye = torch.eye(g, dtype=torch.bool, device=rewards.device)
+    others = (~eye).unsqueeze(0) & valid.unsqueeze(1)
+    n_o = others.sum(-1).to(rewards.dtype)  # (N, G)
+    r_j = r.unsqueeze(1).expand(n_groups, g, g)
+    base = torch.where(others, r_j, torch.zeros_like(r_j)).sum(-1) / n_o.clamp(min=1)  # (N, G)
+    adv = r - base
+    if scale_by_std:
+        dev = torch.where(others, (r_j - base.unsqueeze(-1)) ** 2, torch.zeros_like(r_j))
+        std = (dev.sum(-1) / (n_o - ddof).clamp(min=1)).sqrt()  # (N, G)
+        adv = torch.where(std > 0, adv / (std + eps), adv)
+    keep = valid & (n_o >= 1)
+    return torch.where(keep, adv, torch.zeros_like(adv))
+
+
+def reinforce_pp_advantages(
+    rewards: Tensor,  # (N, G)
+    /,
+    *,
+    scale_by_std: bool = True,
+    ddof: int = 1,
+    eps: float = 1e-6,
+) -> Tensor:  # (N, G)
+    """REINFORCE++-baseline (Hu et al. 2025, arXiv:2501.03262): group-mean baseline, then batch whitening.
+
+    ``a = r - mean_group``; then ``(a - mean_batch(a)) / (std_batch(a) + eps)`` over all finite
+    samples of the batch (``scale_by_std=False``: only centered).
+
+    Departure: verl and OpenRLHF whiten over *tokens* (a long completion weighs more); here the
+    batch statistics are over *samples*, which is the same when all completions have equal length.
+
+    >>> [round(a, 4) for a in reinforce_pp_advantages(torch.tensor([[1.0, 0.0], [1.0, 1.0]])).flatten().tolist()]
+    [1.2247, -1.2247, 0.0, 0.0]
+    """
+    _check(rewards)
+    valid, count, mean, _ = _group_stats(rewards, ddof)
+    keep = valid & (count >= 2)
+    a = torch.where(keep, rewards - mean, torch.zeros_like(rewards))
+    n = keep.sum().to(rewards.dtype)
+    if n < 2:
+        return torch.zeros_like(a)
+    mu = a[keep].mean()
+    out = a - mu
+    if scale_by_std:
+        var = ((a[keep] - mu) ** 2).sum() / (n - ddof).clamp(min=1)
+        out = out / (var.sqrt() + eps)
+    return torch.where(keep, out, torch.zeros_like(out))
+
+
+ADVANTAGES: dict[AdvantageName, AdvantageFn] = {
+    "grpo": grpo_advantages,
+    "rloo": rloo_advantages,
+    "reinforce_pp": reinforce_pp_advantages,
+}
+
+
+def gae(
+    rewards: Tensor,  # (B, T) per-token rewards (outcome reward on the last completion token, KL shaping...)
+    values: Tensor,  # (B, T) value-head estimates V(s_t)
+    mask: Tensor,  # (B, T) 1.0 on completion tokens
+    *,
+    gamma: float = 1.0,
+    lam: float = 0.95,
+) -> tuple[Tensor, Tensor]:  # advantages (B, T), returns (B, T); both 0 where mask is 0
+    """Generalized advantage estimation (Schulman et al. 2016, arXiv:1506.02438), for PPO.
+
+    ``delta_t = r_t + gamma * V_{t+1} - V_t``; ``A_t = delta_t + gamma * lam * A_{t+1}``; returns
+    ``A_t + V_t``. Positions where ``mask`` is 0 are skipped (the next *masked-in* token is the
+    successor), so padding and tool-output tokens inside a multi-turn completion do not cut the
+    recursion (verl ``compute_gae_advantage_return`` multi-turn form). The value after the last
+    completion token is 0 (terminal). No whitening: callers do it if they want it.
+
+    >>> a, ret = gae(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.5, 0.5]]), torch.ones(1, 2), gamma=1.0, lam=1.0)
+    >>> a.tolist(), ret.tolist()
+    ([[0.5, 0.5]], [[1.0, 1.0]])
+    """
+    if not (rewards.shape == values.shape == mask.shape) or rewards.dim() != 2:
+        raise ValueError(
+            f"gae needs rewards, values, mask of one (B, T) shape, got {tuple(rewards.shape)}, "
+            f"{tuple(values.shape)}, {tuple(mask.shape)}"
+        )
+    with torch.no_grad():
+        m = mask.to(values.dtype)
+        next_value = torch.zeros_like(values[:, 0])  # (B,)
+        last = torch.zeros_like(values[:, 0])  # (B,)
+        adv = torch.zeros_like(values)
+        for t in reversed(range(values.shape[1])):
+            delta = rewards[:, t] + gamma * next_value - values[:, t]
+            cur = delta + gamma * lam * last
+            keep = m[:, t] > 0
+            last = torch.where(keep, cur, last)
+            next_value = torch.where(keep, values[:, t], next_value)
+            adv[:, t] = torch.where(keep, cur, torch.zeros_like(cur))
+        returns = (adv + values) * m
+    return adv, returns

@@ -1,0 +1,33 @@
+"""``posttrain bench sandbox|train|verify``: run a benchmark script from bench/ in this checkout.
+
+Each script measures our code and a peer baseline in the same run and prints the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+from posttrain.errors import UserError
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
+NAMES = ("sandbox", "train", "verify")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("bench", help="benchmarks against peers, measured in the same run")
+    p.add_argument("name", choices=NAMES, help="which benchmark")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark script")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    script = BENCH_DIR / f"{args.name}.py"
+    if not script.is_file():
+        raise UserError(f"{script}: benchmark script not found (run from a source checkout: pip install -e .)")
+    spec = importlib.util.spec_from_file_location(f"bench_{args.name}", script)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.main(args.args) or 0)

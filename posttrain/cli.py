@@ -1,0 +1,61 @@
+"""The ``posttrain`` command.
+
+    posttrain quickstart [--out DIR]          SFT -> RLVR -> eval on the embedded default
+    posttrain run RECIPE.yaml --out DIR       the same pipeline, driven by a recipe
+    posttrain sandbox run|selftest            the isolating sandbox
+    posttrain verify ...                      verify responses against tasks
+    posttrain tasks validate|decontaminate    check task files; find train/eval overlap
+    posttrain eval | report | audit           evaluation, HTML reports, sampled re-verification
+    posttrain bench sandbox|train             benchmarks against peers, measured in the same run
+
+Each subcommand lives in its own package (``<package>/cli.py`` exposes ``register``); this
+module only wires them together. Errors that a user caused exit 2 with one line naming the
+file, field or value and what was expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from posttrain.errors import UserError
+
+# (module, description): each module has ``register(subparsers) -> None``; every parser it adds
+# sets ``func`` via ``set_defaults(func=...)`` and the function returns an exit code.
+_COMMAND_MODULES = (
+    "posttrain.train.cli",
+    "posttrain.sandbox.cli",
+    "posttrain.verify.cli",
+    "posttrain.tasks.cli",
+    "posttrain.evaluate.cli",
+    "posttrain.bench_cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="posttrain",
+        description="Post-training for causal LMs: SFT, RLVR (GRPO/PPO), DPO/RM, and evaluation on verified tasks.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"posttrain: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Procedural HumanEval-style code tasks: a signature + docstring, a reference body, a check().
+
+Each template has a constant drawn per task (so two tasks of one template differ), a reference
+implementation used both as the task's reference response and to compute the expected values
+of the generated test cases, and an input sampler. Tests compare with ``==`` on built-in types.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from posttrain.types import Task
+
+
+@dataclass(frozen=True)
+class _Template:
+    name: str
+    signature: str
+    doc: str  # formatted with {k}
+    body: str  # formatted with {k}; indented 4 spaces
+    sample: Callable[[random.Random], tuple[Any, ...]]
+    k_range: tuple[int, int]
+
+
+def _ints(rng: random.Random, n: int = 8, lo: int = -20, hi: int = 40) -> list[int]:
+    return [rng.randint(lo, hi) for _ in range(rng.randint(0, n))]
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("abcdeilmnorstu") for _ in range(rng.randint(1, 7)))
+
+
+_TEMPLATES = (
+    _Template("sum_multiples", "def {f}(nums: list) -> int:",
+              "Return the sum of the elements of nums that are divisible by {k}.",
+              "    return sum(x for x in nums if x % {k} == 0)\n",
+              lambda r: (_ints(r),), (2, 7)),
+    _Template("shift_all", "def {f}(nums: list) -> list:",
+              "Return a new list with {k} added to every element of nums.",
+              "    return [x + {k} for x in nums]\n",
+              lambda r: (_ints(r),), (1, 9)),
+    _Template("count_above", "def {f}(nums: list) -> int:",
+              "Return how many elements of nums are strictly greater than {k}.",
+              "    return sum(1 for x in nums if x > {k})\n",
+              lambda r: (_ints(r),), (-5, 20)),
+    _Template("repeat_words", "def {f}(text: str) -> str:",
+              "Return text with every space-separated word repeated {k} times, words joined by single spaces.",
+              "    return ' '.join(w * {k} for w in text.split())\n",
+              lambda r: (" ".join(_word(r) for _ in range(r.randint(0, 4))),), (2, 4)),
+    _Template("running_max_plus", "def {f}(nums: list) -> list:",
+              "Return the running maximum of nums, each value plus {k}: out[i] = max(nums[:i+1]) + {k}.",
+              "    out, best = [], None\n    for x in nums:\n        best = x if best is None else max(best, x)\n"
+              "        out.append(best + {k})\n    return out\n",
+              lambda r: (_ints(r),), (0, 5)),
+    _Template("rotate_left", "def {f}(items: list) -> list:",
+              "Return items rotated left by {k} positions (wrapping around); an empty list stays empty.",
+              "    if not items:\n        return []\n    s = {k} % len(items)\n    return items[s:] + items[:s]\n",
+              lambda r: (_ints(r),), (1, 6)),
+    _Template("chunk_sums", "def {f}(nums: list) -> list:",
+              "Split nums into consecutive chunks of {k} elements (the last may be shorter) and return "
+              "the list of chunk sums.",
+              "    return [sum(nums[i:i + {k}]) for i in range(0, len(nums), {k})]\n",
+              lambda r: (_ints(r, 10),), (2, 4)),
+    _Template("digit_sum_mod", "def {f}(n: int) -> int:",
+              "Return the sum of the decimal digits of abs(n), modulo {k}.",
+              "    return sum(int(c) for c in str(abs(n))) % {k}\n",
+              lambda r: (r.randint(-99999, 99999),), (3, 9)),
+)
+
+
+def _reference_fn(template: _Template, k: int, fname: str) -> Callable[..., Any]:
+    ns: dict[str, Any] = {}
+    exec(template.signature.format(f=fname) + "\n" + template.body.format(k=k), ns)  # trusted template code
+    return ns[fname]
+
+
+def generate(rng: random.Random, tid: str) -> Task:
+    """One task: a random template, a random constant, 6 random test cases (+ an edge case)."""
+    template = rng.choice(_TEMPLATES)
+    k = rng.randint(*template.k_range)
+    fname = f"{template.name}_{k}".replace("-", "m")
+    fn = _reference_fn(template, k, fname)
+    doc = template.doc.format(k=k)
+    cases = [template.sample(rng) for _ in range(6)]
+    examples = cases[:2]
+    example_lines = "".join(
+        f"    >>> {fname}({', '.join(map(repr, args))})\n    {fn(*args)!r}\n" for args in examples
+    )
+    prompt = f"{template.signature.format(f=fname)}\n    \"\"\"{doc}\n\n{example_lines}    \"\"\"\n"
+    asserts = "".join(
+        f"    assert candidate({', '.join(map(repr, args))}) == {fn(*args)!r}\n" for args in cases
+    )
+    test = f"def check(candidate):\n{asserts}"
+    return Task(
+        id=tid,
+        domain="code",
+        prompt=prompt,
+        fields={"entry_point": fname, "test": test},
+        reference=template.body.format(k=k),
+        tags=("code", template.name),
+        metadata={"generator": f"code/{template.name}"},
+    )

@@ -1,0 +1,270 @@
+"""The code domain: HumanEval-compatible function tasks, tested by a verifier-side runner.
+
+Task fields (docs/tasks.md): ``prompt`` (a Python prefix ending in the function's signature and
+docstring, shown verbatim), ``entry_point`` (the function name), ``test`` (Python source that
+defines ``check(candidate)``). HumanEval's ``canonical_solution`` is accepted as the reference.
+
+Response -> candidate module: the last fenced Python block if the response has one (the module
+is then ``prompt + "\\n" + block``, so the prompt's imports and helpers stay defined), otherwise
+the response is the continuation of the prompt (module = ``prompt + response``).
+
+Verification runs ``posttrain.verify._code_runner`` in the sandbox (``pool.run_python``); the
+candidate runs in its own process, the tests in the runner's, and the runner's report on fd 3
+carries a per-run nonce. The verdict, from the sandbox's ``Execution``:
+
+- ``outcome == "infra_error"`` -> ``infra_error`` (retried, then dropped; never 0 or 1);
+- a report whose status is ``runner_error`` (our runner or the task's test is broken) -> infra;
+- no report, or a report without our nonce -> ``fail`` (only the candidate can cause either:
+  it killed the runner, exhausted memory or time) with ``timeout`` / ``memory`` / ``no_report``;
+- ``pass`` only if the report says the candidate imported, ``check`` returned normally, the
+  candidate was called at least once and did not die or time out.
+
+Not covered: tests that need the candidate's *side effects* on arguments (arguments cross by
+value) or that pass callables to it; programs reading stdin; languages other than Python.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.types import Task, TaskLimits, Verdict
+from posttrain.verify import feedback as fb
+
+NAME = "code"
+DOMAIN_KEYS = frozenset({"entry_point", "test", "canonical_solution", "task_id"})
+
+
+def _runner_loader() -> str:
+    """Python source that defines the runner's functions; ``entry(n)`` is appended per job.
+
+    Compiling the ~400-line runner in every sandbox job cost ~4 ms, a fifth of a HumanEval job
+    (bench/verify.py), so the job receives the marshalled code object (zlib + base64) and runs
+    it when the sandbox's interpreter has our bytecode magic number; otherwise it compiles the
+    embedded source text.
+    """
+    import base64
+    import marshal
+    import zlib
+    from importlib.util import MAGIC_NUMBER
+
+    text = Path(__file__).parent.parent.joinpath("verify", "_code_runner.py").read_text()
+    blob = base64.b64encode(zlib.compress(marshal.dumps(compile(text, "runner.py", "exec")), 9)).decode()
+    return (
+        "import marshal, zlib, binascii\n"
+        "from importlib._bootstrap_external import MAGIC_NUMBER\n"
+        f"if MAGIC_NUMBER == {MAGIC_NUMBER!r}:\n"
+        f"    exec(marshal.loads(zlib.decompress(binascii.a2b_base64({blob!r}))))\n"
+        "else:\n"
+        f"    exec(compile({text!r}, 'runner.py', 'exec'))\n"
+    )
+
+
+_LOADER = _runner_loader()
+MAX_BATCH = 8
+"""Most candidates verified in one sandbox job (``verify_code_batch``)."""
+
+
+def runner_source(n_items: int = 1) -> str:
+    """The source a sandbox job runs to verify ``n_items`` candidates."""
+    return f"{_LOADER}entry({int(n_items)})\n"
+
+
+RUNNER_SOURCE = runner_source(1)
+"""What runs in the sandbox for one candidate (``posttrain/verify/_code_runner.py``)."""
+_FENCE_RE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def extract_program(prompt: str, response: str) -> tuple[str, str]:
+    """The candidate module for ``response``, and how it was found (``fenced`` | ``continuation``).
+
+    >>> extract_program("def f():\\n", "    return 1\\n")
+    ('def f():\\n    return 1\\n', 'continuation')
+    >>> extract_program("def f():\\n", "Here:\\n```python\\ndef f():\\n    return 2\\n```")[1]
+    'fenced'
+    """
+    blocks = _FENCE_RE.findall(response)
+    if blocks:
+        return prompt + "\n" + blocks[-1][1], "fenced"
+    return prompt + response, "continuation"
+
+
+def _deadline(limits: TaskLimits) -> float:
+    # The runner stops the candidate a little before the sandbox's own timeout, so that a slow
+    # candidate gets a report that says "timeout" rather than no report at all.
+    return max(0.5, limits.timeout_s * 0.9 - 0.2)
+
+
+def make_code_verifier(pool: Any) -> Verifier:
+    """A verifier for code tasks that runs each response's tests in ``pool`` (a SandboxPool)."""
+    if pool is None or not callable(getattr(pool, "run_python", None)):
+        raise TypeError("the code verifier needs a sandbox pool with run_python (posttrain.sandbox.open_pool)")
+
+    def verify(task: Task, response: str) -> Verdict:
+        return verify_code_batch(pool, [(task, response)])[0]
+
+    return guard(NAME, verify)
+
+
+def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+    """Verdicts for up to ``MAX_BATCH`` (task, response) pairs verified in one sandbox job.
+
+    Each candidate still runs in its own fresh process and the runner cleans up between
+    candidates (see ``_code_runner``); an item the batch could not verify cleanly (no report
+    line, or its process was sabotaged before it started) is re-run alone, so a candidate can
+    never cost another its verdict. Never raises for a candidate's behaviour.
+    """
+    if not 1 <= len(pairs) <= MAX_BATCH:
+        raise ValueError(f"verify_code_batch takes 1..{MAX_BATCH} pairs, got {len(pairs)}")
+    extracted = [extract_program(task.prompt, response) for task, response in pairs]
+    nonce = secrets.token_hex(16)
+    payload = {"nonce": nonce, "items": [
+        {"candidate": program, "prompt": task.prompt, "test": task.fields["test"],
+         "entry_point": task.fields["entry_point"], "deadline_s": _deadline(task.limits)}
+        for (task, _), (program, _) in zip(pairs, extracted, strict=True)]}
+    limits = [task.limits for task, _ in pairs]
+    ex = pool.run_python(
+        runner_source(len(pairs)),
+        stdin=json.dumps(payload).encode(),
+        timeout=sum(lim.timeout_s for lim in limits) + 0.5 * (len(pairs) - 1),
+        limits=_sandbox_limits(max(lim.memory_mb for lim in limits)),
+    )
+    if len(pairs) == 1:
+        return [judge_execution(ex, nonce, program=extracted[0][0], extraction=extracted[0][1])]
+    reports = read_reports(ex.report, nonce)
+    verdicts: list[Verdict] = []
+    for i, (pair, (program, how)) in enumerate(zip(pairs, extracted, strict=True)):
+        report = reports.get(i)
+        if ex.outcome == "infra_error" or report is None or report.get("status") != "completed":
+            verdicts.append(verify_code_batch(pool, [pair])[0])  # re-run alone
+        else:
+            verdicts.append(judge_report(report, _evidence(ex, how), program))
+    return verdicts
+
+
+def _sandbox_limits(memory_mb: int) -> Any:
+    from posttrain.sandbox import Limits
+
+    return Limits(memory_mb=memory_mb)
+
+
+def _evidence(ex: Any, extraction: str) -> dict[str, Any]:
+    return {
+        "extraction": extraction,
+        "exit_code": ex.exit_code,
+        "timed_out": bool(ex.timed_out),
+        "oom_killed": bool(ex.oom_killed),
+        "duration_s": round(float(ex.duration_s or 0.0), 4),
+    }
+
+
+def judge_execution(ex: Any, nonce: str, *, program: str = "", extraction: str = "") -> Verdict:
+    """Turn the sandbox's ``Execution`` of a one-item runner into a ``Verdict`` (module docstring)."""
+    evidence = _evidence(ex, extraction)
+    if ex.outcome == "infra_error":
+        return Verdict.infra(f"sandbox: {ex.infra_detail}", error_class="infra:sandbox", evidence=evidence)
+    report = read_reports(ex.report, nonce).get(0)
+    if report is None:
+        evidence["report"] = "missing" if ex.report is None else "invalid"
+        cls = "timeout" if ex.timed_out else "memory" if ex.oom_killed else "no_report"
+        return fail(fb.for_code_failure(cls, None, program), cls, evidence)
+    return judge_report(report, evidence, program)
+
+
+def judge_report(report: Mapping[str, Any], evidence: dict[str, Any], program: str = "") -> Verdict:
+    """A ``Verdict`` from one item's report (already matched to our nonce)."""
+    evidence["nonce_ok"] = True
+    evidence["dumpable_off"] = report.get("dumpable_off")
+    if report.get("status") != "completed":
+        return Verdict.infra(f"code runner: {report.get('detail', report.get('status'))}",
+                             error_class="infra:runner", evidence=evidence)
+    imp = report.get("import") or {}
+    evidence.update({"calls": report.get("calls"), "tests": report.get("tests"), "import": imp})
+    if not imp.get("ok"):
+        error = imp.get("error")
+        cls = imp.get("gone") or fb.classify_exception(error)
+        return fail(fb.for_code_failure(cls, error, program), cls, evidence)
+    tests = report.get("tests") or []
+    failed = [t for t in tests if t.get("outcome") != "passed"]
+    if not tests or failed:
+        entry = failed[0] if failed else {"outcome": "not_run"}
+        cls = _test_class(entry)
+        return fail(fb.for_code_failure(cls, entry.get("error"), program), cls, evidence, {"format": 1.0})
+    if not isinstance(report.get("calls"), int) or report["calls"] < 1:
+        return fail("The tests never called your function.", "not_called", evidence, {"format": 1.0})
+    return passed("All tests passed.", evidence)
+
+
+def _test_class(entry: Mapping[str, Any]) -> str:
+    outcome = entry.get("outcome")
+    if outcome in ("timeout", "died", "not_run"):
+        return str(outcome)
+    if outcome == "failed":
+        return "assertion"
+    return fb.classify_exception(entry.get("error"))
+
+
+def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
+    """``{index: report}`` from the runner's report lines that carry our nonce (others ignored)."""
+    out: dict[int, dict[str, Any]] = {}
+    for line in (raw or b"").splitlines():
+        try:
+            report = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(report, dict) or not secrets.compare_digest(str(report.get("nonce", "")), nonce):
+            continue
+        index = report.get("index")
+        if isinstance(index, int) and not isinstance(index, bool) and index not in out:
+            out[index] = report
+    return out
+
+
+class CodeEnv:
+    """The code domain (see the module docstring)."""
+
+    name = NAME
+
+    def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
+        reader = RecordReader(record, source, NAME)
+        if isinstance(record, Mapping) and "id" not in record and isinstance(record.get("task_id"), str):
+            record = {**record, "id": record["task_id"]}
+            reader = RecordReader(record, source, NAME)
+        reader.check_keys(DOMAIN_KEYS)
+        entry_point = reader.string("entry_point")
+        if not _IDENT_RE.fullmatch(entry_point):
+            raise reader.fail("entry_point", "a Python identifier", entry_point)
+        test = reader.string("test")
+        try:
+            compile(test, "<test>", "exec")
+        except SyntaxError as e:
+            raise reader.fail("test", f"valid Python source (line {e.lineno}: {e.msg})", show_got=False) from None
+        if not re.search(r"^def\s+check\s*\(", test, re.MULTILINE):
+            raise reader.fail("test", "Python source that defines check(candidate)", show_got=False)
+        canonical = reader.optional_string("canonical_solution")
+        return parse_common(reader, {"entry_point": entry_point, "test": test}, reference=canonical)
+
+    def render_prompt(self, task: Task) -> str:
+        return task.prompt
+
+    def make_verifier(self, pool: Any | None) -> Verifier:
+        return make_code_verifier(pool)
+
+    def noop_response(self, task: Task) -> str:
+        return ""
+
+    def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
+        from posttrain.envs._code_gen import generate
+
+        rng = random.Random(seed)
+        return [generate(rng, f"code-gen-{seed}-{i}") for i in range(n)]
+
+
+ENV = CodeEnv()

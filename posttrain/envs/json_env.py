@@ -1,0 +1,226 @@
+"""The structured-output domain: a JSON document checked by strict parse, schema, and value.
+
+Task fields (docs/tasks.md): ``prompt``, ``schema`` (a JSON Schema; the draft is taken from
+``$schema``, default 2020-12), ``expected`` (the JSON value a correct response contains; it must
+itself satisfy the schema).
+
+Verification (each failure is ``fail``, reward 0):
+1. the response is one JSON document: the content of its single fenced block, or the whole text;
+   parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01);
+2. it validates against ``schema`` (``jsonschema``, with format checking);
+3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``); a key absent
+   from ``expected`` is rejected unless the schema at that place explicitly allows extra keys
+   (``additionalProperties`` set to ``true`` or a schema).
+
+Feedback names the failing path but never shows the expected value (a repair round must not be
+able to copy the answer out of the feedback).
+
+Not here: partial credit, fuzzy string matching, order-insensitive arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+
+from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.types import Task, Verdict
+from posttrain.verify.strict_json import (
+    StrictJSONError,
+    extract_json_text,
+    json_equal,
+    json_type,
+    loads_strict,
+)
+
+NAME = "json"
+DOMAIN_KEYS = frozenset({"schema", "expected"})
+
+
+def validator_for(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator of ``schema`` (its ``$schema`` draft, default 2020-12), checking formats too.
+
+    Checked and built once per distinct schema (keyed by its canonical JSON text).
+    """
+    return _cached_validator(json.dumps(schema, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_validator(schema_text: str) -> jsonschema.protocols.Validator:
+    schema = json.loads(schema_text)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
+    """The first (deepest-path-sorted) validation error as one line, or None."""
+    errors = sorted(validator.iter_errors(instance), key=lambda e: (list(e.absolute_path), e.message))
+    if not errors:
+        return None
+    e = errors[0]
+    path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+    return f"{path}: {e.message[:200]}"
+
+
+def _extra_keys_allowed(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    extra = schema.get("additionalProperties")
+    return extra is True or isinstance(extra, Mapping)
+
+
+def _sub_schema(schema: Any, key: str | int) -> Any:
+    if not isinstance(schema, Mapping):
+        return {}
+    if isinstance(key, int):
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list) and key < len(prefix):
+            return prefix[key]
+        items = schema.get("items")
+        return items if isinstance(items, Mapping) else {}
+    props = schema.get("properties")
+    if isinstance(props, Mapping) and key in props:
+        return props[key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, Mapping) else {}
+
+
+def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> str | None:
+    """Where ``got`` departs from ``expected`` (a path and what is wrong there), or None.
+
+    >>> first_difference({"a": 1}, {"a": 1, "b": 2}, {})
+    "$: unexpected key 'b'"
+    """
+    te, tg = json_type(expected), json_type(got)
+    if te != tg:
+        return f"{path}: expected a {te}, got a {tg}"
+    if te == "object":
+        for key in expected:
+            if key not in got:
+                return f"{path}: missing key {key!r}"
+        if not _extra_keys_allowed(schema):
+            for key in got:
+                if key not in expected:
+                    return f"{path}: unexpected key {key!r}"
+        for key in expected:
+            diff = first_difference(expected[key], got[key], _sub_schema(schema, key), f"{path}.{key}")
+            if diff:
+                return diff
+        return None
+    if te == "array":
+        if len(expected) != len(got):
+            return f"{path}: expected {len(expected)} items, got {len(got)}"
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            diff = first_difference(e, g, _sub_schema(schema, i), f"{path}[{i}]")
+            if diff:
+                return diff
+        return None
+    return None if json_equal(expected, got) else f"{path}: wrong value"
+
+
+def make_json_verifier() -> Verifier:
+    def verify(task: Task, response: str) -> Verdict:
+        schema, expected = task.fields["schema"], task.fields["expected"]
+        try:
+            value = loads_strict(extract_json_text(response))
+        except StrictJSONError as e:
+            return fail(f"Answer format: {e}. Reply with exactly one JSON document.", "format",
+                        {"reason": str(e)})
+        problem = schema_error(validator_for(schema), value)
+        if problem:
+            return fail(f"The JSON does not match the schema at {problem}", "schema", {"schema_error": problem})
+        diff = first_difference(expected, value, schema)
+        evidence = {"got": value, "expected": expected, "difference": diff}
+        if diff:
+            return fail(f"Wrong value: {diff}.", "wrong_answer", evidence, {"format": 1.0})
+        return passed("Correct.", evidence)
+
+    return guard(NAME, verify)
+
+
+class JsonEnv:
+    """The structured-output domain (see the module docstring)."""
+
+    name = NAME
+
+    def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
+        reader = RecordReader(record, source, NAME)
+        reader.check_keys(DOMAIN_KEYS)
+        schema = reader.present("schema")
+        if not isinstance(schema, Mapping):
+            raise reader.fail("schema", "a JSON Schema object", schema)
+        try:
+            validator = validator_for(schema)
+        except jsonschema.SchemaError as e:
+            raise reader.fail("schema", f"a valid JSON Schema ({e.message[:150]})", show_got=False) from None
+        expected = reader.present("expected")
+        try:
+            loads_strict(json.dumps(expected, allow_nan=True))
+        except StrictJSONError as e:
+            raise reader.fail("expected", f"strict JSON ({e})", expected) from None
+        problem = schema_error(validator, expected)
+        if problem:
+            raise reader.fail("expected", f"a value that satisfies the schema ({problem})", expected)
+        return parse_common(reader, {"schema": dict(schema), "expected": expected})
+
+    def render_prompt(self, task: Task) -> str:
+        return task.prompt
+
+    def make_verifier(self, pool: Any | None = None) -> Verifier:
+        return make_json_verifier()
+
+    def noop_response(self, task: Task) -> str:
+        return "{}"
+
+    def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
+        rng = random.Random(seed)
+        return [_generate_one(rng, f"json-gen-{seed}-{i}") for i in range(n)]
+
+
+_NAMES = ("Alice", "Bruno", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ines", "Jonas")
+_CITIES = ("Paris", "Lagos", "Osaka", "Lima", "Oslo", "Quito", "Hanoi", "Porto", "Cairo", "Perth")
+_PETS = ("cat", "dog", "parrot", "rabbit")
+
+
+def _generate_one(rng: random.Random, tid: str) -> Task:
+    name, city, age = rng.choice(_NAMES), rng.choice(_CITIES), rng.randint(18, 90)
+    pets = sorted(rng.sample(_PETS, rng.randint(0, 3)))
+    member = rng.random() < 0.5
+    pet_text = ", ".join(f"a {p}" for p in pets) if pets else "no pets"
+    text = (f"{name} is {age} years old and lives in {city}. {name} has {pet_text}, and is "
+            f"{'a' if member else 'not a'} member of the library.")
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer", "minimum": 0},
+            "city": {"type": "string"},
+            "pets": {"type": "array", "items": {"type": "string", "enum": list(_PETS)}},
+            "library_member": {"type": "boolean"},
+        },
+        "required": ["name", "age", "city", "pets", "library_member"],
+        "additionalProperties": False,
+    }
+    expected = {"name": name, "age": age, "city": city, "pets": pets, "library_member": member}
+    prompt = (
+        "Extract the person's details from the text as JSON matching this schema "
+        f"(list pets in alphabetical order):\n{json.dumps(schema)}\n\nText: {text}\n"
+    )
+    return Task(
+        id=tid,
+        domain=NAME,
+        prompt=prompt,
+        fields={"schema": schema, "expected": expected},
+        reference=json.dumps(expected),
+        tags=("json", "extraction"),
+        metadata={"generator": "json/person"},
+    )
+
+
+ENV = JsonEnv()

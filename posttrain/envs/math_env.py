@@ -1,0 +1,211 @@
+"""The math domain: one final answer in ``\\boxed{...}``, checked for symbolic equivalence.
+
+Task fields (docs/tasks.md): ``prompt`` (shown verbatim), ``answer`` (gold, LaTeX or plain).
+
+Verification, in order; each step's failure is a ``fail`` with reward 0:
+1. exactly one ``\\boxed{...}`` (or ``\\fbox{...}``) in the response, braces balanced, not empty
+   (no box, two boxes, ``\\boxed 5`` -> format failure: MATH-01, MATH-03);
+2. no hedging inside the box ("3 or 5", ``\\lor``, ``\\pm`` unless the gold has one: MATH-01);
+3. equivalence with the gold answer by math-verify, run in a worker process with a deadline
+   (``posttrain.verify._mathcheck``), or an exact match after whitespace/``\\text`` normalisation.
+
+The answer is never passed to ``eval``/``exec`` or sympy's ``parse_expr`` (MATH-06). The whole
+response is not scanned for numbers: the box is the only answer slot (MATH-03). Only the
+response is scored, never the prompt (MATH-07).
+
+Not handled: answers that need a judge (proofs, free text); multiple-choice letter mapping.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.types import Task, Verdict
+from posttrain.verify._mathcheck import MathChecker, shared_checker
+
+NAME = "math"
+DOMAIN_KEYS = frozenset({"answer"})
+MAX_ANSWER_CHARS = 400
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_HEDGE_RE = re.compile(r"(?i)(?:\bor\b|\band\b|\\lor\b|\\land\b|\\vee\b|\\wedge\b|\beither\b)")
+_PM_RE = re.compile(r"\\pm\b|\\mp\b|±")
+
+
+def extract_boxed(response: str) -> tuple[str | None, str | None]:
+    """The content of the single ``\\boxed{...}``, or ``(None, reason)``.
+
+    >>> extract_boxed(r"so \\boxed{\\frac{1}{2}}.")
+    ('\\\\frac{1}{2}', None)
+    >>> extract_boxed(r"\\boxed{1} or \\boxed{2}")[1]
+    'found 2 \\\\boxed{} answers; exactly one is allowed'
+    """
+    starts = [m.end() for m in _BOX_RE.finditer(response)]
+    if not starts:
+        return None, "no \\boxed{} answer found"
+    if len(starts) > 1:
+        return None, f"found {len(starts)} \\boxed{{}} answers; exactly one is allowed"
+    i = starts[0]
+    while i < len(response) and response[i] in " \t":
+        i += 1
+    if i >= len(response) or response[i] != "{":
+        return None, "\\boxed must be followed by {...}"
+    depth, j = 0, i
+    while j < len(response):
+        ch = response[j]
+        if ch == "\\" and j + 1 < len(response):
+            j += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                content = response[i + 1 : j].strip()
+                if not content:
+                    return None, "the \\boxed{} answer is empty"
+                return content, None
+        j += 1
+    return None, "unbalanced braces in \\boxed{...}"
+
+
+def _normalise(text: str) -> str:
+    text = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\left|\\right|\\!|\\,|\\;|\\ |\$", "", text)
+    return re.sub(r"\s+", "", text).rstrip(".").lower()
+
+
+def _hedge_reason(content: str, gold: str) -> str | None:
+    if _HEDGE_RE.search(content) and not _HEDGE_RE.search(gold):
+        return "the answer hedges between alternatives; give exactly one answer"
+    if _PM_RE.search(content) and not _PM_RE.search(gold):
+        return "the answer uses \\pm; give exactly one value"
+    return None
+
+
+def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
+    """A verifier for math tasks; ``checker`` defaults to the process-wide worker pool."""
+
+    def verify(task: Task, response: str) -> Verdict:
+        gold = task_answer(task)
+        content, reason = extract_boxed(response)
+        if content is None:
+            return fail(f"Answer format: {reason}. Put exactly one final answer in \\boxed{{...}}.", "format",
+                        {"reason": reason})
+        evidence: dict[str, Any] = {"extracted": content[:MAX_ANSWER_CHARS], "gold": gold}
+        if len(content) > MAX_ANSWER_CHARS:
+            return fail(f"Answer format: the boxed answer is longer than {MAX_ANSWER_CHARS} characters.",
+                        "format", evidence)
+        hedge = _hedge_reason(content, gold)
+        if hedge:
+            return fail(f"Answer format: {hedge}.", "format", evidence)
+        if _normalise(content) == _normalise(gold):
+            return passed("Correct.", {**evidence, "match": "exact"})
+        eq = (checker or shared_checker()).equivalent(gold, content)
+        evidence.update({"match": eq.status, "parsed": eq.parsed})
+        if eq.status == "worker_error":
+            return Verdict.infra(f"math checker failed: {eq.detail}", error_class="infra:math_checker",
+                                 evidence=evidence)
+        if eq.status == "gold_unparseable":
+            return Verdict.infra(f"task {task.id}: gold answer {gold!r} is not parseable",
+                                 error_class="infra:bad_task", evidence=evidence)
+        if eq.equal:
+            return passed("Correct.", evidence)
+        if eq.status == "unparseable":
+            return fail("Answer format: the boxed answer is not a parseable mathematical expression.",
+                        "format", evidence)
+        if eq.status == "timeout":
+            return fail("The boxed answer took too long to compare; simplify it.", "answer_timeout", evidence)
+        return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0})
+
+    return guard(NAME, verify)
+
+
+def task_answer(task: Task) -> str:
+    return str(task.fields["answer"])
+
+
+class MathEnv:
+    """The math domain (see the module docstring)."""
+
+    name = NAME
+
+    def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
+        reader = RecordReader(record, source, NAME)
+        reader.check_keys(DOMAIN_KEYS)
+        answer = reader.present("answer")
+        if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+            raise reader.fail("answer", "a string (LaTeX or plain) or a number", answer)
+        answer = str(answer).strip()
+        if not answer:
+            raise reader.fail("answer", "a non-empty answer", answer)
+        return parse_common(reader, {"answer": answer})
+
+    def render_prompt(self, task: Task) -> str:
+        return task.prompt
+
+    def make_verifier(self, pool: Any | None = None) -> Verifier:
+        return make_math_verifier()
+
+    def noop_response(self, task: Task) -> str:
+        return "I am not sure."
+
+    def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
+        rng = random.Random(seed)
+        return [_generate_one(rng, f"math-gen-{seed}-{i}") for i in range(n)]
+
+
+_SUFFIX = " Put your final answer in \\boxed{}."
+
+
+def _frac_latex(q: Fraction) -> str:
+    if q.denominator == 1:
+        return str(q.numerator)
+    sign = "-" if q < 0 else ""
+    return f"{sign}\\frac{{{abs(q.numerator)}}}{{{q.denominator}}}"
+
+
+def _generate_one(rng: random.Random, tid: str) -> Task:
+    kind = rng.choice(["arith", "linear", "fraction", "series", "gcd"])
+    if kind == "arith":
+        a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(1, 200)
+        prompt, answer = f"Compute ${a} \\times {b} - {c}$.", str(a * b - c)
+        work = f"${a} \\times {b} = {a * b}$, and ${a * b} - {c} = {a * b - c}$."
+    elif kind == "linear":
+        x, a, b = rng.randint(-12, 12), rng.randint(2, 9), rng.randint(-30, 30)
+        prompt, answer = f"Solve for $x$: ${a}x + {b} = {a * x + b}$.", str(x)
+        work = f"Subtract {b} and divide by {a}: $x = {x}$."
+    elif kind == "fraction":
+        p, q = Fraction(rng.randint(1, 9), rng.randint(2, 9)), Fraction(rng.randint(1, 9), rng.randint(2, 9))
+        prompt = f"Compute $\\frac{{{p.numerator}}}{{{p.denominator}}} + \\frac{{{q.numerator}}}{{{q.denominator}}}$ as a reduced fraction."
+        answer = _frac_latex(p + q)
+        work = f"Over a common denominator the sum is ${answer}$."
+    elif kind == "series":
+        a, d, k = rng.randint(1, 20), rng.randint(1, 9), rng.randint(5, 30)
+        total = k * (2 * a + (k - 1) * d) // 2
+        prompt = f"What is the sum of the first {k} terms of the arithmetic sequence {a}, {a + d}, {a + 2 * d}, ...?"
+        answer = str(total)
+        work = f"The sum is ${k}/2 \\cdot (2 \\cdot {a} + {k - 1} \\cdot {d}) = {total}$."
+    else:
+        g = rng.randint(2, 15)
+        a, b = g * rng.randint(2, 20), g * rng.randint(2, 20)
+        from math import gcd
+
+        prompt, answer = f"What is the greatest common divisor of {a} and {b}?", str(gcd(a, b))
+        work = f"By the Euclidean algorithm, $\\gcd({a}, {b}) = {gcd(a, b)}$."
+    return Task(
+        id=tid,
+        domain=NAME,
+        prompt=prompt + _SUFFIX,
+        fields={"answer": answer},
+        reference=f"{work} The answer is $\\boxed{{{answer}}}$.",
+        tags=("math", kind),
+        metadata={"generator": f"math/{kind}"},
+    )
+
+
+ENV = MathEnv()

@@ -1,0 +1,175 @@
+"""The body of ``posttrain eval``: pick tasks, get responses, verify, summarize, compare, write.
+
+Kept apart from ``cli.py`` so the parser stays readable; ``run_eval(args)`` returns the summary
+dict that ``--json`` prints. See ``posttrain.evaluate.cli`` for the command lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+from posttrain.evaluate.baseline import compare, load_baseline
+from posttrain.evaluate.decontaminate import check_clean_split
+from posttrain.evaluate.records import EvalRecord, write_records
+from posttrain.evaluate.runner import (
+    Response,
+    compact,
+    load_suite,
+    noop_baseline,
+    read_responses,
+    score_responses,
+)
+from posttrain.evaluate.summary import summarize
+from posttrain.types import Task
+
+__all__ = ["run_eval", "checkpoints_of"]
+
+
+def _validate(args: argparse.Namespace) -> None:
+    given = [f"--{name.replace('_', '-')}" for name in ("responses", "model", "endpoint") if getattr(args, name)]
+    if len(given) > 1:
+        raise UserError(f"posttrain eval: give one of --responses, --model, --endpoint; got {', '.join(given)}")
+    if not given and not args.run:
+        raise UserError("posttrain eval: nothing to evaluate; give --responses FILE, --model PATH, --endpoint URL or --run DIR")
+    if args.endpoint and not args.model_name:
+        raise UserError("posttrain eval: --endpoint needs --model-name NAME")
+    if args.suite and args.tasks:
+        raise UserError("posttrain eval: give --suite or --tasks, not both")
+    if args.n < 1:
+        raise UserError(f"posttrain eval: --n must be >= 1, got {args.n}")
+    if args.max_attempts < 1:
+        raise UserError(f"posttrain eval: --max-attempts must be >= 1, got {args.max_attempts}")
+    if args.responses and args.max_attempts > 1:
+        raise UserError("posttrain eval: --max-attempts needs a model or endpoint (responses cannot be re-asked)")
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"posttrain eval: --limit must be >= 1, got {args.limit}")
+    if args.fail_on_regression and not args.baseline:
+        raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
+    if args.run and not Path(args.run).is_dir():
+        raise UserError(f"--run: {args.run} is not a directory")
+
+
+def _tasks(args: argparse.Namespace) -> list[Task]:
+    if args.tasks:
+        from posttrain.tasks import load_tasks
+
+        tasks = list(load_tasks(args.tasks))
+    elif args.suite:
+        tasks = load_suite(args.suite)
+    elif args.run and (Path(args.run) / "tasks" / "eval.jsonl").is_file():
+        from posttrain.tasks import load_tasks
+
+        tasks = list(load_tasks(Path(args.run) / "tasks" / "eval.jsonl"))
+    else:
+        tasks = load_suite("humaneval")
+    if not tasks:
+        raise UserError("posttrain eval: the task suite is empty")
+    return tasks[: args.limit] if args.limit else tasks
+
+
+def checkpoints_of(run_dir: str | Path) -> list[Path]:
+    """The checkpoint folders of a run (``RUN/checkpoints/<name>/config.json``), base first, rl last."""
+    root = Path(run_dir) / "checkpoints"
+    found = [p for p in sorted(root.glob("*")) if (p / "config.json").is_file()]
+    order = {"base": 0, "sft": 1, "rl": 3}
+    return sorted(found, key=lambda p: (order.get(p.name, 2), p.name))
+
+
+def _temperature(args: argparse.Namespace) -> float:
+    if args.temperature is not None:
+        return args.temperature
+    return 0.0 if args.n == 1 else 0.8
+
+
+def _sampler(args: argparse.Namespace, model: str | None) -> Any:
+    from posttrain.evaluate import sources
+
+    if args.endpoint:
+        return sources.endpoint_sampler(args.endpoint, args.model_name, temperature=_temperature(args),
+                                        max_new_tokens=args.max_new_tokens, chat=args.chat)
+    from posttrain.policy import load_policy
+
+    return sources.policy_sampler(load_policy(model), temperature=_temperature(args),
+                                  max_new_tokens=args.max_new_tokens)
+
+
+def _records(args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str) -> list[EvalRecord]:
+    if args.responses:
+        ids = {t.id for t in tasks}
+        responses = read_responses(args.responses)
+        if args.limit:
+            responses = [r for r in responses if r.task_id in ids]
+        return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers, source=args.responses)
+    from posttrain.evaluate.sources import sample_episodes
+
+    def score(responses: list[Response]) -> list[EvalRecord]:
+        return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers)
+
+    return sample_episodes(tasks, _sampler(args, model), score, n=args.n, max_attempts=args.max_attempts,
+                           seed=args.seed)
+
+
+def _score(
+    args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str
+) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
+    records = _records(args, tasks, pool, model, stage)
+    used = {r.task_id for r in records}
+    summary = summarize(records, ks=args.k)
+    noop = noop_baseline([t for t in tasks if t.id in used], pool=pool, workers=args.workers)
+    summary["noop"] = compact(summarize(noop, ks=(1,)))
+    return summary, records, noop
+
+
+def _write_run(run_dir: Path, name: str, summary: dict, records: list[EvalRecord]) -> None:
+    write_records(run_dir / "eval" / f"{name}.jsonl", records)
+    path = run_dir / "summary.json"
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}: not valid JSON ({e.msg}); fix or remove it") from None
+    data.setdefault("eval", {})[name] = summary
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def run_eval(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything ``posttrain eval`` does; returns the summary (``{"eval": {...}}`` for a whole run)."""
+    _validate(args)
+    tasks = _tasks(args)
+    if args.run:
+        train = Path(args.run) / "tasks" / "train.jsonl"
+        if train.is_file():
+            check_clean_split(train, tasks)
+        else:
+            print(f"note: {train} not found; train/eval overlap not checked", file=sys.stderr)
+    from posttrain.sandbox import open_pool
+
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    with open_pool() as pool:
+        if args.run and not (args.responses or args.model or args.endpoint):
+            ckpts = checkpoints_of(args.run)
+            if not ckpts:
+                raise UserError(f"--run: no checkpoints under {Path(args.run) / 'checkpoints'} (folders with config.json)")
+            result: dict[str, Any] = {"eval": {}}
+            for ckpt in ckpts:
+                summary, records, _ = _score(args, tasks, pool, str(ckpt), stage=ckpt.name)
+                if baseline is not None:
+                    summary["baseline"] = compare(summary, baseline)
+                _write_run(Path(args.run), ckpt.name, summary, records)
+                result["eval"][ckpt.name] = summary
+            return result
+        summary, records, noop = _score(args, tasks, pool, args.model, stage="eval")
+    if baseline is not None:
+        summary["baseline"] = compare(summary, baseline)
+    if args.out:
+        out = Path(args.out)
+        write_records(out / "records.jsonl", records)
+        write_records(out / "noop.jsonl", noop)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

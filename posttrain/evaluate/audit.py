@@ -1,0 +1,210 @@
+"""``posttrain audit RUN_DIR --sample N``: re-verify a random sample of passes; a page for a person.
+
+Rewards drift: a verifier gets a fix, a hack guard learns a new exploit, a sandbox changes. The
+audit draws ``N`` records that *passed* (from ``RUN/trajectories/*.jsonl`` and
+``RUN/eval/*.jsonl``, uniformly, seeded), looks their tasks up (``RUN/tasks/*.jsonl``, plus
+``--tasks`` files and ``--suite``), verifies the stored completion again with the current
+verifier of the task's domain and its hack guards (whatever ``env.make_verifier`` applies now,
+reporting the flags in the verdict's evidence), and writes:
+
+- ``RUN/audit/audit.jsonl``: one line per sampled record: the stored verdict, the new one,
+  and ``agree`` (true/false/null when the re-verification hit an infra error);
+- ``RUN/audit/review.html``: a self-contained page listing every sampled item (disagreements
+  first) with prompt, completion, both verdicts and feedback, a "looks right / looks wrong"
+  choice and a notes box per item, and a button that downloads the person's review as JSON
+  (sampled human review of outputs).
+
+What it does not do: change any record, or judge what the person decides.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+from posttrain.evaluate._page import CSS
+from posttrain.evaluate.records import EvalRecord, read_records, record_from_verdict
+from posttrain.evaluate.runner import load_suite, verifier_version
+from posttrain.types import Task
+
+__all__ = ["AuditResult", "run_audit"]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Counts of one audit, and where its files went."""
+
+    population: int
+    """Passed records available to sample from."""
+    checked: int
+    disagreements: int
+    unverified: int
+    """Re-verifications that hit an infra error (neither agree nor disagree)."""
+    missing_tasks: int
+    review_page: Path
+    records_path: Path
+
+
+def _load_tasks(run: Path, task_files: list[str], suite: str | None) -> dict[str, Task]:
+    files = sorted((run / "tasks").glob("*.json*")) + [Path(f) for f in task_files]
+    tasks: dict[str, Task] = {}
+    if files:
+        from posttrain.tasks import load_tasks
+
+        for f in files:
+            if not f.is_file():
+                raise UserError(f"--tasks: {f} not found")
+            tasks.update({t.id: t for t in load_tasks(f)})
+    if suite:
+        tasks.update({t.id: t for t in load_suite(suite)})
+    return tasks
+
+
+def _passed_records(run: Path) -> list[tuple[str, EvalRecord]]:
+    out = []
+    for folder in ("trajectories", "eval"):
+        for path in sorted((run / folder).glob("*.jsonl")):
+            out += [(f"{folder}/{path.name}", r) for r in read_records(path) if r.passed]
+    return out
+
+
+def run_audit(
+    run_dir: str | Path,
+    *,
+    sample: int,
+    seed: int = 0,
+    task_files: list[str] | None = None,
+    suite: str | None = None,
+    pool: Any = None,
+) -> AuditResult:
+    """Re-verify ``sample`` random passed records of a run; write audit.jsonl and review.html."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise UserError(f"{run}: run directory not found")
+    if sample < 1:
+        raise UserError(f"--sample must be >= 1, got {sample}")
+    population = _passed_records(run)
+    if not population:
+        raise UserError(f"{run}: no passed records in trajectories/*.jsonl or eval/*.jsonl to audit")
+    tasks = _load_tasks(run, task_files or [], suite)
+    picked = random.Random(seed).sample(population, min(sample, len(population)))
+    if pool is None:
+        from posttrain.sandbox import open_pool
+
+        with open_pool() as own_pool:
+            items = _reverify(picked, tasks, own_pool)
+    else:
+        items = _reverify(picked, tasks, pool)
+    out_dir = run / "audit"
+    out_dir.mkdir(exist_ok=True)
+    records_path = out_dir / "audit.jsonl"
+    with records_path.open("w", encoding="utf-8") as fh:
+        for item in items:
+            fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+    page = out_dir / "review.html"
+    page.write_text(_review_html(run, items, len(population)), encoding="utf-8")
+    return AuditResult(
+        population=len(population),
+        checked=sum(i["now"] is not None for i in items),
+        disagreements=sum(i["agree"] is False for i in items),
+        unverified=sum(i["now"] is not None and i["agree"] is None for i in items),
+        missing_tasks=sum(i["now"] is None for i in items),
+        review_page=page,
+        records_path=records_path,
+    )
+
+
+def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], pool: Any) -> list[dict[str, Any]]:
+    from posttrain.envs import get_env
+
+    verifiers: dict[str, Any] = {}
+    items = []
+    for source, rec in picked:
+        item: dict[str, Any] = {"source": source, "record": rec.to_json(), "now": None, "agree": None}
+        task = tasks.get(rec.task_id)
+        if task is None:
+            item["note"] = "task not found; pass --tasks FILE or --suite"
+            items.append(item)
+            continue
+        if task.domain not in verifiers:
+            verifiers[task.domain] = get_env(task.domain).make_verifier(pool)
+        verdict = verifiers[task.domain](task, rec.completion)
+        now = record_from_verdict(verdict, task_id=task.id, domain=task.domain, completion=rec.completion,
+                                  verifier_version=verifier_version(task.domain), stage="audit")
+        item["now"] = {"outcome": now.outcome, "reward": now.reward, "error_class": now.error_class,
+                       "feedback": now.feedback, "hack_flags": list(now.hack_flags),
+                       "verifier_version": now.verifier_version}
+        if not verdict.is_infra_error:
+            item["agree"] = verdict.passed and not now.hack_flags
+        items.append(item)
+    return items
+
+
+_REVIEW_SCRIPT = """
+document.getElementById('download').addEventListener('click', function () {
+  var out = [];
+  var items = document.querySelectorAll('.item');
+  for (var i = 0; i < items.length; i++) {
+    var it = items[i];
+    var choice = it.querySelector('input[type=radio]:checked');
+    out.push({task_id: it.getAttribute('data-task'), source: it.getAttribute('data-source'),
+              decision: choice ? choice.value : null, notes: it.querySelector('textarea').value});
+  }
+  var blob = new Blob([JSON.stringify(out, null, 2)], {type: 'application/json'});
+  var a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = 'review.json';
+  a.click();
+});
+document.body.setAttribute('data-ready', '1');
+"""
+
+
+def _status(item: dict[str, Any]) -> str:
+    if item["now"] is None:
+        return "missing task"
+    if item["agree"] is None:
+        return "infra error on re-verify"
+    return "agree" if item["agree"] else "DISAGREE"
+
+
+def _item_html(i: int, item: dict[str, Any]) -> str:
+    rec, now = item["record"], item["now"] or {}
+    status = _status(item)
+    kind = {"agree": "pass", "DISAGREE": "fail"}.get(status, "infra")
+    name = f"d{i}"
+    return (
+        f'<details class="traj item" data-kind="{kind}" data-task="{escape(rec["task_id"])}" '
+        f'data-source="{escape(item["source"])}"{" open" if status == "DISAGREE" else ""}>'
+        f'<summary><span class="badge {kind}">{escape(status)}</span> {escape(item["source"])} · task '
+        f'<b>{escape(rec["task_id"])}</b> · sample {rec["sample_idx"]} · attempt {rec["attempt"]}</summary>'
+        f'<table class="review"><tr><th></th><th>stored</th><th>now</th></tr>'
+        f'<tr><th>outcome</th><td>{escape(rec["outcome"])}</td><td>{escape(str(now.get("outcome", "–")))}</td></tr>'
+        f'<tr><th>verifier</th><td>{escape(rec["verifier_version"])}</td><td>{escape(str(now.get("verifier_version", "–")))}</td></tr>'
+        f'<tr><th>hack flags</th><td>{escape(", ".join(rec["hack_flags"]))}</td><td>{escape(", ".join(now.get("hack_flags", [])))}</td></tr>'
+        f'<tr><th>feedback</th><td>{escape(rec["feedback"])}</td><td>{escape(str(now.get("feedback", "")))}</td></tr></table>'
+        f'<h4>prompt</h4><pre>{escape(rec["prompt"])}</pre><h4>completion</h4><pre>{escape(rec["completion"])}</pre>'
+        f'<p><label><input type="radio" name="{name}" value="right"> looks right</label> '
+        f'<label><input type="radio" name="{name}" value="wrong"> looks wrong</label></p>'
+        f'<textarea rows="2" cols="80" placeholder="notes"></textarea></details>'
+    )
+
+
+def _review_html(run: Path, items: list[dict[str, Any]], population: int) -> str:
+    order = {"DISAGREE": 0, "infra error on re-verify": 1, "missing task": 2, "agree": 3}
+    ordered = sorted(items, key=lambda it: order[_status(it)])
+    n_dis = sum(it["agree"] is False for it in items)
+    body = "".join(_item_html(i, it) for i, it in enumerate(ordered))
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>posttrain audit: {escape(run.name)}</title><style>{CSS}</style></head><body>"
+        f"<h1>Audit of {escape(run.name)}</h1><p>{len(items)} of {population} passed records, re-verified with the "
+        f"current verifiers: <b>{n_dis} disagreement(s)</b>. Go through each item, mark it, then "
+        '<button id="download">download my review (JSON)</button>.</p>'
+        f"{body}<script>{_REVIEW_SCRIPT}</script></body></html>"
+    )

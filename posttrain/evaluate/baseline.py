@@ -1,0 +1,93 @@
+"""``posttrain eval --baseline RUN_OR_RESULTS``: per-domain comparison against an earlier result.
+
+A baseline is a run directory (its ``summary.json``: the ``eval`` entry of ``rl`` if present,
+else the last one), a results directory or file written by ``posttrain eval --out`` (a plain
+summary), or a records JSONL (summarized here). ``compare(current, baseline)`` lines up
+``pass@1`` per domain (and overall) with both bootstrap intervals.
+
+A domain *regressed* when it dropped beyond both intervals: the current value is below the
+baseline's interval and the baseline value is above the current interval (the seesaw effect:
+one domain improves while another quietly drops). This is conservative (two non-overlapping
+95% intervals); a drop inside the noise is reported as a delta, not flagged.
+
+What it does not do: pair tasks across the two runs (the suites may differ), or compare any rate
+other than pass@1 (the others are in the summaries side by side).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+from posttrain.evaluate.records import read_records
+from posttrain.evaluate.summary import summarize
+
+__all__ = ["load_baseline", "compare"]
+
+
+def _pick(data: dict[str, Any], where: str) -> dict[str, Any]:
+    if "pass@1" in data or "per_domain" in data:
+        return data
+    evals = data.get("eval")
+    if isinstance(evals, dict) and evals:
+        name = "rl" if "rl" in evals else list(evals)[-1]
+        entry = evals[name]
+        if isinstance(entry, dict) and "pass@1" in entry:
+            return {**entry, "baseline_model": name}
+    raise UserError(f"{where}: no evaluation summary found (expected 'pass@1' or an 'eval' entry with one)")
+
+
+def load_baseline(path: str | Path) -> dict[str, Any]:
+    """The baseline summary from a run dir, a results dir, a summary JSON, or a records JSONL."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "summary.json"
+    if not path.is_file():
+        raise UserError(f"--baseline: {path} not found (expected a run dir, results dir, summary.json or records .jsonl)")
+    if path.suffix == ".jsonl":
+        return summarize(read_records(path))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"--baseline: {path}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"--baseline: {path}: expected a JSON object")
+    return _pick(data, f"--baseline {path}")
+
+
+def _row(cur: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    c, b = cur.get("pass@1"), base.get("pass@1")
+    c_ci, b_ci = (cur.get("ci") or {}).get("pass@1"), (base.get("ci") or {}).get("pass@1")
+    row: dict[str, Any] = {"current": c, "current_ci": c_ci, "baseline": b, "baseline_ci": b_ci}
+    if c is None or b is None:
+        row.update(delta=None, regressed=False, note="pass@1 missing on one side")
+        return row
+    row["delta"] = c - b
+    if not (c_ci and b_ci):
+        row.update(regressed=False, note="no interval on one side; not judged")
+        return row
+    row["regressed"] = bool(c < b_ci[0] and b > c_ci[1])
+    return row
+
+
+def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Per-domain pass@1 against the baseline, with ``regressions`` listing domains that dropped.
+
+    >>> cur = {"pass@1": 0.2, "ci": {"pass@1": [0.1, 0.3]}, "per_domain": {}}
+    >>> base = {"pass@1": 0.8, "ci": {"pass@1": [0.7, 0.9]}, "per_domain": {}}
+    >>> compare(cur, base)["overall"]["regressed"]
+    True
+    """
+    cur_dom, base_dom = current.get("per_domain") or {}, baseline.get("per_domain") or {}
+    per_domain = {d: _row(cur_dom[d], base_dom[d]) for d in sorted(set(cur_dom) & set(base_dom))}
+    overall = _row(current, baseline)
+    return {
+        "overall": overall,
+        "per_domain": per_domain,
+        "only_in_current": sorted(set(cur_dom) - set(base_dom)),
+        "only_in_baseline": sorted(set(base_dom) - set(cur_dom)),
+        "regressions": [d for d, r in per_domain.items() if r["regressed"]] + (["overall"] if overall["regressed"] else []),
+        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's",
+    }

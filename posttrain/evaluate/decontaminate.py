@@ -1,0 +1,236 @@
+"""Train/eval overlap by normalized n-gram matching; ``posttrain tasks decontaminate TRAIN EVAL``.
+
+    posttrain tasks decontaminate train.jsonl eval.jsonl --n 13 --out clean/
+
+Each task record contributes its prompt and its solutions (``reference``, ``canonical_solution``,
+``answer``, ``solution``). Text is normalized (lowercased, every run of non-alphanumeric
+characters becomes one space) and cut into word n-grams, 13 by default as in the GPT-3 paper's
+decontamination (Brown et al. 2020, appendix C). A prompt shorter than n words is compared whole
+(an exact duplicate); a solution shorter than n words is not compared (different problems share
+short answers such as "88").
+An eval record is contaminated when any of its n-grams occurs in any train record.
+
+``--out DIR`` writes ``DIR/<train>.decontaminated.jsonl`` (train minus every record that overlaps
+the eval set: the usual fix, the benchmark stays intact), ``DIR/<eval>.clean.jsonl`` (eval minus
+the contaminated records, for when the train set cannot change) and ``DIR/contamination.json``.
+Records are copied as they were read (raw JSON objects), whatever their domain.
+
+What it does not do: fuzzy or embedding-based matching (paraphrases pass through), or checking
+that the records are valid tasks (``posttrain tasks validate`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+
+__all__ = [
+    "TEXT_FIELDS",
+    "Overlap",
+    "normalize",
+    "ngrams",
+    "record_grams",
+    "find_overlap",
+    "read_task_records",
+    "cmd_decontaminate",
+    "check_clean_split",
+]
+
+TEXT_FIELDS = ("prompt", "reference", "canonical_solution", "answer", "solution")
+"""The fields of a task record compared across splits: the prompt and its solutions."""
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """One contaminated eval record: which train record it shares an n-gram with, and the n-gram."""
+
+    eval_id: str
+    train_id: str
+    ngram: str
+    eval_index: int
+    """Position of the eval record in its file (ids need not be unique)."""
+    train_index: int
+
+
+def normalize(text: str) -> list[str]:
+    """Lowercased words with punctuation and whitespace runs removed.
+
+    >>> normalize("Compute  2+3, then PRINT it!")
+    ['compute', '2', '3', 'then', 'print', 'it']
+    """
+    return _NON_ALNUM.sub(" ", text.lower()).split()
+
+
+def ngrams(text: str, n: int = 13, *, whole_if_short: bool = True) -> set[str]:
+    """The word n-grams of a text; a text shorter than n words is one gram (or none).
+
+    >>> sorted(ngrams("a b c d", 3))
+    ['a b c', 'b c d']
+    >>> ngrams("a, b", 3), ngrams("a, b", 3, whole_if_short=False)
+    ({'a b'}, set())
+    """
+    if n < 1:
+        raise UserError(f"--n must be >= 1, got {n}")
+    words = normalize(text)
+    if not words:
+        return set()
+    if len(words) < n:
+        return {" ".join(words)} if whole_if_short else set()
+    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def record_grams(record: Mapping[str, Any], n: int) -> set[str]:
+    """The n-grams of a record. A short prompt counts whole (an exact duplicate is contamination);
+    a short solution does not (two problems may share the answer "88").
+
+    >>> sorted(record_grams({"prompt": "2+2=", "answer": "4"}, 13))
+    ['2 2']
+    """
+    grams: set[str] = set()
+    for key in TEXT_FIELDS:
+        value = record.get(key)
+        if isinstance(value, str) and value.strip():
+            grams |= ngrams(value, n, whole_if_short=key == "prompt")
+    return grams
+
+
+def _record_id(record: Mapping[str, Any], index: int) -> str:
+    rid = record.get("id", record.get("task_id"))
+    return str(rid) if rid is not None else f"#{index}"
+
+
+def _index(records: Sequence[Mapping[str, Any]], n: int) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for i, rec in enumerate(records):
+        for g in record_grams(rec, n):
+            index.setdefault(g, i)
+    return index
+
+
+def find_overlap(
+    train: Sequence[Mapping[str, Any]], eval_: Sequence[Mapping[str, Any]], *, n: int = 13
+) -> list[Overlap]:
+    """Every eval record that shares a normalized n-gram with a train record (first match each).
+
+    >>> train = [{"id": "t1", "prompt": "What is two plus three?"}]
+    >>> find_overlap(train, [{"id": "e1", "prompt": "what is TWO plus three"}], n=13)[0].train_id
+    't1'
+    """
+    index = _index(train, n)
+    out = []
+    for i, rec in enumerate(eval_):
+        hit = next((g for g in sorted(record_grams(rec, n)) if g in index), None)
+        if hit is not None:
+            j = index[hit]
+            out.append(Overlap(_record_id(rec, i), _record_id(train[j], j), hit, i, j))
+    return out
+
+
+def read_task_records(path: str | Path) -> list[dict[str, Any]]:
+    """Raw task records from JSONL (optionally .gz) or a JSON list; errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: task file not found")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        text = fh.read()
+    if path.name.endswith((".json", ".json.gz")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise UserError(f"{path}: expected a JSON list of task objects")
+        return data
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise UserError(f"{path}:{lineno}: expected a JSON object per line, got {type(rec).__name__}")
+        out.append(rec)
+    return out
+
+
+def _write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".jsonl", ".json"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 13) -> None:
+    """Raise ``UserError`` if any eval task (a ``posttrain.types.Task``) overlaps the training pool file."""
+    train = read_task_records(train_path)
+    records = [{"id": t.id, "prompt": t.prompt, "reference": t.reference} for t in tasks]
+    overlaps = find_overlap(train, records, n=n)
+    if overlaps:
+        shown = "; ".join(f"{o.eval_id} ~ {o.train_id}" for o in overlaps[:5])
+        raise UserError(
+            f"{train_path}: {len(overlaps)} of {len(records)} eval tasks overlap the run's training pool "
+            f"(normalized {n}-gram match: {shown}); refusing to score a contaminated suite. "
+            f"Run 'posttrain tasks decontaminate {train_path} EVAL --out DIR' and evaluate on the clean file"
+        )
+
+
+def cmd_decontaminate(args: argparse.Namespace) -> int:
+    """``posttrain tasks decontaminate TRAIN EVAL [--n 13] [--out DIR]``; exit 0 clean, 1 overlap found.
+
+    ``args`` has ``train``, ``eval`` (paths), ``n`` (int, default 13) and ``out`` (path or None).
+    """
+    n = int(args.n)
+    train_path, eval_path = Path(args.train), Path(args.eval)
+    train, eval_ = read_task_records(train_path), read_task_records(eval_path)
+    overlaps = find_overlap(train, eval_, n=n)
+    bad_eval = {o.eval_index for o in overlaps}
+    # the reverse direction names the train records to drop
+    bad_train_overlaps = find_overlap(eval_, train, n=n)
+    bad_train = {o.eval_index for o in bad_train_overlaps}
+    print(
+        f"decontaminate: {len(overlaps)}/{len(eval_)} eval records share a normalized {n}-gram with "
+        f"{len(train)} train records; {len(bad_train)} train records overlap the eval set"
+    )
+    for o in overlaps[:20]:
+        print(f"  eval {o.eval_id} ~ train {o.train_id}: {o.ngram[:100]!r}")
+    if len(overlaps) > 20:
+        print(f"  ... and {len(overlaps) - 20} more")
+    out = args.out
+    if out:
+        out_dir = Path(out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        train_out = out_dir / f"{_stem(train_path)}.decontaminated.jsonl"
+        eval_out = out_dir / f"{_stem(eval_path)}.clean.jsonl"
+        _write_jsonl(train_out, (r for i, r in enumerate(train) if i not in bad_train))
+        _write_jsonl(eval_out, (r for i, r in enumerate(eval_) if i not in bad_eval))
+        report = {
+            "n": n,
+            "train": str(train_path),
+            "eval": str(eval_path),
+            "train_records": len(train),
+            "eval_records": len(eval_),
+            "contaminated_eval": [asdict(o) for o in overlaps],
+            "overlapping_train": [o.eval_id for o in bad_train_overlaps],
+            "written": {"train": str(train_out), "eval": str(eval_out)},
+        }
+        (out_dir / "contamination.json").write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {train_out} ({len(train) - len(bad_train)} records), {eval_out} ({len(eval_) - len(bad_eval)} records)")
+    return 1 if overlaps else 0

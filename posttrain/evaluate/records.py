@@ -1,0 +1,242 @@
+"""One record per (task, sample, attempt): the JSONL line that trajectories and eval files hold.
+
+The format is documented field by field in docs/records.md; this module is its single parser.
+``read_records(path)`` validates every line and raises ``UserError`` naming the file, line, field
+and value; ``EvalRecord.to_json`` writes the same shape back. Unknown extra keys are kept in
+``extra`` (writers may add their own), but a required key that is missing or mistyped is an error.
+
+What it does not do: compute metrics (``summary``) or verify anything (``runner``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+from posttrain.types import Verdict
+
+__all__ = ["EvalRecord", "read_records", "write_records", "record_from_verdict", "OUTCOMES"]
+
+OUTCOMES = ("pass", "fail", "infra_error")
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One attempt at one task: what was asked, what the model said, what the verifier decided."""
+
+    task_id: str
+    domain: str
+    outcome: str
+    """pass | fail | infra_error."""
+    reward: float | None
+    """In [0, 1]; None exactly when outcome is infra_error (never scored 0 or 1)."""
+    sample_idx: int = 0
+    """Index of the i.i.d. draw for this task (0..n-1); pass@k counts over these."""
+    attempt: int = 0
+    """Repair round: 0 is the first attempt, r the r-th attempt after feedback."""
+    feedback_source: str = "none"
+    """What feedback was in the context this attempt was generated from: none (attempt 0), error
+    (compiler/runtime errors only), public_tests, hidden_tests (leaks; not comparable)."""
+    prompt: str = ""
+    completion: str = ""
+    prompt_ids: tuple[int, ...] = ()
+    completion_ids: tuple[int, ...] = ()
+    error_class: str | None = None
+    feedback: str = ""
+    """Normalized feedback the verifier produced for this attempt (what the next attempt reads)."""
+    verifier_version: str = ""
+    hack_flags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    """Capability tags of the task (per-tag breakdowns)."""
+    tokens: int = 0
+    wall_s: float = 0.0
+    stage: str = ""
+    """base | sft | rl | eval | demonstrator | ... (who produced it)."""
+    step: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+    @property
+    def is_infra_error(self) -> bool:
+        return self.outcome == "infra_error"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSONL shape of docs/records.md."""
+        out: dict[str, Any] = {
+            "task_id": self.task_id,
+            "domain": self.domain,
+            "sample_idx": self.sample_idx,
+            "attempt": self.attempt,
+            "feedback_source": self.feedback_source,
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "prompt_ids": list(self.prompt_ids),
+            "completion_ids": list(self.completion_ids),
+            "outcome": self.outcome,
+            "reward": self.reward,
+            "error_class": self.error_class,
+            "feedback": self.feedback,
+            "verifier_version": self.verifier_version,
+            "hack_flags": list(self.hack_flags),
+            "tags": list(self.tags),
+            "tokens": self.tokens,
+            "wall_s": self.wall_s,
+            "stage": self.stage,
+            "step": self.step,
+        }
+        out.update(self.extra)
+        return out
+
+
+def record_from_verdict(
+    verdict: Verdict,
+    *,
+    task_id: str,
+    domain: str,
+    completion: str,
+    sample_idx: int = 0,
+    attempt: int = 0,
+    feedback_source: str = "none",
+    prompt: str = "",
+    tags: Iterable[str] = (),
+    verifier_version: str = "",
+    hack_flags: Iterable[str] = (),
+    tokens: int = 0,
+    wall_s: float = 0.0,
+    stage: str = "eval",
+) -> EvalRecord:
+    """Build a record from a verifier's ``Verdict`` (NaN reward becomes None)."""
+    reward = None if math.isnan(verdict.reward) else float(verdict.reward)
+    flags = list(hack_flags) + [str(f) for f in verdict.evidence.get("hack_flags", ()) or ()]
+    return EvalRecord(
+        task_id=task_id,
+        domain=domain,
+        outcome=verdict.outcome,
+        reward=reward,
+        sample_idx=sample_idx,
+        attempt=attempt,
+        feedback_source=feedback_source,
+        prompt=prompt,
+        completion=completion,
+        error_class=verdict.error_class,
+        feedback=verdict.feedback,
+        verifier_version=verifier_version,
+        hack_flags=tuple(dict.fromkeys(flags)),
+        tags=tuple(tags),
+        tokens=tokens,
+        wall_s=wall_s,
+        stage=stage,
+        extra={"infra_detail": str(verdict.evidence.get("detail", ""))} if verdict.is_infra_error else {},
+    )
+
+
+_KNOWN = {f for f in EvalRecord.__dataclass_fields__ if f != "extra"}
+
+
+def _typed(where: str, obj: Mapping[str, Any], key: str, types: tuple[type, ...], default: Any) -> Any:
+    if obj.get(key) is None:
+        return default
+    value = obj[key]
+    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        names = "|".join(t.__name__ for t in types)
+        raise UserError(f"{where}: field {key!r} must be {names}, got {value!r}")
+    return value
+
+
+def _int_list(where: str, obj: Mapping[str, Any], key: str) -> tuple[Any, ...]:
+    value = obj.get(key) or []
+    if not isinstance(value, list):
+        raise UserError(f"{where}: field {key!r} must be a list, got {value!r}")
+    return tuple(value)
+
+
+def parse_record(obj: Any, where: str) -> EvalRecord:
+    """Validate one decoded JSON object; ``where`` is "file:line" for error messages."""
+    if not isinstance(obj, dict):
+        raise UserError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for key in ("task_id", "outcome"):
+        if key not in obj:
+            raise UserError(f"{where}: missing required field {key!r}")
+    task_id = obj["task_id"]
+    if not isinstance(task_id, str | int) or isinstance(task_id, bool):
+        raise UserError(f"{where}: field 'task_id' must be a string, got {task_id!r}")
+    outcome = obj["outcome"]
+    if outcome not in OUTCOMES:
+        raise UserError(f"{where}: field 'outcome' must be one of {'|'.join(OUTCOMES)}, got {outcome!r}")
+    reward = obj.get("reward")
+    if outcome == "infra_error":
+        if reward is not None:
+            raise UserError(f"{where}: an infra_error record must have reward null, got {reward!r}")
+    else:
+        if "reward" not in obj:
+            reward = 1.0 if outcome == "pass" else 0.0
+        if isinstance(reward, bool) or not isinstance(reward, int | float) or not 0.0 <= reward <= 1.0:
+            raise UserError(f"{where}: field 'reward' must be a number in [0, 1], got {reward!r}")
+        reward = float(reward)
+    sample_idx = _typed(where, obj, "sample_idx", (int,), 0)
+    attempt = _typed(where, obj, "attempt", (int,), 0)
+    if sample_idx < 0 or attempt < 0:
+        raise UserError(f"{where}: sample_idx and attempt must be >= 0, got {sample_idx}, {attempt}")
+    return EvalRecord(
+        task_id=str(task_id),
+        domain=_typed(where, obj, "domain", (str,), "unknown"),
+        outcome=outcome,
+        reward=reward,
+        sample_idx=sample_idx,
+        attempt=attempt,
+        feedback_source=_typed(where, obj, "feedback_source", (str,), "none"),
+        prompt=_typed(where, obj, "prompt", (str,), ""),
+        completion=_typed(where, obj, "completion", (str,), ""),
+        prompt_ids=_int_list(where, obj, "prompt_ids"),
+        completion_ids=_int_list(where, obj, "completion_ids"),
+        error_class=_typed(where, obj, "error_class", (str,), None),
+        feedback=_typed(where, obj, "feedback", (str,), "") or "",
+        verifier_version=_typed(where, obj, "verifier_version", (str,), "") or "",
+        hack_flags=tuple(str(f) for f in _int_list(where, obj, "hack_flags")),
+        tags=tuple(str(t) for t in _int_list(where, obj, "tags")),
+        tokens=_typed(where, obj, "tokens", (int,), 0) or 0,
+        wall_s=float(_typed(where, obj, "wall_s", (int, float), 0.0) or 0.0),
+        stage=_typed(where, obj, "stage", (str,), "") or "",
+        step=_typed(where, obj, "step", (int,), None),
+        extra={k: v for k, v in obj.items() if k not in _KNOWN},
+    )
+
+
+def read_records(path: str | Path) -> list[EvalRecord]:
+    """Read and validate a records JSONL file (blank lines skipped).
+
+    Raises ``UserError`` naming the file and line for a missing file, bad JSON or a bad field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: records file not found")
+    out: list[EvalRecord] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{where}: not valid JSON ({e.msg})") from None
+            out.append(parse_record(obj, where))
+    return out
+
+
+def write_records(path: str | Path, records: Iterable[EvalRecord]) -> Path:
+    """Write records as JSONL (one object per line), creating parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,346 @@
+"""``posttrain report RUN_DIR``: one self-contained HTML page for a run directory.
+
+    posttrain report runs/quickstart            # writes runs/quickstart/report.html
+    python -c "from posttrain.evaluate import write_report; print(write_report('runs/quickstart'))"
+
+The page holds learning curves from ``RUN/metrics.jsonl`` (reward, pass rate per domain, KL,
+entropy, clip fraction, tokens/s, loss), the eval table with bootstrap intervals from
+``RUN/summary.json`` (or recomputed from ``RUN/eval/*.jsonl``), attempt histograms, and example
+trajectories from ``RUN/trajectories/*.jsonl`` (prompt, attempts, feedback, verdicts) with a
+filter for failures, infra errors and hack flags. Charts are inline SVG; the only script is a
+few lines for the filter. No external JS, CSS, fonts or images: the file opens offline.
+
+What it does not do: run anything, verify anything, or serve the page.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+from posttrain.evaluate._page import CSS, SCRIPT
+from posttrain.evaluate._svg import bar_chart, line_chart
+from posttrain.evaluate.records import EvalRecord, read_records
+from posttrain.evaluate.summary import summarize
+
+__all__ = ["write_report", "load_run", "RunData"]
+
+_CURVES = (
+    ("reward", ("reward_mean",)),
+    ("loss", ("loss",)),
+    ("KL", ("kl",)),
+    ("entropy", ("entropy",)),
+    ("clip fraction", ("clip_frac",)),
+    ("tokens / s", ("tokens_per_s",)),
+    ("fraction of groups with zero reward std", ("frac_zero_std",)),
+)
+_SKIP_KEYS = {"stage", "step", "wall_s", "time", "timestamp"}
+_MAX_EXAMPLES_PER_KIND = 12
+_MAX_TEXT = 4000
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a report is drawn from; every part may be empty (a run in progress)."""
+
+    run_dir: Path
+    metrics: tuple[dict[str, Any], ...] = ()
+    summary: dict[str, Any] = field(default_factory=dict)
+    evals: dict[str, tuple[EvalRecord, ...]] = field(default_factory=dict)
+    trajectories: dict[str, tuple[EvalRecord, ...]] = field(default_factory=dict)
+    config_text: str = ""
+
+
+def _read_jsonl_dicts(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            rows.append(row)
+    return rows
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read the parts of a run directory the report draws (docs/contracts.md, "Run directory")."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise UserError(f"{run}: run directory not found")
+    metrics = _read_jsonl_dicts(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
+    summary: dict[str, Any] = {}
+    if (run / "summary.json").is_file():
+        try:
+            summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise UserError(f"{run / 'summary.json'}: not valid JSON ({e.msg})") from None
+        if not isinstance(summary, dict):
+            raise UserError(f"{run / 'summary.json'}: expected a JSON object")
+    evals = {p.stem: tuple(read_records(p)) for p in sorted((run / "eval").glob("*.jsonl"))}
+    trajs = {p.stem: tuple(read_records(p)) for p in sorted((run / "trajectories").glob("*.jsonl"))}
+    config = (run / "config.yaml").read_text(encoding="utf-8") if (run / "config.yaml").is_file() else ""
+    return RunData(run, tuple(metrics), summary, evals, trajs, config)
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _series(rows: Sequence[dict[str, Any]], key: str) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        y = _num(row.get(key))
+        if y is None:
+            continue
+        x = _num(row.get("step"))
+        out[str(row.get("stage") or "run")].append((x if x is not None else float(i), y))
+    return dict(out)
+
+
+def _curves(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">No RUN/metrics.jsonl yet.</p>'
+    charts = []
+    used = set(_SKIP_KEYS)
+    for title, keys in _CURVES:
+        for key in keys:
+            used.add(key)
+            charts.append(line_chart(title, _series(rows, key)))
+    domains = sorted({k for row in rows for k in row if k.startswith("pass_rate/")})
+    pass_series: dict[str, list[tuple[float, float]]] = {}
+    for key in domains:
+        used.add(key)
+        for stage, pts in _series(rows, key).items():
+            pass_series[f"{key.split('/', 1)[1]} ({stage})"] = pts
+    charts.insert(1, line_chart("pass rate per domain", pass_series))
+    others = sorted({k for row in rows for k, v in row.items() if k not in used and _num(v) is not None})
+    for key in others[:12]:
+        charts.append(line_chart(key, _series(rows, key)))
+    return '<div class="charts">' + "".join(c for c in charts if c) + "</div>"
+
+
+def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    given = data.summary.get("eval", {}) if isinstance(data.summary.get("eval"), dict) else {}
+    for name, entry in given.items():
+        if isinstance(entry, dict):
+            out[name] = entry
+    for name, recs in data.evals.items():
+        if name not in out and recs:
+            out[name] = summarize(recs)
+    return out
+
+
+def _cell(entry: dict[str, Any], key: str) -> str:
+    v = _num(entry.get(key))
+    if v is None:
+        return '<td class="muted">–</td>'
+    ci = entry.get("ci", {}).get(key) if isinstance(entry.get("ci"), dict) else None
+    if isinstance(ci, list) and len(ci) == 2:
+        return f'<td>{v:.3f} <span class="ci">[{ci[0]:.3f}, {ci[1]:.3f}]</span></td>'
+    return f"<td>{v:.3f}</td>"
+
+
+def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
+    if not summaries:
+        return '<p class="muted">No evaluation yet (RUN/summary.json or RUN/eval/*.jsonl).</p>'
+    rate_keys = sorted(
+        {k for e in summaries.values() for k in e if k.startswith(("pass@", "pass^", "repair@"))},
+        key=lambda k: (k[:5], int(k.split("@")[-1].split("^")[-1]) if k[-1].isdigit() else 0),
+    )
+    head = "".join(f"<th>{escape(k)}</th>" for k in rate_keys)
+    rows = []
+    for name, e in summaries.items():
+        cells = "".join(_cell(e, k) for k in rate_keys)
+        rows.append(
+            f"<tr><th>{escape(name)}</th>{cells}<td>{e.get('n_tasks', '–')}</td>"
+            f"<td>{e.get('infra_errors', 0)}</td><td>{e.get('hack_flagged', 0)}</td></tr>"
+        )
+    table = (
+        f'<table class="eval"><tr><th>model</th>{head}<th>tasks</th><th>infra errors</th><th>hack flags</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+    dom_rows = []
+    for name, e in summaries.items():
+        for dom, d in sorted((e.get("per_domain") or {}).items()):
+            dom_rows.append(
+                f"<tr><th>{escape(name)}</th><td>{escape(dom)}</td>{_cell(d, 'pass@1')}"
+                f"<td>{d.get('n_tasks', '–')}</td><td>{d.get('passed', '–')}</td><td>{d.get('infra_errors', 0)}</td></tr>"
+            )
+    if dom_rows:
+        table += (
+            '<h3>Per domain</h3><table class="eval"><tr><th>model</th><th>domain</th><th>pass@1 [95% CI]</th>'
+            "<th>tasks</th><th>passed</th><th>infra errors</th></tr>" + "".join(dom_rows) + "</table>"
+        )
+    bars = []
+    for name, e in summaries.items():
+        v = _num(e.get("pass@1"))
+        ci = (e.get("ci") or {}).get("pass@1")
+        if v is not None:
+            bars.append((name, v, tuple(ci) if isinstance(ci, list) and len(ci) == 2 else None))
+    chart = bar_chart("pass@1 (first attempt), 95% CI clustered by task", bars, y_max=1.0)
+    noop = {n: e["noop"] for n, e in summaries.items() if isinstance(e.get("noop"), dict)}
+    note = "".join(
+        f'<p class="muted">no-op baseline ({escape(n)}): pass@1 = {_num(v.get("pass@1")) or 0.0:.3f}</p>'
+        for n, v in noop.items()
+    )
+    note += "".join(
+        f'<p class="muted">{escape(n)}: repair@r rounds saw feedback of kind <b>{escape(str(e["repair_feedback_source"]))}</b> '
+        "(success within r feedback rounds; not an i.i.d. pass@k)</p>"
+        for n, e in summaries.items()
+        if e.get("repair_feedback_source")
+    )
+    note += (
+        '<p class="muted">pass@1: first attempts; intervals: 95% bootstrap over tasks; infra errors are left out '
+        "of the rates and counted apart.</p>"
+    )
+    return f'<div class="charts">{chart}</div>{table}{note}'
+
+
+def _episodes(records: Sequence[EvalRecord]) -> dict[tuple, list[EvalRecord]]:
+    eps: dict[tuple, list[EvalRecord]] = defaultdict(list)
+    for r in records:
+        eps[(r.stage, r.step if r.step is not None else -1, r.task_id, r.sample_idx)].append(r)
+    for recs in eps.values():
+        recs.sort(key=lambda r: r.attempt)
+    return eps
+
+
+def _episode_kind(recs: Sequence[EvalRecord]) -> str:
+    if any(r.hack_flags for r in recs):
+        return "hack"
+    if any(r.passed for r in recs):
+        return "pass"
+    if any(r.is_infra_error for r in recs):
+        return "infra"
+    return "fail"
+
+
+def _attempt_bucket(recs: Sequence[EvalRecord]) -> str:
+    for r in recs:
+        if r.passed:
+            return str(r.attempt + 1)
+        if r.is_infra_error:
+            return "infra"
+    return "failed"
+
+
+def _histograms(groups: dict[str, Sequence[EvalRecord]]) -> str:
+    charts = []
+    for name, recs in groups.items():
+        counts = Counter(_attempt_bucket(eps) for eps in _episodes(recs).values())
+        if not counts:
+            continue
+        numeric = sorted((k for k in counts if k.isdigit()), key=int)
+        labels = [*numeric, *(k for k in ("failed", "infra") if k in counts)]
+        bars = [(f"{k} att." if k.isdigit() else k, float(counts[k]), None) for k in labels]
+        charts.append(bar_chart(f"{name}: attempts to success ({sum(counts.values())} episodes)", bars))
+    if not charts:
+        return '<p class="muted">No records yet.</p>'
+    return '<div class="charts">' + "".join(charts) + "</div>"
+
+
+def _clip(text: str) -> str:
+    return escape(text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text) - _MAX_TEXT} more chars)")
+
+
+def _episode_html(source: str, key: tuple, recs: Sequence[EvalRecord]) -> str:
+    stage, step, task_id, sample_idx = key
+    kind = _episode_kind(recs)
+    head = (
+        f'<span class="badge {kind}">{kind}</span> {escape(source)} · task <b>{escape(task_id)}</b> · '
+        f"sample {sample_idx}" + (f" · step {step}" if step >= 0 else "") + f" · {len(recs)} attempt(s)"
+    )
+    parts = [f"<h4>prompt</h4><pre>{_clip(recs[0].prompt)}</pre>"]
+    for r in recs:
+        flags = f' <span class="badge hack">{escape(", ".join(r.hack_flags))}</span>' if r.hack_flags else ""
+        reward = "null" if r.reward is None else f"{r.reward:.3g}"
+        parts.append(
+            f'<div class="attempt"><h4>attempt {r.attempt} (feedback in context: {escape(r.feedback_source)}) → '
+            f'<span class="badge {"infra" if r.is_infra_error else r.outcome}">{escape(r.outcome)}</span> '
+            f"reward {reward}{' · ' + escape(r.error_class) if r.error_class else ''}{flags}</h4>"
+            f"<pre>{_clip(r.completion)}</pre>"
+            + (f'<div class="fb">feedback:<pre>{_clip(r.feedback)}</pre></div>' if r.feedback else "")
+            + "</div>"
+        )
+    return f'<details class="traj" data-kind="{kind}"><summary>{head}</summary>{"".join(parts)}</details>'
+
+
+def _trajectories(groups: dict[str, Sequence[EvalRecord]]) -> str:
+    picked: list[str] = []
+    totals: Counter[str] = Counter()
+    for source, recs in groups.items():
+        by_kind: dict[str, list[tuple]] = defaultdict(list)
+        eps = _episodes(recs)
+        for key, ep in eps.items():
+            by_kind[_episode_kind(ep)].append(key)
+        for kind, keys in by_kind.items():
+            totals[kind] += len(keys)
+            # latest steps first: what the policy does now is what a reader wants to see
+            for key in sorted(keys, key=lambda k: (-k[1], k[2], k[3]))[:_MAX_EXAMPLES_PER_KIND]:
+                picked.append(_episode_html(source, key, eps[key]))
+    if not picked:
+        return '<p class="muted">No trajectories yet (RUN/trajectories/*.jsonl).</p>'
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(totals.items()))
+    select = (
+        '<label>show <select id="kind-filter"><option value="all">all</option>'
+        '<option value="fail">failures</option><option value="infra">infra errors</option>'
+        '<option value="hack">hack flags</option><option value="pass">passes</option></select></label> '
+        f'<span class="muted">episodes in files: {escape(counts)}; showing up to {_MAX_EXAMPLES_PER_KIND} '
+        'of each kind per file, latest steps first</span> <span id="shown" class="muted"></span>'
+    )
+    return select + "".join(picked)
+
+
+def render_report(data: RunData) -> str:
+    """The HTML text of the report (``write_report`` writes it)."""
+    summaries = _eval_summaries(data)
+    hist_groups = {**{f"eval/{k}": v for k, v in data.evals.items()}, **{f"trajectories/{k}": v for k, v in data.trajectories.items()}}
+    traj_groups = {f"trajectories/{k}": v for k, v in data.trajectories.items()}
+    if not traj_groups:
+        traj_groups = {f"eval/{k}": v for k, v in data.evals.items()}
+    config = (
+        f"<details><summary>resolved config (config.yaml)</summary><pre>{escape(data.config_text)}</pre></details>"
+        if data.config_text
+        else ""
+    )
+    title = f"posttrain report: {data.run_dir.name}"
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(str(data.run_dir))}</p>{config}"
+        f"<h2>Learning curves</h2>{_curves(data.metrics)}"
+        f"<h2>Evaluation</h2>{_eval_table(summaries)}"
+        f"<h2>Attempts to success</h2>{_histograms(hist_groups)}"
+        f"<h2>Example trajectories</h2>{_trajectories(traj_groups)}"
+        f"<script>{SCRIPT}</script></body></html>"
+    )
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``RUN/report.html`` (or ``out``) and return its path.
+
+    >>> import tempfile; d = tempfile.mkdtemp()
+    >>> write_report(d).name
+    'report.html'
+    """
+    data = load_run(run_dir)
+    path = Path(out) if out is not None else data.run_dir / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(data), encoding="utf-8")
+    return path

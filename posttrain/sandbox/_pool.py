@@ -1,0 +1,447 @@
+"""The local sandbox pool: fork-server slots for Python, one bwrap launch per job for anything else.
+
+Each of ``size`` zygote slots is one long-lived bwrap sandbox (own namespaces, own cgroups)
+running ``_zygote.py`` as its pid 1; a job is a fork of that warm interpreter. Each of ``size``
+exec slots is a set of cgroups that ``exec`` launches a fresh bwrap sandbox into, per job.
+Slots are handed out through queues, so any number of threads may submit jobs; a slot runs one
+job at a time, which is what lets the slot's cgroup limits be the job's limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+
+from posttrain.sandbox import _launch
+from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout
+from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, recv_frame, send_frame
+from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
+from posttrain.sandbox._types import Execution, Limits, check_timeout, classify
+from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
+
+_MiB = 1 << 20
+ZYGOTE_OVERHEAD = 48 * _MiB  # the fork-server's own memory, charged to the same slot cgroup
+SLOT_TMP_BYTES = 256 * _MiB  # tmpfs /work, /tmp, /dev/shm of a zygote slot (memory-backed, so cgroup-bounded)
+_STARTED = "started"
+
+
+def _normalize_files(files: Mapping[str, bytes | str] | None) -> tuple[list[str], list[bytes]]:
+    names, blobs = [], []
+    for name, data in (files or {}).items():
+        p = PurePosixPath(name)
+        if not name or p.is_absolute() or ".." in p.parts or name.endswith("/") or "\0" in name:
+            raise LimitsError(f"files: {name!r} must be a relative path inside the workspace, without '..'")
+        if isinstance(data, str):
+            data = data.encode()
+        if not isinstance(data, bytes | bytearray):
+            raise LimitsError(f"files[{name!r}] must be bytes or str, got {type(data).__name__}")
+        names.append(str(p))
+        blobs.append(bytes(data))
+    return names, blobs
+
+
+def _stdin_bytes(stdin: bytes | str | None) -> bytes:
+    if stdin is None:
+        return b""
+    return stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+
+
+def _cpu_seconds(limits: Limits, timeout: float) -> int:
+    return max(1, int(limits.cpu_time_s if limits.cpu_time_s is not None else timeout + 1))
+
+
+class _ZygoteSlot:
+    """One warm fork-server sandbox; restarted on anomaly or every ``recycle_every`` jobs."""
+
+    def __init__(self, pool: LocalSandboxPool, index: int) -> None:
+        self.pool = pool
+        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-z{index}", _launch.SANDBOX_UID)
+        self.pid: int | None = None
+        self.req = self.rep = -1
+        self.log: tempfile._TemporaryFileWrapper | None = None
+        self.jobs = 0
+        self.oom_seen = 0
+
+    def start(self) -> None:
+        self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.log = tempfile.TemporaryFile(prefix="posttrain-zygote-")
+        sfd = seccomp_fd(self.pool.bpf)
+        work = ["--size", str(SLOT_TMP_BYTES), "--tmpfs", "/work"]
+        opts = _launch.bwrap_args(
+            work=work, tmp_bytes=SLOT_TMP_BYTES, seccomp_fd=4, extra=_launch.zygote_mounts(), as_pid_1=True
+        )
+        cmd = [self.pool.tools.python, "-I", "-S", "-B", "/sbx/_zygote.py"]
+        argv = _launch.launcher_argv(
+            self.pool.tools, self.cg.procs_files, opts, cmd, cpu_s=None, fsize=None, nofile=4096
+        )
+        try:
+            # bwrap --die-with-parent watches the spawning *thread*: spawn from the pool's
+            # long-lived spawner thread, not from whichever caller thread restarts the slot.
+            fds = {0: req_r, 1: rep_w, 2: self.log.fileno(), 4: sfd}
+            self.pid = self.pool.spawner.submit(_launch.spawn, argv, fds).result()
+        finally:
+            for fd in (req_r, rep_w, sfd):
+                os.close(fd)
+        self.req, self.rep = req_w, rep_r
+        try:
+            header, _ = recv_frame(self.rep, deadline=time.monotonic() + 30)
+        except FrameError as e:
+            detail = self.diagnostics()
+            self.stop()
+            raise HostCannotIsolate(f"the sandbox slot did not start ({e}): {detail}") from e
+        self.jobs = 0
+        self.oom_seen = self.cg.oom_kills()
+        if not header.get("ready"):
+            self.stop()
+            raise HostCannotIsolate(f"the sandbox slot sent an unexpected greeting: {header}")
+
+    def diagnostics(self) -> str:
+        if self.log is None:
+            return ""
+        self.log.seek(0)
+        return self.log.read()[-2000:].decode(errors="replace").strip() or "(no output)"
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self.cg.kill_all()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+        for fd in (self.req, self.rep):
+            if fd >= 0:
+                os.close(fd)
+        self.req = self.rep = -1
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def run(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
+            limits: Limits) -> Execution:  # fmt: skip
+        if self.pid is None:
+            self.start()
+        self.cg.set_limits(limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, limits.pids + 1, limits.cpu_cores)
+        header = {
+            "timeout": timeout,
+            "cpu_s": _cpu_seconds(limits, timeout),
+            "fsize": limits.file_size_mb * _MiB,
+            "nofile": limits.open_files,
+            "cap": limits.output_bytes,
+            "files": names,
+        }
+        t0 = time.monotonic()
+        try:
+            send_frame(self.req, header, [source, stdin, *blobs])
+            reply, out = recv_frame(self.rep, deadline=t0 + timeout + 10, max_blob=limits.output_bytes)
+        except (FrameError, OSError) as e:
+            detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
+            self.stop()
+            return Execution.infra(detail, duration_s=time.monotonic() - t0)
+        self.jobs += 1
+        if not reply.get("clean", False) or self.jobs >= self.pool.recycle_every:
+            self.stop()  # restarted lazily by the next job
+        if "zygote_error" in reply or len(out) != 3:
+            self.stop()
+            return Execution.infra(
+                f"fork-server error: {reply.get('zygote_error')}", duration_s=time.monotonic() - t0
+            )
+        oom_now = self.cg.oom_kills()  # one read per job: the count after the last job is cached
+        oom, self.oom_seen = oom_now > self.oom_seen, oom_now
+        exit_code, sig, timed_out = reply["exit_code"], reply["signal"], bool(reply["timed_out"])
+        return Execution(
+            outcome=classify(exit_code, sig, timed_out, oom),
+            exit_code=exit_code,
+            signal=sig,
+            stdout=out[0],
+            stderr=out[1],
+            stdout_truncated=bool(reply["stdout_truncated"]),
+            stderr_truncated=bool(reply["stderr_truncated"]),
+            duration_s=float(reply["duration_s"]),
+            peak_memory_bytes=int(reply["maxrss"]),
+            timed_out=timed_out,
+            oom_killed=oom,
+            report=out[2] if reply["report_written"] else None,
+            report_truncated=bool(reply["report_truncated"]),
+        )
+
+
+class _ExecSlot:
+    """The cgroups one ``exec`` job at a time is launched into."""
+
+    def __init__(self, pool: LocalSandboxPool, index: int) -> None:
+        self.pool = pool
+        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-x{index}", _launch.SANDBOX_UID)
+
+    def run(self, cmd: list[str], work: list[str], stdin: bytes, timeout: float, limits: Limits) -> Execution:
+        self.cg.set_limits(limits.memory_mb * _MiB, limits.pids + 4, limits.cpu_cores)
+        self.cg.reset_peak()
+        oom_before = self.cg.oom_kills()
+        opts = _launch.bwrap_args(work=work, tmp_bytes=limits.tmp_mb * _MiB, seccomp_fd=4)
+        # The marker proves the sandbox was set up and the command is starting; it then closes
+        # fds 4 (seccomp) and 5 (marker) so the program sees only 0-3.
+        marker = ["/bin/sh", "-c", 'printf x >&5 && exec "$@" 4<&- 5>&-', "sh", *cmd]
+        argv = _launch.launcher_argv(
+            self.pool.tools, self.cg.procs_files, opts, marker,
+            cpu_s=_cpu_seconds(limits, timeout), fsize=limits.file_size_mb * _MiB, nofile=limits.open_files,
+        )  # fmt: skip
+        pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, report, marker
+        sfd = seccomp_fd(self.pool.bpf)
+        child_ends = {0: pipes[0][0], 1: pipes[1][1], 2: pipes[2][1], 3: pipes[3][1], 4: sfd, 5: pipes[4][1]}
+        t0 = time.monotonic()
+        try:
+            pid = _launch.spawn(argv, child_ends)
+        except OSError as e:
+            for fd in (*child_ends.values(), pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0], pipes[4][0]):
+                os.close(fd)
+            return Execution.infra(f"cannot spawn the launcher: {e}")
+        for fd in child_ends.values():
+            os.close(fd)
+        caps = {pipes[i][0]: Capture(limits.output_bytes) for i in (1, 2, 3)}
+        mark = Capture(16)
+        caps[pipes[4][0]] = mark
+        pidfd = os.pidfd_open(pid)
+        exited = threading.Event()
+        finished = pump(
+            caps, stdin_fd=pipes[0][1], stdin_data=stdin, exit_fd=pidfd,
+            on_exit=lambda: (exited.set(), self.cg.kill_all()), deadline=t0 + timeout,
+        )  # fmt: skip
+        timed_out = not exited.is_set()
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            self.cg.kill_all()
+        if not finished:
+            pump(caps, stdin_fd=None, stdin_data=b"", exit_fd=None, on_exit=lambda: None,
+                 deadline=time.monotonic() + 2)  # fmt: skip
+            close_all(caps)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        duration = time.monotonic() - t0
+        clean = self.cg.kill_all()
+        out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
+        if mark.value() != b"x":
+            if timed_out:
+                return Execution.infra(f"the sandbox did not start within {timeout}s", duration_s=duration)
+            why = err.value()[-2000:].decode(errors="replace").strip()
+            return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration)
+        if not clean:
+            return Execution.infra("processes of the job survived SIGKILL", duration_s=duration)
+        oom = self.cg.oom_kills() > oom_before
+        code = os.waitstatus_to_exitcode(status)
+        # bwrap reports a program killed by signal N as exit status 128 + N.
+        exit_code, sig = (code, None) if 0 <= code <= 128 or code > 159 else (None, code - 128)
+        if code < 0:
+            exit_code, sig = None, -code
+        return Execution(
+            outcome=classify(exit_code, sig, timed_out, oom),
+            exit_code=exit_code,
+            signal=sig,
+            stdout=out.value(),
+            stderr=err.value(),
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+            duration_s=duration,
+            peak_memory_bytes=self.cg.peak_memory(),
+            timed_out=timed_out,
+            oom_killed=oom,
+            report=rep.value() if rep.touched else None,
+            report_truncated=rep.truncated,
+        )
+
+
+class LocalSandboxPool:
+    """The local backend of ``SandboxPool``: see the package docstring for what is isolated."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        recycle_every: int = 1000,
+        python: str | None = None,
+        default_limits: Limits | None = None,
+    ) -> None:
+        size = (os.cpu_count() or 1) if size is None else size
+        if not isinstance(size, int) or size < 1:
+            raise LimitsError(f"pool size must be a positive integer, got {size!r}")
+        if recycle_every < 1:
+            raise LimitsError(f"recycle_every must be >= 1, got {recycle_every!r}")
+        self.size = size
+        self.recycle_every = recycle_every
+        self.default_limits = default_limits or Limits()
+        self.tools = _launch.find_tools(python)
+        self.layout: CgroupLayout = detect_layout()
+        self.bpf = seccomp_bpf()
+        self.cg_prefix = f"posttrain-sbx-{os.getpid()}-{secrets.token_hex(3)}"
+        self._closed = False
+        self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
+        self._lock = threading.Lock()
+        self._root = Path(tempfile.mkdtemp(prefix="posttrain-sbx-"))
+        os.chmod(self._root, 0o711)
+        self._zygotes: queue.Queue[_ZygoteSlot] = queue.Queue()
+        self._execs: queue.Queue[_ExecSlot] = queue.Queue()
+        self._all_z: list[_ZygoteSlot] = []
+        self._all_x: list[_ExecSlot] = []
+        try:
+            for i in range(size):
+                x = _ExecSlot(self, i)
+                self._all_x.append(x)
+                self._execs.put(x)
+                z = _ZygoteSlot(self, i)
+                self._all_z.append(z)
+            self._start_zygotes()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_zygotes(self) -> None:
+        errors: list[BaseException] = []
+
+        def start(z: _ZygoteSlot) -> None:
+            try:
+                z.start()
+            except BaseException as e:  # collected and re-raised in the caller's thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=start, args=(z,)) for z in self._all_z]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        for z in self._all_z:
+            self._zygotes.put(z)
+
+    def __enter__(self) -> LocalSandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PoolClosed("the sandbox pool is closed")
+
+    def run_python(
+        self,
+        source: str | bytes,
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float = 10.0,
+        limits: Limits | None = None,
+    ) -> Execution:
+        """Run ``source`` as ``__main__`` in a fork of a warm interpreter inside a sandbox slot."""
+        self._check_open()
+        timeout = check_timeout(timeout)
+        limits = limits or self.default_limits
+        names, blobs = _normalize_files(files)
+        src = source.encode() if isinstance(source, str) else bytes(source)
+        slot = self._zygotes.get()
+        try:
+            if self._closed:
+                return Execution.infra("the pool was closed while the job waited")
+            try:
+                return slot.run(src, names, blobs, _stdin_bytes(stdin), timeout, limits)
+            except HostCannotIsolate as e:
+                return Execution.infra(f"the slot could not restart: {e}")
+            except OSError as e:  # a cgroup write failed: restart the slot
+                slot.stop()
+                return Execution.infra(f"slot error: {e}")
+        finally:
+            self._zygotes.put(slot)
+
+    def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        files: Mapping[str, bytes | str] | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float = 10.0,
+        limits: Limits | None = None,
+    ) -> Execution:
+        """Run ``cmd`` (argv; PATH is /usr/local/bin:/usr/bin:/bin) in a fresh sandbox, cwd /work."""
+        self._check_open()
+        ws = self._new_dir()
+        try:
+            names, blobs = _normalize_files(files)
+            for name, data in zip(names, blobs, strict=True):
+                path = ws / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            _chown_tree(ws)
+            return self.exec_in(
+                cmd, ["--bind", str(ws), "/work"], stdin=stdin, timeout=timeout, limits=limits
+            )
+        finally:
+            shutil.rmtree(ws, ignore_errors=True)
+
+    def exec_in(
+        self,
+        cmd: Sequence[str],
+        work: list[str],
+        *,
+        stdin: bytes | str | None = None,
+        timeout: float = 10.0,
+        limits: Limits | None = None,
+    ) -> Execution:
+        """``exec`` with explicit bwrap options for /work (used by workspaces)."""
+        self._check_open()
+        timeout = check_timeout(timeout)
+        limits = limits or self.default_limits
+        cmd = list(cmd)
+        if not cmd or not all(isinstance(c, str) and c and "\0" not in c for c in cmd):
+            raise LimitsError(f"cmd must be a non-empty list of non-empty strings, got {cmd!r}")
+        slot = self._execs.get()
+        try:
+            return slot.run(cmd, work, _stdin_bytes(stdin), timeout, limits)
+        except OSError as e:
+            return Execution.infra(f"exec slot error: {e}")
+        finally:
+            self._execs.put(slot)
+
+    def _new_dir(self) -> Path:
+        d = self._root / secrets.token_hex(8)
+        d.mkdir(mode=0o700)
+        os.chown(d, _launch.SANDBOX_UID, _launch.SANDBOX_UID)
+        return d
+
+    @property
+    def root(self) -> Path:
+        """A root-owned 0711 directory for this pool's host-side workspaces."""
+        return self._root
+
+    def close(self) -> None:
+        """Stop every slot, kill what is left in its cgroups and remove them. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for z in self._all_z:
+            z.stop()
+            z.cg.destroy()
+        for x in self._all_x:
+            x.cg.destroy()
+        shutil.rmtree(self._root, ignore_errors=True)
+        self.spawner.shutdown(wait=False)
+
+
+def _chown_tree(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(
+                os.path.join(dirpath, name), _launch.SANDBOX_UID, _launch.SANDBOX_UID, follow_symlinks=False
+            )

@@ -1,0 +1,193 @@
+"""Capped I/O pumping and message framing, standard library only.
+
+This file is imported both by the host (``_pool.py``) and by the fork-server inside the sandbox
+(``_zygote.py``, which gets it bind-mounted read-only), so it must not import posttrain.
+
+Frames: 4-byte big-endian header length, a JSON header whose ``blobs`` lists the lengths of the
+binary blobs that follow, then the blobs. Nothing is pickled: the sandbox side is untrusted.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import struct
+import time
+from collections.abc import Callable
+
+_HDR = struct.Struct(">I")
+MAX_HEADER = 1 << 20
+
+
+class FrameError(Exception):
+    """The peer closed the channel, timed out, or sent a malformed frame."""
+
+
+def send_frame(fd: int, header: dict, blobs: list[bytes]) -> None:
+    head = json.dumps({**header, "blobs": [len(b) for b in blobs]}).encode()
+    data = b"".join([_HDR.pack(len(head)), head, *blobs])
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+    chunks, left = [], n
+    while left:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise FrameError("timed out waiting for the peer")
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise FrameError("peer closed the channel")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(fd: int, deadline: float | None = None, max_blob: int = 1 << 31) -> tuple[dict, list[bytes]]:
+    (size,) = _HDR.unpack(_read_exact(fd, 4, deadline))
+    if size > MAX_HEADER:
+        raise FrameError(f"frame header of {size} bytes is too large")
+    try:
+        header = json.loads(_read_exact(fd, size, deadline))
+        lengths = [int(x) for x in header["blobs"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise FrameError(f"malformed frame header: {e}") from e
+    if any(n < 0 or n > max_blob for n in lengths):
+        raise FrameError("blob length out of range")
+    return header, [_read_exact(fd, n, deadline) for n in lengths]
+
+
+class Capture:
+    """Bytes read from one pipe, keeping at most ``cap`` of them."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+        self.touched = False
+        self.closed = False
+
+    def add(self, chunk: bytes) -> None:
+        self.touched = True
+        room = self.cap - self.size
+        if len(chunk) > room:
+            self.truncated = True
+            chunk = chunk[: max(room, 0)]
+        if chunk:
+            self.parts.append(chunk)
+            self.size += len(chunk)
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _Feeder:
+    """Writes ``data`` to a non-blocking pipe as it drains; stops quietly on EPIPE."""
+
+    def __init__(self, fd: int | None, data: bytes) -> None:
+        self.fd, self.view = fd, memoryview(data)
+        if fd is not None and not data:
+            os.close(fd)
+            self.fd = None
+        elif fd is not None:
+            os.set_blocking(fd, False)
+
+    def write(self) -> bool:
+        """Write what the pipe takes; True when done (the fd is then closed)."""
+        try:
+            n = os.write(self.fd, self.view[: 1 << 16])
+            self.view = self.view[n:]
+        except BlockingIOError:
+            return False
+        except OSError as e:  # EPIPE: the program stopped reading its stdin
+            if e.errno not in (errno.EPIPE, errno.EBADF):
+                raise
+            self.view = self.view[:0]
+        if self.view:
+            return False
+        self.close()
+        return True
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _read(fd: int, cap: Capture) -> bool:
+    """Read one chunk into ``cap``; True at EOF (the fd is then closed)."""
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return False
+    if chunk:
+        cap.add(chunk)
+        return False
+    cap.closed = True
+    os.close(fd)
+    return True
+
+
+def pump(
+    outputs: dict[int, Capture],
+    *,
+    stdin_fd: int | None,
+    stdin_data: bytes,
+    exit_fd: int | None,
+    on_exit: Callable[[], None],
+    deadline: float,
+) -> bool:
+    """Feed stdin, read every output fd until EOF, call ``on_exit`` once when ``exit_fd``
+    (a pidfd) becomes readable. Returns False if the deadline passed first.
+
+    Closes ``stdin_fd`` and every output fd it reached EOF on (marking its Capture ``closed``);
+    call ``close_all`` for the rest.
+    """
+    poller = select.poll()
+    open_out = {fd for fd, cap in outputs.items() if not cap.closed}
+    for fd in open_out:
+        os.set_blocking(fd, False)
+        poller.register(fd, select.POLLIN)
+    feeder = _Feeder(stdin_fd, stdin_data)
+    if feeder.fd is not None:
+        poller.register(feeder.fd, select.POLLOUT)
+    if exit_fd is not None:
+        poller.register(exit_fd, select.POLLIN)
+    while open_out or exit_fd is not None:
+        wait_ms = int((deadline - time.monotonic()) * 1000) + 1
+        if wait_ms <= 0:
+            break
+        for fd, _ in poller.poll(wait_ms):
+            if fd == exit_fd:
+                poller.unregister(fd)
+                exit_fd = None
+                on_exit()
+            elif fd == feeder.fd:
+                if feeder.write():
+                    poller.unregister(fd)
+            elif fd in open_out and _read(fd, outputs[fd]):
+                poller.unregister(fd)
+                open_out.discard(fd)
+    feeder.close()
+    return not open_out and exit_fd is None
+
+
+def close_all(outputs: dict[int, Capture]) -> None:
+    """Close the output fds that ``pump`` left open (after a deadline)."""
+    for fd, cap in outputs.items():
+        if not cap.closed:
+            cap.closed = True
+            os.close(fd)

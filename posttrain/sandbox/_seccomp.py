@@ -1,0 +1,88 @@
+"""The seccomp-bpf filter every sandboxed process runs under, compiled with pyseccomp.
+
+The filter is loaded by bwrap (``--seccomp FD``) right before it executes the sandboxed
+program, so it covers the fork-server and every job. Default action: allow. Denied with EPERM:
+network sockets (every family but AF_UNIX; ``socketpair`` stays allowed because asyncio needs
+it), ptrace and cross-process memory access, mount and the new mount API, namespace creation
+(``unshare``, ``setns``, namespace flags of ``clone``; ``clone3`` answers ENOSYS so libc falls
+back to ``clone``, whose flags can be checked), keyctl, bpf, perf_event_open, io_uring, kexec
+and module loading, userfaultfd, ``open_by_handle_at``, and the TIOCSTI/TIOCLINUX ioctls
+(CVE-2017-5226; masked compare per CVE-2019-10063). Syscalls of a foreign ABI (i386, x32) kill
+the process (libseccomp's bad-arch action).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import socket
+import tempfile
+
+from posttrain.sandbox.errors import HostCannotIsolate
+
+_DENY_ALWAYS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+    "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
+    "fsmount", "fspick", "mount_setattr",
+    "unshare", "setns",
+    "keyctl", "add_key", "request_key",
+    "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct",
+    "quotactl", "syslog", "fanotify_init", "lookup_dcookie", "vhangup",
+)  # fmt: skip
+
+_CLONE_NS_FLAGS = (
+    0x00020000,  # CLONE_NEWNS
+    0x02000000,  # CLONE_NEWCGROUP
+    0x04000000,  # CLONE_NEWUTS
+    0x08000000,  # CLONE_NEWIPC
+    0x10000000,  # CLONE_NEWUSER
+    0x20000000,  # CLONE_NEWPID
+    0x40000000,  # CLONE_NEWNET
+)
+_TIOCSTI = 0x5412
+_TIOCLINUX = 0x541C
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_bpf() -> bytes:
+    """The compiled BPF program (cached). Raises HostCannotIsolate without libseccomp."""
+    try:
+        import pyseccomp as sc
+    except (ImportError, OSError, RuntimeError) as e:  # pyseccomp raises when libseccomp.so.2 is absent
+        raise HostCannotIsolate(
+            f"seccomp: cannot load pyseccomp/libseccomp ({e}); fix: `apt-get install -y libseccomp2` "
+            "and `pip install pyseccomp==0.1.2`"
+        ) from e
+    deny = sc.ERRNO(errno.EPERM)
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    for name in _DENY_ALWAYS:
+        try:
+            f.add_rule(deny, name)
+        except (ValueError, RuntimeError, OSError):
+            continue  # a syscall this kernel/arch does not know cannot be called either
+    f.add_rule(deny, "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    for flag in _CLONE_NS_FLAGS:
+        f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for req in (_TIOCSTI, _TIOCLINUX):
+        f.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, req))
+    with tempfile.TemporaryFile() as tmp:
+        f.export_bpf(tmp)
+        tmp.seek(0)
+        return tmp.read()
+
+
+def seccomp_fd(bpf: bytes) -> int:
+    """A readable, non-inheritable fd holding ``bpf`` from offset 0 (for ``bwrap --seccomp``)."""
+    fd = os.memfd_create("posttrain-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, bpf)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

@@ -1,0 +1,254 @@
+"""The fork-server that runs inside one sandbox slot (standard library only; not imported by posttrain).
+
+bwrap starts it as pid 1 of the slot's pid namespace (``--as-pid-1``), under uid 65534, with
+the seccomp filter loaded and the slot's cgroup limits applied. Being the namespace's init, it
+cannot be killed by the jobs (the kernel drops SIGKILL/SIGSTOP sent to an init from inside its
+namespace, and it installs no handlers for other signals). It is not dumpable, so jobs running
+under the same uid cannot read its memory through /proc.
+
+Loop: read a job frame on fd 10, write the job's files into a fresh /work/job, fork a child that
+applies the per-job rlimits, starts its own session and executes the source as ``__main__``;
+pump its stdin/stdout/stderr/fd-3 with caps; on exit or on the deadline, SIGKILL every other
+process in the namespace and reap it; wipe /work, /tmp and /dev/shm; reply on fd 11.
+"""
+
+import ctypes
+import gc
+import os
+import resource
+import signal
+import stat
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pump import Capture, FrameError, close_all, pump, recv_frame, send_frame  # noqa: E402
+
+REQ, REP = 10, 11
+WIPE = ("/work", "/tmp", "/dev/shm")
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE = 4
+
+# Warm the interpreter: the modules typical test code imports, and the compiler (the first
+# compile() after a fork costs ~1.5 ms otherwise: shared/reference/sandbox.md B.9).
+for _name in (
+    "abc", "array", "bisect", "collections", "copy", "dataclasses", "datetime", "decimal", "enum",
+    "fractions", "functools", "hashlib", "heapq", "io", "itertools", "json", "math", "operator",
+    "random", "re", "statistics", "string", "struct", "textwrap", "traceback", "typing", "unittest",
+    "atexit", "builtins", "threading",
+):  # fmt: skip
+    try:
+        __import__(_name)
+    except ImportError:
+        pass
+import atexit  # noqa: E402
+import builtins  # noqa: E402
+import io  # noqa: E402
+import traceback  # noqa: E402
+
+compile("def f(x):\n    return [i for i in range(x)]\nassert f(3) == [0, 1, 2]\n", "warm", "exec")
+
+
+def _others() -> list[int]:
+    me = os.getpid()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+
+
+def sweep() -> None:
+    """SIGKILL and reap every process in the namespace except this one."""
+    for _ in range(10000):
+        pids = _others()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.0002)
+                break
+
+
+def _rm(path: str) -> None:
+    """Remove a tree the job may have chmod-ed to 000 (same uid: chmod back first)."""
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        if st.st_mode & 0o700 != 0o700:
+            os.chmod(path, 0o700)
+        for name in os.listdir(path):
+            _rm(os.path.join(path, name))
+        os.rmdir(path)
+    else:
+        os.unlink(path)
+
+
+def wipe() -> bool:
+    """Empty the writable places; True when they are empty afterwards (else the slot is recycled)."""
+    try:
+        for top in WIPE:
+            for name in os.listdir(top):
+                _rm(os.path.join(top, name))
+            if os.listdir(top):
+                return False
+        for kind in ("shm", "sem", "msg"):  # SysV IPC objects would outlive the job in this ipc ns
+            with open(f"/proc/sysvipc/{kind}") as f:
+                if len(f.read().splitlines()) > 1:
+                    return False
+    except (OSError, RecursionError):
+        return False
+    return True
+
+
+def write_files(names: list[str], blobs: list[bytes]) -> None:
+    for name, data in zip(names, blobs, strict=True):
+        path = os.path.join("/work/job", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
+    """In the forked child: never returns."""
+    code = 1
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(4, 65536)
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        cpu = int(job["cpu_s"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (job["fsize"], job["fsize"]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (job["nofile"], job["nofile"]))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.chdir("/work/job")
+        sys.stdin = io.TextIOWrapper(
+            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), errors="surrogateescape"
+        )
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), errors="surrogateescape"
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(2, "wb", closefd=False)),
+            errors="backslashreplace",
+            line_buffering=True,
+        )
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        sys.argv = ["main.py"]
+        sys.path[0] = "/work/job"
+        g = {"__name__": "__main__", "__builtins__": builtins, "__file__": "/work/job/main.py"}
+        try:
+            exec(compile(source, "main.py", "exec"), g)
+            code = 0
+        except SystemExit as e:
+            if e.code is None:
+                code = 0
+            elif isinstance(e.code, int):
+                code = e.code
+            else:
+                print(e.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            e = sys.exc_info()[1]
+            tb = e.__traceback__.tb_next if e.__traceback__ else None  # hide this frame of the zygote
+            traceback.print_exception(type(e), e, tb)
+            code = 1
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            code = 120
+    finally:
+        os._exit(code & 0xFF)
+
+
+def run_job(header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
+    source, stdin_data, files = blobs[0], blobs[1], blobs[2:]
+    os.mkdir("/work/job")
+    write_files(header["files"], files)
+    pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, report
+    child_fds = (pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1])
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        child(source, child_fds, header)
+    for fd in child_fds:
+        os.close(fd)
+    caps = {pipes[i][0]: Capture(header["cap"]) for i in (1, 2, 3)}
+    pidfd = os.pidfd_open(pid)
+    status: list = []
+
+    def reap() -> None:
+        status.append(os.wait4(pid, 0))
+        sweep()
+
+    finished = pump(
+        caps, stdin_fd=pipes[0][1], stdin_data=stdin_data, exit_fd=pidfd, on_exit=reap,
+        deadline=start + header["timeout"],
+    )  # fmt: skip
+    timed_out = not status
+    if timed_out:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        reap()
+    if not finished:
+        pump(caps, stdin_fd=None, stdin_data=b"", exit_fd=None, on_exit=sweep, deadline=time.monotonic() + 2)
+        close_all(caps)
+    os.close(pidfd)
+    duration = time.monotonic() - start
+    _, st, ru = status[0]
+    out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
+    reply = {
+        "exit_code": os.WEXITSTATUS(st) if os.WIFEXITED(st) else None,
+        "signal": os.WTERMSIG(st) if os.WIFSIGNALED(st) else None,
+        "timed_out": timed_out,
+        "duration_s": duration,
+        "maxrss": ru.ru_maxrss * 1024,
+        "stdout_truncated": out.truncated,
+        "stderr_truncated": err.truncated,
+        "report_truncated": rep.truncated,
+        "report_written": rep.touched,
+    }
+    return reply, [out.value(), err.value(), rep.value()]
+
+
+def main() -> None:
+    os.dup2(0, REQ)
+    os.dup2(1, REP)
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    gc.collect()
+    gc.freeze()
+    send_frame(
+        REP, {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "clean": wipe()}, []
+    )
+    while True:
+        try:
+            header, blobs = recv_frame(REQ)
+        except FrameError:
+            return
+        try:
+            reply, out = run_job(header, blobs)
+        except Exception as e:  # a zygote failure: reported as such, never as the program's result
+            sweep()
+            reply, out = {"zygote_error": f"{type(e).__name__}: {e}"}, []
+        reply["clean"] = wipe()
+        send_frame(REP, reply, out)
+
+
+if __name__ == "__main__":
+    main()

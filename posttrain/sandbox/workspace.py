@@ -1,0 +1,216 @@
+"""Copy-on-write workspaces (overlayfs) with O(1) snapshot and O(changes) rollback.
+
+A ``Workspace`` is a stack of directories on the host: the task's initial state at the bottom
+(never modified), then one frozen layer per snapshot, then the current attempt's upper layer.
+Every ``exec`` mounts them with overlayfs at /work inside a fresh sandbox (bwrap ``--overlay``),
+so the job sees the merged tree and all its writes land in the upper layer.
+
+- ``snapshot()`` freezes the upper layer (a rename-free list append) and starts an empty one:
+  the next attempt continues from there (multi-turn repair). Cost does not depend on size.
+- ``rollback(to=None)`` deletes the upper layer (cost: what the attempt changed) and, given a
+  snapshot, the layers above it.
+- ``read_file``/``write_file`` work on the merged view from the host, honouring overlay
+  whiteouts (character device 0/0) and opaque directories, without following symlinks out.
+
+Not provided: merging layers back into one directory (``export`` copies the merged view), and
+concurrent ``exec`` calls on one workspace (they would share an upper layer; a lock serializes
+them).
+
+    >>> ws = Workspace(pool, {"a.py": "print(1)"})                  # doctest: +SKIP
+    >>> ws.exec(["python3", "a.py"]).stdout                            # doctest: +SKIP
+    b'1\\n'
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import stat
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from posttrain.sandbox._launch import SANDBOX_UID
+from posttrain.sandbox._pool import LocalSandboxPool, _chown_tree, _normalize_files
+from posttrain.sandbox._types import Execution, Limits
+from posttrain.sandbox.errors import WorkspaceError
+
+__all__ = ["Workspace"]
+
+_OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
+
+
+def _is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _is_opaque(path: Path) -> bool:
+    for name in _OPAQUE:
+        try:
+            if os.getxattr(path, name, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _world_readable(d: Path) -> bool:
+    """Whether an unprivileged user can traverse to ``d`` and list it (mode bits only)."""
+    for parent in d.parents:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            return False
+    return d.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) == (stat.S_IROTH | stat.S_IXOTH)
+
+
+class Workspace:
+    """A copy-on-write workspace; ``initial`` is a directory or files.
+
+    A directory is used in place as the read-only bottom layer when uid 65534 can read it (mode
+    bits), else it is copied once. It is never modified either way.
+    """
+
+    def __init__(
+        self, pool: LocalSandboxPool, initial: str | os.PathLike | Mapping[str, bytes | str] | None = None
+    ):
+        self.pool = pool
+        self._lock = threading.Lock()
+        self._root = pool.root / f"ws-{secrets.token_hex(6)}"
+        self._root.mkdir(mode=0o700)
+        os.chown(self._root, SANDBOX_UID, SANDBOX_UID)
+        self._n = 0
+        if initial is None or isinstance(initial, Mapping):
+            base = self._new_dir("base")
+            names, blobs = _normalize_files(initial)
+            for name, data in zip(names, blobs, strict=True):
+                (base / name).parent.mkdir(parents=True, exist_ok=True)
+                (base / name).write_bytes(data)
+            _chown_tree(base)
+        else:
+            base = Path(initial).resolve()
+            if not base.is_dir():
+                raise WorkspaceError(f"workspace initial state {str(initial)!r} is not a directory")
+            if not _world_readable(base):
+                # uid 65534 could not mount it: copy it once into a base layer it can read.
+                copy = self._root / "base-copy"
+                shutil.copytree(base, copy, symlinks=True)
+                _chown_tree(copy)
+                os.chown(copy, SANDBOX_UID, SANDBOX_UID)
+                base = copy
+        self.layers: list[Path] = [base]
+        self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+
+    def _new_dir(self, prefix: str) -> Path:
+        self._n += 1
+        d = self._root / f"{prefix}{self._n}"
+        d.mkdir(mode=0o755)
+        os.chown(d, SANDBOX_UID, SANDBOX_UID)
+        return d
+
+    def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        stdin: bytes | str | None = None,
+        timeout: float = 10.0,
+        limits: Limits | None = None,
+    ) -> Execution:
+        """Run ``cmd`` in a fresh sandbox with this workspace's merged tree at /work (cwd)."""
+        with self._lock:
+            work = [a for layer in self.layers for a in ("--overlay-src", str(layer))]
+            work += ["--overlay", str(self.upper), str(self.work), "/work"]
+            return self.pool.exec_in(cmd, work, stdin=stdin, timeout=timeout, limits=limits)
+
+    def snapshot(self) -> int:
+        """Freeze the current state; returns a handle for ``rollback(to=...)``. O(1)."""
+        with self._lock:
+            self.layers.append(self.upper)
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+            return len(self.layers)
+
+    def rollback(self, to: int | None = None) -> None:
+        """Drop the changes since the last snapshot (or since snapshot ``to``)."""
+        with self._lock:
+            if to is not None and not (1 <= to <= len(self.layers)):
+                raise WorkspaceError(f"rollback: no snapshot {to!r} (have 1..{len(self.layers)})")
+            drop = [self.upper, self.work]
+            if to is not None:
+                drop += self.layers[to:]
+                del self.layers[to:]
+            for d in drop:
+                shutil.rmtree(d, ignore_errors=True)
+            self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+
+    def _check(self, path: str) -> PurePosixPath:
+        p = PurePosixPath(path)
+        if not path or p.is_absolute() or ".." in p.parts or "\0" in path:
+            raise WorkspaceError(f"workspace path {path!r} must be relative, without '..'")
+        return p
+
+    def _lookup(self, p: PurePosixPath) -> Path | None:
+        """The host path that provides ``p`` in the merged view, or None if absent."""
+        for layer in [self.upper, *reversed(self.layers)]:
+            cur, blocked = layer, False
+            for i, part in enumerate(p.parts):
+                cur = cur / part
+                try:
+                    st = os.lstat(cur)
+                except FileNotFoundError:
+                    break
+                if _is_whiteout(st):
+                    return None
+                if i == len(p.parts) - 1:
+                    return cur
+                if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+                    return None
+                if _is_opaque(cur):
+                    blocked = True
+            if blocked:
+                return None
+        return None
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of ``path`` in the merged view; symlinks are not followed."""
+        with self._lock:
+            host = self._lookup(self._check(path))
+            if host is None:
+                raise WorkspaceError(f"workspace file {path!r} does not exist")
+            try:
+                fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError as e:
+                raise WorkspaceError(f"workspace file {path!r} cannot be read: {e}") from e
+            with os.fdopen(fd, "rb") as f:
+                return f.read()
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Write ``path`` into the current layer (the next ``exec`` sees it)."""
+        p = self._check(path)
+        with self._lock:
+            cur = self.upper
+            for part in p.parts[:-1]:
+                cur = cur / part
+                if cur.is_symlink() or (cur.exists() and not cur.is_dir()):
+                    os.unlink(cur)  # a whiteout or a file in the upper layer: replaced by a dir
+                if not cur.exists():
+                    cur.mkdir()
+                    os.chown(cur, SANDBOX_UID, SANDBOX_UID)
+            target = cur / p.parts[-1]
+            if target.is_symlink() or (target.exists() and not target.is_file()):
+                if target.is_dir() and not target.is_symlink():
+                    raise WorkspaceError(f"workspace path {path!r} is a directory")
+                os.unlink(target)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+            os.chown(target, SANDBOX_UID, SANDBOX_UID)
+
+    def close(self) -> None:
+        """Delete every layer this workspace created (an initial directory is left alone)."""
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

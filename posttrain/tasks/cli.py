@@ -1,0 +1,96 @@
+"""``posttrain tasks validate|decontaminate``: check task files; find train/eval overlap.
+
+    posttrain tasks validate FILE [FILE ...] [--no-run]
+        schema-check every task (exit 2 on the first malformed record, naming file/line/field),
+        then run each task's reference response (expect pass) and its domain's no-op response
+        (expect fail) through the real verifier; prints one line per problem and a summary;
+        exit 0 when all is well, 1 when a reference fails or a no-op passes.
+    posttrain tasks decontaminate TRAIN EVAL [--n 13] [--out DIR]
+        n-gram overlap between a training and an evaluation task file (posttrain.evaluate).
+
+Not here: generating tasks (``posttrain.tasks.generators``, ``env.generate_tasks``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from posttrain.types import Task, Verdict
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("tasks", help="check task files; find train/eval overlap")
+    sub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
+    v = sub.add_parser("validate", help="schema-check task files and run references (pass) and no-ops (fail)")
+    v.add_argument("files", nargs="+", type=Path, metavar="FILE", help="JSON / JSONL task files")
+    v.add_argument("--no-run", action="store_true", help="only check the schemas; run no verifier")
+    v.set_defaults(func=cmd_validate)
+    d = sub.add_parser("decontaminate", help="n-gram overlap between a train and an eval task file")
+    d.add_argument("train", type=Path, help="training task file")
+    d.add_argument("eval", type=Path, help="evaluation task file")
+    d.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
+    d.add_argument("--out", type=Path, default=None, help="directory for the overlap report")
+    d.set_defaults(func=_cmd_decontaminate)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _cmd_decontaminate(args: argparse.Namespace) -> int:
+    from posttrain.evaluate.decontaminate import cmd_decontaminate
+
+    return cmd_decontaminate(args)
+
+
+def check_tasks(tasks: list[Task], pool: Any | None) -> list[str]:
+    """Problems found by running each task's reference (expect pass) and no-op (expect fail)."""
+    from posttrain.envs import get_env
+    from posttrain.verify.batch import verify_many
+
+    pairs: list[tuple[Task, str]] = []
+    kinds: list[str] = []
+    for t in tasks:
+        if t.reference is not None:
+            pairs.append((t, t.reference))
+            kinds.append("reference")
+        pairs.append((t, get_env(t.domain).noop_response(t)))
+        kinds.append("noop")
+    verdicts = verify_many(pairs, pool)
+    problems = []
+    for (task, _), kind, v in zip(pairs, kinds, verdicts, strict=True):
+        problem = _judge(kind, v)
+        if problem:
+            problems.append(f"{task.id}: {problem}")
+    return problems
+
+
+def _judge(kind: str, v: Verdict) -> str | None:
+    if v.is_infra_error:
+        return f"{kind}: infra_error ({v.evidence.get('detail', v.error_class)})"
+    if kind == "reference" and not v.passed:
+        return f"reference response does not pass: {v.error_class}: {v.feedback.splitlines()[0] if v.feedback else ''}"
+    if kind == "noop" and v.passed:
+        return "the do-nothing response passes: the task cannot tell a no-op from a solution"
+    return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from posttrain.tasks._load import load_tasks
+    from posttrain.verify.batch import pool_for
+
+    status = 0
+    for path in args.files:
+        tasks = load_tasks(path)
+        no_ref = sum(t.reference is None for t in tasks)
+        if args.no_run:
+            print(f"{path}: {len(tasks)} tasks, schema ok")
+            continue
+        with pool_for(tasks) as pool:
+            problems = check_tasks(tasks, pool)
+        for problem in problems:
+            print(f"{path}: {problem}", file=sys.stderr)
+        note = f" ({no_ref} without a reference)" if no_ref else ""
+        print(f"{path}: {len(tasks)} tasks{note}, {len(problems)} problem(s)")
+        status = status or (1 if problems else 0)
+    return status

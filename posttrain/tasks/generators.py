@@ -1,0 +1,129 @@
+"""Procedural task pools for the quickstart: small algebra (math domain) and small Python
+functions (code domain), each task with a reference response, plus an imperfect demonstrator.
+
+Why these tasks: the embedded default is a tiny character-level model trained from scratch in a
+few minutes on 2 CPU cores, so the skills must be learnable that fast *and* generalize to held-out
+tasks. Both domains are solved by reading the right number or operator out of the prompt — an
+attention-friendly skill — while still being checked by the real verifiers (math-verify
+equivalence of a ``\\boxed{}`` answer; HumanEval-style ``check(candidate)`` tests in the sandbox).
+
+The demonstrator is wrong on a known fraction of tasks, in a plausible way (it copies the
+distractor number; it uses the wrong operator). SFT on its demonstrations learns its mistakes
+too, so imitation alone has a ceiling near the demonstrator's accuracy; RL against the verifier
+can go past it.
+
+Not here: the domains' task schemas and verifiers (``posttrain.envs``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from posttrain.types import Task, TaskLimits
+
+_MATH_TEMPLATES = (
+    # Solve for x; the answer is "b", the distractor "a" (the number a careless solver copies).
+    "x+{a}={a}+{b}. x=",
+    "{a}+x={a}+{b}. x=",
+    "{a}*x={a}*{b}. x=",
+    "x*{a}={a}*{b}. x=",
+)
+
+_CODE_OPS = {
+    # name: (docstring verb, python operator, the operator a confused demonstrator writes)
+    "add": ("plus", "+", "-"),
+    "sub": ("minus", "-", "+"),
+    "mul": ("times", "*", "+"),
+}
+_CODE_VARS = ("x", "n", "v", "a")
+
+
+def math_tasks(*, seed: int = 0) -> list[Task]:
+    """All math tasks of the quickstart family, shuffled by ``seed`` (4 templates x 90 x 90 numbers, sampled)."""
+    rng = random.Random(seed)
+    tasks = []
+    for t_idx, template in enumerate(_MATH_TEMPLATES):
+        pairs = [(a, b) for a in range(10, 100) for b in range(10, 100) if a != b]
+        for a, b in rng.sample(pairs, 400):
+            prompt = template.format(a=a, b=b)
+            tasks.append(
+                Task(
+                    id=f"qs-math-{t_idx}-{a}-{b}",
+                    domain="math",
+                    prompt=prompt,
+                    fields={"answer": str(b)},
+                    reference=f"\\boxed{{{b}}}",
+                    tags=("algebra", f"template{t_idx}"),
+                    metadata={"distractor": str(a)},
+                )
+            )
+    rng.shuffle(tasks)
+    return tasks
+
+
+def code_tasks(*, seed: int = 0) -> list[Task]:
+    """All code tasks of the quickstart family (3 ops x 4 argument names x 98 constants), shuffled."""
+    rng = random.Random(seed)
+    tasks = []
+    for op, (verb, sym, _) in _CODE_OPS.items():
+        for var in _CODE_VARS:
+            for k in range(2, 100):
+                name = f"{op}_{k}"
+                prompt = f'def {name}({var}):\n    """Return {var} {verb} {k}."""\n'
+                xs = (3, 10, 41)
+                asserts = "\n".join(f"    assert candidate({x}) == {eval_op(x, sym, k)}" for x in xs)
+                tasks.append(
+                    Task(
+                        id=f"qs-code-{name}-{var}",
+                        domain="code",
+                        prompt=prompt,
+                        fields={"entry_point": name, "test": f"def check(candidate):\n{asserts}\n"},
+                        reference=f"    return {var} {sym} {k}\n",
+                        tags=("python", op),
+                        limits=TaskLimits(timeout_s=5.0, memory_mb=256),
+                    )
+                )
+    rng.shuffle(tasks)
+    return tasks
+
+
+def eval_op(x: int, sym: str, k: int) -> int:
+    """The ground truth of a code task, computed without eval."""
+    return {"+": x + k, "-": x - k, "*": x * k}[sym]
+
+
+@dataclass(frozen=True)
+class Demonstrator:
+    """A scripted demonstrator that is wrong on a fixed fraction of tasks.
+
+    Whether it errs on a task is a deterministic function of the task id and ``seed``, so the
+    same task always gets the same demonstration and its accuracy on any split is measurable.
+    """
+
+    error_rate: float = 0.4
+    seed: int = 0
+
+    def errs_on(self, task: Task) -> bool:
+        return random.Random(f"{self.seed}:{task.id}").random() < self.error_rate
+
+    def respond(self, task: Task) -> str:
+        if task.reference is None:
+            raise ValueError(f"task {task.id} has no reference response")
+        if not self.errs_on(task):
+            return task.reference
+        if task.domain == "math":
+            return f"\\boxed{{{task.metadata['distractor']}}}"
+        if task.domain == "code":
+            op = task.fields["entry_point"].split("_")[0]
+            _, sym, wrong = _CODE_OPS[op]
+            return task.reference.replace(f" {sym} ", f" {wrong} ", 1)
+        raise ValueError(f"the quickstart demonstrator has no mistakes for domain {task.domain!r}")
+
+
+def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Task]]:
+    """First ``n_eval`` tasks are held out; the rest train. Ids are unique, so the splits share no task."""
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError("task ids must be unique before splitting")
+    return tasks[n_eval:], tasks[:n_eval]

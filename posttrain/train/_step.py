@@ -1,0 +1,444 @@
+"""The policy-update step shared by the RL trainers: token log-probs, batch and loss spec, one update.
+
+- ``token_logprobs(model, input_ids, attention_mask)``: ``log p(input_ids[t] | input_ids[<t])`` for
+  every position, computed from the backbone's hidden states and the LM head on *only* the
+  positions that are needed, in chunks, so the (B, T, V) logits tensor never exists.
+- ``packed_token_logprobs(model, packed)``: the same for rows packed by ``pack_sequences``.
+- ``PolicyBatch`` / ``LossSpec``: frozen inputs of one update (tensors / hyperparameters).
+- ``policy_loss(model, batch, spec)``: the scalar loss and metrics of (part of) a batch.
+- ``policy_update(model, optimizer, batch, spec, *, micro_batch_size, max_grad_norm)``: forward and
+  backward over micro-batches with *global* normalizers (so the gradient does not depend on the
+  micro-batch size in any aggregation mode; see ``posttrain.algo.aggregate``), gradient clipping,
+  ``optimizer.step()``; returns detached metrics.
+
+- ``LoraSpec`` / ``apply_lora``: peft LoRA as an option of every trainer.
+
+Rows are right-padded (``posttrain.train._batch.collate``); position ids are computed from the
+attention mask (the count of real tokens before each one), as ``generate`` does. Not here:
+sampling, rewards, advantages, LR schedules, distributed reductions (one process; under FSDP the
+caller sums ``count_items`` over ranks first).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import get_args
+
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from posttrain.algo import (
+    AGG_MODES,
+    KL_KINDS,
+    POLICY_LOSSES,
+    AggMode,
+    KLKind,
+    PackedBatch,
+    PolicyLossName,
+    aggregate,
+    block_causal_mask,
+    count_items,
+    kl_penalty,
+    loss_stats,
+    truncated_is_weights,
+)
+from posttrain.errors import ConfigError
+
+LOGITS_CHUNK_BYTES = 256 * 2**20
+"""Upper bound on the fp32 logits materialized at once by ``token_logprobs`` (per chunk)."""
+
+_UNSUPPORTED_HEAD_SCALING = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier")
+
+
+def _backbone(model: nn.Module) -> nn.Module | None:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wrapper
+    prefix = getattr(base, "base_model_prefix", None)
+    body = getattr(base, prefix, None) if prefix else None
+    config = getattr(base, "config", None)
+    text_config = (
+        config.get_text_config() if config is not None and hasattr(config, "get_text_config") else config
+    )
+    if body is None or any(
+        getattr(text_config, k, None) not in (None, 1.0) for k in _UNSUPPORTED_HEAD_SCALING
+    ):
+        return None  # unknown layout or a head with extra scaling: use the model's own forward
+    return body
+
+
+def _chunk_logprobs(
+    hidden: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    target: Tensor,
+    temperature: float,
+    entropy_grad: bool,
+) -> tuple[Tensor, Tensor]:
+    # hidden (K, H), target (K,) -> logp (K,), entropy (K,)
+    logits = nn.functional.linear(hidden, weight, bias)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32, fp64 stays
+    if temperature != 1.0:
+        logits = logits / temperature
+    lse = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    return logp, ent
+
+
+def _scored_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,  # (B, T) long
+    model_mask: Tensor,  # (B, T) padding mask, or (B, 1, T, T) bool attention mask (packed rows)
+    positions: Tensor,  # (B, T) long position ids
+    sel: Tensor,  # (B, T-1) bool: score token t+1 from hidden state t
+    temperature: float,
+    entropy_grad: bool,
+) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); 0 where not scored
+    target = input_ids[:, 1:][sel]  # (K,)
+    body = _backbone(model)
+    head = model.get_output_embeddings()
+    if body is not None and isinstance(head, nn.Linear):
+        hidden = body(
+            input_ids=input_ids, attention_mask=model_mask, position_ids=positions, use_cache=False
+        ).last_hidden_state
+        hidden = hidden[:, :-1][sel]  # (K, H)
+        weight, bias = head.weight, head.bias
+    else:  # full logits (B, T, V): only for models whose head we do not reproduce exactly
+        logits = model(
+            input_ids=input_ids, attention_mask=model_mask, position_ids=positions, use_cache=False
+        ).logits
+        hidden, weight, bias = logits[:, :-1][sel], None, None
+    k = target.shape[0]
+    vocab = weight.shape[0] if weight is not None else hidden.shape[-1]
+    step = max(1, LOGITS_CHUNK_BYTES // (4 * vocab))
+    parts_lp, parts_ent = [], []
+    for s in range(0, max(k, 1), step):
+        h, t = hidden[s : s + step], target[s : s + step]
+        if weight is None:
+            lg = h.to(torch.promote_types(h.dtype, torch.float32)) / temperature
+            lse = torch.logsumexp(lg, -1)
+            lp, ent = lg.gather(-1, t.unsqueeze(-1)).squeeze(-1) - lse, lse - (lg.softmax(-1) * lg).sum(-1)
+        elif k > step and torch.is_grad_enabled():  # recompute each chunk's logits in backward
+            lp, ent = checkpoint(
+                _chunk_logprobs, h, weight, bias, t, temperature, entropy_grad, use_reentrant=False
+            )
+        else:
+            lp, ent = _chunk_logprobs(h, weight, bias, t, temperature, entropy_grad)
+        parts_lp.append(lp)
+        parts_ent.append(ent)
+    lp_all, ent_all = torch.cat(parts_lp), torch.cat(parts_ent)
+    zeros = lp_all.new_zeros(input_ids.shape[0], input_ids.shape[1] - 1)
+    logp = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, lp_all)], dim=1)
+    ent = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, ent_all)], dim=1)
+    return logp, (ent if entropy_grad else ent.detach())
+
+
+def token_logprobs_and_entropy(
+    model: nn.Module,
+    input_ids: Tensor,  # (B, T) long
+    attention_mask: Tensor,  # (B, T) 1 on real tokens
+    *,
+    loss_mask: Tensor | None = None,  # (B, T) positions to score; default every real token but the first
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
+) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); fp32 (fp64 for fp64 models); 0 where not scored
+    """``token_logprobs`` plus the entropy of each scored position's next-token distribution.
+
+    The entropy has a gradient only with ``entropy_grad=True`` (an entropy bonus).
+    """
+    if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
+        raise ValueError(
+            f"input_ids and attention_mask must share one (B, T) shape, got {tuple(input_ids.shape)}, "
+            f"{tuple(attention_mask.shape)}"
+        )
+    want = attention_mask if loss_mask is None else loss_mask
+    sel = (want[:, 1:] > 0) & (attention_mask[:, 1:] > 0)  # (B, T-1): hidden t-1 predicts token t
+    # positions count real tokens only, as generate() does for left-padded prompts; for right-padded
+    # rows this is plain arange over the real tokens
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    return _scored_logprobs(model, input_ids, attention_mask, positions, sel, temperature, entropy_grad)
+
+
+def packed_token_logprobs(
+    model: nn.Module, packed: PackedBatch, *, temperature: float = 1.0
+) -> Tensor:  # (R, L): log p of each loss-masked token given the earlier tokens of *its own* example
+    """``token_logprobs`` for rows packed by ``posttrain.algo.pack_sequences`` (SFT packing).
+
+    Each example attends only to itself (``block_causal_mask``) and its positions restart at 0,
+    so the result equals scoring every example alone, without the padding.
+    """
+    same = packed.seq_ids[:, 1:] == packed.seq_ids[:, :-1]
+    sel = (packed.loss_mask[:, 1:] > 0) & same & (packed.seq_ids[:, 1:] >= 0)
+    mask4 = block_causal_mask(packed.seq_ids)
+    return _scored_logprobs(model, packed.input_ids, mask4, packed.position_ids, sel, temperature, False)[0]
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,  # (B, T) long
+    attention_mask: Tensor,  # (B, T)
+    *,
+    loss_mask: Tensor | None = None,  # (B, T) only these positions are scored (others get 0)
+    temperature: float = 1.0,
+) -> Tensor:  # (B, T) fp32: position t holds log p(input_ids[t] | input_ids[<t]); position 0 holds 0
+    """Log-prob of each token given its prefix, at ``temperature`` (softmax(logits / temperature)).
+
+    Memory: hidden states of the scored positions only, projected through the LM head in chunks
+    of at most ``LOGITS_CHUNK_BYTES`` (recomputed in backward when there is more than one chunk).
+    """
+    return token_logprobs_and_entropy(
+        model, input_ids, attention_mask, loss_mask=loss_mask, temperature=temperature
+    )[0]
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyBatch:
+    """One RL update batch: right-padded prompt+completion rows, exactly as sampled."""
+
+    input_ids: Tensor  # (B, T) long
+    attention_mask: Tensor  # (B, T) long, 1 on real tokens
+    loss_mask: Tensor  # (B, T) float, 1.0 on completion tokens that get gradient (0 for infra errors)
+    old_logp: Tensor  # (B, T) float, log pi_old of each completion token (the sampling logprobs)
+    adv: Tensor  # (B,) or (B, T) float advantages
+    ref_logp: Tensor | None = None  # (B, T) float, reference-policy logprobs, needed when kl_coef > 0
+    sampling_logp: Tensor | None = None
+    """(B, T) generation-engine logprobs when ``old_logp`` was recomputed by the trainer (stale or
+    mismatched generation); with ``LossSpec.tis_cap`` the loss is weighted by truncated IS weights."""
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.input_ids.shape)
+        named = {
+            "attention_mask": self.attention_mask,
+            "loss_mask": self.loss_mask,
+            "old_logp": self.old_logp,
+        }
+        if self.ref_logp is not None:
+            named["ref_logp"] = self.ref_logp
+        if self.sampling_logp is not None:
+            named["sampling_logp"] = self.sampling_logp
+        for name, t in named.items():
+            if tuple(t.shape) != shape:
+                raise ValueError(
+                    f"PolicyBatch.{name} has shape {tuple(t.shape)}, expected {shape} like input_ids"
+                )
+        if tuple(self.adv.shape) not in ((shape[0],), shape):
+            raise ValueError(
+                f"PolicyBatch.adv has shape {tuple(self.adv.shape)}, expected ({shape[0]},) or {shape}"
+            )
+        if not torch.isfinite(self.adv).all():
+            raise ValueError(
+                "PolicyBatch.adv holds NaN/inf: give infra-error samples advantage 0 and loss_mask 0"
+            )
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """Hyperparameters of the policy loss (names checked here, at construction)."""
+
+    policy_loss: PolicyLossName = "ppo_clip"
+    """Per-token loss from ``posttrain.algo.POLICY_LOSSES``."""
+    clip_low: float = 0.2
+    """Ratio clip below 1 (PPO epsilon)."""
+    clip_high: float = 0.2
+    """Ratio clip above 1 (DAPO clip-higher uses 0.28)."""
+    dual_clip: float | None = None
+    """Dual-clip constant c (> 1) for negative advantages; None = off."""
+    agg: AggMode = "token_mean"
+    """Aggregation mode, see ``posttrain.algo.aggregate``."""
+    norm_const: float | None = None
+    """Constant of ``seq_mean_token_sum_norm`` (Dr.GRPO: the max completion length)."""
+    kl_coef: float = 0.0
+    """Weight of the per-token KL to the reference policy added to the loss (0 = no reference)."""
+    kl_kind: KLKind = "k3"
+    """KL estimator: k1, k2 or k3."""
+    kl_clamp: float | None = 10.0
+    """Clamp of the KL estimate (see ``posttrain.algo.kl``); None = no clamp (TRL)."""
+    kl_ratio_weighted: bool = False
+    """Multiply the per-token KL by the ratio exp(logp - old_logp) (TRL ``use_bias_correction_kl``)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus: loss -= entropy_coef * token-mean entropy."""
+    temperature: float = 1.0
+    """Sampling temperature: log-probs are computed from logits / temperature, like the sampler's."""
+    tis_cap: float | None = None
+    """Truncated importance-weight cap against ``PolicyBatch.sampling_logp``; None = off."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("policy_loss", self.policy_loss, get_args(PolicyLossName)),
+            ("agg", self.agg, AGG_MODES),
+            ("kl_kind", self.kl_kind, KL_KINDS),
+        )
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ConfigError(f"loss.{name}: unknown value {value!r}; expected one of {list(allowed)}")
+        if self.agg == "seq_mean_token_sum_norm" and (self.norm_const is None or self.norm_const <= 0):
+            raise ConfigError(
+                f"loss.norm_const: agg={self.agg} needs a positive constant, got {self.norm_const}"
+            )
+        if self.policy_loss == "gspo" and self.agg != "seq_mean_token_mean":
+            raise ConfigError(f"loss.agg: gspo is defined with agg=seq_mean_token_mean, got {self.agg}")
+        if self.dual_clip is not None and (self.policy_loss == "cispo" or self.dual_clip <= 1.0):
+            raise ConfigError(
+                f"loss.dual_clip: must be None for cispo and > 1 otherwise, got {self.dual_clip}"
+            )
+        if self.clip_low < 0 or self.clip_high < 0 or self.kl_coef < 0 or self.temperature <= 0:
+            raise ConfigError("loss: clip_low, clip_high, kl_coef must be >= 0 and temperature > 0")
+
+
+def policy_loss(
+    model: nn.Module,
+    batch: PolicyBatch,
+    spec: LossSpec,
+    *,
+    rows: slice | None = None,
+    num_items: float | None = None,
+    num_tokens: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:  # scalar loss with gradient, detached metrics
+    """The loss of ``batch[rows]`` (default: all rows) as ``spec`` defines it, with its metrics.
+
+    ``num_items`` / ``num_tokens`` are the global normalizers (``count_items`` of the whole
+    accumulated batch for ``spec.agg``, and its token count for the entropy bonus); default: these
+    rows' own counts. ``policy_update`` calls this once per micro-batch.
+    """
+    sl = rows if rows is not None else slice(0, batch.input_ids.shape[0])
+    mask = batch.loss_mask[sl]
+    n_items = count_items(mask, spec.agg) if num_items is None else num_items
+    n_tok = float(mask.sum()) if num_tokens is None else num_tokens
+    real = batch.attention_mask[sl] > 0
+    col = torch.arange(1, real.shape[1] + 1, device=real.device)
+    width = int((real * col).max())  # drop trailing all-pad columns
+    cols = slice(0, max(width, 1))
+    mask = mask[:, cols]
+    logp, ent = token_logprobs_and_entropy(
+        model,
+        batch.input_ids[sl, cols],
+        batch.attention_mask[sl, cols],
+        loss_mask=mask,
+        temperature=spec.temperature,
+        entropy_grad=spec.entropy_coef != 0.0,
+    )
+    old_logp = batch.old_logp[sl, cols]
+    adv = batch.adv[sl] if batch.adv.dim() == 1 else batch.adv[sl, cols]
+    loss_mat = POLICY_LOSSES[spec.policy_loss](
+        logp, old_logp, adv, mask, clip_low=spec.clip_low, clip_high=spec.clip_high, dual_clip=spec.dual_clip
+    )
+    if spec.tis_cap is not None and batch.sampling_logp is not None:
+        loss_mat = loss_mat * truncated_is_weights(
+            old_logp, batch.sampling_logp[sl, cols], mask, cap=spec.tis_cap
+        )
+    kl = None
+    if spec.kl_coef > 0.0:
+        if batch.ref_logp is None:
+            raise ValueError("LossSpec.kl_coef > 0 needs PolicyBatch.ref_logp")
+        kl = kl_penalty(logp, batch.ref_logp[sl, cols], spec.kl_kind, clamp=spec.kl_clamp)
+        if spec.kl_ratio_weighted:
+            kl = kl * torch.exp(logp - old_logp)
+        loss_mat = loss_mat + spec.kl_coef * torch.where(mask > 0, kl, torch.zeros_like(kl))
+    loss = aggregate(loss_mat, mask, spec.agg, norm_const=spec.norm_const, num_items=n_items)
+    if spec.entropy_coef != 0.0:
+        loss = loss - spec.entropy_coef * aggregate(ent, mask, "token_mean", num_items=n_tok)
+    stats = loss_stats(
+        logp, old_logp, mask, adv=adv, clip_low=spec.clip_low, clip_high=spec.clip_high, entropy=ent
+    )
+    if kl is not None:
+        kl_sum = float(torch.where(mask > 0, kl.detach(), torch.zeros_like(kl)).sum())
+        stats["kl"] = kl_sum / max(float(mask.sum()), 1.0)
+    return loss, stats
+
+
+def policy_update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: PolicyBatch,
+    spec: LossSpec,
+    *,
+    micro_batch_size: int,
+    max_grad_norm: float,
+) -> dict[str, float]:
+    """One optimizer step on ``batch``: accumulate gradients over micro-batches, clip, step.
+
+    Every micro-batch is normalized by the count of the *whole* batch (tokens or sequences,
+    ``count_items``), so the accumulated gradient equals the full-batch gradient whatever
+    ``micro_batch_size`` is. Returns ``loss`` (the full-batch loss), token-weighted ``clip_frac``,
+    ``approx_kl``, ``entropy``, ``kl`` (when kl_coef > 0), ``grad_norm`` (before clipping) and
+    ``tokens``. A batch with no active token skips the optimizer step and says so (``skipped`` = 1).
+    """
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    model.train()
+    n_tok = float(batch.loss_mask.sum())
+    n_items = count_items(batch.loss_mask, spec.agg)
+    optimizer.zero_grad(set_to_none=True)
+    totals: dict[str, float] = {}
+    loss_sum = 0.0
+    ratio_max = 0.0
+    n_rows = batch.input_ids.shape[0]
+    for start in range(0, n_rows, micro_batch_size):
+        sl = slice(start, min(start + micro_batch_size, n_rows))
+        w = float(batch.loss_mask[sl].sum())
+        if w == 0.0:
+            continue  # contributes nothing to the loss nor to any normalizer
+        loss, stats = policy_loss(model, batch, spec, rows=sl, num_items=n_items, num_tokens=n_tok)
+        loss.backward()
+        loss_sum += float(loss.detach())
+        ratio_max = max(ratio_max, stats.pop("ratio_max"))
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0.0) + v * w  # token-weighted means
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    out = {k: v / n_tok for k, v in totals.items()} if n_tok else {}
+    if not params or n_tok == 0.0:
+        optimizer.zero_grad(set_to_none=True)
+        return {**out, "loss": 0.0, "grad_norm": 0.0, "tokens": n_tok, "skipped": 1.0}
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    if math.isfinite(grad_norm):
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {
+        **out,
+        "loss": loss_sum,
+        "ratio_max": ratio_max,
+        "grad_norm": grad_norm,
+        "tokens": n_tok,
+        "skipped": 0.0 if math.isfinite(grad_norm) else 1.0,
+    }
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA adapters (peft) instead of full fine-tuning; the frozen base doubles as the reference."""
+
+    r: int = 8
+    """Rank of the adapter matrices."""
+    alpha: float = 16.0
+    """Scaling: the update is (alpha / r) * B A."""
+    dropout: float = 0.0
+    """Dropout on the adapter input."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Names of the Linear modules that get adapters."""
+
+    def __post_init__(self) -> None:
+        if self.r < 1 or self.alpha <= 0 or not 0.0 <= self.dropout < 1.0 or not self.target_modules:
+            raise ConfigError(f"lora: need r >= 1, alpha > 0, 0 <= dropout < 1, target modules; got {self}")
+
+
+def apply_lora(model: nn.Module, spec: LoraSpec, *, task_type: str = "CAUSAL_LM") -> nn.Module:
+    """Wrap ``model`` with peft LoRA adapters; only the adapters (and, for SEQ_CLS, the head) train.
+
+    ``model.disable_adapter()`` (a context manager) then gives the base model: the reference policy
+    of DPO/GRPO without a second copy of the weights.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=spec.r,
+        lora_alpha=spec.alpha,
+        lora_dropout=spec.dropout,
+        target_modules=list(spec.target_modules),
+        task_type=task_type,
+    )
+    try:
+        return get_peft_model(model, config)
+    except ValueError as e:
+        raise ConfigError(f"lora.target_modules {list(spec.target_modules)}: {e}") from e

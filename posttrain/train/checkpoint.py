@@ -1,0 +1,312 @@
+"""Atomic checkpoints for exact resume: model, optimizer, LR schedule, every RNG, sampler state, step.
+
+Layout of a checkpoint directory ``DIR``::
+
+    DIR/latest                 text: the name of the newest complete checkpoint (e.g. "step-000012")
+    DIR/step-000012/model/     model.save_pretrained (safetensors) + tokenizer.save_pretrained
+    DIR/step-000012/state.pt   optimizer, scheduler and RNG states (torch.save, loaded weights_only)
+    DIR/step-000012/state.json step, sampler_state, extra (JSON)
+    DIR/step-000012/MANIFEST.json  size and sha256 of every file above, written last
+
+A checkpoint is written into ``DIR/.tmp-step-000012-<pid>``, fsynced, renamed into place with
+``os.replace``, and only then is ``latest`` replaced (also write-then-rename). A process killed at
+any moment leaves either the old ``latest`` or the new one, never a half-written checkpoint under
+that name; leftover temp directories are ignored and removed by the next save. ``load_latest``
+verifies the manifest and raises ``CheckpointError`` (a ``UserError``) naming the file and the
+problem when the checkpoint ``latest`` points to is corrupt or partial; older checkpoints are never
+deleted in that case. ``keep_last`` prunes older complete checkpoints after a successful save.
+
+RNG states restored: Python ``random``, NumPy's global generator, torch CPU and (when present) CUDA.
+Not covered: RNG objects owned by user code (``torch.Generator`` instances, ``np.random.Generator``)
+-- put their state in ``sampler_state``; data-loader worker processes; distributed (FSDP) sharded
+optimizer states (one process writes everything here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from posttrain.errors import UserError
+
+LATEST = "latest"
+MANIFEST = "MANIFEST.json"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(UserError):
+    """A checkpoint is corrupt, partial, or does not match the model it is restored into."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A verified checkpoint on disk; ``restore`` loads it into live objects."""
+
+    path: Path
+    step: int
+    sampler_state: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_dir(self) -> Path:
+        """Directory loadable with ``from_pretrained`` (model + tokenizer)."""
+        return self.path / "model"
+
+
+def _name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_tree(root: Path) -> None:
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+    for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos)},
+        "numpy_gauss": {"has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    random.setstate(state["python"])
+    n = state["numpy"]
+    g = state["numpy_gauss"]
+    np.random.set_state(
+        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], g["has_gauss"], g["gauss"])
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True))
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(
+    directory: str | Path,
+    *,
+    model: torch.nn.Module,
+    tokenizer: Any | None,
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: Any | None,
+    step: int,
+    sampler_state: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    keep_last: int | None = 3,
+) -> Path:
+    """Write a complete checkpoint for ``step`` atomically, point ``latest`` at it, prune old ones.
+
+    ``sampler_state`` and ``extra`` must be JSON-serializable (the task sampler's cursor and RNG
+    seed, the run's finished flag, ...). Returns the checkpoint's path.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    for stale in directory.glob(".tmp-step-*"):
+        shutil.rmtree(stale, ignore_errors=True)  # left by a process killed mid-save
+    name = _name(step)
+    tmp = directory / f".tmp-{name}-{os.getpid()}"
+    model_dir = tmp / "model"
+    model_dir.mkdir(parents=True)
+    model.save_pretrained(model_dir, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(model_dir)
+    torch.save(
+        {
+            "format": FORMAT_VERSION,
+            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "rng": _rng_state(),
+        },
+        tmp / "state.pt",
+    )
+    meta = {
+        "format": FORMAT_VERSION,
+        "step": step,
+        "sampler_state": dict(sampler_state or {}),
+        "extra": dict(extra or {}),
+    }
+    try:
+        (tmp / "state.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+    except TypeError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f"sampler_state and extra must be JSON-serializable: {e}") from e
+    files = {
+        str(p.relative_to(tmp)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(tmp.rglob("*"))
+        if p.is_file()
+    }
+    (tmp / MANIFEST).write_text(
+        json.dumps({"format": FORMAT_VERSION, "files": files}, indent=1, sort_keys=True)
+    )
+    _fsync_tree(tmp)
+    final = directory / name
+    if final.exists():  # re-saving a step (e.g. after a resume): move the old one aside first
+        trash = directory / f".tmp-old-{name}-{os.getpid()}"
+        os.replace(final, trash)
+        os.replace(tmp, final)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(tmp, final)
+    _write_json_atomic(directory / LATEST, {"name": name, "step": step})
+    if keep_last is not None:
+        _prune(directory, keep_last, keep=name)
+    return final
+
+
+def _prune(directory: Path, keep_last: int, *, keep: str) -> None:
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be >= 1 or None, got {keep_last}")
+    complete = sorted(p for p in directory.glob("step-*") if p.is_dir() and (p / MANIFEST).is_file())
+    for old in complete[:-keep_last]:
+        if old.name != keep:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _verify(path: Path) -> dict[str, Any]:
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise CheckpointError(f"checkpoint {path} is partial: {MANIFEST} is missing")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+    except (ValueError, KeyError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {MANIFEST} is unreadable ({e})") from e
+    for rel, want in files.items():
+        p = path / rel
+        if not p.is_file():
+            raise CheckpointError(f"checkpoint {path} is partial: {rel} is missing")
+        if p.stat().st_size != want["size"]:
+            raise CheckpointError(
+                f"checkpoint {path} is corrupt: {rel} has {p.stat().st_size} bytes, expected {want['size']}"
+            )
+        if _sha256(p) != want["sha256"]:
+            raise CheckpointError(
+                f"checkpoint {path} is corrupt: {rel} does not match its sha256 in {MANIFEST}"
+            )
+    return json.loads((path / "state.json").read_text())
+
+
+def _older_good(directory: Path, than: str) -> str:
+    for p in sorted(directory.glob("step-*"), reverse=True):
+        if p.name < than:
+            try:
+                _verify(p)
+                return f"; the last good checkpoint is {p} (write its name into {directory / LATEST} to resume from it)"
+            except CheckpointError:
+                continue
+    return "; no older good checkpoint exists"
+
+
+def load_latest(directory: str | Path) -> Checkpoint | None:
+    """The verified checkpoint ``DIR/latest`` points to; None when ``DIR`` has no checkpoint yet.
+
+    Raises ``CheckpointError`` when that checkpoint is corrupt or partial; the message names the
+    last good one, which is left untouched.
+    """
+    directory = Path(directory)
+    pointer = directory / LATEST
+    if not pointer.exists():
+        return None
+    try:
+        name = json.loads(pointer.read_text())["name"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{pointer} is corrupt (expected JSON with a 'name'): {e}") from e
+    path = directory / name
+    if not path.is_dir():
+        raise CheckpointError(f"{pointer} names {name}, which does not exist" + _older_good(directory, name))
+    try:
+        meta = _verify(path)
+    except CheckpointError as e:
+        raise CheckpointError(str(e) + _older_good(directory, name)) from None
+    return Checkpoint(
+        path=path, step=int(meta["step"]), sampler_state=meta["sampler_state"], extra=meta["extra"]
+    )
+
+
+def _load_model_weights(model: torch.nn.Module, model_dir: Path) -> None:
+    from safetensors.torch import load_file
+
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise CheckpointError(f"{model_dir} holds no .safetensors file")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    if hasattr(model, "peft_config"):  # a peft model saves (and restores) only its adapter weights
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, state)
+        return
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # shape mismatch
+        raise CheckpointError(f"{model_dir} does not match the model: {str(e).splitlines()[-1].strip()}") from e
+    tied = set()
+    if getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        tied = {k for k in result.missing_keys if "lm_head" in k}
+    missing = [k for k in result.missing_keys if k not in tied]
+    if missing or result.unexpected_keys:
+        raise CheckpointError(
+            f"{model_dir} does not match the model: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+        )
+
+
+def restore(
+    ckpt: Checkpoint,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+) -> None:
+    """Load weights, optimizer and scheduler states into live objects, then every RNG state."""
+    _load_model_weights(model, ckpt.model_dir)
+    state = torch.load(ckpt.path / "state.pt", map_location="cpu", weights_only=True)
+    if optimizer is not None:
+        if state["optimizer"] is None:
+            raise CheckpointError(f"{ckpt.path} was saved without an optimizer state")
+        optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None:
+        if state["scheduler"] is None:
+            raise CheckpointError(f"{ckpt.path} was saved without a scheduler state")
+        scheduler.load_state_dict(state["scheduler"])
+    _set_rng_state(state["rng"])

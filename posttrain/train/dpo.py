@@ -1,0 +1,207 @@
+"""Direct preference optimization: one readable loop over (prompt, chosen, rejected) pairs.
+
+    metrics = train_dpo(model, ref_model, tokenizer, pairs, DPOConfig(beta=0.1))
+
+1. tokenize each pair once (prompt with BOS; completions end with EOS), never again;
+2. reference sequence log-probs, once, without gradient (``ref_model``; with LoRA and no
+   ``ref_model``, the same model with its adapters disabled);
+3. per optimizer step: policy sequence log-probs of chosen and rejected rows, the preference loss
+   (``posttrain.algo.PREFERENCE_LOSSES``: sigmoid DPO or IPO), backward over micro-batches
+   normalized by the step's pair count (micro-batch invariant), clip, AdamW step;
+4. metrics: loss, implicit-reward accuracy and margin.
+
+Sequence log-prob = sum over completion tokens (IPO: mean, as TRL). Matches TRL's DPOTrainer
+sigmoid loss to 1e-6 (tests/algo/test_trl_golden.py). Not here: multi-GPU, reference-free
+variants (SimPO/ORPO), padding-free packing.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from posttrain.algo import PREFERENCE_LOSSES, PreferenceLossName, dpo_rewards
+from posttrain.errors import ConfigError, UserError
+from posttrain.train._batch import collate
+from posttrain.train._step import LoraSpec, apply_lora, token_logprobs
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    """One preference: the same prompt, a preferred and a dispreferred completion (text)."""
+
+    prompt: str
+    chosen: str
+    rejected: str
+
+
+@dataclass(frozen=True)
+class DPOConfig:
+    beta: float = 0.1
+    """Strength of the implicit KL to the reference (DPO beta)."""
+    loss: PreferenceLossName = "sigmoid"
+    """sigmoid (DPO) or ipo."""
+    label_smoothing: float = 0.0
+    """cDPO: assumed probability that a preference label is flipped (sigmoid only)."""
+    lr: float = 5e-6
+    """AdamW learning rate (constant)."""
+    epochs: int = 1
+    """Passes over the pairs."""
+    batch_size: int = 8
+    """Pairs per optimizer step."""
+    micro_batch_size: int = 8
+    """Pairs per forward/backward (gradients accumulate to batch_size)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+    max_len: int = 1024
+    """Pairs whose prompt + longer completion exceed this many tokens are rejected."""
+    seed: int = 0
+    """Shuffling seed."""
+    lora: LoraSpec | None = None
+    """Train LoRA adapters instead of all weights (peft)."""
+
+    def __post_init__(self) -> None:
+        if self.loss not in PREFERENCE_LOSSES:
+            raise ConfigError(
+                f"dpo.loss: unknown value {self.loss!r}; expected one of {list(PREFERENCE_LOSSES)}"
+            )
+        if (
+            self.beta <= 0
+            or self.lr <= 0
+            or self.epochs < 1
+            or self.batch_size < 1
+            or self.micro_batch_size < 1
+        ):
+            raise ConfigError("dpo: beta, lr must be > 0 and epochs, batch_size, micro_batch_size >= 1")
+        if not 0.0 <= self.label_smoothing < 0.5:
+            raise ConfigError(f"dpo.label_smoothing: expected [0, 0.5), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
+class EncodedPair:
+    prompt_ids: tuple[int, ...]
+    chosen_ids: tuple[int, ...]
+    rejected_ids: tuple[int, ...]
+
+
+def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int) -> list[EncodedPair]:
+    """Tokenize once: prompt (+ BOS when the tokenizer has one), completions + EOS."""
+    out = []
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    if eos is None:
+        raise UserError("the tokenizer has no eos token; completions must end with one")
+    for i, p in enumerate(pairs):
+        prompt = list(tokenizer(p.prompt, add_special_tokens=False)["input_ids"])
+        if bos is not None:
+            prompt = [bos, *prompt]
+        chosen = [*tokenizer(p.chosen, add_special_tokens=False)["input_ids"], eos]
+        rejected = [*tokenizer(p.rejected, add_special_tokens=False)["input_ids"], eos]
+        if len(prompt) + max(len(chosen), len(rejected)) > max_len:
+            raise UserError(
+                f"pair {i}: {len(prompt)} prompt + {max(len(chosen), len(rejected))} tokens > max_len={max_len}"
+            )
+        out.append(EncodedPair(tuple(prompt), tuple(chosen), tuple(rejected)))
+    return out
+
+
+def sequence_logps(
+    model: nn.Module, pairs: Sequence[EncodedPair], pad_id: int, *, average: bool = False
+) -> tuple[Tensor, Tensor]:  # chosen (P,), rejected (P,)
+    """Sum (``average``: mean) of completion-token log-probs of each pair's chosen and rejected rows."""
+    prompts = [p.prompt_ids for p in pairs] * 2
+    completions = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
+    rows = collate(prompts, completions, pad_id=pad_id)
+    logp = token_logprobs(model, rows.input_ids, rows.attention_mask, loss_mask=rows.loss_mask)
+    seq = (logp * rows.loss_mask).sum(-1)
+    if average:
+        seq = seq / rows.loss_mask.sum(-1)
+    n = len(pairs)
+    return seq[:n], seq[n:]
+
+
+def _reference(model: nn.Module, ref_model: nn.Module | None) -> Callable[[], AbstractContextManager]:
+    if ref_model is not None:
+        return nullcontext
+    return model.disable_adapter  # LoRA: the base weights are the reference
+
+
+def train_dpo(
+    model: nn.Module,
+    ref_model: nn.Module | None,
+    tokenizer,
+    pairs: Sequence[PreferencePair],
+    cfg: DPOConfig,
+    *,
+    log: Callable[[dict[str, float]], None] | None = None,
+) -> dict[str, float]:
+    """Train ``model`` in place with DPO/IPO; returns the metrics of the last epoch (means over steps).
+
+    ``ref_model`` None: a frozen copy of ``model`` (or, with LoRA, the adapter-free base). With
+    ``cfg.lora`` and a plain model, adapters are added, trained, then merged back into ``model``'s
+    weights (``merge_and_unload``), so the caller keeps an ordinary model. Pass a model already
+    wrapped by ``apply_lora`` to keep the adapters separate instead.
+    """
+    if not pairs:
+        raise UserError("train_dpo: no preference pairs")
+    merge = cfg.lora is not None and not hasattr(model, "peft_config")
+    if merge:
+        model = apply_lora(model, cfg.lora)
+    if ref_model is None and not hasattr(model, "peft_config"):
+        ref_model = copy.deepcopy(model)
+    if ref_model is not None:
+        ref_model.eval().requires_grad_(False)
+    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    average = cfg.loss == "ipo"
+    ref_net = ref_model if ref_model is not None else model
+    ref_c, ref_r = [], []
+    with torch.no_grad(), _reference(model, ref_model)():
+        for s in range(0, len(encoded), cfg.micro_batch_size):
+            c, r = sequence_logps(ref_net, encoded[s : s + cfg.micro_batch_size], pad, average=average)
+            ref_c.append(c)
+            ref_r.append(r)
+    ref_chosen, ref_rejected = torch.cat(ref_c), torch.cat(ref_r)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    loss_fn = PREFERENCE_LOSSES[cfg.loss]
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model.train()
+    epoch_metrics: dict[str, float] = {}
+    for _epoch in range(cfg.epochs):
+        order = torch.randperm(len(encoded), generator=gen).tolist()
+        sums = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
+        n_steps = 0
+        for b in range(0, len(order), cfg.batch_size):
+            idx = order[b : b + cfg.batch_size]
+            opt.zero_grad(set_to_none=True)
+            step = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
+            for m in range(0, len(idx), cfg.micro_batch_size):
+                mi = idx[m : m + cfg.micro_batch_size]
+                pc, pr = sequence_logps(model, [encoded[i] for i in mi], pad, average=average)
+                rc, rr = ref_chosen[mi], ref_rejected[mi]
+                losses = loss_fn(pc, pr, rc, rr, beta=cfg.beta, label_smoothing=cfg.label_smoothing)
+                (losses.sum() / len(idx)).backward()  # normalized by the step's pair count
+                wc, wr = dpo_rewards(pc, pr, rc, rr, beta=cfg.beta)
+                step["loss"] += float(losses.detach().sum()) / len(idx)
+                step["reward_accuracy"] += float((wc > wr).float().sum()) / len(idx)
+                step["reward_margin"] += float((wc - wr).sum()) / len(idx)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            if math.isfinite(grad_norm):
+                opt.step()
+            n_steps += 1
+            for k, v in step.items():
+                sums[k] += v
+            if log is not None:
+                log({**step, "grad_norm": grad_norm})
+        epoch_metrics = {k: v / n_steps for k, v in sums.items()} | {"steps": float(n_steps)}
+    opt.zero_grad(set_to_none=True)
+    if merge:
+        model.merge_and_unload()  # writes W + (alpha/r) B A into the caller's modules
+    return epoch_metrics

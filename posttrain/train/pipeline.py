@@ -1,0 +1,272 @@
+"""``posttrain run``: base model -> SFT on demonstrations -> GRPO against verifiers -> evaluation.
+
+One function per stage, called in order by ``run_recipe``; each writes into the run directory
+(docs/contracts.md "Run directory"). A stage that already finished is not redone on ``--resume``
+(its checkpoint is loaded); RL resumes from its last checkpoint, bit-exactly.
+
+    posttrain quickstart --out runs/quickstart          # the embedded recipe
+    posttrain run configs/tiny-grpo.yaml --out runs/t   # any recipe
+    posttrain run configs/tiny-grpo.yaml --out runs/t --resume
+
+Not here: multi-node scale-out (Ray), generation servers (vLLM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from posttrain.config import to_dict
+from posttrain.envs import get_env, task_to_record
+from posttrain.errors import UserError
+from posttrain.evaluate.records import EvalRecord, write_records
+from posttrain.evaluate.summary import summarize
+from posttrain.policy import EmbeddedModelSpec, Policy, build_embedded_default, load_policy
+from posttrain.rollout import VerdictCache, Verifier, run_episodes, verify_all
+from posttrain.tasks import generators
+from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
+from posttrain.train.grpo import train_grpo
+from posttrain.train.recipe import Recipe
+from posttrain.train.sft import SFTParams, train_sft
+from posttrain.types import Rollout, Task
+
+console = Console(stderr=True)
+DONE = "DONE"  # marker file written last into a finished stage's checkpoint directory
+
+
+@dataclass(frozen=True)
+class TaskPools:
+    train: list[Task]
+    eval: list[Task]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_pools(recipe: Recipe) -> TaskPools:
+    """Generate each domain's task family, hold out the first tasks for evaluation."""
+    families = {"math": generators.math_tasks, "code": generators.code_tasks}
+    train, held = [], []
+    for domain in recipe.tasks.domains:
+        tasks = families[domain](seed=recipe.seed)
+        need = recipe.tasks.n_train_per_domain + recipe.tasks.n_eval_per_domain
+        if need > len(tasks):
+            raise UserError(f"tasks: domain {domain} has {len(tasks)} tasks, the recipe asks for {need}")
+        tr, ev = generators.split_tasks(tasks[:need], n_eval=recipe.tasks.n_eval_per_domain)
+        train += tr
+        held += ev
+    overlap = {t.id for t in train} & {t.id for t in held}
+    assert not overlap, f"train and eval share tasks: {sorted(overlap)[:3]}"
+    return TaskPools(train=train, eval=held)
+
+
+def write_tasks(path: Path, tasks: Sequence[Task]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in tasks))
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar; yields ``advance_to(done)``."""
+    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*cols, console=console, transient=False) as bar:
+        tid = bar.add_task(description, total=total)
+        yield lambda done: bar.update(tid, completed=done)
+
+
+def evaluate_policy(
+    name: str,
+    policy: Policy,
+    tasks: Sequence[Task],
+    verifiers: Mapping[str, Verifier],
+    recipe: Recipe,
+    out: Path,
+    workers: int,
+) -> dict[str, Any]:
+    """Sample ``eval.samples_per_task`` completions per held-out task, verify, write records + summary."""
+    cfg = recipe.eval
+    records: list[EvalRecord] = []
+    chunk = 50
+    with progress_bar(f"eval {name:<12}", len(tasks)) as advance:
+        for start in range(0, len(tasks), chunk):
+            part = tasks[start : start + chunk]
+            groups = run_episodes(
+                policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
+                max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers,
+            )
+            records += [rollout_record(t, r, stage=f"eval/{name}", step=None, wall_s=0.0)
+                        for t, g in zip(part, groups, strict=True) for r in g]
+            advance(start + len(part))
+    write_records(out / "eval" / f"{name}.jsonl", records)
+    return summarize(records, ks=(1,))
+
+
+def evaluate_demonstrator(
+    demo: generators.Demonstrator, tasks: Sequence[Task], verifiers: Mapping[str, Verifier], out: Path, workers: int
+) -> dict[str, Any]:
+    """The demonstrator's own accuracy on the held-out split, through the same verifiers."""
+    responses = [demo.respond(t) for t in tasks]
+    verdicts = verify_all(list(zip(tasks, responses, strict=True)), verifiers, workers=workers)
+    records = [
+        rollout_record(t, Rollout(t.id, 0, (), (), (), resp, "stop", v), stage="eval/demonstrator", step=None, wall_s=0.0)
+        for t, resp, v in zip(tasks, responses, verdicts, strict=True)
+    ]
+    write_records(out / "eval" / "demonstrator.jsonl", records)
+    return summarize(records, ks=(1,))
+
+
+def _stage_done(path: Path) -> bool:
+    return (path / DONE).exists()
+
+
+def _mark_done(path: Path) -> None:
+    (path / DONE).write_text("ok\n")
+
+
+def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
+    """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it."""
+    cfg_path = out / "config.yaml"
+    resolved = yaml.safe_dump(to_dict(recipe), sort_keys=False)
+    if cfg_path.exists():
+        if not resume:
+            raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+        if cfg_path.read_text() != resolved:
+            raise UserError(f"{cfg_path}: the run was started with a different recipe; resume needs the same one")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    cfg_path.write_text(resolved)
+
+
+def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Run every stage of ``recipe`` into ``out``; returns the summary (also RUN/summary.json)."""
+    from posttrain.sandbox import open_pool
+
+    out = Path(out)
+    summary_path = out / "summary.json"
+    if resume and summary_path.exists():
+        console.print(f"[bold]{out} is already finished[/bold]; nothing to do (summary: {summary_path})")
+        return json.loads(summary_path.read_text())
+    prepare_run_dir(out, recipe, resume=resume)
+    if recipe.torch_threads is not None:
+        torch.set_num_threads(recipe.torch_threads)
+    seed_everything(recipe.seed)
+    t_start = time.perf_counter()
+    pools = make_pools(recipe)
+    write_tasks(out / "tasks" / "train.jsonl", pools.train)
+    write_tasks(out / "tasks" / "eval.jsonl", pools.eval)
+    demo = generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
+    ckpts = out / "checkpoints"
+    workers = recipe.sandbox.workers or os.cpu_count() or 1
+    drop_unfinished_logs(out, resume=resume)
+    metrics = JsonlWriter(out / "metrics.jsonl")
+    evals: dict[str, Any] = {}
+    with open_pool(size=workers) as pool:
+        verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
+        # --- base model
+        base_dir = ckpts / "base"
+        if not _stage_done(base_dir):
+            build_base(recipe, base_dir)
+            _mark_done(base_dir)
+        policy = load_policy(base_dir)
+        evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, verifiers, out, workers)
+        evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
+        # --- SFT
+        if "sft" in recipe.stages:
+            sft_dir = ckpts / "sft"
+            if not _stage_done(sft_dir):
+                run_sft(policy, pools.train, demo, recipe, metrics)
+                policy.save(sft_dir)
+                _mark_done(sft_dir)
+            policy = load_policy(sft_dir)
+            evals["sft"] = evaluate_policy("sft", policy, pools.eval, verifiers, recipe, out, workers)
+        # --- RL
+        if "rl" in recipe.stages:
+            rl_dir = ckpts / "rl"
+            if not _stage_done(rl_dir):
+                run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
+                policy.save(rl_dir)
+                _mark_done(rl_dir)
+            policy = load_policy(rl_dir)
+            evals["rl"] = evaluate_policy("rl", policy, pools.eval, verifiers, recipe, out, workers)
+    metrics.close()
+    summary = {
+        "eval": evals,
+        "eval_protocol": {
+            "split": "held-out (tasks/eval.jsonl), no task shared with tasks/train.jsonl",
+            "samples_per_task": recipe.eval.samples_per_task,
+            "temperature": recipe.eval.temperature,
+            "pass@1": "mean success of i.i.d. samples per task, averaged over tasks",
+        },
+        "wall_s": time.perf_counter() - t_start,
+    }
+    summary_path.write_text(json.dumps(summary, indent=2))
+    from posttrain.evaluate.report import write_report
+
+    write_report(out)
+    return summary
+
+
+def _rl_start(out: Path) -> int:
+    from posttrain.train.checkpoint import load_latest
+
+    ckpt = load_latest(out / "checkpoints" / "rl-state")
+    return ckpt.step if ckpt else 0
+
+
+def drop_unfinished_logs(out: Path, *, resume: bool) -> None:
+    """Before any log is opened: drop lines an interrupted run wrote past its last checkpoint."""
+    if not _stage_done(out / "checkpoints" / "sft"):
+        truncate_after(out / "metrics.jsonl", stage="sft", step=0)
+    start = _rl_start(out) if resume else 0
+    truncate_after(out / "metrics.jsonl", stage="rl", step=start)
+    truncate_after(out / "trajectories" / "rl.jsonl", stage="rl", step=start)
+
+
+def build_base(recipe: Recipe, path: Path) -> None:
+    """The starting model: the embedded default built from a config, or a user's model copied in."""
+    if recipe.model.name == "embedded":
+        spec = EmbeddedModelSpec(
+            hidden_size=recipe.model.hidden_size,
+            num_layers=recipe.model.num_layers,
+            intermediate_size=3 * recipe.model.hidden_size,
+        )
+        build_embedded_default(path, seed=recipe.seed, spec=spec)
+    else:
+        load_policy(recipe.model.name).save(path)
+
+
+def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
+            metrics: JsonlWriter) -> None:
+    cfg = recipe.sft
+    demos = [(t.prompt, demo.respond(t)) for t in train]
+    steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
+    params = SFTParams(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_frac=cfg.warmup_frac, seed=recipe.seed)
+    with progress_bar("sft", steps) as advance:
+        train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
+
+
+def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path,
+           metrics: JsonlWriter, workers: int, *, resume: bool) -> None:
+    with progress_bar("rl (grpo)", recipe.rl.steps) as advance:
+        advance(_rl_start(out) if resume else 0)
+        train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, out=out, seed=recipe.seed, workers=workers, resume=resume,
+                   log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
+
+
+__all__ = ["TaskPools", "VerdictCache", "make_pools", "run_recipe"]

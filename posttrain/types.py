@@ -1,0 +1,145 @@
+"""The frozen dataclasses that cross stage boundaries.
+
+Everything a stage hands to the next one is defined here, so that every package can import it
+without importing each other (DESIGN.md: ``types`` <- everything else). Tensors never travel in
+these types; a trainer builds its own tensor batch (see ``posttrain.train``).
+
+- ``Task``: data (initial state, goal, validator fields), built by a domain's parser.
+- ``Verdict``: what a verifier says of one response: pass / fail / infra_error, never a silent 0.
+- ``Rollout``: one sampled completion, token-exact, with its sampling logprobs and its verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+Outcome = Literal["pass", "fail", "infra_error"]
+FinishReason = Literal["stop", "length"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """Per-task limits. The sandbox enforces time and memory; the rollout enforces attempts."""
+
+    timeout_s: float = 10.0
+    """Wall-clock limit for one verification run, in seconds."""
+    memory_mb: int = 512
+    """Memory limit (cgroup, with swap) for one verification run."""
+    max_attempts: int = 1
+    """How many attempts (first try + repair rounds) an episode may take."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task is data: a goal the model sees, the domain fields its verifier needs, and limits.
+
+    ``fields`` holds the domain's own fields (``answer`` for math; ``entry_point`` and ``test``
+    for code; ...), validated by the domain's parser when the task is loaded (docs/tasks.md).
+    Read them through the domain module's typed accessor, not by key here and there.
+
+    >>> t = Task(id="m1", domain="math", prompt="1+1=", fields={"answer": "2"})
+    >>> t.fields["answer"]
+    '2'
+    """
+
+    id: str
+    domain: str
+    prompt: str
+    fields: Mapping[str, Any]
+    reference: str | None = None
+    """A reference response (the raw text a perfect model would write); it must score 1."""
+    difficulty: float | None = None
+    tags: tuple[str, ...] = ()
+    limits: TaskLimits = field(default_factory=TaskLimits)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Escape hatch for provenance; required information never goes here."""
+
+    def metadata_as(self, cls: type[T]) -> T:
+        """Read ``metadata`` as a typed object (inspect ``Sample.metadata_as``)."""
+        return cls(**self.metadata)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a verifier says of one response.
+
+    ``reward`` is in [0, 1] for ``pass``/``fail`` and NaN for ``infra_error``: an infrastructure
+    failure is never scored 0 and never 1 (DESIGN.md, "three outcomes, never two"). ``components``
+    holds the named reward components before weighting (outcome, format, ...), each logged apart.
+
+    >>> Verdict(outcome="pass", reward=1.0).passed
+    True
+    >>> Verdict.infra("sandbox did not start").is_infra_error
+    True
+    """
+
+    outcome: Outcome
+    reward: float
+    feedback: str = ""
+    """Normalized text the model reads before its next attempt (verify/feedback.py)."""
+    error_class: str | None = None
+    """A short class name: syntax, import, assertion, exception:<Type>, timeout, memory, format, ..."""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    """What was checked, with values (extracted answer, tests run and their outcomes, nonce ok, ...)."""
+    components: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.outcome not in ("pass", "fail", "infra_error"):
+            raise ValueError(f"Verdict.outcome must be pass|fail|infra_error, got {self.outcome!r}")
+        if self.outcome == "infra_error":
+            if not math.isnan(self.reward):
+                raise ValueError("an infra_error verdict carries reward NaN, never a number")
+        elif not (0.0 <= self.reward <= 1.0):
+            raise ValueError(f"Verdict.reward must be in [0, 1], got {self.reward!r}")
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+    @property
+    def is_infra_error(self) -> bool:
+        return self.outcome == "infra_error"
+
+    @staticmethod
+    def infra(detail: str, *, error_class: str = "infra", evidence: Mapping[str, Any] | None = None) -> Verdict:
+        """An infrastructure failure: retried by the caller, and if it persists, dropped."""
+        return Verdict(
+            outcome="infra_error",
+            reward=float("nan"),
+            feedback="",
+            error_class=error_class,
+            evidence={"detail": detail, **(evidence or {})},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict: NaN reward becomes ``None``."""
+        return {
+            "outcome": self.outcome,
+            "reward": None if math.isnan(self.reward) else self.reward,
+            "feedback": self.feedback,
+            "error_class": self.error_class,
+            "evidence": dict(self.evidence),
+            "components": dict(self.components),
+        }
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One sampled completion, exactly as sampled: token ids and their sampling logprobs."""
+
+    task_id: str
+    sample_idx: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    """log pi_behaviour(token) of each completion token, at the sampling temperature."""
+    text: str
+    finish_reason: FinishReason
+    verdict: Verdict | None = None
+    attempt: int = 0
+    """Repair round: 0 for the first attempt."""

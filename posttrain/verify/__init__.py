@@ -1,0 +1,24 @@
+"""Verification machinery shared by the domains: feedback text, reward combination, the CLI.
+
+- ``feedback``: raw execution output -> normalized, classified, capped text for the model.
+- ``rewards``: ``RewardWeights`` + ``combine(verdict, weights)`` -> ``RewardBreakdown``.
+- The domain verifiers themselves are built by ``posttrain.envs.get_env(d).make_verifier(pool)``.
+
+Not here: domain parsing (``posttrain.envs``), sandboxing (``posttrain.sandbox``).
+"""
+
+from __future__ import annotations
+
+from posttrain.verify.feedback import classify_exception, classify_output, normalize, render
+from posttrain.verify.rewards import RewardBreakdown, RewardWeights, combine, length_penalty
+
+__all__ = [
+    "RewardBreakdown",
+    "RewardWeights",
+    "classify_exception",
+    "classify_output",
+    "combine",
+    "length_penalty",
+    "normalize",
+    "render",
+]

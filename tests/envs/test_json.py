@@ -1,0 +1,118 @@
+"""JSON domain: strict parse, schema, value comparison, and the hack regression (JSON-*)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posttrain.envs import get_env
+from posttrain.errors import TaskError
+from posttrain.verify.strict_json import StrictJSONError, json_equal, loads_strict
+
+ENV = get_env("json")
+VERIFY = ENV.make_verifier(None)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "score": {"type": "number", "minimum": 0, "maximum": 10},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "active": {"type": "boolean"},
+    },
+    "required": ["name", "age", "score", "tags", "active"],
+}
+EXPECTED = {"name": "Ada", "age": 36, "score": 7.5, "tags": ["math", "code"], "active": True}
+
+
+def task(schema=SCHEMA, expected=EXPECTED):
+    return ENV.parse_task({"id": "j", "domain": "json", "prompt": "Give JSON.", "schema": schema,
+                           "expected": expected}, "test")
+
+
+def test_reference_forms_pass() -> None:
+    t = task()
+    assert VERIFY(t, json.dumps(EXPECTED)).passed
+    assert VERIFY(t, "Sure:\n```json\n" + json.dumps(EXPECTED, indent=2) + "\n```").passed
+    reordered = {"active": True, "tags": ["math", "code"], "score": 7.5, "age": 36.0, "name": "Ada"}
+    assert VERIFY(t, json.dumps(reordered)).passed  # 36.0 is the JSON number 36
+
+
+def test_noop_fails() -> None:
+    v = VERIFY(task(), ENV.noop_response(task()))
+    assert (v.outcome, v.reward) == ("fail", 0.0)
+
+
+def with_(**kw):
+    return json.dumps({**EXPECTED, **kw})
+
+
+@pytest.mark.parametrize(
+    ("name", "response", "error_class"),
+    [
+        ("JSON-01 NaN", with_(score="@").replace('"@"', "NaN"), "format"),
+        ("JSON-01 Infinity", with_(score="@").replace('"@"', "Infinity"), "format"),
+        ("JSON-01 -Infinity", with_(score="@").replace('"@"', "-Infinity"), "format"),
+        ("JSON-01 overflow", with_(score="@").replace('"@"', "1e999"), "format"),
+        ("duplicate key (schema sees one value, reader another)",
+         json.dumps(EXPECTED)[:-1] + ', "age": 99}', "format"),
+        ("extra key", with_(admin=True), "wrong_answer"),
+        ("bool for int", with_(active=1), "schema"),
+        ("string for number", with_(age="36"), "schema"),
+        ("wrong value", with_(age=37), "wrong_answer"),
+        ("wrong nested value", with_(tags=["math", "art"]), "wrong_answer"),
+        ("reordered array", with_(tags=["code", "math"]), "wrong_answer"),
+        ("missing key", json.dumps({k: v for k, v in EXPECTED.items() if k != "active"}), "schema"),
+        ("two fenced blocks (hedge)", f"```json\n{with_(age=1)}\n```\n```json\n{json.dumps(EXPECTED)}\n```", "format"),
+        ("trailing text", json.dumps(EXPECTED) + " I hope this helps", "format"),
+        ("two documents", json.dumps(EXPECTED) + json.dumps(EXPECTED), "format"),
+        ("empty", "", "format"),
+        ("list instead of object", json.dumps([EXPECTED]), "schema"),
+        ("python literal", str(EXPECTED), "format"),
+    ],
+)
+def test_hacks_and_errors_score_zero(name: str, response: str, error_class: str) -> None:
+    v = VERIFY(task(), response)
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, error_class), (name, v)
+
+
+def test_feedback_never_reveals_the_expected_value() -> None:
+    v = VERIFY(task(), with_(name="Bob"))
+    assert "$.name" in v.feedback and "Ada" not in v.feedback
+
+
+def test_extra_keys_allowed_only_when_the_schema_says_so() -> None:
+    open_schema = {**SCHEMA, "additionalProperties": True}
+    assert VERIFY(task(schema=open_schema), with_(note="x")).passed
+    closed = {**SCHEMA, "additionalProperties": False}
+    assert VERIFY(task(schema=closed), with_(note="x")).error_class == "schema"
+
+
+def test_strict_parser() -> None:
+    with pytest.raises(StrictJSONError, match="duplicate key 'a'"):
+        loads_strict('{"a": 1, "a": 2}')
+    with pytest.raises(StrictJSONError, match="non-finite"):
+        loads_strict("[NaN]")
+    with pytest.raises(StrictJSONError, match="overflows"):
+        loads_strict("[-1e400]")
+    with pytest.raises(StrictJSONError, match="nested too deeply"):
+        loads_strict("[" * 100000 + "]" * 100000)
+    assert json_equal({"a": [1, 2.0]}, {"a": [1.0, 2]}) and not json_equal(True, 1) and not json_equal(0, False)
+
+
+@pytest.mark.parametrize(
+    ("record", "match"),
+    [
+        ({"schema": {"type": "nonsense"}}, "field 'schema': expected a valid JSON Schema"),
+        ({"expected": {"name": "Ada"}}, "field 'expected': expected a value that satisfies the schema"),
+        ({"schema": "not a schema"}, "field 'schema'"),
+        ({"expected": float("nan")}, "field 'expected': expected strict JSON"),
+        ({"extra": 1}, "unknown field"),
+    ],
+)
+def test_bad_tasks_are_named(record, match) -> None:
+    base = {"id": "bad-1", "domain": "json", "prompt": "p", "schema": SCHEMA, "expected": EXPECTED}
+    with pytest.raises(TaskError, match=match) as e:
+        ENV.parse_task({**base, **record}, "file.jsonl:3")
+    assert "file.jsonl:3" in str(e.value) and "bad-1" in str(e.value)

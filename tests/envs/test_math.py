@@ -1,0 +1,135 @@
+"""Math domain: extraction, equivalence, and the hack regression (reward-hacking.md MATH-*)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from posttrain.envs import get_env
+from posttrain.envs.math_env import extract_boxed, make_math_verifier
+from posttrain.types import Task
+from posttrain.verify._mathcheck import MathChecker
+
+ENV = get_env("math")
+VERIFY = ENV.make_verifier(None)
+
+
+def task(answer: str, prompt: str = "Compute it. Put your final answer in \\boxed{}.") -> Task:
+    return ENV.parse_task({"id": "m", "domain": "math", "prompt": prompt, "answer": answer}, "test")
+
+
+@pytest.mark.parametrize(
+    ("answer", "response"),
+    [
+        ("42", "The answer is \\boxed{42}."),
+        ("\\frac{1}{2}", "so $\\boxed{0.5}$"),
+        ("\\frac{1}{2}", "\\boxed{\\frac{2}{4}}"),
+        ("\\frac{\\sqrt{2}}{2}", "\\boxed{\\frac{1}{\\sqrt{2}}}"),
+        ("\\{2, 3\\}", "\\boxed{\\{3, 2\\}}"),
+        ("x^2+2x+1", "\\boxed{(x+1)^2}"),
+        ("\\text{Monday}", "\\boxed{\\text{Monday}}"),
+        ("-3", "\\fbox{-3}"),
+    ],
+)
+def test_equivalent_answers_pass(answer: str, response: str) -> None:
+    v = VERIFY(task(answer), response)
+    assert v.outcome == "pass", v
+    assert v.reward == 1.0 and v.components["outcome"] == 1.0
+
+
+def test_reference_and_noop_of_examples() -> None:
+    t = task("7")
+    assert VERIFY(t, "3 + 4 = 7, so \\boxed{7}").passed
+    v = VERIFY(t, ENV.noop_response(t))
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "format")
+
+
+def test_wrong_answer_fails_with_format_credit_and_hides_gold() -> None:
+    v = VERIFY(task("12"), "\\boxed{13}")
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "wrong_answer")
+    assert v.components == {"outcome": 0.0, "format": 1.0}
+    assert "12" not in v.feedback
+
+
+@pytest.mark.parametrize(
+    ("name", "response"),
+    [
+        ("MATH-01 two boxes", "\\boxed{3} or maybe \\boxed{5}"),
+        ("MATH-01 hedge in box", "\\boxed{3 \\text{ or } 5}"),
+        ("MATH-01 hedge word", "\\boxed{3 or 5}"),
+        ("MATH-01 lor", "\\boxed{x=3 \\lor x=5}"),
+        ("MATH-01 and", "\\boxed{3 \\text{ and } 5}"),
+        ("MATH-01 comma list", "\\boxed{3, 5}"),
+        ("MATH-01 tuple", "\\boxed{(3, 5)}"),
+        ("MATH-01 interval", "\\boxed{[2, 4]}"),
+        ("MATH-01 pm", "\\boxed{\\pm 3}"),
+        ("MATH-01 set spray", "\\boxed{\\{1, 2, 3, 4, 5\\}}"),
+        ("MATH-01 nested boxes", "\\boxed{\\boxed{3}}"),
+        ("MATH-02 empty box", "\\boxed{}"),
+        ("MATH-02 blank box", "\\boxed{   }"),
+        ("MATH-03 number spray, no box", "It is 1, 2, 3, 4, 5, 6 or 7. Final answer: 3"),
+        ("unbalanced", "\\boxed{3"),
+        ("box without braces", "\\boxed 3"),
+        ("answer in prompt only (MATH-07)", ""),
+        ("text in box", "\\boxed{the answer is three}"),
+        ("huge box", "\\boxed{" + "1+" * 300 + "1}"),
+    ],
+)
+def test_hacks_score_zero(name: str, response: str) -> None:
+    v = VERIFY(task("3"), response)
+    assert v.outcome == "fail" and v.reward == 0.0, (name, v)
+
+
+def test_math_06_code_injection_is_never_evaluated(tmp_path) -> None:
+    marker = tmp_path / "pwned"
+    payloads = [
+        f"\\boxed{{__import__('os').system('touch {marker}')}}",
+        f"\\boxed{{\\pi + __import__('os').system('touch {marker}')}}",
+        f"\\boxed{{eval(\"open('{marker}','w')\")}}",
+    ]
+    for p in payloads:
+        v = VERIFY(task("3"), p)
+        assert v.outcome == "fail", v
+    assert not marker.exists()
+
+
+def test_slow_answer_is_a_bounded_failure() -> None:
+    checker = MathChecker(size=1, timeout_s=3.0)
+    try:
+        verify = make_math_verifier(checker)
+        start = time.monotonic()
+        v = verify(task("3"), "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}}}}")
+        assert time.monotonic() - start < 15
+        assert v.outcome == "fail" and v.reward == 0.0
+        # the pool recovers: the next comparison works
+        assert verify(task("\\frac{1}{2}"), "\\boxed{0.5}").passed
+    finally:
+        checker.close()
+
+
+def test_extract_boxed_rules() -> None:
+    assert extract_boxed("a \\boxed{\\frac{1}{2}} b") == ("\\frac{1}{2}", None)
+    assert extract_boxed("\\boxed{\\{1\\}}")[0] == "\\{1\\}"
+    assert extract_boxed("nothing")[0] is None
+    assert extract_boxed("\\boxedx{1}")[0] is None  # not a box command
+
+
+def test_verifier_runs_in_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = task("\\frac{1}{3}")
+    with ThreadPoolExecutor(4) as ex:
+        verdicts = list(ex.map(lambda r: VERIFY(t, r), ["\\boxed{1/3}", "\\boxed{0.25}"] * 4))
+    assert [v.outcome for v in verdicts] == ["pass", "fail"] * 4
+
+
+def test_worker_does_not_run_in_the_trainer_process() -> None:
+    checker = MathChecker(size=1)
+    try:
+        checker.equivalent("1", "1")
+        (worker,) = [w for w in list(checker._idle.queue) if w is not None]
+        assert worker.proc.pid != os.getpid()
+    finally:
+        checker.close()

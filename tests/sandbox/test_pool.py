@@ -1,0 +1,115 @@
+"""Pool behaviour one property at a time: infra errors, threads, arguments, recycling."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from posttrain.errors import UserError
+from posttrain.sandbox import (
+    Execution,
+    HostCannotIsolate,
+    Limits,
+    LimitsError,
+    PoolClosed,
+    SandboxPool,
+    open_pool,
+)
+
+
+def test_pool_implements_protocol(pool):
+    assert isinstance(pool, SandboxPool)
+
+
+def test_killed_slot_is_infra_error_not_program_failure(pool1):
+    slot = pool1._all_z[0]
+    result: list[Execution] = []
+    t = threading.Thread(
+        target=lambda: result.append(pool1.run_python("import time; time.sleep(20)", timeout=30))
+    )
+    t.start()
+    time.sleep(0.5)
+    os.killpg(slot.pid, signal.SIGKILL)
+    t.join(timeout=30)
+    (ex,) = result
+    assert ex.outcome == "infra_error" and ex.infra_detail and ex.exit_code is None
+    assert pool1.run_python("print(1)").ok  # the slot restarts on the next job
+
+
+def test_concurrent_threads_get_their_own_results(pool):
+    def job(i: int) -> bool:
+        ex = pool.run_python(f"import os; print({i}); os.write(3, b'{i}')")
+        return ex.ok and ex.stdout == f"{i}\n".encode() and ex.report == str(i).encode()
+
+    with ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(job, range(64)))
+
+
+def test_exec_and_run_python_interleave_across_threads(pool):
+    def job(i: int) -> bool:
+        if i % 4 == 0:
+            return pool.exec(["sh", "-c", f"echo {i}"]).stdout == f"{i}\n".encode()
+        return pool.run_python(f"print({i})").stdout == f"{i}\n".encode()
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(job, range(16)))
+
+
+def test_slots_are_recycled():
+    with open_pool(size=1, recycle_every=3) as p:
+        pids = set()
+        for _ in range(7):
+            pids.add(p._all_z[0].pid or 0)
+            assert p.run_python("pass").ok
+        assert len(pids) >= 2
+
+
+def test_bad_arguments_raise_user_errors(pool):
+    with pytest.raises(LimitsError, match="timeout"):
+        pool.run_python("pass", timeout=-1)
+    with pytest.raises(LimitsError, match="files"):
+        pool.run_python("pass", files={"../escape": "x"})
+    with pytest.raises(LimitsError, match="cmd"):
+        pool.exec([])
+    with pytest.raises(LimitsError, match="memory_mb"):
+        Limits(memory_mb=0)
+    assert issubclass(LimitsError, UserError) and issubclass(HostCannotIsolate, UserError)
+
+
+def test_missing_python_is_host_cannot_isolate():
+    with pytest.raises(HostCannotIsolate, match="python"):
+        open_pool(size=1, python="/opt/nowhere/python3")
+
+
+def test_closed_pool_refuses_jobs():
+    p = open_pool(size=1)
+    p.close()
+    with pytest.raises(PoolClosed):
+        p.run_python("pass")
+    assert not any(d.exists() for s in p._all_z for d in s.cg.dirs.values())
+
+
+def test_execution_json_handles_binary(pool):
+    ex = pool.run_python("import sys; sys.stdout.buffer.write(b'\\xff\\x00')")
+    out = json.loads(json.dumps(ex.to_json()))
+    assert out["stdout"] == {"base64": "/wA="} and out["outcome"] == "ok"
+
+
+def test_signal_and_exit_code_are_reported(pool):
+    ex = pool.run_python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert ex.outcome == "error" and ex.signal == signal.SIGSEGV and ex.exit_code is None
+    ex = pool.exec(["sh", "-c", "kill -SEGV $$"])
+    assert ex.outcome == "error" and ex.signal == signal.SIGSEGV
+
+
+def test_sys_exit_zero_before_asserts_is_ok_but_report_is_missing(pool):
+    # The grader must not trust exit codes: a program can exit 0 early. The fd-3 report is the
+    # evidence channel, and here it stays empty.
+    ex = pool.run_python("import sys; sys.exit(0)\nimport os; os.write(3, b'PASS')")
+    assert ex.ok and ex.report is None

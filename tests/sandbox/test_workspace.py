@@ -1,0 +1,56 @@
+"""Copy-on-write workspaces: attempts see the initial state, snapshots continue, rollbacks restore."""
+
+from __future__ import annotations
+
+import pytest
+
+from posttrain.sandbox import WorkspaceError
+from posttrain.sandbox.workspace import Workspace
+
+
+def test_snapshot_continue_and_rollback(pool):
+    with Workspace(pool, {"a.txt": "v0", "pkg/m.py": "x = 1"}) as ws:
+        ex = ws.exec(["sh", "-c", "cat a.txt; echo v1 > a.txt; echo new > b.txt; rm pkg/m.py"])
+        assert ex.ok and ex.stdout == b"v0"
+        snap = ws.snapshot()
+        assert ws.read_file("a.txt") == b"v1\n" and ws.read_file("b.txt") == b"new\n"
+        with pytest.raises(WorkspaceError):
+            ws.read_file("pkg/m.py")  # deleted in the snapshot (whiteout)
+        assert ws.exec(["sh", "-c", "echo v2 > a.txt; rm b.txt"]).ok
+        assert ws.read_file("a.txt") == b"v2\n"
+        ws.rollback()
+        assert ws.read_file("a.txt") == b"v1\n" and ws.read_file("b.txt") == b"new\n"
+        ws.write_file("pkg/m.py", "y = 2")
+        assert ws.exec(["cat", "pkg/m.py"]).stdout == b"y = 2"
+        ws.rollback(to=snap)
+        assert ws.exec(["sh", "-c", "cat a.txt; test -e pkg/m.py || echo gone"]).stdout == b"v1\ngone\n"
+        ws.rollback(to=1)
+        assert ws.read_file("a.txt") == b"v0"
+
+
+def test_initial_directory_is_never_modified(pool, tmp_path):
+    (tmp_path / "f.txt").write_text("orig")
+    tmp_path.chmod(0o755)
+    with Workspace(pool, tmp_path) as ws:
+        assert ws.exec(["sh", "-c", "echo changed > f.txt; touch new"]).ok
+        assert ws.read_file("f.txt") == b"changed\n"
+    assert (tmp_path / "f.txt").read_text() == "orig" and not (tmp_path / "new").exists()
+
+
+def test_symlinks_do_not_lead_out(pool):
+    with Workspace(pool) as ws:
+        assert ws.exec(["ln", "-s", "/etc/shadow", "s"]).ok
+        with pytest.raises(WorkspaceError):
+            ws.read_file("s")
+        with pytest.raises(WorkspaceError):
+            ws.read_file("../x")
+
+
+def test_many_files_snapshot_keeps_content(pool):
+    files = {f"d{i % 10}/f{i}.txt": str(i) for i in range(2000)}
+    with Workspace(pool, files) as ws:
+        assert ws.exec(["sh", "-c", "echo x > d3/f3.txt"]).ok
+        s = ws.snapshot()
+        assert ws.exec(["sh", "-c", "rm -r d3"]).ok
+        ws.rollback(to=s)
+        assert ws.read_file("d3/f3.txt") == b"x\n" and ws.read_file("d4/f4.txt") == b"4"
