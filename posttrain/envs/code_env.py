@@ -19,6 +19,14 @@ carries a per-run nonce. The verdict, from the sandbox's ``Execution``:
 - ``pass`` only if the report says the candidate imported, ``check`` returned normally, the
   candidate was called at least once and did not die or time out.
 
+Throughput: ``verify_code_batch`` verifies up to ``MAX_BATCH`` responses in one sandbox job (one
+fresh process per candidate, cleanup in between; anything the batch cannot vouch for is re-run
+alone); ``posttrain.verify.batch.verify_many`` uses it. bench/verify.py measures both paths
+against bare execution of the same programs.
+
+Comparisons are the test's own ``==`` on plain built-in values, so Python's ``True == 1`` and
+``1 == 1.0`` still hold; what cannot happen is a candidate-defined ``__eq__``.
+
 Not covered: tests that need the candidate's *side effects* on arguments (arguments cross by
 value) or that pass callables to it; programs reading stdin; languages other than Python.
 """
@@ -26,10 +34,13 @@ value) or that pass callables to it; programs reading stdin; languages other tha
 from __future__ import annotations
 
 import json
+import queue
 import random
 import re
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -103,14 +114,58 @@ def _deadline(limits: TaskLimits) -> float:
 
 
 def make_code_verifier(pool: Any) -> Verifier:
-    """A verifier for code tasks that runs each response's tests in ``pool`` (a SandboxPool)."""
+    """A verifier for code tasks that runs each response's tests in ``pool`` (a SandboxPool).
+
+    Thread-safe. Calls made while every sandbox slot is busy are queued, and a free slot takes
+    up to ``MAX_BATCH`` queued calls as one batch (``verify_code_batch``): a trainer that calls
+    the verifier from many threads gets batched throughput; a lone caller is not delayed.
+    """
     if pool is None or not callable(getattr(pool, "run_python", None)):
         raise TypeError("the code verifier needs a sandbox pool with run_python (posttrain.sandbox.open_pool)")
+    batcher = _Batcher(pool, getattr(pool, "size", None) or 2)
 
     def verify(task: Task, response: str) -> Verdict:
-        return verify_code_batch(pool, [(task, response)])[0]
+        return batcher.submit(task, response)
 
     return guard(NAME, verify)
+
+
+class _Batcher:
+    """Opportunistic batching: ``slots`` dispatcher threads, each taking what is queued."""
+
+    def __init__(self, pool: Any, slots: int) -> None:
+        self.pool = pool
+        self.queue: queue.Queue[tuple[Task, str, Future[Verdict]]] = queue.Queue()
+        self.slots = slots
+        self.started = False
+        self.lock = threading.Lock()
+
+    def submit(self, task: Task, response: str) -> Verdict:
+        with self.lock:
+            if not self.started:
+                for i in range(self.slots):
+                    threading.Thread(target=self._dispatch, name=f"code-verifier-{i}", daemon=True).start()
+                self.started = True
+        future: Future[Verdict] = Future()
+        self.queue.put((task, response, future))
+        return future.result()
+
+    def _dispatch(self) -> None:
+        while True:
+            batch = [self.queue.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                verdicts = verify_code_batch(self.pool, [(t, r) for t, r, _ in batch])
+                for (_, _, future), verdict in zip(batch, verdicts, strict=True):
+                    future.set_result(verdict)
+            except BaseException as e:  # noqa: BLE001 - handed to the callers; guard() makes it infra
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(e)
 
 
 def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
@@ -193,10 +248,14 @@ def judge_report(report: Mapping[str, Any], evidence: dict[str, Any], program: s
         return fail(fb.for_code_failure(cls, error, program), cls, evidence)
     tests = report.get("tests") or []
     failed = [t for t in tests if t.get("outcome") != "passed"]
+    asserts = [t for t in tests if str(t.get("id", "")).startswith("check:")]
+    process = sum(t.get("outcome") == "passed" for t in asserts) / len(asserts) if asserts else 0.0
     if not tests or failed:
         entry = failed[0] if failed else {"outcome": "not_run"}
         cls = _test_class(entry)
-        return fail(fb.for_code_failure(cls, entry.get("error"), program), cls, evidence, {"format": 1.0})
+        evidence["asserts_passed"] = f"{sum(t.get('outcome') == 'passed' for t in asserts)}/{len(asserts)}"
+        return fail(fb.for_code_failure(cls, entry.get("error"), program), cls, evidence,
+                    {"format": 1.0, "process": process})
     if not isinstance(report.get("calls"), int) or report["calls"] < 1:
         return fail("The tests never called your function.", "not_called", evidence, {"format": 1.0})
     return passed("All tests passed.", evidence)

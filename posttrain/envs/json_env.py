@@ -60,7 +60,10 @@ def _cached_validator(schema_text: str) -> jsonschema.protocols.Validator:
 
 def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
     """The first (deepest-path-sorted) validation error as one line, or None."""
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (list(e.absolute_path), e.message))
+    try:
+        errors = sorted(validator.iter_errors(instance), key=lambda e: (list(e.absolute_path), e.message))
+    except RecursionError:
+        return "$: nested too deeply to validate"
     if not errors:
         return None
     e = errors[0]
@@ -135,7 +138,10 @@ def make_json_verifier() -> Verifier:
         problem = schema_error(validator_for(schema), value)
         if problem:
             return fail(f"The JSON does not match the schema at {problem}", "schema", {"schema_error": problem})
-        diff = first_difference(expected, value, schema)
+        try:
+            diff = first_difference(expected, value, schema)
+        except RecursionError:
+            diff = "$: nested too deeply"
         evidence = {"got": value, "expected": expected, "difference": diff}
         if diff:
             return fail(f"Wrong value: {diff}.", "wrong_answer", evidence, {"format": 1.0})

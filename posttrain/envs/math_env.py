@@ -115,7 +115,7 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
                                  error_class="infra:bad_task", evidence=evidence)
         if eq.equal:
             return passed("Correct.", evidence)
-        if eq.status == "unparseable":
+        if eq.status in ("unparseable", "answer_error"):
             return fail("Answer format: the boxed answer is not a parseable mathematical expression.",
                         "format", evidence)
         if eq.status == "timeout":

@@ -146,8 +146,12 @@ def bootstrap_ci(
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, values.size, size=(n_boot, values.size))  # (B, T) task indices per replicate
-    means = values[idx].mean(axis=1)  # (B,)
+    # replicates in chunks so that memory stays ~16 MB whatever the number of tasks T
+    chunk = max(1, 2_000_000 // values.size)
+    means = np.concatenate([
+        values[rng.integers(0, values.size, size=(min(chunk, n_boot - start), values.size))].mean(axis=1)  # (b,)
+        for start in range(0, n_boot, chunk)
+    ])  # (B,) mean of each replicate
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return float(lo), float(hi)

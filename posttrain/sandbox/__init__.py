@@ -39,18 +39,22 @@ What is NOT isolated:
   file survives between them, but kernel-level state of the namespace (e.g. its loopback
   config) is shared; a slot that cannot be wiped clean is restarted. The fork-server path
   imports common stdlib modules before forking, so ``sys.modules`` is not pristine.
-- disk and network bandwidth are not metered (there is no network; writes are bounded by
-  RLIMIT_FSIZE and tmpfs sizes, except an ``exec``/``Workspace`` host directory, which is only
-  bounded by RLIMIT_FSIZE per file).
+- disk I/O bandwidth is not metered. Disk *space* is: every writable place is a tmpfs (the
+  slot's, or the pool's private tmpfs holding ``exec`` and ``Workspace`` directories), whose
+  pages are charged to the writing job's memory cgroup; RLIMIT_FSIZE caps single files.
+- a ``Workspace`` built from a host directory mounts it read-only as its bottom layer, so the
+  job can read every file in it that uid 65534 may read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from posttrain.sandbox._pool import LocalSandboxPool
 from posttrain.sandbox._types import ExecOutcome, Execution, Limits
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed, SandboxError, WorkspaceError
+from posttrain.sandbox.workspace import Workspace
 
 __all__ = [
     "SandboxPool",
@@ -59,6 +63,7 @@ __all__ = [
     "Execution",
     "ExecOutcome",
     "open_pool",
+    "Workspace",
     "SandboxError",
     "HostCannotIsolate",
     "LimitsError",
@@ -75,7 +80,7 @@ class SandboxPool(Protocol):
         self,
         source: str | bytes,
         *,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,
@@ -83,9 +88,9 @@ class SandboxPool(Protocol):
 
     def exec(
         self,
-        cmd: list[str],
+        cmd: Sequence[str],
         *,
-        files: dict[str, bytes | str] | None = None,
+        files: Mapping[str, bytes | str] | None = None,
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,

@@ -1,9 +1,9 @@
 """Per-slot cgroups (memory with swap, pids, cpu quota), v1 or v2, under this process's own cgroup.
 
 A slot's cgroups are created once and reused for every job of that slot: only the limits are
-rewritten when they change. The launcher joins a process to the slot by writing its own pid to
-``cgroup.procs``; those files are chowned to the sandbox uid so the launcher can do it after
-dropping root (the sandboxed program never sees the cgroup file system: it is not mounted).
+rewritten when they change. The launcher (still root) joins the slot by writing its own pid to
+``cgroup.procs`` before it drops privileges; the sandboxed program never sees the cgroup file
+system (it is not mounted inside).
 
 Not done here: cgroup v2 delegation to a non-root user, and io limits (disk fill is bounded by
 RLIMIT_FSIZE and the size of the tmpfs mounts instead).
@@ -98,7 +98,7 @@ def _read(path: Path) -> str:
 class SlotCgroup:
     """The cgroups of one slot. ``procs_files`` are what a launcher writes its pid into."""
 
-    def __init__(self, layout: CgroupLayout, name: str, owner_uid: int) -> None:
+    def __init__(self, layout: CgroupLayout, name: str) -> None:
         self.layout = layout
         self.dirs: dict[str, Path] = {}
         self._memory: int | None = None
@@ -114,8 +114,16 @@ class SlotCgroup:
                 parent = layout.parents["memory"]
                 with contextlib.suppress(OSError):
                     _write(parent / "cgroup.subtree_control", "+memory +pids +cpu")
-            for d in set(self.dirs.values()):
-                os.chown(d / "cgroup.procs", owner_uid, owner_uid)
+                d = self.dirs["memory"]
+                if not all(
+                    (d / f).exists() for f in ("memory.max", "memory.swap.max", "pids.max", "cpu.max")
+                ):
+                    self.destroy()
+                    raise HostCannotIsolate(
+                        f"cgroups v2: memory/pids/cpu are not enabled for children of {parent} (a cgroup with "
+                        "processes cannot delegate controllers); fix: start posttrain in its own delegated "
+                        "cgroup, e.g. `systemd-run --scope -p Delegate=yes posttrain ...`"
+                    )
         except OSError as e:
             self.destroy()
             raise HostCannotIsolate(f"cgroups: cannot create slot cgroup {name!r}: {e}; fix: {_FIX}") from e

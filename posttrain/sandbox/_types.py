@@ -35,7 +35,8 @@ class Limits:
     open_files: int = 256
     """RLIMIT_NOFILE."""
     tmp_mb: int = 64
-    """Size of the tmpfs ``/tmp`` (and of ``/dev/shm``) inside the sandbox (``exec`` path)."""
+    """Size of the tmpfs ``/tmp`` and ``/dev/shm`` of an ``exec`` job. Fork-server slots mount
+    theirs once (256 MiB each); there, everything written counts against ``memory_mb``."""
     output_bytes: int = 1 << 20
     """Cap on each of stdout, stderr and the fd-3 report; the rest is read and dropped, and the
     matching ``*_truncated`` flag is set."""
@@ -89,7 +90,8 @@ class Execution:
     exit_code: int | None
     """The exit status when the program exited; None when it was killed by a signal."""
     signal: int | None
-    """The signal that killed the program (9 on timeout or OOM), else None."""
+    """The signal that killed the program (9 on timeout or OOM), else None. On the ``exec`` path
+    bwrap reports a signal N as exit status 128+N, so statuses 129..159 are read as signals."""
     stdout: bytes
     stderr: bytes
     stdout_truncated: bool

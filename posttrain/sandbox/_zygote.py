@@ -91,15 +91,16 @@ def _rm(path: str) -> None:
 def wipe() -> bool:
     """Empty the writable places; True when they are empty afterwards (else the slot is recycled)."""
     try:
-        for top in WIPE:
+        for top in WIPE:  # every process of the job is dead by now, so nothing re-creates entries
             for name in os.listdir(top):
                 _rm(os.path.join(top, name))
-            if os.listdir(top):
-                return False
         for kind in ("shm", "sem", "msg"):  # SysV IPC objects would outlive the job in this ipc ns
-            with open(f"/proc/sysvipc/{kind}") as f:
-                if len(f.read().splitlines()) > 1:
+            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
+            try:
+                if os.read(fd, 65536).count(b"\n") > 1:  # a header line, then one line per object
                     return False
+            finally:
+                os.close(fd)
     except (OSError, RecursionError):
         return False
     return True
@@ -122,6 +123,12 @@ def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
             os.dup2(fd, target)
         os.closerange(4, 65536)
         _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        try:  # the OOM killer must pick the job's processes, never this slot's fork-server
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
         cpu = int(job["cpu_s"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (job["fsize"], job["fsize"]))

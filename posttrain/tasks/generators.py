@@ -7,8 +7,8 @@ tasks. Both domains are solved by reading the right number or operator out of th
 attention-friendly skill — while still being checked by the real verifiers (math-verify
 equivalence of a ``\\boxed{}`` answer; HumanEval-style ``check(candidate)`` tests in the sandbox).
 
-The demonstrator is wrong on a known fraction of tasks, in a plausible way (it copies the
-distractor number; it uses the wrong operator). SFT on its demonstrations learns its mistakes
+The demonstrator is wrong on a known fraction of tasks, in a plausible way (a sign error when
+it moves a term across the equals sign; the wrong operator in code). SFT on its demonstrations learns its mistakes
 too, so imitation alone has a ceiling near the demonstrator's accuracy; RL against the verifier
 can go past it.
 
@@ -23,11 +23,16 @@ from dataclasses import dataclass
 from posttrain.types import Task, TaskLimits
 
 _MATH_TEMPLATES = (
-    # Solve for x; the answer is "b", the distractor "a" (the number a careless solver copies).
-    "x+{a}={a}+{b}. x=",
-    "{a}+x={a}+{b}. x=",
-    "{a}*x={a}*{b}. x=",
-    "x*{a}={a}*{b}. x=",
+    # Solve a linear equation for x; the answer is b. A careless solver moves b across the "="
+    # without flipping its sign and answers -b.
+    "x-{b}=0. x=",
+    "0=x-{b}. x=",
+    "{b}-x=0. x=",
+    "-x=-{b}. x=",
+    "0={b}-x. x=",
+    "-{b}+x=0. x=",
+    "Solve x-{b}=0. x=",
+    "Solve {b}-x=0. x=",
 )
 
 _CODE_OPS = {
@@ -40,22 +45,20 @@ _CODE_VARS = ("x", "n", "v", "a")
 
 
 def math_tasks(*, seed: int = 0) -> list[Task]:
-    """All math tasks of the quickstart family, shuffled by ``seed`` (4 templates x 90 x 90 numbers, sampled)."""
+    """All math tasks of the quickstart family (8 templates x 10..99), shuffled by ``seed``."""
     rng = random.Random(seed)
     tasks = []
     for t_idx, template in enumerate(_MATH_TEMPLATES):
-        pairs = [(a, b) for a in range(10, 100) for b in range(10, 100) if a != b]
-        for a, b in rng.sample(pairs, 400):
-            prompt = template.format(a=a, b=b)
+        for b in range(10, 100):
             tasks.append(
                 Task(
-                    id=f"qs-math-{t_idx}-{a}-{b}",
+                    id=f"qs-math-{t_idx}-{b}",
                     domain="math",
-                    prompt=prompt,
+                    prompt=template.format(b=b),
                     fields={"answer": str(b)},
                     reference=f"\\boxed{{{b}}}",
                     tags=("algebra", f"template{t_idx}"),
-                    metadata={"distractor": str(a)},
+                    metadata={"distractor": str(-b)},
                 )
             )
     rng.shuffle(tasks)

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.evaluate.records import EvalRecord, record_from_verdict
+from posttrain.evaluate.runner import verifier_version
 from posttrain.types import Rollout, Task
-
-VERIFIER_VERSION = "1"
 
 
 def _clean(v: Any) -> Any:
@@ -79,7 +78,7 @@ def rollout_record(task: Task, r: Rollout, *, stage: str, step: int | None, wall
         attempt=r.attempt,
         prompt=task.prompt,
         tags=task.tags,
-        verifier_version=VERIFIER_VERSION,
+        verifier_version=verifier_version(task.domain),
         tokens=len(r.completion_ids),
         wall_s=wall_s,
         stage=stage,

@@ -67,6 +67,49 @@ def _backbone(model: nn.Module) -> nn.Module | None:
     return body
 
 
+class _LogProbHead(torch.autograd.Function):
+    """Fused LM head + log-softmax + gather (+ entropy, no gradient) for K scored positions.
+
+    Saves the softmax p (K, V) instead of the logits and writes the backward by hand:
+    ``d logp / d logits = (onehot(target) - p) / temperature``. Same math as autograd through
+    ``logsumexp`` and ``gather``, without the zero-filled (K, V) gather gradient and the second exp.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, temperature: float):
+        # hidden (K, H), weight (V, H), target (K,) -> logp (K,), entropy (K,)
+        logits = nn.functional.linear(hidden, weight, bias)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32, fp64 stays
+        if temperature != 1.0:
+            logits = logits / temperature
+        top = logits.amax(-1, keepdim=True)
+        p = (logits - top).exp_()
+        z = p.sum(-1, keepdim=True)
+        p.div_(z)
+        lse = (top + z.log()).squeeze(-1)
+        logp = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - lse
+        ent = lse - (p * logits).sum(-1)
+        ctx.save_for_backward(hidden, weight, p, target)
+        ctx.has_bias = bias is not None
+        ctx.temperature = temperature
+        ctx.mark_non_differentiable(ent)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx, g_logp: Tensor, g_ent: Tensor):
+        hidden, weight, p, target = ctx.saved_tensors
+        g = g_logp.unsqueeze(-1)  # (K, 1)
+        d = p * -g  # (K, V): d loss / d logits = g * (onehot - p)
+        d.scatter_add_(-1, target.unsqueeze(-1), g)
+        if ctx.temperature != 1.0:
+            d = d / ctx.temperature
+        d = d.to(weight.dtype)
+        grad_hidden = d @ weight if ctx.needs_input_grad[0] else None
+        grad_weight = d.t() @ hidden if ctx.needs_input_grad[1] else None
+        grad_bias = d.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return grad_hidden, grad_weight, grad_bias, None, None
+
+
 def _chunk_logprobs(
     hidden: Tensor,
     weight: Tensor,
@@ -76,14 +119,15 @@ def _chunk_logprobs(
     entropy_grad: bool,
 ) -> tuple[Tensor, Tensor]:
     # hidden (K, H), target (K,) -> logp (K,), entropy (K,)
-    logits = nn.functional.linear(hidden, weight, bias)
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32, fp64 stays
+    if not (entropy_grad and torch.is_grad_enabled()):
+        return _LogProbHead.apply(hidden, weight, bias, target, temperature)
+    logits = nn.functional.linear(hidden, weight, bias)  # entropy bonus: plain autograd
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     if temperature != 1.0:
         logits = logits / temperature
     lse = torch.logsumexp(logits, dim=-1)
     logp = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - lse
-    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
     return logp, ent
 
 
@@ -292,7 +336,7 @@ def policy_loss(
     batch: PolicyBatch,
     spec: LossSpec,
     *,
-    rows: slice | None = None,
+    rows: slice | Tensor | None = None,  # a slice or a (b,) index tensor of rows
     num_items: float | None = None,
     num_tokens: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:  # scalar loss with gradient, detached metrics
@@ -363,7 +407,9 @@ def policy_update(
     ``count_items``), so the accumulated gradient equals the full-batch gradient whatever
     ``micro_batch_size`` is. Returns ``loss`` (the full-batch loss), token-weighted ``clip_frac``,
     ``approx_kl``, ``entropy``, ``kl`` (when kl_coef > 0), ``grad_norm`` (before clipping) and
-    ``tokens``. A batch with no active token skips the optimizer step and says so (``skipped`` = 1).
+    ``tokens``. A batch with no active token, or a non-finite gradient norm, skips the optimizer
+    step and says so (``skipped`` = 1). Micro-batches group rows of similar length (fewer padded
+    columns); this changes only the floating-point summation order.
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
@@ -375,8 +421,12 @@ def policy_update(
     loss_sum = 0.0
     ratio_max = 0.0
     n_rows = batch.input_ids.shape[0]
+    # micro-batches of rows of similar length, so that trimming trailing padding saves the most
+    real = batch.attention_mask > 0
+    row_len = (real * torch.arange(1, real.shape[1] + 1, device=real.device)).amax(-1)  # (B,)
+    order = torch.argsort(row_len, stable=True)
     for start in range(0, n_rows, micro_batch_size):
-        sl = slice(start, min(start + micro_batch_size, n_rows))
+        sl = order[start : start + micro_batch_size]
         w = float(batch.loss_mask[sl].sum())
         if w == 0.0:
             continue  # contributes nothing to the loss nor to any normalizer

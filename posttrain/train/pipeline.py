@@ -32,7 +32,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from posttrain.config import to_dict
 from posttrain.envs import get_env, task_to_record
 from posttrain.errors import UserError
+from posttrain.evaluate.loggers import make_loggers
 from posttrain.evaluate.records import EvalRecord, write_records
+from posttrain.evaluate.runner import compact, noop_baseline
 from posttrain.evaluate.summary import summarize
 from posttrain.policy import EmbeddedModelSpec, Policy, build_embedded_default, load_policy
 from posttrain.rollout import VerdictCache, Verifier, run_episodes, verify_all
@@ -45,6 +47,23 @@ from posttrain.types import Rollout, Task
 
 console = Console(stderr=True)
 DONE = "DONE"  # marker file written last into a finished stage's checkpoint directory
+
+
+class StepLog:
+    """metrics.jsonl (always) plus the trackers the recipe switched on (TensorBoard, MLflow)."""
+
+    def __init__(self, out: Path, recipe: Recipe) -> None:
+        self.jsonl = JsonlWriter(out / "metrics.jsonl")
+        self.trackers = make_loggers(out, tensorboard=recipe.tracking.tensorboard, mlflow=recipe.tracking.mlflow)
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.jsonl.write(row)
+        stage = row["stage"]
+        self.trackers.log(int(row["step"]), {f"{stage}/{k}": v for k, v in row.items() if k not in ("stage", "step")})
+
+    def close(self) -> None:
+        self.jsonl.close()
+        self.trackers.close()
 
 
 @dataclass(frozen=True)
@@ -155,8 +174,11 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
 
 def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, Any]:
     """Run every stage of ``recipe`` into ``out``; returns the summary (also RUN/summary.json)."""
+    from transformers.utils import logging as hf_logging
+
     from posttrain.sandbox import open_pool
 
+    hf_logging.disable_progress_bar()  # our own rich bars cover the long stages
     out = Path(out)
     summary_path = out / "summary.json"
     if resume and summary_path.exists():
@@ -174,7 +196,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
     ckpts = out / "checkpoints"
     workers = recipe.sandbox.workers or os.cpu_count() or 1
     drop_unfinished_logs(out, resume=resume)
-    metrics = JsonlWriter(out / "metrics.jsonl")
+    metrics = StepLog(out, recipe)
     evals: dict[str, Any] = {}
     with open_pool(size=workers) as pool:
         verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
@@ -184,6 +206,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
             build_base(recipe, base_dir)
             _mark_done(base_dir)
         policy = load_policy(base_dir)
+        noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
         evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, verifiers, out, workers)
         evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
         # --- SFT
@@ -207,6 +230,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
     metrics.close()
     summary = {
         "eval": evals,
+        "noop": compact(noop),
         "eval_protocol": {
             "split": "held-out (tasks/eval.jsonl), no task shared with tasks/train.jsonl",
             "samples_per_task": recipe.eval.samples_per_task,
@@ -252,7 +276,7 @@ def build_base(recipe: Recipe, path: Path) -> None:
 
 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
-            metrics: JsonlWriter) -> None:
+            metrics: StepLog) -> None:
     cfg = recipe.sft
     demos = [(t.prompt, demo.respond(t)) for t in train]
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -262,7 +286,7 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
 
 
 def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path,
-           metrics: JsonlWriter, workers: int, *, resume: bool) -> None:
+           metrics: StepLog, workers: int, *, resume: bool) -> None:
     with progress_bar("rl (grpo)", recipe.rl.steps) as advance:
         advance(_rl_start(out) if resume else 0)
         train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, out=out, seed=recipe.seed, workers=workers, resume=resume,

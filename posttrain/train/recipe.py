@@ -146,6 +146,14 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
+class TrackingConfig:
+    tensorboard: bool = False
+    """Also log every metrics row to TensorBoard (RUN/tensorboard; needs the tensorboard package)."""
+    mlflow: bool = False
+    """Also log to a local MLflow store under RUN/ (needs the mlflow package)."""
+
+
+@dataclass(frozen=True)
 class Recipe:
     """The whole run: model, tasks, demonstrator, SFT, RL, evaluation, sandbox."""
 
@@ -165,6 +173,7 @@ class Recipe:
     """Weights of the named reward components for RL (outcome, format, process, length)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
         if self.torch_threads is not None and self.torch_threads < 1:

@@ -195,6 +195,28 @@ def candidate_main(rfd, wfd):
 # ------------------------------------------------------------------ runner (parent) process
 
 
+def clean_error(info):
+    """An exception record that came from the candidate process, reduced to known-safe fields.
+
+    Everything the candidate process sends is untrusted: a malformed record must never make the
+    runner fail (a runner error is an infra error, which is not scored: a way to dodge a 0).
+    """
+    if type(info) is not dict:
+        return {"type": "ProtocolError", "message": "malformed error record", "where": None}
+    where = info.get("where")
+    if type(where) is dict and type(where.get("line")) is int and type(where.get("code")) is str:
+        where = {"file": "candidate.py", "line": where["line"], "code": where["code"][:200]}
+    else:
+        where = None
+    etype = info.get("type")
+    message = info.get("message")
+    return {
+        "type": etype[:100] if type(etype) is str and etype.isidentifier() else "ProtocolError",
+        "message": message[:500] if type(message) is str else "",
+        "where": where,
+    }
+
+
 class CandidateGone(BaseException):
     """The candidate process died or timed out; a BaseException so `except Exception` in a test
     cannot swallow it."""
@@ -205,7 +227,8 @@ class CandidateError(Exception):
 
 
 def _rebuild_exception(info):
-    cls = getattr(builtins, info.get("type", ""), None)
+    info = clean_error(info)
+    cls = getattr(builtins, info["type"], None)
     msg = f"{info.get('type')}: {info.get('message')}" if cls is None else info.get("message", "")
     if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
         try:
@@ -248,6 +271,9 @@ class Proxy:
             self.kill("died")
             raise CandidateGone(self.gone) from None
         reply = self.receive()
+        if type(reply) is not dict or not ("ok" in reply or "exc" in reply):
+            self.kill("died")  # the candidate process broke the protocol
+            raise CandidateGone(self.gone)
         if "ok" in reply:
             try:
                 return decode(reply["ok"])
@@ -268,15 +294,59 @@ def load_check(payload, proxy):
         exec(code, ns)
         break
     ns[payload["entry_point"]] = proxy  # tests may name the function directly (HumanEval/33)
-    exec(_compile(payload["test"], "test.py"), ns)
+    results = []
+    ns[_RECORD] = lambda line, exc: results.append(_assert_entry(line, exc))
+    exec(_compile_test(payload["test"]), ns)
     check = ns.get("check")
     if not callable(check):
         raise LookupError("the task's test does not define check(candidate)")
-    return check
+    return check, results
 
 
-def run_check(check, proxy):
-    """check(proxy) -> the test's report entry."""
+_RECORD = "__posttrain_record__"
+
+
+def _assert_entry(line, exc):
+    if exc is None:
+        return {"id": f"check:{line}", "outcome": "passed"}
+    outcome = "failed" if isinstance(exc, AssertionError) else "error"
+    return {"id": f"check:{line}", "outcome": outcome, "error": describe(exc)}
+
+
+def _compile_test(source):
+    """The test, with each top-level ``assert`` of ``check`` recording its own outcome.
+
+    ``try: <assert> except Exception as e: record(line, e) else: record(line, None)``: the
+    check goes on after a failed assertion, so the report lists every assertion (a process
+    signal), while the overall verdict is unchanged: it passes only if every one passes and
+    nothing else raised. ``CandidateGone`` is a BaseException and still ends the check.
+    """
+    import ast
+    import linecache
+
+    linecache.cache["test.py"] = (len(source), None, source.splitlines(True), "test.py")
+    tree = ast.parse(source, "test.py")
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            node.body = [_wrap_assert(st) if isinstance(st, ast.Assert) else st for st in node.body]
+    return compile(ast.fix_missing_locations(tree), "test.py", "exec")
+
+
+def _wrap_assert(stmt):
+    import ast
+
+    def record(arg):
+        call = ast.Call(ast.Name(_RECORD, ast.Load()), [ast.Constant(stmt.lineno), arg], [])
+        return ast.copy_location(ast.Expr(call), stmt)
+
+    handler = ast.ExceptHandler(ast.Name("Exception", ast.Load()), "_posttrain_exc",
+                                [record(ast.Name("_posttrain_exc", ast.Load()))])
+    return ast.copy_location(ast.Try([stmt], [ast.copy_location(handler, stmt)], [record(ast.Constant(None))], []),
+                             stmt)
+
+
+def run_check(check, results, proxy):
+    """check(proxy) -> the test's report entries: the check, then each top-level assertion."""
     entry = {"id": "check", "outcome": "passed"}
     try:
         check(proxy)
@@ -286,9 +356,15 @@ def run_check(check, proxy):
         entry = {"id": "check", "outcome": "failed", "error": describe(e)}
     except Exception as e:  # noqa: BLE001 - any other exception fails the test
         entry = {"id": "check", "outcome": "error", "error": describe(e)}
-    if proxy.gone is not None and entry["outcome"] == "passed":
+    failures = [r for r in results if r["outcome"] != "passed"]
+    for r in failures[3:]:  # keep the report small: details of the first three failures only
+        r.pop("error", None)
+    first = failures[0] if failures else None
+    if first is not None:  # the first failed assertion explains the failure best
+        entry = {"id": "check", "outcome": first["outcome"], "error": first["error"]}
+    elif proxy.gone is not None:
         entry = {"id": "check", "outcome": proxy.gone}
-    return entry
+    return [entry, *results]
 
 
 def _fork_candidate():
@@ -316,25 +392,46 @@ def _kill(pid):
 
 
 def _pids():
-    return {int(n) for n in os.listdir("/proc") if n.isdigit()}
+    """Live processes of the job's pid namespace (zombies awaiting their reaper excluded)."""
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    state = f.read().rpartition(b")")[2].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in (b"Z", b"X"):
+                out.add(int(name))
+    return out
 
 
 def sweep(keep):
-    """SIGKILL and reap every process of this job that is not in ``keep``; False if some survive."""
+    """SIGKILL every process of this job that is not in ``keep``; False if that cannot be done.
+
+    A process that has been sent SIGKILL runs no more user code, so it is not waited for (its
+    teardown can take milliseconds on a busy machine); new processes (forked before the kill
+    landed) are found and killed on the next pass. Our own dead children are reaped.
+    """
+    killed = set()
     for _ in range(2000):
-        others = _pids() - keep
+        others = _pids() - keep - killed
         if not others:
+            _reap()
             return True
         for pid in others:
             _kill(pid)
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
-        time.sleep(0.0002)
+        killed |= others
     return False
+
+
+def _reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
 
 
 WRITABLE = (".", "/tmp", "/dev/shm")
@@ -352,22 +449,25 @@ def _listing():
 
 def wipe(keep):
     """Remove what earlier candidates left in the job's writable places; False on failure."""
-    import shutil
-
     for d, names in _listing().items():
         for name in names - keep[d]:
-            path = os.path.join(d, name)
-            try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    os.chmod(path, 0o700)
-                    for root, subdirs, _ in os.walk(path):
-                        for sub in subdirs:
-                            os.chmod(os.path.join(root, sub), 0o700)
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-            except OSError:
+            if not _remove(os.path.join(d, name)):
                 return False
+    return True
+
+
+def _remove(path):
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+            for entry in os.scandir(path):
+                if not _remove(entry.path):
+                    return False
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    except (OSError, RecursionError):
+        return False
     return True
 
 
@@ -378,24 +478,28 @@ def run_item(item, pid, chan):
     proxy = Proxy(chan, pid, deadline, item["entry_point"])
     try:
         chan.send({"source": item["candidate"], "entry_point": item["entry_point"]})
-        got = chan.recv(time.monotonic() + 5.0)
+        got = chan.recv(time.monotonic() + 2.0)
     except (OSError, EOFError, TimeoutError, ValueError):
         got = {}
-    if "got" not in got:
+    if type(got) is not dict or got.get("got") is not True:
         # The process died or stalled before it ran this candidate: an earlier candidate of the
         # batch interfered with it. Not this candidate's doing, so not its failure.
         proxy.kill("lost")
         return {"status": "runner_error", "detail": "candidate process lost before start"}
-    check = load_check(item, proxy)  # while the candidate process imports the candidate
+    check, results = load_check(item, proxy)  # while the candidate process imports the candidate
     try:
         hello = proxy.receive()
     except CandidateGone:
         hello = {"gone": proxy.gone}
-    if "ready" in hello:
+    if type(hello) is not dict or not ("ready" in hello or "import_error" in hello or "gone" in hello):
+        proxy.kill("died")  # the candidate process broke the protocol
+        hello = {"gone": proxy.gone}
+    if hello.get("ready") is True:
         report["import"] = {"ok": True}
-        report["tests"] = [run_check(check, proxy)]
+        report["tests"] = run_check(check, results, proxy)
     else:
-        report["import"] = {"ok": False, "error": hello.get("import_error"), "gone": hello.get("gone")}
+        error = clean_error(hello["import_error"]) if "import_error" in hello else None
+        report["import"] = {"ok": False, "error": error, "gone": proxy.gone if "gone" in hello else None}
         report["tests"] = []
     report["calls"] = proxy.calls
     proxy.kill("finished")

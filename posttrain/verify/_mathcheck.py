@@ -34,7 +34,10 @@ class Equivalence:
 
     equal: bool
     status: str
-    """``ok`` | ``unparseable`` | ``timeout`` | ``worker_error``."""
+    """``ok`` | ``unparseable`` | ``answer_error`` | ``timeout`` | ``gold_unparseable`` | ``worker_error``.
+
+    ``answer_error`` (math-verify raised on the answer) and ``timeout`` are the answer's doing;
+    ``gold_unparseable`` and ``worker_error`` (the worker could not start) are not."""
     parsed: str | None = None
     detail: str | None = None
 
@@ -48,6 +51,12 @@ class _Worker:
             stderr=subprocess.DEVNULL,
             close_fds=True,
         )
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait for the worker's start-up line (importing math-verify takes ~1 s, more under load)."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return bool(ready) and json.loads(self.proc.stdout.readline() or b"{}").get("ready") is True
 
     def ask(self, request: dict[str, str], timeout: float) -> dict[str, object] | None:
         """Send one request; the reply, or None on timeout or a dead worker."""
@@ -73,12 +82,13 @@ class _Worker:
 class MathChecker:
     """A thread-safe pool of math-verify workers.
 
-    ``timeout_s`` bounds one comparison, including a worker's first start (~1 s to import
-    math-verify). Workers start lazily and are reused.
+    ``timeout_s`` bounds one comparison; ``startup_timeout_s`` a worker's start (importing
+    math-verify), which is not the answer's doing. Workers start lazily and are reused.
     """
 
-    def __init__(self, size: int = 2, timeout_s: float = 10.0) -> None:
+    def __init__(self, size: int = 2, timeout_s: float = 10.0, startup_timeout_s: float = 120.0) -> None:
         self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
         for _ in range(size):
             self._idle.put(None)
@@ -90,6 +100,10 @@ class MathChecker:
         try:
             if worker is None or worker.proc.poll() is not None:
                 worker = _Worker()
+                if not worker.wait_ready(self.startup_timeout_s):
+                    worker.kill()
+                    worker = None
+                    return Equivalence(False, "worker_error", detail="math-verify worker did not start")
             reply = worker.ask({"gold": gold, "pred": pred}, self.timeout_s)
             if reply is None:
                 worker.kill()
@@ -130,17 +144,23 @@ def shared_checker() -> MathChecker:
 def _compare(gold: str, pred: str) -> dict[str, object]:
     from math_verify import LatexExtractionConfig, parse, verify
 
-    gold_text = gold if gold.strip().startswith("$") else f"${gold}$"
-    gold_parsed = parse(gold_text, extraction_config=[LatexExtractionConfig()], parsing_timeout=5)
-    if not gold_parsed:  # plain-text gold (task data, trusted): math-verify's default extractors
-        gold_parsed = parse(gold, parsing_timeout=5)
-    pred_parsed = parse(f"${pred}$", extraction_config=[LatexExtractionConfig()], parsing_timeout=5)
-    if not pred_parsed:
-        return {"equal": False, "status": "unparseable", "parsed": None}
+    try:
+        gold_text = gold if gold.strip().startswith("$") else f"${gold}$"
+        gold_parsed = parse(gold_text, extraction_config=[LatexExtractionConfig()], parsing_timeout=5)
+        if not gold_parsed:  # plain-text gold (task data, trusted): math-verify's default extractors
+            gold_parsed = parse(gold, parsing_timeout=5)
+    except Exception as e:  # noqa: BLE001 - the task's fault: infra
+        return {"equal": False, "status": "gold_unparseable", "detail": f"{type(e).__name__}: {e}"[:300]}
     if not gold_parsed:
-        return {"equal": False, "status": "gold_unparseable", "parsed": str(pred_parsed[0])}
-    equal = verify(gold_parsed, pred_parsed, timeout_seconds=5)
-    return {"equal": bool(equal), "status": "ok", "parsed": str(pred_parsed[0])[:200]}
+        return {"equal": False, "status": "gold_unparseable", "parsed": None}
+    try:
+        pred_parsed = parse(f"${pred}$", extraction_config=[LatexExtractionConfig()], parsing_timeout=5)
+        if not pred_parsed:
+            return {"equal": False, "status": "unparseable", "parsed": None}
+        equal = verify(gold_parsed, pred_parsed, timeout_seconds=5)
+        return {"equal": bool(equal), "status": "ok", "parsed": str(pred_parsed[0])[:200]}
+    except Exception as e:  # noqa: BLE001 - the answer's fault: a failure, never an infra error
+        return {"equal": False, "status": "answer_error", "detail": f"{type(e).__name__}: {e}"[:300]}
 
 
 def _worker_main() -> None:
@@ -150,6 +170,9 @@ def _worker_main() -> None:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything the libraries print goes to stderr, not into the protocol
     import math_verify  # noqa: F401  (import once, up front)
+
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
 
     for line in sys.stdin:
         try:

@@ -79,4 +79,7 @@ def verify_many(
         for job, verdicts in zip(jobs, ex.map(run, jobs), strict=True):
             for i, v in zip(job, verdicts, strict=True):
                 out[i] = v
+    missing = [i for i, v in enumerate(out) if v is None]
+    if missing:
+        raise RuntimeError(f"verify_many lost the verdicts of pairs {missing[:5]}")
     return [v for v in out if v is not None]

@@ -80,7 +80,7 @@ def classify_exception(error: Mapping[str, Any] | None) -> str:
     >>> classify_exception({"type": "ZeroDivisionError"})
     'exception:ZeroDivisionError'
     """
-    etype = str((error or {}).get("type") or "")
+    etype = str((error if isinstance(error, Mapping) else {}).get("type") or "")
     if etype in ("SyntaxError", "IndentationError", "TabError"):
         return "syntax"
     if etype in ("ImportError", "ModuleNotFoundError"):
@@ -149,8 +149,8 @@ def _cap(text: str) -> str:
 
 def for_code_failure(error_class: str, error: Mapping[str, Any] | None, program: str = "") -> str:
     """Feedback for a failed code verification, from the runner's structured error record."""
-    error = error or {}
-    where = error.get("where") or {}
+    error = error if isinstance(error, Mapping) else {}
+    where = error.get("where") if isinstance(error.get("where"), Mapping) else {}
     etype, message = error.get("type"), error.get("message") or ""
     detail = f"{etype}: {message}" if etype and error_class != "assertion" else str(message)
     test = None

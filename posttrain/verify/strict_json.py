@@ -70,6 +70,8 @@ def loads_strict(text: str) -> Any:
         raise StrictJSONError("JSON nested too deeply") from None
     except json.JSONDecodeError as e:
         raise StrictJSONError(f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except ValueError as e:  # e.g. an integer literal beyond Python's int-string digit limit
+        raise StrictJSONError(f"invalid JSON: {str(e)[:120]}") from None
 
 
 def extract_json_text(response: str) -> str:

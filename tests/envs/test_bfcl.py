@@ -183,9 +183,11 @@ def test_ground_truth_accepted_and_perturbations_agree_with_bfcl(bfcl, ast_check
     assert rejected_truth == [], rejected_truth[:5]
     total = agree + len(disagree)
     print(f"\nBFCL {category}: {len(items)} ground truths accepted; perturbations: {agree}/{total} agree")
-    # The documented differences: BFCL's string normalisation (case, spaces, punctuation) and its
-    # int->float coercion; our comparison is exact. None of the perturbations above exercise them,
-    # so we expect full agreement and show any disagreement.
+    # Known differences: BFCL normalises strings (case, spaces, punctuation) and coerces int to
+    # float; our comparison is exact (no perturbation above exercises either). BFCL matches
+    # parallel calls greedily, we find a one-to-one matching: on parallel_178 reversed, answer 0
+    # accepts "Microsoft" or "Apple", BFCL's greedy pass gives it the Apple call that answer 2
+    # needs and rejects a correct response; we accept it. Measured: 5272/5273 agree.
     for d in disagree:
         print("  disagreement (id, perturbation, bfcl, ours):", d)
     assert agree / total >= 0.99, disagree[:10]

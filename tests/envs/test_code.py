@@ -36,6 +36,7 @@ def test_reference_passes_and_noop_fails(code_verifier) -> None:
     v = code_verifier(t, REFERENCE)
     assert (v.outcome, v.reward) == ("pass", 1.0), v
     assert v.evidence["nonce_ok"] and v.evidence["calls"] == 4
+    assert v.evidence["dumpable_off"] is True  # /proc/<runner>/fd and /mem closed to the candidate
     v = code_verifier(t, ENV.noop_response(t))
     assert (v.outcome, v.reward) == ("fail", 0.0)
     assert v.error_class == "assertion" and "line 2" in v.feedback
@@ -203,3 +204,93 @@ def test_feedback_is_deterministic(code_verifier) -> None:
     a, b = code_verifier(mix_task(), bad), code_verifier(mix_task(), bad)
     assert a.feedback == b.feedback and a.error_class == "exception:IndexError"
     assert "IndexError" in a.feedback and "line" in a.feedback
+
+
+# A candidate that tries to sabotage the candidates verified after it in the same sandbox job.
+SABOTEURS = [
+    ("kill every other process", "import os, signal\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) not in "
+     "(os.getpid(), os.getppid()):\n        try:\n            os.kill(int(p), signal.SIGKILL)\n        except OSError:\n"
+     "            pass\ndef mix(x):\n    return 0"),
+    ("stop every other process", "import os, signal\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) not in "
+     "(os.getpid(), os.getppid()):\n        try:\n            os.kill(int(p), signal.SIGSTOP)\n        except OSError:\n"
+     "            pass\ndef mix(x):\n    return 0"),
+    ("background killer", "import os, signal, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+     "        mine = {os.getpid()}\n        while True:\n            for p in os.listdir('/proc'):\n"
+     "                if p.isdigit() and int(p) not in mine and int(p) > os.getpid():\n                    try:\n"
+     "                        os.kill(int(p), signal.SIGKILL)\n                    except OSError:\n                        pass\n"
+     "            time.sleep(0.001)\n    os._exit(0)\ndef mix(x):\n    return 0"),
+    ("kill the runner", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef mix(x):\n    return 0"),
+    ("litter files", "import os\nfor d in ('.', '/tmp', '/dev/shm'):\n    try:\n        os.makedirs(d + '/x/y', exist_ok=True)\n"
+     "        open(d + '/x/y/z', 'w').write('z')\n        os.chmod(d + '/x', 0)\n    except OSError:\n        pass\n"
+     "def mix(x):\n    return 0"),
+]
+
+
+@pytest.mark.parametrize(("name", "payload"), SABOTEURS, ids=[s[0] for s in SABOTEURS])
+def test_a_candidate_cannot_cost_later_candidates_of_its_batch_their_verdict(pool, name: str, payload: str) -> None:
+    from posttrain.envs.code_env import verify_code_batch
+
+    t = mix_task()
+    good = fenced("import os\nassert not os.path.exists('x')\ndef mix(x):\n    return (x * 7919 + 13) % 1009")
+    verdicts = verify_code_batch(pool, [(t, fenced(payload)), (t, good), (t, REFERENCE), (t, fenced("def mix(x):\n    return 1"))])
+    assert [v.outcome for v in verdicts] == ["fail", "pass", "pass", "fail"], (name, [v.evidence for v in verdicts])
+
+
+def test_prompt_that_ends_at_the_signature(code_verifier) -> None:
+    t = ENV.parse_task({"id": "sig", "domain": "code", "prompt": "def inc(x):\n", "entry_point": "inc",
+                        "test": "def check(candidate):\n    assert candidate(1) == 2\n"}, "test")
+    assert code_verifier(t, "    return x + 1\n").passed
+    assert code_verifier(t, "    return x\n").outcome == "fail"
+
+
+def test_batch_verdicts_equal_single_verdicts(pool, code_verifier) -> None:
+    from posttrain.envs.code_env import verify_code_batch
+
+    t = mix_task()
+    responses = [REFERENCE, "    return 0\n", fenced("def mix(x) return"), fenced("import sys\nsys.exit(0)"), REFERENCE]
+    batch = verify_code_batch(pool, [(t, r) for r in responses])
+    single = [code_verifier(t, r) for r in responses]
+    assert [(v.outcome, v.error_class) for v in batch] == [(v.outcome, v.error_class) for v in single]
+    assert [v.feedback for v in batch] == [v.feedback for v in single]
+
+
+def _pipe_writer(message: str, then: str = "def mix(x):\n    return 0") -> str:
+    return fenced(f"import os\nfor fd in range(3, 16):\n    try:\n        os.write(fd, {message!r}.encode() + b'\\n')\n"
+                  f"    except OSError:\n        pass\n{then}")
+
+
+PROTOCOL_ABUSE = [
+    ("list hello", _pipe_writer("[1]")),
+    ("string hello", _pipe_writer('"ready"')),
+    ("import_error not a dict", _pipe_writer('{"import_error": [1, 2]}')),
+    ("import_error with bad fields", _pipe_writer('{"import_error": {"type": 5, "message": [], "where": "x"}}')),
+    ("fake gone", _pipe_writer('{"gone": "timeout"}')),
+    ("ready then junk replies", _pipe_writer('{"ready": true}\\n[1]\\n{"exc": 7}\\n{"ok": 563}')),
+    ("exc record not a dict", fenced("import os\ndef mix(x):\n    for fd in range(3, 16):\n        try:\n"
+                                      "            os.write(fd, b'{\"exc\": [1]}\\n')\n        except OSError:\n"
+                                      "            pass\n    return 0")),
+    ("hostile exception", fenced("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\n"
+                                 "def mix(x):\n    raise E()")),
+    ("exception named like a runner error", fenced("RunnerError = type('CandidateGone', (Exception,), {})\n"
+                                                   "def mix(x):\n    raise RunnerError('x')")),
+]
+
+
+@pytest.mark.parametrize(("name", "response"), PROTOCOL_ABUSE, ids=[p[0] for p in PROTOCOL_ABUSE])
+def test_protocol_abuse_is_a_fail_never_an_infra_error(code_verifier, name: str, response: str) -> None:
+    # An infra error is dropped from the update instead of scored 0: a candidate that could cause
+    # one at will would dodge every penalty.
+    v = code_verifier(mix_task(), response)
+    assert (v.outcome, v.reward) == ("fail", 0.0), (name, v.error_class, v.evidence)
+
+
+def test_per_assertion_report_and_process_component(code_verifier) -> None:
+    t = mix_task()
+    half = fenced("def mix(x):\n    return (x * 7919 + 13) % 1009 if x < 100 else 0")  # right for 3, 17
+    v = code_verifier(t, half)
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "assertion")
+    assert v.components["process"] == 0.5 and v.evidence["asserts_passed"] == "2/4"
+    assert [e["outcome"] for e in v.evidence["tests"]] == ["failed", "passed", "passed", "failed", "failed"]
+    assert "line 4" in v.feedback  # the first failing assertion: candidate(256)
+    ok = code_verifier(t, REFERENCE)
+    assert ok.passed and len(ok.evidence["tests"]) == 5

@@ -113,3 +113,34 @@ def test_sys_exit_zero_before_asserts_is_ok_but_report_is_missing(pool):
     # evidence channel, and here it stays empty.
     ex = pool.run_python("import sys; sys.exit(0)\nimport os; os.write(3, b'PASS')")
     assert ex.ok and ex.report is None
+
+
+def test_no_fd_or_process_leaks_across_jobs(pool):
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    pool.run_python("pass")
+    before = fds()
+    jobs = [
+        lambda: pool.run_python("print(1)"),
+        lambda: pool.run_python("while True: pass", timeout=0.3),
+        lambda: pool.exec(["sh", "-c", "sleep 5 & echo x"], timeout=2),
+        lambda: pool.exec(["sleep", "5"], timeout=0.3),
+        lambda: pool.run_python("import os\nif os.fork() == 0:\n    os.setsid(); import time; time.sleep(9)"),
+    ]
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda f: f(), jobs * 3))
+    assert all(r.outcome != "infra_error" for r in results)
+    assert fds() == before
+    assert all(not s.cg.pids_inside() for s in pool._all_x)
+
+
+def test_oom_from_many_small_processes_hits_the_job_not_the_slot(pool1):
+    src = (
+        "import os, time\nkids = []\nfor i in range(40):\n    pid = os.fork()\n    if pid == 0:\n"
+        "        b = bytearray(12 << 20); b[::4096] = b'x' * (len(b) // 4096); time.sleep(5); os._exit(0)\n"
+        "    kids.append(pid)\nfor k in kids: os.waitpid(k, 0)\n"
+    )
+    ex = pool1.run_python(src, timeout=15, limits=Limits(memory_mb=128, pids=64))
+    assert ex.outcome == "error" and ex.oom_killed
+    assert pool1.run_python("print(1)").ok

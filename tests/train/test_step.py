@@ -157,3 +157,21 @@ def test_packed_logprobs_equal_each_example_alone(tok):
             ids = torch.tensor([seqs[i]])
             alone = token_logprobs(model, ids, torch.ones_like(ids), loss_mask=torch.tensor([masks[i]]))
             assert torch.allclose(lp[r][packed.seq_ids[r] == k], alone[0], atol=1e-10)
+
+
+def test_truncated_importance_weights_in_the_loss(tok):
+    from posttrain.train._step import policy_loss
+
+    model = make_model(tok, dtype=torch.float64)
+    b = _batch(tok, model, with_ref=False)
+    b = PolicyBatch(
+        **{k: (v.double() if v.is_floating_point() else v) for k, v in vars(b).items() if v is not None}
+    )
+    spec = LossSpec(tis_cap=2.0)
+    plain, _ = policy_loss(model, b, LossSpec())
+    same = PolicyBatch(**{**vars(b), "sampling_logp": b.old_logp})  # no staleness: every weight is 1
+    assert torch.allclose(policy_loss(model, same, spec)[0], plain, atol=1e-12)
+    stale = PolicyBatch(
+        **{**vars(b), "sampling_logp": b.old_logp - 5.0 * b.loss_mask}
+    )  # weights e^5 -> capped at 2
+    assert torch.allclose(policy_loss(model, stale, spec)[0], 2.0 * plain, atol=1e-12)
