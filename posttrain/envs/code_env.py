@@ -131,33 +131,49 @@ def make_code_verifier(pool: Any) -> Verifier:
 
 
 class _Batcher:
-    """Opportunistic batching: ``slots`` dispatcher threads, each taking what is queued."""
+    """Opportunistic batching: up to ``slots`` dispatcher threads, each taking what is queued.
+
+    Dispatchers exit after ``IDLE_S`` without work, so an unused verifier holds no thread.
+    """
+
+    IDLE_S = 2.0
 
     def __init__(self, pool: Any, slots: int) -> None:
         self.pool = pool
         self.queue: queue.Queue[tuple[Task, str, Future[Verdict]]] = queue.Queue()
         self.slots = slots
-        self.started = False
+        self.running = 0
         self.lock = threading.Lock()
 
     def submit(self, task: Task, response: str) -> Verdict:
-        with self.lock:
-            if not self.started:
-                for i in range(self.slots):
-                    threading.Thread(target=self._dispatch, name=f"code-verifier-{i}", daemon=True).start()
-                self.started = True
         future: Future[Verdict] = Future()
         self.queue.put((task, response, future))
+        with self.lock:
+            if self.running < self.slots:
+                self.running += 1
+                threading.Thread(target=self._dispatch, name="code-verifier", daemon=True).start()
         return future.result()
 
+    def _next_batch(self) -> list[tuple[Task, str, Future[Verdict]]] | None:
+        try:
+            batch = [self.queue.get(timeout=self.IDLE_S)]
+        except queue.Empty:
+            with self.lock:
+                if self.queue.empty():
+                    self.running -= 1
+                    return None
+            return []
+        while len(batch) < MAX_BATCH:
+            try:
+                batch.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
     def _dispatch(self) -> None:
-        while True:
-            batch = [self.queue.get()]
-            while len(batch) < MAX_BATCH:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
+        while (batch := self._next_batch()) is not None:
+            if not batch:
+                continue
             try:
                 verdicts = verify_code_batch(self.pool, [(t, r) for t, r, _ in batch])
                 for (_, _, future), verdict in zip(batch, verdicts, strict=True):

@@ -7,7 +7,8 @@ namespace, and it installs no handlers for other signals). It is not dumpable, s
 under the same uid cannot read its memory through /proc.
 
 Loop: read a job frame on fd 10, write the job's files into a fresh /work/job, fork a child that
-applies the per-job rlimits, starts its own session and executes the source as ``__main__``;
+applies the per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, not
+this process), starts its own session and executes the source as ``__main__``;
 pump its stdin/stdout/stderr/fd-3 with caps; on exit or on the deadline, SIGKILL every other
 process in the namespace and reap it; wipe /work, /tmp and /dev/shm; reply on fd 11.
 """
@@ -253,7 +254,7 @@ def main() -> None:
         except Exception as e:  # a zygote failure: reported as such, never as the program's result
             sweep()
             reply, out = {"zygote_error": f"{type(e).__name__}: {e}"}, []
-        reply["clean"] = wipe()
+        reply["clean"] = wipe() and not _others()  # else the host restarts this slot
         send_frame(REP, reply, out)
 
 

@@ -158,12 +158,31 @@ def exec_generic(pool: SandboxPool) -> str | None:
                    "exec must run the command in the workspace with fd 3")  # fmt: skip
 
 
+def ordinary_code_still_works(pool: SandboxPool) -> str | None:
+    src = (
+        "import asyncio, multiprocessing, subprocess, tempfile, threading\n"
+        "async def main():\n    await asyncio.sleep(0.01)\n    return 1\n"
+        "assert asyncio.run(main()) == 1  # needs socketpair\n"
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+        "with multiprocessing.Pool(2) as p:\n    assert p.map(abs, [-1, -2]) == [1, 2]  # needs /dev/shm\n"
+        "assert subprocess.run(['echo', 'x'], capture_output=True).stdout == b'x\\n'\n"
+        "with tempfile.NamedTemporaryFile() as f:\n    f.write(b'x')\n"
+        "print('ok')\n"
+    )
+    ex = pool.run_python(src, timeout=30.0)
+    return _expect(
+        ex,
+        ex.ok and ex.stdout == b"ok\n",
+        "asyncio, threads, multiprocessing, subprocess, tempfile must work",
+    )
+
+
 CHECKS: dict[str, Callable[[SandboxPool], str | None]] = {
     f.__name__: f
     for f in (
         exit_zero_is_ok, exception_is_error, sys_exit_code_is_kept, stdin_and_files_arrive, report_channel_fd3,
         timeout_kills, timeout_kills_exec, memory_limit_oom, env_is_clean, writes_stay_in_workspace,
-        fork_bomb_contained, output_capped, binary_output, exec_generic,
+        fork_bomb_contained, output_capped, binary_output, exec_generic, ordinary_code_still_works,
     )
 }  # fmt: skip
 

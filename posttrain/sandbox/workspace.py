@@ -190,11 +190,15 @@ class Workspace:
             cur = self.upper
             for part in p.parts[:-1]:
                 cur = cur / part
+                hides_lower = False
                 if cur.is_symlink() or (cur.exists() and not cur.is_dir()):
+                    hides_lower = _is_whiteout(os.lstat(cur))
                     os.unlink(cur)  # a whiteout or a file in the upper layer: replaced by a dir
                 if not cur.exists():
                     cur.mkdir()
                     os.chown(cur, SANDBOX_UID, SANDBOX_UID)
+                    if hides_lower:  # a deleted directory stays deleted below the new one
+                        os.setxattr(cur, _OPAQUE[0], b"y")
             target = cur / p.parts[-1]
             if target.is_symlink() or (target.exists() and not target.is_file()):
                 if target.is_dir() and not target.is_symlink():

@@ -131,29 +131,14 @@ def _chunk_logprobs(
     return logp, ent
 
 
-def _scored_logprobs(
-    model: nn.Module,
-    input_ids: Tensor,  # (B, T) long
-    model_mask: Tensor,  # (B, T) padding mask, or (B, 1, T, T) bool attention mask (packed rows)
-    positions: Tensor,  # (B, T) long position ids
-    sel: Tensor,  # (B, T-1) bool: score token t+1 from hidden state t
+def _head_logprobs(
+    hidden: Tensor,  # (K, H) hidden states that predict the targets (or (K, V) logits when weight is None)
+    weight: Tensor | None,  # (V, H) LM head
+    bias: Tensor | None,
+    target: Tensor,  # (K,)
     temperature: float,
     entropy_grad: bool,
-) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); 0 where not scored
-    target = input_ids[:, 1:][sel]  # (K,)
-    body = _backbone(model)
-    head = model.get_output_embeddings()
-    if body is not None and isinstance(head, nn.Linear):
-        hidden = body(
-            input_ids=input_ids, attention_mask=model_mask, position_ids=positions, use_cache=False
-        ).last_hidden_state
-        hidden = hidden[:, :-1][sel]  # (K, H)
-        weight, bias = head.weight, head.bias
-    else:  # full logits (B, T, V): only for models whose head we do not reproduce exactly
-        logits = model(
-            input_ids=input_ids, attention_mask=model_mask, position_ids=positions, use_cache=False
-        ).logits
-        hidden, weight, bias = logits[:, :-1][sel], None, None
+) -> tuple[Tensor, Tensor]:  # logp (K,), entropy (K,)
     k = target.shape[0]
     vocab = weight.shape[0] if weight is not None else hidden.shape[-1]
     step = max(1, LOGITS_CHUNK_BYTES // (4 * vocab))
@@ -172,10 +157,145 @@ def _scored_logprobs(
             lp, ent = _chunk_logprobs(h, weight, bias, t, temperature, entropy_grad)
         parts_lp.append(lp)
         parts_ent.append(ent)
-    lp_all, ent_all = torch.cat(parts_lp), torch.cat(parts_ent)
-    zeros = lp_all.new_zeros(input_ids.shape[0], input_ids.shape[1] - 1)
-    logp = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, lp_all)], dim=1)
-    ent = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, ent_all)], dim=1)
+    return torch.cat(parts_lp), torch.cat(parts_ent)
+
+
+def _forward_hidden(
+    model: nn.Module, input_ids: Tensor, model_mask: Tensor, positions: Tensor
+) -> tuple[Tensor, Tensor | None, Tensor | None]:  # hidden (B, T, H) or logits (B, T, V); head weight, bias
+    body = _backbone(model)
+    head = model.get_output_embeddings()
+    if body is not None and isinstance(head, nn.Linear):
+        out = body(input_ids=input_ids, attention_mask=model_mask, position_ids=positions, use_cache=False)
+        return out.last_hidden_state, head.weight, head.bias
+    # full logits (B, T, V): only for models whose head we do not reproduce exactly
+    out = model(input_ids=input_ids, attention_mask=model_mask, position_ids=positions, use_cache=False)
+    return out.logits, None, None
+
+
+def _scored_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,  # (B, T) long
+    model_mask: Tensor,  # (B, T) padding mask, or (B, 1, T, T) bool attention mask (packed rows)
+    positions: Tensor,  # (B, T) long position ids
+    sel: Tensor,  # (B, T-1) bool: score token t+1 from hidden state t
+    temperature: float,
+    entropy_grad: bool,
+) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); 0 where not scored
+    hidden, weight, bias = _forward_hidden(model, input_ids, model_mask, positions)
+    lp, ent = _head_logprobs(
+        hidden[:, :-1][sel], weight, bias, input_ids[:, 1:][sel], temperature, entropy_grad
+    )
+    zeros = lp.new_zeros(input_ids.shape[0], input_ids.shape[1] - 1)
+    logp = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, lp)], dim=1)
+    ent = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, ent)], dim=1)
+    return logp, (ent if entropy_grad else ent.detach())
+
+
+SHARED_ROW_MAX_TOKENS = 2048
+"""Longest packed row ``[prompt, c_1, ..., c_k]`` of the shared-prefix path (its attention mask is dense)."""
+
+
+def _prefix_groups(
+    input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor
+) -> list[tuple[int, list[int]]] | None:
+    """Rows that share the tokens before their first scored token, as [(prefix_len, rows)] with each
+    packed row at most SHARED_ROW_MAX_TOKENS long; None when sharing would not save >= 20% of the
+    padded tokens, or does not apply (a row that is not right-padded)."""
+    real = attention_mask > 0
+    n = real.sum(-1)  # (B,)
+    if not bool((real == (torch.arange(real.shape[1], device=real.device) < n[:, None])).all()):
+        return None  # left padding or holes: keep the plain path
+    scored = loss_mask > 0
+    has = scored.any(-1)
+    first = scored.float().argmax(-1).tolist()
+    last = (scored * torch.arange(1, scored.shape[1] + 1, device=scored.device)).amax(-1).tolist()
+    by_prefix: dict[tuple[int, ...], list[int]] = {}
+    ids = input_ids.tolist()
+    for i, (p, ok) in enumerate(zip(first, has.tolist(), strict=True)):
+        if ok and p >= 1:
+            by_prefix.setdefault((p, *ids[i][:p]), []).append(i)
+    groups: list[tuple[int, list[int]]] = []
+    widths: list[int] = []
+    for key, rows in by_prefix.items():
+        p, chunk, width = key[0], [], key[0]
+        for i in rows:
+            length = last[i] - p
+            if chunk and width + length > SHARED_ROW_MAX_TOKENS:
+                groups.append((p, chunk))
+                widths.append(width)
+                chunk, width = [], p
+            chunk.append(i)
+            width += length
+        groups.append((p, chunk))
+        widths.append(width)
+    plain_cost = int(has.sum()) * max(last[i] for i in range(len(last)) if has[i]) if bool(has.any()) else 0
+    shared_cost = len(groups) * max(widths, default=0)
+    if not any(len(rows) > 1 for _, rows in groups):
+        return None
+    return groups if shared_cost <= 0.8 * plain_cost else None
+
+
+def _shared_prefix_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,  # (B, T) right-padded
+    loss_mask: Tensor,  # (B, T)
+    groups: list[tuple[int, list[int]]],
+    temperature: float,
+    entropy_grad: bool,
+) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); 0 where not scored
+    """Score G completions of one prompt in one row ``[prompt, c_1, ..., c_G]``: c_i attends to the
+    prompt and to itself, with positions continuing after the prompt. The prompt is computed once
+    per group instead of G times; every scored log-prob (and its gradient) is the one the plain
+    path computes, because each completion sees exactly its own context."""
+    dev = input_ids.device
+    row_ids, row_pos, row_seg = [], [], []
+    src_flat, tgt_row, tgt_col = [], [], []
+    width = max(p + sum(int(loss_mask[i].nonzero().max()) + 1 - p for i in rows) for p, rows in groups)
+    # (each row i keeps its tokens up to its last scored one; later tokens influence nothing scored)
+    for g, (p, rows) in enumerate(groups):
+        ids, pos, seg = (
+            [input_ids[rows[0], :p]],
+            [torch.arange(p, device=dev)],
+            [torch.zeros(p, dtype=torch.long, device=dev)],
+        )
+        offset = p
+        for k, i in enumerate(rows):
+            end = int(loss_mask[i].nonzero().max()) + 1  # last scored token + 1
+            length = end - p
+            ids.append(input_ids[i, p:end])
+            pos.append(torch.arange(p, end, device=dev))
+            seg.append(torch.full((length,), k + 1, dtype=torch.long, device=dev))
+            ts = (loss_mask[i, 1:end] > 0).nonzero().squeeze(-1) + 1  # scored positions t >= 1
+            src = ts - 1  # the hidden state at t-1 predicts token t
+            packed = torch.where(src < p, src, offset + (src - p))
+            src_flat.append(g * width + packed)
+            tgt_row.append(torch.full_like(ts, i))
+            tgt_col.append(ts)
+            offset += length
+        row_ids.append(torch.cat(ids))
+        row_pos.append(torch.cat(pos))
+        row_seg.append(torch.cat(seg))
+    n_rows = len(groups)
+    packed_ids = torch.zeros(n_rows, width, dtype=torch.long, device=dev)
+    positions = torch.zeros(n_rows, width, dtype=torch.long, device=dev)
+    seg_ids = torch.full((n_rows, width), -1, dtype=torch.long, device=dev)
+    for r in range(n_rows):
+        m = row_ids[r].shape[0]
+        packed_ids[r, :m], positions[r, :m], seg_ids[r, :m] = row_ids[r], row_pos[r], row_seg[r]
+    causal = torch.ones(width, width, dtype=torch.bool, device=dev).tril()
+    a, b = seg_ids.unsqueeze(-1), seg_ids.unsqueeze(-2)  # query, key segment
+    allowed = causal & (b >= 0) & (a >= 0) & ((b == 0) | (b == a))
+    allowed = allowed | ((a < 0) & torch.eye(width, dtype=torch.bool, device=dev))  # padding sees itself
+    hidden, weight, bias = _forward_hidden(
+        model, packed_ids, _additive_mask(model, allowed.unsqueeze(1)), positions
+    )
+    rows_k, cols_k = torch.cat(tgt_row), torch.cat(tgt_col)
+    h = hidden.reshape(-1, hidden.shape[-1])[torch.cat(src_flat)]
+    lp, ent = _head_logprobs(h, weight, bias, input_ids[rows_k, cols_k], temperature, entropy_grad)
+    zeros = lp.new_zeros(input_ids.shape)
+    logp = zeros.index_put((rows_k, cols_k), lp)
+    ent = zeros.index_put((rows_k, cols_k), ent)
     return logp, (ent if entropy_grad else ent.detach())
 
 
@@ -187,10 +307,16 @@ def token_logprobs_and_entropy(
     loss_mask: Tensor | None = None,  # (B, T) positions to score; default every real token but the first
     temperature: float = 1.0,
     entropy_grad: bool = False,
+    share_prefix: bool = True,
 ) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); fp32 (fp64 for fp64 models); 0 where not scored
     """``token_logprobs`` plus the entropy of each scored position's next-token distribution.
 
     The entropy has a gradient only with ``entropy_grad=True`` (an entropy bonus).
+
+    ``share_prefix``: rows that share a prompt (a GRPO group) are scored in one packed row whose
+    prompt is computed once (``_shared_prefix_logprobs``; same values and gradients), when a
+    ``loss_mask`` is given, the model's attention takes dense masks (sdpa/eager), and it saves
+    >= 20% of the padded tokens; otherwise the plain batched forward runs.
     """
     if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
         raise ValueError(
@@ -201,8 +327,26 @@ def token_logprobs_and_entropy(
     sel = (want[:, 1:] > 0) & (attention_mask[:, 1:] > 0)  # (B, T-1): hidden t-1 predicts token t
     # positions count real tokens only, as generate() does for left-padded prompts; for right-padded
     # rows this is plain arange over the real tokens
+    if share_prefix and loss_mask is not None and _takes_dense_masks(model):
+        groups = _prefix_groups(input_ids, attention_mask, loss_mask)
+        if groups is not None:
+            return _shared_prefix_logprobs(model, input_ids, loss_mask, groups, temperature, entropy_grad)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     return _scored_logprobs(model, input_ids, attention_mask, positions, sel, temperature, entropy_grad)
+
+
+def _additive_mask(model: nn.Module, allowed: Tensor) -> Tensor:  # (R, 1, L, L) bool -> float, 0 or -max
+    # eager attention adds a 4-D mask to the scores as-is, so a bool mask must become additive (SDPA
+    # takes both); finfo.min and not -inf, so that no softmax row can be all -inf
+    dtype = model.get_input_embeddings().weight.dtype
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, torch.finfo(dtype).min
+    )
+
+
+def _takes_dense_masks(model: nn.Module) -> bool:
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None) in ("sdpa", "eager")
 
 
 def packed_token_logprobs(
@@ -215,7 +359,7 @@ def packed_token_logprobs(
     """
     same = packed.seq_ids[:, 1:] == packed.seq_ids[:, :-1]
     sel = (packed.loss_mask[:, 1:] > 0) & same & (packed.seq_ids[:, 1:] >= 0)
-    mask4 = block_causal_mask(packed.seq_ids)
+    mask4 = _additive_mask(model, block_causal_mask(packed.seq_ids))
     return _scored_logprobs(model, packed.input_ids, mask4, packed.position_ids, sel, temperature, False)[0]
 
 
@@ -226,6 +370,7 @@ def token_logprobs(
     *,
     loss_mask: Tensor | None = None,  # (B, T) only these positions are scored (others get 0)
     temperature: float = 1.0,
+    share_prefix: bool = True,
 ) -> Tensor:  # (B, T) fp32: position t holds log p(input_ids[t] | input_ids[<t]); position 0 holds 0
     """Log-prob of each token given its prefix, at ``temperature`` (softmax(logits / temperature)).
 
@@ -233,7 +378,12 @@ def token_logprobs(
     of at most ``LOGITS_CHUNK_BYTES`` (recomputed in backward when there is more than one chunk).
     """
     return token_logprobs_and_entropy(
-        model, input_ids, attention_mask, loss_mask=loss_mask, temperature=temperature
+        model,
+        input_ids,
+        attention_mask,
+        loss_mask=loss_mask,
+        temperature=temperature,
+        share_prefix=share_prefix,
     )[0]
 
 
@@ -392,6 +542,25 @@ def policy_loss(
     return loss, stats
 
 
+def _row_order(batch: PolicyBatch) -> Tensor:  # (B,) row indices
+    """Rows of one prompt together (so a micro-batch can share the prompt), groups by length (so
+    trimming trailing padding saves the most)."""
+    real = batch.attention_mask > 0
+    row_len = (real * torch.arange(1, real.shape[1] + 1, device=real.device)).amax(-1).tolist()
+    scored = batch.loss_mask > 0
+    first = torch.where(
+        scored.any(-1), scored.float().argmax(-1), torch.zeros_like(scored[:, 0], dtype=torch.long)
+    )
+    ids = batch.input_ids.tolist()
+    group: dict[tuple[int, ...], int] = {}
+    gid = [group.setdefault(tuple(ids[i][:p]), len(group)) for i, p in enumerate(first.tolist())]
+    glen = [0] * len(group)
+    for i, g in enumerate(gid):
+        glen[g] = max(glen[g], row_len[i])
+    order = sorted(range(len(gid)), key=lambda i: (glen[gid[i]], gid[i], row_len[i]))
+    return torch.tensor(order, dtype=torch.long, device=batch.input_ids.device)
+
+
 def policy_update(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -408,8 +577,9 @@ def policy_update(
     ``micro_batch_size`` is. Returns ``loss`` (the full-batch loss), token-weighted ``clip_frac``,
     ``approx_kl``, ``entropy``, ``kl`` (when kl_coef > 0), ``grad_norm`` (before clipping) and
     ``tokens``. A batch with no active token, or a non-finite gradient norm, skips the optimizer
-    step and says so (``skipped`` = 1). Micro-batches group rows of similar length (fewer padded
-    columns); this changes only the floating-point summation order.
+    step and says so (``skipped`` = 1). Micro-batches keep the rows of one prompt together (their
+    prompt is computed once, see ``token_logprobs_and_entropy``) and group rows of similar length
+    (fewer padded columns); this changes only the floating-point summation order.
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
@@ -421,10 +591,7 @@ def policy_update(
     loss_sum = 0.0
     ratio_max = 0.0
     n_rows = batch.input_ids.shape[0]
-    # micro-batches of rows of similar length, so that trimming trailing padding saves the most
-    real = batch.attention_mask > 0
-    row_len = (real * torch.arange(1, real.shape[1] + 1, device=real.device)).amax(-1)  # (B,)
-    order = torch.argsort(row_len, stable=True)
+    order = _row_order(batch)
     for start in range(0, n_rows, micro_batch_size):
         sl = order[start : start + micro_batch_size]
         w = float(batch.loss_mask[sl].sum())

@@ -71,10 +71,7 @@ def print_summary(console: Console, summary: dict[str, Any], out: Path) -> None:
     table.add_column("overall", justify="right")
     for d in domains:
         table.add_column(d, justify="right")
-    for name in ("demonstrator", "base", "sft", "rl"):
-        if name not in evals:
-            continue
-        e = evals[name]
+    for name, e in evals.items():
         cells = [f"{e['pass@1']:.3f}"]
         for d in domains:
             pd = e["per_domain"].get(d)

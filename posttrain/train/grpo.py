@@ -79,12 +79,26 @@ def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: 
     )
 
 
-def rewards_of(groups: Sequence[Sequence[Rollout]], weights: RewardWeights) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted rewards (N, G), NaN = infra error, and the mean of each weighted component."""
+def rewards_of(
+    groups: Sequence[Sequence[Rollout]],
+    weights: RewardWeights,
+    *,
+    reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None = None,
+    reward_model_weight: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Weighted rewards (N, G), NaN = infra error, and the mean of each weighted component.
+
+    With a reward model (RLHF), ``reward_model_weight * rm(rollout)`` is added as component "rm";
+    an infra-error sample stays NaN whatever the reward model says.
+    """
     parts = [[combine(r.verdict, weights, completion_tokens=len(r.completion_ids)) for r in g] for g in groups]
     rewards = torch.tensor([[p.total for p in g] for g in parts], dtype=torch.float32)
     scored = [p for g in parts for p in g if p.total == p.total]  # not NaN
     means = {f"reward/{k}": sum(p.components[k] for p in scored) / max(len(scored), 1) for k in COMPONENTS}
+    if reward_model is not None:
+        rm = reward_model_weight * reward_model([r for g in groups for r in g]).reshape(rewards.shape)  # (N, G)
+        rewards = rewards + rm  # NaN stays NaN
+        means["reward/rm"] = float(rm[~torch.isnan(rewards)].mean()) if scored else float("nan")
     return rewards, means
 
 
@@ -95,6 +109,7 @@ def train_grpo(
     cfg: RLConfig,
     *,
     reward_weights: RewardWeights,
+    reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None = None,
     out: Path,
     seed: int,
     workers: int,
@@ -133,7 +148,8 @@ def train_grpo(
             policy, tasks, verifiers, n=cfg.group_size, temperature=cfg.temperature,
             max_new_tokens=cfg.max_new_tokens, seed=None, workers=workers, cache=cache,
         )
-        rewards, reward_parts = rewards_of(groups, reward_weights)  # (N, G)
+        rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
+                                           reward_model_weight=cfg.reward_model_weight)  # (N, G)
         # --- advantages (NaN rewards -> advantage 0, masked below)
         adv = ADVANTAGES[cfg.advantage](rewards, scale_by_std=cfg.scale_by_std)  # (N, G)
         batch = build_batch(groups, adv, policy.tokenizer.pad_token_id)

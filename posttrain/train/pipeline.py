@@ -41,6 +41,7 @@ from posttrain.rollout import VerdictCache, Verifier, run_episodes, verify_all
 from posttrain.tasks import generators
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
 from posttrain.train.grpo import train_grpo
+from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
 from posttrain.train.recipe import Recipe
 from posttrain.train.sft import SFTParams, train_sft
 from posttrain.types import Rollout, Task
@@ -209,24 +210,17 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
         noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
         evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, verifiers, out, workers)
         evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
-        # --- SFT
-        if "sft" in recipe.stages:
-            sft_dir = ckpts / "sft"
-            if not _stage_done(sft_dir):
-                run_sft(policy, pools.train, demo, recipe, metrics)
-                policy.save(sft_dir)
-                _mark_done(sft_dir)
-            policy = load_policy(sft_dir)
-            evals["sft"] = evaluate_policy("sft", policy, pools.eval, verifiers, recipe, out, workers)
-        # --- RL
-        if "rl" in recipe.stages:
-            rl_dir = ckpts / "rl"
-            if not _stage_done(rl_dir):
-                run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
-                policy.save(rl_dir)
-                _mark_done(rl_dir)
-            policy = load_policy(rl_dir)
-            evals["rl"] = evaluate_policy("rl", policy, pools.eval, verifiers, recipe, out, workers)
+        # --- training stages, in the recipe's order; each policy stage is evaluated
+        for stage in recipe.stages:
+            stage_dir = ckpts / stage
+            if not _stage_done(stage_dir):
+                run_stage(stage, policy, pools, demo, verifiers, recipe, out, metrics, workers, resume=resume)
+                if stage != "rm":
+                    policy.save(stage_dir)
+                _mark_done(stage_dir)
+            if stage != "rm":
+                policy = load_policy(stage_dir)
+                evals[stage] = evaluate_policy(stage, policy, pools.eval, verifiers, recipe, out, workers)
     metrics.close()
     summary = {
         "eval": evals,
@@ -255,8 +249,9 @@ def _rl_start(out: Path) -> int:
 
 def drop_unfinished_logs(out: Path, *, resume: bool) -> None:
     """Before any log is opened: drop lines an interrupted run wrote past its last checkpoint."""
-    if not _stage_done(out / "checkpoints" / "sft"):
-        truncate_after(out / "metrics.jsonl", stage="sft", step=0)
+    for stage in ("sft", "rm", "dpo"):
+        if not _stage_done(out / "checkpoints" / stage):
+            truncate_after(out / "metrics.jsonl", stage=stage, step=0)
     start = _rl_start(out) if resume else 0
     truncate_after(out / "metrics.jsonl", stage="rl", step=start)
     truncate_after(out / "trajectories" / "rl.jsonl", stage="rl", step=start)
@@ -275,6 +270,31 @@ def build_base(recipe: Recipe, path: Path) -> None:
         load_policy(recipe.model.name).save(path)
 
 
+def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator,
+              verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path, metrics: StepLog, workers: int,
+              *, resume: bool) -> None:
+    """Run one training stage in place on ``policy`` (the rm stage writes checkpoints/rm instead)."""
+    if stage == "sft":
+        run_sft(policy, pools.train, demo, recipe, metrics)
+    elif stage == "rl":
+        run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
+    else:  # rm, dpo: pairs judged by the verifiers on the policy's own samples
+        pairs = build_pairs(policy, pools.train, verifiers, recipe.pairs, seed=recipe.seed, workers=workers)
+        console.print(f"{stage}: {len(pairs)} preference pairs from {min(len(pools.train), recipe.pairs.max_tasks)} tasks")
+        if not pairs:
+            raise UserError(f"stage {stage}: no preference pairs (the policy passed or failed every sample)")
+        log = _stage_logger(stage, metrics)
+        if stage == "dpo":
+            run_dpo(policy, pairs, recipe.dpo, log)
+        else:
+            run_rm(out / "checkpoints" / "base", policy, pairs, recipe.rm, out / "checkpoints" / "rm", log)
+
+
+def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], None]:
+    counter = iter(range(10**9))
+    return lambda m: metrics.write({"stage": stage, "step": next(counter), **m})
+
+
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
             metrics: StepLog) -> None:
     cfg = recipe.sft
@@ -287,9 +307,12 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
 
 def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path,
            metrics: StepLog, workers: int, *, resume: bool) -> None:
+    scorer = None
+    if recipe.rl.reward_model_weight > 0:
+        scorer = RewardModelScorer(out / "checkpoints" / "rm", pad_id=policy.tokenizer.pad_token_id)
     with progress_bar("rl (grpo)", recipe.rl.steps) as advance:
         advance(_rl_start(out) if resume else 0)
-        train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, out=out, seed=recipe.seed, workers=workers, resume=resume,
+        train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, reward_model=scorer, out=out, seed=recipe.seed, workers=workers, resume=resume,
                    log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 

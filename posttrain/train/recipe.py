@@ -16,6 +16,9 @@ from typing import Literal
 
 from posttrain.config import apply_overrides, load_yaml, parse_config
 from posttrain.errors import ConfigError
+from posttrain.train.dpo import DPOConfig
+from posttrain.train.preference import PairsConfig
+from posttrain.train.rm import RMConfig
 from posttrain.verify.rewards import RewardWeights
 
 Domain = Literal["math", "code"]
@@ -114,6 +117,9 @@ class RLConfig:
     """Gradient clipping."""
     checkpoint_every: int = 50
     """Save a resumable checkpoint every N steps (and at the end)."""
+    reward_model_weight: float = 0.0
+    """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
+    rm stage before rl)."""
 
     def __post_init__(self) -> None:
         if self.group_size < 2:
@@ -162,12 +168,18 @@ class Recipe:
     torch_threads: int | None = 1
     """CPU threads for torch (None = torch's default). 1 avoids OpenMP oversubscription while the
     sandbox workers verify on the same cores; measured 20x faster sampling on 2 busy cores."""
-    stages: tuple[Literal["sft", "rl"], ...] = ("sft", "rl")
-    """Training stages to run, in order; evaluation always runs on every produced checkpoint."""
+    stages: tuple[Literal["sft", "rm", "dpo", "rl"], ...] = ("sft", "rl")
+    """Training stages to run, in order; every stage that produces a policy is evaluated.
+    sft: imitate the demonstrator. rm: train a reward model on verifier-judged pairs. dpo: DPO on
+    those pairs. rl: GRPO against the verifiers (+ the reward model's score when rm ran)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     demonstrator: DemonstratorConfig = field(default_factory=DemonstratorConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    pairs: PairsConfig = field(default_factory=PairsConfig)
+    """How preference pairs are built for the rm and dpo stages."""
+    rm: RMConfig = field(default_factory=RMConfig)
+    dpo: DPOConfig = field(default_factory=DPOConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     reward: RewardWeights = field(default_factory=RewardWeights)
     """Weights of the named reward components for RL (outcome, format, process, length)."""
@@ -178,6 +190,11 @@ class Recipe:
     def __post_init__(self) -> None:
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ConfigError(f"torch_threads: expected an integer >= 1 or null, got {self.torch_threads}")
+        if len(set(self.stages)) != len(self.stages):
+            raise ConfigError(f"stages: each stage may run once, got {list(self.stages)}")
+        if self.rl.reward_model_weight > 0 and not ("rm" in self.stages and "rl" in self.stages
+                                                    and self.stages.index("rm") < self.stages.index("rl")):
+            raise ConfigError("rl.reward_model_weight > 0 needs the rm stage before the rl stage in stages")
         if self.rl.kl_coef > 0 and "sft" not in self.stages and self.model.name == "embedded":
             raise ConfigError("rl.kl_coef > 0 needs a reference policy: run the sft stage or load a trained model")
 

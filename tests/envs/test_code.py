@@ -294,3 +294,20 @@ def test_per_assertion_report_and_process_component(code_verifier) -> None:
     assert "line 4" in v.feedback  # the first failing assertion: candidate(256)
     ok = code_verifier(t, REFERENCE)
     assert ok.passed and len(ok.evidence["tests"]) == 5
+
+
+def test_verifier_is_thread_safe_batches_and_releases_threads(pool) -> None:
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    verify = ENV.make_verifier(pool)
+    t = mix_task()
+    responses = [REFERENCE, "    return 0\n"] * 8
+    with ThreadPoolExecutor(8) as ex:
+        outcomes = list(ex.map(lambda r: verify(t, r).outcome, responses))
+    assert outcomes == ["pass", "fail"] * 8
+    deadline = time.monotonic() + 10
+    while any(th.name == "code-verifier" for th in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(th.name == "code-verifier" for th in threading.enumerate())

@@ -138,7 +138,7 @@ def test_no_fd_or_process_leaks_across_jobs(pool):
 def test_oom_from_many_small_processes_hits_the_job_not_the_slot(pool1):
     src = (
         "import os, time\nkids = []\nfor i in range(40):\n    pid = os.fork()\n    if pid == 0:\n"
-        "        b = bytearray(12 << 20); b[::4096] = b'x' * (len(b) // 4096); time.sleep(5); os._exit(0)\n"
+        "        b = bytearray(12 << 20); b[::4096] = b'x' * (len(b) // 4096); time.sleep(2); os._exit(0)\n"
         "    kids.append(pid)\nfor k in kids: os.waitpid(k, 0)\n"
     )
     ex = pool1.run_python(src, timeout=15, limits=Limits(memory_mb=128, pids=64))

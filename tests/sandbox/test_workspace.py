@@ -54,3 +54,12 @@ def test_many_files_snapshot_keeps_content(pool):
         assert ws.exec(["sh", "-c", "rm -r d3"]).ok
         ws.rollback(to=s)
         assert ws.read_file("d3/f3.txt") == b"x\n" and ws.read_file("d4/f4.txt") == b"4"
+
+
+def test_write_into_a_deleted_directory_keeps_old_files_deleted(pool):
+    with Workspace(pool, {"d/a": "1", "d/b": "2"}) as ws:
+        assert ws.exec(["rm", "-r", "d"]).ok
+        ws.write_file("d/new", "n")
+        assert ws.exec(["ls", "d"]).stdout == b"new\n"
+        with pytest.raises(WorkspaceError):
+            ws.read_file("d/a")

@@ -1,0 +1,115 @@
+"""Preference stages of ``posttrain run``: pairs from verified samples, then DPO or a reward model.
+
+Pairs come from the verifiers, not from a judge: for each training task the current policy
+samples ``pairs.samples_per_task`` completions; a completion that passed (or, if none did, the
+task's reference) is *chosen* and one that failed is *rejected*. Tasks with no failing sample
+give no pair. Infra-error samples are never used.
+
+- stage ``dpo``: ``train_dpo`` on those pairs, the policy as it entered the stage as reference.
+- stage ``rm``: ``train_rm`` (a value head on the same backbone) on those pairs; RL then adds
+  ``rl.reward_model_weight * sigmoid(score)`` as the ``rm`` reward component (RLHF), next to the
+  verifier's outcome.
+
+Not here: human preference data files (a ``PreferencePair`` list is the seam where they plug in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from posttrain.errors import ConfigError
+from posttrain.policy import Policy
+from posttrain.rollout import Verifier, run_episodes
+from posttrain.train.dpo import DPOConfig, PreferencePair, train_dpo
+from posttrain.train.rm import RMConfig, make_reward_model, score_rows, train_rm
+from posttrain.types import Rollout, Task
+
+
+@dataclass(frozen=True)
+class PairsConfig:
+    samples_per_task: int = 4
+    """Completions sampled per training task to find a passing and a failing one."""
+    max_tasks: int = 400
+    """Training tasks used to build pairs (the first ones of the pool)."""
+    temperature: float = 1.0
+    """Sampling temperature for the pair candidates."""
+    max_new_tokens: int = 24
+    """Completion length cap for the pair candidates."""
+
+    def __post_init__(self) -> None:
+        if self.samples_per_task < 1 or self.max_tasks < 1:
+            raise ConfigError("pairs.samples_per_task and pairs.max_tasks must be >= 1")
+
+
+def build_pairs(
+    policy: Policy,
+    tasks: Sequence[Task],
+    verifiers: Mapping[str, Verifier],
+    cfg: PairsConfig,
+    *,
+    seed: int,
+    workers: int,
+) -> list[PreferencePair]:
+    """(chosen, rejected) pairs judged by the verifiers on the policy's own samples."""
+    tasks = list(tasks[: cfg.max_tasks])
+    groups = run_episodes(policy, tasks, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
+                          max_new_tokens=cfg.max_new_tokens, seed=seed, workers=workers)
+    pairs = []
+    for task, group in zip(tasks, groups, strict=True):
+        pair = pair_from_group(task, group)
+        if pair is not None:
+            pairs.append(pair)
+    return pairs
+
+
+def pair_from_group(task: Task, group: Sequence[Rollout]) -> PreferencePair | None:
+    """A passing sample (else the reference) over a failing one; None if nothing failed.
+
+    >>> from posttrain.types import Verdict
+    >>> t = Task(id="t", domain="math", prompt="x=", fields={}, reference="1")
+    >>> bad = Rollout("t", 0, (), (), (), "2", "stop", Verdict(outcome="fail", reward=0.0))
+    >>> pair_from_group(t, [bad])
+    PreferencePair(prompt='x=', chosen='1', rejected='2')
+    """
+    passed = [r.text for r in group if r.verdict is not None and r.verdict.passed]
+    failed = [r.text for r in group if r.verdict is not None and r.verdict.outcome == "fail"]
+    chosen = passed[0] if passed else task.reference
+    if not failed or chosen is None:
+        return None
+    return PreferencePair(prompt=task.prompt, chosen=chosen, rejected=failed[0])
+
+
+def run_dpo(policy: Policy, pairs: Sequence[PreferencePair], cfg: DPOConfig,
+            log: Callable[[dict[str, float]], None]) -> dict[str, float]:
+    """DPO in place on ``policy.model``; the reference is a frozen copy of it at entry."""
+    return train_dpo(policy.model, None, policy.tokenizer, pairs, cfg, log=log)
+
+
+def run_rm(base_dir: Path, policy: Policy, pairs: Sequence[PreferencePair], cfg: RMConfig, out_dir: Path,
+           log: Callable[[dict[str, float]], None]) -> dict[str, float]:
+    """Train a reward model on the backbone saved at ``base_dir``; save it to ``out_dir``."""
+    rm = make_reward_model(base_dir)
+    rm.config.pad_token_id = policy.tokenizer.pad_token_id
+    metrics = train_rm(rm, policy.tokenizer, pairs, cfg, log=log)
+    rm.save_pretrained(out_dir, safe_serialization=True)
+    policy.tokenizer.save_pretrained(out_dir)
+    return metrics
+
+
+class RewardModelScorer:
+    """Scores sampled (prompt, completion) token ids with a trained reward model: sigmoid(score)."""
+
+    def __init__(self, path: Path, pad_id: int) -> None:
+        from transformers import AutoModelForSequenceClassification
+
+        self.model = AutoModelForSequenceClassification.from_pretrained(str(path)).eval()
+        self.pad_id = pad_id
+
+    def __call__(self, rollouts: Sequence[Rollout]) -> torch.Tensor:  # (B,) in (0, 1)
+        scores = score_rows(self.model, [r.prompt_ids for r in rollouts], [r.completion_ids for r in rollouts],
+                            pad_id=self.pad_id)
+        return torch.sigmoid(scores)
