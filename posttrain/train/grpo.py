@@ -38,6 +38,7 @@ from posttrain.policy import Policy
 from posttrain.rollout import VerdictCache, Verifier, run_episodes
 from posttrain.tasks import TaskSampler
 from posttrain.train._batch import collate
+from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record
 from posttrain.train._step import LossSpec, PolicyBatch, policy_update, token_logprobs
 from posttrain.train.checkpoint import load_latest, restore, save_checkpoint
@@ -110,6 +111,7 @@ def train_grpo(
     *,
     reward_weights: RewardWeights,
     reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None = None,
+    critic: Critic | None = None,
     out: Path,
     seed: int,
     workers: int,
@@ -117,7 +119,7 @@ def train_grpo(
     log: Callable[[dict[str, float]], None] = lambda m: None,
     progress: Callable[[int], None] = lambda step: None,
 ) -> int:
-    """Run GRPO in place on ``policy``. Returns the number of steps done (cfg.steps when finished)."""
+    """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done."""
     model = policy.model
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     warmup = max(1, cfg.steps // 20)
@@ -134,6 +136,8 @@ def train_grpo(
         if ref_model is not None:  # the reference is the policy RL started from, saved beside
             ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
         start = ckpt.step
+        if critic is not None:
+            critic.load(ckpt_dir, start)
     if ref_model is not None and start == 0:
         torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
     trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl")
@@ -151,8 +155,13 @@ def train_grpo(
         rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
                                            reward_model_weight=cfg.reward_model_weight)  # (N, G)
         # --- advantages (NaN rewards -> advantage 0, masked below)
-        adv = ADVANTAGES[cfg.advantage](rewards, scale_by_std=cfg.scale_by_std)  # (N, G)
-        batch = build_batch(groups, adv, policy.tokenizer.pad_token_id)
+        if critic is None:  # group-relative
+            adv = ADVANTAGES[cfg.advantage](rewards, scale_by_std=cfg.scale_by_std)  # (N, G)
+            batch = build_batch(groups, adv, policy.tokenizer.pad_token_id)
+        else:  # PPO: GAE on the critic's values, per token
+            batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id)
+            adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1))  # (B, T) each
+            batch = dataclasses.replace(batch, adv=adv_tok)
         if ref_model is not None:
             with torch.no_grad():
                 ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask,
@@ -162,6 +171,9 @@ def train_grpo(
         stats = policy_update(model, optimizer, batch, spec,
                               micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
         scheduler.step()
+        if critic is not None:
+            stats |= critic.update(batch, returns, old_values, micro_batch_size=cfg.micro_batch_size,
+                                   max_grad_norm=cfg.max_grad_norm)
         # --- log
         tokens_done += int(batch.attention_mask.sum())
         wall = time.perf_counter() - t0
@@ -176,6 +188,8 @@ def train_grpo(
         progress(step + 1)
         done = step + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            if critic is not None:  # before the checkpoint that names this step
+                critic.save(ckpt_dir, done)
             save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optimizer,
                             scheduler=scheduler, step=done, sampler_state=sampler.state(),
                             extra={"finished": done == cfg.steps}, keep_last=2)
@@ -190,7 +204,7 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], tasks: Sequence[Task], rew
     flat = [r for g in groups for r in g]
     valid = ~torch.isnan(rewards)
     r = rewards[valid]
-    out = {f"loss/{k}" if k not in ("loss",) else k: float(v) for k, v in stats.items()}
+    out = {k: float(v) for k, v in stats.items()}  # loss, clip_frac, approx_kl, entropy, grad_norm, ...
     out.update(
         reward_mean=float(r.mean()) if r.numel() else float("nan"),
         reward_std=float(r.std()) if r.numel() > 1 else 0.0,
@@ -198,9 +212,7 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], tasks: Sequence[Task], rew
         infra_error_rate=float((~valid).float().mean()),
         completion_len=sum(len(x.completion_ids) for x in flat) / len(flat),
         clipped_ratio=sum(x.finish_reason == "length" for x in flat) / len(flat),
-        kl=float(stats.get("kl", 0.0)),
-        clip_frac=float(stats.get("clip_frac", 0.0)),
-        entropy=float(stats.get("entropy", float("nan"))),
+        kl=float(stats.get("kl", 0.0)),  # 0 when no KL term is in the loss (kl_coef 0)
     )
     for domain in sorted({t.domain for t in tasks}):
         outcomes = [r.verdict.passed for t, g in zip(tasks, groups, strict=True) if t.domain == domain for r in g]

@@ -39,6 +39,7 @@ from posttrain.evaluate.summary import summarize
 from posttrain.policy import EmbeddedModelSpec, Policy, build_embedded_default, load_policy
 from posttrain.rollout import VerdictCache, Verifier, run_episodes, verify_all
 from posttrain.tasks import generators
+from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
 from posttrain.train.grpo import train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
@@ -310,9 +311,14 @@ def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifi
     scorer = None
     if recipe.rl.reward_model_weight > 0:
         scorer = RewardModelScorer(out / "checkpoints" / "rm", pad_id=policy.tokenizer.pad_token_id)
-    with progress_bar("rl (grpo)", recipe.rl.steps) as advance:
+    critic = None
+    if recipe.rl.algorithm == "ppo":  # the value head starts from the backbone RL starts from
+        start_dir = out / "checkpoints" / ([s for s in recipe.stages if s in ("sft", "dpo")] or ["base"])[-1]
+        critic = Critic(start_dir, policy.tokenizer.pad_token_id, lr=recipe.rl.critic_lr, lam=recipe.rl.gae_lambda)
+    with progress_bar(f"rl ({recipe.rl.algorithm})", recipe.rl.steps) as advance:
         advance(_rl_start(out) if resume else 0)
-        train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, reward_model=scorer, out=out, seed=recipe.seed, workers=workers, resume=resume,
+        train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, reward_model=scorer,
+                   critic=critic, out=out, seed=recipe.seed, workers=workers, resume=resume,
                    log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 

@@ -81,6 +81,9 @@ class SFTConfig:
 
 @dataclass(frozen=True)
 class RLConfig:
+    algorithm: Literal["grpo", "ppo"] = "grpo"
+    """grpo: group-relative advantages (see ``advantage``). ppo: a critic (value head on the
+    starting policy's backbone) and GAE advantages per token."""
     steps: int = 200
     """Policy updates (one generation batch each)."""
     prompts_per_step: int = 16
@@ -117,12 +120,16 @@ class RLConfig:
     """Gradient clipping."""
     checkpoint_every: int = 50
     """Save a resumable checkpoint every N steps (and at the end)."""
+    gae_lambda: float = 0.95
+    """PPO only: GAE lambda (gamma is 1: one outcome reward per completion)."""
+    critic_lr: float = 1e-3
+    """PPO only: learning rate of the value head and its backbone."""
     reward_model_weight: float = 0.0
     """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
     rm stage before rl)."""
 
     def __post_init__(self) -> None:
-        if self.group_size < 2:
+        if self.group_size < 2 and self.algorithm == "grpo":
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
         if self.temperature <= 0:
             raise ConfigError(f"rl.temperature: sampling needs a temperature > 0, got {self.temperature}")

@@ -54,3 +54,13 @@ def test_rm_recipe(tmp_path):
     _run("rm.yaml", out, "--set", "pairs.max_tasks=40")
     rm_rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rm"' in x]
     assert rm_rows and "loss" in rm_rows[0]
+
+
+@pytest.mark.slow
+def test_ppo_recipe_trains_a_critic(tmp_path):
+    out = tmp_path / "r"
+    summary = _run("ppo.yaml", out, "--set", "rl.steps=2", "--set", "rl.checkpoint_every=1")
+    rl = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in x]
+    assert len(rl) == 2 and all("value_loss" in m for m in rl)
+    assert (out / "checkpoints" / "rl-state" / "critic-2.pt").exists()
+    assert "rl" in summary["eval"]
