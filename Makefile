@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= runs/quickstart
 
-.PHONY: install quickstart test lint bench clean system-deps
+.PHONY: install quickstart test lint bench clean sandbox-deps test-deps
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,17 +21,25 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-# Debian packages the test suite needs: chromium renders the HTML report; libseccomp2 backs pyseccomp.
-system-deps:
-	@if ! command -v chromium >/dev/null 2>&1 || [ ! -e /usr/lib/x86_64-linux-gnu/libseccomp.so.2 ]; then \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libseccomp2 >/dev/null) \
-		|| echo "warning: could not install chromium/libseccomp2 (need root and the Debian registry)"; \
+# Debian packages. The sandbox runs Debian's /usr/bin/python3 inside bubblewrap, filters syscalls
+# with libseccomp2 and drops privileges with util-linux's setpriv/prlimit; chromium renders the
+# HTML report in a test.
+sandbox-deps:
+	@if ! ldconfig -p | grep -q libseccomp.so.2 || [ ! -x /usr/bin/python3 ] || ! command -v setpriv >/dev/null 2>&1; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp2 python3 util-linux >/dev/null) \
+		|| echo "warning: could not install libseccomp2 python3 util-linux (needs root and the Debian registry)"; \
 	fi
 
-quickstart: install
+test-deps: sandbox-deps
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		|| echo "warning: could not install chromium (needs root and the Debian registry)"; \
+	fi
+
+quickstart: install sandbox-deps
 	$(BIN)/posttrain quickstart --out $(OUT)
 
-test: install system-deps
+test: install test-deps
 	$(BIN)/python -m pytest -q tests
 
 lint: install

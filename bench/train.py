@@ -5,7 +5,7 @@
 
 Both sides train the same randomly initialized Qwen2 model (same seed) on the same fixed
 GRPO-shaped batch (``batch / group`` prompts, each with ``group`` completions; random token ids,
-random advantages, behaviour and reference log-probs), on the CPU, in fp32, AdamW, grad-norm clip 1.0, KL coefficient 0.04 (k3), TRL's
+random advantages, behaviour and reference log-probs), on the CPU, in fp32, fused AdamW (TRL's default optimizer), grad-norm clip 1.0, KL coefficient 0.04 (k3), TRL's
 default ``loss_type="dapo"`` (= our ``token_mean`` with a global token count), one micro-batch.
 
 What is timed, per optimizer step (one warm-up step excluded):
@@ -107,7 +107,8 @@ def _run_ours(args: argparse.Namespace) -> dict[str, Any]:
         ref_logp=torch.cat([zeros, ref], 1),
     )
     spec = LossSpec(clip_low=0.2, clip_high=0.2, agg="token_mean", kl_coef=0.04, kl_kind="k3", kl_clamp=None)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    # TRL's default optimizer (transformers "adamw_torch_fused", weight decay 0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.0, fused=True)
 
     def step() -> None:
         policy_update(model, opt, batch, spec, micro_batch_size=args.batch, max_grad_norm=1.0)

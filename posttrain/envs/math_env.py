@@ -73,6 +73,9 @@ def extract_boxed(response: str) -> tuple[str | None, str | None]:
     return None, "unbalanced braces in \\boxed{...}"
 
 
+_INT_RE = re.compile(r"[+-]?\d{1,100}")
+
+
 def _normalise(text: str) -> str:
     text = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", text)
     text = re.sub(r"\\left|\\right|\\!|\\,|\\;|\\ |\$", "", text)
@@ -105,6 +108,11 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
             return fail(f"Answer format: {hedge}.", "format", evidence)
         if _normalise(content) == _normalise(gold):
             return passed("Correct.", {**evidence, "match": "exact"})
+        if _INT_RE.fullmatch(content) and _INT_RE.fullmatch(gold):
+            # Two integer literals are equivalent iff their values are: no symbolic check needed.
+            if int(content) == int(gold):
+                return passed("Correct.", {**evidence, "match": "integer"})
+            return fail("Wrong answer.", "wrong_answer", {**evidence, "match": "integer"}, {"format": 1.0})
         eq = (checker or shared_checker()).equivalent(gold, content)
         evidence.update({"match": eq.status, "parsed": eq.parsed})
         if eq.status == "worker_error":

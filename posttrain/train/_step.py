@@ -249,40 +249,37 @@ def _shared_prefix_logprobs(
     per group instead of G times; every scored log-prob (and its gradient) is the one the plain
     path computes, because each completion sees exactly its own context."""
     dev = input_ids.device
-    row_ids, row_pos, row_seg = [], [], []
-    src_flat, tgt_row, tgt_col = [], [], []
-    width = max(p + sum(int(loss_mask[i].nonzero().max()) + 1 - p for i in rows) for p, rows in groups)
-    # (each row i keeps its tokens up to its last scored one; later tokens influence nothing scored)
+    ids = input_ids.tolist()
+    scored = (loss_mask > 0).tolist()
+    # keep each row's tokens up to its last scored one (later tokens influence nothing scored)
+    last = [max((t for t, m in enumerate(row) if m), default=-1) + 1 for row in scored]
+    width = max(p + sum(last[i] - p for i in rows) for p, rows in groups)
+    n_rows = len(groups)
+    packed_ids = [[0] * width for _ in range(n_rows)]
+    positions = [[0] * width for _ in range(n_rows)]
+    seg_ids = [[-1] * width for _ in range(n_rows)]
+    src_flat: list[int] = []
+    tgt_row: list[int] = []
+    tgt_col: list[int] = []
     for g, (p, rows) in enumerate(groups):
-        ids, pos, seg = (
-            [input_ids[rows[0], :p]],
-            [torch.arange(p, device=dev)],
-            [torch.zeros(p, dtype=torch.long, device=dev)],
-        )
+        packed_ids[g][:p], positions[g][:p], seg_ids[g][:p] = ids[rows[0]][:p], range(p), [0] * p
         offset = p
         for k, i in enumerate(rows):
-            end = int(loss_mask[i].nonzero().max()) + 1  # last scored token + 1
-            length = end - p
-            ids.append(input_ids[i, p:end])
-            pos.append(torch.arange(p, end, device=dev))
-            seg.append(torch.full((length,), k + 1, dtype=torch.long, device=dev))
-            ts = (loss_mask[i, 1:end] > 0).nonzero().squeeze(-1) + 1  # scored positions t >= 1
-            src = ts - 1  # the hidden state at t-1 predicts token t
-            packed = torch.where(src < p, src, offset + (src - p))
-            src_flat.append(g * width + packed)
-            tgt_row.append(torch.full_like(ts, i))
-            tgt_col.append(ts)
-            offset += length
-        row_ids.append(torch.cat(ids))
-        row_pos.append(torch.cat(pos))
-        row_seg.append(torch.cat(seg))
-    n_rows = len(groups)
-    packed_ids = torch.zeros(n_rows, width, dtype=torch.long, device=dev)
-    positions = torch.zeros(n_rows, width, dtype=torch.long, device=dev)
-    seg_ids = torch.full((n_rows, width), -1, dtype=torch.long, device=dev)
-    for r in range(n_rows):
-        m = row_ids[r].shape[0]
-        packed_ids[r, :m], positions[r, :m], seg_ids[r, :m] = row_ids[r], row_pos[r], row_seg[r]
+            end = last[i]
+            n = end - p
+            packed_ids[g][offset : offset + n] = ids[i][p:end]
+            positions[g][offset : offset + n] = range(p, end)
+            seg_ids[g][offset : offset + n] = [k + 1] * n
+            for t in range(1, end):
+                if scored[i][t]:  # the hidden state at t-1 predicts token t
+                    src = t - 1
+                    src_flat.append(g * width + (src if src < p else offset + src - p))
+                    tgt_row.append(i)
+                    tgt_col.append(t)
+            offset += n
+    packed_ids = torch.tensor(packed_ids, dtype=torch.long, device=dev)
+    positions = torch.tensor(positions, dtype=torch.long, device=dev)
+    seg_ids = torch.tensor(seg_ids, dtype=torch.long, device=dev)
     causal = torch.ones(width, width, dtype=torch.bool, device=dev).tril()
     a, b = seg_ids.unsqueeze(-1), seg_ids.unsqueeze(-2)  # query, key segment
     allowed = causal & (b >= 0) & (a >= 0) & ((b == 0) | (b == a))
@@ -290,8 +287,9 @@ def _shared_prefix_logprobs(
     hidden, weight, bias = _forward_hidden(
         model, packed_ids, _additive_mask(model, allowed.unsqueeze(1)), positions
     )
-    rows_k, cols_k = torch.cat(tgt_row), torch.cat(tgt_col)
-    h = hidden.reshape(-1, hidden.shape[-1])[torch.cat(src_flat)]
+    rows_k = torch.tensor(tgt_row, dtype=torch.long, device=dev)
+    cols_k = torch.tensor(tgt_col, dtype=torch.long, device=dev)
+    h = hidden.reshape(-1, hidden.shape[-1])[torch.tensor(src_flat, dtype=torch.long, device=dev)]
     lp, ent = _head_logprobs(h, weight, bias, input_ids[rows_k, cols_k], temperature, entropy_grad)
     zeros = lp.new_zeros(input_ids.shape)
     logp = zeros.index_put((rows_k, cols_k), lp)

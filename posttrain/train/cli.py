@@ -78,4 +78,5 @@ def print_summary(console: Console, summary: dict[str, Any], out: Path) -> None:
             cells.append(f"{pd['pass@1']:.3f} ({pd['passed']}/{pd['n_samples']})" if pd else "-")
         table.add_row(name, *cells)
     console.print(table)
-    console.print(f"run directory: {out}   summary: {out / 'summary.json'}   report: {out / 'report.html'}")
+    console.print(f"run directory: {out}\nsummary: {out / 'summary.json'}\nreport: {out / 'report.html'}",
+                  soft_wrap=True)

@@ -47,7 +47,7 @@ from posttrain.train.recipe import Recipe
 from posttrain.train.sft import SFTParams, train_sft
 from posttrain.types import Rollout, Task
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # paths stay on one line
 DONE = "DONE"  # marker file written last into a finished stage's checkpoint directory
 
 

@@ -243,3 +243,12 @@ def test_micro_batching_invariance_with_shared_prompts(tok):
     assert abs(m_full["loss"] - m_micro["loss"]) < 1e-9
     for a, b in zip(full.parameters(), micro.parameters(), strict=True):
         assert torch.allclose(a, b, rtol=1e-6, atol=1e-8)
+
+
+def test_shared_prefix_with_an_unscored_row(tok):
+    model = make_model(tok, dtype=torch.float64)
+    ids, attn, mask = _grouped_batch(tok, model)
+    mask[1] = 0  # an infra-error sample inside a group
+    shared = token_logprobs(model, ids, attn, loss_mask=mask)
+    plain = token_logprobs(model, ids, attn, loss_mask=mask, share_prefix=False)
+    assert torch.allclose(shared, plain, atol=1e-7) and (shared[1] == 0).all()
