@@ -1,12 +1,13 @@
 """GRPO update-step throughput and peak memory: posttrain's ``policy_update`` vs TRL's GRPOTrainer.
 
     python bench/train.py [--steps 5] [--batch 16] [--group 8] [--prompt-len 64] [--completion-len 64]
-                          [--hidden 64] [--layers 2] [--vocab 4096] [--repeats 1]
+                          [--hidden 64] [--layers 2] [--vocab 4096] [--repeats 1] [--threads 1]
 
 Both sides train the same randomly initialized Qwen2 model (same seed) on the same fixed
 GRPO-shaped batch (``batch / group`` prompts, each with ``group`` completions; random token ids,
-random advantages, behaviour and reference log-probs), on the CPU, in fp32, fused AdamW (TRL's default optimizer), grad-norm clip 1.0, KL coefficient 0.04 (k3), TRL's
-default ``loss_type="dapo"`` (= our ``token_mean`` with a global token count), one micro-batch.
+random advantages, behaviour and reference log-probs), on the CPU, in fp32, fused AdamW (TRL's
+default optimizer), grad-norm clip 1.0, KL coefficient 0.04 (k3), TRL's default
+``loss_type="dapo"`` (= our ``token_mean`` with a global token count), one micro-batch.
 
 What is timed, per optimizer step (one warm-up step excluded):
   (a) ours: ``posttrain.train._step.policy_update(model, opt, batch, spec, ...)``: forward,
@@ -21,11 +22,14 @@ What is timed, per optimizer step (one warm-up step excluded):
 TRL runs twice: with GRPOConfig's default ``gradient_checkpointing=True`` (recomputes activations:
 less memory, more time) and with it off; the ratios compare us with the *faster* TRL for
 throughput and with the *leaner* TRL for memory. Each run is its own subprocess, one after the
-other (``--repeats`` alternating rounds, best throughput kept). Peak memory is the growth of ``ru_maxrss`` from just before the first step to
-the end (weights, imports and the trainer object are excluded; gradients, optimizer states and
-activations are included); the absolute ``ru_maxrss`` is printed too. Tokens = completion tokens
-trained on; tok/cpu-s divides by the process's CPU time instead of wall time (steadier when other
-jobs share the machine). Absolute numbers depend on the machine and its load: compare the ratios.
+other (``--repeats`` alternating rounds, best throughput kept). Peak memory is the growth of
+``ru_maxrss`` from just before the first step to the end (weights, imports and the trainer object
+are excluded; gradients, optimizer states and activations are included); the absolute
+``ru_maxrss`` is printed too. Tokens = completion tokens trained on; tok/cpu-s divides by the
+process's CPU time instead of wall time (steadier when other jobs share the machine).
+``--threads 1`` (default) keeps OpenMP spin-waiting from distorting both sides when other jobs
+share the cores; 0 uses torch's default. Absolute numbers depend on the machine and its load:
+compare the ratios.
 """
 
 from __future__ import annotations
@@ -218,11 +222,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=1, help="alternating rounds per side; best kept")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads per side (0: torch's default)"
+    )
     parser.add_argument("--worker", choices=["ours", "trl", "trl_no_gc"], help=argparse.SUPPRESS)
     parser.add_argument("--trl-no-gc", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         args.trl_no_gc = args.worker == "trl_no_gc"
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
         result = (_run_ours if args.worker == "ours" else _run_trl)(args)
         print(json.dumps(result))
         return 0
@@ -235,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         f"--hidden={args.hidden}",
         f"--layers={args.layers}",
         f"--vocab={args.vocab}",
+        f"--threads={args.threads}",
     ]
     best: dict[str, dict[str, Any]] = {}
     for _ in range(args.repeats):

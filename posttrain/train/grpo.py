@@ -156,7 +156,8 @@ def train_grpo(
                                            reward_model_weight=cfg.reward_model_weight)  # (N, G)
         # --- advantages (NaN rewards -> advantage 0, masked below)
         if critic is None:  # group-relative
-            adv = ADVANTAGES[cfg.advantage](rewards, scale_by_std=cfg.scale_by_std)  # (N, G)
+            std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
+            adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
             batch = build_batch(groups, adv, policy.tokenizer.pad_token_id)
         else:  # PPO: GAE on the critic's values, per token
             batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id)

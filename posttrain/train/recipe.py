@@ -98,8 +98,9 @@ class RLConfig:
     """Learning rate (AdamW, constant after a short warmup)."""
     advantage: Literal["grpo", "rloo", "reinforce_pp"] = "grpo"
     """Advantage estimator (posttrain.algo.ADVANTAGES)."""
-    scale_by_std: bool = True
-    """GRPO: divide by the group std (false = Dr.GRPO)."""
+    scale_by_std: bool | None = None
+    """Divide by the group std: null = the estimator's own default (on for grpo, off for rloo);
+    false with grpo = Dr.GRPO."""
     policy_loss: Literal["ppo_clip", "gspo", "cispo"] = "ppo_clip"
     """Per-token policy loss (posttrain.algo.POLICY_LOSSES)."""
     clip_low: float = 0.2
