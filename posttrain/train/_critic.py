@@ -25,8 +25,9 @@ from posttrain.train.rm import make_reward_model, token_values
 
 
 class Critic:
-    def __init__(self, start_dir: Path, pad_id: int, *, lr: float, gamma: float = 1.0, lam: float = 0.95) -> None:
-        self.model = make_reward_model(start_dir)
+    def __init__(self, start_dir: Path, pad_id: int, *, lr: float, gamma: float = 1.0, lam: float = 0.95,
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+        self.model = make_reward_model(start_dir, dtype=dtype).to(device)
         self.model.config.pad_token_id = pad_id
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
         self.gamma, self.lam = gamma, lam
@@ -41,9 +42,9 @@ class Critic:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # adv, returns, old_values: (B, T)
         mask = batch.loss_mask
         old_values = self.values(batch) * mask
-        last = (mask * torch.arange(mask.shape[1])).argmax(-1)  # (B,) last completion position
+        last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(-1)  # (B,) last completion position
         tok_rewards = torch.zeros_like(mask)
-        tok_rewards[torch.arange(mask.shape[0]), last] = torch.nan_to_num(rewards, nan=0.0)
+        tok_rewards[torch.arange(mask.shape[0], device=mask.device), last] = torch.nan_to_num(rewards, nan=0.0)
         adv, returns = gae(tok_rewards, old_values, mask, gamma=self.gamma, lam=self.lam)
         n = mask.sum().clamp(min=1.0)
         mean = (adv * mask).sum() / n

@@ -61,7 +61,8 @@ def loss_spec(cfg: RLConfig) -> LossSpec:
     )
 
 
-def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: int) -> PolicyBatch:
+def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: int,
+                device: torch.device | str = "cpu") -> PolicyBatch:
     """Rollouts (N groups of G) + advantages (N, G) -> a PolicyBatch of N*G rows, token-exact."""
     flat = [r for g in groups for r in g]
     rows = collate(
@@ -72,11 +73,11 @@ def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: 
     )
     valid = torch.tensor([not r.verdict.is_infra_error for r in flat], dtype=torch.float32)  # (B,)
     return PolicyBatch(
-        input_ids=rows.input_ids,
-        attention_mask=rows.attention_mask,
-        loss_mask=rows.loss_mask * valid[:, None],
-        old_logp=rows.values,
-        adv=adv.reshape(-1),
+        input_ids=rows.input_ids.to(device),
+        attention_mask=rows.attention_mask.to(device),
+        loss_mask=(rows.loss_mask * valid[:, None]).to(device),
+        old_logp=rows.values.to(device),
+        adv=adv.reshape(-1).to(device),
     )
 
 
@@ -121,6 +122,7 @@ def train_grpo(
 ) -> int:
     """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done."""
     model = policy.model
+    device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     warmup = max(1, cfg.steps // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
@@ -158,10 +160,10 @@ def train_grpo(
         if critic is None:  # group-relative
             std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
             adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
-            batch = build_batch(groups, adv, policy.tokenizer.pad_token_id)
+            batch = build_batch(groups, adv, policy.tokenizer.pad_token_id, device)
         else:  # PPO: GAE on the critic's values, per token
-            batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id)
-            adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1))  # (B, T) each
+            batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id, device)
+            adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
             batch = dataclasses.replace(batch, adv=adv_tok)
         if ref_model is not None:
             with torch.no_grad():

@@ -207,7 +207,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
         if not _stage_done(base_dir):
             build_base(recipe, base_dir)
             _mark_done(base_dir)
-        policy = load_policy(base_dir)
+        policy = load_model(recipe, base_dir)
         noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
         evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, verifiers, out, workers)
         evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
@@ -220,7 +220,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
                     policy.save(stage_dir)
                 _mark_done(stage_dir)
             if stage != "rm":
-                policy = load_policy(stage_dir)
+                policy = load_model(recipe, stage_dir)
                 evals[stage] = evaluate_policy(stage, policy, pools.eval, verifiers, recipe, out, workers)
     metrics.close()
     summary = {
@@ -256,6 +256,15 @@ def drop_unfinished_logs(out: Path, *, resume: bool) -> None:
     start = _rl_start(out) if resume else 0
     truncate_after(out / "metrics.jsonl", stage="rl", step=start)
     truncate_after(out / "trajectories" / "rl.jsonl", stage="rl", step=start)
+
+
+def load_model(recipe: Recipe, path: Path) -> Policy:
+    """Load a stage's policy with the recipe's dtype, device and memory options."""
+    policy = load_policy(path, device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype))
+    if recipe.model.gradient_checkpointing:
+        policy.model.gradient_checkpointing_enable()
+        policy.model.config.use_cache = False  # generate() turns the cache back on when it samples
+    return policy
 
 
 def build_base(recipe: Recipe, path: Path) -> None:
@@ -314,7 +323,8 @@ def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifi
     critic = None
     if recipe.rl.algorithm == "ppo":  # the value head starts from the backbone RL starts from
         start_dir = out / "checkpoints" / ([s for s in recipe.stages if s in ("sft", "dpo")] or ["base"])[-1]
-        critic = Critic(start_dir, policy.tokenizer.pad_token_id, lr=recipe.rl.critic_lr, lam=recipe.rl.gae_lambda)
+        critic = Critic(start_dir, policy.tokenizer.pad_token_id, lr=recipe.rl.critic_lr, lam=recipe.rl.gae_lambda,
+                        device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype))
     with progress_bar(f"rl ({recipe.rl.algorithm})", recipe.rl.steps) as advance:
         advance(_rl_start(out) if resume else 0)
         train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, reward_model=scorer,

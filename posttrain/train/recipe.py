@@ -33,6 +33,12 @@ class ModelConfig:
     """Embedded default only: width of the model."""
     num_layers: int = 2
     """Embedded default only: number of transformer blocks."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Weights and compute dtype for training and sampling (bfloat16 on GPUs; float32 on CPUs)."""
+    device: str = "cpu"
+    """torch device: "cpu", "cuda", "cuda:1", ..."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward (transformers gradient checkpointing): less memory, more compute."""
 
 
 @dataclass(frozen=True)

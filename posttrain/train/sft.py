@@ -60,6 +60,7 @@ def train_sft(
     prompts = [policy.encode_prompt(p) for p, _ in demos]
     completions = [policy.encode_completion(r) for _, r in demos]
     model = policy.model
+    device = next(model.parameters()).device
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=params.lr, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_with_warmup(params.steps, params.warmup_frac))
@@ -70,8 +71,9 @@ def train_sft(
     for step in range(params.steps):
         idx = torch.randint(len(demos), (params.batch_size,), generator=gen).tolist()
         rows = collate([prompts[i] for i in idx], [completions[i] for i in idx], pad_id=policy.tokenizer.pad_token_id)
-        logp = token_logprobs(model, rows.input_ids, rows.attention_mask, loss_mask=rows.loss_mask)  # (B, T)
-        loss = sft_loss(logp, rows.loss_mask)
+        ids, attn, mask = rows.input_ids.to(device), rows.attention_mask.to(device), rows.loss_mask.to(device)
+        logp = token_logprobs(model, ids, attn, loss_mask=mask)  # (B, T)
+        loss = sft_loss(logp, mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

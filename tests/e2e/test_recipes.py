@@ -64,3 +64,18 @@ def test_ppo_recipe_trains_a_critic(tmp_path):
     assert len(rl) == 2 and all("value_loss" in m for m in rl)
     assert (out / "checkpoints" / "rl-state" / "critic-2.pt").exists()
     assert "rl" in summary["eval"]
+
+
+@pytest.mark.slow
+def test_bf16_with_gradient_checkpointing(tmp_path):
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / "tiny-grpo.yaml"),
+                        "--out", str(out), "--set", "model.dtype=bfloat16", "--set", "model.gradient_checkpointing=true",
+                        "--set", "rl.steps=2", "--set", "sft.epochs=1"], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    from safetensors import safe_open
+
+    with safe_open(str(out / "checkpoints" / "rl" / "model.safetensors"), "pt") as f:
+        assert f.get_tensor(next(iter(f.keys()))).dtype.is_floating_point
+        assert str(f.get_tensor(next(iter(f.keys()))).dtype) == "torch.bfloat16"
