@@ -34,10 +34,10 @@ from posttrain.envs import get_env, task_to_record
 from posttrain.errors import UserError
 from posttrain.evaluate.loggers import make_loggers
 from posttrain.evaluate.records import EvalRecord, write_records
-from posttrain.evaluate.runner import compact, noop_baseline
+from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
 from posttrain.evaluate.summary import summarize
 from posttrain.policy import EmbeddedModelSpec, Policy, build_embedded_default, load_policy
-from posttrain.rollout import VerdictCache, Verifier, run_episodes, verify_all
+from posttrain.rollout import VerdictCache, Verifier, run_episodes
 from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
@@ -45,7 +45,7 @@ from posttrain.train.grpo import train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
 from posttrain.train.recipe import Recipe
 from posttrain.train.sft import SFTParams, train_sft
-from posttrain.types import Rollout, Task
+from posttrain.types import Task
 
 console = Console(stderr=True, soft_wrap=True)  # paths stay on one line
 DONE = "DONE"  # marker file written last into a finished stage's checkpoint directory
@@ -139,15 +139,12 @@ def evaluate_policy(
 
 
 def evaluate_demonstrator(
-    demo: generators.Demonstrator, tasks: Sequence[Task], verifiers: Mapping[str, Verifier], out: Path, workers: int
+    demo: generators.Demonstrator, tasks: Sequence[Task], pool: Any, out: Path, workers: int
 ) -> dict[str, Any]:
     """The demonstrator's own accuracy on the held-out split, through the same verifiers."""
-    responses = [demo.respond(t) for t in tasks]
-    verdicts = verify_all(list(zip(tasks, responses, strict=True)), verifiers, workers=workers)
-    records = [
-        rollout_record(t, Rollout(t.id, 0, (), (), (), resp, "stop", v), stage="eval/demonstrator", step=None, wall_s=0.0)
-        for t, resp, v in zip(tasks, responses, verdicts, strict=True)
-    ]
+    responses = [Response(t.id, demo.respond(t)) for t in tasks]
+    records = score_responses(tasks, responses, pool=pool, stage="eval/demonstrator", workers=workers,
+                              source="demonstrator")
     write_records(out / "eval" / "demonstrator.jsonl", records)
     return summarize(records, ks=(1,))
 
@@ -209,7 +206,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
             _mark_done(base_dir)
         policy = load_model(recipe, base_dir)
         noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
-        evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, verifiers, out, workers)
+        evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
         evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
         # --- training stages, in the recipe's order; each policy stage is evaluated
         for stage in recipe.stages:
