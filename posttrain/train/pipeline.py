@@ -41,6 +41,7 @@ from posttrain.rollout import VerdictCache, Verifier, run_episodes
 from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
+from posttrain.train._step import apply_lora
 from posttrain.train.grpo import train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
 from posttrain.train.recipe import Recipe
@@ -281,10 +282,15 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
               verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path, metrics: StepLog, workers: int,
               *, resume: bool) -> None:
     """Run one training stage in place on ``policy`` (the rm stage writes checkpoints/rm instead)."""
-    if stage == "sft":
-        run_sft(policy, pools.train, demo, recipe, metrics)
-    elif stage == "rl":
-        run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
+    if stage in ("sft", "rl"):
+        if recipe.model.lora is not None:
+            policy.model = apply_lora(policy.model, recipe.model.lora)
+        if stage == "sft":
+            run_sft(policy, pools.train, demo, recipe, metrics)
+        else:
+            run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
+        if recipe.model.lora is not None:
+            policy.model = policy.model.merge_and_unload()  # checkpoints stay plain models
     else:  # rm, dpo: pairs judged by the verifiers on the policy's own samples
         pairs = build_pairs(policy, pools.train, verifiers, recipe.pairs, seed=recipe.seed, workers=workers)
         console.print(f"{stage}: {len(pairs)} preference pairs from {min(len(pools.train), recipe.pairs.max_tasks)} tasks")

@@ -16,6 +16,7 @@ from typing import Literal
 
 from posttrain.config import apply_overrides, load_yaml, parse_config
 from posttrain.errors import ConfigError
+from posttrain.train._step import LoraSpec
 from posttrain.train.dpo import DPOConfig
 from posttrain.train.preference import PairsConfig
 from posttrain.train.rm import RMConfig
@@ -39,6 +40,9 @@ class ModelConfig:
     """torch device: "cpu", "cuda", "cuda:1", ..."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward (transformers gradient checkpointing): less memory, more compute."""
+    lora: LoraSpec | None = None
+    """Train LoRA adapters (peft) in the sft and rl stages instead of all weights; merged into the
+    weights when the stage ends, so every checkpoint is a plain model. (dpo and rm: dpo.lora, rm.lora.)"""
 
 
 @dataclass(frozen=True)
