@@ -1,9 +1,10 @@
-"""GRPO: RL from verifiable rewards, one readable loop.
+"""GRPO (and PPO): RL from verifiable rewards, one readable loop.
 
     for step:
         sample   tasks from the pool, G completions each (token ids + sampling logprobs)
         score    each completion with its domain's verifier (sandboxed for code)
-        advantage  group-relative (GRPO; Dr.GRPO, RLOO, REINFORCE++ by name)
+        advantage  group-relative (GRPO; Dr.GRPO, RLOO, REINFORCE++ by name), or PPO: GAE on a
+                 critic's values (``rl.algorithm: ppo``, posttrain/train/_critic.py)
         loss     clipped surrogate per token (PPO clip / GSPO / CISPO), aggregated, + optional KL
         step     AdamW, gradient accumulation over micro-batches, grad clip
         log      metrics.jsonl, trajectories, checkpoint every N steps
