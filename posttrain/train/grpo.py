@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
-from posttrain.algo import ADVANTAGES
-from posttrain.algo.shaping import frac_zero_std
+from posttrain.algo import ADVANTAGES, kl_in_reward
+from posttrain.algo.shaping import frac_zero_std, informative_groups
 from posttrain.policy import Policy
 from posttrain.rollout import VerdictCache, Verifier, run_episodes
 from posttrain.tasks import TaskSampler
@@ -56,15 +56,18 @@ def loss_spec(cfg: RLConfig) -> LossSpec:
         clip_high=cfg.clip_high,
         agg=cfg.loss_agg,
         norm_const=float(cfg.max_new_tokens) if cfg.loss_agg == "seq_mean_token_sum_norm" else None,
-        kl_coef=cfg.kl_coef,
+        kl_coef=cfg.kl_coef if cfg.kl_placement == "loss" else 0.0,
         kl_kind=cfg.kl_kind,
         temperature=cfg.temperature,
     )
 
 
 def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: int,
-                device: torch.device | str = "cpu") -> PolicyBatch:
-    """Rollouts (N groups of G) + advantages (N, G) -> a PolicyBatch of N*G rows, token-exact."""
+                device: torch.device | str = "cpu", *, mask_truncated: bool = False) -> PolicyBatch:
+    """Rollouts (N groups of G) + advantages (N, G) -> a PolicyBatch of N*G rows, token-exact.
+
+    Infra-error rows get no gradient; with ``mask_truncated`` neither do completions that hit the
+    length cap (DAPO's overlong filtering)."""
     flat = [r for g in groups for r in g]
     rows = collate(
         [r.prompt_ids for r in flat],
@@ -72,7 +75,8 @@ def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: 
         pad_id=pad_id,
         values=[r.logprobs for r in flat],
     )
-    valid = torch.tensor([not r.verdict.is_infra_error for r in flat], dtype=torch.float32)  # (B,)
+    valid = torch.tensor([not r.verdict.is_infra_error and not (mask_truncated and r.finish_reason == "length")
+                          for r in flat], dtype=torch.float32)  # (B,)
     return PolicyBatch(
         input_ids=rows.input_ids.to(device),
         attention_mask=rows.attention_mask.to(device),
@@ -103,6 +107,43 @@ def rewards_of(
         rewards = rewards + rm  # NaN stays NaN
         means["reward/rm"] = float(rm[~torch.isnan(rewards)].mean()) if scored else float("nan")
     return rewards, means
+
+
+def sample_groups(
+    policy: Policy,
+    sampler: TaskSampler,
+    verifiers: Mapping[str, Verifier],
+    cfg: RLConfig,
+    reward_weights: RewardWeights,
+    reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None,
+    *,
+    workers: int,
+    cache: VerdictCache,
+) -> tuple[list[Task], list[list[Rollout]], dict[str, float]]:
+    """Draw ``prompts_per_step`` tasks and G rollouts each. With ``dynamic_sampling`` (DAPO), groups
+    whose rewards are all equal carry no gradient: drop them and draw more tasks, at most
+    ``max_refills`` times; the batch may then be smaller than asked (logged as groups_kept). If no
+    group is informative at all, the last draw is kept as is (its advantages are zero)."""
+    tasks: list[Task] = []
+    groups: list[list[Rollout]] = []
+    drawn = 0
+    for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):
+        new_tasks = sampler.next(cfg.prompts_per_step - len(tasks))
+        new_groups = run_episodes(policy, new_tasks, verifiers, n=cfg.group_size, temperature=cfg.temperature,
+                                  max_new_tokens=cfg.max_new_tokens, seed=None, workers=workers, cache=cache)
+        drawn += len(new_tasks)
+        keep = [True] * len(new_tasks)
+        if cfg.dynamic_sampling:
+            rewards, _ = rewards_of(new_groups, reward_weights, reward_model=reward_model,
+                                    reward_model_weight=cfg.reward_model_weight)
+            keep = informative_groups(rewards).tolist()
+        tasks += [t for t, k in zip(new_tasks, keep, strict=True) if k]
+        groups += [g for g, k in zip(new_groups, keep, strict=True) if k]
+        if len(tasks) >= cfg.prompts_per_step:
+            break
+    if not groups:
+        tasks, groups = new_tasks, new_groups
+    return tasks, groups, {"groups_drawn": float(drawn), "groups_kept": float(len(groups))}
 
 
 def train_grpo(
@@ -149,28 +190,31 @@ def train_grpo(
     tokens_done = 0
     for step in range(start, cfg.steps):
         t_step = time.perf_counter()
-        # --- sample + score
-        tasks = sampler.next(cfg.prompts_per_step)
-        groups = run_episodes(
-            policy, tasks, verifiers, n=cfg.group_size, temperature=cfg.temperature,
-            max_new_tokens=cfg.max_new_tokens, seed=None, workers=workers, cache=cache,
-        )
+        # --- sample + score (dynamic sampling refills groups whose rewards have no variance)
+        tasks, groups, sampled = sample_groups(policy, sampler, verifiers, cfg, reward_weights, reward_model,
+                                               workers=workers, cache=cache)
         rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
                                            reward_model_weight=cfg.reward_model_weight)  # (N, G)
-        # --- advantages (NaN rewards -> advantage 0, masked below)
-        if critic is None:  # group-relative
-            std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
-            adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
-            batch = build_batch(groups, adv, policy.tokenizer.pad_token_id, device)
-        else:  # PPO: GAE on the critic's values, per token
-            batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id, device)
-            adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
-            batch = dataclasses.replace(batch, adv=adv_tok)
+        batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id, device,
+                            mask_truncated=cfg.mask_truncated)
         if ref_model is not None:
             with torch.no_grad():
                 ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask,
                                           loss_mask=batch.loss_mask, temperature=cfg.temperature)
             batch = dataclasses.replace(batch, ref_logp=ref_logp)
+            if cfg.kl_placement == "reward":  # r - beta * sum_t KL_t, before advantages
+                shaped = kl_in_reward(rewards.reshape(-1), batch.old_logp.cpu(), ref_logp.cpu(), batch.loss_mask.cpu(),
+                                      kl_coef=cfg.kl_coef, kind=cfg.kl_kind).reshape(rewards.shape)
+                reward_parts["kl_in_reward"] = float(torch.nanmean(rewards - shaped)) / cfg.kl_coef  # mean seq KL
+                rewards = shaped
+        # --- advantages (NaN rewards -> advantage 0, masked in the batch)
+        if critic is None:  # group-relative
+            std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
+            adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
+            batch = dataclasses.replace(batch, adv=adv.reshape(-1).to(device))
+        else:  # PPO: GAE on the critic's values, per token
+            adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
+            batch = dataclasses.replace(batch, adv=adv_tok)
         # --- loss + step
         stats = policy_update(model, optimizer, batch, spec,
                               micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
@@ -181,7 +225,7 @@ def train_grpo(
         # --- log
         tokens_done += int(batch.attention_mask.sum())
         wall = time.perf_counter() - t0
-        metrics = step_metrics(groups, tasks, rewards, stats) | reward_parts
+        metrics = step_metrics(groups, tasks, rewards, stats) | reward_parts | sampled
         metrics.update(step=step, wall_s=wall, step_s=time.perf_counter() - t_step,
                        tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
         log(metrics)

@@ -125,6 +125,15 @@ class RLConfig:
     """Weight of the KL penalty to the reference (SFT) policy, in the loss; 0 loads no reference model."""
     kl_kind: Literal["k1", "k2", "k3"] = "k3"
     """KL estimator (posttrain.algo.kl_penalty)."""
+    kl_placement: Literal["loss", "reward"] = "loss"
+    """Where the KL to the reference goes: a per-token term in the loss (GRPO), or subtracted from
+    each sample's reward as beta * sum_t KL_t before advantages (PPO/RLHF style)."""
+    dynamic_sampling: bool = False
+    """DAPO dynamic sampling: drop groups whose rewards are all equal and draw more tasks."""
+    max_refills: int = 3
+    """Dynamic sampling: at most this many extra draws per step."""
+    mask_truncated: bool = False
+    """Give no gradient to completions cut at max_new_tokens (DAPO overlong filtering)."""
     micro_batch_size: int = 64
     """Sequences per forward/backward; gradients accumulate to the full generation batch."""
     max_grad_norm: float = 1.0

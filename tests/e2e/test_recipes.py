@@ -80,3 +80,18 @@ def test_bf16_gradient_checkpointing_and_lora(tmp_path):
         keys = list(f.keys())
         assert str(f.get_tensor(keys[0]).dtype) == "torch.bfloat16"
     assert not any("lora" in k for k in keys)  # adapters were merged: a plain model
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_masking_and_kl_in_reward(tmp_path):
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / "tiny-grpo.yaml"),
+                        "--out", str(out), "--set", "rl.dynamic_sampling=true", "--set", "rl.mask_truncated=true",
+                        "--set", "rl.kl_coef=0.05", "--set", "rl.kl_placement=reward", "--set", "rl.steps=2"],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rl = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in x]
+    assert len(rl) == 2
+    for m in rl:
+        assert m["groups_kept"] <= 4 <= m["groups_drawn"]  # refills drew more tasks than it kept
+        assert m["kl_in_reward"] >= 0.0 and m["kl"] == 0.0  # KL went into the reward, not the loss
