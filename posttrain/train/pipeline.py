@@ -313,7 +313,8 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
     cfg = recipe.sft
     demos = [(t.prompt, demo.respond(t)) for t in train]
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
-    params = SFTParams(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_frac=cfg.warmup_frac, seed=recipe.seed)
+    params = SFTParams(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_frac=cfg.warmup_frac,
+                       seed=recipe.seed, pack_len=cfg.pack_len)
     with progress_bar("sft", steps) as advance:
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
 

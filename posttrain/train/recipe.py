@@ -83,6 +83,8 @@ class SFTConfig:
     """Peak learning rate (AdamW, linear warmup then cosine decay)."""
     warmup_frac: float = 0.05
     """Fraction of steps spent warming up the learning rate."""
+    pack_len: int | None = None
+    """Pack demonstrations into rows of this many tokens (padding-free); null = one padded row each."""
 
     def __post_init__(self) -> None:
         if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
