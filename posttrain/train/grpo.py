@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -229,7 +230,8 @@ def train_grpo(
         metrics.update(step=step, wall_s=wall, step_s=time.perf_counter() - t_step,
                        tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
         log(metrics)
-        trajectories.write_many(
+        warn_if_degenerate(metrics)
+        trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
             rollout_record(t, r, stage="rl", step=step, wall_s=metrics["step_s"])
             for t, g in zip(tasks, groups, strict=True) for r in g
         )
@@ -266,6 +268,17 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], tasks: Sequence[Task], rew
         outcomes = [r.verdict.passed for t, g in zip(tasks, groups, strict=True) if t.domain == domain for r in g]
         out[f"pass_rate/{domain}"] = sum(outcomes) / len(outcomes)
     return out
+
+
+def warn_if_degenerate(metrics: Mapping[str, float]) -> None:
+    """Degenerate batches say so (trl#5697/#6263): no reward variance, or every completion cut.
+    Python shows each warning once per run."""
+    if metrics["frac_zero_std"] >= 0.95:
+        warnings.warn("95%+ of groups have zero reward variance, so they give no gradient (tasks too easy "
+                      "or too hard; try rl.dynamic_sampling); see frac_zero_std in metrics.jsonl", stacklevel=2)
+    if metrics["clipped_ratio"] >= 0.95:
+        warnings.warn("95%+ of completions hit max_new_tokens (raise rl.max_new_tokens or set "
+                      "rl.mask_truncated); see clipped_ratio in metrics.jsonl", stacklevel=2)
 
 
 def _ref_path(ckpt_dir: Path) -> Path:
