@@ -159,6 +159,10 @@ class RLConfig:
             raise ConfigError("rl.policy_loss gspo needs rl.loss_agg: seq_mean_token_mean (a sequence-level ratio)")
         if self.kl_coef < 0:
             raise ConfigError(f"rl.kl_coef: expected >= 0, got {self.kl_coef}")
+        if self.dynamic_sampling and self.group_size < 2:
+            raise ConfigError("rl.dynamic_sampling keeps groups with reward variance: it needs rl.group_size >= 2")
+        if self.max_refills < 0:
+            raise ConfigError(f"rl.max_refills: expected an integer >= 0, got {self.max_refills}")
         for name in ("steps", "prompts_per_step", "max_new_tokens", "micro_batch_size", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"rl.{name}: expected an integer >= 1, got {getattr(self, name)}")

@@ -28,6 +28,10 @@ def test_embedded_recipe_parses():
         ("demonstrator.error_rate=1.5", "demonstrator.error_rate"),
         ("rl=3", "rl: expected a mapping"),
         ("bogus=1", "unknown key 'bogus'"),
+        ("rl.reward_model_weight=0.5", "needs the rm stage before the rl stage"),
+        ("stages=[sft,rl,sft]", "each stage may run once"),
+        ("model.dtype=float16", "model.dtype: expected one of"),
+        ("rl.scale_by_std=maybe", "rl.scale_by_std"),
     ],
 )
 def test_bad_recipe_values_are_named(override, needle):
