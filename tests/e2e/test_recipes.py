@@ -19,6 +19,11 @@ def _run(recipe: str, out: Path, *extra: str) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+def _rows(out: Path, stage: str) -> list[dict]:
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["stage"] == stage]
+
+
 def _stages(out: Path) -> set[str]:
     return {json.loads(line)["stage"] for line in (out / "metrics.jsonl").read_text().splitlines()}
 
@@ -43,7 +48,7 @@ def test_rm_then_rlhf_recipe(tmp_path):
     out = tmp_path / "r"
     summary = _run("rlhf.yaml", out, "--set", "pairs.max_tasks=40", "--set", "rl.steps=2")
     assert (out / "checkpoints" / "rm" / "model.safetensors").exists()
-    rl = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in x]
+    rl = _rows(out, "rl")
     assert len(rl) == 2 and all("reward/rm" in m for m in rl)
     assert "rl" in summary["eval"] and "rm" not in summary["eval"]
 
@@ -52,7 +57,7 @@ def test_rm_then_rlhf_recipe(tmp_path):
 def test_rm_recipe(tmp_path):
     out = tmp_path / "r"
     _run("rm.yaml", out, "--set", "pairs.max_tasks=40")
-    rm_rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rm"' in x]
+    rm_rows = _rows(out, "rm")
     assert rm_rows and "loss" in rm_rows[0]
 
 
@@ -60,7 +65,7 @@ def test_rm_recipe(tmp_path):
 def test_ppo_recipe_trains_a_critic(tmp_path):
     out = tmp_path / "r"
     summary = _run("ppo.yaml", out, "--set", "rl.steps=2", "--set", "rl.checkpoint_every=1")
-    rl = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in x]
+    rl = _rows(out, "rl")
     assert len(rl) == 2 and all("value_loss" in m for m in rl)
     assert (out / "checkpoints" / "rl-state" / "critic-2.pt").exists()
     assert "rl" in summary["eval"]
@@ -69,11 +74,8 @@ def test_ppo_recipe_trains_a_critic(tmp_path):
 @pytest.mark.slow
 def test_bf16_gradient_checkpointing_and_lora(tmp_path):
     out = tmp_path / "r"
-    p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / "tiny-grpo.yaml"),
-                        "--out", str(out), "--set", "model.dtype=bfloat16", "--set", "model.gradient_checkpointing=true",
-                        "--set", "model.lora={r: 4, alpha: 8}", "--set", "rl.steps=2", "--set", "sft.epochs=1"],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-3000:]
+    _run("tiny-grpo.yaml", out, "--set", "model.dtype=bfloat16", "--set", "model.gradient_checkpointing=true",
+         "--set", "model.lora={r: 4, alpha: 8}", "--set", "rl.steps=2")
     from safetensors import safe_open
 
     with safe_open(str(out / "checkpoints" / "rl" / "model.safetensors"), "pt") as f:
@@ -85,12 +87,9 @@ def test_bf16_gradient_checkpointing_and_lora(tmp_path):
 @pytest.mark.slow
 def test_dynamic_sampling_masking_and_kl_in_reward(tmp_path):
     out = tmp_path / "r"
-    p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / "tiny-grpo.yaml"),
-                        "--out", str(out), "--set", "rl.dynamic_sampling=true", "--set", "rl.mask_truncated=true",
-                        "--set", "rl.kl_coef=0.05", "--set", "rl.kl_placement=reward", "--set", "rl.steps=2"],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-3000:]
-    rl = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in x]
+    _run("tiny-grpo.yaml", out, "--set", "rl.dynamic_sampling=true", "--set", "rl.mask_truncated=true",
+         "--set", "rl.kl_coef=0.05", "--set", "rl.kl_placement=reward", "--set", "rl.steps=2")
+    rl = _rows(out, "rl")
     assert len(rl) == 2
     for m in rl:
         assert m["groups_kept"] <= 4 <= m["groups_drawn"]  # refills drew more tasks than it kept
