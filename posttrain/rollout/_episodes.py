@@ -69,10 +69,18 @@ def verify_all(
             cache.put(key, verdict)
         return verdict
 
+    # Identical (task, response) pairs are verified once: late in RL a group often repeats itself.
+    first: dict[tuple[str, str], int] = {}
+    for i, (task, response) in enumerate(items):
+        first.setdefault((task.id, response), i)
+    unique = [items[i] for i in first.values()]
     if workers <= 1:
-        return [one(it) for it in items]
-    with ThreadPoolExecutor(max_workers=workers) as ex:
-        return list(ex.map(one, items))
+        verdicts = [one(it) for it in unique]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            verdicts = list(ex.map(one, unique))
+    by_key = dict(zip(first, verdicts, strict=True))
+    return [by_key[(task.id, response)] for task, response in items]
 
 
 def run_episodes(
