@@ -326,8 +326,7 @@ def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifi
         scorer = RewardModelScorer(out / "checkpoints" / "rm", pad_id=policy.tokenizer.pad_token_id)
     critic = None
     if recipe.rl.algorithm == "ppo":  # the value head starts from the backbone RL starts from
-        start_dir = out / "checkpoints" / ([s for s in recipe.stages if s in ("sft", "dpo")] or ["base"])[-1]
-        critic = Critic(start_dir, policy.tokenizer.pad_token_id, lr=recipe.rl.critic_lr, lam=recipe.rl.gae_lambda,
+        critic = Critic(Path(policy.path), policy.tokenizer.pad_token_id, lr=recipe.rl.critic_lr, lam=recipe.rl.gae_lambda,
                         device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype))
     with progress_bar(f"rl ({recipe.rl.algorithm})", recipe.rl.steps) as advance:
         advance(_rl_start(out) if resume else 0)
