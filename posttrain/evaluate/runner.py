@@ -17,7 +17,6 @@ What it does not do: generate (``sources``), compute metrics (``summary``), or w
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,6 +28,7 @@ from typing import Any
 import posttrain
 from posttrain.errors import UserError
 from posttrain.evaluate.records import EvalRecord, record_from_verdict
+from posttrain.sandbox import usable_cpus
 from posttrain.types import Task, Verdict
 
 __all__ = [
@@ -175,7 +175,7 @@ def score_responses(
             out.append(_with_ids(rec, resp))
         return out
 
-    n_workers = workers or max(1, os.cpu_count() or 1)
+    n_workers = workers or usable_cpus()
     with ThreadPoolExecutor(max_workers=n_workers) as ex:
         return [rec for recs in ex.map(one, responses) for rec in recs]
 

@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from posttrain.sandbox._pool import LocalSandboxPool
-from posttrain.sandbox._types import ExecOutcome, Execution, Limits
+from posttrain.sandbox._types import ExecOutcome, Execution, Limits, usable_cpus
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed, SandboxError, WorkspaceError
 from posttrain.sandbox.workspace import Workspace
 
@@ -63,6 +63,7 @@ __all__ = [
     "Execution",
     "ExecOutcome",
     "open_pool",
+    "usable_cpus",
     "Workspace",
     "SandboxError",
     "HostCannotIsolate",
@@ -104,7 +105,7 @@ class SandboxPool(Protocol):
 
 
 def open_pool(size: int | None = None, **kwargs: object) -> LocalSandboxPool:
-    """Start a local pool of ``size`` slots (default: the core count).
+    """Start a local pool of ``size`` slots (default: the CPUs this process may use).
 
     Raises ``HostCannotIsolate`` (naming what is missing and how to fix it) when this host cannot
     provide the isolation; there is no fallback to weaker isolation.

@@ -104,6 +104,7 @@ class SlotCgroup:
         self._memory: int | None = None
         self._pids: int | None = None
         self._cpu: float | None = None
+        self._oom_fd = -1  # kept open: one pread per job instead of open + read + close
         try:
             for c in _CONTROLLERS:
                 d = layout.parents[c] / name
@@ -173,10 +174,12 @@ class SlotCgroup:
 
     def oom_kills(self) -> int:
         """How many processes the kernel OOM killer has killed in this slot so far."""
-        d = self.dirs["memory"]
-        name = "memory.oom_control" if self.layout.version == 1 else "memory.events"
         try:
-            for line in _read(d / name).splitlines():
+            if self._oom_fd < 0:
+                name = "memory.oom_control" if self.layout.version == 1 else "memory.events"
+                self._oom_fd = os.open(self.dirs["memory"] / name, os.O_RDONLY | os.O_CLOEXEC)
+            text = os.pread(self._oom_fd, 4096, 0).decode()  # a fresh rendering on each read at 0
+            for line in text.splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
                     return int(value)
@@ -222,6 +225,9 @@ class SlotCgroup:
 
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup directories (retrying while memory drains)."""
+        if self._oom_fd >= 0:
+            os.close(self._oom_fd)
+            self._oom_fd = -1
         if self.dirs:
             self.kill_all()
         for d in set(self.dirs.values()):

@@ -29,7 +29,7 @@ from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout
 from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, recv_frame, send_frame
 from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
-from posttrain.sandbox._types import Execution, Limits, check_timeout, classify
+from posttrain.sandbox._types import Execution, Limits, check_timeout, classify, usable_cpus
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
 
 _MiB = 1 << 20
@@ -314,7 +314,7 @@ class LocalSandboxPool:
         default_limits: Limits | None = None,
         workspace_mb: int = 4096,
     ) -> None:
-        size = (os.cpu_count() or 1) if size is None else size
+        size = usable_cpus() if size is None else size
         if not isinstance(size, int) or size < 1:
             raise LimitsError(f"pool size must be a positive integer, got {size!r}")
         if recycle_every < 1:

@@ -20,6 +20,16 @@ from collections.abc import Callable
 _HDR = struct.Struct(">I")
 MAX_HEADER = 1 << 20
 
+# What the fork-server imports before it forks (here so the benchmark's no-isolation floor warms
+# the same set). Not threading: its at-fork handler costs every child ~0.5 ms on a VM with
+# costly page faults, more than importing it costs the few jobs that use it.
+PRELOAD = (
+    "abc", "array", "bisect", "collections", "copy", "dataclasses", "datetime", "decimal", "enum",
+    "fractions", "functools", "hashlib", "heapq", "io", "itertools", "json", "math", "operator",
+    "random", "re", "statistics", "string", "struct", "textwrap", "traceback", "typing", "unittest",
+    "atexit", "builtins",
+)  # fmt: skip
+
 
 class FrameError(Exception):
     """The peer closed the channel, timed out, or sent a malformed frame."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -12,6 +13,14 @@ from posttrain.sandbox.errors import LimitsError
 ExecOutcome = Literal["ok", "error", "infra_error"]
 
 _MiB = 1 << 20
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: taskset, cpusets), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

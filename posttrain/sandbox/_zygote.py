@@ -23,21 +23,20 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pump import Capture, FrameError, close_all, pump, recv_frame, send_frame  # noqa: E402
+from _pump import PRELOAD, Capture, FrameError, close_all, pump, recv_frame, send_frame  # noqa: E402
 
 REQ, REP = 10, 11
 WIPE = ("/work", "/tmp", "/dev/shm")
-_libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE = 4
+# prctl with its argument types bound and no errno swapping: the call a child makes costs a
+# fraction of an unbound ctypes call, whose conversion machinery each child would page in.
+_prctl = ctypes.CDLL(None).prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_prctl.restype = ctypes.c_int
 
-# Warm the interpreter: the modules typical test code imports, and the compiler (the first
-# compile() after a fork costs ~1.5 ms otherwise: shared/reference/sandbox.md B.9).
-for _name in (
-    "abc", "array", "bisect", "collections", "copy", "dataclasses", "datetime", "decimal", "enum",
-    "fractions", "functools", "hashlib", "heapq", "io", "itertools", "json", "math", "operator",
-    "random", "re", "statistics", "string", "struct", "textwrap", "traceback", "typing", "unittest",
-    "atexit", "builtins", "threading",
-):  # fmt: skip
+# Warm the interpreter: the modules typical test code imports (PRELOAD), and the compiler (the
+# first compile() after a fork costs ~1.5 ms otherwise: shared/reference/sandbox.md B.9).
+for _name in PRELOAD:
     try:
         __import__(_name)
     except ImportError:
@@ -49,14 +48,39 @@ import traceback  # noqa: E402
 
 compile("def f(x):\n    return [i for i in range(x)]\nassert f(3) == [0, 1, 2]\n", "warm", "exec")
 
+# The job's text streams, built once: they name fds 0-2, which the child points at its pipes, so
+# each child inherits ready objects instead of allocating (and page-faulting in) new ones.
+_STDIN = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), errors="surrogateescape")
+_STDOUT = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), errors="surrogateescape")
+_STDERR = io.TextIOWrapper(
+    io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), errors="backslashreplace", line_buffering=True
+)
+
 
 def _others() -> list[int]:
     me = os.getpid()
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
 
 
+def _has_children() -> bool:
+    """True while a process other than this one exists in the namespace (reaping zombies).
+
+    This process is the namespace's init, so once a job's first process is reaped every other
+    process of the job is a descendant of this one: no children means nobody else is left.
+    """
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
 def sweep() -> None:
     """SIGKILL and reap every process in the namespace except this one."""
+    if not _has_children():
+        return
     for _ in range(10000):
         pids = _others()
         if not pids:
@@ -123,7 +147,7 @@ def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(4, 65536)
-        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        _prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         try:  # the OOM killer must pick the job's processes, never this slot's fork-server
             fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(fd, b"1000")
@@ -137,17 +161,7 @@ def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.chdir("/work/job")
-        sys.stdin = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), errors="surrogateescape"
-        )
-        sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), errors="surrogateescape"
-        )
-        sys.stderr = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(2, "wb", closefd=False)),
-            errors="backslashreplace",
-            line_buffering=True,
-        )
+        sys.stdin, sys.stdout, sys.stderr = _STDIN, _STDOUT, _STDERR
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
         sys.argv = ["main.py"]
         sys.path[0] = "/work/job"
@@ -238,7 +252,8 @@ def main() -> None:
     os.dup2(null, 1)
     os.close(null)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError("prctl(PR_SET_DUMPABLE, 0) failed")
     gc.collect()
     gc.freeze()
     send_frame(
@@ -254,7 +269,7 @@ def main() -> None:
         except Exception as e:  # a zygote failure: reported as such, never as the program's result
             sweep()
             reply, out = {"zygote_error": f"{type(e).__name__}: {e}"}, []
-        reply["clean"] = wipe() and not _others()  # else the host restarts this slot
+        reply["clean"] = wipe() and not _has_children()  # else the host restarts this slot
         send_frame(REP, reply, out)
 
 

@@ -14,7 +14,6 @@ Not here: multi-node scale-out (Ray), generation servers (vLLM).
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,6 +37,7 @@ from posttrain.evaluate.runner import Response, compact, noop_baseline, score_re
 from posttrain.evaluate.summary import summarize
 from posttrain.policy import EmbeddedModelSpec, Policy, build_embedded_default, load_policy
 from posttrain.rollout import VerdictCache, Verifier, run_episodes
+from posttrain.sandbox import usable_cpus
 from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
@@ -194,7 +194,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
     write_tasks(out / "tasks" / "eval.jsonl", pools.eval)
     demo = generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
     ckpts = out / "checkpoints"
-    workers = recipe.sandbox.workers or os.cpu_count() or 1
+    workers = recipe.sandbox.workers or usable_cpus()
     drop_unfinished_logs(out, resume=resume)
     metrics = StepLog(out, recipe)
     evals: dict[str, Any] = {}

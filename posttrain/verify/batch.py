@@ -14,7 +14,6 @@ sandbox pool keeps every slot busy. Math comparisons run in their own worker pro
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -49,6 +48,7 @@ def verify_many(
     """
     from posttrain.envs import get_env
     from posttrain.envs.code_env import MAX_BATCH, verify_code_batch
+    from posttrain.sandbox import usable_cpus
 
     verifiers: dict[str, Any] = {}
     for task, _ in pairs:
@@ -58,7 +58,7 @@ def verify_many(
     code = [i for i, (task, _) in enumerate(pairs) if task.domain == "code"]
     n_batches = -(-len(code) // MAX_BATCH) if code else 0
     if workers is None:
-        workers = max(2, getattr(pool, "size", None) or os.cpu_count() or 2)
+        workers = max(2, getattr(pool, "size", None) or usable_cpus())
     # Spread code pairs over at least ``workers`` batches so that every sandbox slot gets work.
     per_batch = max(1, min(MAX_BATCH, -(-len(code) // max(workers, n_batches)))) if code else 1
     jobs: list[list[int]] = [code[i : i + per_batch] for i in range(0, len(code), per_batch)]

@@ -144,3 +144,26 @@ def test_oom_from_many_small_processes_hits_the_job_not_the_slot(pool1):
     ex = pool1.run_python(src, timeout=15, limits=Limits(memory_mb=128, pids=64))
     assert ex.outcome == "error" and ex.oom_killed
     assert pool1.run_python("print(1)").ok
+
+
+def test_jobs_may_use_threads_and_subreapers_without_leaving_processes(pool1):
+    """threading is not preloaded (its at-fork hook is costly); a job importing it still works. A job
+    that makes itself a child subreaper still leaves nothing behind for the next job."""
+    ex = pool1.run_python(
+        "import threading\nout = []\nt = threading.Thread(target=lambda: out.append(1))\nt.start(); t.join()\n"
+        "print(out)"
+    )
+    assert ex.ok and ex.stdout == b"[1]\n", ex
+    cg = pool1._all_z[0].cg
+    before = len(cg.pids_inside())
+    src = (
+        "import ctypes, os, time\n"
+        "assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER\n"
+        "if os.fork() == 0:\n    if os.fork() == 0:\n        time.sleep(60)\n    os._exit(0)\n"
+        "time.sleep(0.2)\n"
+    )
+    ex = pool1.run_python(src)
+    assert ex.ok, ex
+    assert len(cg.pids_inside()) == before
+    nxt = pool1.run_python("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+    assert nxt.stdout == b"2\n", nxt  # the fork-server and this job
