@@ -34,11 +34,23 @@ def _program(p: dict) -> str:
     return p["prompt"] + p["canonical_solution"] + "\n\n" + p["test"] + f"\n\ncheck({p['entry_point']})\n"
 
 
-def _rate(fn, jobs: list, workers: int) -> tuple[float, int]:
+def _rate(fn, jobs: list, workers: int, failures: list | None = None) -> tuple[float, int]:
+    """Jobs/s and how many passed. ``fn`` returns a bool, or an Execution (passed when ``.ok``);
+    Executions that did not pass are appended to ``failures`` when given."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as ex:
-        ok = sum(bool(r) for r in ex.map(fn, jobs))
-    return len(jobs) / (time.perf_counter() - t0), ok
+        results = list(ex.map(fn, jobs))
+    rate = len(jobs) / (time.perf_counter() - t0)
+    passed = [r if isinstance(r, bool) else r.ok for r in results]
+    if failures is not None:
+        failures += [r for r, p in zip(results, passed, strict=True) if not p]
+    return rate, sum(passed)
+
+
+def _describe(ex) -> str:
+    tail = ex.infra_detail or (ex.stderr or b"")[-300:].decode(errors="replace").strip().replace("\n", " | ")
+    return (f"{ex.outcome} exit={ex.exit_code} signal={ex.signal} timed_out={ex.timed_out} "
+            f"oom={ex.oom_killed} {ex.duration_s:.2f}s: {tail}")  # fmt: skip
 
 
 _FORK_FLOOR = r"""
@@ -131,13 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     cores = usable_cpus()
     with open_pool() as pool:
         pool.run_python("pass")  # warm
+        failed: list = []  # Executions that did not pass, printed below (canonical solutions all should)
         rate_a, ok_a = _rate(
-            lambda s: pool.run_python(s, timeout=10.0).ok, programs * args.rounds, 2 * pool.size
+            lambda s: pool.run_python(s, timeout=10.0), programs * args.rounds, 2 * pool.size, failed
         )
         files_job = [{"main.py": s} for s in programs]
         rate_b, ok_b = _rate(
-            lambda f: pool.exec(["python3", "-I", "-S", "main.py"], files=f, timeout=10.0).ok,
-            files_job * args.exec_rounds, pool.size,
+            lambda f: pool.exec(["python3", "-I", "-S", "main.py"], files=f, timeout=10.0),
+            files_job * args.exec_rounds, pool.size, failed,
         )  # fmt: skip
         ws_times = [bench_workspace(pool, args.files) for _ in range(3)]
         python = pool.tools.python
@@ -157,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  one fork+exit+wait of that interpreter here: {fork_ms:.2f} ms (the floor's fixed cost per job)")
     print(f"  ratio a/b = {rate_a / rate_b:.1f}x   a/c = {rate_a / rate_c:.1f}x   a/d = {rate_a / rate_d:.2f}"
           "   (target: a >= 500 jobs/s, a/c >= 5x)")  # fmt: skip
+    for ex in failed[:5]:
+        print(f"  failed: {_describe(ex)}")
     snap = statistics.median(t["snapshot_ms"] for t in ws_times)
     roll = statistics.median(t["rollback_ms"] for t in ws_times)
     print(f"workspace of {args.files} files: snapshot {snap:.2f} ms, rollback {roll:.2f} ms (median of 3)")

@@ -5,6 +5,11 @@ rewritten when they change. The launcher (still root) joins the slot by writing 
 ``cgroup.procs`` before it drops privileges; the sandboxed program never sees the cgroup file
 system (it is not mounted inside).
 
+cgroup v2 forbids enabling controllers for the children of a cgroup that holds processes. When
+this process is alone in its cgroup, it moves itself into a leaf (``posttrain-sbx-<pid>-host``)
+and enables memory, pids and cpu for the slots beside it, as a systemd ``Delegate=yes`` unit
+would; when other processes share its cgroup it stops with what to run instead.
+
 Not done here: cgroup v2 delegation to a non-root user, and io limits (disk fill is bounded by
 RLIMIT_FSIZE and the size of the tmpfs mounts instead).
 """
@@ -59,8 +64,44 @@ class CgroupLayout:
     parents: dict[str, Path]
 
 
+def _host_leaf() -> str:
+    return f"posttrain-sbx-{os.getpid()}-host"
+
+
+_V2_FIX = (
+    "start posttrain alone in a cgroup of its own, e.g. `systemd-run --scope -p Delegate=yes posttrain ...`, "
+    "or as root `mkdir /sys/fs/cgroup/posttrain && echo $$ > /sys/fs/cgroup/posttrain/cgroup.procs` in the "
+    "shell that then runs posttrain"
+)
+
+
+def _delegate_v2(base: Path) -> None:
+    """Enable memory, pids and cpu for the children of ``base``, moving this process into a leaf
+    below it when it is the only process there (cgroup v2's no-internal-process rule)."""
+    want = set(_CONTROLLERS)
+    if want <= set(_read(base / "cgroup.subtree_control").split()):
+        return
+    try:
+        _write(base / "cgroup.subtree_control", "+memory +pids +cpu")
+        return
+    except OSError as e:
+        if e.errno != errno.EBUSY:
+            raise HostCannotIsolate(f"cgroups v2: cannot enable memory/pids/cpu in {base}: {e}; fix: {_V2_FIX}") from e
+    others = sorted({int(p) for p in _read(base / "cgroup.procs").split()} - {os.getpid()})
+    if others:
+        raise HostCannotIsolate(
+            f"cgroups v2: {base} also holds processes {others[:5]}, so it cannot give its children memory/pids/cpu "
+            f"limits; fix: {_V2_FIX}"
+        )
+    leaf = base / _host_leaf()
+    leaf.mkdir(exist_ok=True)
+    _write(leaf / "cgroup.procs", str(os.getpid()))
+    _write(base / "cgroup.subtree_control", "+memory +pids +cpu")
+
+
 def detect_layout() -> CgroupLayout:
-    """Find v1 controllers (preferred when they are mounted) or a v2 hierarchy that has them."""
+    """Find v1 controllers (preferred when they are mounted) or a v2 hierarchy that has them; on v2,
+    make them available to the slot cgroups (see the module docstring)."""
     mounts, own = _mounts(), _own_paths()
     v1: dict[str, Path] = {}
     for point, fstype, opts in mounts:
@@ -70,15 +111,26 @@ def detect_layout() -> CgroupLayout:
                     v1[c] = Path(point) / own[c].lstrip("/")
     if len(v1) == len(_CONTROLLERS):
         return CgroupLayout(1, v1)
+    v2_missing: tuple[Path, list[str]] | None = None
     for point, fstype, _ in mounts:
         if fstype == "cgroup2" and "" in own:
             base = Path(point) / own[""].lstrip("/")
+            if base.name == _host_leaf():  # an earlier pool of this process moved it there
+                base = base.parent
             try:
                 avail = set((base / "cgroup.controllers").read_text().split())
             except OSError:
                 continue
             if set(_CONTROLLERS) <= avail:
+                _delegate_v2(base)
                 return CgroupLayout(2, {c: base for c in _CONTROLLERS})
+            v2_missing = (base, sorted(set(_CONTROLLERS) - avail))
+    if v2_missing is not None and not v1:
+        base, missing = v2_missing
+        raise HostCannotIsolate(
+            f"cgroups v2: {'/'.join(missing)} not available in {base} (its parent does not delegate them); fix: "
+            f"enable them in the parent's cgroup.subtree_control, or {_V2_FIX}"
+        )
     missing = sorted(set(_CONTROLLERS) - set(v1))
     raise HostCannotIsolate(
         f"cgroups: no usable {'/'.join(missing)} controller found (v1 or v2); fix: {_FIX}"
@@ -105,6 +157,7 @@ class SlotCgroup:
         self._pids: int | None = None
         self._cpu: float | None = None
         self._oom_fd = -1  # kept open: one pread per job instead of open + read + close
+        self._peak_fd = -1  # v2: memory.peak resets only for reads through the fd that wrote it
         try:
             for c in _CONTROLLERS:
                 d = layout.parents[c] / name
@@ -189,11 +242,21 @@ class SlotCgroup:
 
     def peak_memory(self) -> int | None:
         d = self.dirs["memory"]
-        name = "memory.max_usage_in_bytes" if self.layout.version == 1 else "memory.peak"
         try:
-            return int(_read(d / name).strip())
+            if self.layout.version == 1:
+                return int(_read(d / "memory.max_usage_in_bytes").strip())
+            return int(os.pread(self._peak(), 64, 0).strip())
         except (OSError, ValueError):
             return None
+
+    def _peak(self) -> int:
+        if self._peak_fd < 0:
+            path = self.dirs["memory"] / "memory.peak"
+            try:
+                self._peak_fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:  # kernels before 6.12: read-only, the peak since the slot was made
+                self._peak_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return self._peak_fd
 
     def reset_peak(self) -> None:
         d = self.dirs["memory"]
@@ -201,7 +264,7 @@ class SlotCgroup:
             if self.layout.version == 1:
                 _write(d / "memory.max_usage_in_bytes", "0")
             else:
-                _write(d / "memory.peak", "0")
+                os.write(self._peak(), b"0")
 
     def pids_inside(self) -> list[int]:
         try:
@@ -225,9 +288,10 @@ class SlotCgroup:
 
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup directories (retrying while memory drains)."""
-        if self._oom_fd >= 0:
-            os.close(self._oom_fd)
-            self._oom_fd = -1
+        for fd in (self._oom_fd, self._peak_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._oom_fd = self._peak_fd = -1
         if self.dirs:
             self.kill_all()
         for d in set(self.dirs.values()):

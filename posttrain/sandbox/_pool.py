@@ -215,10 +215,15 @@ class _ExecSlot:
         self.cg.set_limits(limits.memory_mb * _MiB, limits.pids + 4, limits.cpu_cores)
         self.cg.reset_peak()
         oom_before = self.cg.oom_kills()
-        opts = _launch.bwrap_args(work=work, tmp_bytes=limits.tmp_mb * _MiB, seccomp_fd=4)
-        # The marker proves the sandbox was set up and the command is starting; it then closes
-        # fds 4 (seccomp) and 5 (marker) so the program sees only 0-3.
-        marker = ["/bin/sh", "-c", 'printf x >&5 && exec "$@" 4<&- 5>&-', "sh", *cmd]
+        # sh is the namespace's pid 1 (--as-pid-1) and runs the command as its child. bwrap's own
+        # init would do the same, but bwrap's monitor exits without reaping that init, leaving a
+        # zombie for the host's pid 1 to reap (if it ever does), charged to this slot's pids limit
+        # meanwhile: one per job, so a busy slot ran out of pids. sh reports a command killed by
+        # signal N as exit status 128 + N, as bwrap's init did. The marker proves the sandbox was
+        # set up and the command is starting; fds 4 (seccomp) and 5 (marker) are closed first so
+        # the program sees only 0-3. (Not ``exec "$@"``: init ignores signals it sends itself.)
+        opts = _launch.bwrap_args(work=work, tmp_bytes=limits.tmp_mb * _MiB, seccomp_fd=4, as_pid_1=True)
+        marker = ["/bin/sh", "-c", 'printf x >&5 || exit 125; exec 4<&- 5>&-; "$@"; exit $?', "sh", *cmd]
         argv = _launch.launcher_argv(
             self.pool.tools, self.cg.procs_files, opts, marker,
             cpu_s=_cpu_seconds(limits, timeout), fsize=limits.file_size_mb * _MiB, nofile=limits.open_files,

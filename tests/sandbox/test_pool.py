@@ -167,3 +167,11 @@ def test_jobs_may_use_threads_and_subreapers_without_leaving_processes(pool1):
     assert len(cg.pids_inside()) == before
     nxt = pool1.run_python("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
     assert nxt.stdout == b"2\n", nxt  # the fork-server and this job
+
+
+def test_exec_jobs_leave_no_zombie_charged_to_the_slot(pool1):
+    """bwrap's own init used to outlive each exec job as a zombie of the host's pid 1, holding one of
+    the slot's pids until reaped: a busy slot ran out of pids ("Can't fork for pid 1")."""
+    for _ in range(5):
+        assert pool1.exec(["sh", "-c", "true"]).ok
+    assert (pool1._all_x[0].cg.dirs["pids"] / "pids.current").read_text().strip() == "0"
