@@ -14,6 +14,7 @@ import contextlib
 import os
 import queue
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from posttrain.sandbox._types import Execution, Limits, check_timeout, classify,
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
 
 _MiB = 1 << 20
+KILL_GRACE_S = 2.0  # after a job's deadline, how long the host waits for the fork-server to end it
 ZYGOTE_OVERHEAD = 48 * _MiB  # the fork-server's own memory, charged to the same slot cgroup
 SLOT_TMP_BYTES = 256 * _MiB  # tmpfs /work, /tmp, /dev/shm of a zygote slot (memory-backed, so cgroup-bounded)
 
@@ -87,6 +89,7 @@ class _ZygoteSlot:
         self.log: tempfile._TemporaryFileWrapper | None = None
         self.jobs = 0
         self.oom_seen = 0
+        self.keep: set[int] = set()  # host pids of bwrap's monitor and the fork-server
 
     def start(self) -> None:
         self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
@@ -128,6 +131,7 @@ class _ZygoteSlot:
             ) from e
         self.jobs = 0
         self.oom_seen = self.cg.oom_kills()
+        self.keep = set(self.cg.pids_inside())
         if not header.get("ready"):
             self.stop()
             raise HostCannotIsolate(f"the sandbox slot sent an unexpected greeting: {header}")
@@ -154,6 +158,20 @@ class _ZygoteSlot:
             self.log.close()
             self.log = None
 
+    def kill_job(self) -> int:
+        """SIGKILL every process in the slot but bwrap's monitor and the fork-server.
+
+        The fork-server ends a job at its deadline itself; this is for when it could not, e.g.
+        starved while the job thrashes the slot's memory (seen on cgroup v2: reclaim of the
+        fork-server's own pages stalled it for seconds). It then reaps the job and replies.
+        Returns how many processes were signalled."""
+        killed = 0
+        for pid in set(self.cg.pids_inside()) - self.keep:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        return killed
+
     def run(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
             limits: Limits) -> Execution:  # fmt: skip
         if self.pid is None:
@@ -171,6 +189,9 @@ class _ZygoteSlot:
         t0 = time.monotonic()
         try:
             send_frame(self.req, header, [source, stdin, *blobs])
+            killed = 0
+            if not select.select([self.rep], [], [], timeout + KILL_GRACE_S)[0]:
+                killed = self.kill_job()
             reply, out = recv_frame(self.rep, deadline=t0 + timeout + 10, max_blob=limits.output_bytes)
         except (FrameError, OSError) as e:
             detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
@@ -186,7 +207,8 @@ class _ZygoteSlot:
             )
         oom_now = self.cg.oom_kills()  # one read per job: the count after the last job is cached
         oom, self.oom_seen = oom_now > self.oom_seen, oom_now
-        exit_code, sig, timed_out = reply["exit_code"], reply["signal"], bool(reply["timed_out"])
+        # Killed here past its deadline: timed out, even if the fork-server saw only the death.
+        exit_code, sig, timed_out = reply["exit_code"], reply["signal"], bool(reply["timed_out"]) or killed > 0
         return Execution(
             outcome=classify(exit_code, sig, timed_out, oom),
             exit_code=exit_code,

@@ -21,6 +21,7 @@ from posttrain.sandbox import (
     SandboxPool,
     open_pool,
 )
+from posttrain.sandbox._pool import KILL_GRACE_S
 
 
 def test_pool_implements_protocol(pool):
@@ -142,7 +143,7 @@ def test_oom_from_many_small_processes_hits_the_job_not_the_slot(pool1):
         "    kids.append(pid)\nfor k in kids: os.waitpid(k, 0)\n"
     )
     ex = pool1.run_python(src, timeout=15, limits=Limits(memory_mb=128, pids=64))
-    assert ex.outcome == "error" and ex.oom_killed
+    assert ex.outcome == "error" and ex.oom_killed, ex
     assert pool1.run_python("print(1)").ok
 
 
@@ -175,3 +176,25 @@ def test_exec_jobs_leave_no_zombie_charged_to_the_slot(pool1):
     for _ in range(5):
         assert pool1.exec(["sh", "-c", "true"]).ok
     assert (pool1._all_x[0].cg.dirs["pids"] / "pids.current").read_text().strip() == "0"
+
+
+def test_host_ends_a_job_the_fork_server_could_not(pool1):
+    """A fork-server starved past a job's deadline (seen under memory thrash on cgroup v2) does not
+    turn the job into an infra error: the host kills the job's processes itself."""
+    slot = pool1._all_z[0]
+    pool1.run_python("pass")  # the slot is up and ``keep`` known
+    (zygote,) = slot.keep - {slot.pid}
+    result: list[Execution] = []
+    t = threading.Thread(target=lambda: result.append(pool1.run_python("import time; time.sleep(60)", timeout=1)))
+    t.start()
+    time.sleep(0.5)
+    os.kill(zygote, signal.SIGSTOP)  # the fork-server cannot enforce the 1 s deadline
+    try:
+        time.sleep(1 + KILL_GRACE_S + 1.0)
+        assert set(slot.cg.pids_inside()) == slot.keep  # the host killed the job
+    finally:
+        os.kill(zygote, signal.SIGCONT)
+    t.join(timeout=30)
+    (ex,) = result
+    assert ex.outcome == "error" and ex.signal == signal.SIGKILL and ex.timed_out, ex
+    assert pool1.run_python("print(1)").ok
