@@ -47,8 +47,10 @@ class Limits:
     """Size of the tmpfs ``/tmp`` and ``/dev/shm`` of an ``exec`` job. Fork-server slots mount
     theirs once (256 MiB each); there, everything written counts against ``memory_mb``."""
     output_bytes: int = 1 << 20
-    """Cap on each of stdout, stderr and the fd-3 report; the rest is read and dropped, and the
-    matching ``*_truncated`` flag is set."""
+    """Cap on each of stdout, stderr and the fd-3 report; the rest is dropped and the matching
+    ``*_truncated`` flag is set. (``exec`` drains its pipes as the program writes; ``run_python``
+    keeps each stream in a memfd until the job ends, so there a stream is also bounded by
+    ``file_size_mb``: EFBIG, or SIGXFSZ for programs that do not ignore it.)"""
 
     def __post_init__(self) -> None:
         checks = {
