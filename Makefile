@@ -5,7 +5,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-OUT ?= runs/quickstart
+# OUT: the quickstart's run directory (default: runs/quickstart, or runs/quickstart-N once taken)
+OUT ?=
 
 .PHONY: install quickstart test lint bench clean sandbox-deps test-deps
 
@@ -37,7 +38,7 @@ test-deps: sandbox-deps
 	fi
 
 quickstart: install sandbox-deps
-	$(BIN)/posttrain quickstart --out $(OUT)
+	$(BIN)/posttrain quickstart $(if $(OUT),--out $(OUT))
 
 test: install test-deps
 	$(BIN)/python -m pytest -q tests

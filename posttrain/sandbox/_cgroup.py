@@ -93,10 +93,13 @@ def _delegate_v2(base: Path) -> None:
             f"cgroups v2: {base} also holds processes {others[:5]}, so it cannot give its children memory/pids/cpu "
             f"limits; fix: {_V2_FIX}"
         )
-    leaf = base / _host_leaf()
-    leaf.mkdir(exist_ok=True)
-    _write(leaf / "cgroup.procs", str(os.getpid()))
-    _write(base / "cgroup.subtree_control", "+memory +pids +cpu")
+    try:
+        leaf = base / _host_leaf()
+        leaf.mkdir(exist_ok=True)
+        _write(leaf / "cgroup.procs", str(os.getpid()))
+        _write(base / "cgroup.subtree_control", "+memory +pids +cpu")
+    except OSError as e:  # e.g. another process joined the cgroup meanwhile
+        raise HostCannotIsolate(f"cgroups v2: cannot delegate memory/pids/cpu in {base}: {e}; fix: {_V2_FIX}") from e
 
 
 def detect_layout() -> CgroupLayout:

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout
-from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, recv_frame, send_frame
+from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, recv_frame, send_frame, wait_for
 from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
 from posttrain.sandbox._types import Execution, Limits, check_timeout, classify, usable_cpus
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
@@ -165,6 +165,8 @@ class _ZygoteSlot:
         starved while the job thrashes the slot's memory (seen on cgroup v2: reclaim of the
         fork-server's own pages stalled it for seconds). It then reaps the job and replies.
         Returns how many processes were signalled."""
+        if len(self.keep) != 2:  # could not tell them apart at start: leave it to the fork-server
+            return 0
         killed = 0
         for pid in set(self.cg.pids_inside()) - self.keep:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -190,7 +192,7 @@ class _ZygoteSlot:
         try:
             send_frame(self.req, header, [source, stdin, *blobs])
             killed = 0
-            if not select.select([self.rep], [], [], timeout + KILL_GRACE_S)[0]:
+            if not wait_for(self.rep, select.POLLIN, timeout + KILL_GRACE_S):
                 killed = self.kill_job()
             reply, out = recv_frame(self.rep, deadline=t0 + timeout + 10, max_blob=limits.output_bytes)
         except (FrameError, OSError) as e:

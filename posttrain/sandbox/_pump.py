@@ -35,6 +35,15 @@ class FrameError(Exception):
     """The peer closed the channel, timed out, or sent a malformed frame."""
 
 
+def wait_for(fd: int, events: int, timeout: float | None) -> bool:
+    """True once ``fd`` is ready for ``events`` (select.POLLIN / POLLOUT; errors and hang-ups
+    count as ready), False after ``timeout`` seconds. poll(), not select(): the host process may
+    hold more than 1024 files."""
+    poller = select.poll()
+    poller.register(fd, events)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1)))
+
+
 def send_frame(fd: int, header: dict, blobs: list[bytes]) -> None:
     head = json.dumps({**header, "blobs": [len(b) for b in blobs]}).encode()
     data = b"".join([_HDR.pack(len(head)), head, *blobs])
@@ -45,7 +54,7 @@ def send_frame(fd: int, header: dict, blobs: list[bytes]) -> None:
         except InterruptedError:
             continue
         except BlockingIOError:
-            select.select([], [fd], [])
+            wait_for(fd, select.POLLOUT, None)
             continue
         view = view[n:]
 
@@ -55,7 +64,7 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     while left:
         if deadline is not None:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            if wait <= 0 or not wait_for(fd, select.POLLIN, wait):
                 raise FrameError("timed out waiting for the peer")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:

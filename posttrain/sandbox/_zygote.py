@@ -56,8 +56,9 @@ import traceback  # noqa: E402
 
 compile("def f(x):\n    return [i for i in range(x)]\nassert f(3) == [0, 1, 2]\n", "warm", "exec")
 
-# The job's text streams, built once: they name fds 0-2, which the child points at its pipes, so
-# each child inherits ready objects instead of allocating (and page-faulting in) new ones.
+# The job's text streams, built once: they name fds 0-2, which the child points at its stdin,
+# stdout and stderr, so each child inherits ready objects instead of allocating (and
+# page-faulting in) new ones.
 _STDIN = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), errors="surrogateescape")
 _STDOUT = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), errors="surrogateescape")
 _STDERR = io.TextIOWrapper(

@@ -25,12 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(run, default_out=None)
     run.set_defaults(func=cmd_run)
     qs = subparsers.add_parser("quickstart", help="run the embedded default recipe end to end (no hub, no GPU)")
-    _common(qs, default_out="runs/quickstart")
+    _common(qs, default_out=QUICKSTART_OUT)
     qs.set_defaults(func=cmd_quickstart)
 
 
+QUICKSTART_OUT = "runs/quickstart"
+
+
 def _common(p: argparse.ArgumentParser, *, default_out: str | None) -> None:
-    p.add_argument("--out", required=default_out is None, default=default_out, help="run directory")
+    p.add_argument("--out", required=default_out is None, default=None,
+                   help=f"run directory (default: {default_out})" if default_out else "run directory")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe value, e.g. --set rl.steps=50 (repeatable)")
@@ -43,7 +47,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_quickstart(args: argparse.Namespace) -> int:
     from posttrain.train.recipe import EMBEDDED_RECIPE
 
+    if args.out is None:  # the default directory: a second quickstart gets a new one, not an error
+        args.out = QUICKSTART_OUT if args.resume else str(_unused_dir(Path(QUICKSTART_OUT)))
     return _run(EMBEDDED_RECIPE, args)
+
+
+def _unused_dir(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``, ... : the first that holds no run."""
+    n, path = 1, base
+    while (path / "config.yaml").exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def _run(recipe_path: Path, args: argparse.Namespace) -> int:

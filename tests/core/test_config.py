@@ -64,3 +64,17 @@ def test_help_lists_commands():
     assert p.returncode == 0
     for cmd in ("quickstart", "run", "sandbox", "verify", "tasks", "eval", "report", "audit", "bench"):
         assert cmd in p.stdout
+
+
+def test_second_quickstart_gets_a_new_default_directory(tmp_path):
+    from posttrain.train.cli import _unused_dir
+
+    base = tmp_path / "quickstart"
+    assert _unused_dir(base) == base
+    base.mkdir()
+    assert _unused_dir(base) == base  # an empty directory holds no run
+    (base / "config.yaml").write_text("seed: 0\n")
+    assert _unused_dir(base) == tmp_path / "quickstart-2"
+    (tmp_path / "quickstart-2").mkdir()
+    (tmp_path / "quickstart-2" / "config.yaml").write_text("seed: 0\n")
+    assert _unused_dir(base) == tmp_path / "quickstart-3"
