@@ -13,7 +13,7 @@ exit or for the deadline, SIGKILL every other process in the namespace and reap 
 job's stdout, stderr and fd-3 report up to the cap; wipe /work, /tmp and /dev/shm; reply on fd 11.
 
 The job's stdin, stdout, stderr and fd 3 are memfds, not pipes: nothing has to be pumped while
-it runs, so this process sleeps in one select() per job instead of running a poll loop (each
+it runs, so this process sleeps in one poll() per job instead of running a poll loop (each
 page this process touches after a fork costs a fault; on a VM with nested paging the loop was
 a tenth of a job's cost). Output past the cap is kept until the job ends (charged to the slot's
 memory) and dropped then; a file-size rlimit bounds it, so a job that floods stdout is stopped
@@ -31,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pump import PRELOAD, FrameError, recv_frame, send_frame  # noqa: E402
+from _pump import PRELOAD, FrameError, recv_frame, send_frame, wait_for  # noqa: E402
 
 REQ, REP = 10, 11
 WIPE = ("/work", "/tmp", "/dev/shm")
@@ -218,7 +218,7 @@ def run_job(header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
             child(source, (fds[0], fds[1], fds[2], fds[3]), header)
         pidfd = os.pidfd_open(pid)
         try:
-            timed_out = not select.select([pidfd], [], [], header["timeout"])[0]
+            timed_out = not wait_for(pidfd, select.POLLIN, header["timeout"])
             if timed_out:
                 try:
                     os.killpg(pid, signal.SIGKILL)
