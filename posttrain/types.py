@@ -7,6 +7,8 @@ these types; a trainer builds its own tensor batch (see ``posttrain.train``).
 - ``Task``: data (initial state, goal, validator fields), built by a domain's parser.
 - ``Verdict``: what a verifier says of one response: pass / fail / infra_error, never a silent 0.
 - ``Rollout``: one sampled completion, token-exact, with its sampling logprobs and its verdict.
+- ``Trajectory``: one episode, token-exact: turns of (observation ids from the environment, action
+  ids sampled, their logprobs), a verdict per attempt, the final reward (docs/contracts.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any, Literal, TypeVar
 
 Outcome = Literal["pass", "fail", "infra_error"]
 FinishReason = Literal["stop", "length"]
+StopReason = Literal["eos", "stop", "length"]
+"""Why sampling of one completion stopped: its EOS token, a stop string, or ``max_new_tokens``."""
 
 T = TypeVar("T")
 
@@ -143,3 +147,76 @@ class Rollout:
     verdict: Verdict | None = None
     attempt: int = 0
     """Repair round: 0 for the first attempt."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of an episode: what the environment inserted, then what the model sampled after it."""
+
+    observation_ids: tuple[int, ...]
+    """Token ids the environment inserted before the action (turn 0: the prompt). Never trained on."""
+    action_ids: tuple[int, ...]
+    """Token ids sampled by the model, exactly as sampled (never decoded and re-encoded)."""
+    logprobs: tuple[float, ...]
+    """log pi_behaviour of each action id, under the distribution sampled."""
+    stop_reason: StopReason
+    verdict: Verdict | None = None
+    """The verdict on this action when it was an attempt at the task; None for other steps (a tool call)."""
+
+    def __post_init__(self) -> None:
+        if len(self.logprobs) != len(self.action_ids):
+            raise ValueError(f"Turn: {len(self.action_ids)} action ids but {len(self.logprobs)} logprobs")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One episode from sampler to trainer to evaluation record, token-exact.
+
+    The token sequence is ``obs_0 + act_0 + obs_1 + act_1 + ...`` (``ids``); only action tokens are
+    trained on (``loss_mask``), with the logprobs they were sampled with (``logprobs``, 0.0 on
+    observation tokens). Groups are carried (``group_id``), never guessed back from token prefixes.
+
+    >>> t = Trajectory(task_id="m1", group_id="step0/m1", sample_idx=0, reward=1.0,
+    ...                turns=(Turn((1, 5), (7, 2), (-0.5, -0.1), "eos", Verdict("pass", 1.0)),))
+    >>> t.ids, t.loss_mask, t.logprobs
+    ((1, 5, 7, 2), (0, 0, 1, 1), (0.0, 0.0, -0.5, -0.1))
+    """
+
+    task_id: str
+    group_id: str
+    """Episodes of one GRPO group share it; unique across steps (e.g. ``"<step>/<task id>"``)."""
+    sample_idx: int
+    """Index of the episode within its group."""
+    turns: tuple[Turn, ...]
+    reward: float
+    """The episode's final reward; NaN when its last attempt was an infra error."""
+    truncated: bool = False
+    """Cut by the length, step or token budget before the environment said done."""
+    policy_version: int = 0
+    """The policy that sampled it (the trainer's step count when it was sampled)."""
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...]:
+        return self.turns[0].observation_ids
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(i for t in self.turns for i in (*t.observation_ids, *t.action_ids))
+
+    @property
+    def loss_mask(self) -> tuple[int, ...]:
+        """1 on every token the model sampled, 0 on every token the environment inserted."""
+        return tuple(m for t in self.turns for m in (0,) * len(t.observation_ids) + (1,) * len(t.action_ids))
+
+    @property
+    def logprobs(self) -> tuple[float, ...]:
+        return tuple(x for t in self.turns for x in ((0.0,) * len(t.observation_ids) + t.logprobs))
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """One verdict per attempt, in order."""
+        return tuple(t.verdict for t in self.turns if t.verdict is not None)
+
+    @property
+    def attempts(self) -> int:
+        return len(self.verdicts)

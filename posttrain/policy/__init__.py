@@ -1,17 +1,28 @@
 """Model and tokenizer loading (transformers) and token-exact generation.
 
+``Sampler`` is the token-level seam (ids in, sampled ids + logprobs + stop reason out) with two
+backends, ``LocalSampler`` (a transformers model) and ``EndpointSampler`` (an OpenAI-compatible
+server); ``Policy.generate`` is the local one behind a text interface.
+
 >>> from posttrain.policy import build_embedded_default, load_policy
 >>> # policy = load_policy(build_embedded_default("/tmp/m"))
 """
 
 from posttrain.policy._embedded import EmbeddedModelSpec, build_char_tokenizer, build_embedded_default
-from posttrain.policy._policy import Generation, Policy, load_policy
+from posttrain.policy._endpoint import EndpointSampler
+from posttrain.policy._policy import Policy, load_policy
+from posttrain.policy._sampler import Generation, LocalSampler, Sampler, SamplingParams, process_logits
 
 __all__ = [
     "EmbeddedModelSpec",
+    "EndpointSampler",
     "Generation",
+    "LocalSampler",
     "Policy",
+    "Sampler",
+    "SamplingParams",
     "build_char_tokenizer",
     "build_embedded_default",
     "load_policy",
+    "process_logits",
 ]

@@ -35,6 +35,8 @@ def build_char_tokenizer():  # -> PreTrainedTokenizerFast
     """A character-level tokenizer built with the ``tokenizers`` library (one token per character).
 
     >>> tok = build_char_tokenizer()
+    >>> tok("ab")["input_ids"] == [tok.bos_token_id, *tok("ab", add_special_tokens=False)["input_ids"]]
+    True
     >>> tok.decode(tok("ab")["input_ids"], skip_special_tokens=True)
     'ab'
     """
@@ -52,6 +54,9 @@ def build_char_tokenizer():  # -> PreTrainedTokenizerFast
         eos_token=EOS,
         unk_token=UNK,
         padding_side="left",
+        # Prompts start with BOS (Policy.encode_prompt); so does this tokenizer, once saved and
+        # loaded with AutoTokenizer outside posttrain (issue 12).
+        add_bos_token=True,
     )
     # Llama, not Qwen2: transformers 5 overrides a qwen2 checkpoint's tokenizer class with Qwen2's
     # BPE tokenizer (which drops spaces) instead of loading the tokenizer.json we built.

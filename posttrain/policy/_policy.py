@@ -4,34 +4,25 @@
 and their log-probabilities under the sampling distribution (softmax(logits / temperature), no
 top-k/top-p truncation), so that training can use exactly what was sampled (DESIGN.md,
 "token-exact trajectories"). Text is decoded for the verifier; it is never re-tokenized for training.
+It is ``LocalSampler`` (``_sampler.py``) behind a text interface: prompts are encoded with
+``encode_prompt``.
 
-Not here: vLLM/SGLang backends. The call site (``generate``) is the seam where one would plug in.
+Prompts start with BOS when the tokenizer has one. A tokenizer that has a BOS token but does not add
+it itself is switched to adding it (``add_bos_token``), so that a checkpoint saved from this policy
+gives ``AutoTokenizer.from_pretrained(ckpt)(text)`` exactly the ids posttrain trained on (issue 12).
+
+Not here: vLLM/SGLang backends; ``EndpointSampler`` talks to them over HTTP.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from posttrain.errors import UserError
-from posttrain.types import FinishReason
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled completion of one prompt."""
-
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    """Sampled tokens, including the EOS token when the model stopped."""
-    logprobs: tuple[float, ...]
-    """log pi(token) at the sampling temperature, one per completion token."""
-    text: str
-    """The completion decoded without special tokens."""
-    finish_reason: FinishReason
+from posttrain.policy._sampler import Generation, LocalSampler, SamplingParams
 
 
 class Policy:
@@ -44,6 +35,7 @@ class Policy:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
+        _add_bos_when_encoding(tokenizer)
 
     @property
     def eos_token_id(self) -> int:
@@ -77,64 +69,14 @@ class Policy:
 
         ``temperature == 0`` means greedy decoding (logprobs are then those of softmax(logits)).
         """
-        if temperature < 0:
-            raise UserError(f"temperature must be >= 0, got {temperature}")
-        if seed is not None:
-            torch.manual_seed(seed)
+        params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
         flat = [self.encode_prompt(p) for p in prompts for _ in range(n)]
-        results: list[Generation] = []
-        for start in range(0, len(flat), batch_size):
-            results.extend(self._generate_batch(flat[start : start + batch_size], temperature, max_new_tokens))
+        results = self.sampler(batch_size=batch_size).generate(flat, params)
         return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def _generate_batch(self, prompt_ids: list[list[int]], temperature: float, max_new_tokens: int) -> list[Generation]:
-        pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompt_ids)
-        input_ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)  # (B, P) left-padded
-        attention = torch.zeros_like(input_ids)
-        for i, ids in enumerate(prompt_ids):
-            input_ids[i, width - len(ids) :] = torch.tensor(ids)
-            attention[i, width - len(ids) :] = 1
-        device = next(self.model.parameters()).device
-        greedy = temperature == 0
-        was_training = self.model.training
-        self.model.eval()
-        out = self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention.to(device),
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_k=0 if not greedy else None,
-            top_p=1.0 if not greedy else None,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=self.eos_token_id,
-            pad_token_id=pad,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-        self.model.train(was_training)
-        new = out.sequences[:, width:].cpu()  # (B, L)
-        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, L, V) raw logits
-        logp_all = torch.log_softmax(logits / (1.0 if greedy else temperature), dim=-1)
-        token_logp = logp_all.gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
-        gens = []
-        for i, ids in enumerate(prompt_ids):
-            row = new[i].tolist()
-            if self.eos_token_id in row:
-                cut, reason = row.index(self.eos_token_id) + 1, "stop"
-            else:
-                cut, reason = len(row), "length"
-            comp = tuple(row[:cut])
-            gens.append(
-                Generation(
-                    prompt_ids=tuple(ids),
-                    completion_ids=comp,
-                    logprobs=tuple(token_logp[i, :cut].tolist()),
-                    text=self.tokenizer.decode(list(comp), skip_special_tokens=True),
-                    finish_reason=reason,
-                )
-            )
-        return gens
+    def sampler(self, *, batch_size: int = 256) -> LocalSampler:
+        """This policy's model as a token-level ``Sampler``."""
+        return LocalSampler(self.model, self.tokenizer, batch_size=batch_size)
 
     def save(self, path: str | Path) -> Path:
         """save_pretrained (safetensors) of model and tokenizer."""
@@ -143,6 +85,22 @@ class Policy:
         self.model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         return path
+
+
+def _add_bos_when_encoding(tokenizer) -> None:
+    """Make ``tokenizer(text)`` start with BOS when the tokenizer has one, as ``encode_prompt`` does.
+
+    Only tokenizers that have a BOS token and do not add it are changed, and only through
+    transformers' own ``add_bos_token`` switch (saved with the tokenizer); ``encode_prompt``'s ids
+    stay the same either way, because it prepends BOS only when it is missing.
+    """
+    bos = tokenizer.bos_token_id
+    if bos is None or not hasattr(type(tokenizer), "add_bos_token"):
+        return
+    probe = tokenizer("a", add_special_tokens=True)["input_ids"]
+    if probe and probe[0] == bos:
+        return
+    tokenizer.add_bos_token = True
 
 
 def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.dtype = torch.float32) -> Policy:

@@ -1,0 +1,122 @@
+"""EndpointSampler: an OpenAI-compatible ``/v1/completions`` server as a token-level ``Sampler``.
+
+Token ids go out and come back as ids: the prompt is sent as a list of token ids (the completions
+API accepts one), and the completion is read from ``logprobs.tokens`` written as ``"token_id:<id>"``
+(vLLM's ``return_tokens_as_token_ids``), so nothing is re-tokenized on either side. One request per
+prompt, ``concurrency`` at a time; prompt ``i`` of a call is sent ``seed + i`` when a seed is given.
+
+Request body: ``model, prompt (ids), max_tokens, temperature, top_p, top_k (only when > 0), stop,
+seed, logprobs: 1, return_tokens_as_token_ids: true, include_stop_str_in_output: true``.
+Read back: ``choices[0].text``, ``logprobs.tokens``/``token_logprobs``, ``finish_reason`` ("length",
+or "stop" with ``stop_reason`` a string for a stop string, else EOS).
+
+The server must report logprobs of the distribution it sampled from (temperature, top-k, top-p
+applied): vLLM does with ``--logprobs-mode processed_logprobs``; its default reports raw-logit
+logprobs, which would make every importance ratio wrong. The client cannot check this.
+
+Not here: chat completions (templates are rendered to ids by posttrain, not by the server), HTTP
+retries (a failed request is a ``UserError`` naming the URL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from posttrain.errors import UserError
+from posttrain.policy._sampler import Generation, SamplingParams
+from posttrain.types import StopReason
+
+
+class EndpointSampler:
+    """Sample from ``{base_url}/v1/completions``; ``OPENAI_API_KEY``, when set, is sent as a Bearer token.
+
+    >>> s = EndpointSampler("http://127.0.0.1:8000", "my-model")
+    >>> s.url
+    'http://127.0.0.1:8000/v1/completions'
+    """
+
+    def __init__(self, base_url: str, model: str, *, concurrency: int = 8, timeout: float = 120.0) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise UserError(f"endpoint: expected an http(s) URL, got {base_url!r}")
+        base = base_url.rstrip("/")
+        if not base.endswith("/completions"):
+            base = (base if base.endswith("/v1") else base + "/v1") + "/completions"
+        self.url, self.model, self.concurrency, self.timeout = base, model, max(1, concurrency), timeout
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        jobs = [(list(p), None if params.seed is None else params.seed + i) for i, p in enumerate(prompt_ids)]
+        if any(not p for p, _ in jobs):
+            raise UserError("sampling: every prompt needs at least one token, got an empty one")
+        with ThreadPoolExecutor(max_workers=self.concurrency) as ex:
+            return list(ex.map(lambda job: self._one(job[0], job[1], params), jobs))
+
+    def _one(self, prompt: list[int], seed: int | None, params: SamplingParams) -> Generation:
+        body: dict[str, Any] = {
+            "model": self.model, "prompt": prompt, "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature, "top_p": params.top_p, "stop": list(params.stop),
+            "logprobs": 1, "return_tokens_as_token_ids": True, "include_stop_str_in_output": True,
+        }
+        if params.top_k:
+            body["top_k"] = params.top_k
+        if seed is not None:
+            body["seed"] = seed
+        choice = self._choice(self._post(body))
+        try:
+            lp = choice["logprobs"]
+            ids = tuple(_token_id(t) for t in lp["tokens"])
+            logprobs = tuple(float(x) for x in lp["token_logprobs"])
+            text, finish = choice["text"], choice["finish_reason"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(f"endpoint {self.url}: choices[0] lacks token ids or logprobs ({e}): "
+                            f"{json.dumps(choice)[:200]}") from None
+        if len(ids) != len(logprobs) or not isinstance(text, str):
+            raise UserError(f"endpoint {self.url}: {len(ids)} token ids but {len(logprobs)} logprobs")
+        reason: StopReason
+        if finish == "length":
+            reason = "length"
+        elif finish == "stop":
+            reason = "stop" if isinstance(choice.get("stop_reason"), str) else "eos"
+        else:
+            raise UserError(f"endpoint {self.url}: finish_reason must be 'stop' or 'length', got {finish!r}")
+        return Generation(prompt_ids=tuple(prompt), completion_ids=ids, logprobs=logprobs, text=text,
+                          stop_reason=reason)
+
+    def _choice(self, data: dict[str, Any]) -> dict[str, Any]:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise UserError(f"endpoint {self.url}: response has no choices[0]: {json.dumps(data)[:200]}")
+        return choices[0]
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if key := os.environ.get("OPENAI_API_KEY"):
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:300].decode("utf-8", "replace")
+            raise UserError(f"endpoint {self.url}: HTTP {e.code} {e.reason}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            raise UserError(f"endpoint {self.url}: request failed ({e})") from None
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError:
+            raise UserError(f"endpoint {self.url}: response is not JSON: {payload[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise UserError(f"endpoint {self.url}: expected a JSON object, got {type(data).__name__}")
+        return data
+
+
+def _token_id(token: Any) -> int:
+    """``"token_id:42"`` -> 42 (vLLM's ``return_tokens_as_token_ids`` form)."""
+    if not isinstance(token, str) or not token.startswith("token_id:"):
+        raise ValueError(f"expected tokens as 'token_id:<id>' (return_tokens_as_token_ids), got {token!r}")
+    return int(token.removeprefix("token_id:"))

@@ -1,0 +1,259 @@
+"""Sampler: token ids in, sampled token ids + their logprobs + why sampling stopped out.
+
+``Sampler`` is the one seam between posttrain and whatever produces tokens (DESIGN.md "The next
+shape"). Prompts go in as token ids and completions come back as the ids actually sampled, so
+nothing is ever re-tokenized between sampling and training (../shared/reference/episodes.md §2).
+Two backends pass one conformance test (tests/policy/test_sampler_conformance.py):
+
+- ``LocalSampler`` (this module): a transformers causal LM, batched, left-padded, with the KV cache
+  of ``model.generate``. The distribution sampled is ``softmax(top_p(top_k(logits / temperature)))``
+  and ``Generation.logprobs`` are log-probs under exactly that distribution, gathered per step for
+  the sampled token only: one ``(B, V)`` row of scores lives at a time, never a ``(B, L, V)`` tensor
+  (150 GB at a 150k vocabulary, 256 x 1024).
+- ``EndpointSampler`` (``_endpoint.py``): an OpenAI-compatible ``/v1/completions`` server.
+
+Greedy (``temperature == 0``) takes the argmax; its logprobs are those of ``softmax(logits)``.
+With top-k/top-p the logprobs are those of the truncated, renormalized distribution; a trainer that
+scores the full ``softmax(logits / temperature)`` would then see a biased ratio — GRPO today samples
+with ``top_p=1, top_k=0`` only.
+
+How sampling stops, per row (``Generation.stop_reason``): ``"eos"`` (the EOS token, kept as the last
+completion id), ``"stop"`` (a stop string appeared in the decoded completion; ids are kept through
+the token that completed it, and ``text`` is the decoding of those ids, so it contains the stop
+string) or ``"length"`` (``max_new_tokens``).
+
+Randomness: ``seed`` seeds torch's global generator once per call (as ``Policy.generate`` always
+did, so a run's samples are unchanged); ``seed=None`` continues the global stream.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from posttrain.errors import UserError
+from posttrain.types import FinishReason, StopReason
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. Checked on construction: a bad value is a ``UserError`` naming the field.
+
+    >>> SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=32, stop=("\\n\\n",)).top_k
+    0
+    """
+
+    temperature: float = 1.0
+    """0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches ``top_p``; 1 = off."""
+    top_k: int = 0
+    """Keep the ``top_k`` most likely tokens; 0 = off."""
+    max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    """Stop strings: sampling of a row stops once its decoded completion contains one of them."""
+    seed: int | None = None
+    """Seeds torch's global generator once per call; ``None`` continues its stream."""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, expected: str) -> UserError:
+            return UserError(f"sampling: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        if not _is_number(self.temperature) or not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise bad("temperature", "a number >= 0")
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise bad("top_p", "a number in (0, 1]")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise bad("top_k", "an integer >= 0")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise bad("max_new_tokens", "an integer >= 1")
+        if not isinstance(self.stop, tuple) or not all(isinstance(s, str) and s for s in self.stop):
+            raise bad("stop", "a tuple of non-empty strings")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise bad("seed", "an integer or None")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled completion of one prompt, exactly as sampled."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    """Sampled tokens; the EOS token is the last one when ``stop_reason == "eos"``."""
+    logprobs: tuple[float, ...]
+    """log pi(token) under the distribution sampled (temperature, top-k, top-p), one per completion id."""
+    text: str
+    """The completion ids decoded without special tokens."""
+    stop_reason: StopReason
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        """``"stop"`` (EOS or a stop string) or ``"length"``: the two-way reason records keep."""
+        return "length" if self.stop_reason == "length" else "stop"
+
+
+class Sampler(Protocol):
+    """Token-level sampling: one ``Generation`` per prompt, in order.
+
+    Sample ``n`` completions of a prompt by repeating its ids ``n`` times.
+    """
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]: ...
+
+
+def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:  # (B, V) -> (B, V)
+    """The scores sampled from: ``logits / temperature``, then top-k, then top-p (removed tokens -inf).
+
+    The same order and tie rules as transformers' Temperature/TopK/TopP warpers. Greedy
+    (temperature 0) returns the logits unchanged.
+
+    >>> process_logits(torch.tensor([[0.0, 1.0, 2.0]]), SamplingParams(temperature=2.0, top_k=2)).tolist()
+    [[-inf, 0.5, 1.0]]
+    """
+    if params.temperature == 0:
+        return logits
+    scores = logits / params.temperature
+    if params.top_k:
+        kth = torch.topk(scores, min(params.top_k, scores.shape[-1])).values[..., -1:]  # (B, 1)
+        scores = scores.masked_fill(scores < kth, -math.inf)
+    if params.top_p < 1.0:
+        ascending, order = torch.sort(scores, dim=-1)
+        cum = ascending.softmax(dim=-1).cumsum(dim=-1)
+        drop = cum <= 1 - params.top_p
+        drop[..., -1] = False  # the most likely token always stays
+        scores = scores.masked_fill(drop.scatter(-1, order, drop), -math.inf)
+    return scores
+
+
+class _StepLog:
+    """Shared state of one ``model.generate`` call: the processed scores of the current step, the
+    logprob of each sampled token, and the step at which a row's completion hit a stop string."""
+
+    def __init__(self, params: SamplingParams, tokenizer: Any, width: int) -> None:
+        self.params, self.tokenizer, self.width = params, tokenizer, width
+        self.logp: torch.Tensor | None = None  # (B, V) log-softmax of the current step's scores
+        self.picked: list[torch.Tensor] = []  # one (B,) per step
+        self.stopped_at: dict[int, int] = {}  # row -> index of the token that completed a stop string
+        # A stop string of c characters spans at most c tokens of >= 1 character; byte-level tokens
+        # can be partial characters, hence the margin.
+        self.window = 4 * max((len(s) for s in params.stop), default=0) + 8
+
+
+class _Process:
+    """Logits processor: the only one in the list (generate is asked for no warpers of its own)."""
+
+    def __init__(self, log: _StepLog) -> None:
+        self.log = log
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = process_logits(scores, self.log.params)
+        self.log.logp = torch.log_softmax(scores, dim=-1)
+        return scores
+
+
+class _Record:
+    """Stopping criterion, called right after a token is sampled: gather its logprob, check stop strings."""
+
+    def __init__(self, log: _StepLog) -> None:
+        self.log = log
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        log = self.log
+        log.picked.append(log.logp.gather(-1, input_ids[:, -1:]).squeeze(-1))  # (B,)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if log.params.stop:
+            step = input_ids.shape[1] - log.width - 1
+            tails = input_ids[:, max(log.width, input_ids.shape[1] - log.window) :].tolist()
+            for row, tail in enumerate(tails):
+                if row in log.stopped_at:
+                    done[row] = True
+                    continue
+                text = log.tokenizer.decode(tail, skip_special_tokens=True)
+                if any(s in text for s in log.params.stop):
+                    log.stopped_at[row] = step
+                    done[row] = True
+        return done
+
+
+class LocalSampler:
+    """A transformers causal LM as a ``Sampler``.
+
+    >>> # sampler = LocalSampler(policy.model, policy.tokenizer)
+    >>> # [g] = sampler.generate([[1, 17, 18]], SamplingParams(temperature=0.7, max_new_tokens=8, seed=0))
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 256) -> None:
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        if tokenizer.eos_token_id is None:
+            raise UserError("sampling: the tokenizer has no eos token; completions could never stop")
+        self.eos_token_id = int(tokenizer.eos_token_id)
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = self.eos_token_id if pad is None else int(pad)
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        if any(len(p) == 0 for p in prompt_ids):
+            raise UserError("sampling: every prompt needs at least one token, got an empty one")
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        out: list[Generation] = []
+        for start in range(0, len(prompt_ids), self.batch_size):
+            out += self._batch([list(p) for p in prompt_ids[start : start + self.batch_size]], params)
+        return out
+
+    def _batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)  # (B, P) left-padded
+        attention = torch.zeros_like(input_ids)
+        for i, ids in enumerate(prompts):
+            input_ids[i, width - len(ids) :] = torch.tensor(ids)
+            attention[i, width - len(ids) :] = 1
+        device = next(self.model.parameters()).device
+        log = _StepLog(params, self.tokenizer, width)
+        greedy = params.temperature == 0
+        # A full GenerationConfig, so that no default of the model's own generation_config (a
+        # repetition penalty, a top_k of 50, ...) changes the distribution behind our back.
+        config = GenerationConfig(
+            do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=params.max_new_tokens,
+            eos_token_id=self.eos_token_id, pad_token_id=self.pad_token_id,
+        )
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            sequences = self.model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config,
+                logits_processor=LogitsProcessorList([_Process(log)]),
+                stopping_criteria=StoppingCriteriaList([_Record(log)]),
+            )
+        finally:
+            self.model.train(was_training)
+        new = sequences[:, width:].cpu()  # (B, L)
+        logp = torch.stack(log.picked, dim=1)[:, : new.shape[1]].float().cpu()  # (B, L); extra undone steps cut
+        return [self._one(prompts[i], new[i].tolist(), logp[i], log.stopped_at.get(i)) for i in range(len(prompts))]
+
+    def _one(self, prompt: list[int], row: list[int], logp: torch.Tensor, stop_step: int | None) -> Generation:
+        eos = row.index(self.eos_token_id) if self.eos_token_id in row else None
+        if stop_step is not None and (eos is None or stop_step < eos):
+            cut, reason = stop_step + 1, "stop"
+        elif eos is not None:
+            cut, reason = eos + 1, "eos"
+        else:
+            cut, reason = len(row), "length"
+        ids = tuple(row[:cut])
+        return Generation(
+            prompt_ids=tuple(prompt),
+            completion_ids=ids,
+            logprobs=tuple(logp[:cut].tolist()),
+            text=self.tokenizer.decode(list(ids), skip_special_tokens=True),
+            stop_reason=reason,
+        )
