@@ -2,29 +2,134 @@
 
 A recipe is a tree of frozen dataclasses. ``parse_config(cls, data, where=...)`` walks it and fails
 before any work starts on an unknown key (with the closest known key), a value of the wrong type
-(naming the expected type), or an invalid combination (each dataclass's ``__post_init__`` raises
-``ConfigError``). ``apply_overrides`` applies ``section.key=value`` strings (the CLI's ``--set``)
-with the same checks.
+(naming the expected type), a number outside its field's declared range, or an invalid
+combination (each dataclass's ``__post_init__`` raises ``ConfigError``). ``apply_overrides``
+applies ``section.key=value`` strings (the CLI's ``--set``) with the same checks.
 
 Supported field types: bool, int, float, str, Literal[...], X | None, tuple[X, ...], nested
-dataclasses. Nothing is instantiated by name from the config (no Hydra ``_target_``, no exec).
+dataclasses, and ``Annotated[int | float, Range(...)]``: every numeric field of a recipe declares
+its range in its type (``lr: PositiveFloat``), the way pydantic's ``Annotated[float, Field(gt=0)]``
+does, so the check and the message ("rl.lr: expected a number > 0, got -0.001") come from one place.
+Non-finite floats (.nan, .inf) are refused everywhere. Nothing is instantiated by name from the
+config (no Hydra ``_target_``, no exec).
+
+YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 rules make it the
+string "3e-3"), in recipe files and in ``--set`` values alike.
+
+``check_out_dir(path, what)`` is the same idea for an output directory given on the command line:
+refused in one line before any work when it is a file, lies under a file, or cannot be created or
+written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
+import tempfile
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 import yaml
 
-from posttrain.errors import ConfigError
+from posttrain.errors import ConfigError, UserError
 
 C = TypeVar("C")
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The interval a numeric field accepts, declared in its type: ``Annotated[float, Range(gt=0)]``.
+
+    >>> Range(ge=0, lt=1).describe(float)
+    'a number in [0, 1)'
+    """
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def contains(self, value: float) -> bool:
+        return (
+            (self.ge is None or value >= self.ge)
+            and (self.gt is None or value > self.gt)
+            and (self.le is None or value <= self.le)
+            and (self.lt is None or value < self.lt)
+        )
+
+    def describe(self, tp: type) -> str:
+        noun = "an integer" if tp is int else "a number"
+        lo = (f"[{_num(self.ge)}", self.ge) if self.ge is not None else (f"({_num(self.gt)}", self.gt)
+        hi = (f"{_num(self.le)}]", self.le) if self.le is not None else (f"{_num(self.lt)})", self.lt)
+        if lo[1] is not None and hi[1] is not None:
+            return f"{noun} in {lo[0]}, {hi[0]}"
+        if lo[1] is not None:
+            return f"{noun} {'>=' if self.ge is not None else '>'} {_num(lo[1])}"
+        if hi[1] is not None:
+            return f"{noun} {'<=' if self.le is not None else '<'} {_num(hi[1])}"
+        return noun
+
+
+def _num(x: float | None) -> str:
+    return str(int(x)) if x is not None and float(x).is_integer() else str(x)
+
+
+PositiveInt = Annotated[int, Range(ge=1)]
+NonNegativeInt = Annotated[int, Range(ge=0)]
+PositiveFloat = Annotated[float, Range(gt=0)]
+NonNegativeFloat = Annotated[float, Range(ge=0)]
+Fraction = Annotated[float, Range(ge=0, le=1)]
+"""A number in [0, 1]."""
+Seed = Annotated[int, Range(ge=0, lt=2**32)]
+"""numpy's seeds are 32-bit and non-negative."""
+
+
+class _YAML12Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``3e-3`` / ``1E5`` as floats (YAML 1.2 core schema)."""
+
+
+_YAML12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with YAML 1.2 numbers (``3e-3`` is a float).
+
+    >>> parse_yaml("lr: 3e-3")
+    {'lr': 0.003}
+    """
+    return yaml.load(text, Loader=_YAML12Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def check_out_dir(path: str | Path, what: str = "--out") -> Path:
+    """Refuse, before any work, an output directory that cannot be used; returns it as a Path.
+
+    Nothing is left behind: the nearest existing ancestor (or ``path`` itself) must be a directory
+    in which a file can be created, tried with an unnamed temporary file (the only test that also
+    holds for root and for read-only mounts).
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{what} {p}: exists and is not a directory")
+    probe = p
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"{what} {p}: {probe} is a file, so no directory can be created under it")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        raise UserError(f"{what} {p}: cannot write in {probe} ({e.strerror or e})") from None
+    return p
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -33,9 +138,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"{p}: recipe file not found")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = parse_yaml(p.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read the recipe ({e})") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from e
+        raise ConfigError(f"{p}: not valid YAML: {' '.join(str(e).split())}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -47,7 +154,7 @@ def parse_config(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C
     """Build dataclass ``cls`` from a mapping, strictly. ``where`` is the dotted key of ``data``."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or 'top level'}: expected a mapping for {cls.__name__}, got {type(data).__name__}")
-    hints = get_type_hints(cls)
+    hints = get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [k for k in data if k not in fields]
     if unknown:
@@ -59,13 +166,16 @@ def parse_config(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C
     kwargs = {name: _coerce(hints[name], value, f"{where}.{name}" if where else name) for name, value in data.items()}
     try:
         return cls(**kwargs)
-    except ConfigError:
-        raise  # our own configs' __post_init__ name their fields fully
+    except ConfigError as e:  # our own configs' __post_init__ name their fields, most of them fully
+        msg = str(e)
+        raise ConfigError(msg if not where or msg.startswith(where) else f"{where}: {msg}") from None
     except ValueError as e:  # a library dataclass's own validation
         raise ConfigError(f"{where or cls.__name__}: {e}") from None
 
 
 def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Annotated:
+        return _type_name(get_args(tp)[0])
     if get_origin(tp) is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
     return getattr(tp, "__name__", str(tp)).replace("typing.", "")
@@ -73,6 +183,13 @@ def _type_name(tp: Any) -> str:
 
 def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per supported type
     origin = get_origin(tp)
+    if origin is Annotated:
+        base, *extras = get_args(tp)
+        value = _coerce(base, value, where)
+        for rng in (x for x in extras if isinstance(x, Range)):
+            if not rng.contains(value):
+                raise ConfigError(f"{where}: expected {rng.describe(base)}, got {value!r}")
+        return value
     if origin in (typing.Union, types.UnionType):
         args = get_args(tp)
         if value is None and type(None) in args:
@@ -106,6 +223,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -127,7 +246,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(child, dict):
                 raise ConfigError(f"override {item!r}: {part!r} is not a section")
             node = child
-        node[parts[-1]] = yaml.safe_load(raw)
+        try:
+            node[parts[-1]] = parse_yaml(raw)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML: {' '.join(str(e).split())}") from None
     return data
 
 

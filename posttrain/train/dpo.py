@@ -22,11 +22,13 @@ import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
 
 from posttrain.algo import PREFERENCE_LOSSES, PreferenceLossName, dpo_rewards
+from posttrain.config import PositiveFloat, PositiveInt, Range, Seed
 from posttrain.errors import ConfigError, UserError
 from posttrain.train._batch import collate
 from posttrain.train._step import LoraSpec, apply_lora, token_logprobs
@@ -43,25 +45,25 @@ class PreferencePair:
 
 @dataclass(frozen=True)
 class DPOConfig:
-    beta: float = 0.1
+    beta: PositiveFloat = 0.1
     """Strength of the implicit KL to the reference (DPO beta)."""
     loss: PreferenceLossName = "sigmoid"
     """sigmoid (DPO) or ipo."""
-    label_smoothing: float = 0.0
+    label_smoothing: Annotated[float, Range(ge=0, lt=0.5)] = 0.0
     """cDPO: assumed probability that a preference label is flipped (sigmoid only)."""
-    lr: float = 5e-6
+    lr: PositiveFloat = 5e-6
     """AdamW learning rate (constant)."""
-    epochs: int = 1
+    epochs: PositiveInt = 1
     """Passes over the pairs."""
-    batch_size: int = 8
+    batch_size: PositiveInt = 8
     """Pairs per optimizer step."""
-    micro_batch_size: int = 8
+    micro_batch_size: PositiveInt = 8
     """Pairs per forward/backward (gradients accumulate to batch_size)."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: PositiveFloat = 1.0
     """Gradient clipping."""
-    max_len: int = 1024
+    max_len: PositiveInt = 1024
     """Pairs whose prompt + longer completion exceed this many tokens are rejected."""
-    seed: int = 0
+    seed: Seed = 0
     """Shuffling seed."""
     lora: LoraSpec | None = None
     """Train LoRA adapters instead of all weights (peft)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from posttrain.config import PositiveFloat, PositiveInt
 from posttrain.errors import ConfigError
 from posttrain.policy import Policy
 from posttrain.rollout import Verifier, run_episodes
@@ -31,13 +32,13 @@ from posttrain.types import Rollout, Task
 
 @dataclass(frozen=True)
 class PairsConfig:
-    samples_per_task: int = 4
+    samples_per_task: PositiveInt = 4
     """Completions sampled per training task to find a passing and a failing one."""
-    max_tasks: int = 400
+    max_tasks: PositiveInt = 400
     """Training tasks used to build pairs (the first ones of the pool)."""
-    temperature: float = 1.0
+    temperature: PositiveFloat = 1.0
     """Sampling temperature for the pair candidates."""
-    max_new_tokens: int = 24
+    max_new_tokens: PositiveInt = 24
     """Completion length cap for the pair candidates."""
 
     def __post_init__(self) -> None:

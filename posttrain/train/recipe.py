@@ -12,11 +12,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from posttrain.config import apply_overrides, load_yaml, parse_config
+import torch
+
+from posttrain.config import (
+    Fraction,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Range,
+    Seed,
+    apply_overrides,
+    load_yaml,
+    parse_config,
+)
 from posttrain.errors import ConfigError
-from posttrain.train._step import LoraSpec
+from posttrain.train._step import LoraSpec, lora_target_modules
 from posttrain.train.dpo import DPOConfig
 from posttrain.train.preference import PairsConfig
 from posttrain.train.rm import RMConfig
@@ -30,9 +43,9 @@ class ModelConfig:
     name: str = "embedded"
     """"embedded" builds the embedded default (a small Llama + char tokenizer, from a config);
     anything else is a local path or a hub name loaded with from_pretrained."""
-    hidden_size: int = 128
-    """Embedded default only: width of the model."""
-    num_layers: int = 2
+    hidden_size: Annotated[int, Range(ge=8)] = 128
+    """Embedded default only: width of the model (a multiple of 8: 4 heads of an even width)."""
+    num_layers: PositiveInt = 2
     """Embedded default only: number of transformer blocks."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Weights and compute dtype for training and sampling (bfloat16 on GPUs; float32 on CPUs)."""
@@ -44,14 +57,42 @@ class ModelConfig:
     """Train LoRA adapters (peft) in the sft and rl stages instead of all weights; merged into the
     weights when the stage ends, so every checkpoint is a plain model. (dpo and rm: dpo.lora, rm.lora.)"""
 
+    def __post_init__(self) -> None:
+        if self.hidden_size % 8:
+            raise ConfigError(f"model.hidden_size: expected a multiple of 8 (4 heads of an even width), "
+                              f"got {self.hidden_size}")
+        _check_device(self.device)
+        if self.name != "embedded" and _looks_like_path(self.name) and not Path(self.name).expanduser().is_dir():
+            raise ConfigError(f"model.name: no such model directory {self.name!r}")
+
+
+def _looks_like_path(name: str) -> bool:
+    """A local path rather than a hub id ("org/model"): absolute, ./ ../ ~, or present on disk."""
+    return name.startswith(("/", ".", "~")) or Path(name).exists() or name.count("/") > 1
+
+
+def _check_device(device: str) -> None:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"model.device: expected a torch device such as cpu, cuda or cuda:1, got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"model.device: {device!r}, but CUDA is not available on this machine; use model.device=cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"model.device: {device!r}, but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"model.device: {device!r}, but MPS is not available on this machine; use model.device=cpu")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"model.device: expected cpu, cuda[:N] or mps, got {device!r}")
+
 
 @dataclass(frozen=True)
 class TasksConfig:
     domains: tuple[Domain, ...] = ("math", "code")
     """Domains of the generated task pool (the quickstart families in posttrain.tasks.generators)."""
-    n_train_per_domain: int = 600
+    n_train_per_domain: PositiveInt = 600
     """Training tasks per domain."""
-    n_eval_per_domain: int = 100
+    n_eval_per_domain: PositiveInt = 100
     """Held-out evaluation tasks per domain; train and eval share no task."""
 
     def __post_init__(self) -> None:
@@ -59,36 +100,26 @@ class TasksConfig:
             raise ConfigError("tasks.domains: expected at least one domain")
         if len(set(self.domains)) != len(self.domains):
             raise ConfigError(f"tasks.domains: duplicate domain in {list(self.domains)}")
-        if self.n_train_per_domain < 1 or self.n_eval_per_domain < 1:
-            raise ConfigError("tasks.n_train_per_domain and tasks.n_eval_per_domain must be >= 1")
 
 
 @dataclass(frozen=True)
 class DemonstratorConfig:
-    error_rate: float = 0.4
+    error_rate: Annotated[float, Range(ge=0, lt=1)] = 0.4
     """Fraction of tasks on which the scripted demonstrator is wrong (imitation's ceiling)."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.error_rate < 1.0:
-            raise ConfigError(f"demonstrator.error_rate: expected a number in [0, 1), got {self.error_rate}")
 
 
 @dataclass(frozen=True)
 class SFTConfig:
-    epochs: float = 3.0
+    epochs: PositiveFloat = 3.0
     """Passes over the demonstrations (fractions allowed)."""
-    batch_size: int = 32
+    batch_size: PositiveInt = 32
     """Sequences per optimizer step."""
-    lr: float = 3e-3
+    lr: PositiveFloat = 3e-3
     """Peak learning rate (AdamW, linear warmup then cosine decay)."""
-    warmup_frac: float = 0.05
+    warmup_frac: Fraction = 0.05
     """Fraction of steps spent warming up the learning rate."""
-    pack_len: int | None = None
+    pack_len: PositiveInt | None = None
     """Pack demonstrations into rows of this many tokens (padding-free); null = one padded row each."""
-
-    def __post_init__(self) -> None:
-        if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
-            raise ConfigError("sft: epochs, batch_size and lr must be positive")
 
 
 @dataclass(frozen=True)
@@ -96,17 +127,17 @@ class RLConfig:
     algorithm: Literal["grpo", "ppo"] = "grpo"
     """grpo: group-relative advantages (see ``advantage``). ppo: a critic (value head on the
     starting policy's backbone) and GAE advantages per token."""
-    steps: int = 200
+    steps: PositiveInt = 200
     """Policy updates (one generation batch each)."""
-    prompts_per_step: int = 16
+    prompts_per_step: PositiveInt = 16
     """Tasks sampled per step."""
-    group_size: int = 8
+    group_size: PositiveInt = 8
     """G: samples per task; advantages are relative within the group."""
-    temperature: float = 1.0
+    temperature: PositiveFloat = 1.0
     """Sampling temperature (logprobs are taken at this temperature)."""
-    max_new_tokens: int = 24
+    max_new_tokens: PositiveInt = 24
     """Completion length cap; completions cut here finish with reason "length"."""
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Learning rate (AdamW, constant after a short warmup)."""
     advantage: Literal["grpo", "rloo", "reinforce_pp"] = "grpo"
     """Advantage estimator (posttrain.algo.ADVANTAGES)."""
@@ -115,15 +146,15 @@ class RLConfig:
     false with grpo = Dr.GRPO."""
     policy_loss: Literal["ppo_clip", "gspo", "cispo"] = "ppo_clip"
     """Per-token policy loss (posttrain.algo.POLICY_LOSSES)."""
-    clip_low: float = 0.2
+    clip_low: Annotated[float, Range(ge=0, lt=1)] = 0.2
     """Lower clip range of the ratio (1 - clip_low)."""
-    clip_high: float = 0.28
+    clip_high: NonNegativeFloat = 0.28
     """Upper clip range of the ratio (1 + clip_high); > clip_low is DAPO's clip-higher."""
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = (
         "token_mean"
     )
     """How per-token losses become one scalar (posttrain.algo.aggregate)."""
-    kl_coef: float = 0.0
+    kl_coef: NonNegativeFloat = 0.0
     """Weight of the KL penalty to the reference (SFT) policy, in the loss; 0 loads no reference model."""
     kl_kind: Literal["k1", "k2", "k3"] = "k3"
     """KL estimator (posttrain.algo.kl_penalty)."""
@@ -132,55 +163,46 @@ class RLConfig:
     each sample's reward as beta * sum_t KL_t before advantages (PPO/RLHF style)."""
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop groups whose rewards are all equal and draw more tasks."""
-    max_refills: int = 3
+    max_refills: NonNegativeInt = 3
     """Dynamic sampling: at most this many extra draws per step."""
     mask_truncated: bool = False
     """Give no gradient to completions cut at max_new_tokens (DAPO overlong filtering)."""
-    micro_batch_size: int = 64
+    micro_batch_size: PositiveInt = 64
     """Sequences per forward/backward; gradients accumulate to the full generation batch."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping."""
-    checkpoint_every: int = 50
+    max_grad_norm: PositiveFloat = 1.0
+    """Gradient clipping (the largest global gradient norm)."""
+    checkpoint_every: PositiveInt = 50
     """Save a resumable checkpoint every N steps (and at the end)."""
-    gae_lambda: float = 0.95
+    gae_lambda: Fraction = 0.95
     """PPO only: GAE lambda (gamma is 1: one outcome reward per completion)."""
-    critic_lr: float = 1e-3
+    critic_lr: PositiveFloat = 1e-3
     """PPO only: learning rate of the value head and its backbone."""
-    reward_model_weight: float = 0.0
+    reward_model_weight: NonNegativeFloat = 0.0
     """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
     rm stage before rl)."""
 
     def __post_init__(self) -> None:
         if self.group_size < 2 and self.algorithm == "grpo":
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
-        if self.temperature <= 0:
-            raise ConfigError(f"rl.temperature: sampling needs a temperature > 0, got {self.temperature}")
         if self.policy_loss == "gspo" and self.loss_agg != "seq_mean_token_mean":
             raise ConfigError("rl.policy_loss gspo needs rl.loss_agg: seq_mean_token_mean (a sequence-level ratio)")
-        if self.kl_coef < 0:
-            raise ConfigError(f"rl.kl_coef: expected >= 0, got {self.kl_coef}")
         if self.dynamic_sampling and self.group_size < 2:
             raise ConfigError("rl.dynamic_sampling keeps groups with reward variance: it needs rl.group_size >= 2")
-        if self.max_refills < 0:
-            raise ConfigError(f"rl.max_refills: expected an integer >= 0, got {self.max_refills}")
-        for name in ("steps", "prompts_per_step", "max_new_tokens", "micro_batch_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"rl.{name}: expected an integer >= 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    samples_per_task: int = 4
+    samples_per_task: PositiveInt = 4
     """i.i.d. samples per held-out task; pass@1 is their mean success (unbiased)."""
-    temperature: float = 1.0
+    temperature: NonNegativeFloat = 1.0
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy)."""
-    max_new_tokens: int = 24
+    max_new_tokens: PositiveInt = 24
     """Completion length cap at evaluation."""
 
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    workers: int | None = None
+    workers: PositiveInt | None = None
     """Sandbox pool slots (None = number of CPU cores)."""
 
 
@@ -196,9 +218,9 @@ class TrackingConfig:
 class Recipe:
     """The whole run: model, tasks, demonstrator, SFT, RL, evaluation, sandbox."""
 
-    seed: int = 0
+    seed: Seed = 0
     """Seeds every RNG (python, numpy, torch) and the task pool."""
-    torch_threads: int | None = 1
+    torch_threads: PositiveInt | None = 1
     """CPU threads for torch (None = torch's default). 1 avoids OpenMP oversubscription while the
     sandbox workers verify on the same cores; measured 20x faster sampling on 2 busy cores."""
     stages: tuple[Literal["sft", "rm", "dpo", "rl"], ...] = ("sft", "rl")
@@ -221,8 +243,6 @@ class Recipe:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
-        if self.torch_threads is not None and self.torch_threads < 1:
-            raise ConfigError(f"torch_threads: expected an integer >= 1 or null, got {self.torch_threads}")
         if len(set(self.stages)) != len(self.stages):
             raise ConfigError(f"stages: each stage may run once, got {list(self.stages)}")
         if self.rl.reward_model_weight > 0 and not ("rm" in self.stages and "rl" in self.stages
@@ -239,6 +259,40 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     """Parse a recipe file (+ ``section.key=value`` overrides) into a ``Recipe``, strictly."""
     data = load_yaml(path)
     try:
-        return parse_config(Recipe, apply_overrides(data, overrides or []))
+        recipe = parse_config(Recipe, apply_overrides(data, overrides or []))
+        check_lora_targets(recipe)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+    return recipe
+
+
+def check_lora_targets(recipe: Recipe) -> None:
+    """Each LoRA spec names modules its model has, checked on an empty (meta-device) model.
+
+    A hub model that is not in the local cache cannot be checked here; ``apply_lora`` checks it
+    when it is loaded, with the same message.
+    """
+    for key, spec, seq_cls in (("model.lora", recipe.model.lora, False), ("dpo.lora", recipe.dpo.lora, False),
+                               ("rm.lora", recipe.rm.lora, True)):
+        if spec is not None and (model := _skeleton(recipe.model, seq_cls=seq_cls)) is not None:
+            lora_target_modules(model, spec, key=f"{key}.target_modules")
+
+
+def _skeleton(cfg: ModelConfig, *, seq_cls: bool) -> torch.nn.Module | None:
+    """The recipe's model architecture with no weights (module names only), or None if unknown here."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, LlamaConfig
+
+    if cfg.name == "embedded":  # posttrain.policy.build_embedded_default: Llama; sizes do not change names
+        config = LlamaConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                             num_attention_heads=1, num_key_value_heads=1)
+    else:
+        try:
+            config = AutoConfig.from_pretrained(cfg.name, local_files_only=True)
+        except (OSError, ValueError, KeyError):
+            return None
+    auto = AutoModelForSequenceClassification if seq_cls else AutoModelForCausalLM
+    with torch.device("meta"):
+        try:
+            return auto.from_config(config)
+        except (ValueError, KeyError, ImportError):
+            return None

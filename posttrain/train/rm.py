@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from posttrain.algo import bradley_terry_loss
+from posttrain.config import PositiveFloat, PositiveInt, Seed
 from posttrain.errors import ConfigError, UserError
 from posttrain.train._batch import collate
 from posttrain.train._step import LoraSpec, apply_lora
@@ -34,19 +35,19 @@ from posttrain.train.dpo import EncodedPair, PreferencePair, encode_pairs
 
 @dataclass(frozen=True)
 class RMConfig:
-    lr: float = 1e-5
+    lr: PositiveFloat = 1e-5
     """AdamW learning rate (constant)."""
-    epochs: int = 1
+    epochs: PositiveInt = 1
     """Passes over the pairs."""
-    batch_size: int = 8
+    batch_size: PositiveInt = 8
     """Pairs per optimizer step."""
-    micro_batch_size: int = 8
+    micro_batch_size: PositiveInt = 8
     """Pairs per forward/backward."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: PositiveFloat = 1.0
     """Gradient clipping."""
-    max_len: int = 1024
+    max_len: PositiveInt = 1024
     """Pairs longer than this (prompt + longer completion) are rejected."""
-    seed: int = 0
+    seed: Seed = 0
     """Shuffling seed."""
     lora: LoraSpec | None = None
     """Train LoRA adapters (+ the head) instead of all weights; merged back at the end."""

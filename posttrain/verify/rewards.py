@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from posttrain.config import NonNegativeFloat, NonNegativeInt, PositiveInt
 from posttrain.types import Verdict
 
 COMPONENTS = ("outcome", "format", "process", "length")
@@ -31,17 +32,17 @@ COMPONENTS = ("outcome", "format", "process", "length")
 class RewardWeights:
     """Weights of the named reward components (set in the recipe)."""
 
-    outcome: float = 1.0
+    outcome: NonNegativeFloat = 1.0
     """Weight of the verifier's pass (1) / fail (0)."""
-    format: float = 0.0
+    format: NonNegativeFloat = 0.0
     """Weight of "the answer had the required shape" (1/0), a shaping term for early training."""
-    process: float = 0.0
+    process: NonNegativeFloat = 0.0
     """Weight of a process signal in [0, 1] the verifier may report (e.g. fraction of tests)."""
-    length: float = 0.0
+    length: NonNegativeFloat = 0.0
     """Weight of the length penalty in [-1, 0] (0 = off)."""
-    max_tokens: int | None = None
+    max_tokens: PositiveInt | None = None
     """The completion budget the length penalty is measured against."""
-    overlong_buffer: int = 0
+    overlong_buffer: NonNegativeInt = 0
     """Tokens before ``max_tokens`` where the penalty ramps linearly from 0 to -1."""
 
     def __post_init__(self) -> None:
