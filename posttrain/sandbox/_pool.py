@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import queue
 import secrets
 import select
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -31,6 +31,7 @@ from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout
 from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, recv_frame, send_frame, wait_for
 from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
 from posttrain.sandbox._types import Execution, Limits, check_timeout, classify, usable_cpus
+from posttrain.sandbox._wipe import remove_tree
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
 
 _MiB = 1 << 20
@@ -354,15 +355,24 @@ class LocalSandboxPool:
         self.tools = _launch.find_tools(python)
         self.layout: CgroupLayout = detect_layout()
         self.bpf = seccomp_bpf()
-        self.cg_prefix = f"posttrain-sbx-{os.getpid()}-{secrets.token_hex(3)}"
         self._closed = False
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
         self._lock = threading.Lock()
         _reap_stale(self.layout)
-        self._root = Path(tempfile.mkdtemp(prefix=f"posttrain-sbx-{os.getpid()}-"))
-        # Host-side workspaces live on a private tmpfs: what a job writes there is charged to its
-        # memory cgroup, so it cannot fill the host disk, and the total is capped.
-        _mount_tmpfs(self._root, workspace_mb * _MiB)
+        # The pool's directory, locked for the pool's lifetime: its name is also the prefix of the
+        # slot cgroups, so any process sharing /tmp and the cgroup tree can tell that they are alive.
+        self._dir, self._dir_lock = _claim_dir()
+        self.cg_prefix = self._dir.name
+        self._root = self._dir / "root"
+        self._root.mkdir(mode=0o711)
+        try:
+            # Host-side workspaces live on a private tmpfs: what a job writes there is charged to its
+            # memory cgroup, so it cannot fill the host disk, and the total is capped.
+            _mount_tmpfs(self._root, workspace_mb * _MiB)
+        except BaseException:
+            remove_tree(self._dir)
+            os.close(self._dir_lock)
+            raise
         self.zygote_dir = _launch.install_zygote(self._root)
         self._zygotes: queue.Queue[_ZygoteSlot] = queue.Queue()
         self._execs: queue.Queue[_ExecSlot] = queue.Queue()
@@ -466,7 +476,7 @@ class LocalSandboxPool:
                 cmd, ["--bind", str(ws), "/work"], stdin=stdin, timeout=timeout, limits=limits
             )
         finally:
-            shutil.rmtree(ws, ignore_errors=True)
+            remove_tree(ws)
 
     def exec_in(
         self,
@@ -515,6 +525,8 @@ class LocalSandboxPool:
         for x in self._all_x:
             x.cg.destroy()
         _unmount_and_remove(self._root)
+        remove_tree(self._dir)  # the lock file goes too: its open fd keeps the lock until closed
+        os.close(self._dir_lock)
         self.spawner.shutdown(wait=False)
 
 
@@ -526,36 +538,96 @@ def _chown_tree(root: Path) -> None:
             )
 
 
-def _pid_alive(pid: int) -> bool:
+LOCK_FILE = "lock"
+STALE_UNLOCKED_S = 60.0  # a pool directory without a lock file this old was left by a crash while starting
+
+
+def _claim_dir() -> tuple[Path, int]:
+    """Create this pool's directory in the temp dir; return it and the fd holding its lock.
+
+    The lock file is created and locked under a temporary name and then renamed into place, so a
+    ``lock`` file that another process can lock always means its pool is gone. The lock is an
+    ``flock`` on an open file description that only this process holds (close-on-exec), so it is
+    released by the kernel when the process exits, however it exits, in any pid namespace.
+    """
+    tmp = Path(tempfile.gettempdir())
+    while True:
+        d = tmp / f"posttrain-sbx-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            d.mkdir(mode=0o711)
+        except FileExistsError:
+            continue
+        break
+    fd = os.open(d / ".lock-new", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(d / ".lock-new", d / LOCK_FILE)
+    return d, fd
+
+
+@contextlib.contextmanager
+def _owner_gone(pool_dir: Path):
+    """Yields True while holding the lock of a pool that is gone (or whose directory is gone),
+    False when its pool is alive (or may be: a directory still being created)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        fd = os.open(pool_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            age = time.time() - pool_dir.lstat().st_mtime
+        except FileNotFoundError:
+            yield True  # no directory: nobody can hold the lock
+            return
+        yield age > STALE_UNLOCKED_S
+        return
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _is_ours(name: str) -> bool:
+    parts = name.split("-")
+    return len(parts) >= 4 and parts[:2] == ["posttrain", "sbx"] and parts[2].isdigit()
 
 
 def _reap_stale(layout: CgroupLayout) -> None:
-    """Remove cgroups and host directories left by pools of processes that died without close()."""
-    for parent in {*layout.parents.values(), Path(tempfile.gettempdir())}:
-        try:
-            entries = list(parent.iterdir())
-        except OSError:
-            continue
-        for entry in entries:
-            parts = entry.name.split("-")
-            if len(parts) < 4 or parts[:2] != ["posttrain", "sbx"] or not parts[2].isdigit():
+    """Remove cgroups and host directories left by pools whose process is gone.
+
+    Liveness is the pool's lock, never a pid: a pid names another process (or none) in another
+    pid namespace. A slot cgroup ``<pool dir name>-<slot>`` is removed only when its pool's lock
+    is free and it is empty (rmdir refuses a cgroup that holds processes); its processes are
+    never signalled. Cgroups go before their pool's directory, under the same lock.
+    """
+    tmp = Path(tempfile.gettempdir())
+    cgroups: dict[str, list[Path]] = {}
+    for parent in set(layout.parents.values()):
+        with contextlib.suppress(OSError):
+            for entry in parent.iterdir():
+                if _is_ours(entry.name) and entry.is_dir():
+                    cgroups.setdefault(entry.name.rsplit("-", 1)[0], []).append(entry)
+    dirs: list[Path] = []
+    with contextlib.suppress(OSError):
+        dirs = [e for e in tmp.iterdir() if _is_ours(e.name) and e.is_dir() and not e.is_symlink()]
+    for owner in {*cgroups, *(d.name for d in dirs)}:
+        with _owner_gone(tmp / owner) as gone:
+            if not gone:
                 continue
-            if _pid_alive(int(parts[2])):
-                continue
-            if parent == Path(tempfile.gettempdir()):
-                _unmount_and_remove(entry)
-            else:
+            for cg in cgroups.get(owner, []):
                 with contextlib.suppress(OSError):
-                    for pid in (entry / "cgroup.procs").read_text().split():
-                        os.kill(int(pid), signal.SIGKILL)
-                    entry.rmdir()
+                    for child in cg.iterdir():
+                        if child.is_dir():
+                            child.rmdir()
+                    cg.rmdir()
+            if (tmp / owner).is_dir():
+                _unmount_and_remove(tmp / owner / "root")
+                remove_tree(tmp / owner)
 
 
 def _mount_tmpfs(path: Path, size_bytes: int) -> None:
@@ -582,5 +654,5 @@ def _mount_tmpfs(path: Path, size_bytes: int) -> None:
 def _unmount_and_remove(path: Path) -> None:
     if os.path.ismount(path):
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
-    if not os.path.ismount(path):  # never recurse into a file system we failed to detach
-        shutil.rmtree(path, ignore_errors=True)
+    if not os.path.ismount(path):  # never descend into a file system we failed to detach
+        remove_tree(path)
