@@ -1,9 +1,18 @@
 """Errors a user caused: bad config, bad task file, missing file. The CLI prints them in one line
-and exits 2. Each message names the file, field or value and what was expected."""
+and exits 2. Each message names the file, field or value and what was expected.
+
+A message is kept whole (never cut off) but always on one line: line breaks that a library's own
+message carries (YAML, JSON Schema) become spaces.
+"""
+
+import re
 
 
 class UserError(Exception):
     """Bad input from the user: printed as one line, exit code 2, nothing written is lost."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(re.sub(r"\s*\n\s*", " ", str(message)).strip(), *args)
 
 
 class ConfigError(UserError):

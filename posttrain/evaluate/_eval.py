@@ -40,35 +40,56 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError("posttrain eval: --endpoint needs --model-name NAME")
     if args.suite and args.tasks:
         raise UserError("posttrain eval: give --suite or --tasks, not both")
-    if args.n < 1:
-        raise UserError(f"posttrain eval: --n must be >= 1, got {args.n}")
-    if args.max_attempts < 1:
-        raise UserError(f"posttrain eval: --max-attempts must be >= 1, got {args.max_attempts}")
+    for name in ("n", "max_attempts", "limit", "max_new_tokens", "workers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UserError(f"posttrain eval: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.responses and args.max_attempts > 1:
         raise UserError("posttrain eval: --max-attempts needs a model or endpoint (responses cannot be re-asked)")
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"posttrain eval: --limit must be >= 1, got {args.limit}")
     if args.fail_on_regression and not args.baseline:
         raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
     if args.run and not Path(args.run).is_dir():
         raise UserError(f"--run: {args.run} is not a directory")
+    if args.temperature is not None and not 0 <= args.temperature < float("inf"):
+        raise UserError(f"posttrain eval: --temperature must be a number >= 0, got {args.temperature}")
+    if args.model:
+        _check_model_dir(args.model)
+    if args.out:
+        from posttrain.config import check_out_dir
+
+        check_out_dir(args.out)
+
+
+def _check_model_dir(model: str) -> None:
+    """A ``--model`` that names a path must be a checkpoint directory (``org/name`` goes to the hub loader)."""
+    path = Path(model).expanduser()
+    if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or path.exists()):
+        return
+    if not path.exists():
+        raise UserError(f"--model {model}: no such model directory")
+    if not (path / "config.json").is_file():
+        raise UserError(f"--model {model}: not a model directory (no config.json; expected a transformers checkpoint)")
 
 
 def _tasks(args: argparse.Namespace) -> list[Task]:
-    if args.tasks:
-        from posttrain.tasks import load_tasks
+    from posttrain.tasks import load_tasks
 
-        tasks = list(load_tasks(args.tasks))
+    if args.tasks:
+        tasks = load_tasks(args.tasks, domain=args.domain)
     elif args.suite:
         tasks = load_suite(args.suite)
     elif args.run and (Path(args.run) / "tasks" / "eval.jsonl").is_file():
-        from posttrain.tasks import load_tasks
-
-        tasks = list(load_tasks(Path(args.run) / "tasks" / "eval.jsonl"))
+        tasks = load_tasks(Path(args.run) / "tasks" / "eval.jsonl")
     else:
         tasks = load_suite("humaneval")
-    if not tasks:
-        raise UserError("posttrain eval: the task suite is empty")
+    if args.responses:  # refused or warned about now, before the sandbox starts
+        from posttrain.tasks import read_responses, warn_unanswered
+
+        answered = {r.task_id for r in read_responses(args.responses)}
+        unknown = sorted(answered - {t.id for t in tasks})
+        if unknown:
+            shown = ", ".join(repr(u) for u in unknown[:5])
+            raise UserError(f"{args.responses}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
+        warn_unanswered([t.id for t in tasks[: args.limit or None]], answered, args.responses)
     return tasks[: args.limit] if args.limit else tasks
 
 

