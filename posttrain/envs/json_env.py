@@ -6,11 +6,18 @@ itself satisfy the schema).
 
 Verification (each failure is ``fail``, reward 0):
 1. the response is one JSON document: the content of its single fenced block, or the whole text;
-   parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01);
-2. it validates against ``schema`` (``jsonschema``, with format checking);
-3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``); a key absent
-   from ``expected`` is rejected unless the schema at that place explicitly allows extra keys
-   (``additionalProperties`` set to ``true`` or a schema).
+   parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01), every
+   number kept as the exact decimal it spells (``posttrain.verify.strict_json``);
+2. it validates against ``schema`` (``jsonschema``, with format checking), on exact numbers:
+   ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
+3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``), numbers by
+   exact value; a key absent from ``expected`` is rejected unless the schema at that place
+   explicitly allows extra keys (``additionalProperties`` set to ``true`` or a schema).
+
+Steps 1-3 run in a worker process under a CPU budget (``posttrain.verify._deadline``): a
+task's ``pattern`` that backtracks catastrophically on the response, or a ``format: regex``
+value that makes ``re`` raise, is the response's failure (``timeout``, ``exception:<Type>``),
+never a hang or an ``infra_error``; only a worker that cannot start or is starved of CPU is.
 
 Feedback names the failing path but never shows the expected value (a repair round must not be
 able to copy the answer out of the feedback).
@@ -20,34 +27,56 @@ Not here: partial credit, fuzzy string matching, order-insensitive arrays.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import json
 import random
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import jsonschema
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
 from posttrain.types import Task, Verdict
+from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
 from posttrain.verify.strict_json import (
     StrictJSONError,
     extract_json_text,
     json_equal,
     json_type,
     loads_strict,
+    to_exact,
+    to_plain,
 )
 
 NAME = "json"
 DOMAIN_KEYS = frozenset({"schema", "expected"})
+CPU_BUDGET_S = 5.0
 
 
 def validator_for(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     """A validator of ``schema`` (its ``$schema`` draft, default 2020-12), checking formats too.
 
-    Checked and built once per distinct schema (keyed by its canonical JSON text).
+    It validates *exact* JSON values (``strict_json.to_exact``: Decimals, no floats); the
+    schema's own numbers are made exact the same way. Checked and built once per distinct schema
+    (keyed by its canonical JSON text).
     """
     return _cached_validator(json.dumps(schema, sort_keys=True))
+
+
+def _is_exact_integer(checker: Any, instance: Any) -> bool:
+    if isinstance(instance, bool):
+        return False
+    if isinstance(instance, Decimal):
+        return instance.is_finite() and instance == instance.to_integral_value()
+    return isinstance(instance, int) or (isinstance(instance, float) and instance.is_integer())
+
+
+@functools.lru_cache(maxsize=16)
+def _exact_class(cls: type) -> type:
+    """``cls`` with JSON Schema's integer rule on exact numbers (``36.0`` is an integer)."""
+    return jsonschema.validators.extend(cls, type_checker=cls.TYPE_CHECKER.redefine("integer", _is_exact_integer))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -55,7 +84,8 @@ def _cached_validator(schema_text: str) -> jsonschema.protocols.Validator:
     schema = json.loads(schema_text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    exact_schema = json.loads(schema_text, parse_float=Decimal)
+    return _exact_class(cls)(exact_schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
@@ -127,25 +157,39 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
     return None if json_equal(expected, got) else f"{path}: wrong value"
 
 
-def make_json_verifier() -> Verifier:
+def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdict:
+    """Steps 1-3 of the module docstring, in this process (no deadline: see ``make_json_verifier``)."""
+    try:
+        value = loads_strict(extract_json_text(response), exact=True)
+    except StrictJSONError as e:
+        return fail(f"Answer format: {e}. Reply with exactly one JSON document.", "format",
+                    {"reason": str(e)})
+    problem = schema_error(validator_for(schema), value)
+    if problem:
+        return fail(f"The JSON does not match the schema at {problem}", "schema", {"schema_error": problem})
+    try:
+        diff = first_difference(to_exact(expected), value, schema)
+    except RecursionError:
+        diff = "$: nested too deeply"
+    evidence = {"got": to_plain(value), "expected": expected, "difference": diff}
+    if diff:
+        return fail(f"Wrong value: {diff}.", "wrong_answer", evidence, {"format": 1.0})
+    return passed("Correct.", evidence)
+
+
+def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker side of ``make_json_verifier``: one request in, one verdict (as JSON) out."""
+    decimal.getcontext().prec = 4000  # multipleOf on exact numbers up to 1e308 never rounds
+    return check_json(request["schema"], request["expected"], request["response"]).to_json()
+
+
+def make_json_verifier(pool: CheckPool | None = None) -> Verifier:
+    """A verifier for json tasks; each check runs in ``pool`` (default: the shared json pool)."""
+
     def verify(task: Task, response: str) -> Verdict:
-        schema, expected = task.fields["schema"], task.fields["expected"]
-        try:
-            value = loads_strict(extract_json_text(response))
-        except StrictJSONError as e:
-            return fail(f"Answer format: {e}. Reply with exactly one JSON document.", "format",
-                        {"reason": str(e)})
-        problem = schema_error(validator_for(schema), value)
-        if problem:
-            return fail(f"The JSON does not match the schema at {problem}", "schema", {"schema_error": problem})
-        try:
-            diff = first_difference(expected, value, schema)
-        except RecursionError:
-            diff = "$: nested too deeply"
-        evidence = {"got": value, "expected": expected, "difference": diff}
-        if diff:
-            return fail(f"Wrong value: {diff}.", "wrong_answer", evidence, {"format": 1.0})
-        return passed("Correct.", evidence)
+        request = {"schema": task.fields["schema"], "expected": task.fields["expected"], "response": response}
+        checks = pool or shared_pool(__name__, cpu_budget_s=CPU_BUDGET_S)
+        return verdict_of(checks.run(request), NAME)
 
     return guard(NAME, verify)
 
@@ -170,7 +214,7 @@ class JsonEnv:
             loads_strict(json.dumps(expected, allow_nan=True))
         except StrictJSONError as e:
             raise reader.fail("expected", f"strict JSON ({e})", expected) from None
-        problem = schema_error(validator, expected)
+        problem = schema_error(validator, to_exact(expected))
         if problem:
             raise reader.fail("expected", f"a value that satisfies the schema ({problem})", expected)
         return parse_common(reader, {"schema": dict(schema), "expected": expected})

@@ -1,13 +1,20 @@
-"""The math domain: one final answer in ``\\boxed{...}``, checked for symbolic equivalence.
+"""The math domain: one final answer in ``\\boxed{...}``, compared exactly with the gold answer.
 
-Task fields (docs/tasks.md): ``prompt`` (shown verbatim), ``answer`` (gold, LaTeX or plain).
+Task fields (docs/tasks.md): ``prompt`` (shown verbatim), ``answer`` (gold, LaTeX or a number),
+``tolerance`` (optional ``{"abs": a, "rel": r}``: the only way a task allows an approximate answer).
 
 Verification, in order; each step's failure is a ``fail`` with reward 0:
 1. exactly one ``\\boxed{...}`` (or ``\\fbox{...}``) in the response, braces balanced, not empty
-   (no box, two boxes, ``\\boxed 5`` -> format failure: MATH-01, MATH-03);
-2. no hedging inside the box ("3 or 5", ``\\lor``, ``\\pm`` unless the gold has one: MATH-01);
-3. equivalence with the gold answer by math-verify, run in a worker process with a deadline
-   (``posttrain.verify._mathcheck``), or an exact match after whitespace/``\\text`` normalisation.
+   (no box, two boxes, ``\\boxed 5`` -> ``format``: MATH-01, MATH-03);
+2. no hedging inside the box ("3 or 5", ``\\lor``, ``\\pm`` unless the gold has one: MATH-01)
+   -> ``format``;
+3. the comparison defined in docs/tasks.md and implemented by ``posttrain.verify._mathcheck.compare``:
+   text only against text (``form:text``), a percent only against a percent (``form:percent``),
+   an equation only against an equation (``form:relation``), case-sensitive symbols, and values
+   compared exactly (decimals as the rationals they spell, big integers never through floats);
+   approximately only within the task's ``tolerance``. A box that does not parse is
+   ``unparseable``; one that uses up the checker's CPU budget is ``answer_timeout``; a wrong value
+   is ``wrong_answer`` (with format credit).
 
 The answer is never passed to ``eval``/``exec`` or sympy's ``parse_expr`` (MATH-06). The whole
 response is not scanned for numbers: the box is the only answer slot (MATH-03). Only the
@@ -18,18 +25,20 @@ Not handled: answers that need a judge (proofs, free text); multiple-choice lett
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
 from posttrain.types import Task, Verdict
-from posttrain.verify._mathcheck import MathChecker, shared_checker
+from posttrain.verify._mathcheck import MathChecker, Tolerance, compare
 
 NAME = "math"
-DOMAIN_KEYS = frozenset({"answer"})
+DOMAIN_KEYS = frozenset({"answer", "tolerance"})
 MAX_ANSWER_CHARS = 400
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _HEDGE_RE = re.compile(r"(?i)(?:\bor\b|\band\b|\\lor\b|\\land\b|\\vee\b|\\wedge\b|\beither\b)")
@@ -73,21 +82,20 @@ def extract_boxed(response: str) -> tuple[str | None, str | None]:
     return None, "unbalanced braces in \\boxed{...}"
 
 
-_INT_RE = re.compile(r"[+-]?\d{1,100}")
-
-
-def _normalise(text: str) -> str:
-    text = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", text)
-    text = re.sub(r"\\left|\\right|\\!|\\,|\\;|\\ |\$", "", text)
-    return re.sub(r"\s+", "", text).rstrip(".").lower()
-
-
 def _hedge_reason(content: str, gold: str) -> str | None:
     if _HEDGE_RE.search(content) and not _HEDGE_RE.search(gold):
         return "the answer hedges between alternatives; give exactly one answer"
     if _PM_RE.search(content) and not _PM_RE.search(gold):
         return "the answer uses \\pm; give exactly one value"
     return None
+
+
+_FORM_FEEDBACK = {
+    "form:text": "Answer format: put only the mathematical answer in the box, no words.",
+    "form:percent": "Answer format: give the answer in the form the question asks for (a percent or a number).",
+    "form:relation": "Answer format: give the answer in the form the question asks for (a value or an equation).",
+    "unparseable": "Answer format: the boxed answer is not a parseable mathematical expression.",
+}
 
 
 def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
@@ -106,28 +114,20 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
         hedge = _hedge_reason(content, gold)
         if hedge:
             return fail(f"Answer format: {hedge}.", "format", evidence)
-        if _normalise(content) == _normalise(gold):
-            return passed("Correct.", {**evidence, "match": "exact"})
-        if _INT_RE.fullmatch(content) and _INT_RE.fullmatch(gold):
-            # Two integer literals are equivalent iff their values are: no symbolic check needed.
-            if int(content) == int(gold):
-                return passed("Correct.", {**evidence, "match": "integer"})
-            return fail("Wrong answer.", "wrong_answer", {**evidence, "match": "integer"}, {"format": 1.0})
-        eq = (checker or shared_checker()).equivalent(gold, content)
-        evidence.update({"match": eq.status, "parsed": eq.parsed})
-        if eq.status == "worker_error":
+        eq = compare(gold, content, task_tolerance(task), checker)
+        evidence.update({"match": eq.method or eq.status, "detail": eq.detail})
+        if eq.status == "infra":
             return Verdict.infra(f"math checker failed: {eq.detail}", error_class="infra:math_checker",
                                  evidence=evidence)
         if eq.status == "gold_unparseable":
             return Verdict.infra(f"task {task.id}: gold answer {gold!r} is not parseable",
                                  error_class="infra:bad_task", evidence=evidence)
-        if eq.equal:
-            return passed("Correct.", evidence)
-        if eq.status in ("unparseable", "answer_error"):
-            return fail("Answer format: the boxed answer is not a parseable mathematical expression.",
-                        "format", evidence)
         if eq.status == "timeout":
             return fail("The boxed answer took too long to compare; simplify it.", "answer_timeout", evidence)
+        if eq.status != "ok":
+            return fail(_FORM_FEEDBACK[eq.status], eq.status, evidence)
+        if eq.equal:
+            return passed("Correct.", evidence)
         return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0})
 
     return guard(NAME, verify)
@@ -135,6 +135,11 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
 
 def task_answer(task: Task) -> str:
     return str(task.fields["answer"])
+
+
+def task_tolerance(task: Task) -> Tolerance | None:
+    raw = task.fields.get("tolerance")
+    return None if raw is None else Tolerance(abs=raw.get("abs", 0.0), rel=raw.get("rel", 0.0))
 
 
 class MathEnv:
@@ -148,10 +153,15 @@ class MathEnv:
         answer = reader.present("answer")
         if isinstance(answer, bool) or not isinstance(answer, str | int | float):
             raise reader.fail("answer", "a string (LaTeX or plain) or a number", answer)
+        if isinstance(answer, float):  # the decimal the task wrote, never an exponent form
+            answer = format(Decimal(repr(answer)), "f") if math.isfinite(answer) else answer
         answer = str(answer).strip()
         if not answer:
             raise reader.fail("answer", "a non-empty answer", answer)
-        return parse_common(reader, {"answer": answer})
+        fields: dict[str, Any] = {"answer": answer}
+        if "tolerance" in reader.record:
+            fields["tolerance"] = _tolerance(reader)
+        return parse_common(reader, fields)
 
     def render_prompt(self, task: Task) -> str:
         return task.prompt
@@ -165,6 +175,17 @@ class MathEnv:
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         rng = random.Random(seed)
         return [_generate_one(rng, f"math-gen-{seed}-{i}") for i in range(n)]
+
+
+def _tolerance(reader: RecordReader) -> dict[str, float]:
+    raw = reader.record["tolerance"]
+    expected = 'an object {"abs": a, "rel": r} with one or both non-negative finite numbers'
+    if not isinstance(raw, Mapping) or not raw or set(raw) - {"abs", "rel"}:
+        raise reader.fail("tolerance", expected, raw)
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (0 <= value < math.inf):
+            raise reader.fail(f"tolerance.{key}", "a non-negative finite number", value)
+    return {k: float(v) for k, v in raw.items()}
 
 
 _SUFFIX = " Put your final answer in \\boxed{}."

@@ -18,7 +18,11 @@ Decoding is tri-state: calls / no call / invalid; invalid (unparseable JSON, an 
 call-like text that does not parse) is a failure, never an abstention (JSON-04). Then each call
 must name a listed tool, its arguments must satisfy the tool's parameter schema with no unknown
 parameter, and the calls must match the expected calls one-to-one (in order if ``ordered``),
-argument values compared type-strictly (``posttrain.verify.strict_json.json_equal``).
+argument values compared type-strictly, numbers by the exact decimal they spell
+(``posttrain.verify.strict_json.json_equal``). All of it runs in a worker process under a CPU
+budget (``posttrain.verify._deadline``, as for json): a schema ``pattern`` that backtracks on an
+argument, or an argument that makes a format check raise, fails the response; it never hangs
+the verifier or becomes an ``infra_error``.
 
 Not here: executing tools or checking a final state (stateful tool environments).
 """
@@ -37,11 +41,20 @@ import jsonschema
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
 from posttrain.envs.json_env import schema_error, validator_for
 from posttrain.types import Task, Verdict
-from posttrain.verify.strict_json import StrictJSONError, extract_json_text, json_equal, loads_strict
+from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
+from posttrain.verify.strict_json import (
+    StrictJSONError,
+    extract_json_text,
+    json_equal,
+    loads_strict,
+    to_exact,
+    to_plain,
+)
 
 NAME = "tool"
 DOMAIN_KEYS = frozenset({"tools", "expected_calls", "ordered"})
 MAX_CALLS = 64
+CPU_BUDGET_S = 5.0
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _CALLISH_RE = re.compile(r"<\s*/?\s*tool_call|\"tool_calls\"|\"function_call\"|\"arguments\"\s*:|\"name\"\s*:")
 
@@ -74,7 +87,7 @@ def _decode_call(obj: Any, where: str) -> ToolCall:
         raise ToolCallError(f"{where}: 'name' must be a non-empty string")
     if isinstance(args, str):
         try:
-            args = loads_strict(args) if args.strip() else {}
+            args = loads_strict(args, exact=True) if args.strip() else {}
         except StrictJSONError as e:
             raise ToolCallError(f"{where}: arguments string: {e}") from None
     if not isinstance(args, Mapping):
@@ -97,7 +110,7 @@ def parse_tool_calls(response: str) -> list[ToolCall]:
         calls = []
         for i, body in enumerate(tagged):
             try:
-                calls.append(_decode_call(loads_strict(body.strip()), f"<tool_call> #{i + 1}"))
+                calls.append(_decode_call(loads_strict(body.strip(), exact=True), f"<tool_call> #{i + 1}"))
             except StrictJSONError as e:
                 raise ToolCallError(f"<tool_call> #{i + 1}: {e}") from None
         return _cap(calls)
@@ -110,7 +123,7 @@ def parse_tool_calls(response: str) -> list[ToolCall]:
             raise ToolCallError("the response looks like a tool call but is not one JSON document")
         return []
     try:
-        doc = loads_strict(text)
+        doc = loads_strict(text, exact=True)
     except StrictJSONError as e:
         raise ToolCallError(str(e)) from None
     if isinstance(doc, Mapping) and "tool_calls" in doc:
@@ -204,25 +217,45 @@ def match_calls(calls: Sequence[ToolCall], expected: Sequence[Mapping[str, Any]]
     return None
 
 
-def make_tool_verifier() -> Verifier:
+def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequence[Mapping[str, Any]],
+                     ordered: bool, response: str) -> Verdict:
+    """Decode, schema-check and match the calls of ``response``, in this process (no deadline)."""
+    try:
+        calls = parse_tool_calls(response)
+    except ToolCallError as e:
+        return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
+    evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
+    specs = tool_specs(tools)
+    for c in calls:
+        if c.name not in specs:
+            return fail(f"Unknown tool {c.name!r}; available: {sorted(specs)}.", "unknown_tool", evidence)
+        problem = _argument_problem(specs[c.name], c.arguments)
+        if problem:
+            return fail(f"Arguments of {c.name!r} do not match its schema: {problem}.", "schema", evidence)
+    why = match_calls(calls, to_exact(list(expected_calls)), ordered)
+    if why:
+        return fail(f"Wrong tool calls: {why}.", "wrong_answer", {**evidence, "mismatch": why}, {"format": 1.0})
+    return passed("Correct.", evidence)
+
+
+def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker side of ``make_tool_verifier``: one request in, one verdict (as JSON) out."""
+    import decimal
+
+    decimal.getcontext().prec = 4000  # multipleOf on exact numbers up to 1e308 never rounds
+    verdict = check_tool_calls(request["tools"], request["expected_calls"], request["ordered"], request["response"])
+    return verdict.to_json()
+
+
+def make_tool_verifier(pool: CheckPool | None = None) -> Verifier:
+    """A verifier for tool tasks; each check runs in ``pool`` (default: the shared tool pool)."""
+
     def verify(task: Task, response: str) -> Verdict:
-        try:
-            calls = parse_tool_calls(response)
-        except ToolCallError as e:
-            return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
-        evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]}
-        specs = tool_specs(task.fields["tools"])
-        for c in calls:
-            if c.name not in specs:
-                return fail(f"Unknown tool {c.name!r}; available: {sorted(specs)}.", "unknown_tool", evidence)
-            problem = _argument_problem(specs[c.name], c.arguments)
-            if problem:
-                return fail(f"Arguments of {c.name!r} do not match its schema: {problem}.", "schema", evidence)
-        why = match_calls(calls, task.fields["expected_calls"], task.fields["ordered"])
-        if why:
-            return fail(f"Wrong tool calls: {why}.", "wrong_answer", {**evidence, "mismatch": why},
-                        {"format": 1.0})
-        return passed("Correct.", evidence)
+        f = task.fields
+        request = {"tools": f["tools"], "expected_calls": f["expected_calls"], "ordered": f["ordered"],
+                   "response": response}
+        checks = pool or shared_pool(__name__, cpu_budget_s=CPU_BUDGET_S)
+        return verdict_of(checks.run(request), NAME)
 
     return guard(NAME, verify)
 

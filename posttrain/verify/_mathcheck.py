@@ -1,188 +1,403 @@
-"""Symbolic answer equivalence (math-verify) in worker processes, with a hard timeout.
+"""How a boxed math answer is compared with the gold answer (docs/tasks.md, "How math answers
+are compared"), exactly, and in a worker process where sympy is needed.
 
-Why a separate process: the model's answer is parsed by latex2sympy and compared by sympy, which
-can take unbounded time (``10^{10^{10^{10}}}``) or memory, and math-verify's own timeouts use
-``signal.alarm``, which works only in a main thread. The verifier runs in trainer threads, so
-each comparison is sent to a small pool of long-lived worker processes (each under an address
-space limit) and waited for with a deadline; a worker that misses it is killed and replaced.
+The rule, in the order applied (``compare``); each side is the box content or the gold:
 
-Model text is only ever parsed with math-verify's ``LatexExtractionConfig`` (an ANTLR grammar
-that builds sympy objects directly). The ``ExprExtractionConfig`` path calls sympy's
-``parse_expr`` (an ``eval``) and is used for the *gold* answer only, which is task data.
-(reward-hacking.md MATH-06.)
+1. Normalise: drop ``$``, ``\\left``/``\\right``, ``\\displaystyle``, spacing commands
+   (``\\, \\; \\: \\! \\ ~``), a trailing period; ``\\dfrac``/``\\tfrac`` are ``\\frac``.
+   Identical strings are equal (case-sensitive: ``X^2`` is not ``x^2``).
+2. Text: if the gold has ``\\text{...}`` (or ``\\textbf``, ``\\mbox``, ...), it is a text answer:
+   both sides compare as strings with whitespace removed and case folded. Otherwise text in the
+   box fails (``form:text``): ``3\\text{ (or 5)}`` is not ``3``.
+3. Percent: a trailing ``\\%`` must be on both sides or neither (``form:percent``); then it is
+   dropped and the numbers compare.
+4. Relations (``=``, ``<``, ``\\leq``, ``\\neq``, ``\\approx``, ``\\in``, ... outside brackets):
+   both sides must have the same relations, in order or mirrored (``3 = x`` is ``x = 3``),
+   and compare side by side (``form:relation``): ``2+2=5`` is not ``5``.
+5. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
+   they spell (``0.5`` is ``\\frac{1}{2}``; ``0.333333`` is not ``\\frac{1}{3}``) and no float is
+   ever formed. Numbers built from integers, decimals, ``\\frac``, ``+ - \\times \\cdot \\div /``,
+   integer powers and brackets are evaluated here as ``Fraction`` s (``1.0 \\times 10^{20}`` is
+   exactly 10^20). Anything else (surds, ``\\pi``, symbols, sets, tuples, intervals, matrices)
+   is parsed by latex2sympy (symbol case kept) in a worker and compared structurally: same kind,
+   same free symbols, and ``simplify(gold - answer) == 0`` for each element.
+6. Approximate comparison only when the task gives a ``tolerance`` (``{"abs": a, "rel": r}``):
+   two numbers are equal when ``|answer - gold| <= max(a, r * |gold|)``.
 
-Run as a script, this file is the worker: JSON lines in on stdin, JSON lines out.
+Why a worker: sympy can take unbounded time (``10^{10^{10^{10}}}``) or memory, so the sympy step
+runs in ``posttrain.verify._deadline`` workers under a CPU budget: an answer that uses it up
+fails (``timeout``); a worker starved of CPU is an infra error, retried by the caller.
+
+Model text is only ever parsed by latex2sympy (an ANTLR grammar that builds sympy objects) or the
+small evaluator here, never ``eval``/``parse_expr`` (reward-hacking.md MATH-06).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import select
-import subprocess
-import sys
-import threading
+import re
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
-_WORKER_MEMORY_BYTES = 2 << 30
+from posttrain.verify._deadline import CheckPool, shared_pool
+
+CPU_BUDGET_S = 10.0
+_MAX_POWER_BITS = 100_000
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Approximate comparison a task may allow: ``|answer - gold| <= max(abs, rel * |gold|)``."""
+
+    abs: float = 0.0
+    rel: float = 0.0
+
+    def accepts(self, gold: Fraction, answer: Fraction) -> bool:
+        bound = max(Fraction(repr(self.abs)), Fraction(repr(self.rel)) * abs(gold))
+        return abs(answer - gold) <= bound
 
 
 @dataclass(frozen=True)
 class Equivalence:
-    """The result of comparing one predicted answer with the gold answer."""
+    """The result of comparing one boxed answer with the gold answer."""
 
     equal: bool
     status: str
-    """``ok`` | ``unparseable`` | ``answer_error`` | ``timeout`` | ``gold_unparseable`` | ``worker_error``.
+    """``ok`` (compared; ``equal`` says how) | ``form:text`` | ``form:percent`` | ``form:relation``
+    | ``unparseable`` | ``timeout`` | ``gold_unparseable`` | ``infra``.
 
-    ``answer_error`` (math-verify raised on the answer) and ``timeout`` are the answer's doing;
-    ``gold_unparseable`` and ``worker_error`` (the worker could not start) are not."""
-    parsed: str | None = None
+    The ``form:*`` statuses, ``unparseable`` and ``timeout`` are the answer's doing; ``infra``
+    (the checker's worker could not start or was starved of CPU) and ``gold_unparseable`` are not."""
+    method: str = ""
+    """How the values were compared: ``string``, ``text``, ``exact``, ``tolerance`` or ``sympy``."""
     detail: str | None = None
 
 
-class _Worker:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-s", os.path.abspath(__file__)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
+# ---------------------------------------------------------------- 1-4: normalisation and form
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Wait for the worker's start-up line (importing math-verify takes ~1 s, more under load)."""
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        return bool(ready) and json.loads(self.proc.stdout.readline() or b"{}").get("ready") is True
+_NOISE_RE = re.compile(r"\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
+_TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|textsf|texttt|mbox)\s*\{([^{}]*)\}")
+_PERCENT_RE = re.compile(r"\s*\\?%$")
+_RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq?|lt|gt|approx|equiv|sim|in)(?![A-Za-z])|<|>|=|≤|≥|≠")
+_CANONICAL = {"\\le": "\\leq", "\\ge": "\\geq", "\\ne": "\\neq", "\\lt": "<", "\\gt": ">", "≤": "\\leq",
+              "≥": "\\geq", "≠": "\\neq"}
+_MIRROR = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}
+_OPEN, _CLOSE = "({[", ")}]"
 
-    def ask(self, request: dict[str, str], timeout: float) -> dict[str, object] | None:
-        """Send one request; the reply, or None on timeout or a dead worker."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            return None
-        line = self.proc.stdout.readline()
-        if not line:
-            return None
-        return json.loads(line)
 
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+def normalise(text: str) -> str:
+    """Rule 1: the form both sides are compared in.
+
+    >>> normalise(r"$\\left( \\dfrac{1}{2} \\right).$")
+    '(\\\\frac{1}{2})'
+    """
+    text = _NOISE_RE.sub(" ", text)
+    text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
+    return re.sub(r"\s+", " ", text).strip().rstrip(".").strip()
+
+
+def _text_key(text: str) -> str:
+    return re.sub(r"\s+", "", _TEXT_RE.sub(r"\1", text)).casefold()
+
+
+def split_relations(text: str) -> tuple[list[str], list[str]]:
+    """Rule 4: the expressions and the relations between them, outside brackets.
+
+    >>> split_relations(r"x = \\frac{a=b}{2} \\le 3")
+    (['x', '\\\\frac{a=b}{2}', '3'], ['=', '\\\\leq'])
+    """
+    parts, relations, depth, start = [], [], 0, 0
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+        elif depth == 0 and (m := _RELATION_RE.match(text, i)):
+            parts.append(text[start:i].strip())
+            relations.append(_CANONICAL.get(m.group(), m.group()))
+            i = start = m.end()
+            continue
+        i += 1
+    parts.append(text[start:].strip())
+    return parts, relations
+
+
+# ---------------------------------------------------------------- 5: exact numbers, evaluated here
+
+
+class _NotExact(Exception):
+    """The expression is not an exact number this evaluator reads (sympy will try)."""
+
+
+_TOKEN_RE = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\frac(?![A-Za-z])|\\times(?![A-Za-z])|\\cdot(?![A-Za-z])"
+                       r"|\\div(?![A-Za-z])|[-+*/^(){}])")
+_GROUPED_RE = re.compile(r"[+-]?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?")
+
+
+def exact_value(text: str) -> Fraction | None:
+    """The exact value of a number written with integers, decimals, ``\\frac``, ``+ - \\times
+    \\cdot \\div /``, integer powers and brackets; None for anything else.
+
+    >>> exact_value(r"1.0 \\times 10^{20}") == 10**20, exact_value("0.333333") == Fraction(1, 3)
+    (True, False)
+    >>> exact_value(r"\\sqrt{2}") is None
+    True
+    """
+    if _GROUPED_RE.fullmatch(text):  # 1,000 or 1{,}000: one number with thousands separators
+        text = text.replace("{,}", "").replace(",", "")
+    tokens, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if m is None:
+            return None if text[pos:].strip() else _evaluate(tokens)
+        tokens.append(m.group(1))
+        pos = m.end()
+    return _evaluate(tokens)
+
+
+def _evaluate(tokens: list[str]) -> Fraction | None:
+    parser = _Parser(tokens)
+    try:
+        value = parser.sum()
+        if parser.i != len(tokens):
+            return None
+        return value
+    except (_NotExact, ZeroDivisionError, RecursionError):
+        return None
+
+
+class _Parser:
+    """Recursive descent: sum := product (('+'|'-') product)*; product := unary (op unary)*;
+    unary := ('+'|'-') unary | power; power := atom ('^' atom)?; atom := number | \\frac G G
+    | '(' sum ')' | '{' sum '}'. A juxtaposition (``2\\frac{1}{2}``, ``2x``) is not read here."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens, self.i = tokens, 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (expected is not None and tok != expected):
+            raise _NotExact(f"expected {expected!r}, got {tok!r}")
+        self.i += 1
+        return tok
+
+    def sum(self) -> Fraction:
+        value = self.product()
+        while self.peek() in ("+", "-"):
+            value = value + self.product() if self.take() == "+" else value - self.product()
+        return value
+
+    def product(self) -> Fraction:
+        value = self.unary()
+        while self.peek() in ("*", "\\times", "\\cdot", "/", "\\div"):
+            op = self.take()
+            value = value * self.unary() if op in ("*", "\\times", "\\cdot") else value / self.unary()
+        return value
+
+    def unary(self) -> Fraction:
+        if self.peek() in ("+", "-"):
+            return self.unary() if self.take() == "+" else -self.unary()
+        return self.power()
+
+    def power(self) -> Fraction:
+        base = self.atom()
+        if self.peek() != "^":
+            return base
+        self.take()
+        exponent = self.atom()
+        if exponent.denominator != 1:
+            raise _NotExact("a fractional power")
+        size = max(base.numerator.bit_length(), base.denominator.bit_length()) * abs(exponent.numerator)
+        if size > _MAX_POWER_BITS:
+            raise _NotExact("a power too large to evaluate here")
+        return base ** exponent.numerator
+
+    def atom(self) -> Fraction:
+        tok = self.take()
+        if tok == "\\frac":
+            return self.group() / self.group()
+        if tok in ("(", "{"):
+            value = self.sum()
+            self.take(")" if tok == "(" else "}")
+            return value
+        if tok[0].isdigit() or tok[0] == ".":
+            return Fraction(tok)
+        raise _NotExact(f"unexpected {tok!r}")
+
+    def group(self) -> Fraction:
+        if self.peek() == "{":
+            return self.atom()
+        tok = self.take()  # \frac12: single-character arguments
+        if not tok.isdigit():
+            raise _NotExact("a \\frac argument")
+        if len(tok) > 1:
+            self.tokens[self.i - 1:self.i] = [tok[0], tok[1:]]
+            tok = tok[0]
+        return Fraction(tok)
+
+
+# ---------------------------------------------------------------- the whole rule
+
+
+def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker: MathChecker | None = None
+            ) -> Equivalence:
+    """Compare a boxed ``answer`` with ``gold`` by the rule of the module docstring.
+
+    >>> compare("5", "2+2=5").status, compare("50", r"50\\%").status, compare("x^2", "X^2").equal
+    ('form:relation', 'form:percent', False)
+    """
+    gold, answer = normalise(gold), normalise(answer)
+    if gold == answer:
+        return Equivalence(True, "ok", "string")
+    if _TEXT_RE.search(gold):
+        return Equivalence(_text_key(gold) == _text_key(answer), "ok", "text")
+    if _TEXT_RE.search(answer):
+        return Equivalence(False, "form:text", detail="text inside the boxed answer")
+    gold_pct, answer_pct = _PERCENT_RE.search(gold), _PERCENT_RE.search(answer)
+    if bool(gold_pct) != bool(answer_pct):
+        return Equivalence(False, "form:percent", detail="a percent against a number, or the reverse")
+    if gold_pct and answer_pct:
+        gold, answer = gold[: gold_pct.start()], answer[: answer_pct.start()]
+    gold_parts, gold_rels = split_relations(gold)
+    answer_parts, answer_rels = split_relations(answer)
+    pairings = []
+    if answer_rels == gold_rels:
+        pairings.append(list(zip(gold_parts, answer_parts, strict=True)))
+    if gold_rels and answer_rels == [_MIRROR.get(r, r) for r in reversed(gold_rels)]:
+        pairings.append(list(zip(gold_parts, reversed(answer_parts), strict=True)))
+    if not pairings:
+        return Equivalence(False, "form:relation", detail=f"relations {answer_rels} where {gold_rels} are expected")
+    result = Equivalence(False, "ok", "exact")
+    for pairs in pairings:
+        result = _compare_pairs(pairs, tolerance, checker)
+        if result.equal or result.status != "ok":
+            return result
+    return result
+
+
+def _compare_pairs(pairs: list[tuple[str, str]], tolerance: Tolerance | None, checker: MathChecker | None
+                   ) -> Equivalence:
+    result = Equivalence(True, "ok", "exact")
+    for g, a in pairs:
+        result = _compare_values(g, a, tolerance, checker)
+        if not (result.equal and result.status == "ok"):
+            return result
+    return result
+
+
+def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker: MathChecker | None
+                    ) -> Equivalence:
+    if not answer or not gold:
+        return Equivalence(False, "unparseable", detail="an empty side of a relation")
+    g, a = exact_value(gold), exact_value(answer)
+    if g is not None and a is not None:
+        if tolerance is not None:
+            return Equivalence(tolerance.accepts(g, a), "ok", "tolerance")
+        return Equivalence(g == a, "ok", "exact")
+    return (checker or shared_checker()).equivalent(gold, answer, tolerance)
 
 
 class MathChecker:
-    """A thread-safe pool of math-verify workers.
+    """The sympy step (rule 5, past the exact evaluator) in worker processes under a CPU budget."""
 
-    ``timeout_s`` bounds one comparison; ``startup_timeout_s`` a worker's start (importing
-    math-verify), which is not the answer's doing. Workers start lazily and are reused.
-    """
+    def __init__(self, size: int = 2, cpu_budget_s: float = CPU_BUDGET_S, wall_limit_s: float | None = None) -> None:
+        self.pool = CheckPool(__name__, size=size, cpu_budget_s=cpu_budget_s, wall_limit_s=wall_limit_s)
 
-    def __init__(self, size: int = 2, timeout_s: float = 10.0, startup_timeout_s: float = 120.0) -> None:
-        self.timeout_s = timeout_s
-        self.startup_timeout_s = startup_timeout_s
-        self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
-        for _ in range(size):
-            self._idle.put(None)
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def equivalent(self, gold: str, pred: str) -> Equivalence:
-        worker = self._idle.get()
-        try:
-            if worker is None or worker.proc.poll() is not None:
-                worker = _Worker()
-                if not worker.wait_ready(self.startup_timeout_s):
-                    worker.kill()
-                    worker = None
-                    return Equivalence(False, "worker_error", detail="math-verify worker did not start")
-            reply = worker.ask({"gold": gold, "pred": pred}, self.timeout_s)
-            if reply is None:
-                worker.kill()
-                worker = None
-                return Equivalence(False, "timeout", detail=f"no answer within {self.timeout_s:g}s")
-            return Equivalence(
-                equal=bool(reply.get("equal")),
-                status=str(reply.get("status")),
-                parsed=reply.get("parsed"),  # type: ignore[arg-type]
-                detail=reply.get("detail"),  # type: ignore[arg-type]
-            )
-        finally:
-            self._idle.put(worker)
+    def equivalent(self, gold: str, answer: str, tolerance: Tolerance | None = None) -> Equivalence:
+        tol = None if tolerance is None else [tolerance.abs, tolerance.rel]
+        outcome = self.pool.run({"gold": gold, "answer": answer, "tolerance": tol})
+        if outcome.status == "ok":
+            return Equivalence(**outcome.result)
+        if outcome.is_infra:
+            return Equivalence(False, "infra", detail=outcome.detail)
+        if outcome.status == "cpu_exceeded":
+            return Equivalence(False, "timeout", detail=outcome.detail)
+        return Equivalence(False, "unparseable", detail=outcome.detail)  # raised or crashed on the answer
 
     def close(self) -> None:
-        while not self._idle.empty():
-            worker = self._idle.get_nowait()
-            if worker is not None:
-                worker.kill()
+        self.pool.close()
 
 
 _shared: MathChecker | None = None
-_shared_lock = threading.Lock()
 
 
 def shared_checker() -> MathChecker:
-    """The process-wide checker (workers are killed with the process: their stdin closes)."""
+    """The process-wide checker (its workers die with the process)."""
     global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = MathChecker()
-        return _shared
+    if _shared is None:
+        _shared = MathChecker()
+        _shared.pool = shared_pool(__name__, cpu_budget_s=CPU_BUDGET_S)
+    return _shared
 
 
-# ---------------------------------------------------------------- worker side (runs as a script)
+# ---------------------------------------------------------------- worker side: sympy
+
+_DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
 
 
-def _compare(gold: str, pred: str) -> dict[str, object]:
-    from math_verify import LatexExtractionConfig, parse, verify
+def _exact_latex(text: str) -> str:
+    """Each decimal literal as the fraction it spells, so that sympy never forms a float."""
+    return _DECIMAL_RE.sub(lambda m: f"(\\frac{{{m.group(1)}{m.group(2)}}}{{1{'0' * len(m.group(2))}}})", text)
 
+
+def _parse(text: str) -> Any:
+    import sympy
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig, latex2sympy
+
+    config = ConversionConfig(lowercase_symbols=False, interpret_contains_as_eq=False,
+                              interpret_simple_eq_as_assignment=False)
+    expr = latex2sympy(_exact_latex(text), normalization_config=None, conversion_config=config)
+    if isinstance(expr, sympy.Basic) and expr.atoms(sympy.Float):
+        raise ValueError("an inexact number")
+    return expr
+
+
+def _same(g: Any, a: Any, tol: list[float] | None) -> bool:
+    import sympy
+
+    if g == a:
+        return True
+    if isinstance(g, sympy.MatrixBase) or isinstance(a, sympy.MatrixBase):
+        return (isinstance(g, sympy.MatrixBase) and isinstance(a, sympy.MatrixBase) and g.shape == a.shape
+                and all(_same(x, y, tol) for x, y in zip(g, a, strict=True)))
+    if isinstance(g, sympy.Tuple) or isinstance(a, sympy.Tuple):
+        return (type(g) is type(a) and len(g) == len(a) and all(_same(x, y, tol) for x, y in zip(g, a, strict=True)))
+    if isinstance(g, sympy.FiniteSet) or isinstance(a, sympy.FiniteSet):
+        if not (isinstance(g, sympy.FiniteSet) and isinstance(a, sympy.FiniteSet)) or len(g) != len(a):
+            return False
+        return (all(any(_same(x, y, tol) for y in a) for x in g) and all(any(_same(x, y, tol) for x in g) for y in a))
+    if isinstance(g, sympy.Interval) or isinstance(a, sympy.Interval):
+        return (isinstance(g, sympy.Interval) and isinstance(a, sympy.Interval) and g.left_open == a.left_open
+                and g.right_open == a.right_open and _same(g.start, a.start, tol) and _same(g.end, a.end, tol))
+    if not (isinstance(g, sympy.Expr) and isinstance(a, sympy.Expr)):
+        return False
+    if {s.name for s in g.free_symbols} != {s.name for s in a.free_symbols}:
+        return False
+    if tol is not None and g.is_number and a.is_number:
+        gv, av = sympy.N(g, 50), sympy.N(a, 50)
+        if not (gv.is_real and av.is_real and gv.is_finite and av.is_finite):
+            return False
+        return bool(abs(av - gv) <= max(sympy.Float(tol[0], 50), sympy.Float(tol[1], 50) * abs(gv)))
+    if g.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or a.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
+        return False  # equal infinities were caught by ``g == a``; oo - oo is nan, not 0
+    return sympy.simplify(g - a) == 0
+
+
+def handle_check(request: dict[str, Any]) -> dict[str, Any]:
+    """The worker side of ``MathChecker.equivalent``: one pair of expressions, compared by sympy."""
+    tol = request["tolerance"]
     try:
-        gold_text = gold if gold.strip().startswith("$") else f"${gold}$"
-        gold_parsed = parse(gold_text, extraction_config=[LatexExtractionConfig()], parsing_timeout=5)
-        if not gold_parsed:  # plain-text gold (task data, trusted): math-verify's default extractors
-            gold_parsed = parse(gold, parsing_timeout=5)
-    except Exception as e:  # noqa: BLE001 - the task's fault: infra
-        return {"equal": False, "status": "gold_unparseable", "detail": f"{type(e).__name__}: {e}"[:300]}
-    if not gold_parsed:
-        return {"equal": False, "status": "gold_unparseable", "parsed": None}
+        gold = _parse(request["gold"])
+    except Exception as e:  # noqa: BLE001 - the task's fault: an infra error, reported as such
+        return {"equal": False, "status": "gold_unparseable", "method": "sympy", "detail": f"{type(e).__name__}: {e}"[:300]}
     try:
-        pred_parsed = parse(f"${pred}$", extraction_config=[LatexExtractionConfig()], parsing_timeout=5)
-        if not pred_parsed:
-            return {"equal": False, "status": "unparseable", "parsed": None}
-        equal = verify(gold_parsed, pred_parsed, timeout_seconds=5)
-        return {"equal": bool(equal), "status": "ok", "parsed": str(pred_parsed[0])[:200]}
-    except Exception as e:  # noqa: BLE001 - the answer's fault: a failure, never an infra error
-        return {"equal": False, "status": "answer_error", "detail": f"{type(e).__name__}: {e}"[:300]}
-
-
-def _worker_main() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (_WORKER_MEMORY_BYTES, _WORKER_MEMORY_BYTES))
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # anything the libraries print goes to stderr, not into the protocol
-    import math_verify  # noqa: F401  (import once, up front)
-
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
-
-    for line in sys.stdin:
-        try:
-            request = json.loads(line)
-            reply = _compare(str(request["gold"]), str(request["pred"]))
-        except Exception as e:  # noqa: BLE001 - reported to the client, which decides
-            reply = {"equal": False, "status": "worker_error", "detail": f"{type(e).__name__}: {e}"[:300]}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
-
-
-if __name__ == "__main__":
-    _worker_main()
+        answer = _parse(request["answer"])
+    except Exception as e:  # noqa: BLE001 - the answer's fault: a failure
+        return {"equal": False, "status": "unparseable", "method": "sympy", "detail": f"{type(e).__name__}: {e}"[:300]}
+    return {"equal": bool(_same(gold, answer, tol)), "status": "ok", "method": "tolerance" if tol else "sympy",
+            "detail": str(answer)[:200]}

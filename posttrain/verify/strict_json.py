@@ -5,9 +5,17 @@ duplicate keys; each lets a response slip past numeric bounds or show one value 
 another to a reader (reward-hacking.md JSON-01; defense section 2.4). ``loads_strict`` rejects
 all of them and says where.
 
-Also: ``json_equal`` compares two parsed JSON values type-strictly (bool is not a number,
-``1 == 1.0`` as JSON numbers), and ``extract_json_text`` finds the one JSON document in a
-response (a single fenced block, or the whole response).
+Numbers are exact. A float rounds ``36.000000000000001`` to the integer 36 and ``1e-400`` to 0,
+so a response could pass an integer field, or equal a 0, with a value that is neither (issue 14,
+class 11). ``loads_strict(text, exact=True)`` keeps every non-integer literal as the
+``decimal.Decimal`` it spells; ``to_exact`` turns a value's floats (task data, parsed by Python's
+``json``) into the Decimal of their shortest repr, which is the literal the task wrote. Exact
+values compare exactly: ``36.0 == 36`` (JSON Schema: an integer is a number with no fractional
+part), ``36.000000000000001 != 36``, ``1e-400 != 0``.
+
+Also: ``json_equal`` compares two JSON values type-strictly (bool is not a number, numbers by
+exact value), and ``extract_json_text`` finds the one JSON document in a response (a single
+fenced block, any line endings, or the whole response).
 """
 
 from __future__ import annotations
@@ -15,9 +23,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
-_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 MAX_JSON_CHARS = 200_000
 
 
@@ -36,6 +45,11 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _exact_decimal(text: str) -> Decimal:
+    _finite_float(text)  # the same overflow rule as the float parse: magnitudes stay below 1e309
+    return Decimal(text)
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -45,11 +59,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def loads_strict(text: str, *, max_chars: int | None = MAX_JSON_CHARS) -> Any:
-    """Parse one JSON document strictly.
+def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_JSON_CHARS) -> Any:
+    """Parse one JSON document strictly; with ``exact``, non-integer numbers are ``Decimal``.
 
     >>> loads_strict('{"a": 1}')
     {'a': 1}
+    >>> loads_strict('[36.0, 1e-400]', exact=True)
+    [Decimal('36.0'), Decimal('1E-400')]
     >>> loads_strict('{"a": NaN}')
     Traceback (most recent call last):
     ...
@@ -61,7 +77,7 @@ def loads_strict(text: str, *, max_chars: int | None = MAX_JSON_CHARS) -> Any:
         return json.loads(
             text,
             parse_constant=_reject_constant,
-            parse_float=_finite_float,
+            parse_float=_exact_decimal if exact else _finite_float,
             object_pairs_hook=_no_duplicates,
         )
     except StrictJSONError:
@@ -92,7 +108,7 @@ def json_type(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, int | float | Decimal):
         return "number"
     if isinstance(value, str):
         return "string"
@@ -103,11 +119,57 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def exact_number(value: int | float | Decimal) -> int | Decimal:
+    """The exact value of a JSON number: an int as it is, a float as its shortest repr.
+
+    >>> exact_number(0.1), exact_number(36), exact_number(Decimal("1E-400"))
+    (Decimal('0.1'), 36, Decimal('1E-400'))
+    """
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    return value
+
+
+def to_exact(value: Any) -> Any:
+    """``value`` with every float replaced by ``exact_number`` of it (recursively).
+
+    >>> to_exact({"a": [0.5, 2, True]})
+    {'a': [Decimal('0.5'), 2, True]}
+    """
+    if isinstance(value, float):
+        return exact_number(value)
+    if isinstance(value, list):
+        return [to_exact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_exact(v) for k, v in value.items()}
+    return value
+
+
+def to_plain(value: Any) -> Any:
+    """``value`` made JSON-serialisable for evidence: a Decimal becomes an int when integral,
+    a float when the float is exactly it, else its string.
+
+    >>> to_plain([Decimal("36.0"), Decimal("0.5"), Decimal("1E-400")])
+    [36, 0.5, '1E-400']
+    """
+    if isinstance(value, Decimal):
+        if value == value.to_integral_value():
+            return int(value)
+        return float(value) if Decimal(float(value)) == value else str(value)
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
 def json_equal(a: Any, b: Any) -> bool:
-    """Type-strict equality of JSON values (``True != 1``; ``1 == 1.0``; key order ignored).
+    """Type-strict equality of JSON values: ``True != 1``, numbers by exact value, key order ignored.
 
     >>> json_equal({"a": [1, True]}, {"a": [1.0, True]}), json_equal(True, 1)
     (True, False)
+    >>> json_equal(36, Decimal("36.000000000000001")), json_equal(0, Decimal("1E-400"))
+    (False, False)
     """
     ta, tb = json_type(a), json_type(b)
     if ta != tb:
@@ -116,4 +178,6 @@ def json_equal(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     if ta == "object":
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if ta == "number":
+        return exact_number(a) == exact_number(b)
     return a == b
