@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from posttrain.config import to_dict
+from posttrain.config import check_out_dir, to_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,6 +69,7 @@ def _run(recipe_path: Path, args: argparse.Namespace) -> int:
 
     console = Console()
     recipe = load_recipe(recipe_path, args.overrides)
+    check_out_dir(args.out)  # a file, a path under a file, an unwritable folder: one line, before any work
     console.print(f"[bold]recipe[/bold] {recipe_path}")
     console.print(yaml.safe_dump(to_dict(recipe), sort_keys=False).rstrip(), highlight=False)
     out = Path(args.out)
