@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from posttrain.errors import UserError
 
@@ -33,8 +34,15 @@ _COMMAND_MODULES = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line, like every other bad input (subcommands inherit it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="posttrain",
         description="Post-training for causal LMs: SFT, RLVR (GRPO/PPO), DPO/RM, and evaluation on verified tasks.",
     )
