@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from posttrain.sandbox import Limits, open_pool
+    from posttrain.sandbox._types import LimitsError, check_timeout
     from posttrain.sandbox.workspace import Workspace
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -46,13 +47,20 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError("sandbox run: no command given; usage: posttrain sandbox run [options] -- CMD...")
     if args.workspace is not None and not os.path.isdir(args.workspace):
         raise UserError(f"sandbox run: --workspace {args.workspace!r} is not a directory")
-    limits = Limits(memory_mb=args.memory_mb)
+    try:  # checked before the pool starts, naming the option
+        timeout = check_timeout(args.timeout)
+    except LimitsError as e:
+        raise UserError(f"sandbox run: --timeout: {e}") from None
+    try:
+        limits = Limits(memory_mb=args.memory_mb)
+    except LimitsError as e:
+        raise UserError(f"sandbox run: --memory-mb: {e}") from None
     with open_pool(size=1) as pool:
         if args.workspace is not None:
             with Workspace(pool, args.workspace) as ws:
-                ex = ws.exec(cmd, timeout=args.timeout, limits=limits)
+                ex = ws.exec(cmd, timeout=timeout, limits=limits)
         else:
-            ex = pool.exec(cmd, timeout=args.timeout, limits=limits)
+            ex = pool.exec(cmd, timeout=timeout, limits=limits)
     print(json.dumps(ex.to_json(), indent=2))
     return 1 if ex.outcome == "infra_error" else 0
 
