@@ -1,6 +1,8 @@
-"""``posttrain bench sandbox|train|verify``: run a benchmark script from bench/ in this checkout.
+"""``posttrain bench sandbox|train|verify|learn|quickstart``: run a benchmark script from bench/ in this checkout.
 
-Each script measures our code and a peer baseline in the same run and prints the ratio.
+sandbox, train, verify measure our code and a peer baseline in the same run and print the ratio;
+learn compares GRPO learning with TRL's GRPOTrainer from the same SFT checkpoint; quickstart runs
+the quickstart recipe on several seeds and prints demonstrator / SFT / RL held-out pass@1 per seed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from posttrain.errors import UserError
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
-NAMES = ("sandbox", "train", "verify")
+NAMES = ("sandbox", "train", "verify", "learn", "quickstart")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
