@@ -680,6 +680,7 @@ def apply_lora(model: nn.Module, spec: LoraSpec, *, task_type: str = "CAUSAL_LM"
     of DPO/GRPO without a second copy of the weights.
     """
     from peft import LoraConfig, get_peft_model
+    from transformers.pytorch_utils import Conv1D
 
     targets = lora_target_modules(model, spec)
     config = LoraConfig(
@@ -688,6 +689,8 @@ def apply_lora(model: nn.Module, spec: LoraSpec, *, task_type: str = "CAUSAL_LM"
         lora_dropout=spec.dropout,
         target_modules=targets,
         task_type=task_type,
+        # GPT-2's Conv1D stores its weight transposed (peft would otherwise warn and set it itself)
+        fan_in_fan_out=any(isinstance(m, Conv1D) and n.rsplit(".", 1)[-1] in targets for n, m in model.named_modules()),
     )
     try:
         return get_peft_model(model, config)

@@ -78,3 +78,118 @@ def test_second_quickstart_gets_a_new_default_directory(tmp_path):
     (tmp_path / "quickstart-2").mkdir()
     (tmp_path / "quickstart-2" / "config.yaml").write_text("seed: 0\n")
     assert _unused_dir(base) == tmp_path / "quickstart-3"
+
+
+# --- issue 12, section 3: every recipe value is checked at parse time, naming the key and the range
+
+ISSUE_12_VALUES = [
+    ("rl.lr=-0.001", "rl.lr: expected a number > 0, got -0.001"),
+    ("rl.critic_lr=-1", "rl.critic_lr: expected a number > 0"),
+    ("eval.max_new_tokens=0", "eval.max_new_tokens: expected an integer >= 1, got 0"),
+    ("model.hidden_size=-64", "model.hidden_size: expected an integer >= 8, got -64"),
+    ("sft.pack_len=0", "sft.pack_len: expected an integer >= 1, got 0"),
+    ("eval.samples_per_task=0", "eval.samples_per_task: expected an integer >= 1"),
+    ("rl.clip_low=-1", "rl.clip_low: expected a number in [0, 1)"),
+    ("sandbox.workers=-1", "sandbox.workers: expected an integer >= 1"),
+    ("rl.gae_lambda=5", "rl.gae_lambda: expected a number in [0, 1], got 5.0"),
+    ("rl.max_grad_norm=-1", "rl.max_grad_norm: expected a number > 0"),
+    ("sft.warmup_frac=2", "sft.warmup_frac: expected a number in [0, 1], got 2.0"),
+    ("reward.outcome=-1", "reward.outcome: expected a number >= 0"),
+    ("model.num_layers=0", "model.num_layers: expected an integer >= 1, got 0"),
+    ("model.hidden_size=100", "model.hidden_size: expected a multiple of 8"),
+    ("rl.lr=.nan", "rl.lr: expected a finite number"),
+    ("seed=-1", "seed: expected an integer in [0, 4294967296)"),
+    ("dpo.label_smoothing=0.5", "dpo.label_smoothing: expected a number in [0, 0.5)"),
+    ("rm.lora.r=0", "rm.lora.r: expected an integer >= 1"),
+    ("pairs.max_new_tokens=0", "pairs.max_new_tokens: expected an integer >= 1"),
+    ("model.device=gpu", "model.device: expected a torch device"),
+    ("model.name=/nonexistent/model", "model.name: no such model directory '/nonexistent/model'"),
+    ("model.lora.target_modules=[]", "model.lora: target_modules: expected at least one module name"),
+]
+
+
+@pytest.mark.parametrize(("override", "needle"), ISSUE_12_VALUES)
+def test_every_recipe_value_is_checked_at_parse_time(override, needle):
+    with pytest.raises(ConfigError) as e:
+        load_recipe(EMBEDDED_RECIPE, [override])
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cuda_device_without_cuda_is_refused_at_parse_time():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match="model.device: 'cuda', but CUDA is not available on this machine"):
+        load_recipe(EMBEDDED_RECIPE, ["model.device=cuda"])
+
+
+def _numeric_fields(cls, where=""):
+    """(dotted key, annotation) of every int/float field of a recipe dataclass tree."""
+    import dataclasses
+    import types
+    import typing
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for f in dataclasses.fields(cls):
+        tp, key = hints[f.name], f"{where}{f.name}"
+        args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+        for arg in (a for a in args if a is not type(None)):
+            base = typing.get_args(arg)[0] if typing.get_origin(arg) is typing.Annotated else arg
+            if dataclasses.is_dataclass(base):
+                yield from _numeric_fields(base, f"{key}.")
+            elif base in (int, float):
+                yield key, arg
+
+
+def test_every_numeric_field_declares_its_range():
+    from posttrain.config import Range
+
+    fields = dict(_numeric_fields(Recipe))
+    assert len(fields) > 60  # the walk reaches every section, LoRA specs included
+    undeclared = [k for k, tp in fields.items() if not any(isinstance(m, Range) for m in getattr(tp, "__metadata__", ()))]
+    assert undeclared == []
+
+
+def test_scientific_notation_in_yaml_and_overrides(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("sft:\n  lr: 3e-3\nrl:\n  lr: 5E-4\n  critic_lr: 1.5e-5\n")
+    r = load_recipe(recipe, ["sft.warmup_frac=1e-1", "dpo.lr=2e-6"])
+    assert (r.sft.lr, r.rl.lr, r.rl.critic_lr, r.sft.warmup_frac, r.dpo.lr) == (3e-3, 5e-4, 1.5e-5, 0.1, 2e-6)
+    assert load_recipe(EMBEDDED_RECIPE, ["sft.lr=1e-3"]).sft.lr == 1e-3
+    with pytest.raises(ConfigError, match="rl.steps: expected an integer, got 'abc'"):
+        load_recipe(recipe, ["rl.steps=abc"])
+
+
+def _tiny_gpt2(path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=32, n_positions=32)).save_pretrained(path)
+    return path
+
+
+def test_lora_targets_follow_the_architecture(tmp_path):
+    from transformers import GPT2LMHeadModel
+
+    from posttrain.train._step import LoraSpec, apply_lora, lora_target_modules
+
+    gpt2 = _tiny_gpt2(tmp_path / "gpt2")
+    # the default: GPT-2 has no q_proj; its attention is c_attn
+    r = load_recipe(EMBEDDED_RECIPE, [f"model.name={gpt2}", "model.lora={r: 4}"])
+    model = GPT2LMHeadModel.from_pretrained(gpt2)
+    assert lora_target_modules(model, r.model.lora) == ["c_attn"]
+    wrapped = apply_lora(model, r.model.lora)
+    assert any("c_attn.lora_A" in n for n, _ in wrapped.named_parameters())
+    # Llama (the embedded default) keeps the four attention projections
+    assert load_recipe(EMBEDDED_RECIPE, ["model.lora={r: 4}"]).model.lora.target_modules is None
+    # a module the model lacks: refused at parse time, naming the key and the modules it has
+    with pytest.raises(ConfigError) as e:
+        load_recipe(EMBEDDED_RECIPE, [f"model.name={gpt2}", "model.lora={target_modules: [q_proj, v_proj]}"])
+    msg = str(e.value)
+    assert "model.lora.target_modules: GPT2LMHeadModel (gpt2) has no module 'q_proj'" in msg
+    assert "c_attn" in msg and "c_proj" in msg
+    with pytest.raises(ConfigError, match="dpo.lora.target_modules: LlamaForCausalLM .* no module 'c_attn'"):
+        load_recipe(EMBEDDED_RECIPE, ["dpo.lora={target_modules: [c_attn]}"])
+    # and at load time, for a model the recipe could not see
+    with pytest.raises(ConfigError, match="has no module 'q_proj'"):
+        apply_lora(GPT2LMHeadModel.from_pretrained(gpt2), LoraSpec(target_modules=("q_proj",)))
