@@ -291,11 +291,41 @@ class ToolEnv:
     def noop_response(self, task: Task) -> str:
         return "I cannot help with that."
 
+    def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
+        """``(name, task, response)``: responses that must score 0 (outcome ``fail``, never
+        ``infra_error``): reward-hacking.md JSON-04, and issue 14's classes 11-12 in arguments."""
+        record = {"id": "tool-exploit", "domain": NAME, "prompt": "Book 2 seats for 0 extra cost, code aaa.",
+                  "tools": [_EXPLOIT_TOOL], "expected_calls": [
+                      {"name": "book", "arguments": {"seats": 2, "extra": 0, "code": "aaa"}, "optional": ["rx"]}]}
+        task = self.parse_task(record, "tool exploit fixtures")
+        return [(name, task, response) for name, response in _EXPLOITS]
+
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         from posttrain.envs._tool_gen import generate
 
         rng = random.Random(seed)
         return [generate(rng, f"tool-gen-{seed}-{i}") for i in range(n)]
+
+
+_EXPLOIT_TOOL = {"type": "function", "function": {"name": "book", "description": "Book seats.", "parameters": {
+    "type": "object", "properties": {"seats": {"type": "integer"}, "extra": {"type": "number"},
+                                     "code": {"type": "string", "pattern": "^(a+)+$"},
+                                     "rx": {"type": "string", "format": "regex"}},
+    "required": ["seats", "extra", "code"], "additionalProperties": False}}}
+
+
+def _book(seats: str, extra: str = "0", code: str = '"aaa"', rx: str = "") -> str:
+    return f'<tool_call>{{"name": "book", "arguments": {{"seats": {seats}, "extra": {extra}, "code": {code}{rx}}}}}</tool_call>'
+
+
+_EXPLOITS: list[tuple[str, str]] = [  # (name, response)
+    ("JSON-04 a garbled call is not an abstention", '<tool_call name="book" arguments={seats: 2}/>'),
+    ("JSON-01 NaN argument", _book("NaN")),
+    ("class 11: a non-integer literal that rounds to the integer", _book("2.0000000000000001")),
+    ("class 11: 1e-400 underflows to 0", _book("2", extra="1e-400")),
+    ("class 12: an argument that makes the schema's pattern backtrack", _book("2", code='"' + "a" * 64 + '!"')),
+    ("class 12: format regex with an overflowing quantifier", _book("2", rx=', "rx": "a{99999999999}"')),
+]
 
 
 def _check_tools(reader: RecordReader, tools: list[Any]) -> dict[str, Mapping[str, Any]]:

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from posttrain.envs import get_env
+from posttrain.envs.json_env import make_json_verifier
 from posttrain.errors import TaskError
+from posttrain.verify._deadline import CheckPool
 from posttrain.verify.strict_json import StrictJSONError, json_equal, loads_strict
 
 ENV = get_env("json")
@@ -116,3 +118,50 @@ def test_bad_tasks_are_named(record, match) -> None:
     with pytest.raises(TaskError, match=match) as e:
         ENV.parse_task({**base, **record}, "file.jsonl:3")
     assert "file.jsonl:3" in str(e.value) and "bad-1" in str(e.value)
+
+
+FAST = make_json_verifier(CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=1.0))
+
+
+@pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),
+                         ids=[name for name, _, _ in ENV.exploit_fixtures()])
+def test_exploit_fixtures_score_zero(name: str, exploit_task, response: str) -> None:
+    v = FAST(exploit_task, response)  # a 1 s CPU budget: the backtracking fixture fails sooner
+    assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
+
+
+@pytest.mark.parametrize(
+    ("response", "passes"),
+    [
+        ('{"age": 36}', True),
+        ('{"age": 36.0}', True),  # JSON Schema: an integer is a number with no fractional part
+        ('{"age": 3.6e1}', True),
+        ('{"age": 360e-1}', True),
+        ('{"age": 36.000000000000001}', False),
+        ('{"age": 35.99999999999999999}', False),
+    ],
+)
+def test_integer_fields_compare_the_decimal_as_written(response: str, passes: bool) -> None:
+    schema = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}
+    assert VERIFY(task(schema, {"age": 36}), response).passed is passes
+
+
+def test_numbers_compare_exactly_at_every_scale() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}
+    assert VERIFY(task(schema, {"x": 0.1}), '{"x": 0.1}').passed
+    assert VERIFY(task(schema, {"x": 0.1}), '{"x": 1e-1}').passed
+    assert not VERIFY(task(schema, {"x": 0.1}), '{"x": 0.10000000000000001}').passed
+    assert not VERIFY(task(schema, {"x": 0}), '{"x": 1e-400}').passed
+    assert not VERIFY(task(schema, {"x": 0}), '{"x": -1e-400}').passed
+    big = 10**20 + 1
+    assert VERIFY(task(schema, {"x": big}), f'{{"x": {big}}}').passed
+    assert not VERIFY(task(schema, {"x": big}), '{"x": 1.0e20}').passed
+    bounded = {"type": "object", "properties": {"x": {"type": "number", "maximum": 0.1, "multipleOf": 0.05}}}
+    assert VERIFY(task(bounded, {"x": 0.1}), '{"x": 0.1}').passed  # 0.1 <= 0.1 and a multiple of 0.05, exactly
+    assert VERIFY(task(bounded, {"x": 0.1}), '{"x": 0.10000000000000001}').error_class == "schema"
+
+
+def test_fenced_answer_with_crlf_line_endings_is_extracted() -> None:
+    body = json.dumps(EXPECTED, indent=2).replace("\n", "\r\n")
+    assert VERIFY(task(), f"Sure:\r\n```json\r\n{body}\r\n```\r\n").passed
+    assert VERIFY(task(), f"```\r\n{body}\r\n```").passed

@@ -131,3 +131,90 @@ def test_worker_does_not_run_in_the_trainer_process() -> None:
         assert pid != os.getpid()
     finally:
         checker.close()
+
+
+@pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),
+                         ids=[name for name, _, _ in ENV.exploit_fixtures()])
+def test_exploit_fixtures_score_zero(name: str, exploit_task: Task, response: str) -> None:
+    v = VERIFY(exploit_task, response)
+    assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
+
+
+@pytest.mark.parametrize(
+    ("answer", "response"),
+    [
+        ("\\frac{1}{2}", "\\boxed{\\dfrac{1}{2}}"),
+        ("\\frac{1}{2}", "\\boxed{\\frac12}"),
+        ("0.5", "\\boxed{\\frac{1}{2}}"),
+        ("\\frac{3}{2}", "\\boxed{1.50}"),
+        ("2^{-30}", "\\boxed{\\frac{1}{1073741824}}"),
+        ("100000000000000000001", "\\boxed{10^{20} + 1}"),
+        ("100000000000000000001", "\\boxed{100000000000000000001 \\cdot 1.0}"),
+        ("100000000000000000000", "\\boxed{1.0 \\times 10^{20}}"),
+        ("1000", "\\boxed{1{,}000}"),
+        ("x = 3", "\\boxed{3 = x}"),
+        ("x < 3", "\\boxed{3 > x}"),
+        ("y = 2x + 1", "\\boxed{y=1+2x}"),
+        ("50\\%", "\\boxed{50 \\%}"),
+        ("12.5\\%", "\\boxed{\\frac{25}{2}\\%}"),
+        ("\\text{Monday}", "\\boxed{\\text{ monday }}"),
+        ("\\sqrt{8}", "\\boxed{2\\sqrt{2}}"),
+        ("\\frac{5}{2}", "\\boxed{2\\frac{1}{2}}"),
+        ("(3, 5)", "\\boxed{(3,5)}"),
+        ("a+B", "\\boxed{B+a}"),
+        ("\\infty", "\\boxed{\\infty}"),
+    ],
+)
+def test_exact_comparison_keeps_correct_answers(answer: str, response: str) -> None:
+    assert VERIFY(task(answer), response).passed
+
+
+@pytest.mark.parametrize(
+    ("answer", "response", "error_class"),
+    [
+        ("5", "\\boxed{2+2=5}", "form:relation"),
+        ("x = 3", "\\boxed{3}", "form:relation"),
+        ("x < 3", "\\boxed{x > 3}", "wrong_answer"),
+        ("50", "\\boxed{50\\%}", "form:percent"),
+        ("50\\%", "\\boxed{0.5}", "form:percent"),
+        ("3", "\\boxed{3\\text{ (perhaps 5)}}", "form:text"),
+        ("\\text{Monday}", "\\boxed{\\text{Tuesday}}", "wrong_answer"),
+        ("x^2", "\\boxed{X^2}", "wrong_answer"),
+        ("\\frac{1}{3}", "\\boxed{0.333333}", "wrong_answer"),
+        ("3", "\\boxed{\\frac{}{}}", "unparseable"),
+    ],
+)
+def test_each_rule_fails_with_its_class(answer: str, response: str, error_class: str) -> None:
+    v = VERIFY(task(answer), response)
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, error_class), v
+
+
+def test_tolerance_is_the_only_approximate_comparison() -> None:
+    def with_tol(tol: dict) -> Task:
+        return ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "\\pi", "tolerance": tol}, "t")
+
+    assert not VERIFY(task("\\pi"), "\\boxed{3.14159}").passed
+    assert VERIFY(with_tol({"abs": 1e-5}), "\\boxed{3.14159}").passed
+    assert not VERIFY(with_tol({"abs": 1e-6}), "\\boxed{3.14159}").passed
+    assert VERIFY(with_tol({"rel": 1e-3}), "\\boxed{3.14}").passed
+    rational = ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "\\frac{1}{3}",
+                               "tolerance": {"abs": 1e-6}}, "t")
+    assert VERIFY(rational, "\\boxed{0.333333}").passed and not VERIFY(rational, "\\boxed{0.3333}").passed
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "match"),
+    [({}, "field 'tolerance'"), ({"abs": -1}, "tolerance.abs"), ({"rel": "1%"}, "tolerance.rel"),
+     ({"abs": 1, "pct": 2}, "field 'tolerance'"), ([1e-6], "field 'tolerance'")],
+)
+def test_bad_tolerance_is_named(tolerance, match) -> None:
+    from posttrain.errors import TaskError
+
+    with pytest.raises(TaskError, match=match):
+        ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "1", "tolerance": tolerance}, "f:1")
+
+
+def test_numeric_gold_keeps_the_decimal_it_spells() -> None:
+    tiny = ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": 1e-05}, "t")
+    assert tiny.fields["answer"] == "0.00001"
+    assert VERIFY(tiny, "\\boxed{\\frac{1}{100000}}").passed and not VERIFY(tiny, "\\boxed{0}").passed

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.tool_env import ToolCallError, parse_tool_calls
+from posttrain.envs.tool_env import ToolCallError, make_tool_verifier, parse_tool_calls
 from posttrain.errors import TaskError
+from posttrain.verify._deadline import CheckPool
 
 ENV = get_env("tool")
 VERIFY = ENV.make_verifier(None)
@@ -131,3 +132,32 @@ def test_bad_tasks_are_named(patch, match) -> None:
     base = {"id": "bad-tool", "domain": "tool", "prompt": "p", "tools": [WEATHER, TIME], "expected_calls": ONE}
     with pytest.raises(TaskError, match=match):
         ENV.parse_task({**base, **patch}, "tools.jsonl:1")
+
+
+FAST = make_tool_verifier(CheckPool("posttrain.envs.tool_env", size=1, cpu_budget_s=1.0))
+
+
+@pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),
+                         ids=[name for name, _, _ in ENV.exploit_fixtures()])
+def test_exploit_fixtures_score_zero(name: str, exploit_task, response: str) -> None:
+    v = FAST(exploit_task, response)  # a 1 s CPU budget: the backtracking fixture fails sooner
+    assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
+
+
+def test_exploit_fixture_task_accepts_its_right_call() -> None:
+    (_, t, _), *_ = ENV.exploit_fixtures()
+    right = '<tool_call>{"name": "book", "arguments": {"seats": 2.0, "extra": 0e0, "code": "aaa"}}</tool_call>'
+    assert VERIFY(t, right).passed
+
+
+def test_numeric_arguments_compare_exactly() -> None:
+    t = task([{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}])
+    assert VERIFY(t, tag("get_weather", {"city": "Paris", "days": 3})).passed
+    assert VERIFY(t, '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3.0}}</tool_call>').passed
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3.0000000000000001}}</tool_call>'
+    assert VERIFY(t, call).error_class == "schema"
+
+
+def test_fenced_call_with_crlf_line_endings_is_extracted() -> None:
+    body = json.dumps({"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}})
+    assert VERIFY(task(ONE), f"Calling it.\r\n```json\r\n{body}\r\n```\r\n").passed
