@@ -27,7 +27,7 @@ from posttrain.sandbox.errors import HostCannotIsolate
 
 SANDBOX_UID = 65534
 _HERE = Path(__file__).resolve().parent
-ZYGOTE_FILES = ("_zygote.py", "_pump.py")
+ZYGOTE_FILES = ("_zygote.py", "_pump.py", "_wipe.py")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class HostTools:
     sh: str
     prlimit: str
     setpriv: str
+    unshare: str
+    mount: str
 
 
 def find_tools(python: str | None = None) -> HostTools:
@@ -61,7 +63,9 @@ def find_tools(python: str | None = None) -> HostTools:
             "/root, or `chmod o+x` its parent directories"
         )
     tools = {}
-    for name, pkg in (("sh", "dash"), ("prlimit", "util-linux"), ("setpriv", "util-linux")):
+    needed = (("sh", "dash"), ("prlimit", "util-linux"), ("setpriv", "util-linux"), ("unshare", "util-linux"),
+              ("mount", "mount"))  # fmt: skip
+    for name, pkg in needed:
         path = shutil.which(name, path="/usr/bin:/bin")
         if not path:
             raise HostCannotIsolate(f"{name}: not found in /usr/bin or /bin; fix: `apt-get install -y {pkg}`")
@@ -95,7 +99,8 @@ def bwrap_args(
         "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
         "--proc", "/proc",
-        "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
+        "--remount-ro", "/dev",
         "--size", str(tmp_bytes), "--tmpfs", "/tmp",
         *work,
         *extra,
@@ -145,13 +150,17 @@ def launcher_argv(
     cpu_s: int | None,
     fsize: int | None,
     nofile: int,
+    wrap: Sequence[str] = (),
 ) -> list[str]:
-    """The full argv: sh (join cgroups) -> prlimit -> setpriv (uid 65534) -> bwrap -> command."""
+    """The full argv: sh (join cgroups) -> [wrap] -> prlimit -> setpriv (uid 65534) -> bwrap -> command.
+
+    ``wrap`` runs as root between joining the cgroups and dropping privileges and must end by
+    executing its arguments (see ``overlay_wrap``)."""
     join = " ".join(shlex.quote(p) for p in cgroup_procs)
     script = f'for f in {join}; do echo $$ > "$f" || exit 125; done; exec "$@"'
     cpu = f"{cpu_s}:{cpu_s + 1}" if cpu_s is not None else "unlimited"
     return [
-        tools.sh, "-c", script, "sh",
+        tools.sh, "-c", script, "sh", *wrap,
         tools.prlimit, f"--cpu={cpu}", f"--fsize={fsize if fsize is not None else 'unlimited'}",
         f"--nofile={nofile}:{nofile}", "--core=0", "--",
         tools.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--",
@@ -178,3 +187,25 @@ def spawn(argv: list[str], fds: dict[int, int]) -> int:
     finally:
         for fd in high.values():
             os.close(fd)
+
+
+# Mounts a workspace's layers in a mount namespace of the launch's own, with paths relative to
+# the workspace's directory: the options a job reads in /proc/self/mountinfo are then its own
+# layer names ("lowerdir=u3:base1,upperdir=u5,..."), never a host path; and the mount vanishes
+# with the launch, so nothing is ever left mounted on the host.
+_OVERLAY_SCRIPT = (
+    'm=$1; cd "$2" || exit 125; if [ "$3" != - ]; then "$m" --bind "$3" base0 || exit 125; fi; '
+    '"$m" -t overlay overlay -o "$4" merged || exit 125; shift 4; exec "$@"'
+)
+
+
+def overlay_wrap(tools: HostTools, ws_dir: str, base: str | None, options: str) -> list[str]:
+    """``wrap`` for ``launcher_argv``: mount a workspace's overlay at ``ws_dir/merged``.
+
+    ``base``: a host directory to bind at ``ws_dir/base0`` first (the read-only bottom layer
+    used in place), or None. ``options``: the overlay's mount options, paths relative to ws_dir.
+    """
+    return [
+        tools.unshare, "--mount", "--propagation", "private", "--",
+        tools.sh, "-c", _OVERLAY_SCRIPT, "sh", tools.mount, ws_dir, base or "-", options,
+    ]  # fmt: skip

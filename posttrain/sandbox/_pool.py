@@ -12,11 +12,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import json
 import os
 import queue
 import secrets
 import select
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -24,11 +26,12 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout
-from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, recv_frame, send_frame, wait_for
+from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, send_frame, wait_for
 from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
 from posttrain.sandbox._types import Execution, Limits, check_timeout, classify, usable_cpus
 from posttrain.sandbox._wipe import remove_tree
@@ -79,14 +82,48 @@ def _cpu_seconds(limits: Limits, timeout: float) -> int:
     return max(1, int(limits.cpu_time_s if limits.cpu_time_s is not None else timeout + 1))
 
 
+def _memfd(name: str) -> int:
+    return os.memfd_create(name, os.MFD_CLOEXEC)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to a fresh memfd and rewind it."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+
+
+def _read_capped(fd: int, cap: int) -> tuple[bytes, bool, int]:
+    """(at most ``cap`` bytes from offset 0, whether there were more, size) of a job's memfd."""
+    size = os.fstat(fd).st_size
+    want, parts = min(size, cap), []
+    while want > 0:
+        chunk = os.pread(fd, min(want, 1 << 20), sum(map(len, parts)))
+        if not chunk:
+            break
+        parts.append(chunk)
+        want -= len(chunk)
+    return b"".join(parts), size > cap, size
+
+
+class _Retry(Exception):
+    """The slot failed before the job started: restart it and run the job there once more."""
+
+
 class _ZygoteSlot:
-    """One warm fork-server sandbox; restarted on anomaly or every ``recycle_every`` jobs."""
+    """One warm fork-server sandbox; restarted on anomaly or every ``recycle_every`` jobs.
+
+    Jobs cross to the fork-server as a header of numbers plus five memfds made here (program,
+    stdin, stdout, stderr, report) over a SOCK_SEQPACKET socket; the outputs are read here, so
+    the fork-server never holds a byte of any job's input or output (see ``_zygote.py``).
+    """
 
     def __init__(self, pool: LocalSandboxPool, index: int) -> None:
         self.pool = pool
         self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-z{index}")
         self.pid: int | None = None
-        self.req = self.rep = -1
+        self.chan: socket.socket | None = None
         self.log: tempfile._TemporaryFileWrapper | None = None
         self.jobs = 0
         self.oom_seen = 0
@@ -94,8 +131,7 @@ class _ZygoteSlot:
 
     def start(self) -> None:
         self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
+        chan, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile(prefix="posttrain-zygote-")
         sfd = seccomp_fd(self.pool.bpf)
         work = ["--size", str(SLOT_TMP_BYTES), "--tmpfs", "/work"]
@@ -113,14 +149,14 @@ class _ZygoteSlot:
         try:
             # bwrap --die-with-parent watches the spawning *thread*: spawn from the pool's
             # long-lived spawner thread, not from whichever caller thread restarts the slot.
-            fds = {0: req_r, 1: rep_w, 2: self.log.fileno(), 4: sfd}
+            fds = {0: theirs.fileno(), 1: theirs.fileno(), 2: self.log.fileno(), 4: sfd}
             self.pid = self.pool.spawner.submit(_launch.spawn, argv, fds).result()
         finally:
-            for fd in (req_r, rep_w, sfd):
-                os.close(fd)
-        self.req, self.rep = req_w, rep_r
+            theirs.close()
+            os.close(sfd)
+        self.chan = chan
         try:
-            header, _ = recv_frame(self.rep, deadline=time.monotonic() + 30)
+            header = self._recv(time.monotonic() + 30)
         except FrameError as e:
             detail = self.diagnostics()
             self.stop()
@@ -137,6 +173,21 @@ class _ZygoteSlot:
             self.stop()
             raise HostCannotIsolate(f"the sandbox slot sent an unexpected greeting: {header}")
 
+    def _recv(self, deadline: float) -> dict:
+        assert self.chan is not None
+        if not wait_for(self.chan.fileno(), select.POLLIN, max(0.0, deadline - time.monotonic())):
+            raise FrameError("timed out waiting for the fork-server")
+        msg = self.chan.recv(1 << 16)
+        if not msg:
+            raise FrameError("the fork-server closed its channel")
+        try:
+            reply = json.loads(msg)
+        except ValueError as e:
+            raise FrameError(f"malformed reply: {e}") from e
+        if not isinstance(reply, dict):
+            raise FrameError("malformed reply")
+        return reply
+
     def diagnostics(self) -> str:
         if self.log is None:
             return ""
@@ -151,10 +202,9 @@ class _ZygoteSlot:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
             self.pid = None
-        for fd in (self.req, self.rep):
-            if fd >= 0:
-                os.close(fd)
-        self.req = self.rep = -1
+        if self.chan is not None:
+            self.chan.close()
+            self.chan = None
         if self.log is not None:
             self.log.close()
             self.log = None
@@ -177,6 +227,17 @@ class _ZygoteSlot:
 
     def run(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
             limits: Limits) -> Execution:  # fmt: skip
+        for attempt in (0, 1):
+            try:
+                return self._run_once(source, names, blobs, stdin, timeout, limits)
+            except _Retry as e:
+                self.stop()
+                if attempt:
+                    return Execution.infra(f"the fork-server could not start the job twice: {e}")
+        raise AssertionError("unreachable")
+
+    def _run_once(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
+                  limits: Limits) -> Execution:  # fmt: skip
         if self.pid is None:
             self.start()
         # +2: the slot also holds bwrap's monitor process and the fork-server itself.
@@ -186,47 +247,116 @@ class _ZygoteSlot:
             "cpu_s": _cpu_seconds(limits, timeout),
             "fsize": limits.file_size_mb * _MiB,
             "nofile": limits.open_files,
-            "cap": limits.output_bytes,
-            "files": names,
         }
+        fds = [_memfd(name) for name in ("program", "stdin", "stdout", "stderr", "report")]
+        try:
+            send_frame(fds[0], {"files": names}, [source, *blobs])  # read by the job's own process
+            os.lseek(fds[0], 0, os.SEEK_SET)
+            _write_all(fds[1], stdin)
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
         t0 = time.monotonic()
         try:
-            send_frame(self.req, header, [source, stdin, *blobs])
+            try:
+                socket.send_fds(self.chan, [json.dumps(header).encode()], fds)
+            except OSError as e:  # the slot died between jobs: nothing of this job has run
+                raise _Retry(f"fork-server slot gone: {e}") from e
             killed = 0
-            if not wait_for(self.rep, select.POLLIN, timeout + KILL_GRACE_S):
+            if not wait_for(self.chan.fileno(), select.POLLIN, timeout + KILL_GRACE_S):
                 killed = self.kill_job()
-            reply, out = recv_frame(self.rep, deadline=t0 + timeout + 10, max_blob=limits.output_bytes)
-        except (FrameError, OSError) as e:
-            detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
-            self.stop()
-            return Execution.infra(detail, duration_s=time.monotonic() - t0)
+            try:
+                reply = self._recv(t0 + timeout + 10)
+            except FrameError as e:
+                return self._slot_died(e, fds, limits, time.monotonic() - t0)
+            return self._result(reply, killed, fds, timeout, limits, time.monotonic() - t0)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _slot_died(self, e: Exception, fds: list[int], limits: Limits, duration: float) -> Execution:
+        """The fork-server died or hung during a job. Out of memory in the slot is the job's doing
+        (its files and processes filled the slot until the kernel killed the fork-server too);
+        anything else (a kill from outside, a host problem) is an infra error."""
+        detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
+        oom = self.cg.oom_kills() > self.oom_seen
+        self.stop()
+        if not oom:
+            return Execution.infra(detail, duration_s=duration)
+        return self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=True,
+                               duration=duration, peak=None)  # fmt: skip
+
+    def _result(self, reply: dict, killed: int, fds: list[int], timeout: float, limits: Limits,
+                duration: float) -> Execution:  # fmt: skip
         self.jobs += 1
+        if "zygote_error" in reply:
+            raise _Retry(f"fork-server error: {reply['zygote_error']}")
         if not reply.get("clean", False) or self.jobs >= self.pool.recycle_every:
             self.stop()  # restarted lazily by the next job
-        if "zygote_error" in reply or len(out) != 3:
-            self.stop()
-            return Execution.infra(
-                f"fork-server error: {reply.get('zygote_error')}", duration_s=time.monotonic() - t0
-            )
         oom_now = self.cg.oom_kills()  # one read per job: the count after the last job is cached
         oom, self.oom_seen = oom_now > self.oom_seen, oom_now
+        if "slot_error" in reply:  # what broke the slot after the fork is the job's doing
+            self.stop()
+            return self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=oom,
+                                   duration=duration, peak=None)  # fmt: skip
         # Killed here past its deadline: timed out, even if the fork-server saw only the death.
         exit_code, sig, timed_out = reply["exit_code"], reply["signal"], bool(reply["timed_out"]) or killed > 0
+        if timed_out and _starved(reply, timeout, limits):
+            return Execution.infra(
+                f"the job ran out of wall-clock time while starved of CPU: {reply['cpu_s']:.2f} s of CPU and "
+                f"{reply['run_delay_s']:.2f} s waiting for one in {timeout} s (the host is overloaded)",
+                duration_s=float(reply["duration_s"]),
+            )
+        return self._execution(fds, limits, exit_code=exit_code, sig=sig, timed_out=timed_out, oom=oom,
+                               duration=float(reply["duration_s"]), peak=int(reply["maxrss"]))  # fmt: skip
+
+    @staticmethod
+    def _execution(fds: list[int], limits: Limits, *, exit_code: int | None, sig: int | None, timed_out: bool,
+                   oom: bool, duration: float, peak: int | None) -> Execution:  # fmt: skip
+        cap = limits.output_bytes
+        (out, out_cut, _), (err, err_cut, _), (rep, rep_cut, rep_size) = (_read_capped(fd, cap) for fd in fds[2:])
         return Execution(
             outcome=classify(exit_code, sig, timed_out, oom),
             exit_code=exit_code,
             signal=sig,
-            stdout=out[0],
-            stderr=out[1],
-            stdout_truncated=bool(reply["stdout_truncated"]),
-            stderr_truncated=bool(reply["stderr_truncated"]),
-            duration_s=float(reply["duration_s"]),
-            peak_memory_bytes=int(reply["maxrss"]),
+            stdout=out,
+            stderr=err,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+            duration_s=duration,
+            peak_memory_bytes=peak,
             timed_out=timed_out,
             oom_killed=oom,
-            report=out[2] if reply["report_written"] else None,
-            report_truncated=bool(reply["report_truncated"]),
+            report=rep if rep_size else None,
+            report_truncated=rep_cut,
         )
+
+
+def _starved(reply: dict, timeout: float, limits: Limits) -> bool:
+    """Whether a job that ran out of wall-clock time was starved by the host rather than slow.
+
+    Blame is decided by CPU time: a job that used at least a quarter of the CPU its quota allowed in
+    that time burned its budget (its failure); one that got less, and whose first process spent
+    most of the time runnable but waiting for a CPU, was starved (infra, retried by the caller).
+    A job that slept, or lowered its own priority, is never starved.
+    """
+    budget = timeout * min(limits.cpu_cores, 1.0)
+    return (
+        not reply.get("deprioritized", True)
+        and float(reply.get("cpu_s", budget)) < 0.25 * budget
+        and float(reply.get("run_delay_s", 0.0)) > 0.5 * timeout
+    )
+
+
+@dataclass(frozen=True)
+class _Room:
+    """Where a workspace's jobs run: its own cgroups (limit: the job's memory plus the
+    workspace's storage) and a launcher prefix that mounts its layers (``_launch.overlay_wrap``)."""
+
+    cg: SlotCgroup
+    storage_mb: int
+    wrap: list[str]
 
 
 class _ExecSlot:
@@ -236,10 +366,15 @@ class _ExecSlot:
         self.pool = pool
         self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-x{index}")
 
-    def run(self, cmd: list[str], work: list[str], stdin: bytes, timeout: float, limits: Limits) -> Execution:
-        self.cg.set_limits(limits.memory_mb * _MiB, limits.pids + 4, limits.cpu_cores)
-        self.cg.reset_peak()
-        oom_before = self.cg.oom_kills()
+    def run(self, cmd: list[str], work: list[str], stdin: bytes, timeout: float, limits: Limits,
+            room: _Room | None = None) -> Execution:  # fmt: skip
+        """Run one job in this slot's cgroups, or in ``room``'s (a workspace's own cgroups and
+        mounts: what its jobs keep is charged there, not to whichever slot ran last)."""
+        cg = room.cg if room is not None else self.cg
+        extra_mb = room.storage_mb if room is not None else 0
+        cg.set_limits((limits.memory_mb + extra_mb) * _MiB, limits.pids + 4, limits.cpu_cores)
+        cg.reset_peak()
+        oom_before = cg.oom_kills()
         # sh is the namespace's pid 1 (--as-pid-1) and runs the command as its child. bwrap's own
         # init would do the same, but bwrap's monitor exits without reaping that init, leaving a
         # zombie for the host's pid 1 to reap (if it ever does), charged to this slot's pids limit
@@ -250,8 +385,9 @@ class _ExecSlot:
         opts = _launch.bwrap_args(work=work, tmp_bytes=limits.tmp_mb * _MiB, seccomp_fd=4, as_pid_1=True)
         marker = ["/bin/sh", "-c", 'printf x >&5 || exit 125; exec 4<&- 5>&-; "$@"; exit $?', "sh", *cmd]
         argv = _launch.launcher_argv(
-            self.pool.tools, self.cg.procs_files, opts, marker,
+            self.pool.tools, cg.procs_files, opts, marker,
             cpu_s=_cpu_seconds(limits, timeout), fsize=limits.file_size_mb * _MiB, nofile=limits.open_files,
+            wrap=room.wrap if room is not None else (),
         )  # fmt: skip
         pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, report, marker
         sfd = seccomp_fd(self.pool.bpf)
@@ -267,17 +403,17 @@ class _ExecSlot:
             os.close(fd)
         reaped: list[int] = []
         try:
-            return self._supervise(pid, reaped, pipes, stdin, t0, timeout, limits, oom_before)
+            return self._supervise(cg, pid, reaped, pipes, stdin, t0, timeout, limits, oom_before)
         finally:  # whatever happened, nothing of the job survives and the launcher is reaped
             if not reaped:  # (never signal a reaped pid: it may belong to someone else by now)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)
-            self.cg.kill_all()
+            cg.kill_all()
 
-    def _supervise(self, pid: int, reaped: list[int], pipes: list[tuple[int, int]], stdin: bytes, t0: float,
-                   timeout: float, limits: Limits, oom_before: int) -> Execution:  # fmt: skip
+    def _supervise(self, cg: SlotCgroup, pid: int, reaped: list[int], pipes: list[tuple[int, int]], stdin: bytes,
+                   t0: float, timeout: float, limits: Limits, oom_before: int) -> Execution:  # fmt: skip
         caps = {pipes[i][0]: Capture(limits.output_bytes) for i in (1, 2, 3)}
         mark = Capture(16)
         caps[pipes[4][0]] = mark
@@ -285,13 +421,13 @@ class _ExecSlot:
         exited = threading.Event()
         finished = pump(
             caps, stdin_fd=pipes[0][1], stdin_data=stdin, exit_fd=pidfd,
-            on_exit=lambda: (exited.set(), self.cg.kill_all()), deadline=t0 + timeout,
+            on_exit=lambda: (exited.set(), cg.kill_all()), deadline=t0 + timeout,
         )  # fmt: skip
         timed_out = not exited.is_set()
         if timed_out:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            self.cg.kill_all()
+            cg.kill_all()
         if not finished:
             pump(caps, stdin_fd=None, stdin_data=b"", exit_fd=None, on_exit=lambda: None,
                  deadline=time.monotonic() + 2)  # fmt: skip
@@ -300,7 +436,7 @@ class _ExecSlot:
         _, status = os.waitpid(pid, 0)
         reaped.append(status)
         duration = time.monotonic() - t0
-        clean = self.cg.kill_all()
+        clean = cg.kill_all()
         out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
         if mark.value() != b"x":
             if timed_out:
@@ -309,7 +445,7 @@ class _ExecSlot:
             return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration)
         if not clean:
             return Execution.infra("processes of the job survived SIGKILL", duration_s=duration)
-        oom = self.cg.oom_kills() > oom_before
+        oom = cg.oom_kills() > oom_before
         code = os.waitstatus_to_exitcode(status)
         # bwrap reports a program killed by signal N as exit status 128 + N.
         exit_code, sig = (code, None) if 0 <= code <= 128 or code > 159 else (None, code - 128)
@@ -324,7 +460,7 @@ class _ExecSlot:
             stdout_truncated=out.truncated,
             stderr_truncated=err.truncated,
             duration_s=duration,
-            peak_memory_bytes=self.cg.peak_memory(),
+            peak_memory_bytes=cg.peak_memory(),
             timed_out=timed_out,
             oom_killed=oom,
             report=rep.value() if rep.touched else None,
@@ -378,6 +514,7 @@ class LocalSandboxPool:
         self._execs: queue.Queue[_ExecSlot] = queue.Queue()
         self._all_z: list[_ZygoteSlot] = []
         self._all_x: list[_ExecSlot] = []
+        self.rooms: set[SlotCgroup] = set()  # cgroups of open workspaces, destroyed at close at the latest
         try:
             for i in range(size):
                 x = _ExecSlot(self, i)
@@ -486,8 +623,9 @@ class LocalSandboxPool:
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,
+        room: _Room | None = None,
     ) -> Execution:
-        """``exec`` with explicit bwrap options for /work (used by workspaces)."""
+        """``exec`` with explicit bwrap options for /work; a workspace passes its own ``room``."""
         self._check_open()
         timeout = check_timeout(timeout)
         limits = limits or self.default_limits
@@ -496,7 +634,7 @@ class LocalSandboxPool:
             raise LimitsError(f"cmd must be a non-empty list of non-empty strings, got {cmd!r}")
         slot = self._execs.get()
         try:
-            return slot.run(cmd, work, _stdin_bytes(stdin), timeout, limits)
+            return slot.run(cmd, work, _stdin_bytes(stdin), timeout, limits, room)
         except OSError as e:
             return Execution.infra(f"exec slot error: {e}")
         finally:
@@ -524,7 +662,9 @@ class LocalSandboxPool:
             z.cg.destroy()
         for x in self._all_x:
             x.cg.destroy()
-        _unmount_and_remove(self._root)
+        _unmount_and_remove(self._root)  # (lazily: workspace file systems mounted below go too)
+        for cg in list(self.rooms):
+            cg.destroy()
         remove_tree(self._dir)  # the lock file goes too: its open fd keeps the lock until closed
         os.close(self._dir_lock)
         self.spawner.shutdown(wait=False)
@@ -630,14 +770,14 @@ def _reap_stale(layout: CgroupLayout) -> None:
                 remove_tree(tmp / owner)
 
 
-def _mount_tmpfs(path: Path, size_bytes: int) -> None:
+def _mount_tmpfs(path: Path, size_bytes: int, owner: str = "mode=0711") -> None:
     r = subprocess.run(
         [
             "mount",
             "-t",
             "tmpfs",
             "-o",
-            f"size={size_bytes},mode=0711,nosuid,nodev",
+            f"size={size_bytes},{owner},nosuid,nodev",
             "posttrain-sandbox",
             str(path),
         ],

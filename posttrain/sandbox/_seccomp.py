@@ -9,6 +9,12 @@ back to ``clone``, whose flags can be checked), keyctl, bpf, perf_event_open, io
 and module loading, userfaultfd, ``open_by_handle_at``, and the TIOCSTI/TIOCLINUX ioctls
 (CVE-2017-5226; masked compare per CVE-2019-10063). Syscalls of a foreign ABI (i386, x32) kill
 the process (libseccomp's bad-arch action).
+
+Changing another process: every process of a slot runs as uid 65534, so the kernel would let a
+job set the fork-server's rlimits, nice value, CPU affinity, scheduler or I/O priority, and every
+later job of the slot would inherit them. Those syscalls are allowed only on the calling process
+itself (pid 0; ``setpriority``/``ioprio_set`` also on its own process group, never on a whole
+uid); reading another process's limits stays allowed.
 """
 
 from __future__ import annotations
@@ -43,6 +49,12 @@ _CLONE_NS_FLAGS = (
     0x20000000,  # CLONE_NEWPID
     0x40000000,  # CLONE_NEWNET
 )
+# Syscalls that change another process of the same uid: (name, index of the pid argument).
+_SELF_ONLY = (
+    ("sched_setaffinity", 0), ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0),
+    ("setpriority", 1), ("ioprio_set", 1),
+)  # fmt: skip
+_PRIO_USER, _IOPRIO_WHO_USER = 2, 3
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
 
@@ -68,6 +80,11 @@ def seccomp_bpf() -> bytes:
     for flag in _CLONE_NS_FLAGS:
         f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for name, arg in _SELF_ONLY:
+        f.add_rule(deny, name, sc.Arg(arg, sc.NE, 0))
+    f.add_rule(deny, "setpriority", sc.Arg(0, sc.EQ, _PRIO_USER))
+    f.add_rule(deny, "ioprio_set", sc.Arg(0, sc.EQ, _IOPRIO_WHO_USER))
+    f.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0), sc.Arg(2, sc.NE, 0))  # another pid, new limits
     for req in (_TIOCSTI, _TIOCLINUX):
         f.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, req))
     with tempfile.TemporaryFile() as tmp:

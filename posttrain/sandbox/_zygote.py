@@ -4,38 +4,57 @@ bwrap starts it as pid 1 of the slot's pid namespace (``--as-pid-1``), under uid
 the seccomp filter loaded and the slot's cgroup limits applied. Being the namespace's init, it
 cannot be killed by the jobs (the kernel drops SIGKILL/SIGSTOP sent to an init from inside its
 namespace, and it installs no handlers for other signals). It is not dumpable, so jobs running
-under the same uid cannot read its memory through /proc.
+under the same uid cannot read its memory or fds through /proc; seccomp refuses jobs the
+syscalls that change another process of the same uid (prlimit, setpriority, sched_set*,
+ioprio_set on a pid other than 0), and before each fork it checks its own rlimits, nice value,
+CPU affinity, scheduler and I/O priority against what it started with, and resets them.
 
-Loop: read a job frame on fd 10, write the job's files into a fresh /work/job, fork a child that
-applies the per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, not
-this process), starts its own session and executes the source as ``__main__``; wait for it to
-exit or for the deadline, SIGKILL every other process in the namespace and reap it; read the
-job's stdout, stderr and fd-3 report up to the cap; wipe /work, /tmp and /dev/shm; reply on fd 11.
+Loop: receive a job on fd 10 (a SOCK_SEQPACKET socket): a small header of numbers and five
+memfds made by the host -- the program (source and files), stdin, stdout, stderr, report. It
+never reads any of them: the child it forks reads its own program and writes its own files, and
+the host reads the outputs. So a job is forked from a state that holds no other job's data and
+none of its own stdin: there is nothing to find by walking frames, ``gc.get_objects()`` or the
+heap but this file's code and the numbers of job headers and replies. The child applies the
+per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, not this
+process), starts its own session and executes the source as ``__main__``; the server waits for
+it to exit or for the deadline, SIGKILLs and reaps every other process in the namespace, wipes
+/work, /tmp, /dev/shm and the POSIX message queues and restores the mode, owner, timestamps,
+flags and ``user.*`` xattrs of those roots; then it replies with the exit status and whether
+the slot is clean (else the host restarts it). A failure after the fork is the job's doing and
+is replied as such (``slot_error``); one before it is the slot's (``zygote_error``).
 
 The job's stdin, stdout, stderr and fd 3 are memfds, not pipes: nothing has to be pumped while
-it runs, so this process sleeps in one poll() per job instead of running a poll loop (each
-page this process touches after a fork costs a fault; on a VM with nested paging the loop was
-a tenth of a job's cost). Output past the cap is kept until the job ends (charged to the slot's
-memory) and dropped then; a file-size rlimit bounds it, so a job that floods stdout is stopped
-by SIGXFSZ at ``Limits.file_size_mb``.
+it runs, so this process sleeps in one poll() per job (each page this process touches after a
+fork costs a fault; on a VM with nested paging a poll loop was a tenth of a job's cost). Output
+is bounded by a file-size rlimit: a job that floods stdout is stopped by SIGXFSZ at
+``Limits.file_size_mb``.
 """
 
+import array
 import ctypes
+import fcntl
 import gc
+import json
 import os
 import resource
 import select
 import signal
+import socket
 import stat
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pump import PRELOAD, FrameError, recv_frame, send_frame, wait_for  # noqa: E402
+from _pump import PRELOAD, recv_frame, wait_for  # noqa: E402
+from _wipe import empty_dir  # noqa: E402
 
-REQ, REP = 10, 11
+CHANNEL = 10
 WIPE = ("/work", "/tmp", "/dev/shm")
+MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mqueue)
 PR_SET_DUMPABLE = 4
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+_IOPRIO = {"x86_64": (251, 252), "aarch64": (30, 31)}.get(os.uname().machine)  # (set, get) syscall numbers
+_libc = ctypes.CDLL(None, use_errno=True)
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
@@ -65,6 +84,157 @@ _STDERR = io.TextIOWrapper(
     io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), errors="backslashreplace", line_buffering=True
 )
 
+# ------------------------------------------------------------------ this process's own state
+
+_RLIMITS = sorted(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
+
+
+def _ioprio() -> int | None:
+    if _IOPRIO is None:
+        return None
+    return _libc.syscall(_IOPRIO[1], 1, 0)  # IOPRIO_WHO_PROCESS, self
+
+
+def own_state() -> dict:
+    """What a process of the same uid could change about this one if seccomp let it."""
+    return {
+        "rlimits": [resource.getrlimit(r) for r in _RLIMITS],
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "scheduler": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
+        "ioprio": _ioprio(),
+    }
+
+
+def restore_state(base: dict) -> str | None:
+    """Reset this process's rlimits, nice, affinity, scheduler and I/O priority to ``base``;
+    None when they match it afterwards, else what differs."""
+    now = own_state()
+    if now == base:
+        return None
+    for r, want, have in zip(_RLIMITS, base["rlimits"], now["rlimits"], strict=True):
+        if want != have:
+            try:
+                resource.setrlimit(r, want)
+            except (OSError, ValueError):
+                pass
+    try:
+        if now["nice"] != base["nice"]:
+            os.setpriority(os.PRIO_PROCESS, 0, base["nice"])
+        if now["affinity"] != base["affinity"]:
+            os.sched_setaffinity(0, base["affinity"])
+        if now["scheduler"] != base["scheduler"]:
+            os.sched_setscheduler(0, base["scheduler"][0], os.sched_param(base["scheduler"][1]))
+    except OSError:
+        pass
+    if _IOPRIO is not None and now["ioprio"] != base["ioprio"] and base["ioprio"] is not None:
+        _libc.syscall(_IOPRIO[0], 1, 0, base["ioprio"])
+    after = own_state()
+    bad = [k for k in base if after[k] != base[k]]
+    return f"the fork-server's {', '.join(bad)} changed and cannot be reset" if bad else None
+
+
+# ------------------------------------------------------------------ the writable places
+
+
+def _flags(fd: int) -> int | None:
+    buf = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+    except OSError:
+        return None
+    return buf[0]
+
+
+def root_state(path: str) -> dict:
+    """Mode, owner, timestamps, inode flags and user.* xattrs of one writable root."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        try:
+            xattrs = sorted(n for n in os.listxattr(fd) if n.startswith("user."))
+        except OSError:
+            xattrs = []
+        return {
+            "mode": st.st_mode,
+            "owner": (st.st_uid, st.st_gid),
+            "times": (st.st_atime_ns, st.st_mtime_ns),
+            "flags": _flags(fd),
+            "xattrs": xattrs,
+        }
+    finally:
+        os.close(fd)
+
+
+def restore_root(path: str, base: dict) -> bool:
+    """Put back a root's mode, inode flags, ``user.*`` xattrs and timestamps; True when anything
+    but the timestamps (which emptying it changes) had to be put back."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        changed = False
+        if os.fstat(fd).st_mode != base["mode"]:
+            os.fchmod(fd, stat.S_IMODE(base["mode"]))
+            changed = True
+        for name in os.listxattr(fd):
+            if name.startswith("user.") and name not in base["xattrs"]:
+                os.removexattr(fd, name)
+                changed = True
+        if base["flags"] is not None and _flags(fd) != base["flags"]:
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, array.array("i", [base["flags"]]))
+            changed = True
+        os.utime(fd, ns=base["times"])
+        return changed
+    finally:
+        os.close(fd)
+
+
+def _sysv_objects_left() -> bool:
+    for kind in ("shm", "sem", "msg"):  # SysV IPC objects would outlive the job in this ipc ns
+        fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
+        try:
+            if os.read(fd, 65536).count(b"\n") > 1:  # a header line, then one line per object
+                return True
+        finally:
+            os.close(fd)
+    return False
+
+
+def wipe(roots: dict) -> str | None:
+    """Empty the writable places and the message queues, restore the roots; None when all of it
+    is as it was when the slot started (else the host restarts the slot), or what is not."""
+    try:
+        for top in WIPE:  # every process of the job is dead by now, so nothing re-creates entries
+            if not empty_dir(top):  # (it makes a root chmod-ed to 0555 writable again first)
+                return f"{top} could not be emptied"
+            if restore_root(top, roots[top]) and root_state(top) != roots[top]:
+                return f"{top} could not be restored"
+        if os.path.isdir(MQUEUE):
+            for name in os.listdir(MQUEUE):
+                os.unlink(os.path.join(MQUEUE, name))
+            if os.listdir(MQUEUE):
+                return "POSIX message queues are left"
+        if _sysv_objects_left():
+            return "SysV IPC objects are left"
+    except (OSError, ValueError) as e:
+        return f"wipe failed: {e}"
+    return None
+
+
+# ------------------------------------------------------------------ processes
+
+_reaped_cpu = [0.0]  # CPU seconds of the processes reaped since the last job started
+
+
+def _reap(flags: int) -> int:
+    """wait4 any child; its pid (0: none exited yet, -1: no children), CPU time accumulated."""
+    try:
+        pid, _, ru = os.wait4(-1, flags)
+    except ChildProcessError:
+        return -1
+    if pid:
+        _reaped_cpu[0] += ru.ru_utime + ru.ru_stime
+    return pid
+
 
 def _others() -> list[int]:
     me = os.getpid()
@@ -78,9 +248,8 @@ def _has_children() -> bool:
     process of the job is a descendant of this one: no children means nobody else is left.
     """
     while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
+        pid = _reap(os.WNOHANG)
+        if pid == -1:
             return False
         if pid == 0:
             return True
@@ -100,44 +269,24 @@ def sweep() -> None:
             except OSError:
                 pass
         while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
+            pid = _reap(os.WNOHANG)
+            if pid == -1:
                 break
             if pid == 0:
                 time.sleep(0.0002)
                 break
 
 
-def _rm(path: str) -> None:
-    """Remove a tree the job may have chmod-ed to 000 (same uid: chmod back first)."""
-    st = os.lstat(path)
-    if stat.S_ISDIR(st.st_mode):
-        if st.st_mode & 0o700 != 0o700:
-            os.chmod(path, 0o700)
-        for name in os.listdir(path):
-            _rm(os.path.join(path, name))
-        os.rmdir(path)
-    else:
-        os.unlink(path)
+def _sched(pid: int) -> tuple[float, int, int]:
+    """(seconds runnable but waiting for a CPU, nice, scheduling policy) of a live or zombie process."""
+    with open(f"/proc/{pid}/schedstat", "rb") as f:
+        run_delay = int(f.read().split()[1]) / 1e9
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return run_delay, int(fields[16]), int(fields[38])  # stat fields 19 and 41
 
 
-def wipe() -> bool:
-    """Empty the writable places; True when they are empty afterwards (else the slot is recycled)."""
-    try:
-        for top in WIPE:  # every process of the job is dead by now, so nothing re-creates entries
-            for name in os.listdir(top):
-                _rm(os.path.join(top, name))
-        for kind in ("shm", "sem", "msg"):  # SysV IPC objects would outlive the job in this ipc ns
-            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
-            try:
-                if os.read(fd, 65536).count(b"\n") > 1:  # a header line, then one line per object
-                    return False
-            finally:
-                os.close(fd)
-    except (OSError, RecursionError):
-        return False
-    return True
+# ------------------------------------------------------------------ one job
 
 
 def write_files(names: list[str], blobs: list[bytes]) -> None:
@@ -148,14 +297,13 @@ def write_files(names: list[str], blobs: list[bytes]) -> None:
             f.write(data)
 
 
-def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
+def child(program: int, stdio: list[int], job: dict) -> None:
     """In the forked child: never returns."""
     code = 1
     try:
         os.setsid()
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(stdio):
             os.dup2(fd, target)
-        os.closerange(4, 65536)
         _prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         try:  # the OOM killer must pick the job's processes, never this slot's fork-server
             fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
@@ -163,6 +311,17 @@ def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
             os.close(fd)
         except OSError:
             pass
+        sys.stdin, sys.stdout, sys.stderr = _STDIN, _STDOUT, _STDERR
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        try:  # the job's own program and files, read only now, in the job's own process
+            header, blobs = recv_frame(program)
+            write_files(header["files"], blobs[1:])
+            source = blobs[0]
+            del blobs
+        except Exception as e:
+            print(f"sandbox: cannot set up the job's files: {type(e).__name__}: {e}", file=sys.stderr)
+            os._exit(1)
+        os.closerange(4, 65536)
         cpu = int(job["cpu_s"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (job["fsize"], job["fsize"]))
@@ -170,8 +329,6 @@ def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.chdir("/work/job")
-        sys.stdin, sys.stdout, sys.stderr = _STDIN, _STDOUT, _STDERR
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
         sys.argv = ["main.py"]
         sys.path[0] = "/work/job"
         g = {"__name__": "__main__", "__builtins__": builtins, "__file__": "/work/job/main.py"}
@@ -201,82 +358,116 @@ def child(source: bytes, fds: tuple[int, int, int, int], job: dict) -> None:
         os._exit(code & 0xFF)
 
 
-def run_job(header: dict, blobs: list[bytes]) -> tuple[dict, list[bytes]]:
-    source, stdin_data, files = blobs[0], blobs[1], blobs[2:]
-    os.mkdir("/work/job")
-    write_files(header["files"], files)
-    fds = [os.memfd_create(name, os.MFD_CLOEXEC) for name in ("stdin", "stdout", "stderr", "report")]
+def start_job(header: dict, fds: list[int]) -> int:
+    """Before the fork: anything failing here is the slot's problem, not the job's."""
     try:
-        if stdin_data:
-            view = memoryview(stdin_data)
-            while view:
-                view = view[os.write(fds[0], view) :]
-            os.lseek(fds[0], 0, os.SEEK_SET)
-        start = time.monotonic()
+        os.mkdir("/work/job")
+        _reaped_cpu[0] = 0.0
         pid = os.fork()
         if pid == 0:
-            child(source, (fds[0], fds[1], fds[2], fds[3]), header)
-        pidfd = os.pidfd_open(pid)
-        try:
-            timed_out = not wait_for(pidfd, select.POLLIN, header["timeout"])
-            if timed_out:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            _, st, ru = os.wait4(pid, 0)
-        finally:
-            os.close(pidfd)
-        duration = time.monotonic() - start
-        sweep()  # now nothing can write to the outputs any more
-        cap = header["cap"]
-        sizes = [os.fstat(fd).st_size for fd in fds[1:]]
-        out = [os.pread(fd, min(n, cap), 0) if n and cap else b"" for fd, n in zip(fds[1:], sizes, strict=True)]
+            child(fds[0], fds[1:5], header)
+        return pid
     finally:
-        for fd in fds:
+        for fd in fds:  # this process keeps nothing of the job: the host holds the memfds
             os.close(fd)
-    reply = {
+
+
+def finish_job(pid: int, header: dict, start: float) -> dict:
+    """After the fork: wait for the job (or its deadline), end every process of it, measure it."""
+    timeout = header["timeout"]
+    run_delay, deprioritized = 0.0, False
+    pidfd = os.pidfd_open(pid)
+    try:
+        timed_out = not wait_for(pidfd, select.POLLIN, timeout)
+        if timed_out:
+            try:  # was it waiting for a CPU (starved) or sleeping? Read before it is killed.
+                run_delay, nice, policy = _sched(pid)
+                deprioritized = nice > BASE["nice"] or policy != BASE["scheduler"][0]
+            except (OSError, ValueError, IndexError):
+                pass
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        _, st, ru = os.wait4(pid, 0)
+    finally:
+        os.close(pidfd)
+    duration = time.monotonic() - start
+    sweep()  # now nothing can write to the outputs any more
+    return {
         "exit_code": os.WEXITSTATUS(st) if os.WIFEXITED(st) else None,
         "signal": os.WTERMSIG(st) if os.WIFSIGNALED(st) else None,
         "timed_out": timed_out,
         "duration_s": duration,
         "maxrss": ru.ru_maxrss * 1024,
-        "stdout_truncated": sizes[0] > cap,
-        "stderr_truncated": sizes[1] > cap,
-        "report_truncated": sizes[2] > cap,
-        "report_written": sizes[2] > 0,
+        "cpu_s": ru.ru_utime + ru.ru_stime + _reaped_cpu[0],
+        "run_delay_s": run_delay,
+        "deprioritized": deprioritized,
     }
-    return reply, out
+
+
+def serve(chan: socket.socket, roots: dict) -> None:
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(chan, 65536, 5)
+        except OSError:
+            return
+        if not msg:
+            return  # the host closed the channel
+        header = None
+        try:
+            header = json.loads(msg)
+            if len(fds) != 5:
+                raise ValueError(f"expected 5 fds, got {len(fds)}")
+            tainted = restore_state(BASE)
+            if tainted:
+                raise OSError(tainted)
+            start = time.monotonic()
+            pid = start_job(header, fds)
+        except Exception as e:  # the slot could not start the job: the host retries it elsewhere
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            sweep()
+            reply = {"zygote_error": f"{type(e).__name__}: {e}"}
+        else:
+            try:
+                reply = finish_job(pid, header, start)
+            except Exception as e:  # the job broke its slot: the job's failure
+                sweep()
+                reply = {"slot_error": f"{type(e).__name__}: {e}"}
+        unclean = wipe(roots) or ("processes are left" if _has_children() else None)
+        reply["clean"] = unclean is None  # else the host restarts this slot
+        reply["unclean"] = unclean
+        chan.send(json.dumps(reply).encode())
+        msg = header = reply = fds = None  # nothing of this job stays referenced while the next one runs
 
 
 def main() -> None:
-    os.dup2(0, REQ)
-    os.dup2(1, REP)
+    global BASE
+    os.dup2(0, CHANNEL)
     null = os.open("/dev/null", os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
+    for fd in (0, 1, 3):  # 3 too: fds received for a job are then >= 4, clear of the child's 0-3
+        if fd != null:
+            os.dup2(null, fd)
+    if null not in (0, 1, 3):
+        os.close(null)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError("prctl(PR_SET_DUMPABLE, 0) failed")
+    chan = socket.socket(fileno=CHANNEL)
+    BASE = own_state()
+    roots = {top: root_state(top) for top in WIPE}
     gc.collect()
     gc.freeze()
-    send_frame(
-        REP, {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "clean": wipe()}, []
-    )
-    while True:
-        try:
-            header, blobs = recv_frame(REQ)
-        except FrameError:
-            return
-        try:
-            reply, out = run_job(header, blobs)
-        except Exception as e:  # a zygote failure: reported as such, never as the program's result
-            sweep()
-            reply, out = {"zygote_error": f"{type(e).__name__}: {e}"}, []
-        reply["clean"] = wipe() and not _has_children()  # else the host restarts this slot
-        send_frame(REP, reply, out)
+    greeting = {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "clean": wipe(roots) is None}
+    chan.send(json.dumps(greeting).encode())
+    serve(chan, roots)
 
+
+BASE: dict = {}
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,16 @@ so the job sees the merged tree and all its writes land in the upper layer.
 - ``read_file``/``write_file`` work on the merged view from the host, honouring overlay
   whiteouts (character device 0/0) and opaque directories, without following symlinks out.
 
+Each workspace has its own storage: a tmpfs of ``storage_mb`` holding its layers, and cgroups of
+its own that its jobs run in (memory limit: the job's ``memory_mb`` plus ``storage_mb``). What a
+job keeps is charged there, never to a pool slot that unrelated jobs use next; a full workspace
+is ENOSPC for the job that fills it. The layers are mounted by the launcher in a mount namespace
+of its own, by paths relative to the workspace's directory, so ``/proc/self/mountinfo`` shows a
+job its own layer names (``lowerdir=u3:base1,upperdir=u5``) and no host path (``_launch.overlay_wrap``).
+
+The host touches what jobs wrote only with care: ``read_file`` opens nothing but regular files,
+non-blocking (a fifo cannot hang it), and every deletion is non-recursive (``_wipe.py``).
+
 Not provided: merging layers back into one directory (``export`` copies the merged view), and
 concurrent ``exec`` calls on one workspace (they would share an upper layer; a lock serializes
 them).
@@ -31,14 +41,27 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from posttrain.sandbox._launch import SANDBOX_UID
-from posttrain.sandbox._pool import LocalSandboxPool, _chown_tree, _normalize_files
+from posttrain.sandbox._cgroup import SlotCgroup
+from posttrain.sandbox._launch import SANDBOX_UID, overlay_wrap
+from posttrain.sandbox._pool import (
+    LocalSandboxPool,
+    _chown_tree,
+    _mount_tmpfs,
+    _normalize_files,
+    _Room,
+    _unmount_and_remove,
+)
 from posttrain.sandbox._types import Execution, Limits
-from posttrain.sandbox.errors import WorkspaceError
+from posttrain.sandbox._wipe import remove_tree
+from posttrain.sandbox.errors import LimitsError, WorkspaceError
 
 __all__ = ["Workspace"]
 
-_OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
+_MiB = 1 << 20
+# The overlay is mounted by root (in the launch's own mount namespace), so it keeps its own
+# metadata in trusted.* xattrs, which a job cannot set (user.overlay.* would be a job's to forge).
+_OPAQUE = ("trusted.overlay.opaque",)
+_OVERLAY_OPTS = "redirect_dir=off,metacopy=off,index=off,xino=off,nosuid,nodev"
 
 
 def _is_whiteout(st: os.stat_result) -> bool:
@@ -71,14 +94,32 @@ class Workspace:
     """
 
     def __init__(
-        self, pool: LocalSandboxPool, initial: str | os.PathLike | Mapping[str, bytes | str] | None = None
+        self,
+        pool: LocalSandboxPool,
+        initial: str | os.PathLike | Mapping[str, bytes | str] | None = None,
+        *,
+        storage_mb: int = 1024,
     ):
+        if isinstance(storage_mb, bool) or not isinstance(storage_mb, int) or not 1 <= storage_mb <= 1 << 20:
+            raise LimitsError(f"Workspace storage_mb must be an integer in [1, {1 << 20}], got {storage_mb!r}")
         self.pool = pool
+        self.storage_mb = storage_mb
         self._lock = threading.Lock()
-        self._root = pool.root / f"ws-{secrets.token_hex(6)}"
+        token = secrets.token_hex(6)
+        self._root = pool.root / f"ws-{token}"
         self._root.mkdir(mode=0o700)
-        os.chown(self._root, SANDBOX_UID, SANDBOX_UID)
+        _mount_tmpfs(self._root, storage_mb * _MiB, owner=f"mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}")
+        try:
+            self._cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-w{token}")
+        except BaseException:
+            _unmount_and_remove(self._root)
+            raise
+        pool.rooms.add(self._cg)
         self._n = 0
+        self._host_base: Path | None = None
+        self._merged = self._root / "merged"  # the overlay's mount point (see _launch.overlay_wrap)
+        self._merged.mkdir(mode=0o755)
+        os.chown(self._merged, SANDBOX_UID, SANDBOX_UID)
         if initial is None or isinstance(initial, Mapping):
             base = self._new_dir("base")
             names, blobs = _normalize_files(initial)
@@ -89,9 +130,14 @@ class Workspace:
         else:
             base = Path(initial).resolve()
             if not base.is_dir():
+                self.close()
                 raise WorkspaceError(f"workspace initial state {str(initial)!r} is not a directory")
-            if not _world_readable(base):
-                # uid 65534 could not mount it: copy it once into a base layer it can read.
+            if _world_readable(base):
+                self._host_base = base  # bound at <workspace>/base0 for each job (see exec)
+                base = self._root / "base0"
+                base.mkdir(mode=0o755)
+            else:
+                # uid 65534 could not read it: copy it once into a base layer it can read.
                 copy = self._root / "base-copy"
                 shutil.copytree(base, copy, symlinks=True)
                 _chown_tree(copy)
@@ -107,6 +153,10 @@ class Workspace:
         os.chown(d, SANDBOX_UID, SANDBOX_UID)
         return d
 
+    def _layer(self, p: Path) -> Path:
+        """Where the host reads a layer (the initial directory itself when used in place)."""
+        return self._host_base if self._host_base is not None and p == self.layers[0] else p
+
     def exec(
         self,
         cmd: Sequence[str],
@@ -117,15 +167,18 @@ class Workspace:
     ) -> Execution:
         """Run ``cmd`` in a fresh sandbox with this workspace's merged tree at /work (cwd)."""
         with self._lock:
-            work = [a for layer in self.layers for a in ("--overlay-src", str(layer))]
-            work += ["--overlay", str(self.upper), str(self.work), "/work"]
-            return self.pool.exec_in(cmd, work, stdin=stdin, timeout=timeout, limits=limits)
+            lower = ":".join(layer.name for layer in reversed(self.layers))  # top layer first
+            options = f"lowerdir={lower},upperdir={self.upper.name},workdir={self.work.name},{_OVERLAY_OPTS}"
+            base = str(self._host_base) if self._host_base is not None else None
+            room = _Room(self._cg, self.storage_mb, overlay_wrap(self.pool.tools, str(self._root), base, options))
+            work = ["--bind", str(self._merged), "/work"]
+            return self.pool.exec_in(cmd, work, stdin=stdin, timeout=timeout, limits=limits, room=room)
 
     def snapshot(self) -> int:
         """Freeze the current state; returns a handle for ``rollback(to=...)``. O(1)."""
         with self._lock:
             self.layers.append(self.upper)
-            shutil.rmtree(self.work, ignore_errors=True)
+            remove_tree(self.work)
             self.upper, self.work = self._new_dir("u"), self._new_dir("w")
             return len(self.layers)
 
@@ -139,7 +192,7 @@ class Workspace:
                 drop += self.layers[to:]
                 del self.layers[to:]
             for d in drop:
-                shutil.rmtree(d, ignore_errors=True)
+                remove_tree(d)  # never raises; what it cannot delete stays on this workspace's own tmpfs
             self.upper, self.work = self._new_dir("u"), self._new_dir("w")
 
     def _check(self, path: str) -> PurePosixPath:
@@ -150,7 +203,7 @@ class Workspace:
 
     def _lookup(self, p: PurePosixPath) -> Path | None:
         """The host path that provides ``p`` in the merged view, or None if absent."""
-        for layer in [self.upper, *reversed(self.layers)]:
+        for layer in [self.upper, *map(self._layer, reversed(self.layers))]:
             cur, blocked = layer, False
             for i, part in enumerate(p.parts):
                 cur = cur / part
@@ -176,11 +229,13 @@ class Workspace:
             host = self._lookup(self._check(path))
             if host is None:
                 raise WorkspaceError(f"workspace file {path!r} does not exist")
-            try:
-                fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
+            try:  # non-blocking: opening a fifo a job left must not wait for a writer
+                fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
             except OSError as e:
                 raise WorkspaceError(f"workspace file {path!r} cannot be read: {e}") from e
             with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise WorkspaceError(f"workspace file {path!r} is not a regular file")
                 return f.read()
 
     def write_file(self, path: str, data: bytes | str) -> None:
@@ -211,7 +266,9 @@ class Workspace:
 
     def close(self) -> None:
         """Delete every layer this workspace created (an initial directory is left alone)."""
-        shutil.rmtree(self._root, ignore_errors=True)
+        _unmount_and_remove(self._root)
+        self._cg.destroy()
+        self.pool.rooms.discard(self._cg)
 
     def __enter__(self) -> Workspace:
         return self
