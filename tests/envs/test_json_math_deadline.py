@@ -1,0 +1,127 @@
+"""The verifiers' deadline workers (posttrain.verify._deadline) decide blame by CPU time.
+
+A check that burns its CPU budget is the response's failure; a check that ran out of wall time
+while its worker got no CPU (here: the worker is stopped with SIGSTOP, as an overloaded machine
+would starve it) is an infra error, which the caller retries. Real workers, real signals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from posttrain.envs import get_env
+from posttrain.envs.json_env import make_json_verifier
+from posttrain.envs.math_env import make_math_verifier
+from posttrain.verify._deadline import CheckPool
+from posttrain.verify._mathcheck import MathChecker
+
+JSON = get_env("json")
+SCHEMA = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}, "required": ["code"]}
+TASK = JSON.parse_task({"id": "d", "domain": "json", "prompt": "p", "schema": SCHEMA, "expected": {"code": "aaa"}}, "t")
+BACKTRACKS = '{"code": "' + "a" * 64 + '!"}'
+
+
+def _stop_soon(pids: list[int], delay: float = 0.2) -> threading.Thread:
+    (pid,) = pids
+
+    def stop() -> None:
+        time.sleep(delay)
+        os.kill(pid, signal.SIGSTOP)
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    return thread
+
+
+def test_a_check_that_burns_its_cpu_budget_fails() -> None:
+    pool = CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=1.0)
+    try:
+        v = make_json_verifier(pool)(TASK, BACKTRACKS)
+        assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "timeout"), v
+        assert v.evidence["checker"] == "cpu_exceeded" and v.evidence["cpu_s"] >= 1.0
+    finally:
+        pool.close()
+
+
+def test_a_check_starved_of_cpu_is_an_infra_error_and_the_pool_recovers() -> None:
+    pool = CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
+    verify = make_json_verifier(pool)
+    try:
+        assert verify(TASK, '{"code": "aaa"}').passed  # starts the worker
+        stopper = _stop_soon(pool.worker_pids())
+        v = verify(TASK, BACKTRACKS)  # a long check whose worker gets no CPU: not the answer's doing
+        stopper.join()
+        assert (v.outcome, v.error_class) == ("infra_error", "infra:starved"), v
+        assert v.evidence["cpu_s"] < 1.0 and v.evidence["wall_s"] >= 2.0
+        assert verify(TASK, '{"code": "aaa"}').passed  # the stopped worker was replaced
+    finally:
+        pool.close()
+
+
+SLOW_MATH = "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}}}}"
+
+
+def test_math_starved_is_infra() -> None:
+    checker = MathChecker(size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
+    verify = make_math_verifier(checker)
+    task = get_env("math").parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "\\sqrt{2}"}, "t")
+    try:
+        assert verify(task, "\\boxed{\\frac{2}{\\sqrt{2}}}").passed  # starts the worker
+        stopper = _stop_soon(checker.pool.worker_pids())
+        v = verify(task, SLOW_MATH)
+        stopper.join()
+        assert (v.outcome, v.error_class) == ("infra_error", "infra:math_checker"), v
+        assert verify(task, "\\boxed{\\frac{2}{\\sqrt{2}}}").passed
+    finally:
+        checker.close()
+
+
+def test_a_worker_killed_during_a_check_is_retried_on_a_fresh_one() -> None:
+    pool = CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=1.5)
+    verify = make_json_verifier(pool)
+    try:
+        assert verify(TASK, '{"code": "aaa"}').passed
+        (first,) = pool.worker_pids()
+
+        def kill_soon() -> None:
+            time.sleep(0.3)
+            os.kill(first, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        v = verify(TASK, BACKTRACKS)  # the first worker is killed from outside; the retry burns the budget
+        killer.join()
+        assert (v.outcome, v.error_class, v.evidence["checker"]) == ("fail", "timeout", "cpu_exceeded"), v
+        assert v.evidence["cpu_s"] >= 1.5  # measured on the second worker, from its start
+        assert verify(TASK, '{"code": "aaa"}').passed and pool.worker_pids() != [first]
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_cannot_start_is_an_infra_error() -> None:
+    pool = CheckPool("posttrain.no_such_module", size=1, startup_timeout_s=60)
+    try:
+        v = make_json_verifier(pool)(TASK, '{"code": "aaa"}')
+        assert (v.outcome, v.error_class) == ("infra_error", "infra:no_worker"), v
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("domain", ["json", "tool"])
+def test_checks_run_outside_the_trainer_process(domain: str) -> None:
+    env = get_env(domain)
+    (task,) = env.generate_tasks(1, seed=2)
+    module = f"posttrain.envs.{domain}_env"
+    pool = CheckPool(module, size=1)
+    try:
+        maker = getattr(__import__(module, fromlist=["x"]), f"make_{domain}_verifier")
+        assert maker(pool)(task, task.reference).passed
+        (pid,) = pool.worker_pids()
+        assert pid != os.getpid()
+    finally:
+        pool.close()
