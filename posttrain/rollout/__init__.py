@@ -1,8 +1,38 @@
-"""Episode runner: sample completions for tasks, verify them, keep them token-exact.
+"""Episodes: a ``Sampler`` and an ``Env`` per episode, run to one token-exact ``Trajectory`` each.
 
->>> from posttrain.rollout import run_episodes, verify_all, VerdictCache
+``run_episode(sampler, Episode(task, env, group_id, sample_idx), params)`` is the episode runner
+(``run_batch`` runs many in lockstep, one ``generate`` call per round); ``SingleTurnEnv`` is
+today's verifiers as one-step episodes. ``verify_all`` verifies (task, response) pairs in parallel;
+``run_episodes`` is the older text-level single-turn path (policy + tasks -> ``Rollout``s) that the
+pipeline and preference stages still call.
+
+>>> from posttrain.rollout import Episode, SingleTurnEnv, run_episode, run_batch, Trajectory
 """
 
-from posttrain.rollout._episodes import VerdictCache, Verifier, run_episodes, verify_all
+from posttrain.rollout._env import (
+    Env,
+    Observation,
+    SingleTurnEnv,
+    VerdictCache,
+    Verifier,
+    verify_with_retries,
+)
+from posttrain.rollout._episodes import run_episodes, verify_all
+from posttrain.rollout._runner import Episode, run_batch, run_episode
+from posttrain.types import Trajectory, Turn
 
-__all__ = ["VerdictCache", "Verifier", "run_episodes", "verify_all"]
+__all__ = [
+    "Env",
+    "Episode",
+    "Observation",
+    "SingleTurnEnv",
+    "Trajectory",
+    "Turn",
+    "VerdictCache",
+    "Verifier",
+    "run_batch",
+    "run_episode",
+    "run_episodes",
+    "verify_all",
+    "verify_with_retries",
+]

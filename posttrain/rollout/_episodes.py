@@ -14,34 +14,12 @@ honoured as 1.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from posttrain.policy import Policy
+from posttrain.rollout._env import VerdictCache, Verifier, verify_with_retries
 from posttrain.types import Rollout, Task, Verdict
-
-Verifier = Callable[[Task, str], Verdict]
-
-
-class VerdictCache:
-    """Thread-safe memo of verdicts keyed by (task id, response). Infra errors are never cached."""
-
-    def __init__(self) -> None:
-        self._data: dict[tuple[str, str], Verdict] = {}
-        self._lock = threading.Lock()
-        self.hits = 0
-
-    def get(self, key: tuple[str, str]) -> Verdict | None:
-        with self._lock:
-            v = self._data.get(key)
-            self.hits += v is not None
-            return v
-
-    def put(self, key: tuple[str, str], verdict: Verdict) -> None:
-        if not verdict.is_infra_error:
-            with self._lock:
-                self._data[key] = verdict
 
 
 def verify_all(
@@ -59,12 +37,7 @@ def verify_all(
         key = (task.id, response)
         if cache is not None and (hit := cache.get(key)) is not None:
             return hit
-        verify = verifiers[task.domain]
-        verdict = verify(task, response)
-        for _ in range(infra_retries):
-            if not verdict.is_infra_error:
-                break
-            verdict = verify(task, response)
+        verdict = verify_with_retries(verifiers[task.domain], task, response, infra_retries=infra_retries)
         if cache is not None:
             cache.put(key, verdict)
         return verdict

@@ -8,30 +8,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import torch
+from _tiny_lm import tiny_llama
 
 from posttrain.policy import EndpointSampler, LocalSampler, SamplingParams, build_char_tokenizer
-
-
-def tiny_llama(tokenizer, *, seed: int = 0, eos_like: str | None = " ") -> torch.nn.Module:
-    """A 1-layer Llama over ``tokenizer``. ``eos_like``: EOS gets the output row of that token, so
-    EOS is sampled about as often as it (random weights alone almost never stop)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=False,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)  # peakier than init, so top-k/top-p cut real mass
-        if eos_like is not None:
-            [like] = tokenizer(eos_like, add_special_tokens=False)["input_ids"]
-            # 1.02: no exact tie with that token, which would blur where top-k cuts
-            model.lm_head.weight[tokenizer.eos_token_id] = 1.02 * model.lm_head.weight[like]
-    return model
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,136 @@
+"""The episode runner: a ``Sampler`` and ``Env``s in lockstep, one ``Trajectory`` per episode.
+
+    context = env.reset(task).ids
+    repeat: action = sampler.generate(context); observation, verdict, done = env.step(action)
+            context += action ids + observation ids              # ids, never decoded and re-encoded
+
+Episodes of one call advance together: each round samples every unfinished episode in one
+``Sampler.generate`` call (the local sampler batches them), then steps their environments,
+``workers`` at a time (a sandbox-backed verifier spends its time in the sandbox, not in Python).
+A single-turn batch is therefore exactly one ``generate`` call over all prompts, in order.
+
+Limits: ``max_turns`` actions per episode, and ``max_tokens`` tokens after the prompt (actions and
+observations together; each action gets at most what is left). An episode stopped by either
+before its environment said done is ``truncated``; so is one whose last action hit its token cap.
+
+Not here: chat templates (an environment renders its observations to ids itself), tool calling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from posttrain.policy import Generation, Sampler, SamplingParams
+from posttrain.rollout._env import Env, Observation
+from posttrain.types import Task, Trajectory, Turn, Verdict
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What to run: a task, a fresh environment for it, and where the episode belongs."""
+
+    task: Task
+    env: Env
+    group_id: str
+    sample_idx: int = 0
+
+
+@dataclass
+class _State:
+    context: list[int]
+    pending: tuple[int, ...]  # observation ids not yet followed by an action
+    turns: list[Turn]
+    used: int = 0  # tokens after the prompt
+    done: bool = False
+
+
+def run_batch(
+    sampler: Sampler,
+    episodes: Sequence[Episode],
+    params: SamplingParams,
+    *,
+    max_turns: int = 1,
+    max_tokens: int | None = None,
+    policy_version: int = 0,
+    workers: int = 1,
+) -> list[Trajectory]:
+    """Run every episode to its end; trajectories come back in the order of ``episodes``."""
+    if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
+        raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
+    states = []
+    for ep in episodes:
+        prompt = ep.env.reset(ep.task).ids
+        states.append(_State(context=list(prompt), pending=tuple(prompt), turns=[]))
+    for turn in range(max_turns):
+        active = [i for i, s in enumerate(states) if not s.done and _room(s, max_tokens) > 0]
+        if not active:
+            break
+        gens = _sample(sampler, [states[i] for i in active], params, max_tokens, seed_offset=turn)
+        results = _step_all([episodes[i].env for i in active], gens, workers)
+        for i, g, (obs, verdict, done) in zip(active, gens, results, strict=True):
+            s = states[i]
+            s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, verdict))
+            s.context += [*g.completion_ids, *obs.ids]
+            s.pending, s.done = tuple(obs.ids), done
+            s.used += len(g.completion_ids) + len(obs.ids)
+    return [_trajectory(ep, s, policy_version) for ep, s in zip(episodes, states, strict=True)]
+
+
+def run_episode(
+    sampler: Sampler,
+    episode: Episode,
+    params: SamplingParams,
+    *,
+    max_turns: int = 1,
+    max_tokens: int | None = None,
+    policy_version: int = 0,
+) -> Trajectory:
+    """One episode (``run_batch`` of one)."""
+    return run_batch(sampler, [episode], params, max_turns=max_turns, max_tokens=max_tokens,
+                        policy_version=policy_version)[0]
+
+
+def _room(s: _State, max_tokens: int | None) -> int | float:
+    return math.inf if max_tokens is None else max_tokens - s.used
+
+
+def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, max_tokens: int | None,
+            *, seed_offset: int) -> list[Generation]:
+    """One ``generate`` call per distinct token cap (one call in all when no budget binds)."""
+    caps = [int(min(params.max_new_tokens, _room(s, max_tokens))) for s in states]
+    out: list[Generation | None] = [None] * len(states)
+    for j, cap in enumerate(sorted(set(caps), reverse=True)):
+        rows = [i for i, c in enumerate(caps) if c == cap]
+        # round 0 of an unbudgeted batch is exactly one generate(params): same seed, same samples
+        seed = None if params.seed is None else params.seed + 7919 * seed_offset + j
+        sub = dataclasses.replace(params, max_new_tokens=cap, seed=seed)
+        for i, g in zip(rows, sampler.generate([states[i].context for i in rows], sub), strict=True):
+            out[i] = g
+    return [g for g in out if g is not None]
+
+
+def _step_all(envs: Sequence[Env], gens: Sequence[Generation], workers: int
+              ) -> list[tuple[Observation, Verdict | None, bool]]:
+    if workers <= 1 or len(envs) <= 1:
+        return [env.step(g) for env, g in zip(envs, gens, strict=True)]
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(lambda pair: pair[0].step(pair[1]), zip(envs, gens, strict=True)))
+
+
+def _trajectory(ep: Episode, s: _State, policy_version: int) -> Trajectory:
+    verdicts = [t.verdict for t in s.turns if t.verdict is not None]
+    reward = verdicts[-1].reward if verdicts else 0.0
+    cut = bool(s.turns) and s.turns[-1].stop_reason == "length"
+    return Trajectory(
+        task_id=ep.task.id,
+        group_id=ep.group_id,
+        sample_idx=ep.sample_idx,
+        turns=tuple(s.turns),
+        reward=reward,
+        truncated=not s.done or cut,
+        policy_version=policy_version,
+    )

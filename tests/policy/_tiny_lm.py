@@ -1,0 +1,39 @@
+"""Tiny causal LMs and tokenizers built in-process (no files, no hub), for sampler and runner tests."""
+
+from __future__ import annotations
+
+import torch
+
+
+def tiny_llama(tokenizer, *, seed: int = 0, eos_like: str | None = " ") -> torch.nn.Module:
+    """A 1-layer Llama over ``tokenizer``. ``eos_like``: EOS gets the output row of that token, so
+    EOS is sampled about as often as it (random weights alone almost never stop)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)  # peakier than init, so top-k/top-p cut real mass
+        if eos_like is not None:
+            [like] = tokenizer(eos_like, add_special_tokens=False)["input_ids"]
+            # 1.02: no exact tie with that token, which would blur where top-k cuts
+            model.lm_head.weight[tokenizer.eos_token_id] = 1.02 * model.lm_head.weight[like]
+    return model
+
+
+def bpe_tokenizer():
+    """A 9-token BPE tokenizer with one merge, ``a`` + ``b`` -> ``ab``: sampled ids ``[a, b]`` decode to
+    "ab", which encodes to ``[ab]``, so decoding and re-encoding changes the ids."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "ab", " ", "?"])}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[("a", "b")], unk_token="<unk>"))
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                                   unk_token="<unk>", add_bos_token=True)

@@ -1,0 +1,173 @@
+"""The episode runner: token-exact trajectories over a real sampler and real environments.
+
+Pitfalls tested (../shared/reference/episodes.md): trajectory ids are every observation plus every
+sampled id, in order; observations are appended as ids, never re-tokenized (a case where re-encoding
+gives other ids); mask, ids and logprobs stay equal length; the trainer scores the sampled ids; the
+token budget spans turns; groups are carried.
+"""
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
+from _tiny_lm import bpe_tokenizer, tiny_llama  # noqa: E402
+
+from posttrain.envs import get_env  # noqa: E402
+from posttrain.policy import Generation, LocalSampler, SamplingParams, build_embedded_default, load_policy  # noqa: E402
+from posttrain.rollout import (  # noqa: E402
+    Episode,
+    Observation,
+    SingleTurnEnv,
+    VerdictCache,
+    run_batch,
+    run_episode,
+    run_episodes,
+)
+from posttrain.train._batch import collate  # noqa: E402
+from posttrain.train._step import token_logprobs  # noqa: E402
+from posttrain.types import Task, Verdict  # noqa: E402
+
+T = 1.0
+
+
+class SpySampler:
+    """A real sampler that also records every context it was asked to continue."""
+
+    def __init__(self, sampler):
+        self.sampler, self.calls = sampler, []
+
+    def generate(self, prompt_ids, params):
+        self.calls.append(([list(p) for p in prompt_ids], params))
+        return self.sampler.generate(prompt_ids, params)
+
+
+class RetryEnv:
+    """A repair-style test environment: an answer passes when its text contains "ab"; after a failed
+    one the environment inserts " ?" (as ids) and asks again, ``attempts`` times at most."""
+
+    def __init__(self, tok, attempts: int = 3):
+        self.tok, self.attempts, self.n = tok, attempts, 0
+
+    def reset(self, task):
+        return Observation(tuple(self.tok(task.prompt)["input_ids"]), task.prompt)
+
+    def step(self, action: Generation):
+        self.n += 1
+        ok = "ab" in action.text
+        verdict = Verdict("pass", 1.0) if ok else Verdict("fail", 0.0, feedback="no ab")
+        obs = () if ok or self.n >= self.attempts else tuple(self.tok(" ?", add_special_tokens=False)["input_ids"])
+        return Observation(obs, " ?" if obs else ""), verdict, ok or self.n >= self.attempts
+
+
+@pytest.fixture(scope="module")
+def bpe_lm():
+    tok = bpe_tokenizer()
+    return tiny_llama(tok, eos_like="?"), tok
+
+
+def task(i: int) -> Task:
+    return Task(id=f"t{i}", domain="test", prompt="a b" if i % 2 else "ba", fields={})
+
+
+def test_multi_turn_ids_are_exact_and_never_re_tokenized(bpe_lm):
+    model, tok = bpe_lm
+    spy = SpySampler(LocalSampler(model, tok))
+    episodes = [Episode(task(i), RetryEnv(tok), group_id=f"g{i // 4}", sample_idx=i % 4) for i in range(16)]
+    trajs = run_batch(spy, episodes, SamplingParams(temperature=T, max_new_tokens=10, seed=0), max_turns=3)
+
+    assert [(t.task_id, t.group_id, t.sample_idx) for t in trajs] == [
+        (e.task.id, e.group_id, e.sample_idx) for e in episodes]
+    contexts = [ctx for call, _ in spy.calls for ctx in call]
+    for traj in trajs:
+        assert len(traj.ids) == len(traj.loss_mask) == len(traj.logprobs)
+        assert traj.attempts == len(traj.turns) and traj.reward == traj.verdicts[-1].reward
+        seen: list[int] = []
+        for turn in traj.turns:  # every context the sampler saw is the exact concatenation so far
+            seen += turn.observation_ids
+            assert seen in contexts
+            seen += turn.action_ids
+        assert tuple(seen) == traj.ids
+        mask = [m for turn in traj.turns for m in [0] * len(turn.observation_ids) + [1] * len(turn.action_ids)]
+        assert list(traj.loss_mask) == mask
+    assert any(len(t.turns) > 1 for t in trajs) and any(t.reward == 1.0 for t in trajs)
+
+    a, b = (tok.convert_tokens_to_ids(x) for x in "ab")
+    split = [turn.action_ids for t in trajs for turn in t.turns
+             if any(x == (a, b) for x in zip(turn.action_ids, turn.action_ids[1:], strict=False))]
+    assert split, "no action sampled 'a' then 'b'"
+    action = split[0]
+    text = tok.decode(list(action), skip_special_tokens=True)
+    assert tok(text, add_special_tokens=False)["input_ids"] != [i for i in action if i != tok.eos_token_id]
+    # the trainer scores exactly the sampled ids: its log-probs equal the sampling ones
+    rows = collate([t.ids for t in trajs], [[] for _ in trajs], pad_id=tok.pad_token_id)
+    mask = torch.zeros_like(rows.input_ids, dtype=torch.float32)
+    for i, t in enumerate(trajs):
+        mask[i, : len(t.ids)] = torch.tensor(t.loss_mask, dtype=torch.float32)
+    with torch.no_grad():
+        scored = token_logprobs(model, rows.input_ids, rows.attention_mask, loss_mask=mask, temperature=T)
+    for i, t in enumerate(trajs):
+        assert torch.allclose(scored[i, : len(t.ids)], torch.tensor(t.logprobs), atol=1e-4)
+
+
+def test_token_budget_spans_turns_and_turn_limit_truncates(bpe_lm):
+    model, tok = bpe_lm
+    sampler = LocalSampler(model, tok)
+    episodes = [Episode(task(i), RetryEnv(tok, attempts=5), group_id="g", sample_idx=i) for i in range(12)]
+    trajs = run_batch(sampler, episodes, SamplingParams(temperature=T, max_new_tokens=8, seed=1),
+                      max_turns=5, max_tokens=14)
+    for t in trajs:
+        after_prompt = len(t.ids) - len(t.prompt_ids)
+        assert after_prompt <= 14
+        done = t.reward == 1.0 or t.attempts == 5
+        assert t.truncated == (not done or t.turns[-1].stop_reason == "length")
+    assert any(t.truncated for t in trajs) and any(not t.truncated for t in trajs)
+    one = run_episode(sampler, Episode(task(0), RetryEnv(tok, attempts=5), "g"),
+                      SamplingParams(temperature=T, max_new_tokens=4, seed=2), max_turns=1)
+    assert len(one.turns) == 1 and (one.truncated or one.reward == 1.0)
+
+
+def test_single_turn_adapter_is_todays_rollout(tmp_path):
+    """One-step episodes over a real verifier give exactly what ``run_episodes`` (policy + verify_all) gives."""
+    policy = load_policy(build_embedded_default(tmp_path / "m"))
+    math = get_env("math")
+    tasks = math.generate_tasks(3, seed=0)
+    verifiers = {"math": math.make_verifier(None)}
+    old = run_episodes(policy, tasks, verifiers, n=4, temperature=T, max_new_tokens=12, seed=5, workers=2)
+    episodes = [Episode(t, SingleTurnEnv(verifiers[t.domain], policy.encode_prompt), group_id=t.id, sample_idx=i)
+                for t in tasks for i in range(4)]
+    new = run_batch(policy.sampler(), episodes, SamplingParams(temperature=T, max_new_tokens=12, seed=5), workers=2)
+    for r, traj in zip([r for g in old for r in g], new, strict=True):
+        [turn] = traj.turns
+        assert (traj.task_id, traj.sample_idx) == (r.task_id, r.sample_idx)
+        assert (traj.prompt_ids, turn.action_ids, turn.logprobs) == (r.prompt_ids, r.completion_ids, r.logprobs)
+        assert turn.verdict == r.verdict and traj.reward == r.verdict.reward
+        assert traj.truncated == (r.finish_reason == "length")
+    env = SingleTurnEnv(verifiers["math"], policy.encode_prompt)
+    env.reset(tasks[0])
+    ref = Generation((), (), (), tasks[0].reference, "eos")
+    assert env.step(ref)[1:] == (verifiers["math"](tasks[0], tasks[0].reference), True)
+    assert env.step(ref)[1].passed
+
+
+def test_verdict_cache_verifies_concurrent_duplicates_once():
+    cache, calls = VerdictCache(), []
+
+    def verify():
+        calls.append(1)
+        time.sleep(0.05)
+        return Verdict("pass", 1.0)
+
+    threads = [threading.Thread(target=cache.compute, args=(("t", "x"), verify)) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(calls) == 1 and cache.hits == 7
+    flaky = iter([Verdict.infra("down"), Verdict("fail", 0.0)])
+    assert cache.compute(("t", "y"), lambda: next(flaky)).is_infra_error
+    assert cache.compute(("t", "y"), lambda: next(flaky)).outcome == "fail"  # infra errors are not cached
