@@ -67,24 +67,28 @@ def _runner_loader() -> str:
 
     text = Path(__file__).parent.parent.joinpath("verify", "_code_runner.py").read_text()
     blob = base64.b64encode(zlib.compress(marshal.dumps(compile(text, "runner.py", "exec")), 9)).decode()
+    # The runner hands the marshalled code to the fresh interpreter it spawns (the "host").
     return (
         "import marshal, zlib, binascii\n"
         "from importlib._bootstrap_external import MAGIC_NUMBER\n"
         f"if MAGIC_NUMBER == {MAGIC_NUMBER!r}:\n"
-        f"    exec(marshal.loads(zlib.decompress(binascii.a2b_base64({blob!r}))))\n"
+        f"    _runner_code = zlib.decompress(binascii.a2b_base64({blob!r}))\n"
         "else:\n"
-        f"    exec(compile({text!r}, 'runner.py', 'exec'))\n"
+        f"    _runner_code = marshal.dumps(compile({text!r}, 'runner.py', 'exec'))\n"
+        "exec(marshal.loads(_runner_code))\n"
     )
 
 
 _LOADER = _runner_loader()
 MAX_BATCH = 8
 """Most candidates verified in one sandbox job (``verify_code_batch``)."""
+HOST_START_S = 1.0
+"""Sandbox time allowed, per job, for the runner to start its host interpreter."""
 
 
 def runner_source(n_items: int = 1) -> str:
     """The source a sandbox job runs to verify ``n_items`` candidates."""
-    return f"{_LOADER}entry({int(n_items)})\n"
+    return f"{_LOADER}entry({int(n_items)}, _runner_code)\n"
 
 
 RUNNER_SOURCE = runner_source(1)
@@ -204,7 +208,9 @@ def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verd
     ex = pool.run_python(
         runner_source(len(pairs)),
         stdin=json.dumps(payload).encode(),
-        timeout=sum(lim.timeout_s for lim in limits) + 0.5 * (len(pairs) - 1),
+        # Two passes per candidate (the second replays the calls of the first in a fresh
+        # process), plus starting the runner's host interpreter.
+        timeout=sum(2 * lim.timeout_s for lim in limits) + 0.5 * (len(pairs) - 1) + HOST_START_S,
         limits=_sandbox_limits(max(lim.memory_mb for lim in limits)),
     )
     if len(pairs) == 1:
@@ -279,7 +285,7 @@ def judge_report(report: Mapping[str, Any], evidence: dict[str, Any], program: s
 
 def _test_class(entry: Mapping[str, Any]) -> str:
     outcome = entry.get("outcome")
-    if outcome in ("timeout", "died", "not_run"):
+    if outcome in ("timeout", "died", "not_run", "protocol", "stateful", "sabotage"):
         return str(outcome)
     if outcome == "failed":
         return "assertion"

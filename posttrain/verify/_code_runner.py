@@ -1,47 +1,58 @@
-"""The verifier-side test runner for code tasks; its *source* is sent into the sandbox.
+"""The verifier-side test runner for code tasks; its *code* is sent into the sandbox.
 
-It is a standalone script (standard library only), run by ``pool.run_python(RUNNER_SOURCE,
-stdin=payload)``. It keeps the model's code and the tests in two processes:
+It is a standalone script (standard library only), run by ``pool.run_python(runner_source(n),
+stdin=payload)``. The threat model, avenue by avenue with the tests that try each, is in
+docs/code-verifier-threat-model.md. Three kinds of process:
 
-1. It makes itself non-dumpable (so a same-uid process cannot open ``/proc/<pid>/fd/3`` or
-   ``/proc/<pid>/mem``), then forks the *candidate* process **before** reading the payload, so
-   the tests, the nonce and the report fd never exist in the candidate's memory.
-2. The candidate process starts a new session, points stdin/stdout/stderr at /dev/null, closes
-   every other fd (fd 3 included), receives only the candidate source over a pipe, ``exec``s it
-   and then serves calls: arguments and return values cross the pipe as type-tagged JSON.
-3. The runner (parent) reads the payload from stdin, ``exec``s the task's prompt (trusted: tests
-   use its helpers) and the test in its own namespace, and calls ``check(proxy)``. The proxy
-   rebuilds each return value from the tagged JSON out of plain built-in types, so an
-   always-equal object, an ``int`` subclass or a patched builtin cannot reach the comparison
-   (CODE-04, CODE-05, CODE-09).
-4. It writes one JSON report line per item, carrying the per-run nonce, to fd 3 (the sandbox's
-   report channel). Exit codes and stdout decide nothing (CODE-01, CODE-14, CODE-20).
+- the *runner* (this job's process, a fork of the sandbox's fork server): it reads the payload
+  (tests, expected values, the report nonce), runs each task's ``check`` and writes the report.
+  It makes itself non-dumpable, ignores every signal it can ignore, and imports only from
+  read-only places (its working directory and ``sys.path`` are read-only mounts), before any
+  model code exists;
+- the *host*: a fresh interpreter (``posix_spawn`` of ``python -I -S``), started before the
+  payload is read. ``exec`` replaced its whole memory, so it never held the payload, not even in
+  a freed buffer, whatever the fork server it descends from holds. It only forks servers;
+- a *server* per candidate and pass: a fork of the host, so it never held a test, an expected
+  value or the nonce either. It runs the model's code and answers calls: arguments and return
+  values cross a pipe as type-tagged JSON, rebuilt on the runner's side out of plain built-in
+  types (CODE-04, CODE-05, CODE-09). Every exception of the candidate arrives in the test as
+  ``CandidateError``, which no construct treats as control flow.
 
-Batches: ``entry(n)`` verifies n candidates in one sandbox job (the job's fixed cost is then paid
-once). All n candidate processes are forked up front, before the payload is read; before each
-item the runner kills every process an earlier candidate left (anything not alive when the
-runner started, other than the unused candidate processes) and removes files it left in the
-writable places. A candidate process that died or stalled before receiving its candidate was
-sabotaged by an earlier one: its item is reported as a runner error, and the verifier re-runs it
-alone. If the cleanup fails, the remaining items get no report line and are re-run alone.
+Per item: the runner loads the test (its top level runs before any model code of the item),
+forks a server, and runs ``check(proxy)`` (pass 1). If that passes, it kills every process but
+its own, wipes the writable places, checks that no SysV IPC object and no change to its own or
+the host's limits survived, forks a second, fresh server and replays every distinct call of pass
+1 in a shuffled order: each answer must equal the first pass's (pass 2). A candidate that answers
+by call count instead of by its arguments fails.
 
-A candidate that exits, raises, hangs or kills the runner produces a report that says so, or no
-report at all; the verifier scores both as a failure. Not covered here: isolation from the host,
-which is the sandbox's job.
+The report: one JSON line per item, carrying the per-run nonce, on fd 3 (the sandbox's report
+channel). Exit codes and stdout decide nothing (CODE-01, CODE-14, CODE-20). Once a candidate's
+code has run, anything that goes wrong is reported as that candidate's failure (or, if even that
+cannot be written, there is no report: a fail for the verifier); a runner error (an infra error)
+is reported only when no model code of the item has run.
+
+Batches: ``entry(n)`` verifies n candidates in one sandbox job. Before each item after the
+first, the runner kills every process but its own and the host's and wipes what earlier
+candidates left; if that fails, or the host cannot fork a server, the remaining items get no
+report line and are re-run alone.
 """
 
 import builtins
-import gc
+import ctypes
 import json
 import os
+import resource
 import select
 import signal
 import sys
 import time
-import traceback
 
-MAX_MESSAGE_BYTES = 64 << 20
+MAX_MESSAGE_BYTES = 16 << 20
 MAX_DEPTH = 200
+WRITABLE = ("/work", "/tmp", "/dev/shm")
+READ_ONLY_DIRS = ("/usr", "/")
+SERVER_START_S = 10.0  # a forked server says hello within this (generous: a loaded 2-core host)
+_SOURCES = {}  # file name -> lines, for the code of "candidate.py" / "test.py" in error records
 
 
 # ------------------------------------------------------------------ tagged JSON (both sides)
@@ -57,7 +68,7 @@ def encode(x, depth=0):
     if t is bool:
         return ["bool", x]
     if t is int:
-        return ["int", str(x)]
+        return ["int", format(x, "x")]  # hex: linear to parse, no digit limit
     if t is float:
         return ["float", x.hex()]
     if t is str:
@@ -86,79 +97,243 @@ def decode(v, depth=0):
     if tag == "bool" and len(v) == 2 and type(v[1]) is bool:
         return v[1]
     if tag == "int" and len(v) == 2 and type(v[1]) is str:
-        return int(v[1])
+        return int(v[1], 16)
     if tag == "float" and len(v) == 2 and type(v[1]) is str:
         return float.fromhex(v[1])
     if tag == "str" and len(v) == 2 and type(v[1]) is str:
         return v[1]
     if tag == "bytes" and len(v) == 2 and type(v[1]) is str:
         return bytes.fromhex(v[1])
-    if tag == "complex" and len(v) == 3:
+    if tag == "complex" and len(v) == 3 and type(v[1]) is str and type(v[2]) is str:
         return complex(float.fromhex(v[1]), float.fromhex(v[2]))
     if tag in _SEQ and len(v) == 2 and type(v[1]) is list:
         return _SEQ[tag](decode(e, depth + 1) for e in v[1])
     if tag == "dict" and len(v) == 2 and type(v[1]) is list:
-        return {decode(k, depth + 1): decode(x, depth + 1) for k, x in v[1]}
-    raise ValueError(f"malformed value tagged {tag!r}")
+        out = {}
+        for pair in v[1]:
+            if type(pair) is not list or len(pair) != 2:
+                raise ValueError("malformed dict entry")
+            out[decode(pair[0], depth + 1)] = decode(pair[1], depth + 1)
+        return out
+    raise ValueError(f"malformed value tagged {tag[:40]!r}")
+
+
+def canonical(v, depth=0):
+    """``encode``'s form with set and dict entries sorted: equal values, equal text."""
+    tag = v[0]
+    if tag in ("list", "tuple"):
+        return [tag, [canonical(e, depth + 1) for e in v[1]]]
+    if tag in ("set", "frozenset"):
+        return [tag, sorted((canonical(e, depth + 1) for e in v[1]), key=json.dumps)]
+    if tag == "dict":
+        return [tag, sorted(([canonical(k, depth + 1), canonical(x, depth + 1)] for k, x in v[1]), key=json.dumps)]
+    return v
 
 
 def describe(exc):
-    """Exception -> a small dict: type, message, innermost line in the named file."""
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename in ("candidate.py", "test.py"):
-            line = {"file": frame.filename, "line": frame.lineno, "code": (frame.line or "")[:200]}
+    """Exception -> a small dict: type, message, innermost line in candidate.py or test.py."""
     try:
-        message = str(exc)[:500]
-    except Exception:  # noqa: BLE001 - a hostile __str__
-        message = "<unprintable>"
-    return {"type": type(exc).__name__, "message": message, "where": line}
+        if isinstance(exc, CandidateError):
+            etype, message = exc.kind, exc.detail
+        else:
+            etype = type(exc).__name__
+            try:
+                message = str(exc)[:500]
+            except Exception:  # noqa: BLE001 - a hostile __str__
+                message = "<unprintable>"
+        line, tb, seen = None, exc.__traceback__, 0
+        while tb is not None and seen < 10000:
+            name = tb.tb_frame.f_code.co_filename
+            if name in _SOURCES:
+                lines, n = _SOURCES[name], tb.tb_lineno
+                code = lines[n - 1].strip() if n and 0 < n <= len(lines) else ""
+                line = {"file": name, "line": n, "code": code[:200]}
+            tb, seen = tb.tb_next, seen + 1
+        return {"type": str(etype)[:100], "message": str(message)[:500], "where": line}
+    except Exception:  # noqa: BLE001 - a hostile exception object
+        return {"type": "Exception", "message": "<undescribable>", "where": None}
 
 
 def _compile(source, filename):
-    """compile() with the source registered in linecache, so tracebacks can quote lines."""
-    import linecache
-
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    """compile() with the source kept for error records."""
+    _SOURCES[filename] = source.splitlines()
     return compile(source, filename, "exec")
 
 
 # ------------------------------------------------------------------ framing over pipes
 
 
+class ProtocolError(Exception):
+    """The other side sent something that is not a message of the protocol."""
+
+
+def _small_int(text):
+    if len(text) > 30:
+        raise ValueError("number too long")
+    return int(text)
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not allowed")
+
+
+def parse(line):
+    """One message from its bytes; any failure (deep nesting, bad UTF-8, ...) is ProtocolError."""
+    try:
+        return json.loads(line, parse_int=_small_int, parse_constant=_no_constant)
+    except Exception as e:  # noqa: BLE001 - RecursionError and MemoryError included
+        raise ProtocolError(f"malformed message ({type(e).__name__})") from None
+
+
 class Channel:
     def __init__(self, rfd, wfd):
-        self.rfd, self.wfd, self.buf = rfd, wfd, b""
+        self.rfd, self.wfd, self.buf = rfd, wfd, bytearray()
 
     def send(self, obj):
-        data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-        view = memoryview(data)
+        self.send_text(json.dumps(obj, separators=(",", ":")))
+
+    def send_text(self, text):
+        view = memoryview(text.encode() + b"\n")
         while view:
-            n = os.write(self.wfd, view)
-            view = view[n:]
+            view = view[os.write(self.wfd, view) :]
 
     def recv(self, deadline=None):
-        """One message; raises EOFError on a closed pipe, TimeoutError past ``deadline``."""
-        while b"\n" not in self.buf:
+        """One message; EOFError on a closed pipe, TimeoutError past ``deadline``, ProtocolError."""
+        start = 0
+        while True:
+            i = self.buf.find(b"\n", start)
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 1]
+                return parse(line)
+            if len(self.buf) > MAX_MESSAGE_BYTES:
+                raise ProtocolError("message too large")
+            start = len(self.buf)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
                     raise TimeoutError
-            chunk = os.read(self.rfd, 1 << 16)
+            chunk = os.read(self.rfd, 1 << 20)
             if not chunk:
                 raise EOFError
             self.buf += chunk
-            if len(self.buf) > MAX_MESSAGE_BYTES:
-                raise ValueError("message too large")
-        line, _, self.buf = self.buf.partition(b"\n")
-        return json.loads(line)
+
+    def close(self):
+        for fd in (self.rfd, self.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
-# ------------------------------------------------------------------ candidate process
+# ------------------------------------------------------------------ process hardening
 
 
-def candidate_main(rfd, wfd):
+def _prctl(option, value=0):
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, value, 0, 0, 0)
+
+
+def make_undumpable():
+    """PR_SET_DUMPABLE 0: same-uid processes cannot open our /proc/<pid>/mem, fds, maps."""
+    _prctl(4, 0)  # PR_SET_DUMPABLE
+    return _prctl(3) == 0  # PR_GET_DUMPABLE
+
+
+def ignore_signals():
+    """Ignore every signal that can be ignored (SIGKILL and SIGSTOP cannot; SIGCHLD stays)."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError, RuntimeError):
+            pass
+
+
+def _read_only(path):
+    """The real path of ``path`` if it is (or would be created) on a read-only mount, else None."""
+    real = os.path.realpath(path)
+    probe = real
+    while True:
+        try:
+            return real if os.statvfs(probe).f_flag & os.ST_RDONLY else None
+        except FileNotFoundError:
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                return None
+            probe = parent
+        except OSError:
+            return None
+
+
+def confine_imports():
+    """Working directory and every import path on read-only mounts: nothing a candidate writes
+    can be imported (or read by linecache) here. Raises if no read-only directory exists."""
+    home = next((d for d in READ_ONLY_DIRS if _read_only(d)), None)
+    if home is None:
+        raise RuntimeError(f"none of {READ_ONLY_DIRS} is a read-only mount")
+    os.chdir(home)
+    sys.path[:] = [p for p in (_read_only(e) for e in sys.path if isinstance(e, str) and e) if p]
+    sys.path_importer_cache.clear()
+
+
+# ------------------------------------------------------------------ the host and its servers
+
+_HOST_BOOT = (
+    "import marshal, os, sys\n"
+    "b = bytearray()\n"
+    "while True:\n"
+    "    c = os.read(0, 1 << 20)\n"
+    "    if not c:\n"
+    "        break\n"
+    "    b += c\n"
+    "g = {'__name__': 'candidate_host'}\n"
+    "exec(marshal.loads(bytes(b)), g)\n"
+    "del b\n"
+    "g['host_main']([int(a) for a in sys.argv[1:]])\n"
+)
+
+
+def host_main(fds):
+    """The host: ``fds`` = [control, then (read, write) per server]. Forks server k on request k."""
+    os.dup2(os.open(os.devnull, os.O_RDWR), 0)
+    if not make_undumpable():
+        os._exit(3)
+    sys.set_int_max_str_digits(0)  # as in the runner: candidates may print big integers
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX message queue outlives a server
+    confine_imports()
+    ignore_signals()
+    control, pairs = fds[0], list(zip(fds[1::2], fds[2::2], strict=True))
+    for k in range(len(pairs) + 1):
+        try:
+            request = os.read(control, 1)
+        except OSError:
+            request = b""
+        if not request or k == len(pairs):
+            os._exit(0)
+        rfd, wfd = pairs[k]
+        pid = os.fork()
+        if pid == 0:
+            try:
+                server_main(rfd, wfd)
+            finally:
+                os._exit(0)
+        os.close(rfd)
+        os.close(wfd)
+        _reap()
+
+
+def server_main(rfd, wfd):
+    """A server (fork of the host): receives one candidate, then answers calls until killed."""
     os.setsid()
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError, RuntimeError):
+                pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -167,7 +342,9 @@ def candidate_main(rfd, wfd):
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, 1 << 16)
+    os.chdir("/tmp")
     chan = Channel(rfd, wfd)
+    chan.send({"pid": os.getpid()})
     hello = chan.recv()
     chan.send({"got": True})
     ns = {"__name__": "candidate", "__builtins__": builtins}
@@ -192,14 +369,67 @@ def candidate_main(rfd, wfd):
         chan.send(reply)
 
 
+class ServerLost(Exception):
+    """The host did not produce a working server."""
+
+
+class Host:
+    """The fresh interpreter that forks servers; spawned before the payload is read."""
+
+    def __init__(self, n_servers, code):
+        control_r, self.control = os.pipe()
+        blob = os.memfd_create("runner-code", os.MFD_CLOEXEC)
+        view = memoryview(code)
+        while view:
+            view = view[os.write(blob, view) :]
+        os.lseek(blob, 0, os.SEEK_SET)
+        theirs, self.channels = [control_r], []
+        for _ in range(n_servers):
+            to_r, to_w = os.pipe()
+            from_r, from_w = os.pipe()
+            theirs += [to_r, from_w]
+            self.channels.append(Channel(from_r, to_w))
+        for fd in theirs:
+            os.set_inheritable(fd, True)
+        null = os.devnull
+        actions = [(os.POSIX_SPAWN_DUP2, blob, 0), (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0), (os.POSIX_SPAWN_CLOSE, 3)]
+        argv = [sys.executable, "-I", "-S", "-B", "-c", _HOST_BOOT, *map(str, theirs)]
+        try:
+            self.pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions)
+        finally:
+            for fd in [*theirs, blob]:
+                os.close(fd)
+        self.next = 0
+
+    def server(self):
+        """``(pid, Channel)`` of a fresh server; ServerLost if the host cannot make one."""
+        if self.next >= len(self.channels):
+            raise ServerLost("no server channel left")
+        if _state(self.pid) not in ("S", "R", "D"):
+            raise ServerLost("the host is stopped or gone")
+        chan = self.channels[self.next]
+        self.next += 1
+        try:
+            os.write(self.control, b"s")
+            hello = chan.recv(time.monotonic() + SERVER_START_S)
+        except (OSError, EOFError, TimeoutError, ProtocolError):
+            chan.close()
+            raise ServerLost("the host did not start a server") from None
+        if type(hello) is not dict or type(hello.get("pid")) is not int:
+            chan.close()
+            raise ServerLost("a server sent a malformed greeting")
+        return hello["pid"], chan
+
+
 # ------------------------------------------------------------------ runner (parent) process
 
 
 def clean_error(info):
-    """An exception record that came from the candidate process, reduced to known-safe fields.
+    """An exception record that came from a server, reduced to known-safe fields.
 
-    Everything the candidate process sends is untrusted: a malformed record must never make the
-    runner fail (a runner error is an infra error, which is not scored: a way to dodge a 0).
+    Everything a server sends is untrusted: a malformed record must never make the runner fail
+    (a runner error is an infra error, which is not scored: a way to dodge a 0).
     """
     if type(info) is not dict:
         return {"type": "ProtocolError", "message": "malformed error record", "where": None}
@@ -218,68 +448,83 @@ def clean_error(info):
 
 
 class CandidateGone(BaseException):
-    """The candidate process died or timed out; a BaseException so `except Exception` in a test
-    cannot swallow it."""
+    """The candidate's process died, timed out or broke the protocol; a BaseException so that
+    `except Exception` in a test cannot swallow it."""
 
 
 class CandidateError(Exception):
-    """The candidate raised an exception that is not a built-in exception type."""
+    """Every exception the candidate raised, whatever its class: the test sees this one neutral
+    class, which no construct treats as control flow (a real StopIteration would end a map())."""
+
+    def __init__(self, kind, detail):
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind, self.detail = kind, detail
 
 
-def _rebuild_exception(info):
-    info = clean_error(info)
-    cls = getattr(builtins, info["type"], None)
-    msg = f"{info.get('type')}: {info.get('message')}" if cls is None else info.get("message", "")
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+def reply_key(reply):
+    """What pass 2 compares: the canonical value, or the exception's class; None if malformed."""
+    if type(reply) is dict and "ok" in reply:
         try:
-            return cls(msg)
-        except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs 5 args
-            pass
-    return CandidateError(msg)
+            decode(reply["ok"])
+            return "ok:" + json.dumps(canonical(reply["ok"]), separators=(",", ":"))
+        except Exception:  # noqa: BLE001 - malformed values of every kind
+            return None
+    if type(reply) is dict and "exc" in reply:
+        return "exc:" + clean_error(reply["exc"])["type"]
+    return None
 
 
 class Proxy:
+    """What the test calls: forwards each call to the server and records (request, answer)."""
+
     def __init__(self, chan, pid, deadline, entry_point):
         self.chan, self.pid, self.deadline = chan, pid, deadline
-        self.calls, self.gone = 0, None
+        self.calls, self.gone, self.log = 0, None, []
         self.__name__ = entry_point
 
     def kill(self, why):
         if self.gone is None:
             self.gone = why
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill(self.pid)
 
     def receive(self):
         try:
             return self.chan.recv(self.deadline)
         except TimeoutError:
             self.kill("timeout")
-        except (EOFError, OSError, ValueError):
+        except ProtocolError:
+            self.kill("protocol")
+        except Exception:  # noqa: BLE001 - EOFError, OSError, MemoryError: the process is gone
             self.kill("died")
         raise CandidateGone(self.gone)
 
-    def __call__(self, *args, **kwargs):
+    def exchange(self, request):
+        """Send one request (text), return the reply (a dict with "ok" or "exc")."""
         if self.gone is not None:
             raise CandidateGone(self.gone)
-        self.calls += 1
         try:
-            self.chan.send({"args": encode(list(args)), "kwargs": encode(dict(kwargs))})
+            self.chan.send_text(request)
         except OSError:
             self.kill("died")
             raise CandidateGone(self.gone) from None
         reply = self.receive()
         if type(reply) is not dict or not ("ok" in reply or "exc" in reply):
-            self.kill("died")  # the candidate process broke the protocol
+            self.kill("protocol")
             raise CandidateGone(self.gone)
+        return reply
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        request = json.dumps({"args": encode(list(args)), "kwargs": encode(dict(kwargs))}, separators=(",", ":"))
+        reply = self.exchange(request)
+        self.log.append((request, reply_key(reply)))
         if "ok" in reply:
             try:
                 return decode(reply["ok"])
-            except (ValueError, TypeError, KeyError, OverflowError) as e:
-                raise CandidateError(f"malformed return value: {e}") from None
-        raise _rebuild_exception(reply.get("exc") or {})
+            except Exception as e:  # noqa: BLE001 - ValueError, TypeError, RecursionError, ...
+                raise CandidateError("ProtocolError", f"malformed return value: {type(e).__name__}") from None
+        info = clean_error(reply.get("exc"))
+        raise CandidateError(info["type"], info["message"])
 
 
 def load_check(payload, proxy):
@@ -322,9 +567,8 @@ def _compile_test(source):
     nothing else raised. ``CandidateGone`` is a BaseException and still ends the check.
     """
     import ast
-    import linecache
 
-    linecache.cache["test.py"] = (len(source), None, source.splitlines(True), "test.py")
+    _SOURCES["test.py"] = source.splitlines()
     tree = ast.parse(source, "test.py")
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
@@ -367,28 +611,60 @@ def run_check(check, results, proxy):
     return [entry, *results]
 
 
-def _fork_candidate():
-    """A fresh candidate process, forked before the payload is read: ``(pid, Channel)``."""
-    c_read, p_write = os.pipe()
-    p_read, c_write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+def replay_order(keys, rng):
+    """A shuffled order of the distinct calls whose first-pass answers, in that order, differ
+    from the answers in test order whenever the answers are not all equal: a candidate that
+    answers by position cannot give the same answers twice."""
+    order = list(range(len(keys)))
+    rng.shuffle(order)
+    if len(set(keys)) > 1:
+        for _ in range(64):
+            if [keys[i] for i in order] != keys:
+                return order
+            rng.shuffle(order)
+        order = [*range(1, len(keys)), 0]  # a rotation changes every non-constant sequence
+    return order
+
+
+def replay(log, proxy):
+    """Pass 2: the distinct calls of pass 1 in a shuffled order to a fresh server; None if
+    every answer equals the first pass's, else the report's check entry."""
+    first = {}
+    for request, key in log:
+        if first.setdefault(request, key) != key:
+            return {"id": "check", "outcome": "stateful",
+                    "error": {"type": "Stateful", "message": "two calls with equal arguments got different answers",
+                              "where": None}}
+    import random
+
+    requests = list(first)
+    order = replay_order([first[r] for r in requests], random.Random(os.urandom(16)))
+    for i in order:
         try:
-            os.close(p_write)
-            os.close(p_read)
-            candidate_main(c_read, c_write)
-        finally:
-            os._exit(0)
-    os.close(c_read)
-    os.close(c_write)
-    return pid, Channel(p_read, p_write)
+            key = reply_key(proxy.exchange(requests[i]))
+        except CandidateGone:
+            return {"id": "check", "outcome": proxy.gone}
+        if key != first[requests[i]]:
+            return {"id": "check", "outcome": "stateful",
+                    "error": {"type": "Stateful", "message": "a fresh process answered the same calls, in another "
+                              "order, differently: answers must depend on the arguments only", "where": None}}
+    return None
 
 
 def _kill(pid):
     try:
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def _state(pid):
+    """The state letter of ``pid`` from /proc ("" if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
 
 
 def _pids():
@@ -434,25 +710,37 @@ def _reap():
             return
 
 
-WRITABLE = (".", "/tmp", "/dev/shm")
-
-
-def _listing():
-    out = {}
-    for d in WRITABLE:
+def tree():
+    """Every path under the writable places (not following symlinks)."""
+    out, todo = set(), list(WRITABLE)
+    while todo:
+        d = todo.pop()
         try:
-            out[d] = set(os.listdir(d))
+            entries = list(os.scandir(d))
         except OSError:
-            out[d] = set()
+            continue
+        for e in entries:
+            out.add(e.path)
+            if e.is_dir(follow_symlinks=False):
+                todo.append(e.path)
     return out
 
 
 def wipe(keep):
-    """Remove what earlier candidates left in the job's writable places; False on failure."""
-    for d, names in _listing().items():
-        for name in names - keep[d]:
-            if not _remove(os.path.join(d, name)):
-                return False
+    """Remove every path under the writable places that is not in ``keep``; False on failure."""
+    todo = list(WRITABLE)
+    while todo:
+        d = todo.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return False
+        for e in entries:
+            if e.path not in keep:
+                if not _remove(e.path):
+                    return False
+            elif e.is_dir(follow_symlinks=False):
+                todo.append(e.path)
     return True
 
 
@@ -471,39 +759,155 @@ def _remove(path):
     return True
 
 
-def run_item(item, pid, chan):
-    """Verify one candidate in its (already forked) process: the item's report."""
-    report = {"status": "completed"}
-    deadline = time.monotonic() + float(item["deadline_s"])
-    proxy = Proxy(chan, pid, deadline, item["entry_point"])
+_IPC = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
+
+
+def _ipc_ids():
+    out = []
+    for kind, fn in _IPC:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            out += [(fn, int(line.split()[1])) for line in f.read().splitlines()[1:] if line.strip()]
+    return out
+
+
+def clear_ipc():
+    """Remove every SysV IPC object (they outlive their creator); True once none is left."""
     try:
+        ids = _ipc_ids()
+        if ids:
+            libc = ctypes.CDLL(None)
+            for fn, ident in ids:
+                if fn == "semctl":
+                    libc.semctl(ident, 0, 0)  # IPC_RMID
+                else:
+                    getattr(libc, fn)(ident, 0, None)
+        for _ in range(1000):  # a removed segment lives until its last (dying) user detaches
+            if not _ipc_ids():
+                return True
+            time.sleep(0.001)
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    return False
+
+
+_RLIMITS = tuple(getattr(resource, n) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+
+
+def attributes(pid):
+    """What another same-uid process can change about ``pid``: limits, nice, CPUs, policy."""
+    try:
+        limits = [resource.prlimit(pid, r) for r in _RLIMITS]
+        return (limits, os.getpriority(os.PRIO_PROCESS, pid), sorted(os.sched_getaffinity(pid)),
+                os.sched_getscheduler(pid))
+    except (OSError, ValueError):
+        return None
+
+
+class Job:
+    """What the runner restores between candidates and checks before trusting a fresh server."""
+
+    def __init__(self, keep, files):
+        self.keep, self.files, self.attrs = keep, files, None
+
+    def snapshot(self):
+        if self.attrs is None:
+            self.attrs = {pid: attributes(pid) for pid in self.keep if pid != 1}
+
+    def clean(self):
+        """Only the runner's processes left, the writable places as they were, no IPC object,
+        no changed limits: True. Else False (the caller decides whose failure that is)."""
+        ok = sweep(self.keep) and wipe(self.files) and clear_ipc()
+        return ok and all(attributes(pid) == attrs for pid, attrs in (self.attrs or {}).items())
+
+
+def _sabotage(message):
+    return {"id": "check", "outcome": "sabotage", "error": {"type": "Sabotage", "message": message, "where": None}}
+
+
+def run_item(item, host, job):
+    """Verify one candidate: the item's report."""
+    try:
+        pid, chan = host.server()
+    except ServerLost as e:
+        return {"status": "runner_error", "detail": f"candidate process lost before start: {e}", "lost": True}
+    job.snapshot()  # limits and the like of the runner and the host, as the first server found them
+    proxy = Proxy(chan, pid, time.monotonic() + float(item["deadline_s"]), item["entry_point"])
+    report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0}
+    try:
+        check, results = load_check(item, proxy)  # the test's top level runs before any model code
         chan.send({"source": item["candidate"], "entry_point": item["entry_point"]})
-        got = chan.recv(time.monotonic() + 2.0)
-    except (OSError, EOFError, TimeoutError, ValueError):
+        got = chan.recv(time.monotonic() + SERVER_START_S)
+    except (OSError, EOFError, TimeoutError, ProtocolError):
         got = {}
+    except BaseException:
+        proxy.kill("finished")
+        raise  # a broken test or runner: nothing of the candidate has run
     if type(got) is not dict or got.get("got") is not True:
-        # The process died or stalled before it ran this candidate: an earlier candidate of the
-        # batch interfered with it. Not this candidate's doing, so not its failure.
         proxy.kill("lost")
-        return {"status": "runner_error", "detail": "candidate process lost before start"}
-    check, results = load_check(item, proxy)  # while the candidate process imports the candidate
+        return {"status": "runner_error", "detail": "candidate process lost before start", "lost": True}
+    # From here on the candidate's code has run: whatever goes wrong is its failure.
+    try:
+        _run_candidate(item, host, job, proxy, check, results, report)
+    except BaseException as e:  # noqa: BLE001
+        proxy.kill("finished")
+        report["tests"] = [_sabotage(f"the runner was disrupted: {type(e).__name__}")]
+    proxy.kill("finished")
+    return report
+
+
+def _handshake(proxy):
     try:
         hello = proxy.receive()
     except CandidateGone:
-        hello = {"gone": proxy.gone}
-    if type(hello) is not dict or not ("ready" in hello or "import_error" in hello or "gone" in hello):
-        proxy.kill("died")  # the candidate process broke the protocol
-        hello = {"gone": proxy.gone}
-    if hello.get("ready") is True:
-        report["import"] = {"ok": True}
-        report["tests"] = run_check(check, results, proxy)
-    else:
+        return {"gone": proxy.gone}
+    if type(hello) is not dict or not ("ready" in hello or "import_error" in hello):
+        proxy.kill("protocol")
+        return {"gone": proxy.gone}
+    return hello
+
+
+def _run_candidate(item, host, job, proxy, check, results, report):
+    hello = _handshake(proxy)
+    if hello.get("ready") is not True:
         error = clean_error(hello["import_error"]) if "import_error" in hello else None
-        report["import"] = {"ok": False, "error": error, "gone": proxy.gone if "gone" in hello else None}
-        report["tests"] = []
+        report["import"] = {"ok": False, "error": error, "gone": hello.get("gone")}
+        return
+    report["import"] = {"ok": True}
+    report["tests"] = tests = run_check(check, results, proxy)
     report["calls"] = proxy.calls
+    if tests[0]["outcome"] != "passed" or not proxy.log:
+        return
+    # Pass 2: a fresh server, in a clean job, answers the same calls in another order.
     proxy.kill("finished")
-    return report
+    if not job.clean():
+        tests[0] = _sabotage("the candidate left processes, files, IPC objects or changed limits behind")
+        return
+    try:
+        pid, chan = host.server()
+    except ServerLost:
+        tests[0] = _sabotage("the candidate broke the process that starts candidates")
+        return
+    second = Proxy(chan, pid, time.monotonic() + float(item["deadline_s"]), item["entry_point"])
+    try:
+        chan.send({"source": item["candidate"], "entry_point": item["entry_point"]})
+        got = chan.recv(time.monotonic() + SERVER_START_S)
+    except (OSError, EOFError, TimeoutError, ProtocolError):
+        got = {}
+    if type(got) is not dict or got.get("got") is not True:
+        second.kill("lost")
+        tests[0] = _sabotage("the second process did not start")
+        return
+    hello = _handshake(second)
+    if hello.get("ready") is not True:
+        second.kill("finished")
+        tests[0] = {"id": "check", "outcome": "stateful", "error": {
+            "type": "Stateful", "message": "the program failed to load a second time", "where": None}}
+        return
+    verdict = replay(proxy.log, second)
+    second.kill("finished")
+    report["replayed"] = len({r for r, _ in proxy.log})
+    if verdict is not None:
+        tests[0] = verdict
 
 
 def _emit(report):
@@ -514,52 +918,68 @@ def _emit(report):
 
 
 def _error(e):
+    import traceback
+
     return {"status": "runner_error", "detail": "".join(traceback.format_exception_only(type(e), e))[-500:]}
 
 
-def runner_main(n_items):
-    """Verify ``n_items`` candidates, one fresh process each; one report line per item on fd 3."""
+def runner_main(n_items, code):
+    """Verify ``n_items`` candidates; one report line per item on fd 3 (module docstring)."""
+    problem = None
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-        dumpable_off = libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
-    except Exception:  # noqa: BLE001 - reported as dumpable_off=False
+        dumpable_off = make_undumpable()
+    except Exception:  # noqa: BLE001
         dumpable_off = False
-    before, files = _pids(), _listing()
-    gc.freeze()  # objects that exist now are never traversed by gc: fewer copy-on-write faults
-    # Every candidate process is forked now, before the payload (tests, nonce) is read, so no
-    # candidate ever has the tests of any item in its memory.
-    children = [_fork_candidate() for _ in range(n_items)]
+    if not dumpable_off:
+        problem = RuntimeError("cannot make the runner non-dumpable")
+    ignore_signals()
+    files = tree()
+    host = None
+    try:
+        confine_imports()
+        import gc
+
+        gc.freeze()  # objects that exist now are never traversed by gc: fewer copy-on-write faults
+        # The host is spawned before the payload (tests, nonce) is read: no process that runs
+        # model code descends from one that held it, and exec() replaced the host's memory.
+        host = Host(2 * n_items, code)
+    except Exception as e:  # noqa: BLE001 - reported per item as a runner error (infra)
+        problem = problem or e
     try:
         payload = json.loads(sys.stdin.buffer.read())
         nonce, items = payload["nonce"], payload["items"]
         if len(items) != n_items:
             raise ValueError(f"payload has {len(items)} items, the runner was started for {n_items}")
-    except BaseException as e:  # noqa: BLE001 - the runner's own failure is reported as such
-        for pid, _ in children:
-            _kill(pid)
+    except BaseException as e:  # noqa: BLE001 - the runner's own failure: no nonce, no report
         _emit(_error(e))
         return
-    me = {os.getpid()}
-    for index, (item, (pid, chan)) in enumerate(zip(items, children, strict=True)):
-        if index and not (sweep(before | me | {p for p, _ in children[index:]}) and wipe(files)):
+    if problem is not None:
+        for index in range(n_items):
+            _emit({**_error(problem), "nonce": nonce, "index": index})
+        return
+    job = Job(_pids() | {host.pid}, files)
+    for index, item in enumerate(items):
+        if index and not job.clean():
             break  # cannot clean up after the previous candidate: the rest stay unverified
         try:
-            report = run_item(item, pid, chan)
-        except BaseException as e:  # noqa: BLE001
-            _kill(pid)
+            report = run_item(item, host, job)
+        except BaseException as e:  # noqa: BLE001 - before any model code ran: our failure
             report = _error(e)
         report.update({"nonce": nonce, "index": index, "dumpable_off": dumpable_off})
         _emit(report)
-    for pid, _ in children:
-        _kill(pid)
+        if report.get("lost"):
+            break  # an earlier candidate broke the host: the rest are re-run alone
+    _kill(host.pid)
 
 
-def entry(n_items=1):
-    """What the sandbox runs: the runner's code object, then ``entry(n_items)``."""
+def entry(n_items=1, code=None):
+    """What the sandbox runs: the runner's code object (``code``: its marshal), then this."""
     sys.set_int_max_str_digits(0)
-    runner_main(n_items)
+    if code is None:  # run from source: the host needs the code as a marshalled code object
+        import marshal
+
+        with open(__file__) as f:
+            code = marshal.dumps(compile(f.read(), "runner.py", "exec"))
+    runner_main(n_items, code)
     sys.stdout.flush()
     os._exit(0)
