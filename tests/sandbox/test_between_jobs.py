@@ -1,0 +1,130 @@
+"""Nothing a job does reaches the next job, the fork-server or the host-side pool (issue 15).
+
+Classes 1-4 and 6 are conformance checks (``posttrain/sandbox/conformance.py``, run on every
+backend); here each runs against a one-slot pool, where every job follows the one before it in
+the same slot. Class 5 (workspaces) and what only the local backend has (the fork-server's own
+state, host-side deletion) are tested directly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+import pytest
+
+from posttrain.sandbox import Limits, WorkspaceError
+from posttrain.sandbox import conformance as cf
+from posttrain.sandbox._pool import _starved
+from posttrain.sandbox.workspace import Workspace
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        cf.no_data_of_other_jobs,  # class 1
+        cf.cannot_change_other_processes,  # class 2
+        cf.job_failures_are_not_infra,  # class 3
+        cf.deep_trees_are_removed,  # class 4
+        cf.wipe_restores_everything,  # class 6
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_one_slot(pool1, check):
+    assert check(pool1) is None
+
+
+def test_fork_server_resets_its_own_state(pool1):
+    """Class 2, second half: whatever changed the fork-server (here the host, which may), it puts
+    its rlimits, affinity and nice value back before the next fork, or the slot is restarted."""
+    state = pool1.run_python(cf._OWN_STATE)
+    assert state.ok
+    slot = pool1._all_z[0]
+    (server,) = slot.keep - {slot.pid}
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]  # what a job could do
+    subprocess.run([*as_nobody, "prlimit", f"--pid={server}", f"--as={300 << 20}:unlimited"], check=True)
+    os.sched_setaffinity(server, {min(os.sched_getaffinity(0))})
+    assert pool1.run_python(cf._OWN_STATE).stdout == state.stdout
+    assert slot.keep - {slot.pid} == {server}  # reset in place
+    subprocess.run([*as_nobody, "renice", "-n", "10", "-p", str(server)], check=True, capture_output=True)
+    assert pool1.run_python(cf._OWN_STATE).stdout == state.stdout
+    # A hard limit it cannot raise back: it refuses the job, and the host runs it in a new slot.
+    subprocess.run([*as_nobody, "prlimit", f"--pid={server}", f"--as={300 << 20}:{300 << 20}"], check=True)
+    after = pool1.run_python(cf._OWN_STATE)
+    assert after.ok and after.stdout == state.stdout, after
+    assert server not in slot.keep
+
+
+def test_starvation_is_decided_by_cpu_time():
+    """Class 3's exception: a timeout is infra only when the job got little CPU while waiting
+    for one; sleeping or burning the budget is the job's own failure."""
+    lim = Limits(cpu_cores=1.0)
+    starved = {"cpu_s": 0.1, "run_delay_s": 1.8, "deprioritized": False}
+    assert _starved(starved, 2.0, lim)
+    assert not _starved({**starved, "run_delay_s": 0.0}, 2.0, lim)  # slept
+    assert not _starved({**starved, "cpu_s": 1.5}, 2.0, lim)  # burned its CPU
+    assert not _starved({**starved, "deprioritized": True}, 2.0, lim)  # niced itself
+    assert not _starved({}, 2.0, lim)  # a reply without the numbers is never infra
+
+
+def test_deep_trees_in_a_workspace_do_not_break_rollback_or_close(pool):
+    """Class 4: rollback and close of a workspace whose job left a tree deeper than the
+    recursion limit (they raised RecursionError)."""
+    with Workspace(pool) as ws:
+        ex = ws.exec(["python3", "-c", cf._DEEP_TREE], timeout=60.0)
+        assert ex.ok, ex
+        ws.rollback()
+        assert ws.exec(["find", ".", "-mindepth", "1"]).stdout == b""
+        assert ws.exec(["python3", "-c", cf._DEEP_TREE], timeout=60.0).ok
+        root = ws._root
+    assert not root.exists()
+
+
+def test_read_file_never_blocks_on_a_fifo(pool):
+    """Class 5: a fifo in the workspace made read_file block forever, holding the lock."""
+    with Workspace(pool) as ws:
+        assert ws.exec(["mkfifo", "p"]).ok
+        result: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                ws.read_file("p")
+            except BaseException as e:
+                result.append(e)
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout=5)
+        assert not t.is_alive(), "read_file blocked on a fifo"
+        assert isinstance(result[0], WorkspaceError) and "not a regular file" in str(result[0])
+        assert ws.exec(["true"]).ok
+
+
+def test_workspace_jobs_see_no_host_paths(pool, tmp_path):
+    """Class 5: /proc/self/mountinfo in a workspace job showed lowerdir=/oldroot/tmp/... paths."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "f").write_text("x")
+    for initial in ({"a": "1"}, tmp_path):
+        with Workspace(pool, initial) as ws:
+            ws.snapshot()
+            mounts = ws.exec(["cat", "/proc/self/mountinfo"]).stdout.decode()
+            assert "overlay" in mounts
+            for host in (str(pool.root), str(tmp_path), "/oldroot", os.path.basename(str(ws._root))):
+                assert host not in mounts, mounts
+
+
+def test_workspace_storage_is_charged_to_the_workspace(pool1):
+    """Class 5: files a workspace keeps were charged to the exec slot that wrote them, so an
+    unrelated job in that slot was OOM-killed; the workspace has its own limit instead."""
+    lim = Limits(memory_mb=160)
+    with Workspace(pool1, storage_mb=128) as ws:
+        ex = ws.exec(["sh", "-c", "head -c 50000000 /dev/zero > a; head -c 50000000 /dev/zero > b"], limits=lim)
+        assert ex.ok, ex
+        hog = "python3 -c \"b = bytearray(100 << 20); b[::4096] = b'x' * (len(b) // 4096)\""
+        ex = pool1.exec(["sh", "-c", hog], limits=lim)
+        assert ex.ok and not ex.oom_killed, ex
+        ex = ws.exec(["sh", "-c", "head -c 40000000 /dev/zero > c"], limits=lim)
+        assert ex.outcome == "error" and b"No space left" in ex.stderr, ex  # its own limit
+        assert ws.exec(["sh", "-c", hog], limits=lim).ok  # the job still has its own memory
+
