@@ -35,15 +35,51 @@ What is NOT isolated:
   behind the same ``SandboxPool`` protocol for hostile code at scale).
 - /usr is visible read-only (installed programs and libraries can be read); /proc shows
   host-wide information such as /proc/meminfo and /proc/cpuinfo; timing side channels.
-- fork-server jobs of one slot run one after another in the same namespaces: no process or
-  file survives between them, but kernel-level state of the namespace (e.g. its loopback
-  config) is shared; a slot that cannot be wiped clean is restarted. The fork-server path
-  imports common stdlib modules before forking, so ``sys.modules`` is not pristine.
+- fork-server jobs of one slot run one after another in the same namespaces (see "Between
+  jobs" below for why none of it changes another job's result). The fork-server path imports
+  common stdlib modules before forking, so ``sys.modules`` is not pristine.
 - disk I/O bandwidth is not metered. Disk *space* is: every writable place is a tmpfs (the
   slot's, or the pool's private tmpfs holding ``exec`` and ``Workspace`` directories), whose
   pages are charged to the writing job's memory cgroup; RLIMIT_FSIZE caps single files.
 - a ``Workspace`` built from a host directory mounts it read-only as its bottom layer, so the
   job can read every file in it that uid 65534 may read.
+- covert channels between jobs of one slot through kernel counters (pid and inode numbers,
+  /proc/loadavg, timing): a job can tell that jobs ran before it, not what they read or wrote.
+
+Between jobs (the threat model for model-written code that shares a slot with the jobs after
+it; issue 15). What a fork-server job can reach, and why none of it changes another job's result:
+
+- its memory: a fork of a fork-server that never reads a job's program, stdin or outputs (they
+  cross as memfds made by the host; the job's own process reads its program after the fork, the
+  host reads the outputs). Frames, ``gc.get_objects()`` and the raw heap hold this module's code
+  and the numbers of earlier jobs' headers (limits, exit status, duration), no byte of their data,
+  and none of the job's own stdin until it reads it.
+- its slot's file systems: /work, /tmp, /dev/shm (tmpfs) and /dev/mqueue. After the job they are
+  emptied without recursion (``_wipe.py``: depth, PATH_MAX and 000 modes do not matter) and the
+  roots' mode, timestamps, inode flags and ``user.*`` xattrs are put back and checked; message
+  queues are unlinked; SysV IPC objects left over restart the slot. Ownership cannot change
+  (no capabilities).
+- its fds: 0-3 are memfds of its own job; the fork-server's channel and every other fd are closed.
+- the syscalls seccomp allows (``_seccomp.py``): not ptrace, process_vm_*, pidfd_getfd, mount,
+  namespaces, keyrings, bpf; prlimit/setpriority/sched_set*/ioprio_set only on itself.
+- the processes of its uid: every process of the slot runs as uid 65534. The fork-server is the
+  pid namespace's init (signals from inside are dropped), not dumpable (no /proc/1/mem, fds,
+  environ), beyond the reach of the scheduling and rlimit syscalls above, and it checks and
+  resets its own rlimits, nice value, affinity, scheduler and I/O priority before each fork
+  (refusing the job, which the host then runs in a fresh slot, when it cannot). After each job it
+  SIGKILLs and reaps every other process in the namespace.
+- its slot's cgroup limits: the host rewrites them before each job. What a job does to its slot
+  while it runs is its own failure: a slot it drives out of memory, or whose bookkeeping breaks
+  after the fork, is restarted and the job reported as the program's error, never as
+  ``infra_error``. The one exception is a job that ran out of wall-clock time while starved of
+  CPU by the host (little CPU time, much time runnable but waiting: ``_pool._starved``), which is
+  infra and may be retried.
+
+An ``exec`` job is a fresh sandbox of its own; a ``Workspace`` job also runs in the workspace's
+own cgroups on the workspace's own tmpfs (storage charged to the workspace, with its own limit),
+with its layers mounted by paths relative to the workspace, so it sees no host path. The
+host-side pool never follows what a job wrote: it opens only regular files (non-blocking),
+deletes without recursion, and tells live pools from stale ones by a lock, not a pid.
 """
 
 from __future__ import annotations

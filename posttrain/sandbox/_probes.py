@@ -1,7 +1,10 @@
 """Escape probes: each runs hostile code *inside* the real sandbox and says whether it was contained.
 
 Used by ``posttrain sandbox selftest`` and by tests/sandbox/test_probes.py. A probe returns None
-when contained, else a sentence saying what escaped. Host-side canaries (a loopback server, a
+when contained, else a sentence saying what escaped. The probes named ``between_jobs_*`` are the
+classes of issue 15 (what a job can do to the jobs after it, the fork-server and the host-side
+pool); all but the workspace one are conformance checks, run here too so that the selftest
+covers them. Host-side canaries (a loopback server, a
 unix socket, an environment variable, a 0600 secret file) are set up by ``HostCanaries``.
 Never run these sources outside the sandbox: they mount, fork-bomb and fill memory.
 """
@@ -18,8 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from posttrain.sandbox import conformance
 from posttrain.sandbox._pool import LocalSandboxPool
 from posttrain.sandbox._types import Execution, Limits
+from posttrain.sandbox.errors import WorkspaceError
 
 CANARY_ENV = "POSTTRAIN_SANDBOX_CANARY"
 
@@ -397,6 +402,54 @@ def state_for_next_job(pool, c):
     return _leaks(_py(pool, look), "state left for the next job")
 
 
+def _from_conformance(check: Callable[[LocalSandboxPool], str | None]) -> Probe:
+    def probe(pool: LocalSandboxPool, c: HostCanaries) -> str | None:
+        return check(pool)
+
+    probe.__name__ = check.__name__
+    return probe
+
+
+def between_jobs_workspace(pool, c):
+    """Class 5: a fifo cannot hang the host's read_file; a job sees no host path in mountinfo;
+    what a workspace keeps is charged to the workspace, not to the exec slot an unrelated job uses."""
+    from posttrain.sandbox.workspace import Workspace
+
+    lim = Limits(memory_mb=160)
+    with Workspace(pool, storage_mb=128) as ws:
+        ex = ws.exec(["sh", "-c", "mkfifo p; cat /proc/self/mountinfo; head -c 50000000 /dev/zero > a; "
+                      "head -c 50000000 /dev/zero > b"], limits=lim)  # fmt: skip
+        if not ex.ok:
+            return f"the workspace job failed: {ex}"
+        for host in (str(pool.root), "/oldroot", "/tmp/"):
+            if host in ex.stdout.decode(errors="replace"):
+                return f"a workspace job sees the host path {host!r} in /proc/self/mountinfo"
+        def read() -> None:
+            with contextlib.suppress(WorkspaceError):  # "not a regular file"
+                ws.read_file("p")
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout=5)
+        if reader.is_alive():
+            return "the host's read_file blocked on a fifo a job made"
+        hog = ["python3", "-c", "b = bytearray(100 << 20); b[::4096] = b'x' * (len(b) // 4096)"]
+        after = pool.exec(hog, limits=lim)
+        if not after.ok:
+            return f"100 MB a workspace kept were charged to the exec slot: the next job there got {after}"
+    return None
+
+
+_CONFORMANCE_PROBES = {
+    "between_jobs_memory": conformance.no_data_of_other_jobs,
+    "between_jobs_fork_server": conformance.cannot_change_other_processes,
+    "between_jobs_infra": conformance.job_failures_are_not_infra,
+    "between_jobs_cleanup": conformance.deep_trees_are_removed,
+    "between_jobs_wipe": conformance.wipe_restores_everything,
+}
+FROM_CONFORMANCE = frozenset(_CONFORMANCE_PROBES)  # tested as conformance checks already
+
+
 PROBES: dict[str, Probe] = {
     f.__name__: f
     for f in (
@@ -404,6 +457,8 @@ PROBES: dict[str, Probe] = {
         memory_bomb, disk_fill, cpu_spin, child_outlives, signals_to_parent, setuid_caps, mount, ptrace,
         nested_userns, tiocsti, stdout_flood, dev_access, state_for_next_job,
     )
+} | {name: _from_conformance(check) for name, check in _CONFORMANCE_PROBES.items()} | {
+    "between_jobs_workspace": between_jobs_workspace,
 }  # fmt: skip
 
 

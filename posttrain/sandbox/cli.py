@@ -70,7 +70,7 @@ def _selftest(args: argparse.Namespace) -> int:
     from posttrain.sandbox._probes import run_probes
 
     def show(name: str, leak: str | None) -> None:
-        print(f"{name:<22} {'contained' if leak is None else 'NOT CONTAINED: ' + leak}", flush=True)
+        print(f"{name:<26} {'contained' if leak is None else 'NOT CONTAINED: ' + leak}", flush=True)
 
     with open_pool(size=1) as pool:
         results = run_probes(pool, show)
