@@ -9,18 +9,26 @@ is then ``prompt + "\\n" + block``, so the prompt's imports and helpers stay def
 the response is the continuation of the prompt (module = ``prompt + response``).
 
 Verification runs ``posttrain.verify._code_runner`` in the sandbox (``pool.run_python``); the
-candidate runs in its own process, the tests in the runner's, and the runner's report on fd 3
-carries a per-run nonce. The verdict, from the sandbox's ``Execution``:
+candidate runs in a process forked from a fresh interpreter that never held the tests, the
+expected values or the nonce; the tests run in the runner's process, which imports only from
+read-only places; and the runner's report on fd 3 carries a per-run nonce. A candidate that
+passes is run a second time, in a fresh process, on the same calls in a shuffled order, and must
+give the same answers: the function must be deterministic, a function of its arguments only
+(docs/code-verifier-threat-model.md has the threat model). The verdict, from the sandbox's
+``Execution``:
 
 - ``outcome == "infra_error"`` -> ``infra_error`` (retried, then dropped; never 0 or 1);
 - a report whose status is ``runner_error`` (our runner or the task's test is broken) -> infra;
 - no report, or a report without our nonce -> ``fail`` (only the candidate can cause either:
   it killed the runner, exhausted memory or time) with ``timeout`` / ``memory`` / ``no_report``;
 - ``pass`` only if the report says the candidate imported, ``check`` returned normally, the
-  candidate was called at least once and did not die or time out.
+  candidate was called at least once and did not die or time out, and the second run agreed;
+- whatever the candidate does once its code runs (any exception, signal, malformed, oversized
+  or deeply nested message on its channel, changed limits) is a ``fail`` with an error class
+  (``protocol``, ``stateful``, ``sabotage``, ``died``, ``timeout``, ...), never an infra error.
 
-Throughput: ``verify_code_batch`` verifies up to ``MAX_BATCH`` responses in one sandbox job (one
-fresh process per candidate, cleanup in between; anything the batch cannot vouch for is re-run
+Throughput: ``verify_code_batch`` verifies up to ``MAX_BATCH`` responses in one sandbox job (fresh
+processes per candidate, cleanup in between; anything the batch cannot vouch for is re-run
 alone); ``posttrain.verify.batch.verify_many`` uses it. bench/verify.py measures both paths
 against bare execution of the same programs.
 

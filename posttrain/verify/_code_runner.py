@@ -595,7 +595,7 @@ def run_check(check, results, proxy):
     try:
         check(proxy)
     except CandidateGone:
-        entry = {"id": "check", "outcome": proxy.gone}
+        entry = _gone(proxy.gone)
     except AssertionError as e:
         entry = {"id": "check", "outcome": "failed", "error": describe(e)}
     except Exception as e:  # noqa: BLE001 - any other exception fails the test
@@ -607,8 +607,22 @@ def run_check(check, results, proxy):
     if first is not None:  # the first failed assertion explains the failure best
         entry = {"id": "check", "outcome": first["outcome"], "error": first["error"]}
     elif proxy.gone is not None:
-        entry = {"id": "check", "outcome": proxy.gone}
+        entry = _gone(proxy.gone)
     return [entry, *results]
+
+
+_GONE = {
+    "protocol": "the program wrote something that is not a reply to the verifier's channel",
+    "died": "the program's process ended while being tested",
+    "timeout": "the program did not answer in time",
+}
+
+
+def _gone(why):
+    entry = {"id": "check", "outcome": why}
+    if why in _GONE:
+        entry["error"] = {"type": why.capitalize(), "message": _GONE[why], "where": None}
+    return entry
 
 
 def replay_order(keys, rng):
@@ -643,7 +657,7 @@ def replay(log, proxy):
         try:
             key = reply_key(proxy.exchange(requests[i]))
         except CandidateGone:
-            return {"id": "check", "outcome": proxy.gone}
+            return _gone(proxy.gone)
         if key != first[requests[i]]:
             return {"id": "check", "outcome": "stateful",
                     "error": {"type": "Stateful", "message": "a fresh process answered the same calls, in another "
@@ -869,7 +883,7 @@ def _handshake(proxy):
 def _run_candidate(item, host, job, proxy, check, results, report):
     hello = _handshake(proxy)
     if hello.get("ready") is not True:
-        error = clean_error(hello["import_error"]) if "import_error" in hello else None
+        error = clean_error(hello["import_error"]) if "import_error" in hello else _gone(hello.get("gone")).get("error")
         report["import"] = {"ok": False, "error": error, "gone": hello.get("gone")}
         return
     report["import"] = {"ok": True}

@@ -42,7 +42,7 @@ def verify_many(
     """Verdicts for ``pairs``, in order. ``pool`` is needed only for sandbox-backed domains.
 
     Code pairs go to the sandbox in batches of up to ``MAX_BATCH`` per job
-    (``posttrain.envs.code_env.verify_code_batch``: one fresh process per candidate, cleanup in
+    (``posttrain.envs.code_env.verify_code_batch``: fresh processes per candidate, cleanup in
     between, re-run alone if a batch cannot vouch for an item); everything else is verified one
     by one. Batches and single verifications run on ``workers`` threads.
     """

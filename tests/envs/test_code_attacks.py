@@ -19,8 +19,11 @@ Every payload runs only inside the real sandbox (the ``pool`` fixture), never in
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from posttrain.types import Task, TaskLimits
+from posttrain.verify import _code_runner as runner
 
 
 def fenced(src: str) -> str:
@@ -352,3 +355,55 @@ def test_hack_scores_zero(code_verifier, name: str, task: Task, response: str) -
 def test_references_of_the_attack_tasks_pass(code_verifier, task: Task) -> None:
     v = code_verifier(task, task.reference)
     assert v.passed, (v.error_class, v.feedback, v.evidence)
+
+
+# ------------------------------------------------------------------ the runner's parts, in-process
+# (no model code runs here: these check the pieces that the end-to-end attacks above rely on)
+
+@given(st.lists(st.sampled_from(["ok:1", "ok:2", "ok:3", "exc:ValueError"]), min_size=1, max_size=12),
+       st.randoms(use_true_random=False))
+def test_replay_order_defeats_answering_by_position(keys: list[str], rng) -> None:
+    order = runner.replay_order(keys, rng)
+    assert sorted(order) == list(range(len(keys)))
+    if len(set(keys)) > 1:  # a by-position answerer would give `keys` again: it must differ
+        assert [keys[i] for i in order] != keys
+
+
+@pytest.mark.parametrize("line", [b"[" * 100_000, b'{"a":' * 50_000, b"\xff\xfe{}", b"1" * 100, b"NaN",
+                                  b'{"ok": ["int", "1"]', b""])
+def test_malformed_messages_are_protocol_errors(line: bytes) -> None:
+    with pytest.raises(runner.ProtocolError):
+        runner.parse(line)
+
+
+def test_oversized_message_is_a_protocol_error() -> None:
+    import os
+    import threading
+
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(w, b"[" * (runner.MAX_MESSAGE_BYTES + (2 << 20))), os.close(w)))
+    writer.start()
+    with pytest.raises(runner.ProtocolError):
+        runner.Channel(r, -1).recv()
+    os.close(r)
+    writer.join()
+
+
+def test_candidate_exceptions_are_not_control_flow() -> None:
+    def candidate(x):
+        raise runner.CandidateError("StopIteration", "")
+
+    assert not issubclass(runner.CandidateError, (StopIteration, StopAsyncIteration, AttributeError, LookupError,
+                                                  GeneratorExit, KeyboardInterrupt, SystemExit))
+    with pytest.raises(runner.CandidateError):
+        all(map(candidate, [1, 2]))
+    with pytest.raises(runner.CandidateError):
+        next(filter(candidate, [1]), None)
+
+
+def test_canonical_form_ignores_set_and_dict_order() -> None:
+    a = runner.encode([{3, 1, 2}, {"b": 1, "a": 2}])
+    b = runner.encode([{2, 3, 1}, {"a": 2, "b": 1}])
+    assert runner.reply_key({"ok": a}) == runner.reply_key({"ok": b})
+    assert runner.reply_key({"ok": a}) != runner.reply_key({"ok": runner.encode([{1, 2}, {"a": 2, "b": 1}])})
+    assert runner.reply_key({"ok": ["int", "zz"]}) is None  # malformed: never equal to anything
