@@ -7,10 +7,13 @@
     posttrain tasks validate|decontaminate    check task files; find train/eval overlap
     posttrain eval | report | audit           evaluation, HTML reports, sampled re-verification
     posttrain bench sandbox|train             benchmarks against peers, measured in the same run
+    posttrain generate CKPT --prompt TEXT     sample completions from any checkpoint
+    posttrain --version
 
 Each subcommand lives in its own package (``<package>/cli.py`` exposes ``register``); this
 module only wires them together. Errors that a user caused exit 2 with one line naming the
-file, field or value and what was expected.
+file, field or value and what was expected. Ctrl-C prints one line and exits 130 (``run`` and
+``quickstart`` name the ``--resume`` command that continues).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import importlib
 import sys
 from typing import NoReturn
 
+from posttrain import __version__
 from posttrain.errors import UserError
 
 # (module, description): each module has ``register(subparsers) -> None``; every parser it adds
@@ -31,6 +35,7 @@ _COMMAND_MODULES = (
     "posttrain.tasks.cli",
     "posttrain.evaluate.cli",
     "posttrain.bench_cli",
+    "posttrain.generate",
 )
 
 
@@ -46,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="posttrain",
         description="Post-training for causal LMs: SFT, RLVR (GRPO/PPO), DPO/RM, and evaluation on verified tasks.",
     )
+    parser.add_argument("--version", action="version", version=f"posttrain {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -63,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"posttrain: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("posttrain: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

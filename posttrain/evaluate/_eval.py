@@ -101,6 +101,43 @@ def checkpoints_of(run_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: (order.get(p.name, 2), p.name))
 
 
+def _policies_of(run_dir: str | Path) -> list[Path]:
+    """``checkpoints_of`` without reward models and other heads that cannot sample (each skip is said)."""
+    from posttrain.generate import why_not_a_policy
+
+    keep = []
+    for ckpt in checkpoints_of(run_dir):
+        if why := why_not_a_policy(ckpt):
+            print(f"note: skipping {ckpt}: {why}", file=sys.stderr)
+        else:
+            keep.append(ckpt)
+    return keep
+
+
+def _protocol(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Any]:
+    """What makes two evaluations comparable; ``eval --run`` files are named after it, never mixed."""
+    if args.tasks:
+        source = str(args.tasks)
+    elif args.suite or not (Path(args.run) / "tasks" / "eval.jsonl").is_file():
+        source = args.suite or "humaneval"
+    else:
+        source = "RUN/tasks/eval.jsonl"
+    return {"tasks": source, "n_tasks": len(tasks), "samples_per_task": args.n, "temperature": _temperature(args),
+            "max_new_tokens": args.max_new_tokens, "seed": args.seed, "max_attempts": args.max_attempts}
+
+
+def _protocol_tag(p: dict[str, Any]) -> str:
+    """e.g. ``heldout20-n1-t0-len512-seed0``: readable, and one file name per protocol.
+
+    >>> _protocol_tag({"tasks": "RUN/tasks/eval.jsonl", "n_tasks": 20, "samples_per_task": 1, "temperature": 0.0,
+    ...                "max_new_tokens": 512, "seed": 0, "max_attempts": 1})
+    'heldout20-n1-t0-len512-seed0'
+    """
+    source = "heldout" if p["tasks"] == "RUN/tasks/eval.jsonl" else Path(p["tasks"]).name.split(".")[0]
+    tag = f"{source}{p['n_tasks']}-n{p['samples_per_task']}-t{p['temperature']:g}-len{p['max_new_tokens']}-seed{p['seed']}"
+    return tag + (f"-r{p['max_attempts']}" if p["max_attempts"] > 1 else "")
+
+
 def _temperature(args: argparse.Namespace) -> float:
     if args.temperature is not None:
         return args.temperature
@@ -146,17 +183,58 @@ def _score(
     return summary, records, noop
 
 
-def _write_run(run_dir: Path, name: str, summary: dict, records: list[EvalRecord]) -> None:
-    write_records(run_dir / "eval" / f"{name}.jsonl", records)
-    path = run_dir / "summary.json"
-    data: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}: not valid JSON ({e.msg}); fix or remove it") from None
-    data.setdefault("eval", {})[name] = summary
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+def _run_summary(run_dir: Path, protocol: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """``RUN/eval/summary@<protocol>.json`` and what it holds; refuses one written with another protocol."""
+    path = run_dir / "eval" / f"summary@{_protocol_tag(protocol)}.json"
+    if not path.is_file():
+        return path, {"eval_protocol": protocol, "eval": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e.msg}); fix or remove it") from None
+    found = data.get("eval_protocol") if isinstance(data, dict) else None
+    if found != protocol or not isinstance(data.get("eval"), dict):
+        raise UserError(f"{path} holds an evaluation with another protocol ({found}); "
+                        f"this one would mix with it: remove that file or evaluate with its settings")
+    return path, data
+
+
+def _write_run(run_dir: Path, name: str, summary: dict, records: list[EvalRecord], protocol: dict[str, Any]) -> Path:
+    """Write ``RUN/eval/<name>@<protocol>.jsonl`` and its entry in ``RUN/eval/summary@<protocol>.json``.
+
+    Never RUN/summary.json or the pipeline's RUN/eval/<name>.jsonl: only the pipeline marks a run
+    finished, and its records keep the protocol its summary states. Returns the records' path.
+    """
+    path, data = _run_summary(run_dir, protocol)
+    records_path = run_dir / "eval" / f"{name}@{_protocol_tag(protocol)}.jsonl"
+    write_records(records_path, records)
+    data["eval"][name] = summary
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return records_path
+
+
+def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dict[str, Any]:
+    """``eval --run RUN`` alone: every policy checkpoint of the run, into ``RUN/eval/<name>@<protocol>.jsonl``."""
+    from posttrain.sandbox import open_pool
+
+    run = Path(args.run)
+    protocol = _protocol(args, tasks)
+    _run_summary(run, protocol)  # refuse to mix protocols before any work
+    ckpts = _policies_of(run)
+    if not ckpts:
+        raise UserError(f"--run: no policy checkpoints under {run / 'checkpoints'} (folders with config.json)")
+    result: dict[str, Any] = {"eval": {}, "eval_protocol": protocol}
+    with open_pool() as pool:
+        for ckpt in ckpts:
+            summary, records, _ = _score(args, tasks, pool, str(ckpt), stage=ckpt.name)
+            if baseline is not None:
+                summary["baseline"] = compare(summary, baseline)
+            written = _write_run(run, ckpt.name, summary, records, protocol)
+            print(f"wrote {written}", file=sys.stderr)
+            result["eval"][ckpt.name] = summary
+    return result
 
 
 def run_eval(args: argparse.Namespace) -> dict[str, Any]:
@@ -172,19 +250,9 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     from posttrain.sandbox import open_pool
 
     baseline = load_baseline(args.baseline) if args.baseline else None
+    if args.run and not (args.responses or args.model or args.endpoint):
+        return _eval_run(args, tasks, baseline)
     with open_pool() as pool:
-        if args.run and not (args.responses or args.model or args.endpoint):
-            ckpts = checkpoints_of(args.run)
-            if not ckpts:
-                raise UserError(f"--run: no checkpoints under {Path(args.run) / 'checkpoints'} (folders with config.json)")
-            result: dict[str, Any] = {"eval": {}}
-            for ckpt in ckpts:
-                summary, records, _ = _score(args, tasks, pool, str(ckpt), stage=ckpt.name)
-                if baseline is not None:
-                    summary["baseline"] = compare(summary, baseline)
-                _write_run(Path(args.run), ckpt.name, summary, records)
-                result["eval"][ckpt.name] = summary
-            return result
         summary, records, noop = _score(args, tasks, pool, args.model, stage="eval")
     if baseline is not None:
         summary["baseline"] = compare(summary, baseline)

@@ -15,6 +15,7 @@ that name; leftover temp directories are ignored and removed by the next save. `
 verifies the manifest and raises ``CheckpointError`` (a ``UserError``) naming the file and the
 problem when the checkpoint ``latest`` points to is corrupt or partial; older checkpoints are never
 deleted in that case. ``keep_last`` prunes older complete checkpoints after a successful save.
+``commit_dir`` publishes any directory the same way (the run pipeline's per-stage checkpoints).
 
 RNG states restored: Python ``random``, NumPy's global generator, torch CPU and (when present) CUDA.
 Not covered: RNG objects owned by user code (``torch.Generator`` instances, ``np.random.Generator``)
@@ -142,7 +143,7 @@ def save_checkpoint(
     directory.mkdir(parents=True, exist_ok=True)
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}")
-    for stale in directory.glob(".tmp-step-*"):
+    for stale in directory.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a process killed mid-save
     name = _name(step)
     tmp = directory / f".tmp-{name}-{os.getpid()}"
@@ -179,18 +180,33 @@ def save_checkpoint(
     (tmp / MANIFEST).write_text(
         json.dumps({"format": FORMAT_VERSION, "files": files}, indent=1, sort_keys=True)
     )
+    final = commit_dir(tmp, directory / name)  # re-saving a step (after a resume) replaces it whole
+    _write_json_atomic(directory / LATEST, {"name": name, "step": step})
+    if keep_last is not None:
+        _prune(directory, keep_last, keep=name)
+    return final
+
+
+def commit_dir(tmp: str | Path, final: str | Path) -> Path:
+    """Publish the fully written directory ``tmp`` as ``final`` in one rename, after an fsync.
+
+    A process killed at any moment leaves either the old ``final`` (or none) or the new one, never a
+    mix; an existing ``final`` is moved aside first and removed after the rename.
+    """
+    tmp, final = Path(tmp), Path(final)
     _fsync_tree(tmp)
-    final = directory / name
-    if final.exists():  # re-saving a step (e.g. after a resume): move the old one aside first
-        trash = directory / f".tmp-old-{name}-{os.getpid()}"
+    if final.exists():
+        trash = final.with_name(f".tmp-old-{final.name}-{os.getpid()}")
         os.replace(final, trash)
         os.replace(tmp, final)
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(tmp, final)
-    _write_json_atomic(directory / LATEST, {"name": name, "step": step})
-    if keep_last is not None:
-        _prune(directory, keep_last, keep=name)
+    fd = os.open(final.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a crash
+    finally:
+        os.close(fd)
     return final
 
 

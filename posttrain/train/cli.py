@@ -5,11 +5,21 @@
 
 The recipe is parsed (unknown keys, wrong types and invalid combinations fail here, before any
 work) and printed; the resolved recipe is saved as DIR/config.yaml.
+
+Ctrl-C (or SIGTERM) stops a run with one line naming the exact ``--resume`` command, exit 130;
+what was written stays (checkpoints are atomic). ``posttrain quickstart --resume`` without
+``--out`` continues the latest unfinished ``runs/quickstart*`` (the one an interrupted quickstart made).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,27 +51,78 @@ def _common(p: argparse.ArgumentParser, *, default_out: str | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return _run(Path(args.recipe), args)
+    return _run(Path(args.recipe), args, ["run", args.recipe])
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
     from posttrain.train.recipe import EMBEDDED_RECIPE
 
     if args.out is None:  # the default directory: a second quickstart gets a new one, not an error
-        args.out = QUICKSTART_OUT if args.resume else str(_unused_dir(Path(QUICKSTART_OUT)))
-    return _run(EMBEDDED_RECIPE, args)
+        args.out = str(_resume_dir(Path(QUICKSTART_OUT)) if args.resume else _unused_dir(Path(QUICKSTART_OUT)))
+        if args.resume:
+            Console(stderr=True).print(f"resuming {args.out}", highlight=False)
+    return _run(EMBEDDED_RECIPE, args, ["quickstart"])
+
+
+def _runs_of(base: Path) -> list[Path]:
+    """``base``, ``base-2``, ``base-3``, ... that hold a run (a config.yaml), in the order quickstart made them."""
+    found = [(1, base)] if (base / "config.yaml").exists() else []
+    for p in base.parent.glob(f"{base.name}-*"):
+        n = p.name[len(base.name) + 1 :]
+        if n.isdigit() and (p / "config.yaml").exists():
+            found.append((int(n), p))
+    return [p for _, p in sorted(found)]
 
 
 def _unused_dir(base: Path) -> Path:
-    """``base``, or ``base-2``, ``base-3``, ... : the first that holds no run."""
-    n, path = 1, base
-    while (path / "config.yaml").exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+    """``base``, or ``base-2``, ``base-3``, ... : the one after the last that holds a run."""
+    runs = _runs_of(base)
+    if not runs:
+        return base
+    n = 1 if runs[-1] == base else int(runs[-1].name[len(base.name) + 1 :])
+    return base.with_name(f"{base.name}-{n + 1}")
 
 
-def _run(recipe_path: Path, args: argparse.Namespace) -> int:
+def _resume_dir(base: Path) -> Path:
+    """The latest unfinished run among ``base``, ``base-N``; else the latest run; else ``base``."""
+    from posttrain.train.pipeline import is_finished
+
+    runs = _runs_of(base)
+    unfinished = [p for p in runs if not is_finished(p)]
+    return (unfinished or runs or [base])[-1]
+
+
+def resume_command(command: list[str], args: argparse.Namespace) -> str:
+    """The exact command line that continues this run.
+
+    >>> ns = argparse.Namespace(out="runs/my run", overrides=["rl.steps=50"])
+    >>> resume_command(["run", "configs/tiny-grpo.yaml"], ns)
+    "posttrain run configs/tiny-grpo.yaml --out 'runs/my run' --resume --set rl.steps=50"
+    """
+    words = ["posttrain", *command, "--out", str(args.out), "--resume"]
+    for o in args.overrides:
+        words += ["--set", o]
+    return shlex.join(words)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a run the way Ctrl-C does; a second signal while it unwinds exits at once."""
+
+    def stop(signum: int, frame: object) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: os._exit(130))
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int:
     import yaml
 
     from posttrain.train.pipeline import run_recipe
@@ -73,7 +134,12 @@ def _run(recipe_path: Path, args: argparse.Namespace) -> int:
     console.print(f"[bold]recipe[/bold] {recipe_path}")
     console.print(yaml.safe_dump(to_dict(recipe), sort_keys=False).rstrip(), highlight=False)
     out = Path(args.out)
-    summary = run_recipe(recipe, out, resume=args.resume)
+    try:
+        with _sigterm_as_interrupt():
+            summary = run_recipe(recipe, out, resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"posttrain: interrupted; continue with: {resume_command(command, args)}", file=sys.stderr)
+        return 130
     print_summary(console, summary, out)
     return 0
 

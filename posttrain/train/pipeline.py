@@ -14,7 +14,9 @@ Not here: multi-node scale-out (Ray), generation servers (vLLM).
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,6 +44,7 @@ from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
 from posttrain.train._step import apply_lora
+from posttrain.train.checkpoint import commit_dir
 from posttrain.train.grpo import train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
 from posttrain.train.recipe import Recipe
@@ -100,7 +103,14 @@ def make_pools(recipe: Recipe) -> TaskPools:
 
 def write_tasks(path: Path, tasks: Sequence[Task]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in tasks))
+    _write_atomic(path, "".join(json.dumps(task_to_record(t)) + "\n" for t in tasks))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write-then-rename: an interrupted run leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 @contextmanager
@@ -154,42 +164,111 @@ def _stage_done(path: Path) -> bool:
     return (path / DONE).exists()
 
 
-def _mark_done(path: Path) -> None:
-    (path / DONE).write_text("ok\n")
+def _save_stage(stage_dir: Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` fills a fresh temporary directory, which becomes ``stage_dir`` (with DONE) in one rename."""
+    tmp = stage_dir.with_name(f".tmp-{stage_dir.name}")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted run
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    write(tmp)  # creates tmp when it saves (a stage interrupted while training leaves nothing)
+    (tmp / DONE).write_text("ok\n")
+    commit_dir(tmp, stage_dir)
+
+
+def recipe_changes(saved: Mapping[str, Any], recipe: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``key (old -> new)`` for every recipe key whose value differs, as dotted keys in the recipe's order.
+
+    >>> recipe_changes({"rl": {"steps": 12, "lr": 0.001}}, {"rl": {"steps": 50, "lr": 0.001}})
+    ['rl.steps (12 -> 50)']
+    """
+    missing = "(not set)"
+    changes = []
+    for k in [*recipe, *(k for k in saved if k not in recipe)]:
+        old, new = saved.get(k, missing), recipe.get(k, missing)
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            changes += recipe_changes(old, new, f"{prefix}{k}.")
+        elif old != new:
+            changes.append(f"{prefix}{k} ({old} -> {new})")
+    return changes
 
 
 def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
-    """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it."""
+    """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it with the same recipe."""
     cfg_path = out / "config.yaml"
-    resolved = yaml.safe_dump(to_dict(recipe), sort_keys=False)
+    resolved = to_dict(recipe)
     if cfg_path.exists():
         if not resume:
             raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-        if cfg_path.read_text() != resolved:
-            raise UserError(f"{cfg_path}: the run was started with a different recipe; resume needs the same one")
+        try:
+            saved = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise UserError(f"{cfg_path}: not valid YAML ({str(e).splitlines()[0]}); the run cannot be resumed") from None
+        changed = recipe_changes(saved if isinstance(saved, dict) else {}, resolved)
+        if changed:
+            raise UserError(f"{cfg_path}: the run was started with a different recipe (changed: {', '.join(changed)}); "
+                            f"--resume needs the same recipe: drop the changes, or start over with another --out")
         return
-    out.mkdir(parents=True, exist_ok=True)
-    cfg_path.write_text(resolved)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_atomic(cfg_path, yaml.safe_dump(resolved, sort_keys=False))
+    except OSError as e:  # an existing file, a path under a file, a read-only parent
+        raise UserError(f"--out {out}: cannot create the run directory there ({e.strerror or e})") from None
+
+
+def is_finished(out: Path) -> bool:
+    """Whether ``out`` holds a run the pipeline finished: RUN/summary.json, and every stage's checkpoint done.
+
+    Only the pipeline writes RUN/summary.json (``posttrain eval --run`` writes under RUN/eval/); the
+    stage check also catches directories where an older posttrain let eval write it.
+    """
+    try:
+        stages = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))["stages"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return False
+    ckpts = out / "checkpoints"
+    return (out / "summary.json").is_file() and all(_stage_done(ckpts / s) for s in ["base", *stages])
+
+
+def start_over_hint(out: Path) -> str:
+    return f"{out} keeps what was done so far; to start over with a changed recipe, pass another --out or remove {out}"
 
 
 def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, Any]:
-    """Run every stage of ``recipe`` into ``out``; returns the summary (also RUN/summary.json)."""
-    from transformers.utils import logging as hf_logging
+    """Run every stage of ``recipe`` into ``out``; returns the summary (also RUN/summary.json, written last).
 
-    from posttrain.sandbox import open_pool
+    On ``resume`` a finished stage is not redone; a finished run returns its summary. A failure once
+    the run directory exists says how to start over.
+    """
+    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own rich bars cover the long stages
     out = Path(out)
+    pools = make_pools(recipe)  # a recipe the task families cannot serve fails before RUN/ is touched
+    prepare_run_dir(out, recipe, resume=resume)
     summary_path = out / "summary.json"
-    if resume and summary_path.exists():
+    if resume and is_finished(out):
         console.print(f"[bold]{out} is already finished[/bold]; nothing to do (summary: {summary_path})")
         return json.loads(summary_path.read_text())
-    prepare_run_dir(out, recipe, resume=resume)
+    try:
+        summary = _run_stages(recipe, out, pools, resume=resume)
+    except UserError as e:
+        raise UserError(f"{e} ({start_over_hint(out)})") from None
+    except Exception as e:  # a bug or a runtime failure: keep the traceback, add the way out
+        e.add_note(start_over_hint(out))
+        raise
+    _write_atomic(summary_path, json.dumps(summary, indent=2))  # marks the run finished
+    from posttrain.evaluate.report import write_report
+
+    write_report(out)
+    return summary
+
+
+def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) -> dict[str, Any]:
+    from posttrain.sandbox import open_pool
+
     if recipe.torch_threads is not None:
         torch.set_num_threads(recipe.torch_threads)
     seed_everything(recipe.seed)
     t_start = time.perf_counter()
-    pools = make_pools(recipe)
     write_tasks(out / "tasks" / "train.jsonl", pools.train)
     write_tasks(out / "tasks" / "eval.jsonl", pools.eval)
     demo = generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
@@ -198,45 +277,40 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
     drop_unfinished_logs(out, resume=resume)
     metrics = StepLog(out, recipe)
     evals: dict[str, Any] = {}
-    with open_pool(size=workers) as pool:
-        verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
-        # --- base model
-        base_dir = ckpts / "base"
-        if not _stage_done(base_dir):
-            build_base(recipe, base_dir)
-            _mark_done(base_dir)
-        policy = load_model(recipe, base_dir)
-        noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
-        evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
-        evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
-        # --- training stages, in the recipe's order; each policy stage is evaluated
-        for stage in recipe.stages:
-            stage_dir = ckpts / stage
-            if not _stage_done(stage_dir):
-                run_stage(stage, policy, pools, demo, verifiers, recipe, out, metrics, workers, resume=resume)
+    try:
+        with open_pool(size=workers) as pool:
+            verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
+            # --- base model
+            base_dir = ckpts / "base"
+            if not _stage_done(base_dir):
+                _save_stage(base_dir, lambda tmp: build_base(recipe, tmp))
+            policy = load_model(recipe, base_dir)
+            noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
+            evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
+            evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
+            # --- training stages, in the recipe's order; each policy stage is evaluated
+            for stage in recipe.stages:
+                stage_dir = ckpts / stage
+                if not _stage_done(stage_dir):
+                    _save_stage(stage_dir, lambda tmp, stage=stage, policy=policy: run_stage(
+                        stage, policy, pools, demo, verifiers, recipe, out, tmp, metrics, workers, resume=resume))
                 if stage != "rm":
-                    policy.save(stage_dir)
-                _mark_done(stage_dir)
-            if stage != "rm":
-                policy = load_model(recipe, stage_dir)
-                evals[stage] = evaluate_policy(stage, policy, pools.eval, verifiers, recipe, out, workers)
-    metrics.close()
-    summary = {
+                    policy = load_model(recipe, stage_dir)
+                    evals[stage] = evaluate_policy(stage, policy, pools.eval, verifiers, recipe, out, workers)
+    finally:
+        metrics.close()
+    return {
         "eval": evals,
         "noop": compact(noop),
         "eval_protocol": {
             "split": "held-out (tasks/eval.jsonl), no task shared with tasks/train.jsonl",
             "samples_per_task": recipe.eval.samples_per_task,
             "temperature": recipe.eval.temperature,
+            "max_new_tokens": recipe.eval.max_new_tokens,
             "pass@1": "mean success of i.i.d. samples per task, averaged over tasks",
         },
         "wall_s": time.perf_counter() - t_start,
     }
-    summary_path.write_text(json.dumps(summary, indent=2))
-    from posttrain.evaluate.report import write_report
-
-    write_report(out)
-    return summary
 
 
 def _rl_start(out: Path) -> int:
@@ -279,9 +353,9 @@ def build_base(recipe: Recipe, path: Path) -> None:
 
 
 def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator,
-              verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path, metrics: StepLog, workers: int,
-              *, resume: bool) -> None:
-    """Run one training stage in place on ``policy`` (the rm stage writes checkpoints/rm instead)."""
+              verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path, save_to: Path, metrics: StepLog,
+              workers: int, *, resume: bool) -> None:
+    """Run one training stage in place on ``policy`` and save it into ``save_to`` (the rm stage: the reward model)."""
     if stage in ("sft", "rl"):
         if recipe.model.lora is not None:
             policy.model = apply_lora(policy.model, recipe.model.lora)
@@ -291,6 +365,7 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
             run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
         if recipe.model.lora is not None:
             policy.model = policy.model.merge_and_unload()  # checkpoints stay plain models
+        policy.save(save_to)
     else:  # rm, dpo: pairs judged by the verifiers on the policy's own samples
         pairs = build_pairs(policy, pools.train, verifiers, recipe.pairs, seed=recipe.seed, workers=workers)
         console.print(f"{stage}: {len(pairs)} preference pairs from {min(len(pools.train), recipe.pairs.max_tasks)} tasks")
@@ -299,8 +374,9 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
         log = _stage_logger(stage, metrics)
         if stage == "dpo":
             run_dpo(policy, pairs, recipe.dpo, log)
+            policy.save(save_to)
         else:
-            run_rm(out / "checkpoints" / "base", policy, pairs, recipe.rm, out / "checkpoints" / "rm", log)
+            run_rm(out / "checkpoints" / "base", policy, pairs, recipe.rm, save_to, log)
 
 
 def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], None]:
@@ -335,4 +411,4 @@ def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifi
                    log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 
-__all__ = ["TaskPools", "VerdictCache", "make_pools", "run_recipe"]
+__all__ = ["TaskPools", "VerdictCache", "is_finished", "make_pools", "recipe_changes", "run_recipe"]

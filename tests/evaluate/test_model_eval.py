@@ -41,8 +41,10 @@ def test_run_checkpoints_are_evaluated_into_the_run(tiny_model, tmp_path, run_cl
                              "--max-new-tokens", "4", "--json")
     assert code == 0, err
     assert list(json.loads(out)["eval"]) == ["base", "sft"]
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["train"] == {"steps": 3} and set(summary["eval"]) == {"base", "sft"}
+    # RUN/summary.json is the pipeline's (it marks a run finished); eval writes under RUN/eval/, by protocol
+    assert json.loads((run / "summary.json").read_text()) == {"train": {"steps": 3}}
+    summary = json.loads((run / "eval" / "summary@humaneval2-n1-t0-len4-seed0.json").read_text())
+    assert set(summary["eval"]) == {"base", "sft"} and summary["eval_protocol"]["max_new_tokens"] == 4
     assert summary["eval"]["sft"]["noop"]["pass@1"] == 0.0
-    assert (run / "eval" / "base.jsonl").is_file()
-    assert "<th>sft</th>" in write_report(run).read_text()
+    assert (run / "eval" / "base@humaneval2-n1-t0-len4-seed0.jsonl").is_file()
+    assert "<th>sft@humaneval2-n1-t0-len4-seed0</th>" in write_report(run).read_text()
