@@ -767,7 +767,7 @@ def _reap_stale(layout: CgroupLayout) -> None:
                     cg.rmdir()
             if (tmp / owner).is_dir():
                 _unmount_and_remove(tmp / owner / "root")
-                remove_tree(tmp / owner)
+                _unmount_and_remove(tmp / owner)  # (pools before the lock mounted their tmpfs here)
 
 
 def _mount_tmpfs(path: Path, size_bytes: int, owner: str = "mode=0711") -> None:

@@ -259,8 +259,10 @@ class Workspace:
                 if target.is_dir() and not target.is_symlink():
                     raise WorkspaceError(f"workspace path {path!r} is a directory")
                 os.unlink(target)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
             with os.fdopen(fd, "wb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise WorkspaceError(f"workspace path {path!r} is not a regular file")
                 f.write(data.encode() if isinstance(data, str) else data)
             os.chown(target, SANDBOX_UID, SANDBOX_UID)
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -128,3 +130,23 @@ def test_workspace_storage_is_charged_to_the_workspace(pool1):
         assert ex.outcome == "error" and b"No space left" in ex.stderr, ex  # its own limit
         assert ws.exec(["sh", "-c", hog], limits=lim).ok  # the job still has its own memory
 
+
+
+def test_a_job_starved_by_the_host_is_infra_one_that_niced_itself_is_not(pool1):
+    """Class 3's exception, for real: busy host processes at a higher priority starve the job."""
+    hogs = [
+        subprocess.Popen(["nice", "-n", "-10", sys.executable, "-c", "while True: pass"])
+        for _ in range(2 * len(os.sched_getaffinity(0)))
+    ]
+    try:
+        time.sleep(0.2)
+        ex = pool1.run_python("while True: pass", timeout=1.0)
+        assert cf.is_starved(ex), ex
+        ex = pool1.run_python("import os\nos.nice(19)\nwhile True: pass", timeout=1.0)
+        assert ex.outcome == "error" and ex.timed_out, ex
+        ex = pool1.run_python("import time; time.sleep(5)", timeout=1.0)
+        assert ex.outcome == "error" and ex.timed_out, ex
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
