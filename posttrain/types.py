@@ -162,6 +162,8 @@ class Turn:
     stop_reason: StopReason
     verdict: Verdict | None = None
     """The verdict on this action when it was an attempt at the task; None for other steps (a tool call)."""
+    text: str = ""
+    """The action decoded, as the environment read it (for records; never re-tokenized)."""
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.action_ids):

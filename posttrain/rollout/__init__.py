@@ -18,7 +18,7 @@ from posttrain.rollout._env import (
     verify_with_retries,
 )
 from posttrain.rollout._episodes import run_episodes, verify_all
-from posttrain.rollout._runner import Episode, run_batch, run_episode
+from posttrain.rollout._runner import Episode, as_rollout, run_batch, run_episode
 from posttrain.types import Trajectory, Turn
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "Turn",
     "VerdictCache",
     "Verifier",
+    "as_rollout",
     "run_batch",
     "run_episode",
     "run_episodes",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from posttrain.policy import Generation, Sampler, SamplingParams
 from posttrain.rollout._env import Env, Observation
-from posttrain.types import Task, Trajectory, Turn, Verdict
+from posttrain.types import Rollout, Task, Trajectory, Turn, Verdict
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def run_batch(
         results = _step_all([episodes[i].env for i in active], gens, workers)
         for i, g, (obs, verdict, done) in zip(active, gens, results, strict=True):
             s = states[i]
-            s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, verdict))
+            s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, verdict, g.text))
             s.context += [*g.completion_ids, *obs.ids]
             s.pending, s.done = tuple(obs.ids), done
             s.used += len(g.completion_ids) + len(obs.ids)
@@ -133,4 +133,27 @@ def _trajectory(ep: Episode, s: _State, policy_version: int) -> Trajectory:
         reward=reward,
         truncated=not s.done or cut,
         policy_version=policy_version,
+    )
+
+
+def as_rollout(traj: Trajectory) -> Rollout:
+    """A one-turn trajectory as the ``Rollout`` the GRPO update and the run records read today.
+
+    >>> t = Trajectory("m1", "0/m1", 2, (Turn((1, 5), (7, 2), (-0.5, -0.1), "eos", Verdict("pass", 1.0), "7"),), 1.0)
+    >>> r = as_rollout(t)
+    >>> r.completion_ids, r.finish_reason, r.sample_idx
+    ((7, 2), 'stop', 2)
+    """
+    if len(traj.turns) != 1:
+        raise ValueError(f"as_rollout: trajectory {traj.group_id}#{traj.sample_idx} has {len(traj.turns)} turns, not 1")
+    [turn] = traj.turns
+    return Rollout(
+        task_id=traj.task_id,
+        sample_idx=traj.sample_idx,
+        prompt_ids=turn.observation_ids,
+        completion_ids=turn.action_ids,
+        logprobs=turn.logprobs,
+        text=turn.text,
+        finish_reason="length" if turn.stop_reason == "length" else "stop",
+        verdict=turn.verdict,
     )

@@ -36,8 +36,8 @@ import torch
 
 from posttrain.algo import ADVANTAGES, kl_in_reward
 from posttrain.algo.shaping import frac_zero_std, informative_groups
-from posttrain.policy import Policy
-from posttrain.rollout import VerdictCache, Verifier, run_episodes
+from posttrain.policy import Policy, SamplingParams
+from posttrain.rollout import Episode, SingleTurnEnv, VerdictCache, Verifier, as_rollout, run_batch
 from posttrain.tasks import TaskSampler
 from posttrain.train._batch import collate
 from posttrain.train._critic import Critic
@@ -120,6 +120,7 @@ def sample_groups(
     *,
     workers: int,
     cache: VerdictCache,
+    step: int = 0,
 ) -> tuple[list[Task], list[list[Rollout]], dict[str, float]]:
     """Draw ``prompts_per_step`` tasks and G rollouts each. With ``dynamic_sampling`` (DAPO), groups
     whose rewards are all equal carry no gradient: drop them and draw more tasks, at most
@@ -130,8 +131,9 @@ def sample_groups(
     drawn = 0
     for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):
         new_tasks = sampler.next(cfg.prompts_per_step - len(tasks))
-        new_groups = run_episodes(policy, new_tasks, verifiers, n=cfg.group_size, temperature=cfg.temperature,
-                                  max_new_tokens=cfg.max_new_tokens, seed=None, workers=workers, cache=cache)
+        new_groups = sample_episodes(policy, new_tasks, verifiers, cfg, workers=workers, cache=cache,
+                                     group_ids=[f"{step}/{drawn + k}/{t.id}" for k, t in enumerate(new_tasks)],
+                                     policy_version=step)
         drawn += len(new_tasks)
         keep = [True] * len(new_tasks)
         if cfg.dynamic_sampling:
@@ -145,6 +147,20 @@ def sample_groups(
     if not groups:
         tasks, groups = new_tasks, new_groups
     return tasks, groups, {"groups_drawn": float(drawn), "groups_kept": float(len(groups))}
+
+
+def sample_episodes(policy: Policy, tasks: Sequence[Task], verifiers: Mapping[str, Verifier], cfg: RLConfig, *,
+                    workers: int, cache: VerdictCache, group_ids: Sequence[str], policy_version: int
+                    ) -> list[list[Rollout]]:
+    """G single-turn episodes per task through the episode runner, as ``Rollout`` views: one
+    ``generate`` call over every prompt (seed None: torch's stream continues, as it always did)."""
+    g = cfg.group_size
+    episodes = [Episode(t, SingleTurnEnv(verifiers[t.domain], policy.encode_prompt, cache=cache), gid, i)
+                for t, gid in zip(tasks, group_ids, strict=True) for i in range(g)]
+    trajs = run_batch(policy.sampler(), episodes,
+                      SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
+                      workers=workers, policy_version=policy_version)
+    return [[as_rollout(t) for t in trajs[k * g : (k + 1) * g]] for k in range(len(tasks))]
 
 
 def train_grpo(
@@ -193,7 +209,7 @@ def train_grpo(
         t_step = time.perf_counter()
         # --- sample + score (dynamic sampling refills groups whose rewards have no variance)
         tasks, groups, sampled = sample_groups(policy, sampler, verifiers, cfg, reward_weights, reward_model,
-                                               workers=workers, cache=cache)
+                                               workers=workers, cache=cache, step=step)
         rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
                                            reward_model_weight=cfg.reward_model_weight)  # (N, G)
         batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id, device,
