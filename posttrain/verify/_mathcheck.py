@@ -42,7 +42,10 @@ from typing import Any
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
-_MAX_POWER_BITS = 100_000
+_MAX_BITS = 100_000
+"""The largest numerator or denominator the in-process evaluator builds (~30,000 digits); a
+bigger number goes to sympy in a worker, under the CPU budget, so no answer can stall a trainer
+thread here."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,12 @@ def _evaluate(tokens: list[str]) -> Fraction | None:
         return None
 
 
+def _bounded(value: Fraction) -> Fraction:
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > _MAX_BITS:
+        raise _NotExact("a number too large to evaluate here")
+    return value
+
+
 class _Parser:
     """Recursive descent: sum := product (('+'|'-') product)*; product := unary (op unary)*;
     unary := ('+'|'-') unary | power; power := atom ('^' atom)?; atom := number | \\frac G G
@@ -189,14 +198,14 @@ class _Parser:
     def sum(self) -> Fraction:
         value = self.product()
         while self.peek() in ("+", "-"):
-            value = value + self.product() if self.take() == "+" else value - self.product()
+            value = _bounded(value + self.product() if self.take() == "+" else value - self.product())
         return value
 
     def product(self) -> Fraction:
         value = self.unary()
         while self.peek() in ("*", "\\times", "\\cdot", "/", "\\div"):
             op = self.take()
-            value = value * self.unary() if op in ("*", "\\times", "\\cdot") else value / self.unary()
+            value = _bounded(value * self.unary() if op in ("*", "\\times", "\\cdot") else value / self.unary())
         return value
 
     def unary(self) -> Fraction:
@@ -213,7 +222,7 @@ class _Parser:
         if exponent.denominator != 1:
             raise _NotExact("a fractional power")
         size = max(base.numerator.bit_length(), base.denominator.bit_length()) * abs(exponent.numerator)
-        if size > _MAX_POWER_BITS:
+        if size > _MAX_BITS:
             raise _NotExact("a power too large to evaluate here")
         return base ** exponent.numerator
 

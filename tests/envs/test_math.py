@@ -218,3 +218,12 @@ def test_numeric_gold_keeps_the_decimal_it_spells() -> None:
     tiny = ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": 1e-05}, "t")
     assert tiny.fields["answer"] == "0.00001"
     assert VERIFY(tiny, "\\boxed{\\frac{1}{100000}}").passed and not VERIFY(tiny, "\\boxed{0}").passed
+
+
+def test_huge_exact_numbers_leave_the_trainer_thread() -> None:
+    from posttrain.verify._mathcheck import exact_value
+
+    assert exact_value("\\times".join(["10^{25000}"] * 30)) is None  # too big here: sympy, in a worker
+    assert exact_value("10^{20000} + 1") == 10**20000 + 1
+    v = VERIFY(task("3"), "\\boxed{" + "\\times".join(["10^{25000}"] * 30) + "}")
+    assert v.outcome == "fail", v
