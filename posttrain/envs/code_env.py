@@ -271,7 +271,8 @@ def judge_report(report: Mapping[str, Any], evidence: dict[str, Any], program: s
         return Verdict.infra(f"code runner: {report.get('detail', report.get('status'))}",
                              error_class="infra:runner", evidence=evidence)
     imp = report.get("import") or {}
-    evidence.update({"calls": report.get("calls"), "tests": report.get("tests"), "import": imp})
+    evidence.update({"calls": report.get("calls"), "tests": report.get("tests"), "import": imp,
+                     "replayed": report.get("replayed")})
     if not imp.get("ok"):
         error = imp.get("error")
         cls = imp.get("gone") or fb.classify_exception(error)

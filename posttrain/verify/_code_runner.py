@@ -37,20 +37,31 @@ candidates left; if that fails, or the host cannot fork a server, the remaining 
 report line and are re-run alone.
 """
 
+import _ctypes
+import _json
+import _signal as signal
 import builtins
-import ctypes
-import json
+import marshal
 import os
 import resource
 import select
-import signal
 import sys
 import time
+
+# The module runs in the runner (a fork of the fork server, where json, ast, traceback, ... are
+# imported already) and in the host (a fresh interpreter, which should start fast): its top level
+# imports only built-in and C modules; runner-only functions import the rest where they need it.
 
 MAX_MESSAGE_BYTES = 16 << 20
 MAX_DEPTH = 200
 WRITABLE = ("/work", "/tmp", "/dev/shm")
 READ_ONLY_DIRS = ("/usr", "/")
+PRELOAD = frozenset({
+    "typing", "math", "random", "copy", "string", "hashlib", "collections", "itertools", "functools", "heapq",
+    "bisect", "re", "fractions", "decimal", "statistics", "datetime", "operator", "textwrap", "dataclasses", "json",
+})
+"""Standard modules the host imports, once per job, when a candidate of the job imports them: both
+servers of a candidate (its forks) then find them imported."""
 SERVER_START_S = 10.0  # a forked server says hello within this (generous: a loaded 2-core host)
 _SOURCES = {}  # file name -> lines, for the code of "candidate.py" / "test.py" in error records
 
@@ -120,6 +131,8 @@ def decode(v, depth=0):
 
 def canonical(v, depth=0):
     """``encode``'s form with set and dict entries sorted: equal values, equal text."""
+    import json
+
     tag = v[0]
     if tag in ("list", "tuple"):
         return [tag, [canonical(e, depth + 1) for e in v[1]]]
@@ -161,6 +174,29 @@ def _compile(source, filename):
 
 
 # ------------------------------------------------------------------ framing over pipes
+#
+# runner -> server: marshal (the runner is trusted), an 8-byte length first;
+# server -> runner: one JSON text per line, parsed defensively (the server is not trusted).
+
+
+def _no_default(obj):
+    raise TypeError(f"{type(obj).__name__} is not part of the protocol")
+
+
+try:  # the C encoder, without importing json (and re) into the host
+    _ENCODER = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ":", ",",
+                                  False, False, False)
+
+    def dumps(obj):
+        return "".join(_ENCODER(obj, 0))
+
+    dumps({"probe": [True, None, 1, "x"]})
+except Exception:  # noqa: BLE001 - another CPython: the json module
+
+    def dumps(obj):
+        import json
+
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
 
 class ProtocolError(Exception):
@@ -179,6 +215,8 @@ def _no_constant(name):
 
 def parse(line):
     """One message from its bytes; any failure (deep nesting, bad UTF-8, ...) is ProtocolError."""
+    import json
+
     try:
         return json.loads(line, parse_int=_small_int, parse_constant=_no_constant)
     except Exception as e:  # noqa: BLE001 - RecursionError and MemoryError included
@@ -189,13 +227,36 @@ class Channel:
     def __init__(self, rfd, wfd):
         self.rfd, self.wfd, self.buf = rfd, wfd, bytearray()
 
-    def send(self, obj):
-        self.send_text(json.dumps(obj, separators=(",", ":")))
-
-    def send_text(self, text):
-        view = memoryview(text.encode() + b"\n")
+    def _write(self, data):
+        view = memoryview(data)
         while view:
             view = view[os.write(self.wfd, view) :]
+
+    def send(self, obj):
+        """A JSON line (what servers send)."""
+        self._write(dumps(obj).encode() + b"\n")
+
+    def send_raw(self, data):
+        """A marshalled message, length first (what the runner sends)."""
+        self._write(len(data).to_bytes(8, "big") + data)
+
+    def send_obj(self, obj):
+        self.send_raw(marshal.dumps(obj, 2))
+
+    def recv_obj(self):
+        """A message from the runner (a server's side; trusted)."""
+        size = int.from_bytes(self._read_exact(8), "big")
+        return marshal.loads(self._read_exact(size))
+
+    def _read_exact(self, n):
+        while len(self.buf) < n:
+            chunk = os.read(self.rfd, max(n - len(self.buf), 1 << 16))
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
 
     def recv(self, deadline=None):
         """One message; EOFError on a closed pipe, TimeoutError past ``deadline``, ProtocolError."""
@@ -229,15 +290,15 @@ class Channel:
 # ------------------------------------------------------------------ process hardening
 
 
-def _prctl(option, value=0):
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(option, value, 0, 0, 0)
+def libc(name, *args):
+    """Call a C library function with int/None arguments (``_ctypes``: ``ctypes`` costs an import)."""
+    return _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None, 2), name), args)
 
 
 def make_undumpable():
     """PR_SET_DUMPABLE 0: same-uid processes cannot open our /proc/<pid>/mem, fds, maps."""
-    _prctl(4, 0)  # PR_SET_DUMPABLE
-    return _prctl(3) == 0  # PR_GET_DUMPABLE
+    libc("prctl", 4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    return libc("prctl", 3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
 
 
 def ignore_signals():
@@ -304,15 +365,24 @@ def host_main(fds):
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX message queue outlives a server
     confine_imports()
     ignore_signals()
+    import gc
+
     control, pairs = fds[0], list(zip(fds[1::2], fds[2::2], strict=True))
-    for k in range(len(pairs) + 1):
-        try:
-            request = os.read(control, 1)
-        except OSError:
-            request = b""
-        if not request or k == len(pairs):
-            os._exit(0)
+    requests, k = _lines(control), 0
+    for request in requests:
+        if request.startswith(b"i "):  # import (from read-only places) what the next candidate will
+            for name in request[2:].decode().split(","):
+                if name in PRELOAD:
+                    try:
+                        __import__(name)
+                    except ImportError:
+                        pass
+            gc.freeze()  # fewer copy-on-write faults in the forks
+            continue
+        if request != b"s" or k == len(pairs):
+            break
         rfd, wfd = pairs[k]
+        k += 1
         pid = os.fork()
         if pid == 0:
             try:
@@ -322,6 +392,23 @@ def host_main(fds):
         os.close(rfd)
         os.close(wfd)
         _reap()
+    os._exit(0)
+
+
+def _lines(fd):
+    """The lines the runner writes to the host's control pipe, until it closes it."""
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return
+            buf += chunk
+        line, _, buf = buf.partition(b"\n")
+        yield line
 
 
 def server_main(rfd, wfd):
@@ -345,7 +432,7 @@ def server_main(rfd, wfd):
     os.chdir("/tmp")
     chan = Channel(rfd, wfd)
     chan.send({"pid": os.getpid()})
-    hello = chan.recv()
+    hello = chan.recv_obj()
     chan.send({"got": True})
     ns = {"__name__": "candidate", "__builtins__": builtins}
     try:
@@ -358,7 +445,7 @@ def server_main(rfd, wfd):
         os._exit(0)
     chan.send({"ready": True})
     while True:
-        request = chan.recv()
+        request = chan.recv_obj()
         try:
             args = decode(request["args"])
             kwargs = decode(request["kwargs"])
@@ -400,7 +487,20 @@ class Host:
         finally:
             for fd in [*theirs, blob]:
                 os.close(fd)
-        self.next = 0
+        self.next, self.imported = 0, set()
+
+    def prepare(self, program):
+        """Have the host import the standard modules ``program`` imports (from ``PRELOAD``)."""
+        import re
+
+        names = set(re.findall(r"^[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)", program, re.MULTILINE))
+        names = sorted((names & PRELOAD) - self.imported)
+        if names:
+            self.imported.update(names)
+            try:
+                os.write(self.control, f"i {','.join(names)}\n".encode())
+            except OSError:
+                pass  # server() finds out
 
     def server(self):
         """``(pid, Channel)`` of a fresh server; ServerLost if the host cannot make one."""
@@ -411,7 +511,7 @@ class Host:
         chan = self.channels[self.next]
         self.next += 1
         try:
-            os.write(self.control, b"s")
+            os.write(self.control, b"s\n")
             hello = chan.recv(time.monotonic() + SERVER_START_S)
         except (OSError, EOFError, TimeoutError, ProtocolError):
             chan.close()
@@ -463,6 +563,8 @@ class CandidateError(Exception):
 
 def reply_key(reply):
     """What pass 2 compares: the canonical value, or the exception's class; None if malformed."""
+    import json
+
     if type(reply) is dict and "ok" in reply:
         try:
             decode(reply["ok"])
@@ -499,11 +601,11 @@ class Proxy:
         raise CandidateGone(self.gone)
 
     def exchange(self, request):
-        """Send one request (text), return the reply (a dict with "ok" or "exc")."""
+        """Send one request (marshalled), return the reply (a dict with "ok" or "exc")."""
         if self.gone is not None:
             raise CandidateGone(self.gone)
         try:
-            self.chan.send_text(request)
+            self.chan.send_raw(request)
         except OSError:
             self.kill("died")
             raise CandidateGone(self.gone) from None
@@ -515,7 +617,7 @@ class Proxy:
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        request = json.dumps({"args": encode(list(args)), "kwargs": encode(dict(kwargs))}, separators=(",", ":"))
+        request = marshal.dumps({"args": encode(list(args)), "kwargs": encode(dict(kwargs))}, 2)
         reply = self.exchange(request)
         self.log.append((request, reply_key(reply)))
         if "ok" in reply:
@@ -789,17 +891,16 @@ def clear_ipc():
     try:
         ids = _ipc_ids()
         if ids:
-            libc = ctypes.CDLL(None)
             for fn, ident in ids:
                 if fn == "semctl":
-                    libc.semctl(ident, 0, 0)  # IPC_RMID
+                    libc(fn, ident, 0, 0)  # IPC_RMID
                 else:
-                    getattr(libc, fn)(ident, 0, None)
+                    libc(fn, ident, 0, None)
         for _ in range(1000):  # a removed segment lives until its last (dying) user detaches
             if not _ipc_ids():
                 return True
             time.sleep(0.001)
-    except (OSError, ValueError, IndexError, AttributeError):
+    except Exception:  # noqa: BLE001 - OSError, ValueError, a missing symbol, ...
         pass
     return False
 
@@ -840,6 +941,7 @@ def _sabotage(message):
 
 def run_item(item, host, job):
     """Verify one candidate: the item's report."""
+    host.prepare(item["candidate"])
     try:
         pid, chan = host.server()
     except ServerLost as e:
@@ -849,7 +951,7 @@ def run_item(item, host, job):
     report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0}
     try:
         check, results = load_check(item, proxy)  # the test's top level runs before any model code
-        chan.send({"source": item["candidate"], "entry_point": item["entry_point"]})
+        chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"]})
         got = chan.recv(time.monotonic() + SERVER_START_S)
     except (OSError, EOFError, TimeoutError, ProtocolError):
         got = {}
@@ -903,7 +1005,7 @@ def _run_candidate(item, host, job, proxy, check, results, report):
         return
     second = Proxy(chan, pid, time.monotonic() + float(item["deadline_s"]), item["entry_point"])
     try:
-        chan.send({"source": item["candidate"], "entry_point": item["entry_point"]})
+        chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"]})
         got = chan.recv(time.monotonic() + SERVER_START_S)
     except (OSError, EOFError, TimeoutError, ProtocolError):
         got = {}
@@ -925,6 +1027,8 @@ def _run_candidate(item, host, job, proxy, check, results, report):
 
 
 def _emit(report):
+    import json
+
     data = json.dumps(report).encode() + b"\n"
     view = memoryview(data)
     while view:
@@ -959,6 +1063,8 @@ def runner_main(n_items, code):
         host = Host(2 * n_items, code)
     except Exception as e:  # noqa: BLE001 - reported per item as a runner error (infra)
         problem = problem or e
+    import json
+
     try:
         payload = json.loads(sys.stdin.buffer.read())
         nonce, items = payload["nonce"], payload["items"]

@@ -360,6 +360,16 @@ def test_hack_scores_zero(code_verifier, name: str, task: Task, response: str) -
 def test_references_of_the_attack_tasks_pass(code_verifier, task: Task) -> None:
     v = code_verifier(task, task.reference)
     assert v.passed, (v.error_class, v.feedback, v.evidence)
+    assert v.evidence["replayed"] >= 1  # the second, shuffled run happened
+
+
+@pytest.mark.slow
+def test_state_that_does_not_change_answers_passes(code_verifier) -> None:
+    # A cache is state across calls too; only answers that depend on the call order fail.
+    memo = fenced("_CACHE = {}\ndef mix(x):\n    if x not in _CACHE:\n        _CACHE[x] = (x * 7919 + 13) % 1009\n"
+                  "    return _CACHE[x]\n")
+    v = code_verifier(MIX, memo)
+    assert v.passed and v.evidence["replayed"] == 4, (v.error_class, v.evidence)
 
 
 # ------------------------------------------------------------------ the runner's parts, in-process
