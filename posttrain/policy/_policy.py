@@ -97,10 +97,17 @@ def _add_bos_when_encoding(tokenizer) -> None:
     bos = tokenizer.bos_token_id
     if bos is None or not hasattr(type(tokenizer), "add_bos_token"):
         return
-    probe = tokenizer("a", add_special_tokens=True)["input_ids"]
-    if probe and probe[0] == bos:
+    before = list(tokenizer("a b", add_special_tokens=True)["input_ids"])
+    if before and before[0] == bos:
         return
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    kept = backend.post_processor if backend is not None else None
     tokenizer.add_bos_token = True
+    if tokenizer("a b", add_special_tokens=True)["input_ids"] != [bos, *before] and backend is not None:
+        # the switch rebuilt a post-processor that did more than BOS (appended EOS, ...): keep the
+        # tokenizer as it was; posttrain's ids are the same, an export then differs as before
+        tokenizer.add_bos_token = False
+        backend.post_processor = kept
 
 
 def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.dtype = torch.float32) -> Policy:

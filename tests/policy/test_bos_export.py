@@ -62,3 +62,22 @@ def test_a_tokenizer_that_does_not_add_its_bos_is_exported_adding_it(gpt2_style,
 
 def vocab_id(policy, token: str) -> int:
     return policy.tokenizer.convert_tokens_to_ids(token)
+
+
+def test_a_post_processor_doing_more_than_bos_is_left_alone(tmp_path):
+    """Switching ``add_bos_token`` rebuilds the post-processor; one that appends EOS must not be lost."""
+    from tokenizers import processors
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from posttrain.policy import Policy, build_char_tokenizer
+
+    tok = build_char_tokenizer()
+    eos = tok.eos_token_id
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(single="$A <eos>", special_tokens=[("<eos>", eos)])
+    ids = tok("ab")["input_ids"]
+    assert ids[-1] == eos and ids[0] != tok.bos_token_id
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    policy = Policy(LlamaForCausalLM(config), tok)
+    assert policy.encode_prompt("ab") == [tok.bos_token_id, *ids]  # as before: BOS prepended, EOS kept
+    assert tok("ab")["input_ids"] == ids  # the tokenizer is left as it was
