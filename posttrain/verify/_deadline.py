@@ -17,8 +17,9 @@ the worker's CPU time from ``/proc/PID/stat``:
   the response's doing); a second death is ``crashed`` (a fail: the input kills it);
 - a worker cannot start: ``no_worker`` (an infra error).
 
-A worker is ``python -s -m posttrain.verify._deadline MODULE``: it imports ``MODULE`` once, says
-``{"ready": true}``, then answers JSON lines with ``MODULE.handle_check(request)``. The check code
+A worker is ``python -s -m posttrain.verify._deadline MODULE``: it imports ``MODULE`` once (and
+calls its ``warm_up()`` if it has one), says ``{"ready": true}``, then answers JSON lines with
+``MODULE.handle_check(request)``; start-up time is never charged to a check. The check code
 is ours; only its input (the response) is untrusted, and it is never evaluated.
 
 Not here: what a check means (the domain modules), retries of infra errors (the caller).
@@ -37,6 +38,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from posttrain.types import Verdict
@@ -74,14 +76,20 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
 
 
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
 class _Worker:
     def __init__(self, module: str) -> None:
+        # The worker imports the same posttrain checkout as this process, wherever it runs from.
+        path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-s", "-m", "posttrain.verify._deadline", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            env={**os.environ, "PYTHONPATH": path},
         )
 
     @property
@@ -235,7 +243,10 @@ def _worker_main(module: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (_WORKER_MEMORY_BYTES, _WORKER_MEMORY_BYTES))
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything the libraries print goes to stderr, not into the protocol
-    handle = importlib.import_module(module).handle_check
+    handler = importlib.import_module(module)
+    handle = handler.handle_check
+    if hasattr(handler, "warm_up"):  # slow imports now, not on the first check's CPU budget
+        handler.warm_up()
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
     for line in sys.stdin:

@@ -314,8 +314,9 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
 class MathChecker:
     """The sympy step (rule 5, past the exact evaluator) in worker processes under a CPU budget."""
 
-    def __init__(self, size: int = 2, cpu_budget_s: float = CPU_BUDGET_S, wall_limit_s: float | None = None) -> None:
-        self.pool = CheckPool(__name__, size=size, cpu_budget_s=cpu_budget_s, wall_limit_s=wall_limit_s)
+    def __init__(self, size: int = 2, cpu_budget_s: float = CPU_BUDGET_S, wall_limit_s: float | None = None,
+                 *, pool: CheckPool | None = None) -> None:
+        self.pool = pool or CheckPool(__name__, size=size, cpu_budget_s=cpu_budget_s, wall_limit_s=wall_limit_s)
 
     def equivalent(self, gold: str, answer: str, tolerance: Tolerance | None = None) -> Equivalence:
         tol = None if tolerance is None else [tolerance.abs, tolerance.rel]
@@ -332,16 +333,9 @@ class MathChecker:
         self.pool.close()
 
 
-_shared: MathChecker | None = None
-
-
 def shared_checker() -> MathChecker:
     """The process-wide checker (its workers die with the process)."""
-    global _shared
-    if _shared is None:
-        _shared = MathChecker()
-        _shared.pool = shared_pool(__name__, cpu_budget_s=CPU_BUDGET_S)
-    return _shared
+    return MathChecker(pool=shared_pool(__name__, cpu_budget_s=CPU_BUDGET_S))
 
 
 # ---------------------------------------------------------------- worker side: sympy
@@ -395,6 +389,11 @@ def _same(g: Any, a: Any, tol: list[float] | None) -> bool:
     if g.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or a.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
         return False  # equal infinities were caught by ``g == a``; oo - oo is nan, not 0
     return sympy.simplify(g - a) == 0
+
+
+def warm_up() -> None:
+    """Import sympy and the LaTeX grammar before the worker says it is ready."""
+    _same(_parse("\\frac{1}{\\sqrt{2}}"), _parse("\\frac{\\sqrt{2}}{2}"), None)
 
 
 def handle_check(request: dict[str, Any]) -> dict[str, Any]:
