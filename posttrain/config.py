@@ -16,9 +16,9 @@ config (no Hydra ``_target_``, no exec).
 YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 rules make it the
 string "3e-3"), in recipe files and in ``--set`` values alike.
 
-``check_out_dir(path, what)`` is the same idea for an output directory given on the command line:
-refused in one line before any work when it is a file, lies under a file, or cannot be created or
-written.
+``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
+the command line: refused in one line before any work when it is the wrong kind, lies under a
+file, or cannot be created or written.
 """
 
 from __future__ import annotations
@@ -119,17 +119,32 @@ def check_out_dir(path: str | Path, what: str = "--out") -> Path:
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UserError(f"{what} {p}: exists and is not a directory")
+    _check_creatable(p, what)
+    return p
+
+
+def check_out_file(path: str | Path, what: str = "--out") -> Path:
+    """``check_out_dir`` for an output file: not a directory, and its folder can be made and written."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{what} {p}: is a directory; expected a file name")
+    _check_creatable(p, what)
+    return p
+
+
+def _check_creatable(p: Path, what: str) -> None:
     probe = p
-    while not probe.exists() and probe.parent != probe:
+    while not probe.is_dir():
+        if probe.exists() and probe != p:
+            raise UserError(f"{what} {p}: {probe} is a file, so nothing can be created under it")
+        if probe.parent == probe:
+            break
         probe = probe.parent
-    if not probe.is_dir():
-        raise UserError(f"{what} {p}: {probe} is a file, so no directory can be created under it")
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as e:
         raise UserError(f"{what} {p}: cannot write in {probe} ({e.strerror or e})") from None
-    return p
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

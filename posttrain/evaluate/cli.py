@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
     src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
     src.add_argument("--chat", action="store_true", help="use /v1/chat/completions instead of /v1/completions")
     src.add_argument("--run", metavar="DIR", help="a run directory: refuses suites that overlap RUN/tasks/train.jsonl; "
-                     "alone, evaluates every RUN/checkpoints/* into RUN/eval/ and RUN/summary.json")
+                     "alone, evaluates every policy checkpoint into RUN/eval/<name>@<protocol>.jsonl")
     tasks = p.add_argument_group("on which tasks")
     tasks.add_argument("--suite", choices=("humaneval",), help="a named suite (default: RUN/tasks/eval.jsonl, else humaneval)")
     tasks.add_argument("--tasks", metavar="FILE", help="a task file (JSON/JSONL, any domain)")
@@ -88,10 +88,11 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from posttrain.config import check_out_file
     from posttrain.evaluate.report import write_report
 
     _check_run_dir(args.run_dir)
-    _check_out_file(Path(args.out) if args.out else Path(args.run_dir) / "report.html")
+    check_out_file(Path(args.out) if args.out else Path(args.run_dir) / "report.html")
     print(write_report(args.run_dir, args.out))
     return 0
 
@@ -114,15 +115,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _check_run_dir(run_dir: str) -> None:
     if not Path(run_dir).is_dir():
         raise UserError(f"{run_dir}: run directory not found")
-
-
-def _check_out_file(path: Path) -> None:
-    """An output file: not a directory, and its folder can be created and written."""
-    from posttrain.config import check_out_dir
-
-    if path.is_dir():
-        raise UserError(f"--out {path}: is a directory; give a file name such as {path / 'report.html'}")
-    check_out_dir(path.parent, f"--out {path}: folder")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
