@@ -1,14 +1,15 @@
 """EndpointSampler: an OpenAI-compatible ``/v1/completions`` server as a token-level ``Sampler``.
 
 Token ids go out and come back as ids: the prompt is sent as a list of token ids (the completions
-API accepts one), and the completion is read from ``logprobs.tokens`` written as ``"token_id:<id>"``
-(vLLM's ``return_tokens_as_token_ids``), so nothing is re-tokenized on either side. One request per
-prompt, ``concurrency`` at a time; prompt ``i`` of a call is sent ``seed + i`` when a seed is given.
+API accepts one), and the completion ids are read from ``choices[0].token_ids`` (vLLM >= 0.10.2,
+``return_token_ids``) or else from ``logprobs.tokens`` written as ``"token_id:<id>"`` (vLLM's
+``return_tokens_as_token_ids``), so nothing is re-tokenized on either side. One request per prompt,
+``concurrency`` at a time; prompt ``i`` of a call is sent ``seed + i`` when a seed is given.
 
 Request body: ``model, prompt (ids), max_tokens, temperature, top_p, top_k (only when > 0), stop,
-seed, logprobs: 1, return_tokens_as_token_ids: true, include_stop_str_in_output: true``.
-Read back: ``choices[0].text``, ``logprobs.tokens``/``token_logprobs``, ``finish_reason`` ("length",
-or "stop" with ``stop_reason`` a string for a stop string, else EOS).
+seed, logprobs: 1, return_token_ids: true, return_tokens_as_token_ids: true,
+include_stop_str_in_output: true``. Read back: ``choices[0].text``, the ids, ``logprobs.token_logprobs``,
+``finish_reason`` ("length", or "stop" with ``stop_reason`` a string for a stop string, else EOS).
 
 The server must report logprobs of the distribution it sampled from (temperature, top-k, top-p
 applied): vLLM does with ``--logprobs-mode processed_logprobs``; its default reports raw-logit
@@ -60,7 +61,8 @@ class EndpointSampler:
         body: dict[str, Any] = {
             "model": self.model, "prompt": prompt, "max_tokens": params.max_new_tokens,
             "temperature": params.temperature, "top_p": params.top_p, "stop": list(params.stop),
-            "logprobs": 1, "return_tokens_as_token_ids": True, "include_stop_str_in_output": True,
+            "logprobs": 1, "return_token_ids": True, "return_tokens_as_token_ids": True,
+            "include_stop_str_in_output": True,
         }
         if params.top_k:
             body["top_k"] = params.top_k
@@ -69,7 +71,8 @@ class EndpointSampler:
         choice = self._choice(self._post(body))
         try:
             lp = choice["logprobs"]
-            ids = tuple(_token_id(t) for t in lp["tokens"])
+            given = choice.get("token_ids")
+            ids = tuple(_token_id(t) for t in lp["tokens"]) if given is None else tuple(_int(x) for x in given)
             logprobs = tuple(float(x) for x in lp["token_logprobs"])
             text, finish = choice["text"], choice["finish_reason"]
         except (KeyError, TypeError, ValueError) as e:
@@ -120,3 +123,9 @@ def _token_id(token: Any) -> int:
     if not isinstance(token, str) or not token.startswith("token_id:"):
         raise ValueError(f"expected tokens as 'token_id:<id>' (return_tokens_as_token_ids), got {token!r}")
     return int(token.removeprefix("token_id:"))
+
+
+def _int(x: Any) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ValueError(f"expected token_ids to be integers, got {x!r}")
+    return x

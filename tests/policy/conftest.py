@@ -23,8 +23,9 @@ class SamplerServer:
     """``POST /v1/completions`` in vLLM's format, served by a ``LocalSampler``: the test double of a
     real server (the client under test, ``EndpointSampler``, is the real thing). Records every body."""
 
-    def __init__(self, sampler: LocalSampler) -> None:
-        self.sampler, self.bodies, self.lock = sampler, [], threading.Lock()
+    def __init__(self, sampler: LocalSampler, *, token_ids: bool = False) -> None:
+        """``token_ids``: answer with ``choices[0].token_ids`` (vLLM >= 0.10.2) instead of "token_id:N" tokens."""
+        self.sampler, self.bodies, self.lock, self.token_ids = sampler, [], threading.Lock(), token_ids
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -50,11 +51,14 @@ class SamplerServer:
         with self.lock:  # the local sampler draws from torch's global generator
             [g] = self.sampler.generate([body["prompt"]], params)
         hit = next((s for s in params.stop if s in g.text), None) if g.stop_reason == "stop" else None
-        return {"choices": [{
-            "index": 0, "text": g.text,
-            "logprobs": {"tokens": [f"token_id:{i}" for i in g.completion_ids], "token_logprobs": list(g.logprobs)},
+        tokens = [tok_text(self.sampler.tokenizer, i) if self.token_ids else f"token_id:{i}" for i in g.completion_ids]
+        choice = {
+            "index": 0, "text": g.text, "logprobs": {"tokens": tokens, "token_logprobs": list(g.logprobs)},
             "finish_reason": "length" if g.stop_reason == "length" else "stop", "stop_reason": hit,
-        }]}
+        }
+        if self.token_ids:
+            choice["token_ids"] = list(g.completion_ids)
+        return {"choices": [choice]}
 
     def __enter__(self) -> SamplerServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -65,12 +69,16 @@ class SamplerServer:
         self.httpd.server_close()
 
 
+def tok_text(tokenizer, i: int) -> str:
+    return tokenizer.convert_ids_to_tokens(i)
+
+
 @pytest.fixture
 def serve() -> Iterator:
     servers: list[SamplerServer] = []
 
-    def start(sampler: LocalSampler) -> SamplerServer:
-        servers.append(SamplerServer(sampler).__enter__())
+    def start(sampler: LocalSampler, **kw: bool) -> SamplerServer:
+        servers.append(SamplerServer(sampler, **kw).__enter__())
         return servers[-1]
 
     yield start
@@ -78,11 +86,13 @@ def serve() -> Iterator:
         s.__exit__()
 
 
-@pytest.fixture(params=["local", "endpoint"])
+@pytest.fixture(params=["local", "endpoint", "endpoint-token_ids"])
 def backend(request, char_lm, serve):
-    """(sampler, model, tokenizer) for each backend over the same tiny model."""
+    """(sampler, model, tokenizer) for each backend over the same tiny model; the endpoint answers
+    in both of vLLM's forms of token ids."""
     model, tok = char_lm
     local = LocalSampler(model, tok)
     if request.param == "local":
         return local, model, tok
-    return EndpointSampler(serve(local).url, "tiny", concurrency=3), model, tok
+    server = serve(local, token_ids=request.param == "endpoint-token_ids")
+    return EndpointSampler(server.url, "tiny", concurrency=3), model, tok
