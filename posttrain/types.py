@@ -197,6 +197,10 @@ class Trajectory:
     policy_version: int = 0
     """The policy that sampled it (the trainer's step count when it was sampled)."""
 
+    def __post_init__(self) -> None:
+        if not self.turns:
+            raise ValueError(f"Trajectory {self.group_id}#{self.sample_idx}: an episode has at least one turn")
+
     @property
     def prompt_ids(self) -> tuple[int, ...]:
         return self.turns[0].observation_ids
