@@ -350,6 +350,14 @@ class CodeEnv:
     def noop_response(self, task: Task) -> str:
         return ""
 
+    def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
+        """``(name, task, response)``: responses that must score 0 (outcome ``fail``, never
+        ``infra_error``): issue 14's classes 1-5 (``posttrain/envs/_code_hacks.py``); the CODE-*
+        rows of reward-hacking.md are in tests/envs/test_code.py."""
+        from posttrain.envs._code_hacks import HACKS
+
+        return list(HACKS)
+
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         from posttrain.envs._code_gen import generate
 

@@ -742,15 +742,22 @@ def replay_order(keys, rng):
     return order
 
 
-def replay(log, proxy):
-    """Pass 2: the distinct calls of pass 1 in a shuffled order to a fresh server; None if
-    every answer equals the first pass's, else the report's check entry."""
+def _stateful(message):
+    return {"id": "check", "outcome": "stateful", "error": {"type": "Stateful", "message": message, "where": None}}
+
+
+def first_answers(log):
+    """``{request: answer}`` of pass 1, or None if two equal requests got different answers."""
     first = {}
     for request, key in log:
         if first.setdefault(request, key) != key:
-            return {"id": "check", "outcome": "stateful",
-                    "error": {"type": "Stateful", "message": "two calls with equal arguments got different answers",
-                              "where": None}}
+            return None
+    return first
+
+
+def replay(first, proxy):
+    """Pass 2: the distinct calls of pass 1 in a shuffled order to a fresh server; None if
+    every answer equals the first pass's, else the report's check entry."""
     import random
 
     requests = list(first)
@@ -761,9 +768,8 @@ def replay(log, proxy):
         except CandidateGone:
             return _gone(proxy.gone)
         if key != first[requests[i]]:
-            return {"id": "check", "outcome": "stateful",
-                    "error": {"type": "Stateful", "message": "a fresh process answered the same calls, in another "
-                              "order, differently: answers must depend on the arguments only", "where": None}}
+            return _stateful("a fresh process answered the same calls, in another order, differently: answers "
+                             "must depend on the arguments only")
     return None
 
 
@@ -993,6 +999,13 @@ def _run_candidate(item, host, job, proxy, check, results, report):
     report["calls"] = proxy.calls
     if tests[0]["outcome"] != "passed" or not proxy.log:
         return
+    first = first_answers(proxy.log)
+    if first is None:
+        tests[0] = _stateful("two calls with equal arguments got different answers")
+        return
+    report["replayed"] = 0
+    if len(set(first.values())) < 2:
+        return  # one answer to every call: answering by position gives the same answers
     # Pass 2: a fresh server, in a clean job, answers the same calls in another order.
     proxy.kill("finished")
     if not job.clean():
@@ -1016,12 +1029,11 @@ def _run_candidate(item, host, job, proxy, check, results, report):
     hello = _handshake(second)
     if hello.get("ready") is not True:
         second.kill("finished")
-        tests[0] = {"id": "check", "outcome": "stateful", "error": {
-            "type": "Stateful", "message": "the program failed to load a second time", "where": None}}
+        tests[0] = _stateful("the program failed to load a second time")
         return
-    verdict = replay(proxy.log, second)
+    verdict = replay(first, second)
     second.kill("finished")
-    report["replayed"] = len({r for r, _ in proxy.log})
+    report["replayed"] = len(first)
     if verdict is not None:
         tests[0] = verdict
 

