@@ -60,7 +60,9 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     if args.out is None:  # the default directory: a second quickstart gets a new one, not an error
         args.out = str(_resume_dir(Path(QUICKSTART_OUT)) if args.resume else _unused_dir(Path(QUICKSTART_OUT)))
         if args.resume:
-            Console(stderr=True).print(f"resuming {args.out}", highlight=False)
+            held = (Path(args.out) / "config.yaml").exists()
+            note = f"resuming {args.out}" if held else f"no quickstart run to resume; starting {args.out}"
+            Console(stderr=True).print(note, highlight=False)
     return _run(EMBEDDED_RECIPE, args, ["quickstart"])
 
 
@@ -106,12 +108,16 @@ def resume_command(command: list[str], args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _sigterm_as_interrupt(message: str) -> Iterator[None]:
     """SIGTERM stops a run the way Ctrl-C does; a second signal while it unwinds exits at once."""
+
+    def now(signum: int, frame: object) -> None:
+        print(message, file=sys.stderr, flush=True)
+        os._exit(130)  # checkpoints and stage directories are renamed into place whole: nothing half-written
 
     def stop(signum: int, frame: object) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: os._exit(130))
+            signal.signal(sig, now)
         raise KeyboardInterrupt
 
     old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -134,11 +140,12 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
     console.print(f"[bold]recipe[/bold] {recipe_path}")
     console.print(yaml.safe_dump(to_dict(recipe), sort_keys=False).rstrip(), highlight=False)
     out = Path(args.out)
+    message = f"posttrain: interrupted; continue with: {resume_command(command, args)}"
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(message):
             summary = run_recipe(recipe, out, resume=args.resume)
     except KeyboardInterrupt:
-        print(f"posttrain: interrupted; continue with: {resume_command(command, args)}", file=sys.stderr)
+        print(message, file=sys.stderr)
         return 130
     print_summary(console, summary, out)
     return 0

@@ -2,7 +2,11 @@
 
 One function per stage, called in order by ``run_recipe``; each writes into the run directory
 (docs/contracts.md "Run directory"). A stage that already finished is not redone on ``--resume``
-(its checkpoint is loaded); RL resumes from its last checkpoint, bit-exactly.
+(its checkpoint is loaded); RL resumes from its last checkpoint, bit-exactly. Each stage's checkpoint
+directory is written aside and renamed into place whole, so a run stopped at any moment (Ctrl-C,
+SIGTERM, kill -9) can be resumed. RUN/summary.json is written last, and only here: it marks the run
+finished (``posttrain eval --run`` writes under RUN/eval/). ``--resume`` refuses a changed recipe,
+naming the keys that changed.
 
     posttrain quickstart --out runs/quickstart          # the embedded recipe
     posttrain run configs/tiny-grpo.yaml --out runs/t   # any recipe
@@ -202,7 +206,8 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
             saved = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
         except yaml.YAMLError as e:
             raise UserError(f"{cfg_path}: not valid YAML ({str(e).splitlines()[0]}); the run cannot be resumed") from None
-        changed = recipe_changes(saved if isinstance(saved, dict) else {}, resolved)
+        as_saved = yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
+        changed = recipe_changes(saved if isinstance(saved, dict) else {}, as_saved)
         if changed:
             raise UserError(f"{cfg_path}: the run was started with a different recipe (changed: {', '.join(changed)}); "
                             f"--resume needs the same recipe: drop the changes, or start over with another --out")
@@ -247,6 +252,8 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
     summary_path = out / "summary.json"
     if resume and is_finished(out):
         console.print(f"[bold]{out} is already finished[/bold]; nothing to do (summary: {summary_path})")
+        if not (out / "report.html").exists():  # interrupted between summary.json and the report
+            _write_report(out)
         return json.loads(summary_path.read_text())
     try:
         summary = _run_stages(recipe, out, pools, resume=resume)
@@ -256,10 +263,14 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
         e.add_note(start_over_hint(out))
         raise
     _write_atomic(summary_path, json.dumps(summary, indent=2))  # marks the run finished
+    _write_report(out)
+    return summary
+
+
+def _write_report(out: Path) -> None:
     from posttrain.evaluate.report import write_report
 
     write_report(out)
-    return summary
 
 
 def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) -> dict[str, Any]:
