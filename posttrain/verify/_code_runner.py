@@ -1104,14 +1104,10 @@ def runner_main(n_items, code):
     _kill(host.pid)
 
 
-def entry(n_items=1, code=None):
-    """What the sandbox runs: the runner's code object (``code``: its marshal), then this."""
+def entry(n_items, code):
+    """What the sandbox runs after the runner's code: ``code`` is that code, marshalled (the
+    host execs it too)."""
     sys.set_int_max_str_digits(0)
-    if code is None:  # run from source: the host needs the code as a marshalled code object
-        import marshal
-
-        with open(__file__) as f:
-            code = marshal.dumps(compile(f.read(), "runner.py", "exec"))
     runner_main(n_items, code)
     sys.stdout.flush()
     os._exit(0)
