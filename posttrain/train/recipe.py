@@ -62,8 +62,12 @@ class ModelConfig:
             raise ConfigError(f"model.hidden_size: expected a multiple of 8 (4 heads of an even width), "
                               f"got {self.hidden_size}")
         _check_device(self.device)
-        if self.name != "embedded" and _looks_like_path(self.name) and not Path(self.name).expanduser().is_dir():
-            raise ConfigError(f"model.name: no such model directory {self.name!r}")
+        if self.name != "embedded" and _looks_like_path(self.name):
+            path = Path(self.name).expanduser()
+            if not path.is_dir():
+                raise ConfigError(f"model.name: no such model directory {self.name!r}")
+            if not (path / "config.json").is_file():
+                raise ConfigError(f"model.name: {self.name!r} is not a model directory (no config.json)")
 
 
 def _looks_like_path(name: str) -> bool:

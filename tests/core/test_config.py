@@ -104,6 +104,7 @@ ISSUE_12_VALUES = [
     ("pairs.max_new_tokens=0", "pairs.max_new_tokens: expected an integer >= 1"),
     ("model.device=gpu", "model.device: expected a torch device"),
     ("model.name=/nonexistent/model", "model.name: no such model directory '/nonexistent/model'"),
+    ("model.name=/", "model.name: '/' is not a model directory (no config.json)"),
     ("model.lora.target_modules=[]", "model.lora: target_modules: expected at least one module name"),
 ]
 
