@@ -1,6 +1,7 @@
-"""Episodes: sample completions for tasks and verify them, token-exact.
+"""Text-level single-turn rollouts: sample completions for tasks and verify them, token-exact.
 
-``run_episodes`` samples ``n`` completions per task with ``Policy.generate`` and verifies each in a
+The older path, kept for the pipeline's evaluation and the preference stage; GRPO samples through the
+episode runner (``_runner.py``) instead, with the same results. ``run_episodes`` samples ``n`` completions per task with ``Policy.generate`` and verifies each in a
 thread pool (sandbox-backed verifiers spend their time in the sandbox, not in Python). A verdict
 that is an ``infra_error`` is retried up to ``infra_retries`` times; if it persists it stays an
 ``infra_error`` (reward NaN) and the trainer drops it from the update — never scored 0 or 1.
@@ -8,7 +9,7 @@ that is an ``infra_error`` is retried up to ``infra_retries`` times; if it persi
 Verdicts are cached per (task id, response text): a verifier is a pure function of the two, and
 RL samples the same short completion many times.
 
-Not here yet: multi-turn repair (feedback back into the context); ``Task.limits.max_attempts`` is
+Not here: multi-turn episodes (``run_batch`` with an ``Env``); ``Task.limits.max_attempts`` is
 honoured as 1.
 """
 
