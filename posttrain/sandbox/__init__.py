@@ -65,7 +65,7 @@ it; issue 15). What a fork-server job can reach, and why none of it changes anot
 - the processes of its uid: every process of the slot runs as uid 65534. The fork-server is the
   pid namespace's init (signals from inside are dropped), not dumpable (no /proc/1/mem, fds,
   environ), beyond the reach of the scheduling and rlimit syscalls above, and it checks and
-  resets its own rlimits, nice value, affinity, scheduler and I/O priority before each fork
+  resets its own rlimits, nice value, affinity and scheduler before each fork
   (refusing the job, which the host then runs in a fresh slot, when it cannot). After each job it
   SIGKILLs and reaps every other process in the namespace.
 - its slot's cgroup limits: the host rewrites them before each job. What a job does to its slot

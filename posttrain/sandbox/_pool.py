@@ -114,8 +114,8 @@ class _Retry(Exception):
 class _ZygoteSlot:
     """One warm fork-server sandbox; restarted on anomaly or every ``recycle_every`` jobs.
 
-    Jobs cross to the fork-server as a header of numbers plus five memfds made here (program,
-    stdin, stdout, stderr, report) over a SOCK_SEQPACKET socket; the outputs are read here, so
+    Jobs cross to the fork-server as a header of numbers plus six memfds made here (source,
+    files, stdin, stdout, stderr, report) over a SOCK_SEQPACKET socket; the outputs are read here, so
     the fork-server never holds a byte of any job's input or output (see ``_zygote.py``).
     """
 
@@ -247,12 +247,15 @@ class _ZygoteSlot:
             "cpu_s": _cpu_seconds(limits, timeout),
             "fsize": limits.file_size_mb * _MiB,
             "nofile": limits.open_files,
+            "n_files": len(names),
         }
-        fds = [_memfd(name) for name in ("program", "stdin", "stdout", "stderr", "report")]
-        try:
-            send_frame(fds[0], {"files": names}, [source, *blobs])  # read by the job's own process
-            os.lseek(fds[0], 0, os.SEEK_SET)
-            _write_all(fds[1], stdin)
+        fds = [_memfd(name) for name in ("source", "files", "stdin", "stdout", "stderr", "report")]
+        try:  # read by the job's own process, after the fork
+            _write_all(fds[0], source)
+            if names:
+                send_frame(fds[1], {"files": names}, blobs)
+                os.lseek(fds[1], 0, os.SEEK_SET)
+            _write_all(fds[2], stdin)
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -315,7 +318,7 @@ class _ZygoteSlot:
     def _execution(fds: list[int], limits: Limits, *, exit_code: int | None, sig: int | None, timed_out: bool,
                    oom: bool, duration: float, peak: int | None) -> Execution:  # fmt: skip
         cap = limits.output_bytes
-        (out, out_cut, _), (err, err_cut, _), (rep, rep_cut, rep_size) = (_read_capped(fd, cap) for fd in fds[2:])
+        (out, out_cut, _), (err, err_cut, _), (rep, rep_cut, rep_size) = (_read_capped(fd, cap) for fd in fds[3:])
         return Execution(
             outcome=classify(exit_code, sig, timed_out, oom),
             exit_code=exit_code,
@@ -743,7 +746,9 @@ def _reap_stale(layout: CgroupLayout) -> None:
     Liveness is the pool's lock, never a pid: a pid names another process (or none) in another
     pid namespace. A slot cgroup ``<pool dir name>-<slot>`` is removed only when its pool's lock
     is free and it is empty (rmdir refuses a cgroup that holds processes); its processes are
-    never signalled. Cgroups go before their pool's directory, under the same lock.
+    never signalled. Cgroups go before their pool's directory, under the same lock. A pool whose
+    directory is missing counts as gone: processes that share a cgroup tree must share the temp
+    directory (``tempfile.gettempdir()``) too, as two pid namespaces on one host sharing /tmp do.
     """
     tmp = Path(tempfile.gettempdir())
     cgroups: dict[str, list[Path]] = {}

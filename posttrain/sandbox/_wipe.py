@@ -77,8 +77,18 @@ def empty_dir(path: str | os.PathLike) -> bool:
     except OSError:
         return False
     try:
-        dev = os.fstat(top).st_dev
-        _writable(top)
+        return empty_dir_fd(top)
+    finally:
+        os.close(top)
+
+
+def empty_dir_fd(top: int) -> bool:
+    """``empty_dir`` for a directory the caller has open (and keeps open)."""
+    try:
+        st = os.fstat(top)
+        dev = st.st_dev
+        if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+            os.fchmod(top, stat.S_IMODE(st.st_mode) | 0o700)
         serial = [0]
         failed: set[str] = set()
         while True:
@@ -98,8 +108,6 @@ def empty_dir(path: str | os.PathLike) -> bool:
                     failed.add(name)
     except (OSError, ValueError):
         return False
-    finally:
-        os.close(top)
 
 
 def remove_tree(path: str | os.PathLike) -> bool:

@@ -7,10 +7,10 @@ namespace, and it installs no handlers for other signals). It is not dumpable, s
 under the same uid cannot read its memory or fds through /proc; seccomp refuses jobs the
 syscalls that change another process of the same uid (prlimit, setpriority, sched_set*,
 ioprio_set on a pid other than 0), and before each fork it checks its own rlimits, nice value,
-CPU affinity, scheduler and I/O priority against what it started with, and resets them.
+CPU affinity and scheduler against what it started with, and resets them.
 
-Loop: receive a job on fd 10 (a SOCK_SEQPACKET socket): a small header of numbers and five
-memfds made by the host -- the program (source and files), stdin, stdout, stderr, report. It
+Loop: receive a job on fd 10 (a SOCK_SEQPACKET socket): a small header of numbers and six
+memfds made by the host -- source, files, stdin, stdout, stderr, report. It
 never reads any of them: the child it forks reads its own program and writes its own files, and
 the host reads the outputs. So a job is forked from a state that holds no other job's data and
 none of its own stdin: there is nothing to find by walking frames, ``gc.get_objects()`` or the
@@ -46,15 +46,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pump import PRELOAD, recv_frame, wait_for  # noqa: E402
-from _wipe import empty_dir  # noqa: E402
+from _wipe import empty_dir_fd  # noqa: E402
 
 CHANNEL = 10
 WIPE = ("/work", "/tmp", "/dev/shm")
 MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mqueue)
 PR_SET_DUMPABLE = 4
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
-_IOPRIO = {"x86_64": (251, 252), "aarch64": (30, 31)}.get(os.uname().machine)  # (set, get) syscall numbers
-_libc = ctypes.CDLL(None, use_errno=True)
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
@@ -89,25 +87,19 @@ _STDERR = io.TextIOWrapper(
 _RLIMITS = sorted(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
 
 
-def _ioprio() -> int | None:
-    if _IOPRIO is None:
-        return None
-    return _libc.syscall(_IOPRIO[1], 1, 0)  # IOPRIO_WHO_PROCESS, self
-
-
 def own_state() -> dict:
-    """What a process of the same uid could change about this one if seccomp let it."""
+    """What a process of the same uid could change about this one if seccomp let it. (Its I/O
+    priority is left to seccomp alone: reading it would cost a ctypes call per job.)"""
     return {
         "rlimits": [resource.getrlimit(r) for r in _RLIMITS],
         "nice": os.getpriority(os.PRIO_PROCESS, 0),
         "affinity": sorted(os.sched_getaffinity(0)),
         "scheduler": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
-        "ioprio": _ioprio(),
     }
 
 
 def restore_state(base: dict) -> str | None:
-    """Reset this process's rlimits, nice, affinity, scheduler and I/O priority to ``base``;
+    """Reset this process's rlimits, nice, affinity and scheduler to ``base``;
     None when they match it afterwards, else what differs."""
     now = own_state()
     if now == base:
@@ -127,8 +119,6 @@ def restore_state(base: dict) -> str | None:
             os.sched_setscheduler(0, base["scheduler"][0], os.sched_param(base["scheduler"][1]))
     except OSError:
         pass
-    if _IOPRIO is not None and now["ioprio"] != base["ioprio"] and base["ioprio"] is not None:
-        _libc.syscall(_IOPRIO[0], 1, 0, base["ioprio"])
     after = own_state()
     bad = [k for k in base if after[k] != base[k]]
     return f"the fork-server's {', '.join(bad)} changed and cannot be reset" if bad else None
@@ -166,13 +156,16 @@ def root_state(path: str) -> dict:
         os.close(fd)
 
 
-def restore_root(path: str, base: dict) -> bool:
-    """Put back a root's mode, inode flags, ``user.*`` xattrs and timestamps; True when anything
-    but the timestamps (which emptying it changes) had to be put back."""
+def wipe_root(path: str, base: dict) -> str | None:
+    """Empty one root and put back its mode, inode flags, ``user.*`` xattrs and timestamps;
+    None when it is as it was, else what is not."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        if not empty_dir_fd(fd):  # (it makes a root chmod-ed to 0555 writable again first)
+            return f"{path} could not be emptied"
+        st = os.fstat(fd)
         changed = False
-        if os.fstat(fd).st_mode != base["mode"]:
+        if st.st_mode != base["mode"]:
             os.fchmod(fd, stat.S_IMODE(base["mode"]))
             changed = True
         for name in os.listxattr(fd):
@@ -182,10 +175,13 @@ def restore_root(path: str, base: dict) -> bool:
         if base["flags"] is not None and _flags(fd) != base["flags"]:
             fcntl.ioctl(fd, FS_IOC_SETFLAGS, array.array("i", [base["flags"]]))
             changed = True
-        os.utime(fd, ns=base["times"])
-        return changed
+        if (st.st_atime_ns, st.st_mtime_ns) != base["times"]:
+            os.utime(fd, ns=base["times"])
     finally:
         os.close(fd)
+    if changed and root_state(path) != base:
+        return f"{path} could not be restored"
+    return None
 
 
 def _sysv_objects_left() -> bool:
@@ -204,10 +200,9 @@ def wipe(roots: dict) -> str | None:
     is as it was when the slot started (else the host restarts the slot), or what is not."""
     try:
         for top in WIPE:  # every process of the job is dead by now, so nothing re-creates entries
-            if not empty_dir(top):  # (it makes a root chmod-ed to 0555 writable again first)
-                return f"{top} could not be emptied"
-            if restore_root(top, roots[top]) and root_state(top) != roots[top]:
-                return f"{top} could not be restored"
+            bad = wipe_root(top, roots[top])
+            if bad:
+                return bad
         if os.path.isdir(MQUEUE):
             for name in os.listdir(MQUEUE):
                 os.unlink(os.path.join(MQUEUE, name))
@@ -297,7 +292,7 @@ def write_files(names: list[str], blobs: list[bytes]) -> None:
             f.write(data)
 
 
-def child(program: int, stdio: list[int], job: dict) -> None:
+def child(program: list[int], stdio: list[int], job: dict) -> None:
     """In the forked child: never returns."""
     code = 1
     try:
@@ -314,10 +309,11 @@ def child(program: int, stdio: list[int], job: dict) -> None:
         sys.stdin, sys.stdout, sys.stderr = _STDIN, _STDOUT, _STDERR
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
         try:  # the job's own program and files, read only now, in the job's own process
-            header, blobs = recv_frame(program)
-            write_files(header["files"], blobs[1:])
-            source = blobs[0]
-            del blobs
+            source = os.pread(program[0], os.fstat(program[0]).st_size, 0)
+            if job["n_files"]:
+                header, blobs = recv_frame(program[1])
+                write_files(header["files"], blobs)
+                del header, blobs
         except Exception as e:
             print(f"sandbox: cannot set up the job's files: {type(e).__name__}: {e}", file=sys.stderr)
             os._exit(1)
@@ -365,7 +361,7 @@ def start_job(header: dict, fds: list[int]) -> int:
         _reaped_cpu[0] = 0.0
         pid = os.fork()
         if pid == 0:
-            child(fds[0], fds[1:5], header)
+            child(fds[0:2], fds[2:6], header)
         return pid
     finally:
         for fd in fds:  # this process keeps nothing of the job: the host holds the memfds
@@ -409,7 +405,7 @@ def finish_job(pid: int, header: dict, start: float) -> dict:
 def serve(chan: socket.socket, roots: dict) -> None:
     while True:
         try:
-            msg, fds, _, _ = socket.recv_fds(chan, 65536, 5)
+            msg, fds, _, _ = socket.recv_fds(chan, 65536, 6)
         except OSError:
             return
         if not msg:
@@ -417,8 +413,8 @@ def serve(chan: socket.socket, roots: dict) -> None:
         header = None
         try:
             header = json.loads(msg)
-            if len(fds) != 5:
-                raise ValueError(f"expected 5 fds, got {len(fds)}")
+            if len(fds) != 6:
+                raise ValueError(f"expected 6 fds, got {len(fds)}")
             tainted = restore_state(BASE)
             if tainted:
                 raise OSError(tainted)
