@@ -75,6 +75,8 @@ def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:
         return [(None, p) for p in args.prompt]
     from posttrain.tasks import load_tasks
 
+    if not Path(args.tasks).is_file():
+        raise UserError(f"generate: --tasks {args.tasks}: no such file")
     tasks = load_tasks(args.tasks)
     if not tasks:
         raise UserError(f"generate: no tasks in {args.tasks}")
@@ -89,6 +91,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from posttrain.policy import load_policy
 
     hf_logging.disable_progress_bar()  # stdout and stderr carry only completions and errors
+    hf_logging.set_verbosity_error()
     policy = load_policy(args.checkpoint)
     limit = getattr(policy.model.config, "max_position_embeddings", None)
     longest = max(len(policy.encode_prompt(p)) for _, p in prompts)

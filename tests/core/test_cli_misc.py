@@ -81,6 +81,7 @@ def test_generate_bad_sources_are_one_line(tiny, reward_model, tmp_path, capsys)
         (["generate", str(reward_model), "--prompt", "x"], "a reward model (LlamaForSequenceClassification)"),
         (["generate", str(tiny)], "give --prompt TEXT"),
         (["generate", str(tiny), "--tasks", str(empty)], f"no tasks in {empty}"),
+        (["generate", str(tiny), "--tasks", str(tmp_path / "nope.jsonl")], "nope.jsonl: no such file"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv
