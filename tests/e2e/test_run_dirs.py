@@ -160,13 +160,3 @@ def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path):
 
     p = _posttrain("quickstart", *QS_TINY, "--set", "rl.no_such_key=1", cwd=tmp_path)  # bad input: nothing created
     assert p.returncode == 2 and not (runs / "quickstart-3").exists()
-
-
-@pytest.mark.slow
-def test_out_that_cannot_be_a_directory_is_one_line(tmp_path):
-    (tmp_path / "file").write_text("x")
-    for out in (tmp_path / "file", tmp_path / "file" / "run"):
-        p = _posttrain("run", str(TINY), "--out", str(out))
-        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-3000:]
-        assert str(out) in p.stderr and "Traceback" not in p.stderr
-    assert (tmp_path / "file").read_text() == "x"
