@@ -354,10 +354,39 @@ def _parse(text: str) -> Any:
 
     config = ConversionConfig(lowercase_symbols=False, interpret_contains_as_eq=False,
                               interpret_simple_eq_as_assignment=False)
-    expr = latex2sympy(_exact_latex(text), normalization_config=None, conversion_config=config)
+    latex = _exact_latex(text)
+    try:
+        with sympy.evaluate(False):  # first unevaluated, to refuse 10^{10^{10}} before sympy computes it
+            raw = latex2sympy(latex, normalization_config=None, conversion_config=config)
+    except Exception:  # noqa: BLE001 - some forms parse only evaluated (2\frac{1}{2}); the CPU budget bounds them
+        raw = None
+    if _too_large(raw):
+        raise ValueError(f"a number with more than {_MAX_SYMPY_BITS} bits")
+    expr = latex2sympy(latex, normalization_config=None, conversion_config=config)
     if isinstance(expr, sympy.Basic) and expr.atoms(sympy.Float):
         raise ValueError("an inexact number")
     return expr
+
+
+_MAX_SYMPY_BITS = 1_000_000
+
+
+def _too_large(expr: Any) -> bool:
+    """Whether a numeric power in ``expr`` has more than ``_MAX_SYMPY_BITS`` bits (estimated at
+    15 digits, which never computes the power itself)."""
+    import sympy
+
+    if not isinstance(expr, sympy.Basic):
+        return False
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Pow) and node.base.is_number and node.exp.is_number:
+            base = abs(sympy.N(node.base, 15))
+            if base.is_zero or base == 1 or not base.is_finite:
+                continue
+            bits = abs(sympy.N(node.exp, 15)) * abs(sympy.N(sympy.log(base, 2), 15))
+            if bits.is_finite is False or bool(bits > _MAX_SYMPY_BITS):
+                return True
+    return False
 
 
 def _same(g: Any, a: Any, tol: list[float] | None) -> bool:
