@@ -194,3 +194,12 @@ def test_lora_targets_follow_the_architecture(tmp_path):
     # and at load time, for a model the recipe could not see
     with pytest.raises(ConfigError, match="has no module 'q_proj'"):
         apply_lora(GPT2LMHeadModel.from_pretrained(gpt2), LoraSpec(target_modules=("q_proj",)))
+
+
+def test_config_docstring_examples():
+    import doctest
+
+    import posttrain.config
+
+    result = doctest.testmod(posttrain.config)
+    assert result.failed == 0 and result.attempted > 0
