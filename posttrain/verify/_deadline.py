@@ -166,12 +166,21 @@ class CheckPool:
         try:
             for attempt in range(2):
                 if worker is None or worker.proc.poll() is not None:
-                    worker = _Worker(self.module)
+                    try:
+                        worker = _Worker(self.module)
+                    except OSError as e:  # fork/exec failed: the machine, not the response
+                        worker = None
+                        return Outcome("no_worker", detail=f"cannot start a {self.module} worker: {e}")
                     if not worker.wait_ready(self.startup_timeout_s):
                         worker.kill()
                         worker = None
                         return Outcome("no_worker", detail=f"a {self.module} worker did not start")
-                outcome = worker.ask(request, self.cpu_budget_s, self.wall_limit_s)
+                try:
+                    outcome = worker.ask(request, self.cpu_budget_s, self.wall_limit_s)
+                except BaseException:  # e.g. KeyboardInterrupt: its reply must never answer the next check
+                    worker.kill()
+                    worker = None
+                    raise
                 if outcome.status in ("ok", "raised"):
                     return outcome
                 worker.kill()

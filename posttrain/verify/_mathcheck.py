@@ -92,7 +92,7 @@ def normalise(text: str) -> str:
     """Rule 1: the form both sides are compared in.
 
     >>> normalise(r"$\\left( \\dfrac{1}{2} \\right).$")
-    '(\\\\frac{1}{2})'
+    '( \\\\frac{1}{2} )'
     """
     text = _NOISE_RE.sub(" ", text)
     text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
