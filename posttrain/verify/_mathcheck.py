@@ -420,6 +420,10 @@ def _same(g: Any, a: Any, tol: list[float] | None) -> bool:
     return sympy.simplify(g - a) == 0
 
 
+_BASE_RE = re.compile(r"(?<![A-Za-z\\])\d\s*_")
+"""A subscript on a number (``12_{3}``): a base the parser would drop, or room to hide text."""
+
+
 def warm_up() -> None:
     """Import sympy and the LaTeX grammar before the worker says it is ready."""
     _same(_parse("\\frac{1}{\\sqrt{2}}"), _parse("\\frac{\\sqrt{2}}{2}"), None)
@@ -432,6 +436,8 @@ def handle_check(request: dict[str, Any]) -> dict[str, Any]:
         gold = _parse(request["gold"])
     except Exception as e:  # noqa: BLE001 - the task's fault: an infra error, reported as such
         return {"equal": False, "status": "gold_unparseable", "method": "sympy", "detail": f"{type(e).__name__}: {e}"[:300]}
+    if _BASE_RE.search(request["answer"]) and not _BASE_RE.search(request["gold"]):
+        return {"equal": False, "status": "unparseable", "method": "sympy", "detail": "a subscript on a number"}
     try:
         answer = _parse(request["answer"])
     except Exception as e:  # noqa: BLE001 - the answer's fault: a failure

@@ -182,6 +182,7 @@ def test_exact_comparison_keeps_correct_answers(answer: str, response: str) -> N
         ("x^2", "\\boxed{X^2}", "wrong_answer"),
         ("\\frac{1}{3}", "\\boxed{0.333333}", "wrong_answer"),
         ("3", "\\boxed{\\frac{}{}}", "unparseable"),
+        ("3", "\\boxed{3_{5}}", "unparseable"),
     ],
 )
 def test_each_rule_fails_with_its_class(answer: str, response: str, error_class: str) -> None:
