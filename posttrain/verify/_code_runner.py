@@ -11,7 +11,8 @@ docs/code-verifier-threat-model.md. Three kinds of process:
   model code exists;
 - the *host*: a fresh interpreter (``posix_spawn`` of ``python -I -S``), started before the
   payload is read. ``exec`` replaced its whole memory, so it never held the payload, not even in
-  a freed buffer, whatever the fork server it descends from holds. It only forks servers;
+  a freed buffer, whatever the fork server it descends from holds. It only imports standard
+  modules that the job's candidates import (``PRELOAD``), from read-only places, and forks servers;
 - a *server* per candidate and pass: a fork of the host, so it never held a test, an expected
   value or the nonce either. It runs the model's code and answers calls: arguments and return
   values cross a pipe as type-tagged JSON, rebuilt on the runner's side out of plain built-in
@@ -225,7 +226,7 @@ def parse(line):
 
 class Channel:
     def __init__(self, rfd, wfd):
-        self.rfd, self.wfd, self.buf = rfd, wfd, bytearray()
+        self.rfd, self.wfd, self.buf, self.last_size = rfd, wfd, bytearray(), 0
 
     def _write(self, data):
         view = memoryview(data)
@@ -266,6 +267,7 @@ class Channel:
             if i >= 0:
                 line = bytes(self.buf[:i])
                 del self.buf[: i + 1]
+                self.last_size = i + 1
                 return parse(line)
             if len(self.buf) > MAX_MESSAGE_BYTES:
                 raise ProtocolError("message too large")
@@ -362,7 +364,6 @@ def host_main(fds):
     if not make_undumpable():
         os._exit(3)
     sys.set_int_max_str_digits(0)  # as in the runner: candidates may print big integers
-    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX message queue outlives a server
     confine_imports()
     ignore_signals()
     import gc
@@ -430,10 +431,10 @@ def server_main(rfd, wfd):
         low = fd + 1
     os.closerange(low, 1 << 16)
     os.chdir("/tmp")
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX message queue outlives it
     chan = Channel(rfd, wfd)
     chan.send({"pid": os.getpid()})
     hello = chan.recv_obj()
-    chan.send({"got": True})
     ns = {"__name__": "candidate", "__builtins__": builtins}
     try:
         exec(_compile(hello["source"], "candidate.py"), ns)
@@ -446,14 +447,18 @@ def server_main(rfd, wfd):
     chan.send({"ready": True})
     while True:
         request = chan.recv_obj()
-        try:
-            args = decode(request["args"])
-            kwargs = decode(request["kwargs"])
-            result = fn(*args, **kwargs)
-            reply = {"ok": encode(result)}
-        except BaseException as e:  # noqa: BLE001 - the candidate's exception goes to the test
-            reply = {"exc": describe(e)}
-        chan.send(reply)
+        if "batch" in request:  # pass 2: many calls, one reply
+            chan.send({"batch": [_answer(fn, marshal.loads(r)) for r in request["batch"]]})
+        else:
+            chan.send(_answer(fn, request))
+
+
+def _answer(fn, request):
+    try:
+        result = fn(*decode(request["args"]), **decode(request["kwargs"]))
+        return {"ok": encode(result)}
+    except BaseException as e:  # noqa: BLE001 - the candidate's exception goes to the test
+        return {"exc": describe(e)}
 
 
 class ServerLost(Exception):
@@ -502,8 +507,9 @@ class Host:
             except OSError:
                 pass  # server() finds out
 
-    def server(self):
-        """``(pid, Channel)`` of a fresh server; ServerLost if the host cannot make one."""
+    def server(self, item):
+        """``(pid, Channel)`` of a fresh server that has been sent ``item``'s candidate;
+        ServerLost if the host cannot make one."""
         if self.next >= len(self.channels):
             raise ServerLost("no server channel left")
         if _state(self.pid) not in ("S", "R", "D"):
@@ -519,6 +525,11 @@ class Host:
         if type(hello) is not dict or type(hello.get("pid")) is not int:
             chan.close()
             raise ServerLost("a server sent a malformed greeting")
+        try:
+            chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"]})
+        except OSError:
+            chan.close()
+            raise ServerLost("a server did not take its candidate") from None
         return hello["pid"], chan
 
 
@@ -579,15 +590,19 @@ def reply_key(reply):
 class Proxy:
     """What the test calls: forwards each call to the server and records (request, answer)."""
 
-    def __init__(self, chan, pid, deadline, entry_point):
-        self.chan, self.pid, self.deadline = chan, pid, deadline
+    def __init__(self, deadline, entry_point):
+        self.chan, self.pid, self.deadline = None, None, deadline
         self.calls, self.gone, self.log = 0, None, []
         self.__name__ = entry_point
+
+    def attach(self, pid, chan):
+        self.pid, self.chan = pid, chan
 
     def kill(self, why):
         if self.gone is None:
             self.gone = why
-        _kill(self.pid)
+        if self.pid is not None:
+            _kill(self.pid)
 
     def receive(self):
         try:
@@ -600,26 +615,40 @@ class Proxy:
             self.kill("died")
         raise CandidateGone(self.gone)
 
-    def exchange(self, request):
-        """Send one request (marshalled), return the reply (a dict with "ok" or "exc")."""
+    def _send(self, data):
         if self.gone is not None:
             raise CandidateGone(self.gone)
         try:
-            self.chan.send_raw(request)
+            self.chan.send_raw(data)
         except OSError:
             self.kill("died")
             raise CandidateGone(self.gone) from None
-        reply = self.receive()
+
+    def _valid(self, reply):
         if type(reply) is not dict or not ("ok" in reply or "exc" in reply):
             self.kill("protocol")
             raise CandidateGone(self.gone)
         return reply
 
+    def exchange(self, request):
+        """Send one request (marshalled), return the reply (a dict with "ok" or "exc")."""
+        self._send(request)
+        return self._valid(self.receive())
+
+    def exchange_batch(self, requests):
+        """Send many requests in one message; their replies, in order."""
+        self._send(marshal.dumps({"batch": requests}, 2))
+        reply = self.receive()
+        if type(reply) is not dict or type(reply.get("batch")) is not list or len(reply["batch"]) != len(requests):
+            self.kill("protocol")
+            raise CandidateGone(self.gone)
+        return [self._valid(r) for r in reply["batch"]]
+
     def __call__(self, *args, **kwargs):
         self.calls += 1
         request = marshal.dumps({"args": encode(list(args)), "kwargs": encode(dict(kwargs))}, 2)
         reply = self.exchange(request)
-        self.log.append((request, reply_key(reply)))
+        self.log.append((request, reply_key(reply), self.chan.last_size))
         if "ok" in reply:
             try:
                 return decode(reply["ok"])
@@ -747,29 +776,41 @@ def _stateful(message):
 
 
 def first_answers(log):
-    """``{request: answer}`` of pass 1, or None if two equal requests got different answers."""
+    """``{request: (answer, reply size)}`` of pass 1; None if equal requests got different answers."""
     first = {}
-    for request, key in log:
-        if first.setdefault(request, key) != key:
+    for request, key, size in log:
+        if first.setdefault(request, (key, size))[0] != key:
             return None
     return first
 
 
+REPLAY_CHUNK_BYTES = MAX_MESSAGE_BYTES // 4
+
+
 def replay(first, proxy):
-    """Pass 2: the distinct calls of pass 1 in a shuffled order to a fresh server; None if
-    every answer equals the first pass's, else the report's check entry."""
+    """Pass 2: the distinct calls of pass 1, in a shuffled order, to a fresh server (in batches:
+    one message, one reply); None if every answer equals the first pass's, else the report's
+    check entry."""
     import random
 
     requests = list(first)
-    order = replay_order([first[r] for r in requests], random.Random(os.urandom(16)))
-    for i in order:
+    order = replay_order([first[r][0] for r in requests], random.Random(os.urandom(16)))
+    start = 0
+    while start < len(order):
+        end, size = start, 0
+        while end < len(order) and (end == start or size + first[requests[order[end]]][1] < REPLAY_CHUNK_BYTES):
+            size += first[requests[order[end]]][1]
+            end += 1
+        chunk = [requests[i] for i in order[start:end]]
         try:
-            key = reply_key(proxy.exchange(requests[i]))
+            replies = proxy.exchange_batch(chunk)
         except CandidateGone:
             return _gone(proxy.gone)
-        if key != first[requests[i]]:
-            return _stateful("a fresh process answered the same calls, in another order, differently: answers "
-                             "must depend on the arguments only")
+        for request, reply in zip(chunk, replies, strict=True):
+            if reply_key(reply) != first[request][0]:
+                return _stateful("a fresh process answered the same calls, in another order, differently: "
+                                 "answers must depend on the arguments only")
+        start = end
     return None
 
 
@@ -931,8 +972,7 @@ class Job:
         self.keep, self.files, self.attrs = keep, files, None
 
     def snapshot(self):
-        if self.attrs is None:
-            self.attrs = {pid: attributes(pid) for pid in self.keep if pid != 1}
+        self.attrs = {pid: attributes(pid) for pid in self.keep if pid != 1}
 
     def clean(self):
         """Only the runner's processes left, the writable places as they were, no IPC object,
@@ -948,30 +988,17 @@ def _sabotage(message):
 def run_item(item, host, job):
     """Verify one candidate: the item's report."""
     host.prepare(item["candidate"])
+    proxy = Proxy(time.monotonic() + float(item["deadline_s"]), item["entry_point"])
+    check, results = load_check(item, proxy)  # the test's top level runs before any model code
     try:
-        pid, chan = host.server()
+        proxy.attach(*host.server(item))
     except ServerLost as e:
         return {"status": "runner_error", "detail": f"candidate process lost before start: {e}", "lost": True}
-    job.snapshot()  # limits and the like of the runner and the host, as the first server found them
-    proxy = Proxy(chan, pid, time.monotonic() + float(item["deadline_s"]), item["entry_point"])
+    # From here on the candidate's code runs: whatever goes wrong is its failure.
     report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0}
-    try:
-        check, results = load_check(item, proxy)  # the test's top level runs before any model code
-        chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"]})
-        got = chan.recv(time.monotonic() + SERVER_START_S)
-    except (OSError, EOFError, TimeoutError, ProtocolError):
-        got = {}
-    except BaseException:
-        proxy.kill("finished")
-        raise  # a broken test or runner: nothing of the candidate has run
-    if type(got) is not dict or got.get("got") is not True:
-        proxy.kill("lost")
-        return {"status": "runner_error", "detail": "candidate process lost before start", "lost": True}
-    # From here on the candidate's code has run: whatever goes wrong is its failure.
     try:
         _run_candidate(item, host, job, proxy, check, results, report)
     except BaseException as e:  # noqa: BLE001
-        proxy.kill("finished")
         report["tests"] = [_sabotage(f"the runner was disrupted: {type(e).__name__}")]
     proxy.kill("finished")
     return report
@@ -1004,35 +1031,27 @@ def _run_candidate(item, host, job, proxy, check, results, report):
         tests[0] = _stateful("two calls with equal arguments got different answers")
         return
     report["replayed"] = 0
-    if len(set(first.values())) < 2:
+    if len({key for key, _ in first.values()}) < 2:
         return  # one answer to every call: answering by position gives the same answers
     # Pass 2: a fresh server, in a clean job, answers the same calls in another order.
     proxy.kill("finished")
     if not job.clean():
         tests[0] = _sabotage("the candidate left processes, files, IPC objects or changed limits behind")
         return
+    second = Proxy(time.monotonic() + float(item["deadline_s"]), item["entry_point"])
     try:
-        pid, chan = host.server()
+        second.attach(*host.server(item))
     except ServerLost:
         tests[0] = _sabotage("the candidate broke the process that starts candidates")
         return
-    second = Proxy(chan, pid, time.monotonic() + float(item["deadline_s"]), item["entry_point"])
     try:
-        chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"]})
-        got = chan.recv(time.monotonic() + SERVER_START_S)
-    except (OSError, EOFError, TimeoutError, ProtocolError):
-        got = {}
-    if type(got) is not dict or got.get("got") is not True:
-        second.kill("lost")
-        tests[0] = _sabotage("the second process did not start")
-        return
-    hello = _handshake(second)
-    if hello.get("ready") is not True:
+        hello = _handshake(second)
+        if hello.get("ready") is not True:
+            tests[0] = _stateful("the program failed to load a second time")
+            return
+        verdict = replay(first, second)
+    finally:
         second.kill("finished")
-        tests[0] = _stateful("the program failed to load a second time")
-        return
-    verdict = replay(first, second)
-    second.kill("finished")
     report["replayed"] = len(first)
     if verdict is not None:
         tests[0] = verdict
@@ -1090,6 +1109,7 @@ def runner_main(n_items, code):
             _emit({**_error(problem), "nonce": nonce, "index": index})
         return
     job = Job(_pids() | {host.pid}, files)
+    job.snapshot()  # the runner's and the host's limits and the like, before any model code
     for index, item in enumerate(items):
         if index and not job.clean():
             break  # cannot clean up after the previous candidate: the rest stay unverified
