@@ -10,7 +10,7 @@ server); ``Policy.generate`` is the local one behind a text interface.
 
 from posttrain.policy._embedded import EmbeddedModelSpec, build_char_tokenizer, build_embedded_default
 from posttrain.policy._endpoint import EndpointSampler
-from posttrain.policy._policy import Policy, load_policy
+from posttrain.policy._policy import ModelFacts, Policy, inspect_model, load_policy
 from posttrain.policy._sampler import Generation, LocalSampler, Sampler, SamplingParams, process_logits
 
 __all__ = [
@@ -18,11 +18,13 @@ __all__ = [
     "EndpointSampler",
     "Generation",
     "LocalSampler",
+    "ModelFacts",
     "Policy",
     "Sampler",
     "SamplingParams",
     "build_char_tokenizer",
     "build_embedded_default",
+    "inspect_model",
     "load_policy",
     "process_logits",
 ]

@@ -16,8 +16,11 @@ Not here: vLLM/SGLang backends; ``EndpointSampler`` talks to them over HTTP.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -113,15 +116,81 @@ def _add_bos_when_encoding(tokenizer) -> None:
 def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.dtype = torch.float32) -> Policy:
     """Load a causal LM and tokenizer with ``from_pretrained`` (a local path or a hub name).
 
+    A local directory without a tokenizer, or a tokenizer with no EOS token, is a ``UserError``
+    naming the path and what is missing (``inspect_model``).
+
     >>> # policy = load_policy("runs/quickstart/checkpoints/rl")
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     where = str(name_or_path)
+    if Path(where).is_dir():
+        check_tokenizer_files(Path(where))
     try:
         tokenizer = AutoTokenizer.from_pretrained(where)
+        check_eos(tokenizer, where)
         model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
     except OSError as e:
         raise UserError(f"cannot load model {where!r}: {e.__class__.__name__}: {str(e).splitlines()[0]}") from e
     model.to(device)
     return Policy(model, tokenizer, path=where)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model", "sentencepiece.bpe.model")
+"""A model directory holds a tokenizer when it has one of these (what ``AutoTokenizer`` reads)."""
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+"""config.json keys that give a model's number of positions, in the order they are read."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a recipe checks about its model before any work: its positions and its tokenizer."""
+
+    positions: int | None
+    """How many positions the model has (``max_position_embeddings``), None if its config does not say."""
+    positions_key: str
+    """Where ``positions`` comes from, for messages (``PATH/config.json max_position_embeddings``)."""
+    tokenizer: Any
+    """The model's tokenizer (transformers), loaded from local files."""
+
+
+def check_tokenizer_files(path: Path) -> None:
+    """A ``UserError`` naming ``path`` when the model directory has no tokenizer files."""
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(f"{path}: the model directory has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                        f"save the tokenizer next to the model (tokenizer.save_pretrained)")
+
+
+def check_eos(tokenizer: Any, where: str) -> None:
+    """A ``UserError`` naming ``where`` when the tokenizer has no EOS token (completions end with it)."""
+    if tokenizer.eos_token_id is None:
+        raise UserError(f"{where}: the tokenizer has no EOS token (set eos_token in tokenizer_config.json); "
+                        f"posttrain ends every completion and SFT demonstration with it")
+
+
+def inspect_model(path: str | Path) -> ModelFacts:
+    """The ``ModelFacts`` of a local model directory, read without loading its weights.
+
+    Raises ``UserError`` naming the path and what is missing: config.json, the tokenizer, an EOS token.
+    """
+    from transformers import AutoTokenizer
+
+    path = Path(path)
+    cfg_path = path / "config.json"
+    try:
+        config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{cfg_path}: cannot read the model's config ({getattr(e, 'strerror', None) or e})") from None
+    check_tokenizer_files(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"{path}: cannot load the tokenizer ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                        ) from None
+    check_eos(tokenizer, str(path))
+    for key in POSITION_KEYS:
+        value = config.get(key) if isinstance(config, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return ModelFacts(value, f"{cfg_path} {key}", tokenizer)
+    return ModelFacts(None, f"{cfg_path}", tokenizer)

@@ -1,9 +1,11 @@
-"""Tasks: loading task files of any domain, sampling for RL, and the quickstart generators.
+"""Tasks: loading task files of any domain, a recipe's task sources, sampling for RL, and the quickstart generators.
 
->>> from posttrain.tasks import load_tasks, TaskSampler
+>>> from posttrain.tasks import load_tasks, TaskSampler, TaskSource, load_pools
 """
 
 from posttrain.tasks._load import ResponseLine, iter_task_records, load_tasks, read_responses, warn_unanswered
 from posttrain.tasks._sampler import TaskSampler
+from posttrain.tasks._sources import TaskSource, load_demonstrations, load_pools
 
-__all__ = ["ResponseLine", "TaskSampler", "iter_task_records", "load_tasks", "read_responses", "warn_unanswered"]
+__all__ = ["ResponseLine", "TaskSampler", "TaskSource", "iter_task_records", "load_demonstrations", "load_pools",
+           "load_tasks", "read_responses", "warn_unanswered"]

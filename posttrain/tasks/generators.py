@@ -107,6 +107,16 @@ class Demonstrator:
     error_rate: float = 0.4
     seed: int = 0
 
+    def knows(self, task: Task) -> bool:
+        """Whether it can demonstrate ``task``: a quickstart-family task (it knows their mistakes)."""
+        if task.reference is None:
+            return False
+        if task.domain == "math":
+            return "distractor" in task.metadata
+        if task.domain == "code":
+            return str(task.fields.get("entry_point", "")).split("_")[0] in _CODE_OPS
+        return False
+
     def errs_on(self, task: Task) -> bool:
         return random.Random(f"{self.seed}:{task.id}").random() < self.error_rate
 

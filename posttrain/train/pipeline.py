@@ -51,7 +51,7 @@ from posttrain.train._step import apply_lora
 from posttrain.train.checkpoint import commit_dir
 from posttrain.train.grpo import train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
-from posttrain.train.recipe import Recipe
+from posttrain.train.recipe import Recipe, check_inputs, sft_demonstrations, uses_demonstrator
 from posttrain.train.sft import SFTParams, train_sft
 from posttrain.types import Task
 
@@ -81,6 +81,11 @@ class TaskPools:
     train: list[Task]
     eval: list[Task]
 
+    @property
+    def domains(self) -> list[str]:
+        """The domains of the tasks, in order of first appearance (train, then eval)."""
+        return list(dict.fromkeys(t.domain for t in [*self.train, *self.eval]))
+
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
@@ -89,17 +94,9 @@ def seed_everything(seed: int) -> None:
 
 
 def make_pools(recipe: Recipe) -> TaskPools:
-    """Generate each domain's task family, hold out the first tasks for evaluation."""
-    families = {"math": generators.math_tasks, "code": generators.code_tasks}
-    train, held = [], []
-    for domain in recipe.tasks.domains:
-        tasks = families[domain](seed=recipe.seed)
-        need = recipe.tasks.n_train_per_domain + recipe.tasks.n_eval_per_domain
-        if need > len(tasks):
-            raise UserError(f"tasks: domain {domain} has {len(tasks)} tasks, the recipe asks for {need}")
-        tr, ev = generators.split_tasks(tasks[:need], n_eval=recipe.tasks.n_eval_per_domain)
-        train += tr
-        held += ev
+    """The recipe's train and held-out tasks (its sources, or the quickstart shorthand), checked
+    with everything else the run reads (``recipe.check_inputs``: demonstrations, model)."""
+    train, held = check_inputs(recipe)
     overlap = {t.id for t in train} & {t.id for t in held}
     assert not overlap, f"train and eval share tasks: {sorted(overlap)[:3]}"
     return TaskPools(train=train, eval=held)
@@ -274,7 +271,7 @@ def _write_report(out: Path) -> None:
 
 
 def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) -> dict[str, Any]:
-    from posttrain.sandbox import open_pool
+    from posttrain.verify import pool_for
 
     if recipe.torch_threads is not None:
         torch.set_num_threads(recipe.torch_threads)
@@ -289,15 +286,16 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
     metrics = StepLog(out, recipe)
     evals: dict[str, Any] = {}
     try:
-        with open_pool(size=workers) as pool:
-            verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
+        with pool_for([*pools.train, *pools.eval], size=workers) as pool:  # a sandbox only for domains that need one
+            verifiers = {d: get_env(d).make_verifier(pool) for d in pools.domains}
             # --- base model
             base_dir = ckpts / "base"
             if not _stage_done(base_dir):
                 _save_stage(base_dir, lambda tmp: build_base(recipe, tmp))
             policy = load_model(recipe, base_dir)
             noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
-            evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
+            if uses_demonstrator(recipe, pools.eval):
+                evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
             evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
             # --- training stages, in the recipe's order; each policy stage is evaluated
             for stage in recipe.stages:
@@ -357,6 +355,7 @@ def build_base(recipe: Recipe, path: Path) -> None:
             hidden_size=recipe.model.hidden_size,
             num_layers=recipe.model.num_layers,
             intermediate_size=3 * recipe.model.hidden_size,
+            max_positions=recipe.model.max_positions,
         )
         build_embedded_default(path, seed=recipe.seed, spec=spec)
     else:
@@ -398,7 +397,10 @@ def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
             metrics: StepLog) -> None:
     cfg = recipe.sft
-    demos = [(t.prompt, demo.respond(t)) for t in train]
+    if cfg.demonstrations == "demonstrator":
+        demos = [(t.prompt, demo.respond(t)) for t in train]
+    else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
+        demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
     params = SFTParams(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_frac=cfg.warmup_frac,
                        seed=recipe.seed, pack_len=cfg.pack_len)

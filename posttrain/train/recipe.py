@@ -10,9 +10,10 @@ is what ``posttrain quickstart`` runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 
@@ -28,11 +29,13 @@ from posttrain.config import (
     load_yaml,
     parse_config,
 )
-from posttrain.errors import ConfigError
+from posttrain.errors import ConfigError, UserError
+from posttrain.tasks import TaskSource, generators, load_demonstrations, load_pools
 from posttrain.train._step import LoraSpec, lora_target_modules
 from posttrain.train.dpo import DPOConfig
 from posttrain.train.preference import PairsConfig
 from posttrain.train.rm import RMConfig
+from posttrain.types import Task
 from posttrain.verify.rewards import RewardWeights
 
 Domain = Literal["math", "code"]
@@ -47,6 +50,8 @@ class ModelConfig:
     """Embedded default only: width of the model (a multiple of 8: 4 heads of an even width)."""
     num_layers: PositiveInt = 2
     """Embedded default only: number of transformer blocks."""
+    max_positions: Annotated[int, Range(ge=16)] = 256
+    """Embedded default only: positions, enough for the longest prompt + completion (checked at parse time)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Weights and compute dtype for training and sampling (bfloat16 on GPUs; float32 on CPUs)."""
     device: str = "cpu"
@@ -92,18 +97,30 @@ def _check_device(device: str) -> None:
 
 @dataclass(frozen=True)
 class TasksConfig:
+    """The task pool: ``train`` and ``eval`` sources (files, generators), or the quickstart shorthand
+    (``domains`` + ``n_train_per_domain`` + ``n_eval_per_domain``), not both."""
+
     domains: tuple[Domain, ...] = ("math", "code")
-    """Domains of the generated task pool (the quickstart families in posttrain.tasks.generators)."""
+    """Shorthand: domains of the generated task pool (the quickstart families in posttrain.tasks.generators)."""
     n_train_per_domain: PositiveInt = 600
-    """Training tasks per domain."""
+    """Shorthand: training tasks per domain."""
     n_eval_per_domain: PositiveInt = 100
-    """Held-out evaluation tasks per domain; train and eval share no task."""
+    """Shorthand: held-out evaluation tasks per domain; train and eval share no task."""
+    train: tuple[TaskSource, ...] = ()
+    """Training task sources: ``{file: PATH}`` (optionally ``domain``), ``{generator: NAME, n: N}``,
+    each with optional ``n``/``skip`` (posttrain.tasks.TaskSource). When given, the shorthand is unused."""
+    eval: tuple[TaskSource, ...] = ()
+    """Held-out evaluation task sources, like ``train``; no task id may be in both."""
 
     def __post_init__(self) -> None:
         if not self.domains:
             raise ConfigError("tasks.domains: expected at least one domain")
         if len(set(self.domains)) != len(self.domains):
             raise ConfigError(f"tasks.domains: duplicate domain in {list(self.domains)}")
+        if bool(self.train) != bool(self.eval):
+            missing = "tasks.eval" if self.train else "tasks.train"
+            raise ConfigError(f"{missing}: expected at least one task source (tasks.train and tasks.eval go together: "
+                              f"every run is evaluated on held-out tasks)")
 
 
 @dataclass(frozen=True)
@@ -124,6 +141,10 @@ class SFTConfig:
     """Fraction of steps spent warming up the learning rate."""
     pack_len: PositiveInt | None = None
     """Pack demonstrations into rows of this many tokens (padding-free); null = one padded row each."""
+    demonstrations: str = "demonstrator"
+    """What SFT imitates: "demonstrator" (the scripted, imperfect demonstrator of the quickstart
+    families), "references" (each training task's ``reference``), or the path of a JSONL file of
+    ``{"prompt", "response"}`` or ``{"task_id", "response"}`` lines (training tasks only)."""
 
 
 @dataclass(frozen=True)
@@ -260,14 +281,146 @@ EMBEDDED_RECIPE = Path(__file__).resolve().parent.parent / "configs" / "quicksta
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Parse a recipe file (+ ``section.key=value`` overrides) into a ``Recipe``, strictly."""
+    """Parse a recipe file (+ ``section.key=value`` overrides) into a ``Recipe``, strictly.
+
+    Everything the run reads is checked here, before any work (``check_inputs``): the task
+    sources, the SFT demonstrations, the model's tokenizer and its positions.
+    """
     data = load_yaml(path)
     try:
-        recipe = parse_config(Recipe, apply_overrides(data, overrides or []))
+        data = apply_overrides(data, overrides or [])
+        _check_one_task_form(data.get("tasks"))
+        recipe = parse_config(Recipe, data)
         check_lora_targets(recipe)
+        check_inputs(recipe)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     return recipe
+
+
+def _check_one_task_form(tasks: Any) -> None:
+    if isinstance(tasks, Mapping) and ({"train", "eval"} & set(tasks)):
+        shorthand = [k for k in ("domains", "n_train_per_domain", "n_eval_per_domain") if k in tasks]
+        if shorthand:
+            raise ConfigError(f"tasks.{shorthand[0]}: the shorthand is not used with tasks.train/tasks.eval sources; "
+                              f"drop it (or set n/skip on a source)")
+
+
+def recipe_tasks(recipe: Recipe) -> tuple[list[Task], list[Task]]:
+    """``(train, eval)`` tasks of the recipe: its sources, or the quickstart shorthand.
+
+    The shorthand generates each domain's quickstart family and holds out its first tasks.
+    """
+    cfg = recipe.tasks
+    if cfg.train:
+        return load_pools(cfg.train, cfg.eval, seed=recipe.seed)
+    families = {"math": generators.math_tasks, "code": generators.code_tasks}
+    train, held = [], []
+    for domain in cfg.domains:
+        tasks = families[domain](seed=recipe.seed)
+        need = cfg.n_train_per_domain + cfg.n_eval_per_domain
+        if need > len(tasks):
+            raise ConfigError(f"tasks.n_train_per_domain: the {domain} family has {len(tasks)} tasks, the recipe "
+                              f"asks for {need} (n_train_per_domain + n_eval_per_domain)")
+        tr, ev = generators.split_tasks(tasks[:need], n_eval=cfg.n_eval_per_domain)
+        train += tr
+        held += ev
+    return train, held
+
+
+def make_demonstrator(recipe: Recipe) -> generators.Demonstrator:
+    return generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
+
+
+def uses_demonstrator(recipe: Recipe, eval_tasks: Sequence[Task]) -> bool:
+    """Whether the scripted demonstrator is part of the run (and so evaluated): SFT imitates it
+    and it knows every held-out task."""
+    demo = make_demonstrator(recipe)
+    return recipe.sft.demonstrations == "demonstrator" and all(demo.knows(t) for t in eval_tasks)
+
+
+def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequence[Task]) -> list[tuple[str, str]]:
+    """``(prompt, response)`` pairs SFT imitates, from ``sft.demonstrations``; ``ConfigError`` if unusable."""
+    how = recipe.sft.demonstrations
+    if how == "references":
+        missing = next((t for t in train if t.reference is None), None)
+        if missing is not None:
+            raise ConfigError(f"sft.demonstrations: references, but training task {missing.id!r} has no reference "
+                              f"(field 'reference', or 'canonical_solution' for code)")
+        return [(t.prompt, str(t.reference)) for t in train]
+    if how == "demonstrator":
+        demo = make_demonstrator(recipe)
+        unknown = next((t for t in train if not demo.knows(t)), None)
+        if unknown is not None:
+            raise ConfigError(f"sft.demonstrations: the scripted demonstrator knows only the quickstart families, "
+                              f"not training task {unknown.id!r} ({unknown.domain}); use sft.demonstrations: "
+                              f"references, or a demonstrations file")
+        return [(t.prompt, demo.respond(t)) for t in train]
+    return load_demonstrations(how, train, eval_tasks)
+
+
+def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
+    """The checks ``load_recipe`` runs before any work: task sources, demonstrations, model (see
+    each); returns the ``(train, eval)`` tasks."""
+    train, held = recipe_tasks(recipe)
+    demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
+    check_model(recipe, [t.prompt for t in [*train, *held]], demos)
+    return train, held
+
+
+def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[str, str]]) -> None:
+    """The model has a tokenizer with an EOS token and enough positions for the recipe's lengths.
+
+    Needed positions: the longest prompt (in the model's tokens, BOS included) + the longest
+    completion any stage samples (rl, eval, pairs), and the longest SFT demonstration + EOS. A hub
+    model that is not in the local cache is checked when it is loaded (``load_policy``).
+    """
+    from posttrain.policy import ModelFacts, build_char_tokenizer, inspect_model
+
+    cfg = recipe.model
+    if cfg.name == "embedded":
+        facts = ModelFacts(cfg.max_positions, "model.max_positions", build_char_tokenizer())
+    elif _looks_like_path(cfg.name):
+        try:
+            facts = inspect_model(Path(cfg.name).expanduser())
+        except UserError as e:
+            raise ConfigError(f"model.name: {e}") from None
+    else:
+        return
+    if facts.positions is None:
+        return
+    new_tokens = {"eval.max_new_tokens": recipe.eval.max_new_tokens}
+    if "rl" in recipe.stages:
+        new_tokens["rl.max_new_tokens"] = recipe.rl.max_new_tokens
+    if {"rm", "dpo"} & set(recipe.stages):
+        new_tokens["pairs.max_new_tokens"] = recipe.pairs.max_new_tokens
+    key_new = max(new_tokens, key=lambda k: new_tokens[k])
+    prompt_len, longest = _longest(facts.tokenizer, prompts)
+    need = prompt_len + new_tokens[key_new]
+    what = f"the longest prompt ({longest!r:.40}) is {prompt_len} tokens + {key_new} {new_tokens[key_new]}"
+    if demos:
+        demo_len, demo = _longest(facts.tokenizer, [p + r for p, r in demos])
+        if demo_len + 1 > need:
+            need, what = demo_len + 1, f"the longest SFT demonstration ({demo!r:.40}) is {demo_len + 1} tokens with EOS"
+    if need > facts.positions:
+        fix = "raise model.max_positions" if cfg.name == "embedded" else "use a model with more positions"
+        raise ConfigError(f"{facts.positions_key}: the model has {facts.positions} positions, the recipe needs {need}: "
+                          f"{what}; {fix}, or shorten the tasks or max_new_tokens")
+
+
+def _longest(tokenizer: Any, texts: Sequence[str]) -> tuple[int, str]:
+    """``(tokens, text)`` of the longest of ``texts`` as ``Policy.encode_prompt`` counts it (BOS included)."""
+    if not texts:
+        return 0, ""
+    bos = tokenizer.bos_token_id
+    best, best_text = 0, ""
+    for start in range(0, len(texts), 512):
+        chunk = list(texts[start : start + 512])
+        for text, ids in zip(chunk, tokenizer(chunk, add_special_tokens=True)["input_ids"], strict=True):
+            n = len(ids) + (1 if bos is not None and (not ids or ids[0] != bos) else 0)
+            if n > best:
+                best, best_text = n, text
+    return best, best_text
 
 
 def check_lora_targets(recipe: Recipe) -> None:

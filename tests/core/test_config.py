@@ -165,7 +165,11 @@ def test_scientific_notation_in_yaml_and_overrides(tmp_path):
 def _tiny_gpt2(path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=32, n_positions=32)).save_pretrained(path)
+    from posttrain.policy import build_char_tokenizer
+
+    # a usable model directory (a tokenizer, enough positions): recipes check both at parse time
+    GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=128, n_positions=256)).save_pretrained(path)
+    build_char_tokenizer().save_pretrained(path)
     return path
 
 

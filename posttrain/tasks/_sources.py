@@ -1,0 +1,267 @@
+"""A recipe's task sources: task files and generators by name, loaded and checked before any work.
+
+A recipe names its training and evaluation tasks apart, each a list of sources::
+
+    tasks:
+      train:
+        - file: data/my-math.jsonl                 # any domain(s), JSON or JSONL, optionally .gz
+        - {file: data/HumanEval.jsonl.gz, domain: code}   # raw HumanEval: records carry no domain
+        - {generator: json, n: 200, seed: 1}       # get_env("json").generate_tasks(200, seed=1)
+      eval:
+        - {file: data/held-out.jsonl}
+        - {generator: quickstart-math, n: 50}      # a quickstart family (posttrain.tasks.generators)
+
+``load_pools(train, eval, seed=...)`` loads every source and checks it: the file exists and parses,
+every record fits its domain's schema (``posttrain.envs``), the domain is known, no task id appears
+twice in a split or in both splits. Every error is one ``ConfigError`` line naming the recipe key
+(``tasks.train[1]``) and the file, line and task id. Loads are cached per process (keyed by the
+file's size and mtime), so the parse-time check and the run read each file once.
+
+``load_demonstrations(path, train, eval)`` reads an SFT demonstrations file: JSONL, one
+``{"prompt": ..., "response": ...}`` or ``{"task_id": ..., "response": ...}`` per line.
+
+Not here: the quickstart's ``tasks.domains`` shorthand (``posttrain.train.pipeline.make_pools``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from posttrain.config import NonNegativeInt, PositiveInt, Seed
+from posttrain.errors import ConfigError, UserError
+from posttrain.tasks import generators
+from posttrain.tasks._load import iter_task_records, parse_record
+from posttrain.types import Task
+
+QUICKSTART_GENERATORS: dict[str, Callable[..., list[Task]]] = {
+    "quickstart-math": generators.math_tasks,
+    "quickstart-code": generators.code_tasks,
+}
+"""The quickstart families by name; every domain's own ``generate_tasks`` is named by its domain."""
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """One source of tasks: a task file, or a generator by name (exactly one of ``file``, ``generator``)."""
+
+    file: str | None = None
+    """A task file: .json or .jsonl, optionally .gz, any mix of domains (docs/tasks.md). A relative
+    path is relative to the directory ``posttrain`` runs in."""
+    domain: str | None = None
+    """File only: the domain of records that carry none (a raw HumanEval file: code)."""
+    generator: str | None = None
+    """A generator by name: a domain (math, code, json, tool: that domain's ``generate_tasks``) or
+    a quickstart family (quickstart-math, quickstart-code)."""
+    n: PositiveInt | None = None
+    """How many tasks: required for a domain generator; else the first n (default: all)."""
+    skip: NonNegativeInt = 0
+    """Drop the first ``skip`` tasks first, so that train and eval can take apart one file or family."""
+    seed: Seed | None = None
+    """Generator only: its seed (null = the recipe's seed)."""
+
+    def __post_init__(self) -> None:
+        if (self.file is None) == (self.generator is None):
+            raise ConfigError("expected exactly one of 'file' (a task file) or 'generator' (a generator by name)")
+        if self.file is not None:
+            if self.seed is not None:
+                raise ConfigError("seed: only a generator takes a seed (a task file is read as it is)")
+            if self.domain is not None:
+                _known_domain(self.domain, "domain")
+        else:
+            if self.domain is not None:
+                raise ConfigError("domain: only a task file takes a default domain (a generator knows its own)")
+            if self.generator not in QUICKSTART_GENERATORS:
+                _known_domain(self.generator, "generator", also=tuple(QUICKSTART_GENERATORS))
+                if self.n is None:
+                    raise ConfigError(f"n: the {self.generator} generator needs n, the number of tasks to make")
+
+    def describe(self) -> str:
+        return f"file {self.file}" if self.file is not None else f"generator {self.generator}"
+
+
+def _known_domain(name: str | None, key: str, *, also: tuple[str, ...] = ()) -> None:
+    from posttrain.envs import DOMAINS, get_env
+
+    try:
+        get_env(str(name))
+    except UserError:
+        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {', '.join([*DOMAINS, *also])}") from None
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    tasks: tuple[Task, ...]
+    where: Mapping[str, str]
+    """task id -> where it came from (``file:line``, ``file[index]``, ``generator json #3``)."""
+
+
+_CACHE: dict[tuple, _Loaded] = {}
+
+
+def load_source(source: TaskSource, *, seed: int, key: str) -> tuple[list[Task], Mapping[str, str]]:
+    """The tasks of one source (after ``skip`` and ``n``) and where each came from.
+
+    Raises ``ConfigError`` naming ``key`` and the file, line and task id.
+    """
+    try:
+        loaded = _load_cached(source, seed)
+    except UserError as e:
+        raise ConfigError(f"{key}: {e}") from None
+    tasks = list(loaded.tasks[source.skip :])
+    if source.n is not None:
+        if len(tasks) < source.n:
+            raise ConfigError(f"{key}: n: {source.n} tasks asked, {source.describe()} has "
+                              f"{len(loaded.tasks)}{f' ({len(tasks)} after skip {source.skip})' if source.skip else ''}")
+        tasks = tasks[: source.n]
+    if not tasks:
+        raise ConfigError(f"{key}: skip: {source.skip} leaves no task ({source.describe()} has {len(loaded.tasks)})")
+    return tasks, loaded.where
+
+
+def _load_cached(source: TaskSource, seed: int) -> _Loaded:
+    if source.file is not None:
+        path = Path(source.file).expanduser()
+        try:
+            st = path.stat()
+        except OSError:
+            raise UserError(f"file: no such task file {source.file}") from None
+        cache_key: tuple = ("file", str(path.resolve()), st.st_size, st.st_mtime_ns, source.domain)
+    else:
+        gen_seed = seed if source.seed is None else source.seed
+        cache_key = ("gen", source.generator, gen_seed, (source.n or 0) + source.skip)
+    if cache_key not in _CACHE:
+        _CACHE[cache_key] = _read_file(path, source.domain) if source.file is not None else _generate(source, seed)
+    return _CACHE[cache_key]
+
+
+def _read_file(path: Path, domain: str | None) -> _Loaded:
+    tasks: list[Task] = []
+    where: dict[str, str] = {}
+    for at, record in iter_task_records(path):
+        task = parse_record(record, at, domain=domain)
+        if task.id in where:
+            raise UserError(f"{at}: duplicate task id {task.id!r} (first at {where[task.id]})")
+        where[task.id] = at
+        tasks.append(task)
+    if not tasks:
+        raise UserError(f"file: no tasks in {path}")
+    return _Loaded(tuple(tasks), where)
+
+
+def _generate(source: TaskSource, seed: int) -> _Loaded:
+    from posttrain.envs import get_env
+
+    gen_seed = seed if source.seed is None else source.seed
+    name = str(source.generator)
+    if name in QUICKSTART_GENERATORS:
+        tasks = QUICKSTART_GENERATORS[name](seed=gen_seed)
+    else:
+        tasks = get_env(name).generate_tasks((source.n or 0) + source.skip, seed=gen_seed)
+    where: dict[str, str] = {}
+    for i, t in enumerate(tasks):
+        if t.id in where:  # a generator's own bug; said here rather than as a confusing overlap later
+            raise UserError(f"generator {name} (seed {gen_seed}) made task id {t.id!r} twice")
+        where[t.id] = f"generator {name} (seed {gen_seed}) #{i}"
+    return _Loaded(tuple(tasks), where)
+
+
+def load_split(sources: Sequence[TaskSource], *, seed: int,
+               key: str) -> tuple[list[Task], dict[str, tuple[str, str]]]:
+    """All tasks of one split's sources, in order, and ``{task id: (source key, where)}``. No id may repeat."""
+    tasks: list[Task] = []
+    origin: dict[str, tuple[str, str]] = {}
+    for i, source in enumerate(sources):
+        part, where = load_source(source, seed=seed, key=f"{key}[{i}]")
+        for t in part:
+            if t.id in origin:
+                first_key, first_at = origin[t.id]
+                raise ConfigError(f"{key}[{i}]: task {t.id!r} ({where[t.id]}) is already in {first_key} "
+                                  f"({first_at}); task ids must be unique")
+            origin[t.id] = (f"{key}[{i}]", where[t.id])
+        tasks += part
+    return tasks, origin
+
+
+def load_pools(train: Sequence[TaskSource], eval: Sequence[TaskSource], *, seed: int,
+               key: str = "tasks") -> tuple[list[Task], list[Task]]:
+    """``(train tasks, eval tasks)`` of a recipe's sources; refuses an id shared between the splits.
+
+    >>> tr, ev = load_pools([TaskSource(generator="quickstart-math", skip=10)],
+    ...                     [TaskSource(generator="quickstart-math", n=10)], seed=0)
+    >>> len(tr), len(ev)
+    (710, 10)
+    """
+    if not train:
+        raise ConfigError(f"{key}.train: expected at least one task source (a file or a generator)")
+    if not eval:
+        raise ConfigError(f"{key}.eval: expected at least one task source: every run is evaluated on held-out tasks")
+    train_tasks, train_at = load_split(train, seed=seed, key=f"{key}.train")
+    eval_tasks, eval_at = load_split(eval, seed=seed, key=f"{key}.eval")
+    for t in eval_tasks:
+        if t.id in train_at:
+            (eval_key, eval_where), (train_key, train_where) = eval_at[t.id], train_at[t.id]
+            raise ConfigError(f"{eval_key}: task {t.id!r} ({eval_where}) is also a training task, in {train_key} "
+                              f"({train_where}); train and eval must share no task id")
+    return train_tasks, eval_tasks
+
+
+def load_demonstrations(path: str | Path, train: Sequence[Task], eval: Sequence[Task], *,
+                        key: str = "sft.demonstrations") -> list[tuple[str, str]]:
+    """``(prompt, response)`` pairs of a demonstrations file (module docstring), in file order.
+
+    A ``task_id`` line must name a training task (its prompt is used); a line naming an evaluation
+    task, or whose prompt is an evaluation task's, is refused: SFT on held-out tasks would leak them.
+    """
+    by_id = {t.id: t for t in train}
+    eval_ids = {t.id for t in eval}
+    eval_prompts = {t.prompt: t.id for t in eval}
+    out = []
+    try:
+        for lineno, rec in _records(Path(path)):
+            at = f"{path}:{lineno}"
+            response = rec.get("response")
+            if not isinstance(response, str):
+                raise UserError(f"{at}: field 'response': expected a string, got {response!r:.60}")
+            if set(rec) == {"task_id", "response"}:
+                tid = rec["task_id"]
+                if tid in eval_ids:
+                    raise UserError(f"{at}: task_id {tid!r} is an evaluation task (tasks.eval); demonstrations "
+                                    f"must come from training tasks")
+                if tid not in by_id:
+                    raise UserError(f"{at}: task_id {tid!r} is not a training task of this recipe (tasks.train)")
+                prompt = by_id[tid].prompt
+            elif set(rec) == {"prompt", "response"}:
+                prompt = rec["prompt"]
+                if not isinstance(prompt, str) or not prompt:
+                    raise UserError(f"{at}: field 'prompt': expected a non-empty string, got {prompt!r:.60}")
+                if prompt in eval_prompts:
+                    raise UserError(f"{at}: the prompt is that of evaluation task {eval_prompts[prompt]!r}; "
+                                    f"demonstrations must not contain held-out tasks")
+            else:
+                raise UserError(f'{at}: expected {{"prompt", "response"}} or {{"task_id", "response"}}, '
+                                f"got keys {sorted(rec)}")
+            out.append((prompt, response))
+    except UserError as e:
+        raise ConfigError(f"{key}: {e}") from None
+    return out
+
+
+def _records(path: Path) -> Iterator[tuple[int, Mapping]]:
+    """``(line, object)`` of each line of a JSONL file (strict JSON; same reader as task files)."""
+    if not path.is_file():
+        raise UserError(f"no such demonstrations file {path}")
+    if not path.name.removesuffix(".gz").endswith(".jsonl"):
+        raise UserError(f"{path}: expected a .jsonl (or .jsonl.gz) demonstrations file")
+    n = 0
+    for at, rec in iter_task_records(path):
+        n += 1
+        if not isinstance(rec, Mapping):
+            raise UserError(f"{at}: expected a JSON object per line, got {type(rec).__name__}")
+        yield int(at.rsplit(":", 1)[1]), rec
+    if not n:
+        raise UserError(f"no demonstrations in {path}")
+
+
+__all__ = ["QUICKSTART_GENERATORS", "TaskSource", "load_demonstrations", "load_pools", "load_source", "load_split"]
