@@ -120,13 +120,13 @@ def test_bad_tasks_are_named(record, match) -> None:
     assert "file.jsonl:3" in str(e.value) and "bad-1" in str(e.value)
 
 
-FAST = make_json_verifier(CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=1.0))
+FAST = make_json_verifier(CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=0.5))
 
 
 @pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),
                          ids=[name for name, _, _ in ENV.exploit_fixtures()])
 def test_exploit_fixtures_score_zero(name: str, exploit_task, response: str) -> None:
-    v = FAST(exploit_task, response)  # a 1 s CPU budget: the backtracking fixture fails sooner
+    v = FAST(exploit_task, response)  # a 0.5 s CPU budget: the backtracking fixture fails sooner
     assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
 
 

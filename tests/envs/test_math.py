@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -95,12 +96,13 @@ def test_math_06_code_injection_is_never_evaluated(tmp_path) -> None:
 
 
 def test_slow_answer_is_a_bounded_failure() -> None:
-    checker = MathChecker(size=1, cpu_budget_s=2.0)
+    checker = MathChecker(size=1, cpu_budget_s=1.0)
     try:
         verify = make_math_verifier(checker)
         v = verify(task("3"), "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}}}}")
         assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "answer_timeout"), v
-        assert v.evidence["detail"].startswith("used 2")  # CPU seconds, not wall time, decided it
+        used = re.match(r"used ([0-9.]+)s of CPU", v.evidence["detail"])
+        assert used and float(used.group(1)) >= 1.0  # CPU seconds, not wall time, decided it
         # the pool recovers: the next comparison works
         assert verify(task("\\frac{\\sqrt{2}}{2}"), "\\boxed{\\frac{1}{\\sqrt{2}}}").passed
     finally:

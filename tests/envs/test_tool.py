@@ -134,13 +134,13 @@ def test_bad_tasks_are_named(patch, match) -> None:
         ENV.parse_task({**base, **patch}, "tools.jsonl:1")
 
 
-FAST = make_tool_verifier(CheckPool("posttrain.envs.tool_env", size=1, cpu_budget_s=1.0))
+FAST = make_tool_verifier(CheckPool("posttrain.envs.tool_env", size=1, cpu_budget_s=0.5))
 
 
 @pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),
                          ids=[name for name, _, _ in ENV.exploit_fixtures()])
 def test_exploit_fixtures_score_zero(name: str, exploit_task, response: str) -> None:
-    v = FAST(exploit_task, response)  # a 1 s CPU budget: the backtracking fixture fails sooner
+    v = FAST(exploit_task, response)  # a 0.5 s CPU budget: the backtracking fixture fails sooner
     assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
 
 
