@@ -306,11 +306,7 @@ class _ZygoteSlot:
         # Killed here past its deadline: timed out, even if the fork-server saw only the death.
         exit_code, sig, timed_out = reply["exit_code"], reply["signal"], bool(reply["timed_out"]) or killed > 0
         if timed_out and _starved(reply, timeout, limits):
-            return Execution.infra(
-                f"the job ran out of wall-clock time while starved of CPU: {reply['cpu_s']:.2f} s of CPU and "
-                f"{reply['run_delay_s']:.2f} s waiting for one in {timeout} s (the host is overloaded)",
-                duration_s=float(reply["duration_s"]),
-            )
+            return _starved_infra(reply, timeout, float(reply["duration_s"]))
         return self._execution(fds, limits, exit_code=exit_code, sig=sig, timed_out=timed_out, oom=oom,
                                duration=float(reply["duration_s"]), peak=int(reply["maxrss"]))  # fmt: skip
 
@@ -336,19 +332,51 @@ class _ZygoteSlot:
         )
 
 
+def _sched_of(cg: SlotCgroup) -> dict:
+    """What ``_starved`` needs, for the processes of an exec slot (the fork-server measures its
+    own jobs): their CPU time (with that of the children they reaped), the longest any of them
+    waited runnable for a CPU, and whether that one runs at a lower priority than this process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    base = (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0))
+    with open("/proc/uptime", "rb") as f:
+        now = float(f.read().split()[0])
+    cpu, delay, alive, lowered = 0.0, 0.0, 1.0, False
+    for pid in cg.pids_inside():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
+            with open(f"/proc/{pid}/schedstat", "rb") as f:
+                run_delay = int(f.read().split()[1]) / 1e9
+            cpu += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+            life = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
+            if run_delay / life >= delay / alive:  # the process that waited for a CPU the most
+                delay, alive, lowered = run_delay, life, (int(fields[16]), int(fields[38])) != base  # nice, policy
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
+
+
+def _starved_infra(sched: dict, timeout: float, duration: float) -> Execution:
+    return Execution.infra(
+        f"the job ran out of wall-clock time while starved of CPU: {sched['cpu_s']:.2f} s of CPU and "
+        f"{sched['run_delay_s']:.2f} s waiting for one in {timeout} s (the host is overloaded)",
+        duration_s=duration,
+    )
+
+
 def _starved(reply: dict, timeout: float, limits: Limits) -> bool:
     """Whether a job that ran out of wall-clock time was starved by the host rather than slow.
 
     Blame is decided by CPU time: a job that used at least a quarter of the CPU its quota allowed in
-    that time burned its budget (its failure); one that got less, and whose first process spent
-    most of the time runnable but waiting for a CPU, was starved (infra, retried by the caller).
-    A job that slept, or lowered its own priority, is never starved.
+    that time burned its budget (its failure); one that got less, and one of whose processes spent
+    most of its life runnable but waiting for a CPU, was starved (infra, retried by the caller).
+    A job that slept, or whose waiting process lowered its own priority, is never starved.
     """
     budget = timeout * min(limits.cpu_cores, 1.0)
     return (
         not reply.get("deprioritized", True)
         and float(reply.get("cpu_s", budget)) < 0.25 * budget
-        and float(reply.get("run_delay_s", 0.0)) > 0.5 * timeout
+        and float(reply.get("run_delay_s", 0.0)) > 0.5 * float(reply.get("alive_s", timeout))
     )
 
 
@@ -427,7 +455,9 @@ class _ExecSlot:
             on_exit=lambda: (exited.set(), cg.kill_all()), deadline=t0 + timeout,
         )  # fmt: skip
         timed_out = not exited.is_set()
+        sched: dict = {}
         if timed_out:
+            sched = _sched_of(cg)  # before the kill: was it starved of CPU, or slow on its own?
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
             cg.kill_all()
@@ -448,6 +478,8 @@ class _ExecSlot:
             return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration)
         if not clean:
             return Execution.infra("processes of the job survived SIGKILL", duration_s=duration)
+        if timed_out and _starved(sched, timeout, limits):
+            return _starved_infra(sched, timeout, duration)
         oom = cg.oom_kills() > oom_before
         code = os.waitstatus_to_exitcode(status)
         # bwrap reports a program killed by signal N as exit status 128 + N.

@@ -272,13 +272,14 @@ def sweep() -> None:
                 break
 
 
-def _sched(pid: int) -> tuple[float, int, int]:
-    """(seconds runnable but waiting for a CPU, nice, scheduling policy) of a live or zombie process."""
+def _sched(pid: int, now: float) -> tuple[float, float, int, int]:
+    """(seconds runnable but waiting for a CPU, seconds alive, nice, scheduling policy) of a process."""
     with open(f"/proc/{pid}/schedstat", "rb") as f:
         run_delay = int(f.read().split()[1]) / 1e9
     with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return run_delay, int(fields[16]), int(fields[38])  # stat fields 19 and 41
+        fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
+    alive = max(now - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 0.01)
+    return run_delay, alive, int(fields[16]), int(fields[38])
 
 
 # ------------------------------------------------------------------ one job
@@ -371,16 +372,21 @@ def start_job(header: dict, fds: list[int]) -> int:
 def finish_job(pid: int, header: dict, start: float) -> dict:
     """After the fork: wait for the job (or its deadline), end every process of it, measure it."""
     timeout = header["timeout"]
-    run_delay, deprioritized = 0.0, False
+    run_delay, alive, deprioritized = 0.0, timeout, False
     pidfd = os.pidfd_open(pid)
     try:
         timed_out = not wait_for(pidfd, select.POLLIN, timeout)
-        if timed_out:
-            try:  # was it waiting for a CPU (starved) or sleeping? Read before it is killed.
-                run_delay, nice, policy = _sched(pid)
-                deprioritized = nice > BASE["nice"] or policy != BASE["scheduler"][0]
-            except (OSError, ValueError, IndexError):
-                pass
+        if timed_out:  # was it waiting for a CPU (starved) or sleeping? Read before it is killed.
+            with open("/proc/uptime", "rb") as f:
+                now = float(f.read().split()[0])
+            for other in _others():  # the job's process that waited for a CPU the most decides
+                try:
+                    delay, life, nice, policy = _sched(other, now)
+                except (OSError, ValueError, IndexError):
+                    continue
+                if delay / life >= run_delay / alive:
+                    run_delay, alive = delay, life
+                    deprioritized = nice > BASE["nice"] or policy != BASE["scheduler"][0]
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
@@ -398,6 +404,7 @@ def finish_job(pid: int, header: dict, start: float) -> dict:
         "maxrss": ru.ru_maxrss * 1024,
         "cpu_s": ru.ru_utime + ru.ru_stime + _reaped_cpu[0],
         "run_delay_s": run_delay,
+        "alive_s": alive,
         "deprioritized": deprioritized,
     }
 
