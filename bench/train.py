@@ -109,6 +109,7 @@ def _run_ours(args: argparse.Namespace) -> dict[str, Any]:
         old_logp=torch.cat([zeros, old], 1),
         adv=adv,
         ref_logp=torch.cat([zeros, ref], 1),
+        group=torch.arange(p_ids.shape[0]) // args.group,  # rows of one prompt, as GRPO carries them
     )
     spec = LossSpec(clip_low=0.2, clip_high=0.2, agg="token_mean", kl_coef=0.04, kl_kind="k3", kl_clamp=None)
     # TRL's default optimizer (transformers "adamw_torch_fused", weight decay 0)

@@ -196,6 +196,10 @@ class Trajectory:
     """Cut by the length, step or token budget before the environment said done."""
     policy_version: int = 0
     """The policy that sampled it (the trainer's step count when it was sampled)."""
+    cut_by: Literal["max_turns", "max_tokens"] | None = None
+    """The runner's limit that ended the episode before the environment said done (the step limit
+    or the token budget); None when the environment ended it. A last action cut at its own
+    ``max_new_tokens`` alone sets ``truncated`` but not this."""
 
     def __post_init__(self) -> None:
         if not self.turns:

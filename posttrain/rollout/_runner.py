@@ -11,7 +11,8 @@ A single-turn batch is therefore exactly one ``generate`` call over all prompts,
 
 Limits: ``max_turns`` actions per episode, and ``max_tokens`` tokens after the prompt (actions and
 observations together; each action gets at most what is left). An episode stopped by either
-before its environment said done is ``truncated``; so is one whose last action hit its token cap.
+before its environment said done is ``truncated`` and names the limit (``cut_by``); an episode whose
+last action hit its token cap is ``truncated`` too.
 
 Not here: chat templates (an environment renders its observations to ids itself), tool calling.
 """
@@ -77,7 +78,7 @@ def run_batch(
             s.context += [*g.completion_ids, *obs.ids]
             s.pending, s.done = tuple(obs.ids), done
             s.used += len(g.completion_ids) + len(obs.ids)
-    return [_trajectory(ep, s, policy_version) for ep, s in zip(episodes, states, strict=True)]
+    return [_trajectory(ep, s, policy_version, max_tokens) for ep, s in zip(episodes, states, strict=True)]
 
 
 def run_episode(
@@ -121,10 +122,11 @@ def _step_all(envs: Sequence[Env], gens: Sequence[Generation], workers: int
         return list(ex.map(lambda pair: pair[0].step(pair[1]), zip(envs, gens, strict=True)))
 
 
-def _trajectory(ep: Episode, s: _State, policy_version: int) -> Trajectory:
+def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None) -> Trajectory:
     verdicts = [t.verdict for t in s.turns if t.verdict is not None]
     reward = verdicts[-1].reward if verdicts else 0.0
     cut = bool(s.turns) and s.turns[-1].stop_reason == "length"
+    cut_by = None if s.done else "max_tokens" if _room(s, max_tokens) <= 0 else "max_turns"
     return Trajectory(
         task_id=ep.task.id,
         group_id=ep.group_id,
@@ -133,6 +135,7 @@ def _trajectory(ep: Episode, s: _State, policy_version: int) -> Trajectory:
         reward=reward,
         truncated=not s.done or cut,
         policy_version=policy_version,
+        cut_by=cut_by,
     )
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from posttrain.evaluate.records import EvalRecord, record_from_verdict
 from posttrain.evaluate.runner import verifier_version
-from posttrain.types import Rollout, Task
+from posttrain.evaluate.sources import feedback_source_after
+from posttrain.types import Rollout, Task, Trajectory
 
 
 def _clean(v: Any) -> Any:
@@ -84,3 +85,38 @@ def rollout_record(task: Task, r: Rollout, *, stage: str, step: int | None, wall
         stage=stage,
     )
     return dataclasses.replace(rec, step=step, prompt_ids=r.prompt_ids, completion_ids=r.completion_ids)
+
+
+def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None,
+                       wall_s: float) -> list[EvalRecord]:
+    """One record per attempt of an episode (each turn with a verdict), as in docs/records.md.
+
+    ``prompt_ids`` are the ids the attempt was sampled from (the prompt, then every earlier action
+    and observation), ``completion_ids`` the attempt's own sampled ids; ``attempt`` counts verdicts
+    (0 = first attempt) and ``feedback_source`` says what the previous verdict's feedback was.
+    A one-turn episode gives exactly ``rollout_record`` of its ``Rollout`` view."""
+    out: list[EvalRecord] = []
+    context: list[int] = []
+    previous: EvalRecord | None = None
+    for turn in traj.turns:
+        context += turn.observation_ids
+        if turn.verdict is not None:
+            rec = record_from_verdict(
+                turn.verdict,
+                task_id=task.id,
+                domain=task.domain,
+                completion=turn.text,
+                sample_idx=traj.sample_idx,
+                attempt=len(out),
+                feedback_source="none" if previous is None else feedback_source_after(previous),
+                prompt=task.prompt,
+                tags=task.tags,
+                verifier_version=verifier_version(task.domain),
+                tokens=len(turn.action_ids),
+                wall_s=wall_s,
+                stage=stage,
+            )
+            previous = dataclasses.replace(rec, step=step, prompt_ids=tuple(context), completion_ids=turn.action_ids)
+            out.append(previous)
+        context += turn.action_ids
+    return out

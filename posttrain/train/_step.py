@@ -197,12 +197,15 @@ SHARED_ROW_MAX_TOKENS = 2048
 """Longest packed row ``[prompt, c_1, ..., c_k]`` of the shared-prefix path (its attention mask is dense)."""
 
 
-def _prefix_groups(
-    input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor
+def _shared_groups(
+    input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, groups: Tensor
 ) -> list[tuple[int, list[int]]] | None:
-    """Rows that share the tokens before their first scored token, as [(prefix_len, rows)] with each
-    packed row at most SHARED_ROW_MAX_TOKENS long; None when sharing would not save >= 20% of the
-    padded tokens, or does not apply (a row that is not right-padded)."""
+    """The carried groups (``groups[i]``: row i's group, e.g. a GRPO group from
+    ``Trajectory.group_id``) as [(prefix_len, rows)]: rows of a group share the tokens before
+    their first scored one (the prompt), each packed row at most SHARED_ROW_MAX_TOKENS long. None
+    when sharing would not save >= 20% of the padded tokens, or does not apply (a row that is not
+    right-padded). Groups are never guessed from tokens: rows of one group whose prompts differ
+    are an error (the caller carried the wrong groups)."""
     real = attention_mask > 0
     n = real.sum(-1)  # (B,)
     if not bool((real == (torch.arange(real.shape[1], device=real.device) < n[:, None])).all()):
@@ -211,30 +214,33 @@ def _prefix_groups(
     has = scored.any(-1)
     first = scored.float().argmax(-1).tolist()
     last = (scored * torch.arange(1, scored.shape[1] + 1, device=scored.device)).amax(-1).tolist()
-    by_prefix: dict[tuple[int, ...], list[int]] = {}
-    ids = input_ids.tolist()
-    for i, (p, ok) in enumerate(zip(first, has.tolist(), strict=True)):
+    by_group: dict[int, list[int]] = {}  # in order of first appearance
+    for i, (g, p, ok) in enumerate(zip(groups.tolist(), first, has.tolist(), strict=True)):
         if ok and p >= 1:
-            by_prefix.setdefault((p, *ids[i][:p]), []).append(i)
-    groups: list[tuple[int, list[int]]] = []
+            by_group.setdefault(g, []).append(i)
+    ids = input_ids.tolist()
+    out: list[tuple[int, list[int]]] = []
     widths: list[int] = []
-    for key, rows in by_prefix.items():
-        p, chunk, width = key[0], [], key[0]
+    for g, rows in by_group.items():
+        p = min(first[i] for i in rows)
+        if any(ids[i][:p] != ids[rows[0]][:p] for i in rows):
+            raise ValueError(f"rows {rows} of group {g} do not share their first {p} tokens (the prompt)")
+        chunk, width = [], p
         for i in rows:
             length = last[i] - p
             if chunk and width + length > SHARED_ROW_MAX_TOKENS:
-                groups.append((p, chunk))
+                out.append((p, chunk))
                 widths.append(width)
                 chunk, width = [], p
             chunk.append(i)
             width += length
-        groups.append((p, chunk))
+        out.append((p, chunk))
         widths.append(width)
     plain_cost = int(has.sum()) * max(last[i] for i in range(len(last)) if has[i]) if bool(has.any()) else 0
-    shared_cost = len(groups) * max(widths, default=0)
-    if not any(len(rows) > 1 for _, rows in groups):
+    shared_cost = len(out) * max(widths, default=0)
+    if not any(len(rows) > 1 for _, rows in out):
         return None
-    return groups if shared_cost <= 0.8 * plain_cost else None
+    return out if shared_cost <= 0.8 * plain_cost else None
 
 
 def _shared_prefix_logprobs(
@@ -306,16 +312,17 @@ def token_logprobs_and_entropy(
     loss_mask: Tensor | None = None,  # (B, T) positions to score; default every real token but the first
     temperature: float = 1.0,
     entropy_grad: bool = False,
-    share_prefix: bool = True,
+    groups: Tensor | None = None,  # (B,) long: rows with one value share their prompt (a GRPO group)
 ) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); fp32 (fp64 for fp64 models); 0 where not scored
     """``token_logprobs`` plus the entropy of each scored position's next-token distribution.
 
     The entropy has a gradient only with ``entropy_grad=True`` (an entropy bonus).
 
-    ``share_prefix``: rows that share a prompt (a GRPO group) are scored in one packed row whose
-    prompt is computed once (``_shared_prefix_logprobs``; same values and gradients), when a
-    ``loss_mask`` is given, the model's attention takes dense masks (sdpa/eager), and it saves
-    >= 20% of the padded tokens; otherwise the plain batched forward runs.
+    ``groups``: rows of one group (carried by the caller, e.g. from ``Trajectory.group_id``; never
+    guessed from tokens) are scored in one packed row whose prompt is computed once
+    (``_shared_prefix_logprobs``; same values and gradients), when a ``loss_mask`` is given, the
+    model's attention takes dense masks (sdpa/eager), and it saves >= 20% of the padded tokens;
+    otherwise (and with ``groups=None``) the plain batched forward runs.
     """
     if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
         raise ValueError(
@@ -326,10 +333,12 @@ def token_logprobs_and_entropy(
     sel = (want[:, 1:] > 0) & (attention_mask[:, 1:] > 0)  # (B, T-1): hidden t-1 predicts token t
     # positions count real tokens only, as generate() does for left-padded prompts; for right-padded
     # rows this is plain arange over the real tokens
-    if share_prefix and loss_mask is not None and _takes_dense_masks(model):
-        groups = _prefix_groups(input_ids, attention_mask, loss_mask)
-        if groups is not None:
-            return _shared_prefix_logprobs(model, input_ids, loss_mask, groups, temperature, entropy_grad)
+    if groups is not None and loss_mask is not None and _takes_dense_masks(model):
+        if groups.shape != input_ids.shape[:1]:
+            raise ValueError(f"groups has shape {tuple(groups.shape)}, expected ({input_ids.shape[0]},)")
+        shared = _shared_groups(input_ids, attention_mask, loss_mask, groups)
+        if shared is not None:
+            return _shared_prefix_logprobs(model, input_ids, loss_mask, shared, temperature, entropy_grad)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     return _scored_logprobs(model, input_ids, attention_mask, positions, sel, temperature, entropy_grad)
 
@@ -369,7 +378,7 @@ def token_logprobs(
     *,
     loss_mask: Tensor | None = None,  # (B, T) only these positions are scored (others get 0)
     temperature: float = 1.0,
-    share_prefix: bool = True,
+    groups: Tensor | None = None,  # (B,) long: rows sharing a prompt, see token_logprobs_and_entropy
 ) -> Tensor:  # (B, T) fp32: position t holds log p(input_ids[t] | input_ids[<t]); position 0 holds 0
     """Log-prob of each token given its prefix, at ``temperature`` (softmax(logits / temperature)).
 
@@ -382,23 +391,28 @@ def token_logprobs(
         attention_mask,
         loss_mask=loss_mask,
         temperature=temperature,
-        share_prefix=share_prefix,
+        groups=groups,
     )[0]
 
 
 @dataclass(frozen=True, eq=False)
 class PolicyBatch:
-    """One RL update batch: right-padded prompt+completion rows, exactly as sampled."""
+    """One RL update batch: right-padded episode rows (prompt, then actions and observations), exactly
+    as sampled (``posttrain.train._batch.trajectory_rows``)."""
 
     input_ids: Tensor  # (B, T) long
     attention_mask: Tensor  # (B, T) long, 1 on real tokens
-    loss_mask: Tensor  # (B, T) float, 1.0 on completion tokens that get gradient (0 for infra errors)
-    old_logp: Tensor  # (B, T) float, log pi_old of each completion token (the sampling logprobs)
+    loss_mask: Tensor  # (B, T) float, 1.0 on sampled (action) tokens that get gradient; 0 on prompt,
+    # observations, padding, and every token of a dropped episode (infra error, masked cut)
+    old_logp: Tensor  # (B, T) float, log pi_old of each action token (the sampling logprobs)
     adv: Tensor  # (B,) or (B, T) float advantages
     ref_logp: Tensor | None = None  # (B, T) float, reference-policy logprobs, needed when kl_coef > 0
     sampling_logp: Tensor | None = None
     """(B, T) generation-engine logprobs when ``old_logp`` was recomputed by the trainer (stale or
     mismatched generation); with ``LossSpec.tis_cap`` the loss is weighted by truncated IS weights."""
+    group: Tensor | None = None
+    """(B,) long: rows with one value share their prompt (a GRPO group, carried from
+    ``Trajectory.group_id``); their prompt is then computed once. None = every row alone."""
 
     def __post_init__(self) -> None:
         shape = tuple(self.input_ids.shape)
@@ -416,6 +430,8 @@ class PolicyBatch:
                 raise ValueError(
                     f"PolicyBatch.{name} has shape {tuple(t.shape)}, expected {shape} like input_ids"
                 )
+        if self.group is not None and tuple(self.group.shape) != shape[:1]:
+            raise ValueError(f"PolicyBatch.group has shape {tuple(self.group.shape)}, expected ({shape[0]},)")
         if tuple(self.adv.shape) not in ((shape[0],), shape):
             raise ValueError(
                 f"PolicyBatch.adv has shape {tuple(self.adv.shape)}, expected ({shape[0]},) or {shape}"
@@ -511,6 +527,7 @@ def policy_loss(
         loss_mask=mask,
         temperature=spec.temperature,
         entropy_grad=spec.entropy_coef != 0.0,
+        groups=None if batch.group is None else batch.group[sl],
     )
     old_logp = batch.old_logp[sl, cols]
     adv = batch.adv[sl] if batch.adv.dim() == 1 else batch.adv[sl, cols]
@@ -542,17 +559,15 @@ def policy_loss(
 
 
 def _row_order(batch: PolicyBatch) -> Tensor:  # (B,) row indices
-    """Rows of one prompt together (so a micro-batch can share the prompt), groups by length (so
+    """Rows of one group together (so a micro-batch can share the prompt; the groups are the
+    carried ``batch.group``, rows with nothing to score form one more), groups by length (so
     trimming trailing padding saves the most)."""
     real = batch.attention_mask > 0
     row_len = (real * torch.arange(1, real.shape[1] + 1, device=real.device)).amax(-1).tolist()
-    scored = batch.loss_mask > 0
-    first = torch.where(
-        scored.any(-1), scored.float().argmax(-1), torch.zeros_like(scored[:, 0], dtype=torch.long)
-    )
-    ids = batch.input_ids.tolist()
+    scored = (batch.loss_mask > 0).any(-1).tolist()
+    carried = batch.group.tolist() if batch.group is not None else range(len(row_len))
     group: dict[tuple[int, ...], int] = {}
-    gid = [group.setdefault(tuple(ids[i][:p]), len(group)) for i, p in enumerate(first.tolist())]
+    gid = [group.setdefault((g,) if s else (), len(group)) for g, s in zip(carried, scored, strict=True)]
     glen = [0] * len(group)
     for i, g in enumerate(gid):
         glen[g] = max(glen[g], row_len[i])
@@ -576,8 +591,8 @@ def policy_update(
     ``micro_batch_size`` is. Returns ``loss`` (the full-batch loss), token-weighted ``clip_frac``,
     ``approx_kl``, ``entropy``, ``kl`` (when kl_coef > 0), ``grad_norm`` (before clipping) and
     ``tokens``. A batch with no active token, or a non-finite gradient norm, skips the optimizer
-    step and says so (``skipped`` = 1). Micro-batches keep the rows of one prompt together (their
-    prompt is computed once, see ``token_logprobs_and_entropy``) and group rows of similar length
+    step and says so (``skipped`` = 1). Micro-batches keep the rows of one group together
+    (``batch.group``; their prompt is computed once, see ``token_logprobs_and_entropy``) and group rows of similar length
     (fewer padded columns); this changes only the floating-point summation order.
     """
     if micro_batch_size < 1:

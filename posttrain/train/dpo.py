@@ -119,7 +119,8 @@ def sequence_logps(
     prompts = [p.prompt_ids for p in pairs] * 2
     completions = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
     rows = collate(prompts, completions, pad_id=pad_id)
-    logp = token_logprobs(model, rows.input_ids, rows.attention_mask, loss_mask=rows.loss_mask)
+    pair = torch.arange(len(pairs), device=rows.input_ids.device).repeat(2)  # chosen and rejected share a prompt
+    logp = token_logprobs(model, rows.input_ids, rows.attention_mask, loss_mask=rows.loss_mask, groups=pair)
     seq = (logp * rows.loss_mask).sum(-1)
     if average:
         seq = seq / rows.loss_mask.sum(-1)

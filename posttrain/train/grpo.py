@@ -27,26 +27,70 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
 from posttrain.algo import ADVANTAGES, kl_in_reward
 from posttrain.algo.shaping import frac_zero_std, informative_groups
 from posttrain.policy import Policy, SamplingParams
-from posttrain.rollout import Episode, SingleTurnEnv, VerdictCache, Verifier, as_rollout, run_batch
+from posttrain.rollout import Env, Episode, SingleTurnEnv, VerdictCache, Verifier, as_rollout, run_batch
 from posttrain.tasks import TaskSampler
-from posttrain.train._batch import collate
+from posttrain.train._batch import trajectory_rows
 from posttrain.train._critic import Critic
-from posttrain.train._runlog import JsonlWriter, rollout_record
+from posttrain.train._runlog import JsonlWriter, trajectory_records
 from posttrain.train._step import LossSpec, PolicyBatch, policy_update, token_logprobs
 from posttrain.train.checkpoint import load_latest, restore, save_checkpoint
 from posttrain.train.recipe import RLConfig
-from posttrain.types import Rollout, Task
-from posttrain.verify.rewards import COMPONENTS, RewardWeights, combine
+from posttrain.types import Rollout, Task, Trajectory
+from posttrain.verify.rewards import COMPONENTS, RewardBreakdown, RewardWeights, combine
+
+Groups = Sequence[Sequence[Trajectory]]
+"""N groups of G episodes of one task each, as carried by ``Trajectory.group_id``."""
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """How RL runs and credits episodes. The defaults are single-turn RL: one answer, one verdict.
+
+    Credit across attempts: the episode's reward (its last verdict, weighted) is put on every model
+    token of the episode, times ``attempt_discount ** (attempts - 1)`` (AReaL's ``turn_discount``),
+    so a repair that needed more attempts earns less. With ``process_coef`` c > 0, the tokens of an
+    attempt k that is not the last get c * (r_k - r_last) more advantage, r_k being that
+    intermediate verdict's own weighted reward (``process_advantages``). Recipe keys come later.
+    """
+
+    make_env: Callable[[Task], Env] | None = None
+    """A fresh environment per episode; None = ``SingleTurnEnv`` over the task's domain verifier."""
+    max_turns: int = 1
+    """The step limit: actions per episode at most."""
+    max_tokens: int | None = None
+    """The token budget after the prompt, actions and observations together; None = none."""
+    attempt_discount: float = 1.0
+    """Reward multiplier per attempt after the first, in (0, 1]; 1 = every attempt counts alike."""
+    process_coef: float = 0.0
+    """Weight of per-turn process rewards from intermediate verdicts (GRPO only); 0 = off."""
+    cut: Literal["mask", "zero"] = "mask"
+    """An episode cut by the step limit or token budget (``Trajectory.cut_by``): "mask" drops it
+    from the update and from its group's baseline (like an infra error); "zero" scores it 0.
+    Counted either way (``truncation_rate``)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.attempt_discount <= 1.0:
+            raise ValueError(f"EpisodeSpec.attempt_discount must be in (0, 1], got {self.attempt_discount}")
+        if self.process_coef < 0.0:
+            raise ValueError(f"EpisodeSpec.process_coef must be >= 0, got {self.process_coef}")
+        if self.cut not in ("mask", "zero"):
+            raise ValueError(f"EpisodeSpec.cut must be 'mask' or 'zero', got {self.cut!r}")
+        if self.max_turns < 1 or (self.max_tokens is not None and self.max_tokens < 1):
+            raise ValueError(f"EpisodeSpec: max_turns and max_tokens must be >= 1, got {self.max_turns}, "
+                             f"{self.max_tokens}")
 
 
 def loss_spec(cfg: RLConfig) -> LossSpec:
@@ -63,51 +107,111 @@ def loss_spec(cfg: RLConfig) -> LossSpec:
     )
 
 
-def build_batch(groups: Sequence[Sequence[Rollout]], adv: torch.Tensor, pad_id: int,
-                device: torch.device | str = "cpu", *, mask_truncated: bool = False) -> PolicyBatch:
-    """Rollouts (N groups of G) + advantages (N, G) -> a PolicyBatch of N*G rows, token-exact.
+def group_by_id(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
+    """Episodes grouped by their carried ``group_id``, groups in order of first appearance."""
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        groups.setdefault(t.group_id, []).append(t)
+    return list(groups.values())
 
-    Infra-error rows get no gradient; with ``mask_truncated`` neither do completions that hit the
-    length cap (DAPO's overlong filtering)."""
-    flat = [r for g in groups for r in g]
-    rows = collate(
-        [r.prompt_ids for r in flat],
-        [r.completion_ids for r in flat],
-        pad_id=pad_id,
-        values=[r.logprobs for r in flat],
-    )
-    valid = torch.tensor([not r.verdict.is_infra_error and not (mask_truncated and r.finish_reason == "length")
-                          for r in flat], dtype=torch.float32)  # (B,)
+
+def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu", *,
+                mask_truncated: bool = False) -> PolicyBatch:
+    """Episodes (N groups of G) -> a PolicyBatch of N*G rows, token-exact, advantages 0 for now.
+
+    A row is the whole episode (``Trajectory.ids``); the loss mask covers its action tokens only,
+    never the prompt's or the observations'; ``old_logp`` are the sampling logprobs; ``group`` is
+    the carried group. Rows whose reward (N, G) is NaN (infra error, masked cut episode) get no
+    gradient; with ``mask_truncated`` neither do truncated episodes (DAPO's overlong filtering)."""
+    flat = [t for g in groups for t in g]
+    rows = trajectory_rows(flat, pad_id=pad_id)
+    valid = ~torch.isnan(rewards.reshape(-1))  # (B,)
+    if mask_truncated:
+        valid &= torch.tensor([not t.truncated for t in flat])
+    group = torch.tensor([k for k, g in enumerate(groups) for _ in g], dtype=torch.long)
     return PolicyBatch(
         input_ids=rows.input_ids.to(device),
         attention_mask=rows.attention_mask.to(device),
-        loss_mask=(rows.loss_mask * valid[:, None]).to(device),
+        loss_mask=(rows.loss_mask * valid.float()[:, None]).to(device),
         old_logp=rows.values.to(device),
-        adv=adv.reshape(-1).to(device),
+        adv=torch.zeros(len(flat), device=device),
+        group=group.to(device),
     )
 
 
+def episode_reward(traj: Trajectory, weights: RewardWeights) -> RewardBreakdown:
+    """The weighted reward of the episode's last verdict (NaN for an infra error; 0 with no verdict).
+
+    The length component counts every action token of the episode."""
+    verdicts = traj.verdicts
+    if not verdicts:
+        return RewardBreakdown(0.0, dict.fromkeys(COMPONENTS, 0.0))
+    return combine(verdicts[-1], weights, completion_tokens=sum(len(t.action_ids) for t in traj.turns))
+
+
 def rewards_of(
-    groups: Sequence[Sequence[Rollout]],
+    groups: Groups,
     weights: RewardWeights,
     *,
     reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None = None,
     reward_model_weight: float = 0.0,
+    attempt_discount: float = 1.0,
+    cut: Literal["mask", "zero"] = "mask",
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted rewards (N, G), NaN = infra error, and the mean of each weighted component.
+    """Weighted episode rewards (N, G), NaN = no gradient, and the mean of each weighted component.
 
-    With a reward model (RLHF), ``reward_model_weight * rm(rollout)`` is added as component "rm";
-    an infra-error sample stays NaN whatever the reward model says.
+    NaN: an infra error, or an episode cut by the runner's limits with ``cut="mask"`` (0.0 with
+    ``"zero"``). ``attempt_discount ** (attempts - 1)`` scales each reward (``EpisodeSpec``). With
+    a reward model (RLHF, one-turn episodes), ``reward_model_weight * rm(rollout)`` is added as
+    component "rm"; an infra-error sample stays NaN whatever the reward model says. Component
+    means are of the scored episodes, before discount and cut.
     """
-    parts = [[combine(r.verdict, weights, completion_tokens=len(r.completion_ids)) for r in g] for g in groups]
+    parts = [[episode_reward(t, weights) for t in g] for g in groups]
     rewards = torch.tensor([[p.total for p in g] for g in parts], dtype=torch.float32)
     scored = [p for g in parts for p in g if p.total == p.total]  # not NaN
     means = {f"reward/{k}": sum(p.components[k] for p in scored) / max(len(scored), 1) for k in COMPONENTS}
     if reward_model is not None:
-        rm = reward_model_weight * reward_model([r for g in groups for r in g]).reshape(rewards.shape)  # (N, G)
+        views = [as_rollout(t) for g in groups for t in g]
+        rm = reward_model_weight * reward_model(views).reshape(rewards.shape)  # (N, G)
         rewards = rewards + rm  # NaN stays NaN
         means["reward/rm"] = float(rm[~torch.isnan(rewards)].mean()) if scored else float("nan")
+    if attempt_discount != 1.0:
+        rewards = rewards * torch.tensor([[attempt_discount ** max(t.attempts - 1, 0) for t in g] for g in groups])
+    is_cut = torch.tensor([[t.cut_by is not None for t in g] for g in groups])
+    if bool(is_cut.any()):
+        rewards = torch.where(is_cut, float("nan") if cut == "mask" else 0.0, rewards)
     return rewards, means
+
+
+def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: RewardWeights, *,
+                       process_coef: float) -> torch.Tensor:  # (B, width)
+    """Per-token advantages with per-turn process rewards: the episode's advantage ``adv`` (N, G) on
+    every model token, plus ``process_coef * (r_k - r_last)`` on the action tokens of each attempt k
+    before the last, r being the weighted reward of that attempt's own verdict (an intermediate
+    verdict). The last attempt keeps the episode's advantage; turns without a verdict (tool calls)
+    get no process term; NaN rewards give none either. Positions outside actions are never trained.
+
+    >>> from posttrain.types import Turn, Verdict
+    >>> t = Trajectory("m", "g", 0, (Turn((1,), (7,), (-0.5,), "stop", Verdict("fail", 0.0)),
+    ...                              Turn((9,), (8,), (-0.1,), "eos", Verdict("pass", 1.0))), 1.0)
+    >>> process_advantages([[t]], torch.tensor([[0.5]]), 4, RewardWeights(), process_coef=0.1).tolist()
+    [[0.5, 0.4000000059604645, 0.5, 0.5]]
+    """
+    flat = [t for g in groups for t in g]
+    out = adv.reshape(-1, 1).to(torch.float32).repeat(1, width)  # (B, width)
+    for i, traj in enumerate(flat):
+        final = episode_reward(traj, weights).total
+        last = max((k for k, turn in enumerate(traj.turns) if turn.verdict is not None), default=-1)
+        at = 0
+        for k, turn in enumerate(traj.turns):
+            at += len(turn.observation_ids)
+            n = len(turn.action_ids)
+            if turn.verdict is not None and k != last:
+                r_k = combine(turn.verdict, weights, completion_tokens=n).total
+                if not (math.isnan(r_k) or math.isnan(final)):
+                    out[i, at : at + n] += process_coef * (r_k - final)
+            at += n
+    return out
 
 
 def sample_groups(
@@ -121,24 +225,26 @@ def sample_groups(
     workers: int,
     cache: VerdictCache,
     step: int = 0,
-) -> tuple[list[Task], list[list[Rollout]], dict[str, float]]:
-    """Draw ``prompts_per_step`` tasks and G rollouts each. With ``dynamic_sampling`` (DAPO), groups
+    episodes: EpisodeSpec = EpisodeSpec(),
+) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
+    """Draw ``prompts_per_step`` tasks and G episodes each. With ``dynamic_sampling`` (DAPO), groups
     whose rewards are all equal carry no gradient: drop them and draw more tasks, at most
     ``max_refills`` times; the batch may then be smaller than asked (logged as groups_kept). If no
     group is informative at all, the last draw is kept as is (its advantages are zero)."""
     tasks: list[Task] = []
-    groups: list[list[Rollout]] = []
+    groups: list[list[Trajectory]] = []
     drawn = 0
     for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):
         new_tasks = sampler.next(cfg.prompts_per_step - len(tasks))
         new_groups = sample_episodes(policy, new_tasks, verifiers, cfg, workers=workers, cache=cache,
                                      group_ids=[f"{step}/{drawn + k}/{t.id}" for k, t in enumerate(new_tasks)],
-                                     policy_version=step)
+                                     policy_version=step, episodes=episodes)
         drawn += len(new_tasks)
         keep = [True] * len(new_tasks)
         if cfg.dynamic_sampling:
             rewards, _ = rewards_of(new_groups, reward_weights, reward_model=reward_model,
-                                    reward_model_weight=cfg.reward_model_weight)
+                                    reward_model_weight=cfg.reward_model_weight,
+                                    attempt_discount=episodes.attempt_discount, cut=episodes.cut)
             keep = informative_groups(rewards).tolist()
         tasks += [t for t, k in zip(new_tasks, keep, strict=True) if k]
         groups += [g for g, k in zip(new_groups, keep, strict=True) if k]
@@ -150,17 +256,22 @@ def sample_groups(
 
 
 def sample_episodes(policy: Policy, tasks: Sequence[Task], verifiers: Mapping[str, Verifier], cfg: RLConfig, *,
-                    workers: int, cache: VerdictCache, group_ids: Sequence[str], policy_version: int
-                    ) -> list[list[Rollout]]:
-    """G single-turn episodes per task through the episode runner, as ``Rollout`` views: one
-    ``generate`` call over every prompt (seed None: torch's stream continues, as it always did)."""
-    g = cfg.group_size
-    episodes = [Episode(t, SingleTurnEnv(verifiers[t.domain], policy.encode_prompt, cache=cache), gid, i)
-                for t, gid in zip(tasks, group_ids, strict=True) for i in range(g)]
-    trajs = run_batch(policy.sampler(), episodes,
+                    workers: int, cache: VerdictCache, group_ids: Sequence[str], policy_version: int,
+                    episodes: EpisodeSpec = EpisodeSpec()) -> list[list[Trajectory]]:
+    """G episodes per task through the episode runner, grouped by their carried ``group_id``: round
+    0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always)."""
+    def make_env(task: Task) -> Env:
+        if episodes.make_env is not None:
+            return episodes.make_env(task)
+        return SingleTurnEnv(verifiers[task.domain], policy.encode_prompt, cache=cache)
+
+    runs = [Episode(t, make_env(t), gid, i) for t, gid in zip(tasks, group_ids, strict=True)
+            for i in range(cfg.group_size)]
+    trajs = run_batch(policy.sampler(), runs,
                       SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
-                      workers=workers, policy_version=policy_version)
-    return [[as_rollout(t) for t in trajs[k * g : (k + 1) * g]] for k in range(len(tasks))]
+                      max_turns=episodes.max_turns, max_tokens=episodes.max_tokens, workers=workers,
+                      policy_version=policy_version)
+    return group_by_id(trajs)
 
 
 def train_grpo(
@@ -176,10 +287,15 @@ def train_grpo(
     seed: int,
     workers: int,
     resume: bool = False,
+    episodes: EpisodeSpec = EpisodeSpec(),
     log: Callable[[dict[str, float]], None] = lambda m: None,
     progress: Callable[[int], None] = lambda step: None,
 ) -> int:
-    """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done."""
+    """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done.
+
+    ``episodes``: environments, limits and credit of the episodes (default: single-turn)."""
+    if critic is not None and episodes.process_coef > 0:
+        raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
     model = policy.model
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -209,15 +325,15 @@ def train_grpo(
         t_step = time.perf_counter()
         # --- sample + score (dynamic sampling refills groups whose rewards have no variance)
         tasks, groups, sampled = sample_groups(policy, sampler, verifiers, cfg, reward_weights, reward_model,
-                                               workers=workers, cache=cache, step=step)
+                                               workers=workers, cache=cache, step=step, episodes=episodes)
         rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
-                                           reward_model_weight=cfg.reward_model_weight)  # (N, G)
-        batch = build_batch(groups, torch.zeros_like(rewards), policy.tokenizer.pad_token_id, device,
-                            mask_truncated=cfg.mask_truncated)
+                                           reward_model_weight=cfg.reward_model_weight,
+                                           attempt_discount=episodes.attempt_discount, cut=episodes.cut)  # (N, G)
+        batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device, mask_truncated=cfg.mask_truncated)
         if ref_model is not None:
             with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask,
-                                          loss_mask=batch.loss_mask, temperature=cfg.temperature)
+                ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask, loss_mask=batch.loss_mask,
+                                          temperature=cfg.temperature, groups=batch.group)
             batch = dataclasses.replace(batch, ref_logp=ref_logp)
             if cfg.kl_placement == "reward":  # r - beta * sum_t KL_t, before advantages
                 shaped = kl_in_reward(rewards.reshape(-1), batch.old_logp.cpu(), ref_logp.cpu(), batch.loss_mask.cpu(),
@@ -228,7 +344,10 @@ def train_grpo(
         if critic is None:  # group-relative
             std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
             adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
-            batch = dataclasses.replace(batch, adv=adv.reshape(-1).to(device))
+            if episodes.process_coef > 0:  # (B, T): per-turn process rewards
+                adv = process_advantages(groups, adv, batch.input_ids.shape[1], reward_weights,
+                                         process_coef=episodes.process_coef)
+            batch = dataclasses.replace(batch, adv=adv.reshape(batch.input_ids.shape[0], -1).squeeze(1).to(device))
         else:  # PPO: GAE on the critic's values, per token
             adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
             batch = dataclasses.replace(batch, adv=adv_tok)
@@ -248,8 +367,8 @@ def train_grpo(
         log(metrics)
         warn_if_degenerate(metrics)
         trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
-            rollout_record(t, r, stage="rl", step=step, wall_s=metrics["step_s"])
-            for t, g in zip(tasks, groups, strict=True) for r in g
+            rec for t, g in zip(tasks, groups, strict=True) for traj in g
+            for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"])
         )
         progress(step + 1)
         done = step + 1
@@ -264,10 +383,16 @@ def train_grpo(
     return cfg.steps
 
 
-def step_metrics(groups: Sequence[Sequence[Rollout]], tasks: Sequence[Task], rewards: torch.Tensor,
+def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
                  stats: Mapping[str, float]) -> dict[str, float]:
-    """Reward, outcome and length statistics of one step, plus the update's own stats."""
-    flat = [r for g in groups for r in g]
+    """Reward, outcome and length statistics of one step's episodes, plus the update's own stats.
+
+    ``completion_len``: action tokens per episode; ``clipped_ratio``: actions cut at max_new_tokens;
+    ``truncation_rate``: episodes cut by the step limit or token budget (masked or scored 0);
+    ``turns_mean``, ``attempts_mean``, ``episode_tokens`` (tokens after the prompt) per episode;
+    ``pass_rate/<domain>``: episodes whose last attempt passed."""
+    flat = [t for g in groups for t in g]
+    turns = [turn for t in flat for turn in t.turns]
     valid = ~torch.isnan(rewards)
     r = rewards[valid]
     out = {k: float(v) for k, v in stats.items()}  # loss, clip_frac, approx_kl, entropy, grad_norm, ...
@@ -275,13 +400,18 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], tasks: Sequence[Task], rew
         reward_mean=float(r.mean()) if r.numel() else float("nan"),
         reward_std=float(r.std()) if r.numel() > 1 else 0.0,
         frac_zero_std=frac_zero_std(rewards),
-        infra_error_rate=float((~valid).float().mean()),
-        completion_len=sum(len(x.completion_ids) for x in flat) / len(flat),
-        clipped_ratio=sum(x.finish_reason == "length" for x in flat) / len(flat),
+        infra_error_rate=float(torch.tensor([math.isnan(t.reward) for t in flat]).float().mean()),
+        completion_len=sum(len(turn.action_ids) for turn in turns) / len(flat),
+        clipped_ratio=sum(turn.stop_reason == "length" for turn in turns) / len(turns),
         kl=float(stats.get("kl", 0.0)),  # 0 when no KL term is in the loss (kl_coef 0)
+        truncation_rate=sum(t.cut_by is not None for t in flat) / len(flat),
+        turns_mean=len(turns) / len(flat),
+        attempts_mean=sum(t.attempts for t in flat) / len(flat),
+        episode_tokens=sum(len(t.ids) - len(t.prompt_ids) for t in flat) / len(flat),
     )
     for domain in sorted({t.domain for t in tasks}):
-        outcomes = [r.verdict.passed for t, g in zip(tasks, groups, strict=True) if t.domain == domain for r in g]
+        outcomes = [bool(e.verdicts) and e.verdicts[-1].passed
+                    for t, g in zip(tasks, groups, strict=True) if t.domain == domain for e in g]
         out[f"pass_rate/{domain}"] = sum(outcomes) / len(outcomes)
     return out
 

@@ -2,9 +2,12 @@
 
     for step: sample a batch of demonstrations -> token log-probs -> masked NLL -> AdamW step -> log
 
-Demonstrations are (prompt, response) text pairs tokenized once here (prompt ids exactly as the
-policy encodes prompts for generation, response ids + EOS); the loss covers response tokens only
-(TRL ``completion_only_loss``). The learning rate warms up linearly then decays with a cosine.
+A demonstration is a (prompt, response) text pair, tokenized once here (prompt ids exactly as the
+policy encodes prompts for generation, response ids + EOS), or a demonstration episode: a
+``Trajectory`` whose actions are the demonstrator's turns, taken as ids (never re-tokenized). The
+loss covers the model's tokens only: the response (TRL ``completion_only_loss``), or every action
+of the episode and none of its observations; a one-turn episode is exactly its (prompt, response)
+pair. The learning rate warms up linearly then decays with a cosine.
 
 Launch: part of ``posttrain run RECIPE --out DIR`` (stage ``sft``); the loop is ``train_sft``.
 With ``sft.pack_len`` the examples of a batch are packed into rows without padding (each attends
@@ -23,8 +26,12 @@ import torch
 
 from posttrain.algo.sft import pack_sequences, sft_loss
 from posttrain.policy import Policy
-from posttrain.train._batch import collate
+from posttrain.train._batch import collate_rows
 from posttrain.train._step import packed_token_logprobs, token_logprobs
+from posttrain.types import Trajectory
+
+Demonstration = tuple[str, str] | Trajectory
+"""A (prompt, response) text pair, or a demonstration episode (only its turns' ids are read)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,38 @@ class SFTParams:
     between examples); None = one right-padded row per example. The loss is the same either way."""
 
 
+def example_logprobs(
+    model: torch.nn.Module,
+    rows: Sequence[Sequence[int]],
+    masks: Sequence[Sequence[float]],
+    *,
+    pad_id: int,
+    pack_len: int | None,
+    prompt_lens: Sequence[int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # logp (R, L), loss mask (R, L) on the model's device
+    """Token log-probs of demonstration rows (ids + a loss mask each), padded or packed.
+
+    ``prompt_lens``: each row's prompt length; padded rows with one prompt are then scored with
+    the prompt computed once (``token_logprobs(groups=...)``; same values)."""
+    device = next(model.parameters()).device
+    if pack_len is None:
+        batch = collate_rows(rows, masks, pad_id=pad_id)
+        mask = batch.loss_mask.to(device)
+        groups = None
+        if prompt_lens is not None:
+            index: dict[tuple[int, ...], int] = {}
+            groups = torch.tensor([index.setdefault(tuple(r[:n]), len(index)) for r, n in zip(rows, prompt_lens,
+                                                                                                strict=True)])
+            groups = groups.to(device)
+        logp = token_logprobs(model, batch.input_ids.to(device), batch.attention_mask.to(device), loss_mask=mask,
+                              groups=groups)
+        return logp, mask
+    packed = pack_sequences(rows, masks, max_len=pack_len, pad_id=pad_id)
+    packed = dataclasses.replace(packed, **{f: getattr(packed, f).to(device)
+                                            for f in ("input_ids", "position_ids", "loss_mask", "seq_ids")})
+    return packed_token_logprobs(model, packed), packed.loss_mask
+
+
 def batch_logprobs(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],
@@ -47,18 +86,27 @@ def batch_logprobs(
     pad_id: int,
     pack_len: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # logp (R, L), loss mask (R, L) on the model's device
-    """Token log-probs of demonstration rows, padded or packed; the masks mark completion tokens."""
-    device = next(model.parameters()).device
-    if pack_len is None:
-        rows = collate(prompts, completions, pad_id=pad_id)
-        mask = rows.loss_mask.to(device)
-        return token_logprobs(model, rows.input_ids.to(device), rows.attention_mask.to(device), loss_mask=mask), mask
-    packed = pack_sequences([[*p, *c] for p, c in zip(prompts, completions, strict=True)],
+    """Token log-probs of (prompt, completion) rows, padded or packed; the masks mark completion tokens."""
+    return example_logprobs(model, [[*p, *c] for p, c in zip(prompts, completions, strict=True)],
                             [[0.0] * len(p) + [1.0] * len(c) for p, c in zip(prompts, completions, strict=True)],
-                            max_len=pack_len, pad_id=pad_id)
-    packed = dataclasses.replace(packed, **{f: getattr(packed, f).to(device)
-                                            for f in ("input_ids", "position_ids", "loss_mask", "seq_ids")})
-    return packed_token_logprobs(model, packed), packed.loss_mask
+                            pad_id=pad_id, pack_len=pack_len, prompt_lens=[len(p) for p in prompts])
+
+
+def encode_demonstrations(policy: Policy, demos: Sequence[Demonstration]
+                          ) -> tuple[list[list[int]], list[list[float]], list[int]]:
+    """Each demonstration as (ids, loss mask, prompt length): a pair is tokenized once, an episode
+    is taken as it is (``Trajectory.ids`` / ``loss_mask``: its actions only)."""
+    rows, masks, prompt_lens = [], [], []
+    for d in demos:
+        if isinstance(d, Trajectory):
+            ids, mask, n = list(d.ids), [float(m) for m in d.loss_mask], len(d.prompt_ids)
+        else:
+            prompt, response = policy.encode_prompt(d[0]), policy.encode_completion(d[1])
+            ids, mask, n = [*prompt, *response], [0.0] * len(prompt) + [1.0] * len(response), len(prompt)
+        rows.append(ids)
+        masks.append(mask)
+        prompt_lens.append(n)
+    return rows, masks, prompt_lens
 
 
 def cosine_with_warmup(steps: int, warmup_frac: float) -> Callable[[int], float]:
@@ -75,17 +123,16 @@ def cosine_with_warmup(steps: int, warmup_frac: float) -> Callable[[int], float]
 
 def train_sft(
     policy: Policy,
-    demos: Sequence[tuple[str, str]],
+    demos: Sequence[Demonstration],
     params: SFTParams,
     *,
     log: Callable[[dict[str, float]], None] = lambda m: None,
     progress: Callable[[int], None] = lambda step: None,
 ) -> dict[str, float]:
-    """Fine-tune ``policy`` in place on (prompt, response) pairs. Returns the last step's metrics."""
+    """Fine-tune ``policy`` in place on demonstrations (pairs or episodes). Returns the last step's metrics."""
     if not demos:
         raise ValueError("SFT needs at least one demonstration")
-    prompts = [policy.encode_prompt(p) for p, _ in demos]
-    completions = [policy.encode_completion(r) for _, r in demos]
+    rows, masks, prompt_lens = encode_demonstrations(policy, demos)
     model = policy.model
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=params.lr, weight_decay=0.0)
@@ -96,15 +143,16 @@ def train_sft(
     tokens_seen = 0
     for step in range(params.steps):
         idx = torch.randint(len(demos), (params.batch_size,), generator=gen).tolist()
-        logp, mask = batch_logprobs(model, [prompts[i] for i in idx], [completions[i] for i in idx],
-                                    pad_id=policy.tokenizer.pad_token_id, pack_len=params.pack_len)  # (R, L)
+        logp, mask = example_logprobs(model, [rows[i] for i in idx], [masks[i] for i in idx],
+                                      pad_id=policy.tokenizer.pad_token_id, pack_len=params.pack_len,
+                                      prompt_lens=[prompt_lens[i] for i in idx])  # (R, L)
         loss = sft_loss(logp, mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        tokens_seen += sum(len(prompts[i]) + len(completions[i]) for i in idx)
+        tokens_seen += sum(len(rows[i]) for i in idx)
         wall = time.perf_counter() - start
         metrics = {
             "step": step,

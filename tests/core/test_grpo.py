@@ -1,6 +1,7 @@
-"""The GRPO loop's pieces: token-exact batches, reward weighting, and that an update moves the
-policy toward rewarded completions."""
+"""The GRPO loop's pieces: token-exact batches from trajectories, reward weighting, and that an
+update moves the policy toward rewarded completions."""
 
+import dataclasses
 import math
 
 import torch
@@ -9,12 +10,14 @@ from posttrain.policy import build_embedded_default, load_policy
 from posttrain.train._step import policy_update, token_logprobs
 from posttrain.train.grpo import build_batch, loss_spec, rewards_of
 from posttrain.train.recipe import RLConfig
-from posttrain.types import Rollout, Verdict
+from posttrain.types import Trajectory, Turn, Verdict
 from posttrain.verify.rewards import RewardWeights
 
 
 def _rollout(prompt, completion, logprobs, verdict, idx=0):
-    return Rollout("t", idx, tuple(prompt), tuple(completion), tuple(logprobs), "", "stop", verdict)
+    """A one-turn episode of group "g"."""
+    turn = Turn(tuple(prompt), tuple(completion), tuple(logprobs), "eos", verdict)
+    return Trajectory("t", "g", idx, (turn,), verdict.reward)
 
 
 PASS = Verdict(outcome="pass", reward=1.0, components={"outcome": 1.0, "format": 1.0})
@@ -27,10 +30,11 @@ def test_batch_uses_exactly_the_sampled_tokens_and_masks_infra_errors():
                _rollout([1, 7], [5, 2], [-1.0, -2.0], INFRA, 1)]]
     rewards, _ = rewards_of(groups, RewardWeights())
     assert rewards[0, 0] == 1.0 and math.isnan(rewards[0, 1])
-    batch = build_batch(groups, torch.zeros(1, 2), pad_id=0)
+    batch = build_batch(groups, rewards, pad_id=0)
     assert batch.input_ids.tolist() == [[1, 7, 8, 9, 2], [1, 7, 5, 2, 0]]
     assert torch.equal(batch.old_logp[0, 2:], torch.tensor([-0.1, -0.2, -0.3]))
     assert batch.loss_mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 0, 0]]  # infra error: no gradient
+    assert batch.group.tolist() == [0, 0]
 
 
 def test_reward_components_are_weighted_and_reported():
@@ -61,7 +65,7 @@ def test_update_raises_the_probability_of_rewarded_completions(tmp_path):
         groups = [[_rollout(prompt, good, [lp_good / len(good)] * len(good), PASS, 0),
                    _rollout(prompt, bad, [lp_bad / len(bad)] * len(bad), FAIL, 1)]]
         rewards, _ = rewards_of(groups, RewardWeights())
-        adv = torch.tensor([[1.0, -1.0]])
-        batch = build_batch(groups, adv, policy.tokenizer.pad_token_id)
+        batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id)
+        batch = dataclasses.replace(batch, adv=torch.tensor([1.0, -1.0]))
         policy_update(policy.model, opt, batch, loss_spec(cfg), micro_batch_size=2, max_grad_norm=1.0)
     assert logp_of(good) - logp_of(bad) > before + 1.0

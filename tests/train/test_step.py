@@ -178,7 +178,8 @@ def test_truncated_importance_weights_in_the_loss(tok):
 
 
 def _grouped_batch(tok, model, *, groups=3, g=4, seed=0):
-    """GRPO-shaped rows: `groups` prompts x `g` completions each, right-padded."""
+    """GRPO-shaped rows: `groups` prompts x `g` completions each, right-padded, with the carried
+    group index of each row."""
     gen = torch.Generator().manual_seed(seed)
     rows, masks = [], []
     for _ in range(groups):
@@ -195,21 +196,21 @@ def _grouped_batch(tok, model, *, groups=3, g=4, seed=0):
     ids = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
     attn = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
     mask = torch.tensor([m + [0.0] * (width - len(m)) for m in masks], dtype=torch.float64)
-    return ids, attn, mask
+    return ids, attn, mask, torch.arange(groups).repeat_interleave(g)
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_shared_prefix_path_equals_the_plain_path(tok, attn):
-    from posttrain.train._step import _prefix_groups
+    from posttrain.train._step import _shared_groups
 
     model = make_model(tok, dtype=torch.float64)
     model.config._attn_implementation = attn
-    ids, attn_mask, mask = _grouped_batch(tok, model)
-    assert _prefix_groups(ids, attn_mask, mask) is not None  # the shared path really runs
+    ids, attn_mask, mask, groups = _grouped_batch(tok, model)
+    assert _shared_groups(ids, attn_mask, mask, groups) is not None  # the shared path really runs
     outs = []
-    for share in (True, False):
+    for carried in (groups, None):
         model.zero_grad(set_to_none=True)
-        lp = token_logprobs(model, ids, attn_mask, loss_mask=mask, share_prefix=share)
+        lp = token_logprobs(model, ids, attn_mask, loss_mask=mask, groups=carried)
         (lp * torch.linspace(-1, 1, lp.numel(), dtype=lp.dtype).reshape(lp.shape)).sum().backward()
         outs.append((lp.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
     (lp_s, g_s), (lp_p, g_p) = outs
@@ -220,21 +221,41 @@ def test_shared_prefix_path_equals_the_plain_path(tok, attn):
 
 
 def test_shared_prefix_is_not_used_when_it_does_not_pay(tok):
-    from posttrain.train._step import _prefix_groups
+    from posttrain.train._step import _shared_groups
 
     model = make_model(tok)
-    ids, attn, mask = _grouped_batch(tok, model, groups=4, g=1)  # every prompt distinct
-    assert _prefix_groups(ids, attn, mask) is None
+    ids, attn, mask, groups = _grouped_batch(tok, model, groups=4, g=1)  # every prompt distinct
+    assert _shared_groups(ids, attn, mask, groups) is None
+
+
+def test_groups_are_carried_never_guessed_from_tokens(tok):
+    """Rows with equal prompts but different carried groups are not merged, rows of one carried
+    group with different prompts are an error, and without groups nothing is shared."""
+    from posttrain.train._step import _row_order, _shared_groups
+
+    model = make_model(tok)
+    ids, attn, mask, groups = _grouped_batch(tok, model, groups=1, g=4)  # one prompt, 4 completions
+    two = torch.tensor([0, 1, 0, 1])  # two carried groups over the same prompt
+    assert [rows for _, rows in _shared_groups(ids, attn, mask, two)] == [[0, 2], [1, 3]]
+    batch = PolicyBatch(ids, attn, mask.float(), mask.float(), torch.zeros(4), group=two)
+    order = _row_order(batch).tolist()
+    assert {frozenset(order[:2]), frozenset(order[2:])} == {frozenset({0, 2}), frozenset({1, 3})}
+    other, attn2, mask2, _ = _grouped_batch(tok, model, groups=2, g=2, seed=5)
+    with pytest.raises(ValueError, match="do not share their first"):
+        _shared_groups(other, attn2, mask2, torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="PolicyBatch.group has shape"):
+        PolicyBatch(ids, attn, mask.float(), mask.float(), torch.zeros(4), group=torch.zeros(3, dtype=torch.long))
 
 
 def test_micro_batching_invariance_with_shared_prompts(tok):
     outs = []
     for mbs in (12, 3):
         model = make_model(tok, dtype=torch.float64)
-        ids, attn, mask = _grouped_batch(tok, model, seed=3)
+        ids, attn, mask, groups = _grouped_batch(tok, model, seed=3)
         with torch.no_grad():
-            old = token_logprobs(model, ids, attn, loss_mask=mask, share_prefix=False) + 0.1 * mask
-        batch = PolicyBatch(ids, attn, mask, old, torch.linspace(-1, 1, ids.shape[0], dtype=torch.float64))
+            old = token_logprobs(model, ids, attn, loss_mask=mask) + 0.1 * mask
+        batch = PolicyBatch(ids, attn, mask, old, torch.linspace(-1, 1, ids.shape[0], dtype=torch.float64),
+                            group=groups)
         opt = torch.optim.SGD(model.parameters(), lr=0.5)
         outs.append(
             (policy_update(model, opt, batch, LossSpec(), micro_batch_size=mbs, max_grad_norm=1e9), model)
@@ -247,8 +268,8 @@ def test_micro_batching_invariance_with_shared_prompts(tok):
 
 def test_shared_prefix_with_an_unscored_row(tok):
     model = make_model(tok, dtype=torch.float64)
-    ids, attn, mask = _grouped_batch(tok, model)
+    ids, attn, mask, groups = _grouped_batch(tok, model)
     mask[1] = 0  # an infra-error sample inside a group
-    shared = token_logprobs(model, ids, attn, loss_mask=mask)
-    plain = token_logprobs(model, ids, attn, loss_mask=mask, share_prefix=False)
+    shared = token_logprobs(model, ids, attn, loss_mask=mask, groups=groups)
+    plain = token_logprobs(model, ids, attn, loss_mask=mask)
     assert torch.allclose(shared, plain, atol=1e-7) and (shared[1] == 0).all()

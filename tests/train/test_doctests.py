@@ -1,0 +1,14 @@
+"""The ``>>>`` examples of the trainer's batch and GRPO modules run and hold."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["posttrain.train._batch", "posttrain.train.grpo"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
