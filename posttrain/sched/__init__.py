@@ -1,0 +1,55 @@
+"""posttrain.sched: the one execution service for verification and episodes, and its scheduler.
+
+    >>> from posttrain.sched import Service, LocalBackend, Verify, hooks_from_envs
+    >>> # with Service(LocalBackend(hooks_from_envs(domains, pool), pool)) as svc:
+    >>> #     verdicts = svc.run_batch([Verify(task, response, group_id, i) for ...]).results
+
+- ``Service`` (``_service.py``): ``submit(job) -> Future``, ``run_batch(jobs)``; concurrency from
+  its backend, infra retries with backoff, group drops, verdict cache and dedup, domain batching.
+- ``Scheduler`` (``_core.py``): lanes, priorities, retries, breakers, on any clock.
+- ``LocalBackend`` (threads over the sandbox pool) and ``RayBackend`` (``_ray.py``: a pool actor
+  per node, the driver's exactly-once ``Ledger``).
+- ``simulate`` (``_sim.py``): the same ``Scheduler`` on a virtual clock, for 1,000 workers.
+
+Not here: generation overlapping training (bounded staleness), which belongs to the trainer.
+"""
+
+from posttrain.sched._core import Scheduler, Ticket
+from posttrain.sched._jobs import (
+    Attempt,
+    BatchVerifier,
+    DomainHooks,
+    Episode,
+    GroupDropped,
+    Job,
+    Ledger,
+    ProvidesBatchVerifier,
+    Result,
+    Verify,
+    hooks_from_envs,
+)
+from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
+from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service
+
+__all__ = [
+    "Attempt",
+    "Backend",
+    "BatchResult",
+    "BatchVerifier",
+    "Breaker",
+    "DomainHooks",
+    "Episode",
+    "Estimator",
+    "GroupDropped",
+    "Job",
+    "Ledger",
+    "LocalBackend",
+    "ProvidesBatchVerifier",
+    "Result",
+    "SchedPolicy",
+    "Scheduler",
+    "Service",
+    "Ticket",
+    "Verify",
+    "hooks_from_envs",
+]

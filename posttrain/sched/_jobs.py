@@ -1,0 +1,166 @@
+"""What the service runs and records: jobs, the domain hooks, one record per try, the ledger.
+
+- ``Verify``: a stateless verification of one response. Cached and deduplicated by
+  (task id, response); a domain may verify several in one call (``BatchVerifier``).
+- ``Episode``: a whole episode of a stateful environment, ``run()`` on one worker for its life.
+  ``run`` builds its environment from the task's initial state each time it is called, so an
+  infra retry restarts the episode in a fresh environment, never one step of it elsewhere.
+  Never cached.
+- ``Ledger``: the driver's exactly-once book, keyed by (group, task, sample) and attempt: each try
+  is settled once, each job gets one final result; a late or duplicate result (Ray re-running a
+  task: reference/scheduling.md section 4) is counted and ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from posttrain.types import Task, Trajectory, Verdict
+
+Verifier = Callable[[Task, str], Verdict]
+Result = Verdict | Trajectory
+JobKey = tuple[str, str, int]
+"""(group id, task id, sample index): one sample of one group."""
+
+
+class GroupDropped(Exception):
+    """The job's group was dropped: one of its samples ran out of infra retries. Never scored."""
+
+    def __init__(self, group_id: str, detail: str) -> None:
+        super().__init__(f"group {group_id!r} dropped: {detail}")
+        self.group_id, self.detail = group_id, detail
+
+
+@dataclass(frozen=True)
+class Verify:
+    """Verify ``response`` to ``task`` (stateless). ``priority``: lower runs first."""
+
+    task: Task
+    response: str
+    group_id: str = ""
+    sample_idx: int = 0
+    priority: float = 0.0
+
+    @property
+    def key(self) -> JobKey:
+        return (self.group_id, self.task.id, self.sample_idx)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Run one whole episode: ``run()`` resets a fresh environment to ``task`` and plays it out.
+
+    An infra error is an exception from ``run`` or a last verdict that is an ``infra_error``.
+    """
+
+    task: Task
+    run: Callable[[], Trajectory]
+    group_id: str = ""
+    sample_idx: int = 0
+    priority: float = 0.0
+
+    @property
+    def key(self) -> JobKey:
+        return (self.group_id, self.task.id, self.sample_idx)
+
+
+Job = Verify | Episode
+
+
+@dataclass(frozen=True)
+class BatchVerifier:
+    """A domain's batching hook: verify up to ``max_batch`` pairs in one call (one sandbox job)."""
+
+    max_batch: int
+    verify_batch: Callable[[Sequence[tuple[Task, str]]], list[Verdict]]
+
+
+@runtime_checkable
+class ProvidesBatchVerifier(Protocol):
+    """A domain ``Env`` that can batch implements this (the service looks for nothing else)."""
+
+    def make_batch_verifier(self, pool: Any | None) -> BatchVerifier: ...
+
+
+@dataclass(frozen=True)
+class DomainHooks:
+    """How the service verifies one domain: one at a time, and optionally in batches."""
+
+    verify: Verifier
+    batch: BatchVerifier | None = None
+
+
+def hooks_from_envs(domains: Sequence[str], pool: Any | None) -> dict[str, DomainHooks]:
+    """``DomainHooks`` for each domain from its ``posttrain.envs`` Env (``make_verifier`` and, when
+    the Env provides it, ``make_batch_verifier``)."""
+    from posttrain.envs import get_env
+
+    out = {}
+    for d in sorted(set(domains)):
+        env = get_env(d)
+        batch = env.make_batch_verifier(pool) if isinstance(env, ProvidesBatchVerifier) else None
+        out[d] = DomainHooks(env.make_verifier(pool), batch)
+    return out
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try of one job, as recorded (attrition metrics, and the ledger's receipts)."""
+
+    group_id: str
+    task_id: str
+    sample_idx: int
+    attempt: int
+    """0 for the first try."""
+    worker: int
+    node: str
+    start_s: float
+    """Seconds since the service started."""
+    duration_s: float
+    outcome: str
+    """pass | fail | infra_error | episode (an Episode that finished) | skipped."""
+    error_class: str | None
+    batch_size: int = 1
+    final: bool = False
+    """Whether this try settled the job (a result handed to the caller, or the group dropped)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class Ledger:
+    """Exactly-once on top of at-least-once: one settlement per (key, attempt), one final per key.
+
+    >>> led = Ledger()
+    >>> led.settle(("g", "t", 0), 0, final=False), led.settle(("g", "t", 0), 0, final=False)
+    (True, False)
+    >>> led.settle(("g", "t", 0), 1, final=True), led.duplicates
+    (True, 1)
+    """
+
+    def __init__(self) -> None:
+        self._settled: set[tuple[JobKey, int]] = set()
+        self.finals: dict[JobKey, int] = {}
+        """The attempt that settled each job."""
+        self.duplicates = 0
+        self._lock = threading.Lock()
+
+    def settle(self, key: JobKey, attempt: int, *, final: bool) -> bool:
+        """Record a try's result; False (and counted) when that try or the job was already settled."""
+        with self._lock:
+            if (key, attempt) in self._settled or key in self.finals:
+                self.duplicates += 1
+                return False
+            self._settled.add((key, attempt))
+            if final:
+                self.finals[key] = attempt
+            return True
+
+    def summary(self, keys: Mapping[JobKey, object] | Sequence[JobKey]) -> dict[str, int]:
+        """For the jobs ``keys``: how many have exactly one final result, and how many none (lost)."""
+        wanted = set(keys)
+        done = wanted & set(self.finals)
+        return {"jobs": len(wanted), "settled": len(done), "lost": len(wanted - done), "duplicates": self.duplicates}
