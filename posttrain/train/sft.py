@@ -28,7 +28,7 @@ from posttrain.algo.sft import pack_sequences, sft_loss
 from posttrain.policy import Policy
 from posttrain.train._batch import collate_rows
 from posttrain.train._step import packed_token_logprobs, token_logprobs
-from posttrain.types import Trajectory
+from posttrain.types import Trajectory, Turn
 
 Demonstration = tuple[str, str] | Trajectory
 """A (prompt, response) text pair, or a demonstration episode (only its turns' ids are read)."""
@@ -90,6 +90,16 @@ def batch_logprobs(
     return example_logprobs(model, [[*p, *c] for p, c in zip(prompts, completions, strict=True)],
                             [[0.0] * len(p) + [1.0] * len(c) for p, c in zip(prompts, completions, strict=True)],
                             pad_id=pad_id, pack_len=pack_len, prompt_lens=[len(p) for p in prompts])
+
+
+def demonstration_episode(task_id: str, turns: Sequence[tuple[Sequence[int], Sequence[int]]]) -> Trajectory:
+    """A demonstration episode from (observation ids, action ids) turns, ids exactly as given.
+
+    >>> demonstration_episode("t", [([1, 5], [7, 2]), ([9], [8, 2])]).loss_mask
+    (0, 0, 1, 1, 0, 1, 1)
+    """
+    return Trajectory(task_id, f"demo/{task_id}", 0,
+                      tuple(Turn(tuple(o), tuple(a), (0.0,) * len(a), "eos") for o, a in turns), reward=0.0)
 
 
 def encode_demonstrations(policy: Policy, demos: Sequence[Demonstration]

@@ -1,10 +1,18 @@
-"""SFT: packed and padded batches give the same loss and gradient; training lowers the loss."""
+"""SFT: packed and padded batches give the same loss and gradient; training lowers the loss;
+multi-turn demonstration episodes are trained on the model's turns only."""
 
 import torch
 
 from posttrain.algo.sft import sft_loss
 from posttrain.policy import build_embedded_default, load_policy
-from posttrain.train.sft import SFTParams, batch_logprobs, train_sft
+from posttrain.train.sft import (
+    SFTParams,
+    batch_logprobs,
+    demonstration_episode,
+    encode_demonstrations,
+    example_logprobs,
+    train_sft,
+)
 
 
 def test_packing_gives_the_padded_loss_and_gradient(tmp_path):
@@ -32,3 +40,42 @@ def test_training_lowers_the_loss(tmp_path):
     seen = []
     train_sft(policy, demos, SFTParams(steps=30, batch_size=8, lr=3e-3, pack_len=128), log=seen.append)
     assert seen[-1]["loss"] < seen[0]["loss"] * 0.6
+
+
+def test_episode_loss_is_on_the_model_turns_only(tmp_path):
+    policy = load_policy(build_embedded_default(tmp_path / "m"))
+    model, tok = policy.model, policy.tokenizer
+    prompt, wrong = policy.encode_prompt("x-12=0. x="), policy.encode_completion("\\boxed{11}")
+    feedback, right = tok(" wrong, try again:", add_special_tokens=False)["input_ids"], policy.encode_completion("\\boxed{12}")
+    episode = demonstration_episode("t", [(prompt, wrong), (feedback, right)])
+    rows, masks, _ = encode_demonstrations(policy, [episode])
+    assert rows == [[*prompt, *wrong, *feedback, *right]]
+    assert masks == [[0.0] * len(prompt) + [1.0] * len(wrong) + [0.0] * len(feedback) + [1.0] * len(right)]
+    losses = []
+    for pack_len in (None, 64):
+        logp, mask = example_logprobs(model, rows, masks, pad_id=tok.pad_token_id, pack_len=pack_len)
+        losses.append(sft_loss(logp, mask))
+    ids = torch.tensor(rows)
+    with torch.no_grad():  # by hand: NLL of the action tokens only, from one plain forward
+        full = torch.log_softmax(model(input_ids=ids).logits.float(), -1)[0, :-1].gather(-1, ids[0, 1:, None])[:, 0]
+    action = torch.tensor(masks[0][1:]) > 0
+    expected = -full[action].mean()
+    assert torch.allclose(losses[0], expected, atol=1e-5) and torch.allclose(losses[1], expected, atol=1e-5)
+    assert not torch.allclose(-full.mean(), expected, atol=1e-3)  # the observation tokens would change it
+
+
+def test_one_turn_episode_trains_exactly_like_its_pair(tmp_path):
+    path = build_embedded_default(tmp_path / "m")
+    demos = [(f"x-{b}=0. x=", f"\\boxed{{{b}}}") for b in range(10, 16)]
+    params = SFTParams(steps=3, batch_size=4, lr=3e-3)
+    weights = []
+    for as_episodes in (False, True):
+        policy = load_policy(path)
+        data = demos
+        if as_episodes:
+            data = [demonstration_episode(str(i), [(policy.encode_prompt(p), policy.encode_completion(r))])
+                    for i, (p, r) in enumerate(demos)]
+        last = train_sft(policy, data, params)
+        weights.append((last["loss"], [p.detach().clone() for p in policy.model.parameters()]))
+    (loss_a, wa), (loss_b, wb) = weights
+    assert loss_a == loss_b and all(torch.equal(a, b) for a, b in zip(wa, wb, strict=True))

@@ -1,11 +1,11 @@
-"""The ``>>>`` examples of the trainer's batch and GRPO modules run and hold."""
+"""The ``>>>`` examples of the trainer's batch, GRPO and SFT modules run and hold."""
 
 import doctest
 import importlib
 
 import pytest
 
-MODULES = ["posttrain.train._batch", "posttrain.train.grpo"]
+MODULES = ["posttrain.train._batch", "posttrain.train.grpo", "posttrain.train.sft"]
 
 
 @pytest.mark.parametrize("name", MODULES)
