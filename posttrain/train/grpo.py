@@ -1,22 +1,31 @@
-"""GRPO (and PPO): RL from verifiable rewards, one readable loop.
+"""GRPO (and PPO): RL from verifiable rewards over episodes, one readable loop.
 
     for step:
-        sample   tasks from the pool, G completions each (token ids + sampling logprobs)
-        score    each completion with its domain's verifier (sandboxed for code)
-        advantage  group-relative (GRPO; Dr.GRPO, RLOO, REINFORCE++ by name), or PPO: GAE on a
-                 critic's values (``rl.algorithm: ppo``, posttrain/train/_critic.py)
-        loss     clipped surrogate per token (PPO clip / GSPO / CISPO), aggregated, + optional KL
+        sample   tasks from the pool, G episodes each through the episode runner (``Trajectory``:
+                 prompt, then actions sampled and observations inserted, as ids + sampling logprobs)
+        score    each episode by its last verdict (its domain's verifier; sandboxed for code)
+        advantage  group-relative over the carried groups (GRPO; Dr.GRPO, RLOO, REINFORCE++ by
+                 name), or PPO: GAE on a critic's values (``rl.algorithm: ppo``, posttrain/train/_critic.py)
+        loss     clipped surrogate on every action token of each episode (never the prompt's or an
+                 observation's), aggregated, + optional KL
         step     AdamW, gradient accumulation over micro-batches, grad clip
-        log      metrics.jsonl, trajectories, checkpoint every N steps
+        log      metrics.jsonl, trajectories (one record per attempt), checkpoint every N steps
+
+Episodes are single-turn by default (one answer, one verdict: today's recipes, bit-identical to
+before); ``EpisodeSpec`` gives the environment, step limit, token budget and credit of multi-turn
+ones (repair, tools): the episode's reward on every model token, optionally discounted per extra
+attempt, optional per-turn process rewards; cut episodes masked or scored 0.
 
 Departures from the paper (Shao et al. 2024), stated plainly:
 1) One policy update per generation batch, so ``old_logp`` is the *sampling* logprob of each token
    (exactly as sampled; the ratio is 1 at the update and the clip is a guard, as in nanochat's
-   chat_rl.py and verl's on-policy mode).
+   chat_rl.py and verl's on-policy mode). Sampling uses ``top_p = 1, top_k = 0``, the distribution
+   the trainer scores (``softmax(logits / T)``), so the ratio is unbiased.
 2) No KL to a reference by default (``kl_coef: 0``, as TRL's and DAPO's defaults); when on, it is
    in the loss, estimator k3, with the SFT model as the reference.
 3) Infra-error samples (reward NaN) get advantage 0 and loss mask 0: they are dropped from the
-   update, never scored 0 (DESIGN.md "three outcomes").
+   update, never scored 0 (DESIGN.md "three outcomes"). So are episodes cut by the step limit or
+   token budget, unless ``EpisodeSpec.cut = "zero"``.
 
 Launch (1 CPU or GPU):  posttrain run configs/tiny-grpo.yaml --out runs/tiny
 Resume after a crash:   posttrain run configs/tiny-grpo.yaml --out runs/tiny --resume
