@@ -357,16 +357,12 @@ def child(program: list[int], stdio: list[int], job: dict) -> None:
 
 def start_job(header: dict, fds: list[int]) -> int:
     """Before the fork: anything failing here is the slot's problem, not the job's."""
-    try:
-        os.mkdir("/work/job")
-        _reaped_cpu[0] = 0.0
-        pid = os.fork()
-        if pid == 0:
-            child(fds[0:2], fds[2:6], header)
-        return pid
-    finally:
-        for fd in fds:  # this process keeps nothing of the job: the host holds the memfds
-            os.close(fd)
+    os.mkdir("/work/job")
+    _reaped_cpu[0] = 0.0
+    pid = os.fork()
+    if pid == 0:
+        child(fds[0:2], fds[2:6], header)
+    return pid
 
 
 def finish_job(pid: int, header: dict, start: float) -> dict:
@@ -417,7 +413,7 @@ def serve(chan: socket.socket, roots: dict) -> None:
             return
         if not msg:
             return  # the host closed the channel
-        header = None
+        header, pid = None, None
         try:
             header = json.loads(msg)
             if len(fds) != 6:
@@ -428,14 +424,12 @@ def serve(chan: socket.socket, roots: dict) -> None:
             start = time.monotonic()
             pid = start_job(header, fds)
         except Exception as e:  # the slot could not start the job: the host retries it elsewhere
-            for fd in fds:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
             sweep()
             reply = {"zygote_error": f"{type(e).__name__}: {e}"}
-        else:
+        finally:
+            for fd in fds:  # this process keeps nothing of the job: the host holds the memfds
+                os.close(fd)
+        if pid is not None:
             try:
                 reply = finish_job(pid, header, start)
             except Exception as e:  # the job broke its slot: the job's failure
