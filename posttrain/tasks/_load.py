@@ -143,7 +143,8 @@ def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
     d = record.get("domain", domain)
     if d is None:
         tid = record.get("id", record.get("task_id"))
-        hint = "; a raw HumanEval file loads with --domain code" if "entry_point" in record else ""
+        hint = ("; a raw HumanEval file loads with --domain code (in a recipe's task source: domain: code)"
+                if "entry_point" in record else "")
         raise TaskError(f"{where}: task {tid!r}: field 'domain': missing (expected one of {', '.join(DOMAINS)}){hint}")
     if not isinstance(d, str):
         raise TaskError(f"{where}: field 'domain': expected a string, got {d!r}")

@@ -404,7 +404,8 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
             need, what = demo_len + 1, f"the longest SFT demonstration ({demo!r:.40}) is {demo_len + 1} tokens with EOS"
     if need > facts.positions:
         fix = "raise model.max_positions" if cfg.name == "embedded" else "use a model with more positions"
-        raise ConfigError(f"{facts.positions_key}: the model has {facts.positions} positions, the recipe needs {need}: "
+        key = "model.max_positions" if cfg.name == "embedded" else f"model.name: {facts.positions_key}"
+        raise ConfigError(f"{key}: the model has {facts.positions} positions, the recipe needs {need}: "
                           f"{what}; {fix}, or shorten the tasks or max_new_tokens")
 
 
