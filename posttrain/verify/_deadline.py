@@ -44,6 +44,7 @@ from typing import Any, Literal
 from posttrain.types import Verdict
 
 _WORKER_MEMORY_BYTES = 2 << 30
+_ORPHAN_CPU_S = 300
 _POLL_S = 0.05
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -259,6 +260,12 @@ def _worker_main(module: str) -> None:
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
     for line in sys.stdin:
+        # A backstop should this process outlive its client mid-check (nobody left to kill it):
+        # the kernel ends it after _ORPHAN_CPU_S more seconds of CPU than it has used so far.
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = int(usage.ru_utime + usage.ru_stime) + _ORPHAN_CPU_S
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
         try:
             text = json.dumps({"ok": handle(json.loads(line))})
         except Exception as e:  # noqa: BLE001 - the input made the check raise: reported, the client decides
