@@ -8,7 +8,7 @@ The rule, in the order applied (``compare``); each side is the box content or th
    Identical strings are equal (case-sensitive: ``X^2`` is not ``x^2``).
 2. Text: if the gold has ``\\text{...}`` (or ``\\textbf``, ``\\mbox``, ...), it is a text answer:
    both sides compare as strings with whitespace removed and case folded. Otherwise text in the
-   box fails (``form:text``): ``3\\text{ (or 5)}`` is not ``3``.
+   box fails (``form:text``): ``3\\text{ (perhaps 5)}`` is not ``3``.
 3. Percent: a trailing ``\\%`` must be on both sides or neither (``form:percent``); then it is
    dropped and the numbers compare.
 4. Relations (``=``, ``<``, ``\\leq``, ``\\neq``, ``\\approx``, ``\\in``, ... outside brackets):
