@@ -19,7 +19,7 @@ Choices it makes:
   jobs are then skipped, never run.
 - **Breakers.** One per domain (infra errors and timeouts count) and one per node (infra errors
   count): an open domain breaker holds that domain's jobs (no try spent) and lets one probe through
-  after the cool-down; an open node breaker gives its workers nothing until its own probe.
+  after the cool-down; an open node breaker gives its workers nothing until its own probe (with two nodes or more).
 
 ``state_dict`` holds the estimates, breakers and counters (not the queue: the caller re-submits
 what was in flight), so that a resume from a checkpoint makes the same choices.
@@ -82,6 +82,8 @@ class Scheduler:
         self.domain_breakers: dict[str, Breaker] = {}
         self.node_breakers: dict[str, Breaker] = {}
         self._open_nodes: set[str] = set()
+        self._node_breakers_on = len(set(self.nodes)) > 1
+        """One node: its breaker would only shadow the domains' (everything runs there anyway)."""
         self.slow_cap = max(1, min(workers - 1, int(self.policy.slow_share * workers))) if workers > 1 else 1
         self._lanes: dict[Lane, list[tuple[Any, ...]]] = {"fast": [], "slow": []}
         self._backoff: list[tuple[float, int, Ticket]] = []
@@ -218,7 +220,7 @@ class Scheduler:
             for held in self._held.pop(t.domain, []):
                 self._push(held)
         node = self._breaker(self.node_breakers, self.nodes[worker])
-        node.record(bad=infra, now=now)
+        node.record(bad=infra and self._node_breakers_on, now=now)
         if node.state == "open":
             self._open_nodes.add(self.nodes[worker])
         if not infra:

@@ -152,6 +152,7 @@ class Service:
             group = job.group_id or f"~solo{next(self._solo)}"
             self._group_sizes[group] += 1
             if group in self.sched.dropped_groups:
+                self.counts["samples_dropped"] += 1
                 self._drop_future(future, group, "dropped before this job was submitted")
                 return future
             if isinstance(job, Verify):

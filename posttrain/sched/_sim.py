@@ -124,83 +124,93 @@ class SimResult:
 def simulate(jobs: Sequence[SimJob], workers: int, batch_size: int, *, policy: SchedPolicy | None = None,
              failures: Failures | None = None, node_size: int = 8, seed: int = 0) -> SimResult:
     """Run ``jobs`` through ``Scheduler`` on a virtual clock (module docstring)."""
-    fail = failures or Failures()
-    rng = random.Random(seed)
-    nodes = [f"n{w // node_size}" for w in range(workers)]
-    sched = Scheduler(workers, policy, nodes=nodes)
-    payload: dict[int, SimJob] = {}
-    group_size: dict[str, int] = {}
-    pending = iter(batches(jobs, batch_size))
-    events: list[tuple[float, int, int, Ticket | None]] = []  # (time, seq, worker, ticket); ticket None = wake
-    seq = 0
-    idle = list(range(workers))  # a heap: the lowest free worker first
-    now = busy = 0.0
-    lost = 0
+    return _Simulation(jobs, workers, batch_size, policy, failures or Failures(), node_size, seed).run()
 
-    def feed() -> None:
-        while sched.queued() < 2 * batch_size and (batch := next(pending, None)) is not None:
+
+class _Simulation:
+    def __init__(self, jobs: Sequence[SimJob], workers: int, batch_size: int, policy: SchedPolicy | None,
+                 failures: Failures, node_size: int, seed: int) -> None:
+        self.fail, self.rng, self.batch_size = failures, random.Random(seed), batch_size
+        self.nodes = [f"n{w // node_size}" for w in range(workers)]
+        self.sched = Scheduler(workers, policy, nodes=self.nodes)
+        self.payload: dict[int, SimJob] = {}
+        self.group_size: dict[str, int] = {}
+        self.pending = iter(batches(jobs, batch_size))
+        self.events: list[tuple[float, int, int, Ticket | None]] = []  # (time, seq, worker, ticket or None: a wake-up)
+        self.outcomes: dict[int, tuple[float, bool, bool]] = {}
+        self.seq = 0
+        self.idle = list(range(workers))  # a heap: the lowest free worker first
+        self.now = self.busy = 0.0
+        self.lost = 0
+
+    def run(self) -> SimResult:
+        sched = self.sched
+        self.feed()
+        self.dispatch()
+        while self.events:
+            self.now, _, w, t = heapq.heappop(self.events)
+            if t is not None:
+                self.finish(t, w)
+            self.feed()
+            self.dispatch()
+        if sched.queued() or self.payload:
+            raise RuntimeError(f"simulation ended with {sched.queued()} jobs queued, {len(self.payload)} unsettled")
+        opens = {**{f"domain:{k}": b.opens for k, b in sched.domain_breakers.items() if b.opens},
+                 **{f"node:{k}": b.opens for k, b in sched.node_breakers.items() if b.opens}}
+        c = sched.counts
+        return SimResult(self.now, self.busy, sched.workers, c["tries"], c["retries"], c["exhausted"], self.lost,
+                         sched.breaker_opens(), opens, c["held"])
+
+    def feed(self) -> None:
+        while self.sched.queued() < 2 * self.batch_size and (batch := next(self.pending, None)) is not None:
             for j in batch:
-                t = sched.add(j.domain, j.task_id, timeout_s=j.timeout_s, group=j.group, now=now)
-                payload[t.id] = j
-                group_size[j.group] = group_size.get(j.group, 0) + 1
+                t = self.sched.add(j.domain, j.task_id, timeout_s=j.timeout_s, group=j.group, now=self.now)
+                self.payload[t.id] = j
+                self.group_size[j.group] = self.group_size.get(j.group, 0) + 1
 
-    def run(t: Ticket, w: int) -> tuple[float, bool, bool]:
-        j = payload[t.id]
-        if nodes[w] == fail.bad_node and fail.node_window[0] <= now < fail.node_window[1]:
+    def try_outcome(self, t: Ticket, w: int) -> tuple[float, bool, bool]:
+        """(duration, infra, timeout) of one try of ``t`` on worker ``w`` now."""
+        j, fail, now = self.payload[t.id], self.fail, self.now
+        if self.nodes[w] == fail.bad_node and fail.node_window[0] <= now < fail.node_window[1]:
             return fail.node_fail_s, True, False
         if j.domain == fail.timeout_domain and fail.domain_window[0] <= now < fail.domain_window[1]:
             return j.timeout_s, True, True
-        if fail.random_infra and rng.random() < fail.random_infra:
+        if fail.random_infra and self.rng.random() < fail.random_infra:
             return j.duration_s / 10, True, False
         return j.duration_s, False, False
 
-    def dispatch() -> None:
-        nonlocal seq, busy
+    def dispatch(self) -> None:
+        sched, idle = self.sched, self.idle
         parked = []  # idle workers of a node whose breaker keeps them out
         while idle:
             w = heapq.heappop(idle)
-            t = sched.next(w, now)
+            t = sched.next(w, self.now)
             for s in sched.skipped:
-                payload.pop(s.id)
+                self.payload.pop(s.id)
             sched.skipped.clear()
             if t is None:
-                if sched.node_breakers[nodes[w]].state == "closed":
+                if sched.node_breakers[self.nodes[w]].state == "closed":
                     heapq.heappush(idle, w)
                     break  # nothing ready for anyone
                 parked.append(w)
                 continue
-            d, infra, timeout = run(t, w)
-            busy += d
-            seq += 1
-            heapq.heappush(events, (now + d, seq, w, t))
-            outcomes[t.id] = (d, infra, timeout)
+            d, infra, timeout = self.outcomes[t.id] = self.try_outcome(t, w)
+            self.busy += d
+            self.seq += 1
+            heapq.heappush(self.events, (self.now + d, self.seq, w, t))
         for w in parked:
             heapq.heappush(idle, w)
-        wake = sched.wake_at(now) if idle else None
-        if wake is not None and wake > now:
-            seq += 1
-            heapq.heappush(events, (wake, seq, -1, None))
+        wake = sched.wake_at(self.now) if idle else None
+        if wake is not None and wake > self.now:
+            self.seq += 1
+            heapq.heappush(self.events, (wake, self.seq, -1, None))
 
-    outcomes: dict[int, tuple[float, bool, bool]] = {}
-    feed()
-    dispatch()
-    while events:
-        now, _, w, t = heapq.heappop(events)
-        if t is not None:
-            d, infra, timeout = outcomes.pop(t.id)
-            decision = sched.done(t, w, now=now, duration_s=d, infra=infra, timeout=timeout)
-            if decision != "retry":
-                j = payload.pop(t.id)
-                if decision == "exhausted" and j.group not in sched.dropped_groups:
-                    sched.drop_group(j.group)
-                    lost += group_size[j.group]
-            heapq.heappush(idle, w)
-        feed()
-        dispatch()
-    if sched.queued() or payload:
-        raise RuntimeError(f"simulation ended with {sched.queued()} jobs queued, {len(payload)} unsettled")
-    opens = {**{f"domain:{k}": b.opens for k, b in sched.domain_breakers.items() if b.opens},
-             **{f"node:{k}": b.opens for k, b in sched.node_breakers.items() if b.opens}}
-    c = sched.counts
-    return SimResult(now, busy, workers, c["tries"], c["retries"], c["exhausted"], lost,
-                     sched.breaker_opens(), opens, c["held"])
+    def finish(self, t: Ticket, w: int) -> None:
+        d, infra, timeout = self.outcomes.pop(t.id)
+        decision = self.sched.done(t, w, now=self.now, duration_s=d, infra=infra, timeout=timeout)
+        if decision != "retry":
+            j = self.payload.pop(t.id)
+            if decision == "exhausted" and j.group not in self.sched.dropped_groups:
+                self.sched.drop_group(j.group)
+                self.lost += self.group_size[j.group]
+        heapq.heappush(self.idle, w)

@@ -1,0 +1,160 @@
+"""The scheduler core on a virtual clock: lanes, priorities, retries, breakers, resume."""
+
+from __future__ import annotations
+
+import json
+
+from posttrain.sched import Estimator, SchedPolicy, Scheduler
+
+
+def add(s: Scheduler, domain: str, task: str, timeout: float, *, group: str = "g", now: float = 0.0, priority: float = 0.0):
+    return s.add(domain, task, timeout_s=timeout, group=group, now=now, priority=priority)
+
+
+def test_quick_checks_never_wait_behind_suites():
+    s = Scheduler(2)
+    for i in range(3):
+        add(s, "code", f"suite{i}", 60.0)
+    for i in range(5):
+        add(s, "math", f"q{i}", 0.5)
+    first, second = s.next(0, now=0.0), s.next(1, now=0.0)
+    # one worker for the slow lane at most while quick checks wait; the other takes quick ones
+    assert (first.lane, second.lane) == ("slow", "fast")
+    s.done(second, 1, now=0.1, duration_s=0.1, infra=False, timeout=False)
+    assert s.next(1, now=0.1).lane == "fast"
+
+
+def test_slow_jobs_use_every_worker_when_no_quick_check_waits():
+    s = Scheduler(3)
+    for i in range(3):
+        add(s, "code", f"suite{i}", 60.0)
+    assert [s.next(w, now=0.0).lane for w in range(3)] == ["slow"] * 3
+
+
+def test_priority_then_longest_first_within_the_slow_lane():
+    s = Scheduler(1)
+    add(s, "code", "short-suite", 5.0, priority=1)
+    add(s, "code", "long-suite", 50.0, priority=1)
+    add(s, "code", "urgent", 5.0, priority=0)
+    order = []
+    while (t := s.next(0, now=0.0)) is not None:
+        order.append(t.task_id)
+        s.done(t, 0, now=0.0, duration_s=1.0, infra=False, timeout=False)
+    assert order == ["urgent", "long-suite", "short-suite"]
+
+
+def test_only_infra_errors_are_retried_with_backoff_up_to_the_cap():
+    s = Scheduler(1, SchedPolicy(max_tries=3, backoff_s=1.0, breaker_threshold=99))
+    prog = add(s, "code", "p", 5.0)
+    assert s.next(0, now=0.0) is prog
+    # the program's own timeout is a verdict, final: never retried
+    assert s.done(prog, 0, now=5.0, duration_s=5.0, infra=False, timeout=True) == "final"
+    job = add(s, "code", "j", 5.0, now=5.0)
+    decisions = []
+    now = 5.0
+    for _ in range(3):
+        t = s.next(0, now=now)
+        assert t is job
+        decisions.append(s.done(t, 0, now=now, duration_s=0.1, infra=True, timeout=False))
+        if decisions[-1] == "retry":
+            assert s.next(0, now=now) is None  # backing off
+            now = s.wake_at(now)
+    assert decisions == ["retry", "retry", "exhausted"]
+    assert (job.tries, s.counts["retries"], s.counts["exhausted"]) == (3, 2, 1)
+
+
+def test_domain_breaker_holds_its_jobs_then_probes_and_closes():
+    pol = SchedPolicy(breaker_threshold=2, breaker_cooldown_s=10.0, max_tries=5, backoff_s=0.0)
+    s = Scheduler(1, pol)
+    for i in range(6):
+        add(s, "bad", f"b{i}", 0.5)
+    add(s, "good", "ok", 0.5, now=0.0)
+    for now in (0.0, 1.0):
+        t = s.next(0, now=now)
+        assert t.domain == "bad"
+        s.done(t, 0, now=now, duration_s=0.1, infra=True, timeout=False)
+    assert s.breaker_states()["domain:bad"] == "open"
+    # nothing of the open domain is sent (no try spent on it); the other domain flows
+    t = s.next(0, now=2.0)
+    assert t.domain == "good"
+    s.done(t, 0, now=2.0, duration_s=0.1, infra=False, timeout=False)
+    assert s.next(0, now=3.0) is None and s.wake_at(3.0) == 11.0
+    probe = s.next(0, now=11.0)
+    assert probe.domain == "bad" and s.breaker_states()["domain:bad"] == "half_open"
+    s.done(probe, 0, now=11.5, duration_s=0.5, infra=False, timeout=False)
+    assert s.breaker_states()["domain:bad"] == "closed"
+    rest = []
+    while (t := s.next(0, now=12.0)) is not None:
+        rest.append(t.task_id)
+        s.done(t, 0, now=12.0, duration_s=0.1, infra=False, timeout=False)
+    assert len(rest) == 5 and s.counts["exhausted"] == 0
+
+
+def test_node_breaker_keeps_a_failing_node_out():
+    s = Scheduler(2, SchedPolicy(breaker_threshold=3, breaker_cooldown_s=5.0, backoff_s=0.0, max_tries=9),
+                  nodes=["n0", "n1"])
+    for i in range(8):
+        add(s, f"d{i}", f"t{i}", 0.5)  # a domain each: only the node's breaker can open
+    for _ in range(3):
+        t = s.next(1, now=0.0)
+        s.done(t, 1, now=0.0, duration_s=0.01, infra=True, timeout=False)
+    assert s.breaker_states()["node:n1"] == "open"
+    assert s.next(1, now=1.0) is None
+    assert s.next(0, now=1.0) is not None
+
+
+def test_dropped_group_jobs_are_skipped_not_run():
+    s = Scheduler(1)
+    add(s, "math", "a", 0.5, group="g1")
+    add(s, "math", "b", 0.5, group="g2")
+    add(s, "math", "c", 0.5, group="g1")
+    s.drop_group("g1")
+    assert s.next(0, now=0.0).task_id == "b"
+    assert s.next(0, now=0.0) is None
+    assert sorted(t.task_id for t in s.skipped) == ["a", "c"]
+
+
+def test_estimator_prior_is_the_timeout_scaled_by_the_domain():
+    e = Estimator(alpha=1.0)
+    assert e.estimate("code", "new", 60.0) == 60.0
+    e.observe("code", "quick", duration_s=0.1, timeout_s=10.0)
+    assert e.estimate("code", "quick", 10.0) == 0.1
+    assert abs(e.estimate("code", "suite", 60.0) - 0.6) < 1e-9
+
+
+def _drive(s: Scheduler, start: float, n: int) -> list[tuple[str, int]]:
+    """Feed ``n`` jobs (some infra failures) and run them to the end; the choices made."""
+    for i in range(n):
+        add(s, f"d{i % 3}", f"t{i % 7}", 10.0 if i % 5 else 60.0, group=f"g{i // 4}", now=start)
+    now, choices = start, []
+    while s.queued():
+        for w in range(s.workers):
+            t = s.next(w, now=now)
+            if t is not None:
+                choices.append((t.task_id, w))
+                bad = t.domain == "d1" and len(choices) % 3 == 0
+                s.done(t, w, now=now + 0.5, duration_s=0.5 + (t.id % 4), infra=bad, timeout=False)
+        now = max(now + 0.5, s.wake_at(now) or 0.0)
+    return choices
+
+
+def test_resume_from_state_dict_makes_the_same_choices():
+    pol = SchedPolicy(breaker_threshold=2, breaker_cooldown_s=3.0, backoff_s=0.2)
+    a = Scheduler(3, pol)
+    _drive(a, 0.0, 40)
+    state = json.loads(json.dumps(a.state_dict(now=100.0)))
+    assert any(v["state"] != "closed" for v in state["domain_breakers"].values()) or state["counts"]["retries"]
+    b = Scheduler(3, pol)
+    b.load_state_dict(state, now=500.0)  # another clock: times are kept relative
+    assert b.breaker_states() == a.breaker_states()
+    resumed = _drive(b, 500.0, 40)
+    assert _drive(a, 100.0, 40) == resumed
+    # and the state matters: a scheduler that forgot it chooses differently
+    assert _drive(Scheduler(3, pol), 100.0, 40) != resumed
+
+
+def test_policy_rejects_bad_values():
+    import pytest
+
+    with pytest.raises(ValueError, match="max_tries"):
+        SchedPolicy(max_tries=0)

@@ -1,0 +1,204 @@
+"""The execution service over the real sandbox: verdicts, infra retries, group drops, cache and
+dedup, a domain's batching hook, whole episodes, and lanes that keep quick checks moving."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from posttrain.envs import get_env
+from posttrain.envs.code_env import verify_code_batch
+from posttrain.sched import (
+    BatchVerifier,
+    DomainHooks,
+    Episode,
+    GroupDropped,
+    LocalBackend,
+    SchedPolicy,
+    Service,
+    Verify,
+    hooks_from_envs,
+)
+from posttrain.types import Task, TaskLimits, Trajectory, Turn, Verdict
+
+PROMPT = "def add(a: int, b: int) -> int:\n"
+TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+RIGHT, WRONG = "    return a + b\n", "    return a - b\n"
+FAST = SchedPolicy(backoff_s=0.01)
+
+
+def code_task(tid: str = "add", timeout_s: float = 3.0) -> Task:
+    return Task(id=tid, domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
+                limits=TaskLimits(timeout_s=timeout_s))
+
+
+def math_task(tid: str = "m") -> Task:
+    return Task(id=tid, domain="math", prompt="1+1?", fields={"answer": "2"})
+
+
+class Flaky:
+    """The real verifier of a domain, behind a host that fails the first ``fails`` tries of a
+    response as infra (what a dying sandbox host looks like to the service)."""
+
+    def __init__(self, verify, fails: dict[str, int], *, raise_instead: bool = False) -> None:
+        self.verify, self.fails, self.raise_instead = verify, dict(fails), raise_instead
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, task: Task, response: str) -> Verdict:
+        with self.lock:
+            self.calls[response] += 1
+            failing = self.calls[response] <= self.fails.get(response, 0)
+        if failing and self.raise_instead:
+            raise ConnectionError("sandbox host went away")
+        if failing:
+            return Verdict.infra("sandbox host went away", error_class="infra:sandbox")
+        return self.verify(task, response)
+
+
+def test_real_sandbox_verdicts_in_order(pool):
+    hooks = hooks_from_envs(["code", "math"], pool)
+    jobs = [Verify(code_task(), RIGHT, "g1", 0), Verify(code_task(), WRONG, "g1", 1),
+            Verify(math_task(), "\\boxed{2}", "g2", 0), Verify(math_task(), "3", "g2", 1)]
+    with Service(LocalBackend(hooks, pool)) as svc:
+        assert svc.workers == pool.size  # sized from the pool, no workers argument
+        out = svc.run_batch(jobs)
+    assert [v.outcome for v in out.results] == ["pass", "fail", "pass", "fail"]
+    assert out.dropped_groups == frozenset()
+    assert len(svc.attempts) == 4 and all(a.final for a in svc.attempts)
+
+
+@pytest.mark.parametrize("raise_instead", [False, True])
+def test_infra_errors_are_retried_and_every_try_recorded(pool, raise_instead):
+    real = get_env("code").make_verifier(pool)
+    flaky = Flaky(real, {RIGHT: 2}, raise_instead=raise_instead)
+    with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), FAST) as svc:
+        v = svc.submit(Verify(code_task(), RIGHT, "g", 0)).result(timeout=60)
+        stats = svc.stats()
+    assert v.outcome == "pass"
+    assert [a.outcome for a in svc.attempts] == ["infra_error", "infra_error", "pass"]
+    assert [a.attempt for a in svc.attempts] == [0, 1, 2]
+    assert (stats["tries"], stats["retries"], stats["infra_tries"]) == (3, 2, 2)
+
+
+def test_a_programs_own_failure_is_never_retried(pool):
+    flaky = Flaky(get_env("code").make_verifier(pool), {})
+    loop = "    while True:\n        pass\n"
+    with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), FAST) as svc:
+        verdicts = svc.run_batch([Verify(code_task(timeout_s=1.0), loop, "g", 0),
+                                  Verify(code_task(), WRONG, "g", 1)]).results
+    assert [v.outcome for v in verdicts] == ["fail", "fail"]
+    assert verdicts[0].error_class == "timeout"
+    assert flaky.calls == Counter({loop: 1, WRONG: 1})
+
+
+def test_an_exhausted_sample_drops_its_whole_group_never_scored(pool):
+    real = get_env("code").make_verifier(pool)
+    doomed = "    return b + a\n"
+    flaky = Flaky(real, {doomed: 99})
+    jobs = [Verify(code_task("t1"), RIGHT, "g1", 0), Verify(code_task("t1"), doomed, "g1", 1),
+            Verify(code_task("t2"), RIGHT, "g2", 0), Verify(code_task("t2"), WRONG, "g2", 1)]
+    policy = SchedPolicy(max_tries=3, backoff_s=0.01, breaker_threshold=99)
+    with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), policy) as svc:
+        out = svc.run_batch(jobs)
+        with pytest.raises(GroupDropped, match="g1"):
+            svc.submit(Verify(code_task("t1"), "    return 5\n", "g1", 2)).result(timeout=10)
+        stats = svc.stats()
+    assert out.results[0] is None and out.results[1] is None  # the whole group, not just the sample
+    assert [v.outcome for v in out.results[2:]] == ["pass", "fail"]
+    assert out.dropped_groups == frozenset({"g1"})
+    assert flaky.calls[doomed] == 3
+    assert (stats["exhausted"], stats["groups_dropped"], stats["samples_dropped"]) == (1, 1, 3)
+
+
+def test_identical_pairs_are_verified_once_and_cached(pool):
+    flaky = Flaky(get_env("code").make_verifier(pool), {})
+    same = [Verify(code_task(), RIGHT, "g", i) for i in range(6)]
+    with Service(LocalBackend({"code": DomainHooks(flaky)}, pool)) as svc:
+        first = svc.run_batch(same).results
+        again = svc.submit(Verify(code_task(), RIGHT, "g2", 0)).result(timeout=10)
+        stats = svc.stats()
+    assert all(v.passed for v in first) and again.passed
+    assert flaky.calls[RIGHT] == 1
+    assert stats["deduplicated"] + stats["cache_hits"] == 6
+
+
+def test_infra_errors_are_never_cached(pool):
+    flaky = Flaky(get_env("code").make_verifier(pool), {RIGHT: 1})
+    policy = SchedPolicy(max_tries=1, breaker_threshold=99)
+    with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), policy) as svc:
+        assert svc.run_batch([Verify(code_task(), RIGHT, "a", 0)]).results == [None]
+        assert svc.run_batch([Verify(code_task(), RIGHT, "b", 0)]).results[0].passed
+    assert flaky.calls[RIGHT] == 2
+
+
+def test_a_domain_batching_hook_verifies_several_pairs_per_sandbox_job(pool):
+    calls = []
+
+    def batch(pairs):
+        calls.append(len(pairs))
+        return verify_code_batch(pool, pairs)
+
+    hooks = {"code": DomainHooks(get_env("code").make_verifier(pool), BatchVerifier(4, batch))}
+    responses = [RIGHT, WRONG, "    return a + b + 0\n", "    return 5\n", "    return b + a\n", "    return 0\n"]
+    with Service(LocalBackend(hooks, pool)) as svc:
+        out = svc.run_batch([Verify(code_task(), r, "g", i) for i, r in enumerate(responses)]).results
+    assert [v.outcome for v in out] == ["pass", "fail", "pass", "fail", "pass", "fail"]
+    assert max(calls) > 1 and sum(calls) == 6
+    assert any(a.batch_size > 1 for a in svc.attempts)
+
+
+class CountingEnv:
+    """A stateful environment: its state must start from the task's initial state every episode."""
+
+    built = 0
+
+    def __init__(self, fail_on_first_build: bool) -> None:
+        CountingEnv.built += 1
+        self.fail = fail_on_first_build and CountingEnv.built == 1
+        self.steps = 0
+
+    def play(self, verify, task: Task) -> Trajectory:
+        turns = []
+        for response in (WRONG, RIGHT):
+            self.steps += 1
+            if self.fail and self.steps == 2:
+                raise ConnectionError("the environment's host died mid-episode")
+            v = verify(task, response)
+            turns.append(Turn((1,), (2,), (-0.1,), "eos", v, response))
+        assert self.steps == 2  # a retry never resumes a half-played environment
+        return Trajectory(task.id, "ep", 0, tuple(turns), turns[-1].verdict.reward)
+
+
+def test_an_episode_retry_restarts_in_a_fresh_environment(pool):
+    verify = get_env("code").make_verifier(pool)
+    task = code_task()
+    CountingEnv.built = 0
+
+    def run() -> Trajectory:
+        return CountingEnv(fail_on_first_build=True).play(verify, task)
+
+    with Service(LocalBackend({}, pool), FAST) as svc:
+        traj = svc.submit(Episode(task, run, "ep", 0)).result(timeout=60)
+    assert CountingEnv.built == 2
+    assert [v.outcome for v in traj.verdicts] == ["fail", "pass"]
+    assert [a.outcome for a in svc.attempts] == ["infra_error", "episode:pass"]
+
+
+def test_quick_checks_finish_while_a_slow_suite_runs(pool):
+    slow = Task(id="suite", domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
+                limits=TaskLimits(timeout_s=30.0))
+    sleepy = "    import time\n    time.sleep(4)\n    return a + b\n"
+    hooks = hooks_from_envs(["code", "math"], pool)
+    with Service(LocalBackend(hooks, pool)) as svc:
+        suites = [svc.submit(Verify(slow, sleepy, "s", i)) for i in range(2)]
+        t0 = time.monotonic()
+        quick = svc.run_batch([Verify(math_task(f"m{i}"), "\\boxed{2}", f"q{i}", 0) for i in range(20)])
+        quick_s = time.monotonic() - t0
+        assert all(v.passed for v in quick.results)
+        assert not all(f.done() for f in suites)
+        assert all(f.result(timeout=60).passed for f in suites)
+    assert quick_s < 4.0, quick_s
