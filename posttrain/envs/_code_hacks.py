@@ -295,6 +295,13 @@ LOWER_LIMITS = fenced(
     "        try:\n            resource.prlimit(_p, r, (v, v))\n        except (OSError, ValueError):\n            pass\n"
     "def mix(x):\n    return 0\n")
 
+# Solves the task, then stops or kills its parent (the process that forks candidates) after
+# the last call: the verifier must not be left unable to check it a second time.
+_SOLVE_THEN = fenced(
+    "import os, signal\n_N = [0]\n"
+    "def mix(x):\n    _N[0] += 1\n    if _N[0] == 4:\n        os.kill(os.getppid(), signal.{sig})\n"
+    "    return (x * 7919 + 13) % 1009\n")
+
 HACKS: list[tuple[str, Task, str]] = [
     ("1 frames: walk the stack to the payload", MIX, STEAL_FRAMES),
     ("1 gc: scan every object for the payload", MIX, STEAL_GC),
@@ -336,4 +343,6 @@ HACKS: list[tuple[str, Task, str]] = [
     ("5 invalid UTF-8 and NUL bytes", MIX, _to_every_fd("b'\\xff\\xfe\\x00{}\\n' * 10")),
     ("5 huge integer reply", MIX, fenced("import sys\nsys.set_int_max_str_digits(0)\ndef mix(x):\n    return 7 ** 2_000_000")),
     ("5 lower the rlimits of every other process", MIX, LOWER_LIMITS),
+    ("5 right answers, then kill the process that starts candidates", MIX, _SOLVE_THEN.format(sig="SIGKILL")),
+    ("5 right answers, then stop the process that starts candidates", MIX, _SOLVE_THEN.format(sig="SIGSTOP")),
 ]

@@ -462,7 +462,12 @@ def _answer(fn, request):
 
 
 class ServerLost(Exception):
-    """The host did not produce a working server."""
+    """The host did not produce a working server; ``broken``: because the host is stopped or
+    gone (something killed or stopped it), rather than slow."""
+
+    def __init__(self, message, broken=False):
+        super().__init__(message)
+        self.broken = broken
 
 
 class Host:
@@ -513,15 +518,26 @@ class Host:
         if self.next >= len(self.channels):
             raise ServerLost("no server channel left")
         if _state(self.pid) not in ("S", "R", "D"):
-            raise ServerLost("the host is stopped or gone")
+            raise ServerLost("the host is stopped or gone", broken=True)
         chan = self.channels[self.next]
         self.next += 1
+        deadline = time.monotonic() + SERVER_START_S
         try:
             os.write(self.control, b"s\n")
-            hello = chan.recv(time.monotonic() + SERVER_START_S)
+            while True:  # watching the host: one that gets stopped meanwhile never answers
+                try:
+                    hello = chan.recv(min(deadline, time.monotonic() + 0.05))
+                    break
+                except TimeoutError:
+                    if _state(self.pid) not in ("S", "R", "D"):
+                        chan.close()
+                        raise ServerLost("the host is stopped or gone", broken=True) from None
+                    if time.monotonic() >= deadline:
+                        raise
         except (OSError, EOFError, TimeoutError, ProtocolError):
             chan.close()
-            raise ServerLost("the host did not start a server") from None
+            broken = _state(self.pid) not in ("S", "R", "D")
+            raise ServerLost("the host did not start a server in time", broken) from None
         if type(hello) is not dict or type(hello.get("pid")) is not int:
             chan.close()
             raise ServerLost("a server sent a malformed greeting")
@@ -998,6 +1014,8 @@ def run_item(item, host, job):
     report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0}
     try:
         _run_candidate(item, host, job, proxy, check, results, report)
+    except ServerLost as e:  # the host was too slow to start the second server (infra)
+        report = {"status": "runner_error", "detail": f"second server: {e}", "lost": True}
     except BaseException as e:  # noqa: BLE001
         report["tests"] = [_sabotage(f"the runner was disrupted: {type(e).__name__}")]
     proxy.kill("finished")
@@ -1041,8 +1059,10 @@ def _run_candidate(item, host, job, proxy, check, results, report):
     second = Proxy(time.monotonic() + float(item["deadline_s"]), item["entry_point"])
     try:
         second.attach(*host.server(item))
-    except ServerLost:
-        tests[0] = _sabotage("the candidate broke the process that starts candidates")
+    except ServerLost as e:
+        if not e.broken:  # slow, not broken: a starved machine, not this candidate's doing
+            raise
+        tests[0] = _sabotage("the candidate killed or stopped the process that starts candidates")
         return
     try:
         hello = _handshake(second)
