@@ -201,3 +201,38 @@ def test_grpo_loop_over_repair_episodes(tmp_path):
                 prev["prompt_ids"] + prev["completion_ids"])
     assert all(math.isfinite(m["loss"]) for m in seen) and any(m["grad_norm"] > 0 for m in seen)
     assert any(m["frac_zero_std"] < 1.0 for m in seen)
+
+
+def test_ppo_advantages_over_an_episode_skip_observations(tmp_path):
+    """PPO: the reward sits on the episode's last action token; GAE runs over action tokens only, so
+    observation tokens get no advantage (and no gradient), whatever the critic says of them."""
+    from posttrain.train._critic import Critic
+
+    policy = load_policy(build_embedded_default(tmp_path / "m"))
+    t = Trajectory("t", "g", 0, (_turn([1, 5, 6], [7, 8], FAIL), _turn([9, 9, 9], [10, 2], PASS)), 1.0)
+    rewards = torch.tensor([[1.0]])
+    batch = build_batch([[t]], rewards, policy.tokenizer.pad_token_id)
+    critic = Critic(Path(policy.path), policy.tokenizer.pad_token_id, lr=1e-3, lam=1.0)
+    adv, returns, _ = critic.advantages(batch, rewards.reshape(-1))
+    mask = torch.tensor([t.loss_mask], dtype=torch.float32)
+    assert (adv[mask == 0] == 0).all() and (returns[mask == 0] == 0).all()
+    assert (adv[mask > 0] != 0).all()
+    assert torch.allclose(returns[mask > 0], torch.ones(4))  # gamma = lam = 1: every action token's return is r
+
+
+def test_the_runner_names_the_limit_that_cut_an_episode(tok):
+    model = make_model(tok)
+    encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    task = Task(id="t", domain="test", prompt="1+2=", fields={})
+    sampler, params = LocalSampler(model, tok), SamplingParams(temperature=1.0, max_new_tokens=4, seed=0)
+
+    def run(**limits):
+        episodes = [Episode(task, FeedbackEnv(encode, attempts=3), "g", i) for i in range(2)]
+        return run_batch(sampler, episodes, params, **limits)
+
+    assert all(t.cut_by is None and t.attempts == 3 for t in run(max_turns=3))  # the environment ended them
+    assert all(t.cut_by == "max_turns" and t.truncated and t.attempts == 2 for t in run(max_turns=2))
+    by_budget = run(max_turns=3, max_tokens=6)  # 4 action tokens + 11 feedback ids exhaust the budget
+    assert all(t.cut_by == "max_tokens" and t.truncated for t in by_budget)
+    rewards, _ = rewards_of([by_budget], RewardWeights())
+    assert torch.isnan(rewards).all() and build_batch([by_budget], rewards, pad_id=0).loss_mask.sum() == 0
