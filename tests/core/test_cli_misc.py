@@ -54,8 +54,13 @@ def test_generate_from_a_task_file(tiny, tmp_path, capsys):
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(json.dumps({"id": "m1", "domain": "math", "prompt": "2+2=", "answer": "4"}) + "\n")
     assert main(["generate", str(tiny), "--tasks", str(tasks), "--max-new-tokens", "3", "--json"]) == 0
-    (row,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    out = capsys.readouterr().out
+    (row,) = [json.loads(x) for x in out.splitlines()]
     assert row["task_id"] == "m1" and row["prompt"] == "2+2=" and isinstance(row["completion"], str)
+    # --json lines are a responses file for posttrain eval
+    (tmp_path / "r.jsonl").write_text(out)
+    assert main(["eval", "--tasks", str(tasks), "--responses", str(tmp_path / "r.jsonl"), "--k", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_samples"] == 1
 
 
 @pytest.mark.parametrize("extra, message", [
