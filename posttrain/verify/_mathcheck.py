@@ -79,7 +79,7 @@ class Equivalence:
 # ---------------------------------------------------------------- 1-4: normalisation and form
 
 _NOISE_RE = re.compile(r"\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
-_TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|textsf|texttt|mbox)\s*\{([^{}]*)\}")
+_TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|textsf|texttt|mbox)(?![A-Za-z])")
 _PERCENT_RE = re.compile(r"\s*\\?%$")
 _RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq?|lt|gt|approx|equiv|sim|in)(?![A-Za-z])|<|>|=|≤|≥|≠")
 _CANONICAL = {"\\le": "\\leq", "\\ge": "\\geq", "\\ne": "\\neq", "\\lt": "<", "\\gt": ">", "≤": "\\leq",
@@ -100,7 +100,7 @@ def normalise(text: str) -> str:
 
 
 def _text_key(text: str) -> str:
-    return re.sub(r"\s+", "", _TEXT_RE.sub(r"\1", text)).casefold()
+    return re.sub(r"[\s{}]+", "", _TEXT_RE.sub("", text)).casefold()
 
 
 def split_relations(text: str) -> tuple[list[str], list[str]]:

@@ -180,6 +180,8 @@ def test_exact_comparison_keeps_correct_answers(answer: str, response: str) -> N
         ("50", "\\boxed{50\\%}", "form:percent"),
         ("50\\%", "\\boxed{0.5}", "form:percent"),
         ("3", "\\boxed{3\\text{ (perhaps 5)}}", "form:text"),
+        ("3", "\\boxed{3\\text{ (perhaps {5})}}", "form:text"),
+        ("3", "\\boxed{3\\mbox{ perhaps 5}}", "form:text"),
         ("\\text{Monday}", "\\boxed{\\text{Tuesday}}", "wrong_answer"),
         ("x^2", "\\boxed{X^2}", "wrong_answer"),
         ("\\frac{1}{3}", "\\boxed{0.333333}", "wrong_answer"),
