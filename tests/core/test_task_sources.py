@@ -229,3 +229,10 @@ def test_docstring_examples():
     import posttrain.tasks._sources
 
     assert doctest.testmod(posttrain.tasks._sources).failed == 0
+
+
+@pytest.mark.parametrize("name", ["own-tasks.yaml", "own-tasks-demos.yaml"])
+def test_the_own_tasks_recipes_parse(name, monkeypatch):
+    monkeypatch.chdir(ROOT)  # their paths are relative to the repository
+    train, held = recipe_tasks(load_recipe(ROOT / "configs" / name))
+    assert any(t.id.startswith("MyEval/") for t in train) and any(t.id.startswith("MyEval/") for t in held)
