@@ -10,7 +10,7 @@ is what ``posttrain quickstart`` runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -121,6 +121,12 @@ class TasksConfig:
             missing = "tasks.eval" if self.train else "tasks.train"
             raise ConfigError(f"{missing}: expected at least one task source (tasks.train and tasks.eval go together: "
                               f"every run is evaluated on held-out tasks)")
+        if self.train:  # left at their defaults (as a saved RUN/config.yaml has them), they are unused
+            default = TasksConfig()
+            for key in ("domains", "n_train_per_domain", "n_eval_per_domain"):
+                if getattr(self, key) != getattr(default, key):
+                    raise ConfigError(f"tasks.{key}: the shorthand is not used with tasks.train/tasks.eval sources; "
+                                      f"drop it (or set n/skip on a source)")
 
 
 @dataclass(frozen=True)
@@ -288,22 +294,12 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     """
     data = load_yaml(path)
     try:
-        data = apply_overrides(data, overrides or [])
-        _check_one_task_form(data.get("tasks"))
-        recipe = parse_config(Recipe, data)
+        recipe = parse_config(Recipe, apply_overrides(data, overrides or []))
         check_lora_targets(recipe)
         check_inputs(recipe)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     return recipe
-
-
-def _check_one_task_form(tasks: Any) -> None:
-    if isinstance(tasks, Mapping) and ({"train", "eval"} & set(tasks)):
-        shorthand = [k for k in ("domains", "n_train_per_domain", "n_eval_per_domain") if k in tasks]
-        if shorthand:
-            raise ConfigError(f"tasks.{shorthand[0]}: the shorthand is not used with tasks.train/tasks.eval sources; "
-                              f"drop it (or set n/skip on a source)")
 
 
 def recipe_tasks(recipe: Recipe) -> tuple[list[Task], list[Task]]:

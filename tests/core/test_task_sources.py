@@ -158,6 +158,15 @@ def test_the_good_recipe_and_a_good_model_directory_parse(ws, models):
     load_recipe("r.yaml", [f"model.name={models}/good"])
 
 
+def test_a_saved_run_config_loads_again(ws):
+    """RUN/config.yaml holds the shorthand's defaults beside the sources: it parses back to the same recipe."""
+    from posttrain.config import to_dict
+
+    recipe = load_recipe("r.yaml")
+    Path("saved.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
+    assert load_recipe("saved.yaml") == recipe
+
+
 def test_the_shorthand_gives_the_same_pools_as_before():
     """The quickstart's ``tasks.domains`` form: the same tasks, in the same order, as before sources existed."""
     def digest(tasks):
