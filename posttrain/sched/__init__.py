@@ -29,6 +29,7 @@ from posttrain.sched._jobs import (
     hooks_from_envs,
 )
 from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
+from posttrain.sched._ray import RayBackend, local_cluster
 from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "Ledger",
     "LocalBackend",
     "ProvidesBatchVerifier",
+    "RayBackend",
     "Result",
     "SchedPolicy",
     "Scheduler",
@@ -52,4 +54,5 @@ __all__ = [
     "Ticket",
     "Verify",
     "hooks_from_envs",
+    "local_cluster",
 ]

@@ -1,0 +1,183 @@
+"""The Ray backend of the service: one sandbox-pool actor per node, the driver keeps the books.
+
+    >>> # with local_cluster(num_cpus=2) as address:              # or an existing cluster's address
+    >>> #     with Service(RayBackend(address, domains=["code"])) as svc:
+    >>> #         svc.run_batch(jobs)
+
+- ``RayBackend``: on each alive node of the cluster, a ``SandboxPoolActor`` (pinned to that node,
+  ``max_concurrency`` = its CPUs, holding a ``LocalSandboxPool`` of that size and the domains'
+  verifiers). The service gets one worker slot per CPU of every node, so the scheduler core sees
+  the whole cluster; its node breakers are per Ray node.
+- Retries are ours, not Ray's: actors restart (``max_restarts=-1``, constructor re-run: a fresh
+  pool) but their tasks are never re-run by Ray (``max_task_retries=0``). A try lost with its actor
+  comes back to the service as an infra error (after the actor answers again), is retried by the
+  scheduler as a new attempt, and the driver's ``Ledger`` (keyed by group, task, sample and attempt)
+  settles each try once and each job once: Ray alone is at-least-once at best
+  (reference/scheduling.md, section 4).
+- ``local_cluster``: a real single-node cluster for tests and the bench, with its own temp dir and
+  port, token auth off, stopped by killing its own process group (never ``ray stop``, which ends
+  every Ray process of the user on the machine).
+
+Multi-node: ``ray start --head --port=6379 --num-cpus=N`` on one machine, ``ray start
+--address=HEAD:6379`` on the others (the sandbox needs root on every node), then
+``RayBackend("HEAD:6379", ...)`` on the driver (README, "Ray").
+Not here: rollout workers as actors with weight broadcast (the trainer's part of issue 11).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from posttrain.sched._jobs import Episode, hooks_from_envs
+from posttrain.types import Task, Trajectory, Verdict
+
+
+class SandboxPoolActor:
+    """Runs tries on one node: a sandbox pool sized to the node's CPUs, the domains' hooks."""
+
+    def __init__(self, cpus: int, domains: Sequence[str]) -> None:
+        from posttrain.sandbox import open_pool
+
+        self.pool = open_pool(size=cpus)
+        self.hooks = hooks_from_envs(domains, self.pool)
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def max_batch(self, domain: str) -> int:
+        batch = self.hooks[domain].batch
+        return batch.max_batch if batch is not None else 1
+
+    def verify(self, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+        hooks = self.hooks[domain]
+        if len(pairs) > 1 and hooks.batch is not None:
+            return hooks.batch.verify_batch(pairs)
+        return [hooks.verify(task, response) for task, response in pairs]
+
+    def episode(self, job: Episode) -> Trajectory:
+        return job.run()
+
+
+class RayBackend:
+    """Service backend over a Ray cluster at ``address`` (module docstring)."""
+
+    RESTART_WAIT_S = 120.0
+    """How long a try that lost its actor waits for the restarted actor before reporting infra."""
+
+    def __init__(self, address: str, *, domains: Sequence[str]) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if not ray.is_initialized():
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        remote = ray.remote(SandboxPoolActor)
+        self.actors: list[Any] = []
+        self.nodes: list[str] = []
+        self._actor_of: list[Any] = []
+        for node in sorted(ray.nodes(), key=lambda n: n["NodeID"]):
+            cpus = int(node["Resources"].get("CPU", 0)) if node["Alive"] else 0
+            if cpus < 1:
+                continue
+            actor = remote.options(
+                num_cpus=0, max_concurrency=cpus, max_restarts=-1, max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            ).remote(cpus, list(domains))
+            self.actors.append(actor)
+            self.nodes += [node["NodeID"][:12]] * cpus
+            self._actor_of += [actor] * cpus
+        if not self.actors:
+            raise RuntimeError(f"Ray cluster at {address}: no alive node with a CPU")
+        self._max_batch = {d: ray.get(self.actors[0].max_batch.remote(d)) for d in domains}
+
+    def max_batch(self, domain: str) -> int:
+        return self._max_batch.get(domain, 1)
+
+    def _call(self, worker: int, method: str, *args: Any) -> Any:
+        import ray
+        from ray.exceptions import RayActorError
+
+        actor = self._actor_of[worker]
+        try:
+            return ray.get(getattr(actor, method).remote(*args))
+        except RayActorError:
+            # The actor died with this try; wait until it is back so the retry has somewhere to go.
+            with contextlib.suppress(Exception):
+                ray.get(actor.ping.remote(), timeout=self.RESTART_WAIT_S)
+            raise
+
+    def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+        return self._call(worker, "verify", domain, list(pairs))
+
+    def episode(self, worker: int, job: Episode) -> Trajectory:
+        return self._call(worker, "episode", job)
+
+    def actor_pids(self) -> list[int]:
+        import ray
+
+        return [ray.get(a.ping.remote()) for a in self.actors]
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            with contextlib.suppress(Exception):
+                ray.kill(a)
+        self.actors = []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout_s: float = 120.0) -> Iterator[str]:
+    """A real one-node Ray cluster of this user's own: own temp dir, own port, token auth off.
+
+    Yields its address; on exit disconnects the driver and SIGKILLs the cluster's process group.
+    """
+    import ray
+
+    old_auth = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    port = _free_port()
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths are length-capped
+    ray_bin = Path(sys.executable).with_name("ray")
+    cmd = [str(ray_bin), "start", "--head", f"--port={port}", f"--num-cpus={num_cpus}", f"--temp-dir={temp}",
+           f"--object-store-memory={object_store_mb * 1024 * 1024}", "--include-dashboard=false",
+           "--disable-usage-stats", "--block"]
+    with open(temp / "ray-start.log", "wb") as log:
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            try:
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+                break
+            except Exception:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"ray start did not come up (see {temp / 'ray-start.log'})") from None
+                time.sleep(0.5)
+        yield address
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if old_auth is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = old_auth

@@ -1,0 +1,72 @@
+"""The service on a real local Ray cluster (own temp dir and port): real sandbox verifications, and
+a SIGKILLed pool actor mid-batch with every job settled exactly once in the records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from posttrain.sched import RayBackend, SchedPolicy, Service, Verify, local_cluster
+from posttrain.types import Task, TaskLimits
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "def add(a: int, b: int) -> int:\n"
+TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+
+
+def code_task(tid: str) -> Task:
+    return Task(id=tid, domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
+                limits=TaskLimits(timeout_s=5.0))
+
+
+@pytest.fixture(scope="module")
+def address():
+    from posttrain.sandbox import HostCannotIsolate, open_pool
+
+    try:
+        open_pool(size=1).close()
+    except HostCannotIsolate as e:
+        pytest.skip(f"this host cannot run the sandbox: {e}")
+    with local_cluster(num_cpus=2) as addr:
+        yield addr
+
+
+def test_real_sandbox_verifications_through_ray(address):
+    answers = ["    return a + b\n", "    return a - b\n", "    return b + a\n", "    return 5\n"]
+    jobs = [Verify(code_task(f"t{i % 3}"), answers[i % 4], f"g{i % 3}", i) for i in range(12)]
+    with Service(RayBackend(address, domains=["code"])) as svc:
+        assert svc.workers == 2  # one slot per CPU of the cluster's one node
+        out = svc.run_batch(jobs)
+    assert [v.outcome for v in out.results] == [("pass" if i % 4 in (0, 2) else "fail") for i in range(12)]
+    assert svc.ledger.summary([j.key for j in jobs])["lost"] == 0
+
+
+def test_a_killed_pool_actor_loses_and_duplicates_nothing(address):
+    sleepy = "    import time\n    time.sleep(0.4)\n    return a + b{}\n"
+    # distinct responses: no dedup or cache between them, every job really runs
+    jobs = [Verify(code_task(f"k{i}"), sleepy.format(" + 0" * i), f"g{i // 4}", i % 4) for i in range(16)]
+    backend = RayBackend(address, domains=["code"])
+    (pid,) = backend.actor_pids()
+    policy = SchedPolicy(max_tries=4, backoff_s=0.1, breaker_threshold=50)
+    with Service(backend, policy) as svc:
+        killer = threading.Timer(1.5, os.kill, (pid, signal.SIGKILL))
+        killer.start()
+        t0 = time.monotonic()
+        out = svc.run_batch(jobs)
+        killer.join()
+        stats = svc.stats()
+        assert backend.actor_pids() != [pid]  # Ray restarted the actor (a fresh pool)
+    assert time.monotonic() - t0 > 1.5  # the kill landed mid-batch
+    assert all(v is not None and v.passed for v in out.results), [getattr(v, "outcome", None) for v in out.results]
+    ledger = svc.ledger.summary([j.key for j in jobs])
+    assert ledger == {"jobs": 16, "settled": 16, "lost": 0, "duplicates": 0}
+    finals = Counter((a.group_id, a.task_id, a.sample_idx) for a in svc.attempts if a.final)
+    assert set(finals.values()) == {1} and len(finals) == 16  # every job verified exactly once
+    killed = [a for a in svc.attempts if a.outcome == "infra_error"]
+    assert killed and stats["retries"] == len(killed)
