@@ -236,3 +236,27 @@ def test_the_runner_names_the_limit_that_cut_an_episode(tok):
     assert all(t.cut_by == "max_tokens" and t.truncated for t in by_budget)
     rewards, _ = rewards_of([by_budget], RewardWeights())
     assert torch.isnan(rewards).all() and build_batch([by_budget], rewards, pad_id=0).loss_mask.sum() == 0
+
+
+def test_a_group_of_multi_turn_episodes_shares_its_prompt_exactly(tok):
+    """Episodes of one carried group are scored in one packed row (their prompt computed once),
+    observation holes included: the same log-probs and gradients as scoring each row alone."""
+    from posttrain.train._step import _shared_groups, token_logprobs
+
+    model = make_model(tok, dtype=torch.float64)
+    encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    task = Task(id="t", domain="test", prompt="what is 12 + 30 ? answer:", fields={})
+    trajs = run_batch(LocalSampler(model, tok), [Episode(task, FeedbackEnv(encode, attempts=2), "g", i)
+                                                 for i in range(4)],
+                      SamplingParams(temperature=1.0, max_new_tokens=3, seed=1), max_turns=2)
+    batch = build_batch([trajs], torch.zeros(1, 4), tok.pad_token_id)
+    assert _shared_groups(batch.input_ids, batch.attention_mask, batch.loss_mask, batch.group) is not None
+    outs = []
+    for groups in (batch.group, None):
+        model.zero_grad(set_to_none=True)
+        lp = token_logprobs(model, batch.input_ids, batch.attention_mask, loss_mask=batch.loss_mask, groups=groups)
+        (lp * torch.linspace(-1, 1, lp.numel(), dtype=lp.dtype).reshape(lp.shape)).sum().backward()
+        outs.append((lp.detach(), [p.grad.clone() for p in model.parameters()]))
+    (lp_s, g_s), (lp_p, g_p) = outs
+    assert torch.allclose(lp_s, lp_p, atol=1e-7) and (lp_s[batch.loss_mask == 0] == 0).all()
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(g_s, g_p, strict=True))
