@@ -14,7 +14,7 @@ from pathlib import Path
 from posttrain.errors import UserError
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
-NAMES = ("sandbox", "train", "verify", "learn", "quickstart")
+NAMES = ("sandbox", "train", "verify", "learn", "quickstart", "sched")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
