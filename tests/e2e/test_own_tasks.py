@@ -81,3 +81,23 @@ def test_sft_then_rl_on_own_task_files_of_all_four_domains(tmp_path):
     for model in ("base", "sft", "rl"):
         assert set(summary["eval"][model]["per_domain"]) == set(DOMAINS)
         assert summary["eval"][model]["infra_errors"] == 0
+
+
+@pytest.mark.slow
+def test_no_sandbox_when_no_task_needs_one(tmp_path, monkeypatch):
+    """math and json only: the run (RL, evaluation) never opens a sandbox pool."""
+    import posttrain.sandbox
+    from posttrain.train.pipeline import run_recipe
+    from posttrain.train.recipe import load_recipe
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a sandbox pool was opened for tasks that need none")
+
+    monkeypatch.setattr(posttrain.sandbox, "open_pool", refuse)
+    tasks = write_own_tasks(tmp_path / "data")
+    keep = {"train": tasks["train"][0:3:2], "eval": tasks["eval"][0:3:2]}  # math, json
+    recipe = {**tiny_recipe(keep), "stages": ["rl"]}
+    recipe["rl"] = {**recipe["rl"], "steps": 1, "prompts_per_step": 2}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    summary = run_recipe(load_recipe(tmp_path / "r.yaml"), tmp_path / "run")
+    assert set(summary["eval"]["rl"]["per_domain"]) == {"math", "json"}
