@@ -102,14 +102,21 @@ class EpisodeSpec:
                              f"{self.max_tokens}")
 
 
-def loss_spec(cfg: RLConfig) -> LossSpec:
-    """The recipe's RL section -> the loss hyperparameters (one source of truth: the recipe)."""
+def loss_spec(cfg: RLConfig, episodes: EpisodeSpec | None = None) -> LossSpec:
+    """The recipe's RL section -> the loss hyperparameters (one source of truth: the recipe).
+
+    Dr.GRPO's constant (``seq_mean_token_sum_norm``) is the most action tokens an episode can
+    have: ``max_new_tokens`` per turn over ``max_turns`` turns, capped by the token budget."""
+    most = cfg.max_new_tokens
+    if episodes is not None:
+        most *= episodes.max_turns
+        most = most if episodes.max_tokens is None else min(most, episodes.max_tokens)
     return LossSpec(
         policy_loss=cfg.policy_loss,
         clip_low=cfg.clip_low,
         clip_high=cfg.clip_high,
         agg=cfg.loss_agg,
-        norm_const=float(cfg.max_new_tokens) if cfg.loss_agg == "seq_mean_token_sum_norm" else None,
+        norm_const=float(most) if cfg.loss_agg == "seq_mean_token_sum_norm" else None,
         kl_coef=cfg.kl_coef if cfg.kl_placement == "loss" else 0.0,
         kl_kind=cfg.kl_kind,
         temperature=cfg.temperature,
@@ -311,7 +318,7 @@ def train_grpo(
     warmup = max(1, cfg.steps // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     sampler = TaskSampler(train_tasks, seed=seed)
-    spec = loss_spec(cfg)
+    spec = loss_spec(cfg, episodes)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     ckpt_dir = out / "checkpoints" / "rl-state"
     start = 0

@@ -260,3 +260,12 @@ def test_a_group_of_multi_turn_episodes_shares_its_prompt_exactly(tok):
     (lp_s, g_s), (lp_p, g_p) = outs
     assert torch.allclose(lp_s, lp_p, atol=1e-7) and (lp_s[batch.loss_mask == 0] == 0).all()
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(g_s, g_p, strict=True))
+
+
+def test_dr_grpo_constant_covers_every_action_of_an_episode():
+    from posttrain.train.grpo import loss_spec
+
+    cfg = RLConfig(loss_agg="seq_mean_token_sum_norm", max_new_tokens=24)
+    assert loss_spec(cfg).norm_const == 24.0 == loss_spec(cfg, EpisodeSpec()).norm_const
+    assert loss_spec(cfg, EpisodeSpec(max_turns=3)).norm_const == 72.0
+    assert loss_spec(cfg, EpisodeSpec(max_turns=3, max_tokens=50)).norm_const == 50.0
