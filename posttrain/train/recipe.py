@@ -10,6 +10,7 @@ is what ``posttrain quickstart`` runs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,10 +297,25 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     try:
         recipe = parse_config(Recipe, apply_overrides(data, overrides or []))
         check_lora_targets(recipe)
-        check_inputs(recipe)
+        train, held = check_inputs(recipe)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+    warn_shared_prompts(train, held)
     return recipe
+
+
+def warn_shared_prompts(train: Sequence[Task], held: Sequence[Task]) -> None:
+    """One warning line on stderr when held-out tasks have the exact prompt of a training task.
+
+    Not an error: ids are distinct, and generated families repeat prompts by design; but the
+    pass@1 of such tasks measures recall, so the user is told which.
+    """
+    seen = {t.prompt: t.id for t in train}
+    shared = [(t.id, seen[t.prompt]) for t in held if t.prompt in seen]
+    if shared:
+        shown = ", ".join(f"{e!r} = {tr!r}" for e, tr in shared[:3]) + (", ..." if len(shared) > 3 else "")
+        print(f"posttrain: warning: {len(shared)} of {len(held)} held-out task(s) have the prompt of a training task "
+              f"({shown}); their pass@1 measures recall, not generalization", file=sys.stderr)
 
 
 def recipe_tasks(recipe: Recipe) -> tuple[list[Task], list[Task]]:

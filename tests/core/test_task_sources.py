@@ -158,6 +158,16 @@ def test_the_good_recipe_and_a_good_model_directory_parse(ws, models):
     load_recipe("r.yaml", [f"model.name={models}/good"])
 
 
+def test_a_held_out_task_with_a_training_prompt_is_a_warning(ws, capsys):
+    _jsonl(ws / "eval2.jsonl", [{**_math("e2"), "prompt": "m2: 1+1?"}, _math("e3")])
+    load_recipe("r.yaml", ["tasks.eval=[{file: eval2.jsonl}]"])
+    err = capsys.readouterr().err
+    assert err == ("posttrain: warning: 1 of 2 held-out task(s) have the prompt of a training task ('e2' = 'm2'); "
+                   "their pass@1 measures recall, not generalization\n")
+    load_recipe("r.yaml")
+    assert capsys.readouterr().err == ""
+
+
 def test_a_saved_run_config_loads_again(ws):
     """RUN/config.yaml holds the shorthand's defaults beside the sources: it parses back to the same recipe."""
     from posttrain.config import to_dict
