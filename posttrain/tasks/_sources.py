@@ -20,7 +20,7 @@ file's size and mtime), so the parse-time check and the run read each file once.
 ``load_demonstrations(path, train, eval)`` reads an SFT demonstrations file: JSONL, one
 ``{"prompt": ..., "response": ...}`` or ``{"task_id": ..., "response": ...}`` per line.
 
-Not here: the quickstart's ``tasks.domains`` shorthand (``posttrain.train.pipeline.make_pools``).
+Not here: the quickstart's ``tasks.domains`` shorthand (``posttrain.train.recipe.recipe_tasks``).
 """
 
 from __future__ import annotations

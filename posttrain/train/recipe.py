@@ -1,8 +1,11 @@
 """The recipe: one typed config for ``posttrain run`` (SFT -> RL -> eval on a task pool).
 
 A recipe file is YAML whose sections map onto these frozen dataclasses; ``load_recipe`` rejects
-unknown keys, wrong types and invalid combinations before any work starts. Every field has a
-docstring; the resolved recipe is saved as RUN/config.yaml.
+unknown keys, wrong types and invalid combinations before any work starts, and checks everything
+the run will read (``check_inputs``): the task sources (``tasks.train``/``tasks.eval``: files of
+any domain and generators by name, ``posttrain.tasks.TaskSource``), the SFT demonstrations, and
+the model (a tokenizer with an EOS token, enough positions for the longest prompt + completion).
+Every field has a docstring; the resolved recipe is saved as RUN/config.yaml.
 
 The embedded recipe (``configs/quickstart.yaml``, shipped as ``posttrain/configs/quickstart.yaml``)
 is what ``posttrain quickstart`` runs.
@@ -257,7 +260,7 @@ class Recipe:
     sandbox workers verify on the same cores; measured 20x faster sampling on 2 busy cores."""
     stages: tuple[Literal["sft", "rm", "dpo", "rl"], ...] = ("sft", "rl")
     """Training stages to run, in order; every stage that produces a policy is evaluated.
-    sft: imitate the demonstrator. rm: train a reward model on verifier-judged pairs. dpo: DPO on
+    sft: imitate sft.demonstrations. rm: train a reward model on verifier-judged pairs. dpo: DPO on
     those pairs. rl: GRPO against the verifiers (+ the reward model's score when rm ran)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
