@@ -388,7 +388,7 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
 
     Needed positions: the longest prompt (in the model's tokens, BOS included) + the longest
     completion any stage samples (rl, eval, pairs), and the longest SFT demonstration + EOS. A hub
-    model that is not in the local cache is checked when it is loaded (``load_policy``).
+    name (not a local directory) is checked when it is loaded (``load_policy``: tokenizer, EOS).
     """
     from posttrain.policy import ModelFacts, build_char_tokenizer, inspect_model
 
