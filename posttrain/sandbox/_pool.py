@@ -537,8 +537,9 @@ class LocalSandboxPool:
         self._root = self._dir / "root"
         self._root.mkdir(mode=0o711)
         try:
-            # Host-side workspaces live on a private tmpfs: what a job writes there is charged to its
-            # memory cgroup, so it cannot fill the host disk, and the total is capped.
+            # exec's workspaces live on a private tmpfs: what a job writes there is charged to its
+            # memory cgroup, so it cannot fill the host disk, and the total is capped. (A Workspace
+            # mounts a tmpfs of its own below it, with its own size.)
             _mount_tmpfs(self._root, workspace_mb * _MiB)
         except BaseException:
             remove_tree(self._dir)
