@@ -204,8 +204,9 @@ def _shared_groups(
     ``Trajectory.group_id``) as [(prefix_len, rows)]: rows of a group share the tokens before
     their first scored one (the prompt), each packed row at most SHARED_ROW_MAX_TOKENS long. None
     when sharing would not save >= 20% of the padded tokens, or does not apply (a row that is not
-    right-padded). Groups are never guessed from tokens: rows of one group whose prompts differ
-    are an error (the caller carried the wrong groups)."""
+    right-padded). Groups are never guessed from tokens; a carried group whose rows do not all
+    start with the same prompt (an environment that renders each episode's start its own way) is
+    not shared: each of its rows is scored alone (same values either way)."""
     real = attention_mask > 0
     n = real.sum(-1)  # (B,)
     if not bool((real == (torch.arange(real.shape[1], device=real.device) < n[:, None])).all()):
@@ -221,10 +222,12 @@ def _shared_groups(
     ids = input_ids.tolist()
     out: list[tuple[int, list[int]]] = []
     widths: list[int] = []
-    for g, rows in by_group.items():
+    split = []
+    for rows in by_group.values():
         p = min(first[i] for i in rows)
-        if any(ids[i][:p] != ids[rows[0]][:p] for i in rows):
-            raise ValueError(f"rows {rows} of group {g} do not share their first {p} tokens (the prompt)")
+        same = all(ids[i][:p] == ids[rows[0]][:p] for i in rows)
+        split += [(p, rows)] if same else [(first[i], [i]) for i in rows]
+    for p, rows in split:
         chunk, width = [], p
         for i in rows:
             length = last[i] - p

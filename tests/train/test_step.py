@@ -230,7 +230,7 @@ def test_shared_prefix_is_not_used_when_it_does_not_pay(tok):
 
 def test_groups_are_carried_never_guessed_from_tokens(tok):
     """Rows with equal prompts but different carried groups are not merged, rows of one carried
-    group with different prompts are an error, and without groups nothing is shared."""
+    group with different prompts are scored alone, and without groups nothing is shared."""
     from posttrain.train._step import _row_order, _shared_groups
 
     model = make_model(tok)
@@ -240,9 +240,14 @@ def test_groups_are_carried_never_guessed_from_tokens(tok):
     batch = PolicyBatch(ids, attn, mask.float(), mask.float(), torch.zeros(4), group=two)
     order = _row_order(batch).tolist()
     assert {frozenset(order[:2]), frozenset(order[2:])} == {frozenset({0, 2}), frozenset({1, 3})}
-    other, attn2, mask2, _ = _grouped_batch(tok, model, groups=2, g=2, seed=5)
-    with pytest.raises(ValueError, match="do not share their first"):
-        _shared_groups(other, attn2, mask2, torch.zeros(4, dtype=torch.long))
+    other, attn2, mask2, _ = _grouped_batch(tok, model, groups=3, g=2, seed=5)  # prompts A A B B C C
+    mixed = torch.tensor([0, 0, 1, 1, 1, 1])  # carried group 1 holds two prompts: its rows go alone
+    shared = _shared_groups(other, attn2, mask2, mixed)
+    assert shared is None or [rows for _, rows in shared] == [[0, 1], [2], [3], [4], [5]]
+    with torch.no_grad():
+        a = token_logprobs(model, other, attn2, loss_mask=mask2, groups=mixed)
+        b = token_logprobs(model, other, attn2, loss_mask=mask2)
+    assert torch.allclose(a, b, atol=1e-6)
     with pytest.raises(ValueError, match="PolicyBatch.group has shape"):
         PolicyBatch(ids, attn, mask.float(), mask.float(), torch.zeros(4), group=torch.zeros(3, dtype=torch.long))
 
