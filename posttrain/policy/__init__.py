@@ -2,18 +2,33 @@
 
 ``Sampler`` is the token-level seam (ids in, sampled ids + logprobs + stop reason out) with two
 backends, ``LocalSampler`` (a transformers model) and ``EndpointSampler`` (an OpenAI-compatible
-server); ``Policy.generate`` is the local one behind a text interface.
+server); ``Policy.generate`` is the local one behind a text interface. ``ChatTemplate`` renders
+messages and tools with the tokenizer's chat template, builds the ids of observations to append
+after sampled actions, and parses tool calls in the template's family.
 
 >>> from posttrain.policy import build_embedded_default, load_policy
 >>> # policy = load_policy(build_embedded_default("/tmp/m"))
 """
 
+from posttrain.policy._chat import (
+    TOOL_FAMILIES,
+    ChatTemplate,
+    ChatTemplateError,
+    ToolCallParse,
+    ToolFamily,
+    detect_family,
+    parse_tool_calls,
+    tool_result_message,
+)
 from posttrain.policy._embedded import EmbeddedModelSpec, build_char_tokenizer, build_embedded_default
 from posttrain.policy._endpoint import EndpointSampler
 from posttrain.policy._policy import ModelFacts, Policy, inspect_model, load_policy
 from posttrain.policy._sampler import Generation, LocalSampler, Sampler, SamplingParams, process_logits
 
 __all__ = [
+    "TOOL_FAMILIES",
+    "ChatTemplate",
+    "ChatTemplateError",
     "EmbeddedModelSpec",
     "EndpointSampler",
     "Generation",
@@ -22,9 +37,14 @@ __all__ = [
     "Policy",
     "Sampler",
     "SamplingParams",
+    "ToolCallParse",
+    "ToolFamily",
     "build_char_tokenizer",
     "build_embedded_default",
+    "detect_family",
     "inspect_model",
     "load_policy",
+    "parse_tool_calls",
     "process_logits",
+    "tool_result_message",
 ]

@@ -6,6 +6,14 @@ hub and no GPU. The model is saved and then loaded back with ``from_pretrained``
 same path a user's Hugging Face model takes, so nothing downstream knows it is ours.
 
 What it is not: a pretrained model. It starts from random weights; SFT teaches it the task format.
+
+Its chat template (``CHAT_TEMPLATE``, rendered by ``apply_chat_template``) adds no token and no role
+marker to a single user message: ``<bos>`` + the prompt, and no generation prompt, so a one-turn
+chat is exactly the plain prompt posttrain trains on (``Policy.encode_prompt``). An assistant turn
+is its content and ``<eos>`` (the sampler's stop token, so a finished action closes its own turn);
+a later user or system message starts with one newline (this tokenizer reads a run of newlines
+as one ``<unk>``); a tool result is ``<tool_response>...</tool_response>``; tools are listed as
+JSON lines before the first message, with the Hermes ``<tool_call>`` format the tool domain verifies.
 """
 
 from __future__ import annotations
@@ -17,6 +25,31 @@ from pathlib import Path
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 # Printable ASCII plus newline and tab: enough for prompts, Python code and \boxed{} answers.
 _CHARS = [c for c in string.printable if c not in "\r\x0b\x0c"]
+
+CHAT_TEMPLATE = (
+    "{{- bos_token -}}"
+    "{%- if tools -%}"
+    "{{- 'Tools:\\n' -}}"
+    "{%- for tool in tools -%}{{- tool | tojson -}}{{- '\\n' -}}{%- endfor -%}"
+    "{{- 'Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.\\n' -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message.role == 'assistant' -%}"
+    "{{- message.content or '' -}}"
+    "{%- for call in message.tool_calls or [] -%}"
+    "{%- set call = call.function if call.function is defined else call -%}"
+    "{{- '<tool_call>' -}}{{- {'name': call.name, 'arguments': call.arguments} | tojson -}}{{- '</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{{- eos_token -}}"
+    "{%- elif message.role == 'tool' -%}"
+    "{{- '<tool_response>' + message.content + '</tool_response>' -}}"
+    "{%- else -%}"
+    "{%- if not loop.first -%}{{- '\\n' -}}{%- endif -%}"
+    "{{- message.content -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+)
+"""The embedded default's chat template (module docstring); no generation prompt."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +91,7 @@ def build_char_tokenizer():  # -> PreTrainedTokenizerFast
         # loaded with AutoTokenizer outside posttrain (issue 12).
         add_bos_token=True,
     )
+    tok.chat_template = CHAT_TEMPLATE  # renders with the same 101 tokens: plain prompts keep their ids
     # Llama, not Qwen2: transformers 5 overrides a qwen2 checkpoint's tokenizer class with Qwen2's
     # BPE tokenizer (which drops spaces) instead of loading the tokenizer.json we built.
     return tok

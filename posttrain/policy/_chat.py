@@ -1,0 +1,282 @@
+"""Chat templates: messages to token ids with the tokenizer's own template, observations appended as
+ids after sampled actions, and tool calls parsed in the format the template teaches.
+
+Why: a chat model is trained on its template; a prompt rendered any other way is off-distribution,
+and a multi-turn context must be the template's rendering of the conversation, built without ever
+decoding and re-encoding what the model sampled (../shared/reference/episodes.md §2-3).
+
+    chat = ChatTemplate(policy.tokenizer)                        # family detected from the template
+    prompt = chat.render(messages, tools=tools)                  # ids, with the generation prompt
+    parse = chat.parse_tool_calls(generation.text)               # calls, or an error with its reason
+    messages += [chat.assistant_message(parse), *tool_results]
+    context += [*generation.completion_ids, *chat.observation_ids(messages_before, generation.completion_ids,
+                                                                  new_messages, tools=tools)]
+
+How an observation is built (``observation_ids``): the template renders the conversation through
+the model's assistant turn (``before``) and with the new messages and the generation prompt
+(``after``); the observation is the text that closes the assistant turn (what the template writes
+after an assistant message's content: Qwen's ``<|im_end|>\\n``) followed by ``after[len(before):]``,
+encoded as one piece. When the action ended with the sampler's EOS and the closing text starts with
+it, that token is already in the context and is not repeated; an action cut by a stop string or by
+length gets the whole closing text (an appended, masked end-of-turn). The context then equals
+``render(messages + new, add_generation_prompt=True)`` whenever the sampled ids are the template's
+own rendering of the action (the tests check it on a Qwen2-style model); when they are not (a
+different spacing of the JSON, a token split the tokenizer would not make), the sampled ids stay
+as sampled: the trainer scores what was sampled.
+
+Templates that rewrite history (Qwen3 drops ``<think>`` blocks before the last user message): then
+``before`` is not a prefix of ``after`` and ``observation_ids`` raises ``ChatTemplateError`` naming
+the check, unless the ``ChatTemplate`` was built with ``on_rewrite="append"``: the documented
+fallback renders the new messages after a fixed one-message assistant turn and appends that delta,
+so the context stays append-only (what the model sampled from is what it is trained on, as verl
+and TRL keep full reasoning) but is no longer the template's rendering of the full conversation.
+
+Tool-call families (``TOOL_FAMILIES``), detected from the template text, overridable: ``"hermes"``
+(Hermes/Qwen ``<tool_call>{"name", "arguments"}</tool_call>`` blocks) and ``"openai"`` (one JSON
+document: ``{"name", "arguments"}``, a list of them, or an OpenAI message ``{"tool_calls": [...]}``;
+``arguments`` an object or a JSON string). Decoding is the tool domain's
+(``posttrain.envs.tool_env.parse_tool_calls``); this module adds the family: a response in the
+other family's format is an error result, never zero calls (NeMo-RL #3422).
+
+Not here: Qwen3-Coder XML (``<function=...>``), Mistral ``[TOOL_CALLS]``, GPT-OSS ``<|call|>``
+formats (detected and refused by name); running tools; which messages an environment sends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from posttrain.errors import UserError
+
+ToolFamily = Literal["hermes", "openai"]
+TOOL_FAMILIES: tuple[ToolFamily, ...] = ("hermes", "openai")
+OnRewrite = Literal["error", "append"]
+Message = Mapping[str, Any]
+
+_SENTINEL = "PTsentinel7q"  # assistant content used to find what the template writes around a turn
+_UNSUPPORTED = {  # template text -> the format it teaches, which this module does not parse
+    "<function=": "Qwen3-Coder XML calls (<function=...>)",
+    "[TOOL_CALLS]": "Mistral [TOOL_CALLS]",
+    "<|call|>": "GPT-OSS harmony calls (<|call|>)",
+}
+
+
+class ChatTemplateError(UserError):
+    """The tokenizer's chat template cannot do what was asked (none, unsupported, rewrites history)."""
+
+
+@dataclass(frozen=True)
+class ToolCallParse:
+    """What a response's tool calls decode to: the calls (empty: no call), or why they cannot be read."""
+
+    calls: tuple[Any, ...] = ()
+    """``posttrain.envs.tool_env.ToolCall``s (name, arguments), in the order written."""
+    content: str = ""
+    """The response's text outside its calls (stripped)."""
+    error: str | None = None
+    """Why the calls cannot be decoded (malformed JSON, the other family's format); ``calls`` is then empty."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class ChatTemplate:
+    """A tokenizer's chat template: rendering, append-only observations, the tool-call family.
+
+    ``family``: None detects it from the template text (``detect_family``); ``on_rewrite``: what
+    ``observation_ids`` does with a template that rewrites earlier turns (module docstring).
+
+    >>> from posttrain.policy import build_char_tokenizer
+    >>> chat = ChatTemplate(build_char_tokenizer())
+    >>> chat.family, chat.render([{"role": "user", "content": "2+2?"}]) == build_char_tokenizer()("2+2?")["input_ids"]
+    ('hermes', True)
+    """
+
+    tokenizer: Any
+    family: ToolFamily | None = None
+    on_rewrite: OnRewrite = "error"
+    template: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        template = getattr(self.tokenizer, "chat_template", None)
+        if not isinstance(template, str) or not template:
+            raise ChatTemplateError(
+                f"{getattr(self.tokenizer, 'name_or_path', '') or 'the tokenizer'}: no chat template "
+                "(chat_template.jinja or tokenizer_config.json chat_template); set tokenizer.chat_template")
+        if self.family is None:
+            self.family = detect_family(template)
+        elif self.family not in TOOL_FAMILIES:
+            raise ChatTemplateError(f"chat template: family must be one of {list(TOOL_FAMILIES)}, got {self.family!r}")
+        if self.on_rewrite not in ("error", "append"):
+            raise ChatTemplateError(f"chat template: on_rewrite must be 'error' or 'append', got {self.on_rewrite!r}")
+        self.template = template
+        self.eos_token_id = self.tokenizer.eos_token_id
+
+    def render_text(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
+                    add_generation_prompt: bool = True) -> str:
+        """The template's text for ``messages`` (and ``tools``), as ``apply_chat_template`` writes it."""
+        return self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tools=list(tools) if tools else None, tokenize=False,
+            add_generation_prompt=add_generation_prompt)
+
+    def render(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
+               add_generation_prompt: bool = True) -> list[int]:
+        """``apply_chat_template(messages, tools=tools, add_generation_prompt=...)`` as token ids."""
+        return self.encode(self.render_text(messages, tools=tools, add_generation_prompt=add_generation_prompt))
+
+    def encode(self, text: str) -> list[int]:
+        """Template text to ids as ``apply_chat_template`` tokenizes it (no special tokens added)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def observation_ids(self, messages: Sequence[Message], action_ids: Sequence[int], new: Sequence[Message], *,
+                        tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+        """Ids to append after ``action_ids`` so that the context continues as the template renders
+        ``messages + new`` with the generation prompt (module docstring).
+
+        ``messages``: the conversation through the assistant message of this action (its last
+        message); ``action_ids``: what was sampled for it (only its last id is read: EOS or not);
+        ``new``: the messages that follow (tool results, user feedback).
+        """
+        if not messages or messages[-1].get("role") != "assistant":
+            raise ValueError("observation_ids: messages must end with the assistant message of the action")
+        if not new:
+            raise ValueError("observation_ids: no new message to append")
+        close = self._close_text(messages[:-1], tools)
+        head = self.render_text(messages[:-1], tools=tools, add_generation_prompt=True)
+        before = self.render_text(messages, tools=tools, add_generation_prompt=False)
+        after = self.render_text([*messages, *new], tools=tools, add_generation_prompt=True)
+        problem = (None if after.startswith(before) and before.startswith(head) and before.endswith(close) else
+                   "it renders the conversation with the new messages differently from the conversation so far "
+                   "(it rewrites earlier turns, e.g. drops <think> blocks)" if not after.startswith(before) else
+                   "an assistant turn does not start with the generation prompt" if not before.startswith(head) else
+                   f"this assistant message does not end with the turn's closing text {close!r}")
+        if problem is None:
+            text = close + after[len(before):]
+        elif self.on_rewrite == "error":
+            raise ChatTemplateError(f"chat template of {self._name()}: {problem}; the context cannot stay the "
+                                    "template's rendering. Use ChatTemplate(..., on_rewrite='append') to append "
+                                    "observations to what was sampled anyway")
+        else:
+            text = close + self._delta_after_assistant(new, tools)
+        ids = self.encode(text)
+        if action_ids and action_ids[-1] == self.eos_token_id and ids[:1] == [self.eos_token_id]:
+            ids = ids[1:]  # the sampled EOS is the template's end of turn: in the context already
+        return ids
+
+    def parse_tool_calls(self, text: str) -> ToolCallParse:
+        """The tool calls of a response, in this template's family (``parse_tool_calls``)."""
+        return parse_tool_calls(text, self.family)
+
+    @staticmethod
+    def assistant_message(parse: ToolCallParse) -> dict[str, Any]:
+        """The assistant message of a parsed response, for rendering: content + OpenAI ``tool_calls``
+        with ``arguments`` as a dict (what templates iterate over; OpenAI sends a JSON string)."""
+        from posttrain.verify.strict_json import to_plain
+
+        msg: dict[str, Any] = {"role": "assistant", "content": parse.content}
+        if parse.calls:
+            msg["tool_calls"] = [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": c.name, "arguments": to_plain(dict(c.arguments))}}
+                for i, c in enumerate(parse.calls)]
+        return msg
+
+    def _name(self) -> str:
+        return getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
+
+    def _close_text(self, history: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None) -> str:
+        """What the template writes after an assistant message's content (Qwen: ``<|im_end|>\\n``)."""
+        text = self.render_text([*history, {"role": "assistant", "content": _SENTINEL}], tools=tools,
+                                add_generation_prompt=False)
+        at = text.rfind(_SENTINEL)
+        if at < 0:
+            raise ChatTemplateError(f"chat template of {self._name()}: an assistant message's content does not "
+                                    "appear in its rendering; cannot tell where a turn ends")
+        return text[at + len(_SENTINEL):]
+
+    def _delta_after_assistant(self, new: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None) -> str:
+        """The fallback delta: ``new`` rendered after a fixed user + assistant exchange, found by the
+        assistant's content (independent of how the template rewrites that turn's header)."""
+        base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
+        text = self.render_text([*base, *new], tools=tools, add_generation_prompt=True)
+        close = self._close_text(base[:1], tools)
+        at = text.rfind(_SENTINEL)
+        if at < 0 or not text[at + len(_SENTINEL):].startswith(close):
+            raise ChatTemplateError(f"chat template of {self._name()}: cannot render new messages after an "
+                                    "assistant turn as an appended delta")
+        return text[at + len(_SENTINEL) + len(close):]
+
+
+def detect_family(template: str) -> ToolFamily:
+    """The tool-call family a chat template teaches: ``"hermes"`` when it writes ``<tool_call>``
+    blocks, else ``"openai"`` (JSON calls). Formats this module cannot parse raise ``ChatTemplateError``.
+
+    >>> detect_family("{% for t in tools %}{{ t | tojson }}{% endfor %}<tool_call>")
+    'hermes'
+    >>> detect_family("{{ messages[0]['content'] }}")
+    'openai'
+    """
+    for marker, what in _UNSUPPORTED.items():
+        if marker in template:
+            raise ChatTemplateError(f"chat template teaches {what}, which posttrain does not parse; pass "
+                                    f"family= one of {list(TOOL_FAMILIES)} if the model writes one of those")
+    return "hermes" if "<tool_call>" in template else "openai"
+
+
+def parse_tool_calls(text: str, family: ToolFamily) -> ToolCallParse:
+    """Decode the tool calls of ``text`` written in ``family``'s format.
+
+    No call is ``ToolCallParse(content=text)``; a malformed call, or a call in the other family's
+    format, is an error result with the reason (never zero calls).
+
+    >>> parse_tool_calls('<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>', "hermes").calls
+    (ToolCall(name='f', arguments={'x': 1}),)
+    >>> parse_tool_calls('{"name": "f", "arguments": {"x": 1}}', "hermes").error
+    "a tool call in OpenAI JSON, but this template's calls are <tool_call> blocks (family 'hermes')"
+    >>> parse_tool_calls('<tool_call>{"name": "f", "arguments": {"x": 1}</tool_call>', "hermes").error
+    "<tool_call> #1: invalid JSON at line 1 column 36: Expecting ',' delimiter"
+    """
+    from posttrain.envs.tool_env import ToolCallError
+    from posttrain.envs.tool_env import parse_tool_calls as decode
+
+    if family not in TOOL_FAMILIES:
+        raise ValueError(f"family must be one of {list(TOOL_FAMILIES)}, got {family!r}")
+    tagged = "<tool_call" in text or "</tool_call" in text
+    if family == "openai" and tagged:
+        return ToolCallParse(error="a <tool_call> block, but this template's calls are OpenAI JSON (family 'openai')")
+    try:
+        calls = tuple(decode(text))
+    except ToolCallError as e:
+        return ToolCallParse(error=str(e))
+    if family == "hermes" and calls and not tagged:
+        return ToolCallParse(error="a tool call in OpenAI JSON, but this template's calls are <tool_call> blocks "
+                                   "(family 'hermes')")
+    if not calls:
+        return ToolCallParse(content=text.strip())
+    content = _outside_calls(text) if family == "hermes" else ""
+    return ToolCallParse(calls=calls, content=content)
+
+
+def _outside_calls(text: str) -> str:
+    import re
+
+    return re.sub(r"<tool_call>.*?</tool_call>", "", text, flags=re.DOTALL).strip()
+
+
+def tool_result_message(content: Any, *, tool_call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """A ``role: tool`` message; non-string content is written as JSON.
+
+    >>> tool_result_message({"temp": 3}, tool_call_id="call_0")
+    {'role': 'tool', 'content': '{"temp": 3}', 'tool_call_id': 'call_0'}
+    """
+    msg: dict[str, Any] = {"role": "tool", "content": content if isinstance(content, str) else json.dumps(content)}
+    if tool_call_id is not None:
+        msg["tool_call_id"] = tool_call_id
+    if name is not None:
+        msg["name"] = name
+    return msg
