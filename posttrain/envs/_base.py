@@ -4,8 +4,9 @@ A domain module (``math_env``, ``code_env``, ``json_env``, ``tool_env``) provide
 ``parse_task`` turns a JSON record into a ``Task`` (raising ``TaskError`` that names the source,
 the task id and the field), ``render_prompt`` gives the text the model sees, ``make_verifier``
 builds a ``Verifier`` (sandbox-backed ones get the pool explicitly), ``noop_response`` is the
-do-nothing baseline that must score 0, and ``generate_tasks`` builds procedural tasks with
-reference responses.
+do-nothing baseline that must score 0, ``exploit_fixtures`` lists known ways to score without
+solving (each must score 0: a ``fail``, never an ``infra_error``), and ``generate_tasks`` builds
+procedural tasks with reference responses.
 
 ``guard`` wraps a verifier so that it never raises into the trainer: an exception inside the
 verifier becomes an ``infra_error`` verdict (reward NaN), never a silent 0 (STYLE.md 4.2).
@@ -44,6 +45,8 @@ class Env(Protocol):
     def make_verifier(self, pool: Any | None) -> Verifier: ...
 
     def noop_response(self, task: Task) -> str: ...
+
+    def exploit_fixtures(self) -> list[tuple[str, Task, str]]: ...
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]: ...
 

@@ -28,6 +28,18 @@ def test_generated_tasks_reference_passes_noop_fails(domain: str, request) -> No
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
+def test_exploit_fixtures_fail_on_the_batch_path(domain: str, request) -> None:
+    """Every domain ships exploits (reward-hacking.md, issue 14); through ``verify_many`` (the path
+    training uses, batched sandbox jobs for code) each one is a ``fail``, never a pass or infra."""
+    fixtures = get_env(domain).exploit_fixtures()
+    assert fixtures and len({name for name, _, _ in fixtures}) == len(fixtures)
+    pool = request.getfixturevalue("pool") if domain == "code" else None
+    verdicts = verify_many([(task, response) for _, task, response in fixtures], pool)
+    outcomes = {name: v.outcome for (name, _, _), v in zip(fixtures, verdicts, strict=True)}
+    assert {n: o for n, o in outcomes.items() if o != "fail"} == {}
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
 def test_generators_are_deterministic_and_round_trip(domain: str) -> None:
     env = get_env(domain)
     a, b = env.generate_tasks(8, seed=11), env.generate_tasks(8, seed=11)
