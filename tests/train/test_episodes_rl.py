@@ -179,7 +179,7 @@ def test_grpo_loop_over_repair_episodes(tmp_path):
     tasks = [Task(id=f"t{i}", domain="test", prompt=f"say {i}:", fields={}) for i in range(4)]
     first_even = lambda action: action.completion_ids[0] % 2 == 0  # noqa: E731  (about half pass)
     spec = EpisodeSpec(make_env=lambda task: FeedbackEnv(policy.encode_prompt, attempts=3, passes=first_even),
-                       max_turns=3, attempt_discount=0.9)
+                       max_turns=3, attempt_discount=0.9, process_coef=0.1)
     cfg = RLConfig(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=6, checkpoint_every=2)
     seen = []
     train_grpo(policy, tasks, {}, cfg, reward_weights=RewardWeights(), out=tmp_path / "run", seed=0, workers=1,
