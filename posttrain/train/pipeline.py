@@ -34,9 +34,9 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from posttrain.config import to_dict
+from posttrain.config import parse_config, to_dict
 from posttrain.envs import get_env, task_to_record
-from posttrain.errors import UserError
+from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.loggers import make_loggers
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
@@ -192,6 +192,18 @@ def recipe_changes(saved: Mapping[str, Any], recipe: Mapping[str, Any], prefix: 
     return changes
 
 
+def _with_defaults(saved: Any) -> dict[str, Any]:
+    """A saved config.yaml with the keys it predates filled in with their defaults, so that a run
+    started before a key existed resumes when the recipe leaves that key at its default."""
+    if not isinstance(saved, dict):
+        return {}
+    try:
+        full = to_dict(parse_config(Recipe, saved))
+    except (ConfigError, TypeError, ValueError):  # a key since removed or renamed: compare as saved
+        return saved
+    return yaml.safe_load(yaml.safe_dump(full, sort_keys=False))
+
+
 def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
     """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it with the same recipe."""
     cfg_path = out / "config.yaml"
@@ -204,7 +216,7 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
         except yaml.YAMLError as e:
             raise UserError(f"{cfg_path}: not valid YAML ({str(e).splitlines()[0]}); the run cannot be resumed") from None
         as_saved = yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
-        changed = recipe_changes(saved if isinstance(saved, dict) else {}, as_saved)
+        changed = recipe_changes(_with_defaults(saved), as_saved)
         if changed:
             raise UserError(f"{cfg_path}: the run was started with a different recipe (changed: {', '.join(changed)}); "
                             f"--resume needs the same recipe: drop the changes, or start over with another --out")

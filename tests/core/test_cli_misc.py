@@ -129,3 +129,25 @@ def test_quickstart_dirs_latest_unfinished_first(tmp_path):
     (base.with_name("quickstart-10") / "checkpoints").mkdir(parents=True)
     (base.with_name("quickstart-10") / "config.yaml").write_text("stages: []\n")
     assert _resume_dir(base) == base.with_name("quickstart-10")  # numbers, not names, order them
+
+
+def test_resume_accepts_a_config_that_predates_a_key(tmp_path):
+    """A run whose config.yaml was written before a key existed resumes when the recipe leaves
+    that key at its default; a real change is still refused, naming the key."""
+    import yaml
+
+    from posttrain.errors import UserError
+    from posttrain.train.pipeline import prepare_run_dir
+    from posttrain.train.recipe import load_recipe
+
+    recipe = load_recipe("configs/tiny-grpo.yaml")
+    prepare_run_dir(tmp_path, recipe, resume=False)
+    cfg = tmp_path / "config.yaml"
+    saved = yaml.safe_load(cfg.read_text())
+    del saved["model"]["max_positions"]  # as written before model.max_positions existed
+    cfg.write_text(yaml.safe_dump(saved, sort_keys=False))
+    prepare_run_dir(tmp_path, recipe, resume=True)
+    saved["rl"]["steps"] = saved["rl"]["steps"] + 1
+    cfg.write_text(yaml.safe_dump(saved, sort_keys=False))
+    with pytest.raises(UserError, match=r"changed: rl\.steps"):
+        prepare_run_dir(tmp_path, recipe, resume=True)
