@@ -6,11 +6,13 @@ and a multi-turn context must be the template's rendering of the conversation, b
 decoding and re-encoding what the model sampled (../shared/reference/episodes.md §2-3).
 
     chat = ChatTemplate(policy.tokenizer)                        # family detected from the template
-    prompt = chat.render(messages, tools=tools)                  # ids, with the generation prompt
-    parse = chat.parse_tool_calls(generation.text)               # calls, or an error with its reason
-    messages += [chat.assistant_message(parse), *tool_results]
-    context += [*generation.completion_ids, *chat.observation_ids(messages_before, generation.completion_ids,
-                                                                  new_messages, tools=tools)]
+    chat.check_appends("tool", tools=tools)                      # refuse a rewriting template up front
+    context = chat.render(messages, tools=tools)                 # ids, with the generation prompt
+    [g] = sampler.generate([context], params)
+    parse = chat.parse_tool_calls(g.text)                        # calls, or an error with its reason
+    messages.append(chat.assistant_message(parse))
+    context += [*g.completion_ids, *chat.observation_ids(messages, g.completion_ids, results, tools=tools)]
+    messages += results                                          # tool_result_message(...) each
 
 How an observation is built (``observation_ids``): the template renders the conversation through
 the model's assistant turn (``before``) and with the new messages and the generation prompt
@@ -27,7 +29,7 @@ as sampled: the trainer scores what was sampled.
 Templates that rewrite history (Qwen3 drops ``<think>`` blocks before the last user message): then
 ``before`` is not a prefix of ``after`` and ``observation_ids`` raises ``ChatTemplateError`` naming
 the check, unless the ``ChatTemplate`` was built with ``on_rewrite="append"``: the documented
-fallback renders the new messages after a fixed one-message assistant turn and appends that delta,
+fallback renders the new messages after a fixed user + assistant exchange and appends that delta,
 so the context stays append-only (what the model sampled from is what it is trained on, as verl
 and TRL keep full reasoning) but is no longer the template's rendering of the full conversation.
 
@@ -78,6 +80,8 @@ class ToolCallParse:
     """The response's text outside its calls (stripped)."""
     error: str | None = None
     """Why the calls cannot be decoded (malformed JSON, the other family's format); ``calls`` is then empty."""
+    text: str = ""
+    """The response as parsed."""
 
     @property
     def ok(self) -> bool:
@@ -172,12 +176,29 @@ class ChatTemplate:
         """The tool calls of a response, in this template's family (``parse_tool_calls``)."""
         return parse_tool_calls(text, self.family)
 
+    def check_appends(self, role: Literal["user", "tool"], *, tools: Sequence[Mapping[str, Any]] | None = None
+                      ) -> None:
+        """Raise ``ChatTemplateError`` now, before any work, where ``observation_ids`` would raise in
+        an episode whose observations are ``role`` messages ("user": repair feedback; "tool": tool
+        results). Probe: a question, an answer with a ``<think>`` block (and a call, for "tool"),
+        then one ``role`` message."""
+        call = ('<tool_call>{"name": "f", "arguments": {}}</tool_call>' if self.family == "hermes" else
+                '{"name": "f", "arguments": {}}')
+        answer = "<think>\nr\n</think>\n\n" + ("4" if role == "user" else call)
+        parse = self.parse_tool_calls(answer)
+        messages = [{"role": "user", "content": "q"}, self.assistant_message(parse)]
+        new = {"role": "user", "content": "f"} if role == "user" else tool_result_message("r", tool_call_id="call_0")
+        self.observation_ids(messages, [*self.encode(answer), self.eos_token_id], [new], tools=tools)
+
     @staticmethod
     def assistant_message(parse: ToolCallParse) -> dict[str, Any]:
         """The assistant message of a parsed response, for rendering: content + OpenAI ``tool_calls``
-        with ``arguments`` as a dict (what templates iterate over; OpenAI sends a JSON string)."""
+        with ``arguments`` as a dict (what templates iterate over; OpenAI sends a JSON string).
+        A response whose calls do not parse is its text, as written."""
         from posttrain.verify.strict_json import to_plain
 
+        if not parse.ok:
+            return {"role": "assistant", "content": parse.text}
         msg: dict[str, Any] = {"role": "assistant", "content": parse.content}
         if parse.calls:
             msg["tool_calls"] = [
@@ -248,18 +269,19 @@ def parse_tool_calls(text: str, family: ToolFamily) -> ToolCallParse:
         raise ValueError(f"family must be one of {list(TOOL_FAMILIES)}, got {family!r}")
     tagged = "<tool_call" in text or "</tool_call" in text
     if family == "openai" and tagged:
-        return ToolCallParse(error="a <tool_call> block, but this template's calls are OpenAI JSON (family 'openai')")
+        return ToolCallParse(error="a <tool_call> block, but this template's calls are OpenAI JSON (family 'openai')",
+                             text=text)
     try:
         calls = tuple(decode(text))
     except ToolCallError as e:
-        return ToolCallParse(error=str(e))
+        return ToolCallParse(error=str(e), text=text)
     if family == "hermes" and calls and not tagged:
         return ToolCallParse(error="a tool call in OpenAI JSON, but this template's calls are <tool_call> blocks "
-                                   "(family 'hermes')")
+                                   "(family 'hermes')", text=text)
     if not calls:
-        return ToolCallParse(content=text.strip())
+        return ToolCallParse(content=text.strip(), text=text)
     content = _outside_calls(text) if family == "hermes" else ""
-    return ToolCallParse(calls=calls, content=content)
+    return ToolCallParse(calls=calls, content=content, text=text)
 
 
 def _outside_calls(text: str) -> str:

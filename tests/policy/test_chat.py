@@ -149,6 +149,17 @@ def test_template_that_drops_earlier_thinking_is_an_error_or_the_documented_fall
     assert "maybe 4" in tok.decode(context) and context != chat.render([*messages, feedback])
 
 
+def test_check_appends_refuses_a_rewriting_template_before_any_work(qwen):
+    qwen3 = ChatTemplate(qwen_char_tokenizer(QWEN3_THINK_TEMPLATE))
+    with pytest.raises(ChatTemplateError, match="rewrites earlier turns"):
+        qwen3.check_appends("user")
+    qwen3.check_appends("tool")
+    ChatTemplate(qwen3.tokenizer, on_rewrite="append").check_appends("user")
+    for role in ("user", "tool"):
+        qwen.check_appends(role, tools=TOOLS)
+        ChatTemplate(build_char_tokenizer()).check_appends(role, tools=TOOLS)
+
+
 def test_generation_prompt_that_is_not_the_assistant_header_is_an_error():
     template = QWEN2_TEMPLATE.replace("{{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n",
                                       "{{- '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' }}\n{%- endif %}\n")
@@ -239,6 +250,8 @@ def test_openai_parses_json_calls_and_string_arguments():
 def test_a_format_mismatch_or_malformed_call_is_an_error_not_zero_calls(family, text, reason):
     parse = parse_tool_calls(text, family)
     assert not parse.ok and parse.calls == () and reason in parse.error
+    # the turn is rendered as the model wrote it
+    assert ChatTemplate.assistant_message(parse) == {"role": "assistant", "content": text}
 
 
 # --- end to end: a tiny Qwen2 model with the Qwen2-style template --------------------------------------
@@ -269,6 +282,7 @@ def test_tiny_qwen2_calls_a_tool_and_the_context_is_the_templates_rendering():
     chat = ChatTemplate(qwen_char_tokenizer())
     tok = chat.tokenizer
     assert chat.family == "hermes"
+    chat.check_appends("tool", tools=TOOLS)
     answer = {"role": "assistant", "content": "It is 3 C in Oslo."}
     demo = [USER, call_message(chat), RESULT, answer]
     ids = chat.render(demo, tools=TOOLS, add_generation_prompt=False)[:-1]  # through the last <|im_end|>
