@@ -5,10 +5,13 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BFCL_PIN := 2026.3.23
+BFCL_DIR := $(VENV)/share/bfcl
+BFCL_STAMP := $(BFCL_DIR)/.installed-$(BFCL_PIN)
 # OUT: the quickstart's run directory (default: runs/quickstart, or runs/quickstart-N once taken)
 OUT ?=
 
-.PHONY: install quickstart test lint bench clean sandbox-deps test-deps
+.PHONY: install quickstart test lint bench clean sandbox-deps test-deps bfcl-data
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,7 +23,18 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[test]"
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) $(BFCL_STAMP)
+
+# BFCL v4's data, checker and stateful backends (posttrain.envs.bfcl), offline after install: the
+# wheel is downloaded without its dependencies and unzipped under the venv, never pip-installed
+# (it pins numpy, torch, API clients, ...). Once, stamped; tests never fetch it.
+$(BFCL_STAMP): | $(BIN)/python
+	rm -rf $(BFCL_DIR) && mkdir -p $(BFCL_DIR)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: bfcl-eval==$(BFCL_PIN) -d $(BFCL_DIR)
+	$(BIN)/python -m zipfile -e $(BFCL_DIR)/bfcl_eval-$(BFCL_PIN)-py3-none-any.whl $(BFCL_DIR)/wheel
+	touch $(BFCL_STAMP)
+
+bfcl-data: $(BFCL_STAMP)
 
 # Debian packages. The sandbox runs Debian's /usr/bin/python3 inside bubblewrap, filters syscalls
 # with libseccomp2 and drops privileges with util-linux's setpriv/prlimit; chromium renders the

@@ -1,0 +1,133 @@
+"""``BfclEnv``: one BFCL multi-turn task as a stateful tool-agent episode (the ``rollout.Env`` protocol)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from posttrain.envs.bfcl._backend import BackendInfra, CallsFailed, Judgement, judge_turn, run_job
+from posttrain.envs.bfcl._data import Call, bfcl_root
+from posttrain.policy import ChatTemplate, Generation, tool_result_message
+from posttrain.rollout import Observation
+from posttrain.types import Task, Verdict
+
+MAX_STEPS_PER_TURN = 20
+"""BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
+EVIDENCE_RESULT_CHARS = 1000
+
+
+def plain_arguments(value: Any) -> Any:
+    """Decoded JSON arguments as Python values the way ``json.loads`` gives them: an exact decimal
+    (``parse_tool_calls`` keeps non-integers exact) becomes a float, so ``1.0`` stays a float."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, list):
+        return [plain_arguments(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: plain_arguments(v) for k, v in value.items()}
+    return value
+
+
+class BfclEnv:
+    """A BFCL multi-turn episode: each user turn, the model's tool calls run on the task's backends
+    in the sandbox, state carried from step to step and turn to turn (package docstring).
+
+    ``reset`` renders the first user turn with the task's tools through ``chat``; each ``step``
+    parses the action's calls in the template's family. Calls: they run (one sandbox job) and their
+    results come back as tool messages. No call (a final answer), or calls that cannot be decoded
+    (BFCL's "failed to decode: proceed to next turn"): the turn ends, is judged against the ground
+    truth's turn, and the next user message follows; after the last turn the episode is done with
+    its verdict. A turn with more than ``max_steps_per_turn`` calling steps ends the episode, failed.
+
+    Every call and result is in ``records`` and in the final verdict's evidence.
+
+    >>> # env = BfclEnv(pool, ChatTemplate(policy.tokenizer)); obs = env.reset(task)
+    """
+
+    def __init__(self, pool: Any, chat: ChatTemplate, *, root: str | Path | None = None,
+                 max_steps_per_turn: int = MAX_STEPS_PER_TURN) -> None:
+        if max_steps_per_turn < 1:
+            raise ValueError(f"max_steps_per_turn must be >= 1, got {max_steps_per_turn}")
+        self.pool, self.chat, self.root = pool, chat, bfcl_root(root)
+        self.max_steps_per_turn = max_steps_per_turn
+        self.task: Task | None = None
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        self.tools: list[dict[str, Any]] = list(task.fields["tools"])
+        self.messages: list[dict[str, Any]] = [dict(m) for m in task.fields["turns"][0]]
+        self.turn, self.steps, self.called = 0, 0, False
+        self.model_state: bytes | None = None  # opaque pickles, made and read only in the sandbox
+        self.truth_state: bytes | None = None
+        self.results: list[str] = []  # every result of the episode, for BFCL's response check
+        self.records: list[dict[str, Any]] = []
+        self.invalid_actions = 0
+        self.judgement = Judgement()
+        ids = self.chat.render(self.messages, tools=self.tools)
+        return Observation(tuple(ids), task.fields["turns"][0][-1]["content"])
+
+    def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+        task = self.task
+        if task is None:
+            raise RuntimeError("BfclEnv.step before reset")
+        parse = self.chat.parse_tool_calls(action.text)
+        self.messages.append(self.chat.assistant_message(parse) if parse.ok
+                             else {"role": "assistant", "content": action.text})
+        try:
+            if parse.ok and parse.calls:
+                return self._run_calls(action, [Call(c.name, plain_arguments(dict(c.arguments))) for c in parse.calls])
+            self.invalid_actions += not parse.ok
+            return self._end_turn(action)
+        except BackendInfra as e:
+            return Observation(()), Verdict.infra(str(e)), True
+
+    def _run_calls(self, action: Generation, calls: list[Call]) -> tuple[Observation, Verdict | None, bool]:
+        self.steps += 1
+        if self.steps > self.max_steps_per_turn:
+            self.judgement.add(self.turn, f"turn {self.turn + 1}: more than {self.max_steps_per_turn} steps "
+                                          "with tool calls (BFCL force-quits the task)", "step_limit")
+            return Observation(()), self._verdict(), True
+        assert self.task is not None
+        try:
+            job = run_job(self.pool, self.root, self.task, [{"kind": "calls", "calls": [c.to_json() for c in calls]}],
+                          model_state=self.model_state, dump=True)
+            results = job.ops[0]["results"]
+            self.model_state = job.model_state
+        except CallsFailed as e:  # the state stays as it was before these calls
+            results = [f"Error during execution: {e}"] * len(calls)
+        self.called = True
+        self.results += results
+        for c, r in zip(calls, results, strict=True):
+            self.records.append({"turn": self.turn, "step": self.steps, "name": c.name,
+                                 "arguments": dict(c.arguments), "result": r[:EVIDENCE_RESULT_CHARS]})
+        new = [tool_result_message(r, tool_call_id=f"call_{i}", name=c.name)
+               for i, (c, r) in enumerate(zip(calls, results, strict=True))]
+        return self._observe(action, new), None, False
+
+    def _end_turn(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+        assert self.task is not None
+        truth = self.task.fields["ground_truth"][self.turn]
+        try:
+            job = run_job(self.pool, self.root, self.task, [{"kind": "check", "calls": truth}],
+                          model_state=self.model_state, truth_state=self.truth_state, dump=True)
+            self.truth_state = job.truth_state
+            why = judge_turn(self.turn, truth, self.called, self.results, job.ops[0])
+        except CallsFailed as e:
+            why = f"turn {self.turn + 1}: {e}"
+        self.judgement.add(self.turn, why)
+        self.turn, self.steps, self.called = self.turn + 1, 0, False
+        turns = self.task.fields["turns"]
+        if self.turn == len(turns):
+            return Observation(()), self._verdict(), True
+        new = [dict(m) for m in turns[self.turn]]
+        return self._observe(action, new), None, False
+
+    def _observe(self, action: Generation, new: Sequence[dict[str, Any]]) -> Observation:
+        ids = self.chat.observation_ids(self.messages, action.completion_ids, new, tools=self.tools)
+        self.messages += new
+        return Observation(tuple(ids), "\n".join(str(m["content"]) for m in new))
+
+    def _verdict(self) -> Verdict:
+        return self.judgement.verdict({"calls": self.records, "invalid_actions": self.invalid_actions})
