@@ -5,9 +5,10 @@ On BFCL's ``simple_python``, ``multiple`` and ``parallel`` categories:
 2. on perturbed answers (wrong function, missing / unknown parameter, changed value, wrong type,
    missing / extra call, reordered parallel calls) it agrees with BFCL's own AST checker.
 
-The wheel is fetched with ``pip download --no-deps`` into a cache and unzipped, never installed
-(it pins heavy dependencies); its checker is imported with ``model_config`` stubbed out
-(shared/reference/offline-data.md §3). Skipped, with the reason, when the wheel cannot be fetched.
+The data and checker come from the copy ``make install`` unzips under the venv (target bfcl-data;
+never pip-installed: it pins heavy dependencies); a missing copy fails with that instruction, never
+skips, and nothing is fetched here. Its checker is imported with ``model_config`` stubbed out
+(shared/reference/offline-data.md §3).
 """
 
 from __future__ import annotations
@@ -15,38 +16,28 @@ from __future__ import annotations
 import collections
 import copy
 import json
-import subprocess
 import sys
 import types
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from posttrain.envs import get_env
+from posttrain.envs.bfcl import BfclDataMissing, bfcl_root
 
 pytestmark = pytest.mark.slow
 
-WHEEL = "bfcl-eval==2026.3.23"
 CATEGORIES = ("simple_python", "multiple", "parallel")
-CACHE = Path.home() / ".cache" / "posttrain-tests" / "bfcl"
 _TYPES = {"dict": "object", "float": "number", "tuple": "array"}
 
 
 @pytest.fixture(scope="module")
 def bfcl() -> Path:
-    root = CACHE / "unzipped"
-    if not (root / "bfcl_eval" / "data").is_dir():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", WHEEL, "-d", str(CACHE), "-q"],
-                           capture_output=True, text=True, timeout=300)
-        wheels = sorted(CACHE.glob("bfcl_eval-*.whl"))
-        if r.returncode != 0 or not wheels:
-            pytest.skip(f"cannot fetch {WHEEL} from PyPI: {r.stderr.strip()[-300:]}")
-        with zipfile.ZipFile(wheels[-1]) as z:
-            z.extractall(root)
-    return root
+    try:
+        return bfcl_root()
+    except BfclDataMissing as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="module")
