@@ -18,9 +18,10 @@ How an observation is built (``observation_ids``): the template renders the conv
 the model's assistant turn (``before``) and with the new messages and the generation prompt
 (``after``); the observation is the text that closes the assistant turn (what the template writes
 after an assistant message's content: Qwen's ``<|im_end|>\\n``) followed by ``after[len(before):]``,
-encoded as one piece. When the action ended with the sampler's EOS and the closing text starts with
-it, that token is already in the context and is not repeated; an action cut by a stop string or by
-length gets the whole closing text (an appended, masked end-of-turn). The context then equals
+encoded as one piece. When the action ended with the sampler's EOS, the closing text must start with
+it (else ``ChatTemplateError``: a base model's ``<|endoftext|>`` is not Qwen's ``<|im_end|>``), and it
+is not repeated; an action cut by a stop string or by length gets the whole closing text (an
+appended, masked end-of-turn). The context then equals
 ``render(messages + new, add_generation_prompt=True)`` whenever the sampled ids are the template's
 own rendering of the action (the tests check it on a Qwen2-style model); when they are not (a
 different spacing of the JSON, a token split the tokenizer would not make), the sampled ids stay
@@ -168,7 +169,11 @@ class ChatTemplate:
         else:
             text = close + self._delta_after_assistant(new, tools)
         ids = self.encode(text)
-        if action_ids and action_ids[-1] == self.eos_token_id and ids[:1] == [self.eos_token_id]:
+        if action_ids and action_ids[-1] == self.eos_token_id:
+            if ids[:1] != [self.eos_token_id]:
+                raise ChatTemplateError(
+                    f"{self._name()}: sampling stops at EOS {self.tokenizer.eos_token!r} but the chat template ends "
+                    f"an assistant turn with {close!r}; set the tokenizer's eos_token to the template's end of turn")
             ids = ids[1:]  # the sampled EOS is the template's end of turn: in the context already
         return ids
 

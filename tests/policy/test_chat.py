@@ -111,6 +111,15 @@ def test_stop_string_action_gets_the_whole_end_of_turn(qwen):
     assert qwen.render([USER], tools=TOOLS) + action + obs == qwen.render([*messages, RESULT], tools=TOOLS)
 
 
+def test_an_eos_that_is_not_the_templates_end_of_turn_is_an_error():
+    """A base model's tokenizer stops at <|endoftext|>; the template closes a turn with <|im_end|>."""
+    tok = qwen_char_tokenizer()
+    tok.eos_token = "<|endoftext|>"
+    chat = ChatTemplate(tok)
+    with pytest.raises(ChatTemplateError, match=r"stops at EOS '<\|endoftext\|>'.*'<\|im_end\|>\\n'"):
+        chat.check_appends("tool", tools=TOOLS)
+
+
 def test_sampled_ids_are_never_re_tokenized(qwen):
     """The model spelled "<tool_call>" in characters: decoding and re-encoding gives other ids (the
     added token). The observation is the same; the context keeps the ids as sampled."""
