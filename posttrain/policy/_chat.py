@@ -106,6 +106,7 @@ class ChatTemplate:
     family: ToolFamily | None = None
     on_rewrite: OnRewrite = "error"
     template: str = field(init=False, repr=False)
+    eos_token_id: int | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         template = getattr(self.tokenizer, "chat_template", None)
@@ -124,10 +125,18 @@ class ChatTemplate:
 
     def render_text(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
                     add_generation_prompt: bool = True) -> str:
-        """The template's text for ``messages`` (and ``tools``), as ``apply_chat_template`` writes it."""
-        return self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tools=list(tools) if tools else None, tokenize=False,
-            add_generation_prompt=add_generation_prompt)
+        """The template's text for ``messages`` (and ``tools``), as ``apply_chat_template`` writes it.
+        A template that fails on them (``raise_exception``, a missing field) is a ``ChatTemplateError``."""
+        from jinja2 import TemplateError
+
+        try:
+            return self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], tools=list(tools) if tools else None, tokenize=False,
+                add_generation_prompt=add_generation_prompt)
+        except TemplateError as e:
+            roles = [m.get("role") for m in messages]
+            raise ChatTemplateError(f"chat template of {self._name()} failed on messages with roles {roles}: "
+                                    f"{type(e).__name__}: {e}") from None
 
     def render(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
                add_generation_prompt: bool = True) -> list[int]:
@@ -155,11 +164,7 @@ class ChatTemplate:
         head = self.render_text(messages[:-1], tools=tools, add_generation_prompt=True)
         before = self.render_text(messages, tools=tools, add_generation_prompt=False)
         after = self.render_text([*messages, *new], tools=tools, add_generation_prompt=True)
-        problem = (None if after.startswith(before) and before.startswith(head) and before.endswith(close) else
-                   "it renders the conversation with the new messages differently from the conversation so far "
-                   "(it rewrites earlier turns, e.g. drops <think> blocks)" if not after.startswith(before) else
-                   "an assistant turn does not start with the generation prompt" if not before.startswith(head) else
-                   f"this assistant message does not end with the turn's closing text {close!r}")
+        problem = _append_problem(head, before, after, close)
         if problem is None:
             text = close + after[len(before):]
         elif self.on_rewrite == "error":
@@ -236,6 +241,18 @@ class ChatTemplate:
             raise ChatTemplateError(f"chat template of {self._name()}: cannot render new messages after an "
                                     "assistant turn as an appended delta")
         return text[at + len(_SENTINEL) + len(close):]
+
+
+def _append_problem(head: str, before: str, after: str, close: str) -> str | None:
+    """Why appending to ``before`` does not give ``after`` (``head``: the prompt of the action), or None."""
+    if not after.startswith(before):
+        return ("it renders the conversation with the new messages differently from the conversation so far "
+                "(it rewrites earlier turns, e.g. drops <think> blocks)")
+    if not before.startswith(head):
+        return "an assistant turn does not start with the generation prompt"
+    if not before.endswith(close):
+        return f"this assistant message does not end with the turn's closing text {close!r}"
+    return None
 
 
 def detect_family(template: str) -> ToolFamily:

@@ -68,6 +68,12 @@ def test_no_chat_template_is_a_user_error():
         ChatTemplate(tok)
 
 
+def test_a_template_that_raises_is_one_user_error_line():
+    tok = qwen_char_tokenizer("{% if messages[-1].role == 'tool' %}{{ raise_exception('no tool role') }}{% endif %}x")
+    with pytest.raises(ChatTemplateError, match=r"roles \['user', 'tool'\]: TemplateError: no tool role"):
+        ChatTemplate(tok).render([USER, RESULT])
+
+
 # --- observations ----------------------------------------------------------------------------------
 
 def test_tool_result_after_eos_continues_the_templates_rendering(qwen):
