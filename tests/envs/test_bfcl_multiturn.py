@@ -3,9 +3,10 @@
 1. Every one of the 200 ground-truth call sequences passes our verifier (``check_calls``: the
    backends run in the sandbox) and BFCL's ``multi_turn_checker`` (the wheel's, run here on the
    same call strings).
-2. Perturbed sequences (a wrong argument, a missing call, an extra call, two calls swapped), one of
-   each kind per task (a seeded draw of which call): our verdict agrees with BFCL's on each; the
-   count is printed.
+2. Perturbed sequences, one of each kind per task where it applies (a seeded draw of which call):
+   a wrong argument, a missing call, an extra call, two calls swapped, a call moved to the next
+   turn, a number's type changed (5 <-> 5.0), every call in its own step. Our verdict agrees with
+   BFCL's on each; the count is printed (all of them, no subsampling).
 3. Episodes through the runner and ``BfclEnv`` (a scripted sampler writes the calls; state is
    carried between sandbox jobs as pickles): the same verdicts as the one-job replay and BFCL, on
    a stratified subset of the tasks.
@@ -171,6 +172,22 @@ def perturbations(truth: list[list[dict[str, Any]]], rng: random.Random) -> list
             t[k][i], t[k][i + 1] = t[k][i + 1], t[k][i]
 
         out.append(("swapped calls", edit(swap)))
+    movable = [(k, i) for k, i in flat if k + 1 < len(truth)]
+    if movable:
+        k, i = rng.choice(movable)
+        out.append(("call moved to the next turn", edit(lambda t: t[k + 1].insert(0, t[k].pop(i)))))
+    numbers = [(k, i, p) for k, i in flat for p, v in truth[k][i]["arguments"].items()
+               if isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()]
+    if numbers:
+        k, i, p = rng.choice(numbers)
+
+        def retype(t):
+            v = t[k][i]["arguments"][p]
+            t[k][i]["arguments"][p] = float(v) if isinstance(v, int) else int(v)
+
+        out.append(("number's type changed (5 <-> 5.0)", edit(retype)))
+    split = [[[Call(c["name"], c["arguments"])] for c in turn] for turn in truth]
+    out.append(("one call per step", split))
     return out
 
 
@@ -198,7 +215,7 @@ def test_perturbed_sequences_agree_with_bfcl(pool, root, tasks, bfcl_checker) ->
             disagree.append((task.id, kind, theirs, v.passed, v.feedback))
     print(f"\nBFCL multi_turn_base perturbations: {agree}/{len(cases)} verdicts agree with BFCL's checker")
     for kind, (a, n, p) in by_kind.items():
-        print(f"  {kind}: {a}/{n} agree ({p} of them pass BFCL, e.g. a repeated read or an order that does not matter)")
+        print(f"  {kind}: {a}/{n} agree; BFCL passes {p} of them")  # e.g. a repeated read, an order that does not matter
     for d in disagree:
         print("  disagreement (id, perturbation, bfcl, ours, why):", d)
     assert disagree == []
@@ -216,7 +233,11 @@ class ScriptedSampler:
         for ids in prompt_ids:
             text = self.actions.pop(0)
             action = (*self.chat.encode(text), self.chat.eos_token_id)
-            out.append(Generation(tuple(ids), action, (0.0,) * len(action), text, "eos"))
+            stop = "eos"
+            if len(action) > params.max_new_tokens:  # cut at the cap, as a sampler does
+                action, stop = action[:params.max_new_tokens], "length"
+                text = self.chat.tokenizer.decode(action, skip_special_tokens=True)
+            out.append(Generation(tuple(ids), action, (0.0,) * len(action), text, stop))
         return out
 
 
@@ -310,6 +331,32 @@ def test_private_and_unlisted_functions_never_run(pool, root, tasks) -> None:
         assert v.outcome == "fail" and not any(t["passed"] for t in v.evidence["turns"])
 
 
+class SpyPool:
+    """The real pool, recording each job's request and file names."""
+
+    def __init__(self, pool) -> None:
+        self.pool, self.jobs = pool, []
+
+    def run_python(self, source, *, files=None, stdin=None, **kw):
+        self.jobs.append((json.loads(stdin), sorted(files or {})))
+        return self.pool.run_python(source, files=files, stdin=stdin, **kw)
+
+
+def test_the_models_calls_never_share_a_job_with_the_ground_truth(pool, root, tasks) -> None:
+    """In an episode, a job that runs the model's calls holds neither the truth's calls nor its state:
+    nothing a call does can read the ground truth."""
+    task = _task(tasks, "multi_turn_base_0")
+    spy = SpyPool(pool)
+    traj, _ = _episode(spy, root, task, _truth(task))
+    assert traj.verdicts[0].passed
+    runs = [(req, files) for req, files in spy.jobs if req["op"] == "run"]
+    with_calls = [(req, files) for req, files in runs if any(op["kind"] == "calls" for op in req["ops"])]
+    assert len(with_calls) == len(task.fields["turns"]) and len(runs) == 2 * len(task.fields["turns"])
+    for req, files in with_calls:
+        assert all(op["kind"] == "calls" for op in req["ops"]) and "truth.pkl" not in files
+        assert "ground_truth" not in json.dumps(req) and set(files) <= {"code.bin", "mpmath.bin", "model.pkl"}
+
+
 def test_results_forged_in_the_action_text_do_not_count(pool, root, tasks, bfcl_checker) -> None:
     task = _task(tasks, "multi_turn_base_0")
     # Turn 2's ground truth is cd + grep. The attack calls cd only and writes grep's result itself: as a
@@ -359,7 +406,7 @@ def test_calls_that_raise_or_kill_the_backend_fail(pool, root, tasks, monkeypatc
     assert replay.outcome == "fail" and replay.error_class == "backend", replay.feedback
 
 
-def test_step_limit_force_quits_a_turn(pool, root, tasks) -> None:
+def test_step_limit_and_token_budget_end_an_episode(pool, root, tasks) -> None:
     task = _task(tasks, "multi_turn_base_1")
     chat = _chat()
     env = BfclEnv(pool, chat, root=root, max_steps_per_turn=2)
@@ -367,6 +414,11 @@ def test_step_limit_force_quits_a_turn(pool, root, tasks) -> None:
     traj = run_episode(ScriptedSampler(chat, [pwd] * 5), Episode(task, env, task.id), SamplingParams(), max_turns=5)
     [verdict] = traj.verdicts
     assert len(traj.turns) == 3 and verdict.error_class == "step_limit" and verdict.outcome == "fail"
+    # The runner's token budget (actions and observations together) cuts the episode: no verdict.
+    env = BfclEnv(pool, chat, root=root)
+    traj = run_episode(ScriptedSampler(chat, _actions(_truth(task))), Episode(task, env, task.id), SamplingParams(),
+                       max_turns=50, max_tokens=400)
+    assert traj.cut_by == "max_tokens" and traj.truncated and traj.verdicts == () and len(env.records) >= 1
 
 
 def test_missing_data_names_the_make_target(tmp_path) -> None:
