@@ -129,3 +129,21 @@ def tiny_qwen2(tokenizer, *, seed: int = 0):
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config)
+
+
+def qwen_bpe_tokenizer(corpus: list[str], template: str = QWEN2_TEMPLATE, *, vocab_size: int = 400):
+    """A byte-level BPE (Qwen's kind: merges such as "\\n\\n" and " Oslo"), trained here on ``corpus``,
+    with the same special and added tokens as ``qwen_char_tokenizer``."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE(unk_token=None))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=SPECIAL, show_progress=False)
+    core.train_from_iterator(corpus, trainer)
+    core.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED])
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|endoftext|>", eos_token="<|im_end|>")
+    tok.chat_template = template
+    return tok

@@ -15,7 +15,13 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _chat_models import QWEN2_TEMPLATE, QWEN3_THINK_TEMPLATE, qwen_char_tokenizer, tiny_qwen2  # noqa: E402
+from _chat_models import (  # noqa: E402
+    QWEN2_TEMPLATE,
+    QWEN3_THINK_TEMPLATE,
+    qwen_bpe_tokenizer,
+    qwen_char_tokenizer,
+    tiny_qwen2,
+)
 
 from posttrain.errors import UserError  # noqa: E402
 from posttrain.policy import (  # noqa: E402
@@ -39,9 +45,18 @@ CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}
 RESULT = tool_result_message({"temp": 3}, tool_call_id="call_0")
 
 
-@pytest.fixture(scope="module")
-def qwen():
-    return ChatTemplate(qwen_char_tokenizer())
+@pytest.fixture(scope="module", params=["char", "bpe"])
+def qwen(request):
+    """The Qwen2-style template over a character tokenizer, and over a byte-level BPE trained on
+    these conversations (merges across "\n\n", " Oslo", ...: the seams of episodes.md §3)."""
+    if request.param == "char":
+        return ChatTemplate(qwen_char_tokenizer())
+    chat = ChatTemplate(qwen_char_tokenizer())
+    call = call_message(chat, CALL_TEXT + "\n" + CALL_TEXT.replace("Oslo", "Lima"))
+    corpus = [chat.render_text([USER, call, RESULT, {"role": "tool", "content": "\n\ncold"},
+                                {"role": "assistant", "content": "It is 3."}, {"role": "user", "content": "Try again."}],
+                               tools=TOOLS)]
+    return ChatTemplate(qwen_bpe_tokenizer(corpus * 4))
 
 
 def call_message(chat: ChatTemplate, text: str = CALL_TEXT) -> dict:
@@ -94,7 +109,7 @@ def test_two_tool_results_and_a_user_turn_are_exact(qwen):
     tok = qwen.tokenizer
     two_calls = CALL_TEXT + "\n" + CALL_TEXT.replace("Oslo", "Lima")
     messages = [USER, call_message(qwen, two_calls)]
-    new = [RESULT, tool_result_message("cold", tool_call_id="call_1")]
+    new = [RESULT, tool_result_message("\n\ncold", tool_call_id="call_1")]  # content starting with newlines
     action = [*qwen.encode(two_calls), tok.eos_token_id]
     context = qwen.render([USER], tools=TOOLS) + action + qwen.observation_ids(messages, action, new, tools=TOOLS)
     assert context == qwen.render([*messages, *new], tools=TOOLS)
