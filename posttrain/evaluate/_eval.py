@@ -156,28 +156,45 @@ def _sampler(args: argparse.Namespace, model: str | None) -> Any:
                                   max_new_tokens=args.max_new_tokens)
 
 
-def _records(args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str) -> list[EvalRecord]:
+def _records(args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str
+             ) -> tuple[list[EvalRecord], dict[str, float] | None]:
+    """The records of one evaluation, and the episodes' statistics when a local model ran repair episodes."""
     if args.responses:
         ids = {t.id for t in tasks}
         responses = read_responses(args.responses)
         if args.limit:
             responses = [r for r in responses if r.task_id in ids]
-        return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers, source=args.responses)
+        return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers,
+                               source=args.responses), None
+    if args.max_attempts > 1 and not args.endpoint:  # repair episodes, token-exact, through the episode runner
+        from posttrain.envs import get_env
+        from posttrain.evaluate.sources import runner_episodes
+        from posttrain.policy import load_policy
+        from posttrain.sandbox import usable_cpus
+
+        verifiers = {d: get_env(d).make_verifier(pool) for d in dict.fromkeys(t.domain for t in tasks)}
+        return runner_episodes(load_policy(model), tasks, verifiers, n=args.n, temperature=_temperature(args),
+                               max_new_tokens=args.max_new_tokens, seed=args.seed, workers=args.workers or usable_cpus(),
+                               stage=stage, max_attempts=args.max_attempts)
     from posttrain.evaluate.sources import sample_episodes
 
     def score(responses: list[Response]) -> list[EvalRecord]:
         return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers)
 
     return sample_episodes(tasks, _sampler(args, model), score, n=args.n, max_attempts=args.max_attempts,
-                           seed=args.seed)
+                           seed=args.seed), None
 
 
 def _score(
     args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str
 ) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
-    records = _records(args, tasks, pool, model, stage)
+    records, stats = _records(args, tasks, pool, model, stage)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
+    if stats is not None:
+        from posttrain.evaluate.sources import repair_figures
+
+        summary["episodes"] = repair_figures(summary, [stats])
     noop = noop_baseline([t for t in tasks if t.id in used], pool=pool, workers=args.workers)
     summary["noop"] = compact(summarize(noop, ks=(1,)))
     return summary, records, noop

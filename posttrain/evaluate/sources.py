@@ -28,7 +28,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +48,8 @@ __all__ = [
     "endpoint_sampler",
     "endpoint_url",
     "sample_episodes",
+    "runner_episodes",
+    "repair_figures",
 ]
 
 
@@ -249,3 +251,56 @@ def sample_episodes(
             convo[k] += [Turn("assistant", text[k]), Turn("feedback", last[k].feedback)]
             source[k] = feedback_source_after(last[k])
     return records
+
+
+def runner_episodes(
+    policy: Any,
+    tasks: Sequence[Task],
+    verifiers: Mapping[str, Any],
+    *,
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+    workers: int,
+    stage: str,
+    max_attempts: int | None = None,
+) -> tuple[list[EvalRecord], dict[str, float]]:
+    """``n`` repair episodes per task through the episode runner (``posttrain.rollout``): token-exact
+    contexts (observations appended as ids, never re-tokenized), up to each task's
+    ``limits.max_attempts`` attempts (``max_attempts`` overrides it). Returns one record per attempt
+    and the episodes' statistics (``posttrain.rollout.episode_stats`` + ``episodes``: their count)."""
+    from posttrain.policy import SamplingParams
+    from posttrain.rollout import Episode, VerdictCache, episode_stats, repair_envs, run_batch
+    from posttrain.train._runlog import trajectory_records  # records of trajectories live with the trainer's
+
+    make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts)
+    runs = [Episode(t, make(t), f"{stage}/{t.id}", i) for t in tasks for i in range(n)]
+    turns = max_attempts or max(t.limits.max_attempts for t in tasks)
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    trajs = run_batch(policy.sampler(), runs, params, max_turns=turns, workers=workers)
+    records = [rec for ep, tr in zip(runs, trajs, strict=True)
+               for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0)]
+    return records, {**episode_stats(trajs), "episodes": float(len(trajs))}
+
+
+def repair_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """The repair evaluation's headline figures: first-attempt pass rate, post-repair pass rate
+    (success within every attempt allowed: ``repair@<max rounds>``), mean attempts to success, and
+    the episodes' turns, attempts, tokens after the prompt and truncation rate (means over
+    ``stats``, one ``runner_episodes`` result each, weighted by their episode counts).
+
+    >>> repair_figures({"pass@1": 0.2, "max_attempts": 3, "repair@2": 0.7, "mean_attempts_to_success": 1.9},
+    ...                [{"turns": 2.0, "truncation_rate": 0.0, "episodes": 4.0}])["post_repair_pass_rate"]
+    0.7
+    """
+    n = [s["episodes"] for s in stats]
+    means = {k: sum(s[k] * w for s, w in zip(stats, n, strict=True)) / sum(n) for k in stats[0] if k != "episodes"}
+    rounds = int(summary.get("max_attempts", 1)) - 1
+    return {
+        "first_attempt_pass_rate": summary["pass@1"],
+        "post_repair_pass_rate": summary.get(f"repair@{rounds}", summary["pass@1"]),
+        "post_repair_key": f"repair@{rounds}" if rounds else "pass@1",
+        "mean_attempts_to_success": summary.get("mean_attempts_to_success"),
+        **means,
+    }

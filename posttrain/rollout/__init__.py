@@ -18,6 +18,7 @@ from posttrain.rollout._env import (
     verify_with_retries,
 )
 from posttrain.rollout._episodes import run_episodes, verify_all
+from posttrain.rollout._repair import RepairEnv, episode_stats, repair_envs, split_tests
 from posttrain.rollout._runner import Episode, as_rollout, run_batch, run_episode
 from posttrain.types import Trajectory, Turn
 
@@ -25,15 +26,19 @@ __all__ = [
     "Env",
     "Episode",
     "Observation",
+    "RepairEnv",
     "SingleTurnEnv",
     "Trajectory",
     "Turn",
     "VerdictCache",
     "Verifier",
     "as_rollout",
+    "episode_stats",
+    "repair_envs",
     "run_batch",
     "run_episode",
     "run_episodes",
+    "split_tests",
     "verify_all",
     "verify_with_retries",
 ]

@@ -87,6 +87,14 @@ class VerdictCache:
                 self._running.pop(key).set()
 
 
+def render_prompt(task: Task) -> str:
+    """The prompt the model sees: the task's domain renders it (tool schemas, json schema, ...); a
+    task of no registered domain (a test double) is shown its ``prompt``."""
+    from posttrain.envs import DOMAINS, get_env
+
+    return get_env(task.domain).render_prompt(task) if task.domain in DOMAINS else task.prompt
+
+
 def verify_with_retries(verify: Verifier, task: Task, response: str, *, infra_retries: int) -> Verdict:
     """``verify`` once, and again while the verdict is an infra error, ``infra_retries`` times at most.
     A persisting infra error stays one (reward NaN): never scored 0 or 1."""
@@ -101,7 +109,8 @@ def verify_with_retries(verify: Verifier, task: Task, response: str, *, infra_re
 class SingleTurnEnv:
     """A one-step episode over a verifier: the prompt, one answer, its verdict, done.
 
-    Behaviour is today's single-turn RL: the prompt is ``render(task)`` encoded with
+    Behaviour is today's single-turn RL: the prompt is ``render(task)`` (default: the task's
+    domain's ``render_prompt``, which shows tool schemas; exactly ``task.prompt`` for math and code) encoded with
     ``encode_prompt`` (``Policy.encode_prompt``), the answer's decoded text is verified, an infra
     error is retried ``infra_retries`` times, and verdicts are shared through ``cache``.
 
@@ -123,7 +132,7 @@ class SingleTurnEnv:
 
     def reset(self, task: Task) -> Observation:
         self.task = task
-        text = self.render(task) if self.render is not None else task.prompt
+        text = self.render(task) if self.render is not None else render_prompt(task)
         return Observation(tuple(self.encode_prompt(text)), text)
 
     def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:

@@ -38,6 +38,7 @@ from posttrain.types import Task
 QUICKSTART_GENERATORS: dict[str, Callable[..., list[Task]]] = {
     "quickstart-math": generators.math_tasks,
     "quickstart-code": generators.code_tasks,
+    "repair": generators.repair_tasks,  # the feedback-only family (issue 10)
 }
 """The quickstart families by name; every domain's own ``generate_tasks`` is named by its domain."""
 

@@ -140,3 +140,51 @@ def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Tas
     if len(set(ids)) != len(ids):
         raise ValueError("task ids must be unique before splitting")
     return tasks[n_eval:], tasks[:n_eval]
+
+
+# --- The feedback-only family (issue 10): the prompt hides a constant that only feedback shows.
+
+_REPAIR_NAMES = ("shift", "offset", "bump", "nudge", "lift", "move")
+_REPAIR_VARS = ("x", "n", "v", "a")
+_REPAIR_HIDDEN_XS = (3, 10, 41)
+
+
+def repair_tasks(*, seed: int = 0) -> list[Task]:
+    """The feedback-only family (code domain), shuffled by ``seed``: ``def shift(x): return x + k``
+    with ``k`` in 2..99 that the prompt does not state.
+
+    A first attempt can only guess ``k``; the one visible test, ``assert candidate(0) == k``, shows
+    it in the feedback of a failed attempt (the code verifier shows the failing test's line), so a
+    repair succeeds by reading the feedback. Three hidden tests (``x`` in 3, 10, 41) are run too and
+    only their count is shown: echoing the shown value (``return k``) or special-casing the shown
+    input (``if x == 0: return k``) fails them. ``fields.test`` holds all four tests (a single-turn
+    verifier checks everything); ``metadata.visible_tests`` / ``metadata.hidden_tests`` split them
+    for ``posttrain.rollout.RepairEnv``. ``limits.max_attempts`` is 3.
+    """
+    rng = random.Random(seed)
+    tasks = []
+    for name in _REPAIR_NAMES:
+        for var in _REPAIR_VARS:
+            for k in range(2, 100):
+                visible = f"def check(candidate):\n    assert candidate(0) == {k}\n"
+                hidden = "def check(candidate):\n" + "".join(
+                    f"    assert candidate({x}) == {x + k}\n" for x in _REPAIR_HIDDEN_XS)
+                tasks.append(Task(
+                    id=f"rp-{name}-{var}-{k}",
+                    domain="code",
+                    prompt=f'def {name}({var}):\n    """Return {var} plus the secret constant."""\n',
+                    fields={"entry_point": name, "test": visible + hidden.split("\n", 1)[1]},
+                    reference=f"    return {var} + {k}\n",
+                    tags=("python", "repair"),
+                    limits=TaskLimits(timeout_s=5.0, memory_mb=256, max_attempts=3),
+                    metadata={"visible_tests": visible, "hidden_tests": hidden,
+                              "n_hidden": len(_REPAIR_HIDDEN_XS)},
+                ))
+    rng.shuffle(tasks)
+    return tasks
+
+
+def repair_guess(task: Task) -> str:
+    """A first attempt that can only guess: a fixed wrong constant (1 is never a family's ``k``)."""
+    var = task.prompt.split("(", 1)[1].split(")", 1)[0]
+    return f"    return {var} + 1\n"

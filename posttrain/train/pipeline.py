@@ -40,20 +40,27 @@ from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.loggers import make_loggers
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
+from posttrain.evaluate.sources import repair_figures, runner_episodes
 from posttrain.evaluate.summary import summarize
-from posttrain.policy import EmbeddedModelSpec, Policy, build_embedded_default, load_policy
-from posttrain.rollout import VerdictCache, Verifier, run_episodes
+from posttrain.policy import (
+    EmbeddedModelSpec,
+    Generation,
+    Policy,
+    build_embedded_default,
+    load_policy,
+)
+from posttrain.rollout import VerdictCache, Verifier, repair_envs, run_episodes
 from posttrain.sandbox import usable_cpus
 from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
 from posttrain.train._step import apply_lora
 from posttrain.train.checkpoint import commit_dir
-from posttrain.train.grpo import train_grpo
+from posttrain.train.grpo import EpisodeSpec, train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
-from posttrain.train.recipe import Recipe, check_inputs, sft_demonstrations, uses_demonstrator
-from posttrain.train.sft import SFTParams, train_sft
-from posttrain.types import Task
+from posttrain.train.recipe import Recipe, RLConfig, check_inputs, sft_demonstrations, uses_demonstrator
+from posttrain.train.sft import Demonstration, SFTParams, demonstration_episode, train_sft
+from posttrain.types import Task, Trajectory
 
 console = Console(stderr=True, soft_wrap=True)  # paths stay on one line
 DONE = "DONE"  # marker file written last into a finished stage's checkpoint directory
@@ -132,22 +139,59 @@ def evaluate_policy(
     out: Path,
     workers: int,
 ) -> dict[str, Any]:
-    """Sample ``eval.samples_per_task`` completions per held-out task, verify, write records + summary."""
+    """Sample ``eval.samples_per_task`` completions per held-out task, verify, write records + summary.
+
+    With ``eval.episodes: repair`` each sample is a repair episode (``RepairEnv``) through the
+    episode runner: one record per attempt, and the summary adds repair@r, mean attempts to
+    success, turns and tokens per episode and the truncation rate."""
     cfg = recipe.eval
     records: list[EvalRecord] = []
+    stats: list[dict[str, float]] = []
     chunk = 50
     with progress_bar(f"eval {name:<12}", len(tasks)) as advance:
         for start in range(0, len(tasks), chunk):
             part = tasks[start : start + chunk]
-            groups = run_episodes(
-                policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
-                max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers,
-            )
-            records += [rollout_record(t, r, stage=f"eval/{name}", step=None, wall_s=0.0)
-                        for t, g in zip(part, groups, strict=True) for r in g]
+            if cfg.episodes == "repair":
+                part_records, part_stats = runner_episodes(
+                    policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
+                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers, stage=f"eval/{name}")
+                records += part_records
+                stats.append(part_stats)
+            else:
+                groups = run_episodes(
+                    policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
+                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers,
+                )
+                records += [rollout_record(t, r, stage=f"eval/{name}", step=None, wall_s=0.0)
+                            for t, g in zip(part, groups, strict=True) for r in g]
             advance(start + len(part))
     write_records(out / "eval" / f"{name}.jsonl", records)
-    return summarize(records, ks=(1,))
+    summary = summarize(records, ks=(1,))
+    if stats:
+        summary["episodes"] = repair_figures(summary, stats)
+    return summary
+
+
+def eval_metrics_row(name: str, summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The metrics.jsonl row of a repair evaluation (stage ``eval/<model>``), or None for single-turn."""
+    figures = summary.get("episodes")
+    if figures is None:
+        return None
+    return {"stage": f"eval/{name}", "step": 0,
+            **{k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}}
+
+
+def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier], train: Sequence[Task]
+                 ) -> EpisodeSpec:
+    """The recipe's episode keys (``rl.episodes``, ``rl.max_turns``, ...) -> GRPO's ``EpisodeSpec``.
+    Single-turn episodes with no other key set are the default spec (today's RL, bit-identical)."""
+    make_env = None
+    max_turns = cfg.max_turns or 1
+    if cfg.episodes == "repair":
+        make_env = repair_envs(policy, verifiers, VerdictCache())
+        max_turns = cfg.max_turns or max(t.limits.max_attempts for t in train)
+    return EpisodeSpec(make_env=make_env, max_turns=max_turns, max_tokens=cfg.max_episode_tokens,
+                       attempt_discount=cfg.attempt_discount, process_coef=cfg.process_coef, cut=cfg.cut_episodes)
 
 
 def evaluate_demonstrator(
@@ -309,6 +353,8 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
             if uses_demonstrator(recipe, pools.eval):
                 evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
             evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
+            if (row := eval_metrics_row("base", evals["base"])) is not None:
+                metrics.write(row)
             # --- training stages, in the recipe's order; each policy stage is evaluated
             for stage in recipe.stages:
                 stage_dir = ckpts / stage
@@ -318,6 +364,8 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
                 if stage != "rm":
                     policy = load_model(recipe, stage_dir)
                     evals[stage] = evaluate_policy(stage, policy, pools.eval, verifiers, recipe, out, workers)
+                    if (row := eval_metrics_row(stage, evals[stage])) is not None:
+                        metrics.write(row)
     finally:
         metrics.close()
     return {
@@ -329,6 +377,8 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
             "temperature": recipe.eval.temperature,
             "max_new_tokens": recipe.eval.max_new_tokens,
             "pass@1": "mean success of i.i.d. samples per task, averaged over tasks",
+            **({"episodes": "repair: up to each task's limits.max_attempts attempts, feedback between them; "
+                            "pass@1 is the first attempt's"} if recipe.eval.episodes == "repair" else {}),
         },
         "wall_s": time.perf_counter() - t_start,
     }
@@ -346,6 +396,8 @@ def drop_unfinished_logs(out: Path, *, resume: bool) -> None:
     for stage in ("sft", "rm", "dpo"):
         if not _stage_done(out / "checkpoints" / stage):
             truncate_after(out / "metrics.jsonl", stage=stage, step=0)
+    for name in ("base", "sft", "dpo", "rl"):  # evaluations run again on resume
+        truncate_after(out / "metrics.jsonl", stage=f"eval/{name}", step=0)
     start = _rl_start(out) if resume else 0
     truncate_after(out / "metrics.jsonl", stage="rl", step=start)
     truncate_after(out / "trajectories" / "rl.jsonl", stage="rl", step=start)
@@ -382,7 +434,7 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
         if recipe.model.lora is not None:
             policy.model = apply_lora(policy.model, recipe.model.lora)
         if stage == "sft":
-            run_sft(policy, pools.train, demo, recipe, metrics)
+            run_sft(policy, pools.train, demo, recipe, metrics, verifiers)
         else:
             run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
         if recipe.model.lora is not None:
@@ -407,10 +459,13 @@ def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], 
 
 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
-            metrics: StepLog) -> None:
+            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None) -> None:
     cfg = recipe.sft
+    demos: Sequence[Demonstration]
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
+    elif cfg.demonstrations == "repair":
+        demos = repair_demonstrations(policy, train, verifiers or {})
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -418,6 +473,26 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
                        seed=recipe.seed, pack_len=cfg.pack_len)
     with progress_bar("sft", steps) as advance:
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
+
+
+def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier]
+                          ) -> list[Trajectory]:
+    """Two-attempt repair episodes: a guess (``generators.repair_guess``), the ``RepairEnv``'s own
+    observation after it (its feedback, ids exactly as RL and evaluation see them), the reference."""
+    make = repair_envs(policy, verifiers, VerdictCache())
+    out = []
+    for task in train:
+        env = make(task)
+        prompt = env.reset(task).ids
+        guess = generators.repair_guess(task)
+        guess_ids = tuple(policy.encode_completion(guess))
+        obs, verdict, done = env.step(Generation(prompt, guess_ids, (0.0,) * len(guess_ids), guess, "eos"))
+        if done or verdict is None or verdict.passed:
+            raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
+                            f"({verdict.outcome if verdict else 'no verdict'}); the task is not of the feedback-only family")
+        out.append(demonstration_episode(task.id, [(prompt, guess_ids),
+                                                   (obs.ids, policy.encode_completion(str(task.reference)))]))
+    return out
 
 
 def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path,
@@ -433,7 +508,7 @@ def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifi
         advance(_rl_start(out) if resume else 0)
         train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, reward_model=scorer,
                    critic=critic, out=out, seed=recipe.seed, workers=workers, resume=resume,
-                   log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
+                   episodes=episode_spec(recipe.rl, policy, verifiers, train), log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 
 __all__ = ["TaskPools", "VerdictCache", "is_finished", "make_pools", "recipe_changes", "run_recipe"]

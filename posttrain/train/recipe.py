@@ -153,8 +153,10 @@ class SFTConfig:
     """Pack demonstrations into rows of this many tokens (padding-free); null = one padded row each."""
     demonstrations: str = "demonstrator"
     """What SFT imitates: "demonstrator" (the scripted, imperfect demonstrator of the quickstart
-    families), "references" (each training task's ``reference``), or the path of a JSONL file of
-    ``{"prompt", "response"}`` or ``{"task_id", "response"}`` lines (training tasks only)."""
+    families), "references" (each training task's ``reference``), "repair" (two-attempt repair
+    episodes: a guess, the environment's feedback on it, then the reference; the feedback-only
+    family's tasks), or the path of a JSONL file of ``{"prompt", "response"}`` or
+    ``{"task_id", "response"}`` lines (training tasks only)."""
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,30 @@ class RLConfig:
     reward_model_weight: NonNegativeFloat = 0.0
     """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
     rm stage before rl)."""
+    episodes: Literal["single", "repair"] = "single"
+    """single: one answer per episode. repair: after a failed attempt the model reads the verifier's
+    feedback and tries again, up to the task's limits.max_attempts (posttrain.rollout.RepairEnv)."""
+    max_turns: PositiveInt | None = None
+    """The step limit: actions per episode (null: 1 for single, the most attempts a training task
+    allows for repair)."""
+    max_episode_tokens: PositiveInt | None = None
+    """Token budget of an episode after its prompt, actions and observations together (null: none)."""
+    attempt_discount: Annotated[float, Range(gt=0, le=1)] = 1.0
+    """Reward multiplier per attempt after the first: an episode's reward is its last verdict's times
+    attempt_discount ** (attempts - 1), on every model token of the episode."""
+    process_coef: NonNegativeFloat = 0.0
+    """Per-attempt process reward: the tokens of a failed attempt before the last get
+    process_coef * (r_attempt - r_last) more advantage (grpo only)."""
+    cut_episodes: Literal["mask", "zero"] = "mask"
+    """An episode cut by max_turns or max_episode_tokens: mask (no gradient, out of its group's
+    baseline) or zero (scored 0); counted either way (truncation_rate)."""
 
     def __post_init__(self) -> None:
+        if self.process_coef > 0 and self.algorithm == "ppo":
+            raise ConfigError("rl.process_coef > 0 is for group-relative advantages (rl.algorithm: grpo); "
+                              "PPO's GAE has no process term")
+        if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:
+            raise ConfigError(f"rl.max_turns: {self.max_turns} turns need multi-turn episodes (rl.episodes: repair)")
         if self.group_size < 2 and self.algorithm == "grpo":
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
         if self.policy_loss == "gspo" and self.loss_agg != "seq_mean_token_mean":
@@ -232,7 +256,11 @@ class EvalConfig:
     temperature: NonNegativeFloat = 1.0
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy)."""
     max_new_tokens: PositiveInt = 24
-    """Completion length cap at evaluation."""
+    """Completion length cap at evaluation (per attempt)."""
+    episodes: Literal["single", "repair"] = "single"
+    """single: one answer per sample (pass@1). repair: after a failed attempt the model reads the
+    feedback and tries again, up to the task's limits.max_attempts; reports first-attempt pass rate,
+    repair@r, mean attempts to success, turns and tokens per episode, truncation rate."""
 
 
 @dataclass(frozen=True)
@@ -357,6 +385,12 @@ def uses_demonstrator(recipe: Recipe, eval_tasks: Sequence[Task]) -> bool:
 def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequence[Task]) -> list[tuple[str, str]]:
     """``(prompt, response)`` pairs SFT imitates, from ``sft.demonstrations``; ``ConfigError`` if unusable."""
     how = recipe.sft.demonstrations
+    if how == "repair":  # the episodes are built by the pipeline (their feedback comes from the sandbox)
+        unknown = next((t for t in train if t.reference is None or "visible_tests" not in t.metadata), None)
+        if unknown is not None:
+            raise ConfigError(f"sft.demonstrations: repair needs tasks of the feedback-only family (generator "
+                              f"repair: a reference and metadata.visible_tests), not training task {unknown.id!r}")
+        return [(t.prompt, str(t.reference)) for t in train]
     if how == "references":
         missing = next((t for t in train if t.reference is None), None)
         if missing is not None:

@@ -1,0 +1,159 @@
+"""RepairEnv: an attempt, its verdict, and after a failure the normalized feedback, until a pass.
+
+    observation = env.reset(task)                       # the rendered prompt, as ids
+    observation, verdict, done = env.step(attempt)      # fail: the feedback, then the prompt again
+
+An episode is at most ``task.limits.max_attempts`` attempts (``max_attempts`` overrides it); it
+ends at the first pass, at an infra error (attrition: never a retry with feedback, reward NaN), or
+after the last attempt. After a failed attempt the next observation is
+
+    FEEDBACK_HEAD + verdict.feedback (verify/feedback.py: failing test, line, expected) + hidden-test
+    note + "\\n" + the rendered prompt again
+
+encoded with ``encode_observation`` (no BOS) and appended to the sampled ids by the runner.
+
+Visible and hidden tests: a code task whose ``metadata`` has ``visible_tests`` and ``hidden_tests``
+(``check(candidate)`` sources; ``posttrain.tasks.generators.repair_tasks``) is verified twice, by
+the same domain verifier: on its visible tests, then (only if they pass) on its hidden ones. The
+feedback of a visible failure is shown as the verifier wrote it (test, line, expected value); of the
+hidden tests only their count is shown. An attempt passes only when both pass, so a response that
+echoes or special-cases the shown test does not pay (docs/reward-hacking in ../shared/reference).
+Any other task is verified once on everything and its verifier's feedback is shown whole (for code
+that is the failing assert's line: the task's tests count as visible).
+
+Not here: tool calls, sandbox workspaces carried across attempts (the code domain is stateless: each
+attempt is a complete function).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+from posttrain.policy import Generation, Policy
+from posttrain.rollout._env import Observation, VerdictCache, Verifier, render_prompt, verify_with_retries
+from posttrain.types import Task, Trajectory, Verdict
+
+FEEDBACK_HEAD = "\n# Feedback on your attempt:\n"
+
+
+def split_tests(task: Task) -> tuple[Task, Task, int] | None:
+    """``(visible task, hidden task, number of hidden tests)`` when the task splits its tests, else None.
+
+    The two tasks are ``task`` with ``fields.test`` replaced by the visible / hidden ``check``."""
+    meta = task.metadata
+    visible, hidden = meta.get("visible_tests"), meta.get("hidden_tests")
+    if not (isinstance(visible, str) and isinstance(hidden, str)) or "test" not in task.fields:
+        return None
+    n_hidden = meta.get("n_hidden")
+    count = n_hidden if isinstance(n_hidden, int) else hidden.count("assert ")
+
+    def with_test(test: str, part: str) -> Task:
+        return dataclasses.replace(task, id=f"{task.id}#{part}", fields={**task.fields, "test": test})
+
+    return with_test(visible, "visible"), with_test(hidden, "hidden"), count
+
+
+class RepairEnv:
+    """A repair episode over a domain verifier: attempts until one passes or attempts run out.
+
+    >>> # env = RepairEnv(verifier, policy.encode_prompt, encode_observation)
+    """
+
+    def __init__(
+        self,
+        verify: Verifier,
+        encode_prompt: Callable[[str], list[int]],
+        encode_observation: Callable[[str], list[int]],
+        *,
+        render: Callable[[Task], str] | None = None,
+        max_attempts: int | None = None,
+        infra_retries: int = 2,
+        cache: VerdictCache | None = None,
+    ) -> None:
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError(f"RepairEnv: max_attempts must be >= 1, got {max_attempts}")
+        self.verify, self.encode_prompt, self.encode_observation = verify, encode_prompt, encode_observation
+        self.render, self.max_attempts = render, max_attempts
+        self.infra_retries, self.cache = infra_retries, cache
+        self.task: Task | None = None
+        self.attempts = 0
+
+    def _prompt(self, task: Task) -> str:
+        return self.render(task) if self.render is not None else render_prompt(task)
+
+    def reset(self, task: Task) -> Observation:
+        self.task, self.attempts = task, 0
+        text = self._prompt(task)
+        return Observation(tuple(self.encode_prompt(text)), text)
+
+    def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+        task = self.task
+        if task is None:
+            raise RuntimeError("RepairEnv.step before reset")
+        self.attempts += 1
+        verdict = self.judge(task, action.text)
+        limit = self.max_attempts if self.max_attempts is not None else task.limits.max_attempts
+        if verdict.passed or verdict.is_infra_error or self.attempts >= limit:
+            return Observation(()), verdict, True
+        text = FEEDBACK_HEAD + verdict.feedback.strip() + "\n" + self._prompt(task)
+        return Observation(tuple(self.encode_observation(text)), text), verdict, False
+
+    def judge(self, task: Task, response: str) -> Verdict:
+        """The verdict of one attempt: visible tests, then hidden ones (only a count shown), or everything."""
+        split = split_tests(task)
+        if split is None:
+            return self._verify(task, response)
+        visible, hidden, n_hidden = split
+        seen = self._verify(visible, response)
+        if not seen.passed:
+            note = f"({n_hidden} hidden tests not shown)"
+            return dataclasses.replace(seen, feedback=f"{seen.feedback.strip()}\n{note}" if seen.feedback else note)
+        unseen = self._verify(hidden, response)
+        if unseen.passed or unseen.is_infra_error:
+            return unseen
+        return dataclasses.replace(unseen, feedback=f"Visible tests passed; hidden tests failed ({n_hidden} hidden "
+                                                    f"tests, details not shown).")
+
+    def _verify(self, task: Task, response: str) -> Verdict:
+        def run() -> Verdict:
+            return verify_with_retries(self.verify, task, response, infra_retries=self.infra_retries)
+
+        return run() if self.cache is None else self.cache.compute((task.id, response), run)
+
+
+def episode_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Means over episodes: ``turns``, ``attempts``, ``episode_tokens`` (tokens after the prompt:
+    actions and observations) and ``truncation_rate`` (episodes stopped by the runner's step limit
+    or token budget, ``cut_by``).
+
+    >>> from posttrain.types import Turn
+    >>> t = Trajectory("t", "g", 0, (Turn((1,), (2, 3), (0.0, 0.0), "eos", Verdict("fail", 0.0), ""),
+    ...                              Turn((4,), (5,), (0.0,), "eos", Verdict("pass", 1.0), "")), 1.0)
+    >>> episode_stats([t])
+    {'turns': 2.0, 'attempts': 2.0, 'episode_tokens': 4.0, 'truncation_rate': 0.0}
+    """
+    n = max(1, len(trajs))
+    return {
+        "turns": sum(len(t.turns) for t in trajs) / n,
+        "attempts": sum(t.attempts for t in trajs) / n,
+        "episode_tokens": sum(len(t.ids) - len(t.prompt_ids) for t in trajs) / n,
+        "truncation_rate": sum(t.cut_by is not None for t in trajs) / n,
+    }
+
+
+def repair_envs(policy: Policy, verifiers: Mapping[str, Verifier], cache: VerdictCache | None = None, *,
+                max_attempts: int | None = None) -> Callable[[Task], RepairEnv]:
+    """A factory of ``RepairEnv``s over the domains' verifiers: prompts encoded as
+    ``policy.encode_prompt`` does, observations with no special tokens (appended as ids);
+    ``max_attempts`` overrides the tasks' own limit."""
+    tok = policy.tokenizer
+
+    def encode_observation(text: str) -> list[int]:
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    def make(task: Task) -> RepairEnv:
+        return RepairEnv(verifiers[task.domain], policy.encode_prompt, encode_observation, cache=cache,
+                         max_attempts=max_attempts)
+
+    return make
