@@ -36,6 +36,8 @@ from posttrain.policy import (  # noqa: E402
     parse_tool_calls,
     tool_result_message,
 )
+from posttrain.rollout import Observation  # noqa: E402
+from posttrain.types import Task, Verdict  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city.",
@@ -305,22 +307,31 @@ def overfit(model, ids: list[int], targets: list[tuple[int, int]], *, max_steps:
     raise AssertionError(f"the tiny model did not learn the demonstration in {max_steps} steps")
 
 
+ANSWER = {"role": "assistant", "content": "It is 3 C in Oslo."}
+
+
+@pytest.fixture(scope="module")
+def trained_qwen2():
+    """A tiny Qwen2 that learned one demonstration episode: call get_weather, read the result, answer."""
+    chat = ChatTemplate(qwen_char_tokenizer())
+    demo = [USER, call_message(chat), RESULT, ANSWER]
+    ids = chat.render(demo, tools=TOOLS, add_generation_prompt=False)[:-1]  # through the last <|im_end|>
+    turn1 = (len(chat.render(demo[:1], tools=TOOLS)),
+             len(chat.render(demo[:2], tools=TOOLS, add_generation_prompt=False)) - 1)
+    turn2 = (len(chat.render(demo[:3], tools=TOOLS)), len(ids))
+    model = tiny_qwen2(chat.tokenizer)
+    overfit(model, ids, [turn1, turn2])
+    return chat, model
+
+
 @pytest.mark.slow
-def test_tiny_qwen2_calls_a_tool_and_the_context_is_the_templates_rendering():
+def test_tiny_qwen2_calls_a_tool_and_the_context_is_the_templates_rendering(trained_qwen2):
     """Render with tools, sample with the LocalSampler, parse the call, append the tool result as
     observation ids, sample the answer: the context is the template's rendering of the conversation."""
-    chat = ChatTemplate(qwen_char_tokenizer())
+    chat, model = trained_qwen2
     tok = chat.tokenizer
     assert chat.family == "hermes"
     chat.check_appends("tool", tools=TOOLS)
-    answer = {"role": "assistant", "content": "It is 3 C in Oslo."}
-    demo = [USER, call_message(chat), RESULT, answer]
-    ids = chat.render(demo, tools=TOOLS, add_generation_prompt=False)[:-1]  # through the last <|im_end|>
-    turn1 = (len(chat.render(demo[:1], tools=TOOLS)), len(chat.render(demo[:2], tools=TOOLS, add_generation_prompt=False)) - 1)
-    turn2 = (len(chat.render(demo[:3], tools=TOOLS)), len(ids))
-    model = tiny_qwen2(tok)
-    overfit(model, ids, [turn1, turn2])
-
     sampler, params = LocalSampler(model, tok), SamplingParams(temperature=0, max_new_tokens=96)
     context = chat.render([USER], tools=TOOLS)
     [g] = sampler.generate([context], params)
@@ -332,6 +343,52 @@ def test_tiny_qwen2_calls_a_tool_and_the_context_is_the_templates_rendering():
     assert context == chat.render([*messages, RESULT], tools=TOOLS)
 
     [g2] = sampler.generate([context], params)
-    assert g2.text == answer["content"] and chat.parse_tool_calls(g2.text).calls == ()
+    assert g2.text == ANSWER["content"] and chat.parse_tool_calls(g2.text).calls == ()
     context += g2.completion_ids
-    assert context == chat.render([*messages, RESULT, answer], tools=TOOLS, add_generation_prompt=False)[:-1]
+    assert context == chat.render([*messages, RESULT, ANSWER], tools=TOOLS, add_generation_prompt=False)[:-1]
+
+
+class WeatherEnv:
+    """A tool-calling ``posttrain.rollout.Env`` over a chat template: the prompt and every tool result
+    are rendered by the template; a response without a call is the final answer."""
+
+    def __init__(self, chat: ChatTemplate):
+        self.chat, self.messages = chat, []
+
+    def reset(self, task):
+        self.messages = [{"role": "user", "content": task.prompt}]
+        return Observation(tuple(self.chat.render(self.messages, tools=TOOLS)))
+
+    def step(self, action):
+        parse = self.chat.parse_tool_calls(action.text)
+        self.messages.append(self.chat.assistant_message(parse))
+        if not parse.ok or not parse.calls:
+            verdict = Verdict("pass", 1.0) if parse.ok and "3 C" in parse.content else Verdict("fail", 0.0)
+            return Observation(()), verdict, True
+        results = [tool_result_message({"temp": 3}, tool_call_id=f"call_{i}") for i in range(len(parse.calls))]
+        ids = self.chat.observation_ids(self.messages, action.completion_ids, results, tools=TOOLS)
+        self.messages += results
+        return Observation(tuple(ids)), None, False
+
+
+@pytest.mark.slow
+def test_an_episode_through_the_runner_is_the_templates_rendering_and_trains_on_actions_only(trained_qwen2):
+    """The same episode through ``run_episode``: the trajectory's ids are the template's rendering;
+    the newline after <|im_end|>, the tool result and the generation prompt are observation tokens
+    (loss mask 0, logprob 0.0); the sampled <|im_end|> is an action token."""
+    from posttrain.rollout import Episode, run_episode
+
+    chat, model = trained_qwen2
+    env = WeatherEnv(chat)
+    task = Task(id="w1", domain="test", prompt=USER["content"], fields={})
+    traj = run_episode(LocalSampler(model, chat.tokenizer), Episode(task, env, "g0"),
+                       SamplingParams(temperature=0, max_new_tokens=96), max_turns=3)
+    assert [t.verdict for t in traj.turns] == [None, Verdict("pass", 1.0)] and traj.reward == 1.0
+    assert list(traj.ids) == chat.render(env.messages, tools=TOOLS, add_generation_prompt=False)[:-1]
+    im_end = chat.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    first_obs = len(traj.turns[0].observation_ids) + len(traj.turns[0].action_ids)
+    assert traj.ids[first_obs - 1] == im_end and traj.loss_mask[first_obs - 1] == 1
+    inserted = traj.turns[1].observation_ids
+    assert chat.tokenizer.decode(inserted).startswith("\n<|im_start|>user\n<tool_response>")
+    assert traj.loss_mask[first_obs:first_obs + len(inserted)] == (0,) * len(inserted)
+    assert traj.logprobs[first_obs:first_obs + len(inserted)] == (0.0,) * len(inserted)
