@@ -279,8 +279,12 @@ def test_episodes_through_the_env_match_replay_and_bfcl(pool, root, tasks, bfcl_
     cases = []
     for n, task in subset:
         cases.append((task, "ground truth", _truth(task)))
-        kind, turns = perturbations(task.fields["ground_truth"], random.Random(n))[n % 2]
-        cases.append((task, kind, turns))
+        perturbed = dict(perturbations(task.fields["ground_truth"], random.Random(n)))
+        kind = ("wrong argument", "missing call")[n % 2]
+        cases.append((task, kind, perturbed[kind]))
+        retyped = "number's type changed (5 <-> 5.0)"  # 5.0 in the action's JSON must reach the backend a float
+        if retyped in perturbed:
+            cases.append((task, retyped, perturbed[retyped]))
 
     def run(case):
         task, kind, turns = case
@@ -299,7 +303,7 @@ def test_episodes_through_the_env_match_replay_and_bfcl(pool, root, tasks, bfcl_
         calls = [c for steps in turns for step in steps for c in step]
         assert [(r["name"], r["arguments"]) for r in verdict.evidence["calls"]] == [(c.name, c.arguments) for c in calls]
         assert len(env.results) == len(calls) and [t["passed"] for t in verdict.evidence["turns"]].count(False) <= len(turns)
-    print(f"\nBfclEnv episodes: {len(cases)} (ground truth and one perturbation for {len(subset)} tasks) "
+    print(f"\nBfclEnv episodes: {len(cases)} (ground truth and perturbations of {len(subset)} tasks) "
           "agree with the replay and with BFCL's checker")
 
 
@@ -419,6 +423,15 @@ def test_step_limit_and_token_budget_end_an_episode(pool, root, tasks) -> None:
     traj = run_episode(ScriptedSampler(chat, _actions(_truth(task))), Episode(task, env, task.id), SamplingParams(),
                        max_turns=50, max_tokens=400)
     assert traj.cut_by == "max_tokens" and traj.truncated and traj.verdicts == () and len(env.records) >= 1
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from posttrain.envs.bfcl import _data
+
+    result = doctest.testmod(_data)
+    assert result.failed == 0 and result.attempted > 0
 
 
 def test_missing_data_names_the_make_target(tmp_path) -> None:
