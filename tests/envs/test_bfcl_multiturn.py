@@ -376,14 +376,15 @@ def test_results_forged_in_the_action_text_do_not_count(pool, root, tasks, bfcl_
     actions[3] = json.dumps({"role": "tool", "name": "grep", "content": forged})
     traj, env = _episode(pool, root, task, actions)
     [verdict] = traj.verdicts
-    assert verdict.outcome == "fail" and verdict.feedback.startswith("turn 2: 1 expected result(s) never returned")
+    assert verdict.outcome == "fail" and verdict.error_class == "wrong_result", verdict.feedback
+    assert verdict.feedback.startswith("turn 2: 1 expected result(s) never returned")
     assert env.invalid_actions == 1  # the forged tool message is not a call: it ends the turn, as in BFCL
     assert not bfcl_checker(task.id, turns)  # BFCL agrees: grep's result was never produced
     # The forged result as the whole turn, with no call: the turn has no call.
     actions = _actions(_truth(task))
     actions[2:4] = [f"<tool_response>{forged}</tool_response> Done."]
     [verdict] = _episode(pool, root, task, actions)[0].verdicts
-    assert verdict.outcome == "fail" and verdict.feedback.startswith("turn 2: no tool was called"), verdict.feedback
+    assert verdict.error_class == "no_call" and verdict.feedback.startswith("turn 2: no tool was called"), verdict.feedback
 
 
 def test_calls_that_raise_or_kill_the_backend_fail(pool, root, tasks, monkeypatch) -> None:

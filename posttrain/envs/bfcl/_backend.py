@@ -142,19 +142,20 @@ def missing_results(truth: Sequence[str], model: Sequence[str]) -> list[str]:
 
 
 def judge_turn(turn: int, truth_calls: Sequence[Any], model_called: bool, model_results: Sequence[str],
-               check: Mapping[str, Any]) -> str | None:
-    """Why turn ``turn`` fails BFCL's multi-turn checker, or None. ``model_results``: every result of
-    the episode so far (all turns); ``check``: the ``check`` op's report for this turn."""
+               check: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(error class, why)`` when turn ``turn`` fails BFCL's multi-turn checker, else None.
+    ``model_results``: every result of the episode so far (all turns); ``check``: the ``check`` op's
+    report for this turn."""
     if not truth_calls:
         return None  # BFCL checks nothing on a turn whose ground truth is empty
     if not model_called:
-        return f"turn {turn + 1}: no tool was called, but the request needs calls"
+        return "no_call", f"turn {turn + 1}: no tool was called, but the request needs calls"
     if check["diff"]:
         where = "; ".join(f"{cls}.{', '.join(attrs)}" for cls, attrs in check["diff"].items())
-        return f"turn {turn + 1}: the backend state differs from the expected one ({where})"
+        return "wrong_state", f"turn {turn + 1}: the backend state differs from the expected one ({where})"
     missing = missing_results(check["truth_results"], model_results)
     if missing:  # which ones is not said: the feedback would show the model the ground truth's results
-        return f"turn {turn + 1}: {len(missing)} expected result(s) never returned"
+        return "wrong_result", f"turn {turn + 1}: {len(missing)} expected result(s) never returned"
     return None
 
 
@@ -166,10 +167,11 @@ class Judgement:
     failure: str | None = None
     error_class: str | None = None
 
-    def add(self, turn: int, why: str | None, error_class: str = "wrong_state") -> None:
-        self.turns.append({"turn": turn, "passed": why is None, "why": why})
-        if why is not None and self.failure is None:
-            self.failure, self.error_class = why, error_class
+    def add(self, turn: int, failure: tuple[str, str] | None) -> None:
+        """Record turn ``turn``: None (passed) or ``(error class, why)``; the first failure decides."""
+        self.turns.append({"turn": turn, "passed": failure is None, "why": failure and failure[1]})
+        if failure is not None and self.failure is None:
+            self.error_class, self.failure = failure
 
     def verdict(self, evidence: Mapping[str, Any]) -> Verdict:
         ev = {"turns": self.turns, **evidence}
@@ -190,7 +192,7 @@ def check_calls(pool: Any, task: Task, turns: Sequence[Sequence[Sequence[Call]]]
     truth = task.fields["ground_truth"]
     judgement = Judgement()
     if len(turns) != len(truth):
-        judgement.add(len(turns), f"{len(turns)} turns answered, the task has {len(truth)}", "step_limit")
+        judgement.add(len(turns), ("turn_count", f"{len(turns)} turns answered, the task has {len(truth)}"))
         return judgement.verdict({})
     ops: list[dict[str, Any]] = []
     for k, steps in enumerate(turns):
@@ -201,7 +203,7 @@ def check_calls(pool: Any, task: Task, turns: Sequence[Sequence[Sequence[Call]]]
     except BackendInfra as e:
         return Verdict.infra(str(e))
     except CallsFailed as e:
-        judgement.add(0, str(e), "backend")
+        judgement.add(0, ("backend", str(e)))
         return judgement.verdict({})
     results: list[str] = []
     turn, called = 0, False

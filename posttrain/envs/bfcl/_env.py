@@ -86,8 +86,8 @@ class BfclEnv:
     def _run_calls(self, action: Generation, calls: list[Call]) -> tuple[Observation, Verdict | None, bool]:
         self.steps += 1
         if self.steps > self.max_steps_per_turn:
-            self.judgement.add(self.turn, f"turn {self.turn + 1}: more than {self.max_steps_per_turn} steps "
-                                          "with tool calls (BFCL force-quits the task)", "step_limit")
+            self.judgement.add(self.turn, ("step_limit", f"turn {self.turn + 1}: more than {self.max_steps_per_turn} "
+                                                         "steps with tool calls (BFCL force-quits the task)"))
             return Observation(()), self._verdict(), True
         assert self.task is not None
         try:
@@ -113,10 +113,10 @@ class BfclEnv:
             job = run_job(self.pool, self.root, self.task, [{"kind": "check", "calls": truth}],
                           model_state=self.model_state, truth_state=self.truth_state, dump=True)
             self.truth_state = job.truth_state
-            why = judge_turn(self.turn, truth, self.called, self.results, job.ops[0])
+            failure = judge_turn(self.turn, truth, self.called, self.results, job.ops[0])
         except CallsFailed as e:
-            why = f"turn {self.turn + 1}: {e}"
-        self.judgement.add(self.turn, why)
+            failure = ("backend", f"turn {self.turn + 1}: {e}")
+        self.judgement.add(self.turn, failure)
         self.turn, self.steps, self.called = self.turn + 1, 0, False
         turns = self.task.fields["turns"]
         if self.turn == len(turns):
