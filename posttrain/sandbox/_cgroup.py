@@ -10,6 +10,21 @@ this process is alone in its cgroup, it moves itself into a leaf (``posttrain-sb
 and enables memory, pids and cpu for the slots beside it, as a systemd ``Delegate=yes`` unit
 would; when other processes share its cgroup it stops with what to run instead.
 
+Liveness is a lock on the cgroup itself, never a pid or a path elsewhere. Every cgroup directory
+made here (each controller's in v1, the one in v2; exec and fork-server slots, workspaces and v2's
+host leaf alike) is held under an ``flock`` on an ``O_RDONLY|O_DIRECTORY|O_CLOEXEC`` fd of the
+directory for as long as it exists: the kernel drops it when its owner dies, however it dies and in
+whatever pid, mount or user namespace, and two processes that share a cgroup tree share these
+locks whether or not they share a temp directory. The fd is close-on-exec and a launch gets only the
+fds ``_launch.spawn`` names, so no job holds it. ``reap`` removes a cgroup only while holding its
+flock (taken without waiting) and only when it is empty: rmdir refuses a cgroup with processes or
+children, and nothing in it is ever signalled.
+
+Creating a cgroup races a reaper: between ``mkdir`` and ``flock`` the new directory is empty and
+unlocked. ``_make_locked`` therefore takes the flock and then checks that the path still names the
+directory it locked (same inode); a reaper holds the flock across its rmdir, so a directory it
+removed fails that check and is made again, and one it has not removed stays ours.
+
 Not done here: cgroup v2 delegation to a non-root user, and io limits (disk fill is bounded by
 RLIMIT_FSIZE and the size of the tmpfs mounts instead).
 """
@@ -18,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import signal
 import time
@@ -68,6 +84,9 @@ def _host_leaf() -> str:
     return f"posttrain-sbx-{os.getpid()}-host"
 
 
+_leaf_locks: dict[Path, int] = {}  # v2 host leaf -> the fd holding its flock
+
+
 _V2_FIX = (
     "start posttrain alone in a cgroup of its own, e.g. `systemd-run --scope -p Delegate=yes posttrain ...`, "
     "or as root `mkdir /sys/fs/cgroup/posttrain && echo $$ > /sys/fs/cgroup/posttrain/cgroup.procs` in the "
@@ -95,7 +114,8 @@ def _delegate_v2(base: Path) -> None:
         )
     try:
         leaf = base / _host_leaf()
-        leaf.mkdir(exist_ok=True)
+        if leaf not in _leaf_locks:  # held for this process's lifetime, like a slot's (module docstring)
+            _leaf_locks[leaf] = _make_locked(leaf)
         _write(leaf / "cgroup.procs", str(os.getpid()))
         _write(base / "cgroup.subtree_control", "+memory +pids +cpu")
     except OSError as e:  # e.g. another process joined the cgroup meanwhile
@@ -150,6 +170,58 @@ def _read(path: Path) -> str:
         return f.read()
 
 
+def _make_locked(path: Path) -> int:
+    """Create the cgroup directory ``path`` and return an fd holding its flock (module docstring).
+
+    Raises OSError when it keeps vanishing or another process holds it for 2 s."""
+    for _ in range(200):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir()
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:  # a reaper removed it between mkdir and open
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            st, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                return fd
+        except BlockingIOError:  # a reaper holds it while it removes it
+            time.sleep(0.01)
+        except FileNotFoundError:  # a reaper removed it between open and flock
+            pass
+        os.close(fd)
+    raise OSError(errno.EBUSY, "another process keeps it locked or removes it", str(path))
+
+
+def reap(path: Path) -> bool:
+    """Remove the cgroup ``path`` if no process holds its flock and it is empty, holding the flock
+    across the rmdir; never signal anything in it. Returns whether it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # its owner is alive
+        os.close(fd)
+        return False
+    try:
+        for child in path.iterdir():  # rmdir refuses a child that holds processes, and then the parent
+            if child.is_dir() and not child.is_symlink():
+                child.rmdir()
+        path.rmdir()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:  # EBUSY: processes (or children) inside
+        return False
+    finally:
+        os.close(fd)
+
+
 class SlotCgroup:
     """The cgroups of one slot. ``procs_files`` are what a launcher writes its pid into."""
 
@@ -161,11 +233,12 @@ class SlotCgroup:
         self._cpu: float | None = None
         self._oom_fd = -1  # kept open: one pread per job instead of open + read + close
         self._peak_fd = -1  # v2: memory.peak resets only for reads through the fd that wrote it
+        self._locks: list[int] = []  # one flock per directory, held until it is removed (module docstring)
         try:
             for c in _CONTROLLERS:
                 d = layout.parents[c] / name
                 if d not in self.dirs.values():
-                    d.mkdir(parents=False, exist_ok=True)
+                    self._locks.append(_make_locked(d))
                 self.dirs[c] = d
             if layout.version == 2:
                 parent = layout.parents["memory"]
@@ -308,4 +381,7 @@ class SlotCgroup:
                     if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
                         break
                     time.sleep(0.01)
+        for fd in self._locks:  # after the rmdir: a directory that would not go is a reaper's to retry
+            os.close(fd)
+        self._locks = []
         self.dirs = {}

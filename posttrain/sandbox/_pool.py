@@ -24,13 +24,13 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
-from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout
+from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
 from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, send_frame, wait_for
 from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
 from posttrain.sandbox._types import Execution, Limits, check_timeout, classify, usable_cpus
@@ -530,8 +530,9 @@ class LocalSandboxPool:
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
         self._lock = threading.Lock()
         _reap_stale(self.layout)
-        # The pool's directory, locked for the pool's lifetime: its name is also the prefix of the
-        # slot cgroups, so any process sharing /tmp and the cgroup tree can tell that they are alive.
+        # The pool's directory, locked for the pool's lifetime. Its name is also the prefix of the
+        # slot cgroups, which hold locks of their own (see ``_cgroup``): a neighbour that shares the
+        # cgroup tree but not this temp directory tells that they are alive too.
         self._dir, self._dir_lock = _claim_dir()
         self.cg_prefix = self._dir.name
         self._root = self._dir / "root"
@@ -741,16 +742,16 @@ def _claim_dir() -> tuple[Path, int]:
 
 
 @contextlib.contextmanager
-def _owner_gone(pool_dir: Path):
-    """Yields True while holding the lock of a pool that is gone (or whose directory is gone),
-    False when its pool is alive (or may be: a directory still being created)."""
+def _dir_unowned(pool_dir: Path) -> Iterator[bool]:
+    """Yields True while holding the lock of a pool directory whose pool is gone; False when its
+    pool is alive, may be (a directory still being created), or the directory is not there."""
     try:
         fd = os.open(pool_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         try:
             age = time.time() - pool_dir.lstat().st_mtime
         except FileNotFoundError:
-            yield True  # no directory: nobody can hold the lock
+            yield False
             return
         yield age > STALE_UNLOCKED_S
         return
@@ -768,44 +769,47 @@ def _owner_gone(pool_dir: Path):
         os.close(fd)
 
 
+def _dir_owned(pool_dir: Path) -> bool:
+    """Whether ``pool_dir`` is there and its pool is alive (or may be)."""
+    with _dir_unowned(pool_dir) as unowned:
+        return not unowned and pool_dir.is_dir()
+
+
 def _is_ours(name: str) -> bool:
     parts = name.split("-")
     return len(parts) >= 4 and parts[:2] == ["posttrain", "sbx"] and parts[2].isdigit()
 
 
 def _reap_stale(layout: CgroupLayout) -> None:
-    """Remove cgroups and host directories left by pools whose process is gone.
+    """Remove the host directories and the cgroups of pools that are gone.
 
-    Liveness is the pool's lock, never a pid: a pid names another process (or none) in another
-    pid namespace. A slot cgroup ``<pool dir name>-<slot>`` is removed only when its pool's lock
-    is free and it is empty (rmdir refuses a cgroup that holds processes); its processes are
-    never signalled. Cgroups go before their pool's directory, under the same lock. A pool whose
-    directory is missing counts as gone: processes that share a cgroup tree must share the temp
-    directory (``tempfile.gettempdir()``) too, as two pid namespaces on one host sharing /tmp do.
+    Liveness is a lock, never a pid (a pid names another process, or none, in another pid
+    namespace) and never the presence of a path in another tree. A pool directory in the temp
+    directory is removed (its tmpfs unmounted) while holding its ``lock`` file's flock, which its
+    pool holds for its lifetime. A cgroup ``posttrain-sbx-…`` is removed only while holding the
+    flock on the cgroup directory itself, which its pool holds for as long as the cgroup exists,
+    and only when it is empty; nothing in it is ever signalled (``_cgroup.reap``). So a neighbour
+    that shares the cgroup tree but has a temp directory of its own (another TMPDIR, a container
+    with its own /tmp) keeps its cgroups, and a cgroup whose pool directory this process cannot
+    see is not presumed dead. A cgroup whose pool directory is here and locked is left alone too
+    (pools of earlier versions did not lock their cgroups).
     """
     tmp = Path(tempfile.gettempdir())
-    cgroups: dict[str, list[Path]] = {}
-    for parent in set(layout.parents.values()):
-        with contextlib.suppress(OSError):
-            for entry in parent.iterdir():
-                if _is_ours(entry.name) and entry.is_dir():
-                    cgroups.setdefault(entry.name.rsplit("-", 1)[0], []).append(entry)
     dirs: list[Path] = []
     with contextlib.suppress(OSError):
         dirs = [e for e in tmp.iterdir() if _is_ours(e.name) and e.is_dir() and not e.is_symlink()]
-    for owner in {*cgroups, *(d.name for d in dirs)}:
-        with _owner_gone(tmp / owner) as gone:
-            if not gone:
-                continue
-            for cg in cgroups.get(owner, []):
-                with contextlib.suppress(OSError):
-                    for child in cg.iterdir():
-                        if child.is_dir():
-                            child.rmdir()
-                    cg.rmdir()
-            if (tmp / owner).is_dir():
-                _unmount_and_remove(tmp / owner / "root")
-                _unmount_and_remove(tmp / owner)  # (pools before the lock mounted their tmpfs here)
+    for d in dirs:
+        with _dir_unowned(d) as unowned:
+            if unowned:
+                _unmount_and_remove(d / "root")
+                _unmount_and_remove(d)  # (pools before the lock mounted their tmpfs here)
+    for parent in set(layout.parents.values()):
+        entries: list[Path] = []
+        with contextlib.suppress(OSError):
+            entries = [e for e in parent.iterdir() if _is_ours(e.name)]
+        for cg in entries:
+            if not _dir_owned(tmp / cg.name.rsplit("-", 1)[0]):
+                reap(cg)
 
 
 def _mount_tmpfs(path: Path, size_bytes: int, owner: str = "mode=0711") -> None:

@@ -1,9 +1,12 @@
-"""Two posttrain processes on one host, one in its own pid namespace, do not harm each other.
+"""Posttrain processes on one host that share the cgroup tree do not harm each other (issue 12 §1).
 
-Both share /tmp and the cgroup tree (issue 12, section 1). Before liveness was a lock, a pool
-starting inside ``unshare --pid`` judged the other's directory and cgroups stale (their pid is
-not alive in its namespace), killed its slots and deleted its fork-server's files; and the
-cgroups of a pool that ran as pid 1 were never reaped.
+Neighbours: one with another temp directory (TMPDIR), one in its own pid and mount namespaces with
+a private tmpfs on /tmp (a container with the host's cgroup namespace), one in its own pid
+namespace sharing /tmp. Each keeps a pool with an exec slot and a Workspace whose cgroups are
+empty between jobs; meanwhile the others start pools, which reap. Before liveness was a lock on
+each cgroup, a pool that could not see its neighbour's temp directory removed those empty
+cgroups and the neighbour's next exec failed; and before it was a lock at all (not a pid), a
+pool in another pid namespace deleted its neighbour's fork-server files.
 """
 
 from __future__ import annotations
@@ -20,82 +23,155 @@ from pathlib import Path
 import pytest
 
 from posttrain.sandbox import open_pool
-from posttrain.sandbox._cgroup import detect_layout
+from posttrain.sandbox._cgroup import _mounts, detect_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Opens a one-slot pool, says so, then runs fork-server and exec jobs until its time is up.
+# Opens a one-slot pool and a workspace, runs a round of jobs, then obeys stdin: "jobs" runs
+# another round, "reap" starts (and closes) a second pool, which reaps; end of input closes.
 NEIGHBOUR = r"""
-import json, sys, time
+import json, sys, tempfile
 from posttrain.sandbox import open_pool
-with open_pool(size=1) as pool:
-    print(json.dumps({"prefix": pool.cg_prefix}), flush=True)
-    end, bad, n = time.monotonic() + float(sys.argv[1]), [], 0
-    while time.monotonic() < end:
-        for ex in (pool.run_python("print(1)"), pool.exec(["true"])):
-            n += 1
-            if not ex.ok:
-                bad.append(ex.infra_detail or ex.outcome)
-    print(json.dumps({"jobs": n, "bad": bad[:3], "n_bad": len(bad)}), flush=True)
+from posttrain.sandbox.workspace import Workspace
+
+def jobs(pool, ws):
+    runs = (pool.run_python("print(1)"), pool.exec(["true"]), ws.exec(["cat", "a"]))
+    return [ex.infra_detail or ex.outcome for ex in runs if not ex.ok]
+
+with open_pool(size=1) as pool, Workspace(pool, {"a": "1"}, storage_mb=16) as ws:
+    hello = {"prefix": pool.cg_prefix, "tmp": tempfile.gettempdir(), "bad": jobs(pool, ws)}
+    print(json.dumps(hello), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "reap":
+            with open_pool(size=1):
+                pass
+            print(json.dumps({"bad": []}), flush=True)
+        else:
+            print(json.dumps({"bad": jobs(pool, ws)}), flush=True)
 """
+# --kill-child: a SIGKILL of unshare takes the namespace's pid 1 with it.
+PID_NS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+PRIVATE_TMP = [*PID_NS, "--mount", "sh", "-c", 'mount -t tmpfs -o mode=1777 tmp /tmp && exec "$@"', "sh"]
 
 
-def _start(seconds: float, *, own_pid_ns: bool) -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, "-c", NEIGHBOUR, str(seconds)]
-    if own_pid_ns:  # --kill-child: a SIGKILL of unshare takes the namespace's pid 1 with it
-        argv = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", *argv]
-    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    assert line, f"the neighbour did not start (exit {p.wait()})"
-    return p, json.loads(line)["prefix"]
+class Neighbour:
+    """A posttrain process with a pool, started ``where``: "tmpdir", "private-tmp" or "pid-ns"."""
+
+    def __init__(self, where: str, tmpdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+        argv = [sys.executable, "-c", NEIGHBOUR]
+        if where == "tmpdir":
+            env["TMPDIR"] = str(tmpdir)
+        elif where == "private-tmp":
+            argv = [*PRIVATE_TMP, *argv]
+        else:
+            env, argv = dict(os.environ), [*PID_NS, *argv]
+        self.where = where
+        self.p = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        hello = self.read()
+        self.prefix, self.tmp = hello["prefix"], hello["tmp"]
+        assert hello["bad"] == [], (where, hello)
+
+    def read(self) -> dict:
+        line = self.p.stdout.readline()
+        assert line, f"the {self.where} neighbour exited ({self.p.wait()})"
+        return json.loads(line)
+
+    def ask(self, command: str) -> list:
+        self.p.stdin.write(command + "\n")
+        self.p.stdin.flush()
+        return self.read()["bad"]
+
+    def close(self, killed: bool) -> None:
+        if killed:
+            os.kill(self.p.pid, signal.SIGKILL)
+        else:
+            self.p.stdin.close()
+        assert self.p.wait(timeout=60) == (-signal.SIGKILL if killed else 0)
+        self.p.stdout.close()
+        if killed:
+            self.p.stdin.close()
 
 
-def _leftovers(prefixes: list[str]) -> list[str]:
-    layout = detect_layout()
-    found = [str(p) for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(tuple(prefixes))]
-    for parent in set(layout.parents.values()):
-        found += [str(c) for c in parent.iterdir() if c.name.startswith(tuple(prefixes))]
+def _cgroups(prefixes: list[str]) -> list[Path]:
+    parents = set(detect_layout().parents.values())
+    return [c for parent in parents for c in parent.iterdir() if c.name.startswith(tuple(prefixes))]
+
+
+def _leftovers(prefixes: list[str], tmpdirs: list[Path]) -> list[str]:
+    found = [str(p) for d in tmpdirs for p in d.iterdir() if p.name.startswith(tuple(prefixes))]
+    found += [str(c) for c in _cgroups(prefixes)]
     mounts = Path("/proc/self/mountinfo").read_text()
-    found += [f"mount {p}" for p in prefixes if p in mounts]
-    return found
+    return found + [f"mount {p}" for p in prefixes if p in mounts]
 
 
-def _slot_processes(prefixes: list[str]) -> list[str]:
-    layout = detect_layout()
+def _cgroup_fds(pids: list[str]) -> list[str]:
+    """What the processes ``pids`` hold open in a cgroup file system."""
+    points = tuple(point + "/" for point, _, _ in _mounts())
     out = []
-    for parent in set(layout.parents.values()):
-        for c in parent.iterdir():
-            if c.name.startswith(tuple(prefixes)):
-                out += (c / "cgroup.procs").read_text().split()
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except FileNotFoundError:  # (the fd listdir itself used)
+                continue
+            if target.startswith(points):
+                out.append(f"{pid}: {target}")
     return out
+
+
+@pytest.fixture
+def other_tmpdir():
+    """A temp directory of its own for one neighbour (world-searchable, as /tmp is: uid 65534
+    binds the fork-server's files from it). A pool started on it at the end reaps what is left."""
+    d = Path(tempfile.mkdtemp(prefix="posttrain-test-tmpdir-"))
+    d.chmod(0o711)
+    yield d
+    tempfile.tempdir, saved = str(d), tempfile.tempdir
+    try:
+        with open_pool(size=1):
+            pass
+    finally:
+        tempfile.tempdir = saved
+    d.rmdir()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("killed", [False, True], ids=["exit", "sigkill"])
-def test_pools_in_two_pid_namespaces_leave_each_other_alone(killed):
-    host, host_prefix = _start(8, own_pid_ns=False)
-    inner, inner_prefix = _start(8, own_pid_ns=True)  # its pool starts, and reaps, after the host's
-    assert inner_prefix.startswith("posttrain-sbx-1-")  # pid 1 in its namespace
-    with open_pool(size=1) as third:  # a third pool starting meanwhile reaps too
-        assert third.run_python("print(1)").ok
-    prefixes = [host_prefix, inner_prefix]
-    if killed:
-        time.sleep(1.0)
-        for p in (host, inner):
-            os.kill(p.pid, signal.SIGKILL)
-        for p in (host, inner):
-            p.wait(timeout=30)
-        end = time.monotonic() + 20  # bwrap --die-with-parent ends the slots; wait until they are gone
-        while _slot_processes(prefixes) and time.monotonic() < end:
-            time.sleep(0.1)
-        assert _leftovers(prefixes)  # a SIGKILL-ed pool cannot clean up after itself
-        with open_pool(size=1):  # the next pool reaps what they left
-            pass
-    else:
-        for p in (host, inner):
-            report = json.loads(p.stdout.readline())
-            assert p.wait(timeout=30) == 0
-            assert report["jobs"] > 0 and report["n_bad"] == 0, report
-    for p in (host, inner):
-        p.stdout.close()
-    assert _leftovers(prefixes) == []
+def test_neighbours_with_other_temp_dirs_and_pid_namespaces_leave_each_other_alone(killed, other_tmpdir):
+    neighbours: list[Neighbour] = []
+    try:
+        for where in ("tmpdir", "private-tmp", "pid-ns"):  # each start reaps while the others idle
+            neighbours.append(Neighbour(where, other_tmpdir))
+        a, b, d = neighbours
+        assert a.tmp == str(other_tmpdir) and b.prefix.startswith("posttrain-sbx-1-")  # pid 1 in its namespace
+        assert a.ask("reap") == []  # a pool on another temp directory starts while b and d idle
+        with open_pool(size=1) as third:  # and one here, sharing /tmp with d
+            assert third.run_python("print(1)").ok
+            assert _cgroup_fds(third._all_z[0].cg.pids_inside()) == []  # the locks stay out of the sandbox
+        for n in neighbours:
+            assert n.ask("jobs") == [], n.where
+        prefixes = [n.prefix for n in neighbours]
+        tmpdirs = [other_tmpdir, Path(tempfile.gettempdir())]
+        for n in neighbours:
+            n.close(killed)
+        if killed:
+            end = time.monotonic() + 20  # their slots end with them (die-with-parent, pid namespaces)
+            while any((c / "cgroup.procs").read_text() for c in _cgroups(prefixes)) and time.monotonic() < end:
+                time.sleep(0.1)
+            assert _cgroups(prefixes)  # a SIGKILL-ed pool cannot clean up after itself
+            with open_pool(size=1):  # the next pool reaps every cgroup they left, whatever their temp dir
+                pass
+            assert _cgroups(prefixes) == []
+            tempfile.tempdir, saved = str(other_tmpdir), tempfile.tempdir
+            try:
+                with open_pool(size=1):  # and one on a's temp directory reaps a's directory and mounts
+                    pass
+            finally:
+                tempfile.tempdir = saved
+        assert _leftovers(prefixes, tmpdirs) == []
+    finally:
+        for n in neighbours:
+            if n.p.poll() is None:
+                n.p.kill()
+                n.p.wait()
