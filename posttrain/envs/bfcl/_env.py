@@ -41,7 +41,10 @@ class BfclEnv:
     truth's turn, and the next user message follows; after the last turn the episode is done with
     its verdict. A turn with more than ``max_steps_per_turn`` calling steps ends the episode, failed.
 
-    Every call and result is in ``records`` and in the final verdict's evidence.
+    Every call and result is in ``records`` and in the final verdict's evidence (``calls``: turn,
+    step, name, arguments, result cut at ``EVIDENCE_RESULT_CHARS``; ``turns``: each turn's outcome;
+    ``invalid_actions``: responses whose calls could not be decoded). A sandbox failure (not the
+    calls') ends the episode with an infra-error verdict (reward NaN, never 0).
 
     >>> # env = BfclEnv(pool, ChatTemplate(policy.tokenizer)); obs = env.reset(task)
     """
