@@ -16,14 +16,17 @@ host leaf alike) is held under an ``flock`` on an ``O_RDONLY|O_DIRECTORY|O_CLOEX
 directory for as long as it exists: the kernel drops it when its owner dies, however it dies and in
 whatever pid, mount or user namespace, and two processes that share a cgroup tree share these
 locks whether or not they share a temp directory. The fd is close-on-exec and a launch gets only the
-fds ``_launch.spawn`` names, so no job holds it. ``reap`` removes a cgroup only while holding its
+fds ``_launch.spawn`` names, so no job holds it (cost: one fd per directory, three per slot or
+workspace on v1). ``reap`` removes a cgroup only while holding its
 flock (taken without waiting) and only when it is empty: rmdir refuses a cgroup with processes or
 children, and nothing in it is ever signalled.
 
 Creating a cgroup races a reaper: between ``mkdir`` and ``flock`` the new directory is empty and
 unlocked. ``_make_locked`` therefore takes the flock and then checks that the path still names the
 directory it locked (same inode); a reaper holds the flock across its rmdir, so a directory it
-removed fails that check and is made again, and one it has not removed stays ours.
+removed fails that check and is made again, and one it has not removed stays ours. A reaper checks
+the same once it holds a flock: an fd it opened before the name was made again locks a directory
+that is gone, and must not remove the new one.
 
 Not done here: cgroup v2 delegation to a non-root user, and io limits (disk fill is bounded by
 RLIMIT_FSIZE and the size of the tmpfs mounts instead).
@@ -196,16 +199,18 @@ def _make_locked(path: Path) -> int:
 
 def reap(path: Path) -> bool:
     """Remove the cgroup ``path`` if no process holds its flock and it is empty, holding the flock
-    across the rmdir; never signal anything in it. Returns whether it is gone."""
+    across the rmdir; never signal anything in it. Returns whether it removed it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True
     except OSError:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # its owner is alive
+        st, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:  # its owner is alive, or it is gone
+        os.close(fd)
+        return False
+    if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):  # made again since we opened it: not the one we hold
         os.close(fd)
         return False
     try:
@@ -213,8 +218,6 @@ def reap(path: Path) -> bool:
             if child.is_dir() and not child.is_symlink():
                 child.rmdir()
         path.rmdir()
-        return True
-    except FileNotFoundError:
         return True
     except OSError:  # EBUSY: processes (or children) inside
         return False
