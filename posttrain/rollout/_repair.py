@@ -147,10 +147,8 @@ def repair_envs(policy: Policy, verifiers: Mapping[str, Verifier], cache: Verdic
     """A factory of ``RepairEnv``s over the domains' verifiers: prompts encoded as
     ``policy.encode_prompt`` does, observations with no special tokens (appended as ids);
     ``max_attempts`` overrides the tasks' own limit."""
-    tok = policy.tokenizer
-
     def encode_observation(text: str) -> list[int]:
-        return list(tok(text, add_special_tokens=False)["input_ids"])
+        return list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def make(task: Task) -> RepairEnv:
         return RepairEnv(verifiers[task.domain], policy.encode_prompt, encode_observation, cache=cache,

@@ -150,7 +150,7 @@ _REPAIR_HIDDEN_XS = (3, 10, 41)
 
 
 def repair_tasks(*, seed: int = 0) -> list[Task]:
-    """The feedback-only family (code domain), shuffled by ``seed``: ``def shift(x): return x + k``
+    """The feedback-only family (code domain), shuffled by ``seed``: ``def shift_qzk(x): return x + k``
     with ``k`` in 2..99 that the prompt does not state.
 
     A first attempt can only guess ``k``; the one visible test, ``assert candidate(0) == k``, shows
@@ -159,21 +159,27 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
     only their count is shown: echoing the shown value (``return k``) or special-casing the shown
     input (``if x == 0: return k``) fails them. ``fields.test`` holds all four tests (a single-turn
     verifier checks everything); ``metadata.visible_tests`` / ``metadata.hidden_tests`` split them
-    for ``posttrain.rollout.RepairEnv``. ``limits.max_attempts`` is 3.
+    for ``posttrain.rollout.RepairEnv``. ``limits.max_attempts`` is 3. Every task's function name
+    has its own three-letter suffix (drawn independently of ``k``), so no two tasks share a prompt
+    and a held-out task's prompt was never trained on.
     """
     rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    suffixes = [a + b + c for a in letters for b in letters for c in letters]
+    rng.shuffle(suffixes)
     tasks = []
     for name in _REPAIR_NAMES:
         for var in _REPAIR_VARS:
             for k in range(2, 100):
+                fn = f"{name}_{suffixes[len(tasks)]}"
                 visible = f"def check(candidate):\n    assert candidate(0) == {k}\n"
                 hidden = "def check(candidate):\n" + "".join(
                     f"    assert candidate({x}) == {x + k}\n" for x in _REPAIR_HIDDEN_XS)
                 tasks.append(Task(
-                    id=f"rp-{name}-{var}-{k}",
+                    id=f"rp-{fn}-{var}-{k}",
                     domain="code",
-                    prompt=f'def {name}({var}):\n    """Return {var} plus the secret constant."""\n',
-                    fields={"entry_point": name, "test": visible + hidden.split("\n", 1)[1]},
+                    prompt=f'def {fn}({var}):\n    """Return {var} plus the secret constant."""\n',
+                    fields={"entry_point": fn, "test": visible + hidden.split("\n", 1)[1]},
                     reference=f"    return {var} + {k}\n",
                     tags=("python", "repair"),
                     limits=TaskLimits(timeout_s=5.0, memory_mb=256, max_attempts=3),

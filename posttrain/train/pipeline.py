@@ -23,6 +23,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -434,7 +435,7 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
         if recipe.model.lora is not None:
             policy.model = apply_lora(policy.model, recipe.model.lora)
         if stage == "sft":
-            run_sft(policy, pools.train, demo, recipe, metrics, verifiers)
+            run_sft(policy, pools.train, demo, recipe, metrics, verifiers, workers)
         else:
             run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
         if recipe.model.lora is not None:
@@ -459,13 +460,13 @@ def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], 
 
 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
-            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None) -> None:
+            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None, workers: int = 1) -> None:
     cfg = recipe.sft
     demos: Sequence[Demonstration]
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
     elif cfg.demonstrations == "repair":
-        demos = repair_demonstrations(policy, train, verifiers or {})
+        demos = repair_demonstrations(policy, train, verifiers or {}, workers=workers)
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -475,13 +476,13 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
 
 
-def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier]
-                          ) -> list[Trajectory]:
+def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], *,
+                          workers: int = 1) -> list[Trajectory]:
     """Two-attempt repair episodes: a guess (``generators.repair_guess``), the ``RepairEnv``'s own
     observation after it (its feedback, ids exactly as RL and evaluation see them), the reference."""
     make = repair_envs(policy, verifiers, VerdictCache())
-    out = []
-    for task in train:
+
+    def one(task: Task) -> Trajectory:
         env = make(task)
         prompt = env.reset(task).ids
         guess = generators.repair_guess(task)
@@ -490,9 +491,10 @@ def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapp
         if done or verdict is None or verdict.passed:
             raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
                             f"({verdict.outcome if verdict else 'no verdict'}); the task is not of the feedback-only family")
-        out.append(demonstration_episode(task.id, [(prompt, guess_ids),
-                                                   (obs.ids, policy.encode_completion(str(task.reference)))]))
-    return out
+        return demonstration_episode(task.id, [(prompt, guess_ids), (obs.ids, policy.encode_completion(str(task.reference)))])
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        return list(ex.map(one, train))
 
 
 def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path,

@@ -1,0 +1,192 @@
+"""Repair episodes: RepairEnv over the real code verifier and sandbox, and the feedback-only family.
+
+The episodes run through the real episode runner. The sampler here is a scripted reader, not a
+model: it answers only from the ids in its context (decoded), guessing until a feedback line shows
+the expected value, so the tests show what the family is built to show: the prompt alone does not
+carry the answer, the feedback does, and echoing or special-casing the shown test does not pass.
+"""
+
+import re
+
+import pytest
+
+from posttrain.envs import get_env
+from posttrain.errors import ConfigError
+from posttrain.policy import Generation, SamplingParams, build_char_tokenizer
+from posttrain.rollout import Episode, RepairEnv, SingleTurnEnv, VerdictCache, run_batch, split_tests
+from posttrain.rollout._repair import FEEDBACK_HEAD
+from posttrain.sandbox import open_pool
+from posttrain.tasks import generators
+from posttrain.train.grpo import EpisodeSpec
+from posttrain.train.pipeline import episode_spec
+from posttrain.train.recipe import RLConfig
+
+TOK = build_char_tokenizer()
+
+
+def encode_prompt(text: str) -> list[int]:
+    return list(TOK(text)["input_ids"])
+
+
+def encode_observation(text: str) -> list[int]:
+    return list(TOK(text, add_special_tokens=False)["input_ids"])
+
+
+@pytest.fixture(scope="module")
+def verify():
+    with open_pool(size=2) as pool:
+        yield get_env("code").make_verifier(pool)
+
+
+def act(text: str) -> Generation:
+    ids = tuple(encode_observation(text)) + (TOK.eos_token_id,)
+    return Generation((), ids, (0.0,) * len(ids), text, "eos")
+
+
+def k_of(task) -> int:
+    return int(task.reference.rsplit("+", 1)[1])
+
+
+def var_of(task) -> str:
+    return task.prompt.split("(", 1)[1].split(")", 1)[0]
+
+
+TASKS = generators.repair_tasks(seed=0)
+
+
+def test_family_is_deterministic_hides_k_and_splits_tests():
+    again = generators.repair_tasks(seed=0)
+    assert [(t.id, t.prompt, dict(t.fields), t.reference) for t in again] == \
+        [(t.id, t.prompt, dict(t.fields), t.reference) for t in TASKS]
+    assert [t.id for t in generators.repair_tasks(seed=1)] != [t.id for t in TASKS]
+    assert len({t.prompt for t in TASKS}) == len(TASKS)  # a held-out prompt was never trained on
+    for t in TASKS:
+        assert not re.search(r"\d", t.prompt), t.prompt  # k is nowhere in the prompt
+        visible, hidden, n_hidden = split_tests(t)
+        assert f"== {k_of(t)}" in visible.fields["test"] and f"== {k_of(t)}\n" not in hidden.fields["test"]
+        assert n_hidden == 3 and t.limits.max_attempts == 3
+    assert split_tests(generators.code_tasks()[0]) is None  # no split: everything is verified, as today
+
+
+def test_repair_env_shows_visible_failure_and_only_a_count_of_hidden_ones(verify):
+    task = TASKS[0]
+    k, var = k_of(task), var_of(task)
+    env = RepairEnv(verify, encode_prompt, encode_observation)
+    first = env.reset(task)
+    assert first.ids == tuple(encode_prompt(task.prompt))
+    # a guess fails the visible test; the feedback shows it (expected value), then the prompt again
+    obs, verdict, done = env.step(act(generators.repair_guess(task)))
+    assert (verdict.outcome, verdict.error_class, done) == ("fail", "assertion", False)
+    assert f"assert candidate(0) == {k}" in obs.text and "3 hidden tests" in obs.text
+    assert obs.text.startswith(FEEDBACK_HEAD) and obs.text.endswith(task.prompt)
+    assert obs.ids == tuple(encode_observation(obs.text))  # no BOS inside an episode
+    for x in (3, 10, 41):  # no hidden test's input or expected value is ever shown
+        assert f"candidate({x})" not in obs.text and str(x + k) not in obs.text
+    # echoing the shown value, or special-casing the shown input, passes the visible test only
+    for exploit in (f"    return {k}\n", f"    if {var} == 0:\n        return {k}\n    return {var}\n",
+                    f"    return {k} if {var} == 0 else {var} * 2\n"):
+        env.reset(task)
+        obs, verdict, done = env.step(act(exploit))
+        assert (verdict.outcome, done) == ("fail", False), exploit
+        assert "hidden tests failed (3 hidden tests, details not shown)" in obs.text
+        assert all(str(x + k) not in obs.text for x in (3, 10, 41))
+
+
+def test_exploits_noop_and_reference_as_single_verdicts(verify):
+    env = RepairEnv(verify, encode_prompt, encode_observation)
+    for task in TASKS[:4]:
+        k, var = k_of(task), var_of(task)
+        assert env.judge(task, task.reference).passed
+        assert verify(task, task.reference).passed  # the single-turn verifier checks every test
+        for wrong in ("    pass\n", get_env("code").noop_response(task), f"    return {k}\n",
+                      f"    if {var} == 0:\n        return {k}\n    return {var}\n", generators.repair_guess(task)):
+            assert not env.judge(task, wrong).passed, wrong
+            assert not verify(task, wrong).passed, wrong
+
+
+def test_attempt_limit_and_pass_end_the_episode(verify):
+    task = TASKS[1]
+    env = RepairEnv(verify, encode_prompt, encode_observation)
+    env.reset(task)
+    dones = [env.step(act("    return 0\n"))[2] for _ in range(3)]
+    assert dones == [False, False, True]  # limits.max_attempts = 3
+    env = RepairEnv(verify, encode_prompt, encode_observation, max_attempts=1)
+    env.reset(task)
+    assert env.step(act("    return 0\n"))[2]
+    env = RepairEnv(verify, encode_prompt, encode_observation)
+    env.reset(task)
+    obs, verdict, done = env.step(act(task.reference))
+    assert verdict.passed and done and obs.ids == ()
+
+
+class FeedbackReader:
+    """A scripted sampler: answers from its context only. Until the context shows a failed visible
+    test it guesses; then it writes ``return <var> + <expected>`` (or, with ``echo``, the shown value)."""
+
+    def __init__(self, *, echo: bool = False) -> None:
+        self.echo = echo
+
+    def generate(self, prompt_ids, params: SamplingParams) -> list[Generation]:
+        out = []
+        for ids in prompt_ids:
+            context = TOK.decode(ids, skip_special_tokens=True)
+            var = context.rsplit("def ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+            shown = re.findall(r"assert candidate\(0\) == (\d+)", context)
+            if not shown:
+                text = f"    return {var} + 1\n"
+            elif self.echo:
+                text = f"    return {shown[-1]}\n"
+            else:
+                text = f"    return {var} + {shown[-1]}\n"
+            ids_out = tuple(encode_observation(text)) + (TOK.eos_token_id,)
+            out.append(Generation(tuple(ids), ids_out, (0.0,) * len(ids_out), text, "eos"))
+        return out
+
+
+def test_runner_repair_episodes_pass_only_by_reading_the_feedback(verify):
+    tasks = TASKS[:6]
+    cache = VerdictCache()
+
+    def episodes():
+        return [Episode(t, RepairEnv(verify, encode_prompt, encode_observation, cache=cache), t.id) for t in tasks]
+
+    params = SamplingParams(temperature=0.0, max_new_tokens=30)
+    trajs = run_batch(FeedbackReader(), episodes(), params, max_turns=3, workers=2)
+    for t, tr in zip(tasks, trajs, strict=True):
+        assert [v.outcome for v in tr.verdicts] == ["fail", "pass"] and tr.reward == 1.0 and not tr.truncated
+        assert f"assert candidate(0) == {k_of(t)}" in TOK.decode(tr.turns[1].observation_ids)
+        assert tr.loss_mask.count(1) == sum(len(turn.action_ids) for turn in tr.turns)
+    # without feedback (single-turn episodes) the same reader can only guess
+    single = [Episode(t, SingleTurnEnv(verify, encode_prompt), t.id) for t in tasks]
+    assert all(tr.reward == 0.0 for tr in run_batch(FeedbackReader(), single, params))
+    # echoing the shown value passes the visible test, then fails the hidden ones until attempts run out
+    echoed = run_batch(FeedbackReader(echo=True), episodes(), params, max_turns=3, workers=2)
+    assert all([v.outcome for v in tr.verdicts] == ["fail"] * 3 and tr.reward == 0.0 for tr in echoed)
+    assert "hidden tests failed" in TOK.decode(echoed[0].turns[2].observation_ids)
+
+
+def test_single_turn_env_shows_the_rendered_prompt():
+    """A tool task's prompt is rendered by its domain (tool schemas): the model must see them."""
+    tool = get_env("tool").generate_tasks(1, seed=0)[0]
+    rendered = get_env("tool").render_prompt(tool)
+    assert rendered != tool.prompt
+    assert SingleTurnEnv(lambda t, r: None, encode_prompt).reset(tool).text == rendered
+    math = generators.math_tasks()[0]  # the quickstart's prompts are unchanged: same ids
+    assert SingleTurnEnv(lambda t, r: None, encode_prompt).reset(math).ids == tuple(encode_prompt(math.prompt))
+
+
+def test_recipe_episode_keys():
+    cfg = RLConfig(episodes="repair", max_turns=3, max_episode_tokens=400, attempt_discount=0.9,
+                   process_coef=0.1, cut_episodes="zero")
+    assert (cfg.max_turns, cfg.cut_episodes) == (3, "zero")
+    with pytest.raises(ConfigError, match="rl.max_turns"):
+        RLConfig(max_turns=2)
+    with pytest.raises(ConfigError, match="rl.process_coef"):
+        RLConfig(algorithm="ppo", process_coef=0.1)
+    # single-turn keys at their defaults are GRPO's default spec: today's RL, unchanged
+    assert episode_spec(RLConfig(), None, {}, []) == EpisodeSpec()
+    spec = episode_spec(cfg, None, {}, TASKS[:2])
+    assert (spec.max_turns, spec.max_tokens, spec.attempt_discount, spec.process_coef, spec.cut) == (3, 400, 0.9, 0.1,
+                                                                                                      "zero")
+    assert spec.make_env is not None
+    assert episode_spec(RLConfig(episodes="repair"), None, {}, TASKS[:2]).max_turns == 3  # the tasks' max_attempts
