@@ -210,7 +210,7 @@ def reap(path: Path) -> bool:
     except OSError:  # its owner is alive, or it is gone
         os.close(fd)
         return False
-    if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):  # made again since we opened it: not the one we hold
+    if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):  # made again since we opened it: not ours to remove
         os.close(fd)
         return False
     try:

@@ -48,7 +48,9 @@ def fake(tmp_path, monkeypatch):
         monkeypatch.setattr(_cgroup, "_write", fs.write)
         return fs
 
-    return make
+    yield make
+    for leaf in [leaf for leaf in _cgroup._leaf_locks if leaf.is_relative_to(tmp_path)]:
+        os.close(_cgroup._leaf_locks.pop(leaf))
 
 
 def test_alone_in_its_cgroup_it_moves_into_a_leaf_and_delegates(fake):
@@ -56,6 +58,7 @@ def test_alone_in_its_cgroup_it_moves_into_a_leaf_and_delegates(fake):
     _cgroup._delegate_v2(fs.base)
     leaf = fs.base / f"posttrain-sbx-{os.getpid()}-host"
     assert (leaf / "cgroup.procs").read_text() == str(os.getpid())
+    assert leaf in _cgroup._leaf_locks and not _cgroup.reap(leaf)  # held like a slot's cgroup
     assert (fs.base / "cgroup.procs").read_text() == ""
     assert (fs.base / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
 

@@ -11,6 +11,7 @@ pool in another pid namespace deleted its neighbour's fork-server files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import pytest
 
 from posttrain.sandbox import open_pool
 from posttrain.sandbox._cgroup import _mounts, detect_layout
+from posttrain.sandbox.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +69,8 @@ class Neighbour:
         else:
             env, argv = dict(os.environ), [*PID_NS, *argv]
         self.where = where
-        self.p = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        pipe = subprocess.PIPE
+        self.p = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=pipe, stdout=pipe, text=True)
         hello = self.read()
         self.prefix, self.tmp = hello["prefix"], hello["tmp"]
         assert hello["bad"] == [], (where, hello)
@@ -120,6 +123,16 @@ def _cgroup_fds(pids: list[str]) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def _tempdir(d: Path):
+    """Pools started meanwhile in this process use ``d`` as their temp directory."""
+    saved, tempfile.tempdir = tempfile.tempdir, str(d)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+
+
 @pytest.fixture
 def other_tmpdir():
     """A temp directory of its own for one neighbour (world-searchable, as /tmp is: uid 65534
@@ -127,12 +140,8 @@ def other_tmpdir():
     d = Path(tempfile.mkdtemp(prefix="posttrain-test-tmpdir-"))
     d.chmod(0o711)
     yield d
-    tempfile.tempdir, saved = str(d), tempfile.tempdir
-    try:
-        with open_pool(size=1):
-            pass
-    finally:
-        tempfile.tempdir = saved
+    with _tempdir(d), open_pool(size=1):
+        pass
     d.rmdir()
 
 
@@ -144,11 +153,16 @@ def test_neighbours_with_other_temp_dirs_and_pid_namespaces_leave_each_other_alo
         for where in ("tmpdir", "private-tmp", "pid-ns"):  # each start reaps while the others idle
             neighbours.append(Neighbour(where, other_tmpdir))
         a, b, d = neighbours
-        assert a.tmp == str(other_tmpdir) and b.prefix.startswith("posttrain-sbx-1-")  # pid 1 in its namespace
+        assert a.tmp == str(other_tmpdir)
+        assert b.prefix.startswith("posttrain-sbx-1-")  # pid 1 in its namespace
         assert a.ask("reap") == []  # a pool on another temp directory starts while b and d idle
-        with open_pool(size=1) as third:  # and one here, sharing /tmp with d
+        with open_pool(size=1) as third, Workspace(third, storage_mb=16) as ws:  # one here, sharing d's /tmp
             assert third.run_python("print(1)").ok
-            assert _cgroup_fds(third._all_z[0].cg.pids_inside()) == []  # the locks stay out of the sandbox
+            # The cgroup locks stay out of the sandbox: not in the fork-server's processes, and a
+            # job launched through an exec slot or a workspace has only its own fds 0-3.
+            assert _cgroup_fds(third._all_z[0].cg.pids_inside()) == []
+            for ex in (third.exec(["ls", "/proc/self/fd"]), ws.exec(["ls", "/proc/self/fd"])):
+                assert ex.stdout.split() == [b"0", b"1", b"2", b"3", b"4"], ex  # 4: the listing itself
         for n in neighbours:
             assert n.ask("jobs") == [], n.where
         prefixes = [n.prefix for n in neighbours]
@@ -157,18 +171,15 @@ def test_neighbours_with_other_temp_dirs_and_pid_namespaces_leave_each_other_alo
             n.close(killed)
         if killed:
             end = time.monotonic() + 20  # their slots end with them (die-with-parent, pid namespaces)
-            while any((c / "cgroup.procs").read_text() for c in _cgroups(prefixes)) and time.monotonic() < end:
+            while any((c / "cgroup.procs").read_text() for c in _cgroups(prefixes)):
+                assert time.monotonic() < end, "their slots outlived them"
                 time.sleep(0.1)
             assert _cgroups(prefixes)  # a SIGKILL-ed pool cannot clean up after itself
             with open_pool(size=1):  # the next pool reaps every cgroup they left, whatever their temp dir
                 pass
             assert _cgroups(prefixes) == []
-            tempfile.tempdir, saved = str(other_tmpdir), tempfile.tempdir
-            try:
-                with open_pool(size=1):  # and one on a's temp directory reaps a's directory and mounts
-                    pass
-            finally:
-                tempfile.tempdir = saved
+            with _tempdir(other_tmpdir), open_pool(size=1):  # one on a's temp dir reaps its dir and mounts
+                pass
         assert _leftovers(prefixes, tmpdirs) == []
     finally:
         for n in neighbours:
