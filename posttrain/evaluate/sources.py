@@ -8,8 +8,9 @@ every round after it re-asks only the episodes that failed (a pass ends an episo
 infra error: attrition, never a retry with feedback), until ``max_attempts``.
 
 - ``policy_sampler(policy, ...)``: ``Policy.generate`` on the conversation rendered as text
-  (``render_text``), token ids kept. Repair contexts are re-tokenized from text: fine for
-  evaluation, not for training (the trainer keeps multi-turn contexts token-exact).
+  (``render_text``), token ids kept; ``posttrain eval`` uses it for single attempts only. A local
+  model's repair episodes run through the episode runner instead (``runner_episodes``: the same
+  ``RepairEnv`` as training, observations appended as ids, never re-tokenized).
 - ``endpoint_sampler(url, model_name, ...)``: plain ``urllib``; ``POST {url}/v1/completions`` with
   ``{"model", "prompt", "max_tokens", "temperature", "seed"}``, or with ``chat=True``
   ``POST {url}/v1/chat/completions`` with the conversation as user/assistant messages. One request
