@@ -7,6 +7,7 @@ carry the answer, the feedback does, and echoing or special-casing the shown tes
 """
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +20,9 @@ from posttrain.sandbox import open_pool
 from posttrain.tasks import generators
 from posttrain.train.grpo import EpisodeSpec
 from posttrain.train.pipeline import episode_spec
-from posttrain.train.recipe import RLConfig
+from posttrain.train.recipe import RLConfig, load_recipe
 
+ROOT = Path(__file__).resolve().parents[2]
 TOK = build_char_tokenizer()
 
 
@@ -190,3 +192,15 @@ def test_recipe_episode_keys():
                                                                                                       "zero")
     assert spec.make_env is not None
     assert episode_spec(RLConfig(episodes="repair"), None, {}, TASKS[:2]).max_turns == 3  # the tasks' max_attempts
+    with pytest.raises(ConfigError, match="sft.demonstrations: repair needs tasks of the feedback-only family"):
+        load_recipe(ROOT / "configs" / "tiny-grpo.yaml", ["sft.demonstrations=repair"])
+    assert load_recipe(ROOT / "configs" / "tiny-repair.yaml").rl.episodes == "repair"
+
+
+@pytest.mark.parametrize("name", ["posttrain.rollout._repair", "posttrain.evaluate.sources"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
