@@ -15,11 +15,11 @@ made here (each controller's in v1, the one in v2; exec and fork-server slots, w
 host leaf alike) is held under an ``flock`` on an ``O_RDONLY|O_DIRECTORY|O_CLOEXEC`` fd of the
 directory for as long as it exists: the kernel drops it when its owner dies, however it dies and in
 whatever pid, mount or user namespace, and two processes that share a cgroup tree share these
-locks whether or not they share a temp directory. The fd is close-on-exec and a launch gets only the
-fds ``_launch.spawn`` names, so no job holds it (cost: one fd per directory, three per slot or
-workspace on v1). ``reap`` removes a cgroup only while holding its
-flock (taken without waiting) and only when it is empty: rmdir refuses a cgroup with processes or
-children, and nothing in it is ever signalled.
+locks whether or not they share a temp directory. The fd is close-on-exec and a launch gets only
+the fds ``_launch.spawn`` names, so no job holds it (cost: one fd per directory, three per slot or
+workspace on v1). ``reap`` removes a cgroup only while holding its flock (taken without waiting)
+and only when it is empty: rmdir refuses a cgroup with processes or children, and nothing in it
+is ever signalled.
 
 Creating a cgroup races a reaper: between ``mkdir`` and ``flock`` the new directory is empty and
 unlocked. ``_make_locked`` therefore takes the flock and then checks that the path still names the
@@ -193,6 +193,9 @@ def _make_locked(path: Path) -> int:
             time.sleep(0.01)
         except FileNotFoundError:  # a reaper removed it between open and flock
             pass
+        except BaseException:
+            os.close(fd)
+            raise
         os.close(fd)
     raise OSError(errno.EBUSY, "another process keeps it locked or removes it", str(path))
 
