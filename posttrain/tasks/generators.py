@@ -145,7 +145,6 @@ def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Tas
 # --- The feedback-only family (issue 10): the prompt hides a constant that only feedback shows.
 
 _REPAIR_NAMES = ("shift", "offset", "bump", "nudge", "lift", "move")
-_REPAIR_VARS = ("x", "n", "v", "a")
 _REPAIR_HIDDEN_XS = (3, 10, 41)
 
 
@@ -168,15 +167,16 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
     suffixes = [a + b + c for a in letters for b in letters for c in letters]
     rng.shuffle(suffixes)
     tasks = []
+    var = "x"  # one argument name: the skill is reading k off the feedback, not copying names
     for name in _REPAIR_NAMES:
-        for var in _REPAIR_VARS:
+        for _copy in range(4):
             for k in range(2, 100):
                 fn = f"{name}_{suffixes[len(tasks)]}"
                 visible = f"def check(candidate):\n    assert candidate(0) == {k}\n"
                 hidden = "def check(candidate):\n" + "".join(
                     f"    assert candidate({x}) == {x + k}\n" for x in _REPAIR_HIDDEN_XS)
                 tasks.append(Task(
-                    id=f"rp-{fn}-{var}-{k}",
+                    id=f"rp-{fn}-{k}",
                     domain="code",
                     prompt=f'def {fn}({var}):\n    """Return {var} plus the secret constant."""\n',
                     fields={"entry_point": fn, "test": visible + hidden.split("\n", 1)[1]},
