@@ -148,16 +148,28 @@ class Ledger:
         self.duplicates = 0
         self._lock = threading.Lock()
 
-    def settle(self, key: JobKey, attempt: int, *, final: bool) -> bool:
-        """Record a try's result; False (and counted) when that try or the job was already settled."""
+    def receive(self, key: JobKey, attempt: int) -> bool:
+        """A try's result arrived: True the first time, False (and counted) for a duplicate or late
+        report of a try or job already settled."""
         with self._lock:
             if (key, attempt) in self._settled or key in self.finals:
                 self.duplicates += 1
                 return False
             self._settled.add((key, attempt))
-            if final:
-                self.finals[key] = attempt
             return True
+
+    def finalize(self, key: JobKey, attempt: int) -> None:
+        """This try settled the job: its result went to the caller, or its group was dropped."""
+        with self._lock:
+            self.finals[key] = attempt
+
+    def settle(self, key: JobKey, attempt: int, *, final: bool) -> bool:
+        """``receive`` and, when ``final``, ``finalize``."""
+        if not self.receive(key, attempt):
+            return False
+        if final:
+            self.finalize(key, attempt)
+        return True
 
     def summary(self, keys: Mapping[JobKey, object] | Sequence[JobKey]) -> dict[str, int]:
         """For the jobs ``keys``: how many have exactly one final result, and how many none (lost)."""

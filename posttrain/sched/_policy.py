@@ -126,7 +126,10 @@ class Breaker:
 
     def record(self, *, bad: bool, now: float) -> None:
         if not bad:
-            self.state, self.consecutive, self.probing = "closed", 0, False
+            # A success while open came from a job sent before the breaker opened: only a success
+            # after the cool-down (half-open) closes it.
+            if self.state != "open":
+                self.state, self.consecutive, self.probing = "closed", 0, False
             return
         self.consecutive += 1
         if self.state == "half_open" or (self.state == "closed" and self.consecutive >= self.threshold):

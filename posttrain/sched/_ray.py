@@ -99,6 +99,9 @@ class RayBackend:
             raise RuntimeError(f"Ray cluster at {address}: no alive node with a CPU")
         self._max_batch = {d: ray.get(self.actors[0].max_batch.remote(d)) for d in domains}
 
+    def serves(self, domain: str) -> bool:
+        return domain in self._max_batch
+
     def max_batch(self, domain: str) -> int:
         return self._max_batch.get(domain, 1)
 

@@ -42,6 +42,7 @@ from posttrain.sched._jobs import (
     Episode,
     GroupDropped,
     Job,
+    JobKey,
     Ledger,
     Result,
     Verify,
@@ -54,6 +55,8 @@ class Backend(Protocol):
     """Where tries run. ``nodes[w]`` names the node of worker slot ``w`` (one entry per slot)."""
 
     nodes: Sequence[str]
+
+    def serves(self, domain: str) -> bool: ...
 
     def max_batch(self, domain: str) -> int: ...
 
@@ -72,6 +75,9 @@ class LocalBackend:
 
         self.hooks = dict(hooks)
         self.nodes = ["local"] * (pool.size if pool is not None else usable_cpus())
+
+    def serves(self, domain: str) -> bool:
+        return domain in self.hooks
 
     def max_batch(self, domain: str) -> int:
         batch = self.hooks[domain].batch if domain in self.hooks else None
@@ -103,6 +109,7 @@ class BatchResult:
 class _Pending:
     job: Job
     group: str
+    key: JobKey
     future: Future[Result]
     followers: list[tuple[Job, str, Future[Result]]] = field(default_factory=list)
 
@@ -125,6 +132,7 @@ class Service:
         self._inflight: dict[tuple[str, str], _Pending] = {}
         self._cache: dict[tuple[str, str], Verdict] = {}
         self._group_sizes: Counter[str] = Counter()
+        self._keys: set[JobKey] = set()
         self._solo = itertools.count()
         self._closed = False
         self._t0 = time.monotonic()
@@ -145,35 +153,42 @@ class Service:
     def submit(self, job: Job) -> Future[Result]:
         """Queue ``job``; the future gives its Verdict (Verify) or Trajectory (Episode), or raises
         ``GroupDropped``."""
+        if not isinstance(job, Verify | Episode):
+            raise TypeError(f"Service.submit takes a Verify or an Episode, got {type(job).__name__}")
+        if isinstance(job, Verify) and not self.backend.serves(job.task.domain):
+            raise ValueError(f"task {job.task.id!r}: no verifier for domain {job.task.domain!r} in this service")
         future: Future[Result] = Future()
         with self._cond:
             if self._closed:
                 raise RuntimeError("Service.submit after close")
             group = job.group_id or f"~solo{next(self._solo)}"
+            key: JobKey = (group, job.task.id, job.sample_idx)
+            if key in self._keys:
+                raise ValueError(f"Service.submit: job {key} submitted twice; (group id, task id, sample index) "
+                                 "names one sample")
+            self._keys.add(key)
             self._group_sizes[group] += 1
             if group in self.sched.dropped_groups:
                 self.counts["samples_dropped"] += 1
                 self._drop_future(future, group, "dropped before this job was submitted")
                 return future
             if isinstance(job, Verify):
-                key = (job.task.id, job.response)
-                if (hit := self._cache.get(key)) is not None:
+                pair = (job.task.id, job.response)
+                if (hit := self._cache.get(pair)) is not None:
                     self.counts["cache_hits"] += 1
-                    self.ledger.settle(job.key, 0, final=True)
+                    self.ledger.settle(key, 0, final=True)
                     future.set_result(hit)
                     return future
-                if (first := self._inflight.get(key)) is not None:
+                if (first := self._inflight.get(pair)) is not None:
                     self.counts["deduplicated"] += 1
                     first.followers.append((job, group, future))
                     return future
-            if not isinstance(job, Verify | Episode):
-                raise TypeError(f"Service.submit takes a Verify or an Episode, got {type(job).__name__}")
             domain = job.task.domain if isinstance(job, Verify) else _episode_domain(job.task)
             limits = job.task.limits
             timeout = limits.timeout_s * (1 if isinstance(job, Verify) else limits.max_attempts)
             ticket = self.sched.add(domain, job.task.id, timeout_s=timeout, group=group,
                                     now=self._now(), priority=job.priority)
-            pending = _Pending(job, group, future)
+            pending = _Pending(job, group, key, future)
             self._pending[ticket.id] = pending
             if isinstance(job, Verify):
                 self._inflight[(job.task.id, job.response)] = pending
@@ -240,9 +255,11 @@ class Service:
         infra = last is not None and last.is_infra_error
         error_class = last.error_class if last is not None else None
         timeout = "timeout" in (error_class or "")
+        if not self.ledger.receive(p.key, t.tries - 1):
+            return  # a duplicate or late report of a try already settled: never counted twice
         decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout)
-        if not self.ledger.settle(p.job.key, t.tries - 1, final=decision != "retry"):
-            return  # a duplicate report of a try already settled: never counted twice
+        if decision != "retry":
+            self.ledger.finalize(p.key, t.tries - 1)
         outcome = last.outcome if isinstance(result, Verdict) or last is None else f"episode:{last.outcome}"
         job = p.job
         self.attempts.append(Attempt(job.group_id, job.task.id, job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
@@ -277,7 +294,7 @@ class Service:
     def _resolve_skipped(self) -> None:
         for t in self.sched.skipped:
             p = self._pending.pop(t.id)
-            self.ledger.settle(p.job.key, t.tries, final=True)
+            self.ledger.settle(p.key, t.tries, final=True)
             if isinstance(p.job, Verify):
                 self._inflight.pop((p.job.task.id, p.job.response), None)
             for _, group, future in [(p.job, p.group, p.future), *p.followers]:

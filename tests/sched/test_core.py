@@ -158,3 +158,16 @@ def test_policy_rejects_bad_values():
 
     with pytest.raises(ValueError, match="max_tries"):
         SchedPolicy(max_tries=0)
+
+
+def test_a_late_success_from_before_the_opening_does_not_close_the_breaker():
+    from posttrain.sched import Breaker
+
+    b = Breaker(threshold=2, cooldown_s=5.0)
+    b.record(bad=True, now=0.0)
+    b.record(bad=True, now=0.1)
+    b.record(bad=False, now=0.2)  # a job sent before the breaker opened finished fine
+    assert b.state == "open" and not b.allows(now=1.0)
+    assert b.allows(now=5.1) and b.state == "half_open"
+    b.record(bad=False, now=5.5)
+    assert b.state == "closed"

@@ -202,3 +202,20 @@ def test_quick_checks_finish_while_a_slow_suite_runs(pool):
         assert not all(f.done() for f in suites)
         assert all(f.result(timeout=60).passed for f in suites)
     assert quick_s < 4.0, quick_s
+
+
+def test_a_domain_without_a_verifier_is_refused_at_submit(pool):
+    with Service(LocalBackend(hooks_from_envs(["math"], None), pool)) as svc:
+        with pytest.raises(ValueError, match="no verifier for domain 'code'"):
+            svc.submit(Verify(code_task(), RIGHT, "g", 0))
+
+
+def test_ungrouped_jobs_of_one_task_each_get_their_verdict_and_a_sample_is_submitted_once():
+    hooks = hooks_from_envs(["math"], None)
+    with Service(LocalBackend(hooks)) as svc:
+        # no group id: each job is a group of its own (these two once shared a ledger key and one hung)
+        futures = [svc.submit(Verify(math_task(), "\\boxed{2}")), svc.submit(Verify(math_task(), "3"))]
+        assert [f.result(timeout=30).outcome for f in futures] == ["pass", "fail"]
+        svc.submit(Verify(math_task(), "2", "g", 0))
+        with pytest.raises(ValueError, match="submitted twice"):
+            svc.submit(Verify(math_task(), "5", "g", 0))
