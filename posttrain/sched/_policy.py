@@ -7,6 +7,7 @@ State round-trips through ``state_dict``/``load_state_dict`` (plain JSON types) 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,11 +49,12 @@ class SchedPolicy:
 
 
 class Estimator:
-    """Online duration estimates: an EWMA per task and, per domain, an EWMA of duration / timeout.
+    """Online duration estimates: an EWMA per task and, per domain, an EWMA of log(duration / timeout).
 
     A task seen before is estimated by its own EWMA. An unseen task is estimated by its timeout
     (the prior) scaled by how much of their timeouts its domain's jobs have been using, so a
-    60-second test suite still looks slow in a domain whose checks usually take 0.1 s.
+    60-second test suite still looks slow in a domain whose checks usually take 0.1 s. The domain's
+    average is geometric (in log space): one slow suite does not make every quick check look slow.
 
     >>> e = Estimator(alpha=0.5)
     >>> e.estimate("d", "t1", timeout_s=10.0)
@@ -76,9 +78,9 @@ class Estimator:
         a = self.alpha
         old = self.task.get(task_id)
         self.task[task_id] = duration_s if old is None else a * duration_s + (1 - a) * old
-        frac = min(1.0, duration_s / timeout_s) if timeout_s > 0 else 1.0
+        frac = min(1.0, max(duration_s / timeout_s, 1e-6)) if timeout_s > 0 else 1.0
         old_f = self.domain_frac.get(domain)
-        self.domain_frac[domain] = frac if old_f is None else a * frac + (1 - a) * old_f
+        self.domain_frac[domain] = frac if old_f is None else math.exp(a * math.log(frac) + (1 - a) * math.log(old_f))
 
     def state_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "task": dict(self.task), "domain_frac": dict(self.domain_frac)}
