@@ -231,8 +231,9 @@ def test_a_candidate_cannot_cost_later_candidates_of_its_batch_their_verdict(poo
     from posttrain.envs.code_env import verify_code_batch
 
     # A stopped runner holds the batch until the job's deadline (two passes' worth per item):
-    # short task deadlines keep that wait short.
-    t = mix_task(timeout_s=1.5)
+    # short task deadlines keep that wait short (not too short: a candidate's own wall-clock
+    # deadline still decides its timeout, and CI machines are loaded).
+    t = mix_task(timeout_s=3.0)
     good = fenced("import os\nassert not os.path.exists('x')\ndef mix(x):\n    return (x * 7919 + 13) % 1009")
     verdicts = verify_code_batch(pool, [(t, fenced(payload)), (t, good), (t, REFERENCE), (t, fenced("def mix(x):\n    return 1"))])
     assert [v.outcome for v in verdicts] == ["fail", "pass", "pass", "fail"], (name, [v.evidence for v in verdicts])
