@@ -191,7 +191,7 @@ def test_an_episode_retry_restarts_in_a_fresh_environment(pool):
 def test_quick_checks_finish_while_a_slow_suite_runs(pool):
     slow = Task(id="suite", domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
                 limits=TaskLimits(timeout_s=30.0))
-    sleepy = "    import time\n    time.sleep(3)\n    return a + b{}\n"
+    sleepy = "    import time\n    time.sleep(2)\n    return a + b{}\n"
     hooks = hooks_from_envs(["code", "math"], pool)
     with Service(LocalBackend(hooks, pool)) as svc:
         svc.run_batch([Verify(math_task("warm"), "\\boxed{2}", "warm", 0)])  # math checks are seen to be quick
