@@ -126,9 +126,13 @@ class Attempt:
     batch_size: int = 1
     final: bool = False
     """Whether this try settled the job (a result handed to the caller, or the group dropped)."""
+    verdict: Verdict | None = None
+    """The try's verdict (an Episode's last one), infra errors included: evaluation records each try."""
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["verdict"] = self.verdict.to_json() if self.verdict is not None else None
+        return out
 
 
 class Ledger:

@@ -264,7 +264,7 @@ class Service:
         job = p.job
         self.attempts.append(Attempt(job.group_id, job.task.id, job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
                                      round(start, 4), round(duration, 4), outcome, error_class, n,
-                                     final=decision != "retry"))
+                                     final=decision != "retry", verdict=last))
         if decision == "retry":
             return
         del self._pending[t.id]

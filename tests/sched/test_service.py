@@ -81,6 +81,7 @@ def test_infra_errors_are_retried_and_every_try_recorded(pool, raise_instead):
     assert v.outcome == "pass"
     assert [a.outcome for a in svc.attempts] == ["infra_error", "infra_error", "pass"]
     assert [a.attempt for a in svc.attempts] == [0, 1, 2]
+    assert svc.attempts[0].verdict.error_class.startswith("infra:") and svc.attempts[2].verdict is v
     assert (stats["tries"], stats["retries"], stats["infra_tries"]) == (3, 2, 2)
 
 
