@@ -1,14 +1,16 @@
 """RepairEnv: an attempt, its verdict, and after a failure the normalized feedback, until a pass.
 
     observation = env.reset(task)                       # the rendered prompt, as ids
-    observation, verdict, done = env.step(attempt)      # fail: the feedback, then the prompt again
+    observation, verdict, done = env.step(attempt)      # fail: the feedback
 
 An episode is at most ``task.limits.max_attempts`` attempts (``max_attempts`` overrides it); it
 ends at the first pass, at an infra error (attrition: never a retry with feedback, reward NaN), or
 after the last attempt. After a failed attempt the next observation is
 
     FEEDBACK_HEAD + verdict.feedback (verify/feedback.py: failing test, line, expected) + hidden-test
-    note + "\\n" + the rendered prompt again
+    note + "\\n"
+
+(the prompt is not repeated: the model answers as at its first attempt, a continuation of it)
 
 encoded with ``encode_observation`` (no BOS) and appended to the sampled ids by the runner.
 
@@ -96,7 +98,7 @@ class RepairEnv:
         limit = self.max_attempts if self.max_attempts is not None else task.limits.max_attempts
         if verdict.passed or verdict.is_infra_error or self.attempts >= limit:
             return Observation(()), verdict, True
-        text = FEEDBACK_HEAD + verdict.feedback.strip() + "\n" + self._prompt(task)
+        text = FEEDBACK_HEAD + verdict.feedback.strip() + "\n"
         return Observation(tuple(self.encode_observation(text)), text), verdict, False
 
     def judge(self, task: Task, response: str) -> Verdict:

@@ -76,11 +76,11 @@ def test_repair_env_shows_visible_failure_and_only_a_count_of_hidden_ones(verify
     env = RepairEnv(verify, encode_prompt, encode_observation)
     first = env.reset(task)
     assert first.ids == tuple(encode_prompt(task.prompt))
-    # a guess fails the visible test; the feedback shows it (expected value), then the prompt again
+    # a guess fails the visible test; the feedback shows it (expected value)
     obs, verdict, done = env.step(act(generators.repair_guess(task)))
     assert (verdict.outcome, verdict.error_class, done) == ("fail", "assertion", False)
     assert f"assert candidate(0) == {k}" in obs.text and "3 hidden tests" in obs.text
-    assert obs.text.startswith(FEEDBACK_HEAD) and obs.text.endswith(task.prompt)
+    assert obs.text.startswith(FEEDBACK_HEAD) and obs.text.endswith("(3 hidden tests not shown)\n")
     assert obs.ids == tuple(encode_observation(obs.text))  # no BOS inside an episode
     for x in (3, 10, 41):  # no hidden test's input or expected value is ever shown
         assert f"candidate({x})" not in obs.text and str(x + k) not in obs.text
