@@ -53,7 +53,11 @@ with open_pool(size=1) as pool, Workspace(pool, {"a": "1"}, storage_mb=16) as ws
 """
 # --kill-child: a SIGKILL of unshare takes the namespace's pid 1 with it.
 PID_NS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
-PRIVATE_TMP = [*PID_NS, "--mount", "sh", "-c", 'mount -t tmpfs -o mode=1777 tmp /tmp && exec "$@"', "sh"]
+# A private tmpfs as the temp directory, visible only in the neighbour's mount namespace (a
+# container's own /tmp). Mounted on a directory of its own rather than on /tmp itself, so that a
+# checkout or venv that lives under /tmp (CI clones anywhere) stays visible to the neighbour.
+PRIVATE_TMP = [*PID_NS, "--mount", "sh", "-c",
+               'mount -t tmpfs -o mode=1777 tmp "$PRIVATE" && TMPDIR="$PRIVATE" exec "$@"', "sh"]
 
 
 class Neighbour:
@@ -65,6 +69,8 @@ class Neighbour:
         if where == "tmpdir":
             env["TMPDIR"] = str(tmpdir)
         elif where == "private-tmp":
+            self.private = Path(tempfile.mkdtemp(prefix="posttrain-test-private-"))  # empty here, always
+            env["PRIVATE"] = str(self.private)
             argv = [*PRIVATE_TMP, *argv]
         else:
             env, argv = dict(os.environ), [*PID_NS, *argv]
@@ -94,6 +100,8 @@ class Neighbour:
         self.p.stdout.close()
         if killed:
             self.p.stdin.close()
+        if self.where == "private-tmp":
+            self.private.rmdir()  # the tmpfs went with its mount namespace
 
 
 def _cgroups(prefixes: list[str]) -> list[Path]:
