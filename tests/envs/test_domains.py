@@ -35,8 +35,11 @@ def test_exploit_fixtures_fail_on_the_batch_path(domain: str, request) -> None:
     assert fixtures and len({name for name, _, _ in fixtures}) == len(fixtures)
     pool = request.getfixturevalue("pool") if domain == "code" else None
     verdicts = verify_many([(task, response) for _, task, response in fixtures], pool)
-    outcomes = {name: v.outcome for (name, _, _), v in zip(fixtures, verdicts, strict=True)}
-    assert {n: o for n, o in outcomes.items() if o != "fail"} == {}
+    # The one infra error allowed is a check starved of CPU by the machine (measured by its CPU
+    # time, which a response cannot fake): on a loaded host the CPU-burning exploits run at once.
+    wrong = {name: (v.outcome, v.error_class) for (name, _, _), v in zip(fixtures, verdicts, strict=True)
+             if v.outcome != "fail" and v.error_class != "infra:starved"}
+    assert wrong == {}
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
