@@ -208,7 +208,7 @@ class JsonEnv:
         try:
             validator = validator_for(schema)
         except jsonschema.SchemaError as e:
-            raise reader.fail("schema", f"a valid JSON Schema ({e.message[:150]})", show_got=False) from None
+            raise reader.fail("schema", f"a valid JSON Schema ({_schema_problem(e)})", show_got=False) from None
         expected = reader.present("expected")
         try:
             loads_strict(json.dumps(expected, allow_nan=True))
@@ -303,3 +303,9 @@ def _generate_one(rng: random.Random, tid: str) -> Task:
 
 
 ENV = JsonEnv()
+
+
+def _schema_problem(e: jsonschema.SchemaError) -> str:
+    """What is wrong with a task's schema, whole (never cut mid-sentence) and where in it."""
+    where = "/".join(str(p) for p in e.path)
+    return f"{e.message} at {where}" if where else e.message

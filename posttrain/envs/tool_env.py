@@ -337,7 +337,8 @@ def _check_tools(reader: RecordReader, tools: list[Any]) -> dict[str, Mapping[st
         try:
             validator_for(params)
         except (jsonschema.SchemaError, AttributeError, TypeError) as e:
-            raise reader.fail(f"tools[{i}].parameters", f"a valid JSON Schema ({str(e)[:120]})",
+            problem = e.message if isinstance(e, jsonschema.SchemaError) else str(e).splitlines()[0]
+            raise reader.fail(f"tools[{i}].parameters", f"a valid JSON Schema ({problem})",
                               show_got=False) from None
     specs = tool_specs(tools)
     if len(specs) != len(tools):

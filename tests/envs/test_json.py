@@ -165,3 +165,16 @@ def test_fenced_answer_with_crlf_line_endings_is_extracted() -> None:
     body = json.dumps(EXPECTED, indent=2).replace("\n", "\r\n")
     assert VERIFY(task(), f"Sure:\r\n```json\r\n{body}\r\n```\r\n").passed
     assert VERIFY(task(), f"```\r\n{body}\r\n```").passed
+
+
+def test_a_bad_schema_is_named_whole_never_cut() -> None:
+    """Issue 12: task-file messages are never cut off mid-sentence."""
+    from posttrain.envs import get_env
+    from posttrain.errors import TaskError
+
+    long = "x" * 300
+    record = {"id": "a", "domain": "json", "prompt": "p", "expected": {},
+              "schema": {"type": "object", "properties": {"a": {"type": "integer", "minimum": long}}}}
+    with pytest.raises(TaskError) as e:
+        get_env("json").parse_task(record, "f.jsonl")
+    assert f"'{long}' is not of type 'number' at properties/a/minimum" in str(e.value)
