@@ -12,6 +12,14 @@
 - ``simulate`` (``_sim.py``): the same ``Scheduler`` on a virtual clock, for 1,000 workers.
 
 Not here: generation overlapping training (bounded staleness), which belongs to the trainer.
+
+Not yet (issue 11): the four older verification loops still run on their own. Each switches to one
+``Service`` opened per run: ``rollout.verify_all``/``SingleTurnEnv`` -> ``run_batch([Verify(t, r,
+group_id, i)])`` (a ``None`` result drops the group); ``verify.batch.verify_many`` and ``tasks
+validate`` -> the same, ``None`` as ``Verdict.infra("dropped")``, code batching moving to
+``CodeEnv.make_batch_verifier(pool)``; ``evaluate.runner.score_responses`` -> ungrouped ``Verify``
+jobs with ``SchedPolicy(max_tries=3)``, one record per ``svc.attempts`` entry; the audit's
+re-verification -> ``run_batch``.
 """
 
 from posttrain.sched._core import Scheduler, Ticket
