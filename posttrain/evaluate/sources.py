@@ -25,10 +25,7 @@ What it does not do: tool calls, HTTP retries (a failed request is a clear ``Use
 from __future__ import annotations
 
 import json
-import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -134,26 +131,9 @@ def endpoint_url(base: str, *, chat: bool) -> str:
 
 
 def _post(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json"}
-    key = os.environ.get("OPENAI_API_KEY")
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            payload = resp.read()
-    except urllib.error.HTTPError as e:
-        detail = e.read()[:300].decode("utf-8", "replace")
-        raise UserError(f"--endpoint {url}: HTTP {e.code} {e.reason}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-        raise UserError(f"--endpoint {url}: request failed ({e})") from None
-    try:
-        data = json.loads(payload)
-    except json.JSONDecodeError:
-        raise UserError(f"--endpoint {url}: response is not JSON: {payload[:200]!r}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"--endpoint {url}: expected a JSON object, got {type(data).__name__}")
-    return data
+    from posttrain.policy._endpoint import post_json
+
+    return post_json(url, body, timeout=timeout, label="--endpoint")
 
 
 def _text(url: str, data: dict[str, Any], chat: bool) -> str:

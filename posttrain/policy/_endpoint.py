@@ -97,25 +97,7 @@ class EndpointSampler:
         return choices[0]
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if key := os.environ.get("OPENAI_API_KEY"):
-            headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = resp.read()
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:300].decode("utf-8", "replace")
-            raise UserError(f"endpoint {self.url}: HTTP {e.code} {e.reason}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise UserError(f"endpoint {self.url}: request failed ({e})") from None
-        try:
-            data = json.loads(payload)
-        except json.JSONDecodeError:
-            raise UserError(f"endpoint {self.url}: response is not JSON: {payload[:200]!r}") from None
-        if not isinstance(data, dict):
-            raise UserError(f"endpoint {self.url}: expected a JSON object, got {type(data).__name__}")
-        return data
+        return post_json(self.url, body, timeout=self.timeout, label="endpoint")
 
 
 def _token_id(token: Any) -> int:
@@ -129,3 +111,28 @@ def _int(x: Any) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise ValueError(f"expected token_ids to be integers, got {x!r}")
     return x
+
+
+def post_json(url: str, body: dict[str, Any], *, timeout: float, label: str) -> dict[str, Any]:
+    """POST ``body`` to an OpenAI-compatible ``url`` (``OPENAI_API_KEY`` as the bearer token, if
+    set) and return the JSON object it answers; any failure is one ``UserError`` line that starts
+    with ``label`` and the URL."""
+    headers = {"Content-Type": "application/json"}
+    if key := os.environ.get("OPENAI_API_KEY"):
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            payload = resp.read()
+    except urllib.error.HTTPError as e:
+        detail = e.read()[:300].decode("utf-8", "replace")
+        raise UserError(f"{label} {url}: HTTP {e.code} {e.reason}: {detail}") from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+        raise UserError(f"{label} {url}: request failed ({e})") from None
+    try:
+        data = json.loads(payload)
+    except json.JSONDecodeError:
+        raise UserError(f"{label} {url}: response is not JSON: {payload[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{label} {url}: expected a JSON object, got {type(data).__name__}")
+    return data
