@@ -253,6 +253,20 @@ def _count_in_file(path: str) -> str:
         "    return _ANSWERS[n % len(_ANSWERS)]\n")
 
 
+def _table_in_xattr(root: str) -> str:
+    """Pass 1 answers by call count and writes the table argument -> answer into a ``user.*``
+    xattr of a writable root; pass 2 (a fresh process) answers from the table by argument."""
+    return fenced(
+        f"import os, json\n_ANSWERS = {MIX_ANSWERS!r}\n_N = [0]\n_MINE = [False]\n_ROOT = {root!r}\n"
+        "def _table():\n    try:\n        return json.loads(os.getxattr(_ROOT, 'user.t'))\n"
+        "    except (OSError, ValueError):\n        return {}\n"
+        "def mix(x):\n"
+        "    if not _MINE[0] and str(x) in _table():\n        return _table()[str(x)]\n"
+        "    _MINE[0] = True\n    a = _ANSWERS[_N[0] % len(_ANSWERS)]\n    _N[0] += 1\n"
+        "    t = _table()\n    t[str(x)] = a\n    os.setxattr(_ROOT, 'user.t', json.dumps(t).encode())\n"
+        "    return a\n")
+
+
 # A counter kept by a helper process (started at import) behind an abstract unix socket.
 COUNT_IN_HELPER = fenced(
     f"import os, socket\n_ANSWERS = {MIX_ANSWERS!r}\n_ADDR = '\\0mix-counter'\n"
@@ -321,6 +335,8 @@ HACKS: list[tuple[str, Task, str]] = [
     ("4 answer by call count (file in /work)", MIX, _count_in_file("/work/.n")),
     ("4 answer by call count (file in /dev/shm)", MIX, _count_in_file("/dev/shm/.n")),
     ("4 answer by call count (helper process)", MIX, COUNT_IN_HELPER),
+    ("4 answer table in an xattr of /dev/shm", MIX, _table_in_xattr("/dev/shm")),
+    ("4 answer table in an xattr of /tmp", MIX, _table_in_xattr("/tmp")),
     ("5 SIGINT to every process at import", MIX, _signal_everyone("SIGINT")),
     ("5 SIGINT to every process in the call", MIX, _signal_everyone("SIGINT", "call")),
     ("5 SIGTERM to every process", MIX, _signal_everyone("SIGTERM", "call")),

@@ -594,8 +594,9 @@ def reply_key(reply):
 
     if type(reply) is dict and "ok" in reply:
         try:
-            decode(reply["ok"])
-            return "ok:" + json.dumps(canonical(reply["ok"]), separators=(",", ":"))
+            # Compare the value the test would see, re-encoded: a duplicated dict key or another
+            # spelling of one value must neither hide a different answer nor make equal ones differ.
+            return "ok:" + json.dumps(canonical(encode(decode(reply["ok"]))), separators=(",", ":"))
         except Exception:  # noqa: BLE001 - malformed values of every kind
             return None
     if type(reply) is dict and "exc" in reply:
@@ -772,18 +773,25 @@ def _gone(why):
     return entry
 
 
-def replay_order(keys, rng):
-    """A shuffled order of the distinct calls whose first-pass answers, in that order, differ
-    from the answers in test order whenever the answers are not all equal: a candidate that
-    answers by position cannot give the same answers twice."""
+def replay_order(keys, rng, avoid=None):
+    """A shuffled order of the distinct calls whose first-pass answers, in that order, differ from
+    ``avoid`` whenever the answers are not all equal. ``avoid`` is what a candidate that answers by
+    position would send to this many calls: the first answers of pass 1 in call order, repeats
+    included (default: ``keys``, the distinct calls' answers in test order). Such a candidate
+    cannot give the same answers twice, deterministically."""
+    avoid = list(keys if avoid is None else avoid)
     order = list(range(len(keys)))
     rng.shuffle(order)
     if len(set(keys)) > 1:
         for _ in range(64):
-            if [keys[i] for i in order] != keys:
+            if [keys[i] for i in order] != avoid:
                 return order
             rng.shuffle(order)
-        order = [*range(1, len(keys)), 0]  # a rotation changes every non-constant sequence
+        # Two orders with different answer sequences exist (the answers are not all equal): the
+        # identity and a rotation differ everywhere the sequence is not constant; one of them is
+        # not ``avoid``.
+        rotation = [*range(1, len(keys)), 0]
+        order = rotation if [keys[i] for i in rotation] != avoid else list(range(len(keys)))
     return order
 
 
@@ -803,14 +811,15 @@ def first_answers(log):
 REPLAY_CHUNK_BYTES = MAX_MESSAGE_BYTES // 4
 
 
-def replay(first, proxy):
+def replay(first, proxy, log=()):
     """Pass 2: the distinct calls of pass 1, in a shuffled order, to a fresh server (in batches:
     one message, one reply); None if every answer equals the first pass's, else the report's
     check entry."""
     import random
 
     requests = list(first)
-    order = replay_order([first[r][0] for r in requests], random.Random(os.urandom(16)))
+    by_position = [key for _, key, _ in log][: len(requests)]  # what answering by call count sends
+    order = replay_order([first[r][0] for r in requests], random.Random(os.urandom(16)), by_position or None)
     start = 0
     while start < len(order):
         end, size = start, 0
@@ -981,19 +990,72 @@ def attributes(pid):
         return None
 
 
+def meta(path):
+    """What a candidate could change about a path that outlives it, to carry state to the next
+    run: mode, ``user.*`` extended attributes and, for a regular file, its size and content. (Times
+    are restored, not compared: a directory's times change with every file made in it.)"""
+    import stat
+
+    st = os.lstat(path)
+    xattrs = {}
+    if not stat.S_ISLNK(st.st_mode):
+        for name in os.listxattr(path, follow_symlinks=False):
+            if name.startswith("user."):
+                xattrs[name] = os.getxattr(path, name, follow_symlinks=False)
+    content = None
+    if stat.S_ISREG(st.st_mode):
+        import hashlib
+
+        with open(path, "rb") as f:
+            content = (st.st_size, hashlib.sha256(f.read()).digest())
+    return (st.st_mode, tuple(sorted(xattrs.items())), content), (st.st_atime_ns, st.st_mtime_ns)
+
+
+def restore_meta(saved):
+    """Put back the mode and ``user.*`` xattrs of every kept directory and the times of every kept
+    path; True when each kept path is then as it was at the job's start."""
+    import stat
+
+    try:
+        for path, (state, times) in saved.items():
+            mode, xattrs, _ = state
+            if stat.S_ISDIR(mode) and meta(path)[0] != state:
+                os.chmod(path, stat.S_IMODE(mode))
+                want = dict(xattrs)
+                for name in os.listxattr(path, follow_symlinks=False):
+                    if name.startswith("user.") and name not in want:
+                        os.removexattr(path, name, follow_symlinks=False)
+                for name, value in want.items():
+                    os.setxattr(path, name, value, follow_symlinks=False)
+            if meta(path)[0] != state:
+                return False  # a kept file's content, mode or xattrs changed: state for the next run
+            if not stat.S_ISLNK(mode):
+                os.utime(path, ns=times, follow_symlinks=False)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 class Job:
     """What the runner restores between candidates and checks before trusting a fresh server."""
 
     def __init__(self, keep, files):
-        self.keep, self.files, self.attrs = keep, files, None
+        self.keep, self.files, self.attrs, self.meta = keep, files, None, None
 
     def snapshot(self):
         self.attrs = {pid: attributes(pid) for pid in self.keep if pid != 1}
+        self.meta = {}
+        for path in (*WRITABLE, *sorted(self.files)):
+            try:
+                self.meta[path] = meta(path)
+            except OSError:
+                pass
 
     def clean(self):
-        """Only the runner's processes left, the writable places as they were, no IPC object,
-        no changed limits: True. Else False (the caller decides whose failure that is)."""
-        ok = sweep(self.keep) and wipe(self.files) and clear_ipc()
+        """Only the runner's processes left, the writable places as they were (entries, and the
+        mode, xattrs and times of what was there at the start), no IPC object, no changed limits:
+        True. Else False (the caller decides whose failure that is)."""
+        ok = sweep(self.keep) and wipe(self.files) and clear_ipc() and restore_meta(self.meta or {})
         return ok and all(attributes(pid) == attrs for pid, attrs in (self.attrs or {}).items())
 
 
@@ -1069,7 +1131,7 @@ def _run_candidate(item, host, job, proxy, check, results, report):
         if hello.get("ready") is not True:
             tests[0] = _stateful("the program failed to load a second time")
             return
-        verdict = replay(first, second)
+        verdict = replay(first, second, proxy.log)
     finally:
         second.kill("finished")
     report["replayed"] = len(first)

@@ -63,6 +63,21 @@ def test_replay_order_defeats_answering_by_position(keys: list[str], rng) -> Non
         assert [keys[i] for i in order] != keys
 
 
+@given(st.lists(st.sampled_from(["ok:1", "ok:2", "ok:3"]), min_size=2, max_size=12), st.data(),
+       st.randoms(use_true_random=False))
+def test_replay_order_defeats_answering_by_position_when_the_test_repeats_calls(calls, data, rng) -> None:
+    """Pass 1's log has repeats (f(1), f(1), f(2), ...): a by-position answerer replays the log's
+    first answers, repeats included, not the distinct calls' answers. It must fail every time."""
+    answer = {c: data.draw(st.sampled_from(["a", "b"])) for c in sorted(set(calls))}
+    distinct = list(dict.fromkeys(calls))
+    keys = [answer[c] for c in distinct]
+    by_position = [answer[c] for c in calls][: len(distinct)]
+    order = runner.replay_order(keys, rng, by_position)
+    assert sorted(order) == list(range(len(keys)))
+    if len(set(keys)) > 1:
+        assert [keys[i] for i in order] != by_position
+
+
 @pytest.mark.parametrize("line", [b"[" * 100_000, b'{"a":' * 50_000, b"\xff\xfe{}", b"1" * 100, b"NaN",
                                   b'{"ok": ["int", "1"]', b""])
 def test_malformed_messages_are_protocol_errors(line: bytes) -> None:
