@@ -147,6 +147,8 @@ class Scheduler:
 
     def _probe(self, now: float) -> Ticket | None:
         for domain, held in self._held.items():
+            while held and held[0].group in self.dropped_groups:  # never probe with a dropped group's job
+                self.skipped.append(held.pop(0))
             if held and self.domain_breakers[domain].allows(now):
                 t = held.pop(0)
                 t.probe = True

@@ -147,5 +147,5 @@ class Breaker:
     def load_state_dict(self, state: dict[str, Any], now: float) -> None:
         self.state = state["state"]
         self.consecutive, self.opens = int(state["consecutive"]), int(state["opens"])
-        self.probing = bool(state["probing"])
+        self.probing = False  # no probe survives a restart: a half-open breaker probes again
         self.opened_at = now + float(state["cooldown_left_s"]) - self.cooldown_s

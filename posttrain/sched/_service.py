@@ -280,7 +280,8 @@ class Service:
         if isinstance(job, Verify) and isinstance(result, Verdict):
             self._cache[(job.task.id, job.response)] = result
         for _, _, future in everyone:
-            future.set_result(result)
+            if not future.done():  # a caller may have cancelled it: the worker must live on
+                future.set_result(result)
 
     def _drop_group(self, group: str) -> None:
         if group not in self.sched.dropped_groups:

@@ -47,7 +47,10 @@ def _finite_float(text: str) -> float:
 
 def _exact_decimal(text: str) -> Decimal:
     _finite_float(text)  # the same overflow rule as the float parse: magnitudes stay below 1e309
-    return Decimal(text)
+    try:
+        return Decimal(text)
+    except ArithmeticError:  # decimal.InvalidOperation: an exponent beyond Decimal's range (1e-999999999999999999999)
+        raise StrictJSONError(f"number {text[:40]} has an exponent out of range") from None
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

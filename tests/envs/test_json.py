@@ -178,3 +178,14 @@ def test_a_bad_schema_is_named_whole_never_cut() -> None:
     with pytest.raises(TaskError) as e:
         get_env("json").parse_task(record, "f.jsonl")
     assert f"'{long}' is not of type 'number' at properties/a/minimum" in str(e.value)
+
+
+def test_an_exponent_beyond_decimal_range_is_a_format_failure_not_an_exception() -> None:
+    """``1e-999999999999999999999`` parses as a float (0.0) but not as a Decimal: the strict parser
+    must refuse it as a number out of range, never raise decimal.InvalidOperation into a caller
+    (the chat template's tool-call parser runs it in the trainer process)."""
+    from posttrain.verify.strict_json import StrictJSONError, loads_strict
+
+    for text in ("1e-999999999999999999999", '{"a": 1E999999999999999999999}'):
+        with pytest.raises(StrictJSONError, match="out of range|non-finite"):
+            loads_strict(text, exact=True)

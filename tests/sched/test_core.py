@@ -171,3 +171,16 @@ def test_a_late_success_from_before_the_opening_does_not_close_the_breaker():
     assert b.allows(now=5.1) and b.state == "half_open"
     b.record(bad=False, now=5.5)
     assert b.state == "closed"
+
+
+def test_a_breaker_saved_while_probing_probes_again_after_a_resume():
+    """A checkpoint taken while the half-open probe was in flight: no probe survives the restart,
+    so the resumed breaker must let one through (not hold its domain forever)."""
+    from posttrain.sched import Breaker
+
+    b = Breaker(threshold=1, cooldown_s=5.0)
+    b.record(bad=True, now=0.0)
+    assert b.allows(now=6.0) and b.state == "half_open" and not b.allows(now=6.1)  # the probe is out
+    resumed = Breaker(threshold=1, cooldown_s=5.0)
+    resumed.load_state_dict(b.state_dict(now=6.2), now=100.0)
+    assert resumed.allows(now=100.0)
