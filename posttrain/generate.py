@@ -80,7 +80,9 @@ def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:
     tasks = load_tasks(args.tasks)
     if not tasks:
         raise UserError(f"generate: no tasks in {args.tasks}")
-    return [(t.id, t.prompt) for t in tasks]
+    from posttrain.envs import model_prompt
+
+    return [(t.id, model_prompt(t)) for t in tasks]
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

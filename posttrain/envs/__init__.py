@@ -38,9 +38,16 @@ def get_env(domain: str) -> Env:
     return importlib.import_module(_MODULES[domain]).ENV
 
 
+def model_prompt(task: Any) -> str:
+    """The prompt text the model sees for ``task``, everywhere (SFT, RL, evaluation, generate): its
+    domain renders it (tool schemas, json schema, ...); a task of no registered domain (a test
+    double) is shown its ``prompt``. For math and code this is exactly ``task.prompt``."""
+    return get_env(task.domain).render_prompt(task) if task.domain in _MODULES else task.prompt
+
+
 def make_verifier(domain: str, pool: Any | None = None) -> Verifier:
     """Shorthand for ``get_env(domain).make_verifier(pool)``."""
     return get_env(domain).make_verifier(pool)
 
 
-__all__ = ["DOMAINS", "Env", "Verifier", "get_env", "guard", "make_verifier", "task_to_record"]
+__all__ = ["DOMAINS", "Env", "Verifier", "get_env", "guard", "make_verifier", "model_prompt", "task_to_record"]

@@ -21,6 +21,7 @@ retries (a failed request is a ``UserError`` naming the URL).
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import urllib.error
@@ -127,7 +128,7 @@ def post_json(url: str, body: dict[str, Any], *, timeout: float, label: str) -> 
     except urllib.error.HTTPError as e:
         detail = e.read()[:300].decode("utf-8", "replace")
         raise UserError(f"{label} {url}: HTTP {e.code} {e.reason}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as e:
         raise UserError(f"{label} {url}: request failed ({e})") from None
     try:
         data = json.loads(payload)

@@ -90,9 +90,9 @@ class VerdictCache:
 def render_prompt(task: Task) -> str:
     """The prompt the model sees: the task's domain renders it (tool schemas, json schema, ...); a
     task of no registered domain (a test double) is shown its ``prompt``."""
-    from posttrain.envs import DOMAINS, get_env
+    from posttrain.envs import model_prompt
 
-    return get_env(task.domain).render_prompt(task) if task.domain in DOMAINS else task.prompt
+    return model_prompt(task)
 
 
 def verify_with_retries(verify: Verifier, task: Task, response: str, *, infra_retries: int) -> Verdict:

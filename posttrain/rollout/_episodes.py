@@ -70,7 +70,9 @@ def run_episodes(
     cache: VerdictCache | None = None,
 ) -> list[list[Rollout]]:
     """``n`` verified rollouts per task: ``out[task_index][sample_index]``."""
-    gens = policy.generate([t.prompt for t in tasks], n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    from posttrain.envs import model_prompt
+
+    gens = policy.generate([model_prompt(t) for t in tasks], n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     flat = [(t, g) for t, gs in zip(tasks, gens, strict=True) for g in gs]
     verdicts = verify_all([(t, g.text) for t, g in flat], verifiers, workers=workers, cache=cache)
     rollouts = [

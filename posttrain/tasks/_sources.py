@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.config import NonNegativeInt, PositiveInt, Seed
+from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError, UserError
 from posttrain.tasks import generators
 from posttrain.tasks._load import iter_task_records, parse_record
@@ -232,7 +233,7 @@ def load_demonstrations(path: str | Path, train: Sequence[Task], eval: Sequence[
                                     f"must come from training tasks")
                 if tid not in by_id:
                     raise UserError(f"{at}: task_id {tid!r} is not a training task of this recipe (tasks.train)")
-                prompt = by_id[tid].prompt
+                prompt = model_prompt(by_id[tid])
             elif set(rec) == {"prompt", "response"}:
                 prompt = rec["prompt"]
                 if not isinstance(prompt, str) or not prompt:

@@ -33,6 +33,7 @@ from posttrain.config import (
     load_yaml,
     parse_config,
 )
+from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError, UserError
 from posttrain.tasks import TaskSource, generators, load_demonstrations, load_pools
 from posttrain.train._step import LoraSpec, lora_target_modules
@@ -239,6 +240,12 @@ class RLConfig:
         if self.process_coef > 0 and self.algorithm == "ppo":
             raise ConfigError("rl.process_coef > 0 is for group-relative advantages (rl.algorithm: grpo); "
                               "PPO's GAE has no process term")
+        if self.episodes != "single" and self.reward_model_weight > 0:
+            raise ConfigError("rl.reward_model_weight > 0 scores one-turn responses; it cannot be combined with "
+                              f"rl.episodes: {self.episodes}")
+        if self.mask_truncated and self.cut_episodes == "zero":
+            raise ConfigError("rl.mask_truncated masks every truncated episode, rl.cut_episodes: zero scores the cut "
+                              "ones 0: choose one")
         if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:
             raise ConfigError(f"rl.max_turns: {self.max_turns} turns need multi-turn episodes (rl.episodes: repair)")
         if self.group_size < 2 and self.algorithm == "grpo":
@@ -390,13 +397,13 @@ def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequen
         if unknown is not None:
             raise ConfigError(f"sft.demonstrations: repair needs tasks of the feedback-only family (generator "
                               f"repair: a reference and metadata.visible_tests), not training task {unknown.id!r}")
-        return [(t.prompt, str(t.reference)) for t in train]
+        return [(model_prompt(t), str(t.reference)) for t in train]
     if how == "references":
         missing = next((t for t in train if t.reference is None), None)
         if missing is not None:
             raise ConfigError(f"sft.demonstrations: references, but training task {missing.id!r} has no reference "
                               f"(field 'reference', or 'canonical_solution' for code)")
-        return [(t.prompt, str(t.reference)) for t in train]
+        return [(model_prompt(t), str(t.reference)) for t in train]
     if how == "demonstrator":
         demo = make_demonstrator(recipe)
         unknown = next((t for t in train if not demo.knows(t)), None)
@@ -404,7 +411,7 @@ def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequen
             raise ConfigError(f"sft.demonstrations: the scripted demonstrator knows only the quickstart families, "
                               f"not training task {unknown.id!r} ({unknown.domain}); use sft.demonstrations: "
                               f"references, or a demonstrations file")
-        return [(t.prompt, demo.respond(t)) for t in train]
+        return [(model_prompt(t), demo.respond(t)) for t in train]
     return load_demonstrations(how, train, eval_tasks)
 
 
@@ -413,7 +420,7 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     each); returns the ``(train, eval)`` tasks."""
     train, held = recipe_tasks(recipe)
     demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
-    check_model(recipe, [t.prompt for t in [*train, *held]], demos)
+    check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos)
     return train, held
 
 

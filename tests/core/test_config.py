@@ -207,3 +207,13 @@ def test_config_docstring_examples():
 
     result = doctest.testmod(posttrain.config)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("rl", [{"episodes": "repair", "reward_model_weight": 0.5},
+                                {"mask_truncated": True, "cut_episodes": "zero"}])
+def test_episode_options_that_contradict_each_other_are_refused(rl) -> None:
+    from posttrain.config import parse_config
+    from posttrain.train.recipe import RLConfig
+
+    with pytest.raises(ConfigError, match="reward_model_weight|mask_truncated"):
+        parse_config(RLConfig, rl, where="rl")
