@@ -46,7 +46,7 @@ def tiny_recipe(tasks: dict) -> dict:
     return {
         "seed": 0,
         "stages": ["sft", "rl"],
-        "model": {"name": "embedded", "hidden_size": 32, "num_layers": 1, "max_positions": 1024},
+        "model": {"name": "embedded", "hidden_size": 32, "num_layers": 1, "max_positions": 2048},
         "tasks": tasks,
         "sft": {"demonstrations": "references", "epochs": 1, "batch_size": 9},
         "rl": {"steps": 2, "prompts_per_step": 8, "group_size": 2, "max_new_tokens": 12, "checkpoint_every": 2},
