@@ -534,9 +534,16 @@ class Host:
                         raise ServerLost("the host is stopped or gone", broken=True) from None
                     if time.monotonic() >= deadline:
                         raise
-        except (OSError, EOFError, TimeoutError, ProtocolError):
+        except (OSError, EOFError, TimeoutError, ProtocolError) as e:
             chan.close()
             broken = _state(self.pid) not in ("S", "R", "D")
+            if not broken and not isinstance(e, TimeoutError):
+                # The channel closed: the host is dying (its fds close before its state turns Z),
+                # or it is alive and something else broke. Give a dying host a moment to show it.
+                settle = time.monotonic() + 1.0
+                while not broken and time.monotonic() < settle:
+                    time.sleep(0.01)
+                    broken = _state(self.pid) not in ("S", "R", "D")
             raise ServerLost("the host did not start a server in time", broken) from None
         if type(hello) is not dict or type(hello.get("pid")) is not int:
             chan.close()
