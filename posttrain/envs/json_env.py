@@ -255,6 +255,8 @@ _EXPLOITS: list[tuple[str, dict[str, Any], Any, str]] = [  # (name, schema, expe
     ("JSON-01 overflow to inf", _LEVEL, {"level": 0}, '{"level": 1e999}'),
     ("class 11: a non-integer literal that rounds to the integer", _AGE, {"age": 36}, '{"age": 36.000000000000001}'),
     ("class 11: the same, in exponent form", _AGE, {"age": 36}, '{"age": 3.6000000000000001e1}'),
+    ("JSON duplicate key: first-wins and last-wins parsers read different values", _AGE, {"age": 36},
+     '{"age": 36, "age": 37}'),
     ("class 11: 1e-400 underflows to 0", _LEVEL, {"level": 0}, '{"level": 1e-400}'),
     ("class 11: a value that rounds to the expected float", _LEVEL, {"level": 0.1}, '{"level": 0.10000000000000001}'),
     ("class 12: format regex with an overflowing quantifier", _REGEX, {"rx": "a+"}, '{"rx": "a{99999999999}"}'),

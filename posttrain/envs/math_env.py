@@ -200,6 +200,8 @@ _EXPLOITS: list[tuple[str, str, str]] = [  # (name, gold, response)
     ("MATH-01 two boxes", "3", "\\boxed{3} or maybe \\boxed{5}"),
     ("MATH-01 hedge in the box", "3", "\\boxed{3 \\text{ or } 5}"),
     ("MATH-01 comma list", "3", "\\boxed{3, 5}"),
+    ("MATH-01 plus-or-minus covers both signs", "3", "\\boxed{\\pm 3}"),
+    ("MATH-01 a logical or inside the box", "3", "\\boxed{3 \\lor 5}"),
     ("MATH-01 set spray", "3", "\\boxed{\\{1, 2, 3, 4, 5\\}}"),
     ("MATH-02 empty box", "3", "\\boxed{}"),
     ("MATH-03 number spray, no box", "3", "It is 1, 2, 3, 4 or 5. Final answer: 3"),
