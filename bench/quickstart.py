@@ -47,8 +47,10 @@ def run_seed(recipe: Path, out: Path, seed: int, threads: int | None, overrides:
     """One ``posttrain run`` subprocess for ``seed``; returns its summary.json plus the wall time."""
     summary = out / "summary.json"
     t0 = time.perf_counter()
-    if not summary.exists():
-        sets = [f"seed={seed}", *(["torch_threads=" + str(threads)] if threads else []), *overrides]
+    sets = [f"seed={seed}", *(["torch_threads=" + str(threads)] if threads else []), *overrides]
+    if summary.exists():
+        same_recipe_or_exit(recipe, sets, out)
+    else:
         cmd = [sys.executable, "-m", "posttrain.cli", "run", str(recipe), "--out", str(out),
                *(["--resume"] if (out / "config.yaml").exists() else [])]
         for s in sets:
@@ -61,6 +63,20 @@ def run_seed(recipe: Path, out: Path, seed: int, threads: int | None, overrides:
     data = json.loads(summary.read_text())
     data["bench_wall_s"] = time.perf_counter() - t0
     return data
+
+
+def same_recipe_or_exit(recipe: Path, sets: list[str], out: Path) -> None:
+    """A finished seed is reused only when it ran the recipe asked for now (same file, seed, threads
+    and overrides): otherwise exit 2 naming the keys that differ, as ``posttrain run --resume`` does."""
+    from posttrain.errors import UserError
+    from posttrain.train.pipeline import prepare_run_dir
+    from posttrain.train.recipe import load_recipe
+
+    try:
+        prepare_run_dir(out, load_recipe(recipe, sets), resume=True)  # compares; writes nothing when it exists
+    except UserError as e:
+        print(f"posttrain bench quickstart: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def cell(e: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ not run here.
 """
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +39,22 @@ def test_bad_seeds_exit_2_with_one_line(name, tmp_path):
     assert "--seeds '1,x': expected integers like 0,1,2 or 0-4" in p.stderr
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_finished_seed_is_reused_only_for_the_same_recipe(tmp_path, capsys):
+    """A finished seed directory is read back only when it ran the recipe asked for now; with other
+    overrides the bench exits 2 naming the key, instead of printing the old run's numbers."""
+    from posttrain.train.pipeline import prepare_run_dir
+    from posttrain.train.recipe import load_recipe
+
+    qs = _load("quickstart")
+    run = tmp_path / "seed-0"
+    prepare_run_dir(run, load_recipe(qs.EMBEDDED, ["seed=0"]), resume=False)
+    ev = {"pass@1": 0.5, "ci": {"pass@1": [0.4, 0.6]}}
+    (run / "summary.json").write_text(json.dumps({"eval": {"demonstrator": ev, "sft": ev, "rl": ev}, "wall_s": 1.0}))
+    assert qs.main(["--seeds", "0", "--out", str(tmp_path)]) == 1  # reused: RL is not above SFT here
+    with pytest.raises(SystemExit) as e:
+        qs.main(["--seeds", "0", "--out", str(tmp_path), "--set", "rl.steps=3"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "rl.steps (200 -> 3)" in err and "--resume needs the same recipe" in err
