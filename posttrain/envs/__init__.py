@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.envs._base import Env, Verifier, guard, task_to_record
+from posttrain.envs._base import BatchVerifier, Env, Verifier, guard, task_to_record
 from posttrain.errors import TaskError
 
 DOMAINS: tuple[str, ...] = ("math", "code", "json", "tool")
@@ -50,4 +50,4 @@ def make_verifier(domain: str, pool: Any | None = None) -> Verifier:
     return get_env(domain).make_verifier(pool)
 
 
-__all__ = ["DOMAINS", "Env", "Verifier", "get_env", "guard", "make_verifier", "model_prompt", "task_to_record"]
+__all__ = ["DOMAINS", "BatchVerifier", "Env", "Verifier", "get_env", "guard", "make_verifier", "model_prompt", "task_to_record"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +29,19 @@ from posttrain.types import Task, TaskLimits, Verdict
 Verifier = Callable[[Task, str], Verdict]
 """One signature for every verifier: ``verifier(task, response) -> Verdict``; it never raises."""
 
+
+@dataclass(frozen=True)
+class BatchVerifier:
+    """A domain's batching hook: verify up to ``max_batch`` pairs in one call (one sandbox job).
+
+    ``verify_batch(pairs)`` returns one verdict per pair, in order, and never raises (its own
+    failure is an ``infra_error`` verdict per pair). ``posttrain.sched`` uses it when the domain's
+    ``Env`` has ``make_batch_verifier(pool)``.
+    """
+
+    max_batch: int
+    verify_batch: Callable[[Sequence[tuple[Task, str]]], list[Verdict]]
+
 COMMON_KEYS = frozenset({"id", "domain", "prompt", "reference", "difficulty", "tags", "limits", "metadata"})
 """Top-level keys every domain accepts; each domain adds its own (docs/tasks.md)."""
 
@@ -37,6 +50,8 @@ class Env(Protocol):
     """A domain: how its tasks are parsed, shown, verified and generated."""
 
     name: str
+    needs_sandbox: bool
+    """Whether ``make_verifier`` needs a sandbox pool (a pool is opened only for such domains)."""
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task: ...
 

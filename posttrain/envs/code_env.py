@@ -29,7 +29,7 @@ give the same answers: the function must be deterministic, a function of its arg
 
 Throughput: ``verify_code_batch`` verifies up to ``MAX_BATCH`` responses in one sandbox job (fresh
 processes per candidate, cleanup in between; anything the batch cannot vouch for is re-run
-alone); ``posttrain.verify.batch.verify_many`` uses it. bench/verify.py measures both paths
+alone); ``CodeEnv.make_batch_verifier(pool)`` hands it to the execution service (``posttrain.sched``). bench/verify.py measures both paths
 against bare execution of the same programs.
 
 Comparisons are the test's own ``==`` on plain built-in values, so Python's ``True == 1`` and
@@ -52,7 +52,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.envs._base import BatchVerifier, RecordReader, Verifier, fail, guard, parse_common, passed
 from posttrain.types import Task, TaskLimits, Verdict
 from posttrain.verify import feedback as fb
 
@@ -234,6 +234,22 @@ def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verd
     return verdicts
 
 
+def make_code_batch_verifier(pool: Any) -> BatchVerifier:
+    """The code domain's batching hook: ``verify_code_batch`` on ``pool``, up to ``MAX_BATCH`` pairs
+    per sandbox job; a crash of the verifier itself is an ``infra_error`` verdict for each pair."""
+    if pool is None or not callable(getattr(pool, "run_python", None)):
+        raise TypeError("the code verifier needs a sandbox pool with run_python (posttrain.sandbox.open_pool)")
+
+    def verify_batch(pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+        try:
+            return verify_code_batch(pool, pairs)
+        except Exception as e:  # noqa: BLE001 - the verifier's own failure is an infra error
+            return [Verdict.infra(f"code verifier crashed: {type(e).__name__}: {e}",
+                                  error_class="infra:verifier_crash") for _ in pairs]
+
+    return BatchVerifier(MAX_BATCH, verify_batch)
+
+
 def _sandbox_limits(memory_mb: int) -> Any:
     from posttrain.sandbox import Limits
 
@@ -321,6 +337,7 @@ class CodeEnv:
     """The code domain (see the module docstring)."""
 
     name = NAME
+    needs_sandbox = True
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)
@@ -346,6 +363,9 @@ class CodeEnv:
 
     def make_verifier(self, pool: Any | None) -> Verifier:
         return make_code_verifier(pool)
+
+    def make_batch_verifier(self, pool: Any | None) -> BatchVerifier:
+        return make_code_batch_verifier(pool)
 
     def noop_response(self, task: Task) -> str:
         return ""

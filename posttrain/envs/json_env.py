@@ -198,6 +198,7 @@ class JsonEnv:
     """The structured-output domain (see the module docstring)."""
 
     name = NAME
+    needs_sandbox = False
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)

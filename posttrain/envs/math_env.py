@@ -146,6 +146,7 @@ class MathEnv:
     """The math domain (see the module docstring)."""
 
     name = NAME
+    needs_sandbox = False
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)

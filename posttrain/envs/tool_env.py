@@ -264,6 +264,7 @@ class ToolEnv:
     """The tool-use domain (see the module docstring)."""
 
     name = NAME
+    needs_sandbox = False
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)

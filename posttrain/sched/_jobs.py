@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from posttrain.envs._base import BatchVerifier
 from posttrain.types import Task, Trajectory, Verdict
 
 Verifier = Callable[[Task, str], Verdict]
@@ -68,14 +69,6 @@ class Episode:
 
 
 Job = Verify | Episode
-
-
-@dataclass(frozen=True)
-class BatchVerifier:
-    """A domain's batching hook: verify up to ``max_batch`` pairs in one call (one sandbox job)."""
-
-    max_batch: int
-    verify_batch: Callable[[Sequence[tuple[Task, str]]], list[Verdict]]
 
 
 @runtime_checkable

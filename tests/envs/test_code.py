@@ -314,3 +314,15 @@ def test_verifier_is_thread_safe_batches_and_releases_threads(pool) -> None:
     while any(th.name == "code-verifier" for th in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(th.name == "code-verifier" for th in threading.enumerate())
+
+
+def test_the_batch_hook_verifies_in_one_job_and_turns_its_own_crash_into_infra(pool, code_verifier) -> None:
+    hook = ENV.make_batch_verifier(pool)
+    t = mix_task()
+    assert hook.max_batch >= 2
+    assert [v.outcome for v in hook.verify_batch([(t, REFERENCE), (t, "    return 0\n")])] == ["pass", "fail"]
+    broken = {**t.fields}
+    del broken["test"]  # a task the verifier cannot run: its failure, never the candidate's
+    bad = type(t)(id=t.id, domain=t.domain, prompt=t.prompt, fields=broken)
+    assert [(v.outcome, v.error_class) for v in hook.verify_batch([(bad, REFERENCE)] * 2)] == [
+        ("infra_error", "infra:verifier_crash")] * 2
