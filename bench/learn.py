@@ -96,12 +96,14 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
     by_id = {t.id: t for t in pools.train}
     workers = workers or recipe.sandbox.workers or usable_cpus()
     log_rows: list[dict[str, Any]] = []
+    infra = [0]  # TRL sums rewards with nansum, so a None (infra error) counts as 0 on its side: counted
     with open_pool(size=workers) as pool:
         verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
 
         def reward(completions: list[str], task_id: list[str], **_: Any) -> list[float | None]:
             verdicts = verify_all([(by_id[i], c) for i, c in zip(task_id, completions, strict=True)], verifiers,
                                   workers=workers)
+            infra[0] += sum(v.is_infra_error for v in verdicts)
             return [None if v.is_infra_error else float(v.passed) for v in verdicts]
 
         config = GRPOConfig(
@@ -131,7 +133,9 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
         summary = evaluate_policy("trl", trained, pools.eval, verifiers, recipe, out, workers)
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log_rows))
     (out / "summary.json").write_text(json.dumps({"eval": {"trl": compact(summary) | {
-        "pass@1": summary["pass@1"], "ci": summary["ci"]}}}, indent=2))
+        "pass@1": summary["pass@1"], "ci": summary["ci"]}}, "trl_infra_errors_scored_0": infra[0]}, indent=2))
+    if infra[0]:
+        print(f"bench learn: {infra[0]} TRL reward(s) were infra errors, which TRL counts as 0", file=sys.stderr)
 
 
 # --- the driver
