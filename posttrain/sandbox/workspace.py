@@ -115,36 +115,39 @@ class Workspace:
             _unmount_and_remove(self._root)
             raise
         pool.rooms.add(self._cg)
-        self._n = 0
-        self._host_base: Path | None = None
-        self._merged = self._root / "merged"  # the overlay's mount point (see _launch.overlay_wrap)
-        self._merged.mkdir(mode=0o755)
-        os.chown(self._merged, SANDBOX_UID, SANDBOX_UID)
-        if initial is None or isinstance(initial, Mapping):
-            base = self._new_dir("base")
-            names, blobs = _normalize_files(initial)
-            for name, data in zip(names, blobs, strict=True):
-                (base / name).parent.mkdir(parents=True, exist_ok=True)
-                (base / name).write_bytes(data)
-            _chown_tree(base)
-        else:
-            base = Path(initial).resolve()
-            if not base.is_dir():
-                self.close()
-                raise WorkspaceError(f"workspace initial state {str(initial)!r} is not a directory")
-            if _world_readable(base):
-                self._host_base = base  # bound at <workspace>/base0 for each job (see exec)
-                base = self._root / "base0"
-                base.mkdir(mode=0o755)
+        try:  # a failure from here on (a bad initial file, a full tmpfs) leaks neither mount nor cgroup
+            self._n = 0
+            self._host_base: Path | None = None
+            self._merged = self._root / "merged"  # the overlay's mount point (see _launch.overlay_wrap)
+            self._merged.mkdir(mode=0o755)
+            os.chown(self._merged, SANDBOX_UID, SANDBOX_UID)
+            if initial is None or isinstance(initial, Mapping):
+                base = self._new_dir("base")
+                names, blobs = _normalize_files(initial)
+                for name, data in zip(names, blobs, strict=True):
+                    (base / name).parent.mkdir(parents=True, exist_ok=True)
+                    (base / name).write_bytes(data)
+                _chown_tree(base)
             else:
-                # uid 65534 could not read it: copy it once into a base layer it can read.
-                copy = self._root / "base-copy"
-                shutil.copytree(base, copy, symlinks=True)
-                _chown_tree(copy)
-                os.chown(copy, SANDBOX_UID, SANDBOX_UID)
-                base = copy
-        self.layers: list[Path] = [base]
-        self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+                base = Path(initial).resolve()
+                if not base.is_dir():
+                    raise WorkspaceError(f"workspace initial state {str(initial)!r} is not a directory")
+                if _world_readable(base):
+                    self._host_base = base  # bound at <workspace>/base0 for each job (see exec)
+                    base = self._root / "base0"
+                    base.mkdir(mode=0o755)
+                else:
+                    # uid 65534 could not read it: copy it once into a base layer it can read.
+                    copy = self._root / "base-copy"
+                    shutil.copytree(base, copy, symlinks=True)
+                    _chown_tree(copy)
+                    os.chown(copy, SANDBOX_UID, SANDBOX_UID)
+                    base = copy
+            self.layers: list[Path] = [base]
+            self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+        except BaseException:
+            self.close()
+            raise
 
     def _new_dir(self, prefix: str) -> Path:
         self._n += 1

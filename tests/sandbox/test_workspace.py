@@ -63,3 +63,18 @@ def test_write_into_a_deleted_directory_keeps_old_files_deleted(pool):
         assert ws.exec(["ls", "d"]).stdout == b"new\n"
         with pytest.raises(WorkspaceError):
             ws.read_file("d/a")
+
+
+@pytest.mark.parametrize("initial", [{"big.bin": b"x" * (2 << 20)}, "missing-dir"])
+def test_a_failed_constructor_leaks_no_mount_or_cgroup(pool, tmp_path, initial):
+    """A Workspace whose constructor fails after mounting (initial files larger than its tmpfs, an
+    initial directory that does not exist) unmounts and deletes its tmpfs and its cgroup at once,
+    not when the pool closes."""
+    before_dirs = {p.name for p in pool.root.iterdir()}
+    before_rooms = set(pool.rooms)
+    with pytest.raises((OSError, WorkspaceError)):
+        Workspace(pool, initial if isinstance(initial, dict) else tmp_path / initial, storage_mb=1)
+    assert {p.name for p in pool.root.iterdir()} == before_dirs
+    assert set(pool.rooms) == before_rooms
+    with open("/proc/self/mountinfo") as f:
+        assert str(pool.root) + "/ws-" not in f.read()
