@@ -1,13 +1,17 @@
-"""Task domains: one module per domain (math, code, json, tool) behind one ``Env`` protocol.
+"""Task domains: one package per domain behind one ``Env`` protocol, looked up by name in a registry.
 
->>> from posttrain.envs import get_env, DOMAINS
+>>> from posttrain.envs import get_env, domain_names
 >>> env = get_env("math")
 >>> task = env.parse_task({"id": "t1", "domain": "math", "prompt": "1+1?", "answer": "2"}, "inline")
 >>> env.render_prompt(task)
 '1+1?'
 
 ``env.make_verifier(pool)`` builds the domain's ``Verifier`` (``Callable[[Task, str], Verdict]``);
-only ``code`` needs a sandbox pool. Schemas are documented in docs/tasks.md.
+only domains with ``env.needs_sandbox`` get a sandbox pool. Schemas are documented in docs/tasks.md.
+
+Adding a domain: ``register_domain(name, env)`` in-process, or an entry point in the group
+``posttrain.domains`` of any installed package (docs/tasks.md, "Adding a domain"). Every lookup
+(``get_env``, task files, a recipe's sources, the quickstart shorthand) reads the registry.
 
 Not here: task files and pools (``posttrain.tasks``), reward weighting (``posttrain.verify``).
 """
@@ -17,32 +21,24 @@ from __future__ import annotations
 from typing import Any
 
 from posttrain.envs._base import BatchVerifier, Env, Verifier, guard, task_to_record
-from posttrain.errors import TaskError
+from posttrain.envs._registry import (
+    BUILTIN,
+    ENTRY_POINT_GROUP,
+    domain_names,
+    get_env,
+    is_registered,
+    register_domain,
+)
 
-DOMAINS: tuple[str, ...] = ("math", "code", "json", "tool")
-
-_MODULES = {
-    "math": "posttrain.envs.math_env",
-    "code": "posttrain.envs.code_env",
-    "json": "posttrain.envs.json_env",
-    "tool": "posttrain.envs.tool_env",
-}
-
-
-def get_env(domain: str) -> Env:
-    """The ``Env`` of ``domain``; raises ``TaskError`` for an unknown domain name."""
-    import importlib
-
-    if domain not in _MODULES:
-        raise TaskError(f"unknown domain {domain!r}; expected one of {list(DOMAINS)}")
-    return importlib.import_module(_MODULES[domain]).ENV
+DOMAINS: tuple[str, ...] = tuple(BUILTIN)
+"""posttrain's own domains; ``domain_names()`` lists every registered one (plugins included)."""
 
 
 def model_prompt(task: Any) -> str:
     """The prompt text the model sees for ``task``, everywhere (SFT, RL, evaluation, generate): its
     domain renders it (tool schemas, json schema, ...); a task of no registered domain (a test
     double) is shown its ``prompt``. For math and code this is exactly ``task.prompt``."""
-    return get_env(task.domain).render_prompt(task) if task.domain in _MODULES else task.prompt
+    return get_env(task.domain).render_prompt(task) if is_registered(task.domain) else task.prompt
 
 
 def make_verifier(domain: str, pool: Any | None = None) -> Verifier:
@@ -50,4 +46,18 @@ def make_verifier(domain: str, pool: Any | None = None) -> Verifier:
     return get_env(domain).make_verifier(pool)
 
 
-__all__ = ["DOMAINS", "BatchVerifier", "Env", "Verifier", "get_env", "guard", "make_verifier", "model_prompt", "task_to_record"]
+__all__ = [
+    "DOMAINS",
+    "ENTRY_POINT_GROUP",
+    "BatchVerifier",
+    "Env",
+    "Verifier",
+    "domain_names",
+    "get_env",
+    "guard",
+    "is_registered",
+    "make_verifier",
+    "model_prompt",
+    "register_domain",
+    "task_to_record",
+]

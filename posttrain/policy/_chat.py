@@ -38,7 +38,7 @@ Tool-call families (``TOOL_FAMILIES``), detected from the template text, overrid
 (Hermes/Qwen ``<tool_call>{"name", "arguments"}</tool_call>`` blocks) and ``"openai"`` (one JSON
 document: ``{"name", "arguments"}``, a list of them, or an OpenAI message ``{"tool_calls": [...]}``;
 ``arguments`` an object or a JSON string). Decoding is the tool domain's
-(``posttrain.envs.tool_env.parse_tool_calls``); this module adds the family: a response in the
+(``posttrain.envs.tool.parse_tool_calls``); this module adds the family: a response in the
 other family's format is an error result, never zero calls (NeMo-RL #3422).
 
 Not here: Qwen3-Coder XML (``<function=...>``), Mistral ``[TOOL_CALLS]``, GPT-OSS ``<|call|>``
@@ -76,7 +76,7 @@ class ToolCallParse:
     """What a response's tool calls decode to: the calls (empty: no call), or why they cannot be read."""
 
     calls: tuple[Any, ...] = ()
-    """``posttrain.envs.tool_env.ToolCall``s (name, arguments), in the order written."""
+    """``posttrain.envs.tool.ToolCall``s (name, arguments), in the order written."""
     content: str = ""
     """The response's text outside its calls (stripped)."""
     error: str | None = None
@@ -284,8 +284,8 @@ def parse_tool_calls(text: str, family: ToolFamily) -> ToolCallParse:
     >>> parse_tool_calls('<tool_call>{"name": "f", "arguments": {"x": 1}</tool_call>', "hermes").error
     "<tool_call> #1: invalid JSON at line 1 column 36: Expecting ',' delimiter"
     """
-    from posttrain.envs.tool_env import ToolCallError
-    from posttrain.envs.tool_env import parse_tool_calls as decode
+    from posttrain.envs.tool import ToolCallError
+    from posttrain.envs.tool import parse_tool_calls as decode
 
     if family not in TOOL_FAMILIES:
         raise ValueError(f"family must be one of {list(TOOL_FAMILIES)}, got {family!r}")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.tool_env import ToolCallError, make_tool_verifier, parse_tool_calls
+from posttrain.envs.tool import ToolCallError, make_tool_verifier, parse_tool_calls
 from posttrain.errors import TaskError
 from posttrain.verify._deadline import CheckPool
 
@@ -134,7 +134,7 @@ def test_bad_tasks_are_named(patch, match) -> None:
         ENV.parse_task({**base, **patch}, "tools.jsonl:1")
 
 
-FAST = make_tool_verifier(CheckPool("posttrain.envs.tool_env", size=1, cpu_budget_s=0.5))
+FAST = make_tool_verifier(CheckPool("posttrain.envs.tool._domain", size=1, cpu_budget_s=0.5))
 
 
 @pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),

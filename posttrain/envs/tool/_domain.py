@@ -24,7 +24,8 @@ budget (``posttrain.verify._deadline``, as for json): a schema ``pattern`` that 
 argument, or an argument that makes a format check raise, fails the response; it never hangs
 the verifier or becomes an ``infra_error``.
 
-Not here: executing tools or checking a final state (stateful tool environments).
+Multi-turn: ``ToolEpisodeEnv`` (``_episode.py``) runs the same tasks as tool-calling episodes, each
+call answered by a tool message; BFCL's stateful backends are ``posttrain.envs.bfcl``.
 """
 
 from __future__ import annotations
@@ -238,11 +239,22 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     return passed("Correct.", evidence)
 
 
+def call_problems(tools: Sequence[Mapping[str, Any]], response: str) -> list[str | None]:
+    """Per call of ``response`` (which must decode): why it is not a valid call of ``tools`` (an
+    unknown tool, arguments that fail its schema), or None. A step of a tool episode."""
+    specs = tool_specs(tools)
+    return [f"unknown tool {c.name!r}; available: {sorted(specs)}" if c.name not in specs
+            else _argument_problem(specs[c.name], c.arguments) for c in parse_tool_calls(response)]
+
+
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The worker side of ``make_tool_verifier``: one request in, one verdict (as JSON) out."""
+    """The worker side of ``make_tool_verifier`` (one request in, one verdict as JSON out) and of a
+    tool episode's step (``kind: "calls"``: ``{"problems": call_problems(...)}``)."""
     import decimal
 
     decimal.getcontext().prec = 4000  # multipleOf on exact numbers up to 1e308 never rounds
+    if request.get("kind") == "calls":
+        return {"problems": call_problems(request["tools"], request["response"])}
     verdict = check_tool_calls(request["tools"], request["expected_calls"], request["ordered"], request["response"])
     return verdict.to_json()
 
@@ -302,7 +314,7 @@ class ToolEnv:
         return [(name, task, response) for name, response in _EXPLOITS]
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
-        from posttrain.envs._tool_gen import generate
+        from posttrain.envs.tool._gen import generate
 
         rng = random.Random(seed)
         return [generate(rng, f"tool-gen-{seed}-{i}") for i in range(n)]
