@@ -218,12 +218,14 @@ class RLConfig:
     reward_model_weight: NonNegativeFloat = 0.0
     """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
     rm stage before rl)."""
-    episodes: Literal["single", "repair"] = "single"
+    episodes: Literal["single", "repair", "tool"] = "single"
     """single: one answer per episode. repair: after a failed attempt the model reads the verifier's
-    feedback and tries again, up to the task's limits.max_attempts (posttrain.rollout.RepairEnv)."""
+    feedback and tries again, up to the task's limits.max_attempts (posttrain.rollout.RepairEnv).
+    tool: tool-calling episodes on tool tasks, each call answered by a tool message until a final
+    answer (posttrain.envs.tool.ToolEpisodeEnv)."""
     max_turns: PositiveInt | None = None
     """The step limit: actions per episode (null: 1 for single, the most attempts a training task
-    allows for repair)."""
+    allows for repair, 4 for tool)."""
     max_episode_tokens: PositiveInt | None = None
     """Token budget of an episode after its prompt, actions and observations together (null: none)."""
     attempt_discount: Annotated[float, Range(gt=0, le=1)] = 1.0
@@ -247,7 +249,8 @@ class RLConfig:
             raise ConfigError("rl.mask_truncated masks every truncated episode, rl.cut_episodes: zero scores the cut "
                               "ones 0: choose one")
         if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:
-            raise ConfigError(f"rl.max_turns: {self.max_turns} turns need multi-turn episodes (rl.episodes: repair)")
+            raise ConfigError(f"rl.max_turns: {self.max_turns} turns need multi-turn episodes (rl.episodes: repair "
+                              "or tool)")
         if self.group_size < 2 and self.algorithm == "grpo":
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
         if self.policy_loss == "gspo" and self.loss_agg != "seq_mean_token_mean":
@@ -264,10 +267,18 @@ class EvalConfig:
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy)."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap at evaluation (per attempt)."""
-    episodes: Literal["single", "repair"] = "single"
+    episodes: Literal["single", "repair", "tool"] = "single"
     """single: one answer per sample (pass@1). repair: after a failed attempt the model reads the
     feedback and tries again, up to the task's limits.max_attempts; reports first-attempt pass rate,
-    repair@r, mean attempts to success, turns and tokens per episode, truncation rate."""
+    repair@r, mean attempts to success, turns and tokens per episode, truncation rate. tool:
+    tool-calling episodes on tool tasks (also the tool-call validity rate)."""
+    max_turns: PositiveInt | None = None
+    """The step limit of eval episodes (null: 1 for single, each task's max_attempts for repair, 4 for tool)."""
+
+    def __post_init__(self) -> None:
+        if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:
+            raise ConfigError(f"eval.max_turns: {self.max_turns} turns need multi-turn episodes (eval.episodes: "
+                              "repair or tool)")
 
 
 @dataclass(frozen=True)
@@ -421,6 +432,12 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     train, held = recipe_tasks(recipe)
     demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
     check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos)
+    for key, episodes, tasks in (("rl", recipe.rl.episodes, train if "rl" in recipe.stages else []),
+                                 ("eval", recipe.eval.episodes, held)):
+        other = next((t for t in tasks if t.domain != "tool"), None)
+        if episodes == "tool" and other is not None:
+            raise ConfigError(f"{key}.episodes: tool runs tool-calling episodes on tool tasks, not task {other.id!r} "
+                              f"({other.domain})")
     return train, held
 
 
