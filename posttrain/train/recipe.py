@@ -237,6 +237,10 @@ class RLConfig:
     cut_episodes: Literal["mask", "zero"] = "mask"
     """An episode cut by max_turns or max_episode_tokens: mask (no gradient, out of its group's
     baseline) or zero (scored 0); counted either way (truncation_rate)."""
+    max_staleness: Annotated[int, Range(ge=0, le=64)] = 0
+    """Generation overlapping training (posttrain/train/_overlap.py): the batch of step s is sampled
+    by policy version max(0, s - max_staleness) while earlier steps train, with the truncated-IS
+    correction on stale samples. 0 = the synchronous loop."""
 
     def __post_init__(self) -> None:
         if self.process_coef > 0 and self.algorithm == "ppo":
@@ -288,6 +292,18 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
+class SchedConfig:
+    backend: Literal["local", "ray"] = "local"
+    """Where rollouts and verification run: local (this process and its sandbox pool) or ray (rollout
+    actors that receive each policy version, a sandbox-pool actor per node; ``posttrain run --backend ray``)."""
+    ray_address: str | None = None
+    """ray: the cluster's address (HOST:PORT of ``ray start --head``); null = a one-node cluster of the
+    run's own on this machine (own temp dir and port), stopped when the run ends."""
+    rollout_workers: PositiveInt = 1
+    """ray: rollout actors; the prompts of each generate call are split between them."""
+
+
+@dataclass(frozen=True)
 class TrackingConfig:
     tensorboard: bool = False
     """Also log every metrics row to TensorBoard (RUN/tensorboard; needs the tensorboard package)."""
@@ -297,7 +313,7 @@ class TrackingConfig:
 
 @dataclass(frozen=True)
 class Recipe:
-    """The whole run: model, tasks, demonstrator, SFT, RL, evaluation, sandbox."""
+    """The whole run: model, tasks, demonstrator, SFT, RL, evaluation, sandbox, execution backend."""
 
     seed: Seed = 0
     """Seeds every RNG (python, numpy, torch) and the task pool."""
@@ -321,6 +337,7 @@ class Recipe:
     """Weights of the named reward components for RL (outcome, format, process, length)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sched: SchedConfig = field(default_factory=SchedConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
