@@ -89,7 +89,8 @@ def _fsync_tree(root: Path) -> None:
             os.close(fd)
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
+    """Every RNG state a checkpoint restores (Python, NumPy, torch CPU and CUDA), as saved."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),
@@ -133,11 +134,14 @@ def save_checkpoint(
     sampler_state: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     keep_last: int | None = 3,
+    rng: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a complete checkpoint for ``step`` atomically, point ``latest`` at it, prune old ones.
 
     ``sampler_state`` and ``extra`` must be JSON-serializable (the task sampler's cursor and RNG
-    seed, the run's finished flag, ...). Returns the checkpoint's path.
+    seed, the run's finished flag, ...). ``rng``: the RNG states to save (``rng_state()`` taken
+    earlier, e.g. by a generator thread right after the batches the checkpoint queues); default the
+    process's states now. Returns the checkpoint's path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -157,7 +161,7 @@ def save_checkpoint(
             "format": FORMAT_VERSION,
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": _rng_state(),
+            "rng": dict(rng) if rng is not None else rng_state(),
         },
         tmp / "state.pt",
     )
