@@ -192,9 +192,9 @@ def _score(
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
     if stats is not None:
-        from posttrain.evaluate.sources import repair_figures
+        from posttrain.evaluate.sources import episode_figures
 
-        summary["episodes"] = repair_figures(summary, [stats])
+        summary["episodes"] = episode_figures(summary, [stats])
     noop = noop_baseline([t for t in tasks if t.id in used], pool=pool, workers=args.workers)
     summary["noop"] = compact(summarize(noop, ks=(1,)))
     return summary, records, noop

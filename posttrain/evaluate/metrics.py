@@ -11,6 +11,8 @@
 - ``mean_attempts_to_success``: average number of attempts an episode needed, over successes.
 - ``bootstrap_ci``: a percentile bootstrap clustered by task: whole tasks are resampled with
   replacement, so several samples of one task never count as independent evidence.
+- ``episode_metrics``: per-episode means over ``Trajectory``s (turns, attempts, tokens after the
+  prompt, truncation rate, tool calls made and valid); ``tool_call_validity`` their ratio.
 
 What this module does not do: read records, decide what is an infra error (the caller drops
 those before counting, and reports them beside the rates), or weight tasks (every task counts 1).
@@ -18,10 +20,12 @@ those before counting, and reports them beside the rates), or weight tasks (ever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from math import comb
 
 import numpy as np
+
+from posttrain.types import Trajectory
 
 __all__ = [
     "pass_at_k_per_task",
@@ -31,6 +35,8 @@ __all__ = [
     "repair_at_r",
     "mean_attempts_to_success",
     "bootstrap_ci",
+    "episode_metrics",
+    "tool_call_validity",
 ]
 
 
@@ -155,3 +161,50 @@ def bootstrap_ci(
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
+
+
+def _tool_calls(traj: Trajectory) -> tuple[int, int]:
+    """``(valid, total)`` tool calls of an episode, as its verdicts' evidence counts them (``tool_calls``:
+    tool-calling environments write it; a response whose calls cannot be decoded is one invalid call)."""
+    valid = total = 0
+    for v in traj.verdicts:
+        counts = v.evidence.get("tool_calls")
+        if isinstance(counts, Mapping):
+            valid, total = valid + int(counts["valid"]), total + int(counts["total"])
+    return valid, total
+
+
+def episode_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Means per episode: ``turns`` (actions), ``attempts`` (verdicts), ``episode_tokens`` (tokens
+    after the prompt: actions and observations), ``truncation_rate`` (episodes the runner's step
+    limit or token budget stopped, ``cut_by``), ``tool_calls`` and ``tool_calls_valid`` (calls
+    that parse and name a tool with valid arguments). An episode cut before its verdict counts no
+    tool calls (the environment reports them with its verdict).
+
+    >>> from posttrain.types import Turn, Verdict
+    >>> calls = {"tool_calls": {"valid": 1, "total": 3}}
+    >>> t = Trajectory("t", "g", 0, (Turn((1,), (2, 3), (0.0, 0.0), "eos", None, ""),
+    ...                              Turn((4,), (5,), (0.0,), "eos", Verdict("pass", 1.0, evidence=calls), "")), 1.0)
+    >>> episode_metrics([t])
+    {'turns': 2.0, 'attempts': 1.0, 'episode_tokens': 4.0, 'truncation_rate': 0.0, 'tool_calls': 3.0, 'tool_calls_valid': 1.0}
+    """
+    n = max(1, len(trajs))
+    calls = [_tool_calls(t) for t in trajs]
+    return {
+        "turns": sum(len(t.turns) for t in trajs) / n,
+        "attempts": sum(t.attempts for t in trajs) / n,
+        "episode_tokens": sum(len(t.ids) - len(t.prompt_ids) for t in trajs) / n,
+        "truncation_rate": sum(t.cut_by is not None for t in trajs) / n,
+        "tool_calls": sum(c[1] for c in calls) / n,
+        "tool_calls_valid": sum(c[0] for c in calls) / n,
+    }
+
+
+def tool_call_validity(metrics: Mapping[str, float]) -> float | None:
+    """Valid tool calls / all tool calls from ``episode_metrics`` (None when no call was made).
+
+    >>> tool_call_validity({"tool_calls": 4.0, "tool_calls_valid": 1.0}), tool_call_validity({"tool_calls": 0.0})
+    (0.25, None)
+    """
+    total = metrics.get("tool_calls", 0.0)
+    return metrics["tool_calls_valid"] / total if total else None

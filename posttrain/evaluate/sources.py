@@ -16,9 +16,7 @@ infra error: attrition, never a retry with feedback), until ``max_attempts``.
   ``POST {url}/v1/chat/completions`` with the conversation as user/assistant messages. One request
   per sample (many servers ignore ``n``); ``OPENAI_API_KEY`` becomes a Bearer token.
 
-Feedback labels (docs/records.md): a repair attempt after an ``assertion`` failure saw the failing
-test's line, i.e. hidden-test content: ``hidden_tests`` (not comparable with error-only repair);
-after any other failure, ``error``.
+Feedback labels (docs/records.md): ``posttrain.train._runlog.feedback_source_after``.
 What it does not do: tool calls, HTTP retries (a failed request is a clear ``UserError``).
 """
 
@@ -41,13 +39,13 @@ __all__ = [
     "Sample",
     "Sampler",
     "render_text",
-    "feedback_source_after",
     "policy_sampler",
     "endpoint_sampler",
     "endpoint_url",
     "sample_episodes",
     "runner_episodes",
-    "repair_figures",
+    "episode_figures",
+    "TOOL_STEPS",
 ]
 
 
@@ -88,11 +86,6 @@ def render_text(turns: Sequence[Turn]) -> str:
     for t in turns:
         parts.append(FEEDBACK_HEADER + t.content + FEEDBACK_FOOTER if t.role == "feedback" else t.content)
     return "".join(parts)
-
-
-def feedback_source_after(record: EvalRecord) -> str:
-    """The ``feedback_source`` label of the attempt that follows a failed ``record``."""
-    return "hidden_tests" if record.error_class == "assertion" else "error"
 
 
 def policy_sampler(policy: Any, *, temperature: float, max_new_tokens: int) -> Sampler:
@@ -206,7 +199,9 @@ def sample_episodes(
     record per (task, sample) decides whether the episode goes on.
     """
     from posttrain.envs import get_env
+    from posttrain.train._runlog import feedback_source_after
 
+    by_id = {t.id: t for t in tasks}
     convo: dict[tuple[str, int], list[Turn]] = {
         (t.id, i): [Turn("user", get_env(t.domain).render_prompt(t))] for t in tasks for i in range(n)
     }
@@ -230,7 +225,7 @@ def sample_episodes(
         active = [k for k in active if last[k].outcome == "fail"]
         for k in active:
             convo[k] += [Turn("assistant", text[k]), Turn("feedback", last[k].feedback)]
-            source[k] = feedback_source_after(last[k])
+            source[k] = feedback_source_after(by_id[k[0]], last[k])
     return records
 
 
@@ -246,35 +241,58 @@ def runner_episodes(
     workers: int,
     stage: str,
     max_attempts: int | None = None,
+    episodes: str = "repair",
+    max_turns: int | None = None,
 ) -> tuple[list[EvalRecord], dict[str, float]]:
-    """``n`` repair episodes per task through the episode runner (``posttrain.rollout``): token-exact
-    contexts (observations appended as ids, never re-tokenized), up to each task's
-    ``limits.max_attempts`` attempts (``max_attempts`` overrides it). Returns one record per attempt
-    and the episodes' statistics (``posttrain.rollout.episode_stats`` + ``episodes``: their count)."""
+    """``n`` episodes per task through the episode runner (``posttrain.rollout``): token-exact
+    contexts (observations appended as ids, never re-tokenized). ``episodes``: ``repair`` (up to
+    each task's ``limits.max_attempts`` attempts; ``max_attempts`` overrides it) or ``tool``
+    (tool-calling episodes, ``posttrain.envs.tool.ToolEpisodeEnv``, up to ``max_turns`` steps,
+    default ``TOOL_STEPS``). Returns one record per attempt (an episode cut before its verdict: one
+    ``truncated`` record) and the episodes' statistics (``episode_metrics`` + ``episodes``: their count)."""
+    from posttrain.evaluate.metrics import episode_metrics
     from posttrain.policy import SamplingParams
-    from posttrain.rollout import Episode, VerdictCache, episode_stats, repair_envs, run_batch
+    from posttrain.rollout import Episode, VerdictCache, repair_envs, run_batch
     from posttrain.train._runlog import trajectory_records  # records of trajectories live with the trainer's
 
-    make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts)
+    if episodes == "tool":
+        from posttrain.envs.tool import tool_episode_envs
+        from posttrain.policy import ChatTemplate
+
+        turns = max_turns or TOOL_STEPS
+        make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=turns)
+    elif episodes == "repair":
+        make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts)
+        turns = max_turns or max_attempts or max(t.limits.max_attempts for t in tasks)
+    else:
+        raise ValueError(f"episodes must be 'repair' or 'tool', got {episodes!r}")
     runs = [Episode(t, make(t), f"{stage}/{t.id}", i) for t in tasks for i in range(n)]
-    turns = max_attempts or max(t.limits.max_attempts for t in tasks)
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     trajs = run_batch(policy.sampler(), runs, params, max_turns=turns, workers=workers)
     records = [rec for ep, tr in zip(runs, trajs, strict=True)
                for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0)]
-    return records, {**episode_stats(trajs), "episodes": float(len(trajs))}
+    return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}
 
 
-def repair_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]]) -> dict[str, Any]:
-    """The repair evaluation's headline figures: first-attempt pass rate, post-repair pass rate
-    (success within every attempt allowed: ``repair@<max rounds>``), mean attempts to success, and
-    the episodes' turns, attempts, tokens after the prompt and truncation rate (means over
-    ``stats``, one ``runner_episodes`` result each, weighted by their episode counts).
+TOOL_STEPS = 4
+"""The default step limit of a tool-calling episode (``eval.max_turns`` / ``rl.max_turns`` set it)."""
 
-    >>> repair_figures({"pass@1": 0.2, "max_attempts": 3, "repair@2": 0.7, "mean_attempts_to_success": 1.9},
-    ...                [{"turns": 2.0, "truncation_rate": 0.0, "episodes": 4.0}])["post_repair_pass_rate"]
-    0.7
+
+def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """The episodes' headline figures: first-attempt pass rate, post-repair pass rate (success
+    within every attempt allowed: ``repair@<max rounds>``), mean attempts to success, the episodes'
+    turns, attempts, tokens after the prompt, truncation rate and tool calls (means over ``stats``,
+    one ``runner_episodes`` result each, weighted by their episode counts), and the tool-call
+    validity rate (valid calls / all calls; None when no call was made).
+
+    >>> f = episode_figures({"pass@1": 0.2, "max_attempts": 3, "repair@2": 0.7, "mean_attempts_to_success": 1.9},
+    ...                     [{"turns": 2.0, "tool_calls": 2.0, "tool_calls_valid": 1.0, "episodes": 4.0},
+    ...                      {"turns": 4.0, "tool_calls": 0.0, "tool_calls_valid": 0.0, "episodes": 4.0}])
+    >>> f["post_repair_pass_rate"], f["turns"], f["tool_call_validity"]
+    (0.7, 3.0, 0.5)
     """
+    from posttrain.evaluate.metrics import tool_call_validity
+
     n = [s["episodes"] for s in stats]
     means = {k: sum(s[k] * w for s, w in zip(stats, n, strict=True)) / sum(n) for k in stats[0] if k != "episodes"}
     rounds = int(summary.get("max_attempts", 1)) - 1
@@ -284,4 +302,5 @@ def repair_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, floa
         "post_repair_key": f"repair@{rounds}" if rounds else "pass@1",
         "mean_attempts_to_success": summary.get("mean_attempts_to_success"),
         **means,
+        "tool_call_validity": tool_call_validity(means),
     }

@@ -16,8 +16,7 @@ from typing import Any
 
 from posttrain.evaluate.records import EvalRecord, record_from_verdict
 from posttrain.evaluate.runner import verifier_version
-from posttrain.evaluate.sources import feedback_source_after
-from posttrain.types import Rollout, Task, Trajectory
+from posttrain.types import Rollout, Task, Trajectory, Verdict
 
 
 def _clean(v: Any) -> Any:
@@ -87,6 +86,19 @@ def rollout_record(task: Task, r: Rollout, *, stage: str, step: int | None, wall
     return dataclasses.replace(rec, step=step, prompt_ids=r.prompt_ids, completion_ids=r.completion_ids)
 
 
+def feedback_source_after(task: Task, record: EvalRecord) -> str:
+    """The ``feedback_source`` label of the attempt that follows a failed ``record`` (docs/records.md):
+    after an ``assertion`` failure the feedback showed a failing test: ``public_tests`` when the task
+    splits its tests (only visible tests are shown, hidden ones as a count: ``rollout.split_tests``),
+    else ``hidden_tests`` (the task's own tests: not comparable with error-only repair); after any
+    other failure, ``error``."""
+    from posttrain.rollout import split_tests
+
+    if record.error_class != "assertion":
+        return "error"
+    return "public_tests" if split_tests(task) is not None else "hidden_tests"
+
+
 def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None,
                        wall_s: float) -> list[EvalRecord]:
     """One record per attempt of an episode (each turn with a verdict), as in docs/records.md.
@@ -94,21 +106,27 @@ def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | 
     ``prompt_ids`` are the ids the attempt was sampled from (the prompt, then every earlier action
     and observation), ``completion_ids`` the attempt's own sampled ids; ``attempt`` counts verdicts
     (0 = first attempt) and ``feedback_source`` says what the previous verdict's feedback was.
+    An episode the runner cut (``cut_by``) after its last verdict, or before any, adds one ``fail``
+    record for its last action, ``error_class`` ``truncated`` (so every episode has a record).
     A one-turn episode gives exactly ``rollout_record`` of its ``Rollout`` view."""
     out: list[EvalRecord] = []
     context: list[int] = []
     previous: EvalRecord | None = None
-    for turn in traj.turns:
+    for i, turn in enumerate(traj.turns):
         context += turn.observation_ids
-        if turn.verdict is not None:
+        verdict = turn.verdict
+        if verdict is None and traj.cut_by is not None and i == len(traj.turns) - 1:
+            verdict = Verdict("fail", 0.0, feedback=f"The episode was cut by {traj.cut_by} before a verdict.",
+                              error_class="truncated", components={"outcome": 0.0, "format": 0.0})
+        if verdict is not None:
             rec = record_from_verdict(
-                turn.verdict,
+                verdict,
                 task_id=task.id,
                 domain=task.domain,
                 completion=turn.text,
                 sample_idx=traj.sample_idx,
                 attempt=len(out),
-                feedback_source="none" if previous is None else feedback_source_after(previous),
+                feedback_source="none" if previous is None else feedback_source_after(task, previous),
                 prompt=task.prompt,
                 tags=task.tags,
                 verifier_version=verifier_version(task.domain),

@@ -37,13 +37,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from posttrain.config import parse_config, to_dict
 from posttrain.envs import get_env, task_to_record
+from posttrain.envs.tool import tool_episode_envs
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.loggers import make_loggers
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
-from posttrain.evaluate.sources import repair_figures, runner_episodes
+from posttrain.evaluate.sources import TOOL_STEPS, episode_figures, runner_episodes
 from posttrain.evaluate.summary import summarize
 from posttrain.policy import (
+    ChatTemplate,
     EmbeddedModelSpec,
     Generation,
     Policy,
@@ -143,8 +145,9 @@ def evaluate_policy(
     """Sample ``eval.samples_per_task`` completions per held-out task, verify, write records + summary.
 
     With ``eval.episodes: repair`` each sample is a repair episode (``RepairEnv``) through the
-    episode runner: one record per attempt, and the summary adds repair@r, mean attempts to
-    success, turns and tokens per episode and the truncation rate."""
+    episode runner (``tool``: a tool-calling episode, ``ToolEpisodeEnv``): one record per attempt,
+    and the summary adds repair@r, mean attempts to success, turns and tokens per episode, the
+    truncation rate and the tool-call validity rate."""
     cfg = recipe.eval
     records: list[EvalRecord] = []
     stats: list[dict[str, float]] = []
@@ -152,10 +155,11 @@ def evaluate_policy(
     with progress_bar(f"eval {name:<12}", len(tasks)) as advance:
         for start in range(0, len(tasks), chunk):
             part = tasks[start : start + chunk]
-            if cfg.episodes == "repair":
+            if cfg.episodes != "single":
                 part_records, part_stats = runner_episodes(
                     policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
-                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers, stage=f"eval/{name}")
+                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers, stage=f"eval/{name}",
+                    episodes=cfg.episodes, max_turns=cfg.max_turns)
                 records += part_records
                 stats.append(part_stats)
             else:
@@ -169,7 +173,7 @@ def evaluate_policy(
     write_records(out / "eval" / f"{name}.jsonl", records)
     summary = summarize(records, ks=(1,))
     if stats:
-        summary["episodes"] = repair_figures(summary, stats)
+        summary["episodes"] = episode_figures(summary, stats)
     return summary
 
 
@@ -191,6 +195,9 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
     if cfg.episodes == "repair":
         make_env = repair_envs(policy, verifiers, VerdictCache())
         max_turns = cfg.max_turns or max(t.limits.max_attempts for t in train)
+    elif cfg.episodes == "tool":
+        max_turns = cfg.max_turns or TOOL_STEPS
+        make_env = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=max_turns)
     return EpisodeSpec(make_env=make_env, max_turns=max_turns, max_tokens=cfg.max_episode_tokens,
                        attempt_discount=cfg.attempt_discount, process_coef=cfg.process_coef, cut=cfg.cut_episodes)
 
