@@ -38,6 +38,7 @@ from posttrain.sched._jobs import (
 )
 from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
 from posttrain.sched._ray import RayBackend, local_cluster
+from posttrain.sched._rollout import RayRollout, RaySampler, RolloutActor, VersionMismatch
 from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service
 
 __all__ = [
@@ -55,11 +56,15 @@ __all__ = [
     "LocalBackend",
     "ProvidesBatchVerifier",
     "RayBackend",
+    "RayRollout",
+    "RaySampler",
     "Result",
+    "RolloutActor",
     "SchedPolicy",
     "Scheduler",
     "Service",
     "Ticket",
+    "VersionMismatch",
     "Verify",
     "hooks_from_envs",
     "local_cluster",

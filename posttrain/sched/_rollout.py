@@ -30,12 +30,14 @@ import contextlib
 import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import UserError
-from posttrain.policy import Generation, LocalSampler, Policy, SamplingParams
+
+if TYPE_CHECKING:  # torch and the policy load in the actors and the trainer, not with posttrain.sched
+    import torch
+
+    from posttrain.policy import Generation, Policy, SamplingParams
 
 
 class VersionMismatch(RuntimeError):
@@ -46,6 +48,10 @@ class RolloutActor:
     """One rollout worker (module docstring). ``threads``: torch CPU threads of this actor."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, threads: int = 1) -> None:
+        import torch
+
+        from posttrain.policy import LocalSampler
+
         torch.set_num_threads(threads)
         self.model = model.eval().requires_grad_(False)
         self.sampler = LocalSampler(self.model, tokenizer)
