@@ -20,7 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrain.envs._base import BatchVerifier, Env, Verifier, guard, task_to_record
+from posttrain.envs._base import (
+    BatchVerifier,
+    Env,
+    RecordReader,
+    Verifier,
+    fail,
+    guard,
+    parse_common,
+    passed,
+    task_to_record,
+)
 from posttrain.envs._registry import (
     BUILTIN,
     ENTRY_POINT_GROUP,
@@ -51,13 +61,17 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "BatchVerifier",
     "Env",
+    "RecordReader",
     "Verifier",
     "domain_names",
+    "fail",
     "get_env",
     "guard",
     "is_registered",
     "make_verifier",
     "model_prompt",
+    "parse_common",
+    "passed",
     "register_domain",
     "task_to_record",
 ]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from posttrain.envs import DOMAINS, get_env
+from posttrain.envs import domain_names, get_env
 from posttrain.errors import TaskError, UserError
 from posttrain.types import Task
 from posttrain.verify.strict_json import StrictJSONError, loads_strict
@@ -145,7 +145,7 @@ def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
         tid = record.get("id", record.get("task_id"))
         hint = ("; a raw HumanEval file loads with --domain code (in a recipe's task source: domain: code)"
                 if "entry_point" in record else "")
-        raise TaskError(f"{where}: task {tid!r}: field 'domain': missing (expected one of {', '.join(DOMAINS)}){hint}")
+        raise TaskError(f"{where}: task {tid!r}: field 'domain': missing (expected one of {', '.join(domain_names())}){hint}")
     if not isinstance(d, str):
         raise TaskError(f"{where}: field 'domain': expected a string, got {d!r}")
     try:

@@ -84,12 +84,10 @@ class TaskSource:
 
 
 def _known_domain(name: str | None, key: str, *, also: tuple[str, ...] = ()) -> None:
-    from posttrain.envs import DOMAINS, get_env
+    from posttrain.envs import domain_names, is_registered
 
-    try:
-        get_env(str(name))
-    except UserError:
-        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {', '.join([*DOMAINS, *also])}") from None
+    if not is_registered(str(name)):
+        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {', '.join([*domain_names(), *also])}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""The domain registry: every lookup of a domain by name goes through here.
+
+A domain is one ``Env`` (``posttrain.envs._base.Env``) registered under its name. Three ways in,
+one table:
+
+- posttrain's own domains, each a package of ``posttrain.envs`` named in ``BUILTIN``;
+- a package outside posttrain declares an entry point in the group ``posttrain.domains``
+  (``[project.entry-points."posttrain.domains"] mydomain = "my_pkg.domain:ENV"``), whose
+  object is an ``Env`` or a zero-argument factory returning one;
+- ``register_domain(name, env_or_factory)`` in-process (tests, notebooks, a script's own domain).
+
+Domains are imported only when first looked up (the BFCL domain imports torch), so listing the
+names (``domain_names()``) imports nothing. A registered name is final: registering another
+``Env`` under a taken name is an error, registering the same one again is a no-op.
+
+Not here: what a domain does (its package), which domains a recipe uses (``posttrain.tasks``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from posttrain.envs._base import Env
+from posttrain.errors import TaskError
+
+ENTRY_POINT_GROUP = "posttrain.domains"
+"""The entry-point group a package outside posttrain declares its domains in."""
+
+BUILTIN: dict[str, str] = {
+    "math": "posttrain.envs.math_env:ENV",
+    "code": "posttrain.envs.code_env:ENV",
+    "json": "posttrain.envs.json_env:ENV",
+    "tool": "posttrain.envs.tool._domain:ENV",
+}
+"""posttrain's own domains: name -> ``module:attribute`` of its ``Env`` (the entry-point form)."""
+
+ENV_MEMBERS = ("name", "needs_sandbox", "parse_task", "render_prompt", "make_verifier", "noop_response",
+               "exploit_fixtures", "generate_tasks")
+"""What an ``Env`` must have; checked when a domain is first resolved."""
+
+_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_lock = threading.RLock()
+_specs: dict[str, Env | Callable[[], Env] | str | Any] = {}
+"""name -> an Env, a factory, a ``module:attr`` string, or an ``importlib.metadata.EntryPoint``."""
+_resolved: dict[str, Env] = {}
+_origin: dict[str, str] = {}
+_loaded = False
+
+
+def register_domain(name: str, env: Env | Callable[[], Env]) -> None:
+    """Register ``env`` (an ``Env``, or a zero-argument factory called on first lookup) as ``name``.
+
+    Raises ``ValueError`` for a malformed name or a name already taken by another ``Env``.
+
+    >>> from posttrain.envs import get_env, register_domain
+    >>> register_domain("math", get_env("math"))  # the same Env again: a no-op
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise ValueError(f"domain name {name!r}: expected lowercase letters, digits, '-' or '_', "
+                         f"starting with a letter, at most 40 characters")
+    if not callable(env) and not _has_env_members(env):
+        raise ValueError(f"domain {name!r}: expected an Env (with {', '.join(ENV_MEMBERS)}) or a factory "
+                         f"returning one, got {type(env).__name__}")
+    with _lock:
+        _load_table()
+        if name in _specs:
+            if env is _specs[name] or env is _resolved.get(name):
+                return
+            raise ValueError(f"domain {name!r} is already registered (by {_origin[name]}); "
+                             f"a registered name cannot be replaced")
+        _specs[name] = env
+        _origin[name] = "register_domain"
+
+
+def domain_names() -> tuple[str, ...]:
+    """The registered domains' names: posttrain's own first, then the others in registration order.
+
+    >>> domain_names()[:4]
+    ('math', 'code', 'json', 'tool')
+    """
+    with _lock:
+        _load_table()
+        return tuple(_specs)
+
+
+def get_env(name: str) -> Env:
+    """The ``Env`` registered as ``name``; ``TaskError`` (one line listing the registered ones) if none."""
+    with _lock:
+        _load_table()
+        if name in _resolved:
+            return _resolved[name]
+        if name not in _specs:
+            raise TaskError(f"unknown domain {name!r}; registered domains: {', '.join(_specs)}")
+        env = _resolve(name, _specs[name])
+        _resolved[name] = env
+        return env
+
+
+def is_registered(name: str) -> bool:
+    """Whether ``name`` is a registered domain (without importing it)."""
+    return name in domain_names()
+
+
+def _load_table() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for name, spec in BUILTIN.items():
+        _specs[name], _origin[name] = spec, "posttrain"
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP})"
+        if ep.name in _specs:
+            if _specs[ep.name] == ep or ep.value == _specs[ep.name]:
+                continue
+            raise TaskError(f"{where}: domain {ep.name!r} is already registered (by {_origin[ep.name]})")
+        if not _NAME_RE.fullmatch(ep.name):
+            raise TaskError(f"{where}: domain name: expected lowercase letters, digits, '-' or '_'")
+        _specs[ep.name], _origin[ep.name] = ep, where
+    _loaded = True
+
+
+def _resolve(name: str, spec: Any) -> Env:
+    where = _origin[name]
+    try:
+        if isinstance(spec, str):
+            module, _, attr = spec.partition(":")
+            obj: Any = getattr(importlib.import_module(module), attr)
+        elif hasattr(spec, "load") and hasattr(spec, "group"):  # an importlib.metadata.EntryPoint
+            obj = spec.load()
+        else:
+            obj = spec
+        if not _has_env_members(obj) and callable(obj):
+            obj = obj()
+    except Exception as e:  # noqa: BLE001 - a broken plugin is named in one line, never a traceback
+        raise TaskError(f"domain {name!r} ({where}) failed to load: {type(e).__name__}: {e}") from None
+    missing = [m for m in ENV_MEMBERS if not hasattr(obj, m)]
+    if missing:
+        raise TaskError(f"domain {name!r} ({where}): expected an Env, got {type(obj).__name__} "
+                        f"without {', '.join(missing)}")
+    if obj.name != name:
+        raise TaskError(f"domain {name!r} ({where}): its Env is named {obj.name!r}; the names must agree")
+    return obj
+
+
+def _has_env_members(obj: Any) -> bool:
+    return all(hasattr(obj, m) for m in ENV_MEMBERS)

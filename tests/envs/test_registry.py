@@ -1,0 +1,143 @@
+"""Domains register by name: in-process (``register_domain``) and from an installed package's entry
+point (group ``posttrain.domains``); every lookup reads the registry, and a plugin domain goes
+through the same code paths as posttrain's own (task files, a recipe's sources, verification)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posttrain.envs import domain_names, get_env, register_domain
+from posttrain.errors import ConfigError, TaskError
+
+PLUGIN = Path(__file__).parent / "plugin"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _reverse_env():
+    sys.path.insert(0, str(PLUGIN))
+    try:
+        import reverse_domain
+    finally:
+        sys.path.remove(str(PLUGIN))
+    return reverse_domain.ENV
+
+
+def test_an_unknown_domain_is_one_line_naming_the_registered_ones() -> None:
+    with pytest.raises(TaskError) as e:
+        get_env("nope")
+    assert "\n" not in str(e.value) and "unknown domain 'nope'" in str(e.value)
+    assert all(d in str(e.value) for d in ("math", "code", "json"))
+
+
+def test_register_domain_refuses_bad_names_non_envs_and_taken_names() -> None:
+    with pytest.raises(ValueError, match="domain name 'Bad Name'"):
+        register_domain("Bad Name", get_env("math"))
+    with pytest.raises(ValueError, match="expected an Env"):
+        register_domain("thing", object())
+    with pytest.raises(ValueError, match="'math' is already registered"):
+        register_domain("math", get_env("json"))
+    register_domain("math", get_env("math"))  # the same Env again: nothing changes
+    with pytest.raises(TaskError, match="its Env is named 'math'"):
+        register_domain("misnamed", get_env("math"))
+        get_env("misnamed")
+
+
+def test_a_factory_is_called_once_on_first_lookup() -> None:
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return _Renamed(_reverse_env(), "reverse-lazy")
+
+    register_domain("reverse-lazy", factory)
+    assert "reverse-lazy" in domain_names() and calls == []
+    assert get_env("reverse-lazy") is get_env("reverse-lazy") and calls == [1]
+
+
+class _Renamed:
+    """The reverse domain under another name (a registry name and the Env's name must agree)."""
+
+    def __init__(self, env, name: str) -> None:
+        self._env, self.name = env, name
+
+    def __getattr__(self, attr):
+        return getattr(self._env, attr)
+
+
+def test_a_domain_registered_in_process_loads_from_a_recipe_and_its_tasks_verify(tmp_path, monkeypatch) -> None:
+    from posttrain.tasks import load_tasks
+    from posttrain.train.recipe import load_recipe, recipe_tasks, sft_demonstrations
+
+    env = _reverse_env()
+    register_domain("reverse", env)
+    (tmp_path / "train.jsonl").write_text("".join(
+        json.dumps({"id": f"r{i}", "domain": "reverse", "prompt": "Reverse the word.", "word": w}) + "\n"
+        for i, w in enumerate(["abc", "posttrain", "domain"])))
+    recipe = {"stages": ["sft"], "model": {"name": "embedded", "hidden_size": 32},
+              "tasks": {"train": [{"file": "train.jsonl"}], "eval": [{"generator": "reverse", "n": 4}]},
+              "sft": {"demonstrations": "references"}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    monkeypatch.chdir(tmp_path)
+    parsed = load_recipe("recipe.yaml")
+    train, held = recipe_tasks(parsed)
+    assert [t.domain for t in train + held] == ["reverse"] * 7
+    verify = get_env("reverse").make_verifier(None)
+    assert all(verify(t, t.reference).passed for t in train + held)
+    assert not any(verify(t, env.noop_response(t)).passed for t in train + held)
+    assert sft_demonstrations(parsed, train, held)[1] == ("Reverse the word.\nWord: posttrain", "niarttsop")
+    # a bad record names the file, the task and the field, as for posttrain's own domains
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"id": "b", "domain": "reverse", "prompt": "p", "word": "a1"}))
+    with pytest.raises(TaskError, match=r"bad.jsonl:1: task 'b': field 'word': expected letters only"):
+        load_tasks(tmp_path / "bad.jsonl")
+    recipe["tasks"]["eval"] = [{"generator": "reverse2", "n": 4}]
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    with pytest.raises(ConfigError, match=r"unknown generator 'reverse2'; expected one of .*reverse"):
+        load_recipe("recipe.yaml")
+
+
+def _install_plugin(site: Path, value: str = "reverse_domain:ENV") -> dict[str, str]:
+    """A package installed the way pip leaves one (module + dist-info with entry_points.txt)."""
+    site.mkdir(exist_ok=True)
+    (site / "reverse_domain.py").write_text((PLUGIN / "reverse_domain.py").read_text())
+    info = site / "reverse_domain-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: reverse-domain\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[posttrain.domains]\nreverse = {value}\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+
+
+@pytest.mark.slow
+def test_a_package_outside_posttrain_adds_a_domain_by_entry_point(tmp_path) -> None:
+    env = _install_plugin(tmp_path / "site")
+    good = [{"id": f"r{i}", "domain": "reverse", "prompt": "Reverse the word.", "word": w, "reference": w[::-1]}
+            for i, w in enumerate(["abc", "posttrain"])]
+    (tmp_path / "good.jsonl").write_text("".join(json.dumps(r) + "\n" for r in good))
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**good[0], "reference": "abc"}) + "\n")
+
+    def validate(name: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "posttrain.cli", "tasks", "validate", name], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    ok, bad = validate("good.jsonl"), validate("bad.jsonl")
+    assert ok.returncode == 0 and "2 tasks, 0 problem(s)" in ok.stdout, ok.stderr
+    assert bad.returncode == 1 and "r0: reference response does not pass: wrong_answer" in bad.stderr
+    names = subprocess.run([sys.executable, "-c", "from posttrain.envs import domain_names; print(domain_names())"],
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert "'reverse'" in names.stdout, names.stderr
+
+
+def test_a_broken_plugin_is_one_line_naming_its_entry_point(tmp_path) -> None:
+    env = _install_plugin(tmp_path / "site", "reverse_domain:MISSING")
+    (tmp_path / "t.jsonl").write_text(json.dumps({"id": "r", "domain": "reverse", "prompt": "p", "word": "ab"}))
+    out = subprocess.run([sys.executable, "-m", "posttrain.cli", "tasks", "validate", "--no-run", "t.jsonl"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line = out.stderr.strip()
+    assert "\n" not in line and "domain 'reverse'" in line and "reverse_domain:MISSING" in line, line
