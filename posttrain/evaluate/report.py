@@ -6,8 +6,10 @@
 The page holds learning curves from ``RUN/metrics.jsonl`` (reward, pass rate per domain, KL,
 entropy, clip fraction, tokens/s, loss), the eval table with bootstrap intervals from
 ``RUN/summary.json`` (or recomputed from ``RUN/eval/*.jsonl``), attempt histograms, and example
-trajectories from ``RUN/trajectories/*.jsonl`` (prompt, attempts, feedback, verdicts) with a
-filter for failures, infra errors and hack flags. Charts are inline SVG; the only script is a
+trajectories from ``RUN/trajectories/*.jsonl`` (prompt, attempts, feedback, verdicts; for
+multi-turn episodes each turn's observation, action and verdict) with a filter for failures, infra
+errors and hack flags, and the episodes' figures (first-attempt and post-repair pass rates, mean
+attempts, tool-call validity, turns and tokens per episode, truncation rate). Charts are inline SVG; the only script is a
 few lines for the filter. No external JS, CSS, fonts or images: the file opens offline.
 
 What it does not do: run anything, verify anything, or serve the page.
@@ -187,6 +189,7 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
             '<h3>Per domain</h3><table class="eval"><tr><th>model</th><th>domain</th><th>pass@1 [95% CI]</th>'
             "<th>tasks</th><th>passed</th><th>infra errors</th></tr>" + "".join(dom_rows) + "</table>"
         )
+    table += _episodes_table(summaries)
     bars = []
     for name, e in summaries.items():
         v = _num(e.get("pass@1"))
@@ -210,6 +213,29 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
         "of the rates and counted apart.</p>"
     )
     return f'<div class="charts">{chart}</div>{table}{note}'
+
+
+_EPISODE_FIGURES = (
+    ("first attempt", "first_attempt_pass_rate"), ("post-repair", "post_repair_pass_rate"),
+    ("mean attempts to success", "mean_attempts_to_success"), ("tool-call validity", "tool_call_validity"),
+    ("turns / episode", "turns"), ("tokens / episode", "episode_tokens"), ("truncation rate", "truncation_rate"),
+)
+
+
+def _episodes_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """The episodes' figures (``summary["episodes"]``) of the models evaluated in episodes."""
+    figures = {n: e["episodes"] for n, e in summaries.items() if isinstance(e.get("episodes"), dict)}
+    if not figures:
+        return ""
+    head = "".join(f"<th>{escape(label)}</th>" for label, _ in _EPISODE_FIGURES)
+    rows = []
+    for name, f in figures.items():
+        cells = "".join('<td class="muted">–</td>' if _num(f.get(k)) is None else f"<td>{_num(f.get(k)):.3f}</td>"
+                        for _, k in _EPISODE_FIGURES)
+        rows.append(f"<tr><th>{escape(name)}</th>{cells}</tr>")
+    return ('<h3>Episodes</h3><table class="eval episodes"><tr><th>model</th>' + head + "</tr>" + "".join(rows)
+            + '</table><p class="muted">post-repair: success within every attempt allowed; tool-call validity: '
+              "calls that parse and name a tool with valid arguments / all calls (– when none was made).</p>")
 
 
 def _episodes(records: Sequence[EvalRecord]) -> dict[tuple, list[EvalRecord]]:
@@ -274,11 +300,31 @@ def _episode_html(source: str, key: tuple, recs: Sequence[EvalRecord]) -> str:
             f'<div class="attempt"><h4>attempt {r.attempt} (feedback in context: {escape(r.feedback_source)}) → '
             f'<span class="badge {"infra" if r.is_infra_error else r.outcome}">{escape(r.outcome)}</span> '
             f"reward {reward}{' · ' + escape(r.error_class) if r.error_class else ''}{flags}</h4>"
-            f"<pre>{_clip(r.completion)}</pre>"
+            + (_turns_html(r.extra["turns"]) if isinstance(r.extra.get("turns"), list)
+               else f"<pre>{_clip(r.completion)}</pre>")
             + (f'<div class="fb">feedback:<pre>{_clip(r.feedback)}</pre></div>' if r.feedback else "")
             + "</div>"
         )
     return f'<details class="traj" data-kind="{kind}"><summary>{head}</summary>{"".join(parts)}</details>'
+
+
+def _turns_html(turns: Sequence[Any]) -> str:
+    """Each turn of a multi-turn record (``turns``, docs/records.md): observation, action, verdict."""
+    rows = []
+    for i, t in enumerate(turns):
+        if not isinstance(t, dict):
+            continue
+        obs = t.get("observation")
+        verdict = t.get("verdict")
+        badge = (f'<span class="badge {"infra" if verdict == "infra_error" else escape(str(verdict))}">'
+                 f"{escape(str(verdict))}</span>" if verdict else '<span class="muted">no verdict</span>')
+        rows.append(
+            f'<tr class="turn"><td>{i}</td>'
+            f"<td>{'<span class=muted>(the prompt)</span>' if obs is None else '<pre>' + _clip(str(obs)) + '</pre>'}</td>"
+            f"<td><pre>{_clip(str(t.get('action', '')))}</pre></td><td>{badge}"
+            f"{' · ' + escape(str(t['stop_reason'])) if t.get('stop_reason') else ''}</td></tr>")
+    return ('<table class="review turns"><tr><th>turn</th><th>observation</th><th>action</th><th>verdict</th></tr>'
+            + "".join(rows) + "</table>")
 
 
 def _trajectories(groups: dict[str, Sequence[EvalRecord]]) -> str:

@@ -238,7 +238,6 @@ def runner_episodes(
     temperature: float,
     max_new_tokens: int,
     seed: int,
-    workers: int,
     stage: str,
     max_attempts: int | None = None,
     episodes: str = "repair",
@@ -267,10 +266,14 @@ def runner_episodes(
     else:
         raise ValueError(f"episodes must be 'repair' or 'tool', got {episodes!r}")
     runs = [Episode(t, make(t), f"{stage}/{t.id}", i) for t in tasks for i in range(n)]
+
+    def decode(ids: Sequence[int]) -> str:
+        return policy.tokenizer.decode(list(ids))
+
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    trajs = run_batch(policy.sampler(), runs, params, max_turns=turns, workers=workers)
+    trajs = run_batch(policy.sampler(), runs, params, max_turns=turns)
     records = [rec for ep, tr in zip(runs, trajs, strict=True)
-               for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0)]
+               for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
     return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}
 
 

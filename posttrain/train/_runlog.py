@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +99,8 @@ def feedback_source_after(task: Task, record: EvalRecord) -> str:
     return "public_tests" if split_tests(task) is not None else "hidden_tests"
 
 
-def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None,
-                       wall_s: float) -> list[EvalRecord]:
+def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None, wall_s: float,
+                       decode: Callable[[Sequence[int]], str] | None = None) -> list[EvalRecord]:
     """One record per attempt of an episode (each turn with a verdict), as in docs/records.md.
 
     ``prompt_ids`` are the ids the attempt was sampled from (the prompt, then every earlier action
@@ -108,16 +108,25 @@ def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | 
     (0 = first attempt) and ``feedback_source`` says what the previous verdict's feedback was.
     An episode the runner cut (``cut_by``) after its last verdict, or before any, adds one ``fail``
     record for its last action, ``error_class`` ``truncated`` (so every episode has a record).
+    A multi-turn episode's records carry ``turns``: the turns since the previous record, each
+    ``{"observation", "action", "verdict", "stop_reason"}`` (the observation as ``decode`` writes
+    its ids, null for the prompt; the verdict's outcome, null for a step with none, e.g. a tool call).
     A one-turn episode gives exactly ``rollout_record`` of its ``Rollout`` view."""
     out: list[EvalRecord] = []
     context: list[int] = []
     previous: EvalRecord | None = None
+    shown: list[dict[str, Any]] = []  # turns since the last record
     for i, turn in enumerate(traj.turns):
         context += turn.observation_ids
         verdict = turn.verdict
         if verdict is None and traj.cut_by is not None and i == len(traj.turns) - 1:
             verdict = Verdict("fail", 0.0, feedback=f"The episode was cut by {traj.cut_by} before a verdict.",
                               error_class="truncated", components={"outcome": 0.0, "format": 0.0})
+        if len(traj.turns) > 1:
+            observation = None if i == 0 else (decode(turn.observation_ids) if decode is not None
+                                                else f"<{len(turn.observation_ids)} tokens>")
+            shown.append({"observation": observation, "action": turn.text, "stop_reason": turn.stop_reason,
+                          "verdict": None if verdict is None else verdict.outcome})
         if verdict is not None:
             rec = record_from_verdict(
                 verdict,
@@ -134,7 +143,9 @@ def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | 
                 wall_s=wall_s,
                 stage=stage,
             )
-            previous = dataclasses.replace(rec, step=step, prompt_ids=tuple(context), completion_ids=turn.action_ids)
+            previous = dataclasses.replace(rec, step=step, prompt_ids=tuple(context), completion_ids=turn.action_ids,
+                                           extra={**rec.extra, "turns": shown} if shown else rec.extra)
             out.append(previous)
+            shown = []
         context += turn.action_ids
     return out
