@@ -38,7 +38,7 @@ from posttrain.sched._jobs import (
 )
 from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
 from posttrain.sched._ray import RayBackend, local_cluster
-from posttrain.sched._rollout import RayRollout, RaySampler, RolloutActor, VersionMismatch
+from posttrain.sched._rollout import RayRollout, RaySampler, RolloutActor, VersionMismatch, ray_session
 from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service
 
 __all__ = [
@@ -68,4 +68,5 @@ __all__ = [
     "Verify",
     "hooks_from_envs",
     "local_cluster",
+    "ray_session",
 ]
