@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from posttrain.errors import UserError
@@ -147,6 +147,31 @@ class RayRollout:
             with contextlib.suppress(Exception):
                 ray.kill(a)
         self.actors = []
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, *, num_cpus: int) -> Iterator[str]:
+    """Connect this process (the driver) to the cluster at ``address``, or, when ``address`` is None,
+    to a one-node cluster of its own (``local_cluster``: own temp dir and port, ``num_cpus`` CPUs),
+    stopped on exit. Never ``address="auto"``: a neighbour's cluster may run on the same host.
+    Yields the address."""
+    import ray
+
+    from posttrain.sched._ray import local_cluster
+
+    if address is None:
+        with local_cluster(num_cpus=num_cpus) as own:
+            yield own
+        return
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # noqa: BLE001 - any failure to join is the user's address or cluster
+        raise UserError(f"sched.ray_address: cannot join the Ray cluster at {address!r} "
+                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    try:
+        yield address
+    finally:
+        ray.shutdown()
 
 
 def _mix(a: int, b: int) -> int:

@@ -1,7 +1,7 @@
 """``posttrain run`` and ``posttrain quickstart``.
 
     posttrain quickstart [--out runs/quickstart]              the embedded recipe, end to end
-    posttrain run RECIPE.yaml --out DIR [--resume] [--set rl.steps=50 ...]
+    posttrain run RECIPE.yaml --out DIR [--resume] [--set rl.steps=50 ...] [--backend ray [--ray-address H:P]]
 
 The recipe is parsed (unknown keys, wrong types and invalid combinations fail here, before any
 work) and printed; the resolved recipe is saved as DIR/config.yaml.
@@ -48,6 +48,12 @@ def _common(p: argparse.ArgumentParser, *, default_out: str | None) -> None:
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe value, e.g. --set rl.steps=50 (repeatable)")
+    p.add_argument("--backend", choices=["local", "ray"], default=None,
+                   help="where rollouts and verification run (recipe key sched.backend): ray = rollout "
+                        "actors that receive each policy version and a sandbox-pool actor per node")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --backend ray: the cluster to join (ray start --head); default: a one-node "
+                        "cluster of the run's own on this machine")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -107,6 +113,21 @@ def resume_command(command: list[str], args: argparse.Namespace) -> str:
     return shlex.join(words)
 
 
+def backend_overrides(args: argparse.Namespace) -> list[str]:
+    """``--backend`` and ``--ray-address`` as the recipe overrides they stand for (so the saved
+    config.yaml and the resume command say them too).
+
+    >>> backend_overrides(argparse.Namespace(backend="ray", ray_address="10.0.0.1:6379"))
+    ['sched.backend=ray', 'sched.ray_address=10.0.0.1:6379']
+    """
+    from posttrain.errors import UserError
+
+    if args.ray_address is not None and args.backend != "ray":
+        raise UserError(f"--ray-address {args.ray_address}: a cluster address is for --backend ray")
+    out = [] if args.backend is None else [f"sched.backend={args.backend}"]
+    return out + ([] if args.ray_address is None else [f"sched.ray_address={args.ray_address}"])
+
+
 @contextmanager
 def _sigterm_as_interrupt(message: str) -> Iterator[None]:
     """SIGTERM stops a run the way Ctrl-C does; a second signal while it unwinds exits at once."""
@@ -135,6 +156,7 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
     from posttrain.train.recipe import load_recipe
 
     console = Console()
+    args.overrides = [*args.overrides, *backend_overrides(args)]
     recipe = load_recipe(recipe_path, args.overrides)
     check_out_dir(args.out)  # a file, a path under a file, an unwritable folder: one line, before any work
     console.print(f"[bold]recipe[/bold] {recipe_path}")
