@@ -83,3 +83,47 @@ def test_bootstrap_ci_is_clustered_and_sane():
     assert lo == pytest.approx(0.402, abs=0.03) and hi == pytest.approx(0.598, abs=0.03)
     assert bootstrap_ci(values, seed=3) == bootstrap_ci(values, seed=3)  # deterministic
     assert bootstrap_ci([0.25]) == (0.25, 0.25)
+
+
+# ---------------------------------------------------------------- episodes (hand-computed small cases)
+
+def _episodes():
+    from posttrain.types import Trajectory, Turn, Verdict
+
+    calls = {"tool_calls": {"valid": 2, "total": 3}}
+    tool = Trajectory("t1", "g", 0, (
+        Turn((1, 2, 3), (4, 5), (0.0, 0.0), "eos", None, "<call a>"),
+        Turn((6,), (7,), (0.0,), "eos", None, "<call b>"),
+        Turn((8, 9), (10,), (0.0,), "eos", Verdict("pass", 1.0, evidence=calls), "done")), 1.0)
+    cut = Trajectory("t2", "g", 1, (Turn((1, 2), (3, 4, 5), (0.0,) * 3, "length", None, "<cal"),), 0.0,
+                     truncated=True, cut_by="max_tokens")
+    repair = Trajectory("t3", "g", 0, (
+        Turn((1,), (2,), (0.0,), "eos", Verdict("fail", 0.0, error_class="assertion"), "a"),
+        Turn((3, 4), (5,), (0.0,), "eos", Verdict("pass", 1.0), "b")), 1.0)
+    return tool, cut, repair
+
+
+def test_episode_metrics_and_tool_call_validity_hand_computed():
+    from posttrain.evaluate.metrics import episode_metrics, tool_call_validity
+
+    tool, cut, repair = _episodes()
+    m = episode_metrics([tool, cut])
+    # turns (3 + 1) / 2; attempts (1 + 0) / 2; tokens after the prompt (2+1+1+2+1 = 7, 3) / 2;
+    # one of two cut; tool calls 3 and 0 (a cut episode reports none), valid 2
+    assert m == {"turns": 2.0, "attempts": 0.5, "episode_tokens": 5.0, "truncation_rate": 0.5,
+                 "tool_calls": 1.5, "tool_calls_valid": 1.0}
+    assert tool_call_validity(m) == pytest.approx(2 / 3)
+    m = episode_metrics([repair])
+    assert (m["turns"], m["attempts"], m["episode_tokens"], m["tool_calls"]) == (2.0, 2.0, 4.0, 0.0)
+    assert tool_call_validity(m) is None
+
+
+def test_episode_figures_weight_chunks_by_episodes():
+    from posttrain.evaluate.sources import episode_figures
+
+    summary = {"pass@1": 0.25, "max_attempts": 3, "repair@2": 0.75, "mean_attempts_to_success": 2.0}
+    f = episode_figures(summary, [{"turns": 1.0, "tool_calls": 3.0, "tool_calls_valid": 3.0, "episodes": 1.0},
+                                  {"turns": 3.0, "tool_calls": 1.0, "tool_calls_valid": 0.0, "episodes": 3.0}])
+    # turns (1*1 + 3*3) / 4 = 2.5; calls 3 + 3 = 6 of which 3 valid
+    assert f["turns"] == 2.5 and f["tool_call_validity"] == 0.5
+    assert (f["first_attempt_pass_rate"], f["post_repair_pass_rate"], f["post_repair_key"]) == (0.25, 0.75, "repair@2")
