@@ -1,6 +1,6 @@
 """What every domain shares: the ``Env`` protocol, record parsing helpers, and the verifier guard.
 
-A domain module (``math_env``, ``code_env``, ``json_env``, ``tool_env``) provides one ``Env``:
+A domain package (``posttrain.envs.math``, ``.code``, ``.json``, ``.tool``, or a plugin's) provides one ``Env``:
 ``parse_task`` turns a JSON record into a ``Task`` (raising ``TaskError`` that names the source,
 the task id and the field), ``render_prompt`` gives the text the model sees, ``make_verifier``
 builds a ``Verifier`` (sandbox-backed ones get the pool explicitly), ``noop_response`` is the

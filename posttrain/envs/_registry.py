@@ -31,9 +31,9 @@ ENTRY_POINT_GROUP = "posttrain.domains"
 """The entry-point group a package outside posttrain declares its domains in."""
 
 BUILTIN: dict[str, str] = {
-    "math": "posttrain.envs.math_env:ENV",
-    "code": "posttrain.envs.code_env:ENV",
-    "json": "posttrain.envs.json_env:ENV",
+    "math": "posttrain.envs.math:ENV",
+    "code": "posttrain.envs.code:ENV",
+    "json": "posttrain.envs.json:ENV",
     "tool": "posttrain.envs.tool._domain:ENV",
 }
 """posttrain's own domains: name -> ``module:attribute`` of its ``Env`` (the entry-point form)."""

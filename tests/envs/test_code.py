@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.code_env import extract_program, judge_execution
+from posttrain.envs.code._env import extract_program, judge_execution
 from posttrain.types import Task, TaskLimits
 
 ENV = get_env("code")
@@ -228,7 +228,7 @@ SABOTEURS = [
 
 @pytest.mark.parametrize(("name", "payload"), SABOTEURS, ids=[s[0] for s in SABOTEURS])
 def test_a_candidate_cannot_cost_later_candidates_of_its_batch_their_verdict(pool, name: str, payload: str) -> None:
-    from posttrain.envs.code_env import verify_code_batch
+    from posttrain.envs.code import verify_code_batch
 
     # A stopped runner holds the batch until the job's deadline (two passes' worth per item):
     # short task deadlines keep that wait short (not too short: a candidate's own wall-clock
@@ -247,7 +247,7 @@ def test_prompt_that_ends_at_the_signature(code_verifier) -> None:
 
 
 def test_batch_verdicts_equal_single_verdicts(pool, code_verifier) -> None:
-    from posttrain.envs.code_env import verify_code_batch
+    from posttrain.envs.code import verify_code_batch
 
     t = mix_task()
     responses = [REFERENCE, "    return 0\n", fenced("def mix(x) return"), fenced("import sys\nsys.exit(0)"), REFERENCE]

@@ -1,6 +1,6 @@
 """The code verifier under attack: the domain's exploit fixtures through the real sandbox.
 
-The fixtures (``posttrain/envs/_code_hacks.py``, ``CodeEnv.exploit_fixtures()``) are responses
+The fixtures (``posttrain/envs/code/_hacks.py``, ``CodeEnv.exploit_fixtures()``) are responses
 written the way a policy optimizing against the verifier would write them, grouped by the
 classes of issue 14; each must score exactly 0 with outcome ``fail`` (never ``pass``, never
 ``infra_error``), within bounded time. docs/code-verifier-threat-model.md names each of them.
@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from posttrain.envs import get_env
-from posttrain.envs._code_hacks import EVEN, MIX, PLANT_INSIDE, PLANT_TOP, fenced
+from posttrain.envs.code import _runner as runner
+from posttrain.envs.code._hacks import EVEN, MIX, PLANT_INSIDE, PLANT_TOP, fenced
 from posttrain.types import Task
-from posttrain.verify import _code_runner as runner
 
 HACKS = get_env("code").exploit_fixtures()
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.json_env import make_json_verifier
+from posttrain.envs.json import make_json_verifier
 from posttrain.errors import TaskError
 from posttrain.verify._deadline import CheckPool
 from posttrain.verify.strict_json import StrictJSONError, json_equal, loads_strict
@@ -120,7 +120,7 @@ def test_bad_tasks_are_named(record, match) -> None:
     assert "file.jsonl:3" in str(e.value) and "bad-1" in str(e.value)
 
 
-FAST = make_json_verifier(CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=0.5))
+FAST = make_json_verifier(CheckPool("posttrain.envs.json._env", size=1, cpu_budget_s=0.5))
 
 
 @pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),

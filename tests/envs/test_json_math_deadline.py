@@ -15,10 +15,10 @@ import time
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.json_env import make_json_verifier
-from posttrain.envs.math_env import make_math_verifier
+from posttrain.envs.json import make_json_verifier
+from posttrain.envs.math import make_math_verifier
+from posttrain.envs.math._check import MathChecker
 from posttrain.verify._deadline import CheckPool
-from posttrain.verify._mathcheck import MathChecker
 
 JSON = get_env("json")
 SCHEMA = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}, "required": ["code"]}
@@ -48,7 +48,7 @@ def retried(verify, task, response: str, tries: int = 3):
 
 
 def test_a_check_that_burns_its_cpu_budget_fails() -> None:
-    pool = CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=1.0)
+    pool = CheckPool("posttrain.envs.json._env", size=1, cpu_budget_s=1.0)
     try:
         v = make_json_verifier(pool)(TASK, BACKTRACKS)
         assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "timeout"), v
@@ -58,7 +58,7 @@ def test_a_check_that_burns_its_cpu_budget_fails() -> None:
 
 
 def test_a_check_starved_of_cpu_is_an_infra_error_and_the_pool_recovers() -> None:
-    pool = CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
+    pool = CheckPool("posttrain.envs.json._env", size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
     verify = make_json_verifier(pool)
     try:
         assert retried(verify, TASK, '{"code": "aaa"}').passed  # starts the worker
@@ -91,7 +91,7 @@ def test_math_starved_is_infra() -> None:
 
 
 def test_a_worker_killed_during_a_check_is_retried_on_a_fresh_one() -> None:
-    pool = CheckPool("posttrain.envs.json_env", size=1, cpu_budget_s=1.5)
+    pool = CheckPool("posttrain.envs.json._env", size=1, cpu_budget_s=1.5)
     verify = make_json_verifier(pool)
     try:
         assert verify(TASK, '{"code": "aaa"}').passed

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.math_env import extract_boxed, make_math_verifier
+from posttrain.envs.math import extract_boxed, make_math_verifier
+from posttrain.envs.math._check import MathChecker
 from posttrain.types import Task
-from posttrain.verify._mathcheck import MathChecker
 
 ENV = get_env("math")
 VERIFY = ENV.make_verifier(None)
@@ -226,7 +226,7 @@ def test_numeric_gold_keeps_the_decimal_it_spells() -> None:
 
 
 def test_huge_exact_numbers_leave_the_trainer_thread() -> None:
-    from posttrain.verify._mathcheck import exact_value
+    from posttrain.envs.math._check import exact_value
 
     assert exact_value("\\times".join(["10^{25000}"] * 30)) is None  # too big here: sympy, in a worker
     assert exact_value("10^{20000} + 1") == 10**20000 + 1

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from posttrain.envs import get_env
-from posttrain.envs.code_env import verify_code_batch
+from posttrain.envs.code import verify_code_batch
 from posttrain.sched import (
     BatchVerifier,
     DomainHooks,

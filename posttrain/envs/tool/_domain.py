@@ -40,7 +40,7 @@ from typing import Any
 import jsonschema
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
-from posttrain.envs.json_env import schema_error, validator_for
+from posttrain.envs.json import schema_error, validator_for
 from posttrain.types import Task, Verdict
 from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
 from posttrain.verify.strict_json import (

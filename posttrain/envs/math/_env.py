@@ -8,7 +8,7 @@ Verification, in order; each step's failure is a ``fail`` with reward 0:
    (no box, two boxes, ``\\boxed 5`` -> ``format``: MATH-01, MATH-03);
 2. no hedging inside the box ("3 or 5", ``\\lor``, ``\\pm`` unless the gold has one: MATH-01)
    -> ``format``;
-3. the comparison defined in docs/tasks.md and implemented by ``posttrain.verify._mathcheck.compare``:
+3. the comparison defined in docs/tasks.md and implemented by ``posttrain.envs.math._check.compare``:
    text only against text (``form:text``), a percent only against a percent (``form:percent``),
    an equation only against an equation (``form:relation``), case-sensitive symbols, and values
    compared exactly (decimals as the rationals they spell, big integers never through floats);
@@ -34,8 +34,8 @@ from fractions import Fraction
 from typing import Any
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.envs.math._check import MathChecker, Tolerance, compare
 from posttrain.types import Task, Verdict
-from posttrain.verify._mathcheck import MathChecker, Tolerance, compare
 
 NAME = "math"
 DOMAIN_KEYS = frozenset({"answer", "tolerance"})

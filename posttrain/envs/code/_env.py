@@ -8,7 +8,7 @@ Response -> candidate module: the last fenced Python block if the response has o
 is then ``prompt + "\\n" + block``, so the prompt's imports and helpers stay defined), otherwise
 the response is the continuation of the prompt (module = ``prompt + response``).
 
-Verification runs ``posttrain.verify._code_runner`` in the sandbox (``pool.run_python``); the
+Verification runs ``posttrain/envs/code/_runner.py`` in the sandbox (``pool.run_python``); the
 candidate runs in a process forked from a fresh interpreter that never held the tests, the
 expected values or the nonce; the tests run in the runner's process, which imports only from
 read-only places; and the runner's report on fd 3 carries a per-run nonce. A candidate that
@@ -73,7 +73,7 @@ def _runner_loader() -> str:
     import zlib
     from importlib.util import MAGIC_NUMBER
 
-    text = Path(__file__).parent.parent.joinpath("verify", "_code_runner.py").read_text()
+    text = Path(__file__).with_name("_runner.py").read_text()
     blob = base64.b64encode(zlib.compress(marshal.dumps(compile(text, "runner.py", "exec")), 9)).decode()
     # The runner hands the marshalled code to the fresh interpreter it spawns (the "host").
     return (
@@ -100,7 +100,7 @@ def runner_source(n_items: int = 1) -> str:
 
 
 RUNNER_SOURCE = runner_source(1)
-"""What runs in the sandbox for one candidate (``posttrain/verify/_code_runner.py``)."""
+"""What runs in the sandbox for one candidate (``posttrain/envs/code/_runner.py``)."""
 _FENCE_RE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -200,7 +200,7 @@ def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verd
     """Verdicts for up to ``MAX_BATCH`` (task, response) pairs verified in one sandbox job.
 
     Each candidate still runs in its own fresh process and the runner cleans up between
-    candidates (see ``_code_runner``); an item the batch could not verify cleanly (no report
+    candidates (see ``_runner.py``); an item the batch could not verify cleanly (no report
     line, or its process was sabotaged before it started) is re-run alone, so a candidate can
     never cost another its verdict. Never raises for a candidate's behaviour.
     """
@@ -372,14 +372,14 @@ class CodeEnv:
 
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """``(name, task, response)``: responses that must score 0 (outcome ``fail``, never
-        ``infra_error``): issue 14's classes 1-5 (``posttrain/envs/_code_hacks.py``); the CODE-*
+        ``infra_error``): issue 14's classes 1-5 (``posttrain/envs/code/_hacks.py``); the CODE-*
         rows of reward-hacking.md are in tests/envs/test_code.py."""
-        from posttrain.envs._code_hacks import HACKS
+        from posttrain.envs.code._hacks import HACKS
 
         return list(HACKS)
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
-        from posttrain.envs._code_gen import generate
+        from posttrain.envs.code._gen import generate
 
         rng = random.Random(seed)
         return [generate(rng, f"code-gen-{seed}-{i}") for i in range(n)]
