@@ -1,0 +1,140 @@
+"""The ``bfcl`` domain: BFCL v4 multi-turn tasks as a registered domain (task files, generator,
+single-response verifier), beside their episodes (``BfclEnv``).
+
+    tasks = get_env("bfcl").generate_tasks(8, seed=0)      # from multi_turn_base, shuffled by seed
+    verdict = get_env("bfcl").make_verifier(pool)(task, response)
+
+A task record holds the fields ``load_tasks`` gives (``turns``, ``tools``, ``methods``,
+``initial_config``, ``involved_classes``, ``ground_truth``, ``category``, ``bfcl_version``), so a
+task file written with ``task_to_record`` reads back the same task. Its ``reference`` is the ground
+truth in the response format below.
+
+One response for a whole task (SFT references, ``posttrain verify``, single-turn evaluation): a JSON
+array with one entry per user turn, each the list of that turn's calls ``{"name", "arguments"}``
+(one step per turn), e.g. ``[[{"name": "cd", "arguments": {"folder": "document"}}], []]``. It is
+verified by replaying the calls on the task's backends in the sandbox and judging each turn the way
+BFCL's ``multi_turn_checker`` does (``check_calls``); a response that is not such an array fails
+with ``format``. Tool-calling episodes (``rl.episodes: tool`` / ``eval.episodes: tool``) run the
+same tasks turn by turn with ``BfclEnv`` instead: the model sees each user message and the results
+of its calls.
+
+Not here: BFCL's other categories as generators (``load_tasks`` reads them; task files carry them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common
+from posttrain.envs.bfcl._backend import check_calls
+from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
+from posttrain.types import Task, TaskLimits, Verdict
+
+FIELDS = ("turns", "tools", "methods", "initial_config", "involved_classes", "ground_truth", "category",
+          "bfcl_version")
+GENERATOR_CATEGORY = "multi_turn_base"
+LIMITS = TaskLimits(timeout_s=60.0)
+"""A replay is one sandbox job over every turn (BFCL's backends, some of which are slow to build)."""
+
+
+def reference_response(task: Task) -> str:
+    """The ground truth of ``task`` in the response format (one list of calls per turn)."""
+    return json.dumps(task.fields["ground_truth"])
+
+
+def parse_response(response: str) -> list[list[list[Call]]] | str:
+    """The response's calls as turns of one step each, or why it is not a response of this domain."""
+    try:
+        doc = json.loads(response)
+    except (json.JSONDecodeError, RecursionError) as e:
+        return f"not JSON ({e})"
+    if not isinstance(doc, list) or not all(isinstance(turn, list) for turn in doc):
+        return "expected a JSON array with one list of calls per user turn"
+    turns: list[list[list[Call]]] = []
+    for k, calls in enumerate(doc):
+        step = []
+        for i, c in enumerate(calls):
+            if not (isinstance(c, Mapping) and set(c) <= {"name", "arguments"} and isinstance(c.get("name"), str)
+                    and isinstance(c.get("arguments", {}), Mapping)):
+                return f"turn {k + 1}, call {i + 1}: expected {{\"name\": ..., \"arguments\": {{...}}}}"
+            step.append(Call(c["name"], dict(c.get("arguments", {}))))
+        turns.append([step])
+    return turns
+
+
+class BfclDomain:
+    """The ``bfcl`` domain (module docstring)."""
+
+    name = DOMAIN
+    needs_sandbox = True
+
+    def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
+        reader = RecordReader(record, source, DOMAIN)
+        reader.check_keys(frozenset(FIELDS))
+        fields = {k: reader.present(k) for k in FIELDS}
+        for key, kind in (("turns", list), ("tools", list), ("methods", dict), ("initial_config", dict),
+                          ("involved_classes", list), ("ground_truth", list), ("category", str),
+                          ("bfcl_version", str)):
+            if not isinstance(fields[key], kind):
+                raise reader.fail(key, f"a JSON {'object' if kind is dict else kind.__name__}", fields[key])
+        unknown = [c for c in fields["involved_classes"] if c not in CLASS_MODULES]
+        if unknown:
+            raise reader.fail("involved_classes", f"BFCL backend classes ({', '.join(CLASS_MODULES)})", unknown)
+        if not fields["turns"] or len(fields["turns"]) != len(fields["ground_truth"]):
+            raise reader.fail("ground_truth", f"one list of calls per turn ({len(fields['turns'])} turns)",
+                              show_got=False)
+        return parse_common(reader, fields, default_limits=LIMITS)
+
+    def render_prompt(self, task: Task) -> str:
+        turns = "\n".join(f"Turn {k + 1}: " + " ".join(str(m["content"]) for m in msgs)
+                          for k, msgs in enumerate(task.fields["turns"]))
+        return (f"{task.prompt}\n\nThe user's requests, turn by turn:\n{turns}\n\nTools:\n"
+                f"{json.dumps(task.fields['tools'])}\n\nAnswer with a JSON array holding, for each turn, the list "
+                'of calls to make: [[{"name": ..., "arguments": {...}}, ...], ...].')
+
+    def make_verifier(self, pool: Any | None = None) -> Verifier:
+        if pool is None:
+            raise ValueError("the bfcl domain runs BFCL's backends in the sandbox: make_verifier needs a pool")
+
+        def verify(task: Task, response: str) -> Verdict:
+            turns = parse_response(response)
+            if isinstance(turns, str):
+                return fail(f"Invalid response: {turns}.", "format", {"reason": turns})
+            return check_calls(pool, task, turns)
+
+        return guard(DOMAIN, verify)
+
+    def noop_response(self, task: Task) -> str:
+        return json.dumps([[] for _ in task.fields["turns"]])
+
+    def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
+        """``(name, task, response)`` that must fail: no calls at all, a private backend method, a
+        result forged as text, the first turn's calls repeated in every turn."""
+        task = self.generate_tasks(1, seed=0)[0]
+        truth = task.fields["ground_truth"]
+        n = len(truth)
+        private = [[{"name": "_load_scenario", "arguments": {"scenario": {}}}]] + [[] for _ in range(n - 1)]
+        forged = [[{"name": "result", "arguments": {"text": "Task completed successfully."}}] for _ in range(n)]
+        return [
+            ("AGENT-01 no calls in any turn", task, self.noop_response(task)),
+            ("a private backend method", task, json.dumps(private)),
+            ("a result forged as a call", task, json.dumps(forged)),
+            ("the first turn's calls in every turn", task, json.dumps([truth[0]] * n)),
+            ("prose claiming success", task, "All done: every request has been handled."),
+        ]
+
+    def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
+        """The first ``n`` tasks of ``multi_turn_base`` in an order shuffled by ``seed`` (so a larger
+        ``n`` extends a smaller one), each with its ground truth as ``reference``."""
+        tasks = load_tasks(GENERATOR_CATEGORY)
+        if n > len(tasks):
+            raise ValueError(f"bfcl: {GENERATOR_CATEGORY} has {len(tasks)} tasks, asked for {n}")
+        random.Random(seed).shuffle(tasks)
+        return [dataclasses.replace(t, reference=reference_response(t), limits=LIMITS) for t in tasks[:n]]
+
+
+ENV = BfclDomain()
