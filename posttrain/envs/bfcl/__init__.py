@@ -40,8 +40,12 @@ Only executed state and results count: nothing the model writes as text is read 
 ``check_calls`` replays given call sequences (per turn, per step) in one job and judges them the
 same way: the agreement test (tests/envs/test_bfcl_multiturn.py) compares it with BFCL's checker.
 
-Not here: BFCL's ``long_context``, ``miss_func`` and ``miss_param`` categories, the irrelevance
-check, and registration as a text domain in ``posttrain.envs``.
+The ``bfcl`` domain (``_domain.py``, ``ENV``): task records, a generator over ``multi_turn_base``,
+a one-response verifier (a JSON array of each turn's calls, replayed with ``check_calls``) and
+``episode_env`` (a ``BfclEnv``), so that recipes and ``posttrain eval`` take BFCL tasks like any
+other (``rl.episodes: tool``, ``eval.episodes: tool`` run them as episodes).
+
+Not here: BFCL's ``long_context``, ``miss_func`` and ``miss_param`` categories, the irrelevance check.
 """
 
 from posttrain.envs.bfcl._backend import BackendInfra, CallsFailed, Judgement, check_calls, judge_turn
@@ -59,7 +63,8 @@ from posttrain.envs.bfcl._data import (
     parse_call,
     to_openai_tool,
 )
-from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv, plain_arguments
+from posttrain.envs.bfcl._domain import ENV, MAX_STEPS_PER_TURN, BfclDomain
+from posttrain.envs.bfcl._env import BfclEnv, plain_arguments
 
 __all__ = [
     "CATEGORIES",
@@ -68,7 +73,9 @@ __all__ = [
     "FUNC_DOCS",
     "MAX_STEPS_PER_TURN",
     "STATELESS_CLASSES",
+    "ENV",
     "BackendInfra",
+    "BfclDomain",
     "BfclDataMissing",
     "BfclEnv",
     "Call",

@@ -34,6 +34,8 @@ from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
 from posttrain.types import Task, TaskLimits, Verdict
 
+MAX_STEPS_PER_TURN = 20
+"""BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
 FIELDS = ("turns", "tools", "methods", "initial_config", "involved_classes", "ground_truth", "category",
           "bfcl_version")
 GENERATOR_CATEGORY = "multi_turn_base"
@@ -110,6 +112,15 @@ class BfclDomain:
 
     def noop_response(self, task: Task) -> str:
         return json.dumps([[] for _ in task.fields["turns"]])
+
+    def episode_env(self, chat: Any, *, pool: Any | None = None, max_steps: int = MAX_STEPS_PER_TURN) -> Any:
+        """A tool-calling episode over one task (``BfclEnv``: its backends in ``pool``'s sandbox);
+        ``max_steps`` caps the steps with calls per user turn (BFCL's 20 at most)."""
+        from posttrain.envs.bfcl._env import BfclEnv
+
+        if pool is None:
+            raise ValueError("bfcl episodes run BFCL's backends in the sandbox: episode_env needs a pool")
+        return BfclEnv(pool, chat, max_steps_per_turn=min(max_steps, MAX_STEPS_PER_TURN))
 
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """``(name, task, response)`` that must fail: no calls at all, a private backend method, a

@@ -9,12 +9,11 @@ from typing import Any
 
 from posttrain.envs.bfcl._backend import BackendInfra, CallsFailed, Judgement, judge_turn, run_job
 from posttrain.envs.bfcl._data import Call, bfcl_root
+from posttrain.envs.bfcl._domain import MAX_STEPS_PER_TURN
 from posttrain.policy import ChatTemplate, Generation, tool_result_message
 from posttrain.rollout import Observation
 from posttrain.types import Task, Verdict
 
-MAX_STEPS_PER_TURN = 20
-"""BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
 EVIDENCE_RESULT_CHARS = 1000
 
 

@@ -304,6 +304,12 @@ class ToolEnv:
     def noop_response(self, task: Task) -> str:
         return "I cannot help with that."
 
+    def episode_env(self, chat: Any, *, pool: Any | None = None, max_steps: int = 4) -> Any:
+        """A tool-calling episode over one of this domain's tasks (``ToolEpisodeEnv``)."""
+        from posttrain.envs.tool._episode import ToolEpisodeEnv
+
+        return ToolEpisodeEnv(chat, max_steps=max_steps)
+
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """``(name, task, response)``: responses that must score 0 (outcome ``fail``, never
         ``infra_error``): reward-hacking.md JSON-04, and issue 14's classes 11-12 in arguments."""

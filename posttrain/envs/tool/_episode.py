@@ -39,7 +39,7 @@ from typing import Any
 from posttrain.envs._base import fail, passed
 from posttrain.envs.tool._domain import CPU_BUDGET_S, NAME, ToolCall, match_calls
 from posttrain.policy import ChatTemplate, Generation, tool_result_message
-from posttrain.rollout import Observation
+from posttrain.rollout import Env, Observation
 from posttrain.types import Task, Verdict
 from posttrain.verify._deadline import CheckPool, shared_pool
 from posttrain.verify.strict_json import to_exact, to_plain
@@ -129,11 +129,21 @@ class ToolEpisodeEnv:
         return passed("Correct.", evidence)
 
 
-def tool_episode_envs(chat: ChatTemplate, *, max_steps: int) -> Callable[[Task], ToolEpisodeEnv]:
-    """A factory of ``ToolEpisodeEnv``s (``EpisodeSpec.make_env``)."""
+def tool_episode_envs(chat: ChatTemplate, *, max_steps: int, pool: Any | None = None
+                      ) -> Callable[[Task], Env]:
+    """A factory of tool-calling episodes (``EpisodeSpec.make_env``): each task's domain builds its
+    own (``env.episode_env(chat, pool=..., max_steps=...)``: ``ToolEpisodeEnv`` for tool tasks,
+    ``BfclEnv`` for bfcl ones, whose backends run in ``pool``)."""
+    from posttrain.envs import get_env
 
-    def make(task: Task) -> ToolEpisodeEnv:
-        return ToolEpisodeEnv(chat, max_steps=max_steps)
+    def make(task: Task) -> Env:
+        return get_env(task.domain).episode_env(chat, pool=pool, max_steps=max_steps)
 
     return make
 
+
+def has_tool_episodes(domain: str) -> bool:
+    """Whether ``domain`` runs tool-calling episodes (its ``Env`` has ``episode_env``)."""
+    from posttrain.envs import get_env
+
+    return callable(getattr(get_env(domain), "episode_env", None))

@@ -1,0 +1,53 @@
+"""The ``bfcl`` domain: records round-trip, the generator, the one-response verifier (references pass,
+no-ops and exploits fail) and its episodes (``episode_env``), over the installed BFCL data and the
+real sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posttrain.envs import task_to_record
+from posttrain.envs.bfcl import ENV, BfclDataMissing, BfclEnv
+from posttrain.errors import TaskError
+from posttrain.policy import ChatTemplate, build_char_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    try:
+        return ENV.generate_tasks(6, seed=3)
+    except BfclDataMissing as e:
+        pytest.fail(str(e))
+
+
+def test_generator_is_deterministic_extends_and_round_trips(tasks):
+    assert [t.id for t in ENV.generate_tasks(4, seed=3)] == [t.id for t in tasks[:4]]
+    assert [t.id for t in ENV.generate_tasks(4, seed=4)] != [t.id for t in tasks[:4]]
+    for t in tasks:
+        assert t.domain == "bfcl" and json.loads(t.reference) == t.fields["ground_truth"]
+        assert ENV.parse_task(json.loads(json.dumps(task_to_record(t))), "rt") == t
+    record = task_to_record(tasks[0])
+    with pytest.raises(TaskError, match="'involved_classes'"):
+        ENV.parse_task({**record, "involved_classes": ["Shell"]}, "bad.jsonl:1")
+    with pytest.raises(TaskError, match="'ground_truth'"):
+        ENV.parse_task({**record, "ground_truth": []}, "bad.jsonl:2")
+
+
+def test_references_pass_noops_and_exploits_fail(tasks, pool):
+    verify = ENV.make_verifier(pool)
+    assert [verify(t, t.reference).outcome for t in tasks] == ["pass"] * len(tasks)
+    assert [verify(t, ENV.noop_response(t)).outcome for t in tasks] == ["fail"] * len(tasks)
+    got = {name: verify(t, r).outcome for name, t, r in ENV.exploit_fixtures()}
+    assert set(got.values()) == {"fail"}, got
+    assert verify(tasks[0], '{"calls": []}').error_class == "format"
+
+
+def test_episode_env_is_a_bfcl_episode(tasks, pool):
+    chat = ChatTemplate(build_char_tokenizer())
+    env = ENV.episode_env(chat, pool=pool, max_steps=3)
+    assert isinstance(env, BfclEnv) and env.max_steps_per_turn == 3
+    assert ENV.episode_env(chat, pool=pool, max_steps=99).max_steps_per_turn == 20
+    with pytest.raises(ValueError, match="needs a pool"):
+        ENV.episode_env(chat, max_steps=3)
