@@ -221,8 +221,8 @@ class RLConfig:
     episodes: Literal["single", "repair", "tool"] = "single"
     """single: one answer per episode. repair: after a failed attempt the model reads the verifier's
     feedback and tries again, up to the task's limits.max_attempts (posttrain.rollout.RepairEnv).
-    tool: tool-calling episodes on tool tasks, each call answered by a tool message until a final
-    answer (posttrain.envs.tool.ToolEpisodeEnv)."""
+    tool: tool-calling episodes on tool or bfcl tasks, each call answered by a tool message until a
+    final answer (posttrain.envs.tool.ToolEpisodeEnv, posttrain.envs.bfcl.BfclEnv)."""
     max_turns: PositiveInt | None = None
     """The step limit: actions per episode (null: 1 for single, the most attempts a training task
     allows for repair, 4 for tool)."""
@@ -275,7 +275,7 @@ class EvalConfig:
     """single: one answer per sample (pass@1). repair: after a failed attempt the model reads the
     feedback and tries again, up to the task's limits.max_attempts; reports first-attempt pass rate,
     repair@r, mean attempts to success, turns and tokens per episode, truncation rate. tool:
-    tool-calling episodes on tool tasks (also the tool-call validity rate)."""
+    tool-calling episodes on tool or bfcl tasks (also the tool-call validity rate)."""
     max_turns: PositiveInt | None = None
     """The step limit of eval episodes (null: 1 for single, each task's max_attempts for repair, 4 for tool)."""
 
@@ -449,12 +449,14 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     train, held = recipe_tasks(recipe)
     demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
     check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos)
+    from posttrain.envs.tool import has_tool_episodes
+
     for key, episodes, tasks in (("rl", recipe.rl.episodes, train if "rl" in recipe.stages else []),
                                  ("eval", recipe.eval.episodes, held)):
-        other = next((t for t in tasks if t.domain != "tool"), None)
-        if episodes == "tool" and other is not None:
-            raise ConfigError(f"{key}.episodes: tool runs tool-calling episodes on tool tasks, not task {other.id!r} "
-                              f"({other.domain})")
+        other = next((t for t in tasks if not has_tool_episodes(t.domain)), None) if episodes == "tool" else None
+        if other is not None:
+            raise ConfigError(f"{key}.episodes: tool runs tool-calling episodes on tool and bfcl tasks (domains "
+                              f"with episode_env), not task {other.id!r} ({other.domain})")
     return train, held
 
 
