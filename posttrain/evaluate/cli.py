@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     out.add_argument("--baseline", metavar="RUN_OR_RESULTS", help="compare per domain against this result")
     out.add_argument("--fail-on-regression", action="store_true", help="exit 1 if --baseline finds a regression")
-    out.add_argument("--workers", type=int, help="parallel verifications (default: CPU count)")
+    out.add_argument("--workers", type=int, help="sandbox pool size (default: the usable CPUs)")
     p.set_defaults(func=cmd_eval)
 
     r = subparsers.add_parser("report", help="write RUN_DIR/report.html (curves, eval table, trajectories)")

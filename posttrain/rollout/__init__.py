@@ -2,9 +2,11 @@
 
 ``run_episode(sampler, Episode(task, env, group_id, sample_idx), params)`` is the episode runner
 (``run_batch`` runs many in lockstep, one ``generate`` call per round); ``SingleTurnEnv`` is
-today's verifiers as one-step episodes. ``verify_all`` verifies (task, response) pairs in parallel;
-``run_episodes`` is the older text-level single-turn path (policy + tasks -> ``Rollout``s) that the
-pipeline and preference stages still call.
+today's verifiers as one-step episodes through the execution service (``posttrain.sched``);
+``run_episodes`` is the older
+text-level single-turn path (policy + tasks -> ``Rollout``s) that the pipeline and preference
+stages still call. ``VerdictCache`` and ``verify_with_retries`` serve stateful episodes
+(``RepairEnv``) that verify inside their own steps.
 
 >>> from posttrain.rollout import Episode, SingleTurnEnv, run_episode, run_batch, Trajectory
 """
@@ -13,11 +15,12 @@ from posttrain.rollout._env import (
     Env,
     Observation,
     SingleTurnEnv,
+    SubmitsSteps,
     VerdictCache,
     Verifier,
     verify_with_retries,
 )
-from posttrain.rollout._episodes import run_episodes, verify_all
+from posttrain.rollout._episodes import run_episodes
 from posttrain.rollout._repair import RepairEnv, episode_stats, repair_envs, split_tests
 from posttrain.rollout._runner import Episode, as_rollout, run_batch, run_episode
 from posttrain.types import Trajectory, Turn
@@ -28,6 +31,7 @@ __all__ = [
     "Observation",
     "RepairEnv",
     "SingleTurnEnv",
+    "SubmitsSteps",
     "Trajectory",
     "Turn",
     "VerdictCache",
@@ -39,6 +43,5 @@ __all__ = [
     "run_episode",
     "run_episodes",
     "split_tests",
-    "verify_all",
     "verify_with_retries",
 ]

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from posttrain.policy import Generation
+from posttrain.sched import GroupDropped, Result, Service, Verify
 from posttrain.types import Task, Verdict
 
 Verifier = Callable[[Task, str], Verdict]
@@ -106,28 +108,39 @@ def verify_with_retries(verify: Verifier, task: Task, response: str, *, infra_re
     return verdict
 
 
+@runtime_checkable
+class SubmitsSteps(Protocol):
+    """An ``Env`` whose step can be started now and awaited later (the runner starts every episode's
+    step of a round first, so the service sees them all at once and runs them on its workers)."""
+
+    def submit_step(self, action: Generation) -> Future[tuple[Observation, Verdict | None, bool]]: ...
+
+
 class SingleTurnEnv:
-    """A one-step episode over a verifier: the prompt, one answer, its verdict, done.
+    """A one-step episode verified through the execution service: the prompt, one answer, its verdict.
 
     Behaviour is today's single-turn RL: the prompt is ``render(task)`` (default: the task's
-    domain's ``render_prompt``, which shows tool schemas; exactly ``task.prompt`` for math and code) encoded with
-    ``encode_prompt`` (``Policy.encode_prompt``), the answer's decoded text is verified, an infra
-    error is retried ``infra_retries`` times, and verdicts are shared through ``cache``.
+    domain's ``render_prompt``, which shows tool schemas; exactly ``task.prompt`` for math and code)
+    encoded with ``encode_prompt`` (``Policy.encode_prompt``); the answer's decoded text is one
+    ``Verify(task, text, group_id, sample_idx)`` job of ``service`` (``posttrain.sched``), which owns
+    infra retries, the verdict cache and dedup. When a sample of the group ran out of infra retries,
+    the service drops the group and the verdict is ``infra_error`` (``infra:group_dropped``): never
+    scored; the trainer drops the whole group.
 
-    >>> # env = SingleTurnEnv(verifier, policy.encode_prompt)
+    >>> # env = SingleTurnEnv(service, policy.encode_prompt, group_id="0/3/m1", sample_idx=2)
     """
 
     def __init__(
         self,
-        verify: Verifier,
+        service: Service,
         encode_prompt: Callable[[str], list[int]],
         *,
+        group_id: str = "",
+        sample_idx: int = 0,
         render: Callable[[Task], str] | None = None,
-        infra_retries: int = 2,
-        cache: VerdictCache | None = None,
     ) -> None:
-        self.verify, self.encode_prompt, self.render = verify, encode_prompt, render
-        self.infra_retries, self.cache = infra_retries, cache
+        self.service, self.encode_prompt, self.render = service, encode_prompt, render
+        self.group_id, self.sample_idx = group_id, sample_idx
         self.task: Task | None = None
 
     def reset(self, task: Task) -> Observation:
@@ -135,13 +148,24 @@ class SingleTurnEnv:
         text = self.render(task) if self.render is not None else render_prompt(task)
         return Observation(tuple(self.encode_prompt(text)), text)
 
-    def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
-        task = self.task
-        if task is None:
+    def submit_step(self, action: Generation) -> Future[tuple[Observation, Verdict | None, bool]]:
+        if self.task is None:
             raise RuntimeError("SingleTurnEnv.step before reset")
+        job = self.service.submit(Verify(self.task, action.text, self.group_id, self.sample_idx))
+        out: Future[tuple[Observation, Verdict | None, bool]] = Future()
 
-        def run() -> Verdict:
-            return verify_with_retries(self.verify, task, action.text, infra_retries=self.infra_retries)
+        def settle(f: Future[Result]) -> None:
+            try:
+                result = f.result()
+                verdict = result if isinstance(result, Verdict) else Verdict.infra(f"not a verdict: {result!r}")
+            except GroupDropped as e:
+                verdict = Verdict.infra(str(e), error_class="infra:group_dropped")
+            except Exception as e:  # noqa: BLE001 - the service closed under us: infra, never scored
+                verdict = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:service")
+            out.set_result((Observation(()), verdict, True))
 
-        verdict = run() if self.cache is None else self.cache.compute((task.id, action.text), run)
-        return Observation(()), verdict, True
+        job.add_done_callback(settle)
+        return out
+
+    def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+        return self.submit_step(action).result()

@@ -5,9 +5,12 @@
             context += action ids + observation ids              # ids, never decoded and re-encoded
 
 Episodes of one call advance together: each round samples every unfinished episode in one
-``Sampler.generate`` call (the local sampler batches them), then steps their environments,
-``workers`` at a time (a sandbox-backed verifier spends its time in the sandbox, not in Python).
-A single-turn batch is therefore exactly one ``generate`` call over all prompts, in order.
+``Sampler.generate`` call (the local sampler batches them), then steps their environments all at
+once: an environment that verifies through the execution service (``SubmitsSteps``:
+``SingleTurnEnv``) submits its step to it and the runner waits for them all, so the service's
+workers (sized from the sandbox pool) set the concurrency; any other environment steps on a
+thread of its own (its verifier or sandbox pool bounds the real work). A single-turn batch is
+therefore exactly one ``generate`` call over all prompts, in order.
 
 Limits: ``max_turns`` actions per episode, and ``max_tokens`` tokens after the prompt (actions and
 observations together; each action gets at most what is left). An episode stopped by either
@@ -22,11 +25,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from posttrain.policy import Generation, Sampler, SamplingParams
-from posttrain.rollout._env import Env, Observation
+from posttrain.rollout._env import Env, Observation, SubmitsSteps
 from posttrain.types import Rollout, Task, Trajectory, Turn, Verdict
 
 
@@ -57,7 +60,6 @@ def run_batch(
     max_turns: int = 1,
     max_tokens: int | None = None,
     policy_version: int = 0,
-    workers: int = 1,
 ) -> list[Trajectory]:
     """Run every episode to its end; trajectories come back in the order of ``episodes``."""
     if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
@@ -71,7 +73,7 @@ def run_batch(
         if not active:
             break
         gens = _sample(sampler, [states[i] for i in active], params, max_tokens, seed_offset=turn)
-        results = _step_all([episodes[i].env for i in active], gens, workers)
+        results = _step_all([episodes[i].env for i in active], gens)
         for i, g, (obs, verdict, done) in zip(active, gens, results, strict=True):
             s = states[i]
             s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, verdict, g.text))
@@ -114,12 +116,17 @@ def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, 
     return [g for g in out if g is not None]
 
 
-def _step_all(envs: Sequence[Env], gens: Sequence[Generation], workers: int
-              ) -> list[tuple[Observation, Verdict | None, bool]]:
-    if workers <= 1 or len(envs) <= 1:
-        return [env.step(g) for env, g in zip(envs, gens, strict=True)]
-    with ThreadPoolExecutor(max_workers=workers) as ex:
-        return list(ex.map(lambda pair: pair[0].step(pair[1]), zip(envs, gens, strict=True)))
+def _step_all(envs: Sequence[Env], gens: Sequence[Generation]) -> list[tuple[Observation, Verdict | None, bool]]:
+    """Every environment's step of one round, started together; results in order."""
+    if len(envs) == 1 and not isinstance(envs[0], SubmitsSteps):
+        return [envs[0].step(gens[0])]
+    threads = sum(not isinstance(env, SubmitsSteps) for env in envs)
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as ex:
+        futures: list[Future[tuple[Observation, Verdict | None, bool]]] = [
+            env.submit_step(g) if isinstance(env, SubmitsSteps) else ex.submit(env.step, g)
+            for env, g in zip(envs, gens, strict=True)
+        ]
+        return [f.result() for f in futures]
 
 
 def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None) -> Trajectory:

@@ -39,7 +39,7 @@ from posttrain.sched._jobs import (
 from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
 from posttrain.sched._ray import RayBackend, local_cluster
 from posttrain.sched._rollout import RayRollout, RaySampler, RolloutActor, VersionMismatch, ray_session
-from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service
+from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service, open_service
 
 __all__ = [
     "Attempt",
@@ -69,4 +69,5 @@ __all__ = [
     "hooks_from_envs",
     "local_cluster",
     "ray_session",
+    "open_service",
 ]

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -139,26 +139,36 @@ class Ledger:
     """
 
     def __init__(self) -> None:
-        self._settled: set[tuple[JobKey, int]] = set()
+        self._settled: dict[JobKey, set[int]] = {}
         self.finals: dict[JobKey, int] = {}
-        """The attempt that settled each job."""
+        """The attempt that settled each job not yet forgotten."""
         self.duplicates = 0
+        self.settled_jobs = 0
+        """Jobs given their one final result, forgotten ones included."""
         self._lock = threading.Lock()
 
     def receive(self, key: JobKey, attempt: int) -> bool:
         """A try's result arrived: True the first time, False (and counted) for a duplicate or late
         report of a try or job already settled."""
         with self._lock:
-            if (key, attempt) in self._settled or key in self.finals:
+            tries = self._settled.setdefault(key, set())
+            if attempt in tries or key in self.finals:
                 self.duplicates += 1
                 return False
-            self._settled.add((key, attempt))
+            tries.add(attempt)
             return True
 
     def finalize(self, key: JobKey, attempt: int) -> None:
         """This try settled the job: its result went to the caller, or its group was dropped."""
         with self._lock:
+            self.settled_jobs += key not in self.finals
             self.finals[key] = attempt
+
+    def forget(self, key: JobKey) -> None:
+        """The caller has the job's result and its group is done: drop its entries (bounded state)."""
+        with self._lock:
+            self._settled.pop(key, None)
+            self.finals.pop(key, None)
 
     def settle(self, key: JobKey, attempt: int, *, final: bool) -> bool:
         """``receive`` and, when ``final``, ``finalize``."""
@@ -168,8 +178,7 @@ class Ledger:
             self.finalize(key, attempt)
         return True
 
-    def summary(self, keys: Mapping[JobKey, object] | Sequence[JobKey]) -> dict[str, int]:
-        """For the jobs ``keys``: how many have exactly one final result, and how many none (lost)."""
-        wanted = set(keys)
-        done = wanted & set(self.finals)
-        return {"jobs": len(wanted), "settled": len(done), "lost": len(wanted - done), "duplicates": self.duplicates}
+    def summary(self, jobs: int) -> dict[str, int]:
+        """Of ``jobs`` submitted so far: how many got exactly one final result, and how many none (lost)."""
+        return {"jobs": jobs, "settled": self.settled_jobs, "lost": jobs - self.settled_jobs,
+                "duplicates": self.duplicates}

@@ -5,14 +5,19 @@ the CPUs when no pool is needed; ``RayBackend``: the CPUs of every node's pool a
 the scheduler core (``_core.py``) for its next job. What the service owns, once, for every caller:
 
 - concurrency (the backend's slots; callers pass no ``workers``);
-- retries of infra errors only (``SchedPolicy.max_tries``, with backoff), every try recorded in
-  ``attempts`` and settled in the ``ledger``; a job that runs out drops its whole group: its
-  future and those of the group's queued jobs raise ``GroupDropped``, ``run_batch`` gives None for
-  every member, and ``stats()`` counts them. A dropped sample is never scored;
+- retries of infra errors only (``SchedPolicy.max_tries``, with backoff), every try recorded
+  (``run_batch``'s ``tries`` per job; the latest ``ATTEMPTS_KEPT`` in ``attempts``) and settled in
+  the ``ledger``; a job that runs out drops its whole group: its future and those of the group's
+  queued jobs raise ``GroupDropped``, ``run_batch`` gives None for every member, and ``stats()``
+  counts them. A dropped sample is never scored;
 - for ``Verify`` jobs only: the verdict cache and deduplication of identical (task id, response)
-  (a duplicate waits for the first; an infra error is never cached), and batching through a
-  domain's ``BatchVerifier``;
+  (a duplicate waits for the first and is settled with it; an infra error is never cached; when the
+  first's group is dropped, the duplicate runs on its own), and batching through a domain's
+  ``BatchVerifier``;
 - lanes, priorities and breakers (``_core.py``).
+
+Per-job state is forgotten once every job of a group is settled (the ledger's too), so a long run
+holds only the verdict cache, the estimates and the names of dropped groups.
 
 >>> from posttrain.sched import hooks_from_envs
 >>> from posttrain.types import Task
@@ -26,11 +31,12 @@ Not here: overlapping generation with training (bounded staleness) lives in the 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,7 +51,9 @@ from posttrain.sched._jobs import (
     JobKey,
     Ledger,
     Result,
+    Verifier,
     Verify,
+    hooks_from_envs,
 )
 from posttrain.sched._policy import SchedPolicy
 from posttrain.types import Task, Trajectory, Verdict
@@ -99,19 +107,48 @@ class LocalBackend:
 @dataclass(frozen=True)
 class BatchResult:
     """``results[i]`` for ``jobs[i]``: a Verdict (Verify) or Trajectory (Episode), None when its
-    group was dropped (never scored)."""
+    group was dropped (never scored). ``tries[i]``: the tries run for ``jobs[i]`` (empty for a
+    cache hit, a duplicate that waited for an identical job, or a job of a group dropped before it ran)."""
 
     results: list[Result | None]
     dropped_groups: frozenset[str]
+    tries: list[list[Attempt]] = field(default_factory=list)
 
 
 @dataclass
-class _Pending:
+class _Waiter:
+    """A caller waiting for a job's result: the job that runs, or a duplicate that follows it."""
+
     job: Job
     group: str
     key: JobKey
     future: Future[Result]
-    followers: list[tuple[Job, str, Future[Result]]] = field(default_factory=list)
+
+
+@dataclass
+class _Pending:
+    lead: _Waiter
+    followers: list[_Waiter] = field(default_factory=list)
+
+    @property
+    def job(self) -> Job:
+        return self.lead.job
+
+    @property
+    def everyone(self) -> list[_Waiter]:
+        return [self.lead, *self.followers]
+
+
+COUNTERS = ("jobs", "tries", "retries", "infra_tries", "exhausted", "groups_dropped", "samples_dropped", "held",
+            "cache_hits", "deduplicated")
+"""The counters of ``Service.stats()``: jobs queued, tries run, retries among them, infra tries, jobs
+out of tries, groups and samples dropped, jobs held by an open breaker, cache hits, duplicates."""
+
+ATTEMPTS_KEPT = 100_000
+"""How many of the latest tries ``Service.attempts`` keeps (diagnostics, the bench, tests)."""
+
+
+_BREAKER_LEVEL = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 
 
 def _episode_domain(task: Task) -> str:
@@ -124,7 +161,7 @@ class Service:
     def __init__(self, backend: Backend, policy: SchedPolicy | None = None) -> None:
         self.backend = backend
         self.sched = Scheduler(len(backend.nodes), policy, nodes=backend.nodes)
-        self.attempts: list[Attempt] = []
+        self.attempts: deque[Attempt] = deque(maxlen=ATTEMPTS_KEPT)
         self.ledger = Ledger()
         self.counts: Counter[str] = Counter()
         self._cond = threading.Condition()
@@ -132,7 +169,10 @@ class Service:
         self._inflight: dict[tuple[str, str], _Pending] = {}
         self._cache: dict[tuple[str, str], Verdict] = {}
         self._group_sizes: Counter[str] = Counter()
-        self._keys: set[JobKey] = set()
+        self._group_keys: dict[str, list[JobKey]] = {}
+        self._group_live: dict[str, set[JobKey]] = {}
+        """Each group's jobs, and those not settled yet; a group is forgotten when none is left."""
+        self._watch: dict[JobKey, list[Attempt]] = {}
         self._solo = itertools.count()
         self._closed = False
         self._t0 = time.monotonic()
@@ -145,6 +185,14 @@ class Service:
     def workers(self) -> int:
         return len(self._threads)
 
+    @property
+    def verifiers(self) -> dict[str, Verifier]:
+        """Each domain's verifier in this process (``LocalBackend``), for stateful episodes that
+        verify inside their own steps (``RepairEnv``) rather than as jobs of the service."""
+        if not isinstance(self.backend, LocalBackend):
+            raise TypeError(f"Service.verifiers: only a LocalBackend verifies in this process, not {type(self.backend).__name__}")
+        return {d: h.verify for d, h in self.backend.hooks.items()}
+
     def _now(self) -> float:
         return time.monotonic() - self._t0
 
@@ -153,6 +201,9 @@ class Service:
     def submit(self, job: Job) -> Future[Result]:
         """Queue ``job``; the future gives its Verdict (Verify) or Trajectory (Episode), or raises
         ``GroupDropped``."""
+        return self._submit(job, watch=False)[0]
+
+    def _submit(self, job: Job, *, watch: bool) -> tuple[Future[Result], JobKey]:
         if not isinstance(job, Verify | Episode):
             raise TypeError(f"Service.submit takes a Verify or an Episode, got {type(job).__name__}")
         if isinstance(job, Verify) and not self.backend.serves(job.task.domain):
@@ -163,50 +214,73 @@ class Service:
                 raise RuntimeError("Service.submit after close")
             group = job.group_id or f"~solo{next(self._solo)}"
             key: JobKey = (group, job.task.id, job.sample_idx)
-            if key in self._keys:
+            keys = self._group_keys.setdefault(group, [])
+            if key in keys:
                 raise ValueError(f"Service.submit: job {key} submitted twice; (group id, task id, sample index) "
                                  "names one sample")
-            self._keys.add(key)
+            keys.append(key)
+            self._group_live.setdefault(group, set()).add(key)
             self._group_sizes[group] += 1
+            if watch:
+                self._watch[key] = []
+            waiter = _Waiter(job, group, key, future)
             if group in self.sched.dropped_groups:
                 self.counts["samples_dropped"] += 1
-                self._drop_future(future, group, "dropped before this job was submitted")
-                return future
+                self._settle(waiter, None, "dropped before this job was submitted")
+                return future, key
             if isinstance(job, Verify):
                 pair = (job.task.id, job.response)
                 if (hit := self._cache.get(pair)) is not None:
                     self.counts["cache_hits"] += 1
-                    self.ledger.settle(key, 0, final=True)
-                    future.set_result(hit)
-                    return future
+                    self._settle(waiter, hit)
+                    return future, key
                 if (first := self._inflight.get(pair)) is not None:
                     self.counts["deduplicated"] += 1
-                    first.followers.append((job, group, future))
-                    return future
-            domain = job.task.domain if isinstance(job, Verify) else _episode_domain(job.task)
-            limits = job.task.limits
-            timeout = limits.timeout_s * (1 if isinstance(job, Verify) else limits.max_attempts)
-            ticket = self.sched.add(domain, job.task.id, timeout_s=timeout, group=group,
-                                    now=self._now(), priority=job.priority)
-            pending = _Pending(job, group, key, future)
-            self._pending[ticket.id] = pending
-            if isinstance(job, Verify):
-                self._inflight[(job.task.id, job.response)] = pending
+                    first.followers.append(waiter)
+                    return future, key
+            self._enqueue(_Pending(waiter))
             self._cond.notify()
-        return future
+        return future, key
+
+    def _enqueue(self, pending: _Pending) -> None:
+        job = pending.job
+        domain = job.task.domain if isinstance(job, Verify) else _episode_domain(job.task)
+        limits = job.task.limits
+        timeout = limits.timeout_s * (1 if isinstance(job, Verify) else limits.max_attempts)
+        ticket = self.sched.add(domain, job.task.id, timeout_s=timeout, group=pending.lead.group,
+                                now=self._now(), priority=job.priority)
+        self._pending[ticket.id] = pending
+        if isinstance(job, Verify):
+            self._inflight[(job.task.id, job.response)] = pending
 
     def run_batch(self, jobs: Sequence[Job]) -> BatchResult:
         """Submit ``jobs`` and wait for all; members of a dropped group come back as None."""
-        futures = [self.submit(j) for j in jobs]
+        submitted = [self._submit(j, watch=True) for j in jobs]
         results: list[Result | None] = []
-        for f in futures:
+        for f, _ in submitted:
             try:
                 results.append(f.result())
             except GroupDropped:
                 results.append(None)
         with self._cond:
             dropped = frozenset(j.group_id for j in jobs if j.group_id in self.sched.dropped_groups)
-        return BatchResult([None if j.group_id in dropped else r for j, r in zip(jobs, results, strict=True)], dropped)
+            tries = [self._watch.pop(key, []) for _, key in submitted]
+        return BatchResult([None if j.group_id in dropped else r for j, r in zip(jobs, results, strict=True)],
+                           dropped, tries)
+
+    def verify_pairs(self, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+        """Verdicts for (task, response) pairs, in order, each pair a job of its own: one that ran
+        out of infra retries is ``infra_error`` (``infra:exhausted``), never scored.
+
+        >>> from posttrain.types import Task
+        >>> t = Task(id="a", domain="math", prompt="1+1?", fields={"answer": "2"})
+        >>> with open_service(["math"]) as svc:
+        ...     [v.outcome for v in svc.verify_pairs([(t, "\\\\boxed{2}"), (t, "3")])]
+        ['pass', 'fail']
+        """
+        results = self.run_batch([Verify(t, r) for t, r in pairs]).results
+        return [r if isinstance(r, Verdict) else Verdict.infra("ran out of infra retries", error_class="infra:exhausted")
+                for r in results]
 
     # -- the workers ----------------------------------------------------------------------------
 
@@ -255,61 +329,96 @@ class Service:
         infra = last is not None and last.is_infra_error
         error_class = last.error_class if last is not None else None
         timeout = "timeout" in (error_class or "")
-        if not self.ledger.receive(p.key, t.tries - 1):
+        if not self.ledger.receive(p.lead.key, t.tries - 1):
             return  # a duplicate or late report of a try already settled: never counted twice
         decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout)
-        if decision != "retry":
-            self.ledger.finalize(p.key, t.tries - 1)
         outcome = last.outcome if isinstance(result, Verdict) or last is None else f"episode:{last.outcome}"
         job = p.job
-        self.attempts.append(Attempt(job.group_id, job.task.id, job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
-                                     round(start, 4), round(duration, 4), outcome, error_class, n,
-                                     final=decision != "retry", verdict=last))
+        attempt = Attempt(job.group_id, job.task.id, job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
+                          round(start, 4), round(duration, 4), outcome, error_class, n,
+                          final=decision != "retry", verdict=last)
+        self.attempts.append(attempt)
+        if (watched := self._watch.get(p.lead.key)) is not None:
+            watched.append(attempt)
         if decision == "retry":
             return
+        self.ledger.finalize(p.lead.key, t.tries - 1)
         del self._pending[t.id]
         if isinstance(job, Verify):
             self._inflight.pop((job.task.id, job.response), None)
-        everyone = [(p.job, p.group, p.future), *p.followers]
         if decision == "exhausted":
-            detail = f"task {job.task.id!r} sample {job.sample_idx}: {t.tries} tries, last {error_class}"
-            for _, group, future in everyone:
-                self._drop_group(group)
-                self._drop_future(future, group, detail)
+            self._drop_group(p.lead.group)
+            self._settle(p.lead, None, f"task {job.task.id!r} sample {job.sample_idx}: {t.tries} tries, last {error_class}")
+            self._run_followers_alone(p)
             return
         if isinstance(job, Verify) and isinstance(result, Verdict):
             self._cache[(job.task.id, job.response)] = result
-        for _, _, future in everyone:
-            if not future.done():  # a caller may have cancelled it: the worker must live on
-                future.set_result(result)
+        for waiter in p.everyone:
+            self._settle(waiter, result)
+
+    def _run_followers_alone(self, p: _Pending) -> None:
+        """The job a duplicate waited for will give no result (its group was dropped): the first of
+        its followers whose group lives runs on its own, the rest follow it."""
+        live = [f for f in p.followers if f.group not in self.sched.dropped_groups]
+        for f in p.followers:
+            if f.group in self.sched.dropped_groups:
+                self._settle(f, None, "another sample of the group ran out of infra retries")
+        if live:
+            self._enqueue(_Pending(live[0], live[1:]))
+            self._cond.notify_all()
+
+    def _settle(self, waiter: _Waiter, result: Result | None, detail: str = "") -> None:
+        """Hand ``waiter`` its result (None: its group was dropped), settle its key in the ledger
+        (a follower's too), and forget its group once every job of it is settled."""
+        if not waiter.future.done():  # a caller may have cancelled it: the worker must live on
+            if result is None:
+                waiter.future.set_exception(GroupDropped(waiter.group, detail))
+            else:
+                waiter.future.set_result(result)
+        if waiter.key not in self.ledger.finals:
+            self.ledger.settle(waiter.key, 0, final=True)
+        live = self._group_live.get(waiter.group)
+        if live is not None and waiter.key in live:
+            live.discard(waiter.key)
+            if not live:  # every job of the group is settled: forget them
+                del self._group_live[waiter.group]
+                self._group_sizes.pop(waiter.group, None)
+                for key in self._group_keys.pop(waiter.group, []):
+                    self.ledger.forget(key)
 
     def _drop_group(self, group: str) -> None:
         if group not in self.sched.dropped_groups:
             self.sched.drop_group(group)
             self.counts["samples_dropped"] += self._group_sizes[group]
 
-    def _drop_future(self, future: Future[Result], group: str, detail: str) -> None:
-        if not future.done():
-            future.set_exception(GroupDropped(group, detail))
-
     def _resolve_skipped(self) -> None:
         for t in self.sched.skipped:
             p = self._pending.pop(t.id)
-            self.ledger.settle(p.key, t.tries, final=True)
+            self.ledger.settle(p.lead.key, t.tries, final=True)
             if isinstance(p.job, Verify):
                 self._inflight.pop((p.job.task.id, p.job.response), None)
-            for _, group, future in [(p.job, p.group, p.future), *p.followers]:
-                self._drop_group(group)
-                self._drop_future(future, group, "another sample of the group ran out of infra retries")
+            self._drop_group(p.lead.group)
+            self._settle(p.lead, None, "another sample of the group ran out of infra retries")
+            self._run_followers_alone(p)
         self.sched.skipped.clear()
 
     # -- metrics, checkpoints, shutdown ---------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Attrition and cache metrics, breaker opens and states (for metrics.jsonl and reports)."""
+        """Attrition and cache metrics (every name of ``COUNTERS``, 0 when it never happened),
+        breaker opens and states (for metrics.jsonl and reports)."""
         with self._cond:
-            return {**dict(self.sched.counts), **dict(self.counts), "breaker_opens": self.sched.breaker_opens(),
-                    "duplicates": self.ledger.duplicates, "breakers": self.sched.breaker_states()}
+            counts = {**dict.fromkeys(COUNTERS, 0), **self.sched.counts, **self.counts}
+            return {**counts, "breaker_opens": self.sched.breaker_opens(), "duplicates": self.ledger.duplicates,
+                    "breakers": self.sched.breaker_states()}
+
+    def metrics(self, since: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """For metrics.jsonl, per step: every counter of ``stats()`` as ``sched/<name>``, counted
+        since ``since`` (an earlier ``stats()``; None: since the start), and each breaker's state
+        as ``sched/breaker/<name>`` (0 closed, 1 half-open, 2 open)."""
+        now, before = self.stats(), since or {}
+        out = {f"sched/{k}": float(v - before.get(k, 0)) for k, v in sorted(now.items()) if isinstance(v, int | float)}
+        return out | {f"sched/breaker/{k}": _BREAKER_LEVEL[state] for k, state in now["breakers"].items()}
 
     def open_domains(self) -> list[str]:
         """Domains whose breaker is not closed: a task sampler skips them."""
@@ -332,9 +441,9 @@ class Service:
             t.join()
         with self._cond:
             for p in self._pending.values():
-                for _, _, future in [(p.job, p.group, p.future), *p.followers]:
-                    if not future.done():
-                        future.set_exception(RuntimeError("the service was closed before this job ran"))
+                for waiter in p.everyone:
+                    if not waiter.future.done():
+                        waiter.future.set_exception(RuntimeError("the service was closed before this job ran"))
             self._pending.clear()
         self.backend.close()
 
@@ -343,3 +452,15 @@ class Service:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def open_service(domains: Iterable[str], *, size: int | None = None,
+                 policy: SchedPolicy | None = None) -> Iterator[Service]:
+    """A ``Service`` over this machine for ``domains``: a sandbox pool of ``size`` slots (default:
+    the usable CPUs) only when a domain needs one (``Env.needs_sandbox``), closed on exit."""
+    from posttrain.verify.batch import pool_for
+
+    names = sorted(set(domains))
+    with pool_for(names, size=size) as pool, Service(LocalBackend(hooks_from_envs(names, pool), pool), policy) as svc:
+        yield svc

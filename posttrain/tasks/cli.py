@@ -3,7 +3,8 @@
     posttrain tasks validate FILE [FILE ...] [--no-run] [--domain code]
         schema-check every task of every file (exit 2 on the first malformed record, naming
         file/line/field, before any verifier runs), then run each task's reference response (expect pass) and its domain's no-op response
-        (expect fail) through the real verifier; prints one line per problem and a summary;
+        (expect fail) through the real verifier (the execution service, ``posttrain.sched``, one per
+        command); prints one line per problem and a summary;
         exit 0 when all is well, 1 when a reference fails or a no-op passes.
     posttrain tasks decontaminate TRAIN EVAL [--n 13] [--out DIR]
         n-gram overlap between a training and an evaluation task file (posttrain.evaluate).
@@ -16,9 +17,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posttrain.types import Task, Verdict
+
+if TYPE_CHECKING:
+    from posttrain.sched import Service
 
 
 def register(subparsers: Any) -> None:
@@ -49,10 +53,9 @@ def _cmd_decontaminate(args: argparse.Namespace) -> int:
     return cmd_decontaminate(args)
 
 
-def check_tasks(tasks: list[Task], pool: Any | None) -> list[str]:
+def check_tasks(tasks: list[Task], service: Service) -> list[str]:
     """Problems found by running each task's reference (expect pass) and no-op (expect fail)."""
     from posttrain.envs import get_env
-    from posttrain.verify.batch import verify_many
 
     pairs: list[tuple[Task, str]] = []
     kinds: list[str] = []
@@ -62,7 +65,7 @@ def check_tasks(tasks: list[Task], pool: Any | None) -> list[str]:
             kinds.append("reference")
         pairs.append((t, get_env(t.domain).noop_response(t)))
         kinds.append("noop")
-    verdicts = verify_many(pairs, pool)
+    verdicts = service.verify_pairs(pairs)
     problems = []
     for (task, _), kind, v in zip(pairs, kinds, verdicts, strict=True):
         problem = _judge(kind, v)
@@ -82,21 +85,22 @@ def _judge(kind: str, v: Verdict) -> str | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from posttrain.sched import open_service
     from posttrain.tasks import load_tasks
-    from posttrain.verify.batch import pool_for
 
-    status = 0
     loaded = [(path, load_tasks(path, domain=args.domain)) for path in args.files]
-    for path, tasks in loaded:
-        no_ref = sum(t.reference is None for t in tasks)
-        if args.no_run:
+    if args.no_run:
+        for path, tasks in loaded:
             print(f"{path}: {len(tasks)} tasks, schema ok")
-            continue
-        with pool_for(tasks) as pool:
-            problems = check_tasks(tasks, pool)
-        for problem in problems:
-            print(f"{path}: {problem}", file=sys.stderr)
-        note = f" ({no_ref} without a reference)" if no_ref else ""
-        print(f"{path}: {len(tasks)} tasks{note}, {len(problems)} problem(s)")
-        status = status or (1 if problems else 0)
+        return 0
+    status = 0
+    with open_service(t.domain for _, tasks in loaded for t in tasks) as service:
+        for path, tasks in loaded:
+            no_ref = sum(t.reference is None for t in tasks)
+            problems = check_tasks(tasks, service)
+            for problem in problems:
+                print(f"{path}: {problem}", file=sys.stderr)
+            note = f" ({no_ref} without a reference)" if no_ref else ""
+            print(f"{path}: {len(tasks)} tasks{note}, {len(problems)} problem(s)")
+            status = status or (1 if problems else 0)
     return status

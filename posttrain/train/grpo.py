@@ -3,7 +3,8 @@
     for step:
         sample   tasks from the pool, G episodes each through the episode runner (``Trajectory``:
                  prompt, then actions sampled and observations inserted, as ids + sampling logprobs)
-        score    each episode by its last verdict (its domain's verifier; sandboxed for code)
+        score    each episode by its last verdict (its domain's verifier, through the execution
+                 service ``posttrain.sched.Service``: workers, infra retries, cache, breakers)
         advantage  group-relative over the carried groups (GRPO; Dr.GRPO, RLOO, REINFORCE++ by
                  name), or PPO: GAE on a critic's values (``rl.algorithm: ppo``, posttrain/train/_critic.py)
         loss     clipped surrogate on every action token of each episode (never the prompt's or an
@@ -23,9 +24,11 @@ Departures from the paper (Shao et al. 2024), stated plainly:
    the trainer scores (``softmax(logits / T)``), so the ratio is unbiased.
 2) No KL to a reference by default (``kl_coef: 0``, as TRL's and DAPO's defaults); when on, it is
    in the loss, estimator k3, with the SFT model as the reference.
-3) Infra-error samples (reward NaN) get advantage 0 and loss mask 0: they are dropped from the
-   update, never scored 0 (DESIGN.md "three outcomes"). So are episodes cut by the step limit or
-   token budget, unless ``EpisodeSpec.cut = "zero"``.
+3) A sample that stays an infra error (the service ran out of infra retries: reward NaN) drops
+   its whole group from the update (advantage 0, loss mask 0 for every member; a partial group
+   biases group-relative advantages, reference/scheduling.md), never scored 0 (DESIGN.md "three
+   outcomes"); counted as ``groups_dropped``. Episodes cut by the step limit or token budget are
+   masked alone, unless ``EpisodeSpec.cut = "zero"``.
 
 Launch (1 CPU or GPU):  posttrain run configs/tiny-grpo.yaml --out runs/tiny
 Resume after a crash:   posttrain run configs/tiny-grpo.yaml --out runs/tiny --resume
@@ -49,7 +52,8 @@ import torch
 from posttrain.algo import ADVANTAGES, kl_in_reward
 from posttrain.algo.shaping import frac_zero_std, informative_groups
 from posttrain.policy import Policy, SamplingParams
-from posttrain.rollout import Env, Episode, SingleTurnEnv, VerdictCache, Verifier, as_rollout, run_batch
+from posttrain.rollout import Env, Episode, SingleTurnEnv, as_rollout, run_batch
+from posttrain.sched import Service
 from posttrain.tasks import TaskSampler
 from posttrain.train._batch import trajectory_rows
 from posttrain.train._critic import Critic
@@ -176,13 +180,14 @@ def rewards_of(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Weighted episode rewards (N, G), NaN = no gradient, and the mean of each weighted component.
 
-    NaN: an infra error, or an episode cut by the runner's limits with ``cut="mask"`` (0.0 with
-    ``"zero"``). ``attempt_discount ** (attempts - 1)`` scales each reward (``EpisodeSpec``). With
+    NaN: every episode of a group in which one is an infra error (the group is dropped), or an
+    episode cut by the runner's limits with ``cut="mask"`` (0.0 with ``"zero"``). ``attempt_discount ** (attempts - 1)`` scales each reward (``EpisodeSpec``). With
     a reward model (RLHF, one-turn episodes), ``reward_model_weight * rm(rollout)`` is added as
     component "rm"; an infra-error sample stays NaN whatever the reward model says. Component
     means are of the scored episodes, before discount and cut.
     """
     parts = [[episode_reward(t, weights) for t in g] for g in groups]
+    parts = [g if all(p.total == p.total for p in g) else [_DROPPED] * len(g) for g in parts]  # NaN: infra
     rewards = torch.tensor([[p.total for p in g] for g in parts], dtype=torch.float32)
     scored = [p for g in parts for p in g if p.total == p.total]  # not NaN
     means = {f"reward/{k}": sum(p.components[k] for p in scored) / max(len(scored), 1) for k in COMPONENTS}
@@ -197,6 +202,10 @@ def rewards_of(
     if bool(is_cut.any()):
         rewards = torch.where(is_cut, float("nan") if cut == "mask" else 0.0, rewards)
     return rewards, means
+
+
+_DROPPED = RewardBreakdown(float("nan"), dict.fromkeys(COMPONENTS, float("nan")))
+"""Every episode of a dropped group (one of its samples stayed an infra error)."""
 
 
 def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: RewardWeights, *,
@@ -233,13 +242,11 @@ def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: R
 def sample_groups(
     policy: Policy,
     sampler: TaskSampler,
-    verifiers: Mapping[str, Verifier],
+    service: Service,
     cfg: RLConfig,
     reward_weights: RewardWeights,
     reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None,
     *,
-    workers: int,
-    cache: VerdictCache,
     step: int = 0,
     episodes: EpisodeSpec = EpisodeSpec(),
 ) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
@@ -252,7 +259,7 @@ def sample_groups(
     drawn = 0
     for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):
         new_tasks = sampler.next(cfg.prompts_per_step - len(tasks))
-        new_groups = sample_episodes(policy, new_tasks, verifiers, cfg, workers=workers, cache=cache,
+        new_groups = sample_episodes(policy, new_tasks, service, cfg,
                                      group_ids=[f"{step}/{drawn + k}/{t.id}" for k, t in enumerate(new_tasks)],
                                      policy_version=step, episodes=episodes)
         drawn += len(new_tasks)
@@ -271,21 +278,22 @@ def sample_groups(
     return tasks, groups, {"groups_drawn": float(drawn), "groups_kept": float(len(groups))}
 
 
-def sample_episodes(policy: Policy, tasks: Sequence[Task], verifiers: Mapping[str, Verifier], cfg: RLConfig, *,
-                    workers: int, cache: VerdictCache, group_ids: Sequence[str], policy_version: int,
+def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg: RLConfig, *,
+                    group_ids: Sequence[str], policy_version: int,
                     episodes: EpisodeSpec = EpisodeSpec()) -> list[list[Trajectory]]:
     """G episodes per task through the episode runner, grouped by their carried ``group_id``: round
-    0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always)."""
-    def make_env(task: Task) -> Env:
+    0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always).
+    Single-turn episodes are verified as ``service`` jobs of their group."""
+    def make_env(task: Task, group_id: str, i: int) -> Env:
         if episodes.make_env is not None:
             return episodes.make_env(task)
-        return SingleTurnEnv(verifiers[task.domain], policy.encode_prompt, cache=cache)
+        return SingleTurnEnv(service, policy.encode_prompt, group_id=group_id, sample_idx=i)
 
-    runs = [Episode(t, make_env(t), gid, i) for t, gid in zip(tasks, group_ids, strict=True)
+    runs = [Episode(t, make_env(t, gid, i), gid, i) for t, gid in zip(tasks, group_ids, strict=True)
             for i in range(cfg.group_size)]
     trajs = run_batch(policy.sampler(), runs,
                       SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
-                      max_turns=episodes.max_turns, max_tokens=episodes.max_tokens, workers=workers,
+                      max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
                       policy_version=policy_version)
     return group_by_id(trajs)
 
@@ -293,7 +301,7 @@ def sample_episodes(policy: Policy, tasks: Sequence[Task], verifiers: Mapping[st
 def train_grpo(
     policy: Policy,
     train_tasks: Sequence[Task],
-    verifiers: Mapping[str, Verifier],
+    service: Service,
     cfg: RLConfig,
     *,
     reward_weights: RewardWeights,
@@ -301,7 +309,6 @@ def train_grpo(
     critic: Critic | None = None,
     out: Path,
     seed: int,
-    workers: int,
     resume: bool = False,
     episodes: EpisodeSpec = EpisodeSpec(),
     log: Callable[[dict[str, float]], None] = lambda m: None,
@@ -309,7 +316,8 @@ def train_grpo(
 ) -> int:
     """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done.
 
-    ``episodes``: environments, limits and credit of the episodes (default: single-turn)."""
+    ``service`` verifies (its scheduler's state goes into every checkpoint and comes back on
+    resume); ``episodes``: environments, limits and credit of the episodes (default: single-turn)."""
     if critic is not None and episodes.process_coef > 0:
         raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
     model = policy.model
@@ -326,6 +334,8 @@ def train_grpo(
     if resume and (ckpt := load_latest(ckpt_dir)) is not None:
         restore(ckpt, model, optimizer, scheduler)
         sampler.load_state(ckpt.sampler_state)
+        if "sched" in ckpt.extra:  # estimates and breakers: the resumed service chooses as before
+            service.load_state_dict(ckpt.extra["sched"])
         if ref_model is not None:  # the reference is the policy RL started from, saved beside
             ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
         start = ckpt.step
@@ -334,14 +344,13 @@ def train_grpo(
     if ref_model is not None and start == 0:
         torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
     trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl")
-    cache = VerdictCache()
     t0 = time.perf_counter()
     tokens_done = 0
     for step in range(start, cfg.steps):
-        t_step = time.perf_counter()
+        t_step, sched_before = time.perf_counter(), service.stats()
         # --- sample + score (dynamic sampling refills groups whose rewards have no variance)
-        tasks, groups, sampled = sample_groups(policy, sampler, verifiers, cfg, reward_weights, reward_model,
-                                               workers=workers, cache=cache, step=step, episodes=episodes)
+        tasks, groups, sampled = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model,
+                                               step=step, episodes=episodes)
         rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
                                            reward_model_weight=cfg.reward_model_weight,
                                            attempt_discount=episodes.attempt_discount, cut=episodes.cut)  # (N, G)
@@ -377,7 +386,7 @@ def train_grpo(
         # --- log
         tokens_done += int(batch.attention_mask.sum())
         wall = time.perf_counter() - t0
-        metrics = step_metrics(groups, tasks, rewards, stats) | reward_parts | sampled
+        metrics = step_metrics(groups, tasks, rewards, stats) | reward_parts | sampled | service.metrics(sched_before)
         metrics.update(step=step, wall_s=wall, step_s=time.perf_counter() - t_step,
                        tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
         log(metrics)
@@ -393,7 +402,7 @@ def train_grpo(
                 critic.save(ckpt_dir, done)
             save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optimizer,
                             scheduler=scheduler, step=done, sampler_state=sampler.state(),
-                            extra={"finished": done == cfg.steps}, keep_last=2)
+                            extra={"finished": done == cfg.steps, "sched": service.state_dict()}, keep_last=2)
     trajectories.close()
     model.eval()
     return cfg.steps
@@ -417,6 +426,7 @@ def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
         reward_std=float(r.std()) if r.numel() > 1 else 0.0,
         frac_zero_std=frac_zero_std(rewards),
         infra_error_rate=float(torch.tensor([math.isnan(t.reward) for t in flat]).float().mean()),
+        groups_dropped=float(sum(any(math.isnan(t.reward) for t in g) for g in groups)),
         completion_len=sum(len(turn.action_ids) for turn in turns) / len(flat),
         clipped_ratio=sum(turn.stop_reason == "length" for turn in turns) / len(turns),
         kl=float(stats.get("kl", 0.0)),  # 0 when no KL term is in the loss (kl_coef 0)

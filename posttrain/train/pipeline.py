@@ -1,7 +1,9 @@
 """``posttrain run``: base model -> SFT on demonstrations -> GRPO against verifiers -> evaluation.
 
 One function per stage, called in order by ``run_recipe``; each writes into the run directory
-(docs/contracts.md "Run directory"). A stage that already finished is not redone on ``--resume``
+(docs/contracts.md "Run directory"). Every verification of the run goes through one execution
+service (``posttrain.sched.Service``, sized from the sandbox pool: ``sandbox.workers``), opened
+here and passed down. A stage that already finished is not redone on ``--resume``
 (its checkpoint is loaded); RL resumes from its last checkpoint, bit-exactly. Each stage's checkpoint
 directory is written aside and renamed into place whole, so a run stopped at any moment (Ctrl-C,
 SIGTERM, kill -9) can be resumed. RUN/summary.json is written last, and only here: it marks the run
@@ -36,7 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from posttrain.config import parse_config, to_dict
-from posttrain.envs import get_env, task_to_record
+from posttrain.envs import task_to_record
 from posttrain.envs.tool import tool_episode_envs
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.loggers import make_loggers
@@ -54,6 +56,7 @@ from posttrain.policy import (
 )
 from posttrain.rollout import VerdictCache, Verifier, repair_envs, run_episodes
 from posttrain.sandbox import usable_cpus
+from posttrain.sched import LocalBackend, Service, hooks_from_envs
 from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
@@ -137,12 +140,13 @@ def evaluate_policy(
     name: str,
     policy: Policy,
     tasks: Sequence[Task],
+    service: Service,
     verifiers: Mapping[str, Verifier],
     recipe: Recipe,
     out: Path,
-    workers: int,
 ) -> dict[str, Any]:
-    """Sample ``eval.samples_per_task`` completions per held-out task, verify, write records + summary.
+    """Sample ``eval.samples_per_task`` completions per held-out task, verify through ``service``,
+    write records + summary (``verifiers``: what repair episodes verify with inside their steps).
 
     With ``eval.episodes: repair`` each sample is a repair episode (``RepairEnv``) through the
     episode runner (``tool``: a tool-calling episode, ``ToolEpisodeEnv``): one record per attempt,
@@ -158,14 +162,14 @@ def evaluate_policy(
             if cfg.episodes != "single":
                 part_records, part_stats = runner_episodes(
                     policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
-                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers, stage=f"eval/{name}",
+                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, stage=f"eval/{name}",
                     episodes=cfg.episodes, max_turns=cfg.max_turns)
                 records += part_records
                 stats.append(part_stats)
             else:
                 groups = run_episodes(
-                    policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
-                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, workers=workers,
+                    policy, part, service, n=cfg.samples_per_task, temperature=cfg.temperature,
+                    max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start,
                 )
                 records += [rollout_record(t, r, stage=f"eval/{name}", step=None, wall_s=0.0)
                             for t, g in zip(part, groups, strict=True) for r in g]
@@ -203,12 +207,11 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
 
 
 def evaluate_demonstrator(
-    demo: generators.Demonstrator, tasks: Sequence[Task], pool: Any, out: Path, workers: int
+    demo: generators.Demonstrator, tasks: Sequence[Task], service: Service, out: Path
 ) -> dict[str, Any]:
-    """The demonstrator's own accuracy on the held-out split, through the same verifiers."""
+    """The demonstrator's own accuracy on the held-out split, through the same service."""
     responses = [Response(t.id, demo.respond(t)) for t in tasks]
-    records = score_responses(tasks, responses, pool=pool, stage="eval/demonstrator", workers=workers,
-                              source="demonstrator")
+    records = score_responses(tasks, responses, service, stage="eval/demonstrator", source="demonstrator")
     write_records(out / "eval" / "demonstrator.jsonl", records)
     return summarize(records, ks=(1,))
 
@@ -344,38 +347,47 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
     write_tasks(out / "tasks" / "train.jsonl", pools.train)
     write_tasks(out / "tasks" / "eval.jsonl", pools.eval)
     demo = generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
-    ckpts = out / "checkpoints"
-    workers = recipe.sandbox.workers or usable_cpus()
     drop_unfinished_logs(out, resume=resume)
     metrics = StepLog(out, recipe)
-    evals: dict[str, Any] = {}
     try:
-        with pool_for([*pools.train, *pools.eval], size=workers) as pool:  # a sandbox only for domains that need one
-            verifiers = {d: get_env(d).make_verifier(pool) for d in pools.domains}
-            # --- base model
-            base_dir = ckpts / "base"
-            if not _stage_done(base_dir):
-                _save_stage(base_dir, lambda tmp: build_base(recipe, tmp))
-            policy = load_model(recipe, base_dir)
-            noop = summarize(noop_baseline(pools.eval, pool=pool, workers=workers), ks=(1,))
-            if uses_demonstrator(recipe, pools.eval):
-                evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, pool, out, workers)
-            evals["base"] = evaluate_policy("base", policy, pools.eval, verifiers, recipe, out, workers)
-            if (row := eval_metrics_row("base", evals["base"])) is not None:
-                metrics.write(row)
-            # --- training stages, in the recipe's order; each policy stage is evaluated
-            for stage in recipe.stages:
-                stage_dir = ckpts / stage
-                if not _stage_done(stage_dir):
-                    _save_stage(stage_dir, lambda tmp, stage=stage, policy=policy: run_stage(
-                        stage, policy, pools, demo, verifiers, recipe, out, tmp, metrics, workers, resume=resume))
-                if stage != "rm":
-                    policy = load_model(recipe, stage_dir)
-                    evals[stage] = evaluate_policy(stage, policy, pools.eval, verifiers, recipe, out, workers)
-                    if (row := eval_metrics_row(stage, evals[stage])) is not None:
-                        metrics.write(row)
+        # a sandbox only for domains that need one; one service verifies everything of the run
+        with pool_for([*pools.train, *pools.eval], size=recipe.sandbox.workers or usable_cpus()) as pool:
+            hooks = hooks_from_envs(pools.domains, pool)
+            verifiers = {d: h.verify for d, h in hooks.items()}  # for episodes that verify in their steps
+            with Service(LocalBackend(hooks, pool)) as service:
+                summary = _run_models(recipe, out, pools, demo, service, verifiers, metrics, resume=resume)
     finally:
         metrics.close()
+    return {**summary, "wall_s": time.perf_counter() - t_start}
+
+
+def _run_models(recipe: Recipe, out: Path, pools: TaskPools, demo: generators.Demonstrator, service: Service,
+                verifiers: Mapping[str, Verifier], metrics: StepLog, *, resume: bool) -> dict[str, Any]:
+    """The base model, then each stage in the recipe's order, each policy evaluated: the summary."""
+    ckpts = out / "checkpoints"
+    evals: dict[str, Any] = {}
+    # --- base model
+    base_dir = ckpts / "base"
+    if not _stage_done(base_dir):
+        _save_stage(base_dir, lambda tmp: build_base(recipe, tmp))
+    policy = load_model(recipe, base_dir)
+    noop = summarize(noop_baseline(pools.eval, service), ks=(1,))
+    if uses_demonstrator(recipe, pools.eval):
+        evals["demonstrator"] = evaluate_demonstrator(demo, pools.eval, service, out)
+    evals["base"] = evaluate_policy("base", policy, pools.eval, service, verifiers, recipe, out)
+    if (row := eval_metrics_row("base", evals["base"])) is not None:
+        metrics.write(row)
+    # --- training stages, in the recipe's order; each policy stage is evaluated
+    for stage in recipe.stages:
+        stage_dir = ckpts / stage
+        if not _stage_done(stage_dir):
+            _save_stage(stage_dir, lambda tmp, stage=stage, policy=policy: run_stage(
+                stage, policy, pools, demo, service, verifiers, recipe, out, tmp, metrics, resume=resume))
+        if stage != "rm":
+            policy = load_model(recipe, stage_dir)
+            evals[stage] = evaluate_policy(stage, policy, pools.eval, service, verifiers, recipe, out)
+            if (row := eval_metrics_row(stage, evals[stage])) is not None:
+                metrics.write(row)
     return {
         "eval": evals,
         "noop": compact(noop),
@@ -388,7 +400,7 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
             **({"episodes": "repair: up to each task's limits.max_attempts attempts, feedback between them; "
                             "pass@1 is the first attempt's"} if recipe.eval.episodes == "repair" else {}),
         },
-        "wall_s": time.perf_counter() - t_start,
+        "sched": service.stats(),
     }
 
 
@@ -434,22 +446,22 @@ def build_base(recipe: Recipe, path: Path) -> None:
         load_policy(recipe.model.name).save(path)
 
 
-def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator,
+def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator, service: Service,
               verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path, save_to: Path, metrics: StepLog,
-              workers: int, *, resume: bool) -> None:
+              *, resume: bool) -> None:
     """Run one training stage in place on ``policy`` and save it into ``save_to`` (the rm stage: the reward model)."""
     if stage in ("sft", "rl"):
         if recipe.model.lora is not None:
             policy.model = apply_lora(policy.model, recipe.model.lora)
         if stage == "sft":
-            run_sft(policy, pools.train, demo, recipe, metrics, verifiers, workers)
+            run_sft(policy, pools.train, demo, recipe, metrics, verifiers)
         else:
-            run_rl(policy, pools.train, verifiers, recipe, out, metrics, workers, resume=resume)
+            run_rl(policy, pools.train, service, verifiers, recipe, out, metrics, resume=resume)
         if recipe.model.lora is not None:
             policy.model = policy.model.merge_and_unload()  # checkpoints stay plain models
         policy.save(save_to)
     else:  # rm, dpo: pairs judged by the verifiers on the policy's own samples
-        pairs = build_pairs(policy, pools.train, verifiers, recipe.pairs, seed=recipe.seed, workers=workers)
+        pairs = build_pairs(policy, pools.train, service, recipe.pairs, seed=recipe.seed)
         console.print(f"{stage}: {len(pairs)} preference pairs from {min(len(pools.train), recipe.pairs.max_tasks)} tasks")
         if not pairs:
             raise UserError(f"stage {stage}: no preference pairs (the policy passed or failed every sample)")
@@ -467,13 +479,13 @@ def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], 
 
 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
-            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None, workers: int = 1) -> None:
+            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None) -> None:
     cfg = recipe.sft
     demos: Sequence[Demonstration]
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
     elif cfg.demonstrations == "repair":
-        demos = repair_demonstrations(policy, train, verifiers or {}, workers=workers)
+        demos = repair_demonstrations(policy, train, verifiers or {})
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -483,8 +495,7 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
 
 
-def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], *,
-                          workers: int = 1) -> list[Trajectory]:
+def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier]) -> list[Trajectory]:
     """Two-attempt repair episodes: a guess (``generators.repair_guess``), the ``RepairEnv``'s own
     observation after it (its feedback, ids exactly as RL and evaluation see them), the reference."""
     make = repair_envs(policy, verifiers, VerdictCache())
@@ -500,12 +511,12 @@ def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapp
                             f"({verdict.outcome if verdict else 'no verdict'}); the task is not of the feedback-only family")
         return demonstration_episode(task.id, [(prompt, guess_ids), (obs.ids, policy.encode_completion(str(task.reference)))])
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+    with ThreadPoolExecutor(max_workers=usable_cpus()) as ex:  # the verifiers' own pools bound the real work
         return list(ex.map(one, train))
 
 
-def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier], recipe: Recipe, out: Path,
-           metrics: StepLog, workers: int, *, resume: bool) -> None:
+def run_rl(policy: Policy, train: Sequence[Task], service: Service, verifiers: Mapping[str, Verifier], recipe: Recipe,
+           out: Path, metrics: StepLog, *, resume: bool) -> None:
     scorer = None
     if recipe.rl.reward_model_weight > 0:
         scorer = RewardModelScorer(out / "checkpoints" / "rm", pad_id=policy.tokenizer.pad_token_id)
@@ -515,8 +526,8 @@ def run_rl(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifi
                         device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype))
     with progress_bar(f"rl ({recipe.rl.algorithm})", recipe.rl.steps) as advance:
         advance(_rl_start(out) if resume else 0)
-        train_grpo(policy, train, verifiers, recipe.rl, reward_weights=recipe.reward, reward_model=scorer,
-                   critic=critic, out=out, seed=recipe.seed, workers=workers, resume=resume,
+        train_grpo(policy, train, service, recipe.rl, reward_weights=recipe.reward, reward_model=scorer,
+                   critic=critic, out=out, seed=recipe.seed, resume=resume,
                    episodes=episode_spec(recipe.rl, policy, verifiers, train), log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 

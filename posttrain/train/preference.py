@@ -15,7 +15,7 @@ Not here: human preference data files (a ``PreferencePair`` list is the seam whe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,8 @@ import torch
 from posttrain.config import PositiveFloat, PositiveInt
 from posttrain.errors import ConfigError
 from posttrain.policy import Policy
-from posttrain.rollout import Verifier, run_episodes
+from posttrain.rollout import run_episodes
+from posttrain.sched import Service
 from posttrain.train.dpo import DPOConfig, PreferencePair, train_dpo
 from posttrain.train.rm import RMConfig, make_reward_model, score_rows, train_rm
 from posttrain.types import Rollout, Task
@@ -49,16 +50,15 @@ class PairsConfig:
 def build_pairs(
     policy: Policy,
     tasks: Sequence[Task],
-    verifiers: Mapping[str, Verifier],
+    service: Service,
     cfg: PairsConfig,
     *,
     seed: int,
-    workers: int,
 ) -> list[PreferencePair]:
-    """(chosen, rejected) pairs judged by the verifiers on the policy's own samples."""
+    """(chosen, rejected) pairs judged by the verifiers (through ``service``) on the policy's own samples."""
     tasks = list(tasks[: cfg.max_tasks])
-    groups = run_episodes(policy, tasks, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
-                          max_new_tokens=cfg.max_new_tokens, seed=seed, workers=workers)
+    groups = run_episodes(policy, tasks, service, n=cfg.samples_per_task, temperature=cfg.temperature,
+                          max_new_tokens=cfg.max_new_tokens, seed=seed)
     pairs = []
     for task, group in zip(tasks, groups, strict=True):
         pair = pair_from_group(task, group)

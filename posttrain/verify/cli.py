@@ -9,7 +9,8 @@
         the tasks no response answers
     --domain code   the default domain of records without one (raw HumanEval files)
 
-Code tasks open the sandbox pool (posttrain.sandbox) and verify in parallel threads.
+Every verification goes through the execution service (``posttrain.sched``); domains that need
+a sandbox open a pool of ``--workers`` slots (default: the usable CPUs).
 Not here: scoring a model (``posttrain eval``).
 """
 
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--response", type=Path, help="a text file with the raw response to --task")
     p.add_argument("--tasks", type=Path, help="a JSON/JSONL file of tasks")
     p.add_argument("--responses", type=Path, help='a JSONL file of {"task_id": ..., "response": ...} lines')
-    p.add_argument("--workers", type=int, default=None, help="parallel verifications (default: sandbox pool size)")
+    p.add_argument("--workers", type=int, default=None, help="sandbox pool size (default: the usable CPUs)")
     p.add_argument("--domain", default=None, metavar="DOMAIN",
                    help="domain of task records that name none (code for raw HumanEval files)")
     p.set_defaults(func=cmd_verify)
@@ -57,8 +58,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify_one(task_path: Path, response_path: Path, domain: str | None) -> int:
+    from posttrain.sched import open_service
     from posttrain.tasks import load_tasks
-    from posttrain.verify.batch import pool_for, verify_many
 
     tasks = load_tasks(task_path, domain=domain)
     if len(tasks) != 1:
@@ -69,15 +70,15 @@ def _verify_one(task_path: Path, response_path: Path, domain: str | None) -> int
         response = response_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{response_path}: cannot read as UTF-8 text ({e})") from None
-    with pool_for(tasks) as pool:
-        (verdict,) = verify_many([(tasks[0], response)], pool, workers=1)
+    with open_service([tasks[0].domain], size=1) as service:
+        (verdict,) = service.verify_pairs([(tasks[0], response)])
     print(json.dumps({"task_id": tasks[0].id, **verdict.to_json()}))
     return 0
 
 
 def _verify_many(tasks_path: Path, responses_path: Path, workers: int | None, domain: str | None) -> int:
+    from posttrain.sched import open_service
     from posttrain.tasks import load_tasks, read_responses, warn_unanswered
-    from posttrain.verify.batch import pool_for, verify_many
 
     tasks = {t.id: t for t in load_tasks(tasks_path, domain=domain)}
     responses = read_responses(responses_path)
@@ -86,9 +87,8 @@ def _verify_many(tasks_path: Path, responses_path: Path, workers: int | None, do
             raise UserError(f"{r.path}:{r.line}: task_id {r.task_id!r} is not in {tasks_path}")
     warn_unanswered(tasks, {r.task_id for r in responses}, responses_path)
     pairs = [(tasks[r.task_id], r.response) for r in responses]
-    needed = [tasks[tid] for tid in dict.fromkeys(r.task_id for r in responses)]
-    with pool_for(needed) as pool:
-        verdicts = verify_many(pairs, pool, workers=workers)
+    with open_service({t.domain for t, _ in pairs}, size=workers) as service:
+        verdicts = service.verify_pairs(pairs)
     for r, verdict in zip(responses, verdicts, strict=True):
         sys.stdout.write(json.dumps({"task_id": r.task_id, "line": r.line, **verdict.to_json()}) + "\n")
     return 0

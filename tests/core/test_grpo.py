@@ -2,7 +2,6 @@
 update moves the policy toward rewarded completions."""
 
 import dataclasses
-import math
 
 import torch
 
@@ -25,16 +24,20 @@ FAIL = Verdict(outcome="fail", reward=0.0, components={"outcome": 0.0, "format":
 INFRA = Verdict.infra("sandbox down")
 
 
-def test_batch_uses_exactly_the_sampled_tokens_and_masks_infra_errors():
+def test_batch_uses_exactly_the_sampled_tokens_and_an_infra_error_drops_its_whole_group():
     groups = [[_rollout([1, 7], [8, 9, 2], [-0.1, -0.2, -0.3], PASS, 0),
+               _rollout([1, 7], [5, 2], [-1.0, -2.0], FAIL, 1)],
+              [_rollout([1, 7], [8, 2], [-0.1, -0.2], PASS, 0),
                _rollout([1, 7], [5, 2], [-1.0, -2.0], INFRA, 1)]]
-    rewards, _ = rewards_of(groups, RewardWeights())
-    assert rewards[0, 0] == 1.0 and math.isnan(rewards[0, 1])
+    rewards, parts = rewards_of(groups, RewardWeights())
+    assert rewards[0].tolist() == [1.0, 0.0]
+    assert rewards[1].isnan().all()  # the pass beside an infra error is never scored either
+    assert parts["reward/outcome"] == 0.5  # of the kept group only
     batch = build_batch(groups, rewards, pad_id=0)
-    assert batch.input_ids.tolist() == [[1, 7, 8, 9, 2], [1, 7, 5, 2, 0]]
+    assert batch.input_ids.tolist() == [[1, 7, 8, 9, 2], [1, 7, 5, 2, 0], [1, 7, 8, 2, 0], [1, 7, 5, 2, 0]]
     assert torch.equal(batch.old_logp[0, 2:], torch.tensor([-0.1, -0.2, -0.3]))
-    assert batch.loss_mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 0, 0]]  # infra error: no gradient
-    assert batch.group.tolist() == [0, 0]
+    assert batch.loss_mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 1, 1, 0], [0] * 5, [0] * 5]  # dropped: no gradient
+    assert batch.group.tolist() == [0, 0, 1, 1]
 
 
 def test_reward_components_are_weighted_and_reported():

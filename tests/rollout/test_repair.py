@@ -17,6 +17,7 @@ from posttrain.policy import Generation, SamplingParams, build_char_tokenizer
 from posttrain.rollout import Episode, RepairEnv, SingleTurnEnv, VerdictCache, run_batch, split_tests
 from posttrain.rollout._repair import FEEDBACK_HEAD
 from posttrain.sandbox import open_pool
+from posttrain.sched import DomainHooks, LocalBackend, Service
 from posttrain.tasks import generators
 from posttrain.train.grpo import EpisodeSpec
 from posttrain.train.pipeline import episode_spec
@@ -153,16 +154,17 @@ def test_runner_repair_episodes_pass_only_by_reading_the_feedback(verify):
         return [Episode(t, RepairEnv(verify, encode_prompt, encode_observation, cache=cache), t.id) for t in tasks]
 
     params = SamplingParams(temperature=0.0, max_new_tokens=30)
-    trajs = run_batch(FeedbackReader(), episodes(), params, max_turns=3, workers=2)
+    trajs = run_batch(FeedbackReader(), episodes(), params, max_turns=3)
     for t, tr in zip(tasks, trajs, strict=True):
         assert [v.outcome for v in tr.verdicts] == ["fail", "pass"] and tr.reward == 1.0 and not tr.truncated
         assert f"assert candidate(0) == {k_of(t)}" in TOK.decode(tr.turns[1].observation_ids)
         assert tr.loss_mask.count(1) == sum(len(turn.action_ids) for turn in tr.turns)
     # without feedback (single-turn episodes) the same reader can only guess
-    single = [Episode(t, SingleTurnEnv(verify, encode_prompt), t.id) for t in tasks]
-    assert all(tr.reward == 0.0 for tr in run_batch(FeedbackReader(), single, params))
+    with Service(LocalBackend({"code": DomainHooks(verify)})) as svc:
+        single = [Episode(t, SingleTurnEnv(svc, encode_prompt, group_id=t.id), t.id) for t in tasks]
+        assert all(tr.reward == 0.0 for tr in run_batch(FeedbackReader(), single, params))
     # echoing the shown value passes the visible test, then fails the hidden ones until attempts run out
-    echoed = run_batch(FeedbackReader(echo=True), episodes(), params, max_turns=3, workers=2)
+    echoed = run_batch(FeedbackReader(echo=True), episodes(), params, max_turns=3)
     assert all([v.outcome for v in tr.verdicts] == ["fail"] * 3 and tr.reward == 0.0 for tr in echoed)
     assert "hidden tests failed" in TOK.decode(echoed[0].turns[2].observation_ids)
 
@@ -172,9 +174,9 @@ def test_single_turn_env_shows_the_rendered_prompt():
     tool = get_env("tool").generate_tasks(1, seed=0)[0]
     rendered = get_env("tool").render_prompt(tool)
     assert rendered != tool.prompt
-    assert SingleTurnEnv(lambda t, r: None, encode_prompt).reset(tool).text == rendered
+    assert SingleTurnEnv(None, encode_prompt).reset(tool).text == rendered  # reset asks no service
     math = generators.math_tasks()[0]  # the quickstart's prompts are unchanged: same ids
-    assert SingleTurnEnv(lambda t, r: None, encode_prompt).reset(math).ids == tuple(encode_prompt(math.prompt))
+    assert SingleTurnEnv(None, encode_prompt).reset(math).ids == tuple(encode_prompt(math.prompt))
 
 
 def test_recipe_episode_keys():

@@ -28,6 +28,7 @@ from posttrain.rollout import (  # noqa: E402
     run_episode,
     run_episodes,
 )
+from posttrain.sched import open_service  # noqa: E402
 from posttrain.train._batch import collate  # noqa: E402
 from posttrain.train._step import token_logprobs  # noqa: E402
 from posttrain.types import Task, Verdict  # noqa: E402
@@ -132,26 +133,30 @@ def test_token_budget_spans_turns_and_turn_limit_truncates(bpe_lm):
 
 
 def test_single_turn_adapter_is_todays_rollout(tmp_path):
-    """One-step episodes over a real verifier give exactly what ``run_episodes`` (policy + verify_all) gives."""
+    """One-step episodes through the service give exactly what ``run_episodes`` (policy + the
+    service's ``verify_pairs``) gives, and what the verifier alone says."""
     policy = load_policy(build_embedded_default(tmp_path / "m"))
     math = get_env("math")
     tasks = math.generate_tasks(3, seed=0)
-    verifiers = {"math": math.make_verifier(None)}
-    old = run_episodes(policy, tasks, verifiers, n=4, temperature=T, max_new_tokens=12, seed=5, workers=2)
-    episodes = [Episode(t, SingleTurnEnv(verifiers[t.domain], policy.encode_prompt), group_id=t.id, sample_idx=i)
-                for t in tasks for i in range(4)]
-    new = run_batch(policy.sampler(), episodes, SamplingParams(temperature=T, max_new_tokens=12, seed=5), workers=2)
-    for r, traj in zip([r for g in old for r in g], new, strict=True):
-        [turn] = traj.turns
-        assert (traj.task_id, traj.sample_idx) == (r.task_id, r.sample_idx)
-        assert (traj.prompt_ids, turn.action_ids, turn.logprobs) == (r.prompt_ids, r.completion_ids, r.logprobs)
-        assert turn.verdict == r.verdict and traj.reward == r.verdict.reward
-        assert traj.truncated == (r.finish_reason == "length")
-    env = SingleTurnEnv(verifiers["math"], policy.encode_prompt)
-    env.reset(tasks[0])
-    ref = Generation((), (), (), tasks[0].reference, "eos")
-    assert env.step(ref)[1:] == (verifiers["math"](tasks[0], tasks[0].reference), True)
-    assert env.step(ref)[1].passed
+    verify, by_id = math.make_verifier(None), {t.id: t for t in tasks}
+    with open_service(["math"]) as svc:
+        old = run_episodes(policy, tasks, svc, n=4, temperature=T, max_new_tokens=12, seed=5)
+        episodes = [Episode(t, SingleTurnEnv(svc, policy.encode_prompt, group_id=t.id, sample_idx=i), group_id=t.id,
+                            sample_idx=i) for t in tasks for i in range(4)]
+        new = run_batch(policy.sampler(), episodes, SamplingParams(temperature=T, max_new_tokens=12, seed=5))
+        for r, traj in zip([r for g in old for r in g], new, strict=True):
+            [turn] = traj.turns
+            assert (traj.task_id, traj.sample_idx) == (r.task_id, r.sample_idx)
+            assert (traj.prompt_ids, turn.action_ids, turn.logprobs) == (r.prompt_ids, r.completion_ids, r.logprobs)
+            assert turn.verdict == r.verdict == verify(by_id[traj.task_id], turn.text)
+            assert traj.reward == r.verdict.reward and traj.truncated == (r.finish_reason == "length")
+        ref = Generation((), (), (), tasks[0].reference, "eos")
+        for i in range(2):  # the second is the service's cache hit
+            env = SingleTurnEnv(svc, policy.encode_prompt, group_id="ref", sample_idx=i)
+            env.reset(tasks[0])
+            hits = svc.stats()["cache_hits"]
+            assert env.step(ref)[1:] == (verify(tasks[0], tasks[0].reference), True)
+        assert svc.stats()["cache_hits"] == hits + 1
 
 
 def test_verdict_cache_verifies_concurrent_duplicates_once():

@@ -22,6 +22,7 @@ from _tiny import make_model, make_tokenizer  # noqa: E402
 
 from posttrain.policy import Generation, LocalSampler, SamplingParams, build_embedded_default, load_policy  # noqa: E402
 from posttrain.rollout import Episode, Observation, run_batch  # noqa: E402
+from posttrain.sched import LocalBackend, Service  # noqa: E402
 from posttrain.train._step import LossSpec, policy_loss  # noqa: E402
 from posttrain.train.grpo import (  # noqa: E402
     EpisodeSpec,
@@ -182,8 +183,9 @@ def test_grpo_loop_over_repair_episodes(tmp_path):
                        max_turns=3, attempt_discount=0.9, process_coef=0.1)
     cfg = RLConfig(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=6, checkpoint_every=2)
     seen = []
-    train_grpo(policy, tasks, {}, cfg, reward_weights=RewardWeights(), out=tmp_path / "run", seed=0, workers=1,
-               episodes=spec, log=seen.append)
+    with Service(LocalBackend({})) as svc:
+        train_grpo(policy, tasks, svc, cfg, reward_weights=RewardWeights(), out=tmp_path / "run", seed=0,
+                   episodes=spec, log=seen.append)
     assert [m["step"] for m in seen] == [0, 1]
     assert all(1.0 <= m["attempts_mean"] <= 3.0 and m["truncation_rate"] == 0.0 for m in seen)
     assert any(m["turns_mean"] > 1.0 for m in seen)
