@@ -1,23 +1,25 @@
-"""Where responses come from: a local checkpoint (``posttrain.policy``) or an OpenAI-compatible
-endpoint, sampled ``n`` times per task, with optional repair rounds.
+"""Where sampled responses come from: a local checkpoint (``posttrain.policy.Policy``) or an
+OpenAI-compatible endpoint (``EndpointModel``: ``EndpointSampler`` + the model's tokenizer), both
+token-level ``Sampler``s; and ``posttrain eval``'s episodes, through the episode runner.
 
-A *sampler* maps conversations to one completion each. A conversation starts as the task's
-rendered prompt; after a failed attempt it grows by the attempt and the verifier's feedback.
-``sample_episodes`` drives the rounds: round 0 samples ``n`` i.i.d. first attempts per task,
-every round after it re-asks only the episodes that failed (a pass ends an episode, and so does an
-infra error: attrition, never a retry with feedback), until ``max_attempts``.
+- ``sample_responses(model, tasks, ...)``: single attempts, ``n`` per task, one ``generate`` call
+  over every (task, sample) prompt in order (the prompt is the domain's rendering,
+  ``posttrain.envs.model_prompt``, encoded by ``model.encode_prompt``); the caller verifies them.
+- ``runner_episodes(model, tasks, verifiers, episodes=...)``: repair episodes (``RepairEnv``) or
+  tool-calling episodes (``ToolEpisodeEnv``) through ``posttrain.rollout.run_batch``: observations
+  appended as ids, never re-tokenized; one record per attempt (``train._runlog.trajectory_records``).
+- ``episode_figures``: the episodes' headline figures for the summary.
 
-- ``policy_sampler(policy, ...)``: ``Policy.generate`` on the conversation rendered as text
-  (``render_text``), token ids kept; ``posttrain eval`` uses it for single attempts only. A local
-  model's repair episodes run through the episode runner instead (``runner_episodes``: the same
-  ``RepairEnv`` as training, observations appended as ids, never re-tokenized).
-- ``endpoint_sampler(url, model_name, ...)``: plain ``urllib``; ``POST {url}/v1/completions`` with
-  ``{"model", "prompt", "max_tokens", "temperature", "seed"}``, or with ``chat=True``
-  ``POST {url}/v1/chat/completions`` with the conversation as user/assistant messages. One request
-  per sample (many servers ignore ``n``); ``OPENAI_API_KEY`` becomes a Bearer token.
+A *model* here is what the runner needs of one: ``sampler()``, ``tokenizer``, ``encode_prompt(text)``.
+``Policy`` has them; ``EndpointModel`` gives them to a server that takes prompt token ids
+(``/v1/completions``, vLLM with ``--logprobs-mode processed_logprobs``; ``policy/_endpoint.py``).
+With ``chat=True`` a prompt is the tokenizer's chat template over one user message
+(``ChatTemplate.render``), still sent as ids.
 
 Feedback labels (docs/records.md): ``posttrain.train._runlog.feedback_source_after``.
-What it does not do: tool calls, HTTP retries (a failed request is a clear ``UserError``).
+What it does not do: the chat completions API (templates are rendered to ids here), HTTP retries (a
+failed request is a clear ``UserError``), repair feedback through the chat template (it is appended
+as plain text ids).
 """
 
 from __future__ import annotations
@@ -35,19 +37,63 @@ from posttrain.evaluate.runner import Response
 from posttrain.types import Task
 
 __all__ = [
-    "Turn",
-    "Sample",
-    "Sampler",
-    "render_text",
-    "policy_sampler",
-    "endpoint_sampler",
-    "endpoint_url",
-    "sample_episodes",
-    "runner_episodes",
-    "episode_figures",
+    "EndpointModel",
     "TOOL_STEPS",
+    "episode_figures",
+    "runner_episodes",
+    "sample_responses",
 ]
 
+
+@dataclass(frozen=True)
+class EndpointModel:
+    """A model behind an OpenAI-compatible endpoint, as ``posttrain eval`` samples a ``Policy``.
+
+    >>> # model = EndpointModel(EndpointSampler(url, "my-model"), AutoTokenizer.from_pretrained(path))
+    """
+
+    endpoint: Any
+    """The ``posttrain.policy.EndpointSampler``."""
+    tokenizer: Any
+    """The served model's tokenizer: prompts go out as its ids, completions come back as its ids."""
+    chat: bool = False
+    """Render each prompt as one user message with the tokenizer's chat template."""
+
+    def sampler(self) -> Any:
+        return self.endpoint
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """Prompt text -> ids: the chat template's rendering (``chat``), else the tokenizer's ids with
+        BOS first when it has one (as ``Policy.encode_prompt``)."""
+        if self.chat:
+            from posttrain.policy import ChatTemplate
+
+            return ChatTemplate(self.tokenizer).render([{"role": "user", "content": text}])
+        ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+        bos = self.tokenizer.bos_token_id
+        return ids if bos is None or ids[:1] == [bos] else [bos, *ids]
+
+
+def sample_responses(model: Any, tasks: Sequence[Task], *, n: int, temperature: float, max_new_tokens: int,
+                     seed: int) -> list[Response]:
+    """``n`` single attempts per task in one ``generate`` call (prompt order: task, then sample), token
+    ids kept. A local sampler seeds the call with ``seed``; an endpoint sends prompt i ``seed + i``."""
+    from posttrain.envs import model_prompt
+    from posttrain.policy import SamplingParams
+
+    texts = [model_prompt(t) for t in tasks]
+    prompts = [model.encode_prompt(text) for text in texts for _ in range(n)]
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    t0 = time.perf_counter()
+    gens = model.sampler().generate(prompts, params)
+    per = (time.perf_counter() - t0) / max(1, len(prompts))
+    return [Response(t.id, g.text, sample_idx=j % n, prompt=texts[j // n], prompt_ids=tuple(g.prompt_ids),
+                     completion_ids=tuple(g.completion_ids), gen_s=per)
+            for j, (t, g) in enumerate(zip([t for t in tasks for _ in range(n)], gens, strict=True))]
+
+
+# ---- the old text-level loop (Turn ... sample_episodes): used by posttrain eval until it switches to
+# sample_responses / runner_episodes; to be removed with that switch (issue 10).
 
 @dataclass(frozen=True)
 class Turn:
@@ -242,12 +288,15 @@ def runner_episodes(
     max_attempts: int | None = None,
     episodes: str = "repair",
     max_turns: int | None = None,
+    pool: Any | None = None,
+    workers: int | None = None,  # ignored: the runner steps every environment at once (callers drop it)
 ) -> tuple[list[EvalRecord], dict[str, float]]:
     """``n`` episodes per task through the episode runner (``posttrain.rollout``): token-exact
     contexts (observations appended as ids, never re-tokenized). ``episodes``: ``repair`` (up to
     each task's ``limits.max_attempts`` attempts; ``max_attempts`` overrides it) or ``tool``
-    (tool-calling episodes, ``posttrain.envs.tool.ToolEpisodeEnv``, up to ``max_turns`` steps,
-    default ``TOOL_STEPS``). Returns one record per attempt (an episode cut before its verdict: one
+    (tool-calling episodes built by each task's domain, ``posttrain.envs.tool.tool_episode_envs``:
+    ``ToolEpisodeEnv``, or ``BfclEnv`` with its backends in ``pool``; up to ``max_turns`` actions,
+    default ``TOOL_STEPS``). ``model``: a ``Policy`` or an ``EndpointModel``. Returns one record per attempt (an episode cut before its verdict: one
     ``truncated`` record) and the episodes' statistics (``episode_metrics`` + ``episodes``: their count)."""
     from posttrain.evaluate.metrics import episode_metrics
     from posttrain.policy import SamplingParams
@@ -259,7 +308,7 @@ def runner_episodes(
         from posttrain.policy import ChatTemplate
 
         turns = max_turns or TOOL_STEPS
-        make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=turns)
+        make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=turns, pool=pool)
     elif episodes == "repair":
         make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts)
         turns = max_turns or max_attempts or max(t.limits.max_attempts for t in tasks)
