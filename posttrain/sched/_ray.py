@@ -73,6 +73,8 @@ class RayBackend:
 
     RESTART_WAIT_S = 120.0
     """How long a try that lost its actor waits for the restarted actor before reporting infra."""
+    SLACK_S = 60.0
+    """A try is waited for twice its tasks' timeouts plus this (queueing, a pool's start), then infra."""
 
     def __init__(self, address: str, *, domains: Sequence[str]) -> None:
         import ray
@@ -105,13 +107,20 @@ class RayBackend:
     def max_batch(self, domain: str) -> int:
         return self._max_batch.get(domain, 1)
 
-    def _call(self, worker: int, method: str, *args: Any) -> Any:
+    def _call(self, worker: int, method: str, *args: Any, timeout_s: float) -> Any:
+        """``actor.method(*args)``, waited for ``timeout_s`` at most: a try that hangs (an actor that
+        neither answers nor dies) is cancelled and comes back as an exception, i.e. infra, retried."""
         import ray
-        from ray.exceptions import RayActorError
+        from ray.exceptions import GetTimeoutError, RayActorError
 
         actor = self._actor_of[worker]
+        ref = getattr(actor, method).remote(*args)
         try:
-            return ray.get(getattr(actor, method).remote(*args))
+            return ray.get(ref, timeout=timeout_s)
+        except GetTimeoutError:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+            raise
         except RayActorError:
             # The actor died with this try; wait until it is back so the retry has somewhere to go.
             with contextlib.suppress(Exception):
@@ -119,10 +128,12 @@ class RayBackend:
             raise
 
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
-        return self._call(worker, "verify", domain, list(pairs))
+        wait = self.SLACK_S + 2 * sum(t.limits.timeout_s for t, _ in pairs)
+        return self._call(worker, "verify", domain, list(pairs), timeout_s=wait)
 
     def episode(self, worker: int, job: Episode) -> Trajectory:
-        return self._call(worker, "episode", job)
+        limits = job.task.limits
+        return self._call(worker, "episode", job, timeout_s=self.SLACK_S + 2 * limits.timeout_s * limits.max_attempts)
 
     def actor_pids(self) -> list[int]:
         import ray
