@@ -53,7 +53,7 @@ class RolloutActor:
         from posttrain.policy import LocalSampler
 
         torch.set_num_threads(threads)
-        self.model = model.eval().requires_grad_(False)
+        self.model = model.eval()  # requires_grad as the trainer's: the same CPU kernels, the same logprobs
         self.sampler = LocalSampler(self.model, tokenizer)
         self.version: int | None = None
 

@@ -131,8 +131,9 @@ class CopiedWeights:
     """A copy of the policy (model and tokenizer) in this process, loaded with each version."""
 
     def __init__(self, policy: Policy) -> None:
-        self.policy = Policy(copy.deepcopy(policy.model).eval().requires_grad_(False),
-                             copy.deepcopy(policy.tokenizer), path=policy.path)
+        # requires_grad stays as the trainer's: it changes which CPU kernels sample (a last-bit
+        # difference in the logprobs), and K = 0 must sample exactly what the trainer's model does
+        self.policy = Policy(copy.deepcopy(policy.model).eval(), copy.deepcopy(policy.tokenizer), path=policy.path)
         self.version: int | None = None
 
     def capture(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -147,6 +148,12 @@ class CopiedWeights:
 
     def close(self) -> None:
         pass
+
+
+def local_weights(policy: Policy, max_staleness: int) -> Weights:
+    """The generator's weights in this process: the trainer's own model for the synchronous loop
+    (``max_staleness`` 0: no copy, no thread), else a copy."""
+    return SharedWeights(policy) if max_staleness == 0 else CopiedWeights(policy)
 
 
 class Rollouts:
@@ -177,6 +184,7 @@ class Rollouts:
         self._error: BaseException | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._threads = torch.get_num_threads()
         if not self.inline:
             self._thread = threading.Thread(target=self._run, name="rollouts", daemon=True)
             self._thread.start()
@@ -212,6 +220,7 @@ class Rollouts:
         return Batch(step, version, tasks, groups, metrics, self.snapshot(), time.perf_counter() - t1, idle)
 
     def _run(self) -> None:
+        torch.set_num_threads(self._threads)  # OpenMP's thread count is per thread: a new one has the default
         try:
             for step in range(self._next, self.steps):
                 batch = self._produce(step)
@@ -281,6 +290,12 @@ class _Closed(Exception):
     pass
 
 
+def overlap_metrics(batch: Batch, step: int, train_idle_s: float) -> dict[str, float]:
+    """Per-step metrics: the version that sampled the batch, its lag, generation time, idle times."""
+    return {"policy_version": float(batch.policy_version), "policy_lag": float(step - batch.policy_version),
+            "gen_s": batch.gen_s, "gen_idle_s": batch.gen_idle_s, "train_idle_s": train_idle_s}
+
+
 def correct_staleness(batch: PolicyBatch, model: torch.nn.Module, *, lag: int, temperature: float,
                       micro_batch_size: int) -> PolicyBatch:
     """A batch sampled ``lag`` versions ago, made ready for the truncated-IS loss (module docstring):
@@ -317,9 +332,11 @@ def batches_to_json(batches: Sequence[Batch], max_staleness: int) -> dict[str, A
 
 def batches_from_json(data: Mapping[str, Any] | None, max_staleness: int, tasks: Mapping[str, Task], *,
                       after: Mapping[str, Any]) -> list[Batch]:
-    """The queued batches back from ``batches_to_json``; the last one's ``after`` is ``after`` (the
-    state restored with the checkpoint). A checkpoint of another K is refused in one line."""
-    data = data or {"max_staleness": 0, "queued": []}
+    """The queued batches back from ``batches_to_json`` (None: no checkpoint, nothing queued); the last
+    one's ``after`` is ``after`` (the state restored with the checkpoint). A checkpoint of another K
+    is refused in one line."""
+    if data is None:
+        return []
     if data["max_staleness"] != max_staleness:
         raise UserError(f"rl.max_staleness: the checkpoint was written with {data['max_staleness']}, the recipe "
                         f"says {max_staleness}; resume with the same value")
