@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -51,15 +52,25 @@ import torch
 
 from posttrain.algo import ADVANTAGES, kl_in_reward
 from posttrain.algo.shaping import frac_zero_std, informative_groups
-from posttrain.policy import Policy, SamplingParams
+from posttrain.policy import Policy, Sampler, SamplingParams
 from posttrain.rollout import Env, Episode, SingleTurnEnv, as_rollout, run_batch
 from posttrain.sched import Service
 from posttrain.tasks import TaskSampler
 from posttrain.train._batch import trajectory_rows
 from posttrain.train._critic import Critic
+from posttrain.train._overlap import (
+    TIS_CAP,
+    Rollouts,
+    Weights,
+    batches_from_json,
+    batches_to_json,
+    correct_staleness,
+    local_weights,
+    overlap_metrics,
+)
 from posttrain.train._runlog import JsonlWriter, trajectory_records
 from posttrain.train._step import LossSpec, PolicyBatch, policy_update, token_logprobs
-from posttrain.train.checkpoint import load_latest, restore, save_checkpoint
+from posttrain.train.checkpoint import load_latest, restore, rng_state, save_checkpoint
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Rollout, Task, Trajectory
 from posttrain.verify.rewards import COMPONENTS, RewardBreakdown, RewardWeights, combine
@@ -124,6 +135,7 @@ def loss_spec(cfg: RLConfig, episodes: EpisodeSpec | None = None) -> LossSpec:
         kl_coef=cfg.kl_coef if cfg.kl_placement == "loss" else 0.0,
         kl_kind=cfg.kl_kind,
         temperature=cfg.temperature,
+        tis_cap=TIS_CAP if cfg.max_staleness > 0 else None,  # only rows with sampling_logp: stale ones
     )
 
 
@@ -249,11 +261,15 @@ def sample_groups(
     *,
     step: int = 0,
     episodes: EpisodeSpec = EpisodeSpec(),
+    generator: Sampler | None = None,
+    policy_version: int | None = None,
 ) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
     """Draw ``prompts_per_step`` tasks and G episodes each. With ``dynamic_sampling`` (DAPO), groups
     whose rewards are all equal carry no gradient: drop them and draw more tasks, at most
     ``max_refills`` times; the batch may then be smaller than asked (logged as groups_kept). If no
-    group is informative at all, the last draw is kept as is (its advantages are zero)."""
+    group is informative at all, the last draw is kept as is (its advantages are zero).
+    ``generator``: the sampler of the version that samples (default ``policy.sampler()``), whose
+    number every trajectory carries (``policy_version``, default ``step``)."""
     tasks: list[Task] = []
     groups: list[list[Trajectory]] = []
     drawn = 0
@@ -261,7 +277,8 @@ def sample_groups(
         new_tasks = sampler.next(cfg.prompts_per_step - len(tasks))
         new_groups = sample_episodes(policy, new_tasks, service, cfg,
                                      group_ids=[f"{step}/{drawn + k}/{t.id}" for k, t in enumerate(new_tasks)],
-                                     policy_version=step, episodes=episodes)
+                                     policy_version=step if policy_version is None else policy_version,
+                                     episodes=episodes, generator=generator)
         drawn += len(new_tasks)
         keep = [True] * len(new_tasks)
         if cfg.dynamic_sampling:
@@ -280,7 +297,8 @@ def sample_groups(
 
 def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg: RLConfig, *,
                     group_ids: Sequence[str], policy_version: int,
-                    episodes: EpisodeSpec = EpisodeSpec()) -> list[list[Trajectory]]:
+                    episodes: EpisodeSpec = EpisodeSpec(), generator: Sampler | None = None,
+                    ) -> list[list[Trajectory]]:
     """G episodes per task through the episode runner, grouped by their carried ``group_id``: round
     0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always).
     Single-turn episodes are verified as ``service`` jobs of their group."""
@@ -291,7 +309,7 @@ def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg
 
     runs = [Episode(t, make_env(t, gid, i), gid, i) for t, gid in zip(tasks, group_ids, strict=True)
             for i in range(cfg.group_size)]
-    trajs = run_batch(policy.sampler(), runs,
+    trajs = run_batch(generator or policy.sampler(), runs,
                       SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
                       max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
                       policy_version=policy_version)
@@ -313,8 +331,15 @@ def train_grpo(
     episodes: EpisodeSpec = EpisodeSpec(),
     log: Callable[[dict[str, float]], None] = lambda m: None,
     progress: Callable[[int], None] = lambda step: None,
+    rollout: Weights | None = None,
 ) -> int:
     """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done.
+
+    Rollouts come from a generator (posttrain/train/_overlap.py): the batch of step s is sampled by
+    policy version max(0, s - ``rl.max_staleness``), from ``rollout``'s weights (default: the
+    trainer's own model when max_staleness is 0 -- the synchronous loop -- else a copy in this
+    process; ``posttrain.sched.RayRollout`` for Ray actors), and stale batches get the truncated-IS
+    correction.
 
     ``service`` verifies (its scheduler's state goes into every checkpoint and comes back on
     resume); ``episodes``: environments, limits and credit of the episodes (default: single-turn)."""
@@ -329,7 +354,7 @@ def train_grpo(
     spec = loss_spec(cfg, episodes)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     ckpt_dir = out / "checkpoints" / "rl-state"
-    start = 0
+    start, in_flight = 0, None
     torch.manual_seed(seed)
     if resume and (ckpt := load_latest(ckpt_dir)) is not None:
         restore(ckpt, model, optimizer, scheduler)
@@ -338,74 +363,104 @@ def train_grpo(
             service.load_state_dict(ckpt.extra["sched"])
         if ref_model is not None:  # the reference is the policy RL started from, saved beside
             ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
-        start = ckpt.step
+        start, in_flight = ckpt.step, ckpt.extra.get("overlap", {"max_staleness": 0, "queued": []})
         if critic is not None:
             critic.load(ckpt_dir, start)
     if ref_model is not None and start == 0:
         torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
+    generate = functools.partial(_generate, policy, sampler, service, cfg, reward_weights, reward_model, episodes)
+    snapshot = functools.partial(_generator_state, sampler, service)
+    queued = batches_from_json(in_flight, cfg.max_staleness, {t.id: t for t in train_tasks}, after=snapshot())
+    rollouts = Rollouts(generate, rollout or local_weights(policy, cfg.max_staleness), model, max_staleness=cfg.max_staleness, start=start, steps=cfg.steps,
+                        snapshot=snapshot, queued=queued)
     trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl")
     t0 = time.perf_counter()
     tokens_done = 0
-    for step in range(start, cfg.steps):
-        t_step, sched_before = time.perf_counter(), service.stats()
-        # --- sample + score (dynamic sampling refills groups whose rewards have no variance)
-        tasks, groups, sampled = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model,
-                                               step=step, episodes=episodes)
-        rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
-                                           reward_model_weight=cfg.reward_model_weight,
-                                           attempt_discount=episodes.attempt_discount, cut=episodes.cut)  # (N, G)
-        batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device, mask_truncated=cfg.mask_truncated)
-        if ref_model is not None:
-            with torch.no_grad():
-                ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask, loss_mask=batch.loss_mask,
-                                          temperature=cfg.temperature, groups=batch.group)
-            batch = dataclasses.replace(batch, ref_logp=ref_logp)
-            if cfg.kl_placement == "reward":  # r - beta * sum_t KL_t, before advantages
-                shaped = kl_in_reward(rewards.reshape(-1), batch.old_logp.cpu(), ref_logp.cpu(), batch.loss_mask.cpu(),
-                                      kl_coef=cfg.kl_coef, kind=cfg.kl_kind).reshape(rewards.shape)
-                reward_parts["kl_in_reward"] = float(torch.nanmean(rewards - shaped)) / cfg.kl_coef  # mean seq KL
-                rewards = shaped
-        # --- advantages (NaN rewards -> advantage 0, masked in the batch)
-        if critic is None:  # group-relative
-            std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
-            adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
-            if episodes.process_coef > 0:  # (B, T): per-turn process rewards
-                adv = process_advantages(groups, adv, batch.input_ids.shape[1], reward_weights,
-                                         process_coef=episodes.process_coef)
-            batch = dataclasses.replace(batch, adv=adv.reshape(batch.input_ids.shape[0], -1).squeeze(1).to(device))
-        else:  # PPO: GAE on the critic's values, per token
-            adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
-            batch = dataclasses.replace(batch, adv=adv_tok)
-        # --- loss + step
-        stats = policy_update(model, optimizer, batch, spec,
-                              micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
-        scheduler.step()
-        if critic is not None:
-            stats |= critic.update(batch, returns, old_values, micro_batch_size=cfg.micro_batch_size,
-                                   max_grad_norm=cfg.max_grad_norm)
-        # --- log
-        tokens_done += int(batch.attention_mask.sum())
-        wall = time.perf_counter() - t0
-        metrics = step_metrics(groups, tasks, rewards, stats) | reward_parts | sampled | service.metrics(sched_before)
-        metrics.update(step=step, wall_s=wall, step_s=time.perf_counter() - t_step,
-                       tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
-        log(metrics)
-        warn_if_degenerate(metrics)
-        trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
-            rec for t, g in zip(tasks, groups, strict=True) for traj in g
-            for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"])
-        )
-        progress(step + 1)
-        done = step + 1
-        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            if critic is not None:  # before the checkpoint that names this step
-                critic.save(ckpt_dir, done)
-            save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optimizer,
-                            scheduler=scheduler, step=done, sampler_state=sampler.state(),
-                            extra={"finished": done == cfg.steps, "sched": service.state_dict()}, keep_last=2)
+    try:
+        for step in range(start, cfg.steps):
+            t_step = time.perf_counter()
+            # --- sample + score: the generator's batch of this step, sampled by version max(0, step - K)
+            #     (dynamic sampling refills groups whose rewards have no variance)
+            gen, train_idle_s = rollouts.get(step)
+            tasks, groups = gen.tasks, gen.groups
+            rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
+                                               reward_model_weight=cfg.reward_model_weight,
+                                               attempt_discount=episodes.attempt_discount, cut=episodes.cut)  # (N, G)
+            batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device, mask_truncated=cfg.mask_truncated)
+            batch = correct_staleness(batch, model, lag=step - gen.policy_version, temperature=cfg.temperature,
+                                      micro_batch_size=cfg.micro_batch_size)  # stale: truncated IS
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask, loss_mask=batch.loss_mask,
+                                              temperature=cfg.temperature, groups=batch.group)
+                batch = dataclasses.replace(batch, ref_logp=ref_logp)
+                if cfg.kl_placement == "reward":  # r - beta * sum_t KL_t, before advantages
+                    shaped = kl_in_reward(rewards.reshape(-1), batch.old_logp.cpu(), ref_logp.cpu(), batch.loss_mask.cpu(),
+                                          kl_coef=cfg.kl_coef, kind=cfg.kl_kind).reshape(rewards.shape)
+                    reward_parts["kl_in_reward"] = float(torch.nanmean(rewards - shaped)) / cfg.kl_coef  # mean seq KL
+                    rewards = shaped
+            # --- advantages (NaN rewards -> advantage 0, masked in the batch)
+            if critic is None:  # group-relative
+                std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
+                adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
+                if episodes.process_coef > 0:  # (B, T): per-turn process rewards
+                    adv = process_advantages(groups, adv, batch.input_ids.shape[1], reward_weights,
+                                             process_coef=episodes.process_coef)
+                batch = dataclasses.replace(batch, adv=adv.reshape(batch.input_ids.shape[0], -1).squeeze(1).to(device))
+            else:  # PPO: GAE on the critic's values, per token
+                adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
+                batch = dataclasses.replace(batch, adv=adv_tok)
+            # --- loss + step
+            stats = policy_update(model, optimizer, batch, spec,
+                                  micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
+            scheduler.step()
+            rollouts.publish(step + 1, model)  # version step + 1, for the batch of step + 1 + K
+            if critic is not None:
+                stats |= critic.update(batch, returns, old_values, micro_batch_size=cfg.micro_batch_size,
+                                       max_grad_norm=cfg.max_grad_norm)
+            # --- log
+            tokens_done += int(batch.attention_mask.sum())
+            wall = time.perf_counter() - t0
+            metrics = (step_metrics(groups, tasks, rewards, stats) | reward_parts | gen.metrics
+                       | overlap_metrics(gen, step, train_idle_s))
+            metrics.update(step=step, wall_s=wall, step_s=time.perf_counter() - t_step,
+                           tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
+            log(metrics)
+            warn_if_degenerate(metrics)
+            trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
+                rec for t, g in zip(tasks, groups, strict=True) for traj in g
+                for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"])
+            )
+            progress(step + 1)
+            done = step + 1
+            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+                if critic is not None:  # before the checkpoint that names this step
+                    critic.save(ckpt_dir, done)
+                in_flight, after = rollouts.checkpoint(done)  # batches of steps done..done+K-1, state after them
+                save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optimizer,
+                                scheduler=scheduler, step=done, sampler_state=after["sampler"], rng=after["rng"],
+                                extra={"finished": done == cfg.steps, "sched": after["sched"],
+                                       "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2)
+    finally:
+        rollouts.close()
     trajectories.close()
     model.eval()
     return cfg.steps
+
+
+def _generate(policy: Policy, sampler: TaskSampler, service: Service, cfg: RLConfig, reward_weights: RewardWeights,
+              reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None, episodes: EpisodeSpec,
+              step: int, version: int, gen: Sampler) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
+    """The generator's work for one step (``_overlap.Generate``): sample, verify, and the service's metrics."""
+    before = service.stats()
+    tasks, groups, sampled = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model, step=step,
+                                           episodes=episodes, generator=gen, policy_version=version)
+    return tasks, groups, sampled | service.metrics(before)
+
+
+def _generator_state(sampler: TaskSampler, service: Service) -> dict[str, object]:
+    """What a checkpoint restores to continue the generator: every RNG, the task sampler, the scheduler."""
+    return {"rng": rng_state(), "sampler": sampler.state(), "sched": service.state_dict()}
 
 
 def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
