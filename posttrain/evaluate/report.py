@@ -353,6 +353,17 @@ def _trajectories(groups: dict[str, Sequence[EvalRecord]]) -> str:
     return select + "".join(picked)
 
 
+def _sched_table(summary: dict[str, Any]) -> str:
+    """The execution service's counters over the run and each breaker's last state (``summary["sched"]``)."""
+    sched = summary.get("sched")
+    if not isinstance(sched, dict):
+        return ""
+    counts = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in sched.items() if _num(v) is not None)
+    breakers = sched.get("breakers") if isinstance(sched.get("breakers"), dict) else {}
+    states = "".join(f"<tr><th>breaker {escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in breakers.items())
+    return f'<h2>Execution service</h2><table class="eval">{counts}{states}</table>'
+
+
 def render_report(data: RunData) -> str:
     """The HTML text of the report (``write_report`` writes it)."""
     summaries = _eval_summaries(data)
@@ -371,7 +382,7 @@ def render_report(data: RunData) -> str:
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(str(data.run_dir))}</p>{config}"
         f"<h2>Learning curves</h2>{_curves(data.metrics)}"
-        f"<h2>Evaluation</h2>{_eval_table(summaries)}"
+        f"<h2>Evaluation</h2>{_eval_table(summaries)}{_sched_table(data.summary)}"
         f"<h2>Attempts to success</h2>{_histograms(hist_groups)}"
         f"<h2>Example trajectories</h2>{_trajectories(traj_groups)}"
         f"<script>{SCRIPT}</script></body></html>"

@@ -87,3 +87,13 @@ def test_report_renders_in_chromium(run_dir, tmp_path):
     _chromium(tmp_path, blank, f"--screenshot={blank_shot}", "--window-size=1320,2400")
     # charts, tables and text compress far worse than an empty page (~14 kB vs ~200 kB)
     assert shot.stat().st_size > 5 * blank_shot.stat().st_size
+
+
+def test_report_shows_the_execution_services_counters_and_breakers(tmp_path):
+    import json
+
+    (tmp_path / "summary.json").write_text(json.dumps({"eval": {}, "sched": {
+        "jobs": 12, "retries": 3, "groups_dropped": 1, "breakers": {"domain:code": "open", "domain:math": "closed"}}}))
+    html = write_report(tmp_path).read_text()
+    assert "Execution service" in html and "<th>retries</th><td>3</td>" in html
+    assert "<th>breaker domain:code</th><td>open</td>" in html
