@@ -448,7 +448,8 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     each); returns the ``(train, eval)`` tasks."""
     train, held = recipe_tasks(recipe)
     demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
-    check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos)
+    check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos,
+                max(t.limits.max_attempts for t in [*train, *held]) if train or held else 1)
     from posttrain.envs.tool import has_tool_episodes
 
     for key, episodes, tasks in (("rl", recipe.rl.episodes, train if "rl" in recipe.stages else []),
@@ -460,12 +461,35 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     return train, held
 
 
-def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[str, str]]) -> None:
+def episode_length(cfg: RLConfig | EvalConfig, max_new_tokens: int, max_attempts: int, *,
+                   budget: int | None = None) -> int:
+    """Tokens an episode of ``cfg.episodes`` may add after its prompt: ``max_new_tokens`` for one
+    answer; for multi-turn episodes every turn's answer and the observation after it,
+    ``turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS`` (turns: ``max_turns``, else
+    the tasks' ``max_attempts`` for repair, ``TOOL_STEPS`` for tool), or the episode's token
+    ``budget`` when that is smaller (the runner never appends past it)."""
+    if cfg.episodes == "single":
+        return max_new_tokens
+    from posttrain.evaluate.sources import TOOL_STEPS
+
+    turns = cfg.max_turns or (max_attempts if cfg.episodes == "repair" else TOOL_STEPS)
+    length = turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS
+    return length if budget is None else min(length, budget)
+
+
+OBSERVATION_TOKENS = 160
+"""The position check's allowance for one observation of a multi-turn episode (repair feedback, tool
+results); an episode's ``rl.max_episode_tokens`` bounds them exactly."""
+
+
+def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[str, str]],
+                max_attempts: int = 1) -> None:
     """The model has a tokenizer with an EOS token and enough positions for the recipe's lengths.
 
     Needed positions: the longest prompt (in the model's tokens, BOS included) + the longest
-    completion any stage samples (rl, eval, pairs), and the longest SFT demonstration + EOS. A hub
-    name (not a local directory) is checked when it is loaded (``load_policy``: tokenizer, EOS).
+    completion or episode any stage samples (rl, eval, pairs; ``episode_length``), and the longest
+    SFT demonstration + EOS. A hub name (not a local directory) is checked when it is loaded
+    (``load_policy``: tokenizer, EOS).
     """
     from posttrain.policy import ModelFacts, build_char_tokenizer, inspect_model
 
@@ -481,9 +505,14 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
         return
     if facts.positions is None:
         return
-    new_tokens = {"eval.max_new_tokens": recipe.eval.max_new_tokens}
+    def label(key: str, cfg: RLConfig | EvalConfig) -> str:
+        return f"{key}.max_new_tokens" if cfg.episodes == "single" else \
+            f"a {key}.episodes: {cfg.episodes} episode ({key}.max_new_tokens per turn, observations, budget)"
+
+    new_tokens = {label("eval", recipe.eval): episode_length(recipe.eval, recipe.eval.max_new_tokens, max_attempts)}
     if "rl" in recipe.stages:
-        new_tokens["rl.max_new_tokens"] = recipe.rl.max_new_tokens
+        new_tokens[label("rl", recipe.rl)] = episode_length(recipe.rl, recipe.rl.max_new_tokens, max_attempts,
+                                                            budget=recipe.rl.max_episode_tokens)
     if {"rm", "dpo"} & set(recipe.stages):
         new_tokens["pairs.max_new_tokens"] = recipe.pairs.max_new_tokens
     key_new = max(new_tokens, key=lambda k: new_tokens[k])

@@ -1,0 +1,35 @@
+"""Recipes with multi-turn episodes, checked when the recipe is parsed (before any work): the model's
+positions must hold a whole episode, and tool episodes need tasks of a domain that has them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from posttrain.errors import ConfigError
+from posttrain.train.recipe import OBSERVATION_TOKENS, load_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_position_check_counts_every_turn_of_an_episode():
+    # tiny-repair: prompts of 65 tokens (BOS included), 3 attempts of 20 tokens. One answer needs
+    # 65 + 20 = 85 positions; a repair episode 65 + 3 * 20 + 2 observations.
+    need = 65 + 3 * 20 + 2 * OBSERVATION_TOKENS
+    with pytest.raises(ConfigError, match=rf"model.max_positions: the model has 300 positions, the recipe needs "
+                                          rf"{need}: .*\.episodes: repair episode"):
+        load_recipe(ROOT / "configs" / "tiny-repair.yaml", ["model.max_positions=300"])
+    load_recipe(ROOT / "configs" / "tiny-repair.yaml", [f"model.max_positions={need}"])
+    # a token budget bounds the episode: 65 + 120 fits in 300
+    load_recipe(ROOT / "configs" / "tiny-repair.yaml",
+                ["model.max_positions=300", "rl.max_episode_tokens=120", "eval.episodes=single"])
+
+
+def test_tool_episodes_need_tool_tasks():
+    with pytest.raises(ConfigError, match=r"rl.episodes: tool runs tool-calling episodes on tool and bfcl tasks.*"
+                                          r"\(math\)"):
+        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml",
+                    ["tasks.train=[{generator: math, n: 8}]"])
+    with pytest.raises(ConfigError, match=r"eval.max_turns: 3 turns need multi-turn episodes"):
+        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["eval.episodes=single"])
