@@ -1,55 +1,106 @@
-"""Every domain: generators (reference 1, no-op 0, deterministic), example files, record round trip."""
+"""One conformance test over every registered domain (``posttrain.envs.conformance``): references
+pass, no-ops fail, exploit fixtures fail (never infra), parse errors name the field, generators are
+deterministic and round-trip. It iterates the registry, so posttrain's own domains and any plugin's
+(an entry point of an installed package) are all held to it. Verification goes through the
+execution service with the domains' batch hooks (the path training uses); one try per job, so an
+infra error is seen, never retried away."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from posttrain.envs import DOMAINS, get_env, task_to_record
-from posttrain.errors import TaskError
+from posttrain.envs import DOMAINS, domain_names, get_env
+from posttrain.envs.conformance import (
+    check_exploits,
+    check_generated,
+    check_parse_errors,
+    check_round_trip,
+    check_surface,
+)
 from posttrain.tasks._load import load_tasks
-from posttrain.verify.batch import pool_for, verify_many
+from posttrain.types import Task, Verdict
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+REGISTERED = domain_names()
 
 
-@pytest.mark.parametrize("domain", DOMAINS)
-def test_generated_tasks_reference_passes_noop_fails(domain: str, request) -> None:
-    env = get_env(domain)
-    tasks = env.generate_tasks(16, seed=3)
-    assert len({t.id for t in tasks}) == 16 and all(t.domain == domain for t in tasks)
-    pool = request.getfixturevalue("pool") if domain == "code" else None
-    refs = verify_many([(t, t.reference) for t in tasks], pool)
-    noops = verify_many([(t, env.noop_response(t)) for t in tasks], pool)
-    assert [v.outcome for v in refs] == ["pass"] * 16, [v.feedback for v in refs if not v.passed]
-    assert [v.outcome for v in noops] == ["fail"] * 16
+@pytest.fixture(scope="module")
+def verify_pairs(request):
+    """``pairs -> verdicts`` through one ``posttrain.sched.Service`` over every registered domain."""
+    from posttrain.sched import LocalBackend, SchedPolicy, Service, Verify, hooks_from_envs
+
+    needs = any(get_env(d).needs_sandbox for d in REGISTERED)
+    pool = request.getfixturevalue("pool") if needs else None
+    svc = Service(LocalBackend(hooks_from_envs(REGISTERED, pool), pool),
+                  SchedPolicy(max_tries=1, breaker_threshold=10**6))
+    calls = iter(range(10**9))
+
+    def verify(pairs) -> list[Verdict]:
+        batch = next(calls)
+        jobs = [Verify(task, response, f"{batch}/{i}") for i, (task, response) in enumerate(pairs)]
+        results = svc.run_batch(jobs).results
+        tried = {(a.group_id, a.task_id): a.verdict for a in svc.attempts if a.verdict is not None}
+        return [r if r is not None else tried[(j.group_id, j.task.id)] for j, r in zip(jobs, results, strict=True)]
+
+    with svc:
+        yield verify
 
 
-@pytest.mark.parametrize("domain", DOMAINS)
-def test_exploit_fixtures_fail_on_the_batch_path(domain: str, request) -> None:
-    """Every domain ships exploits (reward-hacking.md, issue 14); through ``verify_many`` (the path
-    training uses, batched sandbox jobs for code) each one is a ``fail``, never a pass or infra."""
-    fixtures = get_env(domain).exploit_fixtures()
-    assert fixtures and len({name for name, _, _ in fixtures}) == len(fixtures)
-    pool = request.getfixturevalue("pool") if domain == "code" else None
-    verdicts = verify_many([(task, response) for _, task, response in fixtures], pool)
-    # The one infra error allowed is a check starved of CPU by the machine (measured by its CPU
-    # time, which a response cannot fake): on a loaded host the CPU-burning exploits run at once.
-    wrong = {name: (v.outcome, v.error_class) for (name, _, _), v in zip(fixtures, verdicts, strict=True)
-             if v.outcome != "fail" and v.error_class != "infra:starved"}
-    assert wrong == {}
+@pytest.mark.parametrize("domain", REGISTERED)
+def test_surface(domain: str) -> None:
+    assert check_surface(domain) == []
 
 
-@pytest.mark.parametrize("domain", DOMAINS)
+@pytest.mark.parametrize("domain", REGISTERED)
+def test_references_pass_and_noops_fail(domain: str, verify_pairs) -> None:
+    assert check_generated(get_env(domain), verify_pairs) == []
+
+
+@pytest.mark.parametrize("domain", REGISTERED)
+def test_exploit_fixtures_fail(domain: str, verify_pairs) -> None:
+    """reward-hacking.md, issue 14: each known way to score without solving is a ``fail`` through the
+    service (batched sandbox jobs for code), never a pass and never an infra error."""
+    assert check_exploits(get_env(domain), verify_pairs) == []
+
+
+@pytest.mark.parametrize("domain", REGISTERED)
+def test_parse_errors_name_the_field(domain: str) -> None:
+    assert check_parse_errors(get_env(domain)) == []
+
+
+@pytest.mark.parametrize("domain", REGISTERED)
 def test_generators_are_deterministic_and_round_trip(domain: str) -> None:
-    env = get_env(domain)
-    a, b = env.generate_tasks(8, seed=11), env.generate_tasks(8, seed=11)
-    assert a == b and a != env.generate_tasks(8, seed=12)
-    for t in a:
-        record = json.loads(json.dumps(task_to_record(t)))
-        assert env.parse_task(record, "roundtrip") == t
+    assert check_round_trip(get_env(domain)) == []
+
+
+class _Spoiled:
+    """The math domain with one rule broken, to show each check can fail."""
+
+    def __init__(self, **override) -> None:
+        self._env, self._override = get_env("math"), override
+
+    def __getattr__(self, attr):
+        return self._override.get(attr, getattr(self._env, attr))
+
+
+def test_each_check_catches_a_domain_that_breaks_its_rule(verify_pairs) -> None:
+    math = get_env("math")
+    lenient = _Spoiled(parse_task=lambda record, source: math.parse_task(
+        {k: v for k, v in record.items() if k != "zz_unknown"}, source))
+    assert check_parse_errors(lenient) == ["math: bad 'zz_unknown' (1) was accepted"]
+    (name, task, _), *_ = math.exploit_fixtures()
+    passing = _Spoiled(exploit_fixtures=lambda: [(name, task, "\\boxed{3}")])
+    assert check_exploits(passing, verify_pairs) == [f"math: exploit {name!r} is pass (None)"]
+    echo = _Spoiled(noop_response=lambda t: str(t.reference))
+    assert len(check_generated(echo, verify_pairs, n=4)) == 4
+    wrong_refs = _Spoiled(generate_tasks=lambda n, seed=0: [
+        Task(id=t.id, domain="math", prompt=t.prompt, fields=t.fields, reference="\\boxed{x}")
+        for t in math.generate_tasks(n, seed=seed)])
+    assert len(check_generated(wrong_refs, verify_pairs, n=4)) == 4
+    assert check_round_trip(_Spoiled(generate_tasks=lambda n, seed=0: math.generate_tasks(n))) == [
+        "math: generate_tasks ignores its seed"]
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
@@ -63,21 +114,9 @@ def test_render_prompt(domain: str) -> None:
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_example_files_have_ten_tasks_that_validate(domain: str, request) -> None:
+def test_example_files_have_ten_tasks_that_validate(domain: str, verify_pairs) -> None:
     tasks = load_tasks(EXAMPLES / f"{domain}.jsonl")
     assert len(tasks) >= 10 and all(t.reference for t in tasks)
-    from posttrain.tasks.cli import check_tasks
-
-    pool = request.getfixturevalue("pool") if domain == "code" else None
-    assert check_tasks(tasks, pool) == []
-
-
-def test_unknown_domain() -> None:
-    with pytest.raises(TaskError, match="unknown domain 'chess'"):
-        get_env("chess")
-
-
-def test_pool_for_opens_nothing_without_code_tasks() -> None:
-    (t,) = get_env("math").generate_tasks(1)
-    with pool_for([t]) as pool:
-        assert pool is None
+    refs = verify_pairs([(t, str(t.reference)) for t in tasks])
+    noops = verify_pairs([(t, get_env(domain).noop_response(t)) for t in tasks])
+    assert [v.outcome for v in refs + noops] == ["pass"] * len(tasks) + ["fail"] * len(tasks)
