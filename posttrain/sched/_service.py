@@ -81,7 +81,7 @@ class LocalBackend:
     def __init__(self, hooks: Mapping[str, DomainHooks], pool: Any | None = None) -> None:
         from posttrain.sandbox import usable_cpus
 
-        self.hooks = dict(hooks)
+        self.hooks, self.pool = dict(hooks), pool  # the pool: for environments that run in it (BFCL episodes)
         self.nodes = ["local"] * (pool.size if pool is not None else usable_cpus())
 
     def serves(self, domain: str) -> bool:
