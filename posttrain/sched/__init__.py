@@ -1,7 +1,7 @@
 """posttrain.sched: the one execution service for verification and episodes, and its scheduler.
 
-    >>> from posttrain.sched import Service, LocalBackend, Verify, hooks_from_envs
-    >>> # with Service(LocalBackend(hooks_from_envs(domains, pool), pool)) as svc:
+    >>> from posttrain.sched import Service, LocalBackend, Verify, hooks_from_envs, open_service
+    >>> # with open_service(domains) as svc:      # or Service(LocalBackend(hooks_from_envs(domains, pool), pool))
     >>> #     verdicts = svc.run_batch([Verify(task, response, group_id, i) for ...]).results
 
 - ``Service`` (``_service.py``): ``submit(job) -> Future``, ``run_batch(jobs)``; concurrency from
@@ -11,15 +11,18 @@
   per node, the driver's exactly-once ``Ledger``).
 - ``simulate`` (``_sim.py``): the same ``Scheduler`` on a virtual clock, for 1,000 workers.
 
-Not here: generation overlapping training (bounded staleness), which belongs to the trainer.
+Every verification of posttrain goes through one ``Service`` opened per run or command and passed
+down: ``posttrain run`` (the pipeline opens it over its sandbox pool: GRPO's single-turn episodes via
+``rollout.SingleTurnEnv``, evaluations, the no-op floor, the demonstrator, preference pairs),
+``posttrain eval`` (``evaluate.runner.score_responses``: one record per try from
+``BatchResult.tries``), ``posttrain audit``, ``posttrain tasks validate`` and ``posttrain verify``
+(``open_service``, ``Service.verify_pairs``). No trainer takes a ``workers`` argument: the service's
+workers (one per sandbox-pool slot) are the concurrency. Its counters and breaker states go into
+metrics.jsonl per RL step (``Service.metrics``), ``eval --json`` and summary.json (``stats``), and its
+scheduler state into RL checkpoints (``state_dict``).
 
-Not yet (issue 11): the four older verification loops still run on their own. Each switches to one
-``Service`` opened per run: ``rollout.verify_all``/``SingleTurnEnv`` -> ``run_batch([Verify(t, r,
-group_id, i)])`` (a ``None`` result drops the group); ``verify.batch.verify_many`` and ``tasks
-validate`` -> the same, ``None`` as ``Verdict.infra("dropped")``, code batching moving to
-``CodeEnv.make_batch_verifier(pool)``; ``evaluate.runner.score_responses`` -> ungrouped ``Verify``
-jobs with ``SchedPolicy(max_tries=3)``, one record per ``svc.attempts`` entry; the audit's
-re-verification -> ``run_batch``.
+Not here: generation overlapping training (bounded staleness), which belongs to the trainer; stateful
+episodes that verify inside their own steps (``RepairEnv``) still call their verifier directly.
 """
 
 from posttrain.sched._core import Scheduler, Ticket
@@ -38,7 +41,14 @@ from posttrain.sched._jobs import (
 )
 from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
 from posttrain.sched._ray import RayBackend, local_cluster
-from posttrain.sched._rollout import RayRollout, RaySampler, RolloutActor, VersionMismatch, ray_session
+from posttrain.sched._rollout import (
+    RayRollout,
+    RaySampler,
+    RolloutActor,
+    VersionMismatch,
+    ray_backend,
+    ray_session,
+)
 from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service, open_service
 
 __all__ = [
@@ -68,6 +78,7 @@ __all__ = [
     "Verify",
     "hooks_from_envs",
     "local_cluster",
+    "ray_backend",
     "ray_session",
     "open_service",
 ]

@@ -222,6 +222,42 @@ def test_ungrouped_jobs_of_one_task_each_get_their_verdict_and_a_sample_is_submi
         # no group id: each job is a group of its own (these two once shared a ledger key and one hung)
         futures = [svc.submit(Verify(math_task(), "\\boxed{2}")), svc.submit(Verify(math_task(), "3"))]
         assert [f.result(timeout=30).outcome for f in futures] == ["pass", "fail"]
-        svc.submit(Verify(math_task(), "2", "g", 0))
-        with pytest.raises(ValueError, match="submitted twice"):
+    gate = threading.Event()
+    held = DomainHooks(lambda task, response: gate.wait(30) and hooks["math"].verify(task, response))
+    with Service(LocalBackend({"math": held})) as svc:
+        first = svc.submit(Verify(math_task(), "2", "g", 0))
+        with pytest.raises(ValueError, match="submitted twice"):  # while the first is live
             svc.submit(Verify(math_task(), "5", "g", 0))
+        gate.set()
+        assert first.result(timeout=30).outcome == "fail"  # "2" has no box
+        # settled, its group forgotten: the same key names a new job now (state stays bounded)
+        assert svc.submit(Verify(math_task(), "5", "g", 0)).result(timeout=30).outcome == "fail"
+
+
+def test_a_duplicate_whose_first_was_dropped_runs_on_its_own_and_keeps_its_group():
+    """Dedup across groups: the first of two identical (task, response) jobs runs out of infra
+    retries and drops *its* group; the duplicate of another group then runs on its own (it was never
+    tried) and is scored, its group kept. Both jobs get one final result in the ledger."""
+    hooks = hooks_from_envs(["math"], None)
+    gate, tries = threading.Event(), Counter()
+
+    def host(task: Task, response: str) -> Verdict:
+        gate.wait(30)  # both jobs are queued before the first try ends: the second is a duplicate
+        tries[response] += 1
+        if response == "\\boxed{2}" and tries[response] <= 2:  # the first job's two tries
+            return Verdict.infra("host went away", error_class="infra:sandbox")
+        return hooks["math"].verify(task, response)
+
+    policy = SchedPolicy(max_tries=2, backoff_s=0.01, breaker_threshold=99)
+    with Service(LocalBackend({"math": DomainHooks(host)}), policy) as svc:
+        threading.Timer(0.3, gate.set).start()
+        out = svc.run_batch([Verify(math_task(), "\\boxed{2}", "gA", 0), Verify(math_task(), "\\boxed{2}", "gB", 0),
+                             Verify(math_task("m2"), "3", "gB", 1)])
+        stats, ledger = svc.stats(), svc.ledger.summary(3)
+        live = (svc._pending, svc._inflight, svc._group_keys, svc._group_live, svc._watch, svc.ledger.finals)
+    assert out.results[0] is None and out.dropped_groups == frozenset({"gA"})
+    assert out.results[1].passed and out.results[2].outcome == "fail"  # gB scored whole
+    assert stats["deduplicated"] == 1 and stats["groups_dropped"] == 1 and stats["samples_dropped"] == 1
+    assert [len(a) for a in out.tries] == [2, 1, 1]  # the duplicate's own try, after the first's two
+    assert ledger == {"jobs": 3, "settled": 3, "lost": 0, "duplicates": 0}  # the duplicate's key too
+    assert all(not part for part in live)  # every group settled: nothing per job is kept
