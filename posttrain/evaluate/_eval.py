@@ -20,7 +20,6 @@ from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import (
-    Response,
     compact,
     load_suite,
     noop_baseline,
@@ -40,15 +39,15 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError(f"posttrain eval: give one of --responses, --model, --endpoint; got {', '.join(given)}")
     if not given and not args.run:
         raise UserError("posttrain eval: nothing to evaluate; give --responses FILE, --model PATH, --endpoint URL or --run DIR")
-    if args.endpoint and not args.model_name:
-        raise UserError("posttrain eval: --endpoint needs --model-name NAME")
+    _validate_sampling(args)
     if args.suite and args.tasks:
         raise UserError("posttrain eval: give --suite or --tasks, not both")
-    for name in ("n", "max_attempts", "limit", "max_new_tokens", "workers"):
+    for name in ("n", "max_attempts", "limit", "max_new_tokens", "workers", "max_turns"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UserError(f"posttrain eval: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.responses and args.max_attempts > 1:
-        raise UserError("posttrain eval: --max-attempts needs a model or endpoint (responses cannot be re-asked)")
+    if args.responses and (args.max_attempts > 1 or args.episodes):
+        raise UserError("posttrain eval: --max-attempts and --episodes need a model or endpoint (responses cannot be "
+                        "re-asked)")
     if args.fail_on_regression and not args.baseline:
         raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
     if args.run and not Path(args.run).is_dir():
@@ -61,6 +60,23 @@ def _validate(args: argparse.Namespace) -> None:
         from posttrain.config import check_out_dir
 
         check_out_dir(args.out)
+
+
+def _validate_sampling(args: argparse.Namespace) -> None:
+    """What the sampling flags need: an endpoint's name and tokenizer, tool episodes' step limit."""
+    if args.endpoint and not args.model_name:
+        raise UserError("posttrain eval: --endpoint needs --model-name NAME")
+    if args.endpoint and not args.tokenizer:
+        raise UserError("posttrain eval: --endpoint needs --tokenizer PATH_OR_NAME (the served model's tokenizer: "
+                        "prompts are sent as its token ids)")
+    if args.tokenizer and not args.endpoint:
+        raise UserError("posttrain eval: --tokenizer is for --endpoint (a --model brings its own)")
+    if args.chat and not args.endpoint:
+        raise UserError("posttrain eval: --chat is for --endpoint")
+    if args.max_turns is not None and args.episodes != "tool":
+        raise UserError("posttrain eval: --max-turns is the step limit of --episodes tool")
+    if args.episodes == "tool" and args.max_attempts > 1:
+        raise UserError("posttrain eval: --episodes tool and --max-attempts are two kinds of episodes; give one")
 
 
 def _check_model_dir(model: str) -> None:
@@ -127,7 +143,8 @@ def _protocol(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Any]:
     else:
         source = "RUN/tasks/eval.jsonl"
     return {"tasks": source, "n_tasks": len(tasks), "samples_per_task": args.n, "temperature": _temperature(args),
-            "max_new_tokens": args.max_new_tokens, "seed": args.seed, "max_attempts": args.max_attempts}
+            "max_new_tokens": args.max_new_tokens, "seed": args.seed, "max_attempts": args.max_attempts,
+            **({"episodes": "tool", "max_turns": args.max_turns} if args.episodes == "tool" else {})}
 
 
 def _protocol_tag(p: dict[str, Any]) -> str:
@@ -139,6 +156,7 @@ def _protocol_tag(p: dict[str, Any]) -> str:
     """
     source = "heldout" if p["tasks"] == "RUN/tasks/eval.jsonl" else Path(p["tasks"]).name.split(".")[0]
     tag = f"{source}{p['n_tasks']}-n{p['samples_per_task']}-t{p['temperature']:g}-len{p['max_new_tokens']}-seed{p['seed']}"
+    tag += f"-tool{p['max_turns'] or ''}" if p.get("episodes") == "tool" else ""
     return tag + (f"-r{p['max_attempts']}" if p["max_attempts"] > 1 else "")
 
 
@@ -148,41 +166,49 @@ def _temperature(args: argparse.Namespace) -> float:
     return 0.0 if args.n == 1 else 0.8
 
 
-def _sampler(args: argparse.Namespace, model: str | None) -> Any:
-    from posttrain.evaluate import sources
-
+def _model(args: argparse.Namespace, model: str | None) -> Any:
+    """What samples: a local ``Policy``, or the ``--endpoint`` as an ``EndpointModel`` (ids out and in,
+    with ``--tokenizer``'s tokenizer; ``--chat``: prompts through its chat template)."""
     if args.endpoint:
-        return sources.endpoint_sampler(args.endpoint, args.model_name, temperature=_temperature(args),
-                                        max_new_tokens=args.max_new_tokens, chat=args.chat)
+        from transformers import AutoTokenizer
+
+        from posttrain.evaluate.sources import EndpointModel
+        from posttrain.policy import EndpointSampler
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        except (OSError, ValueError) as e:
+            raise UserError(f"--tokenizer {args.tokenizer}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
+        return EndpointModel(EndpointSampler(args.endpoint, args.model_name), tokenizer, chat=args.chat)
     from posttrain.policy import load_policy
 
-    return sources.policy_sampler(load_policy(model), temperature=_temperature(args),
-                                  max_new_tokens=args.max_new_tokens)
+    return load_policy(model)
 
 
 def _records(args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
              ) -> tuple[list[EvalRecord], dict[str, float] | None]:
-    """The records of one evaluation, and the episodes' statistics when a local model ran repair episodes."""
+    """The records of one evaluation, and the episodes' statistics when the model ran multi-turn
+    episodes (repair: ``--max-attempts`` > 1; ``--episodes tool``) through the episode runner."""
     if args.responses:
         ids = {t.id for t in tasks}
         responses = read_responses(args.responses)
         if args.limit:
             responses = [r for r in responses if r.task_id in ids]
         return score_responses(tasks, responses, service, stage=stage, source=args.responses), None
-    if args.max_attempts > 1 and not args.endpoint:  # repair episodes, token-exact, through the episode runner
-        from posttrain.evaluate.sources import runner_episodes
-        from posttrain.policy import load_policy
+    from posttrain.evaluate.sources import runner_episodes, sample_responses
 
-        return runner_episodes(load_policy(model), tasks, service.verifiers, n=args.n, temperature=_temperature(args),
+    sampled = _model(args, model)
+    if args.episodes == "tool" or args.max_attempts > 1:  # episodes, token-exact, through the episode runner
+        from posttrain.sched import LocalBackend
+
+        pool = service.backend.pool if isinstance(service.backend, LocalBackend) else None
+        return runner_episodes(sampled, tasks, service.verifiers, n=args.n, temperature=_temperature(args),
                                max_new_tokens=args.max_new_tokens, seed=args.seed, stage=stage,
-                               max_attempts=args.max_attempts)
-    from posttrain.evaluate.sources import sample_episodes
-
-    def score(responses: list[Response]) -> list[EvalRecord]:
-        return score_responses(tasks, responses, service, stage=stage)
-
-    return sample_episodes(tasks, _sampler(args, model), score, n=args.n, max_attempts=args.max_attempts,
-                           seed=args.seed), None
+                               max_attempts=args.max_attempts, episodes=args.episodes or "repair",
+                               max_turns=args.max_turns, pool=pool)
+    responses = sample_responses(sampled, tasks, n=args.n, temperature=_temperature(args),
+                                 max_new_tokens=args.max_new_tokens, seed=args.seed)
+    return score_responses(tasks, responses, service, stage=stage), None
 
 
 def _score(

@@ -46,7 +46,10 @@ def register(subparsers: Any) -> None:
     src.add_argument("--model", metavar="PATH", help="a local transformers checkpoint")
     src.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server (needs --model-name)")
     src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
-    src.add_argument("--chat", action="store_true", help="use /v1/chat/completions instead of /v1/completions")
+    src.add_argument("--tokenizer", metavar="PATH_OR_NAME",
+                     help="--endpoint's tokenizer (prompts go out as its token ids, completions come back as ids)")
+    src.add_argument("--chat", action="store_true",
+                     help="--endpoint: render each prompt with the tokenizer's chat template (still sent as ids)")
     src.add_argument("--run", metavar="DIR", help="a run directory: refuses suites that overlap RUN/tasks/train.jsonl; "
                      "alone, evaluates every policy checkpoint into RUN/eval/<name>@<protocol>.jsonl")
     tasks = p.add_argument_group("on which tasks")
@@ -63,6 +66,10 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--max-attempts", type=int, default=1, metavar="R",
                      help="attempts per episode: after a failure the verifier's feedback goes back into the "
                      "context (repair@1..R-1 are reported apart from pass@k; default 1)")
+    gen.add_argument("--episodes", choices=("tool",),
+                     help="tool: tool-calling episodes (tool and bfcl tasks): each call answered by a tool message "
+                     "until a final answer; adds the tool-call validity rate")
+    gen.add_argument("--max-turns", type=int, metavar="N", help="--episodes tool: actions per episode (default 4)")
     out = p.add_argument_group("output")
     out.add_argument("--k", type=_ks, default=(1, 5, 10), help="pass@k / pass^k values, e.g. 1,5,10 (default)")
     out.add_argument("--out", metavar="DIR", help="write records.jsonl, noop.jsonl and summary.json here")

@@ -24,14 +24,11 @@ as plain text ids).
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain.errors import UserError
 from posttrain.evaluate.records import EvalRecord
 from posttrain.evaluate.runner import Response
 from posttrain.types import Task
@@ -92,189 +89,6 @@ def sample_responses(model: Any, tasks: Sequence[Task], *, n: int, temperature: 
             for j, (t, g) in enumerate(zip([t for t in tasks for _ in range(n)], gens, strict=True))]
 
 
-# ---- the old text-level loop (Turn ... sample_episodes): used by posttrain eval until it switches to
-# sample_responses / runner_episodes; to be removed with that switch (issue 10).
-
-@dataclass(frozen=True)
-class Turn:
-    """One turn of an evaluation conversation: the task, an attempt, or the verifier's feedback."""
-
-    role: str
-    """user (the task prompt) | assistant (an attempt) | feedback (the verifier's message)."""
-    content: str
-
-
-@dataclass(frozen=True)
-class Sample:
-    """What a sampler returns for one conversation."""
-
-    text: str
-    prompt_text: str
-    prompt_ids: tuple[int, ...] = ()
-    completion_ids: tuple[int, ...] = ()
-    gen_s: float = 0.0
-
-
-Sampler = Callable[[Sequence[Sequence[Turn]], Sequence[int]], list[Sample]]
-"""``sampler(conversations, seeds) -> one Sample per conversation``."""
-
-FEEDBACK_HEADER = "\n\nFeedback on the attempt above:\n"
-FEEDBACK_FOOTER = "\nWrite a corrected, complete answer.\n"
-
-
-def render_text(turns: Sequence[Turn]) -> str:
-    """A conversation as one completion prompt (the task prompt, attempts and feedback in order).
-
-    >>> render_text([Turn("user", "def f():\\n"), Turn("assistant", "    return 1\\n"), Turn("feedback", "Test failed")])
-    'def f():\\n    return 1\\n\\n\\nFeedback on the attempt above:\\nTest failed\\nWrite a corrected, complete answer.\\n'
-    """
-    parts = []
-    for t in turns:
-        parts.append(FEEDBACK_HEADER + t.content + FEEDBACK_FOOTER if t.role == "feedback" else t.content)
-    return "".join(parts)
-
-
-def policy_sampler(policy: Any, *, temperature: float, max_new_tokens: int) -> Sampler:
-    """Sample with a ``posttrain.policy.Policy``; one call per round, seeded by the round's first seed."""
-
-    def sample(conversations: Sequence[Sequence[Turn]], seeds: Sequence[int]) -> list[Sample]:
-        prompts = [render_text(c) for c in conversations]
-        t0 = time.perf_counter()
-        gens = policy.generate(prompts, n=1, temperature=temperature, max_new_tokens=max_new_tokens,
-                               seed=seeds[0] if seeds else 0)
-        per = (time.perf_counter() - t0) / max(1, len(prompts))
-        return [
-            Sample(g[0].text, p, tuple(g[0].prompt_ids), tuple(g[0].completion_ids), per)
-            for p, g in zip(prompts, gens, strict=True)
-        ]
-
-    return sample
-
-
-def endpoint_url(base: str, *, chat: bool) -> str:
-    """``http://host:port`` or ``.../v1`` -> the full completions URL.
-
-    >>> endpoint_url("http://127.0.0.1:8000", chat=False)
-    'http://127.0.0.1:8000/v1/completions'
-    >>> endpoint_url("http://h/v1/", chat=True)
-    'http://h/v1/chat/completions'
-    """
-    if not base.startswith(("http://", "https://")):
-        raise UserError(f"--endpoint: expected an http(s) URL, got {base!r}")
-    base = base.rstrip("/")
-    if base.endswith(("/completions", "/chat/completions")):
-        return base
-    if not base.endswith("/v1"):
-        base += "/v1"
-    return base + ("/chat/completions" if chat else "/completions")
-
-
-def _post(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-    from posttrain.policy._endpoint import post_json
-
-    return post_json(url, body, timeout=timeout, label="--endpoint")
-
-
-def _text(url: str, data: dict[str, Any], chat: bool) -> str:
-    try:
-        choice = data["choices"][0]
-        text = choice["message"]["content"] if chat else choice["text"]
-    except (KeyError, IndexError, TypeError):
-        field = "choices[0].message.content" if chat else "choices[0].text"
-        raise UserError(f"--endpoint {url}: response has no {field}: {json.dumps(data)[:200]}") from None
-    if not isinstance(text, str):
-        raise UserError(f"--endpoint {url}: expected a string completion, got {text!r}")
-    return text
-
-
-def _messages(turns: Sequence[Turn]) -> list[dict[str, str]]:
-    out = []
-    for t in turns:
-        if t.role == "feedback":
-            out.append({"role": "user", "content": FEEDBACK_HEADER.strip() + "\n" + t.content + FEEDBACK_FOOTER})
-        else:
-            out.append({"role": t.role, "content": t.content})
-    return out
-
-
-def endpoint_sampler(
-    url: str,
-    model_name: str,
-    *,
-    temperature: float,
-    max_new_tokens: int,
-    chat: bool = False,
-    concurrency: int = 8,
-    timeout: float = 120.0,
-) -> Sampler:
-    """Sample from an OpenAI-compatible server, one request per conversation, ``concurrency`` at a time."""
-    full = endpoint_url(url, chat=chat)
-
-    def one(job: tuple[Sequence[Turn], int]) -> Sample:
-        turns, seed = job
-        body: dict[str, Any] = {"model": model_name, "max_tokens": max_new_tokens,
-                                "temperature": temperature, "seed": seed}
-        if chat:
-            body["messages"] = _messages(turns)
-            shown = json.dumps(body["messages"], ensure_ascii=False)
-        else:
-            body["prompt"] = shown = render_text(turns)
-        t0 = time.perf_counter()
-        text = _text(full, _post(full, body, timeout), chat)
-        return Sample(text, shown, gen_s=time.perf_counter() - t0)
-
-    def sample(conversations: Sequence[Sequence[Turn]], seeds: Sequence[int]) -> list[Sample]:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
-            return list(ex.map(one, zip(conversations, seeds, strict=True)))
-
-    return sample
-
-
-def sample_episodes(
-    tasks: Sequence[Task],
-    sampler: Sampler,
-    score: Callable[[list[Response]], list[EvalRecord]],
-    *,
-    n: int,
-    max_attempts: int = 1,
-    seed: int = 0,
-) -> list[EvalRecord]:
-    """Run ``n`` episodes per task for up to ``max_attempts`` rounds; returns every record.
-
-    ``score(responses)`` verifies a round (``runner.score_responses`` bound to a pool); its last
-    record per (task, sample) decides whether the episode goes on.
-    """
-    from posttrain.envs import get_env
-    from posttrain.train._runlog import feedback_source_after
-
-    by_id = {t.id: t for t in tasks}
-    convo: dict[tuple[str, int], list[Turn]] = {
-        (t.id, i): [Turn("user", get_env(t.domain).render_prompt(t))] for t in tasks for i in range(n)
-    }
-    source = dict.fromkeys(convo, "none")
-    active = list(convo)
-    records: list[EvalRecord] = []
-    for attempt in range(max_attempts):
-        if not active:
-            break
-        # sample i of attempt r gets seed + i + 7919 r: the first round's seeds are seed + i
-        samples = sampler([convo[k] for k in active], [seed + k[1] + 7919 * attempt for k in active])
-        responses = [
-            Response(k[0], s.text, sample_idx=k[1], attempt=attempt, feedback_source=source[k], prompt=s.prompt_text,
-                     prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, gen_s=s.gen_s)
-            for k, s in zip(active, samples, strict=True)
-        ]
-        round_records = score(responses)
-        records += round_records
-        last = {(r.task_id, r.sample_idx): r for r in round_records}
-        text = {(r.task_id, r.sample_idx): r.completion for r in responses}
-        active = [k for k in active if last[k].outcome == "fail"]
-        for k in active:
-            convo[k] += [Turn("assistant", text[k]), Turn("feedback", last[k].feedback)]
-            source[k] = feedback_source_after(by_id[k[0]], last[k])
-    return records
-
-
 def runner_episodes(
     policy: Any,
     tasks: Sequence[Task],
@@ -289,7 +103,6 @@ def runner_episodes(
     episodes: str = "repair",
     max_turns: int | None = None,
     pool: Any | None = None,
-    workers: int | None = None,  # ignored: the runner steps every environment at once (callers drop it)
 ) -> tuple[list[EvalRecord], dict[str, float]]:
     """``n`` episodes per task through the episode runner (``posttrain.rollout``): token-exact
     contexts (observations appended as ids, never re-tokenized). ``episodes``: ``repair`` (up to

