@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # torch and the policy load in the actors and the trainer, no
     import torch
 
     from posttrain.policy import Generation, Policy, SamplingParams
+    from posttrain.sched._ray import RayBackend
 
 
 class VersionMismatch(RuntimeError):
@@ -172,6 +173,20 @@ def ray_session(address: str | None, *, num_cpus: int) -> Iterator[str]:
         yield address
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def ray_backend(address: str | None, domains: Sequence[str], *, num_cpus: int) -> Iterator[RayBackend]:
+    """The service's ``RayBackend`` (a sandbox-pool actor per node) on the cluster at ``address``, or
+    on a one-node cluster of the run's own with ``num_cpus`` CPUs (``ray_session``)."""
+    from posttrain.sched._ray import RayBackend
+
+    with ray_session(address, num_cpus=num_cpus) as joined:
+        backend = RayBackend(joined, domains=domains)
+        try:
+            yield backend
+        finally:
+            backend.close()
 
 
 def _mix(a: int, b: int) -> int:

@@ -26,7 +26,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ from posttrain.policy import (
 )
 from posttrain.rollout import VerdictCache, Verifier, repair_envs, run_episodes
 from posttrain.sandbox import usable_cpus
-from posttrain.sched import LocalBackend, Service, hooks_from_envs
+from posttrain.sched import LocalBackend, RayRollout, Service, hooks_from_envs, ray_backend
 from posttrain.tasks import generators
 from posttrain.train._critic import Critic
 from posttrain.train._runlog import JsonlWriter, rollout_record, truncate_after
@@ -354,7 +354,10 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
         with pool_for([*pools.train, *pools.eval], size=recipe.sandbox.workers or usable_cpus()) as pool:
             hooks = hooks_from_envs(pools.domains, pool)
             verifiers = {d: h.verify for d, h in hooks.items()}  # for episodes that verify in their steps
-            with Service(LocalBackend(hooks, pool)) as service:
+            cpus = recipe.sandbox.workers or usable_cpus()  # sched.backend ray: actors on a cluster instead
+            backend = (ray_backend(recipe.sched.ray_address, pools.domains, num_cpus=cpus)
+                       if recipe.sched.backend == "ray" else nullcontext(LocalBackend(hooks, pool)))
+            with backend as chosen, Service(chosen) as service:
                 summary = _run_models(recipe, out, pools, demo, service, verifiers, metrics, resume=resume)
     finally:
         metrics.close()
@@ -528,6 +531,8 @@ def run_rl(policy: Policy, train: Sequence[Task], service: Service, verifiers: M
         advance(_rl_start(out) if resume else 0)
         train_grpo(policy, train, service, recipe.rl, reward_weights=recipe.reward, reward_model=scorer,
                    critic=critic, out=out, seed=recipe.seed, resume=resume,
+                   rollout=(RayRollout(policy, workers=recipe.sched.rollout_workers, seed=recipe.seed)
+                            if recipe.sched.backend == "ray" else None),
                    episodes=episode_spec(recipe.rl, policy, verifiers, train), log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 
