@@ -29,6 +29,9 @@ def test_canonical_solutions_score_pass_at_1_of_one_on_all_164(tmp_path, run_cli
     assert s["pass@1"] == 1.0 and s["infra_dropped_tasks"] == 0
     assert s["per_domain"]["code"]["pass@1"] == 1.0
     assert s["noop"]["pass@1"] == 0.0 and s["noop"]["n_tasks"] == 164  # the no-op floor
+    # every verification went through the execution service: its counters and breaker states
+    assert s["sched"]["jobs"] + s["sched"]["cache_hits"] + s["sched"]["deduplicated"] == 2 * 164
+    assert s["sched"]["breakers"]["domain:code"] == "closed" and s["sched"]["exhausted"] == 0
     assert (tmp_path / "res" / "records.jsonl").is_file()
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["pass@1"] == 1.0
 
