@@ -52,6 +52,7 @@ import torch
 
 from posttrain.algo import ADVANTAGES, kl_in_reward
 from posttrain.algo.shaping import frac_zero_std, informative_groups
+from posttrain.evaluate.metrics import episode_metrics, tool_call_validity
 from posttrain.policy import Policy, Sampler, SamplingParams
 from posttrain.rollout import Env, Episode, SingleTurnEnv, as_rollout, run_batch
 from posttrain.sched import Service
@@ -429,7 +430,8 @@ def train_grpo(
             warn_if_degenerate(metrics)
             trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
                 rec for t, g in zip(tasks, groups, strict=True) for traj in g
-                for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"])
+                for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"],
+                                              decode=policy.tokenizer.decode)
             )
             progress(step + 1)
             done = step + 1
@@ -470,7 +472,9 @@ def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
     ``completion_len``: action tokens per episode; ``clipped_ratio``: actions cut at max_new_tokens;
     ``truncation_rate``: episodes cut by the step limit or token budget (masked or scored 0);
     ``turns_mean``, ``attempts_mean``, ``episode_tokens`` (tokens after the prompt) per episode;
-    ``pass_rate/<domain>``: episodes whose last attempt passed."""
+    ``first_attempt_pass_rate`` / ``post_repair_pass_rate``: episodes whose first / last attempt
+    passed; ``tool_call_validity``: valid tool calls / all calls (when the episodes made tool calls,
+    ``posttrain.evaluate.metrics``); ``pass_rate/<domain>``: episodes whose last attempt passed."""
     flat = [t for g in groups for t in g]
     turns = [turn for t in flat for turn in t.turns]
     valid = ~torch.isnan(rewards)
@@ -489,7 +493,11 @@ def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
         turns_mean=len(turns) / len(flat),
         attempts_mean=sum(t.attempts for t in flat) / len(flat),
         episode_tokens=sum(len(t.ids) - len(t.prompt_ids) for t in flat) / len(flat),
+        first_attempt_pass_rate=sum(bool(t.verdicts) and t.verdicts[0].passed for t in flat) / len(flat),
+        post_repair_pass_rate=sum(bool(t.verdicts) and t.verdicts[-1].passed for t in flat) / len(flat),
     )
+    if (validity := tool_call_validity(episode_metrics(flat))) is not None:
+        out["tool_call_validity"] = validity
     for domain in sorted({t.domain for t in tasks}):
         outcomes = [bool(e.verdicts) and e.verdicts[-1].passed
                     for t, g in zip(tasks, groups, strict=True) if t.domain == domain for e in g]
