@@ -163,7 +163,7 @@ def evaluate_policy(
                 part_records, part_stats = runner_episodes(
                     policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
                     max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, stage=f"eval/{name}",
-                    episodes=cfg.episodes, max_turns=cfg.max_turns)
+                    episodes=cfg.episodes, max_turns=cfg.max_turns, pool=sandbox_of(service))
                 records += part_records
                 stats.append(part_stats)
             else:
@@ -190,10 +190,11 @@ def eval_metrics_row(name: str, summary: Mapping[str, Any]) -> dict[str, Any] | 
             **{k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}}
 
 
-def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier], train: Sequence[Task]
-                 ) -> EpisodeSpec:
+def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier], train: Sequence[Task],
+                 pool: Any | None = None) -> EpisodeSpec:
     """The recipe's episode keys (``rl.episodes``, ``rl.max_turns``, ...) -> GRPO's ``EpisodeSpec``.
-    Single-turn episodes with no other key set are the default spec (today's RL, bit-identical)."""
+    Single-turn episodes with no other key set are the default spec (today's RL, bit-identical).
+    ``pool``: the sandbox pool tool episodes run in (BFCL's backends)."""
     make_env = None
     max_turns = cfg.max_turns or 1
     if cfg.episodes == "repair":
@@ -201,9 +202,14 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
         max_turns = cfg.max_turns or max(t.limits.max_attempts for t in train)
     elif cfg.episodes == "tool":
         max_turns = cfg.max_turns or TOOL_STEPS
-        make_env = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=max_turns)
+        make_env = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=max_turns, pool=pool)
     return EpisodeSpec(make_env=make_env, max_turns=max_turns, max_tokens=cfg.max_episode_tokens,
                        attempt_discount=cfg.attempt_discount, process_coef=cfg.process_coef, cut=cfg.cut_episodes)
+
+
+def sandbox_of(service: Service) -> Any | None:
+    """The sandbox pool of a local service (tool episodes run BFCL's backends in it), else None."""
+    return service.backend.pool if isinstance(service.backend, LocalBackend) else None
 
 
 def evaluate_demonstrator(
@@ -533,7 +539,7 @@ def run_rl(policy: Policy, train: Sequence[Task], service: Service, verifiers: M
                    critic=critic, out=out, seed=recipe.seed, resume=resume,
                    rollout=(RayRollout(policy, workers=recipe.sched.rollout_workers, seed=recipe.seed)
                             if recipe.sched.backend == "ray" else None),
-                   episodes=episode_spec(recipe.rl, policy, verifiers, train), log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
+                   episodes=episode_spec(recipe.rl, policy, verifiers, train, sandbox_of(service)), log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance)
 
 
 __all__ = ["TaskPools", "VerdictCache", "is_finished", "make_pools", "recipe_changes", "run_recipe"]
