@@ -23,7 +23,10 @@ from typing import Any
 from posttrain.envs._base import (
     BatchVerifier,
     Env,
+    HasDemonstrationMistakes,
+    HasTaskFamilies,
     RecordReader,
+    TaskFamily,
     Verifier,
     fail,
     guard,
@@ -34,10 +37,12 @@ from posttrain.envs._base import (
 from posttrain.envs._registry import (
     BUILTIN,
     ENTRY_POINT_GROUP,
+    domain_family,
     domain_names,
     get_env,
     is_registered,
     register_domain,
+    task_families,
 )
 
 DOMAINS: tuple[str, ...] = tuple(BUILTIN)
@@ -61,8 +66,12 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "BatchVerifier",
     "Env",
+    "HasDemonstrationMistakes",
+    "HasTaskFamilies",
     "RecordReader",
+    "TaskFamily",
     "Verifier",
+    "domain_family",
     "domain_names",
     "fail",
     "get_env",
@@ -73,5 +82,6 @@ __all__ = [
     "parse_common",
     "passed",
     "register_domain",
+    "task_families",
     "task_to_record",
 ]

@@ -21,7 +21,7 @@ import math
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from posttrain.errors import TaskError
 from posttrain.types import Task, TaskLimits, Verdict
@@ -64,6 +64,27 @@ class Env(Protocol):
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]: ...
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]: ...
+
+
+TaskFamily = Callable[..., list[Task]]
+"""A named family of tasks: ``family(*, seed) -> list[Task]`` (all of them, shuffled by ``seed``)."""
+
+
+@runtime_checkable
+class HasTaskFamilies(Protocol):
+    """An ``Env`` that also offers named task families (a recipe's ``{generator: NAME}``; the
+    quickstart shorthand ``tasks.domains: [d]`` takes the family ``quickstart-<d>`` of domain d)."""
+
+    def task_families(self) -> Mapping[str, TaskFamily]: ...
+
+
+@runtime_checkable
+class HasDemonstrationMistakes(Protocol):
+    """An ``Env`` whose tasks the scripted demonstrator (``posttrain.tasks.generators.Demonstrator``)
+    can demonstrate: ``demonstration_mistake(task)`` is the plausible wrong response it gives when
+    it errs, or None for a task it does not know."""
+
+    def demonstration_mistake(self, task: Task) -> str | None: ...
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from posttrain.envs._base import Env
+from posttrain.envs._base import Env, HasTaskFamilies, TaskFamily
 from posttrain.errors import TaskError
 
 ENTRY_POINT_GROUP = "posttrain.domains"
@@ -65,6 +65,8 @@ def register_domain(name: str, env: Env | Callable[[], Env]) -> None:
     if not callable(env) and not _has_env_members(env):
         raise ValueError(f"domain {name!r}: expected an Env (with {', '.join(ENV_MEMBERS)}) or a factory "
                          f"returning one, got {type(env).__name__}")
+    if _has_env_members(env) and env.name != name:
+        raise ValueError(f"domain {name!r}: its Env is named {env.name!r}; the names must agree")
     with _lock:
         _load_table()
         if name in _specs:
@@ -103,6 +105,28 @@ def get_env(name: str) -> Env:
 def is_registered(name: str) -> bool:
     """Whether ``name`` is a registered domain (without importing it)."""
     return name in domain_names()
+
+
+def task_families() -> dict[str, tuple[str, TaskFamily]]:
+    """Every registered domain's named task families: ``{family: (domain, family)}``. Imports every
+    domain; a family name that is also a domain name, or offered by two domains, is an error."""
+    out: dict[str, tuple[str, TaskFamily]] = {}
+    for domain in domain_names():
+        env = get_env(domain)
+        if not isinstance(env, HasTaskFamilies):
+            continue
+        for family, make in env.task_families().items():
+            if family in _specs or family in out:
+                taken = "a domain" if family in _specs else f"a family of domain {out[family][0]!r}"
+                raise TaskError(f"domain {domain!r}: task family {family!r} is already {taken}")
+            out[family] = (domain, make)
+    return out
+
+
+def domain_family(domain: str, family: str) -> TaskFamily | None:
+    """Family ``family`` of ``domain`` (importing that domain only), or None if it has none."""
+    env = get_env(domain)
+    return env.task_families().get(family) if isinstance(env, HasTaskFamilies) else None
 
 
 def _load_table() -> None:

@@ -9,7 +9,7 @@ A recipe names its training and evaluation tasks apart, each a list of sources::
         - {generator: json, n: 200, seed: 1}       # get_env("json").generate_tasks(200, seed=1)
       eval:
         - {file: data/held-out.jsonl}
-        - {generator: quickstart-math, n: 50}      # a quickstart family (posttrain.tasks.generators)
+        - {generator: quickstart-math, n: 50}      # a domain's named task family (Env.task_families)
 
 ``load_pools(train, eval, seed=...)`` loads every source and checks it: the file exists and parses,
 every record fits its domain's schema (``posttrain.envs``), the domain is known, no task id appears
@@ -30,18 +30,38 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.config import NonNegativeInt, PositiveInt, Seed
-from posttrain.envs import model_prompt
+from posttrain.envs import domain_names, is_registered, model_prompt
 from posttrain.errors import ConfigError, UserError
 from posttrain.tasks import generators
 from posttrain.tasks._load import iter_task_records, parse_record
 from posttrain.types import Task
 
-QUICKSTART_GENERATORS: dict[str, Callable[..., list[Task]]] = {
-    "quickstart-math": generators.math_tasks,
-    "quickstart-code": generators.code_tasks,
-    "repair": generators.repair_tasks,  # the feedback-only family (issue 10)
+_NOT_YET_IN_A_DOMAIN: dict[str, Callable[..., list[Task]]] = {
+    "repair": generators.repair_tasks,  # the feedback-only family (issue 10); moves to the code domain
 }
-"""The quickstart families by name; every domain's own ``generate_tasks`` is named by its domain."""
+
+
+def _family(name: str) -> Callable[..., list[Task]]:
+    family = task_family(name)
+    if family is None:
+        raise UserError(f"generator: unknown task family {name!r}")
+    return family
+
+
+def task_family(name: str) -> Callable[..., list[Task]] | None:
+    """The task family ``name`` (a registered domain's ``task_families``), or None."""
+    from posttrain.envs import task_families
+
+    if name in _NOT_YET_IN_A_DOMAIN:
+        return _NOT_YET_IN_A_DOMAIN[name]
+    found = task_families().get(name)
+    return None if found is None else found[1]
+
+
+def family_names() -> list[str]:
+    from posttrain.envs import task_families
+
+    return [*task_families(), *_NOT_YET_IN_A_DOMAIN]
 
 
 @dataclass(frozen=True)
@@ -54,8 +74,8 @@ class TaskSource:
     domain: str | None = None
     """File only: the domain of records that carry none (a raw HumanEval file: code)."""
     generator: str | None = None
-    """A generator by name: a domain (math, code, json, tool: that domain's ``generate_tasks``) or
-    a quickstart family (quickstart-math, quickstart-code)."""
+    """A generator by name: a registered domain (that domain's ``generate_tasks``) or a task family
+    a domain offers (quickstart-math, quickstart-code, repair: ``Env.task_families``)."""
     n: PositiveInt | None = None
     """How many tasks: required for a domain generator; else the first n (default: all)."""
     skip: NonNegativeInt = 0
@@ -74,20 +94,20 @@ class TaskSource:
         else:
             if self.domain is not None:
                 raise ConfigError("domain: only a task file takes a default domain (a generator knows its own)")
-            if self.generator not in QUICKSTART_GENERATORS:
-                _known_domain(self.generator, "generator", also=tuple(QUICKSTART_GENERATORS))
+            if is_registered(str(self.generator)):
                 if self.n is None:
                     raise ConfigError(f"n: the {self.generator} generator needs n, the number of tasks to make")
+            elif task_family(str(self.generator)) is None:
+                raise ConfigError(f"generator: unknown generator {self.generator!r}; expected a domain "
+                                  f"({', '.join(domain_names())}) or a task family ({', '.join(family_names())})")
 
     def describe(self) -> str:
         return f"file {self.file}" if self.file is not None else f"generator {self.generator}"
 
 
-def _known_domain(name: str | None, key: str, *, also: tuple[str, ...] = ()) -> None:
-    from posttrain.envs import domain_names, is_registered
-
+def _known_domain(name: str | None, key: str) -> None:
     if not is_registered(str(name)):
-        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {', '.join([*domain_names(), *also])}")
+        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {', '.join(domain_names())}")
 
 
 @dataclass(frozen=True)
@@ -155,10 +175,10 @@ def _generate(source: TaskSource, seed: int) -> _Loaded:
 
     gen_seed = seed if source.seed is None else source.seed
     name = str(source.generator)
-    if name in QUICKSTART_GENERATORS:
-        tasks = QUICKSTART_GENERATORS[name](seed=gen_seed)
-    else:
+    if is_registered(name):
         tasks = get_env(name).generate_tasks((source.n or 0) + source.skip, seed=gen_seed)
+    else:
+        tasks = _family(name)(seed=gen_seed)
     where: dict[str, str] = {}
     for i, t in enumerate(tasks):
         if t.id in where:  # a generator's own bug; said here rather than as a confusing overlap later
@@ -264,4 +284,4 @@ def _records(path: Path) -> Iterator[tuple[int, Mapping]]:
         raise UserError(f"no demonstrations in {path}")
 
 
-__all__ = ["QUICKSTART_GENERATORS", "TaskSource", "load_demonstrations", "load_pools", "load_source", "load_split"]
+__all__ = ["TaskSource", "family_names", "task_family", "load_demonstrations", "load_pools", "load_source", "load_split"]

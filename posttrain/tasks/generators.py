@@ -1,16 +1,12 @@
-"""Procedural task pools for the quickstart: small algebra (math domain) and small Python
-functions (code domain), each task with a reference response, plus an imperfect demonstrator.
+"""The scripted demonstrator, the train/eval split, and the repair family (moving to the code domain).
 
-Why these tasks: the embedded default is a tiny character-level model trained from scratch in a
-few minutes on 2 CPU cores, so the skills must be learnable that fast *and* generalize to held-out
-tasks. Both domains are solved by reading the right number or operator out of the prompt — an
-attention-friendly skill — while still being checked by the real verifiers (math-verify
-equivalence of a ``\\boxed{}`` answer; HumanEval-style ``check(candidate)`` tests in the sandbox).
+The quickstart's task families live in their domains (``posttrain.envs.math`` /
+``posttrain.envs.code``: ``Env.task_families``, looked up by name through the registry).
 
-The demonstrator is wrong on a known fraction of tasks, in a plausible way (a sign error when
-it moves a term across the equals sign; the wrong operator in code). SFT on its demonstrations learns its mistakes
-too, so imitation alone has a ceiling near the demonstrator's accuracy; RL against the verifier
-can go past it.
+The demonstrator is wrong on a known fraction of tasks, in a plausible way its domain defines
+(``Env.demonstration_mistake``: a sign error in math, the wrong operator in code). SFT on its
+demonstrations learns its mistakes too, so imitation alone has a ceiling near the demonstrator's
+accuracy; RL against the verifier can go past it.
 
 Not here: the domains' task schemas and verifiers (``posttrain.envs``).
 """
@@ -21,79 +17,6 @@ import random
 from dataclasses import dataclass
 
 from posttrain.types import Task, TaskLimits
-
-_MATH_TEMPLATES = (
-    # Solve a linear equation for x; the answer is b. A careless solver moves b across the "="
-    # without flipping its sign and answers -b.
-    "x-{b}=0. x=",
-    "0=x-{b}. x=",
-    "{b}-x=0. x=",
-    "-x=-{b}. x=",
-    "0={b}-x. x=",
-    "-{b}+x=0. x=",
-    "Solve x-{b}=0. x=",
-    "Solve {b}-x=0. x=",
-)
-
-_CODE_OPS = {
-    # name: (docstring verb, python operator, the operator a confused demonstrator writes)
-    "add": ("plus", "+", "-"),
-    "sub": ("minus", "-", "+"),
-    "mul": ("times", "*", "+"),
-}
-_CODE_VARS = ("x", "n", "v", "a")
-
-
-def math_tasks(*, seed: int = 0) -> list[Task]:
-    """All math tasks of the quickstart family (8 templates x 10..99), shuffled by ``seed``."""
-    rng = random.Random(seed)
-    tasks = []
-    for t_idx, template in enumerate(_MATH_TEMPLATES):
-        for b in range(10, 100):
-            tasks.append(
-                Task(
-                    id=f"qs-math-{t_idx}-{b}",
-                    domain="math",
-                    prompt=template.format(b=b),
-                    fields={"answer": str(b)},
-                    reference=f"\\boxed{{{b}}}",
-                    tags=("algebra", f"template{t_idx}"),
-                    metadata={"distractor": str(-b)},
-                )
-            )
-    rng.shuffle(tasks)
-    return tasks
-
-
-def code_tasks(*, seed: int = 0) -> list[Task]:
-    """All code tasks of the quickstart family (3 ops x 4 argument names x 98 constants), shuffled."""
-    rng = random.Random(seed)
-    tasks = []
-    for op, (verb, sym, _) in _CODE_OPS.items():
-        for var in _CODE_VARS:
-            for k in range(2, 100):
-                name = f"{op}_{k}"
-                prompt = f'def {name}({var}):\n    """Return {var} {verb} {k}."""\n'
-                xs = (3, 10, 41)
-                asserts = "\n".join(f"    assert candidate({x}) == {eval_op(x, sym, k)}" for x in xs)
-                tasks.append(
-                    Task(
-                        id=f"qs-code-{name}-{var}",
-                        domain="code",
-                        prompt=prompt,
-                        fields={"entry_point": name, "test": f"def check(candidate):\n{asserts}\n"},
-                        reference=f"    return {var} {sym} {k}\n",
-                        tags=("python", op),
-                        limits=TaskLimits(timeout_s=5.0, memory_mb=256),
-                    )
-                )
-    rng.shuffle(tasks)
-    return tasks
-
-
-def eval_op(x: int, sym: str, k: int) -> int:
-    """The ground truth of a code task, computed without eval."""
-    return {"+": x + k, "-": x - k, "*": x * k}[sym]
 
 
 @dataclass(frozen=True)
@@ -108,14 +31,8 @@ class Demonstrator:
     seed: int = 0
 
     def knows(self, task: Task) -> bool:
-        """Whether it can demonstrate ``task``: a quickstart-family task (it knows their mistakes)."""
-        if task.reference is None:
-            return False
-        if task.domain == "math":
-            return "distractor" in task.metadata
-        if task.domain == "code":
-            return str(task.fields.get("entry_point", "")).split("_")[0] in _CODE_OPS
-        return False
+        """Whether it can demonstrate ``task``: one with a reference whose domain has a mistake for it."""
+        return task.reference is not None and _mistake(task) is not None
 
     def errs_on(self, task: Task) -> bool:
         return random.Random(f"{self.seed}:{task.id}").random() < self.error_rate
@@ -125,13 +42,17 @@ class Demonstrator:
             raise ValueError(f"task {task.id} has no reference response")
         if not self.errs_on(task):
             return task.reference
-        if task.domain == "math":
-            return f"\\boxed{{{task.metadata['distractor']}}}"
-        if task.domain == "code":
-            op = task.fields["entry_point"].split("_")[0]
-            _, sym, wrong = _CODE_OPS[op]
-            return task.reference.replace(f" {sym} ", f" {wrong} ", 1)
-        raise ValueError(f"the quickstart demonstrator has no mistakes for domain {task.domain!r}")
+        mistake = _mistake(task)
+        if mistake is None:
+            raise ValueError(f"the scripted demonstrator has no mistake for task {task.id} ({task.domain})")
+        return mistake
+
+
+def _mistake(task: Task) -> str | None:
+    from posttrain.envs import HasDemonstrationMistakes, get_env, is_registered
+
+    env = get_env(task.domain) if is_registered(task.domain) else None
+    return env.demonstration_mistake(task) if isinstance(env, HasDemonstrationMistakes) else None
 
 
 def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Task]]:

@@ -33,7 +33,7 @@ from posttrain.config import (
     load_yaml,
     parse_config,
 )
-from posttrain.envs import model_prompt
+from posttrain.envs import domain_family, domain_names, is_registered, model_prompt
 from posttrain.errors import ConfigError, UserError
 from posttrain.tasks import TaskSource, generators, load_demonstrations, load_pools
 from posttrain.train._step import LoraSpec, lora_target_modules
@@ -42,8 +42,6 @@ from posttrain.train.preference import PairsConfig
 from posttrain.train.rm import RMConfig
 from posttrain.types import Task
 from posttrain.verify.rewards import RewardWeights
-
-Domain = Literal["math", "code"]
 
 
 @dataclass(frozen=True)
@@ -105,8 +103,9 @@ class TasksConfig:
     """The task pool: ``train`` and ``eval`` sources (files, generators), or the quickstart shorthand
     (``domains`` + ``n_train_per_domain`` + ``n_eval_per_domain``), not both."""
 
-    domains: tuple[Domain, ...] = ("math", "code")
-    """Shorthand: domains of the generated task pool (the quickstart families in posttrain.tasks.generators)."""
+    domains: tuple[str, ...] = ("math", "code")
+    """Shorthand: registered domains whose quickstart family (``quickstart-<domain>``, the domain's
+    ``task_families``) makes the generated task pool."""
     n_train_per_domain: PositiveInt = 600
     """Shorthand: training tasks per domain."""
     n_eval_per_domain: PositiveInt = 100
@@ -122,6 +121,12 @@ class TasksConfig:
             raise ConfigError("tasks.domains: expected at least one domain")
         if len(set(self.domains)) != len(self.domains):
             raise ConfigError(f"tasks.domains: duplicate domain in {list(self.domains)}")
+        for d in self.domains:
+            if not is_registered(d):
+                raise ConfigError(f"tasks.domains: unknown domain {d!r}; expected one of {', '.join(domain_names())}")
+            if domain_family(d, f"quickstart-{d}") is None:
+                raise ConfigError(f"tasks.domains: domain {d!r} has no quickstart family (quickstart-{d}); "
+                                  f"name its tasks in tasks.train / tasks.eval instead")
         if bool(self.train) != bool(self.eval):
             missing = "tasks.eval" if self.train else "tasks.train"
             raise ConfigError(f"{missing}: expected at least one task source (tasks.train and tasks.eval go together: "
@@ -376,8 +381,8 @@ def warn_shared_prompts(train: Sequence[Task], held: Sequence[Task]) -> None:
     Not an error: ids are distinct, and generated families repeat prompts by design; but the
     pass@1 of such tasks measures recall, so the user is told which.
     """
-    seen = {t.prompt: t.id for t in train}
-    shared = [(t.id, seen[t.prompt]) for t in held if t.prompt in seen]
+    seen = {model_prompt(t): t.id for t in train}
+    shared = [(t.id, seen[model_prompt(t)]) for t in held if model_prompt(t) in seen]
     if shared:
         shown = ", ".join(f"{e!r} = {tr!r}" for e, tr in shared[:3]) + (", ..." if len(shared) > 3 else "")
         print(f"posttrain: warning: {len(shared)} of {len(held)} held-out task(s) have the prompt of a training task "
@@ -392,10 +397,11 @@ def recipe_tasks(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     cfg = recipe.tasks
     if cfg.train:
         return load_pools(cfg.train, cfg.eval, seed=recipe.seed)
-    families = {"math": generators.math_tasks, "code": generators.code_tasks}
     train, held = [], []
     for domain in cfg.domains:
-        tasks = families[domain](seed=recipe.seed)
+        family = domain_family(domain, f"quickstart-{domain}")
+        assert family is not None  # checked by TasksConfig
+        tasks = family(seed=recipe.seed)
         need = cfg.n_train_per_domain + cfg.n_eval_per_domain
         if need > len(tasks):
             raise ConfigError(f"tasks.n_train_per_domain: the {domain} family has {len(tasks)} tasks, the recipe "

@@ -6,7 +6,10 @@ import pytest
 from posttrain.envs import get_env, task_to_record
 from posttrain.sandbox import open_pool
 from posttrain.tasks import TaskSampler
-from posttrain.tasks.generators import Demonstrator, code_tasks, math_tasks, split_tasks
+from posttrain.tasks._sources import task_family
+from posttrain.tasks.generators import Demonstrator, split_tasks
+
+math_tasks, code_tasks = task_family("quickstart-math"), task_family("quickstart-code")
 
 
 @pytest.fixture(scope="module")

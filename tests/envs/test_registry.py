@@ -20,6 +20,15 @@ PLUGIN = Path(__file__).parent / "plugin"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _registrations_end_with_the_test(monkeypatch):
+    from posttrain.envs import _registry
+
+    _registry.domain_names()  # posttrain's own and the entry points, as every test sees them
+    for table in ("_specs", "_resolved", "_origin"):
+        monkeypatch.setattr(_registry, table, dict(getattr(_registry, table)))
+
+
 def _reverse_env():
     sys.path.insert(0, str(PLUGIN))
     try:
@@ -42,11 +51,13 @@ def test_register_domain_refuses_bad_names_non_envs_and_taken_names() -> None:
     with pytest.raises(ValueError, match="expected an Env"):
         register_domain("thing", object())
     with pytest.raises(ValueError, match="'math' is already registered"):
-        register_domain("math", get_env("json"))
+        register_domain("math", lambda: get_env("json"))
     register_domain("math", get_env("math"))  # the same Env again: nothing changes
-    with pytest.raises(TaskError, match="its Env is named 'math'"):
+    with pytest.raises(ValueError, match="its Env is named 'math'"):
         register_domain("misnamed", get_env("math"))
-        get_env("misnamed")
+    register_domain("misnamed-later", lambda: get_env("math"))  # a factory is checked when first looked up
+    with pytest.raises(TaskError, match="domain 'misnamed-later' .register_domain.: its Env is named 'math'"):
+        get_env("misnamed-later")
 
 
 def test_a_factory_is_called_once_on_first_lookup() -> None:
@@ -98,7 +109,7 @@ def test_a_domain_registered_in_process_loads_from_a_recipe_and_its_tasks_verify
         load_tasks(tmp_path / "bad.jsonl")
     recipe["tasks"]["eval"] = [{"generator": "reverse2", "n": 4}]
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    with pytest.raises(ConfigError, match=r"unknown generator 'reverse2'; expected one of .*reverse"):
+    with pytest.raises(ConfigError, match=r"unknown generator .reverse2.; expected a domain \(.*reverse.*\) or a task family"):
         load_recipe("recipe.yaml")
 
 
@@ -141,3 +152,34 @@ def test_a_broken_plugin_is_one_line_naming_its_entry_point(tmp_path) -> None:
     assert out.returncode == 2 and "Traceback" not in out.stderr
     line = out.stderr.strip()
     assert "\n" not in line and "domain 'reverse'" in line and "reverse_domain:MISSING" in line, line
+
+
+def test_the_conformance_suite_holds_for_the_plugin_domain() -> None:
+    from posttrain.envs.conformance import (
+        check_exploits,
+        check_generated,
+        check_parse_errors,
+        check_round_trip,
+        check_surface,
+    )
+
+    register_domain("reverse", _reverse_env())
+    env = get_env("reverse")
+    verify = env.make_verifier(None)
+
+    def verify_pairs(pairs):
+        return [verify(task, response) for task, response in pairs]
+
+    assert check_surface("reverse") == []
+    assert check_generated(env, verify_pairs) + check_exploits(env, verify_pairs) == []
+    assert check_parse_errors(env) + check_round_trip(env) == []
+
+
+def test_the_quickstart_shorthand_takes_domains_from_the_registry() -> None:
+    from posttrain.train.recipe import TasksConfig
+
+    with pytest.raises(ConfigError, match=r"tasks.domains: unknown domain 'chess'; expected one of math, code"):
+        TasksConfig(domains=("chess",))
+    with pytest.raises(ConfigError, match=r"tasks.domains: domain 'json' has no quickstart family \(quickstart-json\)"):
+        TasksConfig(domains=("json",))
+    assert TasksConfig(domains=("code",)).domains == ("code",)

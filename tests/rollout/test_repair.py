@@ -19,6 +19,7 @@ from posttrain.rollout._repair import FEEDBACK_HEAD
 from posttrain.sandbox import open_pool
 from posttrain.sched import DomainHooks, LocalBackend, Service
 from posttrain.tasks import generators
+from posttrain.tasks._sources import task_family
 from posttrain.train.grpo import EpisodeSpec
 from posttrain.train.pipeline import episode_spec
 from posttrain.train.recipe import RLConfig, load_recipe
@@ -68,7 +69,7 @@ def test_family_is_deterministic_hides_k_and_splits_tests():
         visible, hidden, n_hidden = split_tests(t)
         assert f"== {k_of(t)}" in visible.fields["test"] and f"== {k_of(t)}\n" not in hidden.fields["test"]
         assert n_hidden == 3 and t.limits.max_attempts == 3
-    assert split_tests(generators.code_tasks()[0]) is None  # no split: everything is verified, as today
+    assert split_tests(task_family("quickstart-code")()[0]) is None  # no split: everything is verified, as today
 
 
 def test_repair_env_shows_visible_failure_and_only_a_count_of_hidden_ones(verify):
@@ -175,7 +176,7 @@ def test_single_turn_env_shows_the_rendered_prompt():
     rendered = get_env("tool").render_prompt(tool)
     assert rendered != tool.prompt
     assert SingleTurnEnv(None, encode_prompt).reset(tool).text == rendered  # reset asks no service
-    math = generators.math_tasks()[0]  # the quickstart's prompts are unchanged: same ids
+    math = task_family("quickstart-math")()[0]  # the quickstart's prompts are unchanged: same ids
     assert SingleTurnEnv(None, encode_prompt).reset(math).ids == tuple(encode_prompt(math.prompt))
 
 

@@ -52,7 +52,16 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from posttrain.envs._base import BatchVerifier, RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.envs._base import (
+    BatchVerifier,
+    RecordReader,
+    TaskFamily,
+    Verifier,
+    fail,
+    guard,
+    parse_common,
+    passed,
+)
 from posttrain.types import Task, TaskLimits, Verdict
 from posttrain.verify import feedback as fb
 
@@ -377,6 +386,17 @@ class CodeEnv:
         from posttrain.envs.code._hacks import HACKS
 
         return list(HACKS)
+
+    def task_families(self) -> dict[str, TaskFamily]:
+        """``quickstart-code`` (``_quickstart.py``)."""
+        from posttrain.envs.code import _quickstart
+
+        return {_quickstart.FAMILY: _quickstart.quickstart_tasks}
+
+    def demonstration_mistake(self, task: Task) -> str | None:
+        from posttrain.envs.code._quickstart import demonstration_mistake
+
+        return demonstration_mistake(task)
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         from posttrain.envs.code._gen import generate

@@ -33,7 +33,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
+from posttrain.envs._base import RecordReader, TaskFamily, Verifier, fail, guard, parse_common, passed
 from posttrain.envs.math._check import MathChecker, Tolerance, compare
 from posttrain.types import Task, Verdict
 
@@ -180,6 +180,17 @@ class MathEnv:
         return [(name, self.parse_task({"id": f"math-exploit-{i}", "domain": NAME, "prompt": "Compute it.",
                                         "answer": gold}, "math exploit fixtures"), response)
                 for i, (name, gold, response) in enumerate(_EXPLOITS)]
+
+    def task_families(self) -> dict[str, TaskFamily]:
+        """``quickstart-math`` (``_quickstart.py``)."""
+        from posttrain.envs.math import _quickstart
+
+        return {_quickstart.FAMILY: _quickstart.quickstart_tasks}
+
+    def demonstration_mistake(self, task: Task) -> str | None:
+        from posttrain.envs.math._quickstart import demonstration_mistake
+
+        return demonstration_mistake(task)
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         rng = random.Random(seed)
