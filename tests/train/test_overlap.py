@@ -22,7 +22,6 @@ import torch
 
 from posttrain.policy import EmbeddedModelSpec, SamplingParams, build_embedded_default, load_policy
 from posttrain.sched import DomainHooks, LocalBackend, Service
-from posttrain.tasks import generators
 from posttrain.train._overlap import CopiedWeights, Rollouts, correct_staleness
 from posttrain.train.checkpoint import load_latest
 from posttrain.train.grpo import build_batch, rewards_of, train_grpo
@@ -30,7 +29,7 @@ from posttrain.train.recipe import RLConfig
 from posttrain.types import Task, Trajectory, Turn, Verdict
 from posttrain.verify.rewards import RewardWeights
 
-TASKS = generators.math_tasks(seed=0)[:24]
+TASKS = [Task(id=f"m{i}", domain="math", prompt=f"{i}+{i % 7}=", fields={"answer": str(i + i % 7)}) for i in range(24)]
 TIMINGS = {"wall_s", "step_s", "tokens_per_s", "gen_s", "gen_idle_s", "train_idle_s"}
 
 
