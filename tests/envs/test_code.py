@@ -10,6 +10,7 @@ import pytest
 
 from posttrain.envs import get_env
 from posttrain.envs.code._env import extract_program, judge_execution
+from posttrain.errors import TaskError
 from posttrain.types import Task, TaskLimits
 
 ENV = get_env("code")
@@ -327,3 +328,49 @@ def test_the_batch_hook_verifies_in_one_job_and_turns_its_own_crash_into_infra(p
     bad = type(t)(id=t.id, domain=t.domain, prompt=t.prompt, fields=broken)
     assert [(v.outcome, v.error_class) for v in hook.verify_batch([(bad, REFERENCE)] * 2)] == [
         ("infra_error", "infra:verifier_crash")] * 2
+
+
+HIDDEN = ENV.parse_task({
+    "id": "hid", "domain": "code", "prompt": 'def add_k(x):\n    """Return x plus the constant."""\n',
+    "entry_point": "add_k", "test": "def check(candidate):\n    assert candidate(0) == 5\n",
+    "hidden_test": "def check(candidate):\n    assert candidate(1) == 6\n    assert candidate(2) == 7\n"
+                   "    assert candidate(3) == 8\n"}, "test")
+
+
+@pytest.mark.parametrize(("response", "outcome", "count"), [
+    ("    return x + 5\n", "pass", 0),
+    ("    return 5\n", "fail", 3),  # echoes the visible expected value
+    ("    return 5 if x == 0 else x + 5 if x == 1 else 0\n", "fail", 2),
+    ("    return x\n", "fail", 3),  # fails the visible test too: its feedback, and the hidden count
+])
+def test_hidden_tests_count_in_the_verdict_and_only_their_count_is_shown(code_verifier, response, outcome, count):
+    v = code_verifier(HIDDEN, response)
+    assert (v.outcome, v.evidence["hidden_failed"], v.evidence["hidden_total"]) == (outcome, count, 3)
+    if outcome == "fail":
+        assert f"{count} of 3 hidden tests failed." in v.feedback
+    for hidden in ("candidate(1)", "candidate(2)", "candidate(3)", "== 6", "== 7", "== 8"):
+        assert hidden not in v.feedback, v.feedback
+    if response == "    return x\n":
+        assert "assert candidate(0) == 5" in v.feedback and v.error_class == "assertion"
+    elif outcome == "fail":
+        assert v.error_class == "hidden_tests" and v.feedback.startswith("The visible tests passed;")
+
+
+def test_tasks_with_hidden_tests_batch_like_single_verifications(pool, code_verifier) -> None:
+    from posttrain.envs.code import MAX_BATCH, verify_code_batch
+
+    responses = ["    return x + 5\n", "    return 5\n", "    return x\n", "    return 5 if x == 0 else x + 5 if x == 1 else 0\n"]
+    pairs = [(HIDDEN if i % 3 else mix_task(), r if i % 3 else REFERENCE) for i, r in enumerate(responses * 2)]
+    assert len(pairs) == MAX_BATCH  # 8 pairs, 13 sandbox items: two jobs
+    batch = verify_code_batch(pool, pairs)
+    single = [code_verifier(t, r) for t, r in pairs]
+    assert [(v.outcome, v.error_class, v.feedback) for v in batch] == [(v.outcome, v.error_class, v.feedback) for v in single]
+
+
+def test_a_bad_hidden_test_names_the_field() -> None:
+    record = {"id": "h", "domain": "code", "prompt": "def f(x):\n", "entry_point": "f",
+              "test": "def check(candidate):\n    assert candidate(0) == 0\n"}
+    with pytest.raises(TaskError, match=r"task 'h': field 'hidden_test': expected Python source that defines check"):
+        ENV.parse_task({**record, "hidden_test": "assert True\n"}, "src")
+    with pytest.raises(TaskError, match=r"field 'hidden_test': expected valid Python source \(line 1"):
+        ENV.parse_task({**record, "hidden_test": "def check(candidate) return"}, "src")

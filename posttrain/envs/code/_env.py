@@ -41,6 +41,8 @@ value) or that pass callables to it; programs reading stdin; languages other tha
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 import queue
 import random
@@ -66,7 +68,7 @@ from posttrain.types import Task, TaskLimits, Verdict
 from posttrain.verify import feedback as fb
 
 NAME = "code"
-DOMAIN_KEYS = frozenset({"entry_point", "test", "canonical_solution", "task_id"})
+DOMAIN_KEYS = frozenset({"entry_point", "test", "hidden_test", "canonical_solution", "task_id"})
 
 
 def _runner_loader() -> str:
@@ -212,9 +214,76 @@ def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verd
     candidates (see ``_runner.py``); an item the batch could not verify cleanly (no report
     line, or its process was sabotaged before it started) is re-run alone, so a candidate can
     never cost another its verdict. Never raises for a candidate's behaviour.
+
+    A task with a ``hidden_test`` is two items, its visible ``test`` and its hidden one, each run
+    as a task of its own (so nothing of the hidden run can reach the visible run's feedback); the
+    two verdicts are joined by ``join_hidden``.
     """
     if not 1 <= len(pairs) <= MAX_BATCH:
         raise ValueError(f"verify_code_batch takes 1..{MAX_BATCH} pairs, got {len(pairs)}")
+    items: list[tuple[Task, str]] = []
+    for task, response in pairs:
+        items += [(task, response)] if "hidden_test" not in task.fields else [
+            (_with_test(task, task.fields["test"]), response), (_with_test(task, task.fields["hidden_test"]), response)]
+    verdicts = [v for i in range(0, len(items), MAX_BATCH) for v in _verify_items(pool, items[i : i + MAX_BATCH])]
+    out = []
+    for task, _ in pairs:
+        if "hidden_test" in task.fields:
+            visible, hidden, verdicts = verdicts[0], verdicts[1], verdicts[2:]
+            out.append(join_hidden(visible, hidden, task.fields["hidden_test"]))
+        else:
+            out.append(verdicts.pop(0))
+    return out
+
+
+def _with_test(task: Task, test: str) -> Task:
+    fields = {k: v for k, v in task.fields.items() if k != "hidden_test"}
+    return dataclasses.replace(task, fields={**fields, "test": test})
+
+
+def count_asserts(test: str) -> int:
+    """The number of tests in a ``check(candidate)`` source: its top-level ``assert`` statements (the
+    runner reports each one), or 1 when it has none (the check as a whole is the test).
+
+    >>> count_asserts("def check(candidate):\\n    assert candidate(1) == 2\\n    assert candidate(2) == 3\\n")
+    2
+    """
+    tree = ast.parse(test)
+    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    return max(1, sum(isinstance(st, ast.Assert) for fn in checks[-1:] for st in fn.body))
+
+
+def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
+    """One verdict from the runs of a task's visible and hidden tests: a pass only if both pass; an
+    infra error if either is one; otherwise a ``fail`` whose feedback is the visible run's (failing
+    test, line, expected value) plus a count of the hidden tests that failed, never which, e.g.
+    ``2 of 3 hidden tests failed.`` Evidence ``hidden_failed`` / ``hidden_total`` carry the count."""
+    if visible.is_infra_error:
+        return visible
+    if hidden.is_infra_error:
+        return hidden
+    total = count_asserts(hidden_test)
+    failed = 0 if hidden.passed else _failed_tests(hidden, total)
+    evidence = {**visible.evidence, "hidden_failed": failed, "hidden_total": total}
+    if visible.passed and hidden.passed:
+        return dataclasses.replace(visible, evidence=evidence)
+    count = f"{failed} of {total} hidden tests failed." if failed else f"All {total} hidden tests passed."
+    if not visible.passed:
+        return dataclasses.replace(visible, feedback=f"{visible.feedback.strip()}\n{count}".strip(), evidence=evidence)
+    return fail(f"The visible tests passed; {count}", "hidden_tests", evidence,
+                {"format": 1.0, "process": (total - failed) / total})
+
+
+def _failed_tests(verdict: Verdict, total: int) -> int:
+    tests = verdict.evidence.get("tests") or []
+    asserts = [t for t in tests if isinstance(t, Mapping) and str(t.get("id", "")).startswith("check:")]
+    if len(asserts) != total:  # the candidate never got to the tests, or the check is not per-assert
+        return total
+    return max(1, sum(t.get("outcome") != "passed" for t in asserts))
+
+
+def _verify_items(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+    """``verify_code_batch`` on tasks of one test each (``hidden_test`` already split off)."""
     extracted = [extract_program(task.prompt, response) for task, response in pairs]
     nonce = secrets.token_hex(16)
     payload = {"nonce": nonce, "items": [
@@ -237,7 +306,7 @@ def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verd
     for i, (pair, (program, how)) in enumerate(zip(pairs, extracted, strict=True)):
         report = reports.get(i)
         if ex.outcome == "infra_error" or report is None or report.get("status") != "completed":
-            verdicts.append(verify_code_batch(pool, [pair])[0])  # re-run alone
+            verdicts.append(_verify_items(pool, [pair])[0])  # re-run alone
         else:
             verdicts.append(judge_report(report, _evidence(ex, how), program))
     return verdicts
@@ -342,6 +411,17 @@ def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _check_source(reader: RecordReader, field: str) -> str:
+    test = reader.string(field)
+    try:
+        compile(test, f"<{field}>", "exec")
+    except SyntaxError as e:
+        raise reader.fail(field, f"valid Python source (line {e.lineno}: {e.msg})", show_got=False) from None
+    if not re.search(r"^def\s+check\s*\(", test, re.MULTILINE):
+        raise reader.fail(field, "Python source that defines check(candidate)", show_got=False)
+    return test
+
+
 class CodeEnv:
     """The code domain (see the module docstring)."""
 
@@ -357,15 +437,11 @@ class CodeEnv:
         entry_point = reader.string("entry_point")
         if not _IDENT_RE.fullmatch(entry_point):
             raise reader.fail("entry_point", "a Python identifier", entry_point)
-        test = reader.string("test")
-        try:
-            compile(test, "<test>", "exec")
-        except SyntaxError as e:
-            raise reader.fail("test", f"valid Python source (line {e.lineno}: {e.msg})", show_got=False) from None
-        if not re.search(r"^def\s+check\s*\(", test, re.MULTILINE):
-            raise reader.fail("test", "Python source that defines check(candidate)", show_got=False)
+        fields = {"entry_point": entry_point, "test": _check_source(reader, "test")}
+        if "hidden_test" in reader.record:
+            fields["hidden_test"] = _check_source(reader, "hidden_test")
         canonical = reader.optional_string("canonical_solution")
-        return parse_common(reader, {"entry_point": entry_point, "test": test}, reference=canonical)
+        return parse_common(reader, fields, reference=canonical)
 
     def render_prompt(self, task: Task) -> str:
         return task.prompt
@@ -385,7 +461,13 @@ class CodeEnv:
         rows of reward-hacking.md are in tests/envs/test_code.py."""
         from posttrain.envs.code._hacks import HACKS
 
-        return list(HACKS)
+        shown = self.parse_task({
+            "id": "code-exploit-hidden", "prompt": 'def add_k(x):\n    """Return x plus the constant."""\n',
+            "entry_point": "add_k", "test": "def check(candidate):\n    assert candidate(0) == 7\n",
+            "hidden_test": "def check(candidate):\n    assert candidate(3) == 10\n    assert candidate(10) == 17\n"},
+            "code exploit fixtures")
+        return [*HACKS, ("visible test special-cased (hidden tests)", shown, "    return 7 if x == 0 else x\n"),
+                ("visible expected value echoed (hidden tests)", shown, "    return 7\n")]
 
     def task_families(self) -> dict[str, TaskFamily]:
         """``quickstart-code`` (``_quickstart.py``)."""

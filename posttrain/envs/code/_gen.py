@@ -1,5 +1,8 @@
 """Procedural HumanEval-style code tasks: a signature + docstring, a reference body, a check().
 
+The two cases shown in the docstring are the visible ``test``; four more are the ``hidden_test``
+(their failures are counted in feedback, never shown), so echoing the examples does not pass.
+
 Each template has a constant drawn per task (so two tasks of one template differ), a reference
 implementation used both as the task's reference response and to compute the expected values
 of the generated test cases, and an input sampler. Tests compare with ``==`` on built-in types.
@@ -78,7 +81,7 @@ def _reference_fn(template: _Template, k: int, fname: str) -> Callable[..., Any]
 
 
 def generate(rng: random.Random, tid: str) -> Task:
-    """One task: a random template, a random constant, 6 random test cases (+ an edge case)."""
+    """One task: a random template, a random constant, 6 random test cases (2 visible, 4 hidden)."""
     template = rng.choice(_TEMPLATES)
     k = rng.randint(*template.k_range)
     fname = f"{template.name}_{k}".replace("-", "m")
@@ -90,15 +93,16 @@ def generate(rng: random.Random, tid: str) -> Task:
         f"    >>> {fname}({', '.join(map(repr, args))})\n    {fn(*args)!r}\n" for args in examples
     )
     prompt = f"{template.signature.format(f=fname)}\n    \"\"\"{doc}\n\n{example_lines}    \"\"\"\n"
-    asserts = "".join(
-        f"    assert candidate({', '.join(map(repr, args))}) == {fn(*args)!r}\n" for args in cases
-    )
-    test = f"def check(candidate):\n{asserts}"
+    def check(args_list: list[tuple[Any, ...]]) -> str:
+        return "def check(candidate):\n" + "".join(
+            f"    assert candidate({', '.join(map(repr, args))}) == {fn(*args)!r}\n" for args in args_list)
+
     return Task(
         id=tid,
         domain="code",
         prompt=prompt,
-        fields={"entry_point": fname, "test": test},
+        # The docstring's examples are the visible tests; the other four are hidden (a count only).
+        fields={"entry_point": fname, "test": check(examples), "hidden_test": check(cases[2:])},
         reference=template.body.format(k=k),
         tags=("code", template.name),
         metadata={"generator": f"code/{template.name}"},
