@@ -35,6 +35,7 @@ BUILTIN: dict[str, str] = {
     "code": "posttrain.envs.code:ENV",
     "json": "posttrain.envs.json:ENV",
     "tool": "posttrain.envs.tool._domain:ENV",
+    "bfcl": "posttrain.envs.bfcl._domain:ENV",
 }
 """posttrain's own domains: name -> ``module:attribute`` of its ``Env`` (the entry-point form)."""
 

@@ -201,13 +201,14 @@ def test_sources_of_every_kind(tmp_path):
         [TaskSource(file=str(mixed)), TaskSource(file=str(he), domain="code"), TaskSource(generator="tool", n=3),
          TaskSource(generator="quickstart-code", n=4)],
         [TaskSource(generator="tool", n=2, skip=3), TaskSource(generator="json", n=2, seed=9)], seed=1)
-    assert [t.domain for t in train[:5]] == [*DOMAINS, "code"]
-    assert train[4].id == "HumanEval/7" and train[4].reference == "    return 1\n"
-    assert [t.id for t in train[5:8]] == [f"tool-gen-1-{i}" for i in range(3)]
+    d = len(DOMAINS)
+    assert [t.domain for t in train[:d + 1]] == [*DOMAINS, "code"]
+    assert train[d].id == "HumanEval/7" and train[d].reference == "    return 1\n"
+    assert [t.id for t in train[d + 1:d + 4]] == [f"tool-gen-1-{i}" for i in range(3)]
     assert [t.id for t in held] == ["tool-gen-1-3", "tool-gen-1-4", "json-gen-9-0", "json-gen-9-1"]
-    assert all(t.id.startswith("qs-code-") for t in train[8:])
+    assert all(t.id.startswith("qs-code-") for t in train[d + 4:])
     # a domain generator's skip/n slice is that of one longer run
-    assert [t.id for t in get_env("tool").generate_tasks(5, seed=1)] == [t.id for t in train[5:8] + held[:2]]
+    assert [t.id for t in get_env("tool").generate_tasks(5, seed=1)] == [t.id for t in train[d + 1:d + 4] + held[:2]]
 
 
 def test_a_changed_file_is_read_again(tmp_path):
