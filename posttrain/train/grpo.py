@@ -2,7 +2,9 @@
 
     for step:
         sample   tasks from the pool, G episodes each through the episode runner (``Trajectory``:
-                 prompt, then actions sampled and observations inserted, as ids + sampling logprobs)
+                 prompt, then actions sampled and observations inserted, as ids + sampling logprobs),
+                 by policy version max(0, step - rl.max_staleness) (posttrain/train/_overlap.py:
+                 with K > 0 the next K batches are sampled while this step trains)
         score    each episode by its last verdict (its domain's verifier, through the execution
                  service ``posttrain.sched.Service``: workers, infra retries, cache, breakers)
         advantage  group-relative over the carried groups (GRPO; Dr.GRPO, RLOO, REINFORCE++ by
@@ -29,9 +31,13 @@ Departures from the paper (Shao et al. 2024), stated plainly:
    biases group-relative advantages, reference/scheduling.md), never scored 0 (DESIGN.md "three
    outcomes"); counted as ``groups_dropped``. Episodes cut by the step limit or token budget are
    masked alone, unless ``EpisodeSpec.cut = "zero"``.
+4) With ``rl.max_staleness`` K > 0 a batch sampled by an older version is corrected by truncated
+   importance sampling (decoupled PPO: ``old_logp`` recomputed under the current weights, the loss
+   times min(pi_current / pi_sampling, 2) per token; ``_overlap.correct_staleness``). K = 0 is 1).
 
 Launch (1 CPU or GPU):  posttrain run configs/tiny-grpo.yaml --out runs/tiny
 Resume after a crash:   posttrain run configs/tiny-grpo.yaml --out runs/tiny --resume
+On a Ray cluster:       posttrain run configs/tiny-grpo.yaml --out runs/tiny --backend ray [--ray-address H:P]
 N GPUs (torch.distributed) is not wired yet: the update step is FSDP-ready, the loop is not.
 """
 
