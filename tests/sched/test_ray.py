@@ -70,3 +70,21 @@ def test_a_killed_pool_actor_loses_and_duplicates_nothing(address):
     assert set(finals.values()) == {1} and len(finals) == 16  # every job verified exactly once
     killed = [a for a in svc.attempts if a.outcome == "infra_error"]
     assert killed and stats["retries"] == len(killed)
+
+
+def test_a_hung_pool_actor_is_waited_for_with_a_timeout_then_retried(address):
+    """A try on an actor that neither answers nor dies (SIGSTOPped) ends at the backend's timeout as
+    an infra error and is retried; once the actor runs again the retry gives the verdict."""
+    quick = Task(id="hang", domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
+                 limits=TaskLimits(timeout_s=0.5))
+    backend = RayBackend(address, domains=["code"])
+    backend.SLACK_S = 0.5  # a try is waited for 2 x 0.5 + 0.5 s
+    (pid,) = backend.actor_pids()
+    with Service(backend, SchedPolicy(max_tries=4, backoff_s=0.1, breaker_threshold=50)) as svc:
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(2.5, os.kill, (pid, signal.SIGCONT)).start()
+        out = svc.run_batch([Verify(quick, "    return a + b\n", "h", 0)])
+    assert out.results[0] is not None and out.results[0].passed
+    [tries] = out.tries
+    assert tries[0].outcome == "infra_error" and "GetTimeoutError" in tries[0].verdict.evidence["detail"]
+    assert tries[-1].final and tries[-1].outcome == "pass"
