@@ -5,7 +5,7 @@
 
 from posttrain.tasks._load import ResponseLine, iter_task_records, load_tasks, read_responses, warn_unanswered
 from posttrain.tasks._sampler import TaskSampler
-from posttrain.tasks._sources import TaskSource, load_demonstrations, load_pools
+from posttrain.tasks._sources import TaskSource, family_names, load_demonstrations, load_pools, task_family
 
-__all__ = ["ResponseLine", "TaskSampler", "TaskSource", "iter_task_records", "load_demonstrations", "load_pools",
-           "load_tasks", "read_responses", "warn_unanswered"]
+__all__ = ["ResponseLine", "TaskSampler", "TaskSource", "family_names", "iter_task_records", "load_demonstrations",
+           "load_pools", "load_tasks", "read_responses", "task_family", "warn_unanswered"]

