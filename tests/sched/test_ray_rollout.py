@@ -91,3 +91,27 @@ def test_the_trainers_weights_are_copied_at_capture(rollout):
     finally:
         with torch.no_grad():
             model.lm_head.weight.copy_(before)
+
+
+def test_grpo_samples_through_the_actors_with_each_version_they_were_sent(cluster, tmp_path):
+    from posttrain.policy import EmbeddedModelSpec, build_embedded_default, load_policy
+    from posttrain.sched import DomainHooks, LocalBackend, Service
+    from posttrain.train.grpo import train_grpo
+    from posttrain.train.recipe import RLConfig
+    from posttrain.types import Task, Verdict
+    from posttrain.verify.rewards import RewardWeights
+
+    def first_even(task, response):  # about half pass: the update moves the weights
+        ok = bool(response) and ord(response[0]) % 2 == 0
+        return Verdict("pass" if ok else "fail", float(ok))
+
+    policy = load_policy(build_embedded_default(tmp_path / "m", spec=EmbeddedModelSpec(hidden_size=64)))
+    tasks = [Task(id=f"m{i}", domain="math", prompt=f"{i}+1=", fields={"answer": str(i + 1)}) for i in range(8)]
+    cfg = RLConfig(steps=4, prompts_per_step=2, group_size=4, max_new_tokens=8, lr=1e-2, max_staleness=1)
+    rollout, seen = RayRollout(policy, workers=2, seed=0), []
+    with Service(LocalBackend({"math": DomainHooks(first_even)})) as svc:
+        train_grpo(policy, tasks, svc, cfg, reward_weights=RewardWeights(), out=tmp_path / "run", seed=0,
+                   log=seen.append, rollout=rollout)
+    assert [m["policy_version"] for m in seen] == [0, 0, 1, 2]
+    assert rollout.version == 2 and not rollout.actors  # the last batch's version; the actors are gone after
+    assert any(m["grad_norm"] > 0 for m in seen)
