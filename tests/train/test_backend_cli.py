@@ -1,13 +1,13 @@
 """``posttrain run --backend`` / ``--ray-address`` and ``rl.max_staleness``: bad values are one line
-naming the flag or key, exit 2, before any work."""
+naming the flag or key, exit 2, before any work (``posttrain.cli.main`` in process)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from posttrain.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,9 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
     (["--set", "sched.backend=spark"], "sched.backend"),
     (["--set", "sched.rollout_workers=0"], "sched.rollout_workers"),
 ])
-def test_bad_backend_and_staleness_values_are_one_line(tmp_path, args, named):
-    p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / "tiny-grpo.yaml"),
-                        "--out", str(tmp_path / "run"), *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert p.returncode == 2, p.stderr
-    assert named in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+def test_bad_backend_and_staleness_values_are_one_line(tmp_path, capsys, args, named):
+    code = main(["run", str(ROOT / "configs" / "tiny-grpo.yaml"), "--out", str(tmp_path / "run"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "run").exists()
