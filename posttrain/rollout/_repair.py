@@ -5,12 +5,18 @@
 
 An episode is at most ``task.limits.max_attempts`` attempts (``max_attempts`` overrides it); it
 ends at the first pass, at an infra error (attrition: never a retry with feedback, reward NaN), or
-after the last attempt. After a failed attempt the next observation is
+after the last attempt. After a failed attempt the next observation is one line,
 
-    FEEDBACK_HEAD + verdict.feedback (verify/feedback.py: failing test, line, expected) + hidden-test
-    note + "\\n"
+    FEEDBACK_HEAD + brief(verdict.feedback) + "\\n"
+    e.g. "\\n# Feedback: 3 hidden tests not shown. Test failed in check, line 2: assert candidate(0) == 57\\n"
 
-(the prompt is not repeated: the model answers as at its first attempt, a continuation of it)
+``verify/feedback.py``'s ``brief``: the verifier's normalized feedback (failing test, line, the
+failing assert with its expected value) without its generic retry hint. The hidden-test note comes
+first, so the failing test's line is the last thing before the next attempt: with the hint and the
+note in between (about 130 characters), the embedded default's SFT never learned to copy the
+expected value (loss flat at what random digits cost after 600 steps; with the value last it copies
+by step ~500). The prompt is not repeated: the model answers as at its first attempt, a
+continuation of it.
 
 encoded with ``encode_observation`` (no BOS) and appended to the sampled ids by the runner.
 
@@ -35,8 +41,9 @@ from collections.abc import Callable, Mapping, Sequence
 from posttrain.policy import Generation, Policy
 from posttrain.rollout._env import Observation, VerdictCache, Verifier, render_prompt, verify_with_retries
 from posttrain.types import Task, Trajectory, Verdict
+from posttrain.verify.feedback import brief
 
-FEEDBACK_HEAD = "\n# Feedback on your attempt:\n"
+FEEDBACK_HEAD = "\n# Feedback: "
 
 
 def split_tests(task: Task) -> tuple[Task, Task, int] | None:
@@ -98,7 +105,7 @@ class RepairEnv:
         limit = self.max_attempts if self.max_attempts is not None else task.limits.max_attempts
         if verdict.passed or verdict.is_infra_error or self.attempts >= limit:
             return Observation(()), verdict, True
-        text = FEEDBACK_HEAD + verdict.feedback.strip() + "\n"
+        text = FEEDBACK_HEAD + brief(verdict.feedback) + "\n"
         return Observation(tuple(self.encode_observation(text)), text), verdict, False
 
     def judge(self, task: Task, response: str) -> Verdict:
@@ -109,8 +116,8 @@ class RepairEnv:
         visible, hidden, n_hidden = split
         seen = self._verify(visible, response)
         if not seen.passed:
-            note = f"({n_hidden} hidden tests not shown)"
-            return dataclasses.replace(seen, feedback=f"{seen.feedback.strip()}\n{note}" if seen.feedback else note)
+            note = f"{n_hidden} hidden tests not shown."
+            return dataclasses.replace(seen, feedback=f"{note}\n{seen.feedback.strip()}" if seen.feedback else note)
         unseen = self._verify(hidden, response)
         if unseen.passed or unseen.is_infra_error:
             return unseen

@@ -8,6 +8,7 @@ Three steps, each usable alone:
   ``import``, ``assertion``, ``exception:<Type>``, ``timeout``, ``memory``, ``format``, ...
 - ``render(error_class, ...)`` builds the message: a headline, the failing test and line, the
   normalized detail, a one-line retry hint; capped at ``MAX_CHARS``.
+- ``brief(feedback)`` is that message on one line without the hint (a repair episode's observation).
 
 The same failure always gives the same text (no clocks, no randomness, no host paths), so that
 a repair round sees stable context and logs can be grouped by message.
@@ -139,6 +140,21 @@ def render(error_class: str, *, detail: str = "", test: str | None = None, line:
     if hint:
         parts.append(f"Hint: {hint}")
     return _cap("\n".join(parts))
+
+
+def brief(feedback: str) -> str:
+    """The feedback on one line, without its retry hint: what a small model reads between attempts.
+
+    The hint is a fixed sentence per failure class (``_HINTS``): it tells a reader nothing the
+    headline does not, and it would sit between the failing test's expected value and the next
+    attempt. Lines are joined with a space (no blank lines inside an observation).
+
+    >>> brief(render("assertion", test="check", line=2, code="assert candidate(0) == 7"))
+    'Test failed in check, line 2: assert candidate(0) == 7'
+    """
+    lines = [line.strip() for line in feedback.splitlines()]
+    kept = [line for line in lines if line and not line.startswith("Hint: ")]
+    return " ".join(kept or [line for line in lines if line])
 
 
 def _cap(text: str) -> str:

@@ -82,7 +82,11 @@ def test_repair_env_shows_visible_failure_and_only_a_count_of_hidden_ones(verify
     obs, verdict, done = env.step(act(generators.repair_guess(task)))
     assert (verdict.outcome, verdict.error_class, done) == ("fail", "assertion", False)
     assert f"assert candidate(0) == {k}" in obs.text and "3 hidden tests" in obs.text
-    assert obs.text.startswith(FEEDBACK_HEAD) and obs.text.endswith("(3 hidden tests not shown)\n")
+    # one line: the hidden-test count first, the failing assert (its expected value) last, right
+    # before the next attempt; no generic hint in between (a small model must copy across it)
+    assert obs.text == f"{FEEDBACK_HEAD}3 hidden tests not shown. Test failed in check, line 2: " \
+                       f"assert candidate(0) == {k}\n"
+    assert "Hint" not in obs.text and "Hint: " in verdict.feedback  # the record keeps the verifier's whole text
     assert obs.ids == tuple(encode_observation(obs.text))  # no BOS inside an episode
     for x in (3, 10, 41):  # no hidden test's input or expected value is ever shown
         assert f"candidate({x})" not in obs.text and str(x + k) not in obs.text
@@ -200,7 +204,8 @@ def test_recipe_episode_keys():
     assert load_recipe(ROOT / "configs" / "tiny-repair.yaml").rl.episodes == "repair"
 
 
-@pytest.mark.parametrize("name", ["posttrain.rollout._repair", "posttrain.evaluate.sources"])
+@pytest.mark.parametrize("name", ["posttrain.rollout._repair", "posttrain.evaluate.sources",
+                                  "posttrain.verify.feedback"])
 def test_docstring_examples(name):
     import doctest
     import importlib
