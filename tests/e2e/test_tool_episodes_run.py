@@ -1,7 +1,8 @@
 """Tool-calling episodes end to end, in subprocesses: `posttrain run configs/tiny-tool-episodes.yaml`
 (SFT on references, then GRPO over tool episodes, evaluated as tool episodes), then `posttrain eval
 --model RUN/checkpoints/rl --episodes tool` on its held-out tasks. Real model, chat template, tool
-checker. A tiny run learns little: the test checks that the figures exist, are consistent and reach every output (summary.json,
+checker; the same for BFCL multi-turn tasks (`configs/tiny-bfcl.yaml`: GRPO over BFCL episodes whose
+calls run on the task's backends in the sandbox). A tiny run learns little: the test checks that the figures exist, are consistent and reach every output (summary.json,
 metrics.jsonl, eval records, report.html, eval --json); the per-turn mechanics and the validity rate
 are checked exactly in tests/envs/test_tool_episodes.py and tests/evaluate/test_endpoint.py.
 """
@@ -55,3 +56,27 @@ def test_tiny_tool_episodes_run_and_eval(tmp_path):
     result = json.loads(res.stdout)
     check_figures(result["episodes"], 2)
     assert result["n_tasks"] == 6
+
+
+@pytest.mark.slow
+def test_tiny_bfcl_run_and_eval(tmp_path):
+    """BFCL multi-turn tasks through `posttrain run configs/tiny-bfcl.yaml` (GRPO over BFCL episodes,
+    backends in the run's sandbox pool) and `posttrain eval --episodes tool` on its checkpoint."""
+    out = tmp_path / "run"
+    res = posttrain("run", "configs/tiny-bfcl.yaml", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    for name in ("base", "rl"):
+        check_figures(summary["eval"][name]["episodes"], 2)
+        records = [json.loads(line) for line in (out / "eval" / f"{name}.jsonl").read_text().splitlines()]
+        assert len(records) == 2 and all(r["domain"] == "bfcl" and r["turns"] for r in records)
+    [rl] = [r for r in (json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines())
+            if r["stage"] == "rl"]
+    assert rl["turns_mean"] >= 1.0 and 0.0 <= rl["truncation_rate"] <= 1.0
+    traj = [json.loads(line) for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines()]
+    assert traj and all(r["domain"] == "bfcl" for r in traj)
+
+    res = posttrain("eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", "examples/tasks/bfcl.jsonl",
+                    "--limit", "1", "--episodes", "tool", "--max-turns", "2", "--max-new-tokens", "16", "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    check_figures(json.loads(res.stdout)["episodes"], 2)
