@@ -89,14 +89,16 @@ def rollout_record(task: Task, r: Rollout, *, stage: str, step: int | None, wall
 def feedback_source_after(task: Task, record: EvalRecord) -> str:
     """The ``feedback_source`` label of the attempt that follows a failed ``record`` (docs/records.md):
     after an ``assertion`` failure the feedback showed a failing test: ``public_tests`` when the task
-    splits its tests (only visible tests are shown, hidden ones as a count: ``rollout.split_tests``),
+    splits its tests (only visible tests are shown, hidden ones as a count: a code task's
+    ``fields["hidden_test"]``, or ``metadata`` split by ``rollout.split_tests``),
     else ``hidden_tests`` (the task's own tests: not comparable with error-only repair); after any
     other failure, ``error``."""
     from posttrain.rollout import split_tests
 
     if record.error_class != "assertion":
         return "error"
-    return "public_tests" if split_tests(task) is not None else "hidden_tests"
+    splits = split_tests(task) is not None or "hidden_test" in task.fields
+    return "public_tests" if splits else "hidden_tests"
 
 
 def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None, wall_s: float,

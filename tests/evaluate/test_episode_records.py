@@ -59,6 +59,9 @@ def test_feedback_source_says_what_the_feedback_showed():
     assert sources(split, "assertion") == ["none", "public_tests"]
     assert sources(plain, "assertion") == ["none", "hidden_tests"]  # the task's own tests were shown
     assert sources(split, "syntax") == ["none", "error"]
+    hidden_field = Task(id="h1", domain="code", prompt="def f(x):",
+                        fields={"test": "x", "entry_point": "f", "hidden_test": "def check(f):\n    assert f(2) == 3\n"})
+    assert sources(hidden_field, "assertion") == ["none", "public_tests"]
 
 
 def test_report_shows_each_turn_and_the_episode_figures(tmp_path):
