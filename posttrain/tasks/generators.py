@@ -115,3 +115,16 @@ def repair_guess(task: Task) -> str:
     """A first attempt that can only guess: a fixed wrong constant (1 is never a family's ``k``)."""
     var = task.prompt.split("(", 1)[1].split(")", 1)[0]
     return f"    return {var} + 1\n"
+
+
+def repair_attempts(task: Task, demo: Demonstrator) -> list[str]:
+    """The scripted demonstrator's attempts in a repair episode: a guess (``repair_guess``), then
+    the fix read off the feedback (the reference). On the tasks it errs on (``demo.errs_on``) it
+    ignores the feedback and resubmits its guess until attempts run out, so SFT on its episodes
+    reads feedback on about ``1 - error_rate`` of tasks and repeats an ignored one: imitation's
+    ceiling, which RL over repair episodes can pass and single-turn RL cannot (issue 10).
+    """
+    guess = repair_guess(task)
+    if demo.errs_on(task):
+        return [guess] * task.limits.max_attempts
+    return [guess, str(task.reference)]

@@ -494,7 +494,7 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
     elif cfg.demonstrations == "repair":
-        demos = repair_demonstrations(policy, train, verifiers or {})
+        demos = repair_demonstrations(policy, train, verifiers or {}, demo)
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -504,21 +504,28 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
 
 
-def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier]) -> list[Trajectory]:
-    """Two-attempt repair episodes: a guess (``generators.repair_guess``), the ``RepairEnv``'s own
-    observation after it (its feedback, ids exactly as RL and evaluation see them), the reference."""
+def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier],
+                          demo: generators.Demonstrator) -> list[Trajectory]:
+    """Repair episodes of the scripted demonstrator (``generators.repair_attempts``: a guess, then the
+    fix, or the guess again on the tasks it errs on), each attempt after the ``RepairEnv``'s own
+    observation (its feedback, ids exactly as RL and evaluation see them)."""
     make = repair_envs(policy, verifiers, VerdictCache())
 
     def one(task: Task) -> Trajectory:
         env = make(task)
-        prompt = env.reset(task).ids
-        guess = generators.repair_guess(task)
-        guess_ids = tuple(policy.encode_completion(guess))
-        obs, verdict, done = env.step(Generation(prompt, guess_ids, (0.0,) * len(guess_ids), guess, "eos"))
-        if done or verdict is None or verdict.passed:
-            raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
-                            f"({verdict.outcome if verdict else 'no verdict'}); the task is not of the feedback-only family")
-        return demonstration_episode(task.id, [(prompt, guess_ids), (obs.ids, policy.encode_completion(str(task.reference)))])
+        obs_ids, turns = env.reset(task).ids, []
+        attempts = generators.repair_attempts(task, demo)
+        for i, text in enumerate(attempts):
+            ids = tuple(policy.encode_completion(text))
+            turns.append((obs_ids, ids))
+            if i + 1 == len(attempts):
+                break
+            obs, verdict, done = env.step(Generation(obs_ids, ids, (0.0,) * len(ids), text, "eos"))
+            if done or verdict is None or verdict.passed:
+                raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
+                                f"({verdict.outcome if verdict else 'no verdict'}); the task is not of the feedback-only family")
+            obs_ids = obs.ids
+        return demonstration_episode(task.id, turns)
 
     with ThreadPoolExecutor(max_workers=usable_cpus()) as ex:  # the verifiers' own pools bound the real work
         return list(ex.map(one, train))
