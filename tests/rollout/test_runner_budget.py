@@ -1,0 +1,49 @@
+"""The token budget against observations: an environment's observation that does not fit what is
+left of ``max_tokens`` is never sampled from and never enters the trajectory; the episode ends cut by
+``max_tokens`` (truncated), with the verdict of the last attempt kept. Real tiny model and sampler."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
+from _tiny_lm import tiny_llama  # noqa: E402
+
+from posttrain.policy import Generation, LocalSampler, SamplingParams, build_char_tokenizer  # noqa: E402
+from posttrain.rollout import Episode, Observation, run_batch  # noqa: E402
+from posttrain.types import Task, Verdict  # noqa: E402
+
+
+class LongFeedbackEnv:
+    """Every answer fails and is followed by ``feedback`` tokens of feedback (a repair-style env)."""
+
+    def __init__(self, tok, feedback: int):
+        self.tok, self.feedback, self.seen = tok, feedback, []
+
+    def reset(self, task):
+        return Observation(tuple(self.tok(task.prompt)["input_ids"]), task.prompt)
+
+    def step(self, action: Generation):
+        self.seen.append(len(action.completion_ids))
+        obs = tuple(self.tok("x" * self.feedback, add_special_tokens=False)["input_ids"])
+        return Observation(obs, "x" * self.feedback), Verdict("fail", 0.0, feedback="no"), False
+
+
+@pytest.mark.parametrize("feedback", [5, 19, 20, 40])
+def test_an_observation_past_the_budget_is_cut_not_appended(feedback):
+    tok = build_char_tokenizer()
+    sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
+    envs = [LongFeedbackEnv(tok, feedback) for _ in range(3)]
+    runs = [Episode(Task(id=f"t{i}", domain="test", prompt="12+3=", fields={}), env, "g", i)
+            for i, env in enumerate(envs)]
+    budget, new = 30, 10  # each action is exactly 10 tokens (no EOS in this model's reach)
+    trajs = run_batch(sampler, runs, SamplingParams(max_new_tokens=new, seed=0), max_turns=5, max_tokens=budget)
+    for traj, env in zip(trajs, envs, strict=True):
+        after_prompt = len(traj.ids) - len(traj.prompt_ids)
+        assert after_prompt <= budget
+        assert traj.cut_by == "max_tokens" and traj.truncated and traj.reward == 0.0
+        # the feedback is in the trajectory only where an action followed it
+        assert all(len(t.observation_ids) == feedback for t in traj.turns[1:])
+        assert after_prompt == sum(env.seen) + feedback * (len(traj.turns) - 1)
+        assert len(traj.verdicts) == len(traj.turns)  # every attempt's verdict is kept
