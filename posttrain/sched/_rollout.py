@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import socket
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,10 @@ if TYPE_CHECKING:  # torch and the policy load in the actors and the trainer, no
 
     from posttrain.policy import Generation, Policy, SamplingParams
     from posttrain.sched._ray import RayBackend
+
+
+JOIN_TIMEOUT_S = 10.0
+"""How long ``ray_session`` waits for the head node's port to answer before it gives up."""
 
 
 class VersionMismatch(RuntimeError):
@@ -164,6 +169,12 @@ def ray_session(address: str | None, *, num_cpus: int) -> Iterator[str]:
         with local_cluster(num_cpus=num_cpus) as own:
             yield own
         return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:  # ray.init retries an address nobody answers at for minutes: ask once, briefly
+        socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
+    except (OSError, ValueError) as e:
+        raise UserError(f"sched.ray_address: nothing answers at {address} ({e}); start the head node with "
+                        f"`ray start --head --port={port}` or give its HOST:PORT") from None
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as e:  # noqa: BLE001 - any failure to join is the user's address or cluster

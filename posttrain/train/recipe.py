@@ -13,6 +13,7 @@ is what ``posttrain quickstart`` runs.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -306,6 +307,13 @@ class SchedConfig:
     run's own on this machine (own temp dir and port), stopped when the run ends."""
     rollout_workers: PositiveInt = 1
     """ray: rollout actors; the prompts of each generate call are split between them."""
+
+    def __post_init__(self) -> None:
+        if self.ray_address is not None and self.backend != "ray":
+            raise ConfigError(f"sched.ray_address: {self.ray_address!r} is a Ray cluster, for sched.backend: ray")
+        if self.ray_address is not None and not re.fullmatch(r"(ray://)?[^\s:/]+:\d{1,5}", self.ray_address):
+            raise ConfigError(f"sched.ray_address: expected HOST:PORT (the head of `ray start --head`), "
+                              f"got {self.ray_address!r}")
 
 
 @dataclass(frozen=True)
