@@ -28,8 +28,8 @@ for that batch. K = 0 is the synchronous loop: batch s by version s.
   exactly as sampled (the synchronous loop, bit for bit).
 
 Idle time per step goes to metrics.jsonl: ``gen_idle_s`` (the generator waiting for the version it
-needs), ``train_idle_s`` (the trainer waiting for its batch), ``gen_s``, ``policy_version`` and
-``policy_lag``. On 2 CPU cores the two threads share the cores, so overlap buys little speed here;
+needs), ``train_idle_s`` (the trainer waiting for its batch: with K = 0, the whole generation),
+``gen_s``, ``policy_version`` and ``policy_lag``. On 2 CPU cores the two threads share the cores, so overlap buys little speed here;
 the point of this module is that it is correct (same schedule, same samples, exact resume).
 
 Not here: partial rollouts interrupted by a weight update (AReaL), dropping late samples
