@@ -378,8 +378,8 @@ def train_grpo(
     generate = functools.partial(_generate, policy, sampler, service, cfg, reward_weights, reward_model, episodes)
     snapshot = functools.partial(_generator_state, sampler, service)
     queued = batches_from_json(in_flight, cfg.max_staleness, {t.id: t for t in train_tasks}, after=snapshot())
-    rollouts = Rollouts(generate, rollout or local_weights(policy, cfg.max_staleness), model, max_staleness=cfg.max_staleness, start=start, steps=cfg.steps,
-                        snapshot=snapshot, queued=queued)
+    rollouts = Rollouts(generate, rollout or local_weights(policy, cfg.max_staleness), model,
+                        max_staleness=cfg.max_staleness, start=start, steps=cfg.steps, snapshot=snapshot, queued=queued)
     trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl")
     t0 = time.perf_counter()
     tokens_done = 0
