@@ -62,9 +62,10 @@ def test_verify_many_in_parallel_with_sandbox(tmp_path) -> None:
 
 
 def test_tasks_validate(tmp_path) -> None:
-    r = posttrain("tasks", "validate", *sorted((ROOT / "examples" / "tasks").glob("*.jsonl")))
+    files = sorted((ROOT / "examples" / "tasks").glob("*.jsonl"))  # one per domain of posttrain's own
+    r = posttrain("tasks", "validate", *files)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("0 problem(s)") == 4
+    assert r.stdout.count("0 problem(s)") == len(files) >= 4
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({**MATH_TASK, "reference": "\\boxed{3}"}) + "\n"
                    + json.dumps({**CODE_TASK, "id": "c2", "test": "def check(candidate):\n    pass\n"}) + "\n")
