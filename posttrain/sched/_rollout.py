@@ -21,7 +21,8 @@
 Actors ask Ray for no CPU (``num_cpus=0``; the sandbox-pool actors do the same): on 2 cores they
 share the machine with the trainer and the sandbox, and a reservation would only deadlock a small
 cluster. They are spread over the nodes (``SPREAD``). A rollout actor that dies is not restarted
-(its weights would be gone): the trainer gets a one-line error.
+(its weights would be gone): the trainer gets a one-line error. Actors sample on their node's CPU:
+a GPU per actor (``num_gpus``, the weights moved to it) is not wired yet.
 """
 
 from __future__ import annotations
