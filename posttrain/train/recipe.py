@@ -517,8 +517,10 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
             raise ConfigError(f"model.name: {e}") from None
     else:
         return
+    _check_chat_template(recipe, facts.tokenizer)
     if facts.positions is None:
         return
+
     def label(key: str, cfg: RLConfig | EvalConfig) -> str:
         return f"{key}.max_new_tokens" if cfg.episodes == "single" else \
             f"a {key}.episodes: {cfg.episodes} episode ({key}.max_new_tokens per turn, observations, budget)"
@@ -542,6 +544,22 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
         key = "model.max_positions" if cfg.name == "embedded" else f"model.name: {facts.positions_key}"
         raise ConfigError(f"{key}: the model has {facts.positions} positions, the recipe needs {need}: "
                           f"{what}; {fix}, or shorten the tasks or max_new_tokens")
+
+
+def _check_chat_template(recipe: Recipe, tokenizer: Any) -> None:
+    """Tool episodes render through the model's chat template: it must exist, teach a tool-call
+    format posttrain parses, and let tool results be appended (``ChatTemplate.check_appends``)."""
+    keys = [k for k, cfg in (("rl", recipe.rl), ("eval", recipe.eval))
+            if cfg.episodes == "tool" and (k == "eval" or "rl" in recipe.stages)]
+    if not keys:
+        return
+    from posttrain.policy import ChatTemplate
+
+    try:
+        ChatTemplate(tokenizer).check_appends("tool")
+    except UserError as e:
+        raise ConfigError(f"{keys[0]}.episodes: tool needs the model's chat template (model.name "
+                          f"{recipe.model.name}): {e}") from None
 
 
 def _longest(tokenizer: Any, texts: Sequence[str]) -> tuple[int, str]:

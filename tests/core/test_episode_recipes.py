@@ -33,3 +33,17 @@ def test_tool_episodes_need_tool_tasks():
                     ["tasks.train=[{generator: math, n: 8}]"])
     with pytest.raises(ConfigError, match=r"eval.max_turns: 3 turns need multi-turn episodes"):
         load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["eval.episodes=single"])
+
+
+def test_tool_episodes_need_a_chat_template(tmp_path):
+    import json
+
+    from posttrain.policy import build_embedded_default
+
+    model = build_embedded_default(tmp_path / "m", spec=None)
+    (model / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=r"rl.episodes: tool needs the model's chat template .*no chat template"):
+        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", [f"model.name={model}"])
