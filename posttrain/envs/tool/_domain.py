@@ -40,9 +40,9 @@ from typing import Any
 import jsonschema
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
-from posttrain.envs.json import schema_error, validator_for
 from posttrain.types import Task, Verdict
 from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
+from posttrain.verify.json_schema import schema_error, validator_for
 from posttrain.verify.strict_json import (
     StrictJSONError,
     extract_json_text,
@@ -303,6 +303,10 @@ class ToolEnv:
 
     def noop_response(self, task: Task) -> str:
         return "I cannot help with that."
+
+    def demonstration_steps(self, task: Task) -> list[list[Mapping[str, Any]]]:
+        """The calls of each action of a demonstration episode: the expected calls, then a final answer."""
+        return [[{"name": e["name"], "arguments": e.get("arguments") or {}} for e in task.fields["expected_calls"]], []]
 
     def episode_env(self, chat: Any, *, pool: Any | None = None, max_steps: int = 4) -> Any:
         """A tool-calling episode over one of this domain's tasks (``ToolEpisodeEnv``)."""
