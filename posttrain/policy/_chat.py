@@ -200,6 +200,19 @@ class ChatTemplate:
         new = {"role": "user", "content": "f"} if role == "user" else tool_result_message("r", tool_call_id="call_0")
         self.observation_ids(messages, [*self.encode(answer), self.eos_token_id], [new], tools=tools)
 
+    def write_tool_calls(self, calls: Sequence[Mapping[str, Any]]) -> str:
+        """Calls ``{"name", "arguments"}`` written as this template's family writes them (the inverse
+        of ``parse_tool_calls``): Hermes ``<tool_call>`` blocks, or one OpenAI JSON list.
+
+        >>> from posttrain.policy import build_char_tokenizer
+        >>> ChatTemplate(build_char_tokenizer()).write_tool_calls([{"name": "f", "arguments": {"x": 1}}])
+        '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>'
+        """
+        plain = [{"name": c["name"], "arguments": dict(c.get("arguments") or {})} for c in calls]
+        if self.family == "hermes":
+            return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in plain)
+        return json.dumps(plain)
+
     @staticmethod
     def assistant_message(parse: ToolCallParse) -> dict[str, Any]:
         """The assistant message of a parsed response, for rendering: content + OpenAI ``tool_calls``

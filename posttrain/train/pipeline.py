@@ -463,7 +463,7 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
         if recipe.model.lora is not None:
             policy.model = apply_lora(policy.model, recipe.model.lora)
         if stage == "sft":
-            run_sft(policy, pools.train, demo, recipe, metrics, verifiers)
+            run_sft(policy, pools.train, demo, recipe, metrics, verifiers, pool=sandbox_of(service))
         else:
             run_rl(policy, pools.train, service, verifiers, recipe, out, metrics, resume=resume)
         if recipe.model.lora is not None:
@@ -488,13 +488,17 @@ def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], 
 
 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
-            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None) -> None:
+            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None, *, pool: Any | None = None) -> None:
+    """SFT on the recipe's demonstrations. With tool episodes (``rl.episodes`` or ``eval.episodes``:
+    tool), ``references`` are demonstrated as tool-calling episodes (``tool_demonstrations``)."""
     cfg = recipe.sft
     demos: Sequence[Demonstration]
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
     elif cfg.demonstrations == "repair":
         demos = repair_demonstrations(policy, train, verifiers or {}, demo)
+    elif cfg.demonstrations == "references" and "tool" in (recipe.rl.episodes, recipe.eval.episodes):
+        demos = tool_demonstrations(policy, train, pool)
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -502,6 +506,17 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
                        seed=recipe.seed, pack_len=cfg.pack_len)
     with progress_bar("sft", steps) as advance:
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
+
+
+def tool_demonstrations(policy: Policy, train: Sequence[Task], pool: Any | None) -> list[Trajectory]:
+    """Each training task's reference as a tool-calling episode in the model's chat template (its calls,
+    their results as the environment returns them, a final answer): what RL and evaluation run."""
+    from posttrain.envs.tool import demonstration_episode as tool_episode
+
+    chat = ChatTemplate(policy.tokenizer)
+    with ThreadPoolExecutor(max_workers=usable_cpus()) as ex:  # bfcl: sandbox jobs; tool: the checker's pool
+        turns = list(ex.map(lambda t: tool_episode(chat, t, pool=pool), train))
+    return [demonstration_episode(t.id, ts) for t, ts in zip(train, turns, strict=True)]
 
 
 def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier],

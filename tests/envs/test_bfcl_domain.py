@@ -51,3 +51,16 @@ def test_episode_env_is_a_bfcl_episode(tasks, pool):
     assert ENV.episode_env(chat, pool=pool, max_steps=99).max_steps_per_turn == 20
     with pytest.raises(ValueError, match="needs a pool"):
         ENV.episode_env(chat, max_steps=3)
+
+
+def test_demonstration_episode_replays_the_ground_truth_through_the_env(tasks, pool):
+    from posttrain.envs.tool import demonstration_episode
+
+    chat = ChatTemplate(build_char_tokenizer())
+    task = tasks[0]
+    turns = demonstration_episode(chat, task, pool=pool)
+    truth = task.fields["ground_truth"]
+    assert len(turns) == sum(2 if calls else 1 for calls in truth)  # calls then an answer, per user turn
+    later = [chat.tokenizer.decode(list(obs)) for obs, _ in turns[1:]]
+    assert any("<tool_response>" in text for text in later)  # backend results, from the sandbox
+    assert any(str(task.fields["turns"][1][-1]["content"]) in text for text in later)  # the next user turn

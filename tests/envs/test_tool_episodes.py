@@ -91,3 +91,15 @@ def test_step_limit_judges_the_calls_made_like_the_single_turn_verifier(chat):
         assert verdict.passed == single(TASK, text).passed
     _, _, steps = run(chat, [RIGHT, RIGHT], max_steps=2)  # the same call twice: two calls, one expected
     assert not steps[-1][1].passed and "expected 1 call(s), got 2" in steps[-1][1].feedback
+
+
+def test_demonstration_episode_is_the_reference_as_an_episode(chat):
+    from posttrain.envs.tool import demonstration_episode
+
+    turns = demonstration_episode(chat, TASK)
+    assert len(turns) == 2  # the calls, then the final answer after their results
+    (prompt, calls), (results, answer) = turns
+    assert prompt == tuple(chat.render([{"role": "user", "content": TASK.prompt}], tools=TASK.fields["tools"]))
+    assert chat.tokenizer.decode(list(calls), skip_special_tokens=True) == RIGHT
+    assert '{"status": "ok", "tool": "get_weather"}' in chat.tokenizer.decode(list(results))
+    assert answer == (*chat.encode("Done."), chat.eos_token_id)

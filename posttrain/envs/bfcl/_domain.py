@@ -113,6 +113,14 @@ class BfclDomain:
     def noop_response(self, task: Task) -> str:
         return json.dumps([[] for _ in task.fields["turns"]])
 
+    def demonstration_steps(self, task: Task) -> list[list[Mapping[str, Any]]]:
+        """The calls of each action of a demonstration episode: per user turn, the ground truth's calls
+        (when it has any) in one step, then an answer with no call that ends the turn."""
+        steps: list[list[Mapping[str, Any]]] = []
+        for calls in task.fields["ground_truth"]:
+            steps += [list(calls), []] if calls else [[]]
+        return steps
+
     def episode_env(self, chat: Any, *, pool: Any | None = None, max_steps: int = MAX_STEPS_PER_TURN) -> Any:
         """A tool-calling episode over one task (``BfclEnv``: its backends in ``pool``'s sandbox);
         ``max_steps`` caps the steps with calls per user turn (BFCL's 20 at most)."""

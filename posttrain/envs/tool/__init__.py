@@ -34,6 +34,7 @@ __all__ = [
     "ToolEnv",
     "ToolEpisodeEnv",
     "call_problems",
+    "demonstration_episode",
     "has_tool_episodes",
     "check_tool_calls",
     "make_tool_verifier",
@@ -45,7 +46,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ToolEpisodeEnv", "has_tool_episodes", "tool_episode_envs"):
+    if name in ("ToolEpisodeEnv", "demonstration_episode", "has_tool_episodes", "tool_episode_envs"):
         from posttrain.envs.tool import _episode
 
         return getattr(_episode, name)

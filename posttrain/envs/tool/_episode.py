@@ -142,6 +142,39 @@ def tool_episode_envs(chat: ChatTemplate, *, max_steps: int, pool: Any | None = 
     return make
 
 
+FINAL_ANSWER = "Done."
+"""The demonstrations' answer with no call (it ends an episode, or a BFCL user turn)."""
+
+
+def demonstration_episode(chat: ChatTemplate, task: Task, *, pool: Any | None = None) -> list[tuple[tuple[int, ...],
+                                                                                                     tuple[int, ...]]]:
+    """A demonstration of ``task`` as a tool-calling episode, ``(observation ids, action ids)`` per turn
+    (``train.sft.demonstration_episode`` takes them): its domain's ``demonstration_steps`` written in
+    the template's family, each followed by EOS, stepped through the task's own episode environment,
+    so the observations (tool results, next user turns) are exactly those RL and evaluation see. An
+    episode that does not end with a pass is a ``UserError`` naming the task."""
+    from posttrain.envs import get_env
+    from posttrain.errors import UserError
+
+    domain = get_env(task.domain)
+    steps = domain.demonstration_steps(task)
+    env = domain.episode_env(chat, pool=pool, max_steps=len(steps))
+    obs_ids, turns = env.reset(task).ids, []
+    for i, calls in enumerate(steps):
+        text = chat.write_tool_calls(calls) if calls else FINAL_ANSWER
+        ids = (*chat.encode(text), chat.eos_token_id)
+        turns.append((obs_ids, ids))
+        obs, verdict, done = env.step(Generation(obs_ids, ids, (0.0,) * len(ids), text, "eos"))
+        if done:
+            if i + 1 < len(steps) or verdict is None or not verdict.passed:
+                why = "no verdict" if verdict is None else f"{verdict.outcome}: {verdict.feedback[:200]}"
+                raise UserError(f"sft.demonstrations: task {task.id!r}: its tool-calling demonstration does not "
+                                f"pass ({why})")
+            return turns
+        obs_ids = obs.ids
+    raise UserError(f"sft.demonstrations: task {task.id!r}: its tool-calling demonstration did not end")
+
+
 def has_tool_episodes(domain: str) -> bool:
     """Whether ``domain`` runs tool-calling episodes (its ``Env`` has ``episode_env``)."""
     from posttrain.envs import get_env
