@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -159,7 +160,9 @@ def _free_port() -> int:
 def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout_s: float = 120.0) -> Iterator[str]:
     """A real one-node Ray cluster of this user's own: own temp dir, own port, token auth off.
 
-    Yields its address; on exit disconnects the driver and SIGKILLs the cluster's process group.
+    Yields its address; on exit disconnects the driver, SIGKILLs the cluster's process group and
+    removes its temp dir. A driver killed outright (SIGKILL, out of memory) cannot do that: a janitor
+    process (its own session) waits for the driver to die and then SIGKILLs the cluster's group.
     """
     import ray
 
@@ -173,7 +176,11 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
            "--disable-usage-stats", "--block"]
     with open(temp / "ray-start.log", "wb") as log:
         proc = subprocess.Popen(cmd, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+    janitor = subprocess.Popen(  # the group id is proc.pid (a new session); no shell word comes from outside
+        ["/bin/sh", "-c", f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; kill -9 -{proc.pid} 2>/dev/null"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"127.0.0.1:{port}"
+    started = False
     try:
         deadline = time.monotonic() + start_timeout_s
         while True:
@@ -184,6 +191,7 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"ray start did not come up (see {temp / 'ray-start.log'})") from None
                 time.sleep(0.5)
+        started = True
         yield address
     finally:
         with contextlib.suppress(Exception):
@@ -191,6 +199,10 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        janitor.kill()
+        janitor.wait()
+        if started:  # a cluster that never came up keeps its log for the message above
+            shutil.rmtree(temp, ignore_errors=True)
         if old_auth is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:

@@ -50,3 +50,34 @@ def test_an_rl_recipe_runs_through_ray(tmp_path):
     assert all(r["outcome"] in ("pass", "fail") for r in records)  # no infra error reached the trainer
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["eval"]) >= {"base", "rl"} and summary["sched"]["duplicates"] == 0
+
+
+def test_a_killed_driver_leaves_no_cluster_behind():
+    """``local_cluster``'s janitor: SIGKILL the driver (no cleanup of its own can run) and every
+    process of its cluster's group is gone within seconds (before, all nine stayed)."""
+    import os
+    import signal
+    import time
+
+    driver = subprocess.Popen([sys.executable, "-c", (
+        "import time\nfrom posttrain.sched import local_cluster\n"
+        "with local_cluster(num_cpus=1) as addr:\n    print(addr, flush=True)\n    time.sleep(600)\n")],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    port = driver.stdout.readline().strip().rpartition(":")[2]
+
+    def processes() -> list[tuple[str, str, str]]:
+        out = subprocess.run(["ps", "-ww", "-eo", "pid,pgid,args"], capture_output=True, text=True).stdout
+        return [tuple(line.split(None, 2)) for line in out.splitlines()[1:] if len(line.split(None, 2)) == 3]
+
+    group = next(g for _, g, a in processes() if f"--port={port}" in a and "--block" in a)
+    try:
+        assert len([p for p, g, _ in processes() if g == group]) > 1
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + 15
+        while [p for p, g, _ in processes() if g == group] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [a for _, g, a in processes() if g == group]
+    finally:  # whatever is left of that group (never our own group)
+        if group.isdigit() and int(group) > 1 and int(group) != os.getpgrp():
+            subprocess.run(["kill", "-9", f"-{group}"], capture_output=True)
