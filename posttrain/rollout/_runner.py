@@ -6,10 +6,26 @@
 
 Episodes of one call advance together: each round samples every unfinished episode in one
 ``Sampler.generate`` call (the local sampler batches them), then steps their environments all at
-once: an environment that verifies through the execution service (``SubmitsSteps``:
-``SingleTurnEnv``) submits its step to it and the runner waits for them all, so the service's
-workers (sized from the sandbox pool) set the concurrency; any other environment steps on a
-thread of its own (its verifier or sandbox pool bounds the real work). A single-turn batch is
+once, and the runner waits for them all:
+
+- an environment that verifies through the execution service (``SubmitsSteps``:
+  ``SingleTurnEnv``) submits its step to it as a stateless ``Verify`` job (the service owns its
+  infra retries, cache and dedup);
+- with a ``service``, any other (stateful: repair, tool, BFCL) environment's step is a
+  ``sched.Step`` job run on that episode's own environment, which stays where it was built. A step
+  is never retried on its own: on an infra error the runner restarts the whole episode from its
+  initial state in a fresh environment (``Episode.make_env``), replays the recorded actions to
+  rebuild the state, and steps the failed action again -- the environment is deterministic given
+  its actions, so a replayed observation (or verdict outcome) that differs from the recorded one
+  makes the episode an infra loss. Tries per episode are capped by the service's
+  ``SchedPolicy.max_tries``, with its backoff before each restart, and counted (``restarts``; every
+  step try is in ``Service.attempts``); an episode out of tries (or with no ``make_env``) gives its
+  whole group up (``Service.give_up``: dropped, counted, never scored) and ends with an
+  ``infra_error`` verdict;
+- with no service, such an environment steps on a thread of its own, and an infra verdict ends
+  its episode (the caller drops its group).
+
+The service's workers (sized from the sandbox pool) set the concurrency. A single-turn batch is
 therefore exactly one ``generate`` call over all prompts, in order.
 
 Limits: ``max_turns`` actions per episode, and ``max_tokens`` tokens after the prompt (actions and
@@ -23,33 +39,47 @@ Not here: chat templates (an environment renders its observations to ids itself)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from posttrain.policy import Generation, Sampler, SamplingParams
 from posttrain.rollout._env import Env, Observation, SubmitsSteps
+from posttrain.sched import GroupDropped, Result, Service, Step
 from posttrain.types import Rollout, Task, Trajectory, Turn, Verdict
+
+StepResult = tuple[Observation, Verdict | None, bool]
 
 
 @dataclass(frozen=True)
 class Episode:
-    """What to run: a task, a fresh environment for it, and where the episode belongs."""
+    """What to run: a task, a fresh environment for it, and where the episode belongs.
+
+    ``make_env``: builds another fresh environment for the task, to restart the episode after an
+    infra error (module docstring); None: the episode cannot be restarted."""
 
     task: Task
     env: Env
     group_id: str
     sample_idx: int = 0
+    make_env: Callable[[Task], Env] | None = None
 
 
 @dataclass
 class _State:
+    env: Env
+    prompt: tuple[int, ...]
     context: list[int]
     pending: tuple[int, ...]  # observation ids not yet followed by an action
     turns: list[Turn]
     used: int = 0  # tokens after the prompt
     done: bool = False
+    actions: list[Generation] = field(default_factory=list)  # every action stepped, for a replay
+    steps: list[StepResult] = field(default_factory=list)  # and what each step gave
+    tries: int = 1  # of the episode: 1 + restarts
+    seq: int = 0  # step jobs submitted (replays included): each its own job key
 
 
 def run_batch(
@@ -60,26 +90,30 @@ def run_batch(
     max_turns: int = 1,
     max_tokens: int | None = None,
     policy_version: int = 0,
+    service: Service | None = None,
 ) -> list[Trajectory]:
-    """Run every episode to its end; trajectories come back in the order of ``episodes``."""
+    """Run every episode to its end; trajectories come back in the order of ``episodes``.
+    ``service``: where stateful environments' steps run as jobs (module docstring)."""
     if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
         raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
     states = []
     for ep in episodes:
         prompt = ep.env.reset(ep.task).ids
-        states.append(_State(context=list(prompt), pending=tuple(prompt), turns=[]))
+        states.append(_State(ep.env, tuple(prompt), context=list(prompt), pending=tuple(prompt), turns=[]))
     for turn in range(max_turns):
         active = [i for i, s in enumerate(states) if not s.done and _room(s, max_tokens) > 0]
         if not active:
             break
         gens = _sample(sampler, [states[i] for i in active], params, max_tokens, seed_offset=turn)
-        results = _step_all([episodes[i].env for i in active], gens)
+        results = _step_all([episodes[i] for i in active], [states[i] for i in active], gens, service)
         for i, g, (obs, verdict, done) in zip(active, gens, results, strict=True):
             s = states[i]
             s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, verdict, g.text))
             s.context += [*g.completion_ids, *obs.ids]
             s.pending, s.done = tuple(obs.ids), done
             s.used += len(g.completion_ids) + len(obs.ids)
+            s.actions.append(g)
+            s.steps.append((obs, verdict, done))
     return [_trajectory(ep, s, policy_version, max_tokens) for ep, s in zip(episodes, states, strict=True)]
 
 
@@ -116,17 +150,104 @@ def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, 
     return [g for g in out if g is not None]
 
 
-def _step_all(envs: Sequence[Env], gens: Sequence[Generation]) -> list[tuple[Observation, Verdict | None, bool]]:
-    """Every environment's step of one round, started together; results in order."""
-    if len(envs) == 1 and not isinstance(envs[0], SubmitsSteps):
+def _step_all(eps: Sequence[Episode], states: Sequence[_State], gens: Sequence[Generation],
+              service: Service | None) -> list[StepResult]:
+    """Every environment's step of one round, started together; results in order. Stateful steps
+    that met an infra error are done again in a restarted episode (module docstring)."""
+    envs = [s.env for s in states]
+    if service is None and len(envs) == 1 and not isinstance(envs[0], SubmitsSteps):
         return [envs[0].step(gens[0])]
-    threads = sum(not isinstance(env, SubmitsSteps) for env in envs)
+    threads = 0 if service is not None else sum(not isinstance(env, SubmitsSteps) for env in envs)
     with ThreadPoolExecutor(max_workers=max(1, threads)) as ex:
-        futures: list[Future[tuple[Observation, Verdict | None, bool]]] = [
-            env.submit_step(g) if isinstance(env, SubmitsSteps) else ex.submit(env.step, g)
-            for env, g in zip(envs, gens, strict=True)
+        futures: list[Future[StepResult]] = [
+            env.submit_step(g) if isinstance(env, SubmitsSteps)
+            else _submit_step(service, ep, s, g) if service is not None
+            else ex.submit(env.step, g)
+            for ep, s, env, g in zip(eps, states, envs, gens, strict=True)
         ]
-        return [f.result() for f in futures]
+        results = [f.result() for f in futures]
+    if service is None:
+        return results
+    failed = [k for k, (env, r) in enumerate(zip(envs, results, strict=True))
+              if not isinstance(env, SubmitsSteps) and _is_infra(r) and not service.is_dropped(eps[k].group_id)]
+    if failed:
+        with ThreadPoolExecutor(max_workers=len(failed)) as ex:  # restarts replay concurrently
+            again = list(ex.map(lambda k: _restart(service, eps[k], states[k], gens[k], results[k]), failed))
+        for k, r in zip(failed, again, strict=True):
+            results[k] = r
+    return results
+
+
+def _is_infra(result: StepResult) -> bool:
+    return result[1] is not None and result[1].is_infra_error
+
+
+def _submit_step(service: Service, ep: Episode, s: _State, action: Generation, *,
+                 delay_s: float = 0.0) -> Future[StepResult]:
+    """``s.env.step(action)`` as a ``Step`` job of the episode's group; a dropped group is an infra verdict."""
+    job = service.submit(Step(ep.task, functools.partial(s.env.step, action), ep.group_id, ep.sample_idx,
+                              seq=s.seq, delay_s=delay_s))
+    s.seq += 1
+    out: Future[StepResult] = Future()
+
+    def settle(f: Future[Result]) -> None:
+        try:
+            result = f.result()
+            if not isinstance(result, tuple):
+                raise TypeError(f"a step gave {type(result).__name__}, not (observation, verdict, done)")
+            obs, verdict, done = result
+            out.set_result((obs if isinstance(obs, Observation) else Observation(()), verdict, bool(done)))
+        except GroupDropped as e:
+            out.set_result((Observation(()), Verdict.infra(str(e), error_class="infra:group_dropped"), True))
+        except Exception as e:  # noqa: BLE001 - the service closed under us: infra, never scored
+            out.set_result((Observation(()), Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:service"), True))
+
+    job.add_done_callback(settle)
+    return out
+
+
+def _restart(service: Service, ep: Episode, s: _State, action: Generation, failed: StepResult) -> StepResult:
+    """Restart the episode in fresh environments until ``action``'s step runs without an infra error,
+    replaying the recorded actions first; give the group up when tries run out or a replay differs."""
+    policy = service.sched.policy
+    last = failed
+    while True:
+        if ep.make_env is None or s.tries >= policy.max_tries:
+            why = "no make_env to restart it" if ep.make_env is None else f"{s.tries} tries"
+            return _give_up(service, ep, f"{why}, last {last[1].error_class if last[1] else None}")
+        s.tries += 1
+        service.restarted(ep.group_id)
+        s.env = env = ep.make_env(ep.task)
+        if tuple(env.reset(ep.task).ids) != s.prompt:
+            return _give_up(service, ep, "the restarted episode's prompt differs from the recorded one")
+        delay = policy.backoff(s.tries - 1)
+        for k, (recorded, replay) in enumerate(zip(s.steps, s.actions, strict=True)):
+            last = _submit_step(service, ep, s, replay, delay_s=delay if k == 0 else 0.0).result()
+            if _is_infra(last):
+                break
+            if not _same_step(last, recorded):
+                return _give_up(service, ep, f"replayed step {k} differs from the recorded one")
+        else:
+            last = _submit_step(service, ep, s, action, delay_s=0.0 if s.steps else delay).result()
+            if not _is_infra(last):
+                return last
+        if service.is_dropped(ep.group_id):
+            return last
+
+
+def _same_step(a: StepResult, b: StepResult) -> bool:
+    va, vb = a[1], b[1]
+    same_verdict = (va is None) == (vb is None) and (va is None or vb is None or
+                                                      (va.outcome, va.reward, va.feedback) == (vb.outcome, vb.reward, vb.feedback))
+    return tuple(a[0].ids) == tuple(b[0].ids) and a[2] == b[2] and same_verdict
+
+
+def _give_up(service: Service, ep: Episode, why: str) -> StepResult:
+    if service.is_dropped(ep.group_id):  # another episode of the group gave it up already
+        return Observation(()), Verdict.infra(f"group {ep.group_id!r} dropped", error_class="infra:group_dropped"), True
+    service.give_up(ep.group_id)
+    detail = f"task {ep.task.id!r} sample {ep.sample_idx}: episode out of tries ({why})"
+    return Observation(()), Verdict.infra(detail, error_class="infra:exhausted"), True
 
 
 def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None) -> Trajectory:

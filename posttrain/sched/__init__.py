@@ -36,6 +36,8 @@ from posttrain.sched._jobs import (
     Ledger,
     ProvidesBatchVerifier,
     Result,
+    Step,
+    StepOutcome,
     Verify,
     hooks_from_envs,
 )
@@ -49,7 +51,14 @@ from posttrain.sched._rollout import (
     ray_backend,
     ray_session,
 )
-from posttrain.sched._service import Backend, BatchResult, LocalBackend, Service, open_service
+from posttrain.sched._service import (
+    PEAK_MEMORY_KEY,
+    Backend,
+    BatchResult,
+    LocalBackend,
+    Service,
+    open_service,
+)
 
 __all__ = [
     "Attempt",
@@ -70,9 +79,12 @@ __all__ = [
     "RaySampler",
     "Result",
     "RolloutActor",
+    "PEAK_MEMORY_KEY",
     "SchedPolicy",
     "Scheduler",
     "Service",
+    "Step",
+    "StepOutcome",
     "Ticket",
     "VersionMismatch",
     "Verify",

@@ -16,7 +16,14 @@ Choices it makes:
   early), then arrival order.
 - **Retries.** Only an infra error is retried: after ``backoff``, up to ``max_tries`` tries. A job
   that runs out is ``exhausted``: the caller drops its whole group (``drop_group``), whose queued
-  jobs are then skipped, never run.
+  jobs are then skipped, never run. A job added with ``retry=False`` (a step of a stateful
+  episode: never retried on its own) is final after its one try, infra or not; its caller restarts
+  the episode (``delay_s``: the backoff before the restart's first step).
+- **Memory.** Each job also gets a memory estimate (``Estimator.memory``: EWMA per task and per
+  domain, the task's ``limits.memory_mb`` as the prior, observed peaks where a try reports one). A
+  job starts only while the running jobs' estimates and its own fit ``memory_budget_mb``; one that
+  does not fit waits (the next job that fits goes first), and a job bigger than the whole budget
+  still runs, alone.
 - **Breakers.** One per domain (infra errors and timeouts count) and one per node (infra errors
   count): an open domain breaker holds that domain's jobs (no try spent) and lets one probe through
   after the cool-down; an open node breaker gives its workers nothing until its own probe (with two nodes or more).
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,6 +63,12 @@ class Ticket:
     not_before: float = 0.0
     estimate_s: float = 0.0
     lane: Lane = "fast"
+    memory_prior_mb: float = 0.0
+    """The task's ``limits.memory_mb`` (0: none known)."""
+    memory_mb: float = 0.0
+    """The memory estimate the job holds while it runs."""
+    retry: bool = True
+    """False: an infra try is final (a step of a stateful episode; its caller restarts the episode)."""
     probe: bool = field(default=False, repr=False)
 
 
@@ -71,7 +85,8 @@ class Scheduler:
     'final'
     """
 
-    def __init__(self, workers: int, policy: SchedPolicy | None = None, *, nodes: Sequence[str] | None = None) -> None:
+    def __init__(self, workers: int, policy: SchedPolicy | None = None, *, nodes: Sequence[str] | None = None,
+                 memory_budget_mb: float | None = None) -> None:
         if workers < 1:
             raise ValueError(f"Scheduler needs at least one worker, got {workers}")
         self.workers, self.policy = workers, policy or SchedPolicy()
@@ -95,15 +110,26 @@ class Scheduler:
         self.skipped: list[Ticket] = []
         """Tickets of dropped groups taken off the queue unrun; the caller drains and resolves them."""
         self.counts: dict[str, int] = defaultdict(int)
+        budget = memory_budget_mb if memory_budget_mb is not None else self.policy.memory_budget_mb
+        self.memory_budget_mb = math.inf if budget is None else float(budget)
+        self.running = 0
+        self.running_mb = 0.0
+        """Jobs started and not done, and the sum of their memory estimates."""
 
     # -- queueing -------------------------------------------------------------------------------
 
     def add(self, domain: str, task_id: str, *, timeout_s: float, group: str, now: float,
-            priority: float = 0.0) -> Ticket:
-        """Queue a new job; returns its ticket."""
-        t = Ticket(next(self._ids), domain, task_id, float(timeout_s), group, float(priority))
+            priority: float = 0.0, memory_mb: float = 0.0, retry: bool = True, delay_s: float = 0.0) -> Ticket:
+        """Queue a new job (``memory_mb``: its task's memory limit, the estimate's prior; ``delay_s``:
+        not before ``now + delay_s``); returns its ticket."""
+        t = Ticket(next(self._ids), domain, task_id, float(timeout_s), group, float(priority),
+                   memory_prior_mb=float(memory_mb), retry=retry)
         self.counts["jobs"] += 1
-        self._push(t)
+        if delay_s > 0:
+            t.not_before = now + delay_s
+            heapq.heappush(self._backoff, (t.not_before, t.id, t))
+        else:
+            self._push(t)
         return t
 
     def _breaker(self, table: dict[str, Breaker], key: str) -> Breaker:
@@ -113,6 +139,7 @@ class Scheduler:
 
     def _push(self, t: Ticket) -> None:
         t.estimate_s = self.estimator.estimate(t.domain, t.task_id, t.timeout_s)
+        t.memory_mb = self.estimator.memory(t.domain, t.task_id, t.memory_prior_mb)
         t.lane = "slow" if t.estimate_s >= self.policy.lane_split_s else "fast"
         self._seq += 1
         key = (t.priority, -t.estimate_s, self._seq) if t.lane == "slow" else (t.priority, self._seq)
@@ -139,17 +166,26 @@ class Scheduler:
             if node.state == "half_open":
                 node.probing = False  # the node's probe slot was not used
             return None
+        self._start(t)
+        return t
+
+    def _start(self, t: Ticket) -> None:
         t.tries += 1
         self.counts["tries"] += 1
         self.counts["retries"] += t.tries > 1
         self.running_slow += t.lane == "slow"
-        return t
+        self.running += 1
+        self.running_mb += t.memory_mb
+
+    def fits(self, t: Ticket) -> bool:
+        """Whether ``t`` may start now under the memory budget (alone, it always may)."""
+        return self.running == 0 or self.running_mb + t.memory_mb <= self.memory_budget_mb
 
     def _probe(self, now: float) -> Ticket | None:
         for domain, held in self._held.items():
             while held and held[0].group in self.dropped_groups:  # never probe with a dropped group's job
                 self.skipped.append(held.pop(0))
-            if held and self.domain_breakers[domain].allows(now):
+            if held and self.fits(held[0]) and self.domain_breakers[domain].allows(now):
                 t = held.pop(0)
                 t.probe = True
                 return t
@@ -157,21 +193,32 @@ class Scheduler:
 
     def _pop(self, now: float) -> Ticket | None:
         fast, slow = self._lanes["fast"], self._lanes["slow"]
-        while fast or slow:
-            take_slow = bool(slow) and (self.running_slow < self.slow_cap or not fast)
-            t: Ticket = heapq.heappop(slow if take_slow else fast)[-1]
-            if t.group in self.dropped_groups:
-                self.skipped.append(t)
-                continue
-            breaker = self.domain_breakers.get(t.domain)
-            if breaker is not None and not breaker.allows(now):
-                self._held[t.domain].append(t)
-                self.counts["held"] += 1
-                continue
-            if breaker is not None and breaker.state == "half_open":
-                t.probe = True
-            return t
-        return None
+        waiting: list[tuple[Lane, tuple[Any, ...]]] = []  # too big for the memory left: back after
+        try:
+            while fast or slow:
+                take_slow = bool(slow) and (self.running_slow < self.slow_cap or not fast)
+                lane: Lane = "slow" if take_slow else "fast"
+                entry = heapq.heappop(self._lanes[lane])
+                t: Ticket = entry[-1]
+                if t.group in self.dropped_groups:
+                    self.skipped.append(t)
+                    continue
+                if not self.fits(t):
+                    waiting.append((lane, entry))
+                    self.counts["memory_waits"] += 1
+                    continue
+                breaker = self.domain_breakers.get(t.domain)
+                if breaker is not None and not breaker.allows(now):
+                    self._held[t.domain].append(t)
+                    self.counts["held"] += 1
+                    continue
+                if breaker is not None and breaker.state == "half_open":
+                    t.probe = True
+                return t
+            return None
+        finally:
+            for lane, entry in waiting:
+                heapq.heappush(self._lanes[lane], entry)
 
     def take_more(self, first: Ticket, n: int, now: float) -> list[Ticket]:
         """Up to ``n`` more ready jobs of ``first``'s domain and lane, to run in one batch with it."""
@@ -183,11 +230,8 @@ class Scheduler:
             t = entry[-1]
             if t.group in self.dropped_groups:
                 self.skipped.append(t)
-            elif t.domain == first.domain:
-                t.tries += 1
-                self.counts["tries"] += 1
-                self.counts["retries"] += t.tries > 1
-                self.running_slow += t.lane == "slow"
+            elif t.domain == first.domain and self.fits(t):
+                self._start(t)
                 out.append(t)
             else:
                 other.append(entry)
@@ -208,10 +252,14 @@ class Scheduler:
 
     # -- results --------------------------------------------------------------------------------
 
-    def done(self, t: Ticket, worker: int, *, now: float, duration_s: float, infra: bool, timeout: bool) -> Decision:
-        """Record one finished try of ``t`` on ``worker``; says whether the job is final, retried
-        (queued again after its backoff) or exhausted (the caller drops its group)."""
+    def done(self, t: Ticket, worker: int, *, now: float, duration_s: float, infra: bool, timeout: bool,
+             memory_mb: float | None = None) -> Decision:
+        """Record one finished try of ``t`` on ``worker`` (``memory_mb``: its observed peak, when the
+        try reported one); says whether the job is final, retried (queued again after its backoff)
+        or exhausted (the caller drops its group)."""
         self.running_slow -= t.lane == "slow"
+        self.running -= 1
+        self.running_mb = max(0.0, self.running_mb - t.memory_mb)
         probe, t.probe = t.probe, False
         domain = self._breaker(self.domain_breakers, t.domain)
         was_open = domain.state != "closed"
@@ -227,8 +275,12 @@ class Scheduler:
             self._open_nodes.add(self.nodes[worker])
         if not infra:
             self.estimator.observe(t.domain, t.task_id, duration_s=duration_s, timeout_s=t.timeout_s)
+            if memory_mb is not None and t.memory_prior_mb > 0:
+                self.estimator.observe_memory(t.domain, t.task_id, peak_mb=memory_mb, prior_mb=t.memory_prior_mb)
             return "final"
         self.counts["infra_tries"] += 1
+        if not t.retry:
+            return "final"
         if t.tries >= self.policy.max_tries:
             self.counts["exhausted"] += 1
             return "exhausted"

@@ -6,6 +6,12 @@
   ``run`` builds its environment from the task's initial state each time it is called, so an
   infra retry restarts the episode in a fresh environment, never one step of it elsewhere.
   Never cached.
+- ``Step``: one step of a stateful episode that the episode runner drives in lockstep (one
+  ``generate`` call per round over every episode): ``run()`` steps that episode's own environment,
+  which stays where it was built (this process, with its workspace). Counted, laned, breakered
+  like any job, but never retried on its own and never cached: on an infra error its caller
+  restarts the whole episode in a fresh environment (``rollout.run_batch``), and gives the group up
+  (``Service.give_up``) when the episode's tries run out.
 - ``Ledger``: the driver's exactly-once book, keyed by (group, task, sample) and attempt: each try
   is settled once, each job gets one final result; a late or duplicate result (Ray re-running a
   task: reference/scheduling.md section 4) is counted and ignored.
@@ -22,7 +28,9 @@ from posttrain.envs._base import BatchVerifier
 from posttrain.types import Task, Trajectory, Verdict
 
 Verifier = Callable[[Task, str], Verdict]
-Result = Verdict | Trajectory
+StepOutcome = tuple[Any, Verdict | None, bool]
+"""What an environment's step gives: (observation, verdict or None, done)."""
+Result = Verdict | Trajectory | StepOutcome
 JobKey = tuple[str, str, int]
 """(group id, task id, sample index): one sample of one group."""
 
@@ -68,7 +76,29 @@ class Episode:
         return (self.group_id, self.task.id, self.sample_idx)
 
 
-Job = Verify | Episode
+@dataclass(frozen=True)
+class Step:
+    """One step of a stateful episode (module docstring): ``run()`` steps its environment in place.
+
+    ``seq`` numbers the episode's step jobs, replays included (its key's task part is
+    ``"<task id>/step<seq>"``, so each is its own job); ``delay_s``: not before this long (the
+    backoff of a restart). An infra error is an exception from ``run`` or an ``infra_error`` verdict.
+    """
+
+    task: Task
+    run: Callable[[], StepOutcome]
+    group_id: str = ""
+    sample_idx: int = 0
+    seq: int = 0
+    priority: float = 0.0
+    delay_s: float = 0.0
+
+    @property
+    def key(self) -> JobKey:
+        return (self.group_id, f"{self.task.id}/step{self.seq}", self.sample_idx)
+
+
+Job = Verify | Episode | Step
 
 
 @runtime_checkable

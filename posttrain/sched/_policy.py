@@ -32,6 +32,9 @@ class SchedPolicy:
     """Consecutive infra errors or timeouts (of one domain, or one node) that open its breaker."""
     breaker_cooldown_s: float = 5.0
     """How long an open breaker stays open before one probe job is let through (half-open)."""
+    memory_budget_mb: float | None = None
+    """Memory the running jobs' estimates may add up to (admission); None: the service's default
+    (``Service``: this machine's memory for a local backend, no budget otherwise)."""
 
     def __post_init__(self) -> None:
         if self.max_tries < 1:
@@ -42,6 +45,8 @@ class SchedPolicy:
             raise ValueError(f"SchedPolicy.ewma_alpha must be in (0, 1], got {self.ewma_alpha}")
         if self.breaker_threshold < 1:
             raise ValueError(f"SchedPolicy.breaker_threshold must be >= 1, got {self.breaker_threshold}")
+        if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
+            raise ValueError(f"SchedPolicy.memory_budget_mb must be > 0, got {self.memory_budget_mb}")
 
     def backoff(self, tries_done: int) -> float:
         """Delay before try number ``tries_done + 1`` (``tries_done`` >= 1)."""
@@ -49,12 +54,15 @@ class SchedPolicy:
 
 
 class Estimator:
-    """Online duration estimates: an EWMA per task and, per domain, an EWMA of log(duration / timeout).
+    """Online estimates of each job's duration and memory: an EWMA per task and, per domain, an EWMA
+    of log(observed / prior) -- the prior being the task's timeout (duration) or its
+    ``limits.memory_mb`` (memory).
 
-    A task seen before is estimated by its own EWMA. An unseen task is estimated by its timeout
-    (the prior) scaled by how much of their timeouts its domain's jobs have been using, so a
-    60-second test suite still looks slow in a domain whose checks usually take 0.1 s. The domain's
-    average is geometric (in log space): one slow suite does not make every quick check look slow.
+    A task seen before is estimated by its own EWMA. An unseen task is estimated by its prior scaled
+    by how much of their priors its domain's jobs have been using, so a 60-second test suite still
+    looks slow in a domain whose checks usually take 0.1 s. The domain's average is geometric (in
+    log space): one slow suite does not make every quick check look slow. Memory is observed only
+    where a try reports its peak (``done(memory_mb=...)``); until then the prior stands.
 
     >>> e = Estimator(alpha=0.5)
     >>> e.estimate("d", "t1", timeout_s=10.0)
@@ -62,33 +70,56 @@ class Estimator:
     >>> e.observe("d", "t1", duration_s=1.0, timeout_s=10.0)
     >>> e.estimate("d", "t1", timeout_s=10.0), e.estimate("d", "t2", timeout_s=30.0)
     (1.0, 3.0)
+    >>> e.observe_memory("d", "t1", peak_mb=64.0, prior_mb=256.0)
+    >>> e.memory("d", "t1", prior_mb=256.0), e.memory("d", "t2", prior_mb=512.0)
+    (64.0, 128.0)
     """
 
     def __init__(self, alpha: float = 0.3) -> None:
         self.alpha = alpha
         self.task: dict[str, float] = {}
         self.domain_frac: dict[str, float] = {}
+        self.task_mb: dict[str, float] = {}
+        self.domain_mb_frac: dict[str, float] = {}
 
     def estimate(self, domain: str, task_id: str, timeout_s: float) -> float:
+        """The expected duration in seconds."""
         if (seen := self.task.get(task_id)) is not None:
             return seen
         return timeout_s * self.domain_frac.get(domain, 1.0)
 
+    def memory(self, domain: str, task_id: str, prior_mb: float) -> float:
+        """The expected peak memory in MiB."""
+        if (seen := self.task_mb.get(task_id)) is not None:
+            return seen
+        return prior_mb * self.domain_mb_frac.get(domain, 1.0)
+
     def observe(self, domain: str, task_id: str, *, duration_s: float, timeout_s: float) -> None:
+        self._observe(self.task, self.domain_frac, domain, task_id, duration_s, timeout_s)
+
+    def observe_memory(self, domain: str, task_id: str, *, peak_mb: float, prior_mb: float) -> None:
+        self._observe(self.task_mb, self.domain_mb_frac, domain, task_id, peak_mb, prior_mb)
+
+    def _observe(self, task: dict[str, float], domain_frac: dict[str, float], domain: str, task_id: str,
+                 value: float, prior: float) -> None:
         a = self.alpha
-        old = self.task.get(task_id)
-        self.task[task_id] = duration_s if old is None else a * duration_s + (1 - a) * old
-        frac = min(1.0, max(duration_s / timeout_s, 1e-6)) if timeout_s > 0 else 1.0
-        old_f = self.domain_frac.get(domain)
-        self.domain_frac[domain] = frac if old_f is None else math.exp(a * math.log(frac) + (1 - a) * math.log(old_f))
+        old = task.get(task_id)
+        task[task_id] = value if old is None else a * value + (1 - a) * old
+        frac = min(1.0, max(value / prior, 1e-6)) if prior > 0 else 1.0
+        old_f = domain_frac.get(domain)
+        domain_frac[domain] = frac if old_f is None else math.exp(a * math.log(frac) + (1 - a) * math.log(old_f))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "task": dict(self.task), "domain_frac": dict(self.domain_frac)}
+        return {"alpha": self.alpha, "task": dict(self.task), "domain_frac": dict(self.domain_frac),
+                "task_mb": dict(self.task_mb), "domain_mb_frac": dict(self.domain_mb_frac)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.alpha = float(state["alpha"])
         self.task = {str(k): float(v) for k, v in state["task"].items()}
         self.domain_frac = {str(k): float(v) for k, v in state["domain_frac"].items()}
+        # checkpoints written before memory estimates have none: the priors stand
+        self.task_mb = {str(k): float(v) for k, v in state.get("task_mb", {}).items()}
+        self.domain_mb_frac = {str(k): float(v) for k, v in state.get("domain_mb_frac", {}).items()}
 
 
 class Breaker:

@@ -14,7 +14,14 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
   (a duplicate waits for the first and is settled with it; an infra error is never cached; when the
   first's group is dropped, the duplicate runs on its own), and batching through a domain's
   ``BatchVerifier``;
-- lanes, priorities and breakers (``_core.py``).
+- lanes, priorities, breakers and admission by a memory budget (``_core.py``; the budget:
+  ``SchedPolicy.memory_budget_mb``, by default this machine's memory for a ``LocalBackend``);
+  a verifier that knows its execution's peak memory reports it as ``evidence["peak_memory_mb"]``
+  (``PEAK_MEMORY_KEY``) and the estimate learns from it;
+- ``Step`` jobs: the steps of stateful episodes (repair, tool, BFCL) that ``rollout.run_batch``
+  drives in lockstep; each runs on its episode's own environment in this process, is counted,
+  laned and breakered under ``episode:<domain>``, and is never retried on its own: the runner
+  restarts the episode (``restarted``) or gives its group up (``give_up``).
 
 Per-job state is forgotten once every job of a group is settled (the ledger's too), so a long run
 holds only the verdict cache, the estimates and the names of dropped groups.
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -51,6 +59,8 @@ from posttrain.sched._jobs import (
     JobKey,
     Ledger,
     Result,
+    Step,
+    StepOutcome,
     Verifier,
     Verify,
     hooks_from_envs,
@@ -140,9 +150,17 @@ class _Pending:
 
 
 COUNTERS = ("jobs", "tries", "retries", "infra_tries", "exhausted", "groups_dropped", "samples_dropped", "held",
-            "cache_hits", "deduplicated")
+            "cache_hits", "deduplicated", "restarts", "memory_waits")
 """The counters of ``Service.stats()``: jobs queued, tries run, retries among them, infra tries, jobs
-out of tries, groups and samples dropped, jobs held by an open breaker, cache hits, duplicates."""
+(or episodes) out of tries, groups and samples dropped, jobs held by an open breaker, cache hits,
+duplicates, episodes restarted after an infra error, and times a queued job was passed over because
+its memory estimate did not fit the budget left."""
+
+PEAK_MEMORY_KEY = "peak_memory_mb"
+"""A verdict's ``evidence`` key for the peak memory (MiB) its execution used, when the verifier knows it."""
+
+MEMORY_SHARE = 0.75
+"""A local service's default memory budget: this share of the machine's physical memory."""
 
 ATTEMPTS_KEPT = 100_000
 """How many of the latest tries ``Service.attempts`` keeps (diagnostics, the bench, tests)."""
@@ -155,12 +173,36 @@ def _episode_domain(task: Task) -> str:
     return f"episode:{task.domain}"
 
 
+def _machine_memory_mb() -> float:
+    import os
+
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _verdict_of(result: Result) -> Verdict | None:
+    """The verdict a try's infra check and records read: a Verify's own, an Episode's last, a Step's."""
+    if isinstance(result, Verdict):
+        return result
+    if isinstance(result, tuple):
+        return result[1]
+    return result.verdicts[-1] if result.verdicts else None
+
+
+def _peak_mb(verdict: Verdict | None) -> float | None:
+    peak = verdict.evidence.get(PEAK_MEMORY_KEY) if verdict is not None else None
+    return float(peak) if isinstance(peak, int | float) and not isinstance(peak, bool) and peak >= 0 else None
+
+
 class Service:
     """The one execution service (module docstring). Use as a context manager, or ``close()``."""
 
     def __init__(self, backend: Backend, policy: SchedPolicy | None = None) -> None:
         self.backend = backend
-        self.sched = Scheduler(len(backend.nodes), policy, nodes=backend.nodes)
+        policy = policy or SchedPolicy()
+        budget = policy.memory_budget_mb
+        if budget is None and isinstance(backend, LocalBackend):
+            budget = MEMORY_SHARE * _machine_memory_mb()
+        self.sched = Scheduler(len(backend.nodes), policy, nodes=backend.nodes, memory_budget_mb=budget)
         self.attempts: deque[Attempt] = deque(maxlen=ATTEMPTS_KEPT)
         self.ledger = Ledger()
         self.counts: Counter[str] = Counter()
@@ -204,8 +246,8 @@ class Service:
         return self._submit(job, watch=False)[0]
 
     def _submit(self, job: Job, *, watch: bool) -> tuple[Future[Result], JobKey]:
-        if not isinstance(job, Verify | Episode):
-            raise TypeError(f"Service.submit takes a Verify or an Episode, got {type(job).__name__}")
+        if not isinstance(job, Verify | Episode | Step):
+            raise TypeError(f"Service.submit takes a Verify, an Episode or a Step, got {type(job).__name__}")
         if isinstance(job, Verify) and not self.backend.serves(job.task.domain):
             raise ValueError(f"task {job.task.id!r}: no verifier for domain {job.task.domain!r} in this service")
         future: Future[Result] = Future()
@@ -213,7 +255,7 @@ class Service:
             if self._closed:
                 raise RuntimeError("Service.submit after close")
             group = job.group_id or f"~solo{next(self._solo)}"
-            key: JobKey = (group, job.task.id, job.sample_idx)
+            key: JobKey = (group, job.key[1], job.sample_idx)
             keys = self._group_keys.setdefault(group, [])
             if key in keys:
                 raise ValueError(f"Service.submit: job {key} submitted twice; (group id, task id, sample index) "
@@ -246,9 +288,11 @@ class Service:
         job = pending.job
         domain = job.task.domain if isinstance(job, Verify) else _episode_domain(job.task)
         limits = job.task.limits
-        timeout = limits.timeout_s * (1 if isinstance(job, Verify) else limits.max_attempts)
+        timeout = limits.timeout_s * (limits.max_attempts if isinstance(job, Episode) else 1)
+        step = isinstance(job, Step)
         ticket = self.sched.add(domain, job.task.id, timeout_s=timeout, group=pending.lead.group,
-                                now=self._now(), priority=job.priority)
+                                now=self._now(), priority=job.priority, memory_mb=limits.memory_mb,
+                                retry=not step, delay_s=job.delay_s if step else 0.0)
         self._pending[ticket.id] = pending
         if isinstance(job, Verify):
             self._inflight[(job.task.id, job.response)] = pending
@@ -313,6 +357,9 @@ class Service:
     def _run(self, w: int, items: list[_Pending]) -> list[Result]:
         first = items[0].job
         try:
+            if isinstance(first, Step):  # on the episode's own environment, where it was built
+                outcome: StepOutcome = first.run()
+                return [outcome]
             if isinstance(first, Episode):
                 return [self.backend.episode(w, first)]
             pairs = [(p.job.task, p.job.response) for p in items if isinstance(p.job, Verify)]
@@ -322,19 +369,23 @@ class Service:
             return list(verdicts)
         except Exception as e:  # noqa: BLE001 - a crash of the verifier or worker is infra, retried
             bad = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:worker")
+            if isinstance(first, Step):  # the runner restarts the episode
+                return [(None, bad, True)]
             return [bad] * len(items)
 
     def _finish(self, t: Ticket, p: _Pending, result: Result, w: int, start: float, duration: float, n: int) -> None:
-        last = result if isinstance(result, Verdict) else (result.verdicts[-1] if result.verdicts else None)
+        last = _verdict_of(result)
         infra = last is not None and last.is_infra_error
         error_class = last.error_class if last is not None else None
         timeout = "timeout" in (error_class or "")
         if not self.ledger.receive(p.lead.key, t.tries - 1):
             return  # a duplicate or late report of a try already settled: never counted twice
-        decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout)
-        outcome = last.outcome if isinstance(result, Verdict) or last is None else f"episode:{last.outcome}"
+        decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout,
+                                   memory_mb=_peak_mb(last) if n == 1 else None)
+        kind = "step" if isinstance(p.job, Step) else "episode"
+        outcome = (last.outcome if isinstance(result, Verdict) else kind if last is None else f"{kind}:{last.outcome}")
         job = p.job
-        attempt = Attempt(job.group_id, job.task.id, job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
+        attempt = Attempt(job.group_id, p.lead.key[1], job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
                           round(start, 4), round(duration, 4), outcome, error_class, n,
                           final=decision != "retry", verdict=last)
         self.attempts.append(attempt)
@@ -386,6 +437,23 @@ class Service:
                 for key in self._group_keys.pop(waiter.group, []):
                     self.ledger.forget(key)
 
+    def restarted(self, group: str) -> None:
+        """Count an episode of ``group`` restarted after an infra error (``rollout.run_batch``)."""
+        with self._cond:
+            self.counts["restarts"] += 1
+
+    def give_up(self, group: str) -> None:
+        """An episode of ``group`` ran out of tries: count it exhausted and drop its whole group (its
+        queued jobs are skipped; its members come back unscored)."""
+        with self._cond:
+            self.sched.counts["exhausted"] += 1
+            self._drop_group(group)
+            self._cond.notify_all()
+
+    def is_dropped(self, group: str) -> bool:
+        with self._cond:
+            return group in self.sched.dropped_groups
+
     def _drop_group(self, group: str) -> None:
         if group not in self.sched.dropped_groups:
             self.sched.drop_group(group)
@@ -410,7 +478,15 @@ class Service:
         with self._cond:
             counts = {**dict.fromkeys(COUNTERS, 0), **self.sched.counts, **self.counts}
             return {**counts, "breaker_opens": self.sched.breaker_opens(), "duplicates": self.ledger.duplicates,
-                    "breakers": self.sched.breaker_states()}
+                    "breakers": self.sched.breaker_states(), "memory": self._memory()}
+
+    def _memory(self) -> dict[str, Any]:
+        """The memory budget (None: no budget), the running jobs' estimates, and each domain's
+        estimate as a share of its tasks' ``limits.memory_mb`` (1.0 until a peak is observed)."""
+        s = self.sched
+        return {"budget_mb": None if math.isinf(s.memory_budget_mb) else round(s.memory_budget_mb, 1),
+                "running_mb": round(s.running_mb, 1),
+                "domain_share": {d: round(f, 4) for d, f in sorted(s.estimator.domain_mb_frac.items())}}
 
     def metrics(self, since: Mapping[str, Any] | None = None) -> dict[str, float]:
         """For metrics.jsonl, per step: every counter of ``stats()`` as ``sched/<name>``, counted
@@ -418,12 +494,17 @@ class Service:
         as ``sched/breaker/<name>`` (0 closed, 1 half-open, 2 open)."""
         now, before = self.stats(), since or {}
         out = {f"sched/{k}": float(v - before.get(k, 0)) for k, v in sorted(now.items()) if isinstance(v, int | float)}
+        out |= {f"sched/memory/{d}": f for d, f in now["memory"]["domain_share"].items()}
         return out | {f"sched/breaker/{k}": _BREAKER_LEVEL[state] for k, state in now["breakers"].items()}
 
     def open_domains(self) -> list[str]:
-        """Domains whose breaker is not closed: a task sampler skips them."""
+        """Task domains whose breaker is open and cooling down (``code`` for ``code`` or
+        ``episode:code``): the GRPO task sampler skips them (``TaskSampler.next(k, skip=...)``).
+        Once the cool-down is over the domain is drawn again, and its first job is the probe."""
         with self._cond:
-            return sorted(d for d, b in self.sched.domain_breakers.items() if b.state != "closed")
+            now = self._now()
+            return sorted({d.removeprefix("episode:") for d, b in self.sched.domain_breakers.items()
+                           if (at := b.reopens_at()) is not None and now < at})
 
     def state_dict(self) -> dict[str, Any]:
         with self._cond:

@@ -3,12 +3,18 @@
 The sampler's whole state is three integers (seed, epoch, cursor); the order of an epoch is a
 pure function of (seed, epoch), so a resumed run draws exactly the tasks the uninterrupted run
 would have drawn.
+
+``next(k, skip=domains)`` passes over the tasks of ``domains`` (GRPO's: those whose circuit breaker
+is open, ``Service.open_domains``): each one passed over is consumed from the epoch and counted in
+``skipped``. The choice is a function of the sampler's state and ``skip`` alone, and the breakers'
+states are in the checkpoint, so a resumed run passes over the same tasks. When ``skip`` would leave
+no task at all, it is ignored (a run never stalls on its sampler).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from posttrain.types import Task
@@ -20,6 +26,10 @@ class TaskSampler:
     >>> s = TaskSampler([Task(id=str(i), domain="math", prompt="", fields={}) for i in range(3)], seed=0)
     >>> len({t.id for t in s.next(3)})
     3
+    >>> mixed = TaskSampler([Task(id=f"{d}{i}", domain=d, prompt="", fields={}) for d in ("math", "code")
+    ...                      for i in range(2)], seed=0)
+    >>> [t.domain for t in mixed.next(3, skip={"code"})], mixed.skipped
+    (['math', 'math', 'math'], 4)
     """
 
     def __init__(self, tasks: Sequence[Task], *, seed: int) -> None:
@@ -30,21 +40,30 @@ class TaskSampler:
         self.epoch = 0
         self.cursor = 0
         self._order = self._shuffled(0)
+        self.skipped = 0
+        """Draws passed over because their task's domain was in ``skip`` (a metric; not state)."""
+        self._domains = {t.domain for t in self.tasks}
 
     def _shuffled(self, epoch: int) -> list[int]:
         order = list(range(len(self.tasks)))
         random.Random(f"{self.seed}:{epoch}").shuffle(order)
         return order
 
-    def next(self, k: int) -> list[Task]:
-        out = []
-        for _ in range(k):
+    def next(self, k: int, *, skip: Collection[str] = ()) -> list[Task]:
+        """The next ``k`` tasks, passing over those of the domains in ``skip`` (module docstring)."""
+        skip = set(skip) if not self._domains <= set(skip) else set()
+        out: list[Task] = []
+        while len(out) < k:
             if self.cursor == len(self._order):
                 self.epoch += 1
                 self.cursor = 0
                 self._order = self._shuffled(self.epoch)
-            out.append(self.tasks[self._order[self.cursor]])
+            task = self.tasks[self._order[self.cursor]]
             self.cursor += 1
+            if task.domain in skip:
+                self.skipped += 1
+            else:
+                out.append(task)
         return out
 
     def state(self) -> dict[str, int]:

@@ -279,9 +279,9 @@ def sample_groups(
     number every trajectory carries (``policy_version``, default ``step``)."""
     tasks: list[Task] = []
     groups: list[list[Trajectory]] = []
-    drawn = 0
-    for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):
-        new_tasks = sampler.next(cfg.prompts_per_step - len(tasks))
+    drawn, skipped = 0, sampler.skipped
+    for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):  # domains with an open breaker: skipped
+        new_tasks = sampler.next(cfg.prompts_per_step - len(tasks), skip=service.open_domains())
         new_groups = sample_episodes(policy, new_tasks, service, cfg,
                                      group_ids=[f"{step}/{drawn + k}/{t.id}" for k, t in enumerate(new_tasks)],
                                      policy_version=step if policy_version is None else policy_version,
@@ -299,7 +299,8 @@ def sample_groups(
             break
     if not groups:
         tasks, groups = new_tasks, new_groups
-    return tasks, groups, {"groups_drawn": float(drawn), "groups_kept": float(len(groups))}
+    return tasks, groups, {"groups_drawn": float(drawn), "groups_kept": float(len(groups)),
+                           "tasks_skipped": float(sampler.skipped - skipped)}
 
 
 def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg: RLConfig, *,
@@ -308,18 +309,19 @@ def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg
                     ) -> list[list[Trajectory]]:
     """G episodes per task through the episode runner, grouped by their carried ``group_id``: round
     0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always).
-    Single-turn episodes are verified as ``service`` jobs of their group."""
+    Single-turn episodes are verified as ``service`` jobs of their group; the steps of stateful ones
+    run as its ``Step`` jobs, an infra error restarting the episode (``rollout.run_batch``)."""
     def make_env(task: Task, group_id: str, i: int) -> Env:
         if episodes.make_env is not None:
             return episodes.make_env(task)
         return SingleTurnEnv(service, policy.encode_prompt, group_id=group_id, sample_idx=i)
 
-    runs = [Episode(t, make_env(t, gid, i), gid, i) for t, gid in zip(tasks, group_ids, strict=True)
+    runs = [Episode(t, make_env(t, gid, i), gid, i, episodes.make_env) for t, gid in zip(tasks, group_ids, strict=True)
             for i in range(cfg.group_size)]
     trajs = run_batch(generator or policy.sampler(), runs,
                       SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
                       max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
-                      policy_version=policy_version)
+                      policy_version=policy_version, service=service)
     return group_by_id(trajs)
 
 
