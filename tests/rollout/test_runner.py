@@ -176,3 +176,157 @@ def test_verdict_cache_verifies_concurrent_duplicates_once():
     flaky = iter([Verdict.infra("down"), Verdict("fail", 0.0)])
     assert cache.compute(("t", "y"), lambda: next(flaky)).is_infra_error
     assert cache.compute(("t", "y"), lambda: next(flaky)).outcome == "fail"  # infra errors are not cached
+
+
+# -- stateful episodes through the service: a step is a job; an infra error restarts the episode ---------
+
+def _repair_reader():
+    """A scripted repair sampler over the char tokenizer: it guesses until a feedback line shows the
+    expected value, then answers with it (deterministic: a replay sees the same contexts)."""
+    import re
+
+    from posttrain.policy import build_char_tokenizer
+
+    tok = build_char_tokenizer()
+
+    class Reader:
+        def generate(self, prompt_ids, params):
+            out = []
+            for ids in prompt_ids:
+                context = tok.decode(ids, skip_special_tokens=True)
+                var = context.rsplit("def ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+                shown = re.findall(r"assert candidate\(0\) == (\d+)", context)
+                text = f"    return {var} + {shown[-1] if shown else 1}\n"
+                ids_out = tuple(tok(text, add_special_tokens=False)["input_ids"]) + (tok.eos_token_id,)
+                out.append(Generation(tuple(ids), ids_out, (0.0,) * len(ids_out), text, "eos"))
+            return out
+
+    return Reader(), tok
+
+
+class FlakyVerifier:
+    """Beside the real code verifier: the calls numbered in ``fail_on`` (0-based, in call order) are
+    infra errors, as a sandbox job whose process was killed would be; every other call is the real one."""
+
+    def __init__(self, verify, fail_on):
+        self.verify, self.fail_on, self.calls = verify, fail_on, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, task, response):
+        with self.lock:
+            n, self.calls = self.calls, self.calls + 1
+        if n in self.fail_on:
+            return Verdict.infra("sandbox job killed", error_class="infra:sandbox")
+        return self.verify(task, response)
+
+
+@pytest.fixture(scope="module")
+def code_service():
+    from posttrain.sandbox import HostCannotIsolate
+    from posttrain.sched import SchedPolicy
+
+    try:
+        with open_service(["code"], size=2, policy=SchedPolicy(max_tries=3, backoff_s=0.01)) as svc:
+            yield svc
+    except HostCannotIsolate as e:
+        pytest.skip(f"this host cannot run the sandbox: {e}")
+
+
+def _repair_runs(svc, tasks, verify, *, group="g"):
+    from posttrain.rollout import RepairEnv
+
+    reader, tok = _repair_reader()
+
+    def make(t):  # no cache and no retries of its own: every replayed attempt runs in the sandbox again
+        return RepairEnv(verify, lambda s: list(tok(s)["input_ids"]),
+                         lambda s: list(tok(s, add_special_tokens=False)["input_ids"]), infra_retries=0)
+
+    runs = [Episode(t, make(t), f"{group}/{t.id}", 0, make) for t in tasks]
+    return run_batch(reader, runs, SamplingParams(temperature=0.0, max_new_tokens=40), max_turns=3, service=svc)
+
+
+def _view(traj):
+    return (traj.ids, traj.loss_mask, traj.reward, traj.truncated,
+            [(v.outcome, v.reward, v.feedback) for v in traj.verdicts])
+
+
+def test_an_infra_error_mid_episode_restarts_it_from_its_initial_state(code_service):
+    """A repair episode whose second attempt's sandbox job fails with infra is restarted in a fresh
+    environment (its first attempt replayed in the real sandbox) and ends exactly as an uninterrupted one."""
+    from posttrain.tasks import generators
+
+    svc = code_service
+    tasks = generators.repair_tasks(seed=0)[:2]
+    real = svc.verifiers["code"]
+    # each repair attempt is verified on the visible tests, then (if they pass) the hidden ones:
+    # calls 0-1 are the two tasks' first attempts (fail), 2.. their second attempts
+    calm = _repair_runs(svc, tasks, FlakyVerifier(real, ()), group="calm")
+    before = svc.stats()
+    flaky = FlakyVerifier(real, {2})
+    restarted = _repair_runs(svc, tasks, flaky, group="flaky")
+    after = svc.stats()
+    assert [_view(t) for t in restarted] == [_view(t) for t in calm]
+    assert [[v.outcome for v in t.verdicts] for t in calm] == [["fail", "pass"]] * 2
+    assert after["restarts"] - before["restarts"] == 1
+    assert after["groups_dropped"] == before["groups_dropped"]
+    steps = [a for a in svc.attempts if a.group_id.startswith("flaky/")]
+    assert [a.outcome for a in steps].count("step:infra_error") == 1  # every step try recorded
+    assert flaky.calls == 6 + 1 + 1  # 6 verifications, the failed one, the replayed first attempt
+
+
+def test_an_episode_out_of_tries_drops_its_group_counted_never_scored(code_service):
+    from posttrain.tasks import generators
+    from posttrain.train.grpo import rewards_of
+    from posttrain.verify.rewards import RewardWeights
+
+    svc = code_service
+    tasks = generators.repair_tasks(seed=0)[:1]
+    before = svc.stats()
+    always = FlakyVerifier(svc.verifiers["code"], set(range(1, 100)))  # every call after the first attempt
+    [traj] = _repair_runs(svc, tasks, always, group="lost")
+    after = svc.stats()
+    assert traj.verdicts[-1].error_class == "infra:exhausted" and traj.reward != traj.reward  # NaN
+    assert after["restarts"] - before["restarts"] == 2  # max_tries 3: the first try and two restarts
+    assert after["exhausted"] - before["exhausted"] == 1 and after["groups_dropped"] - before["groups_dropped"] == 1
+    assert svc.is_dropped(traj.group_id)
+    rewards, _ = rewards_of([[traj]], RewardWeights())
+    assert torch.isnan(rewards).all()
+
+
+class _Drifting:
+    """An environment that is not deterministic given its actions: each instance numbers its
+    observations from a different start, so a replay cannot rebuild the state."""
+
+    made = 0
+
+    def __init__(self, fail_at: int | None):
+        _Drifting.made += 1
+        self.start, self.fail_at, self.n = _Drifting.made, fail_at, 0
+
+    def reset(self, task):
+        return Observation((1, 2))
+
+    def step(self, action):
+        self.n += 1
+        if self.n == self.fail_at:
+            raise OSError("the environment's process died")
+        return Observation((100 + self.start,)), Verdict("fail", 0.0), self.n >= 3
+
+
+class _Fixed:
+    def generate(self, prompt_ids, params):
+        return [Generation(tuple(p), (7,), (0.0,), "x", "eos") for p in prompt_ids]
+
+
+def test_a_replay_that_differs_is_an_infra_loss_and_no_factory_means_no_restart():
+    from posttrain.sched import SchedPolicy
+
+    t = Task(id="d", domain="math", prompt="", fields={"answer": "1"})
+    with open_service(["math"], policy=SchedPolicy(max_tries=4, backoff_s=0.0)) as svc:
+        runs = [Episode(t, _Drifting(fail_at=2), "drift", 0, lambda _: _Drifting(fail_at=None)),
+                Episode(t, _Drifting(fail_at=1), "no-factory", 0)]
+        drift, alone = run_batch(_Fixed(), runs, SamplingParams(max_new_tokens=1), max_turns=3, service=svc)
+        assert drift.verdicts[-1].error_class == "infra:exhausted" and "differs" in drift.verdicts[-1].evidence["detail"]
+        assert alone.verdicts[-1].error_class == "infra:exhausted" and "no make_env" in alone.verdicts[-1].evidence["detail"]
+        stats = svc.stats()
+        assert (stats["restarts"], stats["exhausted"], stats["groups_dropped"]) == (1, 2, 2)
