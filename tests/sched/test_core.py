@@ -184,3 +184,46 @@ def test_a_breaker_saved_while_probing_probes_again_after_a_resume():
     resumed = Breaker(threshold=1, cooldown_s=5.0)
     resumed.load_state_dict(b.state_dict(now=6.2), now=100.0)
     assert resumed.allows(now=100.0)
+
+
+# -- memory: an estimate per job, admission by a budget -------------------------------------------------
+
+def test_jobs_start_only_while_their_memory_estimates_fit_the_budget():
+    s = Scheduler(4, memory_budget_mb=1000.0)
+    big = [s.add("code", f"b{i}", timeout_s=1.0, group="g", now=0.0, memory_mb=600.0) for i in range(2)]
+    small = s.add("math", "s", timeout_s=1.0, group="g", now=0.0, memory_mb=300.0)
+    first = s.next(0, now=0.0)
+    assert first is big[0] and s.running_mb == 600.0
+    assert s.next(1, now=0.0) is small  # the second 600 MiB job does not fit: the one that fits goes first
+    assert s.next(2, now=0.0) is None and s.counts["memory_waits"] >= 1
+    s.done(first, 0, now=1.0, duration_s=1.0, infra=False, timeout=False)
+    assert s.next(0, now=1.0) is big[1]  # 300 + 600 fits now
+
+
+def test_a_job_bigger_than_the_whole_budget_still_runs_alone():
+    s = Scheduler(2, memory_budget_mb=500.0)
+    huge = s.add("code", "h", timeout_s=1.0, group="g", now=0.0, memory_mb=2000.0)
+    other = s.add("math", "m", timeout_s=1.0, group="g", now=0.0, memory_mb=100.0)
+    assert s.next(0, now=0.0) is huge
+    assert s.next(1, now=0.0) is None  # nothing beside it
+    s.done(huge, 0, now=1.0, duration_s=1.0, infra=False, timeout=False)
+    assert s.next(1, now=1.0) is other
+
+
+def test_memory_estimate_learns_observed_peaks_per_task_and_domain_and_survives_a_resume():
+    s = Scheduler(2, memory_budget_mb=1000.0)
+    t = s.add("code", "a", timeout_s=1.0, group="g", now=0.0, memory_mb=512.0)
+    assert s.next(0, now=0.0).memory_mb == 512.0  # the prior: the task's limits.memory_mb
+    s.done(t, 0, now=1.0, duration_s=1.0, infra=False, timeout=False, memory_mb=128.0)
+    again = s.add("code", "a", timeout_s=1.0, group="g2", now=1.0, memory_mb=512.0)
+    unseen = s.add("code", "b", timeout_s=1.0, group="g2", now=1.0, memory_mb=400.0)
+    assert (again.memory_mb, unseen.memory_mb) == (128.0, 100.0)  # per task; per domain: a quarter of the prior
+    b = Scheduler(2, memory_budget_mb=1000.0)
+    b.load_state_dict(json.loads(json.dumps(s.state_dict(now=1.0))), now=0.0)
+    assert b.add("code", "c", timeout_s=1.0, group="g3", now=0.0, memory_mb=800.0).memory_mb == 200.0
+    old = json.loads(json.dumps(s.state_dict(now=1.0)))
+    for k in ("task_mb", "domain_mb_frac"):  # a checkpoint from before memory estimates: priors stand
+        del old["estimator"][k]
+    c = Scheduler(2)
+    c.load_state_dict(old, now=0.0)
+    assert c.add("code", "c", timeout_s=1.0, group="g3", now=0.0, memory_mb=800.0).memory_mb == 800.0

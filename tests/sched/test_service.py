@@ -261,3 +261,32 @@ def test_a_duplicate_whose_first_was_dropped_runs_on_its_own_and_keeps_its_group
     assert [len(a) for a in out.tries] == [2, 1, 1]  # the duplicate's own try, after the first's two
     assert ledger == {"jobs": 3, "settled": 3, "lost": 0, "duplicates": 0}  # the duplicate's key too
     assert all(not part for part in live)  # every group settled: nothing per job is kept
+
+
+def test_memory_budget_estimates_and_open_breakers_show_in_stats_and_steer_the_task_sampler():
+    """While a domain's breaker is open the task sampler passes over its tasks (counted); the breaker
+    state comes back from a checkpoint, so a resumed sampler makes the same choices."""
+    from posttrain.tasks import TaskSampler
+
+    down = DomainHooks(lambda t, r: Verdict.infra("host down", error_class="infra:sandbox"))
+    up = DomainHooks(get_env("math").make_verifier(None))
+    policy = SchedPolicy(max_tries=1, breaker_threshold=2, breaker_cooldown_s=60.0, memory_budget_mb=4096.0)
+    tasks = [Task(id=f"{d}{i}", domain=d, prompt="1+1?", fields={"answer": "2"}) for d in ("math", "json")
+             for i in range(4)]
+    with Service(LocalBackend({"math": up, "json": down}), policy) as svc:
+        svc.run_batch([Verify(tasks[4 + i], "x", f"g{i}") for i in range(2)])
+        assert svc.open_domains() == ["json"]
+        stats = svc.stats()
+        assert stats["memory"]["budget_mb"] == 4096.0 and stats["memory"]["running_mb"] == 0.0
+        assert "sched/memory_waits" in svc.metrics() and "sched/restarts" in svc.metrics()
+        a = TaskSampler(tasks, seed=0)
+        drawn = [t.domain for t in a.next(6, skip=svc.open_domains())]
+        assert drawn == ["math"] * 6 and a.skipped >= 4  # every json task of the first epoch passed over, counted
+        state = svc.state_dict()
+    with Service(LocalBackend({"math": up, "json": down}), policy) as resumed:
+        resumed.load_state_dict(state)
+        b = TaskSampler(tasks, seed=0)
+        assert [t.id for t in b.next(6, skip=resumed.open_domains())] == [t.id for t in TaskSampler(tasks, seed=0).next(
+            6, skip={"json"})]
+    with Service(LocalBackend({"math": up, "json": down}), policy) as fresh:  # no breaker state: no skipping
+        assert fresh.open_domains() == [] and {t.domain for t in TaskSampler(tasks, seed=0).next(8)} == {"math", "json"}
