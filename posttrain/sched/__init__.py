@@ -21,8 +21,21 @@ workers (one per sandbox-pool slot) are the concurrency. Its counters and breake
 metrics.jsonl per RL step (``Service.metrics``), ``eval --json`` and summary.json (``stats``), and its
 scheduler state into RL checkpoints (``state_dict``).
 
-Not here: generation overlapping training (bounded staleness), which belongs to the trainer; stateful
-episodes that verify inside their own steps (``RepairEnv``) still call their verifier directly.
+Stateful episodes (repair, tool, BFCL) go through it too, step by step: ``rollout.run_batch`` keeps
+one ``generate`` call per round and submits each episode's step as a ``Step`` job run on that
+episode's own environment (which stays where it was built); a step is never retried on its own: on
+an infra error the runner restarts the episode from its initial state in a fresh environment and
+replays its recorded actions, tries capped by ``SchedPolicy.max_tries``, and an episode out of tries
+gives its group up (``Service.give_up``: dropped, counted, never scored).
+
+Each job also carries a memory estimate (EWMA per domain and per task, the task's
+``limits.memory_mb`` as the prior, observed peaks where a verifier reports them), and jobs start
+only while the running jobs' estimates fit the memory budget (``SchedPolicy.memory_budget_mb``);
+``stats()["memory"]``. While a domain's breaker is open, ``Service.open_domains`` names it and the
+GRPO task sampler passes over its tasks (``TaskSampler.next(skip=...)``; metric ``tasks_skipped``).
+
+Not here: generation overlapping training (bounded staleness), which belongs to the trainer
+(``train/_overlap.py``).
 """
 
 from posttrain.sched._core import Scheduler, Ticket
