@@ -341,6 +341,8 @@ def _evidence(ex: Any, extraction: str) -> dict[str, Any]:
         "timed_out": bool(ex.timed_out),
         "oom_killed": bool(ex.oom_killed),
         "duration_s": round(float(ex.duration_s or 0.0), 4),
+        # the scheduler's memory estimate learns from it (posttrain.sched.PEAK_MEMORY_KEY)
+        "peak_memory_mb": None if ex.peak_memory_bytes is None else round(ex.peak_memory_bytes / 2**20, 1),
     }
 
 
