@@ -83,6 +83,7 @@ class Step:
     ``seq`` numbers the episode's step jobs, replays included (its key's task part is
     ``"<task id>/step<seq>"``, so each is its own job); ``delay_s``: not before this long (the
     backoff of a restart). An infra error is an exception from ``run`` or an ``infra_error`` verdict.
+    ``run`` holds a worker of the service while it runs: it must not wait on jobs of the same service.
     """
 
     task: Task
