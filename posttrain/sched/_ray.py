@@ -161,8 +161,9 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
     """A real one-node Ray cluster of this user's own: own temp dir, own port, token auth off.
 
     Yields its address; on exit disconnects the driver, SIGKILLs the cluster's process group and
-    removes its temp dir. A driver killed outright (SIGKILL, out of memory) cannot do that: a janitor
-    process (its own session) waits for the driver to die and then SIGKILLs the cluster's group.
+    removes its temp dir. A driver killed outright (SIGKILL, out of memory) cannot do that, so the
+    cluster runs under a small shell, leader of the cluster's own process group, that watches the
+    driver and, when it is gone, SIGKILLs its own group (``kill -9 0``: never a group by number).
     """
     import ray
 
@@ -174,11 +175,11 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
     cmd = [str(ray_bin), "start", "--head", f"--port={port}", f"--num-cpus={num_cpus}", f"--temp-dir={temp}",
            f"--object-store-memory={object_store_mb * 1024 * 1024}", "--include-dashboard=false",
            "--disable-usage-stats", "--block"]
+    watch = (f'"$@" & while kill -0 {os.getpid()} 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 1; done; '
+             "kill -9 0")  # the driver or the cluster is gone: end the whole group, this shell included
     with open(temp / "ray-start.log", "wb") as log:
-        proc = subprocess.Popen(cmd, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
-    janitor = subprocess.Popen(  # the group id is proc.pid (a new session); no shell word comes from outside
-        ["/bin/sh", "-c", f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; kill -9 -{proc.pid} 2>/dev/null"],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(["/bin/sh", "-c", watch, "sh", *cmd], start_new_session=True, stdout=log,
+                                stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     started = False
     try:
@@ -199,8 +200,6 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        janitor.kill()
-        janitor.wait()
         if started:  # a cluster that never came up keeps its log for the message above
             shutil.rmtree(temp, ignore_errors=True)
         if old_auth is None:

@@ -55,6 +55,7 @@ def test_an_rl_recipe_runs_through_ray(tmp_path):
 def test_a_killed_driver_leaves_no_cluster_behind():
     """``local_cluster``'s janitor: SIGKILL the driver (no cleanup of its own can run) and every
     process of its cluster's group is gone within seconds (before, all nine stayed)."""
+    import contextlib
     import os
     import signal
     import time
@@ -78,6 +79,8 @@ def test_a_killed_driver_leaves_no_cluster_behind():
         while [p for p, g, _ in processes() if g == group] and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not [a for _, g, a in processes() if g == group]
-    finally:  # whatever is left of that group (never our own group)
+    finally:  # whatever is left of that group (never our own). os.killpg, not procps `kill -9 -PGID`:
+        # procps-ng 4.0.2 reads "-16976" as pid -1 and signals every process (kill(-1, 9))
         if group.isdigit() and int(group) > 1 and int(group) != os.getpgrp():
-            subprocess.run(["kill", "-9", f"-{group}"], capture_output=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(group), signal.SIGKILL)
