@@ -205,7 +205,7 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
         return runner_episodes(sampled, tasks, service.verifiers, n=args.n, temperature=_temperature(args),
                                max_new_tokens=args.max_new_tokens, seed=args.seed, stage=stage,
                                max_attempts=args.max_attempts, episodes=args.episodes or "repair",
-                               max_turns=args.max_turns, pool=pool)
+                               max_turns=args.max_turns, pool=pool, service=service)
     responses = sample_responses(sampled, tasks, n=args.n, temperature=_temperature(args),
                                  max_new_tokens=args.max_new_tokens, seed=args.seed)
     return score_responses(tasks, responses, service, stage=stage), None

@@ -27,11 +27,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from posttrain.evaluate.records import EvalRecord
 from posttrain.evaluate.runner import Response
 from posttrain.types import Task
+
+if TYPE_CHECKING:
+    from posttrain.sched import Service
 
 __all__ = [
     "EndpointModel",
@@ -103,6 +106,7 @@ def runner_episodes(
     episodes: str = "repair",
     max_turns: int | None = None,
     pool: Any | None = None,
+    service: Service | None = None,
 ) -> tuple[list[EvalRecord], dict[str, float]]:
     """``n`` episodes per task through the episode runner (``posttrain.rollout``): token-exact
     contexts (observations appended as ids, never re-tokenized). ``episodes``: ``repair`` (up to
@@ -110,7 +114,8 @@ def runner_episodes(
     (tool-calling episodes built by each task's domain, ``posttrain.envs.tool.tool_episode_envs``:
     ``ToolEpisodeEnv``, or ``BfclEnv`` with its backends in ``pool``; up to ``max_turns`` actions,
     default ``TOOL_STEPS``). ``model``: a ``Policy`` or an ``EndpointModel``. Returns one record per attempt (an episode cut before its verdict: one
-    ``truncated`` record) and the episodes' statistics (``episode_metrics`` + ``episodes``: their count)."""
+    ``truncated`` record) and the episodes' statistics (``episode_metrics`` + ``episodes``: their count).
+    ``service``: each step runs as its job, an infra error restarting the episode (``rollout.run_batch``)."""
     from posttrain.evaluate.metrics import episode_metrics
     from posttrain.policy import SamplingParams
     from posttrain.rollout import Episode, VerdictCache, repair_envs, run_batch
@@ -123,17 +128,18 @@ def runner_episodes(
         turns = max_turns or TOOL_STEPS
         make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=turns, pool=pool)
     elif episodes == "repair":
-        make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts)
+        make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts,
+                           infra_retries=0 if service is not None else 2)
         turns = max_turns or max_attempts or max(t.limits.max_attempts for t in tasks)
     else:
         raise ValueError(f"episodes must be 'repair' or 'tool', got {episodes!r}")
-    runs = [Episode(t, make(t), f"{stage}/{t.id}", i) for t in tasks for i in range(n)]
+    runs = [Episode(t, make(t), f"{stage}/{t.id}", i, make) for t in tasks for i in range(n)]
 
     def decode(ids: Sequence[int]) -> str:
         return policy.tokenizer.decode(list(ids))
 
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    trajs = run_batch(policy.sampler(), runs, params, max_turns=turns)
+    trajs = run_batch(policy.sampler(), runs, params, max_turns=turns, service=service)  # steps as its jobs
     records = [rec for ep, tr in zip(runs, trajs, strict=True)
                for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
     return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}

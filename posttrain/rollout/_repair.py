@@ -152,15 +152,16 @@ def episode_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
 
 
 def repair_envs(policy: Policy, verifiers: Mapping[str, Verifier], cache: VerdictCache | None = None, *,
-                max_attempts: int | None = None) -> Callable[[Task], RepairEnv]:
+                max_attempts: int | None = None, infra_retries: int = 2) -> Callable[[Task], RepairEnv]:
     """A factory of ``RepairEnv``s over the domains' verifiers: prompts encoded as
     ``policy.encode_prompt`` does, observations with no special tokens (appended as ids);
-    ``max_attempts`` overrides the tasks' own limit."""
+    ``max_attempts`` overrides the tasks' own limit. ``infra_retries``: 0 when the episodes run
+    through the execution service (``run_batch(service=...)`` restarts them on an infra error)."""
     def encode_observation(text: str) -> list[int]:
         return list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def make(task: Task) -> RepairEnv:
         return RepairEnv(verifiers[task.domain], policy.encode_prompt, encode_observation, cache=cache,
-                         max_attempts=max_attempts)
+                         max_attempts=max_attempts, infra_retries=infra_retries)
 
     return make

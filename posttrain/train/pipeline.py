@@ -163,7 +163,7 @@ def evaluate_policy(
                 part_records, part_stats = runner_episodes(
                     policy, part, verifiers, n=cfg.samples_per_task, temperature=cfg.temperature,
                     max_new_tokens=cfg.max_new_tokens, seed=recipe.seed + start, stage=f"eval/{name}",
-                    episodes=cfg.episodes, max_turns=cfg.max_turns, pool=sandbox_of(service))
+                    episodes=cfg.episodes, max_turns=cfg.max_turns, pool=sandbox_of(service), service=service)
                 records += part_records
                 stats.append(part_stats)
             else:
@@ -198,7 +198,7 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
     make_env = None
     max_turns = cfg.max_turns or 1
     if cfg.episodes == "repair":
-        make_env = repair_envs(policy, verifiers, VerdictCache())
+        make_env = repair_envs(policy, verifiers, VerdictCache(), infra_retries=0)  # GRPO's service restarts
         max_turns = cfg.max_turns or max(t.limits.max_attempts for t in train)
     elif cfg.episodes == "tool":
         max_turns = cfg.max_turns or TOOL_STEPS
