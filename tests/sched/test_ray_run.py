@@ -57,6 +57,7 @@ def test_a_killed_driver_leaves_no_cluster_behind():
     process of its cluster's group is gone within seconds (before, all nine stayed)."""
     import contextlib
     import os
+    import shutil
     import signal
     import time
 
@@ -70,7 +71,8 @@ def test_a_killed_driver_leaves_no_cluster_behind():
         out = subprocess.run(["ps", "-ww", "-eo", "pid,pgid,args"], capture_output=True, text=True).stdout
         return [tuple(line.split(None, 2)) for line in out.splitlines()[1:] if len(line.split(None, 2)) == 3]
 
-    group = next(g for _, g, a in processes() if f"--port={port}" in a and "--block" in a)
+    group, args = next((g, a) for _, g, a in processes() if f"--port={port}" in a and "--block" in a)
+    temp = args.split("--temp-dir=")[1].split()[0]  # the driver cannot remove it: this test does
     try:
         assert len([p for p, g, _ in processes() if g == group]) > 1
         os.kill(driver.pid, signal.SIGKILL)
@@ -84,3 +86,5 @@ def test_a_killed_driver_leaves_no_cluster_behind():
         if group.isdigit() and int(group) > 1 and int(group) != os.getpgrp():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(group), signal.SIGKILL)
+        if temp.startswith("/tmp/ray"):
+            shutil.rmtree(temp, ignore_errors=True)
