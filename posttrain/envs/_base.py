@@ -6,7 +6,9 @@ the task id and the field), ``render_prompt`` gives the text the model sees, ``m
 builds a ``Verifier`` (sandbox-backed ones get the pool explicitly), ``noop_response`` is the
 do-nothing baseline that must score 0, ``exploit_fixtures`` lists known ways to score without
 solving (each must score 0: a ``fail``, never an ``infra_error``), and ``generate_tasks`` builds
-procedural tasks with reference responses.
+procedural tasks with reference responses; ``needs_sandbox`` says whether ``make_verifier`` needs a
+pool. Optional hooks, each a runtime-checked Protocol: ``make_batch_verifier`` (``BatchVerifier``),
+``task_families`` (``HasTaskFamilies``), ``demonstration_mistake`` (``HasDemonstrationMistakes``).
 
 ``guard`` wraps a verifier so that it never raises into the trainer: an exception inside the
 verifier becomes an ``infra_error`` verdict (reward NaN), never a silent 0 (STYLE.md 4.2).

@@ -1,4 +1,5 @@
-"""Tasks: loading task files of any domain, a recipe's task sources, sampling for RL, and the quickstart generators.
+"""Tasks: loading task files of any domain, a recipe's task sources (files, domains' generators and task
+families), sampling for RL, the scripted demonstrator.
 
 >>> from posttrain.tasks import load_tasks, TaskSampler, TaskSource, load_pools
 """
