@@ -8,23 +8,22 @@ ends at the first pass, at an infra error (attrition: never a retry with feedbac
 after the last attempt. After a failed attempt the next observation is one line,
 
     FEEDBACK_HEAD + brief(verdict.feedback) + "\\n"
-    e.g. "\\n# Feedback: 3 hidden tests not shown. Test failed in check, line 2: assert candidate(0) == 57\\n"
+    e.g. "\\n# Feedback: Test failed: assert candidate(0) == 57\\n"
 
-``verify/feedback.py``'s ``brief``: the verifier's normalized feedback (failing test, line, the
-failing assert with its expected value) without its generic retry hint. The hidden-test note comes
-first, so the failing test's line is the last thing before the next attempt: with the hint and the
-note in between (about 130 characters), the embedded default's SFT never learned to copy the
-expected value (loss flat at what random digits cost after 600 steps; with the value last it copies
-by step ~500). The prompt is not repeated: the model answers as at its first attempt, a
-continuation of it.
+``verify/feedback.py``'s ``brief``: the verifier's normalized feedback (the failing assert with its
+expected value, or the error) on one line, without its generic retry hint, so the expected value is
+the last thing before the next attempt. With the hint, the test's place and a hidden-test note in
+between (about 130 characters), the embedded default's SFT never learned to copy the expected value
+(loss flat at what random digits cost after 600-800 steps); with short episodes it copies from step
+~500. The prompt is not repeated: the model answers as at its first attempt, a continuation of it.
 
 encoded with ``encode_observation`` (no BOS) and appended to the sampled ids by the runner.
 
 Visible and hidden tests: a code task whose ``metadata`` has ``visible_tests`` and ``hidden_tests``
 (``check(candidate)`` sources; ``posttrain.tasks.generators.repair_tasks``) is verified twice, by
 the same domain verifier: on its visible tests, then (only if they pass) on its hidden ones. The
-feedback of a visible failure is shown as the verifier wrote it (test, line, expected value); of the
-hidden tests only their count is shown. An attempt passes only when both pass, so a response that
+feedback of a visible failure is the verifier's (the failing assert: its expected value); of the
+hidden tests, which run only once the visible ones pass, only their count is shown. An attempt passes only when both pass, so a response that
 echoes or special-cases the shown test does not pay (docs/reward-hacking in ../shared/reference).
 Any other task is verified once on everything and its verifier's feedback is shown whole (for code
 that is the failing assert's line: the task's tests count as visible).
@@ -115,9 +114,8 @@ class RepairEnv:
             return self._verify(task, response)
         visible, hidden, n_hidden = split
         seen = self._verify(visible, response)
-        if not seen.passed:
-            note = f"{n_hidden} hidden tests not shown."
-            return dataclasses.replace(seen, feedback=f"{note}\n{seen.feedback.strip()}" if seen.feedback else note)
+        if not seen.passed:  # the hidden tests did not run: nothing to say about them yet
+            return seen
         unseen = self._verify(hidden, response)
         if unseen.passed or unseen.is_infra_error:
             return unseen

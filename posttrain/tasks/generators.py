@@ -82,6 +82,11 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
     for ``posttrain.rollout.RepairEnv``. ``limits.max_attempts`` is 3. Every task's function name
     has its own three-letter suffix (drawn independently of ``k``), so no two tasks share a prompt
     and a held-out task's prompt was never trained on.
+
+    The prompt is the bare signature (no docstring): the embedded default copies ``k`` out of the
+    feedback only once SFT crosses a plateau, and with a 64-character prompt and a 95-character
+    feedback line it had not crossed after 800 steps; at about 110 tokens per episode it crosses
+    near step 500 (issue 10's repair demonstration).
     """
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -99,7 +104,7 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
                 tasks.append(Task(
                     id=f"rp-{fn}-{k}",
                     domain="code",
-                    prompt=f'def {fn}({var}):\n    """Return {var} plus the secret constant."""\n',
+                    prompt=f"def {fn}({var}):\n",  # short: see the docstring
                     fields={"entry_point": fn, "test": visible + hidden.split("\n", 1)[1]},
                     reference=f"    return {var} + {k}\n",
                     tags=("python", "repair"),

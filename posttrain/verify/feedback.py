@@ -147,14 +147,18 @@ def brief(feedback: str) -> str:
 
     The hint is a fixed sentence per failure class (``_HINTS``): it tells a reader nothing the
     headline does not, and it would sit between the failing test's expected value and the next
-    attempt. Lines are joined with a space (no blank lines inside an observation).
+    attempt; a failing assert is shown without its place in ``check`` (the assert line is the
+    place). Lines are joined with a space (no blank lines inside an observation).
 
     >>> brief(render("assertion", test="check", line=2, code="assert candidate(0) == 7"))
-    'Test failed in check, line 2: assert candidate(0) == 7'
+    'Test failed: assert candidate(0) == 7'
     """
-    lines = [line.strip() for line in feedback.splitlines()]
+    lines = [_IN_CHECK.sub(":", line.strip(), count=1) for line in feedback.splitlines()]
     kept = [line for line in lines if line and not line.startswith("Hint: ")]
     return " ".join(kept or [line for line in lines if line])
+
+
+_IN_CHECK = re.compile(r" in check, line \d+:")  # the failing assert is shown; its place in check() adds nothing
 
 
 def _cap(text: str) -> str:

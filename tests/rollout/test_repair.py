@@ -81,12 +81,10 @@ def test_repair_env_shows_visible_failure_and_only_a_count_of_hidden_ones(verify
     # a guess fails the visible test; the feedback shows it (expected value)
     obs, verdict, done = env.step(act(generators.repair_guess(task)))
     assert (verdict.outcome, verdict.error_class, done) == ("fail", "assertion", False)
-    assert f"assert candidate(0) == {k}" in obs.text and "3 hidden tests" in obs.text
-    # one line: the hidden-test count first, the failing assert (its expected value) last, right
-    # before the next attempt; no generic hint in between (a small model must copy across it)
-    assert obs.text == f"{FEEDBACK_HEAD}3 hidden tests not shown. Test failed in check, line 2: " \
-                       f"assert candidate(0) == {k}\n"
-    assert "Hint" not in obs.text and "Hint: " in verdict.feedback  # the record keeps the verifier's whole text
+    # one line, the failing assert (its expected value) last, right before the next attempt; no
+    # generic hint in between (a small model must copy across it); the hidden tests did not run
+    assert obs.text == f"{FEEDBACK_HEAD}Test failed: assert candidate(0) == {k}\n"
+    assert "Hint: " in verdict.feedback  # the record keeps the verifier's whole text
     assert obs.ids == tuple(encode_observation(obs.text))  # no BOS inside an episode
     for x in (3, 10, 41):  # no hidden test's input or expected value is ever shown
         assert f"candidate({x})" not in obs.text and str(x + k) not in obs.text
@@ -110,6 +108,19 @@ def test_exploits_noop_and_reference_as_single_verdicts(verify):
                       f"    if {var} == 0:\n        return {k}\n    return {var}\n", generators.repair_guess(task)):
             assert not env.judge(task, wrong).passed, wrong
             assert not verify(task, wrong).passed, wrong
+
+
+def test_repair_demonstrator_ignores_the_feedback_on_its_error_rate():
+    """SFT's repair episodes: a guess then the fix, or (on error_rate of the tasks) the guess resubmitted
+    until attempts run out: imitation reads feedback on about 1 - error_rate of tasks."""
+    demo = generators.Demonstrator(error_rate=0.4, seed=0)
+    episodes = {t.id: generators.repair_attempts(t, demo) for t in TASKS[:1000]}
+    guess = {t.id: generators.repair_guess(t) for t in TASKS[:1000]}
+    read = [t for t in TASKS[:1000] if episodes[t.id] == [guess[t.id], t.reference]]
+    ignored = [t for t in TASKS[:1000] if episodes[t.id] == [guess[t.id]] * 3]
+    assert len(read) + len(ignored) == 1000 and 0.35 < len(ignored) / 1000 < 0.45
+    assert all(demo.errs_on(t) for t in ignored) and not any(demo.errs_on(t) for t in read)
+    assert generators.repair_attempts(TASKS[0], demo) == episodes[TASKS[0].id]  # deterministic
 
 
 def test_attempt_limit_and_pass_end_the_episode(verify):
