@@ -2,7 +2,8 @@
 
 sandbox, train, verify measure our code and a peer baseline in the same run and print the ratio;
 learn compares GRPO learning with TRL's GRPOTrainer from the same SFT checkpoint; quickstart runs
-the quickstart recipe on several seeds and prints demonstrator / SFT / RL held-out pass@1 per seed.
+the quickstart recipe on several seeds and prints demonstrator / SFT / RL held-out pass@1 per seed;
+repair runs configs/repair.yaml's SFT -> repair RL and SFT -> single-turn RL per seed (issue 10).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from posttrain.errors import UserError
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
-NAMES = ("sandbox", "train", "verify", "learn", "quickstart", "sched")
+NAMES = ("sandbox", "train", "verify", "learn", "quickstart", "sched", "repair")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
