@@ -24,6 +24,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -51,10 +52,11 @@ from posttrain.policy import (
     EmbeddedModelSpec,
     Generation,
     Policy,
+    SamplingParams,
     build_embedded_default,
     load_policy,
 )
-from posttrain.rollout import VerdictCache, Verifier, repair_envs, run_episodes
+from posttrain.rollout import Episode, VerdictCache, Verifier, repair_envs, run_batch, run_episodes
 from posttrain.sandbox import usable_cpus
 from posttrain.sched import LocalBackend, RayRollout, Service, hooks_from_envs, ray_backend
 from posttrain.tasks import generators
@@ -463,7 +465,7 @@ def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Dem
         if recipe.model.lora is not None:
             policy.model = apply_lora(policy.model, recipe.model.lora)
         if stage == "sft":
-            run_sft(policy, pools.train, demo, recipe, metrics, verifiers, pool=sandbox_of(service))
+            run_sft(policy, pools.train, demo, recipe, metrics, service, verifiers)
         else:
             run_rl(policy, pools.train, service, verifiers, recipe, out, metrics, resume=resume)
         if recipe.model.lora is not None:
@@ -488,7 +490,7 @@ def _stage_logger(stage: str, metrics: StepLog) -> Callable[[dict[str, float]], 
 
 
 def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator, recipe: Recipe,
-            metrics: StepLog, verifiers: Mapping[str, Verifier] | None = None, *, pool: Any | None = None) -> None:
+            metrics: StepLog, service: Service, verifiers: Mapping[str, Verifier]) -> None:
     """SFT on the recipe's demonstrations. With tool episodes (``rl.episodes`` or ``eval.episodes``:
     tool), ``references`` are demonstrated as tool-calling episodes (``tool_demonstrations``)."""
     cfg = recipe.sft
@@ -496,9 +498,9 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
     elif cfg.demonstrations == "repair":
-        demos = repair_demonstrations(policy, train, verifiers or {}, demo)
+        demos = repair_demonstrations(policy, train, service, verifiers, demo)
     elif cfg.demonstrations == "references" and "tool" in (recipe.rl.episodes, recipe.eval.episodes):
-        demos = tool_demonstrations(policy, train, pool)
+        demos = tool_demonstrations(policy, train, sandbox_of(service))
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -519,31 +521,62 @@ def tool_demonstrations(policy: Policy, train: Sequence[Task], pool: Any | None)
     return [demonstration_episode(t.id, ts) for t, ts in zip(train, turns, strict=True)]
 
 
-def repair_demonstrations(policy: Policy, train: Sequence[Task], verifiers: Mapping[str, Verifier],
+class _ScriptedSampler:
+    """A ``Sampler`` that plays scripted actions: each episode is known by its prompt ids (the start of
+    every context it is asked to continue), and its k-th request gets its k-th scripted action."""
+
+    def __init__(self, scripts: Mapping[tuple[int, ...], Sequence[tuple[int, ...]]], tokenizer: Any) -> None:
+        self.scripts, self.tokenizer = scripts, tokenizer
+        self.lengths = sorted({len(p) for p in scripts})
+        self.asked: dict[tuple[int, ...], int] = {}
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        out = []
+        for context in prompt_ids:
+            prompt = next((tuple(context[:n]) for n in self.lengths if tuple(context[:n]) in self.scripts), None)
+            if prompt is None:
+                raise RuntimeError("scripted demonstration: a context that starts with no scripted prompt")
+            k = self.asked.get(prompt, 0)
+            self.asked[prompt] = k + 1
+            ids = self.scripts[prompt][k]  # IndexError: the runner asked past the script (a bug)
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            out.append(Generation(tuple(context), ids, (0.0,) * len(ids), text, "eos"))
+        return out
+
+
+def repair_demonstrations(policy: Policy, train: Sequence[Task], service: Service, verifiers: Mapping[str, Verifier],
                           demo: generators.Demonstrator) -> list[Trajectory]:
     """Repair episodes of the scripted demonstrator (``generators.repair_attempts``: a guess, then the
     fix, or the guess again on the tasks it errs on), each attempt after the ``RepairEnv``'s own
-    observation (its feedback, ids exactly as RL and evaluation see them)."""
-    make = repair_envs(policy, verifiers, VerdictCache())
-
-    def one(task: Task) -> Trajectory:
-        env = make(task)
-        obs_ids, turns = env.reset(task).ids, []
-        attempts = generators.repair_attempts(task, demo)
-        for i, text in enumerate(attempts):
-            ids = tuple(policy.encode_completion(text))
-            turns.append((obs_ids, ids))
-            if i + 1 == len(attempts):
-                break
-            obs, verdict, done = env.step(Generation(obs_ids, ids, (0.0,) * len(ids), text, "eos"))
-            if done or verdict is None or verdict.passed:
-                raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
-                                f"({verdict.outcome if verdict else 'no verdict'}); the task is not of the feedback-only family")
-            obs_ids = obs.ids
-        return demonstration_episode(task.id, turns)
-
-    with ThreadPoolExecutor(max_workers=usable_cpus()) as ex:  # the verifiers' own pools bound the real work
-        return list(ex.map(one, train))
+    observation (its feedback, ids exactly as RL and evaluation see them). They run through the
+    episode runner and the execution service like RL's episodes (each step a job; an infra error
+    restarts the episode in a fresh environment); an episode lost to infra errors is left out, with a
+    warning. A guess that does not fail is a ``UserError``: the task is not of the feedback-only family."""
+    scripts = {t.id: [tuple(policy.encode_completion(text)) for text in generators.repair_attempts(t, demo)]
+               for t in train}
+    make = repair_envs(policy, verifiers, VerdictCache(), infra_retries=0)  # the runner restarts instead
+    episodes = [Episode(t, make(t), f"demo/{t.id}", 0, make_env=make) for t in train]
+    sampler = _ScriptedSampler({tuple(ep.env.reset(ep.task).ids): scripts[ep.task.id] for ep in episodes},
+                               policy.tokenizer)
+    longest = max(len(ids) for script in scripts.values() for ids in script)
+    trajs = run_batch(sampler, episodes, SamplingParams(temperature=1.0, max_new_tokens=longest),
+                      max_turns=max(len(v) for v in scripts.values()), service=service)
+    demos, lost = [], []
+    for task, traj in zip(train, trajs, strict=True):
+        if any(v.is_infra_error for v in traj.verdicts):
+            lost.append(task.id)
+            continue
+        if len(traj.turns) != len(scripts[task.id]) or any(v.passed for v in traj.verdicts[:-1]):
+            first = traj.verdicts[0] if traj.verdicts else None
+            raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
+                            f"({first.outcome if first else 'no verdict'}); the task is not of the feedback-only family")
+        demos.append(demonstration_episode(task.id, [(t.observation_ids, t.action_ids) for t in traj.turns]))
+    if lost:
+        warnings.warn(f"sft.demonstrations: repair: {len(lost)} of {len(train)} demonstration episodes were lost to "
+                      f"infra errors (first: task {lost[0]!r}); SFT runs without them", stacklevel=2)
+    if not demos:
+        raise UserError("sft.demonstrations: repair: every demonstration episode was lost to infra errors")
+    return demos
 
 
 def run_rl(policy: Policy, train: Sequence[Task], service: Service, verifiers: Mapping[str, Verifier], recipe: Recipe,
