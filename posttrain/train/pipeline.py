@@ -500,7 +500,7 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
     elif cfg.demonstrations == "repair":
         demos = repair_demonstrations(policy, train, service, verifiers, demo)
     elif cfg.demonstrations == "references" and "tool" in (recipe.rl.episodes, recipe.eval.episodes):
-        demos = tool_demonstrations(policy, train, sandbox_of(service))
+        demos = tool_demonstrations(policy, train, service, sandbox_of(service))
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
         demos = sft_demonstrations(recipe, train, ())
     steps = max(1, int(cfg.epochs * len(demos) / cfg.batch_size))
@@ -510,60 +510,87 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
         train_sft(policy, demos, params, log=lambda m: metrics.write({"stage": "sft", **m}), progress=advance)
 
 
-def tool_demonstrations(policy: Policy, train: Sequence[Task], pool: Any | None) -> list[Trajectory]:
+def tool_demonstrations(policy: Policy, train: Sequence[Task], service: Service, pool: Any | None) -> list[Trajectory]:
     """Each training task's reference as a tool-calling episode in the model's chat template (its calls,
-    their results as the environment returns them, a final answer): what RL and evaluation run."""
-    from posttrain.envs.tool import demonstration_episode as tool_episode
+    their results as the environment returns them, a final answer): what RL and evaluation run. A
+    demonstration that does not end with a pass is a ``UserError`` naming the task."""
+    from posttrain.envs import get_env
+    from posttrain.envs.tool._episode import FINAL_ANSWER
 
     chat = ChatTemplate(policy.tokenizer)
-    with ThreadPoolExecutor(max_workers=usable_cpus()) as ex:  # bfcl: sandbox jobs; tool: the checker's pool
-        turns = list(ex.map(lambda t: tool_episode(chat, t, pool=pool), train))
-    return [demonstration_episode(t.id, ts) for t, ts in zip(train, turns, strict=True)]
+    scripts = {}
+    for t in train:
+        texts = [chat.write_tool_calls(calls) if calls else FINAL_ANSWER for calls in get_env(t.domain).demonstration_steps(t)]
+        scripts[t.id] = [((*chat.encode(text), chat.eos_token_id), text) for text in texts]
+
+    def make(task: Task) -> Any:  # as many steps as its demonstration has
+        return get_env(task.domain).episode_env(chat, pool=pool, max_steps=len(scripts[task.id]))
+
+    demos, lost = [], []
+    for task, traj in zip(train, play_scripts(train, make, scripts, service), strict=True):
+        if traj is None:
+            lost.append(task.id)
+            continue
+        last = traj.verdicts[-1] if traj.verdicts else None
+        if len(traj.turns) != len(scripts[task.id]) or last is None or not last.passed:
+            why = "no verdict" if last is None else f"{last.outcome}: {last.feedback[:200]}"
+            raise UserError(f"sft.demonstrations: task {task.id!r}: its tool-calling demonstration does not pass ({why})")
+        demos.append(demonstration_episode(task.id, [(t.observation_ids, t.action_ids) for t in traj.turns]))
+    return _kept(demos, lost, len(train), "tool")
 
 
 class _ScriptedSampler:
-    """A ``Sampler`` that plays scripted actions: each episode is known by its prompt ids (the start of
-    every context it is asked to continue), and its k-th request gets its k-th scripted action."""
+    """A ``Sampler`` for one scripted episode: its k-th request gets the k-th (action ids, text)."""
 
-    def __init__(self, scripts: Mapping[tuple[int, ...], Sequence[tuple[int, ...]]], tokenizer: Any) -> None:
-        self.scripts, self.tokenizer = scripts, tokenizer
-        self.lengths = sorted({len(p) for p in scripts})
-        self.asked: dict[tuple[int, ...], int] = {}
+    def __init__(self, script: Sequence[tuple[tuple[int, ...], str]]) -> None:
+        self.script, self.k = script, 0
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
-        out = []
-        for context in prompt_ids:
-            prompt = next((tuple(context[:n]) for n in self.lengths if tuple(context[:n]) in self.scripts), None)
-            if prompt is None:
-                raise RuntimeError("scripted demonstration: a context that starts with no scripted prompt")
-            k = self.asked.get(prompt, 0)
-            self.asked[prompt] = k + 1
-            ids = self.scripts[prompt][k]  # IndexError: the runner asked past the script (a bug)
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            out.append(Generation(tuple(context), ids, (0.0,) * len(ids), text, "eos"))
-        return out
+        (context,) = prompt_ids
+        ids, text = self.script[self.k]  # IndexError: the runner asked past the script (a bug)
+        self.k += 1
+        return [Generation(tuple(context), ids, (0.0,) * len(ids), text, "eos")]
+
+
+def play_scripts(tasks: Sequence[Task], make_env: Callable[[Task], Any],
+                 scripts: Mapping[str, Sequence[tuple[tuple[int, ...], str]]], service: Service) -> list[Trajectory | None]:
+    """Scripted demonstration episodes (``scripts[task.id]``: the actions, as ids and text), each played
+    by the episode runner through the execution service like RL's episodes: every step is a job of
+    the service and an infra error restarts the episode in a fresh environment. None: an episode lost
+    to infra errors (its tries ran out)."""
+    def one(task: Task) -> Trajectory | None:
+        script = scripts[task.id]
+        params = SamplingParams(temperature=1.0, max_new_tokens=max(len(ids) for ids, _ in script))
+        traj = run_batch(_ScriptedSampler(script), [Episode(task, make_env(task), f"demo/{task.id}", 0, make_env=make_env)],
+                         params, max_turns=len(script), service=service)[0]
+        return None if any(v.is_infra_error for v in traj.verdicts) else traj
+
+    with ThreadPoolExecutor(max_workers=max(1, service.workers)) as ex:  # each waits on its steps' jobs
+        return list(ex.map(one, tasks))
+
+
+def _kept(demos: list[Trajectory], lost: list[str], n: int, kind: str) -> list[Trajectory]:
+    if lost:
+        warnings.warn(f"sft.demonstrations: {kind}: {len(lost)} of {n} demonstration episodes were lost to infra "
+                      f"errors (first: task {lost[0]!r}); SFT runs without them", stacklevel=3)
+    if not demos:
+        raise UserError(f"sft.demonstrations: {kind}: every demonstration episode was lost to infra errors")
+    return demos
 
 
 def repair_demonstrations(policy: Policy, train: Sequence[Task], service: Service, verifiers: Mapping[str, Verifier],
                           demo: generators.Demonstrator) -> list[Trajectory]:
     """Repair episodes of the scripted demonstrator (``generators.repair_attempts``: a guess, then the
     fix, or the guess again on the tasks it errs on), each attempt after the ``RepairEnv``'s own
-    observation (its feedback, ids exactly as RL and evaluation see them). They run through the
-    episode runner and the execution service like RL's episodes (each step a job; an infra error
-    restarts the episode in a fresh environment); an episode lost to infra errors is left out, with a
-    warning. A guess that does not fail is a ``UserError``: the task is not of the feedback-only family."""
-    scripts = {t.id: [tuple(policy.encode_completion(text)) for text in generators.repair_attempts(t, demo)]
+    observation (its feedback, ids exactly as RL and evaluation see them), played by
+    ``play_scripts``. A guess that does not fail is a ``UserError``: the task is not of the
+    feedback-only family."""
+    scripts = {t.id: [(tuple(policy.encode_completion(text)), text) for text in generators.repair_attempts(t, demo)]
                for t in train}
     make = repair_envs(policy, verifiers, VerdictCache(), infra_retries=0)  # the runner restarts instead
-    episodes = [Episode(t, make(t), f"demo/{t.id}", 0, make_env=make) for t in train]
-    sampler = _ScriptedSampler({tuple(ep.env.reset(ep.task).ids): scripts[ep.task.id] for ep in episodes},
-                               policy.tokenizer)
-    longest = max(len(ids) for script in scripts.values() for ids in script)
-    trajs = run_batch(sampler, episodes, SamplingParams(temperature=1.0, max_new_tokens=longest),
-                      max_turns=max(len(v) for v in scripts.values()), service=service)
     demos, lost = [], []
-    for task, traj in zip(train, trajs, strict=True):
-        if any(v.is_infra_error for v in traj.verdicts):
+    for task, traj in zip(train, play_scripts(train, make, scripts, service), strict=True):
+        if traj is None:
             lost.append(task.id)
             continue
         if len(traj.turns) != len(scripts[task.id]) or any(v.passed for v in traj.verdicts[:-1]):
@@ -571,12 +598,7 @@ def repair_demonstrations(policy: Policy, train: Sequence[Task], service: Servic
             raise UserError(f"sft.demonstrations: repair: the guess on task {task.id!r} did not fail "
                             f"({first.outcome if first else 'no verdict'}); the task is not of the feedback-only family")
         demos.append(demonstration_episode(task.id, [(t.observation_ids, t.action_ids) for t in traj.turns]))
-    if lost:
-        warnings.warn(f"sft.demonstrations: repair: {len(lost)} of {len(train)} demonstration episodes were lost to "
-                      f"infra errors (first: task {lost[0]!r}); SFT runs without them", stacklevel=2)
-    if not demos:
-        raise UserError("sft.demonstrations: repair: every demonstration episode was lost to infra errors")
-    return demos
+    return _kept(demos, lost, len(train), "repair")
 
 
 def run_rl(policy: Policy, train: Sequence[Task], service: Service, verifiers: Mapping[str, Verifier], recipe: Recipe,
