@@ -223,3 +223,31 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def _bench_repair():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_repair", ROOT / "bench" / "repair.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_repair_claim_and_bad_seeds():
+    """posttrain bench repair's claim: all three margins over repair RL's within-3 rate, per seed."""
+    bench = _bench_repair()
+
+    def run(first: float, within3: float, model: str) -> dict:
+        entry = {"episodes": {"first_attempt_pass_rate": first, "post_repair_pass_rate": within3,
+                              "post_repair_key": "repair@2", "mean_attempts_to_success": 2.0},
+                 "ci": {"pass@1": [first, first], "repair@2": [within3, within3]}}
+        return {"eval": {model: entry, "sft": entry}, "wall_s": 1.0}
+
+    holds = bench.row_of(0, run(0.0, 0.89, "rl"), run(0.0, 0.58, "rl"))
+    assert holds["holds"] and round(holds["checks"]["over_single"], 2) == 0.31
+    assert not bench.row_of(0, run(0.0, 0.70, "rl"), run(0.0, 0.58, "rl"))["holds"]  # +0.12 over single-turn
+    assert not bench.row_of(0, run(0.3, 0.85, "rl"), run(0.0, 0.5, "rl"))["holds"]  # guessing x3 gives 0.657
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--seeds", "x"])
+    assert e.value.code == 2
