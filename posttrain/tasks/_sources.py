@@ -32,13 +32,8 @@ from pathlib import Path
 from posttrain.config import NonNegativeInt, PositiveInt, Seed
 from posttrain.envs import domain_names, is_registered, model_prompt
 from posttrain.errors import ConfigError, UserError
-from posttrain.tasks import generators
 from posttrain.tasks._load import iter_task_records, parse_record
 from posttrain.types import Task
-
-_NOT_YET_IN_A_DOMAIN: dict[str, Callable[..., list[Task]]] = {
-    "repair": generators.repair_tasks,  # the feedback-only family (issue 10); moves to the code domain
-}
 
 
 def _family(name: str) -> Callable[..., list[Task]]:
@@ -52,8 +47,6 @@ def task_family(name: str) -> Callable[..., list[Task]] | None:
     """The task family ``name`` (a registered domain's ``task_families``), or None."""
     from posttrain.envs import task_families
 
-    if name in _NOT_YET_IN_A_DOMAIN:
-        return _NOT_YET_IN_A_DOMAIN[name]
     found = task_families().get(name)
     return None if found is None else found[1]
 
@@ -61,7 +54,7 @@ def task_family(name: str) -> Callable[..., list[Task]] | None:
 def family_names() -> list[str]:
     from posttrain.envs import task_families
 
-    return [*task_families(), *_NOT_YET_IN_A_DOMAIN]
+    return list(task_families())
 
 
 @dataclass(frozen=True)

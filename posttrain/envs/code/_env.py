@@ -472,15 +472,18 @@ class CodeEnv:
                 ("visible expected value echoed (hidden tests)", shown, "    return 7\n")]
 
     def task_families(self) -> dict[str, TaskFamily]:
-        """``quickstart-code`` (``_quickstart.py``) and ``humaneval`` (``_humaneval.py``)."""
-        from posttrain.envs.code import _humaneval, _quickstart
+        """``quickstart-code`` (``_quickstart.py``), ``humaneval`` (``_humaneval.py``), ``repair``
+        (``_repair.py``)."""
+        from posttrain.envs.code import _humaneval, _quickstart, _repair
 
-        return {_quickstart.FAMILY: _quickstart.quickstart_tasks, _humaneval.FAMILY: _humaneval.humaneval_tasks}
+        return {_quickstart.FAMILY: _quickstart.quickstart_tasks, _humaneval.FAMILY: _humaneval.humaneval_tasks,
+                _repair.FAMILY: _repair.repair_tasks}
 
     def demonstration_mistake(self, task: Task) -> str | None:
-        from posttrain.envs.code._quickstart import demonstration_mistake
+        """The wrong operator on a quickstart task; the first guess on a repair task."""
+        from posttrain.envs.code import _quickstart, _repair
 
-        return demonstration_mistake(task)
+        return _repair.repair_guess(task) if _repair.is_repair_task(task) else _quickstart.demonstration_mistake(task)
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         from posttrain.envs.code._gen import generate
