@@ -14,14 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_position_check_counts_every_turn_of_an_episode():
-    # tiny-repair: prompts of 65 tokens (BOS included), 3 attempts of 20 tokens. One answer needs
-    # 65 + 20 = 85 positions; a repair episode 65 + 3 * 20 + 2 observations.
-    need = 65 + 3 * 20 + 2 * OBSERVATION_TOKENS
+    # tiny-repair: prompts of at most 20 tokens (BOS included; the repair family shows a bare
+    # signature), 3 attempts of 20 tokens. One answer needs 20 + 20 = 40 positions; a repair episode
+    # 20 + 3 * 20 + 2 observations.
+    need = 20 + 3 * 20 + 2 * OBSERVATION_TOKENS
     with pytest.raises(ConfigError, match=rf"model.max_positions: the model has 300 positions, the recipe needs "
                                           rf"{need}: .*\.episodes: repair episode"):
         load_recipe(ROOT / "configs" / "tiny-repair.yaml", ["model.max_positions=300"])
     load_recipe(ROOT / "configs" / "tiny-repair.yaml", [f"model.max_positions={need}"])
-    # a token budget bounds the episode: 65 + 120 fits in 300
+    # a token budget bounds the episode: 20 + 120 fits in 300
     load_recipe(ROOT / "configs" / "tiny-repair.yaml",
                 ["model.max_positions=300", "rl.max_episode_tokens=120", "eval.episodes=single"])
 
