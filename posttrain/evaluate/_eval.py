@@ -197,7 +197,13 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
         return score_responses(tasks, responses, service, stage=stage, source=args.responses), None
     from posttrain.evaluate.sources import runner_episodes, sample_responses
 
+    if args.episodes == "tool":
+        _check_tool_tasks(tasks)
     sampled = _model(args, model)
+    if args.episodes == "tool":  # before any episode: an error here is the user's, not an infra error
+        from posttrain.policy import ChatTemplate
+
+        ChatTemplate(sampled.tokenizer).check_appends("tool")
     if args.episodes == "tool" or args.max_attempts > 1:  # episodes, token-exact, through the episode runner
         from posttrain.sched import LocalBackend
 
@@ -209,6 +215,17 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
     responses = sample_responses(sampled, tasks, n=args.n, temperature=_temperature(args),
                                  max_new_tokens=args.max_new_tokens, seed=args.seed)
     return score_responses(tasks, responses, service, stage=stage), None
+
+
+def _check_tool_tasks(tasks: list[Task]) -> None:
+    from posttrain.envs import domain_names
+    from posttrain.envs.tool import has_tool_episodes
+
+    other = next((t for t in tasks if not has_tool_episodes(t.domain)), None)
+    if other is not None:
+        able = [d for d in domain_names() if has_tool_episodes(d)]
+        raise UserError(f"--episodes tool: task {other.id!r} is of domain {other.domain!r}, which has no tool-calling "
+                        f"episodes; expected tasks of {able}")
 
 
 def _score(

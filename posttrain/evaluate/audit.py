@@ -120,8 +120,17 @@ def run_audit(
     )
 
 
+def _tool_episode(rec: EvalRecord, task: Task) -> bool:
+    """A record of a tool-calling episode: its calls were made over several turns, so its last answer
+    alone ("Done.") is not a response the task's single-response verifier can judge."""
+    from posttrain.envs.tool import has_tool_episodes
+
+    return bool(rec.extra.get("turns")) and has_tool_episodes(task.domain)
+
+
 def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], service: Service) -> list[dict[str, Any]]:
-    found = [(tasks[rec.task_id], rec) for _, rec in picked if rec.task_id in tasks]
+    found = [(tasks[rec.task_id], rec) for _, rec in picked
+             if rec.task_id in tasks and not _tool_episode(rec, tasks[rec.task_id])]
     verdicts = iter(service.verify_pairs([(task, rec.completion) for task, rec in found]))
     items = []
     for source, rec in picked:
@@ -129,6 +138,12 @@ def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], serv
         task = tasks.get(rec.task_id)
         if task is None:
             item["note"] = "task not found; pass --tasks FILE or --suite"
+            items.append(item)
+            continue
+        if _tool_episode(rec, task):  # counted as unverified, never as a disagreement
+            item["now"] = {"outcome": "not re-verified", "reward": None, "error_class": None, "feedback": "",
+                           "hack_flags": [], "verifier_version": verifier_version(task.domain)}
+            item["note"] = "a tool-calling episode: its calls span several turns; its last answer alone is not re-verified"
             items.append(item)
             continue
         verdict = next(verdicts)

@@ -62,3 +62,23 @@ def test_audit_sample_is_seeded_and_errors_are_clear(tmp_path, run_cli):
     assert code == 0 and "2 tasks not found" in out
     code, _, err = run_cli("audit", str(tmp_path / "empty"), "--sample", "2")
     assert code == 2 and "run directory not found" in err
+
+
+def test_tool_episodes_are_not_re_verified_from_their_last_answer(tmp_path, run_cli):
+    """A passed tool-calling episode ends with an answer and no call ("Done."): its calls were made in
+    earlier turns. The audit says so (unverified, with a note) instead of calling it a disagreement."""
+    from posttrain.envs import get_env
+
+    task = get_env("tool").generate_tasks(1, seed=0)[0]
+    from posttrain.envs import task_to_record
+
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task_to_record(task)) + "\n")
+    run = tmp_path / "run"
+    rec = EvalRecord(task.id, "tool", "pass", 1.0, completion="Done.", stage="eval/rl",
+                     extra={"turns": [{"observation": "...", "action": "<tool_call>...", "verdict": None}]})
+    write_records(run / "trajectories" / "rl.jsonl", [rec])
+    code, out, err = run_cli("audit", str(run), "--sample", "100", "--tasks", str(tmp_path / "tasks.jsonl"))
+    assert code == 0, err
+    (item,) = [json.loads(line) for line in (run / "audit" / "audit.jsonl").read_text().splitlines()]
+    assert item["agree"] is None and "tool-calling episode" in item["note"]
+    assert "0 disagreements" in out

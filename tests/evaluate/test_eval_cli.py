@@ -104,3 +104,17 @@ def test_baseline_regression_fails_ci(tmp_path, run_cli):
     code, out, _ = run_cli("eval", "--responses", str(bad), "--suite", "humaneval",
                            "--baseline", str(tmp_path / "base"))
     assert code == 0 and "REGRESSED" in out  # reported, but not failing without --fail-on-regression
+
+
+def test_tool_episodes_on_a_domain_without_them_is_one_line():
+    """``--episodes tool`` on math tasks: one clear error naming the task and the domains that have
+    tool-calling episodes (was an AttributeError traceback from inside the runner)."""
+    from posttrain.envs import get_env
+    from posttrain.errors import UserError
+    from posttrain.evaluate._eval import _check_tool_tasks
+
+    tasks = [*get_env("tool").generate_tasks(1, seed=0), *get_env("math").generate_tasks(1, seed=0)]
+    with pytest.raises(UserError, match=r"--episodes tool: task .* is of domain 'math', which has no tool-calling "
+                                        r"episodes; expected tasks of \['tool', 'bfcl'\]"):
+        _check_tool_tasks(tasks)
+    _check_tool_tasks(tasks[:1])
