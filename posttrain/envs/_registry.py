@@ -66,7 +66,7 @@ def register_domain(name: str, env: Env | Callable[[], Env]) -> None:
     if not callable(env) and not _has_env_members(env):
         raise ValueError(f"domain {name!r}: expected an Env (with {', '.join(ENV_MEMBERS)}) or a factory "
                          f"returning one, got {type(env).__name__}")
-    if _has_env_members(env) and env.name != name:
+    if _has_env_members(env) and not isinstance(env, type) and env.name != name:
         raise ValueError(f"domain {name!r}: its Env is named {env.name!r}; the names must agree")
     with _lock:
         _load_table()
@@ -116,7 +116,7 @@ def task_families() -> dict[str, tuple[str, TaskFamily]]:
         env = get_env(domain)
         if not isinstance(env, HasTaskFamilies):
             continue
-        for family, make in env.task_families().items():
+        for family, make in _families_of(domain, env).items():
             if family in _specs or family in out:
                 taken = "a domain" if family in _specs else f"a family of domain {out[family][0]!r}"
                 raise TaskError(f"domain {domain!r}: task family {family!r} is already {taken}")
@@ -127,7 +127,16 @@ def task_families() -> dict[str, tuple[str, TaskFamily]]:
 def domain_family(domain: str, family: str) -> TaskFamily | None:
     """Family ``family`` of ``domain`` (importing that domain only), or None if it has none."""
     env = get_env(domain)
-    return env.task_families().get(family) if isinstance(env, HasTaskFamilies) else None
+    return _families_of(domain, env).get(family) if isinstance(env, HasTaskFamilies) else None
+
+
+def _families_of(domain: str, env: Any) -> dict[str, TaskFamily]:
+    """A domain's ``task_families()``; a plugin whose call fails is one line naming it, not a traceback."""
+    try:
+        return dict(env.task_families())
+    except Exception as e:  # noqa: BLE001 - a broken plugin is named in one line
+        raise TaskError(f"domain {domain!r} ({_origin.get(domain, 'registered')}): task_families() failed: "
+                        f"{type(e).__name__}: {e}") from None
 
 
 def _load_table() -> None:
@@ -160,7 +169,7 @@ def _resolve(name: str, spec: Any) -> Env:
             obj = spec.load()
         else:
             obj = spec
-        if not _has_env_members(obj) and callable(obj):
+        if isinstance(obj, type) or (not _has_env_members(obj) and callable(obj)):  # a class is a factory
             obj = obj()
     except Exception as e:  # noqa: BLE001 - a broken plugin is named in one line, never a traceback
         raise TaskError(f"domain {name!r} ({where}) failed to load: {type(e).__name__}: {e}") from None
@@ -168,8 +177,12 @@ def _resolve(name: str, spec: Any) -> Env:
     if missing:
         raise TaskError(f"domain {name!r} ({where}): expected an Env, got {type(obj).__name__} "
                         f"without {', '.join(missing)}")
-    if obj.name != name:
-        raise TaskError(f"domain {name!r} ({where}): its Env is named {obj.name!r}; the names must agree")
+    try:
+        own = obj.name
+    except Exception as e:  # noqa: BLE001 - a broken plugin is named in one line, never a traceback
+        raise TaskError(f"domain {name!r} ({where}): reading its Env's name failed: {type(e).__name__}: {e}") from None
+    if own != name:
+        raise TaskError(f"domain {name!r} ({where}): its Env is named {own!r}; the names must agree")
     return obj
 
 

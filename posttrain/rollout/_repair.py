@@ -25,8 +25,10 @@ the same domain verifier: on its visible tests, then (only if they pass) on its 
 feedback of a visible failure is the verifier's (the failing assert: its expected value); of the
 hidden tests, which run only once the visible ones pass, only their count is shown. An attempt passes only when both pass, so a response that
 echoes or special-cases the shown test does not pay (docs/reward-hacking in ../shared/reference).
-Any other task is verified once on everything and its verifier's feedback is shown whole (for code
-that is the failing assert's line: the task's tests count as visible).
+Any other task is verified once, by its domain's verifier, and that verifier's feedback is shown
+(``brief``): for a code task with a ``hidden_test`` field the count of failing hidden tests comes
+first and the failing visible assert last; for a code task without one, the failing assert's line
+(the task's tests count as visible).
 
 Not here: tool calls, sandbox workspaces carried across attempts (the code domain is stateless: each
 attempt is a complete function).

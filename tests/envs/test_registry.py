@@ -183,3 +183,23 @@ def test_the_quickstart_shorthand_takes_domains_from_the_registry() -> None:
     with pytest.raises(ConfigError, match=r"tasks.domains: domain 'json' has no quickstart family \(quickstart-json\)"):
         TasksConfig(domains=("json",))
     assert TasksConfig(domains=("code",)).domains == ("code",)
+
+
+def test_an_env_class_is_a_factory_and_a_broken_plugin_call_is_one_line() -> None:
+    """A plugin that registers its Env *class* gets an instance (a class has every member as an
+    attribute, so it looked like an Env and crashed on first use); a plugin whose task_families()
+    raises is one line naming it, also for sources of other domains' families."""
+    from posttrain.envs import task_families
+
+    cls = type(_reverse_env())
+    register_domain(_reverse_env().name, cls)
+    assert isinstance(get_env(_reverse_env().name), cls)
+
+    class Broken(_Renamed):
+        def task_families(self):
+            raise KeyError("oops")
+
+    register_domain("broken-families", lambda: Broken(_reverse_env(), "broken-families"))
+    with pytest.raises(TaskError) as e:
+        task_families()
+    assert "\n" not in str(e.value) and "domain 'broken-families'" in str(e.value) and "KeyError" in str(e.value)

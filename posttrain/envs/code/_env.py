@@ -255,13 +255,13 @@ def count_asserts(test: str) -> int:
 
 def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
     """One verdict from the runs of a task's visible and hidden tests: a pass only if both pass; an
-    infra error if either is one; otherwise a ``fail`` whose feedback is the visible run's (failing
-    test, line, expected value) plus a count of the hidden tests that failed, never which, e.g.
-    ``2 of 3 hidden tests failed.`` Evidence ``hidden_failed`` / ``hidden_total`` carry the count."""
+    infra error if either is one; otherwise a ``fail`` whose feedback is a count of the hidden tests
+    that failed, never which (``2 of 3 hidden tests failed.``), then the visible run's (failing test,
+    line, expected value: last, where a repair reads it). Evidence ``hidden_failed`` / ``hidden_total`` carry the count."""
     if visible.is_infra_error:
         return visible
-    if hidden.is_infra_error:
-        return hidden
+    if hidden.is_infra_error:  # a visible failure is a fail whatever the hidden run met: never retried for it
+        return hidden if visible.passed else visible
     total = count_asserts(hidden_test)
     failed = 0 if hidden.passed else _failed_tests(hidden, total)
     evidence = {**visible.evidence, "hidden_failed": failed, "hidden_total": total}
@@ -269,7 +269,8 @@ def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
         return dataclasses.replace(visible, evidence=evidence)
     count = f"{failed} of {total} hidden tests failed." if failed else f"All {total} hidden tests passed."
     if not visible.passed:
-        return dataclasses.replace(visible, feedback=f"{visible.feedback.strip()}\n{count}".strip(), evidence=evidence)
+        # the count first: the visible failure's expected value stays last, next to the next attempt
+        return dataclasses.replace(visible, feedback=f"{count}\n{visible.feedback.strip()}".strip(), evidence=evidence)
     return fail(f"The visible tests passed; {count}", "hidden_tests", evidence,
                 {"format": 1.0, "process": (total - failed) / total})
 
