@@ -34,7 +34,7 @@ from posttrain.config import (
     load_yaml,
     parse_config,
 )
-from posttrain.envs import domain_family, domain_names, is_registered, model_prompt
+from posttrain.envs import domain_family, domain_names, get_env, is_registered, model_prompt
 from posttrain.errors import ConfigError, UserError
 from posttrain.tasks import TaskSource, generators, load_demonstrations, load_pools
 from posttrain.train._step import LoraSpec, lora_target_modules
@@ -472,6 +472,15 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
         if other is not None:
             raise ConfigError(f"{key}.episodes: tool runs tool-calling episodes on tool and bfcl tasks (domains "
                               f"with episode_env), not task {other.id!r} ({other.domain})")
+        sandboxed = next((t for t in tasks if get_env(t.domain).needs_sandbox), None) if episodes == "tool" else None
+        if sandboxed is not None and recipe.sched.backend == "ray":
+            raise ConfigError(f"{key}.episodes: tool on {sandboxed.domain} tasks (task {sandboxed.id!r}) runs its tools in "
+                              f"this machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
+    if "sft" in recipe.stages and recipe.sched.backend == "ray" and recipe.sft.demonstrations == "references" \
+            and "tool" in (recipe.rl.episodes, recipe.eval.episodes) \
+            and any(get_env(t.domain).needs_sandbox for t in train):
+        raise ConfigError("sft.demonstrations: references as tool-calling episodes of sandboxed tasks run in this "
+                          "machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
     return train, held
 
 

@@ -48,3 +48,11 @@ def test_tool_episodes_need_a_chat_template(tmp_path):
     (model / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match=r"rl.episodes: tool needs the model's chat template .*no chat template"):
         load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", [f"model.name={model}"])
+
+
+def test_bfcl_tool_episodes_on_ray_are_refused_at_parse_time():
+    """BFCL's tools run in this machine's sandbox; on a Ray cluster that pool is not passed down yet,
+    so the recipe is refused in one line before any work (was a ValueError traceback at the base eval)."""
+    with pytest.raises(ConfigError, match=r"episodes: tool on bfcl tasks .* not yet on a Ray cluster; use sched.backend: local"):
+        load_recipe(ROOT / "configs" / "tiny-bfcl.yaml", ["sched.backend=ray"])
+    load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["sched.backend=ray"])  # the tool domain has no sandbox
