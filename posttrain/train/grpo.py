@@ -447,8 +447,11 @@ def train_grpo(
                 if critic is not None:  # before the checkpoint that names this step
                     critic.save(ckpt_dir, done)
                 in_flight, after = rollouts.checkpoint(done)  # batches of steps done..done+K-1, state after them
+                # K = 0: nothing queued, so the RNGs as they are now (after the update, which may draw:
+                # dropout); K > 0: the generator's, right after the last queued batch
                 save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optimizer,
-                                scheduler=scheduler, step=done, sampler_state=after["sampler"], rng=after["rng"],
+                                scheduler=scheduler, step=done, sampler_state=after["sampler"],
+                                rng=after["rng"] if in_flight else rng_state(),
                                 extra={"finished": done == cfg.steps, "sched": after["sched"],
                                        "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2)
     finally:

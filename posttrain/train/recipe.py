@@ -476,6 +476,11 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
         if sandboxed is not None and recipe.sched.backend == "ray":
             raise ConfigError(f"{key}.episodes: tool on {sandboxed.domain} tasks (task {sandboxed.id!r}) runs its tools in "
                               f"this machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
+    lora = recipe.model.lora
+    if "rl" in recipe.stages and recipe.rl.max_staleness > 0 and lora is not None and lora.dropout > 0:
+        raise ConfigError(f"rl.max_staleness: {recipe.rl.max_staleness} generates while the update trains, and "
+                          f"model.lora.dropout {lora.dropout} draws from the same random stream, so the run would not "
+                          f"be reproducible; set model.lora.dropout: 0 or rl.max_staleness: 0")
     if "sft" in recipe.stages and recipe.sched.backend == "ray" and recipe.sft.demonstrations == "references" \
             and "tool" in (recipe.rl.episodes, recipe.eval.episodes) \
             and any(get_env(t.domain).needs_sandbox for t in train):

@@ -56,3 +56,11 @@ def test_bfcl_tool_episodes_on_ray_are_refused_at_parse_time():
     with pytest.raises(ConfigError, match=r"episodes: tool on bfcl tasks .* not yet on a Ray cluster; use sched.backend: local"):
         load_recipe(ROOT / "configs" / "tiny-bfcl.yaml", ["sched.backend=ray"])
     load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["sched.backend=ray"])  # the tool domain has no sandbox
+
+
+def test_staleness_with_lora_dropout_is_refused_at_parse_time():
+    """Generation overlapping the update shares torch's random stream with LoRA dropout: refused."""
+    sets = ["rl.max_staleness=1", "model.lora={r: 4, alpha: 8, dropout: 0.1}"]
+    with pytest.raises(ConfigError, match=r"rl.max_staleness: 1 .* model.lora.dropout 0.1"):
+        load_recipe(ROOT / "configs" / "tiny-grpo.yaml", sets)
+    load_recipe(ROOT / "configs" / "tiny-grpo.yaml", ["rl.max_staleness=1", "model.lora={r: 4, alpha: 8}"])
