@@ -131,8 +131,13 @@ class RayRollout:
 
     def load(self, version: int, payload: Any) -> None:
         import ray
+        from ray.exceptions import RayActorError
 
-        held = ray.get([a.load.remote(version, payload) for a in self.actors])
+        try:
+            held = ray.get([a.load.remote(version, payload) for a in self.actors])
+        except RayActorError as e:
+            raise UserError(f"a Ray rollout worker died while loading policy version {version} "
+                            f"({type(e).__name__}); rerun with --resume") from None
         if set(held) != {version}:
             raise RuntimeError(f"rollout workers hold versions {sorted(set(held))} after loading {version}")
         self.version = version
