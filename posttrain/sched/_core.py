@@ -48,6 +48,11 @@ Lane = Literal["fast", "slow"]
 Decision = Literal["final", "retry", "exhausted"]
 
 
+EPISODE_PREFIX = "episode:"
+"""Domains of stateful episodes' steps (``episode:<domain>``): they run where their environment is,
+so an infra error there never counts against the node of the worker that carried the job."""
+
+
 @dataclass(eq=False)
 class Ticket:
     """One job as the scheduler sees it (the caller keeps the payload, keyed by ``id``)."""
@@ -270,7 +275,8 @@ class Scheduler:
             for held in self._held.pop(t.domain, []):
                 self._push(held)
         node = self._breaker(self.node_breakers, self.nodes[worker])
-        node.record(bad=infra and self._node_breakers_on, now=now)
+        here = t.domain.startswith(EPISODE_PREFIX)  # a stateful episode's step runs on its env, in this process
+        node.record(bad=infra and self._node_breakers_on and not here, now=now)
         if node.state == "open":
             self._open_nodes.add(self.nodes[worker])
         if not infra:

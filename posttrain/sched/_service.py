@@ -49,7 +49,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from posttrain.sched._core import Scheduler, Ticket
+from posttrain.sched._core import EPISODE_PREFIX, Scheduler, Ticket
 from posttrain.sched._jobs import (
     Attempt,
     DomainHooks,
@@ -170,7 +170,7 @@ _BREAKER_LEVEL = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 
 
 def _episode_domain(task: Task) -> str:
-    return f"episode:{task.domain}"
+    return f"{EPISODE_PREFIX}{task.domain}"
 
 
 def _machine_memory_mb() -> float:
@@ -503,7 +503,7 @@ class Service:
         Once the cool-down is over the domain is drawn again, and its first job is the probe."""
         with self._cond:
             now = self._now()
-            return sorted({d.removeprefix("episode:") for d, b in self.sched.domain_breakers.items()
+            return sorted({d.removeprefix(EPISODE_PREFIX) for d, b in self.sched.domain_breakers.items()
                            if (at := b.reopens_at()) is not None and now < at})
 
     def state_dict(self) -> dict[str, Any]:

@@ -103,6 +103,20 @@ def test_node_breaker_keeps_a_failing_node_out():
     assert s.next(0, now=1.0) is not None
 
 
+def test_stateful_steps_never_open_a_node_breaker():
+    """A stateful episode's step runs on its environment in the driver: its infra errors count against
+    its domain, never against the node of the worker that carried the job."""
+    s = Scheduler(2, SchedPolicy(breaker_threshold=3, breaker_cooldown_s=5.0, backoff_s=0.0, max_tries=9),
+                  nodes=["n0", "n1"])
+    for i in range(8):
+        add(s, f"episode:d{i}", f"t{i}", 0.5)
+    for _ in range(3):
+        t = s.next(1, now=0.0)
+        s.done(t, 1, now=0.0, duration_s=0.01, infra=True, timeout=False)
+    assert s.breaker_states()["node:n1"] == "closed"
+    assert s.next(1, now=1.0) is not None
+
+
 def test_dropped_group_jobs_are_skipped_not_run():
     s = Scheduler(1)
     add(s, "math", "a", 0.5, group="g1")
