@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class _State:
     steps: list[StepResult] = field(default_factory=list)  # and what each step gave
     tries: int = 1  # of the episode: 1 + restarts
     seq: int = 0  # step jobs submitted (replays included): each its own job key
+    group_size: int = 1  # episodes of its group in this batch (what giving the group up drops)
 
 
 def run_batch(
@@ -97,9 +99,11 @@ def run_batch(
     if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
         raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
     states = []
+    sizes = Counter(ep.group_id for ep in episodes)
     for ep in episodes:
         prompt = ep.env.reset(ep.task).ids
-        states.append(_State(ep.env, tuple(prompt), context=list(prompt), pending=tuple(prompt), turns=[]))
+        states.append(_State(ep.env, tuple(prompt), context=list(prompt), pending=tuple(prompt), turns=[],
+                             group_size=sizes[ep.group_id]))
     for turn in range(max_turns):
         active = [i for i, s in enumerate(states) if not s.done and _room(s, max_tokens) > 0]
         if not active:
@@ -214,19 +218,19 @@ def _restart(service: Service, ep: Episode, s: _State, action: Generation, faile
     while True:
         if ep.make_env is None or s.tries >= policy.max_tries:
             why = "no make_env to restart it" if ep.make_env is None else f"{s.tries} tries"
-            return _give_up(service, ep, f"{why}, last {last[1].error_class if last[1] else None}")
+            return _give_up(service, ep, s, f"{why}, last {last[1].error_class if last[1] else None}")
         s.tries += 1
         service.restarted(ep.group_id)
         s.env = env = ep.make_env(ep.task)
         if tuple(env.reset(ep.task).ids) != s.prompt:
-            return _give_up(service, ep, "the restarted episode's prompt differs from the recorded one")
+            return _give_up(service, ep, s, "the restarted episode's prompt differs from the recorded one")
         delay = policy.backoff(s.tries - 1)
         for k, (recorded, replay) in enumerate(zip(s.steps, s.actions, strict=True)):
             last = _submit_step(service, ep, s, replay, delay_s=delay if k == 0 else 0.0).result()
             if _is_infra(last):
                 break
             if not _same_step(last, recorded):
-                return _give_up(service, ep, f"replayed step {k} differs from the recorded one")
+                return _give_up(service, ep, s, f"replayed step {k} differs from the recorded one")
         else:
             last = _submit_step(service, ep, s, action, delay_s=0.0 if s.steps else delay).result()
             if not _is_infra(last):
@@ -242,10 +246,10 @@ def _same_step(a: StepResult, b: StepResult) -> bool:
     return tuple(a[0].ids) == tuple(b[0].ids) and a[2] == b[2] and same_verdict
 
 
-def _give_up(service: Service, ep: Episode, why: str) -> StepResult:
+def _give_up(service: Service, ep: Episode, s: _State, why: str) -> StepResult:
     if service.is_dropped(ep.group_id):  # another episode of the group gave it up already
         return Observation(()), Verdict.infra(f"group {ep.group_id!r} dropped", error_class="infra:group_dropped"), True
-    service.give_up(ep.group_id)
+    service.give_up(ep.group_id, members=s.group_size)
     detail = f"task {ep.task.id!r} sample {ep.sample_idx}: episode out of tries ({why})"
     return Observation(()), Verdict.infra(detail, error_class="infra:exhausted"), True
 

@@ -267,7 +267,8 @@ class Service:
                 self._watch[key] = []
             waiter = _Waiter(job, group, key, future)
             if group in self.sched.dropped_groups:
-                self.counts["samples_dropped"] += 1
+                if not isinstance(job, Step):  # a step is not a sample: give_up counted the episode's group
+                    self.counts["samples_dropped"] += 1
                 self._settle(waiter, None, "dropped before this job was submitted")
                 return future, key
             if isinstance(job, Verify):
@@ -442,22 +443,23 @@ class Service:
         with self._cond:
             self.counts["restarts"] += 1
 
-    def give_up(self, group: str) -> None:
+    def give_up(self, group: str, *, members: int | None = None) -> None:
         """An episode of ``group`` ran out of tries: count it exhausted and drop its whole group (its
-        queued jobs are skipped; its members come back unscored)."""
+        queued jobs are skipped; its members come back unscored). ``members``: the group's samples,
+        when the caller knows them (a runner's episodes; the service sees only their jobs in flight)."""
         with self._cond:
             self.sched.counts["exhausted"] += 1
-            self._drop_group(group)
+            self._drop_group(group, members)
             self._cond.notify_all()
 
     def is_dropped(self, group: str) -> bool:
         with self._cond:
             return group in self.sched.dropped_groups
 
-    def _drop_group(self, group: str) -> None:
+    def _drop_group(self, group: str, members: int | None = None) -> None:
         if group not in self.sched.dropped_groups:
             self.sched.drop_group(group)
-            self.counts["samples_dropped"] += self._group_sizes[group]
+            self.counts["samples_dropped"] += self._group_sizes[group] if members is None else members
 
     def _resolve_skipped(self) -> None:
         for t in self.sched.skipped:

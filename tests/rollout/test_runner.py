@@ -330,3 +330,33 @@ def test_a_replay_that_differs_is_an_infra_loss_and_no_factory_means_no_restart(
         assert alone.verdicts[-1].error_class == "infra:exhausted" and "no make_env" in alone.verdicts[-1].evidence["detail"]
         stats = svc.stats()
         assert (stats["restarts"], stats["exhausted"], stats["groups_dropped"]) == (1, 2, 2)
+
+
+def test_a_given_up_group_counts_every_one_of_its_samples_dropped():
+    """Four episodes of one group, one of which fails with infra on every try: the whole group is
+    dropped and all four samples are counted (the service alone saw only the jobs in flight)."""
+    from posttrain.sched import SchedPolicy, open_service
+
+    class FlakyEnv:  # a test double beside the real environments
+        def __init__(self, fail: bool) -> None:
+            self.fail, self.n = fail, 0
+
+        def reset(self, task):
+            return Observation((1, 2))
+
+        def step(self, action):
+            self.n += 1
+            if self.fail and self.n == 1:
+                raise OSError("the box died")
+            return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
+
+    class Scripted:
+        def generate(self, prompts, params):
+            return [Generation(tuple(p), (7,), (0.0,), "x", "eos") for p in prompts]
+
+    task = Task(id="d", domain="math", prompt="", fields={"answer": "1"})
+    with open_service(["math"], policy=SchedPolicy(max_tries=2, backoff_s=0.0)) as svc:
+        runs = [Episode(task, FlakyEnv(i == 0), "G", i, make_env=lambda _: FlakyEnv(True)) for i in range(4)]
+        run_batch(Scripted(), runs, SamplingParams(max_new_tokens=1), max_turns=3, service=svc)
+        stats = svc.stats()
+    assert (stats["exhausted"], stats["groups_dropped"], stats["samples_dropped"]) == (1, 1, 4)
