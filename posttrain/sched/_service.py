@@ -24,7 +24,8 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
   restarts the episode (``restarted``) or gives its group up (``give_up``).
 
 Per-job state is forgotten once every job of a group is settled (the ledger's too), so a long run
-holds only the verdict cache, the estimates and the names of dropped groups.
+holds the verdict cache, the estimates, the names of dropped groups and the latest
+``ATTEMPTS_KEPT`` tries (each with its verdict).
 
 >>> from posttrain.sched import hooks_from_envs
 >>> from posttrain.types import Task

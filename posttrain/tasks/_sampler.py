@@ -6,8 +6,9 @@ would have drawn.
 
 ``next(k, skip=domains)`` passes over the tasks of ``domains`` (GRPO's: those whose circuit breaker
 is open, ``Service.open_domains``): each one passed over is consumed from the epoch and counted in
-``skipped``. The choice is a function of the sampler's state and ``skip`` alone, and the breakers'
-states are in the checkpoint, so a resumed run passes over the same tasks. When ``skip`` would leave
+``skipped``. The choice is a function of the sampler's state and ``skip`` alone. The breakers'
+states are in the checkpoint, but when a breaker opens or closes follows wall-clock cool-downs and
+infra errors, so a run that met open breakers is not bit-reproducible on resume. When ``skip`` would leave
 no task at all, it is ignored (a run never stalls on its sampler).
 """
 
