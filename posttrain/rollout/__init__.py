@@ -21,7 +21,7 @@ from posttrain.rollout._env import (
     verify_with_retries,
 )
 from posttrain.rollout._episodes import run_episodes
-from posttrain.rollout._repair import RepairEnv, episode_stats, repair_envs, split_tests
+from posttrain.rollout._repair import RepairEnv, repair_envs, split_tests
 from posttrain.rollout._runner import Episode, as_rollout, run_batch, run_episode
 from posttrain.types import Trajectory, Turn
 
@@ -37,7 +37,6 @@ __all__ = [
     "VerdictCache",
     "Verifier",
     "as_rollout",
-    "episode_stats",
     "repair_envs",
     "run_batch",
     "run_episode",

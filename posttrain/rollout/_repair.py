@@ -37,11 +37,11 @@ attempt is a complete function).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from posttrain.policy import Generation, Policy
 from posttrain.rollout._env import Observation, VerdictCache, Verifier, render_prompt, verify_with_retries
-from posttrain.types import Task, Trajectory, Verdict
+from posttrain.types import Task, Verdict
 from posttrain.verify.feedback import brief
 
 FEEDBACK_HEAD = "\n# Feedback: "
@@ -129,26 +129,6 @@ class RepairEnv:
             return verify_with_retries(self.verify, task, response, infra_retries=self.infra_retries)
 
         return run() if self.cache is None else self.cache.compute((task.id, response), run)
-
-
-def episode_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """Means over episodes: ``turns``, ``attempts``, ``episode_tokens`` (tokens after the prompt:
-    actions and observations) and ``truncation_rate`` (episodes stopped by the runner's step limit
-    or token budget, ``cut_by``).
-
-    >>> from posttrain.types import Turn
-    >>> t = Trajectory("t", "g", 0, (Turn((1,), (2, 3), (0.0, 0.0), "eos", Verdict("fail", 0.0), ""),
-    ...                              Turn((4,), (5,), (0.0,), "eos", Verdict("pass", 1.0), "")), 1.0)
-    >>> episode_stats([t])
-    {'turns': 2.0, 'attempts': 2.0, 'episode_tokens': 4.0, 'truncation_rate': 0.0}
-    """
-    n = max(1, len(trajs))
-    return {
-        "turns": sum(len(t.turns) for t in trajs) / n,
-        "attempts": sum(t.attempts for t in trajs) / n,
-        "episode_tokens": sum(len(t.ids) - len(t.prompt_ids) for t in trajs) / n,
-        "truncation_rate": sum(t.cut_by is not None for t in trajs) / n,
-    }
 
 
 def repair_envs(policy: Policy, verifiers: Mapping[str, Verifier], cache: VerdictCache | None = None, *,
