@@ -215,8 +215,7 @@ def test_recipe_episode_keys():
     assert load_recipe(ROOT / "configs" / "tiny-repair.yaml").rl.episodes == "repair"
 
 
-@pytest.mark.parametrize("name", ["posttrain.rollout._repair", "posttrain.evaluate.sources",
-                                  "posttrain.verify.feedback"])
+@pytest.mark.parametrize("name", ["posttrain.evaluate.sources", "posttrain.verify.feedback"])
 def test_docstring_examples(name):
     import doctest
     import importlib
