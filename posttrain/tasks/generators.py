@@ -32,8 +32,11 @@ class Demonstrator:
     seed: int = 0
 
     def knows(self, task: Task) -> bool:
-        """Whether it can demonstrate ``task``: one with a reference whose domain has a mistake for it."""
-        return task.reference is not None and _mistake(task) is not None
+        """Whether it can demonstrate ``task`` as one answer: one with a reference whose domain has a
+        mistake for it, and not a feedback-only task (tests split into visible and hidden,
+        ``metadata.visible_tests``): only a repair episode's feedback carries that answer
+        (``sft.demonstrations: repair``)."""
+        return task.reference is not None and "visible_tests" not in task.metadata and _mistake(task) is not None
 
     def errs_on(self, task: Task) -> bool:
         return random.Random(f"{self.seed}:{task.id}").random() < self.error_rate

@@ -250,3 +250,10 @@ def test_bench_repair_claim_and_bad_seeds():
     with pytest.raises(SystemExit) as e:
         bench.main(["--seeds", "x"])
     assert e.value.code == 2
+
+
+def test_the_single_answer_demonstrator_refuses_feedback_only_tasks():
+    """A feedback-only task's answer (k) is not in its prompt: single-answer demonstrations of it would
+    teach memorised constants, so ``sft.demonstrations: demonstrator`` is refused at parse time."""
+    with pytest.raises(ConfigError, match=r"sft.demonstrations: the scripted demonstrator knows only"):
+        load_recipe(ROOT / "configs" / "tiny-repair.yaml", ["sft.demonstrations=demonstrator"])
