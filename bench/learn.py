@@ -29,7 +29,6 @@ sampler. Each seed takes minutes on a CPU; this is a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import subprocess
@@ -38,16 +37,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from posttrain.bench_cli import load_bench
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-
-
-def _quickstart_bench():
-    spec = importlib.util.spec_from_file_location("bench_quickstart", BENCH / "quickstart.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- the TRL side (runs in a subprocess: its own threads, imports and RNG state)
@@ -177,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker_run:
         run_trl(args.worker_run, args.torch_threads, args.workers)
         return 0
-    qs = _quickstart_bench()
+    qs = load_bench("quickstart")
     try:
         seeds = qs.parse_seeds(args.seeds)
     except ValueError as e:

@@ -29,25 +29,18 @@ every seed, 1 when not.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from posttrain.bench_cli import load_bench
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RECIPE = ROOT / "configs" / "repair.yaml"
 OVER_FIRST, OVER_SINGLE, OVER_GUESS = 0.30, 0.20, 0.20
 MODELS = ("SFT", "single-turn RL", "repair RL")
-
-
-def _quickstart_bench():
-    spec = importlib.util.spec_from_file_location("bench_quickstart", BENCH / "quickstart.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def figures(entry: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="recipe override passed to every run (repeatable)")
     args = parser.parse_args(argv)
-    qs = _quickstart_bench()
+    qs = load_bench("quickstart")
     try:
         seeds = qs.parse_seeds(args.seeds)
     except ValueError as e:

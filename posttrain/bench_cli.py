@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 from posttrain.errors import UserError
 
@@ -26,11 +27,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    script = BENCH_DIR / f"{args.name}.py"
+    return int(load_bench(args.name).main(args.args) or 0)
+
+
+def load_bench(name: str) -> ModuleType:
+    """bench/NAME.py as a module (the scripts are files of the checkout, not a package; one bench
+    reuses another's pieces through this too)."""
+    script = BENCH_DIR / f"{name}.py"
     if not script.is_file():
         raise UserError(f"{script}: benchmark script not found (run from a source checkout: pip install -e .)")
-    spec = importlib.util.spec_from_file_location(f"bench_{args.name}", script)
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", script)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return int(module.main(args.args) or 0)
+    return module
