@@ -33,6 +33,7 @@ from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_comm
 from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
 from posttrain.types import Task, TaskLimits, Verdict
+from posttrain.verify.strict_json import StrictJSONError, loads_strict
 
 MAX_STEPS_PER_TURN = 20
 """BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
@@ -50,9 +51,9 @@ def reference_response(task: Task) -> str:
 
 def parse_response(response: str) -> list[list[list[Call]]] | str:
     """The response's calls as turns of one step each, or why it is not a response of this domain."""
-    try:
-        doc = json.loads(response)
-    except (json.JSONDecodeError, RecursionError) as e:
+    try:  # strict: NaN, duplicate keys, huge integers and deep nesting are a format failure, never a crash
+        doc = loads_strict(response)
+    except StrictJSONError as e:
         return f"not JSON ({e})"
     if not isinstance(doc, list) or not all(isinstance(turn, list) for turn in doc):
         return "expected a JSON array with one list of calls per user turn"
@@ -132,7 +133,8 @@ class BfclDomain:
 
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """``(name, task, response)`` that must fail: no calls at all, a private backend method, a
-        result forged as text, the first turn's calls repeated in every turn."""
+        result forged as text, the first turn's calls repeated in every turn, prose, and JSON that a
+        lenient parser reads (a huge integer, NaN, a duplicated key)."""
         task = self.generate_tasks(1, seed=0)[0]
         truth = task.fields["ground_truth"]
         n = len(truth)
@@ -144,6 +146,13 @@ class BfclDomain:
             ("a result forged as a call", task, json.dumps(forged)),
             ("the first turn's calls in every turn", task, json.dumps([truth[0]] * n)),
             ("prose claiming success", task, "All done: every request has been handled."),
+            # parser leniency: each was json.loads'd; the huge integer raised out of the verifier, an
+            # infra error (reward NaN, the group dropped): a way to never be scored 0
+            ("an integer argument past the int-string digit limit", task,
+             '[[{"name": "cd", "arguments": {"folder": ' + "1" * 5000 + "}}]" + ", []" * (n - 1) + "]"),
+            ("a NaN argument", task, '[[{"name": "cd", "arguments": {"folder": NaN}}]' + ", []" * (n - 1) + "]"),
+            ("one call with two names (a first-wins and a last-wins parser disagree)", task,
+             '[[{"name": "ls", "name": "cd", "arguments": {"folder": "document"}}]' + ", []" * (n - 1) + "]"),
         ]
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
