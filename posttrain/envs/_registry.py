@@ -13,6 +13,13 @@ Domains are imported only when first looked up (the BFCL domain imports torch), 
 names (``domain_names()``) imports nothing. A registered name is final: registering another
 ``Env`` under a taken name is an error, registering the same one again is a no-op.
 
+Task families are looked up lazily too (``find_task_family``): posttrain's own are declared in
+``BUILTIN_FAMILIES`` (family -> domain, checked against the domain's ``task_families()`` whenever
+it is read), so a recipe of built-in families imports those domains only, and a plugin that fails
+to load cannot break it. Any other name is searched in the other registered domains in
+registration order, each imported in turn, up to the first that offers it. Only the full listing
+(``task_families()``, and an unknown family's error) imports every domain.
+
 Not here: what a domain does (its package), which domains a recipe uses (``posttrain.tasks``).
 """
 
@@ -38,6 +45,17 @@ BUILTIN: dict[str, str] = {
     "bfcl": "posttrain.envs.bfcl._domain:ENV",
 }
 """posttrain's own domains: name -> ``module:attribute`` of its ``Env`` (the entry-point form)."""
+
+BUILTIN_FAMILIES: dict[str, str] = {
+    "quickstart-math": "math",
+    "quickstart-code": "code",
+    "humaneval": "code",
+    "repair": "code",
+}
+"""posttrain's own task families: family -> the domain offering it. Declared here, not read from the
+domains, so that looking one up imports its own domain only (a search in order would import every
+domain before the code domain to find ``repair``, and a broken plugin would stop it); a domain whose
+``task_families()`` disagrees with this table is an error when its families are read."""
 
 ENV_MEMBERS = ("name", "needs_sandbox", "parse_task", "render_prompt", "make_verifier", "noop_response",
                "exploit_fixtures", "generate_tasks")
@@ -68,6 +86,8 @@ def register_domain(name: str, env: Env | Callable[[], Env]) -> None:
                          f"returning one, got {type(env).__name__}")
     if _has_env_members(env) and not isinstance(env, type) and env.name != name:
         raise ValueError(f"domain {name!r}: its Env is named {env.name!r}; the names must agree")
+    if name in BUILTIN_FAMILIES:
+        raise ValueError(f"domain {name!r}: that name is a task family of domain {BUILTIN_FAMILIES[name]!r}")
     with _lock:
         _load_table()
         if name in _specs:
@@ -113,30 +133,63 @@ def task_families() -> dict[str, tuple[str, TaskFamily]]:
     domain; a family name that is also a domain name, or offered by two domains, is an error."""
     out: dict[str, tuple[str, TaskFamily]] = {}
     for domain in domain_names():
-        env = get_env(domain)
-        if not isinstance(env, HasTaskFamilies):
-            continue
-        for family, make in _families_of(domain, env).items():
-            if family in _specs or family in out:
-                taken = "a domain" if family in _specs else f"a family of domain {out[family][0]!r}"
-                raise TaskError(f"domain {domain!r}: task family {family!r} is already {taken}")
+        for family, make in domain_families(domain).items():
+            if family in out:
+                raise TaskError(f"domain {domain!r}: task family {family!r} is already a family of domain "
+                                f"{out[family][0]!r}")
             out[family] = (domain, make)
     return out
 
 
+def find_task_family(name: str) -> tuple[str, TaskFamily] | None:
+    """``(domain, family)`` of the task family ``name``, or None; imports only what it needs (module
+    docstring): a built-in family its own domain, any other name the other domains in registration
+    order up to the first that offers it (where two plugins offer one name, the first registered
+    wins here and ``task_families()`` refuses the pair).
+
+    >>> find_task_family("quickstart-math")[0], find_task_family("no-such-family")
+    ('math', None)
+    """
+    if name in BUILTIN_FAMILIES:
+        domain = BUILTIN_FAMILIES[name]
+        return domain, domain_families(domain)[name]
+    for domain in domain_names():
+        if domain not in BUILTIN and name in (families := domain_families(domain)):
+            return domain, families[name]
+    return None
+
+
+def domain_families(domain: str) -> dict[str, TaskFamily]:
+    """The task families of ``domain`` (importing that domain only; none if its Env offers none).
+
+    Raises ``TaskError`` in one line naming the domain when its ``task_families()`` fails, when a
+    built-in domain's families differ from ``BUILTIN_FAMILIES``, or when a plugin's family takes a
+    domain's name or a built-in family's.
+    """
+    env = get_env(domain)
+    if not isinstance(env, HasTaskFamilies):
+        return {}
+    where = _origin.get(domain, "registered")
+    try:
+        families = dict(env.task_families())
+    except Exception as e:  # noqa: BLE001 - a broken plugin is named in one line
+        raise TaskError(f"domain {domain!r} ({where}): task_families() failed: {type(e).__name__}: {e}") from None
+    if domain in BUILTIN:
+        declared = sorted(f for f, d in BUILTIN_FAMILIES.items() if d == domain)
+        if sorted(families) != declared:
+            raise TaskError(f"domain {domain!r}: task_families() offers {sorted(families)}, BUILTIN_FAMILIES "
+                            f"declares {declared}; keep them in step")
+        return families
+    for family in families:
+        if family in _specs or family in BUILTIN_FAMILIES:
+            taken = "a domain" if family in _specs else f"a family of domain {BUILTIN_FAMILIES[family]!r}"
+            raise TaskError(f"domain {domain!r} ({where}): task family {family!r} is already {taken}")
+    return families
+
+
 def domain_family(domain: str, family: str) -> TaskFamily | None:
     """Family ``family`` of ``domain`` (importing that domain only), or None if it has none."""
-    env = get_env(domain)
-    return _families_of(domain, env).get(family) if isinstance(env, HasTaskFamilies) else None
-
-
-def _families_of(domain: str, env: Any) -> dict[str, TaskFamily]:
-    """A domain's ``task_families()``; a plugin whose call fails is one line naming it, not a traceback."""
-    try:
-        return dict(env.task_families())
-    except Exception as e:  # noqa: BLE001 - a broken plugin is named in one line
-        raise TaskError(f"domain {domain!r} ({_origin.get(domain, 'registered')}): task_families() failed: "
-                        f"{type(e).__name__}: {e}") from None
+    return domain_families(domain).get(family)
 
 
 def _load_table() -> None:
@@ -155,6 +208,8 @@ def _load_table() -> None:
             raise TaskError(f"{where}: domain {ep.name!r} is already registered (by {_origin[ep.name]})")
         if not _NAME_RE.fullmatch(ep.name):
             raise TaskError(f"{where}: domain name: expected lowercase letters, digits, '-' or '_'")
+        if ep.name in BUILTIN_FAMILIES:
+            raise TaskError(f"{where}: domain name {ep.name!r} is a task family of domain {BUILTIN_FAMILIES[ep.name]!r}")
         _specs[ep.name], _origin[ep.name] = ep, where
     _loaded = True
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.config import NonNegativeInt, PositiveInt, Seed
-from posttrain.envs import domain_names, is_registered, model_prompt
-from posttrain.errors import ConfigError, UserError
+from posttrain.envs import domain_families, domain_names, find_task_family, is_registered, model_prompt
+from posttrain.errors import ConfigError, TaskError, UserError
 from posttrain.tasks._load import iter_task_records, parse_record
 from posttrain.types import Task
 
@@ -44,17 +44,22 @@ def _family(name: str) -> Callable[..., list[Task]]:
 
 
 def task_family(name: str) -> Callable[..., list[Task]] | None:
-    """The task family ``name`` (a registered domain's ``task_families``), or None."""
-    from posttrain.envs import task_families
-
-    found = task_families().get(name)
+    """The task family ``name`` (a registered domain's ``task_families``), or None. Imports only the
+    domain that offers it when it is one of posttrain's own (``posttrain.envs.find_task_family``)."""
+    found = find_task_family(name)
     return None if found is None else found[1]
 
 
 def family_names() -> list[str]:
-    from posttrain.envs import task_families
-
-    return list(task_families())
+    """Every registered domain's task families (imports every domain; a domain whose families cannot
+    be read is named in the list, as ``<domain>: <why>``, so that the list itself never fails)."""
+    out: list[str] = []
+    for domain in domain_names():
+        try:
+            out += domain_families(domain)
+        except TaskError as e:
+            out.append(f"{domain}: {e}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -90,12 +95,21 @@ class TaskSource:
             if is_registered(str(self.generator)):
                 if self.n is None:
                     raise ConfigError(f"n: the {self.generator} generator needs n, the number of tasks to make")
-            elif task_family(str(self.generator)) is None:
+            elif _find_family(str(self.generator)) is None:
                 raise ConfigError(f"generator: unknown generator {self.generator!r}; expected a domain "
                                   f"({', '.join(domain_names())}) or a task family ({', '.join(family_names())})")
 
     def describe(self) -> str:
         return f"file {self.file}" if self.file is not None else f"generator {self.generator}"
+
+
+def _find_family(name: str) -> Callable[..., list[Task]] | None:
+    """``task_family``, where a plugin that fails while it is searched counts as not offering
+    ``name``: the unknown-generator error's listing names that plugin and why (``family_names``)."""
+    try:
+        return task_family(name)
+    except TaskError:
+        return None
 
 
 def _known_domain(name: str | None, key: str) -> None:

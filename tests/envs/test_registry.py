@@ -203,3 +203,66 @@ def test_an_env_class_is_a_factory_and_a_broken_plugin_call_is_one_line() -> Non
     with pytest.raises(TaskError) as e:
         task_families()
     assert "\n" not in str(e.value) and "domain 'broken-families'" in str(e.value) and "KeyError" in str(e.value)
+
+
+def test_built_in_families_import_only_their_domain_and_a_broken_plugin_breaks_no_such_recipe(tmp_path) -> None:
+    """A recipe of quickstart-math imports the math domain alone (it imported every domain: torch via
+    bfcl), and an installed plugin whose entry point fails to import does not fail it (it did); a
+    recipe naming an unknown family still gets one line listing the known ones and the broken plugin."""
+    env = _install_plugin(tmp_path / "site", "no_such_module:ENV")
+    script = """
+import sys
+from posttrain.errors import ConfigError
+from posttrain.tasks import TaskSource, load_pools
+train, held = load_pools([TaskSource(generator="quickstart-math", skip=10)],
+                         [TaskSource(generator="quickstart-math", n=10)], seed=0)
+print(len(train), len(held), sorted({m.split(".")[2] for m in sys.modules if m.startswith("posttrain.envs.")}),
+      "torch" in sys.modules)
+load_pools([TaskSource(generator="repair", n=5)], [TaskSource(generator="quickstart-code", n=5)], seed=0)
+print(sorted({m.split(".")[2] for m in sys.modules if m.startswith("posttrain.envs.")}))
+try:
+    TaskSource(generator="quickstart-mth", n=5)
+except ConfigError as e:
+    print(e)
+"""
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, second, error = out.stdout.strip().split("\n")
+    assert first == "710 10 ['_base', '_registry', 'math'] False"
+    assert second == "['_base', '_registry', 'code', 'math']"
+    assert "unknown generator 'quickstart-mth'" in error and "quickstart-math" in error and "repair" in error
+    assert "domain 'reverse'" in error and "no_such_module" in error
+
+
+def test_built_in_families_are_declared_as_their_domains_offer_them(monkeypatch) -> None:
+    from posttrain.envs import _registry, domain_families, find_task_family, task_families
+
+    assert {f: d for f, (d, _) in task_families().items()} == _registry.BUILTIN_FAMILIES
+    assert find_task_family("humaneval")[0] == "code" and find_task_family("nope") is None
+    monkeypatch.delitem(_registry.BUILTIN_FAMILIES, "humaneval")
+    with pytest.raises(TaskError, match=r"domain 'code': task_families\(\) offers .*'humaneval'.*keep them in step"):
+        domain_families("code")
+
+
+def test_a_plugin_family_is_found_in_order_and_may_not_shadow_a_domain_or_a_built_in_family() -> None:
+    from posttrain.envs import find_task_family
+
+    class Offers(_Renamed):
+        def __init__(self, name: str, families: dict) -> None:
+            super().__init__(_reverse_env(), name)
+            self.families = families
+
+        def task_families(self):
+            return self.families
+
+    def make() -> list:
+        return []
+
+    register_domain("offers-a", Offers("offers-a", {"my-family": make}))
+    assert find_task_family("my-family") == ("offers-a", make)
+    register_domain("offers-b", Offers("offers-b", {"repair": make}))
+    with pytest.raises(TaskError, match=r"domain 'offers-b' .register_domain.: task family 'repair' is already "
+                                        r"a family of domain 'code'"):
+        find_task_family("other")
+    with pytest.raises(ValueError, match="'quickstart-code': that name is a task family of domain 'code'"):
+        register_domain("quickstart-code", Offers("quickstart-code", {}))
