@@ -5,9 +5,10 @@
     posttrain generate runs/q/checkpoints/rl --tasks runs/q/tasks/eval.jsonl --json > samples.jsonl
 
 Prompts are encoded by ``Policy.encode_prompt`` (the same ids the trainer and ``posttrain eval``
-use). ``--json`` prints one object per line with ``task_id`` and ``completion``, the responses
+use): through the chat template when the checkpoint was trained so (its posttrain.json), or as
+``--chat``/``--no-chat`` says. ``--json`` prints one object per line with ``task_id`` and ``completion``, the responses
 format ``posttrain eval --responses`` reads. Bad input is one line, exit 2.
-Not here: chat templates, stop strings, batching across processes.
+Not here: multi-turn chats, stop strings, batching across processes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--temperature", type=float, help="default 0 (greedy) when --n 1, else 0.8")
     p.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="render each prompt as one user message with the tokenizer's chat template; --no-chat: "
+                   "plain text. Default: as the checkpoint was trained (posttrain.json; plain without one)")
     p.add_argument("--json", action="store_true", help="one JSON object per completion and line")
     p.set_defaults(func=cmd_generate)
 
@@ -94,7 +98,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     hf_logging.disable_progress_bar()  # stdout and stderr carry only completions and errors
     hf_logging.set_verbosity_error()
-    policy = load_policy(args.checkpoint)
+    policy = load_policy(args.checkpoint, chat=args.chat)
     limit = getattr(policy.model.config, "max_position_embeddings", None)
     longest = max(len(policy.encode_prompt(p)) for _, p in prompts)
     if limit is not None and longest + args.max_new_tokens > limit:

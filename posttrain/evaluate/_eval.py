@@ -71,8 +71,9 @@ def _validate_sampling(args: argparse.Namespace) -> None:
                         "prompts are sent as its token ids)")
     if args.tokenizer and not args.endpoint:
         raise UserError("posttrain eval: --tokenizer is for --endpoint (a --model brings its own)")
-    if args.chat and not args.endpoint:
-        raise UserError("posttrain eval: --chat is for --endpoint")
+    if args.chat is not None and args.responses:
+        raise UserError(f"posttrain eval: --{'' if args.chat else 'no-'}chat renders prompts for a model to sample "
+                        "from; --responses are already sampled")
     if args.max_turns is not None and args.episodes != "tool":
         raise UserError("posttrain eval: --max-turns is the step limit of --episodes tool")
     if args.episodes == "tool" and args.max_attempts > 1:
@@ -144,7 +145,8 @@ def _protocol(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Any]:
         source = "RUN/tasks/eval.jsonl"
     return {"tasks": source, "n_tasks": len(tasks), "samples_per_task": args.n, "temperature": _temperature(args),
             "max_new_tokens": args.max_new_tokens, "seed": args.seed, "max_attempts": args.max_attempts,
-            **({"episodes": "tool", "max_turns": args.max_turns} if args.episodes == "tool" else {})}
+            **({"episodes": "tool", "max_turns": args.max_turns} if args.episodes == "tool" else {}),
+            **({"chat": args.chat} if args.chat is not None else {})}
 
 
 def _protocol_tag(p: dict[str, Any]) -> str:
@@ -157,6 +159,7 @@ def _protocol_tag(p: dict[str, Any]) -> str:
     source = "heldout" if p["tasks"] == "RUN/tasks/eval.jsonl" else Path(p["tasks"]).name.split(".")[0]
     tag = f"{source}{p['n_tasks']}-n{p['samples_per_task']}-t{p['temperature']:g}-len{p['max_new_tokens']}-seed{p['seed']}"
     tag += f"-tool{p['max_turns'] or ''}" if p.get("episodes") == "tool" else ""
+    tag += {True: "-chat", False: "-plain"}.get(p.get("chat"), "")  # given on the command line, else as trained
     return tag + (f"-r{p['max_attempts']}" if p["max_attempts"] > 1 else "")
 
 
@@ -167,8 +170,9 @@ def _temperature(args: argparse.Namespace) -> float:
 
 
 def _model(args: argparse.Namespace, model: str | None) -> Any:
-    """What samples: a local ``Policy``, or the ``--endpoint`` as an ``EndpointModel`` (ids out and in,
-    with ``--tokenizer``'s tokenizer; ``--chat``: prompts through its chat template)."""
+    """What samples: a local ``Policy`` (prompts as its checkpoint records, ``--chat``/``--no-chat``
+    override), or the ``--endpoint`` as an ``EndpointModel`` (ids out and in, with ``--tokenizer``'s
+    tokenizer; ``--chat``: prompts through its chat template)."""
     if args.endpoint:
         from transformers import AutoTokenizer
 
@@ -179,10 +183,10 @@ def _model(args: argparse.Namespace, model: str | None) -> Any:
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         except (OSError, ValueError) as e:
             raise UserError(f"--tokenizer {args.tokenizer}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
-        return EndpointModel(EndpointSampler(args.endpoint, args.model_name), tokenizer, chat=args.chat)
+        return EndpointModel(EndpointSampler(args.endpoint, args.model_name), tokenizer, chat=bool(args.chat))
     from posttrain.policy import load_policy
 
-    return load_policy(model)
+    return load_policy(model, chat=args.chat)
 
 
 def _records(args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
@@ -195,7 +199,7 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
         if args.limit:
             responses = [r for r in responses if r.task_id in ids]
         return score_responses(tasks, responses, service, stage=stage, source=args.responses), None
-    from posttrain.evaluate.sources import runner_episodes, sample_responses
+    from posttrain.evaluate.sources import prompt_chat, runner_episodes, sample_responses
 
     if args.episodes == "tool":
         _check_tool_tasks(tasks)
@@ -204,6 +208,8 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
         from posttrain.policy import ChatTemplate
 
         ChatTemplate(sampled.tokenizer).check_appends("tool")
+    if args.max_attempts > 1 and (chat := prompt_chat(sampled)) is not None:
+        chat.check_appends("user")  # repair feedback as a user turn: refused now, not as infra mid-episode
     if args.episodes == "tool" or args.max_attempts > 1:  # episodes, token-exact, through the episode runner
         from posttrain.sched import LocalBackend
 

@@ -3,6 +3,7 @@
     posttrain eval --suite humaneval --responses samples.jsonl --json
     posttrain eval --tasks eval.jsonl --model runs/q/checkpoints/rl --n 5 --k 1,5 --out results/
     posttrain eval --suite humaneval --endpoint http://127.0.0.1:8000 --model-name m --n 10
+    posttrain eval --tasks eval.jsonl --model Qwen2.5-0.5B-Instruct --chat   # prompts through its chat template
     posttrain eval --run runs/q                      # every checkpoint of the run, into RUN/eval/
     posttrain eval ... --baseline runs/old --fail-on-regression
     posttrain report runs/q                           # runs/q/report.html
@@ -48,8 +49,10 @@ def register(subparsers: Any) -> None:
     src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
     src.add_argument("--tokenizer", metavar="PATH_OR_NAME",
                      help="--endpoint's tokenizer (prompts go out as its token ids, completions come back as ids)")
-    src.add_argument("--chat", action="store_true",
-                     help="--endpoint: render each prompt with the tokenizer's chat template (still sent as ids)")
+    src.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                     help="render each prompt as one user message with the tokenizer's chat template (still sent "
+                     "as ids), repair feedback as user turns; --no-chat: plain-text prompts. Default: as the "
+                     "checkpoint was trained (its posttrain.json; plain without one); plain for --endpoint")
     src.add_argument("--run", metavar="DIR", help="a run directory: refuses suites that overlap RUN/tasks/train.jsonl; "
                      "alone, evaluates every policy checkpoint into RUN/eval/<name>@<protocol>.jsonl")
     tasks = p.add_argument_group("on which tasks")

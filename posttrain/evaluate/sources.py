@@ -13,13 +13,13 @@ token-level ``Sampler``s; and ``posttrain eval``'s episodes, through the episode
 A *model* here is what the runner needs of one: ``sampler()``, ``tokenizer``, ``encode_prompt(text)``.
 ``Policy`` has them; ``EndpointModel`` gives them to a server that takes prompt token ids
 (``/v1/completions``, vLLM with ``--logprobs-mode processed_logprobs``; ``policy/_endpoint.py``).
-With ``chat=True`` a prompt is the tokenizer's chat template over one user message
-(``ChatTemplate.render``), still sent as ids.
+With ``chat=True`` (an ``EndpointModel``) or a chat ``Policy`` (``Policy.chat``), a prompt is the
+tokenizer's chat template over one user message (``ChatTemplate.render``), still sent as ids, and a
+repair episode's feedback is a user turn of the same template (``prompt_chat``, ``RepairEnv``).
 
 Feedback labels (docs/records.md): ``posttrain.train._runlog.feedback_source_after``.
 What it does not do: the chat completions API (templates are rendered to ids here), HTTP retries (a
-failed request is a clear ``UserError``), repair feedback through the chat template (it is appended
-as plain text ids).
+failed request is a clear ``UserError``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "EndpointModel",
     "TOOL_STEPS",
     "episode_figures",
+    "prompt_chat",
     "runner_episodes",
     "sample_responses",
 ]
@@ -57,18 +58,24 @@ class EndpointModel:
     tokenizer: Any
     """The served model's tokenizer: prompts go out as its ids, completions come back as its ids."""
     chat: bool = False
-    """Render each prompt as one user message with the tokenizer's chat template."""
+    """Render each prompt as one user message with the tokenizer's chat template (and repair feedback
+    as user turns)."""
 
     def sampler(self) -> Any:
         return self.endpoint
+
+    @property
+    def template(self) -> Any:
+        """The ``ChatTemplate`` prompts are rendered with (``chat``), else None."""
+        from posttrain.policy import prompt_template
+
+        return prompt_template(self.tokenizer) if self.chat else None
 
     def encode_prompt(self, text: str) -> list[int]:
         """Prompt text -> ids: the chat template's rendering (``chat``), else the tokenizer's ids with
         BOS first when it has one (as ``Policy.encode_prompt``)."""
         if self.chat:
-            from posttrain.policy import ChatTemplate
-
-            return ChatTemplate(self.tokenizer).render([{"role": "user", "content": text}])
+            return self.template.render([{"role": "user", "content": text}])
         ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
         bos = self.tokenizer.bos_token_id
         return ids if bos is None or ids[:1] == [bos] else [bos, *ids]
@@ -128,7 +135,7 @@ def runner_episodes(
         turns = max_turns or TOOL_STEPS
         make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=turns, pool=pool)
     elif episodes == "repair":
-        make = repair_envs(policy, verifiers, VerdictCache(), max_attempts=max_attempts,
+        make = repair_envs(policy, verifiers, VerdictCache(), chat=prompt_chat(policy), max_attempts=max_attempts,
                            infra_retries=0 if service is not None else 2)
         turns = max_turns or max_attempts or max(t.limits.max_attempts for t in tasks)
     else:
@@ -143,6 +150,12 @@ def runner_episodes(
     records = [rec for ep, tr in zip(runs, trajs, strict=True)
                for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
     return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}
+
+
+def prompt_chat(model: Any) -> Any:
+    """The ``ChatTemplate`` a model's prompts are rendered with (``Policy.chat``, ``EndpointModel.template``),
+    or None for plain prompts: repair episodes render their feedback with the same."""
+    return model.template if isinstance(model, EndpointModel) else model.chat
 
 
 TOOL_STEPS = 4

@@ -17,16 +17,30 @@ from posttrain.policy._chat import (
     ToolCallParse,
     ToolFamily,
     detect_family,
+    has_chat_template,
     parse_tool_calls,
+    prompt_template,
     tool_result_message,
 )
 from posttrain.policy._embedded import EmbeddedModelSpec, build_char_tokenizer, build_embedded_default
 from posttrain.policy._endpoint import EndpointSampler
-from posttrain.policy._policy import ModelFacts, Policy, inspect_model, load_policy
+from posttrain.policy._policy import (
+    CHAT_RECORD,
+    ChatSetting,
+    ModelFacts,
+    Policy,
+    inspect_model,
+    load_policy,
+    record_chat,
+    recorded_chat,
+    resolve_chat,
+)
 from posttrain.policy._sampler import Generation, LocalSampler, Sampler, SamplingParams, process_logits
 
 __all__ = [
+    "CHAT_RECORD",
     "TOOL_FAMILIES",
+    "ChatSetting",
     "ChatTemplate",
     "ChatTemplateError",
     "EmbeddedModelSpec",
@@ -42,9 +56,14 @@ __all__ = [
     "build_char_tokenizer",
     "build_embedded_default",
     "detect_family",
+    "has_chat_template",
     "inspect_model",
     "load_policy",
     "parse_tool_calls",
     "process_logits",
+    "prompt_template",
+    "record_chat",
+    "recorded_chat",
+    "resolve_chat",
     "tool_result_message",
 ]

@@ -182,6 +182,21 @@ class ChatTemplate:
             ids = ids[1:]  # the sampled EOS is the template's end of turn: in the context already
         return ids
 
+    def check_end_of_turn(self) -> None:
+        """Raise ``ChatTemplateError`` unless the tokenizer's EOS is how the template ends an assistant
+        turn (what its closing text starts with), so that a completion or SFT response ending with
+        EOS is a whole assistant turn: Qwen-Instruct's ``<|im_end|>`` passes, a base model's
+        ``<|endoftext|>`` under Qwen's template does not.
+
+        >>> from posttrain.policy import build_char_tokenizer
+        >>> ChatTemplate(build_char_tokenizer()).check_end_of_turn()
+        """
+        close = self._close_text([{"role": "user", "content": "q"}], None)
+        if self.encode(close)[:1] != [self.eos_token_id]:
+            raise ChatTemplateError(
+                f"{self._name()}: sampling stops at EOS {self.tokenizer.eos_token!r} but the chat template ends "
+                f"an assistant turn with {close!r}; set the tokenizer's eos_token to the template's end of turn")
+
     def parse_tool_calls(self, text: str) -> ToolCallParse:
         """The tool calls of a response, in this template's family (``parse_tool_calls``)."""
         return parse_tool_calls(text, self.family)
@@ -266,6 +281,29 @@ def _append_problem(head: str, before: str, after: str, close: str) -> str | Non
     if not before.endswith(close):
         return f"this assistant message does not end with the turn's closing text {close!r}"
     return None
+
+
+def has_chat_template(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` carries a chat template (``tokenizer.chat_template``, a non-empty string).
+
+    >>> from posttrain.policy import build_char_tokenizer
+    >>> has_chat_template(build_char_tokenizer())
+    True
+    """
+    template = getattr(tokenizer, "chat_template", None)
+    return isinstance(template, str) and bool(template)
+
+
+def prompt_template(tokenizer: Any) -> ChatTemplate:
+    """The tokenizer's ``ChatTemplate`` for prompts and user turns (chat-rendered prompts, repair
+    feedback): the tool-call family is not read there, so a template that teaches a call format
+    posttrain does not parse (Qwen3-Coder XML, ...) is accepted, as the JSON family."""
+    template = getattr(tokenizer, "chat_template", None)
+    try:
+        family = detect_family(template) if isinstance(template, str) else None
+    except ChatTemplateError:
+        family = "openai"
+    return ChatTemplate(tokenizer, family=family)
 
 
 def detect_family(template: str) -> ToolFamily:

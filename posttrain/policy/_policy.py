@@ -7,7 +7,13 @@ top-k/top-p truncation), so that training can use exactly what was sampled (DESI
 It is ``LocalSampler`` (``_sampler.py``) behind a text interface: prompts are encoded with
 ``encode_prompt``.
 
-Prompts start with BOS when the tokenizer has one. A tokenizer that has a BOS token but does not add
+Prompts are plain text, or with ``chat`` the tokenizer's chat template over one user message with
+the generation prompt (``ChatTemplate.render``), as ids. The choice is saved with the checkpoint
+(``CHAT_RECORD``) and read back by ``load_policy``, so an evaluation samples from the prompts the
+model was trained on unless told otherwise. A checkpoint without the record (not saved by posttrain,
+or before the record existed) loads with plain prompts, as it always did.
+
+Plain prompts start with BOS when the tokenizer has one. A tokenizer that has a BOS token but does not add
 it itself is switched to adding it (``add_bos_token``), so that a checkpoint saved from this policy
 gives ``AutoTokenizer.from_pretrained(ckpt)(text)`` exactly the ids posttrain trained on (issue 12).
 
@@ -20,18 +26,29 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from posttrain.errors import UserError
+from posttrain.policy._chat import ChatTemplate, ChatTemplateError, has_chat_template, prompt_template
 from posttrain.policy._sampler import Generation, LocalSampler, SamplingParams
+
+ChatSetting = bool | Literal["auto"]
+"""Whether prompts are chat-rendered: true, false, or "auto" (when the tokenizer has a chat template)."""
+CHAT_RECORD = "posttrain.json"
+"""The file in a checkpoint that records how its prompts are rendered: ``{"chat": true | false}``."""
 
 
 class Policy:
-    """A causal LM and its tokenizer. Build with ``load_policy``."""
+    """A causal LM and its tokenizer. Build with ``load_policy``.
 
-    def __init__(self, model: torch.nn.Module, tokenizer, *, path: str | None = None) -> None:
+    ``chat``: prompts are the chat template's rendering of one user message (``self.chat`` is then
+    the ``ChatTemplate``, else None); the template must end an assistant turn with the EOS
+    (``ChatTemplate.check_end_of_turn``: completions and SFT responses end with it).
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer, *, path: str | None = None, chat: bool = False) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.path = path
@@ -39,13 +56,21 @@ class Policy:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
         _add_bos_when_encoding(tokenizer)
+        self.chat: ChatTemplate | None = prompt_template(tokenizer) if chat else None
+        if self.chat is not None:
+            self.chat.check_end_of_turn()
 
     @property
     def eos_token_id(self) -> int:
         return int(self.tokenizer.eos_token_id)
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        """Prompt text -> token ids, with BOS prepended when the tokenizer has one and did not add it."""
+        """Prompt text -> token ids: with ``chat``, ``apply_chat_template([{"role": "user", "content":
+        prompt}], add_generation_prompt=True)`` as ids; else the tokenizer's ids, with BOS prepended
+        when the tokenizer has one and did not add it. (The embedded default's template renders one
+        user message to exactly the plain ids.)"""
+        if self.chat is not None:
+            return self.chat.render([{"role": "user", "content": prompt}])
         ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
         bos = self.tokenizer.bos_token_id
         if bos is not None and (not ids or ids[0] != bos):
@@ -82,12 +107,48 @@ class Policy:
         return LocalSampler(self.model, self.tokenizer, batch_size=batch_size)
 
     def save(self, path: str | Path) -> Path:
-        """save_pretrained (safetensors) of model and tokenizer."""
+        """save_pretrained (safetensors) of model and tokenizer, and the prompt rendering (``CHAT_RECORD``)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
+        record_chat(path, self.chat is not None)
         return path
+
+
+def record_chat(path: str | Path, chat: bool) -> None:
+    """Write a checkpoint's ``CHAT_RECORD``: whether its prompts are chat-rendered."""
+    (Path(path) / CHAT_RECORD).write_text(json.dumps({"chat": chat}) + "\n", encoding="utf-8")
+
+
+def recorded_chat(path: str | Path) -> bool | None:
+    """A checkpoint's recorded prompt rendering (``CHAT_RECORD``), None when it has none; an unreadable
+    record is a ``UserError`` naming it."""
+    record = Path(path) / CHAT_RECORD
+    if not record.is_file():
+        return None
+    try:
+        value = json.loads(record.read_text(encoding="utf-8")).get("chat")
+    except (OSError, ValueError, AttributeError):
+        value = None
+    if not isinstance(value, bool):
+        raise UserError(f'{record}: expected {{"chat": true}} or {{"chat": false}} (how the prompts were rendered)')
+    return value
+
+
+def resolve_chat(setting: ChatSetting, tokenizer: Any) -> bool:
+    """``model.chat`` / ``--chat`` against a tokenizer: a bool as given, "auto": whether the tokenizer
+    has a chat template. True on a tokenizer without one is a ``ChatTemplateError``.
+
+    >>> from posttrain.policy import build_char_tokenizer
+    >>> resolve_chat("auto", build_char_tokenizer()), resolve_chat(False, build_char_tokenizer())
+    (True, False)
+    """
+    if setting == "auto":
+        return has_chat_template(tokenizer)
+    if setting is True and not has_chat_template(tokenizer):
+        prompt_template(tokenizer)  # raises: no chat template, and how to set one
+    return bool(setting)
 
 
 def _add_bos_when_encoding(tokenizer) -> None:
@@ -113,11 +174,14 @@ def _add_bos_when_encoding(tokenizer) -> None:
         backend.post_processor = kept
 
 
-def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.dtype = torch.float32) -> Policy:
+def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.dtype = torch.float32,
+                chat: ChatSetting | None = None) -> Policy:
     """Load a causal LM and tokenizer with ``from_pretrained`` (a local path or a hub name).
 
     A local directory without a tokenizer, or a tokenizer with no EOS token, is a ``UserError``
-    naming the path and what is missing (``inspect_model``).
+    naming the path and what is missing (``inspect_model``). ``chat``: how prompts are rendered
+    (``resolve_chat``); None: as the checkpoint records (``CHAT_RECORD``), plain without a record.
+    A chat template that cannot be used (none, or its end of turn is not the EOS) is a ``UserError``.
 
     >>> # policy = load_policy("runs/quickstart/checkpoints/rl")
     """
@@ -133,7 +197,12 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
     except OSError as e:
         raise UserError(f"cannot load model {where!r}: {e.__class__.__name__}: {str(e).splitlines()[0]}") from e
     model.to(device)
-    return Policy(model, tokenizer, path=where)
+    if chat is None:
+        chat = bool(Path(where).is_dir() and recorded_chat(where))
+    try:
+        return Policy(model, tokenizer, path=where, chat=resolve_chat(chat, tokenizer))
+    except ChatTemplateError as e:
+        raise UserError(f"{where}: chat-rendered prompts: {e}") from None
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",

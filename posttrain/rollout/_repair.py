@@ -19,6 +19,18 @@ between (about 130 characters), the embedded default's SFT never learned to copy
 
 encoded with ``encode_observation`` (no BOS) and appended to the sampled ids by the runner.
 
+Through the chat template (``chat``: the run's prompts are chat-rendered, ``Policy.chat``): the env
+keeps the conversation (the user prompt, each attempt as an assistant message, each feedback as a
+user message ``FEEDBACK_HEAD[1:] + brief(...) + "\n"``), the prompt is ``chat.render([user])`` and
+each observation is ``chat.observation_ids(conversation, attempt ids, [feedback message])``: the
+template's end of turn, the user turn, the generation prompt, as ids (Qwen:
+``<|im_end|>\n<|im_start|>user\n# Feedback: ...\n<|im_end|>\n<|im_start|>assistant\n``, the
+sampled ``<|im_end|>`` not repeated). The embedded default's template writes a later user message as
+``"\n" + content`` after the assistant's ``<eos>``, with no generation prompt, so after an attempt that
+ended with EOS the ids are exactly the plain-text ones above. After an attempt cut by length (or a
+stop string) they differ: the template's end of turn (``<eos>``) comes first, appended and masked as
+part of the observation, where the plain-text feedback follows the cut attempt directly.
+
 Visible and hidden tests: a code task whose ``metadata`` has ``visible_tests`` and ``hidden_tests``
 (``check(candidate)`` sources; ``posttrain.tasks.generators.repair_tasks``) is verified twice, by
 the same domain verifier: on its visible tests, then (only if they pass) on its hidden ones. The
@@ -39,7 +51,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from posttrain.policy import Generation, Policy
+from posttrain.policy import ChatTemplate, Generation, Policy
 from posttrain.rollout._env import Observation, VerdictCache, Verifier, render_prompt, verify_with_retries
 from posttrain.types import Task, Verdict
 from posttrain.verify.feedback import brief
@@ -67,7 +79,10 @@ def split_tests(task: Task) -> tuple[Task, Task, int] | None:
 class RepairEnv:
     """A repair episode over a domain verifier: attempts until one passes or attempts run out.
 
-    >>> # env = RepairEnv(verifier, policy.encode_prompt, encode_observation)
+    ``chat``: prompts and feedback through the chat template (module docstring); ``encode_prompt``
+    and ``encode_observation`` are then unused.
+
+    >>> # env = RepairEnv(verifier, policy.encode_prompt, encode_observation, chat=policy.chat)
     """
 
     def __init__(
@@ -76,6 +91,7 @@ class RepairEnv:
         encode_prompt: Callable[[str], list[int]],
         encode_observation: Callable[[str], list[int]],
         *,
+        chat: ChatTemplate | None = None,
         render: Callable[[Task], str] | None = None,
         max_attempts: int | None = None,
         infra_retries: int = 2,
@@ -84,10 +100,11 @@ class RepairEnv:
         if max_attempts is not None and max_attempts < 1:
             raise ValueError(f"RepairEnv: max_attempts must be >= 1, got {max_attempts}")
         self.verify, self.encode_prompt, self.encode_observation = verify, encode_prompt, encode_observation
-        self.render, self.max_attempts = render, max_attempts
+        self.chat, self.render, self.max_attempts = chat, render, max_attempts
         self.infra_retries, self.cache = infra_retries, cache
         self.task: Task | None = None
         self.attempts = 0
+        self.messages: list[dict[str, str]] = []  # the conversation so far (chat only)
 
     def _prompt(self, task: Task) -> str:
         return self.render(task) if self.render is not None else render_prompt(task)
@@ -95,7 +112,10 @@ class RepairEnv:
     def reset(self, task: Task) -> Observation:
         self.task, self.attempts = task, 0
         text = self._prompt(task)
-        return Observation(tuple(self.encode_prompt(text)), text)
+        if self.chat is None:
+            return Observation(tuple(self.encode_prompt(text)), text)
+        self.messages = [{"role": "user", "content": text}]
+        return Observation(tuple(self.chat.render(self.messages)), text)
 
     def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
         task = self.task
@@ -107,7 +127,13 @@ class RepairEnv:
         if verdict.passed or verdict.is_infra_error or self.attempts >= limit:
             return Observation(()), verdict, True
         text = FEEDBACK_HEAD + brief(verdict.feedback) + "\n"
-        return Observation(tuple(self.encode_observation(text)), text), verdict, False
+        if self.chat is None:
+            return Observation(tuple(self.encode_observation(text)), text), verdict, False
+        self.messages.append({"role": "assistant", "content": action.text})
+        feedback = {"role": "user", "content": text.removeprefix("\n")}  # the template separates turns
+        ids = self.chat.observation_ids(self.messages, action.completion_ids, [feedback])
+        self.messages.append(feedback)
+        return Observation(tuple(ids), self.chat.tokenizer.decode(ids)), verdict, False
 
     def judge(self, task: Task, response: str) -> Verdict:
         """The verdict of one attempt: visible tests, then hidden ones (only a count shown), or everything."""
@@ -132,16 +158,20 @@ class RepairEnv:
 
 
 def repair_envs(policy: Policy, verifiers: Mapping[str, Verifier], cache: VerdictCache | None = None, *,
-                max_attempts: int | None = None, infra_retries: int = 2) -> Callable[[Task], RepairEnv]:
+                chat: ChatTemplate | None, max_attempts: int | None = None, infra_retries: int = 2
+                ) -> Callable[[Task], RepairEnv]:
     """A factory of ``RepairEnv``s over the domains' verifiers: prompts encoded as
-    ``policy.encode_prompt`` does, observations with no special tokens (appended as ids);
+    ``policy.encode_prompt`` does, observations with no special tokens (appended as ids), both
+    through the chat template ``chat`` when given: pass the one the policy's prompts are rendered
+    with (``policy.chat``), so that every repair episode of a run sees the context its prompts
+    promise (it is required: no caller can forget it);
     ``max_attempts`` overrides the tasks' own limit. ``infra_retries``: 0 when the episodes run
     through the execution service (``run_batch(service=...)`` restarts them on an infra error)."""
     def encode_observation(text: str) -> list[int]:
         return list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def make(task: Task) -> RepairEnv:
-        return RepairEnv(verifiers[task.domain], policy.encode_prompt, encode_observation, cache=cache,
-                         max_attempts=max_attempts, infra_retries=infra_retries)
+        return RepairEnv(verifiers[task.domain], policy.encode_prompt, encode_observation, chat=chat,
+                         cache=cache, max_attempts=max_attempts, infra_retries=infra_retries)
 
     return make

@@ -53,8 +53,11 @@ from posttrain.policy import (
     Generation,
     Policy,
     SamplingParams,
+    build_char_tokenizer,
     build_embedded_default,
     load_policy,
+    record_chat,
+    resolve_chat,
 )
 from posttrain.rollout import Episode, VerdictCache, Verifier, repair_envs, run_batch, run_episodes
 from posttrain.sandbox import usable_cpus
@@ -200,7 +203,7 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
     make_env = None
     max_turns = cfg.max_turns or 1
     if cfg.episodes == "repair":
-        make_env = repair_envs(policy, verifiers, VerdictCache(), infra_retries=0)  # GRPO's service restarts
+        make_env = repair_envs(policy, verifiers, VerdictCache(), chat=policy.chat, infra_retries=0)  # GRPO's service restarts
         max_turns = cfg.max_turns or max(t.limits.max_attempts for t in train)
     elif cfg.episodes == "tool":
         max_turns = cfg.max_turns or TOOL_STEPS
@@ -435,8 +438,9 @@ def drop_unfinished_logs(out: Path, *, resume: bool) -> None:
 
 
 def load_model(recipe: Recipe, path: Path) -> Policy:
-    """Load a stage's policy with the recipe's dtype, device and memory options."""
-    policy = load_policy(path, device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype))
+    """Load a stage's policy with the recipe's dtype, device, memory options and prompts (``model.chat``)."""
+    policy = load_policy(path, device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype),
+                         chat=recipe.model.chat)
     if recipe.model.gradient_checkpointing:
         policy.model.gradient_checkpointing_enable()
         policy.model.config.use_cache = False  # generate() turns the cache back on when it samples
@@ -444,7 +448,8 @@ def load_model(recipe: Recipe, path: Path) -> Policy:
 
 
 def build_base(recipe: Recipe, path: Path) -> None:
-    """The starting model: the embedded default built from a config, or a user's model copied in."""
+    """The starting model: the embedded default built from a config, or a user's model copied in;
+    either records the recipe's prompt rendering (``model.chat``) like every later checkpoint."""
     if recipe.model.name == "embedded":
         spec = EmbeddedModelSpec(
             hidden_size=recipe.model.hidden_size,
@@ -453,8 +458,9 @@ def build_base(recipe: Recipe, path: Path) -> None:
             max_positions=recipe.model.max_positions,
         )
         build_embedded_default(path, seed=recipe.seed, spec=spec)
+        record_chat(path, resolve_chat(recipe.model.chat, build_char_tokenizer()))
     else:
-        load_policy(recipe.model.name).save(path)
+        load_policy(recipe.model.name, chat=recipe.model.chat).save(path)
 
 
 def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator, service: Service,
@@ -587,7 +593,7 @@ def repair_demonstrations(policy: Policy, train: Sequence[Task], service: Servic
     feedback-only family."""
     scripts = {t.id: [(tuple(policy.encode_completion(text)), text) for text in generators.repair_attempts(t, demo)]
                for t in train}
-    make = repair_envs(policy, verifiers, VerdictCache(), infra_retries=0)  # the runner restarts instead
+    make = repair_envs(policy, verifiers, VerdictCache(), chat=policy.chat, infra_retries=0)  # the runner restarts
     demos, lost = [], []
     for task, traj in zip(train, play_scripts(train, make, scripts, service), strict=True):
         if traj is None:

@@ -65,6 +65,15 @@ class ModelConfig:
     lora: LoraSpec | None = None
     """Train LoRA adapters (peft) in the sft and rl stages instead of all weights; merged into the
     weights when the stage ends, so every checkpoint is a plain model. (dpo and rm: dpo.lora, rm.lora.)"""
+    chat: bool | Literal["auto"] = "auto"
+    """Render every prompt of the run (SFT, RL, evaluation) as the model's chat template renders one
+    user message with the generation prompt, and repair feedback as a user turn of it: true, false,
+    or auto (true when the tokenizer has a chat template). Checked when the recipe is parsed: true
+    needs a template, whose end of an assistant turn must be the tokenizer's EOS (completions and SFT
+    responses end with it). The embedded default's template renders one user message as the plain
+    prompt: on it this key changes no id. Each checkpoint records the choice (posttrain.json), and
+    ``posttrain eval``/``generate`` of it use it unless told otherwise (--chat / --no-chat). Tool
+    episodes render through the template whatever this key says."""
 
     def __post_init__(self) -> None:
         if self.hidden_size % 8:
@@ -532,6 +541,8 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
     else:
         return
     _check_chat_template(recipe, facts.tokenizer)
+    chat = check_chat(recipe, facts.tokenizer, "the embedded default's tokenizer" if cfg.name == "embedded"
+                      else f"the tokenizer of {cfg.name}")
     if facts.positions is None:
         return
 
@@ -546,11 +557,18 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
     if {"rm", "dpo"} & set(recipe.stages):
         new_tokens["pairs.max_new_tokens"] = recipe.pairs.max_new_tokens
     key_new = max(new_tokens, key=lambda k: new_tokens[k])
-    prompt_len, longest = _longest(facts.tokenizer, prompts)
+    prompt_len, longest = _longest(facts.tokenizer, prompts, chat)
     need = prompt_len + new_tokens[key_new]
     what = f"the longest prompt ({longest!r:.40}) is {prompt_len} tokens + {key_new} {new_tokens[key_new]}"
     if demos:
-        demo_len, demo = _longest(facts.tokenizer, [p + r for p, r in demos])
+        if chat is None:
+            demo_len, demo = _longest(facts.tokenizer, [p + r for p, r in demos])
+        else:  # the rendered prompt, then the response's own ids (as SFT encodes them)
+            lengths = [a + b for a, b in zip(_counts(facts.tokenizer, [p for p, _ in demos], chat),
+                                             _counts(facts.tokenizer, [r for _, r in demos], None, bos=False),
+                                             strict=True)]
+            at = max(range(len(demos)), key=lengths.__getitem__)
+            demo_len, demo = lengths[at], demos[at][0] + demos[at][1]
         if demo_len + 1 > need:
             need, what = demo_len + 1, f"the longest SFT demonstration ({demo!r:.40}) is {demo_len + 1} tokens with EOS"
     if need > facts.positions:
@@ -576,19 +594,54 @@ def _check_chat_template(recipe: Recipe, tokenizer: Any) -> None:
                           f"{recipe.model.name}): {e}") from None
 
 
-def _longest(tokenizer: Any, texts: Sequence[str]) -> tuple[int, str]:
-    """``(tokens, text)`` of the longest of ``texts`` as ``Policy.encode_prompt`` counts it (BOS included)."""
+def check_chat(recipe: Recipe, tokenizer: Any, where: str) -> Any:
+    """``model.chat`` against the model's tokenizer (``where`` names it): the ``ChatTemplate`` the
+    run's prompts are rendered with, or None for plain prompts. A ``ConfigError`` naming the key and
+    the tokenizer when true finds no template, when the template does not end an assistant turn with
+    the EOS (``ChatTemplate.check_end_of_turn``), or, with repair episodes, when feedback cannot be
+    appended as a user turn (``check_appends("user")``)."""
+    from posttrain.policy import prompt_template, resolve_chat
+
+    setting = recipe.model.chat
+    shown = str(setting).lower()
+    try:
+        if not resolve_chat(setting, tokenizer):
+            return None
+        chat = prompt_template(tokenizer)
+        chat.check_end_of_turn()
+        repair = (("rl" in recipe.stages and recipe.rl.episodes == "repair") or recipe.eval.episodes == "repair"
+                  or ("sft" in recipe.stages and recipe.sft.demonstrations == "repair"))
+        if repair:
+            chat.check_appends("user")
+    except UserError as e:
+        why = "" if setting is True else " (auto: the tokenizer has a chat template)"
+        raise ConfigError(f"model.chat: {shown}{why}, {where}: {e}; set model.chat: false for plain-text prompts"
+                          ) from None
+    return chat
+
+
+def _longest(tokenizer: Any, texts: Sequence[str], chat: Any = None) -> tuple[int, str]:
+    """``(tokens, text)`` of the longest of ``texts`` as ``Policy.encode_prompt`` counts it (BOS included;
+    ``chat``: the ``ChatTemplate`` prompts are rendered with)."""
     if not texts:
         return 0, ""
-    bos = tokenizer.bos_token_id
-    best, best_text = 0, ""
+    counts = _counts(tokenizer, texts, chat)
+    at = max(range(len(texts)), key=counts.__getitem__)
+    return counts[at], texts[at]
+
+
+def _counts(tokenizer: Any, texts: Sequence[str], chat: Any, *, bos: bool = True) -> list[int]:
+    """Token counts of ``texts`` as prompts (``chat``: rendered as one user message with the generation
+    prompt; else BOS included when ``bos``), tokenized in chunks (thousands of prompts at parse time)."""
+    first = tokenizer.bos_token_id if bos and chat is None else None
+    counts = []
     for start in range(0, len(texts), 512):
         chunk = list(texts[start : start + 512])
-        for text, ids in zip(chunk, tokenizer(chunk, add_special_tokens=True)["input_ids"], strict=True):
-            n = len(ids) + (1 if bos is not None and (not ids or ids[0] != bos) else 0)
-            if n > best:
-                best, best_text = n, text
-    return best, best_text
+        if chat is not None:
+            chunk = [chat.render_text([{"role": "user", "content": t}]) for t in chunk]
+        ids = tokenizer(chunk, add_special_tokens=bos and chat is None)["input_ids"]
+        counts += [len(x) + (1 if first is not None and x[:1] != [first] else 0) for x in ids]
+    return counts
 
 
 def check_lora_targets(recipe: Recipe) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from posttrain.envs import get_env
 from posttrain.errors import ConfigError
-from posttrain.policy import Generation, SamplingParams, build_char_tokenizer
+from posttrain.policy import Generation, Policy, SamplingParams, build_char_tokenizer
 from posttrain.rollout import Episode, RepairEnv, SingleTurnEnv, VerdictCache, run_batch, split_tests
 from posttrain.rollout._repair import FEEDBACK_HEAD
 from posttrain.sandbox import open_pool
@@ -205,11 +205,12 @@ def test_recipe_episode_keys():
         RLConfig(algorithm="ppo", process_coef=0.1)
     # single-turn keys at their defaults are GRPO's default spec: today's RL, unchanged
     assert episode_spec(RLConfig(), None, {}, []) == EpisodeSpec()
-    spec = episode_spec(cfg, None, {}, TASKS[:2])
+    policy = Policy(None, build_char_tokenizer())  # the env factory reads only its tokenizer and prompts
+    spec = episode_spec(cfg, policy, {}, TASKS[:2])
     assert (spec.max_turns, spec.max_tokens, spec.attempt_discount, spec.process_coef, spec.cut) == (3, 400, 0.9, 0.1,
                                                                                                       "zero")
     assert spec.make_env is not None
-    assert episode_spec(RLConfig(episodes="repair"), None, {}, TASKS[:2]).max_turns == 3  # the tasks' max_attempts
+    assert episode_spec(RLConfig(episodes="repair"), policy, {}, TASKS[:2]).max_turns == 3  # the tasks' max_attempts
     with pytest.raises(ConfigError, match="sft.demonstrations: repair needs tasks of the feedback-only family"):
         load_recipe(ROOT / "configs" / "tiny-grpo.yaml", ["sft.demonstrations=repair"])
     assert load_recipe(ROOT / "configs" / "tiny-repair.yaml").rl.episodes == "repair"
