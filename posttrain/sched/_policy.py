@@ -34,7 +34,8 @@ class SchedPolicy:
     """How long an open breaker stays open before one probe job is let through (half-open)."""
     memory_budget_mb: float | None = None
     """Memory the running jobs' estimates may add up to (admission); None: the service's default
-    (``Service``: this machine's memory for a local backend, no budget otherwise)."""
+    (``Service``: 75% of the memory this process may use, physical or its cgroup's limit, for a
+    local backend; no budget otherwise)."""
 
     def __post_init__(self) -> None:
         if self.max_tries < 1:

@@ -15,7 +15,8 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
   first's group is dropped, the duplicate runs on its own), and batching through a domain's
   ``BatchVerifier``;
 - lanes, priorities, breakers and admission by a memory budget (``_core.py``; the budget:
-  ``SchedPolicy.memory_budget_mb``, by default this machine's memory for a ``LocalBackend``);
+  ``SchedPolicy.memory_budget_mb``, by default 75% of the memory this process may use for a
+  ``LocalBackend``: physical memory, or its cgroup's limit (v1 or v2) where smaller);
   a verifier that knows its execution's peak memory reports it as ``evidence["peak_memory_mb"]``
   (``PEAK_MEMORY_KEY``) and the estimate learns from it;
 - ``Step`` jobs: the steps of stateful episodes (repair, tool, BFCL) that ``rollout.run_batch``
@@ -66,6 +67,7 @@ from posttrain.sched._jobs import (
     Verify,
     hooks_from_envs,
 )
+from posttrain.sched._memory import memory_limit_mb
 from posttrain.sched._policy import SchedPolicy
 from posttrain.types import Task, Trajectory, Verdict
 
@@ -161,7 +163,8 @@ PEAK_MEMORY_KEY = "peak_memory_mb"
 """A verdict's ``evidence`` key for the peak memory (MiB) its execution used, when the verifier knows it."""
 
 MEMORY_SHARE = 0.75
-"""A local service's default memory budget: this share of the machine's physical memory."""
+"""A local service's default memory budget: this share of the memory this process may use (physical
+memory, or its cgroup's limit where smaller: ``_memory.py``)."""
 
 ATTEMPTS_KEPT = 100_000
 """How many of the latest tries ``Service.attempts`` keeps (diagnostics, the bench, tests)."""
@@ -172,12 +175,6 @@ _BREAKER_LEVEL = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 
 def _episode_domain(task: Task) -> str:
     return f"{EPISODE_PREFIX}{task.domain}"
-
-
-def _machine_memory_mb() -> float:
-    import os
-
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _verdict_of(result: Result) -> Verdict | None:
@@ -202,7 +199,7 @@ class Service:
         policy = policy or SchedPolicy()
         budget = policy.memory_budget_mb
         if budget is None and isinstance(backend, LocalBackend):
-            budget = MEMORY_SHARE * _machine_memory_mb()
+            budget = MEMORY_SHARE * memory_limit_mb()
         self.sched = Scheduler(len(backend.nodes), policy, nodes=backend.nodes, memory_budget_mb=budget)
         self.attempts: deque[Attempt] = deque(maxlen=ATTEMPTS_KEPT)
         self.ledger = Ledger()
