@@ -23,7 +23,9 @@ Choices it makes:
   domain, the task's ``limits.memory_mb`` as the prior, observed peaks where a try reports one). A
   job starts only while the running jobs' estimates and its own fit ``memory_budget_mb``; one that
   does not fit waits (the next job that fits goes first), and a job bigger than the whole budget
-  still runs, alone.
+  still runs, alone. A waiting job lets at most ``workers`` jobs start ahead of it; then nothing
+  else starts until it has (it starts once its estimate fits, or alone once the running jobs are
+  done), so a stream of small jobs cannot starve a big one.
 - **Breakers.** One per domain (infra errors and timeouts count) and one per node (infra errors
   count): an open domain breaker holds that domain's jobs (no try spent) and lets one probe through
   after the cool-down; an open node breaker gives its workers nothing until its own probe (with two nodes or more).
@@ -74,6 +76,8 @@ class Ticket:
     """The memory estimate the job holds while it runs."""
     retry: bool = True
     """False: an infra try is final (a step of a stateful episode; its caller restarts the episode)."""
+    passed_over: int = 0
+    """Jobs started ahead of it while it waited for memory (at most ``Scheduler.workers``)."""
     probe: bool = field(default=False, repr=False)
 
 
@@ -120,6 +124,8 @@ class Scheduler:
         self.running = 0
         self.running_mb = 0.0
         """Jobs started and not done, and the sum of their memory estimates."""
+        self._memory_waiting: list[Ticket] = []
+        """The jobs the latest ``next`` passed over for memory (``take_more`` passes them over too)."""
 
     # -- queueing -------------------------------------------------------------------------------
 
@@ -199,6 +205,7 @@ class Scheduler:
     def _pop(self, now: float) -> Ticket | None:
         fast, slow = self._lanes["fast"], self._lanes["slow"]
         waiting: list[tuple[Lane, tuple[Any, ...]]] = []  # too big for the memory left: back after
+        self._memory_waiting = []
         try:
             while fast or slow:
                 take_slow = bool(slow) and (self.running_slow < self.slow_cap or not fast)
@@ -212,6 +219,9 @@ class Scheduler:
                     waiting.append((lane, entry))
                     self.counts["memory_waits"] += 1
                     continue
+                if self._starving([e[-1] for _, e in waiting]):  # it waits: nothing passes it any more
+                    waiting.append((lane, entry))
+                    return None
                 breaker = self.domain_breakers.get(t.domain)
                 if breaker is not None and not breaker.allows(now):
                     self._held[t.domain].append(t)
@@ -219,14 +229,24 @@ class Scheduler:
                     continue
                 if breaker is not None and breaker.state == "half_open":
                     t.probe = True
+                self._memory_waiting = [e[-1] for _, e in waiting]
+                self._pass_over(self._memory_waiting)
                 return t
             return None
         finally:
             for lane, entry in waiting:
                 heapq.heappush(self._lanes[lane], entry)
 
+    def _starving(self, waiting: Sequence[Ticket]) -> bool:
+        return any(w.passed_over >= self.workers for w in waiting)
+
+    def _pass_over(self, waiting: Sequence[Ticket]) -> None:
+        for w in waiting:
+            w.passed_over += 1
+
     def take_more(self, first: Ticket, n: int, now: float) -> list[Ticket]:
-        """Up to ``n`` more ready jobs of ``first``'s domain and lane, to run in one batch with it."""
+        """Up to ``n`` more ready jobs of ``first``'s domain and lane, to run in one batch with it
+        (each passes over the jobs ``next`` left waiting for memory, within their bound)."""
         if n <= 0 or first.probe:
             return []
         heap, out, other = self._lanes[first.lane], [], []
@@ -235,8 +255,9 @@ class Scheduler:
             t = entry[-1]
             if t.group in self.dropped_groups:
                 self.skipped.append(t)
-            elif t.domain == first.domain and self.fits(t):
+            elif t.domain == first.domain and self.fits(t) and not self._starving(self._memory_waiting):
                 self._start(t)
+                self._pass_over(self._memory_waiting)
                 out.append(t)
             else:
                 other.append(entry)

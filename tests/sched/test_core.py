@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+
+import pytest
 
 from posttrain.sched import Estimator, SchedPolicy, Scheduler
 
@@ -222,6 +225,37 @@ def test_a_job_bigger_than_the_whole_budget_still_runs_alone():
     assert s.next(1, now=0.0) is None  # nothing beside it
     s.done(huge, 0, now=1.0, duration_s=1.0, infra=False, timeout=False)
     assert s.next(1, now=1.0) is other
+
+
+@pytest.mark.parametrize("big_mb", [800.0, 5000.0])  # bigger than what is left; bigger than the whole budget
+def test_a_stream_of_small_jobs_cannot_starve_a_big_one(big_mb):
+    """Two workers, a 1000 MiB budget, a new 400 MiB job whenever one finishes: the big job used to
+    wait for ever (the running jobs never left it room); now at most two jobs (one per worker) pass
+    it, then the pool drains and it starts (alone, when it is bigger than the budget)."""
+    s = Scheduler(2, memory_budget_mb=1000.0)
+    n = itertools.count()
+
+    def small():
+        return s.add("math", f"s{next(n)}", timeout_s=0.1, group="g", now=0.0, memory_mb=400.0)
+
+    small()
+    big = s.add("code", "big", timeout_s=0.1, group="g", now=0.0, memory_mb=big_mb)
+    small()
+    running: dict[int, object] = {}  # worker -> its job, oldest first
+    started_big = None
+    for step in range(50):
+        for w in (0, 1):
+            if w not in running and (t := s.next(w, now=float(step))) is not None:
+                running[w] = t
+        if big in running.values():
+            started_big = step
+            break
+        w = next(iter(running))  # the oldest running job finishes, and another small one arrives
+        s.done(running.pop(w), w, now=step + 0.5, duration_s=0.05, infra=False, timeout=False)
+        small()
+    assert started_big is not None and started_big <= 4 and big.passed_over == 2
+    assert list(running.values()) == [big]  # the pool drained for it; no 400 MiB job fits beside it
+    assert s.next(1 - next(iter(running)), now=99.0) is None
 
 
 def test_memory_estimate_learns_observed_peaks_per_task_and_domain_and_survives_a_resume():
