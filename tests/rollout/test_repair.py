@@ -7,6 +7,7 @@ carry the answer, the feedback does, and echoing or special-casing the shown tes
 """
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ import pytest
 from posttrain.envs import get_env
 from posttrain.errors import ConfigError
 from posttrain.policy import Generation, Policy, SamplingParams, build_char_tokenizer
-from posttrain.rollout import Episode, RepairEnv, SingleTurnEnv, VerdictCache, run_batch, split_tests
+from posttrain.rollout import (
+    Episode,
+    RepairEnv,
+    SingleTurnEnv,
+    VerdictCache,
+    repair_envs,
+    run_batch,
+    split_tests,
+)
 from posttrain.rollout._repair import FEEDBACK_HEAD
 from posttrain.sandbox import open_pool
 from posttrain.sched import DomainHooks, LocalBackend, Service
@@ -25,6 +34,9 @@ from posttrain.train.pipeline import episode_spec
 from posttrain.train.recipe import RLConfig, load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "policy"))
+from _chat_models import qwen_char_tokenizer, tiny_qwen2  # noqa: E402
+
 TOK = build_char_tokenizer()
 
 
@@ -183,6 +195,87 @@ def test_runner_repair_episodes_pass_only_by_reading_the_feedback(verify):
     echoed = run_batch(FeedbackReader(echo=True), episodes(), params, max_turns=3)
     assert all([v.outcome for v in tr.verdicts] == ["fail"] * 3 and tr.reward == 0.0 for tr in echoed)
     assert "hidden tests failed" in TOK.decode(echoed[0].turns[2].observation_ids)
+
+
+class ChatReader(FeedbackReader):
+    """``FeedbackReader`` over any tokenizer; ``cut``: every action stops at its token cap (no EOS)."""
+
+    def __init__(self, tok, *, echo: bool = False, cut: bool = False) -> None:
+        super().__init__(echo=echo)
+        self.tok, self.cut = tok, cut
+
+    def generate(self, prompt_ids, params: SamplingParams) -> list[Generation]:
+        out = []
+        for g in super().generate([TOK(self.tok.decode(ids, skip_special_tokens=True))["input_ids"]
+                                   for ids in prompt_ids], params):
+            ids = tuple(self.tok(g.text, add_special_tokens=False)["input_ids"])
+            ids += () if self.cut else (self.tok.eos_token_id,)
+            out.append(Generation((), ids, (0.0,) * len(ids), g.text, "length" if self.cut else "eos"))
+        return out
+
+
+def _repair_episodes(verify, policy, tasks, reader):
+    make = repair_envs(policy, {"code": verify}, VerdictCache(), chat=policy.chat)
+    return run_batch(reader, [Episode(t, make(t), t.id) for t in tasks], SamplingParams(max_new_tokens=30),
+                     max_turns=3)
+
+
+def test_repair_feedback_through_the_embedded_template_keeps_every_id(verify):
+    """model.chat on the embedded default (the recipes' default, auto): after an EOS-ended attempt the
+    feedback's ids are exactly the plain-text ones (the repair demonstration's SFT episodes, RL's and
+    eval's); after a length-cut attempt the template's end of turn (<eos>) comes first."""
+    plain, chat = Policy(None, TOK, chat=False), Policy(None, TOK, chat=True)
+    assert chat.chat is not None and plain.chat is None
+    tasks = TASKS[:6]
+    for reader in (ChatReader(TOK), ChatReader(TOK, echo=True)):  # fail then pass; three fails (hidden tests)
+        a, b = _repair_episodes(verify, plain, tasks, reader), _repair_episodes(verify, chat, tasks, reader)
+        assert [tr.ids for tr in a] == [tr.ids for tr in b]
+        assert [tr.loss_mask for tr in a] == [tr.loss_mask for tr in b]
+        assert {len(tr.turns) for tr in b} == ({2} if not reader.echo else {3})
+    # the SFT demonstrations of the repair recipe (scripted attempts through the same envs)
+    from posttrain.train.pipeline import repair_demonstrations
+
+    demo = generators.Demonstrator(error_rate=0.4, seed=0)
+    with Service(LocalBackend({"code": DomainHooks(verify)})) as svc:
+        demos = [repair_demonstrations(p, TASKS[:8], svc, {"code": verify}, demo) for p in (plain, chat)]
+    assert [d.ids for d in demos[0]] == [d.ids for d in demos[1]]
+    assert {len(d.turns) for d in demos[1]} == {2, 3}  # read the feedback, or ignored it
+    # a length-cut attempt: the end of turn is appended (masked) before the feedback
+    cut_plain = _repair_episodes(verify, plain, tasks[:2], ChatReader(TOK, cut=True))
+    cut_chat = _repair_episodes(verify, chat, tasks[:2], ChatReader(TOK, cut=True))
+    for a, b in zip(cut_plain, cut_chat, strict=True):
+        assert b.turns[1].observation_ids == (TOK.eos_token_id, *a.turns[1].observation_ids)
+        assert [t.action_ids for t in a.turns] == [t.action_ids for t in b.turns]
+
+
+def test_repair_feedback_is_a_user_turn_of_a_qwen2_template(verify):
+    """On a Qwen2-style template the feedback arrives as a user turn, and when the sampled actions are
+    the template's own rendering the context is ``apply_chat_template`` of the whole conversation."""
+    tok = qwen_char_tokenizer()
+    policy = Policy(tiny_qwen2(tok), tok, chat=True)
+    task = TASKS[0]
+    [tr] = _repair_episodes(verify, policy, [task], ChatReader(tok))
+    assert [v.outcome for v in tr.verdicts] == ["fail", "pass"]
+    feedback = f"# Feedback: Test failed: assert candidate(0) == {k_of(task)}\n"
+    assert tok.decode(tr.turns[1].observation_ids) == \
+        f"\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"  # the sampled <|im_end|> kept
+    conversation = [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": tr.turns[0].text},
+                    {"role": "user", "content": feedback}]
+    rendered = tok.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+    context = [*tr.turns[0].observation_ids, *tr.turns[0].action_ids, *tr.turns[1].observation_ids]
+    assert context == tok(rendered, add_special_tokens=False)["input_ids"]
+    full = tok.apply_chat_template([*conversation, {"role": "assistant", "content": tr.turns[1].text}], tokenize=False)
+    assert list(tr.ids) + tok("\n", add_special_tokens=False)["input_ids"] == \
+        tok(full, add_special_tokens=False)["input_ids"]
+    # sampled by the tiny Qwen2 itself (random weights: its actions run to the token cap): each
+    # feedback is still one user turn, after the end of turn the cut action lacked
+    sampled = run_batch(policy.sampler(), [Episode(task, repair_envs(policy, {"code": verify}, chat=policy.chat)(task),
+                                                   task.id)], SamplingParams(max_new_tokens=8, seed=0), max_turns=3)[0]
+    assert len(sampled.turns) == 3 and all(t.stop_reason == "length" for t in sampled.turns)
+    for turn in sampled.turns[1:]:
+        text = tok.decode(turn.observation_ids)
+        assert text.startswith("<|im_end|>\n<|im_start|>user\n# Feedback: ") and \
+            text.endswith("<|im_end|>\n<|im_start|>assistant\n"), text
 
 
 def test_single_turn_env_shows_the_rendered_prompt():
