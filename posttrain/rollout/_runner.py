@@ -21,7 +21,8 @@ once, and the runner waits for them all:
   ``SchedPolicy.max_tries``, with its backoff before each restart, and counted (``restarts``; every
   step try is in ``Service.attempts``); an episode out of tries (or with no ``make_env``) gives its
   whole group up (``Service.give_up``: dropped, counted, never scored) and ends with an
-  ``infra_error`` verdict;
+  ``infra_error`` verdict; the group's other episodes are not sampled again: each ends at once
+  with a last turn that has no action and an ``infra:group_dropped`` verdict;
 - with no service, such an environment steps on a thread of its own, and an infra verdict ends
   its episode (the caller drops its group).
 
@@ -118,6 +119,10 @@ def run_batch(
             s.used += len(g.completion_ids) + len(obs.ids)
             s.actions.append(g)
             s.steps.append((obs, verdict, done))
+        if service is not None:
+            for i in active:
+                if not states[i].done and service.is_dropped(episodes[i].group_id):
+                    _end_dropped(states[i], episodes[i].group_id)
     return [_trajectory(ep, s, policy_version, max_tokens) for ep, s in zip(episodes, states, strict=True)]
 
 
@@ -252,6 +257,15 @@ def _give_up(service: Service, ep: Episode, s: _State, why: str) -> StepResult:
     service.give_up(ep.group_id, members=s.group_size)
     detail = f"task {ep.task.id!r} sample {ep.sample_idx}: episode out of tries ({why})"
     return Observation(()), Verdict.infra(detail, error_class="infra:exhausted"), True
+
+
+def _end_dropped(s: _State, group_id: str) -> None:
+    """End an episode whose group was given up (by another of its episodes) without sampling for it
+    again: one last turn with no action carries the ``infra:group_dropped`` verdict (never scored;
+    its record is the attempt that was not made)."""
+    verdict = Verdict.infra(f"group {group_id!r} dropped", error_class="infra:group_dropped")
+    s.turns.append(Turn(s.pending, (), (), "eos", verdict, ""))
+    s.pending, s.done = (), True
 
 
 def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None) -> Trajectory:

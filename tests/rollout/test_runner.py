@@ -360,3 +360,46 @@ def test_a_given_up_group_counts_every_one_of_its_samples_dropped():
         run_batch(Scripted(), runs, SamplingParams(max_new_tokens=1), max_turns=3, service=svc)
         stats = svc.stats()
     assert (stats["exhausted"], stats["groups_dropped"], stats["samples_dropped"]) == (1, 1, 4)
+
+
+def test_episodes_of_a_given_up_group_are_not_sampled_again():
+    """Group G's first episode is lost at round 0 (infra, no factory to restart it): G's other
+    episode used to get one more generate round, whose step then met the dropped group; now it ends
+    at once (a last turn with no action, verdict infra:group_dropped, reward NaN), while group H's
+    episode plays on. Counted in prompts per generate call."""
+    from posttrain.sched import SchedPolicy
+
+    class ThreeSteps:  # a test double beside the real environments
+        def __init__(self, broken: bool = False) -> None:
+            self.broken, self.n = broken, 0
+
+        def reset(self, task):
+            return Observation((1, 2))
+
+        def step(self, action):
+            self.n += 1
+            if self.broken:
+                raise OSError("the box died")
+            return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
+
+    class Counting:
+        def __init__(self) -> None:
+            self.prompts: list[int] = []
+
+        def generate(self, prompts, params):
+            self.prompts.append(len(prompts))
+            return [Generation(tuple(p), (7,), (0.0,), "x", "eos") for p in prompts]
+
+    task = Task(id="d", domain="math", prompt="", fields={"answer": "1"})
+    sampler = Counting()
+    with open_service(["math"], policy=SchedPolicy(max_tries=2, backoff_s=0.0)) as svc:
+        runs = [Episode(task, ThreeSteps(broken=True), "G", 0), Episode(task, ThreeSteps(), "G", 1),
+                Episode(task, ThreeSteps(), "H", 0)]
+        lost, dropped, kept = run_batch(sampler, runs, SamplingParams(max_new_tokens=1), max_turns=3, service=svc)
+        assert svc.stats()["samples_dropped"] == 2
+    assert sampler.prompts == [3, 1, 1]  # was [3, 2, 1]: G's second episode sampled once more for nothing
+    assert lost.verdicts[-1].error_class == "infra:exhausted"
+    assert [len(t.action_ids) for t in dropped.turns] == [1, 0] and dropped.turns[-1].observation_ids == (9,)
+    assert dropped.verdicts[-1].error_class == "infra:group_dropped" and dropped.reward != dropped.reward  # NaN
+    assert not dropped.truncated and dropped.ids == (1, 2, 7, 9)
+    assert [v.outcome for v in kept.verdicts] == ["fail"] * 3 and kept.reward == 0.0
