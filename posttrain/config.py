@@ -193,6 +193,8 @@ def _type_name(tp: Any) -> str:
         return _type_name(get_args(tp)[0])
     if get_origin(tp) is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in get_args(tp))
     return getattr(tp, "__name__", str(tp)).replace("typing.", "")
 
 
