@@ -26,6 +26,19 @@ once, and the runner waits for them all:
 - with no service, such an environment steps on a thread of its own, and an infra verdict ends
   its episode (the caller drops its group).
 
+What is infra, for a stateful step: an ``infra_error`` verdict the environment returns (its own way
+to say the machinery under it failed: a sandbox job killed, a backend that did not answer), or an
+exception of the machinery's kinds (``INFRA_EXCEPTIONS``: ``OSError`` -- a process or pipe that
+died, a timeout --, ``EOFError``, ``MemoryError``, ``subprocess.SubprocessError``, the sandbox's
+``PoolClosed``). Those restart the episode as above. Any other exception raised by a step
+(``TypeError``, ``AttributeError``, ``KeyError``, ``ValueError``, ``RuntimeError``, a ``UserError``
+...) is an error of the environment: no restart, no dropped group; ``run_batch`` raises
+``sched.StepError`` (one line naming the task, the environment, the step and the exception; the
+exception is its cause). So is an infra-kind exception that repeats identically (same type, same
+message) on the restarted episode's same step: a deterministic bug, not a flaky machine. An
+environment whose failures are infra returns an infra verdict (never repeated-checked) rather than
+raising.
+
 The service's workers (sized from the sandbox pool) set the concurrency. A single-turn batch is
 therefore exactly one ``generate`` call over all prompts, in order.
 
@@ -40,8 +53,8 @@ Not here: chat templates (an environment renders its observations to ids itself)
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+import subprocess
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,10 +62,16 @@ from dataclasses import dataclass, field
 
 from posttrain.policy import Generation, Sampler, SamplingParams
 from posttrain.rollout._env import Env, Observation, SubmitsSteps
-from posttrain.sched import GroupDropped, Result, Service, Step
+from posttrain.sandbox.errors import PoolClosed
+from posttrain.sched import GroupDropped, Result, Service, Step, StepError
 from posttrain.types import Rollout, Task, Trajectory, Turn, Verdict
 
 StepResult = tuple[Observation, Verdict | None, bool]
+
+INFRA_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, EOFError, MemoryError, subprocess.SubprocessError,
+                                                     PoolClosed)
+"""Exceptions from a stateful step that are infra (the machinery under the environment failed);
+any other is an error of the environment (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -165,13 +184,13 @@ def _step_all(eps: Sequence[Episode], states: Sequence[_State], gens: Sequence[G
     that met an infra error are done again in a restarted episode (module docstring)."""
     envs = [s.env for s in states]
     if service is None and len(envs) == 1 and not isinstance(envs[0], SubmitsSteps):
-        return [envs[0].step(gens[0])]
+        return [_stepper(eps[0], envs[0], gens[0], len(states[0].steps))()]
     threads = 0 if service is not None else sum(not isinstance(env, SubmitsSteps) for env in envs)
     with ThreadPoolExecutor(max_workers=max(1, threads)) as ex:
         futures: list[Future[StepResult]] = [
             env.submit_step(g) if isinstance(env, SubmitsSteps)
-            else _submit_step(service, ep, s, g) if service is not None
-            else ex.submit(env.step, g)
+            else _submit_step(service, ep, s, g, len(s.steps)) if service is not None
+            else ex.submit(_stepper(ep, env, g, len(s.steps)))
             for ep, s, env, g in zip(eps, states, envs, gens, strict=True)
         ]
         results = [f.result() for f in futures]
@@ -191,21 +210,43 @@ def _is_infra(result: StepResult) -> bool:
     return result[1] is not None and result[1].is_infra_error
 
 
-def _submit_step(service: Service, ep: Episode, s: _State, action: Generation, *,
+def _stepper(ep: Episode, env: Env, action: Generation, index: int) -> Callable[[], StepResult]:
+    """``env.step(action)``, where an exception that is not infra (module docstring), or a result that
+    is not ``(observation, verdict, done)``, raises ``StepError`` naming the task, the env and step ``index``."""
+    def run() -> StepResult:
+        try:
+            result = env.step(action)
+        except INFRA_EXCEPTIONS:
+            raise
+        except Exception as e:
+            raise StepError(_env_error(ep, env, index, f"{type(e).__name__}: {e}")) from e
+        if not (isinstance(result, tuple) and len(result) == 3):
+            raise StepError(_env_error(ep, env, index, f"it gave {type(result).__name__}, not (observation, verdict, done)"))
+        return result
+
+    return run
+
+
+def _env_error(ep: Episode, env: Env, index: int, what: str) -> str:
+    return (f"task {ep.task.id!r} (domain {ep.task.domain!r}, sample {ep.sample_idx}): environment "
+            f"{type(env).__name__}, step {index}: {what} -- an error of the environment, not infra")
+
+
+def _submit_step(service: Service, ep: Episode, s: _State, action: Generation, index: int, *,
                  delay_s: float = 0.0) -> Future[StepResult]:
-    """``s.env.step(action)`` as a ``Step`` job of the episode's group; a dropped group is an infra verdict."""
-    job = service.submit(Step(ep.task, functools.partial(s.env.step, action), ep.group_id, ep.sample_idx,
+    """Step ``index`` of the episode (``action``) on ``s.env`` as a ``Step`` job of the episode's
+    group; a dropped group is an infra verdict, an error of the environment raises ``StepError``."""
+    job = service.submit(Step(ep.task, _stepper(ep, s.env, action, index), ep.group_id, ep.sample_idx,
                               seq=s.seq, delay_s=delay_s))
     s.seq += 1
     out: Future[StepResult] = Future()
 
     def settle(f: Future[Result]) -> None:
         try:
-            result = f.result()
-            if not isinstance(result, tuple):
-                raise TypeError(f"a step gave {type(result).__name__}, not (observation, verdict, done)")
-            obs, verdict, done = result
+            obs, verdict, done = f.result()
             out.set_result((obs if isinstance(obs, Observation) else Observation(()), verdict, bool(done)))
+        except StepError as e:
+            out.set_exception(e)
         except GroupDropped as e:
             out.set_result((Observation(()), Verdict.infra(str(e), error_class="infra:group_dropped"), True))
         except Exception as e:  # noqa: BLE001 - the service closed under us: infra, never scored
@@ -219,7 +260,8 @@ def _restart(service: Service, ep: Episode, s: _State, action: Generation, faile
     """Restart the episode in fresh environments until ``action``'s step runs without an infra error,
     replaying the recorded actions first; give the group up when tries run out or a replay differs."""
     policy = service.sched.policy
-    last = failed
+    last = previous = failed
+    index = len(s.steps)
     while True:
         if ep.make_env is None or s.tries >= policy.max_tries:
             why = "no make_env to restart it" if ep.make_env is None else f"{s.tries} tries"
@@ -231,17 +273,27 @@ def _restart(service: Service, ep: Episode, s: _State, action: Generation, faile
             return _give_up(service, ep, s, "the restarted episode's prompt differs from the recorded one")
         delay = policy.backoff(s.tries - 1)
         for k, (recorded, replay) in enumerate(zip(s.steps, s.actions, strict=True)):
-            last = _submit_step(service, ep, s, replay, delay_s=delay if k == 0 else 0.0).result()
+            last = _submit_step(service, ep, s, replay, k, delay_s=delay if k == 0 else 0.0).result()
             if _is_infra(last):
                 break
             if not _same_step(last, recorded):
                 return _give_up(service, ep, s, f"replayed step {k} differs from the recorded one")
         else:
-            last = _submit_step(service, ep, s, action, delay_s=0.0 if s.steps else delay).result()
+            last = _submit_step(service, ep, s, action, index, delay_s=0.0 if s.steps else delay).result()
             if not _is_infra(last):
                 return last
+            if (raised := _raised(last)) is not None and raised == _raised(previous):
+                raise StepError(_env_error(ep, s.env, index, f"{raised}, again, identically, on the restarted episode"))
+            previous = last
         if service.is_dropped(ep.group_id):
             return last
+
+
+def _raised(result: StepResult) -> str | None:
+    """``"<type>: <message>"`` of the exception an infra step result came from (the service's
+    ``infra:worker`` verdict), else None (an infra verdict the environment returned)."""
+    v = result[1]
+    return str(v.evidence.get("detail")) if v is not None and v.error_class == "infra:worker" else None
 
 
 def _same_step(a: StepResult, b: StepResult) -> bool:

@@ -11,7 +11,9 @@
   which stays where it was built (this process, with its workspace). Counted, laned, breakered
   like any job, but never retried on its own and never cached: on an infra error its caller
   restarts the whole episode in a fresh environment (``rollout.run_batch``), and gives the group up
-  (``Service.give_up``) when the episode's tries run out.
+  (``Service.give_up``) when the episode's tries run out. A step whose ``run`` raises ``StepError``
+  (an error of the environment itself, not infra: ``rollout.run_batch`` says which) is final too,
+  but not an infra try: its future raises the ``StepError``, no breaker counts it.
 - ``Ledger``: the driver's exactly-once book, keyed by (group, task, sample) and attempt: each try
   is settled once, each job gets one final result; a late or duplicate result (Ray re-running a
   task: reference/scheduling.md section 4) is counted and ignored.
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +36,16 @@ StepOutcome = tuple[Any, Verdict | None, bool]
 Result = Verdict | Trajectory | StepOutcome
 JobKey = tuple[str, str, int]
 """(group id, task id, sample index): one sample of one group."""
+
+
+class StepError(RuntimeError):
+    """A stateful environment's step failed by an error of its own, not of the infrastructure (the
+    rule: ``rollout.run_batch``'s docstring): raised by a ``Step``'s ``run``, handed to the caller
+    as is (never retried, never an infra count), and out of the episode runner. Its message is one
+    line naming the task, the environment and the exception; the exception is its ``__cause__``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(re.sub(r"\s*\n\s*", " ", message).strip())
 
 
 class GroupDropped(Exception):
@@ -84,6 +97,7 @@ class Step:
     ``"<task id>/step<seq>"``, so each is its own job); ``delay_s``: not before this long (the
     backoff of a restart). An infra error is an exception from ``run`` or an ``infra_error`` verdict.
     ``run`` holds a worker of the service while it runs: it must not wait on jobs of the same service.
+    ``run`` raising ``StepError`` settles the job with that error (not infra: module docstring).
     """
 
     task: Task
@@ -145,7 +159,8 @@ class Attempt:
     """Seconds since the service started."""
     duration_s: float
     outcome: str
-    """pass | fail | infra_error | episode (an Episode that finished) | skipped."""
+    """pass | fail | infra_error | episode (an Episode that finished) | step:<outcome> | step (no
+    verdict) | step:error (a ``StepError``) | skipped."""
     error_class: str | None
     batch_size: int = 1
     final: bool = False

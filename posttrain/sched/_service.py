@@ -22,7 +22,8 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
 - ``Step`` jobs: the steps of stateful episodes (repair, tool, BFCL) that ``rollout.run_batch``
   drives in lockstep; each runs on its episode's own environment in this process, is counted,
   laned and breakered under ``episode:<domain>``, and is never retried on its own: the runner
-  restarts the episode (``restarted``) or gives its group up (``give_up``).
+  restarts the episode (``restarted``) or gives its group up (``give_up``). A step that raises
+  ``StepError`` (its environment's own error) is no infra try: its future raises that error.
 
 Per-job state is forgotten once every job of a group is settled (the ledger's too), so a long run
 holds the verdict cache, the estimates, the names of dropped groups and the latest
@@ -62,6 +63,7 @@ from posttrain.sched._jobs import (
     Ledger,
     Result,
     Step,
+    StepError,
     StepOutcome,
     Verifier,
     Verify,
@@ -177,8 +179,10 @@ def _episode_domain(task: Task) -> str:
     return f"{EPISODE_PREFIX}{task.domain}"
 
 
-def _verdict_of(result: Result) -> Verdict | None:
+def _verdict_of(result: Result | StepError) -> Verdict | None:
     """The verdict a try's infra check and records read: a Verify's own, an Episode's last, a Step's."""
+    if isinstance(result, StepError):
+        return None
     if isinstance(result, Verdict):
         return result
     if isinstance(result, tuple):
@@ -353,11 +357,14 @@ class Service:
                     self._finish(t, p, r, w, start, duration, len(tickets))
                 self._cond.notify_all()
 
-    def _run(self, w: int, items: list[_Pending]) -> list[Result]:
+    def _run(self, w: int, items: list[_Pending]) -> list[Result | StepError]:
         first = items[0].job
         try:
             if isinstance(first, Step):  # on the episode's own environment, where it was built
-                outcome: StepOutcome = first.run()
+                try:
+                    outcome: StepOutcome = first.run()
+                except StepError as e:  # the environment's own error: its caller gets it, not a retry
+                    return [e]
                 return [outcome]
             if isinstance(first, Episode):
                 return [self.backend.episode(w, first)]
@@ -372,17 +379,19 @@ class Service:
                 return [(None, bad, True)]
             return [bad] * len(items)
 
-    def _finish(self, t: Ticket, p: _Pending, result: Result, w: int, start: float, duration: float, n: int) -> None:
+    def _finish(self, t: Ticket, p: _Pending, result: Result | StepError, w: int, start: float, duration: float,
+                n: int) -> None:
         last = _verdict_of(result)
         infra = last is not None and last.is_infra_error
-        error_class = last.error_class if last is not None else None
+        error_class = "env_error" if isinstance(result, StepError) else last.error_class if last is not None else None
         timeout = "timeout" in (error_class or "")
         if not self.ledger.receive(p.lead.key, t.tries - 1):
             return  # a duplicate or late report of a try already settled: never counted twice
         decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout,
                                    memory_mb=_peak_mb(last) if n == 1 else None)
         kind = "step" if isinstance(p.job, Step) else "episode"
-        outcome = (last.outcome if isinstance(result, Verdict) else kind if last is None else f"{kind}:{last.outcome}")
+        outcome = (last.outcome if isinstance(result, Verdict) else f"{kind}:error" if isinstance(result, StepError)
+                   else kind if last is None else f"{kind}:{last.outcome}")
         job = p.job
         attempt = Attempt(job.group_id, p.lead.key[1], job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
                           round(start, 4), round(duration, 4), outcome, error_class, n,
@@ -417,12 +426,14 @@ class Service:
             self._enqueue(_Pending(live[0], live[1:]))
             self._cond.notify_all()
 
-    def _settle(self, waiter: _Waiter, result: Result | None, detail: str = "") -> None:
-        """Hand ``waiter`` its result (None: its group was dropped), settle its key in the ledger
-        (a follower's too), and forget its group once every job of it is settled."""
+    def _settle(self, waiter: _Waiter, result: Result | StepError | None, detail: str = "") -> None:
+        """Hand ``waiter`` its result (None: its group was dropped; a ``StepError``: raised), settle its
+        key in the ledger (a follower's too), and forget its group once every job of it is settled."""
         if not waiter.future.done():  # a caller may have cancelled it: the worker must live on
             if result is None:
                 waiter.future.set_exception(GroupDropped(waiter.group, detail))
+            elif isinstance(result, StepError):
+                waiter.future.set_exception(result)
             else:
                 waiter.future.set_result(result)
         if waiter.key not in self.ledger.finals:

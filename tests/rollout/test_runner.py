@@ -337,17 +337,19 @@ def test_a_given_up_group_counts_every_one_of_its_samples_dropped():
     dropped and all four samples are counted (the service alone saw only the jobs in flight)."""
     from posttrain.sched import SchedPolicy, open_service
 
+    boxes = iter(range(100))
+
     class FlakyEnv:  # a test double beside the real environments
         def __init__(self, fail: bool) -> None:
-            self.fail, self.n = fail, 0
+            self.fail, self.n, self.box = fail, 0, next(boxes)
 
         def reset(self, task):
             return Observation((1, 2))
 
         def step(self, action):
             self.n += 1
-            if self.fail and self.n == 1:
-                raise OSError("the box died")
+            if self.fail and self.n == 1:  # each box dies its own way: infra, not a bug that repeats
+                raise OSError(f"box {self.box} died")
             return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
 
     class Scripted:
@@ -403,3 +405,68 @@ def test_episodes_of_a_given_up_group_are_not_sampled_again():
     assert dropped.verdicts[-1].error_class == "infra:group_dropped" and dropped.reward != dropped.reward  # NaN
     assert not dropped.truncated and dropped.ids == (1, 2, 7, 9)
     assert [v.outcome for v in kept.verdicts] == ["fail"] * 3 and kept.reward == 0.0
+
+
+class _Buggy:
+    """A stateful environment with a deterministic bug at its second step (``error`` raised there),
+    beside the real environments."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error, self.n = error, 0
+
+    def reset(self, task):
+        return Observation((1, 2))
+
+    def step(self, action):
+        self.n += 1
+        if self.n == 2:
+            raise self.error
+        return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
+
+
+def _buggy_runs(error: Exception, service):
+    task = Task(id="bug-task", domain="math", prompt="", fields={"answer": "1"})
+    runs = [Episode(task, _Buggy(error), "B", i, make_env=lambda _: _Buggy(error)) for i in range(2)]
+    return run_batch(_FixedSampler(), runs, SamplingParams(max_new_tokens=1), max_turns=3, service=service)
+
+
+class _FixedSampler:
+    def generate(self, prompt_ids, params):
+        return [Generation(tuple(p), (7,), (0.0,), "x", "eos") for p in prompt_ids]
+
+
+@pytest.mark.parametrize("error", [KeyError("answer"), TypeError("unsupported operand"), RuntimeError("bad state")])
+def test_an_error_of_the_environment_surfaces_in_one_line_and_is_not_a_dropped_group(error):
+    """A stateful step that raises a programming error was taken for infra: the episode restarted,
+    the bug repeated, the group was dropped and only a count said so. Now it is raised at once, as
+    a StepError naming the task, the environment, the step and the exception; nothing is restarted,
+    dropped or counted against a breaker. Without a service too."""
+    from posttrain.sched import SchedPolicy, StepError
+
+    with open_service(["math"], policy=SchedPolicy(max_tries=3, backoff_s=0.0)) as svc:
+        with pytest.raises(StepError) as e:
+            _buggy_runs(error, svc)
+        stats = svc.stats()
+        steps = [a for a in svc.attempts if a.outcome == "step:error"]
+    line = str(e.value)
+    assert "\n" not in line and "task 'bug-task' (domain 'math', sample 0): environment _Buggy, step 1" in line
+    assert f"{type(error).__name__}: {error}" in line and "not infra" in line and e.value.__cause__ is error
+    assert (stats["restarts"], stats["groups_dropped"], stats["samples_dropped"], stats["infra_tries"]) == (0, 0, 0, 0)
+    assert stats["breakers"] == {"domain:episode:math": "closed", "node:local": "closed"} and len(steps) == 2
+    assert {a.error_class for a in steps} == {"env_error"}
+    with pytest.raises(StepError, match=r"environment _Buggy, step 1: " + type(error).__name__):
+        _buggy_runs(error, None)
+
+
+def test_an_infra_kind_exception_that_repeats_identically_on_the_restart_is_an_error_of_the_environment():
+    """A FileNotFoundError (an OSError: infra on its first try) that the restarted episode raises
+    again with the same message at the same step is the environment's own bug: raised, not dropped."""
+    from posttrain.sched import SchedPolicy, StepError
+
+    error = FileNotFoundError(2, "No such file or directory", "/nonexistent/state.json")
+    with open_service(["math"], policy=SchedPolicy(max_tries=3, backoff_s=0.0)) as svc:
+        with pytest.raises(StepError, match=r"step 1: FileNotFoundError: .*state.json', again, identically, on the "
+                                            r"restarted episode"):
+            _buggy_runs(error, svc)
+        stats = svc.stats()
+    assert stats["restarts"] >= 1 and stats["groups_dropped"] == 0
