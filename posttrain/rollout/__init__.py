@@ -22,10 +22,11 @@ from posttrain.rollout._env import (
 )
 from posttrain.rollout._episodes import run_episodes
 from posttrain.rollout._repair import RepairEnv, repair_envs, split_tests
-from posttrain.rollout._runner import Episode, as_rollout, run_batch, run_episode
+from posttrain.rollout._runner import INFRA_EXCEPTIONS, Episode, as_rollout, run_batch, run_episode
 from posttrain.types import Trajectory, Turn
 
 __all__ = [
+    "INFRA_EXCEPTIONS",
     "Env",
     "Episode",
     "Observation",

@@ -26,7 +26,9 @@ one ``generate`` call per round and submits each episode's step as a ``Step`` jo
 episode's own environment (which stays where it was built); a step is never retried on its own: on
 an infra error the runner restarts the episode from its initial state in a fresh environment and
 replays its recorded actions, tries capped by ``SchedPolicy.max_tries``, and an episode out of tries
-gives its group up (``Service.give_up``: dropped, counted, never scored).
+gives its group up (``Service.give_up``: dropped, counted, never scored). An error of the
+environment itself (an exception that is not infra, by ``rollout.run_batch``'s rule) is no infra
+try: the step's ``run`` raises ``StepError``, which the job's future and the runner raise.
 
 Each job also carries a memory estimate (EWMA per domain and per task, the task's
 ``limits.memory_mb`` as the prior, observed peaks where a verifier reports them), and jobs start
