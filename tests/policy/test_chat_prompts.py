@@ -119,3 +119,20 @@ def test_loading_with_chat_on_a_tokenizer_that_cannot_is_one_line(tmp_path):
     with pytest.raises(UserError, match=rf"{ckpt}: chat-rendered prompts: .*sampling stops at EOS") as e:
         load_policy(ckpt, chat=True)
     assert "\n" not in str(e.value)
+
+
+def test_generate_and_eval_follow_the_checkpoint_unless_told(tmp_path, capsys):
+    from posttrain.cli import main
+
+    tok = qwen_char_tokenizer()
+    load_policy(tiny_llama_dir(tmp_path / "m", tok), chat=True).save(tmp_path / "ckpt")
+    chat_len = len(Policy(None, tok, chat=True).encode_prompt("hi"))
+    for flags, n in (([], chat_len), (["--no-chat"], len(tok("hi")["input_ids"])), (["--chat"], chat_len)):
+        code = main(["generate", str(tmp_path / "ckpt"), "--prompt", "hi", "--max-new-tokens", "999", *flags])
+        err = capsys.readouterr().err
+        assert code == 2 and f"the longest prompt ({n} tokens) plus --max-new-tokens 999" in err, (flags, err)
+    responses = tmp_path / "r.jsonl"
+    responses.write_text('{"task_id": "HumanEval/0", "response": "x"}\n')
+    code = main(["eval", "--suite", "humaneval", "--limit", "1", "--responses", str(responses), "--no-chat"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--no-chat renders prompts for a model to sample from; --responses are already sampled" in err
