@@ -440,7 +440,7 @@ def drop_unfinished_logs(out: Path, *, resume: bool) -> None:
 def load_model(recipe: Recipe, path: Path) -> Policy:
     """Load a stage's policy with the recipe's dtype, device, memory options and prompts (``model.chat``)."""
     policy = load_policy(path, device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype),
-                         chat=recipe.model.chat)
+                         chat=recipe.model.chat_setting)
     if recipe.model.gradient_checkpointing:
         policy.model.gradient_checkpointing_enable()
         policy.model.config.use_cache = False  # generate() turns the cache back on when it samples
@@ -458,9 +458,9 @@ def build_base(recipe: Recipe, path: Path) -> None:
             max_positions=recipe.model.max_positions,
         )
         build_embedded_default(path, seed=recipe.seed, spec=spec)
-        record_chat(path, resolve_chat(recipe.model.chat, build_char_tokenizer()))
+        record_chat(path, resolve_chat(recipe.model.chat_setting, build_char_tokenizer()))
     else:
-        load_policy(recipe.model.name, chat=recipe.model.chat).save(path)
+        load_policy(recipe.model.name, chat=recipe.model.chat_setting).save(path)
 
 
 def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator, service: Service,

@@ -68,12 +68,18 @@ class ModelConfig:
     chat: bool | Literal["auto"] = "auto"
     """Render every prompt of the run (SFT, RL, evaluation) as the model's chat template renders one
     user message with the generation prompt, and repair feedback as a user turn of it: true, false,
-    or auto (true when the tokenizer has a chat template). Checked when the recipe is parsed: true
-    needs a template, whose end of an assistant turn must be the tokenizer's EOS (completions and SFT
-    responses end with it). The embedded default's template renders one user message as the plain
-    prompt: on it this key changes no id. Each checkpoint records the choice (posttrain.json), and
-    ``posttrain eval``/``generate`` of it use it unless told otherwise (--chat / --no-chat). Tool
-    episodes render through the template whatever this key says."""
+    or auto (true when the tokenizer has a chat template, except on the embedded default: it is
+    trained from scratch on plain prompts, and its template, which renders them to the same ids,
+    would end a length-cut repair attempt with <eos>: true asks for that). Checked when the recipe
+    is parsed: true needs a template, whose end of an assistant turn must be the tokenizer's EOS
+    (completions and SFT responses end with it). Each checkpoint records the choice
+    (posttrain.json), and ``posttrain eval``/``generate`` of it use it unless told otherwise
+    (--chat / --no-chat). Tool episodes render through the template whatever this key says."""
+
+    @property
+    def chat_setting(self) -> bool | Literal["auto"]:
+        """``chat`` as the run applies it: auto is false on the embedded default (see ``chat``)."""
+        return False if self.name == "embedded" and self.chat == "auto" else self.chat
 
     def __post_init__(self) -> None:
         if self.hidden_size % 8:
@@ -602,7 +608,7 @@ def check_chat(recipe: Recipe, tokenizer: Any, where: str) -> Any:
     appended as a user turn (``check_appends("user")``)."""
     from posttrain.policy import prompt_template, resolve_chat
 
-    setting = recipe.model.chat
+    setting = recipe.model.chat_setting
     shown = str(setting).lower()
     try:
         if not resolve_chat(setting, tokenizer):

@@ -50,6 +50,10 @@ def ws(tmp_path, monkeypatch):
 
 def test_the_default_is_auto_and_a_bad_value_exits_2_in_one_line(ws, capsys):
     assert load_recipe(EMBEDDED_RECIPE).model.chat == "auto"
+    # auto leaves the embedded default (trained from scratch) on plain prompts: every recipe on it keeps its
+    # ids, repair episodes included (its template would end a length-cut attempt with <eos>); true asks for it
+    assert load_recipe(EMBEDDED_RECIPE).model.chat_setting is False
+    assert load_recipe(EMBEDDED_RECIPE, ["model.chat=true"]).model.chat_setting is True
     assert load_recipe("r.yaml", ["model.chat=false"]).model.chat is False
     code = main(["run", "r.yaml", "--out", "out", "--set", "model.chat=sometimes"])
     err = capsys.readouterr().err
