@@ -136,3 +136,13 @@ def test_generate_and_eval_follow_the_checkpoint_unless_told(tmp_path, capsys):
     code = main(["eval", "--suite", "humaneval", "--limit", "1", "--responses", str(responses), "--no-chat"])
     err = capsys.readouterr().err
     assert code == 2 and "--no-chat renders prompts for a model to sample from; --responses are already sampled" in err
+
+
+def test_a_given_chat_flag_is_part_of_the_eval_protocol():
+    from posttrain.evaluate._eval import _protocol_tag
+
+    p = {"tasks": "RUN/tasks/eval.jsonl", "n_tasks": 20, "samples_per_task": 1, "temperature": 0.0,
+         "max_new_tokens": 512, "seed": 0, "max_attempts": 1}
+    assert _protocol_tag(p) == "heldout20-n1-t0-len512-seed0"  # as each checkpoint was trained: the tag as before
+    assert _protocol_tag({**p, "chat": True}).endswith("-chat")
+    assert _protocol_tag({**p, "chat": False}).endswith("-plain")
