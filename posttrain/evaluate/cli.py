@@ -72,8 +72,10 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--episodes", choices=("tool",),
                      help="tool: tool-calling episodes (tool and bfcl tasks): each call answered by a tool message "
                      "until a final answer; adds the tool-call validity rate")
-    gen.add_argument("--max-turns", type=int, metavar="N", help="--episodes tool: actions per episode (default 4); also each BFCL user turn's step cap, so a BFCL task "
-                          "of U user turns needs at least 2 x U (its calls, then an answer, per turn)")
+    gen.add_argument("--max-turns", type=int, metavar="N",
+                     help="--episodes tool: the step limit (default 4): a tool task's actions per episode; each BFCL "
+                     "user turn's steps with calls (BFCL's 20 at most), a task of U user turns then running up to "
+                     "U x (N + 1) actions")
     out = p.add_argument_group("output")
     out.add_argument("--k", type=_ks, default=(1, 5, 10), help="pass@k / pass^k values, e.g. 1,5,10 (default)")
     out.add_argument("--out", metavar="DIR", help="write records.jsonl, noop.jsonl and summary.json here")

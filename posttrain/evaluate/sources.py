@@ -119,8 +119,9 @@ def runner_episodes(
     contexts (observations appended as ids, never re-tokenized). ``episodes``: ``repair`` (up to
     each task's ``limits.max_attempts`` attempts; ``max_attempts`` overrides it) or ``tool``
     (tool-calling episodes built by each task's domain, ``posttrain.envs.tool.tool_episode_envs``:
-    ``ToolEpisodeEnv``, or ``BfclEnv`` with its backends in ``pool``; up to ``max_turns`` actions,
-    default ``TOOL_STEPS``). ``model``: a ``Policy`` or an ``EndpointModel``. Returns one record per attempt (an episode cut before its verdict: one
+    ``ToolEpisodeEnv``, or ``BfclEnv`` with its backends in ``pool``; ``max_turns``, default
+    ``TOOL_STEPS``, is a tool task's step limit and a BFCL task's per-user-turn cap on steps with
+    calls, the runner's cap following from the tasks: ``envs.tool.action_limit``). ``model``: a ``Policy`` or an ``EndpointModel``. Returns one record per attempt (an episode cut before its verdict: one
     ``truncated`` record) and the episodes' statistics (``episode_metrics`` + ``episodes``: their count).
     ``service``: each step runs as its job, an infra error restarting the episode (``rollout.run_batch``)."""
     from posttrain.evaluate.metrics import episode_metrics
@@ -129,11 +130,12 @@ def runner_episodes(
     from posttrain.train._runlog import trajectory_records  # records of trajectories live with the trainer's
 
     if episodes == "tool":
-        from posttrain.envs.tool import tool_episode_envs
+        from posttrain.envs.tool import action_limit, tool_episode_envs
         from posttrain.policy import ChatTemplate
 
-        turns = max_turns or TOOL_STEPS
-        make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=turns, pool=pool)
+        steps = max_turns or TOOL_STEPS
+        make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=steps, pool=pool)
+        turns = action_limit(make, tasks, steps)  # BFCL: each task's user turns x (its per-turn cap + 1)
     elif episodes == "repair":
         make = repair_envs(policy, verifiers, VerdictCache(), chat=prompt_chat(policy), max_attempts=max_attempts,
                            infra_retries=0 if service is not None else 2)
@@ -159,7 +161,8 @@ def prompt_chat(model: Any) -> Any:
 
 
 TOOL_STEPS = 4
-"""The default step limit of a tool-calling episode (``eval.max_turns`` / ``rl.max_turns`` set it)."""
+"""The default step limit of a tool-calling episode (``eval.max_turns`` / ``rl.max_turns`` set it): the
+actions of a tool task's episode, the steps with calls of each user turn of a BFCL task's."""
 
 
 def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from posttrain.config import parse_config, to_dict
 from posttrain.envs import task_to_record
-from posttrain.envs.tool import tool_episode_envs
+from posttrain.envs.tool import action_limit, tool_episode_envs
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.loggers import make_loggers
 from posttrain.evaluate.records import EvalRecord, write_records
@@ -205,9 +205,10 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
     if cfg.episodes == "repair":
         make_env = repair_envs(policy, verifiers, VerdictCache(), chat=policy.chat, infra_retries=0)  # GRPO's service restarts
         max_turns = cfg.max_turns or max(t.limits.max_attempts for t in train)
-    elif cfg.episodes == "tool":
-        max_turns = cfg.max_turns or TOOL_STEPS
-        make_env = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=max_turns, pool=pool)
+    elif cfg.episodes == "tool":  # rl.max_turns: a tool task's step limit, a BFCL task's per-user-turn cap
+        steps = cfg.max_turns or TOOL_STEPS
+        make_env = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=steps, pool=pool)
+        max_turns = action_limit(make_env, train, steps)  # the runner's cap follows from the tasks
     return EpisodeSpec(make_env=make_env, max_turns=max_turns, max_tokens=cfg.max_episode_tokens,
                        attempt_discount=cfg.attempt_discount, process_coef=cfg.process_coef, cut=cfg.cut_episodes)
 

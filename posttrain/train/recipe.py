@@ -246,7 +246,8 @@ class RLConfig:
     final answer (posttrain.envs.tool.ToolEpisodeEnv, posttrain.envs.bfcl.BfclEnv)."""
     max_turns: PositiveInt | None = None
     """The step limit: actions per episode (null: 1 for single, the most attempts a training task
-    allows for repair, 4 for tool)."""
+    allows for repair, 4 for tool). Tool episodes on BFCL tasks: each user turn's cap on steps with
+    calls (BFCL's 20 at most); the episode runs up to its user turns x (max_turns + 1) actions."""
     max_episode_tokens: PositiveInt | None = None
     """Token budget of an episode after its prompt, actions and observations together (null: none)."""
     attempt_discount: Annotated[float, Range(gt=0, le=1)] = 1.0
@@ -298,7 +299,8 @@ class EvalConfig:
     repair@r, mean attempts to success, turns and tokens per episode, truncation rate. tool:
     tool-calling episodes on tool or bfcl tasks (also the tool-call validity rate)."""
     max_turns: PositiveInt | None = None
-    """The step limit of eval episodes (null: 1 for single, each task's max_attempts for repair, 4 for tool)."""
+    """The step limit of eval episodes (null: 1 for single, each task's max_attempts for repair, 4 for tool;
+    on BFCL tasks each user turn's cap on steps with calls, as rl.max_turns)."""
 
     def __post_init__(self) -> None:
         if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:

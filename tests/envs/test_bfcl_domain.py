@@ -67,3 +67,44 @@ def test_demonstration_episode_replays_the_ground_truth_through_the_env(tasks, p
     later = [chat.tokenizer.decode(list(obs)) for obs, _ in turns[1:]]
     assert any("<tool_response>" in text for text in later)  # backend results, from the sandbox
     assert any(str(task.fields["turns"][1][-1]["content"]) in text for text in later)  # the next user turn
+
+
+class _Answers:
+    """A model that answers every step "Done." (no call: each answer ends a BFCL user turn)."""
+
+    def __init__(self) -> None:
+        self.tokenizer = build_char_tokenizer()
+
+    def sampler(self):
+        from posttrain.policy import Generation
+
+        tok = self.tokenizer
+
+        class Sampler:
+            def generate(self, prompt_ids, params):
+                ids = (*tok("Done.", add_special_tokens=False)["input_ids"], tok.eos_token_id)
+                return [Generation(tuple(p), ids, (0.0,) * len(ids), "Done.", "eos") for p in prompt_ids]
+
+        return Sampler()
+
+
+def test_the_runners_cap_follows_from_the_tasks_user_turns(tasks, pool):
+    """``max_turns`` is a BFCL user turn's cap on steps with calls; the runner's cap on actions is each
+    task's user turns x (cap + 1), so a task of 3+ user turns is no longer cut at max_turns actions
+    (eval --episodes tool's default 4, tiny-bfcl's 2) before its verdict."""
+    from posttrain.envs.tool import action_limit, tool_episode_envs
+    from posttrain.evaluate.sources import runner_episodes
+
+    chat = ChatTemplate(build_char_tokenizer())
+    turns = [len(t.fields["turns"]) for t in tasks]
+    assert max(turns) >= 3
+    for t in tasks:
+        assert ENV.episode_env(chat, pool=pool, max_steps=2).max_actions(t) == 3 * len(t.fields["turns"])
+        assert ENV.episode_env(chat, pool=pool, max_steps=99).max_actions(t) == 21 * len(t.fields["turns"])
+    assert action_limit(tool_episode_envs(chat, max_steps=2, pool=pool), tasks, 2) == 3 * max(turns)
+    long = [t for t in tasks if len(t.fields["turns"]) >= 3][:1]
+    records, stats = runner_episodes(_Answers(), long, {}, n=1, temperature=0.0, max_new_tokens=8, seed=0,
+                                     stage="eval", episodes="tool", max_turns=2, pool=pool)
+    assert stats["truncation_rate"] == 0.0 and stats["turns"] == len(long[0].fields["turns"])
+    [record] = records
+    assert record.outcome == "fail" and record.error_class != "truncated"  # judged: no call in any turn

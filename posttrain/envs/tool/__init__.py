@@ -33,6 +33,7 @@ __all__ = [
     "ToolCallError",
     "ToolEnv",
     "ToolEpisodeEnv",
+    "action_limit",
     "call_problems",
     "demonstration_episode",
     "has_tool_episodes",
@@ -46,7 +47,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ToolEpisodeEnv", "demonstration_episode", "has_tool_episodes", "tool_episode_envs"):
+    if name in ("ToolEpisodeEnv", "action_limit", "demonstration_episode", "has_tool_episodes", "tool_episode_envs"):
         from posttrain.envs.tool import _episode
 
         return getattr(_episode, name)
