@@ -67,12 +67,15 @@ def test_tiny_bfcl_run_and_eval(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     for name in ("base", "rl"):
-        check_figures(summary["eval"][name]["episodes"], 2)
+        check_figures(summary["eval"][name]["episodes"], 2)  # the eval tasks have 2 user turns
         records = [json.loads(line) for line in (out / "eval" / f"{name}.jsonl").read_text().splitlines()]
         assert len(records) == 2 and all(r["domain"] == "bfcl" and r["turns"] for r in records)
+        # every episode reaches its verdict (max_turns caps each user turn's steps, not the episode)
+        assert summary["eval"][name]["episodes"]["truncation_rate"] == 0.0
+        assert all(r["error_class"] != "truncated" for r in records)
     [rl] = [r for r in (json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines())
             if r["stage"] == "rl"]
-    assert rl["turns_mean"] >= 1.0 and 0.0 <= rl["truncation_rate"] <= 1.0
+    assert rl["turns_mean"] == 3.0 and rl["truncation_rate"] == 0.0  # the training tasks have 3 user turns
     traj = [json.loads(line) for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines()]
     assert traj and all(r["domain"] == "bfcl" for r in traj)
 
@@ -80,3 +83,4 @@ def test_tiny_bfcl_run_and_eval(tmp_path):
                     "--limit", "1", "--episodes", "tool", "--max-turns", "2", "--max-new-tokens", "16", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     check_figures(json.loads(res.stdout)["episodes"], 2)
+    assert json.loads(res.stdout)["episodes"]["truncation_rate"] == 0.0
