@@ -209,7 +209,11 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
 
         ChatTemplate(sampled.tokenizer).check_appends("tool")
     if args.max_attempts > 1 and (chat := prompt_chat(sampled)) is not None:
-        chat.check_appends("user")  # repair feedback as a user turn: refused now, not as infra mid-episode
+        try:  # repair feedback as a user turn: refused now, not as an infra error mid-episode
+            chat.check_appends("user")
+        except UserError as e:
+            raise UserError(f"--max-attempts {args.max_attempts} on chat-rendered prompts (repair feedback as a user "
+                            f"turn; --no-chat for plain text): {e}") from None
     if args.episodes == "tool" or args.max_attempts > 1:  # episodes, token-exact, through the episode runner
         from posttrain.sched import LocalBackend
 

@@ -146,3 +146,15 @@ def test_a_given_chat_flag_is_part_of_the_eval_protocol():
     assert _protocol_tag(p) == "heldout20-n1-t0-len512-seed0"  # as each checkpoint was trained: the tag as before
     assert _protocol_tag({**p, "chat": True}).endswith("-chat")
     assert _protocol_tag({**p, "chat": False}).endswith("-plain")
+
+
+def test_eval_repair_on_a_template_that_cannot_append_feedback_is_refused_before_any_episode(tmp_path, capsys):
+    from _chat_models import QWEN3_THINK_TEMPLATE
+
+    from posttrain.cli import main
+
+    ckpt = tiny_llama_dir(tmp_path / "think", qwen_char_tokenizer(QWEN3_THINK_TEMPLATE))
+    code = main(["eval", "--suite", "humaneval", "--limit", "1", "--model", str(ckpt), "--chat", "--max-attempts", "2"])
+    err = capsys.readouterr().err
+    [line] = [x for x in err.splitlines() if "error" in x]  # (stderr also has transformers' progress bars)
+    assert code == 2 and "--max-attempts 2 on chat-rendered prompts" in line and "rewrites earlier turns" in line, err
