@@ -135,7 +135,7 @@ def runner_episodes(
 
         steps = max_turns or TOOL_STEPS
         make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=steps, pool=pool)
-        turns = action_limit(make, tasks, steps)  # BFCL: each task's user turns x (its per-turn cap + 1)
+        turns = action_limit(tasks, steps)  # BFCL: each task's user turns x (its per-turn cap + 1)
     elif episodes == "repair":
         make = repair_envs(policy, verifiers, VerdictCache(), chat=prompt_chat(policy), max_attempts=max_attempts,
                            infra_retries=0 if service is not None else 2)

@@ -208,7 +208,7 @@ def episode_spec(cfg: RLConfig, policy: Policy, verifiers: Mapping[str, Verifier
     elif cfg.episodes == "tool":  # rl.max_turns: a tool task's step limit, a BFCL task's per-user-turn cap
         steps = cfg.max_turns or TOOL_STEPS
         make_env = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=steps, pool=pool)
-        max_turns = action_limit(make_env, train, steps)  # the runner's cap follows from the tasks
+        max_turns = action_limit(train, steps)  # the runner's cap follows from the tasks
     return EpisodeSpec(make_env=make_env, max_turns=max_turns, max_tokens=cfg.max_episode_tokens,
                        attempt_discount=cfg.attempt_discount, process_coef=cfg.process_coef, cut=cfg.cut_episodes)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -479,9 +479,13 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     each); returns the ``(train, eval)`` tasks."""
     train, held = recipe_tasks(recipe)
     demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
+    from posttrain.envs.tool import action_limit, has_tool_episodes
+    from posttrain.evaluate.sources import TOOL_STEPS
+
+    actions = {key: action_limit(tasks, cfg.max_turns or TOOL_STEPS)  # BFCL: user turns x (per-turn cap + 1)
+               for key, cfg, tasks in (("rl", recipe.rl, train), ("eval", recipe.eval, held)) if cfg.episodes == "tool"}
     check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos,
-                max(t.limits.max_attempts for t in [*train, *held]) if train or held else 1)
-    from posttrain.envs.tool import has_tool_episodes
+                max(t.limits.max_attempts for t in [*train, *held]) if train or held else 1, tool_actions=actions)
 
     for key, episodes, tasks in (("rl", recipe.rl.episodes, train if "rl" in recipe.stages else []),
                                  ("eval", recipe.eval.episodes, held)):
@@ -507,17 +511,21 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
 
 
 def episode_length(cfg: RLConfig | EvalConfig, max_new_tokens: int, max_attempts: int, *,
-                   budget: int | None = None) -> int:
+                   budget: int | None = None, tool_actions: int | None = None) -> int:
     """Tokens an episode of ``cfg.episodes`` may add after its prompt: ``max_new_tokens`` for one
     answer; for multi-turn episodes every turn's answer and the observation after it,
-    ``turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS`` (turns: ``max_turns``, else
-    the tasks' ``max_attempts`` for repair, ``TOOL_STEPS`` for tool), or the episode's token
-    ``budget`` when that is smaller (the runner never appends past it)."""
+    ``turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS`` (turns: for repair
+    ``max_turns``, else the tasks' ``max_attempts``; for tool ``tool_actions``, the runner's cap on
+    the tasks' actions: ``envs.tool.action_limit``, else ``max_turns`` or ``TOOL_STEPS``), or the
+    episode's token ``budget`` when that is smaller (the runner never appends past it)."""
     if cfg.episodes == "single":
         return max_new_tokens
     from posttrain.evaluate.sources import TOOL_STEPS
 
-    turns = cfg.max_turns or (max_attempts if cfg.episodes == "repair" else TOOL_STEPS)
+    if cfg.episodes == "repair":
+        turns = cfg.max_turns or max_attempts
+    else:
+        turns = tool_actions or cfg.max_turns or TOOL_STEPS
     length = turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS
     return length if budget is None else min(length, budget)
 
@@ -528,7 +536,7 @@ results); an episode's ``rl.max_episode_tokens`` bounds them exactly."""
 
 
 def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[str, str]],
-                max_attempts: int = 1) -> None:
+                max_attempts: int = 1, *, tool_actions: Mapping[str, int] | None = None) -> None:
     """The model has a tokenizer with an EOS token and enough positions for the recipe's lengths.
 
     Needed positions: the longest prompt (in the model's tokens, BOS included) + the longest
@@ -567,10 +575,13 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
         return f"{key}.max_new_tokens" if cfg.episodes == "single" else \
             f"a {key}.episodes: {cfg.episodes} episode ({key}.max_new_tokens per turn, observations, budget)"
 
-    new_tokens = {label("eval", recipe.eval): episode_length(recipe.eval, recipe.eval.max_new_tokens, max_attempts)}
+    actions = tool_actions or {}
+    new_tokens = {label("eval", recipe.eval): episode_length(recipe.eval, recipe.eval.max_new_tokens, max_attempts,
+                                                             tool_actions=actions.get("eval"))}
     if "rl" in recipe.stages:
         new_tokens[label("rl", recipe.rl)] = episode_length(recipe.rl, recipe.rl.max_new_tokens, max_attempts,
-                                                            budget=recipe.rl.max_episode_tokens)
+                                                            budget=recipe.rl.max_episode_tokens,
+                                                            tool_actions=actions.get("rl"))
     if {"rm", "dpo"} & set(recipe.stages):
         new_tokens["pairs.max_new_tokens"] = recipe.pairs.max_new_tokens
     key_new = max(new_tokens, key=lambda k: new_tokens[k])

@@ -92,19 +92,36 @@ def test_the_runners_cap_follows_from_the_tasks_user_turns(tasks, pool):
     """``max_turns`` is a BFCL user turn's cap on steps with calls; the runner's cap on actions is each
     task's user turns x (cap + 1), so a task of 3+ user turns is no longer cut at max_turns actions
     (eval --episodes tool's default 4, tiny-bfcl's 2) before its verdict."""
-    from posttrain.envs.tool import action_limit, tool_episode_envs
+    from posttrain.envs import get_env
+    from posttrain.envs.tool import action_limit
     from posttrain.evaluate.sources import runner_episodes
 
-    chat = ChatTemplate(build_char_tokenizer())
     turns = [len(t.fields["turns"]) for t in tasks]
     assert max(turns) >= 3
     for t in tasks:
-        assert ENV.episode_env(chat, pool=pool, max_steps=2).max_actions(t) == 3 * len(t.fields["turns"])
-        assert ENV.episode_env(chat, pool=pool, max_steps=99).max_actions(t) == 21 * len(t.fields["turns"])
-    assert action_limit(tool_episode_envs(chat, max_steps=2, pool=pool), tasks, 2) == 3 * max(turns)
+        assert ENV.episode_actions(t, 2) == 3 * len(t.fields["turns"])
+        assert ENV.episode_actions(t, 99) == 21 * len(t.fields["turns"])  # BFCL's 20 per turn at most
+    assert action_limit(tasks, 2) == 3 * max(turns)
+    tool = get_env("tool").generate_tasks(2, seed=0)
+    assert action_limit(tool, 2) == 2 and action_limit([*tool, *tasks], 2) == 3 * max(turns)  # a tool task: 2
     long = [t for t in tasks if len(t.fields["turns"]) >= 3][:1]
     records, stats = runner_episodes(_Answers(), long, {}, n=1, temperature=0.0, max_new_tokens=8, seed=0,
                                      stage="eval", episodes="tool", max_turns=2, pool=pool)
     assert stats["truncation_rate"] == 0.0 and stats["turns"] == len(long[0].fields["turns"])
     [record] = records
     assert record.outcome == "fail" and record.error_class != "truncated"  # judged: no call in any turn
+
+
+def test_the_position_check_counts_every_action_a_bfcl_episode_may_take():
+    from pathlib import Path
+
+    from posttrain.errors import ConfigError
+    from posttrain.train.recipe import OBSERVATION_TOKENS, load_recipe
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "tiny-bfcl.yaml"
+    load_recipe(config)
+    # rl: tasks of 3 user turns, 2 steps with calls each: 9 actions of 16 tokens and 8 observations
+    need = 9 * (16 + OBSERVATION_TOKENS) - OBSERVATION_TOKENS
+    with pytest.raises(ConfigError, match=rf"the recipe needs \d+: .* is \d+ tokens \+ a rl.episodes: tool episode "
+                                          rf"\(rl.max_new_tokens per turn, observations, budget\) {need}"):
+        load_recipe(config, ["model.max_positions=10240"])

@@ -131,6 +131,12 @@ class BfclDomain:
             raise ValueError("bfcl episodes run BFCL's backends in the sandbox: episode_env needs a pool")
         return BfclEnv(pool, chat, max_steps_per_turn=min(max_steps, MAX_STEPS_PER_TURN))
 
+    def episode_actions(self, task: Task, max_steps: int) -> int:
+        """The most actions an episode of ``task`` takes with step cap ``max_steps`` (``BfclEnv``): per
+        user turn, up to the cap's steps with calls (BFCL's 20 at most) and one more (the answer that
+        ends the turn, or the step past the cap that ends the episode)."""
+        return len(task.fields["turns"]) * (min(max_steps, MAX_STEPS_PER_TURN) + 1)
+
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """``(name, task, response)`` that must fail: no calls at all, a private backend method, a
         result forged as text, the first turn's calls repeated in every turn, prose, and JSON that a

@@ -56,7 +56,8 @@ class BfclEnv:
     (BFCL's "failed to decode: proceed to next turn"): the turn ends, is judged against the ground
     truth's turn, and the next user message follows; after the last turn the episode is done with
     its verdict. A turn with more than ``max_steps_per_turn`` calling steps ends the episode, failed,
-so an episode takes at most ``max_actions(task)`` actions (the runner's cap follows from it).
+so an episode takes at most user turns x (``max_steps_per_turn`` + 1) actions (``episode_actions``
+of the domain: the runner's cap follows from it).
 
     Every call and result is in ``records`` and in the final verdict's evidence (``calls``: turn,
     step, name, arguments, result cut at ``EVIDENCE_RESULT_CHARS``; ``turns``: each turn's outcome;
@@ -74,11 +75,6 @@ so an episode takes at most ``max_actions(task)`` actions (the runner's cap foll
         self.pool, self.chat, self.root = pool, chat, bfcl_root(root)
         self.max_steps_per_turn = max_steps_per_turn
         self.task: Task | None = None
-
-    def max_actions(self, task: Task) -> int:
-        """The most actions an episode of ``task`` takes: per user turn, ``max_steps_per_turn`` steps
-        with calls and one more (the answer that ends the turn, or the step that exceeds the cap)."""
-        return len(task.fields["turns"]) * (self.max_steps_per_turn + 1)
 
     def reset(self, task: Task) -> Observation:
         self.task = task

@@ -20,9 +20,9 @@ template's tool-call family (``ChatTemplate.parse_tool_calls``):
 The episode also ends, judged the same way, after ``max_steps`` actions (the step limit; with
 ``max_steps=1`` an episode is the single-turn task: one answer, its calls judged). The runner's
 token budget cuts an episode with no verdict (``Trajectory.cut_by``). The runner's own cap on
-actions follows from the tasks (``action_limit``: the most any task's environment takes, its
-``max_actions``), so that each episode ends by its environment's limits: a tool task's step limit;
-a BFCL task's user turns, each with its own cap on steps (``posttrain.envs.bfcl.BfclEnv``).
+actions follows from the tasks (``action_limit``: the most any task's episode takes, its domain's
+``episode_actions``), so that each episode ends by its environment's limits: a tool task's step
+limit; a BFCL task's user turns, each with its own cap on steps (``posttrain.envs.bfcl.BfclEnv``).
 
 Verdict: the valid calls the episode made, in order, must match the task's ``expected_calls``
 one-to-one (``match_calls``: in order if ``ordered``, values compared type-strictly). Invalid calls
@@ -62,10 +62,6 @@ class ToolEpisodeEnv:
             raise ValueError(f"ToolEpisodeEnv: max_steps must be >= 1, got {max_steps}")
         self.chat, self.max_steps, self.pool = chat, max_steps, pool
         self.task: Task | None = None
-
-    def max_actions(self, task: Task) -> int:
-        """The most actions an episode of ``task`` takes: the step limit."""
-        return self.max_steps
 
     def reset(self, task: Task) -> Observation:
         self.task = task
@@ -151,18 +147,23 @@ def tool_episode_envs(chat: ChatTemplate, *, max_steps: int, pool: Any | None = 
 
 @runtime_checkable
 class LimitsActions(Protocol):
-    """A tool-calling environment that says how many actions an episode of a task takes at most
-    (``ToolEpisodeEnv``: its step limit; ``BfclEnv``: user turns x (its per-turn step cap + 1))."""
+    """A domain whose tool-calling episodes take more actions than the step limit: how many an episode
+    of a task takes at most (bfcl: user turns x (its per-turn step cap + 1)). Without it a domain's
+    episodes take at most ``max_steps`` actions (the tool domain's step limit)."""
 
-    def max_actions(self, task: Task) -> int: ...
+    def episode_actions(self, task: Task, max_steps: int) -> int: ...
 
 
-def action_limit(make_env: Callable[[Task], Env], tasks: Sequence[Task], max_steps: int) -> int:
-    """The runner's cap on the actions of tool-calling episodes of ``tasks`` (``run_batch(max_turns=)``):
-    the most any task's own environment takes (``LimitsActions``; ``max_steps`` for one that does not
-    say), so that no episode is cut by the runner before its environment's own limits judge it.
-    BFCL's ``max_steps`` is a per-user-turn cap: a task of 3 user turns takes up to 3 x (cap + 1)."""
-    limits = [env.max_actions(t) if isinstance(env := make_env(t), LimitsActions) else max_steps for t in tasks]
+def action_limit(tasks: Sequence[Task], max_steps: int) -> int:
+    """The runner's cap on the actions of tool-calling episodes of ``tasks`` with step limit
+    ``max_steps`` (``run_batch(max_turns=)``): the most any task's domain says its episode takes
+    (``LimitsActions``), so that no episode is cut by the runner before its environment's own limits
+    judge it. BFCL's ``max_steps`` caps each user turn: a task of 3 user turns takes up to 3 x (cap + 1).
+    Also what the recipe's position check counts."""
+    from posttrain.envs import get_env
+
+    limits = [domain.episode_actions(t, max_steps) if isinstance(domain := get_env(t.domain), LimitsActions)
+              else max_steps for t in tasks]
     return max(limits, default=max_steps)
 
 
