@@ -2,7 +2,9 @@
 
     metrics = train_dpo(model, ref_model, tokenizer, pairs, DPOConfig(beta=0.1))
 
-1. tokenize each pair once (prompt with BOS; completions end with EOS), never again;
+1. tokenize each pair once, never again: the prompt as the policy encodes it for sampling
+   (``encode_prompt``: ``Policy.encode_prompt``, chat template included; by default plain text with
+   BOS, as TRL), completions end with EOS;
 2. reference sequence log-probs, once, without gradient (``ref_model``; with LoRA and no
    ``ref_model``, the same model with its adapters disabled);
 3. per optimizer step: policy sequence log-probs of chosen and rejected rows, the preference loss
@@ -92,16 +94,36 @@ class EncodedPair:
     rejected_ids: tuple[int, ...]
 
 
-def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int) -> list[EncodedPair]:
-    """Tokenize once: prompt (+ BOS when the tokenizer has one), completions + EOS."""
+PromptEncoder = Callable[[str], Sequence[int]]
+"""Prompt text -> the ids the policy samples after (``Policy.encode_prompt``)."""
+
+
+def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
+                 encode_prompt: PromptEncoder | None = None) -> list[EncodedPair]:
+    """Tokenize once: the prompt with ``encode_prompt`` (None: plain text, + BOS when the tokenizer
+    has one), completions + EOS.
+
+    Pass the sampling policy's ``encode_prompt`` so that a pair is scored after the very ids its
+    completions were sampled from (a chat run's prompts are the chat template's rendering).
+
+    >>> from posttrain.policy import Policy, build_char_tokenizer
+    >>> tok = build_char_tokenizer()
+    >>> [e] = encode_pairs(tok, [PreferencePair("1+1=", "2", "3")], max_len=16,
+    ...                    encode_prompt=Policy(None, tok).encode_prompt)
+    >>> tok.decode(e.prompt_ids), tok.decode(e.chosen_ids), tok.decode(e.rejected_ids)
+    ('<bos>1+1=', '2<eos>', '3<eos>')
+    """
     out = []
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     if eos is None:
         raise UserError("the tokenizer has no eos token; completions must end with one")
     for i, p in enumerate(pairs):
-        prompt = list(tokenizer(p.prompt, add_special_tokens=False)["input_ids"])
-        if bos is not None:
-            prompt = [bos, *prompt]
+        if encode_prompt is not None:
+            prompt = list(encode_prompt(p.prompt))
+        else:
+            prompt = list(tokenizer(p.prompt, add_special_tokens=False)["input_ids"])
+            if bos is not None:
+                prompt = [bos, *prompt]
         chosen = [*tokenizer(p.chosen, add_special_tokens=False)["input_ids"], eos]
         rejected = [*tokenizer(p.rejected, add_special_tokens=False)["input_ids"], eos]
         if len(prompt) + max(len(chosen), len(rejected)) > max_len:
@@ -141,9 +163,13 @@ def train_dpo(
     pairs: Sequence[PreferencePair],
     cfg: DPOConfig,
     *,
+    encode_prompt: PromptEncoder | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
 ) -> dict[str, float]:
     """Train ``model`` in place with DPO/IPO; returns the metrics of the last epoch (means over steps).
+
+    ``encode_prompt``: how the pairs' prompts were encoded when their completions were sampled
+    (``Policy.encode_prompt``; ``encode_pairs``), plain text with BOS when None.
 
     ``ref_model`` None: a frozen copy of ``model`` (or, with LoRA, the adapter-free base). With
     ``cfg.lora`` and a plain model, adapters are added, trained, then merged back into ``model``'s
@@ -159,7 +185,7 @@ def train_dpo(
         ref_model = copy.deepcopy(model)
     if ref_model is not None:
         ref_model.eval().requires_grad_(False)
-    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len)
+    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     average = cfg.loss == "ipo"
     ref_net = ref_model if ref_model is not None else model

@@ -3,7 +3,10 @@
 Pairs come from the verifiers, not from a judge: for each training task the current policy
 samples ``pairs.samples_per_task`` completions; a completion that passed (or, if none did, the
 task's reference) is *chosen* and one that failed is *rejected*. Tasks with no failing sample
-give no pair. Infra-error samples are never used.
+give no pair. Infra-error samples are never used. A pair's prompt is the text the policy was shown
+(``model_prompt``), and DPO and the reward model encode it with the policy's own
+``Policy.encode_prompt`` (plain or chat-rendered, ``model.chat``): pairs are scored after the very
+prompt ids their completions were sampled from.
 
 - stage ``dpo``: ``train_dpo`` on those pairs, the policy as it entered the stage as reference.
 - stage ``rm``: ``train_rm`` (a value head on the same backbone) on those pairs; RL then adds
@@ -22,6 +25,7 @@ from pathlib import Path
 import torch
 
 from posttrain.config import PositiveFloat, PositiveInt
+from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError
 from posttrain.policy import Policy
 from posttrain.rollout import run_episodes
@@ -68,7 +72,8 @@ def build_pairs(
 
 
 def pair_from_group(task: Task, group: Sequence[Rollout]) -> PreferencePair | None:
-    """A passing sample (else the reference) over a failing one; None if nothing failed.
+    """A passing sample (else the reference) over a failing one, after the prompt the policy was
+    shown (``model_prompt``); None if nothing failed.
 
     >>> from posttrain.types import Verdict
     >>> t = Task(id="t", domain="math", prompt="x=", fields={}, reference="1")
@@ -81,21 +86,23 @@ def pair_from_group(task: Task, group: Sequence[Rollout]) -> PreferencePair | No
     chosen = passed[0] if passed else task.reference
     if not failed or chosen is None:
         return None
-    return PreferencePair(prompt=task.prompt, chosen=chosen, rejected=failed[0])
+    return PreferencePair(prompt=model_prompt(task), chosen=chosen, rejected=failed[0])
 
 
 def run_dpo(policy: Policy, pairs: Sequence[PreferencePair], cfg: DPOConfig,
             log: Callable[[dict[str, float]], None]) -> dict[str, float]:
-    """DPO in place on ``policy.model``; the reference is a frozen copy of it at entry."""
-    return train_dpo(policy.model, None, policy.tokenizer, pairs, cfg, log=log)
+    """DPO in place on ``policy.model``; the reference is a frozen copy of it at entry. Prompts are
+    encoded as ``policy`` encodes them for sampling."""
+    return train_dpo(policy.model, None, policy.tokenizer, pairs, cfg, encode_prompt=policy.encode_prompt, log=log)
 
 
 def run_rm(base_dir: Path, policy: Policy, pairs: Sequence[PreferencePair], cfg: RMConfig, out_dir: Path,
            log: Callable[[dict[str, float]], None]) -> dict[str, float]:
-    """Train a reward model on the backbone saved at ``base_dir``; save it to ``out_dir``."""
+    """Train a reward model on the backbone saved at ``base_dir``; save it to ``out_dir``. Prompts are
+    encoded as ``policy`` encodes them for sampling (RL then scores its rollouts' own ids)."""
     rm = make_reward_model(base_dir)
     rm.config.pad_token_id = policy.tokenizer.pad_token_id
-    metrics = train_rm(rm, policy.tokenizer, pairs, cfg, log=log)
+    metrics = train_rm(rm, policy.tokenizer, pairs, cfg, encode_prompt=policy.encode_prompt, log=log)
     rm.save_pretrained(out_dir, safe_serialization=True)
     policy.tokenizer.save_pretrained(out_dir)
     return metrics

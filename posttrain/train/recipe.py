@@ -559,15 +559,6 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
     _check_chat_template(recipe, facts.tokenizer)
     chat = check_chat(recipe, facts.tokenizer, "the embedded default's tokenizer" if cfg.name == "embedded"
                       else f"the tokenizer of {cfg.name}")
-    pair_stages = [s for s in recipe.stages if s in ("rm", "dpo")]
-    if chat is not None and pair_stages and prompts:
-        tok = facts.tokenizer
-        plain = list(tok(prompts[0], add_special_tokens=True)["input_ids"])
-        plain = plain if tok.bos_token_id is None or plain[:1] == [tok.bos_token_id] else [tok.bos_token_id, *plain]
-        if chat.render([{"role": "user", "content": prompts[0]}]) != plain:  # the embedded default's: equal
-            raise ConfigError(f"model.chat: the {' and '.join(pair_stages)} stage scores preference pairs on plain-text "
-                              f"prompts (train.dpo.encode_pairs), not yet through the chat template the run's prompts "
-                              f"use; set model.chat: false for this recipe")
     if facts.positions is None:
         return
 

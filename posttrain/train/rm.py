@@ -30,7 +30,7 @@ from posttrain.config import PositiveFloat, PositiveInt, Seed
 from posttrain.errors import ConfigError, UserError
 from posttrain.train._batch import collate
 from posttrain.train._step import LoraSpec, apply_lora
-from posttrain.train.dpo import EncodedPair, PreferencePair, encode_pairs
+from posttrain.train.dpo import EncodedPair, PreferencePair, PromptEncoder, encode_pairs
 
 
 @dataclass(frozen=True)
@@ -127,16 +127,19 @@ def train_rm(
     pairs: Sequence[PreferencePair],
     cfg: RMConfig,
     *,
+    encode_prompt: PromptEncoder | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
 ) -> dict[str, float]:
     """Train the reward model in place on preference pairs; returns last-epoch means of loss,
-    accuracy (chosen scored above rejected) and margin."""
+    accuracy (chosen scored above rejected) and margin. ``encode_prompt``: how the policy encodes a
+    prompt (``Policy.encode_prompt``; see ``encode_pairs``), so that the model is trained on the prompt
+    ids RL later scores (``score_rows`` of sampled rollouts); plain text with BOS when None."""
     if not pairs:
         raise UserError("train_rm: no preference pairs")
     merge = cfg.lora is not None and not hasattr(model, "peft_config")
     if merge:
         model = apply_lora(model, cfg.lora, task_type="SEQ_CLS")
-    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len)
+    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr)

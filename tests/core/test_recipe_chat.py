@@ -113,10 +113,8 @@ def test_the_position_check_counts_the_chat_rendered_prompt(ws, models):
         (chat / "config.json").write_text(json.dumps(config))
 
 
-def test_preference_stages_on_chat_prompts_are_refused_until_pairs_render_them(ws, models):
-    """rm and dpo encode a pair's prompt as plain text themselves: on a chat run they would score other
-    prompts than the ones sampled; refused (the embedded default renders the same ids: allowed)."""
-    with pytest.raises(ConfigError, match=r"model.chat: the dpo stage scores preference pairs on plain-text prompts"):
-        load_recipe("r.yaml", [f"model.name={models / 'chat'}", "stages=[sft, dpo]"])
-    load_recipe("r.yaml", [f"model.name={models / 'chat'}", "stages=[sft, dpo]", "model.chat=false"])
-    load_recipe("r.yaml", ["stages=[sft, rm, dpo]", "model.chat=true"])
+def test_preference_stages_parse_on_chat_prompts(ws, models):
+    """rm and dpo encode a pair's prompt with the policy's own encoder (train.preference), chat-rendered
+    on a chat run: no longer refused (tests/train/test_preference_chat.py runs one)."""
+    load_recipe("r.yaml", [f"model.name={models / 'chat'}", "stages=[sft, dpo]"])
+    load_recipe("r.yaml", [f"model.name={models / 'chat'}", "stages=[sft, rm, dpo]", "model.chat=true"])
