@@ -8,7 +8,7 @@ here and passed down. A stage that already finished is not redone on ``--resume`
 directory is written aside and renamed into place whole, so a run stopped at any moment (Ctrl-C,
 SIGTERM, kill -9) can be resumed. RUN/summary.json is written last, and only here: it marks the run
 finished (``posttrain eval --run`` writes under RUN/eval/). ``--resume`` refuses a changed recipe,
-naming the keys that changed.
+naming the keys that changed, and keeps the prompts the run was started with (``resumed_recipe``).
 
     posttrain quickstart --out runs/quickstart          # the embedded recipe
     posttrain run configs/tiny-grpo.yaml --out runs/t   # any recipe
@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from posttrain.evaluate.runner import Response, compact, noop_baseline, score_re
 from posttrain.evaluate.sources import TOOL_STEPS, episode_figures, runner_episodes
 from posttrain.evaluate.summary import summarize
 from posttrain.policy import (
+    CHAT_RECORD,
     ChatTemplate,
     EmbeddedModelSpec,
     Generation,
@@ -57,6 +58,7 @@ from posttrain.policy import (
     build_embedded_default,
     load_policy,
     record_chat,
+    recorded_chat,
     resolve_chat,
 )
 from posttrain.rollout import Episode, VerdictCache, Verifier, repair_envs, run_batch, run_episodes
@@ -271,8 +273,9 @@ def _with_defaults(saved: Any) -> dict[str, Any]:
     return yaml.safe_load(yaml.safe_dump(full, sort_keys=False))
 
 
-def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
-    """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it with the same recipe."""
+def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
+    """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it with the same
+    recipe. Returns the recipe to run: on resume, ``model.chat`` as the run's prompts were rendered."""
     cfg_path = out / "config.yaml"
     resolved = to_dict(recipe)
     if cfg_path.exists():
@@ -284,15 +287,55 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> None:
             raise UserError(f"{cfg_path}: not valid YAML ({str(e).splitlines()[0]}); the run cannot be resumed") from None
         as_saved = yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
         changed = recipe_changes(_with_defaults(saved), as_saved)
+        if _stage_done(out / "checkpoints" / "base"):  # model.chat is judged by the run's record instead
+            changed = [c for c in changed if not c.startswith("model.chat ")]
         if changed:
             raise UserError(f"{cfg_path}: the run was started with a different recipe (changed: {', '.join(changed)}); "
                             f"--resume needs the same recipe: drop the changes, or start over with another --out")
-        return
+        return resumed_recipe(out, recipe)
     try:
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(cfg_path, yaml.safe_dump(resolved, sort_keys=False))
     except OSError as e:  # an existing file, a path under a file, a read-only parent
         raise UserError(f"--out {out}: cannot create the run directory there ({e.strerror or e})") from None
+    return recipe
+
+
+def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:
+    """``recipe`` with ``model.chat`` set to how the prompts of the run in ``out`` were rendered (``--resume``).
+
+    The run's base checkpoint records it (``CHAT_RECORD``). One without the record was made before
+    ``model.chat`` existed, on plain prompts, and ``auto`` resumes it on plain prompts (said in one line
+    where the template would have switched them). Any other difference from what the recipe resolves to
+    (a ``true``/``false`` given, or ``auto`` resolving otherwise now) is a ``UserError`` naming
+    ``model.chat``, the run and both values, before any work. Before the base checkpoint is done nothing
+    was sampled: the recipe stands.
+    """
+    base = out / "checkpoints" / "base"
+    if not _stage_done(base):
+        return recipe
+    from transformers import AutoTokenizer
+
+    setting, recorded = recipe.model.chat_setting, recorded_chat(base)
+    try:
+        tokenizer = build_char_tokenizer() if recipe.model.name == "embedded" else AutoTokenizer.from_pretrained(base)
+    except OSError as e:
+        raise UserError(f"{base}: cannot load its tokenizer ({str(e).splitlines()[0]}); the run cannot be resumed") from None
+    now, ran = resolve_chat(setting, tokenizer), bool(recorded)
+    if recorded is None and setting == "auto":
+        if now:
+            console.print(f"{out}: resuming on plain prompts, as the run was started ({base} has no {CHAT_RECORD}: "
+                          f"it predates model.chat); model.chat: auto would render the chat template")
+        now = False
+    if now != ran:
+        def shown(chat: bool) -> str:
+            return "chat-rendered prompts" if chat else "plain prompts"
+
+        why = f"{base / CHAT_RECORD}" if recorded is not None else f"{base} has no {CHAT_RECORD}: it predates model.chat"
+        raise UserError(f"model.chat: {out} was started with {shown(ran)} ({why}), the recipe now gives "
+                        f"{shown(now)} (model.chat: {str(setting).lower()}); --resume keeps a run's prompts: set "
+                        f"model.chat: {str(ran).lower()}, or start over with another --out")
+    return replace(recipe, model=replace(recipe.model, chat=ran))
 
 
 def is_finished(out: Path) -> bool:
@@ -324,7 +367,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
     hf_logging.disable_progress_bar()  # our own rich bars cover the long stages
     out = Path(out)
     pools = make_pools(recipe)  # a recipe the task families cannot serve fails before RUN/ is touched
-    prepare_run_dir(out, recipe, resume=resume)
+    recipe = prepare_run_dir(out, recipe, resume=resume)
     summary_path = out / "summary.json"
     if resume and is_finished(out):
         console.print(f"[bold]{out} is already finished[/bold]; nothing to do (summary: {summary_path})")
