@@ -74,7 +74,8 @@ class ModelConfig:
     is parsed: true needs a template, whose end of an assistant turn must be the tokenizer's EOS
     (completions and SFT responses end with it). Each checkpoint records the choice
     (posttrain.json), and ``posttrain eval``/``generate`` of it use it unless told otherwise
-    (--chat / --no-chat). Tool episodes render through the template whatever this key says."""
+    (--chat / --no-chat); ``--resume`` keeps what the run's base checkpoint records (no record: plain).
+    Tool episodes render through the template whatever this key says."""
 
     @property
     def chat_setting(self) -> bool | Literal["auto"]:
