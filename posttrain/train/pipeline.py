@@ -333,7 +333,7 @@ def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:
 
         why = f"{base / CHAT_RECORD}" if recorded is not None else f"{base} has no {CHAT_RECORD}: it predates model.chat"
         raise UserError(f"model.chat: {out} was started with {shown(ran)} ({why}), the recipe now gives "
-                        f"{shown(now)} (model.chat: {str(setting).lower()}); --resume keeps a run's prompts: set "
+                        f"{shown(now)} (model.chat: {str(recipe.model.chat).lower()}); --resume keeps a run's prompts: set "
                         f"model.chat: {str(ran).lower()}, or start over with another --out")
     return replace(recipe, model=replace(recipe.model, chat=ran))
 

@@ -111,3 +111,25 @@ def test_the_recorded_value_given_explicitly_resumes(ws):
     shutil.rmtree("out")
     started(ws / "out", chat=None)
     assert prepare_run_dir(Path("out"), load_recipe("r.yaml", ["model.chat=false"]), resume=True).model.chat is False
+
+
+def test_auto_resolving_otherwise_than_the_record_names_it(tmp_path, capsys):
+    """The embedded default under auto was chat-rendered for a while (its template renders the same
+    prompts); such a run's record says chat, auto now gives plain: refused, and the recorded value resumes."""
+    from posttrain.train.pipeline import build_base
+
+    auto = load_recipe(str(ROOT / "configs" / "tiny-grpo.yaml"))
+    assert auto.model.name == "embedded" and auto.model.chat == "auto" and auto.model.chat_setting is False
+    out = tmp_path / "out"
+    prepare_run_dir(out, auto, resume=False)
+    build_base(load_recipe(str(ROOT / "configs" / "tiny-grpo.yaml"), ["model.chat=true"]), out / "checkpoints" / "base")
+    (out / "checkpoints" / "base" / DONE).write_text("ok\n")
+    code = main(["run", str(ROOT / "configs" / "tiny-grpo.yaml"), "--out", str(out), "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert (f"model.chat: {out} was started with chat-rendered prompts ({out}/checkpoints/base/{CHAT_RECORD}), the "
+            f"recipe now gives plain prompts (model.chat: auto); --resume keeps a run's prompts: set model.chat: true"
+            ) in err, err
+    resumed = prepare_run_dir(out, load_recipe(str(ROOT / "configs" / "tiny-grpo.yaml"), ["model.chat=true"]),
+                              resume=True)
+    assert resumed.model.chat is True
