@@ -308,7 +308,8 @@ def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:
     ``model.chat`` existed, on plain prompts, and ``auto`` resumes it on plain prompts (said in one line
     where the template would have switched them). Any other difference from what the recipe resolves to
     (a ``true``/``false`` given, or ``auto`` resolving otherwise now) is a ``UserError`` naming
-    ``model.chat``, the run and both values, before any work. Before the base checkpoint is done nothing
+    ``model.chat``, the run and both values, before any work; so is a later stage checkpoint recording
+    otherwise than the base (a resume that switched them). Before the base checkpoint is done nothing
     was sampled: the recipe stands.
     """
     base = out / "checkpoints" / "base"
@@ -316,25 +317,30 @@ def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:
         return recipe
     from transformers import AutoTokenizer
 
-    setting, recorded = recipe.model.chat_setting, recorded_chat(base)
+    def shown(chat: bool) -> str:
+        return "chat-rendered prompts" if chat else "plain prompts"
+
+    recorded = recorded_chat(base)
+    ran = bool(recorded)
+    why = f"{base / CHAT_RECORD}" if recorded is not None else f"{base} has no {CHAT_RECORD}: it predates model.chat"
+    for stage in recipe.stages:  # a resume by a posttrain that switched them mid-run left a mixed run
+        if _stage_done(done := out / "checkpoints" / stage) and recorded_chat(done) not in (None, ran):
+            raise UserError(f"model.chat: {out} was started with {shown(ran)} ({why}), but {done / CHAT_RECORD} "
+                            f"records {shown(not ran)}: its stages were trained on both; start over with another --out")
     try:
         tokenizer = build_char_tokenizer() if recipe.model.name == "embedded" else AutoTokenizer.from_pretrained(base)
     except OSError as e:
         raise UserError(f"{base}: cannot load its tokenizer ({str(e).splitlines()[0]}); the run cannot be resumed") from None
-    now, ran = resolve_chat(setting, tokenizer), bool(recorded)
-    if recorded is None and setting == "auto":
+    now = resolve_chat(recipe.model.chat_setting, tokenizer)
+    if recorded is None and recipe.model.chat_setting == "auto":
         if now:
-            console.print(f"{out}: resuming on plain prompts, as the run was started ({base} has no {CHAT_RECORD}: "
-                          f"it predates model.chat); model.chat: auto would render the chat template")
+            console.print(f"{out}: resuming on plain prompts, as the run was started ({why}); "
+                          f"model.chat: auto would render the chat template")
         now = False
     if now != ran:
-        def shown(chat: bool) -> str:
-            return "chat-rendered prompts" if chat else "plain prompts"
-
-        why = f"{base / CHAT_RECORD}" if recorded is not None else f"{base} has no {CHAT_RECORD}: it predates model.chat"
         raise UserError(f"model.chat: {out} was started with {shown(ran)} ({why}), the recipe now gives "
-                        f"{shown(now)} (model.chat: {str(recipe.model.chat).lower()}); --resume keeps a run's prompts: set "
-                        f"model.chat: {str(ran).lower()}, or start over with another --out")
+                        f"{shown(now)} (model.chat: {str(recipe.model.chat).lower()}); --resume keeps a run's prompts: "
+                        f"set model.chat: {str(ran).lower()}, or start over with another --out")
     return replace(recipe, model=replace(recipe.model, chat=ran))
 
 

@@ -133,3 +133,17 @@ def test_auto_resolving_otherwise_than_the_record_names_it(tmp_path, capsys):
     resumed = prepare_run_dir(out, load_recipe(str(ROOT / "configs" / "tiny-grpo.yaml"), ["model.chat=true"]),
                               resume=True)
     assert resumed.model.chat is True
+
+
+def test_a_run_whose_stages_were_trained_on_both_renderings_is_refused(ws, capsys):
+    """A run started before model.chat (plain) whose sft stage a resume then trained on chat-rendered
+    prompts (what resuming it did until now): its checkpoints disagree; refused, naming both."""
+    started(ws / "out", chat=None)
+    sft = ws / "out" / "checkpoints" / "sft"
+    load_policy(load_recipe("r.yaml").model.name, chat=True).save(sft)
+    (sft / DONE).write_text("ok\n")
+    code = main(["run", "r.yaml", "--out", "out", "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert (f"model.chat: out was started with plain prompts (out/checkpoints/base has no {CHAT_RECORD}: it predates "
+            f"model.chat), but out/checkpoints/sft/{CHAT_RECORD} records chat-rendered prompts") in err, err
