@@ -89,6 +89,15 @@ class HasDemonstrationMistakes(Protocol):
     def demonstration_mistake(self, task: Task) -> str | None: ...
 
 
+@runtime_checkable
+class HasDemonstrationShortcuts(Protocol):
+    """An ``Env`` whose repair tasks the scripted demonstrator can get wrong after reading the
+    feedback: ``demonstration_shortcut(task)`` special-cases what the feedback showed (it passes the
+    visible tests, not the hidden ones), or None for a task it has no shortcut for."""
+
+    def demonstration_shortcut(self, task: Task) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class RecordReader:
     """Typed access to one raw task record, with errors that name the source, task id and field."""

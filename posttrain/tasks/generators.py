@@ -92,11 +92,21 @@ def repair_guess(task: Task) -> str:
 def repair_attempts(task: Task, demo: Demonstrator) -> list[str]:
     """The scripted demonstrator's attempts in a repair episode: a guess (``repair_guess``), then
     the fix read off the feedback (the reference). On the tasks it errs on (``demo.errs_on``) it
-    ignores the feedback and resubmits its guess until attempts run out, so SFT on its episodes
-    reads feedback on about ``1 - error_rate`` of tasks and repeats an ignored one: imitation's
-    ceiling, which RL over repair episodes can pass and single-turn RL cannot (issue 10).
+    reads the feedback but special-cases it (its domain's ``demonstration_shortcut``: it passes the
+    shown test and fails the hidden ones) and resubmits that until attempts run out; a domain with
+    no shortcut resubmits the guess. SFT on its episodes writes the fix on about ``1 - error_rate``
+    of tasks: imitation's ceiling, which RL over repair episodes can pass and single-turn RL cannot
+    (issue 10). Both kinds of episode copy what the feedback shows, so SFT learns to read it from
+    every demonstration.
     """
     guess = repair_guess(task)
     if demo.errs_on(task):
-        return [guess] * task.limits.max_attempts
+        return [guess] + [_shortcut(task) or guess] * (task.limits.max_attempts - 1)
     return [guess, str(task.reference)]
+
+
+def _shortcut(task: Task) -> str | None:
+    from posttrain.envs import HasDemonstrationShortcuts, get_env, is_registered
+
+    env = get_env(task.domain) if is_registered(task.domain) else None
+    return env.demonstration_shortcut(task) if isinstance(env, HasDemonstrationShortcuts) else None

@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from posttrain.config import parse_config, to_dict
-from posttrain.envs import task_to_record
+from posttrain.envs import model_prompt, task_to_record
 from posttrain.envs.tool import action_limit, tool_episode_envs
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.loggers import make_loggers
@@ -71,7 +71,14 @@ from posttrain.train._step import apply_lora
 from posttrain.train.checkpoint import commit_dir
 from posttrain.train.grpo import EpisodeSpec, train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
-from posttrain.train.recipe import Recipe, RLConfig, check_inputs, sft_demonstrations, uses_demonstrator
+from posttrain.train.recipe import (
+    Recipe,
+    RLConfig,
+    check_inputs,
+    is_feedback_only,
+    sft_demonstrations,
+    uses_demonstrator,
+)
 from posttrain.train.sft import Demonstration, SFTParams, demonstration_episode, train_sft
 from posttrain.types import Task, Trajectory
 
@@ -553,8 +560,10 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
     demos: Sequence[Demonstration]
     if cfg.demonstrations == "demonstrator":
         demos = [(t.prompt, demo.respond(t)) for t in train]
-    elif cfg.demonstrations == "repair":
-        demos = repair_demonstrations(policy, train, service, verifiers, demo)
+    elif cfg.demonstrations == "repair":  # the feedback-only tasks as episodes, the others as single answers
+        episodes = [t for t in train if is_feedback_only(t)]
+        demos = [*repair_demonstrations(policy, episodes, service, verifiers, demo),
+                 *((model_prompt(t), demo.respond(t)) for t in train if not is_feedback_only(t))]
     elif cfg.demonstrations == "references" and "tool" in (recipe.rl.episodes, recipe.eval.episodes):
         demos = tool_demonstrations(policy, train, service, sandbox_of(service))
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed

@@ -176,9 +176,10 @@ class SFTConfig:
     """Pack demonstrations into rows of this many tokens (padding-free); null = one padded row each."""
     demonstrations: str = "demonstrator"
     """What SFT imitates: "demonstrator" (the scripted, imperfect demonstrator of the quickstart
-    families), "references" (each training task's ``reference``), "repair" (two-attempt repair
-    episodes: a guess, the environment's feedback on it, then the reference; the feedback-only
-    family's tasks), or the path of a JSONL file of ``{"prompt", "response"}`` or
+    families), "references" (each training task's ``reference``), "repair" (the feedback-only
+    family's tasks as the scripted demonstrator's repair episodes: a guess, the environment's
+    feedback on it, then the reference, or on demonstrator.error_rate of them a shortcut that passes
+    only the shown test; any other training task as the demonstrator's single answer), or the path of a JSONL file of ``{"prompt", "response"}`` or
     ``{"task_id", "response"}`` lines (training tasks only)."""
 
 
@@ -442,6 +443,12 @@ def make_demonstrator(recipe: Recipe) -> generators.Demonstrator:
     return generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
 
 
+def is_feedback_only(task: Task) -> bool:
+    """A task of the feedback-only family: a reference, and tests split into visible and hidden ones
+    (``metadata.visible_tests``), so only a repair episode's feedback carries its answer."""
+    return task.reference is not None and "visible_tests" in task.metadata
+
+
 def uses_demonstrator(recipe: Recipe, eval_tasks: Sequence[Task]) -> bool:
     """Whether the scripted demonstrator is part of the run (and so evaluated): SFT imitates it
     and it knows every held-out task."""
@@ -453,11 +460,16 @@ def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequen
     """``(prompt, response)`` pairs SFT imitates, from ``sft.demonstrations``; ``ConfigError`` if unusable."""
     how = recipe.sft.demonstrations
     if how == "repair":  # the episodes are built by the pipeline (their feedback comes from the sandbox)
-        unknown = next((t for t in train if t.reference is None or "visible_tests" not in t.metadata), None)
+        demo = make_demonstrator(recipe)
+        unknown = next((t for t in train if not (is_feedback_only(t) or demo.knows(t))), None)
         if unknown is not None:
             raise ConfigError(f"sft.demonstrations: repair needs tasks of the feedback-only family (generator "
-                              f"repair: a reference and metadata.visible_tests), not training task {unknown.id!r}")
-        return [(model_prompt(t), str(t.reference)) for t in train]
+                              f"repair: a reference and metadata.visible_tests) or of a family the scripted "
+                              f"demonstrator knows (quickstart-math, quickstart-code), not training task {unknown.id!r}")
+        if not any(is_feedback_only(t) for t in train):
+            raise ConfigError("sft.demonstrations: repair, but no training task is of the feedback-only family "
+                              "(generator: repair)")
+        return [(model_prompt(t), str(t.reference) if is_feedback_only(t) else demo.respond(t)) for t in train]
     if how == "references":
         missing = next((t for t in train if t.reference is None), None)
         if missing is not None:

@@ -31,7 +31,7 @@ from posttrain.tasks import generators
 from posttrain.tasks._sources import task_family
 from posttrain.train.grpo import EpisodeSpec
 from posttrain.train.pipeline import episode_spec
-from posttrain.train.recipe import RLConfig, load_recipe
+from posttrain.train.recipe import RLConfig, check_inputs, load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "policy"))
@@ -79,7 +79,8 @@ def test_family_is_deterministic_hides_k_and_splits_tests():
     for t in TASKS:
         assert not re.search(r"\d", t.prompt), t.prompt  # k is nowhere in the prompt
         visible, hidden, n_hidden = split_tests(t)
-        assert f"== {k_of(t)}" in visible.fields["test"] and f"== {k_of(t)}\n" not in hidden.fields["test"]
+        assert f"== 0+{k_of(t)}" in visible.fields["test"] and f"== 0+{k_of(t)}\n" not in hidden.fields["test"]
+        assert 10 <= k_of(t) <= 99 and t.reference == f"    return x+{k_of(t)}\n"
         assert n_hidden == 3 and t.limits.max_attempts == 3
     assert split_tests(task_family("quickstart-code")()[0]) is None  # no split: everything is verified, as today
 
@@ -95,7 +96,7 @@ def test_repair_env_shows_visible_failure_and_only_a_count_of_hidden_ones(verify
     assert (verdict.outcome, verdict.error_class, done) == ("fail", "assertion", False)
     # one line, the failing assert (its expected value) last, right before the next attempt; no
     # generic hint in between (a small model must copy across it); the hidden tests did not run
-    assert obs.text == f"{FEEDBACK_HEAD}Test failed: assert candidate(0) == {k}\n"
+    assert obs.text == f"{FEEDBACK_HEAD}Test failed: assert candidate(0) == 0+{k}\n"
     assert "Hint: " in verdict.feedback  # the record keeps the verifier's whole text
     assert obs.ids == tuple(encode_observation(obs.text))  # no BOS inside an episode
     for x in (3, 10, 41):  # no hidden test's input or expected value is ever shown
@@ -122,17 +123,25 @@ def test_exploits_noop_and_reference_as_single_verdicts(verify):
             assert not verify(task, wrong).passed, wrong
 
 
-def test_repair_demonstrator_ignores_the_feedback_on_its_error_rate():
-    """SFT's repair episodes: a guess then the fix, or (on error_rate of the tasks) the guess resubmitted
-    until attempts run out: imitation reads feedback on about 1 - error_rate of tasks."""
+def test_repair_demonstrator_special_cases_the_feedback_on_its_error_rate(verify):
+    """SFT's repair episodes: a guess then the fix, or (on error_rate of the tasks) a shortcut read off
+    the feedback (the shown expected value echoed) resubmitted until attempts run out: imitation
+    writes the fix on about 1 - error_rate of the tasks, and copies the feedback's value in all."""
     demo = generators.Demonstrator(error_rate=0.4, seed=0)
     episodes = {t.id: generators.repair_attempts(t, demo) for t in TASKS[:1000]}
     guess = {t.id: generators.repair_guess(t) for t in TASKS[:1000]}
     read = [t for t in TASKS[:1000] if episodes[t.id] == [guess[t.id], t.reference]]
-    ignored = [t for t in TASKS[:1000] if episodes[t.id] == [guess[t.id]] * 3]
-    assert len(read) + len(ignored) == 1000 and 0.35 < len(ignored) / 1000 < 0.45
-    assert all(demo.errs_on(t) for t in ignored) and not any(demo.errs_on(t) for t in read)
+    shortcut = [t for t in TASKS[:1000] if episodes[t.id] == [guess[t.id]] + [f"    return 0+{k_of(t)}\n"] * 2]
+    assert len(read) + len(shortcut) == 1000 and 0.35 < len(shortcut) / 1000 < 0.45
+    assert all(demo.errs_on(t) for t in shortcut) and not any(demo.errs_on(t) for t in read)
     assert generators.repair_attempts(TASKS[0], demo) == episodes[TASKS[0].id]  # deterministic
+    assert not any(ch.isdigit() for ch in guess[TASKS[0].id])  # the guess has no digit to copy
+    # the shortcut passes the shown test and fails the hidden ones
+    env = RepairEnv(verify, encode_prompt, encode_observation)
+    for t in shortcut[:3]:
+        env.reset(t)
+        obs, verdict, done = env.step(act(episodes[t.id][1]))
+        assert (verdict.outcome, done) == ("fail", False) and "hidden tests failed" in obs.text
 
 
 def test_attempt_limit_and_pass_end_the_episode(verify):
@@ -162,13 +171,13 @@ class FeedbackReader:
         for ids in prompt_ids:
             context = TOK.decode(ids, skip_special_tokens=True)
             var = context.rsplit("def ", 1)[1].split("(", 1)[1].split(")", 1)[0]
-            shown = re.findall(r"assert candidate\(0\) == (\d+)", context)
+            shown = re.findall(r"assert candidate\(0\) == 0\+(\d+)", context)
             if not shown:
-                text = f"    return {var} + 1\n"
+                text = f"    return {var}\n"
             elif self.echo:
                 text = f"    return {shown[-1]}\n"
             else:
-                text = f"    return {var} + {shown[-1]}\n"
+                text = f"    return {var}+{shown[-1]}\n"
             ids_out = tuple(encode_observation(text)) + (TOK.eos_token_id,)
             out.append(Generation(tuple(ids), ids_out, (0.0,) * len(ids_out), text, "eos"))
         return out
@@ -185,7 +194,7 @@ def test_runner_repair_episodes_pass_only_by_reading_the_feedback(verify):
     trajs = run_batch(FeedbackReader(), episodes(), params, max_turns=3)
     for t, tr in zip(tasks, trajs, strict=True):
         assert [v.outcome for v in tr.verdicts] == ["fail", "pass"] and tr.reward == 1.0 and not tr.truncated
-        assert f"assert candidate(0) == {k_of(t)}" in TOK.decode(tr.turns[1].observation_ids)
+        assert f"assert candidate(0) == 0+{k_of(t)}" in TOK.decode(tr.turns[1].observation_ids)
         assert tr.loss_mask.count(1) == sum(len(turn.action_ids) for turn in tr.turns)
     # without feedback (single-turn episodes) the same reader can only guess
     with Service(LocalBackend({"code": DomainHooks(verify)})) as svc:
@@ -256,7 +265,7 @@ def test_repair_feedback_is_a_user_turn_of_a_qwen2_template(verify):
     task = TASKS[0]
     [tr] = _repair_episodes(verify, policy, [task], ChatReader(tok))
     assert [v.outcome for v in tr.verdicts] == ["fail", "pass"]
-    feedback = f"# Feedback: Test failed: assert candidate(0) == {k_of(task)}\n"
+    feedback = f"# Feedback: Test failed: assert candidate(0) == 0+{k_of(task)}\n"
     assert tok.decode(tr.turns[1].observation_ids) == \
         f"\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"  # the sampled <|im_end|> kept
     conversation = [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": tr.turns[0].text},
@@ -304,8 +313,14 @@ def test_recipe_episode_keys():
                                                                                                       "zero")
     assert spec.make_env is not None
     assert episode_spec(RLConfig(episodes="repair"), policy, {}, TASKS[:2]).max_turns == 3  # the tasks' max_attempts
-    with pytest.raises(ConfigError, match="sft.demonstrations: repair needs tasks of the feedback-only family"):
+    with pytest.raises(ConfigError, match="sft.demonstrations: repair, but no training task is of the feedback-only"):
         load_recipe(ROOT / "configs" / "tiny-grpo.yaml", ["sft.demonstrations=repair"])
+    # feedback-only tasks as episodes, the demonstrator's quickstart tasks as single answers; no other task
+    mixed = load_recipe(ROOT / "configs" / "repair.yaml")
+    assert {t.domain for t in check_inputs(mixed)[0]} == {"code", "math"}
+    with pytest.raises(ConfigError, match="repair needs tasks of the feedback-only family .* not training task"):
+        load_recipe(ROOT / "configs" / "tiny-repair.yaml", ["tasks.train=[{generator: repair, skip: 40, n: 4}, "
+                                                            "{generator: humaneval, n: 2}]"])
     assert load_recipe(ROOT / "configs" / "tiny-repair.yaml").rl.episodes == "repair"
 
 

@@ -486,6 +486,12 @@ class CodeEnv:
 
         return _repair.repair_guess(task) if _repair.is_repair_task(task) else _quickstart.demonstration_mistake(task)
 
+    def demonstration_shortcut(self, task: Task) -> str | None:
+        """On a repair task: the shown test's expected value echoed (passes it, fails the hidden ones)."""
+        from posttrain.envs.code import _repair
+
+        return _repair.repair_shortcut(task) if _repair.is_repair_task(task) else None
+
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         from posttrain.envs.code._gen import generate
 

@@ -1,6 +1,7 @@
 """The feedback-only task family ``repair`` of the code domain (issue 10): the prompt hides a
 constant that only the feedback of a failed attempt shows. ``repair_tasks``'s docstring has the
-design; the scripted demonstrator's first attempt is ``repair_guess`` (``CodeEnv.demonstration_mistake``).
+design; the scripted demonstrator's first attempt is ``repair_guess`` (``CodeEnv.demonstration_mistake``)
+and, on the tasks it errs on, its repair is ``repair_shortcut`` (``CodeEnv.demonstration_shortcut``).
 
 The family splits its tests in ``metadata`` (``visible_tests`` / ``hidden_tests``, read by
 ``posttrain.rollout.RepairEnv``) and keeps all of them in ``fields.test``; the code domain's own
@@ -20,23 +21,29 @@ _HIDDEN_XS = (3, 10, 41)
 
 
 def repair_tasks(*, seed: int = 0) -> list[Task]:
-    """The feedback-only family, shuffled by ``seed``: ``def shift_qzk(x): return x + k``
-    with ``k`` in 2..99 that the prompt does not state.
+    """The feedback-only family, shuffled by ``seed``: ``def shift_qzk(x): return x+k`` with ``k``
+    in 10..99 that the prompt does not state.
 
-    A first attempt can only guess ``k``; the one visible test, ``assert candidate(0) == k``, shows
-    it in the feedback of a failed attempt (the code verifier shows the failing test's line), so a
-    repair succeeds by reading the feedback. Three hidden tests (``x`` in 3, 10, 41) are run too and
-    only their count is shown: echoing the shown value (``return k``) or special-casing the shown
-    input (``if x == 0: return k``) fails them. ``fields.test`` holds all four tests (a single-turn
-    verifier checks everything); ``metadata.visible_tests`` / ``metadata.hidden_tests`` split them
-    for ``posttrain.rollout.RepairEnv``. ``limits.max_attempts`` is 3. Every task's function name
-    has its own three-letter suffix (drawn independently of ``k``), so no two tasks share a prompt
-    and a held-out task's prompt was never trained on.
+    A first attempt can only guess ``k``; the one visible test, ``assert candidate(0) == 0+k``,
+    shows it in the feedback of a failed attempt (the code verifier shows the failing test's line),
+    so a repair succeeds by reading the feedback. Three hidden tests (``x`` in 3, 10, 41, written the
+    same way) are run too and only their count is shown: echoing the shown value (``return k``) or
+    special-casing the shown input (``if x == 0: return k``) fails them. ``fields.test`` holds all
+    four tests (a single-turn verifier checks everything); ``metadata.visible_tests`` /
+    ``metadata.hidden_tests`` split them for ``posttrain.rollout.RepairEnv``.
+    ``limits.max_attempts`` is 3. Every task's function name has its own three-letter suffix (drawn
+    independently of ``k``), so no two tasks share a prompt and a held-out task's prompt was never
+    trained on.
 
-    The prompt is the bare signature (no docstring): the embedded default copies ``k`` out of the
-    feedback only once SFT crosses a plateau, and with a 64-character prompt and a 95-character
-    feedback line it had not crossed after 800 steps; at about 110 tokens per episode it crosses
-    near step 500 (issue 10's repair demonstration).
+    The shape is chosen so that the embedded default (2 layers, one character per token) can learn
+    to copy ``k`` within the demonstration's SFT budget on every seed (issue 10's probes, README):
+    the prompt is the bare signature (with a docstring and a longer feedback line SFT had not
+    crossed its plateau after 800 steps); ``k`` has two digits (one distance between the feedback's
+    digits and the fix's); the tests and the reference write ``x+k`` without spaces, so the
+    character before ``k`` is a ``+`` in both the feedback and the fix, the only ``+`` in the
+    context (a one-token match an induction head finds). With ``== k`` (a space before ``k``, as
+    before several other spaces in the line) seeds 2 and 3 learned the second digit and never the
+    first in 1,600 steps; with ``0+k`` seed 2 copied both by step 600.
     """
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -46,17 +53,17 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
     var = "x"  # one argument name: the skill is reading k off the feedback, not copying names
     for name in _NAMES:
         for _copy in range(4):
-            for k in range(2, 100):
+            for k in range(10, 100):
                 fn = f"{name}_{suffixes[len(tasks)]}"
-                visible = f"def check(candidate):\n    assert candidate(0) == {k}\n"
+                visible = f"def check(candidate):\n    assert candidate(0) == 0+{k}\n"
                 hidden = "def check(candidate):\n" + "".join(
-                    f"    assert candidate({x}) == {x + k}\n" for x in _HIDDEN_XS)
+                    f"    assert candidate({x}) == {x}+{k}\n" for x in _HIDDEN_XS)
                 tasks.append(Task(
                     id=f"rp-{fn}-{k}",
                     domain=NAME,
                     prompt=f"def {fn}({var}):\n",  # short: see the docstring
                     fields={"entry_point": fn, "test": visible + hidden.split("\n", 1)[1]},
-                    reference=f"    return {var} + {k}\n",
+                    reference=f"    return {var}+{k}\n",
                     tags=("python", FAMILY),
                     limits=TaskLimits(timeout_s=5.0, memory_mb=256, max_attempts=3),
                     metadata={"visible_tests": visible, "hidden_tests": hidden,
@@ -72,6 +79,14 @@ def is_repair_task(task: Task) -> bool:
 
 
 def repair_guess(task: Task) -> str:
-    """A first attempt that can only guess: a fixed wrong constant (1 is never a family's ``k``)."""
+    """A first attempt that can only guess: ``k`` left out (0 is never a family's ``k``). It has no
+    digit, so every digit the demonstrations teach after a ``+`` is one copied from the feedback."""
     var = task.prompt.split("(", 1)[1].split(")", 1)[0]
-    return f"    return {var} + 1\n"
+    return f"    return {var}\n"
+
+
+def repair_shortcut(task: Task) -> str:
+    """A repair that reads the feedback and special-cases it: the shown test's expected value
+    (``0+k``) returned whatever the input. It passes the visible test and fails the hidden ones."""
+    expected = task.metadata["visible_tests"].rsplit("== ", 1)[1].strip()
+    return f"    return {expected}\n"
