@@ -53,10 +53,16 @@ class Demonstrator:
 
 
 def _mistake(task: Task) -> str | None:
-    from posttrain.envs import HasDemonstrationMistakes, get_env, is_registered
+    from posttrain.envs import HasDemonstrationMistakes
 
-    env = get_env(task.domain) if is_registered(task.domain) else None
+    env = _env_of(task)
     return env.demonstration_mistake(task) if isinstance(env, HasDemonstrationMistakes) else None
+
+
+def _env_of(task: Task) -> object | None:
+    from posttrain.envs import get_env, is_registered
+
+    return get_env(task.domain) if is_registered(task.domain) else None
 
 
 def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Task]]:
@@ -106,7 +112,16 @@ def repair_attempts(task: Task, demo: Demonstrator) -> list[str]:
 
 
 def _shortcut(task: Task) -> str | None:
-    from posttrain.envs import HasDemonstrationShortcuts, get_env, is_registered
+    from posttrain.envs import HasDemonstrationShortcuts
 
-    env = get_env(task.domain) if is_registered(task.domain) else None
+    env = _env_of(task)
     return env.demonstration_shortcut(task) if isinstance(env, HasDemonstrationShortcuts) else None
+
+
+def repair_script_problem(task: Task) -> str | None:
+    """Why the scripted demonstrator cannot play ``task`` as a repair episode, or None when it can."""
+    try:
+        repair_attempts(task, Demonstrator(error_rate=1.0))  # the guess and the shortcut, when there is one
+    except (ValueError, KeyError, IndexError) as e:
+        return str(e) or type(e).__name__
+    return None

@@ -469,6 +469,10 @@ def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequen
         if not any(is_feedback_only(t) for t in train):
             raise ConfigError("sft.demonstrations: repair, but no training task is of the feedback-only family "
                               "(generator: repair)")
+        for t in train:  # the scripted demonstrator must be able to play every feedback-only task
+            if is_feedback_only(t) and generators.repair_script_problem(t) is not None:
+                raise ConfigError(f"sft.demonstrations: repair: the scripted demonstrator cannot play training task "
+                                  f"{t.id!r}: {generators.repair_script_problem(t)}")
         return [(model_prompt(t), str(t.reference) if is_feedback_only(t) else demo.respond(t)) for t in train]
     if how == "references":
         missing = next((t for t in train if t.reference is None), None)

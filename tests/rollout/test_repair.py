@@ -324,6 +324,21 @@ def test_recipe_episode_keys():
     assert load_recipe(ROOT / "configs" / "tiny-repair.yaml").rl.episodes == "repair"
 
 
+def test_a_feedback_only_task_the_demonstrator_cannot_play_is_refused_at_parse_time(tmp_path):
+    """A user's task with split tests that the scripted demonstrator has no attempts for: one line
+    naming the task when the recipe is parsed, not a ValueError in the middle of SFT."""
+    import json
+
+    record = {"id": "mine-1", "domain": "code", "prompt": "Write a function.\n", "reference": "    return 1\n",
+              "entry_point": "f", "test": "def check(candidate):\n    assert candidate() == 1\n",
+              "metadata": {"visible_tests": "def check(candidate):\n    assert candidate() == 1\n",
+                           "hidden_tests": "def check(candidate):\n    assert candidate() == 1\n", "n_hidden": 1}}
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(ConfigError, match="scripted demonstrator cannot play training task 'mine-1'"):
+        load_recipe(ROOT / "configs" / "tiny-repair.yaml", [f"tasks.train=[{{file: {path}}}, {{generator: repair, skip: 40, n: 4}}]"])
+
+
 @pytest.mark.parametrize("name", ["posttrain.evaluate.sources", "posttrain.verify.feedback"])
 def test_docstring_examples(name):
     import doctest

@@ -81,12 +81,15 @@ def is_repair_task(task: Task) -> bool:
 def repair_guess(task: Task) -> str:
     """A first attempt that can only guess: ``k`` left out (0 is never a family's ``k``). It has no
     digit, so every digit the demonstrations teach after a ``+`` is one copied from the feedback."""
-    var = task.prompt.split("(", 1)[1].split(")", 1)[0]
-    return f"    return {var}\n"
+    _, paren, rest = task.prompt.partition("(")
+    if not paren or ")" not in rest:
+        raise ValueError(f"task {task.id}: a repair task's prompt is a signature 'def name(x):', got {task.prompt[:60]!r}")
+    return f"    return {rest.split(')', 1)[0]}\n"
 
 
-def repair_shortcut(task: Task) -> str:
+def repair_shortcut(task: Task) -> str | None:
     """A repair that reads the feedback and special-cases it: the shown test's expected value
-    (``0+k``) returned whatever the input. It passes the visible test and fails the hidden ones."""
-    expected = task.metadata["visible_tests"].rsplit("== ", 1)[1].strip()
-    return f"    return {expected}\n"
+    (``0+k``) returned whatever the input. It passes the visible test and fails the hidden ones.
+    None for a visible test not of this family's one-assert form."""
+    _, sep, expected = str(task.metadata.get("visible_tests", "")).strip().rpartition("== ")
+    return f"    return {expected}\n" if sep and expected and "\n" not in expected else None
