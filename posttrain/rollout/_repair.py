@@ -5,19 +5,18 @@
 
 An episode is at most ``task.limits.max_attempts`` attempts (``max_attempts`` overrides it); it
 ends at the first pass, at an infra error (attrition: never a retry with feedback, reward NaN), or
-after the last attempt. After a failed attempt the next observation is one line,
+after the last attempt. After a failed attempt the next observation is one line, encoded with
+``encode_observation`` (no BOS) and appended to the sampled ids by the runner:
 
     FEEDBACK_HEAD + brief(verdict.feedback) + "\\n"
-    e.g. "\\n# Feedback: Test failed: assert candidate(0) == 57\\n"
+    e.g. "\\n# Feedback: Test failed: assert candidate(0) == 0+57\\n"
 
 ``verify/feedback.py``'s ``brief``: the verifier's normalized feedback (the failing assert with its
 expected value, or the error) on one line, without its generic retry hint, so the expected value is
 the last thing before the next attempt. With the hint, the test's place and a hidden-test note in
 between (about 130 characters), the embedded default's SFT never learned to copy the expected value
-(loss flat at what random digits cost after 600-800 steps); with short episodes it copies from step
-~500. The prompt is not repeated: the model answers as at its first attempt, a continuation of it.
-
-encoded with ``encode_observation`` (no BOS) and appended to the sampled ids by the runner.
+(loss flat at what random digits cost after 600-800 steps). The prompt is not repeated: the model
+answers as at its first attempt, a continuation of it.
 
 Through the chat template (``chat``: the run's prompts are chat-rendered, ``Policy.chat``): the env
 keeps the conversation (the user prompt, each attempt as an assistant message, each feedback as a
