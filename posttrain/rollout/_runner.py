@@ -34,10 +34,14 @@ died, a timeout --, ``EOFError``, ``MemoryError``, ``subprocess.SubprocessError`
 (``TypeError``, ``AttributeError``, ``KeyError``, ``ValueError``, ``RuntimeError``, a ``UserError``
 ...) is an error of the environment: no restart, no dropped group; ``run_batch`` raises
 ``sched.StepError`` (one line naming the task, the environment, the step and the exception; the
-exception is its cause). So is an infra-kind exception that repeats identically (same type, same
-message) on the restarted episode's same step: a deterministic bug, not a flaky machine. An
-environment whose failures are infra returns an infra verdict (never repeated-checked) rather than
-raising.
+exception is its cause). So is an exception about the environment's own files
+(``REPEAT_IS_A_BUG``: ``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError``,
+``NotADirectoryError``) that repeats identically (same type, same message) on the restarted
+episode's same step: a deterministic bug, not a flaky machine. Resource and timeout kinds
+(``MemoryError``, ``TimeoutError``, a broken pipe or connection, ``EOFError``, subprocess errors,
+``PoolClosed``) stay infra however often they repeat: restarted until the tries run out, then the
+group is dropped. An environment whose failures are infra returns an infra verdict (never
+repeat-checked) rather than raising.
 
 The service's workers (sized from the sandbox pool) set the concurrency. A single-turn batch is
 therefore exactly one ``generate`` call over all prompts, in order.
@@ -72,6 +76,11 @@ INFRA_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, EOFError, MemoryEr
                                                      PoolClosed)
 """Exceptions from a stateful step that are infra (the machinery under the environment failed);
 any other is an error of the environment (module docstring)."""
+
+REPEAT_IS_A_BUG: tuple[type[OSError], ...] = (FileNotFoundError, PermissionError, IsADirectoryError,
+                                              NotADirectoryError)
+"""Infra kinds about the environment's own files: one that repeats identically on the restarted
+episode is the environment's bug (``StepError``); other infra kinds stay infra (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -291,9 +300,13 @@ def _restart(service: Service, ep: Episode, s: _State, action: Generation, faile
 
 def _raised(result: StepResult) -> str | None:
     """``"<type>: <message>"`` of the exception an infra step result came from (the service's
-    ``infra:worker`` verdict), else None (an infra verdict the environment returned)."""
+    ``infra:worker`` verdict) when its type is one of ``REPEAT_IS_A_BUG``, else None (another infra
+    kind, or an infra verdict the environment returned)."""
     v = result[1]
-    return str(v.evidence.get("detail")) if v is not None and v.error_class == "infra:worker" else None
+    if v is None or v.error_class != "infra:worker":
+        return None
+    detail = str(v.evidence.get("detail"))
+    return detail if detail.partition(":")[0] in {c.__name__ for c in REPEAT_IS_A_BUG} else None
 
 
 def _same_step(a: StepResult, b: StepResult) -> bool:

@@ -470,3 +470,20 @@ def test_an_infra_kind_exception_that_repeats_identically_on_the_restart_is_an_e
             _buggy_runs(error, svc)
         stats = svc.stats()
     assert stats["restarts"] >= 1 and stats["groups_dropped"] == 0
+
+
+@pytest.mark.parametrize("error", [MemoryError(), TimeoutError("timed out"), BrokenPipeError(32, "Broken pipe"),
+                                   EOFError("")])
+def test_a_resource_failure_that_repeats_identically_stays_infra_and_drops_the_group(error):
+    """A flaky resource failure keeps its message (MemoryError has none, a broken pipe is always
+    '[Errno 32] Broken pipe'), so "repeated identically" stopped the whole run with a StepError.
+    Only the environment's own file errors are a bug when repeated; these use up the tries and the
+    group is dropped, as any infra loss."""
+    from posttrain.sched import SchedPolicy
+
+    with open_service(["math"], policy=SchedPolicy(max_tries=3, backoff_s=0.0)) as svc:
+        trajs = _buggy_runs(error, svc)
+        stats = svc.stats()
+    assert all(t.verdicts[-1].is_infra_error for t in trajs)
+    assert "infra:exhausted" in {t.verdicts[-1].error_class for t in trajs}
+    assert stats["groups_dropped"] == 1 and stats["restarts"] >= 1
