@@ -77,7 +77,8 @@ class Ticket:
     retry: bool = True
     """False: an infra try is final (a step of a stateful episode; its caller restarts the episode)."""
     passed_over: int = 0
-    """Jobs started ahead of it while it waited for memory (at most ``Scheduler.workers``)."""
+    """Jobs started ahead of it while it waited for memory (at most ``Scheduler.workers``; 0 again
+    when it is retried)."""
     probe: bool = field(default=False, repr=False)
 
 
@@ -312,6 +313,7 @@ class Scheduler:
             self.counts["exhausted"] += 1
             return "exhausted"
         t.not_before = now + self.policy.backoff(t.tries)
+        t.passed_over = 0  # a new wait: passed over afresh, not starving at once
         heapq.heappush(self._backoff, (t.not_before, t.id, t))
         return "retry"
 

@@ -258,6 +258,26 @@ def test_a_stream_of_small_jobs_cannot_starve_a_big_one(big_mb):
     assert s.next(1 - next(iter(running)), now=99.0) is None
 
 
+def test_a_retried_job_is_passed_over_afresh():
+    """A big job that was passed over, started, failed infra and was retried kept its count, so on
+    its next wait it blocked every other start at once; its count restarts with the retry."""
+    s = Scheduler(2, memory_budget_mb=1000.0)
+    small = [s.add("math", "s0", timeout_s=0.1, group="g", now=0.0, memory_mb=400.0)]
+    big = s.add("code", "big", timeout_s=0.1, group="g", now=0.0, memory_mb=800.0)
+    small.append(s.add("math", "s1", timeout_s=0.1, group="g", now=0.0, memory_mb=400.0))
+    big.passed_over = s.workers  # it has waited its turn: nothing passes it any more
+    first = s.next(0, now=0.0)
+    assert first is small[0] and s.next(1, now=0.0) is None  # big does not fit beside it, and starves
+    s.done(first, 0, now=1.0, duration_s=0.1, infra=False, timeout=False)
+    assert s.next(0, now=1.0) is big
+    assert s.done(big, 0, now=2.0, duration_s=0.1, infra=True, timeout=False) == "retry"
+    assert big.passed_over == 0
+    later = s.add("math", "s2", timeout_s=0.1, group="g", now=2.0, memory_mb=400.0, delay_s=1.0)  # queued after big
+    assert s.next(0, now=2.0) is small[1]  # big is backing off
+    assert s.next(1, now=99.0) is later  # big waits for memory again and may be passed over again
+    assert big.passed_over == 1
+
+
 def test_memory_estimate_learns_observed_peaks_per_task_and_domain_and_survives_a_resume():
     s = Scheduler(2, memory_budget_mb=1000.0)
     t = s.add("code", "a", timeout_s=1.0, group="g", now=0.0, memory_mb=512.0)
