@@ -29,6 +29,7 @@ from posttrain.policy._policy import (
     ChatSetting,
     ModelFacts,
     Policy,
+    chat_unusable,
     inspect_model,
     load_policy,
     record_chat,
@@ -65,5 +66,6 @@ __all__ = [
     "record_chat",
     "recorded_chat",
     "resolve_chat",
+    "chat_unusable",
     "tool_result_message",
 ]

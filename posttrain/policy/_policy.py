@@ -136,19 +136,41 @@ def recorded_chat(path: str | Path) -> bool | None:
     return value
 
 
-def resolve_chat(setting: ChatSetting, tokenizer: Any) -> bool:
-    """``model.chat`` / ``--chat`` against a tokenizer: a bool as given, "auto": whether the tokenizer
-    has a chat template. True on a tokenizer without one is a ``ChatTemplateError``.
+def resolve_chat(setting: ChatSetting, tokenizer: Any, *, repair: bool = False) -> bool:
+    """``model.chat`` / ``--chat`` against a tokenizer: a bool as given, "auto": whether the tokenizer's
+    chat template can render the run's prompts (``chat_unusable`` is None; ``repair``: its episodes
+    append feedback as user turns). True on a tokenizer without one is a ``ChatTemplateError``.
 
     >>> from posttrain.policy import build_char_tokenizer
     >>> resolve_chat("auto", build_char_tokenizer()), resolve_chat(False, build_char_tokenizer())
     (True, False)
     """
     if setting == "auto":
-        return has_chat_template(tokenizer)
+        return chat_unusable(tokenizer, repair=repair) is None
     if setting is True and not has_chat_template(tokenizer):
         prompt_template(tokenizer)  # raises: no chat template, and how to set one
     return bool(setting)
+
+
+def chat_unusable(tokenizer: Any, *, repair: bool = False) -> str | None:
+    """Why ``tokenizer``'s chat template cannot render a run's prompts, None when it can: it has none,
+    its end of an assistant turn is not the EOS (``ChatTemplate.check_end_of_turn``), or, with
+    ``repair``, it cannot append a user turn to the episode (``check_appends("user")``).
+
+    >>> from posttrain.policy import build_char_tokenizer
+    >>> chat_unusable(build_char_tokenizer(), repair=True) is None
+    True
+    """
+    if not has_chat_template(tokenizer):
+        return "it has no chat template"
+    try:
+        chat = prompt_template(tokenizer)
+        chat.check_end_of_turn()
+        if repair:
+            chat.check_appends("user")
+    except ChatTemplateError as e:
+        return str(e)
+    return None
 
 
 def _add_bos_when_encoding(tokenizer) -> None:

@@ -56,6 +56,8 @@ from posttrain.policy import (
     SamplingParams,
     build_char_tokenizer,
     build_embedded_default,
+    chat_unusable,
+    has_chat_template,
     load_policy,
     record_chat,
     recorded_chat,
@@ -78,6 +80,7 @@ from posttrain.train.recipe import (
     is_feedback_only,
     sft_demonstrations,
     uses_demonstrator,
+    uses_repair_feedback,
 )
 from posttrain.train.sft import Demonstration, SFTParams, demonstration_episode, train_sft
 from posttrain.types import Task, Trajectory
@@ -338,7 +341,7 @@ def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:
         tokenizer = build_char_tokenizer() if recipe.model.name == "embedded" else AutoTokenizer.from_pretrained(base)
     except OSError as e:
         raise UserError(f"{base}: cannot load its tokenizer ({str(e).splitlines()[0]}); the run cannot be resumed") from None
-    now = resolve_chat(recipe.model.chat_setting, tokenizer)
+    now = resolve_chat(recipe.model.chat_setting, tokenizer, repair=uses_repair_feedback(recipe))
     if recorded is None and recipe.model.chat_setting == "auto":
         if now:
             console.print(f"{out}: resuming on plain prompts, as the run was started ({why}); "
@@ -349,6 +352,30 @@ def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:
                         f"{shown(now)} (model.chat: {str(recipe.model.chat).lower()}); --resume keeps a run's prompts: "
                         f"set model.chat: {str(ran).lower()}, or start over with another --out")
     return replace(recipe, model=replace(recipe.model, chat=ran))
+
+
+def decide_chat(recipe: Recipe) -> Recipe:
+    """``recipe`` with ``model.chat`` decided for the whole run: a bool as given (or as ``--resume``
+    kept it), and ``auto`` resolved once here, so that every policy the run loads, every checkpoint's
+    record and a later ``--resume`` agree: the model's chat template when it is usable for this recipe
+    (``chat_unusable``: end of turn = EOS, and a user turn appends where repair feedback is given),
+    else plain prompts, said in one line naming the tokenizer and the check that failed (a model
+    without a template is plain silently). The parse-time check (``check_chat``) decides alike."""
+    setting = recipe.model.chat_setting
+    if setting != "auto":
+        return replace(recipe, model=replace(recipe.model, chat=setting))
+    from transformers import AutoTokenizer
+
+    name = recipe.model.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except OSError as e:
+        raise UserError(f"cannot load model {name!r}: {e.__class__.__name__}: {str(e).splitlines()[0]}") from None
+    why = chat_unusable(tokenizer, repair=uses_repair_feedback(recipe))
+    if why is not None and has_chat_template(tokenizer):
+        console.print(f"model.chat: auto renders plain prompts: the chat template of {name} is not usable for this "
+                      f"recipe ({why}); model.chat: true requires it", markup=False, highlight=False)
+    return replace(recipe, model=replace(recipe.model, chat=why is None))
 
 
 def is_finished(out: Path) -> bool:
@@ -388,6 +415,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False) -> dict[str, 
             _write_report(out)
         return json.loads(summary_path.read_text())
     try:
+        recipe = decide_chat(recipe)
         summary = _run_stages(recipe, out, pools, resume=resume)
     except UserError as e:
         raise UserError(f"{e} ({start_over_hint(out)})") from None

@@ -68,11 +68,13 @@ class ModelConfig:
     chat: bool | Literal["auto"] = "auto"
     """Render every prompt of the run (SFT, RL, evaluation) as the model's chat template renders one
     user message with the generation prompt, and repair feedback as a user turn of it: true, false,
-    or auto (true when the tokenizer has a chat template, except on the embedded default: it is
+    or auto (the template when it is usable for this recipe: its end of an assistant turn is the
+    tokenizer's EOS, and with repair feedback it appends a user turn; else plain prompts, said in one
+    line naming the tokenizer and the failed check; always plain on the embedded default: it is
     trained from scratch on plain prompts, and its template, which renders them to the same ids,
     would end a length-cut repair attempt with <eos>: true asks for that). Checked when the recipe
-    is parsed: true needs a template, whose end of an assistant turn must be the tokenizer's EOS
-    (completions and SFT responses end with it). Each checkpoint records the choice
+    is parsed: true needs a template that passes those checks (exit 2 otherwise); auto is decided
+    once per run (``pipeline.decide_chat``). Each checkpoint (stage and RL step) records the choice
     (posttrain.json), and ``posttrain eval``/``generate`` of it use it unless told otherwise
     (--chat / --no-chat); ``--resume`` keeps what the run's base checkpoint records (no record: plain).
     Tool episodes render through the template whatever this key says."""
@@ -630,28 +632,34 @@ def _check_chat_template(recipe: Recipe, tokenizer: Any) -> None:
                           f"{recipe.model.name}): {e}") from None
 
 
+def uses_repair_feedback(recipe: Recipe) -> bool:
+    """Whether the run appends repair feedback to episodes (rl or eval repair episodes, or the sft
+    stage's repair demonstrations): chat-rendered, it is a user turn of the template."""
+    return (("rl" in recipe.stages and recipe.rl.episodes == "repair") or recipe.eval.episodes == "repair"
+            or ("sft" in recipe.stages and recipe.sft.demonstrations == "repair"))
+
+
 def check_chat(recipe: Recipe, tokenizer: Any, where: str) -> Any:
     """``model.chat`` against the model's tokenizer (``where`` names it): the ``ChatTemplate`` the
-    run's prompts are rendered with, or None for plain prompts. A ``ConfigError`` naming the key and
-    the tokenizer when true finds no template, when the template does not end an assistant turn with
-    the EOS (``ChatTemplate.check_end_of_turn``), or, with repair episodes, when feedback cannot be
-    appended as a user turn (``check_appends("user")``)."""
+    run's prompts are rendered with, or None for plain prompts. Auto renders through the template
+    when it is usable for this recipe (``resolve_chat``, ``chat_unusable``), else plain (the run says
+    why: ``pipeline.decide_chat``). True is a ``ConfigError`` naming the key and the tokenizer when
+    there is no template, when the template does not end an assistant turn with the EOS
+    (``ChatTemplate.check_end_of_turn``), or, with repair feedback, when it cannot append a user turn
+    (``check_appends("user")``)."""
     from posttrain.policy import prompt_template, resolve_chat
 
     setting = recipe.model.chat_setting
-    shown = str(setting).lower()
+    repair = uses_repair_feedback(recipe)
     try:
-        if not resolve_chat(setting, tokenizer):
+        if not resolve_chat(setting, tokenizer, repair=repair):
             return None
         chat = prompt_template(tokenizer)
         chat.check_end_of_turn()
-        repair = (("rl" in recipe.stages and recipe.rl.episodes == "repair") or recipe.eval.episodes == "repair"
-                  or ("sft" in recipe.stages and recipe.sft.demonstrations == "repair"))
         if repair:
             chat.check_appends("user")
     except UserError as e:
-        why = "" if setting is True else " (auto: the tokenizer has a chat template)"
-        raise ConfigError(f"model.chat: {shown}{why}, {where}: {e}; set model.chat: false for plain-text prompts"
+        raise ConfigError(f"model.chat: true, {where}: {e}; set model.chat: false for plain-text prompts"
                           ) from None
     return chat
 

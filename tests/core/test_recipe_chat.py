@@ -1,5 +1,6 @@
-"""``model.chat`` (auto | true | false), checked when the recipe is parsed: exit 2 in one line naming
-the key and the tokenizer, before any work; the position check counts the chat-rendered prompts."""
+"""``model.chat`` (auto | true | false), checked when the recipe is parsed: true on a template that
+cannot render the run is exit 2 in one line naming the key and the tokenizer, before any work; auto
+there is plain prompts with one note line; the position check counts the chat-rendered prompts."""
 
 from __future__ import annotations
 
@@ -62,15 +63,15 @@ def test_the_default_is_auto_and_a_bad_value_exits_2_in_one_line(ws, capsys):
     assert not Path("out").exists()
 
 
-@pytest.mark.parametrize(("model", "setting", "needle"), [
-    ("bare", "true", "model.chat: true, the tokenizer of {m}: {m}: no chat template"),
-    ("base", "auto", "model.chat: auto (auto: the tokenizer has a chat template), the tokenizer of {m}: {m}: sampling "
-                     "stops at EOS '<|endoftext|>' but the chat template ends an assistant turn with '<|im_end|>\\n'"),
-    ("base", "true", "set model.chat: false for plain-text prompts"),
+@pytest.mark.parametrize(("model", "needle"), [
+    ("bare", "model.chat: true, the tokenizer of {m}: {m}: no chat template"),
+    ("base", "model.chat: true, the tokenizer of {m}: {m}: sampling stops at EOS '<|endoftext|>' but the chat "
+             "template ends an assistant turn with '<|im_end|>\\n'"),
+    ("base", "set model.chat: false for plain-text prompts"),
 ])
-def test_a_chat_template_that_cannot_render_the_run_exits_2_before_any_work(ws, models, capsys, model, setting, needle):
+def test_a_chat_template_that_cannot_render_the_run_exits_2_under_true(ws, models, capsys, model, needle):
     m = models / model
-    code = main(["run", "r.yaml", "--out", "out", "--set", f"model.name={m}", "--set", f"model.chat={setting}"])
+    code = main(["run", "r.yaml", "--out", "out", "--set", f"model.name={m}", "--set", "model.chat=true"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert needle.replace("{m}", str(m)) in err, err
@@ -78,18 +79,51 @@ def test_a_chat_template_that_cannot_render_the_run_exits_2_before_any_work(ws, 
     load_recipe("r.yaml", [f"model.name={m}", "model.chat=false"])  # plain prompts do not read the template
 
 
+def test_auto_on_a_template_whose_end_of_turn_is_not_the_eos_is_plain_with_a_note(ws, models, capsys):
+    """A base model that ships its family's chat template (Qwen2.5 base: turns end with <|im_end|>, EOS
+    <|endoftext|>): auto parses and runs on plain prompts, decided once (``decide_chat``) and said in
+    one line naming the tokenizer and the check; the policy the run loads and the base checkpoint's
+    record agree with it."""
+    from posttrain.policy import CHAT_RECORD, recorded_chat
+    from posttrain.train.pipeline import build_base, decide_chat, load_model
+
+    m = models / "base"
+    recipe = load_recipe("r.yaml", [f"model.name={m}"])  # was exit 2 under auto
+    assert recipe.model.chat == "auto" and "model.chat" not in capsys.readouterr().err
+    decided = decide_chat(recipe)
+    err = capsys.readouterr().err
+    assert decided.model.chat is False and len(err.strip().splitlines()) == 1, err
+    assert f"model.chat: auto renders plain prompts: the chat template of {m} is not usable" in err, err
+    assert "sampling stops at EOS '<|endoftext|>'" in err and "model.chat: true requires it" in err, err
+    build_base(decided, Path("base"))
+    assert recorded_chat("base") is False and (Path("base") / CHAT_RECORD).is_file()
+    assert load_model(decided, Path("base")).chat is None
+    capsys.readouterr()
+    chat = decide_chat(load_recipe("r.yaml", [f"model.name={models / 'chat'}"]))  # a usable template: chat, silently
+    assert chat.model.chat is True and "model.chat" not in capsys.readouterr().err
+
+
 def test_auto_without_a_template_is_plain_and_true_with_one_parses(ws, models):
     load_recipe("r.yaml", [f"model.name={models / 'bare'}"])
     load_recipe("r.yaml", [f"model.name={models / 'chat'}", "model.chat=true"])
 
 
-def test_repair_feedback_needs_a_template_that_appends_a_user_turn(ws, models):
+def test_repair_feedback_needs_a_template_that_appends_a_user_turn(ws, models, capsys):
+    """True refuses a history-rewriting template (Qwen3) on a run with repair feedback; auto runs such a
+    recipe on plain prompts, with one line saying why, and on the template where no feedback is given."""
+    from posttrain.train.pipeline import decide_chat
+
     think = models / "think"
-    load_recipe("r.yaml", [f"model.name={think}"])  # one-turn prompts render fine
-    with pytest.raises(ConfigError, match=r"model.chat: auto .*rewrites earlier turns.*set model.chat: false"):
-        load_recipe("r.yaml", [f"model.name={think}", "eval.episodes=repair"])
-    with pytest.raises(ConfigError, match=r"model.chat: auto .*rewrites earlier turns"):
-        load_recipe("r.yaml", [f"model.name={think}", "rl.episodes=repair"])
+    assert decide_chat(load_recipe("r.yaml", [f"model.name={think}"])).model.chat is True  # one-turn prompts
+    with pytest.raises(ConfigError, match=r"model.chat: true, .*rewrites earlier turns.*set model.chat: false"):
+        load_recipe("r.yaml", [f"model.name={think}", "eval.episodes=repair", "model.chat=true"])
+    with pytest.raises(ConfigError, match=r"model.chat: true, .*rewrites earlier turns"):
+        load_recipe("r.yaml", [f"model.name={think}", "rl.episodes=repair", "model.chat=true"])
+    capsys.readouterr()
+    for key in ("eval.episodes=repair", "rl.episodes=repair"):
+        assert decide_chat(load_recipe("r.yaml", [f"model.name={think}", key])).model.chat is False
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "rewrites earlier turns" in err and str(think) in err, err
     load_recipe("r.yaml", [f"model.name={think}", "eval.episodes=repair", "model.chat=false"])
 
 

@@ -147,3 +147,20 @@ def test_a_run_whose_stages_were_trained_on_both_renderings_is_refused(ws, capsy
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert (f"model.chat: out was started with plain prompts (out/checkpoints/base has no {CHAT_RECORD}: it predates "
             f"model.chat), but out/checkpoints/sft/{CHAT_RECORD} records chat-rendered prompts") in err, err
+
+
+def test_a_run_on_a_template_auto_cannot_use_resumes_under_auto(ws, capsys, tmp_path_factory):
+    """A run started before model.chat on a base model whose template ends turns with another token
+    than its EOS (Qwen2.5 base): its unchanged recipe (auto) parses, resumes on plain prompts and
+    records them (the parse-time check refused auto there, before the resume logic)."""
+    tok = qwen_char_tokenizer()
+    tok.eos_token = "<|endoftext|>"
+    base_model = tiny_llama_dir(tmp_path_factory.mktemp("base") / "model", tok)
+    saved = yaml.safe_load(Path("r.yaml").read_text())
+    saved["model"]["name"] = str(base_model)
+    Path("r.yaml").write_text(yaml.safe_dump(saved))
+    started(ws / "out", chat=None)
+    assert main(["run", "r.yaml", "--out", "out", "--resume"]) == 0, capsys.readouterr().err
+    records = [json.loads(x) for x in (ws / "out" / "eval" / "sft.jsonl").read_text().splitlines()]
+    assert [r["prompt_ids"] for r in records] == [tok("2+1?")["input_ids"], tok("3+1?")["input_ids"]]
+    assert json.loads((ws / "out" / "checkpoints" / "sft" / CHAT_RECORD).read_text()) == {"chat": False}
