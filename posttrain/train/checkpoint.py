@@ -4,6 +4,7 @@ Layout of a checkpoint directory ``DIR``::
 
     DIR/latest                 text: the name of the newest complete checkpoint (e.g. "step-000012")
     DIR/step-000012/model/     model.save_pretrained (safetensors) + tokenizer.save_pretrained
+                               (+ posttrain.json: how its prompts are rendered, when given)
     DIR/step-000012/state.pt   optimizer, scheduler and RNG states (torch.save, loaded weights_only)
     DIR/step-000012/state.json step, sampler_state, extra (JSON)
     DIR/step-000012/MANIFEST.json  size and sha256 of every file above, written last
@@ -135,13 +136,17 @@ def save_checkpoint(
     extra: Mapping[str, Any] | None = None,
     keep_last: int | None = 3,
     rng: Mapping[str, Any] | None = None,
+    chat: bool | None = None,
 ) -> Path:
     """Write a complete checkpoint for ``step`` atomically, point ``latest`` at it, prune old ones.
 
     ``sampler_state`` and ``extra`` must be JSON-serializable (the task sampler's cursor and RNG
     seed, the run's finished flag, ...). ``rng``: the RNG states to save (``rng_state()`` taken
     earlier, e.g. by a generator thread right after the batches the checkpoint queues); default the
-    process's states now. Returns the checkpoint's path.
+    process's states now. ``chat``: whether the model's prompts are chat-rendered, recorded in
+    ``model/`` as a stage checkpoint records it (``posttrain.policy.record_chat``), so that
+    ``posttrain eval --model DIR/step-N/model`` renders them alike; None: no record. Returns the
+    checkpoint's path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -156,6 +161,10 @@ def save_checkpoint(
     model.save_pretrained(model_dir, safe_serialization=True)
     if tokenizer is not None:
         tokenizer.save_pretrained(model_dir)
+    if chat is not None:
+        from posttrain.policy import record_chat
+
+        record_chat(model_dir, chat)
     torch.save(
         {
             "format": FORMAT_VERSION,

@@ -453,7 +453,8 @@ def train_grpo(
                                 scheduler=scheduler, step=done, sampler_state=after["sampler"],
                                 rng=after["rng"] if in_flight else rng_state(),
                                 extra={"finished": done == cfg.steps, "sched": after["sched"],
-                                       "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2)
+                                       "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2,
+                                chat=policy.chat is not None)
     finally:
         rollouts.close()
     trajectories.close()
