@@ -35,7 +35,8 @@ from posttrain.policy._chat import ChatTemplate, ChatTemplateError, has_chat_tem
 from posttrain.policy._sampler import Generation, LocalSampler, SamplingParams
 
 ChatSetting = bool | Literal["auto"]
-"""Whether prompts are chat-rendered: true, false, or "auto" (when the tokenizer has a chat template)."""
+"""Whether prompts are chat-rendered: true, false, or "auto" (when the tokenizer's chat template can
+render them: ``resolve_chat``)."""
 CHAT_RECORD = "posttrain.json"
 """The file in a checkpoint that records how its prompts are rendered: ``{"chat": true | false}``."""
 
@@ -203,7 +204,8 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
     A local directory without a tokenizer, or a tokenizer with no EOS token, is a ``UserError``
     naming the path and what is missing (``inspect_model``). ``chat``: how prompts are rendered
     (``resolve_chat``); None: as the checkpoint records (``CHAT_RECORD``), plain without a record.
-    A chat template that cannot be used (none, or its end of turn is not the EOS) is a ``UserError``.
+    ``chat=True`` on a template that cannot be used (none, or its end of turn is not the EOS) is a
+    ``UserError``; "auto" is then plain.
 
     >>> # policy = load_policy("runs/quickstart/checkpoints/rl")
     """
