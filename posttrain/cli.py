@@ -12,19 +12,25 @@
 
 Each subcommand lives in its own package (``<package>/cli.py`` exposes ``register``); this
 module only wires them together. Errors that a user caused exit 2 with one line naming the
-file, field or value and what was expected. Ctrl-C prints one line and exits 130 (``run`` and
-``quickstart`` name the ``--resume`` command that continues).
+file, field or value and what was expected. An environment's own error during episodes
+(``sched.StepError``: not bad input) exits 1 with one line naming the task, the environment, the
+step and the exception; ``POSTTRAIN_TRACEBACK=1`` prints its traceback first (a plugin author's
+view). Ctrl-C prints one line and exits 130 (``run`` and ``quickstart`` name the ``--resume``
+command that continues).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from typing import NoReturn
 
 from posttrain import __version__
 from posttrain.errors import UserError
+from posttrain.sched import StepError
 
 # (module, description): each module has ``register(subparsers) -> None``; every parser it adds
 # sets ``func`` via ``set_defaults(func=...)`` and the function returns an exit code.
@@ -69,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"posttrain: error: {e}", file=sys.stderr)
         return 2
+    except StepError as e:
+        if os.environ.get("POSTTRAIN_TRACEBACK") == "1":
+            traceback.print_exception(e)
+        print(f"posttrain: error: {e} (POSTTRAIN_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("posttrain: interrupted", file=sys.stderr)
         return 130
