@@ -195,7 +195,7 @@ def _repair_reader():
             for ids in prompt_ids:
                 context = tok.decode(ids, skip_special_tokens=True)
                 var = context.rsplit("def ", 1)[1].split("(", 1)[1].split(")", 1)[0]
-                shown = re.findall(r"assert candidate\(0\) == (\d+)", context)
+                shown = re.findall(r"assert candidate\(0\) == 0\+(\d+)", context)
                 text = f"    return {var} + {shown[-1] if shown else 1}\n"
                 ids_out = tuple(tok(text, add_special_tokens=False)["input_ids"]) + (tok.eos_token_id,)
                 out.append(Generation(tuple(ids), ids_out, (0.0,) * len(ids_out), text, "eos"))
