@@ -72,7 +72,8 @@ class ModelConfig:
     tokenizer's EOS, and with repair feedback it appends a user turn; else plain prompts, said in one
     line naming the tokenizer and the failed check; always plain on the embedded default: it is
     trained from scratch on plain prompts, and its template, which renders them to the same ids,
-    would end a length-cut repair attempt with <eos>: true asks for that). Checked when the recipe
+    would end a length-cut repair attempt with <eos>: true asks for that; on a posttrain checkpoint,
+    what it records, so a run from it keeps its prompts). Checked when the recipe
     is parsed: true needs a template that passes those checks (exit 2 otherwise); auto is decided
     once per run (``pipeline.decide_chat``). Each checkpoint (stage and RL step) records the choice
     (posttrain.json), and ``posttrain eval``/``generate`` of it use it unless told otherwise
@@ -81,8 +82,18 @@ class ModelConfig:
 
     @property
     def chat_setting(self) -> bool | Literal["auto"]:
-        """``chat`` as the run applies it: auto is false on the embedded default (see ``chat``)."""
-        return False if self.name == "embedded" and self.chat == "auto" else self.chat
+        """``chat`` as the run applies it: auto is false on the embedded default and, on a posttrain
+        checkpoint, what the checkpoint records (a run that starts from it keeps the prompts it was
+        trained on, as ``posttrain eval`` of it does); else auto (see ``chat``)."""
+        if self.chat != "auto":
+            return self.chat
+        if self.name == "embedded":
+            return False
+        from posttrain.policy import recorded_chat
+
+        path = Path(self.name).expanduser()
+        recorded = recorded_chat(path) if path.is_dir() else None
+        return "auto" if recorded is None else recorded
 
     def __post_init__(self) -> None:
         if self.hidden_size % 8:

@@ -152,3 +152,21 @@ def test_preference_stages_parse_on_chat_prompts(ws, models):
     on a chat run: no longer refused (tests/train/test_preference_chat.py runs one)."""
     load_recipe("r.yaml", [f"model.name={models / 'chat'}", "stages=[sft, dpo]"])
     load_recipe("r.yaml", [f"model.name={models / 'chat'}", "stages=[sft, rm, dpo]", "model.chat=true"])
+
+
+def test_auto_on_a_posttrain_checkpoint_follows_its_record(tmp_path):
+    """A run that starts from a posttrain checkpoint (bench repair's single-turn run starts from the
+    repair run's SFT checkpoint) keeps the prompts the checkpoint was trained on: its record, not
+    whether its template happens to be usable (the embedded default's is, and it was trained plain)."""
+    from posttrain.policy import build_embedded_default, record_chat
+    from posttrain.train.pipeline import decide_chat
+    from posttrain.train.recipe import ModelConfig
+
+    path = build_embedded_default(tmp_path / "ckpt")
+    recipe = load_recipe(EMBEDDED_RECIPE, [f"model.name={path}", "stages=[rl]"])
+    assert ModelConfig(name=str(path)).chat_setting == "auto"  # no record: the template decides
+    assert decide_chat(recipe).model.chat is True
+    for chat in (False, True):
+        record_chat(path, chat)
+        assert ModelConfig(name=str(path)).chat_setting is chat
+        assert decide_chat(recipe).model.chat is chat
