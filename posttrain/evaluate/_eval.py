@@ -248,7 +248,8 @@ def _score(
     if stats is not None:
         from posttrain.evaluate.sources import episode_figures
 
-        summary["episodes"] = episode_figures(summary, [stats])
+        repair = args.episodes != "tool" and args.max_attempts > 1
+        summary["episodes"] = episode_figures(summary, [stats], max_attempts=args.max_attempts if repair else None)
     noop = noop_baseline([t for t in tasks if t.id in used], service)
     summary["noop"] = compact(summarize(noop, ks=(1,)))
     summary["sched"] = _sched_summary(service, before)

@@ -165,27 +165,36 @@ TOOL_STEPS = 4
 actions of a tool task's episode, the steps with calls of each user turn of a BFCL task's."""
 
 
-def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]], *,
+                    max_attempts: int | None = None) -> dict[str, Any]:
     """The episodes' headline figures: first-attempt pass rate, post-repair pass rate (success
-    within every attempt allowed: ``repair@<max rounds>``), mean attempts to success, the episodes'
+    within every attempt allowed: ``repair@<max_attempts - 1>``; without ``max_attempts``, the most
+    any episode used), mean attempts to success, the episodes'
     turns, attempts, tokens after the prompt, truncation rate and tool calls (means over ``stats``,
     one ``runner_episodes`` result each, weighted by their episode counts), and the tool-call
-    validity rate (valid calls / all calls; None when no call was made).
+    validity rate (valid calls / all calls; None when no call was made). When no episode used every
+    attempt allowed (all passed sooner), success within them is success within the most used.
 
     >>> f = episode_figures({"pass@1": 0.2, "max_attempts": 3, "repair@2": 0.7, "mean_attempts_to_success": 1.9},
     ...                     [{"turns": 2.0, "tool_calls": 2.0, "tool_calls_valid": 1.0, "episodes": 4.0},
     ...                      {"turns": 4.0, "tool_calls": 0.0, "tool_calls_valid": 0.0, "episodes": 4.0}])
     >>> f["post_repair_pass_rate"], f["turns"], f["tool_call_validity"]
     (0.7, 3.0, 0.5)
+    >>> g = episode_figures({"pass@1": 0.0, "max_attempts": 2, "repair@1": 1.0}, [{"turns": 2.0, "episodes": 1.0}],
+    ...                     max_attempts=3)  # every episode passed at its second attempt of three
+    >>> g["post_repair_key"], g["post_repair_pass_rate"]
+    ('repair@2', 1.0)
     """
     from posttrain.evaluate.metrics import tool_call_validity
 
     n = [s["episodes"] for s in stats]
     means = {k: sum(s[k] * w for s, w in zip(stats, n, strict=True)) / sum(n) for k in stats[0] if k != "episodes"}
-    rounds = int(summary.get("max_attempts", 1)) - 1
+    used = int(summary.get("max_attempts", 1)) - 1  # the most feedback rounds any episode had
+    rounds = used if max_attempts is None else max_attempts - 1
+    within = min(rounds, used)
     return {
         "first_attempt_pass_rate": summary["pass@1"],
-        "post_repair_pass_rate": summary.get(f"repair@{rounds}", summary["pass@1"]),
+        "post_repair_pass_rate": summary.get(f"repair@{within}", summary["pass@1"]) if within else summary["pass@1"],
         "post_repair_key": f"repair@{rounds}" if rounds else "pass@1",
         "mean_attempts_to_success": summary.get("mean_attempts_to_success"),
         **means,

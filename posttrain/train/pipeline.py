@@ -194,7 +194,8 @@ def evaluate_policy(
     write_records(out / "eval" / f"{name}.jsonl", records)
     summary = summarize(records, ks=(1,))
     if stats:
-        summary["episodes"] = episode_figures(summary, stats)
+        allowed = max(t.limits.max_attempts for t in tasks) if cfg.episodes == "repair" else None
+        summary["episodes"] = episode_figures(summary, stats, max_attempts=allowed)
     return summary
 
 
