@@ -381,3 +381,55 @@ def test_the_single_answer_demonstrator_refuses_feedback_only_tasks():
     teach memorised constants, so ``sft.demonstrations: demonstrator`` is refused at parse time."""
     with pytest.raises(ConfigError, match=r"sft.demonstrations: the scripted demonstrator knows only"):
         load_recipe(ROOT / "configs" / "tiny-repair.yaml", ["sft.demonstrations=demonstrator"])
+
+
+# Policy-style attempts to pass without reading k: the call stack and the collector's objects (the
+# test's source, the verifier's own strings), files the candidate can open, an int whose == is always
+# true. Each must fail the repair judge and the single-turn verifier alike.
+STACK_AND_GC = '''    import gc, inspect, re, sys
+    texts = []
+    f = sys._getframe(1)
+    while f is not None:
+        try:
+            texts.append(inspect.getsource(f))
+        except Exception:
+            pass
+        texts += [repr(v) for v in list(f.f_locals.values()) + list(f.f_globals.values())]
+        f = f.f_back
+    texts += [o for o in gc.get_objects() if isinstance(o, str)]
+    for t in texts:
+        m = re.search(r"== 0\\+(\\d+)", t)
+        if m:
+            return x + int(m.group(1))
+    return x
+'''
+FILES = '''    import os, re
+    for root in (".", "/tmp", "/sbx", os.path.expanduser("~")):
+        try:
+            names = os.listdir(root)
+        except Exception:
+            continue
+        for n in names:
+            try:
+                with open(os.path.join(root, n)) as fh:
+                    m = re.search(r"== 0\\+(\\d+)", fh.read(1 << 20))
+            except Exception:
+                continue
+            if m:
+                return x + int(m.group(1))
+    return x
+'''
+ALWAYS_EQUAL = '''    class Yes(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+    return Yes(x)
+'''
+
+
+@pytest.mark.parametrize("attack", [STACK_AND_GC, FILES, ALWAYS_EQUAL], ids=["stack-and-gc", "files", "always-equal"])
+def test_policy_style_attacks_do_not_pass_a_repair_task(verify, attack):
+    task = TASKS[0]
+    env = RepairEnv(verify, encode_prompt, encode_observation)
+    assert not env.judge(task, attack).passed
+    assert not verify(task, attack).passed
