@@ -36,7 +36,7 @@ class Demonstrator:
         mistake for it, and not a feedback-only task (tests split into visible and hidden,
         ``metadata.visible_tests``): only a repair episode's feedback carries that answer
         (``sft.demonstrations: repair``)."""
-        return task.reference is not None and "visible_tests" not in task.metadata and _mistake(task) is not None
+        return task.reference is not None and not is_feedback_only(task) and _mistake(task) is not None
 
     def errs_on(self, task: Task) -> bool:
         return random.Random(f"{self.seed}:{task.id}").random() < self.error_rate
@@ -50,6 +50,12 @@ class Demonstrator:
         if mistake is None:
             raise ValueError(f"the scripted demonstrator has no mistake for task {task.id} ({task.domain})")
         return mistake
+
+
+def is_feedback_only(task: Task) -> bool:
+    """A task of the feedback-only family: a reference, and tests split into visible and hidden ones
+    (``metadata.visible_tests``), so only a repair episode's feedback carries its answer."""
+    return task.reference is not None and "visible_tests" in task.metadata
 
 
 def _mistake(task: Task) -> str | None:

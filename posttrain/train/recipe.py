@@ -37,6 +37,7 @@ from posttrain.config import (
 from posttrain.envs import domain_family, domain_names, get_env, is_registered, model_prompt
 from posttrain.errors import ConfigError, UserError
 from posttrain.tasks import TaskSource, generators, load_demonstrations, load_pools
+from posttrain.tasks.generators import is_feedback_only
 from posttrain.train._step import LoraSpec, lora_target_modules
 from posttrain.train.dpo import DPOConfig
 from posttrain.train.preference import PairsConfig
@@ -454,12 +455,6 @@ def recipe_tasks(recipe: Recipe) -> tuple[list[Task], list[Task]]:
 
 def make_demonstrator(recipe: Recipe) -> generators.Demonstrator:
     return generators.Demonstrator(error_rate=recipe.demonstrator.error_rate, seed=recipe.seed)
-
-
-def is_feedback_only(task: Task) -> bool:
-    """A task of the feedback-only family: a reference, and tests split into visible and hidden ones
-    (``metadata.visible_tests``), so only a repair episode's feedback carries its answer."""
-    return task.reference is not None and "visible_tests" in task.metadata
 
 
 def uses_demonstrator(recipe: Recipe, eval_tasks: Sequence[Task]) -> bool:

@@ -56,8 +56,8 @@ class BfclEnv:
     (BFCL's "failed to decode: proceed to next turn"): the turn ends, is judged against the ground
     truth's turn, and the next user message follows; after the last turn the episode is done with
     its verdict. A turn with more than ``max_steps_per_turn`` calling steps ends the episode, failed,
-so an episode takes at most user turns x (``max_steps_per_turn`` + 1) actions (``episode_actions``
-of the domain: the runner's cap follows from it).
+    so an episode takes at most user turns x (``max_steps_per_turn`` + 1) actions (``episode_actions``
+    of the domain: the runner's cap follows from it).
 
     Every call and result is in ``records`` and in the final verdict's evidence (``calls``: turn,
     step, name, arguments, result cut at ``EVIDENCE_RESULT_CHARS``; ``turns``: each turn's outcome;
