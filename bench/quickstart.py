@@ -68,8 +68,8 @@ def run_seed(recipe: Path, out: Path, seed: int, threads: int | None, overrides:
 def same_recipe_or_exit(recipe: Path, sets: list[str], out: Path) -> None:
     """A finished seed is reused only when it ran the recipe asked for now (same file, seed, threads
     and overrides): otherwise exit 2 naming the keys that differ, as ``posttrain run --resume`` does."""
+    from posttrain.cli.pipeline import prepare_run_dir
     from posttrain.errors import UserError
-    from posttrain.train.pipeline import prepare_run_dir
     from posttrain.train.recipe import load_recipe
 
     try:

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from posttrain.bench_cli import load_bench
+from posttrain.cli.bench import load_bench
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent

@@ -75,7 +75,7 @@ def _local(args: argparse.Namespace) -> None:
         # (b) the service: the same jobs and batches, submitted together
         t0 = time.perf_counter()
         with Service(LocalBackend(hooks, pool)) as svc:
-            out = svc.run_batch([Verify(t, repr(j.duration_s), t.id, 0) for t, j in zip(tasks, jobs, strict=True)])
+            out = svc.run_jobs([Verify(t, repr(j.duration_s), t.id, 0) for t, j in zip(tasks, jobs, strict=True)])
         sched_s = time.perf_counter() - t0
         assert all(v is not None and v.passed for v in out.results), "a sleep job did not pass"
         durations = [a.duration_s for a in svc.attempts]

@@ -111,7 +111,7 @@ def _run_ours(args: argparse.Namespace) -> dict[str, Any]:
         ref_logp=torch.cat([zeros, ref], 1),
         group=torch.arange(p_ids.shape[0]) // args.group,  # rows of one prompt, as GRPO carries them
     )
-    spec = LossSpec(clip_low=0.2, clip_high=0.2, agg="token_mean", kl_coef=0.04, kl_kind="k3", kl_clamp=None)
+    spec = LossSpec(clip_low=0.2, clip_high=0.2, agg="token_mean", kl_coef=0.04, kl_kind="k3")
     # TRL's default optimizer (transformers "adamw_torch_fused", weight decay 0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.0, fused=True)
 

@@ -6,7 +6,8 @@ before any work starts on an unknown key (with the closest known key), a value o
 combination (each dataclass's ``__post_init__`` raises ``ConfigError``). ``apply_overrides``
 applies ``section.key=value`` strings (the CLI's ``--set``) with the same checks.
 
-Supported field types: bool, int, float, str, Literal[...], X | None, tuple[X, ...], nested
+Supported field types: bool, int, float, str, Literal[...], X | None, tuple[X, ...],
+``Mapping[str, X]`` (string keys; ``Any`` values are taken as YAML gave them), nested
 dataclasses, and ``Annotated[int | float, Range(...)]``: every numeric field of a recipe declares
 its range in its type (``lr: PositiveFloat``), the way pydantic's ``Annotated[float, Field(gt=0)]``
 does, so the check and the message ("rl.lr: expected a number > 0, got -0.001") come from one place.
@@ -211,6 +212,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
+        sections = [a for a in args if dataclasses.is_dataclass(a)]
+        if isinstance(value, Mapping) and len(sections) == 1:  # a mapping is that section: its own message
+            return _coerce(sections[0], value, where)
         errors = []
         for arg in (a for a in args if a is not type(None)):
             try:
@@ -227,6 +231,16 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         (item_tp, _) = get_args(tp)
         return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        (key_tp, item_tp) = get_args(tp)
+        bad = next((k for k in value if not isinstance(k, str)), None)
+        if key_tp is not str or bad is not None:
+            raise ConfigError(f"{where}: expected string keys, got {bad!r}")
+        return {k: _coerce(item_tp, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is Any:
+        return value
     if dataclasses.is_dataclass(tp):
         return parse_config(tp, value if value is not None else {}, where=where)
     if tp is bool:

@@ -9,12 +9,17 @@ these types; a trainer builds its own tensor batch (see ``posttrain.train``).
 - ``Rollout``: one sampled completion, token-exact, with its sampling logprobs and its verdict.
 - ``Trajectory``: one episode, token-exact: turns of (observation ids from the environment, action
   ids sampled, their logprobs), a verdict per attempt, the final reward (docs/contracts.md).
+- ``Generation``: one completion exactly as a ``Sampler`` sampled it (``posttrain.policy``).
+- ``ToolCallRecord``: one tool call an episode's environment ran, its result and its time.
+- ``Observation`` and ``StepResult``: what an episode's environment (``posttrain.envs.Env``) inserts
+  into the context and what one step of it gives back, between the runner and the service.
+- ``Verifier`` and ``BatchVerifier``: the one verifier signature, and a domain's batching hook.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -150,6 +155,28 @@ class Rollout:
 
 
 @dataclass(frozen=True)
+class ToolCallRecord:
+    """One tool call an episode's environment ran (or refused), for records and the report's viewer.
+
+    >>> ToolCallRecord("bash", {"command": "ls"}, "a.py", True, 0.05).ok
+    True
+    """
+
+    name: str
+    arguments: Mapping[str, Any]
+    result: str
+    """What the model was shown (normalized, cut)."""
+    ok: bool
+    """A valid call (a known tool, arguments it accepts) that ran; False for a refused one."""
+    seconds: float
+    """Wall time the call took in the environment (a ``submit``: its verification included)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": dict(self.arguments), "result": self.result, "ok": self.ok,
+                "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
 class Turn:
     """One turn of an episode: what the environment inserted, then what the model sampled after it."""
 
@@ -164,6 +191,8 @@ class Turn:
     """The verdict on this action when it was an attempt at the task; None for other steps (a tool call)."""
     text: str = ""
     """The action decoded, as the environment read it (for records; never re-tokenized)."""
+    calls: tuple[ToolCallRecord, ...] = ()
+    """The tool calls the environment ran for this action, with their results and times (``StepResult.calls``)."""
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.action_ids):
@@ -230,3 +259,71 @@ class Trajectory:
     @property
     def attempts(self) -> int:
         return len(self.verdicts)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled completion of one prompt, exactly as sampled (a ``posttrain.policy.Sampler``'s output)."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    """Sampled tokens; the EOS token is the last one when ``stop_reason == "eos"``."""
+    logprobs: tuple[float, ...]
+    """log pi(token) under the distribution sampled (temperature, top-k, top-p), one per completion id."""
+    text: str
+    """The completion ids decoded without special tokens."""
+    stop_reason: StopReason
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        """``"stop"`` (EOS or a stop string) or ``"length"``: the two-way reason records keep."""
+        return "length" if self.stop_reason == "length" else "stop"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Token ids an episode's environment inserts into the context, and their text (for records only).
+
+    >>> Observation((5, 6), "ok").ids
+    (5, 6)
+    """
+
+    ids: tuple[int, ...]
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step of an episode's environment gives back (``posttrain.envs.Env.step``).
+
+    ``observation``: the ids to append after the action (empty when the episode is done);
+    ``verdict``: the verdict on the action when it was an attempt at the task (a repair episode's
+    every answer, a tool episode's final answer), None for other steps (a tool call); ``done``
+    ends the episode.
+
+    >>> StepResult(Observation(()), Verdict("pass", 1.0), True).done
+    True
+    """
+
+    observation: Observation
+    verdict: Verdict | None
+    done: bool
+    calls: tuple[ToolCallRecord, ...] = ()
+    """The tool calls this step ran, with their results and times (the runner keeps them in ``Turn.calls``)."""
+
+
+Verifier = Callable[[Task, str], Verdict]
+"""One signature for every verifier: ``verifier(task, response) -> Verdict``; it never raises."""
+
+
+@dataclass(frozen=True)
+class BatchVerifier:
+    """A domain's batching hook: verify up to ``max_batch`` pairs in one call (one sandbox job).
+
+    ``verify_batch(pairs)`` returns one verdict per pair, in order, and never raises (its own
+    failure is an ``infra_error`` verdict per pair). The execution service (``posttrain.sched``)
+    uses it when a domain has ``make_batch_verifier(pool)`` (``posttrain.envs.HasBatchVerifier``).
+    """
+
+    max_batch: int
+    verify_batch: Callable[[Sequence[tuple[Task, str]]], list[Verdict]]

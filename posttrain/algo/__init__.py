@@ -23,7 +23,6 @@ from .advantages import (
     grpo_advantages,
     reinforce_pp_advantages,
     rloo_advantages,
-    valid_sample_mask,
 )
 from .aggregate import AGG_MODES, AggMode, aggregate, count_items
 from .kl import KL_KINDS, KLKind, kl_in_reward, kl_penalty
@@ -46,7 +45,7 @@ from .preference import (
     ipo_loss,
 )
 from .sft import PackedBatch, block_causal_mask, pack_sequences, sft_loss
-from .shaping import frac_zero_std, informative_groups, mask_truncated, overlong_penalty
+from .shaping import frac_zero_std, informative_groups
 from .stats import entropy_from_logits, loss_stats
 from .value import value_loss
 
@@ -82,14 +81,11 @@ __all__ = [
     "kl_in_reward",
     "kl_penalty",
     "loss_stats",
-    "mask_truncated",
-    "overlong_penalty",
     "pack_sequences",
     "ppo_clip_loss",
     "reinforce_pp_advantages",
     "rloo_advantages",
     "sft_loss",
     "truncated_is_weights",
-    "valid_sample_mask",
     "value_loss",
 ]

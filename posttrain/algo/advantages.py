@@ -8,7 +8,7 @@ meaning in every entry (``scale_by_std``, ``ddof``, ``eps``).
 NaN rewards (infrastructure errors, DESIGN.md "three outcomes, never two") are *excluded*: group
 statistics (mean, std, leave-one-out baseline) are computed over the finite rewards only, and a NaN
 reward gets advantage 0. The caller must also zero that sample's ``loss_mask`` so that it adds
-neither gradient nor tokens to the normalizers; ``valid_sample_mask(rewards)`` gives that mask.
+neither gradient nor tokens to the normalizers (``train.grpo.build_batch`` does).
 A group with fewer than two finite rewards has no baseline information: all its advantages are 0
 (SkyRL's choice; verl instead returns the raw reward for G=1).
 
@@ -32,15 +32,6 @@ class AdvantageFn(Protocol):
     def __call__(
         self, rewards: Tensor, /, *, scale_by_std: bool = ..., ddof: int = ..., eps: float = ...
     ) -> Tensor: ...
-
-
-def valid_sample_mask(rewards: Tensor) -> Tensor:
-    """(N, G) float mask: 1.0 where the reward is finite (a real verdict), 0.0 for NaN (infra error).
-
-    >>> valid_sample_mask(torch.tensor([[1.0, float("nan")]])).tolist()
-    [[1.0, 0.0]]
-    """
-    return torch.isfinite(rewards).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
 
 
 def _group_stats(rewards: Tensor, ddof: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:

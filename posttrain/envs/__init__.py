@@ -1,86 +1,118 @@
-"""Task domains: one package per domain behind one ``Env`` protocol, looked up by name in a registry.
+"""Task domains: one package per domain behind one ``Domain`` protocol, looked up by name in a registry;
+and ``Env``, the episode protocol a domain's multi-turn environments implement (with its lifecycle:
+``close``, the optional ``Restorable``, the ``EpisodeContext`` they are built with, and ``ChatTurns``,
+the conversation helper they share).
 
->>> from posttrain.envs import get_env, domain_names
->>> env = get_env("math")
->>> task = env.parse_task({"id": "t1", "domain": "math", "prompt": "1+1?", "answer": "2"}, "inline")
->>> env.render_prompt(task)
+>>> from posttrain.envs import get_domain, domain_names
+>>> domain = get_domain("math")
+>>> task = domain.parse_task({"id": "t1", "domain": "math", "prompt": "1+1?", "answer": "2"}, "inline")
+>>> domain.render_prompt(task)
 '1+1?'
 
-``env.make_verifier(pool)`` builds the domain's ``Verifier`` (``Callable[[Task, str], Verdict]``);
-only domains with ``env.needs_sandbox`` get a sandbox pool. Schemas are documented in docs/tasks.md.
+``domain.make_verifier(pool)`` builds the domain's ``Verifier`` (``Callable[[Task, str], Verdict]``);
+only domains with ``domain.needs_sandbox`` get a sandbox pool. Schemas are documented in docs/tasks.md.
+Every optional hook a domain may offer is a Protocol of ``_hooks.py`` (``HasBatchVerifier``,
+``HasTaskFamilies``, ``HasEpisodes``, ...), checked with ``isinstance``.
 
-Adding a domain: ``register_domain(name, env)`` in-process, or an entry point in the group
+Adding a domain: ``register_domain(name, domain)`` in-process, or an entry point in the group
 ``posttrain.domains`` of any installed package (docs/tasks.md, "Adding a domain"). Every lookup
-(``get_env``, task files, a recipe's sources, the quickstart shorthand) reads the registry.
+(``get_domain``, task files, a recipe's sources, the quickstart shorthand) reads the registry.
 
-Not here: task files and pools (``posttrain.tasks``), reward weighting (``posttrain.verify``).
+Not here: task files and pools (``posttrain.tasks``), reward weighting (``posttrain.verify``), the
+runner that drives episodes (``posttrain.rollout``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from posttrain.envs._base import (
-    BatchVerifier,
-    Env,
+from posttrain.envs._base import Domain, RecordReader, fail, guard, parse_common, passed, task_to_record
+from posttrain.envs._env import Env, EpisodeContext, Restorable
+from posttrain.envs._hooks import (
+    HasBatchVerifier,
+    HasCanaries,
+    HasCapabilities,
     HasDemonstrationMistakes,
     HasDemonstrationShortcuts,
+    HasDemonstrationSteps,
+    HasEpisodeActions,
+    HasEpisodes,
+    HasGeneratorParams,
+    HasLevels,
     HasTaskFamilies,
-    RecordReader,
     TaskFamily,
-    Verifier,
-    fail,
-    guard,
-    parse_common,
-    passed,
-    task_to_record,
 )
 from posttrain.envs._registry import (
     BUILTIN,
     ENTRY_POINT_GROUP,
     domain_families,
     domain_family,
+    domain_listing,
     domain_names,
     find_task_family,
-    get_env,
+    get_domain,
     is_registered,
+    model_prompt,
     register_domain,
     task_families,
 )
+from posttrain.envs._repair import (
+    FEEDBACK_HEAD,
+    FEEDBACK_ONLY,
+    RepairEnv,
+    VerdictCache,
+    is_feedback_only,
+    verify_with_retries,
+)
+from posttrain.envs._turns import ChatTurns
+from posttrain.types import BatchVerifier, Observation, StepResult, Verifier
 
 DOMAINS: tuple[str, ...] = tuple(BUILTIN)
 """posttrain's own domains; ``domain_names()`` lists every registered one (plugins included)."""
 
-
-def model_prompt(task: Any) -> str:
-    """The prompt text the model sees for ``task``, everywhere (SFT, RL, evaluation, generate): its
-    domain renders it (tool schemas, json schema, ...); a task of no registered domain (a test
-    double) is shown its ``prompt``. For math and code this is exactly ``task.prompt``."""
-    return get_env(task.domain).render_prompt(task) if is_registered(task.domain) else task.prompt
-
-
 def make_verifier(domain: str, pool: Any | None = None) -> Verifier:
-    """Shorthand for ``get_env(domain).make_verifier(pool)``."""
-    return get_env(domain).make_verifier(pool)
+    """Shorthand for ``get_domain(domain).make_verifier(pool)``."""
+    return get_domain(domain).make_verifier(pool)
 
 
 __all__ = [
+    "FEEDBACK_HEAD",
+    "FEEDBACK_ONLY",
+    "RepairEnv",
+    "VerdictCache",
+    "is_feedback_only",
+    "verify_with_retries",
     "DOMAINS",
     "ENTRY_POINT_GROUP",
     "BatchVerifier",
+    "ChatTurns",
+    "Domain",
     "Env",
+    "EpisodeContext",
+    "HasBatchVerifier",
+    "HasCanaries",
+    "HasCapabilities",
     "HasDemonstrationMistakes",
     "HasDemonstrationShortcuts",
+    "HasDemonstrationSteps",
+    "HasEpisodeActions",
+    "HasEpisodes",
+    "HasGeneratorParams",
+    "HasLevels",
     "HasTaskFamilies",
+    "Observation",
     "RecordReader",
+    "Restorable",
+    "StepResult",
     "TaskFamily",
     "Verifier",
     "domain_families",
     "domain_family",
+    "domain_listing",
     "domain_names",
     "fail",
     "find_task_family",
-    "get_env",
+    "get_domain",
     "guard",
     "is_registered",
     "make_verifier",

@@ -1,14 +1,14 @@
-"""What every domain shares: the ``Env`` protocol, record parsing helpers, and the verifier guard.
+"""What every domain shares: the ``Domain`` protocol, record parsing helpers, and the verifier guard.
 
-A domain package (``posttrain.envs.math``, ``.code``, ``.json``, ``.tool``, or a plugin's) provides one ``Env``:
+A domain package (``posttrain.envs.math``, ``.code``, ``.json``, ``.tool``, or a plugin's) provides one ``Domain``:
 ``parse_task`` turns a JSON record into a ``Task`` (raising ``TaskError`` that names the source,
 the task id and the field), ``render_prompt`` gives the text the model sees, ``make_verifier``
 builds a ``Verifier`` (sandbox-backed ones get the pool explicitly), ``noop_response`` is the
 do-nothing baseline that must score 0, ``exploit_fixtures`` lists known ways to score without
 solving (each must score 0: a ``fail``, never an ``infra_error``), and ``generate_tasks`` builds
 procedural tasks with reference responses; ``needs_sandbox`` says whether ``make_verifier`` needs a
-pool. Optional hooks, each a runtime-checked Protocol: ``make_batch_verifier`` (``BatchVerifier``),
-``task_families`` (``HasTaskFamilies``), ``demonstration_mistake`` (``HasDemonstrationMistakes``).
+pool. Optional hooks are each a runtime-checked Protocol, all declared in ``_hooks.py``
+(``HasBatchVerifier``, ``HasTaskFamilies``, ``HasEpisodes``, ...).
 
 ``guard`` wraps a verifier so that it never raises into the trainer: an exception inside the
 verifier becomes an ``infra_error`` verdict (reward NaN), never a silent 0 (STYLE.md 4.2).
@@ -21,35 +21,23 @@ from __future__ import annotations
 import functools
 import math
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
+from posttrain.envs._hooks import TaskFamily
 from posttrain.errors import TaskError
-from posttrain.types import Task, TaskLimits, Verdict
+from posttrain.types import BatchVerifier, Task, TaskLimits, Verdict, Verifier
 
-Verifier = Callable[[Task, str], Verdict]
-"""One signature for every verifier: ``verifier(task, response) -> Verdict``; it never raises."""
-
-
-@dataclass(frozen=True)
-class BatchVerifier:
-    """A domain's batching hook: verify up to ``max_batch`` pairs in one call (one sandbox job).
-
-    ``verify_batch(pairs)`` returns one verdict per pair, in order, and never raises (its own
-    failure is an ``infra_error`` verdict per pair). ``posttrain.sched`` uses it when the domain's
-    ``Env`` has ``make_batch_verifier(pool)``.
-    """
-
-    max_batch: int
-    verify_batch: Callable[[Sequence[tuple[Task, str]]], list[Verdict]]
+__all__ = ["COMMON_KEYS", "BatchVerifier", "Domain", "RecordReader", "TaskFamily", "Verifier", "fail", "guard",
+           "parse_common", "passed", "task_to_record"]
 
 COMMON_KEYS = frozenset({"id", "domain", "prompt", "reference", "difficulty", "tags", "limits", "metadata"})
 """Top-level keys every domain accepts; each domain adds its own (docs/tasks.md)."""
 
 
-class Env(Protocol):
-    """A domain: how its tasks are parsed, shown, verified and generated."""
+class Domain(Protocol):
+    """A domain: how its tasks are parsed, shown, verified and generated (module docstring)."""
 
     name: str
     needs_sandbox: bool
@@ -66,36 +54,6 @@ class Env(Protocol):
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]: ...
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]: ...
-
-
-TaskFamily = Callable[..., list[Task]]
-"""A named family of tasks: ``family(*, seed) -> list[Task]`` (all of them, shuffled by ``seed``)."""
-
-
-@runtime_checkable
-class HasTaskFamilies(Protocol):
-    """An ``Env`` that also offers named task families (a recipe's ``{generator: NAME}``; the
-    quickstart shorthand ``tasks.domains: [d]`` takes the family ``quickstart-<d>`` of domain d)."""
-
-    def task_families(self) -> Mapping[str, TaskFamily]: ...
-
-
-@runtime_checkable
-class HasDemonstrationMistakes(Protocol):
-    """An ``Env`` whose tasks the scripted demonstrator (``posttrain.tasks.generators.Demonstrator``)
-    can demonstrate: ``demonstration_mistake(task)`` is the plausible wrong response it gives when
-    it errs, or None for a task it does not know."""
-
-    def demonstration_mistake(self, task: Task) -> str | None: ...
-
-
-@runtime_checkable
-class HasDemonstrationShortcuts(Protocol):
-    """An ``Env`` whose repair tasks the scripted demonstrator can get wrong after reading the
-    feedback: ``demonstration_shortcut(task)`` special-cases what the feedback showed (it passes the
-    visible tests, not the hidden ones), or None for a task it has no shortcut for."""
-
-    def demonstration_shortcut(self, task: Task) -> str | None: ...
 
 
 @dataclass(frozen=True)

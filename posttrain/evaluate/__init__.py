@@ -9,7 +9,7 @@
 - ``report``: ``write_report(run_dir)``; ``audit``: sampled re-verification + review page.
 - ``loggers``: ``make_loggers(run_dir, tensorboard=..., mlflow=...)``.
 
-The CLI (``posttrain eval | report | audit``) lives in ``posttrain.evaluate.cli``; see
+The CLI (``posttrain eval | report | audit``) lives in ``posttrain.cli.evaluate``; see
 docs/evaluation.md. Heavy dependencies (torch, transformers, the sandbox) load only when used.
 """
 

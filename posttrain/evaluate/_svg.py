@@ -1,95 +1,142 @@
 """Inline SVG charts for the HTML report: a line chart and a bar chart with error bars.
 
-Plain strings, no plotting library and no JavaScript, so the page stays self-contained and
-renders the same everywhere. Not a general plotting API: only what report.py draws.
+Plain strings, no plotting library, so the page stays self-contained. Axis ticks are "nice" numbers
+(1, 2, 2.5 or 5 times a power of ten) inside the data's range, integers only on an integer axis (a
+2-step run is ticked 0, 1, never 0 0 0 1 1). A line chart carries its data for the page's script:
+the frame on the ``<svg>`` (``data-frame``: x0 x1 y0 y1 and the plot box) and each series' points on
+its ``<polyline>`` (``data-name``, ``data-xy``), which the script reads for hover values and redraws
+for smoothing. The legend is HTML under the chart (``<figcaption class="legend">``), so labels wrap
+instead of overlapping. Not a general plotting API: only what report.py draws.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
-__all__ = ["line_chart", "bar_chart"]
+__all__ = ["line_chart", "bar_chart", "nice_ticks", "tick_labels"]
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
+           "#bcbd22")
 W, H = 400, 220
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 12, 26, 30
 
 
-def _fmt(v: float) -> str:
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:.3g}"
-    if a >= 1:
-        return f"{v:.3g}"
-    return f"{v:.2g}"
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels for ``ticks`` with as many decimals as their step needs, so neighbours never read the same.
+
+    >>> tick_labels([0.99998, 1.0, 1.00002]), tick_labels([0, 2.5, 5]), tick_labels([0, 500000, 1000000])
+    (['0.99998', '1.00000', '1.00002'], ['0.0', '2.5', '5.0'], ['0', '5e+05', '1e+06'])
+    """
+    if not ticks:
+        return []
+    step = min((b - a for a, b in zip(ticks, ticks[1:], strict=False)), default=0.0) or abs(ticks[0]) or 1.0
+    if max(abs(t) for t in ticks) >= 1e5 and step >= 1:
+        return [f"{t:.3g}" if t else "0" for t in ticks]
+    decimals = max(0, -math.floor(math.log10(step)))
+    while decimals < 12 and abs(round(step, decimals) - step) > step * 1e-9:
+        decimals += 1
+    return [f"{t:.{decimals}f}" for t in ticks]
 
 
-def _range(lo: float, hi: float) -> tuple[float, float]:
+def nice_ticks(lo: float, hi: float, *, most: int = 6, integer: bool = False) -> list[float]:
+    """Tick values inside [lo, hi]: multiples of a nice step (1, 2, 2.5, 5 x 10^k), at most ``most`` of
+    them; on an ``integer`` axis the step is a whole number, so no label repeats.
+
+    >>> nice_ticks(0, 1, integer=True)
+    [0.0, 1.0]
+    >>> nice_ticks(0, 1499, integer=True)
+    [0.0, 500.0, 1000.0]
+    >>> nice_ticks(0.1, 0.33)
+    [0.1, 0.15, 0.2, 0.25, 0.3]
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        return []
+    if hi == lo:
+        return [float(lo)] if not integer or lo == int(lo) else []
+    raw = (hi - lo) / max(most - 1, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    for mult in (1, 2, 2.5, 5, 10):
+        step = mult * power
+        if integer and step < 1:
+            continue
+        if integer and step != int(step):
+            continue
+        if (hi - lo) / step <= most - 1 + 1e-9:
+            break
+    first = math.ceil(lo / step - 1e-9)
+    ticks = []
+    k = first
+    while k * step <= hi + 1e-9 * step:
+        ticks.append(round(k * step, 12))
+        k += 1
+    return [float(t) for t in ticks]
+
+
+def _y_range(lo: float, hi: float) -> tuple[float, float]:
     if lo == hi:
         pad = abs(lo) * 0.1 or 1.0
         return lo - pad, hi + pad
-    pad = (hi - lo) * 0.05
+    pad = (hi - lo) * 0.06
     return lo - pad, hi + pad
 
 
-def _axes(title: str, x0: float, x1: float, y0: float, y1: float, *, int_x: bool = False) -> list[str]:
-    parts = [
-        f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{escape(title)}</text>',
-        f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" class="ax"/>',
-        f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" class="ax"/>',
-    ]
-    for i in range(5):
-        frac = i / 4
-        y = H - PAD_B - frac * (H - PAD_T - PAD_B)
-        parts.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" class="grid"/>')
-        parts.append(f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end" class="tk">{_fmt(y0 + frac * (y1 - y0))}</text>')
-    for i in range(5):
-        frac = i / 4
-        x = PAD_L + frac * (W - PAD_L - PAD_R)
-        xv = x0 + frac * (x1 - x0)
-        label = str(round(xv)) if int_x else _fmt(xv)
-        parts.append(f'<text x="{x:.1f}" y="{H - PAD_B + 14}" text-anchor="middle" class="tk">{label}</text>')
-    return parts
+def _svg(title: str, body: list[str], extra: str = "") -> str:
+    return (f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+            f'aria-label="{escape(title)}"{extra}>{"".join(body)}</svg>')
 
 
-def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: str = "step") -> str:
-    """One SVG line chart; ``series`` maps a legend name to (x, y) points. NaN/inf points are skipped."""
-    clean = {
-        name: [(float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y)]
-        for name, pts in series.items()
-    }
+def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: str = "step",
+               colors: Mapping[str, str] | None = None) -> str:
+    """One line chart with its legend (a ``<figure>``); ``series`` maps a legend name to (x, y) points.
+    NaN/inf points are skipped; "" when nothing is left. ``colors`` fixes a series' colour (the same
+    run or domain keeps its colour across charts)."""
+    clean = {name: sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y))
+             for name, pts in series.items()}
     clean = {k: v for k, v in clean.items() if v}
     if not clean:
         return ""
     xs = [x for pts in clean.values() for x, _ in pts]
     ys = [y for pts in clean.values() for _, y in pts]
-    x0, x1 = (min(xs), max(xs)) if min(xs) != max(xs) else (min(xs) - 1, max(xs) + 1)
-    y0, y1 = _range(min(ys), max(ys))
+    integer = all(x == int(x) for x in xs)
+    x0, x1 = (min(xs), max(xs)) if min(xs) != max(xs) else (min(xs) - 0.5, max(xs) + 0.5)
+    y0, y1 = _y_range(min(ys), max(ys))
+    box = (PAD_L, PAD_T, W - PAD_R, H - PAD_B)
 
     def sx(x: float) -> float:
-        return PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R)
+        return box[0] + (x - x0) / (x1 - x0) * (box[2] - box[0])
 
     def sy(y: float) -> float:
-        return H - PAD_B - (y - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
+        return box[3] - (y - y0) / (y1 - y0) * (box[3] - box[1])
 
-    parts = _axes(title, x0, x1, y0, y1, int_x=all(x == int(x) for x in xs))
-    parts.append(f'<text x="{W - PAD_R}" y="{H - 4}" text-anchor="end" class="tk">{escape(x_label)}</text>')
-    for i, (name, pts) in enumerate(sorted(clean.items())):
-        color = PALETTE[i % len(PALETTE)]
-        pts = sorted(pts)
+    parts = [f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{escape(title)}</text>',
+             f'<line x1="{box[0]}" y1="{box[3]}" x2="{box[2]}" y2="{box[3]}" class="ax"/>',
+             f'<line x1="{box[0]}" y1="{box[1]}" x2="{box[0]}" y2="{box[3]}" class="ax"/>']
+    y_ticks = nice_ticks(y0, y1, most=5)
+    for t, label in zip(y_ticks, tick_labels(y_ticks), strict=True):
+        parts.append(f'<line x1="{box[0]}" y1="{sy(t):.1f}" x2="{box[2]}" y2="{sy(t):.1f}" class="grid"/>'
+                     f'<text x="{box[0] - 4}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tk">{label}</text>')
+    x_ticks = nice_ticks(x0, x1, most=6, integer=integer)
+    for t, label in zip(x_ticks, [str(int(t)) for t in x_ticks] if integer else tick_labels(x_ticks), strict=True):
+        parts.append(f'<line x1="{sx(t):.1f}" y1="{box[3]}" x2="{sx(t):.1f}" y2="{box[3] + 3}" class="ax"/>'
+                     f'<text x="{sx(t):.1f}" y="{box[3] + 14}" text-anchor="middle" class="tk xt">{label}</text>')
+    parts.append(f'<text x="{box[2]}" y="{H - 4}" text-anchor="end" class="tk">{escape(x_label)}</text>')
+    legend = []
+    for i, (name, pts) in enumerate(clean.items()):
+        color = (colors or {}).get(name) or PALETTE[i % len(PALETTE)]
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{path}"/>')
+        data = escape(json.dumps([[x, y] for x, y in pts], separators=(",", ":")))
+        parts.append(f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.8" points="{path}" '
+                     f'data-name="{escape(name)}" data-xy="{data}"/>')
         if len(pts) == 1:
             parts.append(f'<circle cx="{sx(pts[0][0]):.1f}" cy="{sy(pts[0][1]):.1f}" r="3" fill="{color}"/>')
-        parts.append(
-            f'<text x="{PAD_L + 6 + 84 * i}" y="{PAD_T + 10}" fill="{color}" class="lg">{escape(name)}</text>'
-        )
-    body = "".join(parts)
-    return f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}">{body}</svg>'
+        legend.append(f'<span><i style="background:{color}"></i>{escape(name)}</span>')
+    parts.append(f'<line class="guide" x1="0" y1="{box[1]}" x2="0" y2="{box[3]}" visibility="hidden"/>')
+    frame = f' data-frame="{x0} {x1} {y0} {y1} {box[0]} {box[1]} {box[2]} {box[3]}"'
+    return (f'<figure class="chart-box">{_svg(title, parts, frame)}'
+            f'<figcaption class="legend">{"".join(legend)}</figcaption></figure>')
 
 
 def bar_chart(
@@ -98,32 +145,33 @@ def bar_chart(
     *,
     y_max: float | None = None,
 ) -> str:
-    """One SVG bar chart; each bar is (label, value, optional (lo, hi) interval drawn as an error bar)."""
+    """One SVG bar chart; each bar is (label, value, optional (lo, hi) interval drawn as an error bar).
+    Each bar's ``<title>`` is its hover value."""
     if not bars:
         return ""
     top = y_max if y_max is not None else max(max(v, (ci or (v, v))[1]) for _, v, ci in bars) or 1.0
-    y0, y1 = 0.0, top
+    integer = y_max is None and all(v == int(v) for _, v, _ in bars)
 
     def sy(y: float) -> float:
-        return H - PAD_B - (y - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
+        return H - PAD_B - y / top * (H - PAD_T - PAD_B)
 
     parts = [
         f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{escape(title)}</text>',
         f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" class="ax"/>',
     ]
-    for i in range(5):
-        frac = i / 4
-        y = H - PAD_B - frac * (H - PAD_T - PAD_B)
-        parts.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" class="grid"/>')
-        parts.append(f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end" class="tk">{_fmt(frac * top)}</text>')
+    ticks = nice_ticks(0.0, top, most=5, integer=integer)
+    for t, label in zip(ticks, [str(int(t)) for t in ticks] if integer else tick_labels(ticks), strict=True):
+        parts.append(f'<line x1="{PAD_L}" y1="{sy(t):.1f}" x2="{W - PAD_R}" y2="{sy(t):.1f}" class="grid"/>'
+                     f'<text x="{PAD_L - 4}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tk">{label}</text>')
     slot = (W - PAD_L - PAD_R) / len(bars)
     for i, (label, value, ci) in enumerate(bars):
         color = PALETTE[i % len(PALETTE)]
         x = PAD_L + i * slot + slot * 0.15
         bw = slot * 0.7
+        hover = f"{label}: {value:.4g}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
         parts.append(
             f'<rect class="bar" x="{x:.1f}" y="{sy(value):.1f}" width="{bw:.1f}" height="{max(sy(0) - sy(value), 0):.1f}" '
-            f'fill="{color}"><title>{escape(label)}: {value:.4g}</title></rect>'
+            f'fill="{color}"><title>{escape(hover)}</title></rect>'
         )
         if ci is not None:
             cx = x + bw / 2
@@ -135,5 +183,4 @@ def bar_chart(
         parts.append(
             f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 14}" text-anchor="middle" class="tk">{escape(label[:14])}</text>'
         )
-    body = "".join(parts)
-    return f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}">{body}</svg>'
+    return _svg(title, parts)

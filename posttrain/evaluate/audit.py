@@ -10,6 +10,8 @@ reporting the flags in the verdict's evidence), all as one batch of the executio
 
 - ``RUN/audit/audit.jsonl``: one line per sampled record: the stored verdict, the new one,
   and ``agree`` (true/false/null when the re-verification hit an infra error);
+- the count of passed records of canary tasks (tag ``canary``), each a hack alarm, on the page and
+  in ``AuditResult.canary_passes``;
 - ``RUN/audit/review.html``: a self-contained page listing every sampled item (disagreements
   first) with prompt, completion, both verdicts and feedback, a "looks right / looks wrong"
   choice and a notes box per item, and a button that downloads the person's review as JSON
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -29,10 +33,15 @@ from typing import Any
 
 from posttrain.errors import UserError
 from posttrain.evaluate._page import CSS
-from posttrain.evaluate.records import EvalRecord, read_records, record_from_verdict
-from posttrain.evaluate.runner import load_suite, verifier_version
-from posttrain.sched import Service, open_service
+from posttrain.evaluate.records import EvalRecord, read_records, record_from_verdict, verifier_version
+from posttrain.evaluate.runner import load_suite
+from posttrain.rollout.episodes import is_episode_record
+from posttrain.sched import Service
 from posttrain.types import Task
+
+OpenService = Callable[[Iterable[str]], AbstractContextManager[Service]]
+"""``open_service(domains)``: a context manager giving a service for those domains (the wiring's
+``posttrain.cli.open_service``)."""
 
 __all__ = ["AuditResult", "run_audit"]
 
@@ -48,6 +57,9 @@ class AuditResult:
     unverified: int
     """Re-verifications that hit an infra error (neither agree nor disagree)."""
     missing_tasks: int
+    canary_passes: int
+    """Passed records of canary tasks (tag ``canary``: no honest response passes one), all of them,
+    sampled or not: each is a hack alarm (``posttrain.tasks.canary_alarms``)."""
     review_page: Path
     records_path: Path
 
@@ -69,7 +81,7 @@ def _load_tasks(run: Path, task_files: list[str], suite: str | None) -> dict[str
 
 def _passed_records(run: Path) -> list[tuple[str, EvalRecord]]:
     out = []
-    for folder in ("trajectories", "eval"):
+    for folder in ("trajectories", "eval", "canaries"):
         for path in sorted((run / folder).glob("*.jsonl")):
             out += [(f"{folder}/{path.name}", r) for r in read_records(path) if r.passed]
     return out
@@ -82,10 +94,10 @@ def run_audit(
     seed: int = 0,
     task_files: list[str] | None = None,
     suite: str | None = None,
-    service: Service | None = None,
+    open_service: OpenService,
 ) -> AuditResult:
-    """Re-verify ``sample`` random passed records of a run through ``service`` (default: one of
-    this machine's, opened and closed here); write audit.jsonl and review.html."""
+    """Re-verify ``sample`` random passed records of a run through a service for their tasks'
+    domains (``open_service``, opened and closed here); write audit.jsonl and review.html."""
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"{run}: run directory not found")
@@ -96,10 +108,7 @@ def run_audit(
         raise UserError(f"{run}: no passed records in trajectories/*.jsonl or eval/*.jsonl to audit")
     tasks = _load_tasks(run, task_files or [], suite)
     picked = random.Random(seed).sample(population, min(sample, len(population)))
-    if service is None:
-        with open_service(t.domain for t in tasks.values() if t.id in {r.task_id for _, r in picked}) as own:
-            items = _reverify(picked, tasks, own)
-    else:
+    with open_service(t.domain for t in tasks.values() if t.id in {r.task_id for _, r in picked}) as service:
         items = _reverify(picked, tasks, service)
     out_dir = run / "audit"
     out_dir.mkdir(exist_ok=True)
@@ -108,24 +117,24 @@ def run_audit(
         for item in items:
             fh.write(json.dumps(item, ensure_ascii=False) + "\n")
     page = out_dir / "review.html"
-    page.write_text(_review_html(run, items, len(population)), encoding="utf-8")
+    canaries = sum("canary" in r.tags for _, r in population)
+    page.write_text(_review_html(run, items, len(population), canaries), encoding="utf-8")
     return AuditResult(
         population=len(population),
         checked=sum(i["now"] is not None for i in items),
         disagreements=sum(i["agree"] is False for i in items),
         unverified=sum(i["now"] is not None and i["agree"] is None for i in items),
         missing_tasks=sum(i["now"] is None for i in items),
+        canary_passes=canaries,
         review_page=page,
         records_path=records_path,
     )
 
 
 def _tool_episode(rec: EvalRecord, task: Task) -> bool:
-    """A record of a tool-calling episode: its calls were made over several turns, so its last answer
-    alone ("Done.") is not a response the task's single-response verifier can judge."""
-    from posttrain.envs.tool import has_tool_episodes
-
-    return bool(rec.extra.get("turns")) and has_tool_episodes(task.domain)
+    """A record of an agent episode: its actions span several turns, so its last answer alone
+    ("Done.") is not a response the task's single-response verifier can judge."""
+    return is_episode_record(len(rec.extra.get("turns") or ()), task)
 
 
 def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], service: Service) -> list[dict[str, Any]]:
@@ -143,7 +152,7 @@ def _reverify(picked: list[tuple[str, EvalRecord]], tasks: dict[str, Task], serv
         if _tool_episode(rec, task):  # counted as unverified, never as a disagreement
             item["now"] = {"outcome": "not re-verified", "reward": None, "error_class": None, "feedback": "",
                            "hack_flags": [], "verifier_version": verifier_version(task.domain)}
-            item["note"] = "a tool-calling episode: its calls span several turns; its last answer alone is not re-verified"
+            item["note"] = "an agent episode: its actions span several turns; its last answer alone is not re-verified"
             items.append(item)
             continue
         verdict = next(verdicts)
@@ -208,7 +217,7 @@ def _item_html(i: int, item: dict[str, Any]) -> str:
     )
 
 
-def _review_html(run: Path, items: list[dict[str, Any]], population: int) -> str:
+def _review_html(run: Path, items: list[dict[str, Any]], population: int, canaries: int = 0) -> str:
     order = {"DISAGREE": 0, "infra error on re-verify": 1, "missing task": 2, "agree": 3}
     ordered = sorted(items, key=lambda it: order[_status(it)])
     n_dis = sum(it["agree"] is False for it in items)
@@ -217,7 +226,9 @@ def _review_html(run: Path, items: list[dict[str, Any]], population: int) -> str
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>posttrain audit: {escape(run.name)}</title><style>{CSS}</style></head><body>"
         f"<h1>Audit of {escape(run.name)}</h1><p>{len(items)} of {population} passed records, re-verified with the "
-        f"current verifiers: <b>{n_dis} disagreement(s)</b>. Go through each item, mark it, then "
+        f"current verifiers: <b>{n_dis} disagreement(s)</b>"
+        + (f"; <b>{canaries} passing attempt(s) on canary tasks</b> (hack alarms: no honest response passes a "
+           f"canary)" if canaries else "") + ". Go through each item, mark it, then "
         '<button id="download">download my review (JSON)</button>.</p>'
         f"{body}<script>{_REVIEW_SCRIPT}</script></body></html>"
     )

@@ -10,6 +10,11 @@ baseline's interval and the baseline value is above the current interval (the se
 one domain improves while another quietly drops). This is conservative (two non-overlapping
 95% intervals); a drop inside the noise is reported as a delta, not flagged.
 
+``compare_domains(current, baselines)`` is the seesaw gate of a multi-domain run (recipe key
+``eval.baselines``): each domain of ``current`` against the baseline that evaluated it (typically
+a single-domain run from the same start), by the same rule; ``regressions`` names every domain
+that dropped, and the run fails.
+
 What it does not do: pair tasks across the two runs (the suites may differ), or compare any rate
 other than pass@1 (the others are in the summaries side by side).
 """
@@ -24,7 +29,7 @@ from posttrain.errors import UserError
 from posttrain.evaluate.records import read_records
 from posttrain.evaluate.summary import summarize
 
-__all__ = ["load_baseline", "compare"]
+__all__ = ["load_baseline", "compare", "compare_domains"]
 
 
 def _pick(data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -89,5 +94,31 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
         "only_in_current": sorted(set(cur_dom) - set(base_dom)),
         "only_in_baseline": sorted(set(base_dom) - set(cur_dom)),
         "regressions": [d for d, r in per_domain.items() if r["regressed"]] + (["overall"] if overall["regressed"] else []),
+        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's",
+    }
+
+
+def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each domain of ``current`` (a summary) against every baseline summary (``{name: summary}``)
+    that has it: ``per_domain[d]`` lists one row per such baseline (``compare``'s row plus
+    ``baseline_run``); ``regressions`` names ``domain (baseline)`` for each drop beyond both intervals.
+    A domain no baseline evaluated is listed in ``unbaselined``.
+
+    >>> cur = {"per_domain": {"math": {"pass@1": 0.2, "ci": {"pass@1": [0.1, 0.3]}}, "code": {"pass@1": 0.5}}}
+    >>> single = {"per_domain": {"math": {"pass@1": 0.8, "ci": {"pass@1": [0.7, 0.9]}}}}
+    >>> gate = compare_domains(cur, {"runs/math-only": single})
+    >>> gate["regressions"], gate["unbaselined"]
+    (['math (runs/math-only)'], ['code'])
+    """
+    cur_dom = current.get("per_domain") or {}
+    per_domain: dict[str, list[dict[str, Any]]] = {}
+    for d in sorted(cur_dom):
+        for name, base in baselines.items():
+            if d in (base.get("per_domain") or {}):
+                per_domain.setdefault(d, []).append({**_row(cur_dom[d], base["per_domain"][d]), "baseline_run": name})
+    return {
+        "per_domain": per_domain,
+        "unbaselined": sorted(set(cur_dom) - set(per_domain)),
+        "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]],
         "rule": "regressed = current below the baseline's 95% interval and baseline above the current's",
     }

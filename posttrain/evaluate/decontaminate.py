@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError
+from posttrain.tasks._decontaminate import ngrams, normalize
 
 __all__ = [
     "TEXT_FIELDS",
@@ -45,7 +45,6 @@ __all__ = [
 
 TEXT_FIELDS = ("prompt", "reference", "canonical_solution", "answer", "solution")
 """The fields of a task record compared across splits: the prompt and its solutions."""
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
 
 @dataclass(frozen=True)
@@ -58,33 +57,6 @@ class Overlap:
     eval_index: int
     """Position of the eval record in its file (ids need not be unique)."""
     train_index: int
-
-
-def normalize(text: str) -> list[str]:
-    """Lowercased words with punctuation and whitespace runs removed.
-
-    >>> normalize("Compute  2+3, then PRINT it!")
-    ['compute', '2', '3', 'then', 'print', 'it']
-    """
-    return _NON_ALNUM.sub(" ", text.lower()).split()
-
-
-def ngrams(text: str, n: int = 13, *, whole_if_short: bool = True) -> set[str]:
-    """The word n-grams of a text; a text shorter than n words is one gram (or none).
-
-    >>> sorted(ngrams("a b c d", 3))
-    ['a b c', 'b c d']
-    >>> ngrams("a, b", 3), ngrams("a, b", 3, whole_if_short=False)
-    ({'a b'}, set())
-    """
-    if n < 1:
-        raise UserError(f"--n must be >= 1, got {n}")
-    words = normalize(text)
-    if not words:
-        return set()
-    if len(words) < n:
-        return {" ".join(words)} if whole_if_short else set()
-    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def record_grams(record: Mapping[str, Any], n: int) -> set[str]:

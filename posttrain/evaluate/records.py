@@ -1,6 +1,10 @@
 """One record per (task, sample, attempt): the JSONL line that trajectories and eval files hold.
 
-The format is documented field by field in docs/records.md; this module is its single parser.
+The format is documented field by field in docs/records.md; this module is its single parser and
+its single builder: ``task_record`` (a verdict on a task), used by ``trajectory_records`` (one record
+per attempt of a ``Trajectory``: every sample a model made, in training and in every evaluation, is
+recorded from its trajectory alone) and ``evaluate.runner.score_responses`` (responses given as text:
+``posttrain eval --responses``, the demonstrator, the no-op floor).
 ``read_records(path)`` validates every line and raises ``UserError`` naming the file, line, field
 and value; ``EvalRecord.to_json`` writes the same shape back. Unknown extra keys are kept in
 ``extra`` (writers may add their own), but a required key that is missing or mistyped is an error.
@@ -10,17 +14,20 @@ What it does not do: compute metrics (``summary``) or verify anything (``runner`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import posttrain
 from posttrain.errors import UserError
-from posttrain.types import Verdict
+from posttrain.types import Task, Trajectory, Verdict
 
-__all__ = ["EvalRecord", "read_records", "write_records", "record_from_verdict", "OUTCOMES"]
+__all__ = ["EvalRecord", "OUTCOMES", "feedback_source_after", "read_records", "record_from_verdict", "task_record",
+           "trajectory_records", "verifier_version", "write_records"]
 
 OUTCOMES = ("pass", "fail", "infra_error")
 
@@ -94,6 +101,11 @@ class EvalRecord:
         }
         out.update(self.extra)
         return out
+
+
+def verifier_version(domain: str) -> str:
+    """The version string stored with each verdict (audits compare against the current one)."""
+    return f"{domain}@posttrain-{posttrain.__version__}"
 
 
 def record_from_verdict(
@@ -240,3 +252,84 @@ def write_records(path: str | Path, records: Iterable[EvalRecord]) -> Path:
         for r in records:
             fh.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
     return path
+
+
+def task_record(task: Task, verdict: Verdict, *, completion: str, stage: str, sample_idx: int = 0, attempt: int = 0,
+                feedback_source: str = "none", prompt: str | None = None, prompt_ids: Sequence[int] = (),
+                completion_ids: Sequence[int] = (), tokens: int | None = None, wall_s: float = 0.0,
+                step: int | None = None, extra: Mapping[str, Any] | None = None) -> EvalRecord:
+    """The one record builder: one (task, sample, attempt) record of ``verdict`` on ``completion``
+    (docs/records.md), with the task's id, domain, tags and current verifier version; ``prompt``
+    defaults to the task's, ``tokens`` to the number of ``completion_ids``. Every record a run or an
+    evaluation writes comes from here (``trajectory_records``,
+    ``evaluate.runner.score_responses``)."""
+    rec = record_from_verdict(
+        verdict,
+        task_id=task.id,
+        domain=task.domain,
+        completion=completion,
+        sample_idx=sample_idx,
+        attempt=attempt,
+        feedback_source=feedback_source,
+        prompt=task.prompt if prompt is None else prompt,
+        tags=task.tags,
+        verifier_version=verifier_version(task.domain),
+        tokens=len(completion_ids) if tokens is None else tokens,
+        wall_s=wall_s,
+        stage=stage,
+    )
+    return dataclasses.replace(rec, step=step, prompt_ids=tuple(prompt_ids), completion_ids=tuple(completion_ids),
+                               extra={**rec.extra, **(extra or {})})
+
+
+def feedback_source_after(task: Task, record: EvalRecord) -> str:
+    """The ``feedback_source`` label of the attempt that follows a failed ``record`` (docs/records.md):
+    after an ``assertion`` failure the feedback showed a failing test: ``public_tests`` when the task
+    splits its tests (only visible tests are shown, hidden ones as a count: a code task's
+    ``fields["hidden_test"]``), else ``hidden_tests`` (the task's own tests: not comparable with
+    error-only repair); after any other failure, ``error``."""
+    if record.error_class != "assertion":
+        return "error"
+    return "public_tests" if "hidden_test" in task.fields else "hidden_tests"
+
+
+def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None, wall_s: float,
+                       decode: Callable[[Sequence[int]], str] | None = None) -> list[EvalRecord]:
+    """One record per attempt of an episode (each turn with a verdict), as in docs/records.md.
+
+    ``prompt_ids`` are the ids the attempt was sampled from (the prompt, then every earlier action
+    and observation), ``completion_ids`` the attempt's own sampled ids; ``attempt`` counts verdicts
+    (0 = first attempt) and ``feedback_source`` says what the previous verdict's feedback was.
+    An episode the runner cut (``cut_by``) after its last verdict, or before any, adds one ``fail``
+    record for its last action, ``error_class`` ``truncated`` (so every episode has a record).
+    A multi-turn episode's records carry ``turns``: the turns since the previous record, each
+    ``{"observation", "action", "verdict", "stop_reason"}`` (the observation as ``decode`` writes
+    its ids, null for the prompt; the verdict's outcome, null for a step with none, e.g. a tool call),
+    and ``calls`` when the environment ran tool calls (``Turn.calls``: name, arguments, result, ok, seconds).
+    A one-turn episode gives one record of its one answer, as a single response's."""
+    out: list[EvalRecord] = []
+    context: list[int] = []
+    previous: EvalRecord | None = None
+    shown: list[dict[str, Any]] = []  # turns since the last record
+    for i, turn in enumerate(traj.turns):
+        context += turn.observation_ids
+        verdict = turn.verdict
+        if verdict is None and traj.cut_by is not None and i == len(traj.turns) - 1:
+            verdict = Verdict("fail", 0.0, feedback=f"The episode was cut by {traj.cut_by} before a verdict.",
+                              error_class="truncated", components={"outcome": 0.0, "format": 0.0})
+        if len(traj.turns) > 1:
+            observation = None if i == 0 else (decode(turn.observation_ids) if decode is not None
+                                                else f"<{len(turn.observation_ids)} tokens>")
+            shown.append({"observation": observation, "action": turn.text, "stop_reason": turn.stop_reason,
+                          "verdict": None if verdict is None else verdict.outcome,
+                          **({"calls": [c.to_json() for c in turn.calls]} if turn.calls else {})})
+        if verdict is not None:
+            previous = task_record(task, verdict, completion=turn.text, stage=stage, sample_idx=traj.sample_idx,
+                                   attempt=len(out),
+                                   feedback_source="none" if previous is None else feedback_source_after(task, previous),
+                                   prompt_ids=context, completion_ids=turn.action_ids, wall_s=wall_s, step=step,
+                                   extra={"turns": shown} if shown else None)
+            out.append(previous)
+            shown = []
+        context += turn.action_ids
+    return out

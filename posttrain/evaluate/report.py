@@ -1,51 +1,58 @@
-"""``posttrain report RUN_DIR``: one self-contained HTML page for a run directory.
+"""``posttrain report RUN_DIR [RUN_DIR ...]``: one self-contained HTML page for a run, or several compared.
 
-    posttrain report runs/quickstart            # writes runs/quickstart/report.html
+    posttrain report runs/quickstart              # writes runs/quickstart/report.html
+    posttrain report runs/a runs/b                # both runs on the same axes: runs/a/compare.html
     python -c "from posttrain.evaluate import write_report; print(write_report('runs/quickstart'))"
 
-The page holds learning curves from ``RUN/metrics.jsonl`` (reward, pass rate per domain, KL,
-entropy, clip fraction, tokens/s, loss), the eval table with bootstrap intervals from
-``RUN/summary.json`` (or recomputed from ``RUN/eval/*.jsonl``), attempt histograms, and example
-trajectories from ``RUN/trajectories/*.jsonl`` (prompt, attempts, feedback, verdicts; for
-multi-turn episodes each turn's observation, action and verdict) with a filter for failures, infra
-errors and hack flags, and the episodes' figures (first-attempt and post-repair pass rates, mean
-attempts, tool-call validity, turns and tokens per episode, truncation rate). Charts are inline SVG; the only script is a
-few lines for the filter. No external JS, CSS, fonts or images: the file opens offline.
+The page holds learning curves from ``RUN/metrics.jsonl``, each stage on its own axis (SFT's 1,500
+steps and RL's 200 do not share one), with real ticks, hover values and a smoothing slider (reward,
+pass rate per domain, loss, KL, entropy, clip fraction, tokens/s, and the other logged scalars);
+panels whose every curve is constant over the stage (KL without a reference, clip fraction
+on-policy) are folded behind a toggle. Then the eval table with bootstrap intervals from
+``RUN/summary.json`` (or recomputed from ``RUN/eval/*.jsonl``), the execution service's counters,
+attempt histograms, and example trajectories from ``RUN/trajectories/*.jsonl`` (prompt, attempts,
+feedback, verdicts; for multi-turn episodes each turn's observation, action and verdict) with a filter
+for failures, infra errors and hack flags. Given several runs, every curve has one series per run and
+the tables one row per run and model. Charts are inline SVG and the scripts inline: no external JS,
+CSS, fonts or images, so the file opens offline in any browser.
+
+**Adding a panel.** A panel is a titled section drawn from the runs: ``render(runs) -> str`` (HTML;
+"" leaves it out), placed by ``order`` (the core sections are 10-50). Register one in-process with
+``add_panel(title, render, order=...)``, or, for posttrain's own, with a line in ``BUILTIN_PANELS``
+(``title: "module:attr"`` of a ``Panel``, imported when a report is drawn). Draw charts with
+``posttrain.evaluate._svg.line_chart`` / ``bar_chart``: they get the same ticks, hover values,
+smoothing and legend. A panel that raises is one line in its section, never a failed report.
 
 What it does not do: run anything, verify anything, or serve the page.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError
-from posttrain.evaluate._page import CSS, SCRIPT
-from posttrain.evaluate._svg import bar_chart, line_chart
+from posttrain.evaluate._curves import curves_html
+from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
+from posttrain.evaluate._svg import bar_chart
 from posttrain.evaluate.records import EvalRecord, read_records
 from posttrain.evaluate.summary import summarize
 
-__all__ = ["write_report", "load_run", "RunData"]
+__all__ = ["write_report", "load_run", "render_report", "RunData", "Panel", "add_panel", "report_panels",
+           "BUILTIN_PANELS", "RUN_FILES"]
 
-_CURVES = (
-    ("reward", ("reward_mean",)),
-    ("loss", ("loss",)),
-    ("KL", ("kl",)),
-    ("entropy", ("entropy",)),
-    ("clip fraction", ("clip_frac",)),
-    ("tokens / s", ("tokens_per_s",)),
-    ("fraction of groups with zero reward std", ("frac_zero_std",)),
-)
-_SKIP_KEYS = {"stage", "step", "wall_s", "time", "timestamp"}
 _MAX_EXAMPLES_PER_KIND = 12
 _MAX_TEXT = 4000
+RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "eval", "trajectories")
+"""What a run directory holds from its start (config.yaml) or later; a directory with none of them is no run."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class RunData:
     evals: dict[str, tuple[EvalRecord, ...]] = field(default_factory=dict)
     trajectories: dict[str, tuple[EvalRecord, ...]] = field(default_factory=dict)
     config_text: str = ""
+    label: str = ""
+    """The run's name on the page: its directory's name (made unique among compared runs)."""
 
 
 def _read_jsonl_dicts(path: Path) -> list[dict[str, Any]]:
@@ -77,10 +86,14 @@ def _read_jsonl_dicts(path: Path) -> list[dict[str, Any]]:
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read the parts of a run directory the report draws (docs/contracts.md, "Run directory")."""
+    """Read the parts of a run directory the report draws (docs/contracts.md, "Run directory");
+    ``UserError`` (one line) for a directory that is missing or holds no run."""
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"{run}: run directory not found")
+    if not any((run / name).exists() for name in RUN_FILES):
+        raise UserError(f"{run}: not a posttrain run directory (it has none of {', '.join(RUN_FILES)}); "
+                        "give the --out directory of a `posttrain run`")
     metrics = _read_jsonl_dicts(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
     summary: dict[str, Any] = {}
     if (run / "summary.json").is_file():
@@ -93,46 +106,13 @@ def load_run(run_dir: str | Path) -> RunData:
     evals = {p.stem: tuple(read_records(p)) for p in sorted((run / "eval").glob("*.jsonl"))}
     trajs = {p.stem: tuple(read_records(p)) for p in sorted((run / "trajectories").glob("*.jsonl"))}
     config = (run / "config.yaml").read_text(encoding="utf-8") if (run / "config.yaml").is_file() else ""
-    return RunData(run, tuple(metrics), summary, evals, trajs, config)
+    return RunData(run, tuple(metrics), summary, evals, trajs, config, run.name)
 
 
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         return None
     return float(v)
-
-
-def _series(rows: Sequence[dict[str, Any]], key: str) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for i, row in enumerate(rows):
-        y = _num(row.get(key))
-        if y is None:
-            continue
-        x = _num(row.get("step"))
-        out[str(row.get("stage") or "run")].append((x if x is not None else float(i), y))
-    return dict(out)
-
-
-def _curves(rows: Sequence[dict[str, Any]]) -> str:
-    if not rows:
-        return '<p class="muted">No RUN/metrics.jsonl yet.</p>'
-    charts = []
-    used = set(_SKIP_KEYS)
-    for title, keys in _CURVES:
-        for key in keys:
-            used.add(key)
-            charts.append(line_chart(title, _series(rows, key)))
-    domains = sorted({k for row in rows for k in row if k.startswith("pass_rate/")})
-    pass_series: dict[str, list[tuple[float, float]]] = {}
-    for key in domains:
-        used.add(key)
-        for stage, pts in _series(rows, key).items():
-            pass_series[f"{key.split('/', 1)[1]} ({stage})"] = pts
-    charts.insert(1, line_chart("pass rate per domain", pass_series))
-    others = sorted({k for row in rows for k, v in row.items() if k not in used and _num(v) is not None})
-    for key in others[:12]:
-        charts.append(line_chart(key, _series(rows, key)))
-    return '<div class="charts">' + "".join(c for c in charts if c) + "</div>"
 
 
 def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
@@ -321,10 +301,28 @@ def _turns_html(turns: Sequence[Any]) -> str:
         rows.append(
             f'<tr class="turn"><td>{i}</td>'
             f"<td>{'<span class=muted>(the prompt)</span>' if obs is None else '<pre>' + _clip(str(obs)) + '</pre>'}</td>"
-            f"<td><pre>{_clip(str(t.get('action', '')))}</pre></td><td>{badge}"
+            f"<td><pre>{_clip(str(t.get('action', '')))}</pre>{_calls_html(t.get('calls'))}</td><td>{badge}"
             f"{' · ' + escape(str(t['stop_reason'])) if t.get('stop_reason') else ''}</td></tr>")
     return ('<table class="review turns"><tr><th>turn</th><th>observation</th><th>action</th><th>verdict</th></tr>'
             + "".join(rows) + "</table>")
+
+
+def _calls_html(calls: Any) -> str:
+    """A turn's tool calls (a workspace agent's, docs/records.md): each call, whether it ran, its time
+    and its result as the model saw it."""
+    if not isinstance(calls, list) or not calls:
+        return ""
+    rows = []
+    for c in calls:
+        if not isinstance(c, dict):
+            continue
+        args = ", ".join(f"{k}={v!r}" if len(repr(v)) <= 80 else f"{k}=<{len(str(v))} chars>"
+                         for k, v in (c.get("arguments") or {}).items())
+        state = "ran" if c.get("ok") else "refused"
+        rows.append(f'<div class="call"><b>{escape(str(c.get("name")))}</b>({escape(args)}) '
+                    f'<span class="muted">{state} · {float(c.get("seconds") or 0):.2f} s</span>'
+                    f'<pre>{_clip(str(c.get("result", "")))}</pre></div>')
+    return "".join(rows)
 
 
 def _trajectories(groups: dict[str, Sequence[EvalRecord]]) -> str:
@@ -353,7 +351,7 @@ def _trajectories(groups: dict[str, Sequence[EvalRecord]]) -> str:
     return select + "".join(picked)
 
 
-def _sched_table(summary: dict[str, Any]) -> str:
+def _sched_table(summary: dict[str, Any], label: str = "") -> str:
     """The execution service's counters over the run and each breaker's last state (``summary["sched"]``)."""
     sched = summary.get("sched")
     if not isinstance(sched, dict):
@@ -361,43 +359,138 @@ def _sched_table(summary: dict[str, Any]) -> str:
     counts = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in sched.items() if _num(v) is not None)
     breakers = sched.get("breakers") if isinstance(sched.get("breakers"), dict) else {}
     states = "".join(f"<tr><th>breaker {escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in breakers.items())
-    return f'<h2>Execution service</h2><table class="eval">{counts}{states}</table>'
+    head = f"<h3>{escape(label)}</h3>" if label else ""
+    return f'{head}<table class="eval">{counts}{states}</table>'
 
 
-def render_report(data: RunData) -> str:
-    """The HTML text of the report (``write_report`` writes it)."""
-    summaries = _eval_summaries(data)
-    hist_groups = {**{f"eval/{k}": v for k, v in data.evals.items()}, **{f"trajectories/{k}": v for k, v in data.trajectories.items()}}
-    traj_groups = {f"trajectories/{k}": v for k, v in data.trajectories.items()}
-    if not traj_groups:
-        traj_groups = {f"eval/{k}": v for k, v in data.evals.items()}
-    config = (
-        f"<details><summary>resolved config (config.yaml)</summary><pre>{escape(data.config_text)}</pre></details>"
-        if data.config_text
-        else ""
-    )
-    title = f"posttrain report: {data.run_dir.name}"
+@dataclass(frozen=True)
+class Panel:
+    """A titled section of the report: ``render(runs)`` returns its HTML ("" leaves it out)."""
+
+    title: str
+    render: Callable[[Sequence[RunData]], str]
+    order: int = 100
+
+
+def _labelled(runs: Sequence[RunData], part: str) -> dict[str, Any]:
+    """``part`` (evals, trajectories) of every run, keyed ``label: name`` when there are several runs."""
+    many = len(runs) > 1
+    return {(f"{r.label}: {k}" if many else k): v for r in runs for k, v in getattr(r, part).items()}
+
+
+def _eval_panel(runs: Sequence[RunData]) -> str:
+    many = len(runs) > 1
+    return _eval_table({(f"{r.label}: {k}" if many else k): v for r in runs for k, v in _eval_summaries(r).items()})
+
+
+def _sched_panel(runs: Sequence[RunData]) -> str:
+    return "".join(_sched_table(r.summary, r.label if len(runs) > 1 else "") for r in runs)
+
+
+def _histograms_panel(runs: Sequence[RunData]) -> str:
+    return _histograms({**{f"eval/{k}": v for k, v in _labelled(runs, "evals").items()},
+                        **{f"trajectories/{k}": v for k, v in _labelled(runs, "trajectories").items()}})
+
+
+def _trajectories_panel(runs: Sequence[RunData]) -> str:
+    groups = {f"trajectories/{k}": v for k, v in _labelled(runs, "trajectories").items()}
+    return _trajectories(groups or {f"eval/{k}": v for k, v in _labelled(runs, "evals").items()})
+
+
+CORE_PANELS = (
+    Panel("Learning curves", curves_html, 10),
+    Panel("Evaluation", _eval_panel, 20),
+    Panel("Execution service", _sched_panel, 30),
+    Panel("Attempts to success", _histograms_panel, 40),
+    Panel("Example trajectories", _trajectories_panel, 50),
+)
+BUILTIN_PANELS: dict[str, str] = {"Per domain (RL)": "posttrain.evaluate._domains:DOMAIN_PANEL",
+                                   "Hack alarms (canaries)": "posttrain.evaluate._domains:CANARY_PANEL"}
+"""posttrain's own further panels: title -> ``module:attr`` of a ``Panel``, imported when a report is drawn."""
+_ADDED: dict[str, Panel] = {}
+
+
+def add_panel(title: str, render: Callable[[Sequence[RunData]], str], *, order: int = 100) -> None:
+    """Register a panel for the reports this process draws (the module docstring); a title once.
+
+    >>> add_panel("Doctest panel", lambda runs: "<p>hello</p>", order=99)
+    >>> [p.title for p in report_panels()][-1]
+    'Doctest panel'
+    """
+    if title in _ADDED and _ADDED[title].render is not render:
+        raise ValueError(f"report panel {title!r} is already registered")
+    _ADDED[title] = Panel(title, render, order)
+
+
+def _broken(title: str, error: Exception) -> Panel:
+    return Panel(title, lambda runs: f'<p class="muted">this panel did not load: {escape(type(error).__name__)}: '
+                                     f"{escape(str(error)[:300])}</p>")
+
+
+def report_panels() -> list[Panel]:
+    """Every panel a report draws, by ``order``: the core sections, ``BUILTIN_PANELS``, ``add_panel``'s."""
+    panels = list(CORE_PANELS)
+    for title, spec in BUILTIN_PANELS.items():
+        module, _, attr = spec.partition(":")
+        try:
+            panels.append(getattr(importlib.import_module(module), attr))
+        except Exception as e:  # noqa: BLE001 - a broken panel is one line in the page, not a failed report
+            panels.append(_broken(title, e))
+    panels += _ADDED.values()
+    return sorted(panels, key=lambda p: p.order)
+
+
+def _section(panel: Panel, runs: Sequence[RunData]) -> str:
+    try:
+        body = panel.render(runs)
+    except Exception as e:  # noqa: BLE001 - one line in its section, never a failed report
+        body = f'<p class="muted">this panel failed: {escape(type(e).__name__)}: {escape(str(e)[:300])}</p>'
+    return f"<h2>{escape(panel.title)}</h2>{body}" if body else ""
+
+
+def render_report(data: RunData | Sequence[RunData]) -> str:
+    """The HTML text of the report of one run, or of several compared (``write_report`` writes it)."""
+    runs = [data] if isinstance(data, RunData) else list(data)
+    configs = "".join(f"<details><summary>resolved config of {escape(r.label)} (config.yaml)</summary>"
+                      f"<pre>{escape(r.config_text)}</pre></details>" for r in runs if r.config_text)
+    title = "posttrain report: " + " vs ".join(r.label for r in runs)
+    where = "<br>".join(escape(str(r.run_dir)) for r in runs)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(str(data.run_dir))}</p>{config}"
-        f"<h2>Learning curves</h2>{_curves(data.metrics)}"
-        f"<h2>Evaluation</h2>{_eval_table(summaries)}{_sched_table(data.summary)}"
-        f"<h2>Attempts to success</h2>{_histograms(hist_groups)}"
-        f"<h2>Example trajectories</h2>{_trajectories(traj_groups)}"
-        f"<script>{SCRIPT}</script></body></html>"
+        f'<h1>{escape(title)}</h1><p class="muted">{where}</p>{configs}'
+        + "".join(_section(p, runs) for p in report_panels())
+        + f"<script>{SCRIPT}</script><script>{CHART_SCRIPT}</script></body></html>"
     )
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Write ``RUN/report.html`` (or ``out``) and return its path.
+def _unique_labels(runs: Sequence[RunData]) -> list[RunData]:
+    """The runs, labelled by their directory's name, else parent/name, else with a number appended."""
+    names = [r.run_dir.name for r in runs]
+    out, seen = [], set()
+    for r, name in zip(runs, names, strict=True):
+        label = name if names.count(name) == 1 else f"{r.run_dir.parent.name}/{name}"
+        base, k = label, 2
+        while label in seen:
+            label, k = f"{base} ({k})", k + 1
+        seen.add(label)
+        out.append(dataclasses.replace(r, label=label))
+    return out
 
-    >>> import tempfile; d = tempfile.mkdtemp()
+
+def write_report(run_dir: str | Path | Sequence[str | Path], out: str | Path | None = None) -> Path:
+    """Write ``RUN/report.html`` (or ``out``) and return its path; given several run directories, one
+    page comparing them (default ``FIRST_RUN/compare.html``).
+
+    >>> import tempfile, pathlib; d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "config.yaml").write_text("seed: 0")
     >>> write_report(d).name
     'report.html'
     """
-    data = load_run(run_dir)
-    path = Path(out) if out is not None else data.run_dir / "report.html"
+    dirs = [run_dir] if isinstance(run_dir, str | Path) else list(run_dir)
+    if not dirs:
+        raise UserError("report: give at least one run directory")
+    runs = _unique_labels([load_run(d) for d in dirs])
+    path = Path(out) if out is not None else runs[0].run_dir / ("report.html" if len(runs) == 1 else "compare.html")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(data), encoding="utf-8")
+    path.write_text(render_report(runs), encoding="utf-8")
     return path

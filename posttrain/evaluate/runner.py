@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import posttrain
 from posttrain.errors import UserError
-from posttrain.evaluate.records import EvalRecord, record_from_verdict
+from posttrain.evaluate.records import EvalRecord, task_record
 from posttrain.sched import Service, Verify
 from posttrain.types import Task, Verdict
 
@@ -35,7 +34,6 @@ __all__ = [
     "read_responses",
     "score_responses",
     "noop_baseline",
-    "verifier_version",
 ]
 
 SUITES = ("humaneval",)
@@ -56,11 +54,6 @@ class Response:
     prompt_ids: tuple[int, ...] = ()
     completion_ids: tuple[int, ...] = ()
     gen_s: float = 0.0
-
-
-def verifier_version(domain: str) -> str:
-    """The version string stored with each verdict (audits compare against the current one)."""
-    return f"{domain}@posttrain-{posttrain.__version__}"
 
 
 def load_suite(name: str) -> list[Task]:
@@ -103,7 +96,7 @@ def score_responses(
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5])
         raise UserError(f"{source}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
-    batch = service.run_batch([Verify(by_id[r.task_id], r.completion) for r in responses])
+    batch = service.run_jobs([Verify(by_id[r.task_id], r.completion) for r in responses])
     records = []
     for resp, result, tries in zip(responses, batch.results, batch.tries, strict=True):
         task = by_id[resp.task_id]
@@ -113,38 +106,19 @@ def score_responses(
             verdict = result if attempt is None else attempt.verdict
             if not isinstance(verdict, Verdict):  # dropped before it ran: never scored
                 verdict = Verdict.infra("ran out of infra retries", error_class="infra:exhausted")
-            rec = record_from_verdict(
-                verdict,
-                task_id=task.id,
-                domain=task.domain,
-                completion=resp.completion,
-                sample_idx=resp.sample_idx,
-                attempt=resp.attempt,
-                feedback_source=resp.feedback_source,
-                prompt=resp.prompt or task.prompt,
-                tags=task.tags,
-                verifier_version=verifier_version(task.domain),
-                tokens=len(resp.completion_ids),
-                wall_s=round((0.0 if attempt is None else attempt.duration_s) + resp.gen_s, 4),
-                stage=stage,
-            )
-            records.append(_with_ids(rec, resp))
+            records.append(task_record(
+                task, verdict, completion=resp.completion, stage=stage, sample_idx=resp.sample_idx,
+                attempt=resp.attempt, feedback_source=resp.feedback_source, prompt=resp.prompt or task.prompt,
+                prompt_ids=resp.prompt_ids, completion_ids=resp.completion_ids,
+                wall_s=round((0.0 if attempt is None else attempt.duration_s) + resp.gen_s, 4)))
     return records
-
-
-def _with_ids(rec: EvalRecord, resp: Response) -> EvalRecord:
-    if not resp.prompt_ids and not resp.completion_ids:
-        return rec
-    from dataclasses import replace
-
-    return replace(rec, prompt_ids=resp.prompt_ids, completion_ids=resp.completion_ids)
 
 
 def noop_baseline(tasks: Sequence[Task], service: Service) -> list[EvalRecord]:
     """Records for each task's do-nothing response (``env.noop_response``): the suite's floor."""
-    from posttrain.envs import get_env
+    from posttrain.envs import get_domain
 
-    responses = [Response(t.id, get_env(t.domain).noop_response(t)) for t in tasks]
+    responses = [Response(t.id, get_domain(t.domain).noop_response(t)) for t in tasks]
     return score_responses(tasks, responses, service, stage="noop", source="noop")
 
 

@@ -2,12 +2,12 @@
 OpenAI-compatible endpoint (``EndpointModel``: ``EndpointSampler`` + the model's tokenizer), both
 token-level ``Sampler``s; and ``posttrain eval``'s episodes, through the episode runner.
 
-- ``sample_responses(model, tasks, ...)``: single attempts, ``n`` per task, one ``generate`` call
-  over every (task, sample) prompt in order (the prompt is the domain's rendering,
-  ``posttrain.envs.model_prompt``, encoded by ``model.encode_prompt``); the caller verifies them.
-- ``runner_episodes(model, tasks, verifiers, episodes=...)``: repair episodes (``RepairEnv``) or
-  tool-calling episodes (``ToolEpisodeEnv``) through ``posttrain.rollout.run_batch``: observations
-  appended as ids, never re-tokenized; one record per attempt (``train._runlog.trajectory_records``).
+- ``runner_episodes(model, tasks, kind, ...)``: every evaluation's samples, single answers and
+  multi-turn episodes alike, built by ``posttrain.rollout.episodes`` and run by
+  ``posttrain.rollout.run_batch`` (single answers: ``SingleTurnEnv``, one ``generate`` call over every
+  (task, sample) prompt in order, each verified as a job of the service; episodes: observations
+  appended as ids, never re-tokenized); records derived from the trajectories alone, one per attempt
+  (``evaluate.records.trajectory_records``).
 - ``episode_figures``: the episodes' headline figures for the summary.
 
 A *model* here is what the runner needs of one: ``sampler()``, ``tokenizer``, ``encode_prompt(text)``.
@@ -17,32 +17,29 @@ With ``chat=True`` (an ``EndpointModel``) or a chat ``Policy`` (``Policy.chat``)
 tokenizer's chat template over one user message (``ChatTemplate.render``), still sent as ids, and a
 repair episode's feedback is a user turn of the same template (``prompt_chat``, ``RepairEnv``).
 
-Feedback labels (docs/records.md): ``posttrain.train._runlog.feedback_source_after``.
+Feedback labels (docs/records.md): ``posttrain.evaluate.records.feedback_source_after``.
 What it does not do: the chat completions API (templates are rendered to ids here), HTTP retries (a
 failed request is a clear ``UserError``).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from posttrain.evaluate.records import EvalRecord
-from posttrain.evaluate.runner import Response
-from posttrain.types import Task
+from posttrain.types import Task, Verifier
 
 if TYPE_CHECKING:
+    from posttrain.rollout.episodes import EpisodeKind
     from posttrain.sched import Service
 
 __all__ = [
     "EndpointModel",
-    "TOOL_STEPS",
     "episode_figures",
     "prompt_chat",
     "runner_episodes",
-    "sample_responses",
 ]
 
 
@@ -81,76 +78,48 @@ class EndpointModel:
         return ids if bos is None or ids[:1] == [bos] else [bos, *ids]
 
 
-def sample_responses(model: Any, tasks: Sequence[Task], *, n: int, temperature: float, max_new_tokens: int,
-                     seed: int) -> list[Response]:
-    """``n`` single attempts per task in one ``generate`` call (prompt order: task, then sample), token
-    ids kept. A local sampler seeds the call with ``seed``; an endpoint sends prompt i ``seed + i``."""
-    from posttrain.envs import model_prompt
-    from posttrain.policy import SamplingParams
-
-    texts = [model_prompt(t) for t in tasks]
-    prompts = [model.encode_prompt(text) for text in texts for _ in range(n)]
-    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    t0 = time.perf_counter()
-    gens = model.sampler().generate(prompts, params)
-    per = (time.perf_counter() - t0) / max(1, len(prompts))
-    return [Response(t.id, g.text, sample_idx=j % n, prompt=texts[j // n], prompt_ids=tuple(g.prompt_ids),
-                     completion_ids=tuple(g.completion_ids), gen_s=per)
-            for j, (t, g) in enumerate(zip([t for t in tasks for _ in range(n)], gens, strict=True))]
-
-
 def runner_episodes(
-    policy: Any,
+    model: Any,
     tasks: Sequence[Task],
-    verifiers: Mapping[str, Any],
+    kind: EpisodeKind,
     *,
+    verify: Verifier | None = None,
     n: int,
     temperature: float,
     max_new_tokens: int,
     seed: int,
     stage: str,
     max_attempts: int | None = None,
-    episodes: str = "repair",
     max_turns: int | None = None,
     pool: Any | None = None,
     service: Service | None = None,
 ) -> tuple[list[EvalRecord], dict[str, float]]:
-    """``n`` episodes per task through the episode runner (``posttrain.rollout``): token-exact
-    contexts (observations appended as ids, never re-tokenized). ``episodes``: ``repair`` (up to
-    each task's ``limits.max_attempts`` attempts; ``max_attempts`` overrides it) or ``tool``
-    (tool-calling episodes built by each task's domain, ``posttrain.envs.tool.tool_episode_envs``:
-    ``ToolEpisodeEnv``, or ``BfclEnv`` with its backends in ``pool``; ``max_turns``, default
-    ``TOOL_STEPS``, is a tool task's step limit and a BFCL task's per-user-turn cap on steps with
-    calls, the runner's cap following from the tasks: ``envs.tool.action_limit``). ``model``: a ``Policy`` or an ``EndpointModel``. Returns one record per attempt (an episode cut before its verdict: one
-    ``truncated`` record) and the episodes' statistics (``episode_metrics`` + ``episodes``: their count).
-    ``service``: each step runs as its job, an infra error restarting the episode (``rollout.run_batch``)."""
+    """``n`` episodes of ``kind`` per task through the episode runner (``posttrain.rollout``),
+    built in one place (``rollout.episodes.make_episodes``: ``single`` one answer; ``repair`` up to each task's
+    ``limits.max_attempts`` attempts, ``max_attempts`` overriding it; ``agent``: each task's domain's
+    own environment, ``max_turns`` its step limit, ``pool`` the sandbox it runs in): token-exact
+    contexts (observations appended as ids, never re-tokenized). ``model``: a ``Policy`` or an
+    ``EndpointModel``; ``verify``: what the environments verify with (default: ``service``'s nested
+    lane). Returns one record per attempt
+    (an episode cut before its verdict: one ``truncated`` record) and the episodes' statistics
+    (``episode_metrics`` + ``episodes``: their count). ``service``: each step runs as its job, an
+    infra error restarting the episode (``rollout.run_batch``)."""
     from posttrain.evaluate.metrics import episode_metrics
+    from posttrain.evaluate.records import trajectory_records
     from posttrain.policy import SamplingParams
-    from posttrain.rollout import Episode, VerdictCache, repair_envs, run_batch
-    from posttrain.train._runlog import trajectory_records  # records of trajectories live with the trainer's
+    from posttrain.rollout.episodes import make_episodes, sample_tasks
 
-    if episodes == "tool":
-        from posttrain.envs.tool import action_limit, tool_episode_envs
-        from posttrain.policy import ChatTemplate
-
-        steps = max_turns or TOOL_STEPS
-        make = tool_episode_envs(ChatTemplate(policy.tokenizer), max_steps=steps, pool=pool)
-        turns = action_limit(tasks, steps)  # BFCL: each task's user turns x (its per-turn cap + 1)
-    elif episodes == "repair":
-        make = repair_envs(policy, verifiers, VerdictCache(), chat=prompt_chat(policy), max_attempts=max_attempts,
-                           infra_retries=0 if service is not None else 2)
-        turns = max_turns or max_attempts or max(t.limits.max_attempts for t in tasks)
-    else:
-        raise ValueError(f"episodes must be 'repair' or 'tool', got {episodes!r}")
-    runs = [Episode(t, make(t), f"{stage}/{t.id}", i, make) for t in tasks for i in range(n)]
+    plan = make_episodes(kind, tasks, model, service=service, verify=verify, prompt_chat=prompt_chat(model), pool=pool,
+                         max_turns=max_turns, max_attempts=max_attempts)
 
     def decode(ids: Sequence[int]) -> str:
-        return policy.tokenizer.decode(list(ids))
+        return model.tokenizer.decode(list(ids))
 
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    trajs = run_batch(policy.sampler(), runs, params, max_turns=turns, service=service)  # steps as its jobs
-    records = [rec for ep, tr in zip(runs, trajs, strict=True)
-               for rec in trajectory_records(ep.task, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
+    groups = sample_tasks(plan, model.sampler(), tasks, n=n, params=params, service=service, stage=stage)
+    records = [rec for t, group in zip(tasks, groups, strict=True) for tr in group
+               for rec in trajectory_records(t, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
+    trajs = [tr for group in groups for tr in group]
     return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}
 
 
@@ -158,11 +127,6 @@ def prompt_chat(model: Any) -> Any:
     """The ``ChatTemplate`` a model's prompts are rendered with (``Policy.chat``, ``EndpointModel.template``),
     or None for plain prompts: repair episodes render their feedback with the same."""
     return model.template if isinstance(model, EndpointModel) else model.chat
-
-
-TOOL_STEPS = 4
-"""The default step limit of a tool-calling episode (``eval.max_turns`` / ``rl.max_turns`` set it): the
-actions of a tool task's episode, the steps with calls of each user turn of a BFCL task's."""
 
 
 def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]], *,

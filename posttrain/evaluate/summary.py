@@ -31,11 +31,11 @@ from posttrain.errors import UserError
 from posttrain.evaluate.metrics import bootstrap_ci, pass_at_k_per_task, pass_hat_k_per_task
 from posttrain.evaluate.records import EvalRecord
 
-__all__ = ["summarize", "Episode", "group_episodes"]
+__all__ = ["summarize", "SampleAttempts", "group_attempts"]
 
 
 @dataclass(frozen=True)
-class Episode:
+class SampleAttempts:
     """The attempts of one (task, sample), with retried infra errors collapsed."""
 
     task_id: str
@@ -79,7 +79,7 @@ def _collapse(key: tuple[str, int, int], recs: list[EvalRecord]) -> tuple[EvalRe
     return recs[-1], len(recs) - 1
 
 
-def group_episodes(records: Iterable[EvalRecord]) -> list[Episode]:
+def group_attempts(records: Iterable[EvalRecord]) -> list[SampleAttempts]:
     """Group records into episodes; raises ``UserError`` for gaps or duplicate scored attempts."""
     by_key: dict[tuple[str, int, int], list[EvalRecord]] = defaultdict(list)
     for r in records:
@@ -99,12 +99,12 @@ def group_episodes(records: Iterable[EvalRecord]) -> list[Episode]:
                 "expected 0, 1, ... without gaps"
             )
         ordered = tuple(attempts[a] for a in rounds)
-        episodes.append(Episode(task_id, sample_idx, ordered, retried[(task_id, sample_idx)]))
+        episodes.append(SampleAttempts(task_id, sample_idx, ordered, retried[(task_id, sample_idx)]))
     return episodes
 
 
-def _by_task(episodes: Sequence[Episode]) -> dict[str, list[Episode]]:
-    out: dict[str, list[Episode]] = defaultdict(list)
+def _by_task(episodes: Sequence[SampleAttempts]) -> dict[str, list[SampleAttempts]]:
+    out: dict[str, list[SampleAttempts]] = defaultdict(list)
     for ep in episodes:
         out[ep.task_id].append(ep)
     return out
@@ -116,7 +116,7 @@ def _ci(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
 
 
 def _first_attempt_block(
-    tasks: dict[str, list[Episode]], ks: Sequence[int], n_boot: int, seed: int, out: dict
+    tasks: dict[str, list[SampleAttempts]], ks: Sequence[int], n_boot: int, seed: int, out: dict
 ) -> None:
     n, c = [], []
     for eps in tasks.values():
@@ -144,7 +144,7 @@ def _first_attempt_block(
             out["ci"][f"pass^{k}"] = _ci(hat, n_boot, seed)
 
 
-def _repair_block(tasks: dict[str, list[Episode]], n_boot: int, seed: int, out: dict) -> None:
+def _repair_block(tasks: dict[str, list[SampleAttempts]], n_boot: int, seed: int, out: dict) -> None:
     max_round = max((len(ep.attempts) - 1 for eps in tasks.values() for ep in eps), default=0)
     sources = sorted(
         {r.feedback_source for eps in tasks.values() for ep in eps for r in ep.attempts if r.attempt > 0}
@@ -166,7 +166,7 @@ def _repair_block(tasks: dict[str, list[Episode]], n_boot: int, seed: int, out: 
     out["max_attempts"] = max_round + 1
 
 
-def _block(episodes: Sequence[Episode], ks: Sequence[int], n_boot: int, seed: int) -> dict:
+def _block(episodes: Sequence[SampleAttempts], ks: Sequence[int], n_boot: int, seed: int) -> dict:
     tasks = _by_task(episodes)
     out: dict = {"ci": {}, "skipped": {}}
     _first_attempt_block(tasks, ks, n_boot, seed, out)
@@ -198,13 +198,13 @@ def summarize(
     """
     if any(k < 1 for k in ks):
         raise UserError(f"ks must all be >= 1, got {list(ks)}")
-    episodes = group_episodes(records)
+    episodes = group_attempts(records)
     if not episodes:
         raise UserError("records: nothing to summarize (no records)")
     ks = tuple(sorted({1, *ks}))  # pass@1 is the headline: always reported
     out = _block(episodes, ks, n_boot, seed)
     out["ci_level"] = 0.95
-    groups: dict[str, dict[str, list[Episode]]] = {"per_domain": defaultdict(list), "per_tag": defaultdict(list)}
+    groups: dict[str, dict[str, list[SampleAttempts]]] = {"per_domain": defaultdict(list), "per_tag": defaultdict(list)}
     for ep in episodes:
         groups["per_domain"][ep.attempts[0].domain].append(ep)
         for tag in ep.attempts[0].tags:

@@ -37,9 +37,9 @@ and TRL keep full reasoning) but is no longer the template's rendering of the fu
 Tool-call families (``TOOL_FAMILIES``), detected from the template text, overridable: ``"hermes"``
 (Hermes/Qwen ``<tool_call>{"name", "arguments"}</tool_call>`` blocks) and ``"openai"`` (one JSON
 document: ``{"name", "arguments"}``, a list of them, or an OpenAI message ``{"tool_calls": [...]}``;
-``arguments`` an object or a JSON string). Decoding is the tool domain's
-(``posttrain.envs.tool.parse_tool_calls``); this module adds the family: a response in the
-other family's format is an error result, never zero calls (NeMo-RL #3422).
+``arguments`` an object or a JSON string). Decoding is the tool-call codec's (``_toolcalls.py``:
+``parse_tool_calls(text, family)``): a response in the other family's format is an error result,
+never zero calls (NeMo-RL #3422).
 
 Not here: Qwen3-Coder XML (``<function=...>``), Mistral ``[TOOL_CALLS]``, GPT-OSS ``<|call|>``
 formats (detected and refused by name); running tools; which messages an environment sends.
@@ -53,9 +53,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from posttrain.errors import UserError
+from posttrain.policy._toolcalls import (
+    TOOL_FAMILIES,
+    ToolCallParse,
+    ToolFamily,
+    parse_tool_calls,
+    tool_result_message,
+)
+from posttrain.strict_json import to_plain
 
-ToolFamily = Literal["hermes", "openai"]
-TOOL_FAMILIES: tuple[ToolFamily, ...] = ("hermes", "openai")
 OnRewrite = Literal["error", "append"]
 Message = Mapping[str, Any]
 
@@ -69,24 +75,6 @@ _UNSUPPORTED = {  # template text -> the format it teaches, which this module do
 
 class ChatTemplateError(UserError):
     """The tokenizer's chat template cannot do what was asked (none, unsupported, rewrites history)."""
-
-
-@dataclass(frozen=True)
-class ToolCallParse:
-    """What a response's tool calls decode to: the calls (empty: no call), or why they cannot be read."""
-
-    calls: tuple[Any, ...] = ()
-    """``posttrain.envs.tool.ToolCall``s (name, arguments), in the order written."""
-    content: str = ""
-    """The response's text outside its calls (stripped)."""
-    error: str | None = None
-    """Why the calls cannot be decoded (malformed JSON, the other family's format); ``calls`` is then empty."""
-    text: str = ""
-    """The response as parsed."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 @dataclass
@@ -233,8 +221,6 @@ class ChatTemplate:
         """The assistant message of a parsed response, for rendering: content + OpenAI ``tool_calls``
         with ``arguments`` as a dict (what templates iterate over; OpenAI sends a JSON string).
         A response whose calls do not parse is its text, as written."""
-        from posttrain.verify.strict_json import to_plain
-
         if not parse.ok:
             return {"role": "assistant", "content": parse.text}
         msg: dict[str, Any] = {"role": "assistant", "content": parse.content}
@@ -320,58 +306,3 @@ def detect_family(template: str) -> ToolFamily:
             raise ChatTemplateError(f"chat template teaches {what}, which posttrain does not parse; pass "
                                     f"family= one of {list(TOOL_FAMILIES)} if the model writes one of those")
     return "hermes" if "<tool_call>" in template else "openai"
-
-
-def parse_tool_calls(text: str, family: ToolFamily) -> ToolCallParse:
-    """Decode the tool calls of ``text`` written in ``family``'s format.
-
-    No call is ``ToolCallParse(content=text)``; a malformed call, or a call in the other family's
-    format, is an error result with the reason (never zero calls).
-
-    >>> parse_tool_calls('<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>', "hermes").calls
-    (ToolCall(name='f', arguments={'x': 1}),)
-    >>> parse_tool_calls('{"name": "f", "arguments": {"x": 1}}', "hermes").error
-    "a tool call in OpenAI JSON, but this template's calls are <tool_call> blocks (family 'hermes')"
-    >>> parse_tool_calls('<tool_call>{"name": "f", "arguments": {"x": 1}</tool_call>', "hermes").error
-    "<tool_call> #1: invalid JSON at line 1 column 36: Expecting ',' delimiter"
-    """
-    from posttrain.envs.tool import ToolCallError
-    from posttrain.envs.tool import parse_tool_calls as decode
-
-    if family not in TOOL_FAMILIES:
-        raise ValueError(f"family must be one of {list(TOOL_FAMILIES)}, got {family!r}")
-    tagged = "<tool_call" in text or "</tool_call" in text
-    if family == "openai" and tagged:
-        return ToolCallParse(error="a <tool_call> block, but this template's calls are OpenAI JSON (family 'openai')",
-                             text=text)
-    try:
-        calls = tuple(decode(text))
-    except ToolCallError as e:
-        return ToolCallParse(error=str(e), text=text)
-    if family == "hermes" and calls and not tagged:
-        return ToolCallParse(error="a tool call in OpenAI JSON, but this template's calls are <tool_call> blocks "
-                                   "(family 'hermes')", text=text)
-    if not calls:
-        return ToolCallParse(content=text.strip(), text=text)
-    content = _outside_calls(text) if family == "hermes" else ""
-    return ToolCallParse(calls=calls, content=content, text=text)
-
-
-def _outside_calls(text: str) -> str:
-    import re
-
-    return re.sub(r"<tool_call>.*?</tool_call>", "", text, flags=re.DOTALL).strip()
-
-
-def tool_result_message(content: Any, *, tool_call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
-    """A ``role: tool`` message; non-string content is written as JSON.
-
-    >>> tool_result_message({"temp": 3}, tool_call_id="call_0")
-    {'role': 'tool', 'content': '{"temp": 3}', 'tool_call_id': 'call_0'}
-    """
-    msg: dict[str, Any] = {"role": "tool", "content": content if isinstance(content, str) else json.dumps(content)}
-    if tool_call_id is not None:
-        msg["tool_call_id"] = tool_call_id
-    if name is not None:
-        msg["name"] = name
-    return msg

@@ -103,11 +103,26 @@ def build_embedded_default(path: str | Path, *, seed: int = 0, spec: EmbeddedMod
     Returns ``path``; load it back with ``posttrain.policy.load_policy(path)``.
     """
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    spec = spec or EmbeddedModelSpec()
     tok = build_char_tokenizer()
-    config = LlamaConfig(
+    config = embedded_config(spec or EmbeddedModelSpec(), tok)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tok.save_pretrained(path)
+    return path
+
+
+def embedded_config(spec: EmbeddedModelSpec, tok=None):  # -> LlamaConfig
+    """The transformers config of the embedded default of size ``spec`` (``tok``: its tokenizer,
+    ``build_char_tokenizer()`` when not given)."""
+    from transformers import LlamaConfig
+
+    tok = tok or build_char_tokenizer()
+    return LlamaConfig(
         vocab_size=len(tok),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -120,10 +135,3 @@ def build_embedded_default(path: str | Path, *, seed: int = 0, spec: EmbeddedMod
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
     )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path, safe_serialization=True)
-    tok.save_pretrained(path)
-    return path

@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from posttrain.errors import UserError
-from posttrain.policy._sampler import Generation, SamplingParams
-from posttrain.types import StopReason
+from posttrain.policy._sampler import SamplingParams
+from posttrain.types import Generation, StopReason
 
 
 class EndpointSampler:

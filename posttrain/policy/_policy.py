@@ -32,7 +32,8 @@ import torch
 
 from posttrain.errors import UserError
 from posttrain.policy._chat import ChatTemplate, ChatTemplateError, has_chat_template, prompt_template
-from posttrain.policy._sampler import Generation, LocalSampler, SamplingParams
+from posttrain.policy._sampler import LocalSampler, SamplingParams
+from posttrain.types import Generation
 
 ChatSetting = bool | Literal["auto"]
 """Whether prompts are chat-rendered: true, false, or "auto" (when the tokenizer's chat template can
@@ -70,13 +71,7 @@ class Policy:
         prompt}], add_generation_prompt=True)`` as ids; else the tokenizer's ids, with BOS prepended
         when the tokenizer has one and did not add it. (The embedded default's template renders one
         user message to exactly the plain ids.)"""
-        if self.chat is not None:
-            return self.chat.render([{"role": "user", "content": prompt}])
-        ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
-        bos = self.tokenizer.bos_token_id
-        if bos is not None and (not ids or ids[0] != bos):
-            ids = [bos, *ids]
-        return ids
+        return _encode_prompt(self.tokenizer, self.chat, prompt)
 
     def encode_completion(self, text: str) -> list[int]:
         """Demonstration text -> completion token ids, ending with EOS (for SFT)."""
@@ -115,6 +110,17 @@ class Policy:
         self.tokenizer.save_pretrained(path)
         record_chat(path, self.chat is not None)
         return path
+
+
+def _encode_prompt(tokenizer: Any, chat: ChatTemplate | None, prompt: str) -> list[int]:
+    """``Policy.encode_prompt`` for a tokenizer and its prompt template (None: plain prompts)."""
+    if chat is not None:
+        return chat.render([{"role": "user", "content": prompt}])
+    ids = list(tokenizer(prompt, add_special_tokens=True)["input_ids"])
+    bos = tokenizer.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        ids = [bos, *ids]
+    return ids
 
 
 def record_chat(path: str | Path, chat: bool) -> None:
@@ -287,3 +293,117 @@ def inspect_model(path: str | Path) -> ModelFacts:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return ModelFacts(value, f"{cfg_path} {key}", tokenizer)
     return ModelFacts(None, f"{cfg_path}", tokenizer)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A model's shape as its config.json gives it, read without loading the model: what a run's
+    header says and RUN/config.yaml records (``model.hidden_size``, ``num_layers``, ``max_positions``).
+    A field the config does not give is None."""
+
+    model_type: str
+    """transformers' ``model_type`` (``qwen2``, ``llama``, ...)."""
+    hidden_size: int | None
+    num_layers: int | None
+    positions: int | None
+    vocab_size: int | None
+    keys: dict[str, str]
+    """Where each field was read, for messages: ``{"hidden_size": "PATH/config.json hidden_size", ...}``."""
+
+
+_ARCHITECTURE_KEYS = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "positions": POSITION_KEYS,
+    "vocab_size": ("vocab_size",),
+}
+
+
+def read_architecture(path: str | Path) -> Architecture:
+    """The ``Architecture`` of a local model directory, from its config.json (a multimodal model's
+    ``text_config`` when the top level does not give a field); a ``UserError`` naming the file when
+    it cannot be read.
+
+    >>> import json, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = Path(d, "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 64,
+    ...     "num_hidden_layers": 2, "max_position_embeddings": 2048, "vocab_size": 103}))
+    >>> a = read_architecture(d)
+    >>> a.model_type, a.hidden_size, a.num_layers, a.positions, a.vocab_size
+    ('qwen2', 64, 2, 2048, 103)
+    """
+    cfg_path = Path(path) / "config.json"
+    try:
+        config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{cfg_path}: cannot read the model's config ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{cfg_path}: expected a JSON object (a transformers model config)")
+    sections = [("", config)]
+    if isinstance(config.get("text_config"), dict):
+        sections.append(("text_config.", config["text_config"]))
+    found: dict[str, int | None] = {}
+    keys: dict[str, str] = {}
+    for field, names in _ARCHITECTURE_KEYS.items():
+        found[field] = None
+        for prefix, section in sections:
+            hit = next((n for n in names if _positive_int(section.get(n))), None)
+            if hit is not None:
+                found[field], keys[field] = section[hit], f"{cfg_path} {prefix}{hit}"
+                break
+    return Architecture(str(config.get("model_type") or "unknown"), found["hidden_size"], found["num_layers"],
+                        found["positions"], found["vocab_size"], keys)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def count_parameters(model: str | Path | Any) -> int | None:
+    """How many parameters a causal LM has (tied weights once): ``model`` is a local model directory
+    or a transformers config. Counted on an empty (meta-device) copy built from the config: no
+    weights are read. None when transformers cannot build it here."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = model if not isinstance(model, (str, Path)) else AutoConfig.from_pretrained(str(model),
+                                                                                               local_files_only=True)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (OSError, ValueError, KeyError, ImportError):
+        return None
+    return sum(p.numel() for p in model.parameters())
+
+
+@dataclass(frozen=True)
+class PromptLengths:
+    """The longest of some prompts as a local model would be given them (``measure_prompts``)."""
+
+    positions: int | None
+    """The model's positions (``ModelFacts.positions``), None when its config does not say."""
+    positions_key: str
+    """Where ``positions`` comes from, for messages."""
+    longest: int
+    """Tokens of the longest prompt, exactly as ``Policy.encode_prompt`` encodes it."""
+    prompt: str
+    """That prompt's text."""
+
+
+def measure_prompts(path: str | Path, prompts: Sequence[str], *, chat: ChatSetting | None = None) -> PromptLengths:
+    """How long the longest of ``prompts`` is for the model in the local directory ``path``, rendered
+    as ``load_policy(path, chat=chat)`` would render them (None: as the checkpoint records), read
+    without loading its weights. ``UserError``s as ``inspect_model`` and ``load_policy`` raise them."""
+    facts = inspect_model(path)
+    if chat is None:
+        chat = bool(recorded_chat(path))
+    try:
+        template = prompt_template(facts.tokenizer) if resolve_chat(chat, facts.tokenizer) else None
+        if template is not None:
+            template.check_end_of_turn()
+    except ChatTemplateError as e:
+        raise UserError(f"{path}: chat-rendered prompts: {e}") from None
+    counts = [len(_encode_prompt(facts.tokenizer, template, p)) for p in prompts]
+    at = max(range(len(prompts)), key=counts.__getitem__) if prompts else None
+    return PromptLengths(facts.positions, facts.positions_key, 0 if at is None else counts[at],
+                         "" if at is None else prompts[at])
+

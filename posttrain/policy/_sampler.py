@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import torch
 
 from posttrain.errors import UserError
-from posttrain.types import FinishReason, StopReason
+from posttrain.types import Generation
 
 
 @dataclass(frozen=True)
@@ -79,25 +79,6 @@ class SamplingParams:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled completion of one prompt, exactly as sampled."""
-
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    """Sampled tokens; the EOS token is the last one when ``stop_reason == "eos"``."""
-    logprobs: tuple[float, ...]
-    """log pi(token) under the distribution sampled (temperature, top-k, top-p), one per completion id."""
-    text: str
-    """The completion ids decoded without special tokens."""
-    stop_reason: StopReason
-
-    @property
-    def finish_reason(self) -> FinishReason:
-        """``"stop"`` (EOS or a stop string) or ``"length"``: the two-way reason records keep."""
-        return "length" if self.stop_reason == "length" else "stop"
 
 
 class Sampler(Protocol):

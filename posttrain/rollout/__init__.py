@@ -2,46 +2,43 @@
 
 ``run_episode(sampler, Episode(task, env, group_id, sample_idx), params)`` is the episode runner
 (``run_batch`` runs many in lockstep, one ``generate`` call per round); ``SingleTurnEnv`` is
-today's verifiers as one-step episodes through the execution service (``posttrain.sched``);
-``run_episodes`` is the older
-text-level single-turn path (policy + tasks -> ``Rollout``s) that the pipeline and preference
-stages still call. ``VerdictCache`` and ``verify_with_retries`` serve stateful episodes
-(``RepairEnv``) that verify inside their own steps.
+today's verifiers as one-step episodes through the execution service (``posttrain.sched``): the one
+single-turn path (RL, evaluations, ``posttrain eval``, preference pairs); ``posttrain.rollout.episodes``
+turns an episode kind into environments, limits and checks.
 
->>> from posttrain.rollout import Episode, SingleTurnEnv, run_episode, run_batch, Trajectory
+The episode protocol (``Env``: ``reset -> Observation``, ``step -> StepResult``) is
+``posttrain.envs.Env``; its data types are in ``posttrain.types``.
+
+>>> from posttrain.rollout import Episode, SingleTurnEnv, run_episode, run_batch
 """
 
-from posttrain.rollout._env import (
-    Env,
-    Observation,
-    SingleTurnEnv,
-    SubmitsSteps,
-    VerdictCache,
-    Verifier,
-    verify_with_retries,
+from posttrain.rollout._adaptive import (
+    BudgetController,
+    TemperatureController,
+    dedup_rewards,
+    diversity,
+    diversity_metrics,
 )
-from posttrain.rollout._episodes import run_episodes
-from posttrain.rollout._repair import RepairEnv, repair_envs, split_tests
+from posttrain.rollout._context import ContextPolicy, ManagedContext, ManagedEpisode, run_managed
+from posttrain.rollout._env import SingleTurnEnv, SubmitsSteps, verify_by_domain
 from posttrain.rollout._runner import INFRA_EXCEPTIONS, Episode, as_rollout, run_batch, run_episode
-from posttrain.types import Trajectory, Turn
 
 __all__ = [
     "INFRA_EXCEPTIONS",
-    "Env",
+    "BudgetController",
+    "ContextPolicy",
     "Episode",
-    "Observation",
-    "RepairEnv",
+    "ManagedContext",
+    "ManagedEpisode",
     "SingleTurnEnv",
     "SubmitsSteps",
-    "Trajectory",
-    "Turn",
-    "VerdictCache",
-    "Verifier",
+    "TemperatureController",
     "as_rollout",
-    "repair_envs",
+    "dedup_rewards",
+    "diversity",
+    "diversity_metrics",
     "run_batch",
     "run_episode",
-    "run_episodes",
-    "split_tests",
-    "verify_with_retries",
+    "run_managed",
+    "verify_by_domain",
 ]

@@ -1,8 +1,8 @@
 """The episode runner: a ``Sampler`` and ``Env``s in lockstep, one ``Trajectory`` per episode.
 
     context = env.reset(task).ids
-    repeat: action = sampler.generate(context); observation, verdict, done = env.step(action)
-            context += action ids + observation ids              # ids, never decoded and re-encoded
+    repeat: action = sampler.generate(context); result = env.step(action)   # StepResult
+            context += action ids + result.observation.ids       # ids, never decoded and re-encoded
 
 Episodes of one call advance together: each round samples every unfinished episode in one
 ``Sampler.generate`` call (the local sampler batches them), then steps their environments all at
@@ -23,8 +23,21 @@ once, and the runner waits for them all:
   whole group up (``Service.give_up``: dropped, counted, never scored) and ends with an
   ``infra_error`` verdict; the group's other episodes are not sampled again: each ends at once
   with a last turn that has no action and an ``infra:group_dropped`` verdict;
+- a ``Restorable`` environment (``posttrain.envs.Restorable``: a ``Workspace`` under it) is not
+  rebuilt and replayed: the runner takes a snapshot after ``reset`` and after every step that did not
+  end the episode (inside that step's job), and on an infra error ``restore``s the last one on the
+  same environment and steps the failed action again -- a restart like the other (counted, capped by
+  ``max_tries``, with its backoff), with no replay and no demand that observations repeat byte for
+  byte (command output in a repository does not). A ``restore`` that raises an infra exception falls
+  back to the fresh environment and the replay (or gives the group up without ``make_env``);
 - with no service, such an environment steps on a thread of its own, and an infra verdict ends
   its episode (the caller drops its group).
+
+Lifecycle: the runner owns the environments of the episodes it is given and closes each
+(``Env.close``) on every path out of its episode: when it is done, cut by a limit, dropped with its
+group, on an error of an environment (``StepError``) or of the sampler (any exception out of
+``run_batch``), and every environment a restart replaces, as it is replaced. A ``close`` that raises
+is a warning naming the task and the environment, never a lost batch.
 
 What is infra, for a stateful step: an ``infra_error`` verdict the environment returns (its own way
 to say the machinery under it failed: a sandbox job killed, a backend that did not answer), or an
@@ -59,18 +72,18 @@ from __future__ import annotations
 import dataclasses
 import math
 import subprocess
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from posttrain.policy import Generation, Sampler, SamplingParams
-from posttrain.rollout._env import Env, Observation, SubmitsSteps
+from posttrain.envs import Env, Restorable
+from posttrain.policy import Sampler, SamplingParams
+from posttrain.rollout._env import SubmitsSteps
 from posttrain.sandbox.errors import PoolClosed
 from posttrain.sched import GroupDropped, Result, Service, Step, StepError
-from posttrain.types import Rollout, Task, Trajectory, Turn, Verdict
-
-StepResult = tuple[Observation, Verdict | None, bool]
+from posttrain.types import Generation, Observation, Rollout, StepResult, Task, Trajectory, Turn, Verdict
 
 INFRA_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, EOFError, MemoryError, subprocess.SubprocessError,
                                                      PoolClosed)
@@ -88,7 +101,9 @@ class Episode:
     """What to run: a task, a fresh environment for it, and where the episode belongs.
 
     ``make_env``: builds another fresh environment for the task, to restart the episode after an
-    infra error (module docstring); None: the episode cannot be restarted."""
+    infra error (module docstring); None: the episode cannot be restarted (a ``Restorable``
+    environment still restarts from its snapshot). The runner closes ``env`` (and every environment
+    ``make_env`` builds for it) when the episode ends."""
 
     task: Task
     env: Env
@@ -111,6 +126,8 @@ class _State:
     tries: int = 1  # of the episode: 1 + restarts
     seq: int = 0  # step jobs submitted (replays included): each its own job key
     group_size: int = 1  # episodes of its group in this batch (what giving the group up drops)
+    snapshot: object | None = None  # a Restorable env's state after reset or its last step that did not end it
+    closed: bool = False
 
 
 def run_batch(
@@ -125,33 +142,45 @@ def run_batch(
 ) -> list[Trajectory]:
     """Run every episode to its end; trajectories come back in the order of ``episodes``.
     ``service``: where stateful environments' steps run as jobs (module docstring)."""
-    if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
-        raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
-    states = []
-    sizes = Counter(ep.group_id for ep in episodes)
-    for ep in episodes:
-        prompt = ep.env.reset(ep.task).ids
-        states.append(_State(ep.env, tuple(prompt), context=list(prompt), pending=tuple(prompt), turns=[],
-                             group_size=sizes[ep.group_id]))
-    for turn in range(max_turns):
-        active = [i for i, s in enumerate(states) if not s.done and _room(s, max_tokens) > 0]
-        if not active:
-            break
-        gens = _sample(sampler, [states[i] for i in active], params, max_tokens, seed_offset=turn)
-        results = _step_all([episodes[i] for i in active], [states[i] for i in active], gens, service)
-        for i, g, (obs, verdict, done) in zip(active, gens, results, strict=True):
-            s = states[i]
-            s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, verdict, g.text))
-            s.context += [*g.completion_ids, *obs.ids]
-            s.pending, s.done = tuple(obs.ids), done
-            s.used += len(g.completion_ids) + len(obs.ids)
-            s.actions.append(g)
-            s.steps.append((obs, verdict, done))
-        if service is not None:
-            for i in active:
-                if not states[i].done and service.is_dropped(episodes[i].group_id):
-                    _end_dropped(states[i], episodes[i].group_id)
-    return [_trajectory(ep, s, policy_version, max_tokens) for ep, s in zip(episodes, states, strict=True)]
+    states: list[_State] = []
+    try:
+        if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
+            raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
+        sizes = Counter(ep.group_id for ep in episodes)
+        for ep in episodes:
+            prompt = ep.env.reset(ep.task).ids
+            states.append(_State(ep.env, tuple(prompt), context=list(prompt), pending=tuple(prompt), turns=[],
+                                 group_size=sizes[ep.group_id]))
+            if service is not None:  # restarts need it (none without a service)
+                states[-1].snapshot = _snapshot(ep.env)
+        for turn in range(max_turns):
+            active = [i for i, s in enumerate(states) if not s.done and _room(s, max_tokens) > 0]
+            if not active:
+                break
+            gens = _sample(sampler, [states[i] for i in active], params, max_tokens, seed_offset=turn)
+            results = _step_all([episodes[i] for i in active], [states[i] for i in active], gens, service)
+            for i, g, result in zip(active, gens, results, strict=True):
+                s, obs = states[i], result.observation
+                s.turns.append(Turn(s.pending, g.completion_ids, g.logprobs, g.stop_reason, result.verdict, g.text,
+                                    result.calls))
+                s.context += [*g.completion_ids, *obs.ids]
+                s.pending, s.done = tuple(obs.ids), result.done
+                s.used += len(g.completion_ids) + len(obs.ids)
+                s.actions.append(g)
+                s.steps.append(result)
+                if s.done:
+                    _close(episodes[i], s)
+            if service is not None:
+                for i in active:
+                    if not states[i].done and service.is_dropped(episodes[i].group_id):
+                        _end_dropped(states[i], episodes[i].group_id)
+                        _close(episodes[i], states[i])
+        return [_trajectory(ep, s, policy_version, max_tokens) for ep, s in zip(episodes, states, strict=True)]
+    finally:  # every path out: cut episodes, an error of an environment or of the sampler
+        for ep, s in zip(episodes, states, strict=False):
+            _close(ep, s)
+        for ep in episodes[len(states):]:  # never reset (an earlier reset raised)
+            _close_env(ep, ep.env)
 
 
 def run_episode(
@@ -166,6 +195,28 @@ def run_episode(
     """One episode (``run_batch`` of one)."""
     return run_batch(sampler, [episode], params, max_turns=max_turns, max_tokens=max_tokens,
                         policy_version=policy_version)[0]
+
+
+def _snapshot(env: Env) -> object | None:
+    """A ``Restorable`` environment's snapshot now; None for any other."""
+    return env.snapshot() if isinstance(env, Restorable) else None
+
+
+def _close(ep: Episode, s: _State) -> None:
+    """Close the episode's current environment, once."""
+    if not s.closed:
+        s.closed = True
+        _close_env(ep, s.env)
+
+
+def _close_env(ep: Episode, env: Env) -> None:
+    """``env.close()``; one that raises is a warning naming the task and the environment (what it held
+    may be left behind), never an error that loses the batch."""
+    try:
+        env.close()
+    except Exception as e:  # noqa: BLE001 - a leak is said, the batch's trajectories are kept
+        warnings.warn(f"task {ep.task.id!r} (sample {ep.sample_idx}): environment {type(env).__name__}.close() "
+                      f"raised {type(e).__name__}: {e}; what it held may be left behind", stacklevel=3)
 
 
 def _room(s: _State, max_tokens: int | None) -> int | float:
@@ -189,48 +240,62 @@ def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, 
 
 def _step_all(eps: Sequence[Episode], states: Sequence[_State], gens: Sequence[Generation],
               service: Service | None) -> list[StepResult]:
-    """Every environment's step of one round, started together; results in order. Stateful steps
-    that met an infra error are done again in a restarted episode (module docstring)."""
+    """Every environment's step of one round, started together; results in order, once every step
+    has finished (an error of one is raised after the others are done: their environments are then
+    closed, never while stepping). Stateful steps that met an infra error are done again in a
+    restarted episode (module docstring)."""
     envs = [s.env for s in states]
     if service is None and len(envs) == 1 and not isinstance(envs[0], SubmitsSteps):
-        return [_stepper(eps[0], envs[0], gens[0], len(states[0].steps))()]
+        return [_stepper(eps[0], states[0], gens[0], len(states[0].steps))()]
     threads = 0 if service is not None else sum(not isinstance(env, SubmitsSteps) for env in envs)
     with ThreadPoolExecutor(max_workers=max(1, threads)) as ex:
         futures: list[Future[StepResult]] = [
             env.submit_step(g) if isinstance(env, SubmitsSteps)
             else _submit_step(service, ep, s, g, len(s.steps)) if service is not None
-            else ex.submit(_stepper(ep, env, g, len(s.steps)))
+            else ex.submit(_stepper(ep, s, g, len(s.steps)))
             for ep, s, env, g in zip(eps, states, envs, gens, strict=True)
         ]
+        wait(futures)
         results = [f.result() for f in futures]
     if service is None:
         return results
     failed = [k for k, (env, r) in enumerate(zip(envs, results, strict=True))
               if not isinstance(env, SubmitsSteps) and _is_infra(r) and not service.is_dropped(eps[k].group_id)]
     if failed:
-        with ThreadPoolExecutor(max_workers=len(failed)) as ex:  # restarts replay concurrently
-            again = list(ex.map(lambda k: _restart(service, eps[k], states[k], gens[k], results[k]), failed))
+        with ThreadPoolExecutor(max_workers=len(failed)) as ex:  # restarts run concurrently
+            again = [ex.submit(_restart, service, eps[k], states[k], gens[k], results[k]) for k in failed]
+            wait(again)
         for k, r in zip(failed, again, strict=True):
-            results[k] = r
+            results[k] = r.result()
     return results
 
 
 def _is_infra(result: StepResult) -> bool:
-    return result[1] is not None and result[1].is_infra_error
+    return result.verdict is not None and result.verdict.is_infra_error
 
 
-def _stepper(ep: Episode, env: Env, action: Generation, index: int) -> Callable[[], StepResult]:
-    """``env.step(action)``, where an exception that is not infra (module docstring), or a result that
-    is not ``(observation, verdict, done)``, raises ``StepError`` naming the task, the env and step ``index``."""
+def _stepper(ep: Episode, s: _State, action: Generation, index: int, *, keep: bool = False
+             ) -> Callable[[], StepResult]:
+    """``s.env.step(action)``, where an exception that is not infra (module docstring), or a result that
+    is not a ``StepResult``, raises ``StepError`` naming the task, the env and step ``index``. ``keep``:
+    a ``Restorable`` environment's snapshot is taken after a step that did not end the episode (in
+    the same job: nothing steps it in between) and kept as the one a restart restores."""
+    env = s.env
+
     def run() -> StepResult:
+        snap = None
         try:
             result = env.step(action)
+            if keep and isinstance(result, StepResult) and not result.done and not _is_infra(result):
+                snap = _snapshot(env)
         except INFRA_EXCEPTIONS:
             raise
         except Exception as e:
             raise StepError(_env_error(ep, env, index, f"{type(e).__name__}: {e}")) from e
-        if not (isinstance(result, tuple) and len(result) == 3):
-            raise StepError(_env_error(ep, env, index, f"it gave {type(result).__name__}, not (observation, verdict, done)"))
+        if not isinstance(result, StepResult):
+            raise StepError(_env_error(ep, env, index, f"it gave {type(result).__name__}, not a StepResult"))
+        if snap is not None:
+            s.snapshot = snap
         return result
 
     return run
@@ -245,64 +310,104 @@ def _submit_step(service: Service, ep: Episode, s: _State, action: Generation, i
                  delay_s: float = 0.0) -> Future[StepResult]:
     """Step ``index`` of the episode (``action``) on ``s.env`` as a ``Step`` job of the episode's
     group; a dropped group is an infra verdict, an error of the environment raises ``StepError``."""
-    job = service.submit(Step(ep.task, _stepper(ep, s.env, action, index), ep.group_id, ep.sample_idx,
+    job = service.submit(Step(ep.task, _stepper(ep, s, action, index, keep=True), ep.group_id, ep.sample_idx,
                               seq=s.seq, delay_s=delay_s))
     s.seq += 1
     out: Future[StepResult] = Future()
 
     def settle(f: Future[Result]) -> None:
         try:
-            obs, verdict, done = f.result()
-            out.set_result((obs if isinstance(obs, Observation) else Observation(()), verdict, bool(done)))
+            result = f.result()
+            out.set_result(result if isinstance(result, StepResult) else
+                           StepResult(Observation(()), Verdict.infra(f"not a step result: {result!r}"), True))
         except StepError as e:
             out.set_exception(e)
         except GroupDropped as e:
-            out.set_result((Observation(()), Verdict.infra(str(e), error_class="infra:group_dropped"), True))
+            out.set_result(StepResult(Observation(()), Verdict.infra(str(e), error_class="infra:group_dropped"), True))
         except Exception as e:  # noqa: BLE001 - the service closed under us: infra, never scored
-            out.set_result((Observation(()), Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:service"), True))
+            out.set_result(StepResult(Observation(()), Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:service"),
+                                      True))
 
     job.add_done_callback(settle)
     return out
 
 
 def _restart(service: Service, ep: Episode, s: _State, action: Generation, failed: StepResult) -> StepResult:
-    """Restart the episode in fresh environments until ``action``'s step runs without an infra error,
-    replaying the recorded actions first; give the group up when tries run out or a replay differs."""
-    policy = service.sched.policy
+    """Restart the episode until ``action``'s step runs without an infra error: from its last snapshot
+    on the same environment (``Restorable``), else in a fresh environment with the recorded actions
+    replayed first; give the group up when tries run out, a replay differs, or nothing can restart it."""
+    rules = service.sched.policy  # the scheduling policy (tries, backoff), not the model
     last = previous = failed
     index = len(s.steps)
     while True:
-        if ep.make_env is None or s.tries >= policy.max_tries:
-            why = "no make_env to restart it" if ep.make_env is None else f"{s.tries} tries"
-            return _give_up(service, ep, s, f"{why}, last {last[1].error_class if last[1] else None}")
+        if s.tries >= rules.max_tries or (s.snapshot is None and ep.make_env is None):
+            why = f"{s.tries} tries" if s.tries >= rules.max_tries else "no make_env to restart it"
+            return _give_up(service, ep, s, f"{why}, last {last.verdict.error_class if last.verdict else None}")
         s.tries += 1
         service.restarted(ep.group_id)
-        s.env = env = ep.make_env(ep.task)
-        if tuple(env.reset(ep.task).ids) != s.prompt:
-            return _give_up(service, ep, s, "the restarted episode's prompt differs from the recorded one")
-        delay = policy.backoff(s.tries - 1)
-        for k, (recorded, replay) in enumerate(zip(s.steps, s.actions, strict=True)):
-            last = _submit_step(service, ep, s, replay, k, delay_s=delay if k == 0 else 0.0).result()
-            if _is_infra(last):
-                break
-            if not _same_step(last, recorded):
-                return _give_up(service, ep, s, f"replayed step {k} differs from the recorded one")
+        delay = rules.backoff(s.tries - 1)
+        if s.snapshot is not None and _restore(ep, s, index):
+            last = _submit_step(service, ep, s, action, index, delay_s=delay).result()
+        elif ep.make_env is None:
+            return _give_up(service, ep, s, "its snapshot could not be restored and there is no make_env")
         else:
+            replayed = _replay(service, ep, s, delay)
+            if isinstance(replayed, str):
+                return _give_up(service, ep, s, replayed)
+            if replayed is not None:  # a replayed step met an infra error: restart again
+                last = replayed
+                if service.is_dropped(ep.group_id):
+                    return last
+                continue
             last = _submit_step(service, ep, s, action, index, delay_s=0.0 if s.steps else delay).result()
-            if not _is_infra(last):
-                return last
-            if (raised := _raised(last)) is not None and raised == _raised(previous):
-                raise StepError(_env_error(ep, s.env, index, f"{raised}, again, identically, on the restarted episode"))
-            previous = last
+        if not _is_infra(last):
+            return last
+        if (raised := _raised(last)) is not None and raised == _raised(previous):
+            raise StepError(_env_error(ep, s.env, index, f"{raised}, again, identically, on the restarted episode"))
+        previous = last
         if service.is_dropped(ep.group_id):
             return last
+
+
+def _restore(ep: Episode, s: _State, index: int) -> bool:
+    """Put ``s.env`` back to its last snapshot; False (and no snapshot any more) when ``restore`` raised
+    an infra exception. Any other exception is an error of the environment (``StepError``)."""
+    env = s.env
+    assert isinstance(env, Restorable)  # a snapshot is taken of a Restorable environment only
+    try:
+        env.restore(s.snapshot)
+    except INFRA_EXCEPTIONS:
+        s.snapshot = None
+        return False
+    except Exception as e:
+        raise StepError(_env_error(ep, s.env, index, f"restore raised {type(e).__name__}: {e}")) from e
+    return True
+
+
+def _replay(service: Service, ep: Episode, s: _State, delay: float) -> StepResult | str | None:
+    """A fresh environment (the old one closed) reset and stepped through the recorded actions: None
+    when they replayed as recorded, the infra step result of a replay that met one, or why the
+    episode cannot go on (a prompt or a replayed step that differs)."""
+    assert ep.make_env is not None
+    old, s.env = s.env, ep.make_env(ep.task)
+    _close_env(ep, old)
+    if tuple(s.env.reset(ep.task).ids) != s.prompt:
+        return "the restarted episode's prompt differs from the recorded one"
+    s.snapshot = _snapshot(s.env)
+    for k, (recorded, replay) in enumerate(zip(s.steps, s.actions, strict=True)):
+        last = _submit_step(service, ep, s, replay, k, delay_s=delay if k == 0 else 0.0).result()
+        if _is_infra(last):
+            return last
+        if not _same_step(last, recorded):
+            return f"replayed step {k} differs from the recorded one"
+    return None
 
 
 def _raised(result: StepResult) -> str | None:
     """``"<type>: <message>"`` of the exception an infra step result came from (the service's
     ``infra:worker`` verdict) when its type is one of ``REPEAT_IS_A_BUG``, else None (another infra
     kind, or an infra verdict the environment returned)."""
-    v = result[1]
+    v = result.verdict
     if v is None or v.error_class != "infra:worker":
         return None
     detail = str(v.evidence.get("detail"))
@@ -310,18 +415,19 @@ def _raised(result: StepResult) -> str | None:
 
 
 def _same_step(a: StepResult, b: StepResult) -> bool:
-    va, vb = a[1], b[1]
+    va, vb = a.verdict, b.verdict
     same_verdict = (va is None) == (vb is None) and (va is None or vb is None or
                                                       (va.outcome, va.reward, va.feedback) == (vb.outcome, vb.reward, vb.feedback))
-    return tuple(a[0].ids) == tuple(b[0].ids) and a[2] == b[2] and same_verdict
+    return tuple(a.observation.ids) == tuple(b.observation.ids) and a.done == b.done and same_verdict
 
 
 def _give_up(service: Service, ep: Episode, s: _State, why: str) -> StepResult:
     if service.is_dropped(ep.group_id):  # another episode of the group gave it up already
-        return Observation(()), Verdict.infra(f"group {ep.group_id!r} dropped", error_class="infra:group_dropped"), True
+        return StepResult(Observation(()), Verdict.infra(f"group {ep.group_id!r} dropped", error_class="infra:group_dropped"),
+                          True)
     service.give_up(ep.group_id, members=s.group_size)
     detail = f"task {ep.task.id!r} sample {ep.sample_idx}: episode out of tries ({why})"
-    return Observation(()), Verdict.infra(detail, error_class="infra:exhausted"), True
+    return StepResult(Observation(()), Verdict.infra(detail, error_class="infra:exhausted"), True)
 
 
 def _end_dropped(s: _State, group_id: str) -> None:

@@ -15,18 +15,23 @@ What is isolated, for every job:
 
 - namespaces: user, pid, net (no interface but an unconfigured loopback: no outbound, no host
   loopback), mount, ipc, uts, cgroup; nested user namespaces disabled.
-- identity: uid/gid 65534 inside *and outside* (the launcher drops root before bwrap), all
-  capabilities dropped, no_new_privs, new session (no TIOCSTI into the host terminal).
+- identity: uid/gid 65534 inside; outside, a uid of the slot's own (the launcher drops root
+  before bwrap), claimed from a range that every pool on the host shares without overlap
+  (``_uids.py``), so the kernel's per-user counters (fds in flight over SCM_RIGHTS, pipe buffer
+  pages, inotify, message queue bytes) are per slot: a job of one pool cannot exhaust them for a
+  job of another (issue 21). All capabilities dropped, no_new_privs, new session (no TIOCSTI).
 - file system: only /usr (read-only) plus /lib, /bin symlinks, a fresh /proc of the job's pid
-  namespace, a minimal read-only /dev, size-capped tmpfs /tmp and /dev/shm, and /work (the
-  workspace) writable. No /etc, no /home, no /root, no host /tmp; nothing else is writable.
+  namespace, a minimal read-only /dev, and /work, /tmp, /dev/shm writable: each a tmpfs of the
+  job's own, mounted for it and unmounted after it (``_fs.py``; size-capped, at most
+  ``_fs.MAX_INODES`` inodes). No /etc, no /home, no /root, no host /tmp; nothing else is writable.
 - environment: cleared (PATH, HOME, TMPDIR, LANG only); no host variable leaks in.
 - resources: per-slot cgroup memory (+swap), pids and cpu quota (v1 or v2, under this process's
   own cgroup); rlimits on CPU time, file size, open files, core dumps.
 - syscalls: seccomp denies network sockets other than AF_UNIX, ptrace, mount, namespace
   creation, keyctl, bpf, perf_event_open, io_uring, module/kexec, TIOCSTI (``_seccomp.py``).
-- lifetime: a wall-clock timeout kills the job's process group and everything in its slot;
-  after every job all of its processes are killed and its writable places wiped; outputs are
+- lifetime: a wall-clock timeout kills the job's process group and everything in its slot, by
+  cgroup (v1: freeze, kill, thaw; v2: ``cgroup.kill``), until the slot holds only its fork-server;
+  after every job all of its processes are killed and its file systems replaced; outputs are
   capped with ``*_truncated`` flags; fd 3 is a report channel back to the caller.
 
 What is NOT isolated:
@@ -43,8 +48,16 @@ What is NOT isolated:
   pages are charged to the writing job's memory cgroup; RLIMIT_FSIZE caps single files.
 - a ``Workspace`` built from a host directory mounts it read-only as its bottom layer, so the
   job can read every file in it that uid 65534 may read.
-- covert channels between jobs of one slot through kernel counters (pid and inode numbers,
-  /proc/loadavg, timing): a job can tell that jobs ran before it, not what they read or wrote.
+- covert channels between jobs of one slot through kernel counters. The file systems are new
+  per job, so their inode numbers start over (the channel that passed K exactly, by creating and
+  deleting K files, is closed). Still open: the pid counter of a fork-server slot's pid namespace
+  (each job's first pid follows the processes the jobs before it in that slot forked: a number
+  per job, exactly, up to ~15 bits at the default pids limit of 64 and 32768 pids, if the next
+  job is known to land in the same slot); the host-wide inode counters of pipes, sockets and
+  anonymous inodes (shared with every process on the host, so noisy); /proc/loadavg and timing.
+  Through them a job can pass a number to a later job of the same slot, never read what another
+  job read or wrote; the code verifier's threat model (docs/code-verifier-threat-model.md) says
+  why a number passed to a later job does not change a verdict there.
 
 Between jobs (the threat model for model-written code that shares a slot with the jobs after
 it; issue 15). What a fork-server job can reach, and why none of it changes another job's result:
@@ -54,26 +67,55 @@ it; issue 15). What a fork-server job can reach, and why none of it changes anot
   host reads the outputs). Frames, ``gc.get_objects()`` and the raw heap hold this module's code
   and the numbers of earlier jobs' headers (limits, exit status, duration), no byte of their data,
   and none of the job's own stdin until it reads it.
-- its slot's file systems: /work, /tmp, /dev/shm (tmpfs) and /dev/mqueue. After the job they are
-  emptied without recursion (``_wipe.py``: depth, PATH_MAX and 000 modes do not matter) and the
-  roots' mode, timestamps, inode flags and ``user.*`` xattrs are put back and checked; message
-  queues are unlinked; SysV IPC objects left over restart the slot. Ownership cannot change
-  (no capabilities).
+- its slot's file systems: /work, /tmp, /dev/shm and /dev/mqueue. The first three are tmpfs of
+  the job's own: after the job the host unmounts them (the kernel frees what the job wrote, in
+  time bounded by the inode cap: ~0.1 s at most on the test host, on the host's thread charged to
+  the slot's cpu cgroup on v1, and counted as the job's time: a job whose run plus that cleanup
+  overran its timeout timed out) and mounts new ones, so nothing of them, their roots' modes,
+  times, xattrs or inode counters included, reaches the next job. Before, a job that made ~900k
+  nested directories before its deadline kept its slot wiping for 9 s, which the host waited for
+  and then called infra, and an ``exec`` job's chain was removed on the host as root outside any
+  cgroup (15 s of host CPU). Message queues are unlinked; SysV IPC objects left over restart the
+  slot. Ownership cannot change (no capabilities).
 - its fds: 0-3 are memfds of its own job; the fork-server's channel and every other fd are closed.
 - the syscalls seccomp allows (``_seccomp.py``): not ptrace, process_vm_*, pidfd_getfd, mount,
   namespaces, keyrings, bpf; prlimit/setpriority/sched_set*/ioprio_set only on itself.
-- the processes of its uid: every process of the slot runs as uid 65534. The fork-server is the
-  pid namespace's init (signals from inside are dropped), not dumpable (no /proc/1/mem, fds,
+- the processes of its uid: every process of the slot runs as the slot's uid. The fork-server is
+  the pid namespace's init (signals from inside are dropped), not dumpable (no /proc/1/mem, fds,
   environ), beyond the reach of the scheduling and rlimit syscalls above, and it checks and
   resets its own rlimits, nice value, affinity and scheduler before each fork
   (refusing the job, which the host then runs in a fresh slot, when it cannot). After each job it
-  SIGKILLs and reaps every other process in the namespace.
+  SIGKILLs and reaps every other process in the namespace, and the host checks by cgroup that only
+  bwrap's monitor and the fork-server are left (else the slot is restarted).
+- its slot's cells (``_cgroup.Cell``): only a job that asks for them (``run_python(cells=...)``,
+  the code runner) gets their fds, to put its untrusted processes in a cgroup of their own and
+  kill them by it; every other job closes them before its code runs. They are child cgroups of
+  the slot, under its limits; after the job they are thawed and emptied with the rest.
 - its slot's cgroup limits: the host rewrites them before each job. What a job does to its slot
   while it runs is its own failure: a slot it drives out of memory, or whose bookkeeping breaks
-  after the fork, is restarted and the job reported as the program's error, never as
-  ``infra_error``. The one exception is a job that ran out of wall-clock time while starved of
-  CPU by the host (little CPU time, much time runnable but waiting: ``_pool._starved``), which is
-  infra and may be retried.
+  after the fork, or a fork-server that does not answer past the deadline (recycled, not waited
+  for), is restarted and the job reported as the program's error, never as ``infra_error``.
+- its own failure never becomes infra by looking starved (``_starve.py``, issue 21). A job that
+  idled to just before its deadline and then forked spinners pinned to one CPU looked starved
+  from the inside and got ``infra_error``. Starvation is now the host's to prove: a probe of the
+  pool's own, in a sibling cgroup, after the job is dead; and a starved job gets one rerun whose
+  verdict stands, so it is never an infra error.
+
+Timing-dependent rules, each with its margin, each tested idle and beside a nice-19 spinner per CPU
+(``_probes_fair.cpu_hogs``; tests/sandbox/test_starvation.py, test_fresh_fs.py):
+
+- starvation (``_starve.py``): the job-side filter needs under 25% of the CPU budget used and a wait
+  over 30% of the timeout (a self-starving job waits at most its own CPU time: 0.35 s of a 2 s
+  timeout, against the 0.6 s needed); the host's probe decides at a share of 0.4 (idle ~1.0, every
+  CPU busy at the same priority 0.5-0.66, the tests' nice -20 hogs ~0.01); one rerun, which stands.
+- the fork-server's reply: ``KILL_GRACE_S`` (2 s) past a job's deadline, then the host kills the
+  job itself and waits ``REPLY_GRACE_S`` (2 s) more before recycling the slot; the job is the
+  program's timeout either way, never infra. A job's cleanup is charged to it: what runs past its
+  deadline beyond ``FREE_GRACE_S`` (0.05 s) makes it a timeout.
+- a job's file systems are freed by the kernel in bounded time (~0.1 s of CPU at the inode cap):
+  the call of a job that left a chain as deep as it could make returns within ``WIPE_MARGIN_S``
+  (3 s) of an idle job's call of the same timeout, run just before (``slow_wipe``; measured
+  against the idle job, not the clock, so a loaded host slows both).
 
 An ``exec`` job is a fresh sandbox of its own; a ``Workspace`` job also runs in the workspace's
 own cgroups on the workspace's own tmpfs (storage charged to the workspace, with its own limit),

@@ -1,5 +1,12 @@
 """Per-slot cgroups (memory with swap, pids, cpu quota), v1 or v2, under this process's own cgroup.
 
+Killing is by cgroup, never by a list of pids a job could hide from: ``kill_all`` freezes the slot
+(v1 freezer; v2 ``cgroup.kill`` kills the subtree at once), SIGKILLs what is in it and waits until
+it is empty. A fork-server slot can also hold *cells* (``add_cells``): child cgroups that a job's
+own supervisor (the code runner) puts its untrusted processes in, each emptied and checked empty
+through file descriptors the host opened (``Cell``), so that what one candidate leaves behind
+dies before the next one starts (issue 21).
+
 A slot's cgroups are created once and reused for every job of that slot: only the limits are
 rewritten when they change. The launcher (still root) joins the slot by writing its own pid to
 ``cgroup.procs`` before it drops privileges; the sandboxed program never sees the cgroup file
@@ -39,16 +46,19 @@ import errno
 import fcntl
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain.sandbox.errors import HostCannotIsolate
 
 _CONTROLLERS = ("memory", "pids", "cpu")
+_V1_CONTROLLERS = (*_CONTROLLERS, "freezer")  # v1: freeze-then-kill; v2 has cgroup.freeze/cgroup.kill in its core
 _FIX = (
-    "run as root on a host with cgroup v1 memory+pids+cpu controllers (with swap accounting) or "
-    "cgroup v2 with those controllers delegated to this process's cgroup"
+    "run as root on a host with cgroup v1 memory+pids+cpu+freezer controllers (with swap accounting) or "
+    "cgroup v2 with memory+pids+cpu delegated to this process's cgroup"
 )
 
 
@@ -77,10 +87,16 @@ def _own_paths() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class CgroupLayout:
-    """Where the slot cgroups of this process go: version and one parent directory per controller."""
+    """Where the slot cgroups of this process go: version and one parent directory per controller;
+    ``registry``: a directory every posttrain process on this host that shares the cgroup tree
+    sees (the root of the pids hierarchy, or of v2), where pools claim their sandbox uids."""
 
     version: int
     parents: dict[str, Path]
+    registry: Path | None = None
+
+
+REGISTRY = "posttrain-uids"  # below the hierarchy's root: see ``_uids``
 
 
 def _host_leaf() -> str:
@@ -130,13 +146,18 @@ def detect_layout() -> CgroupLayout:
     make them available to the slot cgroups (see the module docstring)."""
     mounts, own = _mounts(), _own_paths()
     v1: dict[str, Path] = {}
+    v1_roots: dict[str, Path] = {}
     for point, fstype, opts in mounts:
         if fstype == "cgroup":
-            for c in _CONTROLLERS:
+            for c in _V1_CONTROLLERS:
                 if c in opts and c in own:
                     v1[c] = Path(point) / own[c].lstrip("/")
-    if len(v1) == len(_CONTROLLERS):
-        return CgroupLayout(1, v1)
+                    v1_roots[c] = Path(point)
+    if len(v1) == len(_V1_CONTROLLERS):
+        for point, fstype, opts in mounts:  # optional: CPU time per slot (``SlotCgroup.cpu_ns``)
+            if fstype == "cgroup" and "cpuacct" in opts and "cpuacct" in own and "cpuacct" not in v1:
+                v1["cpuacct"] = Path(point) / own["cpuacct"].lstrip("/")
+        return CgroupLayout(1, v1, v1_roots["pids"] / REGISTRY)
     v2_missing: tuple[Path, list[str]] | None = None
     for point, fstype, _ in mounts:
         if fstype == "cgroup2" and "" in own:
@@ -149,7 +170,7 @@ def detect_layout() -> CgroupLayout:
                 continue
             if set(_CONTROLLERS) <= avail:
                 _delegate_v2(base)
-                return CgroupLayout(2, {c: base for c in _CONTROLLERS})
+                return CgroupLayout(2, {c: base for c in _CONTROLLERS}, Path(point) / REGISTRY)
             v2_missing = (base, sorted(set(_CONTROLLERS) - avail))
     if v2_missing is not None and not v1:
         base, missing = v2_missing
@@ -157,7 +178,7 @@ def detect_layout() -> CgroupLayout:
             f"cgroups v2: {'/'.join(missing)} not available in {base} (its parent does not delegate them); fix: "
             f"enable them in the parent's cgroup.subtree_control, or {_V2_FIX}"
         )
-    missing = sorted(set(_CONTROLLERS) - set(v1))
+    missing = sorted(set(_V1_CONTROLLERS if v1 else _CONTROLLERS) - set(v1))
     raise HostCannotIsolate(
         f"cgroups: no usable {'/'.join(missing)} controller found (v1 or v2); fix: {_FIX}"
     )
@@ -240,8 +261,9 @@ class SlotCgroup:
         self._oom_fd = -1  # kept open: one pread per job instead of open + read + close
         self._peak_fd = -1  # v2: memory.peak resets only for reads through the fd that wrote it
         self._locks: list[int] = []  # one flock per directory, held until it is removed (module docstring)
+        self.cells: list[Cell] = []
         try:
-            for c in _CONTROLLERS:
+            for c in layout.parents:
                 d = layout.parents[c] / name
                 if d not in self.dirs.values():
                     self._locks.append(_make_locked(d))
@@ -348,15 +370,60 @@ class SlotCgroup:
             else:
                 os.write(self._peak(), b"0")
 
-    def pids_inside(self) -> list[int]:
+    def cpu_ns(self) -> int | None:
+        """CPU time used in the slot so far, in ns (v1: when cpuacct is mounted; v2: cpu.stat)."""
         try:
-            return [int(x) for x in _read(self.dirs["pids"] / "cgroup.procs").split()]
-        except OSError:
-            return []
+            if self.layout.version == 2:
+                for line in _read(self.dirs["cpu"] / "cpu.stat").splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) * 1000
+                return None
+            if "cpuacct" in self.dirs:
+                return int(_read(self.dirs["cpuacct"] / "cpuacct.usage"))
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def pids_inside(self) -> list[int]:
+        """Every process in the slot (its cells included)."""
+        dirs = [self.dirs["pids"]] + ([c.dir for c in self.cells] if self.layout.version == 2 else [])
+        out: list[int] = []
+        for d in dirs:
+            try:
+                out += [int(x) for x in _read(d / "cgroup.procs").split()]
+            except OSError:
+                pass
+        return out
+
+    def _freeze(self, frozen: bool) -> None:
+        """v1: freeze (or thaw) the slot, its cells included, so that nothing in it forks while it is
+        being killed. Best effort: a slot that does not reach FROZEN within 0.5 s is killed anyway."""
+        if self.layout.version != 1 or "freezer" not in self.dirs:
+            return
+        state = self.dirs["freezer"] / "freezer.state"
+        with contextlib.suppress(OSError):
+            _write(state, "FROZEN" if frozen else "THAWED")
+            end = time.monotonic() + 0.5
+            while frozen and _read(state).strip() != "FROZEN" and time.monotonic() < end:
+                time.sleep(0.0002)
 
     def kill_all(self, deadline_s: float = 5.0) -> bool:
-        """SIGKILL every process in the slot until none is left; False if some survived."""
+        """Kill everything in the slot by its cgroup and wait until none of it is left; False if
+        something survived ``deadline_s``. v2: ``cgroup.kill`` (the kernel kills the subtree, forks
+        included); v1: freeze, SIGKILL every process listed, thaw."""
         end = time.monotonic() + deadline_s
+        if not self.pids_inside():
+            return True
+        if self.layout.version == 2 and (self.dirs["pids"] / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                _write(self.dirs["pids"] / "cgroup.kill", "1")
+        self._freeze(True)
+        try:
+            for pid in self.pids_inside():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            self._freeze(False)
         while True:
             pids = self.pids_inside()
             if not pids:
@@ -368,6 +435,41 @@ class SlotCgroup:
                 return False
             time.sleep(0.001)
 
+    @contextlib.contextmanager
+    def charged(self) -> Iterator[None]:
+        """Run the body on this thread as part of the slot's cpu cgroup (v1 moves single threads;
+        on v2 only threaded cgroups can, so there the body runs where it is): kernel work it causes,
+        such as freeing a job's file systems, is then the slot's CPU time, not the host's."""
+        if self.layout.version != 1:
+            yield
+            return
+        tid = str(threading.get_native_id())
+        try:
+            _write(self.dirs["cpu"] / "tasks", tid)
+        except OSError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                _write(self.layout.parents["cpu"] / "tasks", tid)
+
+    def add_cells(self, n: int) -> list[Cell]:
+        """Make ``n`` cells: child cgroups of this slot (v1: of its freezer cgroup; v2: plain children,
+        without controllers, which a cgroup that holds processes may have) and the fds a job gets to
+        use them (``Cell``). Processes in a cell stay under the slot's limits."""
+        parent = self.dirs["freezer" if self.layout.version == 1 else "pids"]
+        try:
+            for k in range(len(self.cells), len(self.cells) + n):
+                d = parent / f"c{k}"
+                with contextlib.suppress(FileExistsError):
+                    d.mkdir()
+                self.cells.append(Cell.open(d, self.layout.version))
+        except OSError as e:
+            raise HostCannotIsolate(f"cgroups: cannot make the cells of {parent}: {e}; fix: {_FIX}") from e
+        return self.cells
+
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup directories (retrying while memory drains)."""
         for fd in (self._oom_fd, self._peak_fd):
@@ -376,7 +478,11 @@ class SlotCgroup:
         self._oom_fd = self._peak_fd = -1
         if self.dirs:
             self.kill_all()
-        for d in set(self.dirs.values()):
+        for cell in self.cells:
+            cell.close()
+        dirs = [c.dir for c in self.cells] + sorted(set(self.dirs.values()))
+        self.cells = []
+        for d in dirs:
             for _ in range(50):
                 try:
                     d.rmdir()
@@ -391,3 +497,44 @@ class SlotCgroup:
             os.close(fd)
         self._locks = []
         self.dirs = {}
+
+
+@dataclass
+class Cell:
+    """A child cgroup of a slot, as three file descriptors opened here (by root) and handed to a job:
+
+    - ``procs``: ``cgroup.procs``, write-only: a process that writes ``0`` to it moves itself in
+      (the kernel checks the opener's credentials, so the job needs no access to cgroupfs);
+    - ``control``: v1 ``freezer.state`` (read-write: FROZEN, THAWED), v2 ``cgroup.kill`` (write-only);
+    - ``census``: v1 ``tasks`` (every live thread; reopen it through ``/proc/self/fd`` for each read,
+      the kernel caches v1 pid lists per open file), v2 ``cgroup.events`` (``populated 0``: empty).
+
+    A job that holds them can move any process of its own pid namespace into the cell and kill
+    what is there; nothing else. They are for a job's trusted supervisor, never for model code.
+    """
+
+    dir: Path
+    version: int
+    procs: int
+    control: int
+    census: int
+
+    @staticmethod
+    def open(d: Path, version: int) -> Cell:
+        fds: list[int] = []
+        try:
+            names = (("cgroup.procs", os.O_WRONLY),
+                     ("freezer.state", os.O_RDWR) if version == 1 else ("cgroup.kill", os.O_WRONLY),
+                     ("tasks" if version == 1 else "cgroup.events", os.O_RDONLY))  # fmt: skip
+            for name, flags in names:
+                fds.append(os.open(d / name, flags | os.O_CLOEXEC))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return Cell(d, version, *fds)
+
+    def close(self) -> None:
+        for fd in (self.procs, self.control, self.census):
+            with contextlib.suppress(OSError):
+                os.close(fd)

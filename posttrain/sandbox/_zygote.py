@@ -17,11 +17,17 @@ none of its own stdin: there is nothing to find by walking frames, ``gc.get_obje
 heap but this file's code and the numbers of job headers and replies. The child applies the
 per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, not this
 process), starts its own session and executes the source as ``__main__``; the server waits for
-it to exit or for the deadline, SIGKILLs and reaps every other process in the namespace, wipes
-/work, /tmp, /dev/shm and the POSIX message queues and restores the mode, owner, timestamps,
-flags and ``user.*`` xattrs of those roots; then it replies with the exit status and whether
-the slot is clean (else the host restarts it). A failure after the fork is the job's doing and
-is replied as such (``slot_error``); one before it is the slot's (``zygote_error``).
+it to exit or for the deadline, SIGKILLs and reaps every other process in the namespace and
+unlinks the POSIX message queues; then it replies with the exit status and whether the slot is
+clean (else the host restarts it). /work, /tmp and /dev/shm need no wipe: the host unmounts the
+job's file systems there and mounts new ones before the next job (``_fs.py``), so this process
+never touches them but to make /work/job. A failure after the fork is the job's doing and is
+replied as such (``slot_error``); one before it is the slot's (``zygote_error``).
+
+Cells (``_cgroup.Cell``): the host passes this process the fds of the slot's cells at start (its
+argv says which); a job whose header asks for ``cells`` gets them at fds 5.. with a JSON
+description at fd 4; every other job closes them before its code runs. After a job, the cells
+are thawed (a frozen process would survive the sweep) before the sweep.
 
 The job's stdin, stdout, stderr and fd 3 are memfds, not pipes: nothing has to be pumped while
 it runs, so this process sleeps in one poll() per job (each page this process touches after a
@@ -30,9 +36,7 @@ is bounded by a file-size rlimit: a job that floods stdout is stopped by SIGXFSZ
 ``Limits.file_size_mb``.
 """
 
-import array
 import ctypes
-import fcntl
 import gc
 import json
 import os
@@ -40,19 +44,16 @@ import resource
 import select
 import signal
 import socket
-import stat
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pump import PRELOAD, recv_frame, wait_for  # noqa: E402
-from _wipe import empty_dir_fd  # noqa: E402
 
 CHANNEL = 10
-WIPE = ("/work", "/tmp", "/dev/shm")
+CELLS_AT = 200  # where this process keeps the cells' fds (clear of the fds jobs arrive with)
 MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mqueue)
 PR_SET_DUMPABLE = 4
-FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
@@ -124,64 +125,7 @@ def restore_state(base: dict) -> str | None:
     return f"the fork-server's {', '.join(bad)} changed and cannot be reset" if bad else None
 
 
-# ------------------------------------------------------------------ the writable places
-
-
-def _flags(fd: int) -> int | None:
-    buf = array.array("i", [0])
-    try:
-        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
-    except OSError:
-        return None
-    return buf[0]
-
-
-def root_state(path: str) -> dict:
-    """Mode, owner, timestamps, inode flags and user.* xattrs of one writable root."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        try:
-            xattrs = sorted(n for n in os.listxattr(fd) if n.startswith("user."))
-        except OSError:
-            xattrs = []
-        return {
-            "mode": st.st_mode,
-            "owner": (st.st_uid, st.st_gid),
-            "times": (st.st_atime_ns, st.st_mtime_ns),
-            "flags": _flags(fd),
-            "xattrs": xattrs,
-        }
-    finally:
-        os.close(fd)
-
-
-def wipe_root(path: str, base: dict) -> str | None:
-    """Empty one root and put back its mode, inode flags, ``user.*`` xattrs and timestamps;
-    None when it is as it was, else what is not."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        if not empty_dir_fd(fd):  # (it makes a root chmod-ed to 0555 writable again first)
-            return f"{path} could not be emptied"
-        st = os.fstat(fd)
-        changed = False
-        if st.st_mode != base["mode"]:
-            os.fchmod(fd, stat.S_IMODE(base["mode"]))
-            changed = True
-        for name in os.listxattr(fd):
-            if name.startswith("user.") and name not in base["xattrs"]:
-                os.removexattr(fd, name)
-                changed = True
-        if base["flags"] is not None and _flags(fd) != base["flags"]:
-            fcntl.ioctl(fd, FS_IOC_SETFLAGS, array.array("i", [base["flags"]]))
-            changed = True
-        if (st.st_atime_ns, st.st_mtime_ns) != base["times"]:
-            os.utime(fd, ns=base["times"])
-    finally:
-        os.close(fd)
-    if changed and root_state(path) != base:
-        return f"{path} could not be restored"
-    return None
+# ------------------------------------------------------------------ what a job may leave
 
 
 def _sysv_objects_left() -> bool:
@@ -195,28 +139,10 @@ def _sysv_objects_left() -> bool:
     return False
 
 
-_wiped: dict[str, int] = {}  # ctime of each place right after it was last wiped
-
-
-def _untouched(path: str, atime_ns: int) -> bool:
-    """Nothing changed in or about ``path`` since it was last wiped: every change of its entries,
-    mode, owner, flags, xattrs or timestamps sets its ctime, which no process can set back (a read
-    sets only its atime, compared too). One stat instead of a wipe for a place the job left alone."""
-    st = os.stat(path)
-    return _wiped.get(path) == st.st_ctime_ns and st.st_atime_ns == atime_ns
-
-
-def wipe(roots: dict) -> str | None:
-    """Empty the writable places and the message queues, restore the roots; None when all of it
-    is as it was when the slot started (else the host restarts the slot), or what is not."""
+def leftovers() -> str | None:
+    """Unlink the message queues; None when no IPC object is left (else the host restarts the
+    slot), or what is. (The file systems are the host's to replace.)"""
     try:
-        for top in WIPE:  # every process of the job is dead by now, so nothing re-creates entries
-            if _untouched(top, roots[top]["times"][0]):
-                continue
-            bad = wipe_root(top, roots[top])
-            if bad:
-                return bad
-            _wiped[top] = os.stat(top).st_ctime_ns
         if os.path.isdir(MQUEUE):  # (its directory's ctime does not follow its queues: list it)
             for name in os.listdir(MQUEUE):
                 os.unlink(os.path.join(MQUEUE, name))
@@ -225,7 +151,7 @@ def wipe(roots: dict) -> str | None:
         if _sysv_objects_left():
             return "SysV IPC objects are left"
     except (OSError, ValueError) as e:
-        return f"wipe failed: {e}"
+        return f"cleanup failed: {e}"
     return None
 
 
@@ -332,7 +258,9 @@ def child(program: list[int], stdio: list[int], job: dict) -> None:
         except Exception as e:
             print(f"sandbox: cannot set up the job's files: {type(e).__name__}: {e}", file=sys.stderr)
             os._exit(1)
-        os.closerange(4, 65536)
+        os.closerange(4, CELLS_AT)
+        keep = give_cells(int(job.get("cells", 0)))
+        os.closerange(keep, 65536)
         cpu = int(job["cpu_s"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (job["fsize"], job["fsize"]))
@@ -369,6 +297,37 @@ def child(program: list[int], stdio: list[int], job: dict) -> None:
         os._exit(code & 0xFF)
 
 
+def give_cells(n: int) -> int:
+    """Put the first ``n`` cells' fds at 5.. and their description at fd 4 (in the child, whose fds
+    4.. are closed by now but for the cells'); the first fd number it does not use."""
+    if n <= 0:
+        return 4
+    if n > len(CELLS):
+        raise ValueError(f"the job asks for {n} cells, the slot has {len(CELLS)}")
+    described = []
+    for k, fds in enumerate(CELLS[:n]):
+        for i, fd in enumerate(fds):
+            os.dup2(fd, 5 + 3 * k + i)
+        described.append([5 + 3 * k + i for i in range(3)])
+    fd = os.memfd_create("cells", 0)
+    os.write(fd, json.dumps({"cgroup": CGROUP, "cells": described}).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    if fd != 4:  # (fd 4 is free here, so memfd_create usually returns it)
+        os.dup2(fd, 4)
+        os.close(fd)
+    return 5 + 3 * n
+
+
+def thaw_cells() -> None:
+    """v1: a process of a frozen cell would outlive the sweep (SIGKILL waits for the thaw)."""
+    if CGROUP == 1:
+        for _, control, _ in CELLS:
+            try:
+                os.write(control, b"THAWED")
+            except OSError:
+                pass
+
+
 def start_job(header: dict, fds: list[int]) -> int:
     """Before the fork: anything failing here is the slot's problem, not the job's."""
     os.mkdir("/work/job")
@@ -389,14 +348,15 @@ def finish_job(pid: int, header: dict, start: float) -> dict:
         if timed_out:  # was it waiting for a CPU (starved) or sleeping? Read before it is killed.
             with open("/proc/uptime", "rb") as f:
                 now = float(f.read().split()[0])
-            for other in _others():  # the job's process that waited for a CPU the most decides
+            for other in _others():  # the job's process that waited for a CPU the longest decides
                 try:
                     delay, life, nice, policy = _sched(other, now)
                 except (OSError, ValueError, IndexError):
                     continue
-                if delay / life >= run_delay / alive:
+                if delay >= run_delay:
                     run_delay, alive = delay, life
-                    deprioritized = nice > BASE["nice"] or policy != BASE["scheduler"][0]
+                    # (SCHED_BATCH keeps its CPU share: only a higher nice or SCHED_IDLE lowers it)
+                    deprioritized = nice > BASE["nice"] or policy not in (BASE["scheduler"][0], os.SCHED_BATCH)
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
@@ -405,6 +365,7 @@ def finish_job(pid: int, header: dict, start: float) -> dict:
     finally:
         os.close(pidfd)
     duration = time.monotonic() - start
+    thaw_cells()
     sweep()  # now nothing can write to the outputs any more
     return {
         "exit_code": os.WEXITSTATUS(st) if os.WIFEXITED(st) else None,
@@ -419,7 +380,7 @@ def finish_job(pid: int, header: dict, start: float) -> dict:
     }
 
 
-def serve(chan: socket.socket, roots: dict) -> None:
+def serve(chan: socket.socket) -> None:
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(chan, 65536, 6)
@@ -449,7 +410,7 @@ def serve(chan: socket.socket, roots: dict) -> None:
             except Exception as e:  # the job broke its slot: the job's failure
                 sweep()
                 reply = {"slot_error": f"{type(e).__name__}: {e}"}
-        unclean = wipe(roots) or ("processes are left" if _has_children() else None)
+        unclean = leftovers() or ("processes are left" if _has_children() else None)
         reply["clean"] = unclean is None  # else the host restarts this slot
         reply["unclean"] = unclean
         chan.send(json.dumps(reply).encode())
@@ -457,7 +418,14 @@ def serve(chan: socket.socket, roots: dict) -> None:
 
 
 def main() -> None:
-    global BASE
+    global BASE, CELLS, CGROUP
+    os.chdir("/")  # never keep a job's file system in use: the host replaces them between jobs
+    given = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {"cgroup": 0, "cells": []}
+    CGROUP, CELLS = int(given["cgroup"]), []
+    for k, fds in enumerate(given["cells"]):
+        CELLS.append([os.dup2(fd, CELLS_AT + 3 * k + i) for i, fd in enumerate(fds)])
+        for fd in fds:
+            os.close(fd)
     os.dup2(0, CHANNEL)
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 3):  # 3 too: fds received for a job are then >= 4, clear of the child's 0-3
@@ -470,15 +438,16 @@ def main() -> None:
         raise OSError("prctl(PR_SET_DUMPABLE, 0) failed")
     chan = socket.socket(fileno=CHANNEL)
     BASE = own_state()
-    roots = {top: root_state(top) for top in WIPE}
     gc.collect()
     gc.freeze()
-    greeting = {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "clean": wipe(roots) is None}
+    greeting = {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "clean": leftovers() is None}
     chan.send(json.dumps(greeting).encode())
-    serve(chan, roots)
+    serve(chan)
 
 
 BASE: dict = {}
+CELLS: list[list[int]] = []  # per cell: procs, control, census (``_cgroup.Cell``), at CELLS_AT..
+CGROUP = 0
 
 if __name__ == "__main__":
     main()

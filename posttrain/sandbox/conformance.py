@@ -95,8 +95,9 @@ def report_channel_fd3(pool: SandboxPool) -> str | None:
 
 
 def is_starved(ex: Execution) -> bool:
-    """An infra error for a job that ran out of wall-clock time while the host starved it of CPU:
-    on a loaded host the right verdict for a job that was expected to time out."""
+    """An infra error for a job that ran out of wall-clock time while the host starved it of CPU.
+    The local backend no longer gives one (a starved job is rerun once and the rerun's verdict
+    stands: ``_starve.py``); a backend that does must never let the job cause it."""
     return ex.outcome == "infra_error" and "starved of CPU" in (ex.infra_detail or "")
 
 

@@ -7,13 +7,20 @@ so the job sees the merged tree and all its writes land in the upper layer.
 
 - ``snapshot()`` freezes the upper layer (a rename-free list append) and starts an empty one:
   the next attempt continues from there (multi-turn repair). Cost does not depend on size.
-- ``rollback(to=None)`` deletes the upper layer (cost: what the attempt changed) and, given a
-  snapshot, the layers above it.
+- ``rollback(to=None)`` drops the upper layer and, given a snapshot, the layers above it. Each
+  attempt's layer is a tmpfs of its own (``a<n>/u`` with overlay's work dir ``a<n>/w``, at most
+  ``LAYER_INODES`` inodes), so dropping one is an unmount: the kernel frees what the jobs wrote,
+  in time bounded by the cap, and the host never walks it (a deep directory chain a job made used
+  to keep the host's userspace wipe busy for seconds).
 - ``read_file``/``write_file`` work on the merged view from the host, honouring overlay
   whiteouts (character device 0/0) and opaque directories, without following symlinks out.
+- ``changed_paths()`` lists, from the host's side, the paths the layers above the initial state
+  touch (what a grader takes a diff of: never a listing a job made).
 
-Each workspace has its own storage: a tmpfs of ``storage_mb`` holding its layers, and cgroups of
-its own that its jobs run in (memory limit: the job's ``memory_mb`` plus ``storage_mb``). What a
+Each workspace has its own storage: a tmpfs of ``storage_mb`` holding its layers, cgroups of its
+own that its jobs run in (memory limit: the job's ``memory_mb`` plus ``storage_mb``), and a host
+uid of its own that its jobs run as (``_uids``: its files stay its own whichever exec slot runs
+the next job). Its jobs' /tmp and /dev/shm are fresh per job, as every exec job's. What a
 job keeps is charged there, never to a pool slot that unrelated jobs use next; a full workspace
 is ENOSPC for the job that fills it. The layers are mounted by the launcher in a mount namespace
 of its own, by paths relative to the workspace's directory, so ``/proc/self/mountinfo`` shows a
@@ -42,22 +49,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox._cgroup import SlotCgroup
-from posttrain.sandbox._launch import SANDBOX_UID, overlay_wrap
-from posttrain.sandbox._pool import (
-    LocalSandboxPool,
-    _chown_tree,
-    _mount_tmpfs,
-    _normalize_files,
-    _Room,
-    _unmount_and_remove,
-)
+from posttrain.sandbox._fs import mount_tmpfs, unmount
+from posttrain.sandbox._launch import overlay_wrap
+from posttrain.sandbox._pool import LocalSandboxPool, _mount_tmpfs, _normalize_files, _unmount_and_remove
 from posttrain.sandbox._types import Execution, Limits
 from posttrain.sandbox._wipe import remove_tree
+from posttrain.sandbox._xslot import Room, chown_tree
 from posttrain.sandbox.errors import LimitsError, WorkspaceError
 
 __all__ = ["Workspace"]
 
 _MiB = 1 << 20
+LAYER_INODES = 1 << 20  # files and directories per attempt (a build can make many; ~1.5 s to free at the cap)
 # The overlay is mounted by root (in the launch's own mount namespace), so it keeps its own
 # metadata in trusted.* xattrs, which a job cannot set (user.overlay.* would be a job's to forge).
 _OPAQUE = ("trusted.overlay.opaque",)
@@ -76,6 +79,22 @@ def _is_opaque(path: Path) -> bool:
         except OSError:
             continue
     return False
+
+
+def _files_under(base: Path, rel: str) -> set[str]:
+    """The non-directory paths of the initial state ``base`` under the directory ``rel`` (none when
+    ``rel`` is not a directory there); links are not followed."""
+    top = base / rel
+    if not top.is_dir() or top.is_symlink():
+        return set()
+    out: set[str] = set()
+    stack = [rel]
+    while stack:
+        cur = stack.pop()
+        for entry in os.scandir(base / cur):
+            path = f"{cur}/{entry.name}"
+            (stack.append if entry.is_dir(follow_symlinks=False) else out.add)(path)
+    return out
 
 
 def _world_readable(d: Path) -> bool:
@@ -106,13 +125,20 @@ class Workspace:
         self.storage_mb = storage_mb
         self._lock = threading.Lock()
         token = secrets.token_hex(6)
+        self._claim = pool.claim_uid()
+        self.uid = self._claim.uid
         self._root = pool.root / f"ws-{token}"
-        self._root.mkdir(mode=0o700)
-        _mount_tmpfs(self._root, storage_mb * _MiB, owner=f"mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}")
+        try:
+            self._root.mkdir(mode=0o700)
+            _mount_tmpfs(self._root, storage_mb * _MiB, owner=f"mode=0700,uid={self.uid},gid={self.uid}")
+        except BaseException:
+            self._claim.release()
+            raise
         try:
             self._cg = SlotCgroup(pool.layout, f"{pool.cg_prefix}-w{token}")
         except BaseException:
             _unmount_and_remove(self._root)
+            self._claim.release()
             raise
         pool.rooms.add(self._cg)
         try:  # a failure from here on (a bad initial file, a full tmpfs) leaks neither mount nor cgroup
@@ -120,14 +146,14 @@ class Workspace:
             self._host_base: Path | None = None
             self._merged = self._root / "merged"  # the overlay's mount point (see _launch.overlay_wrap)
             self._merged.mkdir(mode=0o755)
-            os.chown(self._merged, SANDBOX_UID, SANDBOX_UID)
+            os.chown(self._merged, self.uid, self.uid)
             if initial is None or isinstance(initial, Mapping):
                 base = self._new_dir("base")
                 names, blobs = _normalize_files(initial)
                 for name, data in zip(names, blobs, strict=True):
                     (base / name).parent.mkdir(parents=True, exist_ok=True)
                     (base / name).write_bytes(data)
-                _chown_tree(base)
+                chown_tree(base, self.uid)
             else:
                 base = Path(initial).resolve()
                 if not base.is_dir():
@@ -140,11 +166,11 @@ class Workspace:
                     # uid 65534 could not read it: copy it once into a base layer it can read.
                     copy = self._root / "base-copy"
                     shutil.copytree(base, copy, symlinks=True)
-                    _chown_tree(copy)
-                    os.chown(copy, SANDBOX_UID, SANDBOX_UID)
+                    chown_tree(copy, self.uid)
+                    os.chown(copy, self.uid, self.uid)
                     base = copy
             self.layers: list[Path] = [base]
-            self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+            self.upper, self.work = self._new_attempt()
         except BaseException:
             self.close()
             raise
@@ -153,8 +179,30 @@ class Workspace:
         self._n += 1
         d = self._root / f"{prefix}{self._n}"
         d.mkdir(mode=0o755)
-        os.chown(d, SANDBOX_UID, SANDBOX_UID)
+        os.chown(d, self.uid, self.uid)
         return d
+
+    def _new_attempt(self) -> tuple[Path, Path]:
+        """A tmpfs of its own for the next attempt, with its upper layer and overlay's work dir."""
+        self._n += 1
+        top = self._root / f"a{self._n}"
+        top.mkdir(mode=0o755)
+        mount_tmpfs(top, self.storage_mb * _MiB, self.uid, inodes=LAYER_INODES)
+        upper, work = top / "u", top / "w"
+        for d in (upper, work):
+            d.mkdir(mode=0o755)
+            os.chown(d, self.uid, self.uid)
+        return upper, work
+
+    def _drop(self, layer: Path) -> None:
+        """Unmount an attempt's tmpfs (``layer`` is its upper dir): the kernel frees its files."""
+        top = layer.parent
+        if os.path.ismount(top):
+            try:
+                unmount(top)
+            except OSError:
+                return  # stays mounted on this workspace's root; goes at close()
+        remove_tree(top)  # the empty mount point
 
     def _layer(self, p: Path) -> Path:
         """Where the host reads a layer (the initial directory itself when used in place)."""
@@ -170,19 +218,24 @@ class Workspace:
     ) -> Execution:
         """Run ``cmd`` in a fresh sandbox with this workspace's merged tree at /work (cwd)."""
         with self._lock:
-            lower = ":".join(layer.name for layer in reversed(self.layers))  # top layer first
-            options = f"lowerdir={lower},upperdir={self.upper.name},workdir={self.work.name},{_OVERLAY_OPTS}"
+            lower = ":".join(str(layer.relative_to(self._root)) for layer in reversed(self.layers))  # top first
+            upper, work = self.upper.relative_to(self._root), self.work.relative_to(self._root)
+            options = f"lowerdir={lower},upperdir={upper},workdir={work},{_OVERLAY_OPTS}"
             base = str(self._host_base) if self._host_base is not None else None
-            room = _Room(self._cg, self.storage_mb, overlay_wrap(self.pool.tools, str(self._root), base, options))
-            work = ["--bind", str(self._merged), "/work"]
-            return self.pool.exec_in(cmd, work, stdin=stdin, timeout=timeout, limits=limits, room=room)
+            room = Room(self._cg, self.uid, self.storage_mb, ["--bind", str(self._merged), "/work"],
+                        overlay_wrap(self.pool.tools, str(self._root), base, options))
+            return self.pool.exec_in(cmd, stdin=stdin, timeout=timeout, limits=limits, room=room)
 
     def snapshot(self) -> int:
-        """Freeze the current state; returns a handle for ``rollback(to=...)``. O(1)."""
+        """Freeze the current state; returns a handle for ``rollback(to=...)``. O(1). An attempt that
+        changed nothing is not frozen (the last handle again): read-only steps add no layer, so an
+        episode's layers stay within overlayfs's stack depth (500) for as many steps as change files."""
         with self._lock:
+            if not os.listdir(self.upper):
+                return len(self.layers)
             self.layers.append(self.upper)
-            remove_tree(self.work)
-            self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+            remove_tree(self.work)  # (overlay's own, empty between jobs)
+            self.upper, self.work = self._new_attempt()
             return len(self.layers)
 
     def rollback(self, to: int | None = None) -> None:
@@ -190,13 +243,13 @@ class Workspace:
         with self._lock:
             if to is not None and not (1 <= to <= len(self.layers)):
                 raise WorkspaceError(f"rollback: no snapshot {to!r} (have 1..{len(self.layers)})")
-            drop = [self.upper, self.work]
+            drop = [self.upper]
             if to is not None:
                 drop += self.layers[to:]
                 del self.layers[to:]
-            for d in drop:
-                remove_tree(d)  # never raises; what it cannot delete stays on this workspace's own tmpfs
-            self.upper, self.work = self._new_dir("u"), self._new_dir("w")
+            for layer in drop:
+                self._drop(layer)
+            self.upper, self.work = self._new_attempt()
 
     def _check(self, path: str) -> PurePosixPath:
         p = PurePosixPath(path)
@@ -226,8 +279,9 @@ class Workspace:
                 return None
         return None
 
-    def read_file(self, path: str) -> bytes:
-        """Bytes of ``path`` in the merged view; symlinks are not followed."""
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Bytes of ``path`` in the merged view; symlinks are not followed. A file longer than
+        ``max_bytes`` (when given) is a ``WorkspaceError`` naming its size, read no further."""
         with self._lock:
             host = self._lookup(self._check(path))
             if host is None:
@@ -236,10 +290,52 @@ class Workspace:
                 fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
             except OSError as e:
                 raise WorkspaceError(f"workspace file {path!r} cannot be read: {e}") from e
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # before fdopen, which raises IsADirectoryError on a directory
+                os.close(fd)
+                raise WorkspaceError(f"workspace file {path!r} is not a regular file")
             with os.fdopen(fd, "rb") as f:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise WorkspaceError(f"workspace file {path!r} is not a regular file")
-                return f.read()
+                if max_bytes is not None and st.st_size > max_bytes:
+                    raise WorkspaceError(f"workspace file {path!r} is {st.st_size} bytes, more than {max_bytes}")
+                return f.read() if max_bytes is None else f.read(max_bytes)
+
+    def changed_paths(self, *, limit: int = 20_000) -> set[str]:
+        """Every path whose merged view may differ from the initial state: each entry of a layer
+        above the bottom one that is not a directory (a file, a link, a whiteout), and each path of
+        the initial state under one of them or under an opaque directory (hidden by it). Read from
+        the host, never by a job; directories are walked without following links. Empty new
+        directories are not paths. More than ``limit`` entries, or a path deeper than 64 parts, is a
+        ``WorkspaceError`` (a job can make ~2^20 entries a layer; the caller fails what it grades).
+
+        What the merged view holds at each path is ``read_file``'s (a whiteout: absent)."""
+        with self._lock:
+            base = self._layer(self.layers[0])
+            out: set[str] = set()
+            seen = 0
+            for layer in [*self.layers[1:], self.upper]:
+                stack = [""]
+                while stack:
+                    rel = stack.pop()
+                    try:
+                        entries = list(os.scandir(layer / rel if rel else layer))
+                    except OSError as e:
+                        raise WorkspaceError(f"workspace layer unreadable at {rel or '.'!r}: {e}") from e
+                    for entry in entries:
+                        seen += 1
+                        path = f"{rel}/{entry.name}" if rel else entry.name
+                        if seen > limit or path.count("/") >= 64:
+                            raise WorkspaceError(f"the workspace changed more than {limit} entries, or deeper than 64 "
+                                                 "directories")
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(path)
+                            if _is_opaque(Path(entry.path)):
+                                out |= _files_under(base, path)
+                            if os.path.lexists(base / path) and not (base / path).is_dir():
+                                out.add(path)  # a file of the initial state replaced by a directory
+                        else:
+                            out.add(path)
+                            out |= _files_under(base, path)
+            return out
 
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write ``path`` into the current layer (the next ``exec`` sees it)."""
@@ -254,7 +350,7 @@ class Workspace:
                     os.unlink(cur)  # a whiteout or a file in the upper layer: replaced by a dir
                 if not cur.exists():
                     cur.mkdir()
-                    os.chown(cur, SANDBOX_UID, SANDBOX_UID)
+                    os.chown(cur, self.uid, self.uid)
                     if hides_lower:  # a deleted directory stays deleted below the new one
                         os.setxattr(cur, _OPAQUE[0], b"y")
             target = cur / p.parts[-1]
@@ -267,13 +363,14 @@ class Workspace:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise WorkspaceError(f"workspace path {path!r} is not a regular file")
                 f.write(data.encode() if isinstance(data, str) else data)
-            os.chown(target, SANDBOX_UID, SANDBOX_UID)
+            os.chown(target, self.uid, self.uid)
 
     def close(self) -> None:
         """Delete every layer this workspace created (an initial directory is left alone)."""
         _unmount_and_remove(self._root)
         self._cg.destroy()
         self.pool.rooms.discard(self._cg)
+        self._claim.release()
 
     def __enter__(self) -> Workspace:
         return self

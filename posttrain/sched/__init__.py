@@ -1,10 +1,15 @@
 """posttrain.sched: the one execution service for verification and episodes, and its scheduler.
 
-    >>> from posttrain.sched import Service, LocalBackend, Verify, hooks_from_envs, open_service
-    >>> # with open_service(domains) as svc:      # or Service(LocalBackend(hooks_from_envs(domains, pool), pool))
-    >>> #     verdicts = svc.run_batch([Verify(task, response, group_id, i) for ...]).results
+    >>> from posttrain.sched import Service, LocalBackend, DomainHooks, Verify
+    >>> # with posttrain.cli.open_service(domains) as svc:    # the wiring: a pool and the domains' hooks
+    >>> #     verdicts = svc.run_jobs([Verify(task, response, group_id, i) for ...]).results
 
-- ``Service`` (``_service.py``): ``submit(job) -> Future``, ``run_batch(jobs)``; concurrency from
+Layering: this package imports only ``posttrain.types``, ``posttrain.errors`` and the sandbox. It is
+handed each domain's verifiers (``DomainHooks``; a Ray backend a ``HooksFactory`` to call on each
+node) by the wiring (``posttrain.cli.domain_hooks``, ``posttrain.cli.open_service``), and never
+looks a domain up.
+
+- ``Service`` (``_service.py``): ``submit(job) -> Future``, ``run_jobs(jobs)``; concurrency from
   its backend, infra retries with backoff, group drops, verdict cache and dedup, domain batching.
 - ``Scheduler`` (``_core.py``): lanes, priorities, retries, breakers, on any clock.
 - ``LocalBackend`` (threads over the sandbox pool) and ``RayBackend`` (``_ray.py``: a pool actor
@@ -16,7 +21,7 @@ down: ``posttrain run`` (the pipeline opens it over its sandbox pool: GRPO's sin
 ``rollout.SingleTurnEnv``, evaluations, the no-op floor, the demonstrator, preference pairs),
 ``posttrain eval`` (``evaluate.runner.score_responses``: one record per try from
 ``BatchResult.tries``), ``posttrain audit``, ``posttrain tasks validate`` and ``posttrain verify``
-(``open_service``, ``Service.verify_pairs``). No trainer takes a ``workers`` argument: the service's
+(``posttrain.cli.open_service``, ``Service.verify_pairs``). No trainer takes a ``workers`` argument: the service's
 workers (one per sandbox-pool slot) are the concurrency. Its counters and breaker states go into
 metrics.jsonl per RL step (``Service.metrics``), ``eval --json`` and summary.json (``stats``), and its
 scheduler state into RL checkpoints (``state_dict``).
@@ -43,71 +48,50 @@ Not here: generation overlapping training (bounded staleness), which belongs to 
 from posttrain.sched._core import Scheduler, Ticket
 from posttrain.sched._jobs import (
     Attempt,
-    BatchVerifier,
     DomainHooks,
-    Episode,
     GroupDropped,
+    HooksFactory,
     Job,
     Ledger,
-    ProvidesBatchVerifier,
     Result,
     Step,
     StepError,
-    StepOutcome,
     Verify,
-    hooks_from_envs,
 )
-from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
-from posttrain.sched._ray import RayBackend, local_cluster
-from posttrain.sched._rollout import (
-    RayRollout,
-    RaySampler,
-    RolloutActor,
-    VersionMismatch,
-    ray_backend,
-    ray_session,
-)
+from posttrain.sched._ray import RayBackend, check_reachable, local_cluster, ray_backend, ray_session
+from posttrain.sched._rules import Breaker, Estimator, SchedPolicy
 from posttrain.sched._service import (
     PEAK_MEMORY_KEY,
     Backend,
     BatchResult,
     LocalBackend,
     Service,
-    open_service,
 )
 
 __all__ = [
     "Attempt",
     "Backend",
     "BatchResult",
-    "BatchVerifier",
     "Breaker",
+    "check_reachable",
     "DomainHooks",
-    "Episode",
     "Estimator",
     "GroupDropped",
+    "HooksFactory",
     "Job",
     "Ledger",
     "LocalBackend",
-    "ProvidesBatchVerifier",
     "RayBackend",
-    "RayRollout",
-    "RaySampler",
     "Result",
-    "RolloutActor",
     "PEAK_MEMORY_KEY",
     "SchedPolicy",
     "Scheduler",
     "Service",
     "Step",
     "StepError",
-    "StepOutcome",
     "Ticket",
-    "VersionMismatch",
     "Verify",
-    "hooks_from_envs",
     "local_cluster",
     "ray_backend",
     "ray_session",
-    "open_service",
 ]

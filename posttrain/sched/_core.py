@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from posttrain.sched._policy import Breaker, Estimator, SchedPolicy
+from posttrain.sched._rules import Breaker, Estimator, SchedPolicy
 
 Lane = Literal["fast", "slow"]
 Decision = Literal["final", "retry", "exhausted"]

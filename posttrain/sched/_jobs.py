@@ -2,10 +2,6 @@
 
 - ``Verify``: a stateless verification of one response. Cached and deduplicated by
   (task id, response); a domain may verify several in one call (``BatchVerifier``).
-- ``Episode``: a whole episode of a stateful environment, ``run()`` on one worker for its life.
-  ``run`` builds its environment from the task's initial state each time it is called, so an
-  infra retry restarts the episode in a fresh environment, never one step of it elsewhere.
-  Never cached.
 - ``Step``: one step of a stateful episode that the episode runner drives in lockstep (one
   ``generate`` call per round over every episode): ``run()`` steps that episode's own environment,
   which stays where it was built (this process, with its workspace). Counted, laned, breakered
@@ -23,17 +19,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from posttrain.envs._base import BatchVerifier
-from posttrain.types import Task, Trajectory, Verdict
+from posttrain.types import BatchVerifier, StepResult, Task, Verdict, Verifier
 
-Verifier = Callable[[Task, str], Verdict]
-StepOutcome = tuple[Any, Verdict | None, bool]
-"""What an environment's step gives: (observation, verdict or None, done)."""
-Result = Verdict | Trajectory | StepOutcome
+Result = Verdict | StepResult
 JobKey = tuple[str, str, int]
 """(group id, task id, sample index): one sample of one group."""
 
@@ -72,24 +64,6 @@ class Verify:
 
 
 @dataclass(frozen=True)
-class Episode:
-    """Run one whole episode: ``run()`` resets a fresh environment to ``task`` and plays it out.
-
-    An infra error is an exception from ``run`` or a last verdict that is an ``infra_error``.
-    """
-
-    task: Task
-    run: Callable[[], Trajectory]
-    group_id: str = ""
-    sample_idx: int = 0
-    priority: float = 0.0
-
-    @property
-    def key(self) -> JobKey:
-        return (self.group_id, self.task.id, self.sample_idx)
-
-
-@dataclass(frozen=True)
 class Step:
     """One step of a stateful episode (module docstring): ``run()`` steps its environment in place.
 
@@ -101,7 +75,7 @@ class Step:
     """
 
     task: Task
-    run: Callable[[], StepOutcome]
+    run: Callable[[], StepResult]
     group_id: str = ""
     sample_idx: int = 0
     seq: int = 0
@@ -113,35 +87,22 @@ class Step:
         return (self.group_id, f"{self.task.id}/step{self.seq}", self.sample_idx)
 
 
-Job = Verify | Episode | Step
-
-
-@runtime_checkable
-class ProvidesBatchVerifier(Protocol):
-    """A domain ``Env`` that can batch implements this (the service looks for nothing else)."""
-
-    def make_batch_verifier(self, pool: Any | None) -> BatchVerifier: ...
+Job = Verify | Step
 
 
 @dataclass(frozen=True)
 class DomainHooks:
-    """How the service verifies one domain: one at a time, and optionally in batches."""
+    """How the service verifies one domain: one at a time, and optionally in batches (the domain's
+    ``make_verifier`` and ``make_batch_verifier``, handed in by the wiring)."""
 
     verify: Verifier
     batch: BatchVerifier | None = None
 
 
-def hooks_from_envs(domains: Sequence[str], pool: Any | None) -> dict[str, DomainHooks]:
-    """``DomainHooks`` for each domain from its ``posttrain.envs`` Env (``make_verifier`` and, when
-    the Env provides it, ``make_batch_verifier``)."""
-    from posttrain.envs import get_env
-
-    out = {}
-    for d in sorted(set(domains)):
-        env = get_env(d)
-        batch = env.make_batch_verifier(pool) if isinstance(env, ProvidesBatchVerifier) else None
-        out[d] = DomainHooks(env.make_verifier(pool), batch)
-    return out
+HooksFactory = Callable[[Sequence[str], Any], Mapping[str, DomainHooks]]
+"""``hooks(domains, pool) -> {domain: DomainHooks}``: how a backend gets the verifiers of a set of
+domains over a sandbox pool (the wiring's ``posttrain.cli.domain_hooks``; a Ray backend calls it on
+each node, over that node's pool). The service never looks domains up itself."""
 
 
 @dataclass(frozen=True)
@@ -159,14 +120,14 @@ class Attempt:
     """Seconds since the service started."""
     duration_s: float
     outcome: str
-    """pass | fail | infra_error | episode (an Episode that finished) | step:<outcome> | step (no
-    verdict) | step:error (a ``StepError``) | skipped."""
+    """pass | fail | infra_error | step:<outcome> | step (no verdict) | step:error (a ``StepError``) |
+    skipped."""
     error_class: str | None
     batch_size: int = 1
     final: bool = False
     """Whether this try settled the job (a result handed to the caller, or the group dropped)."""
     verdict: Verdict | None = None
-    """The try's verdict (an Episode's last one), infra errors included: evaluation records each try."""
+    """The try's verdict (a Step's, when it gave one), infra errors included: evaluation records each try."""
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}

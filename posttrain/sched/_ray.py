@@ -2,7 +2,7 @@
 
     >>> # with local_cluster(num_cpus=2) as address:              # or an existing cluster's address
     >>> #     with Service(RayBackend(address, domains=["code"])) as svc:
-    >>> #         svc.run_batch(jobs)
+    >>> #         svc.run_jobs(jobs)
 
 - ``RayBackend``: on each alive node of the cluster, a ``SandboxPoolActor`` (pinned to that node,
   ``max_concurrency`` = its CPUs, holding a ``LocalSandboxPool`` of that size and the domains'
@@ -21,7 +21,8 @@
 Multi-node: ``ray start --head --port=6379 --num-cpus=N`` on one machine, ``ray start
 --address=HEAD:6379`` on the others (the sandbox needs root on every node), then
 ``RayBackend("HEAD:6379", ...)`` on the driver (README, "Ray").
-Not here: rollout workers as actors with weight broadcast (the trainer's part of issue 11).
+Also ``ray_session`` (join a cluster, or start one of the run's own) and ``ray_backend``.
+Not here: rollout workers as actors with weight broadcast (``posttrain.policy.RayRollout``).
 """
 
 from __future__ import annotations
@@ -39,18 +40,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from posttrain.sched._jobs import Episode, hooks_from_envs
-from posttrain.types import Task, Trajectory, Verdict
+from posttrain.errors import UserError
+from posttrain.sched._jobs import HooksFactory
+from posttrain.types import Task, Verdict
 
 
 class SandboxPoolActor:
-    """Runs tries on one node: a sandbox pool sized to the node's CPUs, the domains' hooks."""
+    """Runs tries on one node: a sandbox pool sized to the node's CPUs, the domains' hooks (built on
+    the node by ``hooks``, the wiring's factory: ``posttrain.cli.domain_hooks``)."""
 
-    def __init__(self, cpus: int, domains: Sequence[str]) -> None:
+    def __init__(self, cpus: int, domains: Sequence[str], hooks: HooksFactory) -> None:
         from posttrain.sandbox import open_pool
 
         self.pool = open_pool(size=cpus)
-        self.hooks = hooks_from_envs(domains, self.pool)
+        self.hooks = hooks(domains, self.pool)
 
     def ping(self) -> int:
         return os.getpid()
@@ -65,19 +68,17 @@ class SandboxPoolActor:
             return hooks.batch.verify_batch(pairs)
         return [hooks.verify(task, response) for task, response in pairs]
 
-    def episode(self, job: Episode) -> Trajectory:
-        return job.run()
-
 
 class RayBackend:
-    """Service backend over a Ray cluster at ``address`` (module docstring)."""
+    """Service backend over a Ray cluster at ``address`` (module docstring); ``hooks`` builds each
+    node's ``DomainHooks`` for ``domains`` over that node's pool (``posttrain.cli.domain_hooks``)."""
 
     RESTART_WAIT_S = 120.0
     """How long a try that lost its actor waits for the restarted actor before reporting infra."""
     SLACK_S = 60.0
     """A try is waited for twice its tasks' timeouts plus this (queueing, a pool's start), then infra."""
 
-    def __init__(self, address: str, *, domains: Sequence[str]) -> None:
+    def __init__(self, address: str, *, domains: Sequence[str], hooks: HooksFactory) -> None:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -94,7 +95,7 @@ class RayBackend:
             actor = remote.options(
                 num_cpus=0, max_concurrency=cpus, max_restarts=-1, max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-            ).remote(cpus, list(domains))
+            ).remote(cpus, list(domains), hooks)
             self.actors.append(actor)
             self.nodes += [node["NodeID"][:12]] * cpus
             self._actor_of += [actor] * cpus
@@ -131,10 +132,6 @@ class RayBackend:
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
         wait = self.SLACK_S + 2 * sum(t.limits.timeout_s for t, _ in pairs)
         return self._call(worker, "verify", domain, list(pairs), timeout_s=wait)
-
-    def episode(self, worker: int, job: Episode) -> Trajectory:
-        limits = job.task.limits
-        return self._call(worker, "episode", job, timeout_s=self.SLACK_S + 2 * limits.timeout_s * limits.max_attempts)
 
     def actor_pids(self) -> list[int]:
         import ray
@@ -206,3 +203,58 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = old_auth
+
+
+JOIN_TIMEOUT_S = 10.0
+"""How long ``ray_session`` waits for the head node's port to answer before it gives up."""
+
+
+def check_reachable(address: str) -> None:
+    """Raise a one-line ``UserError`` unless something answers at the cluster ``address`` (HOST:PORT).
+
+    ``ray.init`` retries an address nobody answers at for minutes: ask once, briefly, before any work.
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
+    except (OSError, ValueError) as e:
+        raise UserError(f"sched.ray_address: nothing answers at {address} ({e}); start the head node with "
+                        f"`ray start --head --port={port}` or give its HOST:PORT") from None
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, *, num_cpus: int) -> Iterator[str]:
+    """Connect this process (the driver) to the cluster at ``address``, or, when ``address`` is None,
+    to a one-node cluster of its own (``local_cluster``: own temp dir and port, ``num_cpus`` CPUs),
+    stopped on exit. Never ``address="auto"``: a neighbour's cluster may run on the same host.
+    Yields the address."""
+    import ray
+
+    if address is None:
+        with local_cluster(num_cpus=num_cpus) as own:
+            yield own
+        return
+    check_reachable(address)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # noqa: BLE001 - any failure to join is the user's address or cluster
+        raise UserError(f"sched.ray_address: cannot join the Ray cluster at {address!r} "
+                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    try:
+        yield address
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def ray_backend(address: str | None, domains: Sequence[str], *, num_cpus: int,
+                hooks: HooksFactory) -> Iterator[RayBackend]:
+    """The service's ``RayBackend`` (a sandbox-pool actor per node, ``hooks`` building each node's
+    domain hooks) on the cluster at ``address``, or on a one-node cluster of the run's own with
+    ``num_cpus`` CPUs (``ray_session``)."""
+    with ray_session(address, num_cpus=num_cpus) as joined:
+        backend = RayBackend(joined, domains=domains, hooks=hooks)
+        try:
+            yield backend
+        finally:
+            backend.close()

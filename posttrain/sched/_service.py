@@ -1,4 +1,4 @@
-"""The execution service: ``submit(job) -> Future``, ``run_batch(jobs)``, over a backend.
+"""The execution service: ``submit(job) -> Future``, ``run_jobs(jobs)``, over a backend.
 
 One worker thread per worker slot of the backend (``LocalBackend``: the sandbox pool's slots, or
 the CPUs when no pool is needed; ``RayBackend``: the CPUs of every node's pool actor), each asking
@@ -6,9 +6,9 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
 
 - concurrency (the backend's slots; callers pass no ``workers``);
 - retries of infra errors only (``SchedPolicy.max_tries``, with backoff), every try recorded
-  (``run_batch``'s ``tries`` per job; the latest ``ATTEMPTS_KEPT`` in ``attempts``) and settled in
+  (``run_jobs``'s ``tries`` per job; the latest ``ATTEMPTS_KEPT`` in ``attempts``) and settled in
   the ``ledger``; a job that runs out drops its whole group: its future and those of the group's
-  queued jobs raise ``GroupDropped``, ``run_batch`` gives None for every member, and ``stats()``
+  queued jobs raise ``GroupDropped``, ``run_jobs`` gives None for every member, and ``stats()``
   counts them. A dropped sample is never scored;
 - for ``Verify`` jobs only: the verdict cache and deduplication of identical (task id, response)
   (a duplicate waits for the first and is settled with it; an infra error is never cached; when the
@@ -19,35 +19,41 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
   ``LocalBackend``: physical memory, or its cgroup's limit (v1 or v2) where smaller);
   a verifier that knows its execution's peak memory reports it as ``evidence["peak_memory_mb"]``
   (``PEAK_MEMORY_KEY``) and the estimate learns from it;
-- ``Step`` jobs: the steps of stateful episodes (repair, tool, BFCL) that ``rollout.run_batch``
+- ``Step`` jobs: the steps of stateful episodes (repair, agent) that ``rollout.run_batch``
   drives in lockstep; each runs on its episode's own environment in this process, is counted,
   laned and breakered under ``episode:<domain>``, and is never retried on its own: the runner
   restarts the episode (``restarted``) or gives its group up (``give_up``). A step that raises
   ``StepError`` (its environment's own error) is no infra try: its future raises that error.
+- the nested lane (``verify_nested``, ``verifier()``): a step that verifies an attempt (a repair
+  episode's, an agent's final answer) does it through the service, at once on its own worker and
+  on the backend (a pool actor on Ray), never queued behind the jobs that wait for it.
 
 Per-job state is forgotten once every job of a group is settled (the ledger's too), so a long run
 holds the verdict cache, the estimates, the names of dropped groups and the latest
 ``ATTEMPTS_KEPT`` tries (each with its verdict).
 
->>> from posttrain.sched import hooks_from_envs
->>> from posttrain.types import Task
->>> t = Task(id="a", domain="math", prompt="1+1?", fields={"answer": "2"})
->>> with Service(LocalBackend(hooks_from_envs(["math"], None))) as svc:
-...     [v.outcome for v in svc.run_batch([Verify(t, "\\\\boxed{2}"), Verify(t, "3")]).results]
+>>> from posttrain.types import Task, Verdict
+>>> def exact(task, response):
+...     return Verdict("pass", 1.0) if response == task.fields["answer"] else Verdict("fail", 0.0)
+>>> t = Task(id="a", domain="arith", prompt="1+1?", fields={"answer": "2"})
+>>> with Service(LocalBackend({"arith": DomainHooks(exact)})) as svc:
+...     [v.outcome for v in svc.run_jobs([Verify(t, "2"), Verify(t, "3")]).results]
 ['pass', 'fail']
+
+The domains' hooks come from the wiring (``posttrain.cli.domain_hooks``, ``posttrain.cli.open_service``):
+this package never looks a domain up.
 
 Not here: overlapping generation with training (bounded staleness) lives in the trainer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -56,7 +62,6 @@ from posttrain.sched._core import EPISODE_PREFIX, Scheduler, Ticket
 from posttrain.sched._jobs import (
     Attempt,
     DomainHooks,
-    Episode,
     GroupDropped,
     Job,
     JobKey,
@@ -64,14 +69,11 @@ from posttrain.sched._jobs import (
     Result,
     Step,
     StepError,
-    StepOutcome,
-    Verifier,
     Verify,
-    hooks_from_envs,
 )
 from posttrain.sched._memory import memory_limit_mb
-from posttrain.sched._policy import SchedPolicy
-from posttrain.types import Task, Trajectory, Verdict
+from posttrain.sched._rules import SchedPolicy
+from posttrain.types import Observation, StepResult, Task, Verdict, Verifier
 
 
 class Backend(Protocol):
@@ -84,8 +86,6 @@ class Backend(Protocol):
     def max_batch(self, domain: str) -> int: ...
 
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]: ...
-
-    def episode(self, worker: int, job: Episode) -> Trajectory: ...
 
     def close(self) -> None: ...
 
@@ -112,16 +112,13 @@ class LocalBackend:
             return hooks.batch.verify_batch(pairs)
         return [hooks.verify(task, response) for task, response in pairs]
 
-    def episode(self, worker: int, job: Episode) -> Trajectory:
-        return job.run()
-
     def close(self) -> None:
         pass
 
 
 @dataclass(frozen=True)
 class BatchResult:
-    """``results[i]`` for ``jobs[i]``: a Verdict (Verify) or Trajectory (Episode), None when its
+    """``results[i]`` for ``jobs[i]``: a Verdict (Verify) or StepResult (Step), None when its
     group was dropped (never scored). ``tries[i]``: the tries run for ``jobs[i]`` (empty for a
     cache hit, a duplicate that waited for an identical job, or a job of a group dropped before it ran)."""
 
@@ -155,11 +152,14 @@ class _Pending:
 
 
 COUNTERS = ("jobs", "tries", "retries", "infra_tries", "exhausted", "groups_dropped", "samples_dropped", "held",
-            "cache_hits", "deduplicated", "restarts", "memory_waits")
+            "cache_hits", "deduplicated", "restarts", "memory_waits", "nested")
 """The counters of ``Service.stats()``: jobs queued, tries run, retries among them, infra tries, jobs
 (or episodes) out of tries, groups and samples dropped, jobs held by an open breaker, cache hits,
-duplicates, episodes restarted after an infra error, and times a queued job was passed over because
-its memory estimate did not fit the budget left."""
+duplicates, episodes restarted after an infra error, times a queued job was passed over because its
+memory estimate did not fit the budget left, and verifications on the nested lane (``verify_nested``)."""
+
+NESTED = "~nested"
+"""The group of the nested lane's tries in ``Service.attempts`` (``verify_nested``)."""
 
 PEAK_MEMORY_KEY = "peak_memory_mb"
 """A verdict's ``evidence`` key for the peak memory (MiB) its execution used, when the verifier knows it."""
@@ -180,14 +180,10 @@ def _episode_domain(task: Task) -> str:
 
 
 def _verdict_of(result: Result | StepError) -> Verdict | None:
-    """The verdict a try's infra check and records read: a Verify's own, an Episode's last, a Step's."""
+    """The verdict a try's infra check and records read: a Verify's own, a Step's (None: it gave none)."""
     if isinstance(result, StepError):
         return None
-    if isinstance(result, Verdict):
-        return result
-    if isinstance(result, tuple):
-        return result[1]
-    return result.verdicts[-1] if result.verdicts else None
+    return result if isinstance(result, Verdict) else result.verdict
 
 
 def _peak_mb(verdict: Verdict | None) -> float | None:
@@ -218,6 +214,7 @@ class Service:
         """Each group's jobs, and those not settled yet; a group is forgotten when none is left."""
         self._watch: dict[JobKey, list[Attempt]] = {}
         self._solo = itertools.count()
+        self._nested_slots = itertools.count()
         self._closed = False
         self._t0 = time.monotonic()
         self._threads = [threading.Thread(target=self._work, args=(w,), name=f"sched-{w}", daemon=True)
@@ -229,13 +226,36 @@ class Service:
     def workers(self) -> int:
         return len(self._threads)
 
-    @property
-    def verifiers(self) -> dict[str, Verifier]:
-        """Each domain's verifier in this process (``LocalBackend``), for stateful episodes that
-        verify inside their own steps (``RepairEnv``) rather than as jobs of the service."""
-        if not isinstance(self.backend, LocalBackend):
-            raise TypeError(f"Service.verifiers: only a LocalBackend verifies in this process, not {type(self.backend).__name__}")
-        return {d: h.verify for d, h in self.backend.hooks.items()}
+    def verifier(self) -> Verifier:
+        """This service's nested lane as a ``Verifier`` (``verify_nested``): what a stateful episode's
+        step verifies with (``EpisodeContext.verify``, ``RepairEnv``), on any backend."""
+        return self.verify_nested
+
+    def verify_nested(self, task: Task, response: str) -> Verdict:
+        """Verify ``response`` from inside a running job (a ``Step`` whose environment judges an
+        attempt): the nested lane. The try runs at once in the calling thread, on the backend (a
+        ``LocalBackend``: this process; a ``RayBackend``: a pool actor of the cluster, slots taken in
+        turn), never queued: a step holds its worker while it verifies, so queued behind other jobs
+        it could wait for workers that all wait the same way. One try, recorded (``attempts``, group
+        ``NESTED``; ``stats()["nested"]``); an infra error is the step's, and the runner restarts the
+        episode on it (``rollout.run_batch``), as for the step's other infra failures. No cache (the
+        episode's environment keeps its own), no breaker (the step's job has one)."""
+        if not self.backend.serves(task.domain):
+            raise ValueError(f"task {task.id!r}: no verifier for domain {task.domain!r} in this service")
+        with self._cond:
+            w = next(self._nested_slots) % len(self.backend.nodes)
+        start = self._now()
+        try:
+            [verdict] = self.backend.verify(w, task.domain, [(task, response)])
+        except Exception as e:  # noqa: BLE001 - a crash of the verifier or worker is infra, never a score
+            verdict = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:worker")
+        duration = self._now() - start
+        with self._cond:
+            self.counts["nested"] += 1
+            self.attempts.append(Attempt(NESTED, task.id, 0, 0, w, self.sched.nodes[w], round(start, 4),
+                                         round(duration, 4), verdict.outcome, verdict.error_class, final=True,
+                                         verdict=verdict))
+        return verdict
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -243,13 +263,13 @@ class Service:
     # -- submitting -----------------------------------------------------------------------------
 
     def submit(self, job: Job) -> Future[Result]:
-        """Queue ``job``; the future gives its Verdict (Verify) or Trajectory (Episode), or raises
-        ``GroupDropped``."""
+        """Queue ``job``; the future gives its Verdict (Verify) or StepResult (Step), or raises
+        ``GroupDropped`` (or a Step's ``StepError``)."""
         return self._submit(job, watch=False)[0]
 
     def _submit(self, job: Job, *, watch: bool) -> tuple[Future[Result], JobKey]:
-        if not isinstance(job, Verify | Episode | Step):
-            raise TypeError(f"Service.submit takes a Verify, an Episode or a Step, got {type(job).__name__}")
+        if not isinstance(job, Verify | Step):
+            raise TypeError(f"Service.submit takes a Verify or a Step, got {type(job).__name__}")
         if isinstance(job, Verify) and not self.backend.serves(job.task.domain):
             raise ValueError(f"task {job.task.id!r}: no verifier for domain {job.task.domain!r} in this service")
         future: Future[Result] = Future()
@@ -291,16 +311,15 @@ class Service:
         job = pending.job
         domain = job.task.domain if isinstance(job, Verify) else _episode_domain(job.task)
         limits = job.task.limits
-        timeout = limits.timeout_s * (limits.max_attempts if isinstance(job, Episode) else 1)
         step = isinstance(job, Step)
-        ticket = self.sched.add(domain, job.task.id, timeout_s=timeout, group=pending.lead.group,
+        ticket = self.sched.add(domain, job.task.id, timeout_s=limits.timeout_s, group=pending.lead.group,
                                 now=self._now(), priority=job.priority, memory_mb=limits.memory_mb,
                                 retry=not step, delay_s=job.delay_s if step else 0.0)
         self._pending[ticket.id] = pending
         if isinstance(job, Verify):
             self._inflight[(job.task.id, job.response)] = pending
 
-    def run_batch(self, jobs: Sequence[Job]) -> BatchResult:
+    def run_jobs(self, jobs: Sequence[Job]) -> BatchResult:
         """Submit ``jobs`` and wait for all; members of a dropped group come back as None."""
         submitted = [self._submit(j, watch=True) for j in jobs]
         results: list[Result | None] = []
@@ -319,13 +338,15 @@ class Service:
         """Verdicts for (task, response) pairs, in order, each pair a job of its own: one that ran
         out of infra retries is ``infra_error`` (``infra:exhausted``), never scored.
 
-        >>> from posttrain.types import Task
-        >>> t = Task(id="a", domain="math", prompt="1+1?", fields={"answer": "2"})
-        >>> with open_service(["math"]) as svc:
-        ...     [v.outcome for v in svc.verify_pairs([(t, "\\\\boxed{2}"), (t, "3")])]
+        >>> from posttrain.types import Task, Verdict
+        >>> def exact(task, response):
+        ...     return Verdict("pass", 1.0) if response == task.fields["answer"] else Verdict("fail", 0.0)
+        >>> t = Task(id="a", domain="arith", prompt="1+1?", fields={"answer": "2"})
+        >>> with Service(LocalBackend({"arith": DomainHooks(exact)})) as svc:
+        ...     [v.outcome for v in svc.verify_pairs([(t, "2"), (t, "3")])]
         ['pass', 'fail']
         """
-        results = self.run_batch([Verify(t, r) for t, r in pairs]).results
+        results = self.run_jobs([Verify(t, r) for t, r in pairs]).results
         return [r if isinstance(r, Verdict) else Verdict.infra("ran out of infra retries", error_class="infra:exhausted")
                 for r in results]
 
@@ -362,12 +383,10 @@ class Service:
         try:
             if isinstance(first, Step):  # on the episode's own environment, where it was built
                 try:
-                    outcome: StepOutcome = first.run()
+                    outcome: StepResult = first.run()
                 except StepError as e:  # the environment's own error: its caller gets it, not a retry
                     return [e]
                 return [outcome]
-            if isinstance(first, Episode):
-                return [self.backend.episode(w, first)]
             pairs = [(p.job.task, p.job.response) for p in items if isinstance(p.job, Verify)]
             verdicts = self.backend.verify(w, first.task.domain, pairs)
             if len(verdicts) != len(pairs):
@@ -376,7 +395,7 @@ class Service:
         except Exception as e:  # noqa: BLE001 - a crash of the verifier or worker is infra, retried
             bad = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:worker")
             if isinstance(first, Step):  # the runner restarts the episode
-                return [(None, bad, True)]
+                return [StepResult(Observation(()), bad, True)]
             return [bad] * len(items)
 
     def _finish(self, t: Ticket, p: _Pending, result: Result | StepError, w: int, start: float, duration: float,
@@ -389,9 +408,8 @@ class Service:
             return  # a duplicate or late report of a try already settled: never counted twice
         decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout,
                                    memory_mb=_peak_mb(last) if n == 1 else None)
-        kind = "step" if isinstance(p.job, Step) else "episode"
-        outcome = (last.outcome if isinstance(result, Verdict) else f"{kind}:error" if isinstance(result, StepError)
-                   else kind if last is None else f"{kind}:{last.outcome}")
+        outcome = (last.outcome if isinstance(result, Verdict) else "step:error" if isinstance(result, StepError)
+                   else "step" if last is None else f"step:{last.outcome}")
         job = p.job
         attempt = Attempt(job.group_id, p.lead.key[1], job.sample_idx, t.tries - 1, w, self.sched.nodes[w],
                           round(start, 4), round(duration, 4), outcome, error_class, n,
@@ -544,15 +562,3 @@ class Service:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def open_service(domains: Iterable[str], *, size: int | None = None,
-                 policy: SchedPolicy | None = None) -> Iterator[Service]:
-    """A ``Service`` over this machine for ``domains``: a sandbox pool of ``size`` slots (default:
-    the usable CPUs) only when a domain needs one (``Env.needs_sandbox``), closed on exit."""
-    from posttrain.verify.batch import pool_for
-
-    names = sorted(set(domains))
-    with pool_for(names, size=size) as pool, Service(LocalBackend(hooks_from_envs(names, pool), pool), policy) as svc:
-        yield svc

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from posttrain.sched._core import Scheduler, Ticket
-from posttrain.sched._policy import SchedPolicy
+from posttrain.sched._rules import SchedPolicy
 
 SHORT_S = 0.1
 """Typical duration of a quick check."""

@@ -4,7 +4,10 @@
 - ``*.jsonl`` / ``*.jsonl.gz``: one task object per line (blank lines skipped), streamed line by
   line, so a file of any size loads in the memory of its tasks;
 - ``*.json`` / ``*.json.gz``: one task object, a list of them, or ``{"tasks": [...]}``;
-and hands each record to its domain's parser (``posttrain.envs.get_env(domain).parse_task``),
+- ``*.parquet``, ``*.arrow``, or a Hugging Face ``datasets`` directory (``save_to_disk``, or a
+  directory of Parquet shards): one task per row, streamed a record batch at a time
+  (``posttrain.tasks._columnar``; ``split`` picks a ``DatasetDict``'s split);
+and hands each record to its domain's parser (``posttrain.envs.get_domain(domain).parse_task``),
 which validates the domain's fields (docs/tasks.md). ``domain`` is the default for records that
 carry none: raw HumanEval files (``task_id``, ``prompt``, ``test``, ``entry_point``) load with
 ``domain="code"`` (the CLI's ``--domain code``). Parsing is strict: NaN/Infinity and duplicate keys
@@ -19,7 +22,7 @@ per line, where human-eval's samples name ``"completion"`` is accepted for ``"re
 keys are ignored; several lines per task are i.i.d. samples. A line may hold at most
 ``MAX_RESPONSE_LINE_BYTES``.
 
-Not here: pools, sampling, splits (``posttrain.tasks``), Parquet / HF datasets.
+Not here: pools, sampling, a source's column mapping (``posttrain.tasks._sources``).
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from posttrain.envs import domain_names, get_env
+from posttrain.envs import domain_listing, get_domain
 from posttrain.errors import TaskError, UserError
+from posttrain.strict_json import StrictJSONError, loads_strict
+from posttrain.tasks._columnar import is_columnar, iter_columnar_records
 from posttrain.types import Task
-from posttrain.verify.strict_json import StrictJSONError, loads_strict
 
 MAX_RESPONSE_LINE_BYTES = 16 * 2**20
 """One response line (verify and eval alike): 16 MiB, far above any model's completion."""
@@ -49,7 +53,8 @@ def _kind(path: Path) -> str:
     for kind in ("jsonl", "json"):
         if name.endswith(f".{kind}"):
             return kind
-    raise TaskError(f"{path}: unknown task file type; expected .json, .jsonl, .json.gz or .jsonl.gz")
+    raise TaskError(f"{path}: unknown task file type; expected .json, .jsonl (optionally .gz), .parquet, "
+                    f".arrow or a datasets directory")
 
 
 def _open(path: Path, what: str) -> IO[bytes]:
@@ -104,12 +109,18 @@ def _json(text: str, where: str) -> Any:
         raise TaskError(f"{where}: {e}") from None
 
 
-def iter_task_records(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """``(where, record)`` of each record of a task file; ``where`` is ``file:line`` or ``file[index]``.
+def iter_task_records(path: str | Path, *, split: str | None = None) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` of each record of a task file; ``where`` is ``file:line``, ``file[index]``
+    or ``file: row N`` (Parquet, Arrow, a datasets directory, whose ``split`` picks one).
 
     Records are raw (any JSON value); ``load_tasks`` parses them into ``Task``s.
     """
     path = Path(path)
+    if is_columnar(path):
+        yield from iter_columnar_records(path, split=split)
+        return
+    if split is not None:
+        raise UserError(f"{path}: split {split!r}: only a datasets directory has splits")
     if _kind(path) == "jsonl":
         for lineno, line in _lines(path, "task"):
             yield f"{path}:{lineno}", _json(line, f"{path}:{lineno}")
@@ -145,25 +156,26 @@ def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
         tid = record.get("id", record.get("task_id"))
         hint = ("; a raw HumanEval file loads with --domain code (in a recipe's task source: domain: code)"
                 if "entry_point" in record else "")
-        raise TaskError(f"{where}: task {tid!r}: field 'domain': missing (expected one of {', '.join(domain_names())}){hint}")
+        raise TaskError(f"{where}: task {tid!r}: field 'domain': missing (expected one of {domain_listing()}){hint}")
     if not isinstance(d, str):
         raise TaskError(f"{where}: field 'domain': expected a string, got {d!r}")
     try:
-        env = get_env(d)
+        env = get_domain(d)
     except TaskError as e:
         raise TaskError(f"{where}: {e}") from None
     return env.parse_task(record, where)
 
 
-def load_tasks(path: str | Path, *, domain: str | None = None) -> list[Task]:
-    """All tasks of a JSON / JSONL file; ``domain`` is the default for records without one.
+def load_tasks(path: str | Path, *, domain: str | None = None, split: str | None = None) -> list[Task]:
+    """All tasks of a task file (JSON, JSONL, Parquet, Arrow, a datasets directory and its ``split``);
+    ``domain`` is the default for records without one.
 
     Raises ``TaskError`` naming the file, line, task id and field on the first bad record, on
     duplicate ids, and on a file with no task.
     """
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    for where, record in iter_task_records(path):
+    for where, record in iter_task_records(path, split=split):
         task = parse_record(record, where, domain=domain)
         if task.id in seen:
             raise TaskError(f"{where}: duplicate task id {task.id!r} (records {seen[task.id] + 1} and {len(tasks) + 1})")
@@ -172,6 +184,46 @@ def load_tasks(path: str | Path, *, domain: str | None = None) -> list[Task]:
     if not tasks:
         raise TaskError(f"no tasks in {path}")
     return tasks
+
+
+def scan_tasks(path: str | Path, *, domain: str | None = None, split: str | None = None) -> tuple[list[Task], list[str]]:
+    """Every good task of a task file and every bad record's problem, in file order (``tasks validate``).
+
+    The problems are ``load_tasks``' messages (file, line or index, task id, field; a JSONL line that
+    is not JSON; a duplicate id); ``load_tasks`` stops at the first. A file that cannot be read at
+    all, or holds no record, is still one ``TaskError``.
+    """
+    tasks: list[Task] = []
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for where, record in _lenient_records(Path(path), split):
+        try:
+            if isinstance(record, TaskError):
+                raise record
+            task = parse_record(record, where, domain=domain)
+            if task.id in seen:
+                raise TaskError(f"{where}: duplicate task id {task.id!r} (first at {seen[task.id]})")
+        except TaskError as e:
+            problems.append(str(e))
+            continue
+        seen[task.id] = where
+        tasks.append(task)
+    if not tasks and not problems:
+        raise TaskError(f"no tasks in {path}")
+    return tasks, problems
+
+
+def _lenient_records(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:
+    """``iter_task_records``, except that a JSONL line that is not JSON is yielded as its ``TaskError``."""
+    if is_columnar(path) or split is not None or _kind(path) != "jsonl":
+        yield from iter_task_records(path, split=split)
+        return
+    for lineno, line in _lines(path, "task"):
+        where = f"{path}:{lineno}"
+        try:
+            yield where, _json(line, where)
+        except TaskError as e:
+            yield where, e
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,9 @@ class TaskSampler:
         random.Random(f"{self.seed}:{epoch}").shuffle(order)
         return order
 
-    def next(self, k: int, *, skip: Collection[str] = ()) -> list[Task]:
-        """The next ``k`` tasks, passing over those of the domains in ``skip`` (module docstring)."""
+    def next(self, k: int, *, skip: Collection[str] = (), step: int | None = None) -> list[Task]:
+        """The next ``k`` tasks, passing over those of the domains in ``skip`` (module docstring);
+        ``step`` is the pool's (uniform draws do not depend on it)."""
         skip = set(skip) if not self._domains <= set(skip) else set()
         out: list[Task] = []
         while len(out) < k:
@@ -67,12 +68,29 @@ class TaskSampler:
                 out.append(task)
         return out
 
+    def observe(self, tasks: Sequence[Task], passed: Sequence[Sequence[bool | None]]) -> None:
+        """Nothing: uniform draws learn nothing from groups (``TaskPool.observe`` does)."""
+
+    def known_tasks(self) -> list[Task]:
+        """Every task this sampler can hand out."""
+        return list(self.tasks)
+
+    def metrics(self) -> dict[str, float]:
+        """Nothing to report (``TaskPool.metrics`` has pool sizes and levels)."""
+        return {}
+
     def state(self) -> dict[str, int]:
         return {"seed": self.seed, "epoch": self.epoch, "cursor": self.cursor}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         if int(state["seed"]) != self.seed:
             raise ValueError(f"sampler state has seed {state['seed']}, this run uses {self.seed}")
+        if state.get("kind", "uniform") != "uniform":
+            raise ValueError(f"sampler state is of a {state['kind']} sampler; this run uses the uniform sampler")
         self.epoch = int(state["epoch"])
         self.cursor = int(state["cursor"])
         self._order = self._shuffled(self.epoch)
+
+    # the names the task pool's state goes by (one interface for checkpoints)
+    state_dict = state
+    load_state_dict = load_state

@@ -6,16 +6,28 @@ A recipe names its training and evaluation tasks apart, each a list of sources::
       train:
         - file: data/my-math.jsonl                 # any domain(s), JSON or JSONL, optionally .gz
         - {file: data/HumanEval.jsonl.gz, domain: code}   # raw HumanEval: records carry no domain
-        - {generator: json, n: 200, seed: 1}       # get_env("json").generate_tasks(200, seed=1)
+        - {generator: json, n: 200, seed: 1}       # get_domain("json").generate_tasks(200, seed=1)
+        - {generator: rg/countdown, n: 200, level: 1}      # a level of a generator with levels
+        - {generator: rg/basic_arithmetic, n: 50, params: {min_terms: 2, max_terms: 3}}
+        - file: data/gsm.parquet                   # Parquet, Arrow, a datasets directory (+ split)
+          domain: math
+          columns: {id: uid, prompt: question, answer: final}   # task field: column
       eval:
         - {file: data/held-out.jsonl}
         - {generator: quickstart-math, n: 50}      # a domain's named task family (Env.task_families)
 
 ``load_pools(train, eval, seed=...)`` loads every source and checks it: the file exists and parses,
 every record fits its domain's schema (``posttrain.envs``), the domain is known, no task id appears
-twice in a split or in both splits. Every error is one ``ConfigError`` line naming the recipe key
-(``tasks.train[1]``) and the file, line and task id. Loads are cached per process (keyed by the
-file's size and mtime), so the parse-time check and the run read each file once.
+twice in a split or in both splits, and no training task overlaps an evaluation task
+(``posttrain.tasks._decontaminate``: refused with the count and an example, or those training
+tasks dropped). Every error is one ``ConfigError`` line naming the recipe key (``tasks.train[1]``)
+and the file, line (or row, and the column a field was mapped from) and task id. Loads are cached
+per process (keyed by the file's size and mtime), so the parse-time check and the run read each
+file once.
+
+A columnar source (Parquet, Arrow, a ``datasets`` directory) maps task fields to its columns with
+``columns: {field: column}``; only the mapped columns are read. Rows without an ``id`` (none mapped,
+no such column) get ``<file stem>-<row>``.
 
 ``load_demonstrations(path, train, eval)`` reads an SFT demonstrations file: JSONL, one
 ``{"prompt": ..., "response": ...}`` or ``{"task_id": ..., "response": ...}`` per line.
@@ -25,13 +37,30 @@ Not here: the quickstart's ``tasks.domains`` shorthand (``posttrain.train.recipe
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from posttrain.config import NonNegativeInt, PositiveInt, Seed
-from posttrain.envs import domain_families, domain_names, find_task_family, is_registered, model_prompt
+from posttrain.envs import (
+    HasGeneratorParams,
+    HasLevels,
+    domain_families,
+    domain_listing,
+    domain_names,
+    find_task_family,
+    get_domain,
+    is_registered,
+    model_prompt,
+)
+from posttrain.envs._defaults import defaults_key
 from posttrain.errors import ConfigError, TaskError, UserError
+from posttrain.tasks._columnar import is_columnar, map_columns
+from posttrain.tasks._decontaminate import check_pools
 from posttrain.tasks._load import iter_task_records, parse_record
 from posttrain.types import Task
 
@@ -67,10 +96,17 @@ class TaskSource:
     """One source of tasks: a task file, or a generator by name (exactly one of ``file``, ``generator``)."""
 
     file: str | None = None
-    """A task file: .json or .jsonl, optionally .gz, any mix of domains (docs/tasks.md). A relative
-    path is relative to the directory ``posttrain`` runs in."""
+    """A task file: .json or .jsonl (optionally .gz), .parquet, .arrow, or a Hugging Face ``datasets``
+    directory (``save_to_disk``, or a directory of Parquet shards); any mix of domains
+    (docs/tasks.md). A relative path is relative to the directory ``posttrain`` runs in."""
     domain: str | None = None
     """File only: the domain of records that carry none (a raw HumanEval file: code)."""
+    columns: Mapping[str, str] | None = None
+    """File only: task field -> the column (or key) holding it (``{prompt: question, reference:
+    answer}``); only these are read. None: every column is a field."""
+    split: str | None = None
+    """File only: the split of a ``DatasetDict`` directory, or the prefix of a Parquet directory's
+    shards (``train`` for ``train-00000-of-00002.parquet``)."""
     generator: str | None = None
     """A generator by name: a registered domain (that domain's ``generate_tasks``) or a task family
     a domain offers (quickstart-math, quickstart-code, repair: ``Env.task_families``)."""
@@ -80,27 +116,76 @@ class TaskSource:
     """Drop the first ``skip`` tasks first, so that train and eval can take apart one file or family."""
     seed: Seed | None = None
     """Generator only: its seed (null = the recipe's seed)."""
+    level: NonNegativeInt | None = None
+    """Generator only, for a domain with levels (``HasLevels``): the difficulty level to generate at
+    (``posttrain tasks list`` shows each domain's range)."""
+    params: Mapping[str, Any] | None = None
+    """Generator only, for a domain whose generator takes parameters (``HasGeneratorParams``, the
+    rg domains): its configuration fields, on top of ``level`` (or its defaults)."""
+    curriculum: bool = False
+    """Generator only, training only, for a domain with levels: no fixed tasks; the pool sampler
+    (``tasks.sampler.kind: pool``) makes them as it goes, at a level that follows the policy,
+    starting at ``level`` (default: the easiest)."""
 
     def __post_init__(self) -> None:
         if (self.file is None) == (self.generator is None):
             raise ConfigError("expected exactly one of 'file' (a task file) or 'generator' (a generator by name)")
         if self.file is not None:
-            if self.seed is not None:
-                raise ConfigError("seed: only a generator takes a seed (a task file is read as it is)")
+            for key in ("seed", "level", "params"):
+                if getattr(self, key) is not None:
+                    raise ConfigError(f"{key}: only a generator takes a {key} (a task file is read as it is)")
             if self.domain is not None:
                 _known_domain(self.domain, "domain")
+            if self.columns is not None and not self.columns:
+                raise ConfigError("columns: expected at least one {field: column}, or no columns key")
         else:
             if self.domain is not None:
                 raise ConfigError("domain: only a task file takes a default domain (a generator knows its own)")
+            if self.curriculum:
+                self._check_curriculum()
+            for key in ("columns", "split"):
+                if getattr(self, key) is not None:
+                    raise ConfigError(f"{key}: only a task file takes {key} (a generator makes its own fields)")
+            self._check_generator_knobs()
             if is_registered(str(self.generator)):
-                if self.n is None:
+                if self.n is None and not self.curriculum:
                     raise ConfigError(f"n: the {self.generator} generator needs n, the number of tasks to make")
             elif _find_family(str(self.generator)) is None:
                 raise ConfigError(f"generator: unknown generator {self.generator!r}; expected a domain "
-                                  f"({', '.join(domain_names())}) or a task family ({', '.join(family_names())})")
+                                  f"({domain_listing()}) or a task family ({', '.join(family_names())})")
+
+    def _check_curriculum(self) -> None:
+        name = str(self.generator)
+        if not is_registered(name) or not isinstance(get_domain(name), HasLevels):
+            raise ConfigError(f"curriculum: the {name} generator has no levels to follow")
+        for key in ("n", "params"):
+            if getattr(self, key) is not None:
+                raise ConfigError(f"{key}: a curriculum source makes tasks as it goes at its own level; "
+                                  f"it takes no {key}")
+        if self.skip:
+            raise ConfigError("skip: a curriculum source takes no skip")
+
+    def _check_generator_knobs(self) -> None:
+        if self.level is None and self.params is None:
+            return
+        name = str(self.generator)
+        if not is_registered(name):
+            raise ConfigError(f"{'level' if self.level is not None else 'params'}: generator {name!r} is a task "
+                              f"family; only a domain's generator takes a level or params")
+        env = get_domain(name)
+        if self.params is not None and not isinstance(env, HasGeneratorParams):
+            raise ConfigError(f"params: the {name} generator takes no params")
+        if self.level is not None:
+            if not isinstance(env, HasLevels):
+                raise ConfigError(f"level: the {name} generator has no levels")
+            lo, hi = env.level_range()
+            if not lo <= self.level <= hi:
+                raise ConfigError(f"level: the {name} generator's levels are {lo}..{hi}, got {self.level}")
 
     def describe(self) -> str:
-        return f"file {self.file}" if self.file is not None else f"generator {self.generator}"
+        if self.file is not None:
+            return f"file {self.file}"
+        return f"generator {self.generator}{' (curriculum)' if self.curriculum else ''}"
 
 
 def _find_family(name: str) -> Callable[..., list[Task]] | None:
@@ -114,7 +199,7 @@ def _find_family(name: str) -> Callable[..., list[Task]] | None:
 
 def _known_domain(name: str | None, key: str) -> None:
     if not is_registered(str(name)):
-        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {', '.join(domain_names())}")
+        raise ConfigError(f"{key}: unknown {key} {name!r}; expected one of {domain_listing()}")
 
 
 @dataclass(frozen=True)
@@ -154,20 +239,33 @@ def _load_cached(source: TaskSource, seed: int) -> _Loaded:
             st = path.stat()
         except OSError:
             raise UserError(f"file: no such task file {source.file}") from None
-        cache_key: tuple = ("file", str(path.resolve()), st.st_size, st.st_mtime_ns, source.domain)
+        # a run's record defaults (a recipe's reward function) are part of how records parse
+        cache_key: tuple = ("file", str(path.resolve()), st.st_size, st.st_mtime_ns, source.domain,
+                            _key(source.columns), source.split, defaults_key())
     else:
         gen_seed = seed if source.seed is None else source.seed
-        cache_key = ("gen", source.generator, gen_seed, (source.n or 0) + source.skip)
+        cache_key = ("gen", source.generator, gen_seed, (source.n or 0) + source.skip, source.level, _key(source.params))
     if cache_key not in _CACHE:
-        _CACHE[cache_key] = _read_file(path, source.domain) if source.file is not None else _generate(source, seed)
+        _CACHE[cache_key] = _read_file(path, source) if source.file is not None else _generate(source, seed)
     return _CACHE[cache_key]
 
 
-def _read_file(path: Path, domain: str | None) -> _Loaded:
+def _key(mapping: Mapping[str, Any] | None) -> str | None:
+    return None if mapping is None else json.dumps(mapping, sort_keys=True, default=str)
+
+
+def _read_file(path: Path, source: TaskSource) -> _Loaded:
     tasks: list[Task] = []
     where: dict[str, str] = {}
-    for at, record in iter_task_records(path):
-        task = parse_record(record, at, domain=domain)
+    columnar = is_columnar(path)
+    for row, (at, raw) in enumerate(iter_task_records(path, split=source.split)):
+        record = map_columns(raw, source.columns, at) if columnar else raw
+        if columnar and isinstance(record, dict) and "id" not in record:
+            record["id"] = f"{_stem(path)}-{row}"
+        try:
+            task = parse_record(record, at, domain=source.domain)
+        except TaskError as e:
+            raise TaskError(_name_column(str(e), source.columns)) from None
         if task.id in where:
             raise UserError(f"{at}: duplicate task id {task.id!r} (first at {where[task.id]})")
         where[task.id] = at
@@ -177,13 +275,37 @@ def _read_file(path: Path, domain: str | None) -> _Loaded:
     return _Loaded(tuple(tasks), where)
 
 
-def _generate(source: TaskSource, seed: int) -> _Loaded:
-    from posttrain.envs import get_env
+def _name_column(message: str, columns: Mapping[str, str] | None) -> str:
+    """A domain's error names the task field; say which column it was read from."""
+    if not columns:
+        return message
+    return re.sub(r"field '([A-Za-z_][\w.]*)'",
+                  lambda m: m.group(0) + (f" (column {columns[m.group(1)]!r})" if m.group(1) in columns else ""),
+                  message, count=1)
 
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".jsonl", ".json", ".parquet", ".arrow"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _generate(source: TaskSource, seed: int) -> _Loaded:
     gen_seed = seed if source.seed is None else source.seed
     name = str(source.generator)
+    count = (source.n or 0) + source.skip
     if is_registered(name):
-        tasks = get_env(name).generate_tasks((source.n or 0) + source.skip, seed=gen_seed)
+        env = get_domain(name)
+        try:
+            if source.params is not None and isinstance(env, HasGeneratorParams):
+                tasks = env.generate_params(count, seed=gen_seed, level=source.level, params=source.params)
+            elif source.level is not None and isinstance(env, HasLevels):
+                tasks = env.generate_level(count, level=source.level, seed=gen_seed)
+            else:
+                tasks = env.generate_tasks(count, seed=gen_seed)
+        except ValueError as e:  # a level or param the generator refuses, said by the generator
+            raise UserError(str(e)) from None
     else:
         tasks = _family(name)(seed=gen_seed)
     where: dict[str, str] = {}
@@ -200,6 +322,8 @@ def load_split(sources: Sequence[TaskSource], *, seed: int,
     tasks: list[Task] = []
     origin: dict[str, tuple[str, str]] = {}
     for i, source in enumerate(sources):
+        if source.curriculum:  # no fixed tasks: the pool sampler makes them (posttrain.tasks.make_sampler)
+            continue
         part, where = load_source(source, seed=seed, key=f"{key}[{i}]")
         for t in part:
             if t.id in origin:
@@ -212,8 +336,12 @@ def load_split(sources: Sequence[TaskSource], *, seed: int,
 
 
 def load_pools(train: Sequence[TaskSource], eval: Sequence[TaskSource], *, seed: int,
-               key: str = "tasks") -> tuple[list[Task], list[Task]]:
+               key: str = "tasks", contamination: Literal["refuse", "drop"] | None = None,
+               ) -> tuple[list[Task], list[Task]]:
     """``(train tasks, eval tasks)`` of a recipe's sources; refuses an id shared between the splits.
+    ``contamination``: a training task that overlaps an evaluation task (``_decontaminate``) is
+    refused (``ConfigError``: the count and the first pair) or dropped (one line on stderr says
+    how many); None checks nothing (the recipe's ``tasks.contamination`` chooses).
 
     >>> tr, ev = load_pools([TaskSource(generator="quickstart-math", skip=10)],
     ...                     [TaskSource(generator="quickstart-math", n=10)], seed=0)
@@ -224,6 +352,10 @@ def load_pools(train: Sequence[TaskSource], eval: Sequence[TaskSource], *, seed:
         raise ConfigError(f"{key}.train: expected at least one task source (a file or a generator)")
     if not eval:
         raise ConfigError(f"{key}.eval: expected at least one task source: every run is evaluated on held-out tasks")
+    curricula = [i for i, s in enumerate(eval) if s.curriculum]
+    if curricula:
+        raise ConfigError(f"{key}.eval[{curricula[0]}]: curriculum: evaluation tasks are fixed; a curriculum "
+                          f"source is for training")
     train_tasks, train_at = load_split(train, seed=seed, key=f"{key}.train")
     eval_tasks, eval_at = load_split(eval, seed=seed, key=f"{key}.eval")
     for t in eval_tasks:
@@ -231,6 +363,12 @@ def load_pools(train: Sequence[TaskSource], eval: Sequence[TaskSource], *, seed:
             (eval_key, eval_where), (train_key, train_where) = eval_at[t.id], train_at[t.id]
             raise ConfigError(f"{eval_key}: task {t.id!r} ({eval_where}) is also a training task, in {train_key} "
                               f"({train_where}); train and eval must share no task id")
+    if contamination is not None:
+        where = {tid: f"{k}, {at}" for tid, (k, at) in (train_at | eval_at).items()}
+        train_tasks, dropped = check_pools(train_tasks, eval_tasks, mode=contamination, origin=where, key=key)
+        if dropped:
+            print(f"posttrain: {key}: left out {dropped} training task(s) that overlap an evaluation task "
+                  f"({key}.contamination: drop)", file=sys.stderr)
     return train_tasks, eval_tasks
 
 

@@ -33,9 +33,10 @@ class Demonstrator:
 
     def knows(self, task: Task) -> bool:
         """Whether it can demonstrate ``task`` as one answer: one with a reference whose domain has a
-        mistake for it, and not a feedback-only task (tests split into visible and hidden,
-        ``metadata.visible_tests``): only a repair episode's feedback carries that answer
-        (``sft.demonstrations: repair``)."""
+        mistake for it, and not a feedback-only task (``posttrain.envs.is_feedback_only``): only a
+        repair episode's feedback carries that answer (``sft.demonstrations: repair``)."""
+        from posttrain.envs import is_feedback_only
+
         return task.reference is not None and not is_feedback_only(task) and _mistake(task) is not None
 
     def errs_on(self, task: Task) -> bool:
@@ -52,12 +53,6 @@ class Demonstrator:
         return mistake
 
 
-def is_feedback_only(task: Task) -> bool:
-    """A task of the feedback-only family: a reference, and tests split into visible and hidden ones
-    (``metadata.visible_tests``), so only a repair episode's feedback carries its answer."""
-    return task.reference is not None and "visible_tests" in task.metadata
-
-
 def _mistake(task: Task) -> str | None:
     from posttrain.envs import HasDemonstrationMistakes
 
@@ -66,9 +61,9 @@ def _mistake(task: Task) -> str | None:
 
 
 def _env_of(task: Task) -> object | None:
-    from posttrain.envs import get_env, is_registered
+    from posttrain.envs import get_domain, is_registered
 
-    return get_env(task.domain) if is_registered(task.domain) else None
+    return get_domain(task.domain) if is_registered(task.domain) else None
 
 
 def split_tasks(tasks: list[Task], *, n_eval: int) -> tuple[list[Task], list[Task]]:
@@ -126,6 +121,8 @@ def _shortcut(task: Task) -> str | None:
 
 def repair_script_problem(task: Task) -> str | None:
     """Why the scripted demonstrator cannot play ``task`` as a repair episode, or None when it can."""
+    if task.reference is None:
+        return "it has no reference (the fix the demonstrator reads off the feedback)"
     try:
         repair_attempts(task, Demonstrator(error_rate=1.0))  # the guess and the shortcut, when there is one
     except (ValueError, KeyError, IndexError) as e:

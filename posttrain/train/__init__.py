@@ -6,19 +6,20 @@
 - ``checkpoint``: atomic checkpoints (model, optimizer, scheduler, RNG, sampler) for exact resume.
 - ``pipeline.run_recipe``: ``posttrain run`` — the stages of a recipe, in order, into a run directory.
 
-The shared update step (token log-probs, the policy loss, gradient accumulation) is in ``_step``;
+The shared update step (the policy loss, gradient accumulation) is in ``_step``, the token log-probs
+in ``_logprobs``, LoRA in ``_lora``;
 the loss math itself is in ``posttrain.algo``.
 """
 
 import importlib
 from typing import Any
 
-# Exported lazily: `posttrain --help` imports posttrain.train.cli and should not pay for torch.
+# Exported lazily: `posttrain --help` imports posttrain.cli.run and should not pay for torch.
 _EXPORTS = {
     "LossSpec": "posttrain.train._step",
     "PolicyBatch": "posttrain.train._step",
     "policy_update": "posttrain.train._step",
-    "token_logprobs": "posttrain.train._step",
+    "token_logprobs": "posttrain.train._logprobs",
     "CheckpointError": "posttrain.train.checkpoint",
     "load_latest": "posttrain.train.checkpoint",
     "restore": "posttrain.train.checkpoint",

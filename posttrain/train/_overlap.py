@@ -10,7 +10,7 @@ for that batch. K = 0 is the synchronous loop: batch s by version s.
 
 - ``Rollouts``: the generator. It owns the task sampler's draws and the sampling RNG stream (the
   trainer's update draws no random numbers), holds its own copy of the weights (``CopiedWeights``;
-  Ray rollout actors: ``posttrain.sched.RayRollout``) and receives every new version from the
+  Ray rollout actors: ``posttrain.policy.RayRollout``) and receives every new version from the
   trainer (``publish``); it loads exactly the version a batch needs (version checked) and drops
   older ones. ``SharedWeights`` is the synchronous loop itself: the trainer's own model, batch s
   generated in the trainer's thread when step s asks for it (K = 0 only, no copy).
@@ -50,7 +50,8 @@ import torch
 
 from posttrain.errors import UserError
 from posttrain.policy import Policy, Sampler
-from posttrain.train._step import PolicyBatch, token_logprobs
+from posttrain.train._logprobs import token_logprobs
+from posttrain.train._step import PolicyBatch
 from posttrain.types import Task, Trajectory, Turn, Verdict
 
 TIS_CAP = 2.0

@@ -7,7 +7,8 @@
    BOS, as TRL), completions end with EOS;
 2. reference sequence log-probs, once, without gradient (``ref_model``; with LoRA and no
    ``ref_model``, the same model with its adapters disabled);
-3. per optimizer step: policy sequence log-probs of chosen and rejected rows, the preference loss
+3. per optimizer step (``_pairwise.train_pairs``, the loop the reward model shares): policy
+   sequence log-probs of chosen and rejected rows, the preference loss
    (``posttrain.algo.PREFERENCE_LOSSES``: sigmoid DPO or IPO), backward over micro-batches
    normalized by the step's pair count (micro-batch invariant), clip, AdamW step;
 4. metrics: loss, implicit-reward accuracy and margin.
@@ -20,7 +21,6 @@ variants (SimPO/ORPO), padding-free packing.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -30,10 +30,12 @@ import torch
 from torch import Tensor, nn
 
 from posttrain.algo import PREFERENCE_LOSSES, PreferenceLossName, dpo_rewards
-from posttrain.config import PositiveFloat, PositiveInt, Range, Seed
+from posttrain.config import PositiveFloat, Range
 from posttrain.errors import ConfigError, UserError
 from posttrain.train._batch import collate
-from posttrain.train._step import LoraSpec, apply_lora, token_logprobs
+from posttrain.train._logprobs import token_logprobs
+from posttrain.train._lora import apply_lora
+from posttrain.train._pairwise import PairTraining, train_pairs
 
 
 @dataclass(frozen=True)
@@ -46,43 +48,27 @@ class PreferencePair:
 
 
 @dataclass(frozen=True)
-class DPOConfig:
+class DPOConfig(PairTraining):
+    """The dpo stage: preference optimization against a frozen reference (the pass over the pairs is the
+    reward model's too: ``PairTraining``), and its loss."""
+
+    lr: PositiveFloat = 5e-6
+    """AdamW learning rate (constant)."""
     beta: PositiveFloat = 0.1
     """Strength of the implicit KL to the reference (DPO beta)."""
     loss: PreferenceLossName = "sigmoid"
     """sigmoid (DPO) or ipo."""
     label_smoothing: Annotated[float, Range(ge=0, lt=0.5)] = 0.0
     """cDPO: assumed probability that a preference label is flipped (sigmoid only)."""
-    lr: PositiveFloat = 5e-6
-    """AdamW learning rate (constant)."""
-    epochs: PositiveInt = 1
-    """Passes over the pairs."""
-    batch_size: PositiveInt = 8
-    """Pairs per optimizer step."""
-    micro_batch_size: PositiveInt = 8
-    """Pairs per forward/backward (gradients accumulate to batch_size)."""
-    max_grad_norm: PositiveFloat = 1.0
-    """Gradient clipping."""
-    max_len: PositiveInt = 1024
-    """Pairs whose prompt + longer completion exceed this many tokens are rejected."""
-    seed: Seed = 0
-    """Shuffling seed."""
-    lora: LoraSpec | None = None
-    """Train LoRA adapters instead of all weights (peft)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.loss not in PREFERENCE_LOSSES:
             raise ConfigError(
                 f"dpo.loss: unknown value {self.loss!r}; expected one of {list(PREFERENCE_LOSSES)}"
             )
-        if (
-            self.beta <= 0
-            or self.lr <= 0
-            or self.epochs < 1
-            or self.batch_size < 1
-            or self.micro_batch_size < 1
-        ):
-            raise ConfigError("dpo: beta, lr must be > 0 and epochs, batch_size, micro_batch_size >= 1")
+        if self.beta <= 0:
+            raise ConfigError(f"dpo.beta: must be > 0, got {self.beta}")
         if not 0.0 <= self.label_smoothing < 0.5:
             raise ConfigError(f"dpo.label_smoothing: expected [0, 0.5), got {self.label_smoothing}")
 
@@ -196,41 +182,16 @@ def train_dpo(
             ref_c.append(c)
             ref_r.append(r)
     ref_chosen, ref_rejected = torch.cat(ref_c), torch.cat(ref_r)
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr)
     loss_fn = PREFERENCE_LOSSES[cfg.loss]
-    gen = torch.Generator().manual_seed(cfg.seed)
-    model.train()
-    epoch_metrics: dict[str, float] = {}
-    for _epoch in range(cfg.epochs):
-        order = torch.randperm(len(encoded), generator=gen).tolist()
-        sums = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
-        n_steps = 0
-        for b in range(0, len(order), cfg.batch_size):
-            idx = order[b : b + cfg.batch_size]
-            opt.zero_grad(set_to_none=True)
-            step = {"loss": 0.0, "reward_accuracy": 0.0, "reward_margin": 0.0}
-            for m in range(0, len(idx), cfg.micro_batch_size):
-                mi = idx[m : m + cfg.micro_batch_size]
-                pc, pr = sequence_logps(model, [encoded[i] for i in mi], pad, average=average)
-                rc, rr = ref_chosen[mi], ref_rejected[mi]
-                losses = loss_fn(pc, pr, rc, rr, beta=cfg.beta, label_smoothing=cfg.label_smoothing)
-                (losses.sum() / len(idx)).backward()  # normalized by the step's pair count
-                wc, wr = dpo_rewards(pc, pr, rc, rr, beta=cfg.beta)
-                step["loss"] += float(losses.detach().sum()) / len(idx)
-                step["reward_accuracy"] += float((wc > wr).float().sum()) / len(idx)
-                step["reward_margin"] += float((wc - wr).sum()) / len(idx)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-            if math.isfinite(grad_norm):
-                opt.step()
-            n_steps += 1
-            for k, v in step.items():
-                sums[k] += v
-            if log is not None:
-                log({**step, "grad_norm": grad_norm})
-        epoch_metrics = {k: v / n_steps for k, v in sums.items()} | {"steps": float(n_steps)}
-    opt.zero_grad(set_to_none=True)
+
+    def pair_losses(mi: Sequence[int]) -> tuple[Tensor, dict[str, Tensor]]:
+        pc, pr = sequence_logps(model, [encoded[i] for i in mi], pad, average=average)
+        rc, rr = ref_chosen[mi], ref_rejected[mi]
+        losses = loss_fn(pc, pr, rc, rr, beta=cfg.beta, label_smoothing=cfg.label_smoothing)
+        wc, wr = dpo_rewards(pc, pr, rc, rr, beta=cfg.beta)
+        return losses, {"reward_accuracy": (wc > wr).float(), "reward_margin": wc - wr}
+
+    epoch_metrics = train_pairs(model, len(encoded), cfg, pair_losses, log=log)
     if merge:
         model.merge_and_unload()  # writes W + (alpha/r) B A into the caller's modules
     return epoch_metrics

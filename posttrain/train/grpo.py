@@ -16,8 +16,10 @@
 
 Episodes are single-turn by default (one answer, one verdict: today's recipes, bit-identical to
 before); ``EpisodeSpec`` gives the environment, step limit, token budget and credit of multi-turn
-ones (repair, tools): the episode's reward on every model token, optionally discounted per extra
-attempt, optional per-turn process rewards; cut episodes masked or scored 0.
+ones (repair, tools): the episode's reward on every model token, its success optionally discounted
+per extra attempt, optional per-turn process rewards; an episode cut before a verdict scores as the
+worst failure (``failure_floor``): no way of failing pays more than answering wrong (docs/contracts.md,
+"Reward accounting").
 
 Departures from the paper (Shao et al. 2024), stated plainly:
 1) One policy update per generation batch, so ``old_logp`` is the *sampling* logprob of each token
@@ -29,8 +31,9 @@ Departures from the paper (Shao et al. 2024), stated plainly:
 3) A sample that stays an infra error (the service ran out of infra retries: reward NaN) drops
    its whole group from the update (advantage 0, loss mask 0 for every member; a partial group
    biases group-relative advantages, reference/scheduling.md), never scored 0 (DESIGN.md "three
-   outcomes"); counted as ``groups_dropped``. Episodes cut by the step limit or token budget are
-   masked alone, unless ``EpisodeSpec.cut = "zero"``.
+   outcomes"); counted as ``groups_dropped``. An episode cut by the step limit or token budget, or
+   ended with no verdict, is never masked: it scores the least a failure can (a cut the policy can
+   cause must cost what a failure costs).
 4) With ``rl.max_staleness`` K > 0 a batch sampled by an older version is corrected by truncated
    importance sampling (decoupled PPO: ``old_logp`` recomputed under the current weights, the loss
    times min(pi_current / pi_sampling, 2) per token; ``_overlap.correct_staleness``). K = 0 is 1).
@@ -45,26 +48,28 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import torch
 
 from posttrain.algo import ADVANTAGES, kl_in_reward
 from posttrain.algo.shaping import frac_zero_std, informative_groups
 from posttrain.evaluate.metrics import episode_metrics, tool_call_validity
+from posttrain.evaluate.records import trajectory_records
 from posttrain.policy import Policy, Sampler, SamplingParams
-from posttrain.rollout import Env, Episode, SingleTurnEnv, as_rollout, run_batch
+from posttrain.rollout import as_rollout, dedup_rewards, diversity_metrics, run_batch
+from posttrain.rollout.episodes import Episodes, make_episodes
 from posttrain.sched import Service
-from posttrain.tasks import TaskSampler
+from posttrain.tasks import TaskPool, TaskSampler, canary_metrics, domain_metrics, fill_batch, is_canary
 from posttrain.train._batch import trajectory_rows
 from posttrain.train._critic import Critic
+from posttrain.train._logprobs import token_logprobs
 from posttrain.train._overlap import (
     TIS_CAP,
     Rollouts,
@@ -75,12 +80,12 @@ from posttrain.train._overlap import (
     local_weights,
     overlap_metrics,
 )
-from posttrain.train._runlog import JsonlWriter, trajectory_records
-from posttrain.train._step import LossSpec, PolicyBatch, policy_update, token_logprobs
+from posttrain.train._runlog import JsonlWriter
+from posttrain.train._step import LossSpec, PolicyBatch, policy_update
 from posttrain.train.checkpoint import load_latest, restore, rng_state, save_checkpoint
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Rollout, Task, Trajectory
-from posttrain.verify.rewards import COMPONENTS, RewardBreakdown, RewardWeights, combine
+from posttrain.verify.rewards import COMPONENTS, RewardBreakdown, RewardWeights, combine, failure_floor
 
 Groups = Sequence[Sequence[Trajectory]]
 """N groups of G episodes of one task each, as carried by ``Trajectory.group_id``."""
@@ -91,37 +96,40 @@ class EpisodeSpec:
     """How RL runs and credits episodes. The defaults are single-turn RL: one answer, one verdict.
 
     Credit across attempts: the episode's reward (its last verdict, weighted) is put on every model
-    token of the episode, times ``attempt_discount ** (attempts - 1)`` (AReaL's ``turn_discount``),
-    so a repair that needed more attempts earns less. With ``process_coef`` c > 0, the tokens of an
+    token of the episode, its success (every component but the length penalty) times
+    ``attempt_discount ** (attempts - 1)`` (AReaL's ``turn_discount``), so a repair that needed more
+    attempts earns less and a failure's penalty never shrinks with them. With ``process_coef`` c > 0, the tokens of an
     attempt k that is not the last get c * (r_k - r_last) more advantage, r_k being that
-    intermediate verdict's own weighted reward (``process_advantages``). Recipe keys come later.
+    intermediate verdict's own weighted reward (``process_advantages``).
     """
 
-    make_env: Callable[[Task], Env] | None = None
-    """A fresh environment per episode; None = ``SingleTurnEnv`` over the task's domain verifier."""
-    max_turns: int = 1
-    """The step limit: actions per episode at most."""
-    max_tokens: int | None = None
-    """The token budget after the prompt, actions and observations together; None = none."""
+    plan: Episodes | None = None
+    """The episodes (``posttrain.rollout.episodes.make_episodes``: environments, step limit, token
+    budget); None = single-turn episodes over the run's service (``SingleTurnEnv``)."""
     attempt_discount: float = 1.0
-    """Reward multiplier per attempt after the first, in (0, 1]; 1 = every attempt counts alike."""
+    """Multiplier of the success per attempt after the first, in (0, 1]; 1 = every attempt counts alike."""
     process_coef: float = 0.0
     """Weight of per-turn process rewards from intermediate verdicts (GRPO only); 0 = off."""
-    cut: Literal["mask", "zero"] = "mask"
-    """An episode cut by the step limit or token budget (``Trajectory.cut_by``): "mask" drops it
-    from the update and from its group's baseline (like an infra error); "zero" scores it 0.
-    Counted either way (``truncation_rate``)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.attempt_discount <= 1.0:
             raise ValueError(f"EpisodeSpec.attempt_discount must be in (0, 1], got {self.attempt_discount}")
         if self.process_coef < 0.0:
             raise ValueError(f"EpisodeSpec.process_coef must be >= 0, got {self.process_coef}")
-        if self.cut not in ("mask", "zero"):
-            raise ValueError(f"EpisodeSpec.cut must be 'mask' or 'zero', got {self.cut!r}")
-        if self.max_turns < 1 or (self.max_tokens is not None and self.max_tokens < 1):
-            raise ValueError(f"EpisodeSpec: max_turns and max_tokens must be >= 1, got {self.max_turns}, "
-                             f"{self.max_tokens}")
+
+    @property
+    def max_turns(self) -> int:
+        """The step limit: actions per episode at most."""
+        return self.plan.max_turns if self.plan is not None else 1
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The token budget after the prompt, actions and observations together; None = none."""
+        return self.plan.max_tokens if self.plan is not None else None
+
+    def episodes_for(self, policy: Policy, service: Service) -> Episodes:
+        """The plan, or single-turn episodes of ``policy`` verified through ``service``."""
+        return self.plan or make_episodes("single", (), policy, service=service)
 
 
 def loss_spec(cfg: RLConfig, episodes: EpisodeSpec | None = None) -> LossSpec:
@@ -154,19 +162,18 @@ def group_by_id(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
     return list(groups.values())
 
 
-def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu", *,
-                mask_truncated: bool = False) -> PolicyBatch:
+def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu"
+                ) -> PolicyBatch:
     """Episodes (N groups of G) -> a PolicyBatch of N*G rows, token-exact, advantages 0 for now.
 
     A row is the whole episode (``Trajectory.ids``); the loss mask covers its action tokens only,
     never the prompt's or the observations'; ``old_logp`` are the sampling logprobs; ``group`` is
-    the carried group. Rows whose reward (N, G) is NaN (infra error, masked cut episode) get no
-    gradient; with ``mask_truncated`` neither do truncated episodes (DAPO's overlong filtering)."""
+    the carried group. Rows whose reward (N, G) is NaN (a group dropped for an infra error) get no
+    gradient; every other row does, a truncated or cut episode's too (a failure that runs long is
+    not shielded from its negative advantage: docs/contracts.md, "Reward accounting")."""
     flat = [t for g in groups for t in g]
     rows = trajectory_rows(flat, pad_id=pad_id)
     valid = ~torch.isnan(rewards.reshape(-1))  # (B,)
-    if mask_truncated:
-        valid &= torch.tensor([not t.truncated for t in flat])
     group = torch.tensor([k for k, g in enumerate(groups) for _ in g], dtype=torch.long)
     return PolicyBatch(
         input_ids=rows.input_ids.to(device),
@@ -179,13 +186,22 @@ def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torc
 
 
 def episode_reward(traj: Trajectory, weights: RewardWeights) -> RewardBreakdown:
-    """The weighted reward of the episode's last verdict (NaN for an infra error; 0 with no verdict).
+    """The weighted reward of the episode's last verdict (NaN for an infra error); the least a
+    failure can score (``failure_floor``) for an episode cut by the runner's limits
+    (``Trajectory.cut_by``) or ended with no verdict: being cut, or ending without an answer, never
+    pays more than answering wrong.
 
     The length component counts every action token of the episode."""
     verdicts = traj.verdicts
-    if not verdicts:
-        return RewardBreakdown(0.0, dict.fromkeys(COMPONENTS, 0.0))
-    return combine(verdicts[-1], weights, completion_tokens=sum(len(t.action_ids) for t in traj.turns))
+    if verdicts and verdicts[-1].is_infra_error:
+        return combine(verdicts[-1], weights)
+    if traj.cut_by is not None or not verdicts:
+        return failure_floor(weights)
+    return _last_verdict_reward(traj, weights)
+
+
+def _last_verdict_reward(traj: Trajectory, weights: RewardWeights) -> RewardBreakdown:
+    return combine(traj.verdicts[-1], weights, completion_tokens=sum(len(t.action_ids) for t in traj.turns))
 
 
 def rewards_of(
@@ -195,15 +211,16 @@ def rewards_of(
     reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None = None,
     reward_model_weight: float = 0.0,
     attempt_discount: float = 1.0,
-    cut: Literal["mask", "zero"] = "mask",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Weighted episode rewards (N, G), NaN = no gradient, and the mean of each weighted component.
 
-    NaN: every episode of a group in which one is an infra error (the group is dropped), or an
-    episode cut by the runner's limits with ``cut="mask"`` (0.0 with ``"zero"``). ``attempt_discount ** (attempts - 1)`` scales each reward (``EpisodeSpec``). With
-    a reward model (RLHF, one-turn episodes), ``reward_model_weight * rm(rollout)`` is added as
-    component "rm"; an infra-error sample stays NaN whatever the reward model says. Component
-    means are of the scored episodes, before discount and cut.
+    Each episode's ``episode_reward`` (a cut one, or one with no verdict: ``failure_floor``). NaN:
+    every episode of a group in which one is an infra error (the group is dropped). With a reward
+    model (RLHF, one-turn episodes), ``reward_model_weight * rm(rollout)`` is added as component
+    "rm"; an infra-error sample stays NaN whatever the reward model says. ``attempt_discount **
+    (attempts - 1)`` scales the success of each episode -- every component but the length penalty,
+    which stays whole, so that extra failed attempts never shrink a failure's penalty
+    (``EpisodeSpec``). Component means are of the scored episodes, before the discount.
     """
     parts = [[episode_reward(t, weights) for t in g] for g in groups]
     parts = [g if all(p.total == p.total for p in g) else [_DROPPED] * len(g) for g in parts]  # NaN: infra
@@ -215,12 +232,18 @@ def rewards_of(
         rm = reward_model_weight * reward_model(views).reshape(rewards.shape)  # (N, G)
         rewards = rewards + rm  # NaN stays NaN
         means["reward/rm"] = float(rm[~torch.isnan(rewards)].mean()) if scored else float("nan")
-    if attempt_discount != 1.0:
-        rewards = rewards * torch.tensor([[attempt_discount ** max(t.attempts - 1, 0) for t in g] for g in groups])
-    is_cut = torch.tensor([[t.cut_by is not None for t in g] for g in groups])
-    if bool(is_cut.any()):
-        rewards = torch.where(is_cut, float("nan") if cut == "mask" else 0.0, rewards)
+    if attempt_discount != 1.0:  # the success, not the penalty: (r - length) * d^(k-1) + length
+        length = torch.tensor([[p.components["length"] for p in g] for g in parts], dtype=torch.float32)
+        factor = torch.tensor([[attempt_discount ** max(t.attempts - 1, 0) for t in g] for g in groups])
+        rewards = (rewards - length) * factor + length
     return rewards, means
+
+
+def without_canaries(tasks: Sequence[Task], rewards: torch.Tensor) -> torch.Tensor:  # (N, G) -> (N, G)
+    """``rewards`` with every canary task's row NaN: no gradient and out of every baseline (a canary
+    passes only by a hack; the metrics' ``canary/*`` report it, ``posttrain.tasks.canary_alarms``)."""
+    rows = torch.tensor([is_canary(t) for t in tasks], dtype=torch.bool)
+    return rewards.masked_fill(rows[:, None], float("nan")) if bool(rows.any()) else rewards
 
 
 _DROPPED = RewardBreakdown(float("nan"), dict.fromkeys(COMPONENTS, float("nan")))
@@ -244,7 +267,9 @@ def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: R
     flat = [t for g in groups for t in g]
     out = adv.reshape(-1, 1).to(torch.float32).repeat(1, width)  # (B, width)
     for i, traj in enumerate(flat):
-        final = episode_reward(traj, weights).total
+        if not traj.verdicts:
+            continue
+        final = _last_verdict_reward(traj, weights).total  # a cut episode's too: attempts judged alike
         last = max((k for k, turn in enumerate(traj.turns) if turn.verdict is not None), default=-1)
         at = 0
         for k, turn in enumerate(traj.turns):
@@ -260,7 +285,7 @@ def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: R
 
 def sample_groups(
     policy: Policy,
-    sampler: TaskSampler,
+    sampler: TaskSampler | TaskPool,
     service: Service,
     cfg: RLConfig,
     reward_weights: RewardWeights,
@@ -271,36 +296,53 @@ def sample_groups(
     generator: Sampler | None = None,
     policy_version: int | None = None,
 ) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
-    """Draw ``prompts_per_step`` tasks and G episodes each. With ``dynamic_sampling`` (DAPO), groups
-    whose rewards are all equal carry no gradient: drop them and draw more tasks, at most
-    ``max_refills`` times; the batch may then be smaller than asked (logged as groups_kept). If no
-    group is informative at all, the last draw is kept as is (its advantages are zero).
-    ``generator``: the sampler of the version that samples (default ``policy.sampler()``), whose
-    number every trajectory carries (``policy_version``, default ``step``)."""
-    tasks: list[Task] = []
-    groups: list[list[Trajectory]] = []
-    drawn, skipped = 0, sampler.skipped
-    for _ in range(1 + (cfg.max_refills if cfg.dynamic_sampling else 0)):  # domains with an open breaker: skipped
-        new_tasks = sampler.next(cfg.prompts_per_step - len(tasks), skip=service.open_domains())
+    """Draw ``prompts_per_step`` tasks and G episodes each; the sampler observes every group drawn
+    (the task pool learns difficulties, filters and levels from them). With ``dynamic_sampling``
+    (DAPO), groups whose rewards are all equal carry no gradient: they are dropped and more tasks
+    drawn until the batch is full, at most ``max_refills`` more draws, then ``TaskError`` naming
+    the counts (``posttrain.tasks.fill_batch``: never a silent short batch). Canary tasks (the
+    pool's ``canary_rate``) are never kept for their variance: drawn by a refill, their groups ride
+    along after the batch; the loop masks every canary group (``is_canary``) and the metrics say
+    whether one passed. ``generator``: the sampler of the version that samples (default
+    ``policy.sampler()``), whose number every trajectory carries (``policy_version``, default ``step``)."""
+    drawn: list[tuple[Task, list[Trajectory], list[float]]] = []  # every group drawn: the per-domain metrics
+    skipped = sampler.skipped
+
+    def draw(k: int) -> tuple[list[Task], list[list[Trajectory]], list[bool]]:
+        new_tasks = sampler.next(k, skip=service.open_domains(), step=step)  # open breaker: skipped
         new_groups = sample_episodes(policy, new_tasks, service, cfg,
-                                     group_ids=[f"{step}/{drawn + k}/{t.id}" for k, t in enumerate(new_tasks)],
+                                     group_ids=[f"{step}/{len(drawn) + i}/{t.id}" for i, t in enumerate(new_tasks)],
                                      policy_version=step if policy_version is None else policy_version,
                                      episodes=episodes, generator=generator)
-        drawn += len(new_tasks)
-        keep = [True] * len(new_tasks)
-        if cfg.dynamic_sampling:
-            rewards, _ = rewards_of(new_groups, reward_weights, reward_model=reward_model,
-                                    reward_model_weight=cfg.reward_model_weight,
-                                    attempt_discount=episodes.attempt_discount, cut=episodes.cut)
-            keep = informative_groups(rewards).tolist()
-        tasks += [t for t, k in zip(new_tasks, keep, strict=True) if k]
-        groups += [g for g, k in zip(new_groups, keep, strict=True) if k]
-        if len(tasks) >= cfg.prompts_per_step:
-            break
-    if not groups:
-        tasks, groups = new_tasks, new_groups
-    return tasks, groups, {"groups_drawn": float(drawn), "groups_kept": float(len(groups)),
-                           "tasks_skipped": float(sampler.skipped - skipped)}
+        rewards, _ = rewards_of(new_groups, reward_weights,  # the reward model scores only what it decides
+                                reward_model=reward_model if cfg.dynamic_sampling else None,
+                                reward_model_weight=cfg.reward_model_weight,
+                                attempt_discount=episodes.attempt_discount)
+        sampler.observe(new_tasks, [[None if math.isnan(e.reward) else bool(e.verdicts) and e.verdicts[-1].passed
+                                     for e in g] for g in new_groups])
+        drawn.extend(zip(new_tasks, new_groups, rewards.tolist(), strict=True))
+        keep = informative_groups(rewards).tolist() if cfg.dynamic_sampling else [True] * len(new_tasks)
+        return new_tasks, new_groups, [ok and (not cfg.dynamic_sampling or not is_canary(t))
+                                       for ok, t in zip(keep, new_tasks, strict=True)]
+
+    filled = fill_batch(draw, want=cfg.prompts_per_step, max_draws=1 + (cfg.max_refills if cfg.dynamic_sampling else 0))
+    kept = {id(g) for g in filled.groups}
+    riding = [(t, g) for t, g, _ in drawn if is_canary(t) and id(g) not in kept]
+    tasks, groups = filled.tasks + [t for t, _ in riding], filled.groups + [g for _, g in riding]
+    return tasks, groups, {"groups_drawn": float(filled.drawn), "groups_kept": float(len(filled.groups)),
+                           "tasks_skipped": float(sampler.skipped - skipped), **drawn_metrics(drawn), **sampler.metrics()}
+
+
+def drawn_metrics(drawn: Sequence[tuple[Task, Sequence[Trajectory], Sequence[float]]]) -> dict[str, float]:
+    """Of every group a step drew (kept or not; ``(task, episodes, rewards)``): ``zero_variance_drawn``
+    (the share without reward variance, canaries aside), the per-domain metrics
+    (``posttrain.tasks.domain_metrics``) and, when canaries were drawn, ``canary/*``."""
+    honest = [r for t, _, r in drawn if not is_canary(t)]
+    out = {"zero_variance_drawn": 1.0 - float(informative_groups(torch.tensor(honest)).float().mean()) if honest else 0.0}
+    out |= domain_metrics([t for t, _, _ in drawn], [g for _, g, _ in drawn], [r for _, _, r in drawn])
+    if any(is_canary(t) for t, _, _ in drawn):
+        out |= canary_metrics([t for t, _, _ in drawn], [g for _, g, _ in drawn])
+    return out
 
 
 def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg: RLConfig, *,
@@ -311,13 +353,7 @@ def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg
     0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always).
     Single-turn episodes are verified as ``service`` jobs of their group; the steps of stateful ones
     run as its ``Step`` jobs, an infra error restarting the episode (``rollout.run_batch``)."""
-    def make_env(task: Task, group_id: str, i: int) -> Env:
-        if episodes.make_env is not None:
-            return episodes.make_env(task)
-        return SingleTurnEnv(service, policy.encode_prompt, group_id=group_id, sample_idx=i)
-
-    runs = [Episode(t, make_env(t, gid, i), gid, i, episodes.make_env) for t, gid in zip(tasks, group_ids, strict=True)
-            for i in range(cfg.group_size)]
+    runs = episodes.episodes_for(policy, service).episodes(tasks, group_ids, cfg.group_size)
     trajs = run_batch(generator or policy.sampler(), runs,
                       SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
                       max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
@@ -341,47 +377,54 @@ def train_grpo(
     log: Callable[[dict[str, float]], None] = lambda m: None,
     progress: Callable[[int], None] = lambda step: None,
     rollout: Weights | None = None,
+    sampler: TaskSampler | TaskPool | None = None,
 ) -> int:
     """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done.
 
     Rollouts come from a generator (posttrain/train/_overlap.py): the batch of step s is sampled by
     policy version max(0, s - ``rl.max_staleness``), from ``rollout``'s weights (default: the
     trainer's own model when max_staleness is 0 -- the synchronous loop -- else a copy in this
-    process; ``posttrain.sched.RayRollout`` for Ray actors), and stale batches get the truncated-IS
+    process; ``posttrain.policy.RayRollout`` for Ray actors), and stale batches get the truncated-IS
     correction.
 
     ``service`` verifies (its scheduler's state goes into every checkpoint and comes back on
-    resume); ``episodes``: environments, limits and credit of the episodes (default: single-turn)."""
+    resume); ``episodes``: environments, limits and credit of the episodes (default: single-turn);
+    ``sampler``: how tasks are drawn (default: uniform epochs over ``train_tasks``; a ``TaskPool``
+    from ``posttrain.tasks.make_sampler``), its state in every checkpoint."""
     if critic is not None and episodes.process_coef > 0:
         raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
+    # --- setup: optimizer, task sampler, loss, reference; a resume takes them back from the last checkpoint
     model = policy.model
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     warmup = max(1, cfg.steps // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    sampler = TaskSampler(train_tasks, seed=seed)
+    sampler = TaskSampler(train_tasks, seed=seed) if sampler is None else sampler
     spec = loss_spec(cfg, episodes)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     ckpt_dir = out / "checkpoints" / "rl-state"
-    start, in_flight = 0, None
     torch.manual_seed(seed)
-    if resume and (ckpt := load_latest(ckpt_dir)) is not None:
-        restore(ckpt, model, optimizer, scheduler)
-        sampler.load_state(ckpt.sampler_state)
-        if "sched" in ckpt.extra:  # estimates and breakers: the resumed service chooses as before
-            service.load_state_dict(ckpt.extra["sched"])
-        if ref_model is not None:  # the reference is the policy RL started from, saved beside
-            ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
-        start, in_flight = ckpt.step, ckpt.extra.get("overlap", {"max_staleness": 0, "queued": []})
-        if critic is not None:
-            critic.load(ckpt_dir, start)
+    start, in_flight = (_resume(ckpt_dir, model, optimizer, scheduler, sampler, service, ref_model, critic)
+                        if resume else (0, None))
     if ref_model is not None and start == 0:
         torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
-    generate = functools.partial(_generate, policy, sampler, service, cfg, reward_weights, reward_model, episodes)
-    snapshot = functools.partial(_generator_state, sampler, service)
-    queued = batches_from_json(in_flight, cfg.max_staleness, {t.id: t for t in train_tasks}, after=snapshot())
-    rollouts = Rollouts(generate, rollout or local_weights(policy, cfg.max_staleness), model,
-                        max_staleness=cfg.max_staleness, start=start, steps=cfg.steps, snapshot=snapshot, queued=queued)
+
+    def sample(step: int, version: int, generator: Sampler) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
+        """One step's batch, the generator's work (``_overlap.Generate``): tasks drawn, G episodes each
+        through the episode runner by policy version ``version`` (``sample_groups``), verified by the
+        service; its counters since."""
+        before = service.stats()
+        tasks, groups, drawn = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model, step=step,
+                                             episodes=episodes, generator=generator, policy_version=version)
+        return tasks, groups, drawn | service.metrics(before)
+
+    def generator_state() -> dict[str, object]:
+        """What a checkpoint restores to continue the generator: every RNG, the task sampler, the scheduler."""
+        return {"rng": rng_state(), "sampler": sampler.state(), "sched": service.state_dict()}
+
+    queued = batches_from_json(in_flight, cfg.max_staleness, {t.id: t for t in sampler.known_tasks()}, after=generator_state())
+    rollouts = Rollouts(sample, rollout or local_weights(policy, cfg.max_staleness), model, max_staleness=cfg.max_staleness,
+                        start=start, steps=cfg.steps, snapshot=generator_state, queued=queued)
     trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl")
     t0 = time.perf_counter()
     tokens_done = 0
@@ -394,8 +437,10 @@ def train_grpo(
             tasks, groups = gen.tasks, gen.groups
             rewards, reward_parts = rewards_of(groups, reward_weights, reward_model=reward_model,
                                                reward_model_weight=cfg.reward_model_weight,
-                                               attempt_discount=episodes.attempt_discount, cut=episodes.cut)  # (N, G)
-            batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device, mask_truncated=cfg.mask_truncated)
+                                               attempt_discount=episodes.attempt_discount)  # (N, G)
+            rewards = without_canaries(tasks, rewards)  # canaries are the hack alarm's: no gradient, no baseline
+            rewards = dedup_rewards(groups, rewards)[0] if cfg.dedup else rewards  # a repeat counts once
+            batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device)
             batch = correct_staleness(batch, model, lag=step - gen.policy_version, temperature=cfg.temperature,
                                       micro_batch_size=cfg.micro_batch_size)  # stale: truncated IS
             if ref_model is not None:
@@ -431,7 +476,7 @@ def train_grpo(
             tokens_done += int(batch.attention_mask.sum())
             wall = time.perf_counter() - t0
             metrics = (step_metrics(groups, tasks, rewards, stats) | reward_parts | gen.metrics
-                       | overlap_metrics(gen, step, train_idle_s))
+                       | overlap_metrics(gen, step, train_idle_s) | diversity_metrics(groups))
             metrics.update(step=step, wall_s=wall, step_s=time.perf_counter() - t_step,
                            tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
             log(metrics)
@@ -442,19 +487,8 @@ def train_grpo(
                                               decode=policy.tokenizer.decode)
             )
             progress(step + 1)
-            done = step + 1
-            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                if critic is not None:  # before the checkpoint that names this step
-                    critic.save(ckpt_dir, done)
-                in_flight, after = rollouts.checkpoint(done)  # batches of steps done..done+K-1, state after them
-                # K = 0: nothing queued, so the RNGs as they are now (after the update, which may draw:
-                # dropout); K > 0: the generator's, right after the last queued batch
-                save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optimizer,
-                                scheduler=scheduler, step=done, sampler_state=after["sampler"],
-                                rng=after["rng"] if in_flight else rng_state(),
-                                extra={"finished": done == cfg.steps, "sched": after["sched"],
-                                       "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2,
-                                chat=policy.chat is not None)
+            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+                _save(ckpt_dir, step + 1, policy, optimizer, scheduler, rollouts, critic, cfg)
     finally:
         rollouts.close()
     trajectories.close()
@@ -462,19 +496,38 @@ def train_grpo(
     return cfg.steps
 
 
-def _generate(policy: Policy, sampler: TaskSampler, service: Service, cfg: RLConfig, reward_weights: RewardWeights,
-              reward_model: Callable[[Sequence[Rollout]], torch.Tensor] | None, episodes: EpisodeSpec,
-              step: int, version: int, gen: Sampler) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
-    """The generator's work for one step (``_overlap.Generate``): sample, verify, and the service's metrics."""
-    before = service.stats()
-    tasks, groups, sampled = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model, step=step,
-                                           episodes=episodes, generator=gen, policy_version=version)
-    return tasks, groups, sampled | service.metrics(before)
+def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+            sampler: TaskSampler | TaskPool, service: Service, ref_model: torch.nn.Module | None,
+            critic: Critic | None) -> tuple[int, dict[str, Any] | None]:
+    """Back to the last checkpoint (weights, optimizer, schedule, task sampler, scheduler state,
+    reference, critic): ``(its step, the batches it had in flight)``; ``(0, None)`` without one."""
+    ckpt = load_latest(ckpt_dir)
+    if ckpt is None:
+        return 0, None
+    restore(ckpt, model, optimizer, scheduler)
+    sampler.load_state(ckpt.sampler_state)
+    if "sched" in ckpt.extra:  # estimates and breakers: the resumed service chooses as before
+        service.load_state_dict(ckpt.extra["sched"])
+    if ref_model is not None:  # the reference is the policy RL started from, saved beside
+        ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
+    if critic is not None:
+        critic.load(ckpt_dir, ckpt.step)
+    return ckpt.step, ckpt.extra.get("overlap", {"max_staleness": 0, "queued": []})
 
 
-def _generator_state(sampler: TaskSampler, service: Service) -> dict[str, object]:
-    """What a checkpoint restores to continue the generator: every RNG, the task sampler, the scheduler."""
-    return {"rng": rng_state(), "sampler": sampler.state(), "sched": service.state_dict()}
+def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Optimizer, scheduler: Any,
+          rollouts: Rollouts, critic: Critic | None, cfg: RLConfig) -> None:
+    """The checkpoint after ``done`` steps: everything ``_resume`` reads, and the batches in flight."""
+    if critic is not None:  # before the checkpoint that names this step
+        critic.save(ckpt_dir, done)
+    in_flight, after = rollouts.checkpoint(done)  # batches of steps done..done+K-1, state after them
+    # K = 0: nothing queued, so the RNGs as they are now (after the update, which may draw: dropout);
+    # K > 0: the generator's, right after the last queued batch
+    save_checkpoint(ckpt_dir, model=policy.model, tokenizer=policy.tokenizer, optimizer=optimizer, scheduler=scheduler,
+                    step=done, sampler_state=after["sampler"], rng=after["rng"] if in_flight else rng_state(),
+                    extra={"finished": done == cfg.steps, "sched": after["sched"],
+                           "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2,
+                    chat=policy.chat is not None)
 
 
 def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
@@ -482,7 +535,7 @@ def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
     """Reward, outcome and length statistics of one step's episodes, plus the update's own stats.
 
     ``completion_len``: action tokens per episode; ``clipped_ratio``: actions cut at max_new_tokens;
-    ``truncation_rate``: episodes cut by the step limit or token budget (masked or scored 0);
+    ``truncation_rate``: episodes cut by the step limit or token budget (scored as the worst failure);
     ``turns_mean``, ``attempts_mean``, ``episode_tokens`` (tokens after the prompt) per episode;
     ``first_attempt_pass_rate`` / ``post_repair_pass_rate``: episodes whose first / last attempt
     passed; ``tool_call_validity``: valid tool calls / all calls (when the episodes made tool calls,
@@ -512,8 +565,9 @@ def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
         out["tool_call_validity"] = validity
     for domain in sorted({t.domain for t in tasks}):
         outcomes = [bool(e.verdicts) and e.verdicts[-1].passed
-                    for t, g in zip(tasks, groups, strict=True) if t.domain == domain for e in g]
-        out[f"pass_rate/{domain}"] = sum(outcomes) / len(outcomes)
+                    for t, g in zip(tasks, groups, strict=True) if t.domain == domain and not is_canary(t) for e in g]
+        if outcomes:  # canaries are the alarm's (canary/*), not their domain's
+            out[f"pass_rate/{domain}"] = sum(outcomes) / len(outcomes)
     return out
 
 
@@ -524,8 +578,8 @@ def warn_if_degenerate(metrics: Mapping[str, float]) -> None:
         warnings.warn("95%+ of groups have zero reward variance, so they give no gradient (tasks too easy "
                       "or too hard; try rl.dynamic_sampling); see frac_zero_std in metrics.jsonl", stacklevel=2)
     if metrics["clipped_ratio"] >= 0.95:
-        warnings.warn("95%+ of completions hit max_new_tokens (raise rl.max_new_tokens or set "
-                      "rl.mask_truncated); see clipped_ratio in metrics.jsonl", stacklevel=2)
+        warnings.warn("95%+ of completions hit max_new_tokens (raise rl.max_new_tokens, or penalize length "
+                      "with reward.length); see clipped_ratio in metrics.jsonl", stacklevel=2)
 
 
 def _ref_path(ckpt_dir: Path) -> Path:

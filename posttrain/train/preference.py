@@ -1,7 +1,8 @@
 """Preference stages of ``posttrain run``: pairs from verified samples, then DPO or a reward model.
 
 Pairs come from the verifiers, not from a judge: for each training task the current policy
-samples ``pairs.samples_per_task`` completions; a completion that passed (or, if none did, the
+samples ``pairs.samples_per_task`` completions (single-turn episodes through the runner,
+``rollout.episodes.sample_tasks``); a completion that passed (or, if none did, the
 task's reference) is *chosen* and one that failed is *rejected*. Tasks with no failing sample
 give no pair. Infra-error samples are never used. A pair's prompt is the text the policy was shown
 (``model_prompt``), and DPO and the reward model encode it with the policy's own
@@ -27,8 +28,9 @@ import torch
 from posttrain.config import PositiveFloat, PositiveInt
 from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError
-from posttrain.policy import Policy
-from posttrain.rollout import run_episodes
+from posttrain.policy import Policy, SamplingParams
+from posttrain.rollout import as_rollout
+from posttrain.rollout.episodes import make_episodes, sample_tasks
 from posttrain.sched import Service
 from posttrain.train.dpo import DPOConfig, PreferencePair, train_dpo
 from posttrain.train.rm import RMConfig, make_reward_model, score_rows, train_rm
@@ -61,11 +63,13 @@ def build_pairs(
 ) -> list[PreferencePair]:
     """(chosen, rejected) pairs judged by the verifiers (through ``service``) on the policy's own samples."""
     tasks = list(tasks[: cfg.max_tasks])
-    groups = run_episodes(policy, tasks, service, n=cfg.samples_per_task, temperature=cfg.temperature,
-                          max_new_tokens=cfg.max_new_tokens, seed=seed)
+    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed)
+    plan = make_episodes("single", tasks, policy, service=service)
+    groups = sample_tasks(plan, policy.sampler(), tasks, n=cfg.samples_per_task, params=params, service=service,
+                          stage="pairs")
     pairs = []
     for task, group in zip(tasks, groups, strict=True):
-        pair = pair_from_group(task, group)
+        pair = pair_from_group(task, [as_rollout(t) for t in group])
         if pair is not None:
             pairs.append(pair)
     return pairs

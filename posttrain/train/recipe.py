@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -34,11 +34,28 @@ from posttrain.config import (
     load_yaml,
     parse_config,
 )
-from posttrain.envs import domain_family, domain_names, get_env, is_registered, model_prompt
+from posttrain.envs import (
+    domain_family,
+    domain_names,
+    is_feedback_only,
+    is_registered,
+    model_prompt,
+)
+from posttrain.envs.function import RewardTerm, as_terms, default_reward, noop_problems
 from posttrain.errors import ConfigError, UserError
-from posttrain.tasks import TaskSource, generators, load_demonstrations, load_pools
-from posttrain.tasks.generators import is_feedback_only
-from posttrain.train._step import LoraSpec, lora_target_modules
+from posttrain.evaluate.baseline import load_baseline
+from posttrain.rollout import episodes as kinds
+from posttrain.tasks import (
+    SamplerSpec,
+    TaskPool,
+    TaskSampler,
+    TaskSource,
+    generators,
+    load_demonstrations,
+    load_pools,
+    make_sampler,
+)
+from posttrain.train._lora import LoraSpec, lora_target_modules
 from posttrain.train.dpo import DPOConfig
 from posttrain.train.preference import PairsConfig
 from posttrain.train.rm import RMConfig
@@ -51,12 +68,15 @@ class ModelConfig:
     name: str = "embedded"
     """"embedded" builds the embedded default (a small Llama + char tokenizer, from a config);
     anything else is a local path or a hub name loaded with from_pretrained."""
-    hidden_size: Annotated[int, Range(ge=8)] = 128
-    """Embedded default only: width of the model (a multiple of 8: 4 heads of an even width)."""
-    num_layers: PositiveInt = 2
-    """Embedded default only: number of transformer blocks."""
-    max_positions: Annotated[int, Range(ge=16)] = 256
-    """Embedded default only: positions, enough for the longest prompt + completion (checked at parse time)."""
+    hidden_size: Annotated[int, Range(ge=8)] | None = None
+    """Model width: the embedded default's (128 when not given; a multiple of 8) or, for another model, its
+    config.json's, recorded in RUN/config.yaml (a different value is refused). 4 heads of an even width."""
+    num_layers: PositiveInt | None = None
+    """Transformer blocks: the embedded default's (2 when not given) or, for another model, its config.json's,
+    recorded in RUN/config.yaml (a different value is refused)."""
+    max_positions: Annotated[int, Range(ge=16)] | None = None
+    """Positions, enough for the longest prompt + completion (checked at parse time): the embedded default's
+    (256 when not given) or, for another model, its config.json's, recorded (a different value is refused)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Weights and compute dtype for training and sampling (bfloat16 on GPUs; float32 on CPUs)."""
     device: str = "cpu"
@@ -97,16 +117,55 @@ class ModelConfig:
         return "auto" if recorded is None else recorded
 
     def __post_init__(self) -> None:
-        if self.hidden_size % 8:
-            raise ConfigError(f"model.hidden_size: expected a multiple of 8 (4 heads of an even width), "
-                              f"got {self.hidden_size}")
         _check_device(self.device)
-        if self.name != "embedded" and _looks_like_path(self.name):
+        if self.name == "embedded":
+            sizes = {"hidden_size": 128, "num_layers": 2, "max_positions": 256}
+        elif _looks_like_path(self.name):
             path = Path(self.name).expanduser()
             if not path.is_dir():
                 raise ConfigError(f"model.name: no such model directory {self.name!r}")
             if not (path / "config.json").is_file():
                 raise ConfigError(f"model.name: {self.name!r} is not a model directory (no config.json)")
+            sizes = _recorded_sizes(self, path)
+        else:  # a hub name: its architecture is known once it is loaded
+            sizes = {"hidden_size": None, "num_layers": None, "max_positions": None}
+            given = next((k for k in sizes if self.architecture[k] is not None), None)
+            if given is not None:
+                raise ConfigError(f"model.{given}: sizes the embedded default; model.name {self.name!r} has the "
+                                  f"architecture of its own config: remove model.{given} (or --set model.{given}=null)")
+        for key, value in sizes.items():  # derived: what RUN/config.yaml records
+            if self.architecture[key] is None:
+                object.__setattr__(self, key, value)
+        if self.name == "embedded" and self.hidden_size % 8:
+            raise ConfigError(f"model.hidden_size: expected a multiple of 8 (4 heads of an even width), "
+                              f"got {self.hidden_size}")
+
+    @property
+    def architecture(self) -> dict[str, int | None]:
+        """``hidden_size``, ``num_layers``, ``max_positions``: the embedded default's sizes, or another
+        model's own as its config.json gives them (None where it does not, or for a hub name)."""
+        return {"hidden_size": self.hidden_size, "num_layers": self.num_layers, "max_positions": self.max_positions}
+
+
+def _recorded_sizes(cfg: ModelConfig, path: Path) -> dict[str, int | None]:
+    """A model directory's own sizes (``posttrain.policy.read_architecture``); a size the recipe gives
+    that differs from it is a ``ConfigError`` in one line (the embedded default's keys do not resize
+    another model)."""
+    from posttrain.policy import read_architecture
+
+    try:
+        arch = read_architecture(path)
+    except UserError as e:
+        raise ConfigError(f"model.name: {e}") from None
+    own = {"hidden_size": arch.hidden_size, "num_layers": arch.num_layers, "max_positions": arch.positions}
+    source = {"hidden_size": "hidden_size", "num_layers": "num_layers", "max_positions": "positions"}
+    for key, given in cfg.architecture.items():
+        if given is not None and given != own[key]:
+            where = arch.keys.get(source[key], f"{path / 'config.json'}")
+            has = f"{own[key]} ({where})" if own[key] is not None else f"none given in {where}"
+            raise ConfigError(f"model.{key}: {given} sizes the embedded default, but model.name {cfg.name} is a model "
+                              f"of its own: its {key} is {has}; remove model.{key} (or --set model.{key}=null)")
+    return own
 
 
 def _looks_like_path(name: str) -> bool:
@@ -146,6 +205,14 @@ class TasksConfig:
     each with optional ``n``/``skip`` (posttrain.tasks.TaskSource). When given, the shorthand is unused."""
     eval: tuple[TaskSource, ...] = ()
     """Held-out evaluation task sources, like ``train``; no task id may be in both."""
+    sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    """How RL draws its tasks: ``kind: uniform`` (shuffled epochs, the default) or ``kind: pool``
+    (difficulty pools across domains, filtering, curricula, domain weights, canaries;
+    ``posttrain.tasks.SamplerSpec``, docs/tasks.md "The task pool")."""
+    contamination: Literal["refuse", "drop", "keep"] = "refuse"
+    """Sources only: a training task that overlaps an evaluation task (the same prompt, or most of
+    an evaluation task's distinctive 13-grams) is refused (one line: the count and an example),
+    dropped (one line says how many), or kept (overlap is not looked for)."""
 
     def __post_init__(self) -> None:
         if not self.domains:
@@ -162,6 +229,10 @@ class TasksConfig:
             missing = "tasks.eval" if self.train else "tasks.train"
             raise ConfigError(f"{missing}: expected at least one task source (tasks.train and tasks.eval go together: "
                               f"every run is evaluated on held-out tasks)")
+        curriculum = next((i for i, src in enumerate(self.train) if src.curriculum), None)
+        if curriculum is not None and self.sampler.kind != "pool":
+            raise ConfigError(f"tasks.train[{curriculum}]: curriculum: needs tasks.sampler.kind: pool (the uniform "
+                              f"sampler draws fixed tasks only)")
         if self.train:  # left at their defaults (as a saved RUN/config.yaml has them), they are unused
             default = TasksConfig()
             for key in ("domains", "n_train_per_domain", "n_eval_per_domain"):
@@ -240,8 +311,6 @@ class RLConfig:
     """DAPO dynamic sampling: drop groups whose rewards are all equal and draw more tasks."""
     max_refills: NonNegativeInt = 3
     """Dynamic sampling: at most this many extra draws per step."""
-    mask_truncated: bool = False
-    """Give no gradient to completions cut at max_new_tokens (DAPO overlong filtering)."""
     micro_batch_size: PositiveInt = 64
     """Sequences per forward/backward; gradients accumulate to the full generation batch."""
     max_grad_norm: PositiveFloat = 1.0
@@ -255,44 +324,54 @@ class RLConfig:
     reward_model_weight: NonNegativeFloat = 0.0
     """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
     rm stage before rl)."""
-    episodes: Literal["single", "repair", "tool"] = "single"
+    episodes: Literal["single", "repair", "agent", "tool"] = "single"
     """single: one answer per episode. repair: after a failed attempt the model reads the verifier's
-    feedback and tries again, up to the task's limits.max_attempts (posttrain.rollout.RepairEnv).
-    tool: tool-calling episodes on tool or bfcl tasks, each call answered by a tool message until a
-    final answer (posttrain.envs.tool.ToolEpisodeEnv, posttrain.envs.bfcl.BfclEnv)."""
+    feedback and tries again, up to the task's limits.max_attempts (posttrain.envs.RepairEnv).
+    agent: each task's domain runs its own multi-turn environment (tool calling on tool tasks,
+    BFCL's backends, a workspace agent: posttrain.envs.HasEpisodes). tool: agent's former name
+    (accepted with a warning until the next release). posttrain.rollout.episodes builds them."""
     max_turns: PositiveInt | None = None
     """The step limit: actions per episode (null: 1 for single, the most attempts a training task
-    allows for repair, 4 for tool). Tool episodes on BFCL tasks: each user turn's cap on steps with
+    allows for repair, 4 for agent). Agent episodes on BFCL tasks: each user turn's cap on steps with
     calls (BFCL's 20 at most); the episode runs up to its user turns x (max_turns + 1) actions."""
     max_episode_tokens: PositiveInt | None = None
     """Token budget of an episode after its prompt, actions and observations together (null: none)."""
     attempt_discount: Annotated[float, Range(gt=0, le=1)] = 1.0
-    """Reward multiplier per attempt after the first: an episode's reward is its last verdict's times
-    attempt_discount ** (attempts - 1), on every model token of the episode."""
+    """Multiplier of the success per attempt after the first: an episode's reward is its last verdict's,
+    every component but the length penalty times attempt_discount ** (attempts - 1), on every model
+    token of the episode (the penalty is never discounted: more failed attempts never shrink it)."""
     process_coef: NonNegativeFloat = 0.0
     """Per-attempt process reward: the tokens of a failed attempt before the last get
     process_coef * (r_attempt - r_last) more advantage (grpo only)."""
-    cut_episodes: Literal["mask", "zero"] = "mask"
-    """An episode cut by max_turns or max_episode_tokens: mask (no gradient, out of its group's
-    baseline) or zero (scored 0); counted either way (truncation_rate)."""
     max_staleness: Annotated[int, Range(ge=0, le=64)] = 0
     """Generation overlapping training (posttrain/train/_overlap.py): the batch of step s is sampled
     by policy version max(0, s - max_staleness) while earlier steps train, with the truncated-IS
     correction on stale samples. 0 = the synchronous loop."""
+    sampler: Literal["local", "fast", "vllm"] = "local"
+    """What samples the rollouts (posttrain/train/_backends.py): local = transformers' generate;
+    fast = posttrain's decoding loop on the same weights (a group's prompt computed once, finished
+    rows leave the batch); vllm = a vLLM engine in its own process (``make vllm-env``), the weights
+    pushed and checked after every update. Same distribution, other samples for one seed."""
+    speculative: bool = False
+    """sampler fast: prompt-lookup drafts in the tail of a batch, verified exactly (same distribution)."""
+    rollout_reuse: bool = False
+    """sampler fast: a task sampled again drafts with its previous completions (SPEC-RL), exactly."""
+    dedup: bool = False
+    """Identical completions of a group count once: the advantage is over its distinct completions
+    and the repeats get no gradient (posttrain/rollout/_adaptive.py)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "episodes", kinds.episode_kind(self.episodes, where="rl.episodes"))
+        if self.sampler != "fast" and (self.speculative or self.rollout_reuse):
+            raise ConfigError(f"rl.speculative and rl.rollout_reuse need rl.sampler: fast, got {self.sampler}")
         if self.process_coef > 0 and self.algorithm == "ppo":
             raise ConfigError("rl.process_coef > 0 is for group-relative advantages (rl.algorithm: grpo); "
                               "PPO's GAE has no process term")
-        if self.episodes != "single" and self.reward_model_weight > 0:
+        if self.episodes in kinds.MULTI_TURN and self.reward_model_weight > 0:
             raise ConfigError("rl.reward_model_weight > 0 scores one-turn responses; it cannot be combined with "
                               f"rl.episodes: {self.episodes}")
-        if self.mask_truncated and self.cut_episodes == "zero":
-            raise ConfigError("rl.mask_truncated masks every truncated episode, rl.cut_episodes: zero scores the cut "
-                              "ones 0: choose one")
-        if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:
-            raise ConfigError(f"rl.max_turns: {self.max_turns} turns need multi-turn episodes (rl.episodes: repair "
-                              "or tool)")
+        if (why := kinds.limits_problem(self.episodes, max_turns=self.max_turns)) is not None:
+            raise ConfigError(f"rl.max_turns: {why} (rl.episodes)")
         if self.group_size < 2 and self.algorithm == "grpo":
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
         if self.policy_loss == "gspo" and self.loss_agg != "seq_mean_token_mean":
@@ -309,19 +388,26 @@ class EvalConfig:
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy)."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap at evaluation (per attempt)."""
-    episodes: Literal["single", "repair", "tool"] = "single"
+    episodes: Literal["single", "repair", "agent", "tool"] = "single"
     """single: one answer per sample (pass@1). repair: after a failed attempt the model reads the
     feedback and tries again, up to the task's limits.max_attempts; reports first-attempt pass rate,
-    repair@r, mean attempts to success, turns and tokens per episode, truncation rate. tool:
-    tool-calling episodes on tool or bfcl tasks (also the tool-call validity rate)."""
+    repair@r, mean attempts to success, turns and tokens per episode, truncation rate. agent: each
+    task's domain runs its own multi-turn environment (also the tool-call validity rate). tool:
+    agent's former name (accepted with a warning until the next release)."""
     max_turns: PositiveInt | None = None
-    """The step limit of eval episodes (null: 1 for single, each task's max_attempts for repair, 4 for tool;
+    """The step limit of eval episodes (null: 1 for single, each task's max_attempts for repair, 4 for agent;
     on BFCL tasks each user turn's cap on steps with calls, as rl.max_turns)."""
+    baselines: tuple[str, ...] = ()
+    """The seesaw gate: earlier runs (run directories, or ``posttrain eval --out`` results) whose
+    held-out pass@1 per domain this run's last model is held to, each domain against the baselines
+    that evaluated it (single-domain runs from the same start: a multi-domain run must not lose
+    what one domain alone learns). summary.json's ``regression`` has every row; the run fails
+    (exit 1, after its summary and report) when a domain dropped beyond both 95% intervals."""
 
     def __post_init__(self) -> None:
-        if self.episodes == "single" and self.max_turns is not None and self.max_turns > 1:
-            raise ConfigError(f"eval.max_turns: {self.max_turns} turns need multi-turn episodes (eval.episodes: "
-                              "repair or tool)")
+        object.__setattr__(self, "episodes", kinds.episode_kind(self.episodes, where="eval.episodes"))
+        if (why := kinds.limits_problem(self.episodes, max_turns=self.max_turns)) is not None:
+            raise ConfigError(f"eval.max_turns: {why} (eval.episodes)")
 
 
 @dataclass(frozen=True)
@@ -355,6 +441,9 @@ class TrackingConfig:
     """Also log every metrics row to TensorBoard (RUN/tensorboard; needs the tensorboard package)."""
     mlflow: bool = False
     """Also log to a local MLflow store under RUN/ (needs the mlflow package)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (RUN/wandb; project $WANDB_PROJECT, default posttrain; WANDB_MODE=offline
+    for a local run directory only, else `wandb login` first)."""
 
 
 @dataclass(frozen=True)
@@ -379,8 +468,11 @@ class Recipe:
     rm: RMConfig = field(default_factory=RMConfig)
     dpo: DPOConfig = field(default_factory=DPOConfig)
     rl: RLConfig = field(default_factory=RLConfig)
-    reward: RewardWeights = field(default_factory=RewardWeights)
-    """Weights of the named reward components for RL (outcome, format, process, length)."""
+    reward: RewardWeights | str | tuple[str | RewardTerm, ...] = field(default_factory=RewardWeights)
+    """Weights of the named reward components for RL (outcome, format, process, length); or a reward
+    function ``package.module:function`` (a list of them, or of ``{function, weight, range}``) that
+    scores the function-domain tasks naming none (docs/tasks.md, "function"; components at their
+    default weights)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     sched: SchedConfig = field(default_factory=SchedConfig)
@@ -392,8 +484,26 @@ class Recipe:
         if self.rl.reward_model_weight > 0 and not ("rm" in self.stages and "rl" in self.stages
                                                     and self.stages.index("rm") < self.stages.index("rl")):
             raise ConfigError("rl.reward_model_weight > 0 needs the rm stage before the rl stage in stages")
+        if self.rl.max_staleness > 0 and any(src.curriculum for src in self.tasks.train):
+            raise ConfigError(f"rl.max_staleness: {self.rl.max_staleness} queues batches across checkpoints by task "
+                              f"id, and a curriculum source's tasks are made as it goes; use rl.max_staleness: 0")
         if self.rl.kl_coef > 0 and "sft" not in self.stages and self.model.name == "embedded":
             raise ConfigError("rl.kl_coef > 0 needs a reference policy: run the sft stage or load a trained model")
+        if not isinstance(self.reward, RewardWeights):
+            try:
+                as_terms(self.reward)
+            except ConfigError as e:
+                raise ConfigError(f"reward: {e}") from None
+
+    @property
+    def reward_weights(self) -> RewardWeights:
+        """The component weights RL combines (the defaults when ``reward`` names functions)."""
+        return self.reward if isinstance(self.reward, RewardWeights) else RewardWeights()
+
+    @property
+    def reward_functions(self) -> tuple[RewardTerm, ...]:
+        """The reward functions ``reward`` names (none when it holds weights)."""
+        return () if isinstance(self.reward, RewardWeights) else as_terms(self.reward)
 
 
 EMBEDDED_RECIPE = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
@@ -413,6 +523,8 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     warn_shared_prompts(train, held)
+    for line in noop_problems([*train, *held]):  # a reward function that cannot tell a no-op from a solution
+        print(f"posttrain: warning: {line}", file=sys.stderr)
     return recipe
 
 
@@ -437,7 +549,9 @@ def recipe_tasks(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     """
     cfg = recipe.tasks
     if cfg.train:
-        return load_pools(cfg.train, cfg.eval, seed=recipe.seed)
+        with default_reward(recipe.reward_functions):  # function tasks naming no reward take the recipe's
+            return load_pools(cfg.train, cfg.eval, seed=recipe.seed,
+                              contamination=None if cfg.contamination == "keep" else cfg.contamination)
     train, held = [], []
     for domain in cfg.domains:
         family = domain_family(domain, f"quickstart-{domain}")
@@ -471,9 +585,9 @@ def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequen
         demo = make_demonstrator(recipe)
         unknown = next((t for t in train if not (is_feedback_only(t) or demo.knows(t))), None)
         if unknown is not None:
-            raise ConfigError(f"sft.demonstrations: repair needs tasks of the feedback-only family (generator "
-                              f"repair: a reference and metadata.visible_tests) or of a family the scripted "
-                              f"demonstrator knows (quickstart-math, quickstart-code), not training task {unknown.id!r}")
+            raise ConfigError(f"sft.demonstrations: repair needs feedback-only tasks (the tag feedback-only: "
+                              f"generator repair) or tasks of a family the scripted demonstrator knows "
+                              f"(quickstart-math, quickstart-code), not training task {unknown.id!r}")
         if not any(is_feedback_only(t) for t in train):
             raise ConfigError("sft.demonstrations: repair, but no training task is of the feedback-only family "
                               "(generator: repair)")
@@ -499,73 +613,75 @@ def sft_demonstrations(recipe: Recipe, train: Sequence[Task], eval_tasks: Sequen
     return load_demonstrations(how, train, eval_tasks)
 
 
+def rl_sampler(recipe: Recipe, train: Sequence[Task], held: Sequence[Task], *,
+               fits: Callable[[Task], bool] = lambda task: True) -> TaskSampler | TaskPool:
+    """The RL stage's task sampler (``tasks.sampler``) over the training tasks and the curriculum
+    sources; a curriculum leaves out tasks that overlap ``held`` or do not ``fit`` the model."""
+    return make_sampler(recipe.tasks.sampler, train, seed=recipe.seed, sources=recipe.tasks.train,
+                        eval_tasks=held, fits=fits)
+
+
 def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
     """The checks ``load_recipe`` runs before any work: task sources, demonstrations, model (see
     each); returns the ``(train, eval)`` tasks."""
     train, held = recipe_tasks(recipe)
+    if "rl" in recipe.stages and recipe.tasks.sampler.kind == "pool":  # weights, canaries, curricula: said now
+        rl_sampler(recipe, train, held)
     demos = sft_demonstrations(recipe, train, held) if "sft" in recipe.stages else []
-    from posttrain.envs.tool import action_limit, has_tool_episodes
-    from posttrain.evaluate.sources import TOOL_STEPS
-
-    actions = {key: action_limit(tasks, cfg.max_turns or TOOL_STEPS)  # BFCL: user turns x (per-turn cap + 1)
-               for key, cfg, tasks in (("rl", recipe.rl, train), ("eval", recipe.eval, held)) if cfg.episodes == "tool"}
-    check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos,
-                max(t.limits.max_attempts for t in [*train, *held]) if train or held else 1, tool_actions=actions)
-
-    for key, episodes, tasks in (("rl", recipe.rl.episodes, train if "rl" in recipe.stages else []),
-                                 ("eval", recipe.eval.episodes, held)):
-        other = next((t for t in tasks if not has_tool_episodes(t.domain)), None) if episodes == "tool" else None
-        if other is not None:
-            raise ConfigError(f"{key}.episodes: tool runs tool-calling episodes on tool and bfcl tasks (domains "
-                              f"with episode_env), not task {other.id!r} ({other.domain})")
-        sandboxed = next((t for t in tasks if get_env(t.domain).needs_sandbox), None) if episodes == "tool" else None
-        if sandboxed is not None and recipe.sched.backend == "ray":
-            raise ConfigError(f"{key}.episodes: tool on {sandboxed.domain} tasks (task {sandboxed.id!r}) runs its tools in "
-                              f"this machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
+    attempts = max(t.limits.max_attempts for t in [*train, *held]) if train or held else 1
+    turns = {key: kinds.episode_turns(cfg.episodes, tasks, max_turns=cfg.max_turns, max_attempts=attempts)
+             for key, cfg, tasks in (("rl", recipe.rl, train), ("eval", recipe.eval, held))}
+    check_model(recipe, [model_prompt(t) for t in [*train, *held]], demos, attempts, turns=turns)
+    for key, cfg, tasks in (("rl", recipe.rl, train if "rl" in recipe.stages else []), ("eval", recipe.eval, held)):
+        if (why := kinds.tasks_problem(cfg.episodes, tasks)) is not None:
+            raise ConfigError(f"{key}.episodes: {cfg.episodes}: {why}")
+        local = kinds.local_only(cfg.episodes, tasks)
+        if local is not None and recipe.sched.backend == "ray":
+            raise ConfigError(f"{key}.episodes: {cfg.episodes} on {local.domain} tasks (task {local.id!r}) runs its "
+                              f"environment in this machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
+    for i, path in enumerate(recipe.eval.baselines):  # each one readable now, not after the training
+        try:
+            load_baseline(path)
+        except UserError as e:
+            raise ConfigError(f"eval.baselines[{i}]: {e}") from None
     lora = recipe.model.lora
     if "rl" in recipe.stages and recipe.rl.max_staleness > 0 and lora is not None and lora.dropout > 0:
         raise ConfigError(f"rl.max_staleness: {recipe.rl.max_staleness} generates while the update trains, and "
                           f"model.lora.dropout {lora.dropout} draws from the same random stream, so the run would not "
                           f"be reproducible; set model.lora.dropout: 0 or rl.max_staleness: 0")
-    if "sft" in recipe.stages and recipe.sched.backend == "ray" and recipe.sft.demonstrations == "references" \
-            and "tool" in (recipe.rl.episodes, recipe.eval.episodes) \
-            and any(get_env(t.domain).needs_sandbox for t in train):
-        raise ConfigError("sft.demonstrations: references as tool-calling episodes of sandboxed tasks run in this "
-                          "machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
+    if "rl" in recipe.stages and recipe.rl.sampler != "local" and (recipe.sched.backend == "ray" or lora is not None):
+        raise ConfigError(f"rl.sampler: {recipe.rl.sampler} samples from this process's plain weights; "
+                          + ("sched.backend: ray samples on its rollout actors" if recipe.sched.backend == "ray"
+                             else "model.lora trains adapters it does not see") + "; use rl.sampler: local")
+    demo_kind = demonstration_kind(recipe)
+    if "sft" in recipe.stages and recipe.sched.backend == "ray" and kinds.local_only(demo_kind, train) is not None:
+        raise ConfigError(f"sft.demonstrations: {recipe.sft.demonstrations} as {demo_kind} episodes of sandboxed tasks "
+                          f"run in this machine's sandbox, not yet on a Ray cluster; use sched.backend: local")
     return train, held
 
 
-def episode_length(cfg: RLConfig | EvalConfig, max_new_tokens: int, max_attempts: int, *,
-                   budget: int | None = None, tool_actions: int | None = None) -> int:
-    """Tokens an episode of ``cfg.episodes`` may add after its prompt: ``max_new_tokens`` for one
-    answer; for multi-turn episodes every turn's answer and the observation after it,
-    ``turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS`` (turns: for repair
-    ``max_turns``, else the tasks' ``max_attempts``; for tool ``tool_actions``, the runner's cap on
-    the tasks' actions: ``envs.tool.action_limit``, else ``max_turns`` or ``TOOL_STEPS``), or the
-    episode's token ``budget`` when that is smaller (the runner never appends past it)."""
-    if cfg.episodes == "single":
-        return max_new_tokens
-    from posttrain.evaluate.sources import TOOL_STEPS
-
-    if cfg.episodes == "repair":
-        turns = cfg.max_turns or max_attempts
-    else:
-        turns = tool_actions or cfg.max_turns or TOOL_STEPS
-    length = turns * (max_new_tokens + OBSERVATION_TOKENS) - OBSERVATION_TOKENS
-    return length if budget is None else min(length, budget)
+def demonstration_kind(recipe: Recipe) -> kinds.EpisodeKind:
+    """The episodes SFT's demonstrations are played as: ``repair`` for ``sft.demonstrations: repair``
+    (its feedback-only tasks), ``agent`` for ``references`` when RL or evaluation runs agent
+    episodes (each task's reference calls, in its own environment), else ``single`` (one answer)."""
+    how = recipe.sft.demonstrations
+    if how == "repair":
+        return "repair"
+    agent = "agent" in (recipe.rl.episodes, recipe.eval.episodes)
+    return "agent" if how == "references" and agent else "single"
 
 
-OBSERVATION_TOKENS = 160
-"""The position check's allowance for one observation of a multi-turn episode (repair feedback, tool
-results); an episode's ``rl.max_episode_tokens`` bounds them exactly."""
+OBSERVATION_TOKENS = kinds.OBSERVATION_TOKENS
 
 
 def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[str, str]],
-                max_attempts: int = 1, *, tool_actions: Mapping[str, int] | None = None) -> None:
+                max_attempts: int = 1, *, turns: Mapping[str, int] | None = None) -> None:
     """The model has a tokenizer with an EOS token and enough positions for the recipe's lengths.
 
     Needed positions: the longest prompt (in the model's tokens, BOS included) + the longest
-    completion or episode any stage samples (rl, eval, pairs; ``episode_length``), and the longest
+    completion or episode any stage samples (rl, eval, pairs; ``rollout.episodes.episode_tokens``
+    over ``turns[key]``, the runner's cap on the actions of an episode of ``key``; default: each
+    task's max_attempts for repair), and the longest
     SFT demonstration + EOS. A hub name (not a local directory) is checked when it is loaded
     (``load_policy``: tokenizer, EOS).
     """
@@ -588,16 +704,16 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
         return
 
     def label(key: str, cfg: RLConfig | EvalConfig) -> str:
-        return f"{key}.max_new_tokens" if cfg.episodes == "single" else \
-            f"a {key}.episodes: {cfg.episodes} episode ({key}.max_new_tokens per turn, observations, budget)"
+        return f"a {key}.episodes: {cfg.episodes} episode ({key}.max_new_tokens per turn, observations, budget)" \
+            if cfg.episodes in kinds.MULTI_TURN else f"{key}.max_new_tokens"
 
-    actions = tool_actions or {}
-    new_tokens = {label("eval", recipe.eval): episode_length(recipe.eval, recipe.eval.max_new_tokens, max_attempts,
-                                                             tool_actions=actions.get("eval"))}
+    def length(key: str, cfg: RLConfig | EvalConfig, budget: int | None = None) -> int:
+        n = (turns or {}).get(key) or cfg.max_turns or max_attempts
+        return kinds.episode_tokens(cfg.episodes, n, cfg.max_new_tokens, budget=budget)
+
+    new_tokens = {label("eval", recipe.eval): length("eval", recipe.eval)}
     if "rl" in recipe.stages:
-        new_tokens[label("rl", recipe.rl)] = episode_length(recipe.rl, recipe.rl.max_new_tokens, max_attempts,
-                                                            budget=recipe.rl.max_episode_tokens,
-                                                            tool_actions=actions.get("rl"))
+        new_tokens[label("rl", recipe.rl)] = length("rl", recipe.rl, recipe.rl.max_episode_tokens)
     if {"rm", "dpo"} & set(recipe.stages):
         new_tokens["pairs.max_new_tokens"] = recipe.pairs.max_new_tokens
     key_new = max(new_tokens, key=lambda k: new_tokens[k])
@@ -623,26 +739,20 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
 
 
 def _check_chat_template(recipe: Recipe, tokenizer: Any) -> None:
-    """Tool episodes render through the model's chat template: it must exist, teach a tool-call
-    format posttrain parses, and let tool results be appended (``ChatTemplate.check_appends``)."""
-    keys = [k for k, cfg in (("rl", recipe.rl), ("eval", recipe.eval))
-            if cfg.episodes == "tool" and (k == "eval" or "rl" in recipe.stages)]
-    if not keys:
-        return
-    from posttrain.policy import ChatTemplate
-
-    try:
-        ChatTemplate(tokenizer).check_appends("tool")
-    except UserError as e:
-        raise ConfigError(f"{keys[0]}.episodes: tool needs the model's chat template (model.name "
-                          f"{recipe.model.name}): {e}") from None
+    """Agent episodes render through the model's chat template: it must exist, teach a tool-call
+    format posttrain parses, and let tool results be appended (``rollout.episodes.chat_problem``)."""
+    for key, cfg in (("rl", recipe.rl), ("eval", recipe.eval)):
+        if key == "eval" or "rl" in recipe.stages:
+            if (why := kinds.chat_problem(cfg.episodes, tokenizer, None)) is not None:
+                raise ConfigError(f"{key}.episodes: {cfg.episodes} needs the model's chat template (model.name "
+                                  f"{recipe.model.name}): {why}") from None
 
 
 def uses_repair_feedback(recipe: Recipe) -> bool:
     """Whether the run appends repair feedback to episodes (rl or eval repair episodes, or the sft
     stage's repair demonstrations): chat-rendered, it is a user turn of the template."""
-    return (("rl" in recipe.stages and recipe.rl.episodes == "repair") or recipe.eval.episodes == "repair"
-            or ("sft" in recipe.stages and recipe.sft.demonstrations == "repair"))
+    return (("rl" in recipe.stages and kinds.gives_feedback(recipe.rl.episodes)) or kinds.gives_feedback(recipe.eval.episodes)
+            or ("sft" in recipe.stages and kinds.gives_feedback(demonstration_kind(recipe))))
 
 
 def check_chat(recipe: Recipe, tokenizer: Any, where: str) -> Any:

@@ -6,9 +6,9 @@
 
 The head is the sequence-classification head transformers puts on the backbone (``score``, a
 Linear(hidden, 1)); ``token_values`` applies it at every position (a PPO critic), ``sequence_scores``
-reads it at the last real token of each right-padded row. The loop: tokenize pairs once, per step
-score chosen and rejected rows, ``bradley_terry_loss`` normalized by the step's pair count over
-micro-batches, clip, AdamW. Saved with ``save_pretrained`` like any transformers model, so
+reads it at the last real token of each right-padded row. The loop (``_pairwise.train_pairs``, shared
+with DPO): tokenize pairs once, per step score chosen and rejected rows, ``bradley_terry_loss``
+normalized by the step's pair count over micro-batches, clip, AdamW. Saved with ``save_pretrained`` like any transformers model, so
 ``posttrain.train.checkpoint`` handles it unchanged.
 
 Not here: the RLHF reward combination (a verifier-side component calls ``score_rows``), ensembles,
@@ -17,7 +17,6 @@ reward normalization across batches.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,35 +25,17 @@ import torch
 from torch import Tensor, nn
 
 from posttrain.algo import bradley_terry_loss
-from posttrain.config import PositiveFloat, PositiveInt, Seed
-from posttrain.errors import ConfigError, UserError
+from posttrain.errors import UserError
 from posttrain.train._batch import collate
-from posttrain.train._step import LoraSpec, apply_lora
+from posttrain.train._lora import apply_lora
+from posttrain.train._pairwise import PairTraining, train_pairs
 from posttrain.train.dpo import EncodedPair, PreferencePair, PromptEncoder, encode_pairs
 
 
 @dataclass(frozen=True)
-class RMConfig:
-    lr: PositiveFloat = 1e-5
-    """AdamW learning rate (constant)."""
-    epochs: PositiveInt = 1
-    """Passes over the pairs."""
-    batch_size: PositiveInt = 8
-    """Pairs per optimizer step."""
-    micro_batch_size: PositiveInt = 8
-    """Pairs per forward/backward."""
-    max_grad_norm: PositiveFloat = 1.0
-    """Gradient clipping."""
-    max_len: PositiveInt = 1024
-    """Pairs longer than this (prompt + longer completion) are rejected."""
-    seed: Seed = 0
-    """Shuffling seed."""
-    lora: LoraSpec | None = None
-    """Train LoRA adapters (+ the head) instead of all weights; merged back at the end."""
-
-    def __post_init__(self) -> None:
-        if self.lr <= 0 or self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1:
-            raise ConfigError("rm: lr must be > 0 and epochs, batch_size, micro_batch_size >= 1")
+class RMConfig(PairTraining):
+    """The rm stage: a value head trained on preference pairs with the Bradley-Terry loss (the pass over the
+    pairs is DPO's too: ``PairTraining``)."""
 
 
 def make_reward_model(name_or_path: str | Path, *, dtype: torch.dtype = torch.float32) -> nn.Module:
@@ -141,36 +122,12 @@ def train_rm(
         model = apply_lora(model, cfg.lora, task_type="SEQ_CLS")
     encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    model.train()
-    metrics: dict[str, float] = {}
-    for _epoch in range(cfg.epochs):
-        order = torch.randperm(len(encoded), generator=gen).tolist()
-        sums = {"loss": 0.0, "accuracy": 0.0, "margin": 0.0}
-        n_steps = 0
-        for b in range(0, len(order), cfg.batch_size):
-            idx = order[b : b + cfg.batch_size]
-            opt.zero_grad(set_to_none=True)
-            step = {"loss": 0.0, "accuracy": 0.0, "margin": 0.0}
-            for m in range(0, len(idx), cfg.micro_batch_size):
-                sc, sr = _pair_scores(model, [encoded[i] for i in idx[m : m + cfg.micro_batch_size]], pad)
-                losses = bradley_terry_loss(sc, sr)
-                (losses.sum() / len(idx)).backward()
-                step["loss"] += float(losses.detach().sum()) / len(idx)
-                step["accuracy"] += float((sc > sr).float().sum()) / len(idx)
-                step["margin"] += float((sc - sr).detach().sum()) / len(idx)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-            if math.isfinite(grad_norm):
-                opt.step()
-            n_steps += 1
-            for k, v in step.items():
-                sums[k] += v
-            if log is not None:
-                log({**step, "grad_norm": grad_norm})
-        metrics = {k: v / n_steps for k, v in sums.items()} | {"steps": float(n_steps)}
-    opt.zero_grad(set_to_none=True)
+
+    def pair_losses(mi: Sequence[int]) -> tuple[Tensor, dict[str, Tensor]]:
+        sc, sr = _pair_scores(model, [encoded[i] for i in mi], pad)
+        return bradley_terry_loss(sc, sr), {"accuracy": (sc > sr).float(), "margin": sc - sr}
+
+    metrics = train_pairs(model, len(encoded), cfg, pair_losses, log=log)
     if merge:
         model.merge_and_unload()
     return metrics

@@ -27,7 +27,7 @@ import torch
 from posttrain.algo.sft import pack_sequences, sft_loss
 from posttrain.policy import Policy
 from posttrain.train._batch import collate_rows
-from posttrain.train._step import packed_token_logprobs, token_logprobs
+from posttrain.train._logprobs import packed_token_logprobs, token_logprobs
 from posttrain.types import Trajectory, Turn
 
 Demonstration = tuple[str, str] | Trajectory
@@ -76,20 +76,6 @@ def example_logprobs(
     packed = dataclasses.replace(packed, **{f: getattr(packed, f).to(device)
                                             for f in ("input_ids", "position_ids", "loss_mask", "seq_ids")})
     return packed_token_logprobs(model, packed), packed.loss_mask
-
-
-def batch_logprobs(
-    model: torch.nn.Module,
-    prompts: Sequence[Sequence[int]],
-    completions: Sequence[Sequence[int]],
-    *,
-    pad_id: int,
-    pack_len: int | None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # logp (R, L), loss mask (R, L) on the model's device
-    """Token log-probs of (prompt, completion) rows, padded or packed; the masks mark completion tokens."""
-    return example_logprobs(model, [[*p, *c] for p, c in zip(prompts, completions, strict=True)],
-                            [[0.0] * len(p) + [1.0] * len(c) for p, c in zip(prompts, completions, strict=True)],
-                            pad_id=pad_id, pack_len=pack_len, prompt_lens=[len(p) for p in prompts])
 
 
 def demonstration_episode(task_id: str, turns: Sequence[tuple[Sequence[int], Sequence[int]]]) -> Trajectory:

@@ -1,18 +1,18 @@
-"""Verification machinery shared by the domains: feedback text, reward combination, the CLI.
+"""Verification machinery shared by the domains: feedback text, reward combination, JSON Schema, the CPU-budget pool.
 
 - ``feedback``: raw execution output -> normalized, classified, capped text for the model.
 - ``rewards``: ``RewardWeights`` + ``combine(verdict, weights)`` -> ``RewardBreakdown``.
-- ``batch``: ``pool_for(domains)`` opens a sandbox pool only if a domain needs one. Verifying
-  many pairs is the execution service's (``posttrain.sched.open_service``, ``Service.verify_pairs``).
-- ``strict_json``: ``loads_strict`` (no NaN/Infinity/duplicate keys), ``json_equal``.
-- The domain verifiers themselves are built by ``posttrain.envs.get_env(d).make_verifier(pool)``.
+- ``json_schema``: JSON Schema validation on exact numbers; ``_deadline``: worker processes with a
+  CPU budget (json, tool and math checks).
+- Opening a sandbox pool and a service for some domains is the wiring's (``posttrain.cli.pool_for``,
+  ``posttrain.cli.open_service``).
+- The domain verifiers themselves are built by ``posttrain.envs.get_domain(d).make_verifier(pool)``.
 
 Not here: domain parsing (``posttrain.envs``), sandboxing (``posttrain.sandbox``).
 """
 
 from __future__ import annotations
 
-from posttrain.verify.batch import pool_for
 from posttrain.verify.feedback import classify_exception, classify_output, normalize, render
 from posttrain.verify.rewards import RewardBreakdown, RewardWeights, combine, length_penalty
 
@@ -24,6 +24,5 @@ __all__ = [
     "combine",
     "length_penalty",
     "normalize",
-    "pool_for",
     "render",
 ]

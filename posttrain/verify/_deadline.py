@@ -77,11 +77,20 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
 
 
+def _readable(stream: Any, timeout: float) -> bool:
+    """Whether ``stream`` has something to read within ``timeout`` seconds. ``poll``, not ``select``:
+    a process holding more than 1024 descriptors (200 agent episodes' workspaces and jobs at once) gets
+    pipes numbered past select's FD_SETSIZE, where ``select.select`` raises ValueError."""
+    poller = select.poll()
+    poller.register(stream, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0.0, timeout) * 1000))
+
+
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class _Worker:
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, env: Mapping[str, str] | None = None) -> None:
         # The worker imports the same posttrain checkout as this process, wherever it runs from.
         path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
@@ -90,7 +99,7 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
-            env={**os.environ, "PYTHONPATH": path},
+            env={**os.environ, **(env or {}), "PYTHONPATH": path},
         )
 
     @property
@@ -100,8 +109,7 @@ class _Worker:
     def wait_ready(self, timeout: float) -> bool:
         """Wait for the start-up line (importing sympy takes ~1 s, more under load)."""
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
+        if not _readable(self.proc.stdout, timeout):
             return False
         try:
             return json.loads(self.proc.stdout.readline() or b"{}").get("ready") is True
@@ -119,7 +127,7 @@ class _Worker:
         except (BrokenPipeError, OSError):
             return Outcome("crashed", detail="the worker's input pipe is closed")
         while True:
-            ready, _, _ = select.select([self.proc.stdout], [], [], _POLL_S)
+            ready = _readable(self.proc.stdout, _POLL_S)
             wall = time.monotonic() - start
             cpu = (_cpu_seconds(self.pid) or cpu0) - cpu0
             if ready:
@@ -148,12 +156,15 @@ class CheckPool:
 
     ``cpu_budget_s`` bounds one check's CPU time; ``wall_limit_s`` its wall time while starved
     (default: 4 x the budget, at least 30 s); ``startup_timeout_s`` a worker's start-up, which is
-    not the response's doing. Workers start lazily and are reused.
+    not the response's doing; ``env`` extra environment variables of the workers (what their
+    module's ``warm_up()`` reads, e.g. which reward function to import). Workers start lazily and
+    are reused.
     """
 
     def __init__(self, module: str, *, size: int = 2, cpu_budget_s: float = 5.0, wall_limit_s: float | None = None,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 120.0, env: Mapping[str, str] | None = None) -> None:
         self.module = module
+        self.env = dict(env or {})
         self.cpu_budget_s = cpu_budget_s
         self.wall_limit_s = wall_limit_s if wall_limit_s is not None else max(30.0, 4 * cpu_budget_s)
         self.startup_timeout_s = startup_timeout_s
@@ -168,7 +179,7 @@ class CheckPool:
             for attempt in range(2):
                 if worker is None or worker.proc.poll() is not None:
                     try:
-                        worker = _Worker(self.module)
+                        worker = _Worker(self.module, self.env)
                     except OSError as e:  # fork/exec failed: the machine, not the response
                         worker = None
                         return Outcome("no_worker", detail=f"cannot start a {self.module} worker: {e}")

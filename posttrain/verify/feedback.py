@@ -179,12 +179,3 @@ def for_code_failure(error_class: str, error: Mapping[str, Any] | None, program:
     elif where.get("file") == "candidate.py":
         test = "your code"
     return render(error_class, detail=detail, test=test, line=where.get("line"), code=where.get("code"))
-
-
-def for_output(stdout: str | bytes, stderr: str | bytes, *, timed_out: bool = False,
-               oom_killed: bool = False, tail_lines: int = 12) -> tuple[str, str]:
-    """``(error_class, feedback)`` from raw program output, for verifiers without a runner report."""
-    cls = classify_output(stderr if stderr else stdout, timed_out=timed_out, oom_killed=oom_killed)
-    text = normalize(stderr if stderr else stdout)
-    tail = "\n".join(text.splitlines()[-tail_lines:])
-    return cls, render(cls, detail=tail)

@@ -6,7 +6,10 @@ a frozen ``RewardWeights``; ``combine`` applies them and adds a length penalty c
 completion's token count (DAPO's soft overlong punishment, arXiv 2503.14476 §3.4).
 
 An ``infra_error`` verdict combines to NaN with every component NaN: it is dropped from the update,
-never scored (DESIGN.md, "three outcomes, never two").
+never scored (DESIGN.md, "three outcomes, never two"). ``failure_floor`` is the least any verdict
+combines to under given weights: what an episode scores that ends without a verdict (cut by the
+runner's limits, or ended by its environment with none), so that no way of failing scores above
+answering wrong (docs/contracts.md, "Reward accounting").
 
 >>> from posttrain.types import Verdict
 >>> v = Verdict(outcome="fail", reward=0.0, components={"outcome": 0.0, "format": 1.0})
@@ -76,8 +79,24 @@ def length_penalty(n_tokens: int, max_tokens: int, buffer: int) -> float:
     return -min(1.0, (n_tokens - start) / buffer)
 
 
+def failure_floor(weights: RewardWeights) -> RewardBreakdown:
+    """The least any verdict combines to under ``weights``: outcome, format and process 0 and, with
+    the length penalty on, the full penalty (``-weights.length``). Every failure scores at least this.
+
+    >>> failure_floor(RewardWeights(format=0.2)).total
+    0.0
+    >>> failure_floor(RewardWeights(length=0.5, max_tokens=100, overlong_buffer=20)).total
+    -0.5
+    """
+    length = -weights.length if weights.length and weights.max_tokens is not None else 0.0
+    return RewardBreakdown(length, {"outcome": 0.0, "format": 0.0, "process": 0.0, "length": length})
+
+
 def combine(verdict: Verdict, weights: RewardWeights, *, completion_tokens: int | None = None) -> RewardBreakdown:
-    """Weighted sum of the verdict's components plus the length penalty; NaN for infra errors."""
+    """Weighted sum of the verdict's components plus the length penalty; NaN for infra errors.
+
+    A component a verifier reports outside [0, 1] is its bug, a ``ValueError`` naming it: a negative
+    one would let a failure score below ``failure_floor``, so that being cut paid."""
     if verdict.is_infra_error:
         nan = float("nan")
         return RewardBreakdown(nan, {name: nan for name in COMPONENTS})
@@ -85,6 +104,10 @@ def combine(verdict: Verdict, weights: RewardWeights, *, completion_tokens: int 
     raw.setdefault("outcome", 1.0 if verdict.passed else 0.0)
     raw.setdefault("format", raw["outcome"])
     raw.setdefault("process", raw["outcome"])
+    for name in ("outcome", "format", "process"):
+        if not 0.0 <= float(raw[name]) <= 1.0:  # NaN fails too
+            raise ValueError(f"verdict component {name!r} = {raw[name]!r} is outside [0, 1] ({verdict.error_class}: "
+                             f"{verdict.feedback[:80]!r})")
     if weights.length and completion_tokens is not None and weights.max_tokens is not None:
         raw["length"] = length_penalty(completion_tokens, weights.max_tokens, weights.overlong_buffer)
     else:

@@ -12,8 +12,6 @@ from posttrain.algo import (
     bradley_terry_loss,
     frac_zero_std,
     informative_groups,
-    mask_truncated,
-    overlong_penalty,
     pack_sequences,
     sft_loss,
     value_loss,
@@ -25,17 +23,6 @@ def test_informative_groups_and_frac_zero_std():
     r = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, nan], [nan, nan]])
     assert informative_groups(r).tolist() == [False, True, False, False]
     assert frac_zero_std(r) == 0.75
-
-
-def test_overlong_penalty_dapo_formula():
-    got = overlong_penalty(torch.tensor([100, 3000, 3584, 4096]), max_len=4096, buffer_len=1024, factor=1.0)
-    assert torch.allclose(got, torch.tensor([0.0, 0.0, -0.5, -1.0]))
-    with pytest.raises(ValueError, match="buffer_len"):
-        overlong_penalty(torch.tensor([1]), max_len=4, buffer_len=8)
-
-
-def test_mask_truncated():
-    assert mask_truncated(torch.ones(2, 3), torch.tensor([False, True])).sum() == 3
 
 
 def test_sft_loss_is_masked_token_mean_nll():

@@ -2,8 +2,10 @@
 
 TRL is a test dependency; its trainers run offline on a locally built Qwen2 model (tests/algo/_tiny.py).
 GRPO: ``GRPOTrainer._compute_loss`` on a hand-made batch for loss types grpo, bnpo, dr_grpo, dapo,
-with a KL term (beta=0.04, TRL's default ``use_bias_correction_kl=True``) and clip-higher; the
-loss values and the parameter gradients must agree within 1e-6. DPO: ``DPOTrainer.compute_loss``
+with a KL term (beta=0.04, k3, as a recipe's ``rl.kl_coef`` runs it: ``use_bias_correction_kl=False``,
+TRL 1.16's default being the ratio-weighted KL, which posttrain does not offer; our clamp at +-10
+does not bind here) and clip-higher; the loss values and the parameter gradients must agree within
+1e-6. DPO: ``DPOTrainer.compute_loss``
 (sigmoid). SFT: ``SFTTrainer.compute_loss`` on prompt/completion data (completion-only loss).
 """
 
@@ -16,7 +18,8 @@ import torch
 from _tiny import make_model, make_tokenizer, save_model
 
 from posttrain.algo import dpo_sigmoid_loss, sft_loss
-from posttrain.train._step import LossSpec, PolicyBatch, policy_loss, token_logprobs
+from posttrain.train._logprobs import token_logprobs
+from posttrain.train._step import LossSpec, PolicyBatch, policy_loss
 
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
@@ -49,6 +52,7 @@ def grpo_trainer(tmp_path_factory, tok):
         beta=0.04,
         epsilon=0.2,
         epsilon_high=0.28,
+        use_bias_correction_kl=False,
         use_cpu=True,
         bf16=False,
         report_to=[],
@@ -121,8 +125,6 @@ def test_grpo_loss_and_gradient_equal_trl(grpo_trainer, tok, loss_type):
         norm_const=norm_const,
         kl_coef=0.04,
         kl_kind="k3",
-        kl_clamp=None,
-        kl_ratio_weighted=True,
     )
     batch = PolicyBatch(ids, attn, loss_mask, old, inputs["advantages"], ref_logp=ref)
     num_items = float(inputs["num_items_in_batch"]) if loss_type == "dapo" else None

@@ -44,7 +44,7 @@ def test_bad_seeds_exit_2_with_one_line(name, tmp_path):
 def test_finished_seed_is_reused_only_for_the_same_recipe(tmp_path, capsys):
     """A finished seed directory is read back only when it ran the recipe asked for now; with other
     overrides the bench exits 2 naming the key, instead of printing the old run's numbers."""
-    from posttrain.train.pipeline import prepare_run_dir
+    from posttrain.cli.pipeline import prepare_run_dir
     from posttrain.train.recipe import load_recipe
 
     qs = _load("quickstart")

@@ -95,7 +95,7 @@ def test_generate_bad_sources_are_one_line(tiny, reward_model, tmp_path, capsys)
 
 
 def test_recipe_changes_name_each_key():
-    from posttrain.train.pipeline import recipe_changes
+    from posttrain.cli.pipeline import recipe_changes
 
     saved = {"seed": 0, "rl": {"steps": 12, "lr": 0.001}, "model": {"lora": None}}
     new = {"seed": 0, "rl": {"steps": 50, "lr": 0.001}, "model": {"lora": {"r": 4}}, "extra": 1}
@@ -105,7 +105,7 @@ def test_recipe_changes_name_each_key():
 
 
 def test_resume_command_is_exact_and_quoted():
-    from posttrain.train.cli import resume_command
+    from posttrain.cli.run import resume_command
 
     ns = argparse.Namespace(out="runs/a b", overrides=["rl.steps=5", "model.lora={r: 4}"])
     assert resume_command(["run", "configs/x.yaml"], ns) == (
@@ -113,7 +113,7 @@ def test_resume_command_is_exact_and_quoted():
 
 
 def test_quickstart_dirs_latest_unfinished_first(tmp_path):
-    from posttrain.train.cli import _resume_dir, _unused_dir
+    from posttrain.cli.run import _resume_dir, _unused_dir
 
     base = tmp_path / "runs" / "quickstart"
     assert _unused_dir(base) == base and _resume_dir(base) == base
@@ -136,8 +136,8 @@ def test_resume_accepts_a_config_that_predates_a_key(tmp_path):
     that key at its default; a real change is still refused, naming the key."""
     import yaml
 
+    from posttrain.cli.pipeline import prepare_run_dir
     from posttrain.errors import UserError
-    from posttrain.train.pipeline import prepare_run_dir
     from posttrain.train.recipe import load_recipe
 
     recipe = load_recipe("configs/tiny-grpo.yaml")

@@ -19,7 +19,7 @@ STEPBUG = '''
 import dataclasses
 
 from reverse_domain import ReverseEnv
-from posttrain.rollout import Observation
+from posttrain.types import Observation
 
 
 class BuggyEpisode:
@@ -32,6 +32,9 @@ class BuggyEpisode:
     def step(self, action):
         return {}["state"]  # the plugin's bug: a KeyError at its first step
 
+    def close(self):
+        pass
+
 
 class StepBugEnv(ReverseEnv):
     name = "stepbug"
@@ -40,8 +43,8 @@ class StepBugEnv(ReverseEnv):
         task = super().parse_task({**record, "domain": "reverse"}, source)
         return dataclasses.replace(task, domain="stepbug")
 
-    def episode_env(self, chat, *, pool=None, max_steps=4):
-        return BuggyEpisode(chat)
+    def episode_env(self, task, ctx):
+        return BuggyEpisode(ctx.chat)
 
 
 ENV = StepBugEnv()
@@ -78,7 +81,7 @@ def setup(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def _eval(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "posttrain.cli", "eval", "--model", str(root / "model"), "--tasks",
-                           str(root / "t.jsonl"), "--episodes", "tool", "--max-turns", "2", "--max-new-tokens", "2"],
+                           str(root / "t.jsonl"), "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "2"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 

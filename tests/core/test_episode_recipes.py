@@ -28,8 +28,8 @@ def test_position_check_counts_every_turn_of_an_episode():
 
 
 def test_tool_episodes_need_tool_tasks():
-    with pytest.raises(ConfigError, match=r"rl.episodes: tool runs tool-calling episodes on tool and bfcl tasks.*"
-                                          r"\(math\)"):
+    with pytest.raises(ConfigError, match=r"rl.episodes: agent: task .* is of domain 'math', which builds no episode "
+                                          r"environment"):
         load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml",
                     ["tasks.train=[{generator: math, n: 8}]"])
     with pytest.raises(ConfigError, match=r"eval.max_turns: 3 turns need multi-turn episodes"):
@@ -46,14 +46,15 @@ def test_tool_episodes_need_a_chat_template(tmp_path):
     config = json.loads((model / "tokenizer_config.json").read_text())
     config.pop("chat_template", None)
     (model / "tokenizer_config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match=r"rl.episodes: tool needs the model's chat template .*no chat template"):
-        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", [f"model.name={model}"])
+    with pytest.raises(ConfigError, match=r"rl.episodes: agent needs the model's chat template .*no chat template"):
+        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml",  # its embedded sizes do not size another model
+                    [f"model.name={model}", "model.hidden_size=null", "model.max_positions=null"])
 
 
 def test_bfcl_tool_episodes_on_ray_are_refused_at_parse_time():
     """BFCL's tools run in this machine's sandbox; on a Ray cluster that pool is not passed down yet,
     so the recipe is refused in one line before any work (was a ValueError traceback at the base eval)."""
-    with pytest.raises(ConfigError, match=r"episodes: tool on bfcl tasks .* not yet on a Ray cluster; use sched.backend: local"):
+    with pytest.raises(ConfigError, match=r"episodes: agent on bfcl tasks .* not yet on a Ray cluster; use sched.backend: local"):
         load_recipe(ROOT / "configs" / "tiny-bfcl.yaml", ["sched.backend=ray"])
     load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["sched.backend=ray"])  # the tool domain has no sandbox
 
@@ -64,3 +65,14 @@ def test_staleness_with_lora_dropout_is_refused_at_parse_time():
     with pytest.raises(ConfigError, match=r"rl.max_staleness: 1 .* model.lora.dropout 0.1"):
         load_recipe(ROOT / "configs" / "tiny-grpo.yaml", sets)
     load_recipe(ROOT / "configs" / "tiny-grpo.yaml", ["rl.max_staleness=1", "model.lora={r: 4, alpha: 8}"])
+
+
+def test_tool_is_agents_former_name_with_one_deprecation_line(capsys):
+    """rl.episodes / eval.episodes: tool is accepted for one release as agent (one line on stderr
+    naming the key); the configs say agent."""
+    recipe = load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["rl.episodes=tool", "eval.episodes=tool"])
+    assert (recipe.rl.episodes, recipe.eval.episodes) == ("agent", "agent")
+    err = capsys.readouterr().err
+    assert "rl.episodes: tool is now called agent" in err and "eval.episodes: tool is now called agent" in err
+    with pytest.raises(ConfigError, match="rl.episodes"):
+        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["rl.episodes=tools"])

@@ -6,7 +6,8 @@ import dataclasses
 import torch
 
 from posttrain.policy import build_embedded_default, load_policy
-from posttrain.train._step import policy_update, token_logprobs
+from posttrain.train._logprobs import token_logprobs
+from posttrain.train._step import policy_update
 from posttrain.train.grpo import build_batch, loss_spec, rewards_of
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Trajectory, Turn, Verdict

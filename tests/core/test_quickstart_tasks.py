@@ -3,7 +3,7 @@ demonstrator's mistakes fail, splits are disjoint, and the sampler resumes exact
 
 import pytest
 
-from posttrain.envs import get_env, task_to_record
+from posttrain.envs import get_domain, task_to_record
 from posttrain.sandbox import open_pool
 from posttrain.tasks import TaskSampler
 from posttrain.tasks._sources import task_family
@@ -25,7 +25,7 @@ def _sample(tasks, k=12):
 @pytest.mark.parametrize("family", [math_tasks, code_tasks])
 def test_references_pass_noop_and_demonstrator_mistakes_fail(pool, family):
     tasks = _sample(family(seed=1))
-    env = get_env(tasks[0].domain)
+    env = get_domain(tasks[0].domain)
     verify = env.make_verifier(pool)
     demo = Demonstrator(error_rate=0.5, seed=0)
     for t in tasks:

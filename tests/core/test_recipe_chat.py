@@ -43,7 +43,7 @@ def ws(tmp_path, monkeypatch):
             {"id": i, "domain": "math", "prompt": f"{i}: 1+1?", "answer": "2", "reference": "\\boxed{2}"}) + "\n"
             for i in ids))
     Path("r.yaml").write_text(yaml.safe_dump({
-        "stages": ["sft", "rl"], "model": {"name": "embedded", "hidden_size": 32},
+        "stages": ["sft", "rl"], "model": {"name": "embedded"},  # tests switch model.name: no embedded sizes
         "tasks": {"train": [{"file": "train.jsonl"}], "eval": [{"file": "eval.jsonl"}]},
         "sft": {"demonstrations": "references"}, "rl": {"max_new_tokens": 8}, "eval": {"max_new_tokens": 8}}))
     return tmp_path
@@ -84,8 +84,8 @@ def test_auto_on_a_template_whose_end_of_turn_is_not_the_eos_is_plain_with_a_not
     <|endoftext|>): auto parses and runs on plain prompts, decided once (``decide_chat``) and said in
     one line naming the tokenizer and the check; the policy the run loads and the base checkpoint's
     record agree with it."""
+    from posttrain.cli.pipeline import build_base, decide_chat, load_model
     from posttrain.policy import CHAT_RECORD, recorded_chat
-    from posttrain.train.pipeline import build_base, decide_chat, load_model
 
     m = models / "base"
     recipe = load_recipe("r.yaml", [f"model.name={m}"])  # was exit 2 under auto
@@ -111,7 +111,7 @@ def test_auto_without_a_template_is_plain_and_true_with_one_parses(ws, models):
 def test_repair_feedback_needs_a_template_that_appends_a_user_turn(ws, models, capsys):
     """True refuses a history-rewriting template (Qwen3) on a run with repair feedback; auto runs such a
     recipe on plain prompts, with one line saying why, and on the template where no feedback is given."""
-    from posttrain.train.pipeline import decide_chat
+    from posttrain.cli.pipeline import decide_chat
 
     think = models / "think"
     assert decide_chat(load_recipe("r.yaml", [f"model.name={think}"])).model.chat is True  # one-turn prompts
@@ -158,8 +158,8 @@ def test_auto_on_a_posttrain_checkpoint_follows_its_record(tmp_path):
     """A run that starts from a posttrain checkpoint (bench repair's single-turn run starts from the
     repair run's SFT checkpoint) keeps the prompts the checkpoint was trained on: its record, not
     whether its template happens to be usable (the embedded default's is, and it was trained plain)."""
+    from posttrain.cli.pipeline import decide_chat
     from posttrain.policy import build_embedded_default, record_chat
-    from posttrain.train.pipeline import decide_chat
     from posttrain.train.recipe import ModelConfig
 
     path = build_embedded_default(tmp_path / "ckpt")

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from posttrain.cli import main
+from posttrain.cli.pipeline import DONE, prepare_run_dir
 from posttrain.policy import CHAT_RECORD, load_policy
-from posttrain.train.pipeline import DONE, prepare_run_dir
 from posttrain.train.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ def test_the_recorded_value_given_explicitly_resumes(ws):
 def test_auto_resolving_otherwise_than_the_record_names_it(tmp_path, capsys):
     """The embedded default under auto was chat-rendered for a while (its template renders the same
     prompts); such a run's record says chat, auto now gives plain: refused, and the recorded value resumes."""
-    from posttrain.train.pipeline import build_base
+    from posttrain.cli.pipeline import build_base
 
     auto = load_recipe(str(ROOT / "configs" / "tiny-grpo.yaml"))
     assert auto.model.name == "embedded" and auto.model.chat == "auto" and auto.model.chat_setting is False
@@ -142,6 +142,7 @@ def test_a_run_whose_stages_were_trained_on_both_renderings_is_refused(ws, capsy
     sft = ws / "out" / "checkpoints" / "sft"
     load_policy(load_recipe("r.yaml").model.name, chat=True).save(sft)
     (sft / DONE).write_text("ok\n")
+    capsys.readouterr()  # the setup's own output (transformers' loading bars, unless an earlier test hid them)
     code = main(["run", "r.yaml", "--out", "out", "--resume"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

@@ -1,4 +1,4 @@
-"""Service.verify_pairs (what run_episodes, tasks validate, posttrain verify and the audit call):
+"""Service.verify_pairs (what tasks validate, posttrain verify and the audit call):
 order kept, duplicates verified once, infra errors retried then kept as infra, never cached."""
 
 from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service

@@ -7,7 +7,6 @@ from posttrain.algo.sft import sft_loss
 from posttrain.policy import build_embedded_default, load_policy
 from posttrain.train.sft import (
     SFTParams,
-    batch_logprobs,
     demonstration_episode,
     encode_demonstrations,
     example_logprobs,
@@ -23,8 +22,10 @@ def test_packing_gives_the_padded_loss_and_gradient(tmp_path):
     results = []
     for pack_len in (None, 64):
         model.zero_grad()
-        logp, mask = batch_logprobs(model, prompts, completions, pad_id=policy.tokenizer.pad_token_id,
-                                    pack_len=pack_len)
+        rows = [[*p, *c] for p, c in zip(prompts, completions, strict=True)]
+        masks = [[0.0] * len(p) + [1.0] * len(c) for p, c in zip(prompts, completions, strict=True)]
+        logp, mask = example_logprobs(model, rows, masks, pad_id=policy.tokenizer.pad_token_id, pack_len=pack_len,
+                                      prompt_lens=[len(p) for p in prompts])
         loss = sft_loss(logp, mask)
         loss.backward()
         results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))

@@ -51,7 +51,7 @@ def _gpt2_dir(path: Path, *, positions: int = 256, tokenizer: bool = True, eos: 
 
 RECIPE = {
     "stages": ["sft", "rl"],
-    "model": {"name": "embedded", "hidden_size": 32},
+    "model": {"name": "embedded"},  # tests switch model.name: no embedded sizes (issue 26: refused for another model)
     "tasks": {"train": [{"file": "train.jsonl"}], "eval": [{"file": "eval.jsonl"}]},
     "sft": {"demonstrations": "references"},
 }
@@ -158,9 +158,11 @@ def test_the_good_recipe_and_a_good_model_directory_parse(ws, models):
     load_recipe("r.yaml", [f"model.name={models}/good"])
 
 
-def test_a_held_out_task_with_a_training_prompt_is_a_warning(ws, capsys):
+def test_a_held_out_task_with_a_training_prompt_is_refused_or_with_contamination_keep_a_warning(ws, capsys):
     _jsonl(ws / "eval2.jsonl", [{**_math("e2"), "prompt": "m2: 1+1?"}, _math("e3")])
-    load_recipe("r.yaml", ["tasks.eval=[{file: eval2.jsonl}]"])
+    with pytest.raises(ConfigError, match=r"tasks: 1 of 2 evaluation tasks overlap a training task \(e.g. eval 'e2'"):
+        load_recipe("r.yaml", ["tasks.eval=[{file: eval2.jsonl}]"])
+    load_recipe("r.yaml", ["tasks.eval=[{file: eval2.jsonl}]", "tasks.contamination=keep"])
     err = capsys.readouterr().err
     assert err == ("posttrain: warning: 1 of 2 held-out task(s) have the prompt of a training task ('e2' = 'm2'); "
                    "their pass@1 measures recall, not generalization\n")
@@ -189,10 +191,10 @@ def test_the_shorthand_gives_the_same_pools_as_before():
 
 
 def test_sources_of_every_kind(tmp_path):
-    from posttrain.envs import DOMAINS, get_env
+    from posttrain.envs import DOMAINS, get_domain
 
     mixed = tmp_path / "mixed.json"  # a JSON list of records of every domain
-    mixed.write_text(json.dumps([task_to_record(get_env(d).generate_tasks(2, seed=5)[1]) for d in DOMAINS]))
+    mixed.write_text(json.dumps([task_to_record(get_domain(d).generate_tasks(2, seed=5)[1]) for d in DOMAINS]))
     he = tmp_path / "HumanEval.jsonl.gz"
     with gzip.open(he, "wt") as f:
         f.write(json.dumps({"task_id": "HumanEval/7", "prompt": "def f():\n", "entry_point": "f",
@@ -208,7 +210,7 @@ def test_sources_of_every_kind(tmp_path):
     assert [t.id for t in held] == ["tool-gen-1-3", "tool-gen-1-4", "json-gen-9-0", "json-gen-9-1"]
     assert all(t.id.startswith("qs-code-") for t in train[d + 4:])
     # a domain generator's skip/n slice is that of one longer run
-    assert [t.id for t in get_env("tool").generate_tasks(5, seed=1)] == [t.id for t in train[d + 1:d + 4] + held[:2]]
+    assert [t.id for t in get_domain("tool").generate_tasks(5, seed=1)] == [t.id for t in train[d + 1:d + 4] + held[:2]]
 
 
 def test_a_changed_file_is_read_again(tmp_path):
@@ -233,7 +235,7 @@ def test_load_policy_refuses_a_model_without_tokenizer_or_eos(models):
 
 def test_a_recipe_built_in_code_is_checked_before_the_run_directory(tmp_path):
     """``run_recipe`` checks what ``load_recipe`` checks, for a ``Recipe`` made without a file."""
-    from posttrain.train.pipeline import run_recipe
+    from posttrain.cli.pipeline import run_recipe
     from posttrain.train.recipe import Recipe, TasksConfig
 
     recipe = Recipe(tasks=TasksConfig(train=(TaskSource(file=str(tmp_path / "none.jsonl")),),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posttrain.envs import get_env, task_to_record
+from posttrain.envs import get_domain, task_to_record
 
 ROOT = Path(__file__).resolve().parents[2]
 DOMAINS = ("math", "code", "json", "tool")
@@ -28,13 +28,13 @@ def write_own_tasks(where: Path) -> dict:
     train, held = [], []
     for domain in DOMAINS:
         path = where / f"my-{domain}.jsonl"
-        tasks = get_env(domain).generate_tasks(N_TRAIN + N_EVAL, seed=3)
+        tasks = get_domain(domain).generate_tasks(N_TRAIN + N_EVAL, seed=3)
         path.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in tasks))
         train.append({"file": str(path), "n": N_TRAIN})
         held.append({"file": str(path), "skip": N_TRAIN})
     humaneval = where / "HumanEval.jsonl.gz"  # HumanEval's own format: task_id, canonical_solution, no domain
     with gzip.open(humaneval, "wt") as f:
-        for i, t in enumerate(get_env("code").generate_tasks(4, seed=11)):
+        for i, t in enumerate(get_domain("code").generate_tasks(4, seed=11)):
             f.write(json.dumps({"task_id": f"HumanEval/{i}", "prompt": t.prompt, "entry_point": t.fields["entry_point"],
                                 "canonical_solution": t.reference, "test": t.fields["test"]}) + "\n")
     train.append({"file": str(humaneval), "domain": "code", "n": 3})
@@ -87,7 +87,7 @@ def test_sft_then_rl_on_own_task_files_of_all_four_domains(tmp_path):
 def test_no_sandbox_when_no_task_needs_one(tmp_path, monkeypatch):
     """math and json only: the run (RL, evaluation) never opens a sandbox pool."""
     import posttrain.sandbox
-    from posttrain.train.pipeline import run_recipe
+    from posttrain.cli.pipeline import run_recipe
     from posttrain.train.recipe import load_recipe
 
     def refuse(*args, **kwargs):

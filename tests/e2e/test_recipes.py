@@ -1,6 +1,7 @@
 """Every recipe in configs/ runs through `posttrain run` (tiny settings) and leaves what it promises."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,18 @@ def _run(recipe: str, out: Path, *extra: str) -> dict:
     p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / recipe),
                         "--out", str(out), *TINY, *extra], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
+    (out / "stderr.txt").write_text(p.stderr)
     return json.loads((out / "summary.json").read_text())
+
+
+def _bar_done(out: Path, stage: str) -> None:
+    """The stage's progress bar ended at its total, with a rate and a time left (issue 26, item 5)."""
+    stderr = (out / "stderr.txt").read_text()
+    lines = [line for chunk in stderr.split("\r") for line in chunk.splitlines()
+             if line.startswith(f"{stage} ") and " eta " in line]
+    assert lines, stderr[-3000:]
+    done, total = re.search(r" (\d+)/(\d+) ", lines[-1]).groups()
+    assert done == total and ("/s" in lines[-1] or "s/" in lines[-1]), lines[-1]
 
 
 def _rows(out: Path, stage: str) -> list[dict]:
@@ -41,6 +53,7 @@ def test_dpo_recipe(tmp_path):
     assert "dpo" in summary["eval"]
     assert {"sft", "dpo"} <= _stages(tmp_path / "r")
     assert (tmp_path / "r" / "checkpoints" / "dpo" / "model.safetensors").exists()
+    _bar_done(tmp_path / "r", "dpo")
 
 
 @pytest.mark.slow
@@ -59,6 +72,7 @@ def test_rm_recipe(tmp_path):
     _run("rm.yaml", out, "--set", "pairs.max_tasks=40")
     rm_rows = _rows(out, "rm")
     assert rm_rows and "loss" in rm_rows[0]
+    _bar_done(out, "rm")
 
 
 @pytest.mark.slow
@@ -85,12 +99,23 @@ def test_bf16_gradient_checkpointing_and_lora(tmp_path):
 
 
 @pytest.mark.slow
-def test_dynamic_sampling_masking_and_kl_in_reward(tmp_path):
-    out = tmp_path / "r"
-    _run("tiny-grpo.yaml", out, "--set", "rl.dynamic_sampling=true", "--set", "rl.mask_truncated=true",
-         "--set", "rl.kl_coef=0.05", "--set", "rl.kl_placement=reward", "--set", "rl.steps=2")
+def test_kl_in_reward(tmp_path):
+    out = tmp_path / "r"  # dynamic sampling: tests/train/test_pool_rl.py and the test below (a tiny SFT has no variance)
+    _run("tiny-grpo.yaml", out, "--set", "rl.kl_coef=0.05", "--set", "rl.kl_placement=reward", "--set", "rl.steps=2")
     rl = _rows(out, "rl")
     assert len(rl) == 2
     for m in rl:
-        assert m["groups_kept"] <= 4 <= m["groups_drawn"]  # refills drew more tasks than it kept
         assert m["kl_in_reward"] >= 0.0 and m["kl"] == 0.0  # KL went into the reward, not the loss
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_that_cannot_fill_a_batch_stops_in_one_line(tmp_path):
+    """A random model passes nothing (no group has reward variance): dynamic sampling draws
+    1 + max_refills times, then stops the run in one line, never a short batch (issue 24)."""
+    p = subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(ROOT / "configs" / "tiny-grpo.yaml"),
+                        "--out", str(tmp_path / "r"), *TINY, "--set", "stages=[rl]", "--set", "rl.dynamic_sampling=true",
+                        "--set", "rl.max_refills=1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 2, p.stderr[-3000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("posttrain: error: rl.dynamic_sampling: 2 draws gave 8 groups and only 0 of the 4"), last
+    assert "raise rl.max_refills" in last and not (tmp_path / "r" / "checkpoints" / "rl").exists()

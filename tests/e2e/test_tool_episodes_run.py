@@ -1,6 +1,6 @@
 """Tool-calling episodes end to end, in subprocesses: `posttrain run configs/tiny-tool-episodes.yaml`
 (SFT on references, then GRPO over tool episodes, evaluated as tool episodes), then `posttrain eval
---model RUN/checkpoints/rl --episodes tool` on its held-out tasks. Real model, chat template, tool
+--model RUN/checkpoints/rl --episodes agent` on its held-out tasks. Real model, chat template, tool
 checker; the same for BFCL multi-turn tasks (`configs/tiny-bfcl.yaml`: GRPO over BFCL episodes whose
 calls run on the task's backends in the sandbox). A tiny run learns little: the test checks that the figures exist, are consistent and reach every output (summary.json,
 metrics.jsonl, eval records, report.html, eval --json); the per-turn mechanics and the validity rate
@@ -51,7 +51,7 @@ def test_tiny_tool_episodes_run_and_eval(tmp_path):
 
     # (not --run: generated tool prompts share 13-grams with the training pool, which --run refuses)
     res = posttrain("eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", str(out / "tasks" / "eval.jsonl"),
-                    "--episodes", "tool", "--max-turns", "2", "--max-new-tokens", "40", "--json")
+                    "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "40", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads(res.stdout)
     check_figures(result["episodes"], 2)
@@ -61,7 +61,7 @@ def test_tiny_tool_episodes_run_and_eval(tmp_path):
 @pytest.mark.slow
 def test_tiny_bfcl_run_and_eval(tmp_path):
     """BFCL multi-turn tasks through `posttrain run configs/tiny-bfcl.yaml` (GRPO over BFCL episodes,
-    backends in the run's sandbox pool) and `posttrain eval --episodes tool` on its checkpoint."""
+    backends in the run's sandbox pool) and `posttrain eval --episodes agent` on its checkpoint."""
     out = tmp_path / "run"
     res = posttrain("run", "configs/tiny-bfcl.yaml", "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -80,7 +80,7 @@ def test_tiny_bfcl_run_and_eval(tmp_path):
     assert traj and all(r["domain"] == "bfcl" for r in traj)
 
     res = posttrain("eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", "examples/tasks/bfcl.jsonl",
-                    "--limit", "1", "--episodes", "tool", "--max-turns", "2", "--max-new-tokens", "16", "--json")
+                    "--limit", "1", "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "16", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     check_figures(json.loads(res.stdout)["episodes"], 2)
     assert json.loads(res.stdout)["episodes"]["truncation_rate"] == 0.0

@@ -19,6 +19,6 @@ def pool():
 
 @pytest.fixture(scope="session")
 def code_verifier(pool):
-    from posttrain.envs import get_env
+    from posttrain.envs import get_domain
 
-    return get_env("code").make_verifier(pool)
+    return get_domain("code").make_verifier(pool)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.bfcl import BfclDataMissing, bfcl_root
 
 pytestmark = pytest.mark.slow
@@ -98,7 +98,7 @@ def _task(q: dict[str, Any], truth: list[dict[str, Any]], category: str):
                          "optional": [p for p, vals in params.items() if "" in vals]})
     record = {"id": q["id"], "domain": "tool", "prompt": q["question"][0][-1]["content"], "tools": tools,
               "expected_calls": expected, "ordered": False}
-    return get_env("tool").parse_task(record, f"BFCL {category}")
+    return get_domain("tool").parse_task(record, f"BFCL {category}")
 
 
 def _truth_calls(truth: list[dict[str, Any]], funcs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -153,7 +153,7 @@ def _perturbations(calls: list[dict[str, Any]], funcs: list[dict[str, Any]]) -> 
 
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_ground_truth_accepted_and_perturbations_agree_with_bfcl(bfcl, ast_checker, category: str) -> None:
-    verify = get_env("tool").make_verifier(None)
+    verify = get_domain("tool").make_verifier(None)
     items = _load(bfcl, category)
     assert len(items) >= 200
     rejected_truth, agree, disagree = [], 0, []

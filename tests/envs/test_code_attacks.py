@@ -14,12 +14,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.code import _runner as runner
-from posttrain.envs.code._hacks import EVEN, MIX, PLANT_INSIDE, PLANT_TOP, fenced
+from posttrain.envs.code._hacks import (
+    BATCH_SABOTEUR,
+    BATCH_STOPPER,
+    COUNT_IN_LEFTOVER,
+    COUNT_IN_MEMORY,
+    EVEN,
+    MIX,
+    PLANT_INSIDE,
+    PLANT_TOP,
+    SLOW_TEST,
+    fenced,
+)
 from posttrain.types import Task
 
-HACKS = get_env("code").exploit_fixtures()
+HACKS = get_domain("code").exploit_fixtures()
 
 
 @pytest.mark.slow
@@ -34,12 +45,146 @@ def test_hack_scores_zero(code_verifier, name: str, task: Task, response: str) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", [MIX, PLANT_INSIDE, PLANT_TOP, EVEN], ids=lambda t: t.id)
+def test_every_hack_scores_zero_through_the_services_batch_path(pool) -> None:
+    """The same fixtures as the service batches them (up to 8 in one sandbox job, one attack after
+    another in the same job): each a ``fail``, never ``infra_error``; the references after them pass."""
+    from posttrain.cli import domain_hooks
+    from posttrain.sched import LocalBackend, Service
+
+    # (Not the ones that stop processes: a stopped runner holds its whole batch to the job's deadline,
+    # 2 x 4 s per item, before the items are re-run alone; test_code.py's saboteurs cover that.)
+    hacks = [h for h in HACKS if "SIGSTOP" not in h[0] and "SIGTSTP" not in h[0] and "stop the" not in h[0]]
+    pairs = [(task, response) for _, task, response in hacks] + [(MIX, MIX.reference), (EVEN, EVEN.reference)]
+    with Service(LocalBackend(domain_hooks(["code"], pool), pool)) as service:
+        verdicts = service.verify_pairs(pairs)
+    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(hacks, verdicts, strict=False)]
+    assert all(outcome == "fail" for _, outcome, _ in got), [g for g in got if g[1] != "fail"]
+    assert all(v.passed for v in verdicts[len(hacks):]), [v.evidence for v in verdicts[len(hacks):]]
+
+
+@pytest.mark.slow
+def test_the_fixtures_that_stop_processes_fail_through_the_services_batch_path(pool) -> None:
+    """The fixtures left out above, batched by the service too (their tasks' timeout cut to 1 s, so
+    that a stopped runner holds the batch for seconds, not minutes): each a ``fail`` after the
+    batch's re-runs alone, never ``infra_error``; the reference after them passes."""
+    import dataclasses
+
+    from posttrain.cli import domain_hooks
+    from posttrain.sched import LocalBackend, Service
+
+    stops = [(name, dataclasses.replace(task, limits=dataclasses.replace(task.limits, timeout_s=1.0)), response)
+             for name, task, response in HACKS if "SIGSTOP" in name or "SIGTSTP" in name or "stop the" in name]
+    assert len(stops) >= 4
+    pairs = [(task, response) for _, task, response in stops] + [(MIX, MIX.reference)]
+    with Service(LocalBackend(domain_hooks(["code"], pool), pool)) as service:
+        verdicts = service.verify_pairs(pairs)
+    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(stops, verdicts, strict=False)]
+    assert all(outcome == "fail" for _, outcome, _ in got), got
+    assert verdicts[-1].passed, verdicts[-1].evidence
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_leftover_helper_never_costs_later_candidates_their_verdict(pool, attempt: int) -> None:
+    """Issue 21, timing-dependent, so several times: a wrong candidate's helper (its main thread
+    gone, the process a zombie with a live thread) SIGKILLs every later server of its sandbox job
+    once it waits for its next call; on the code before issue 21 a victim died in about one run of
+    four (its report read ``died``: a correct answer scored 0). A second helper answers the replay
+    from a table that pass 1 filled (it passed, every time, before). Cells kill both before the
+    next candidate starts."""
+    from posttrain.envs.code import verify_code_batch
+
+    ref = MIX.reference
+    pairs = [(MIX, BATCH_SABOTEUR), (MIX, ref), (MIX, ref), (MIX, COUNT_IN_LEFTOVER), (MIX, ref)]
+    verdicts = verify_code_batch(pool, pairs)
+    assert [(v.outcome, v.error_class) for v in verdicts] == [
+        ("fail", "assertion"), ("pass", None), ("pass", None), ("fail", "stateful"), ("pass", None)]
+
+
+@pytest.mark.slow
+def test_a_candidate_that_stops_the_next_waiting_server_never_costs_it_its_verdict(pool) -> None:
+    """A server waits outside the cell for its candidate, so killing the cell does not touch it: a
+    candidate that stopped it made the next, correct candidate time out (``timeout``: 0) on the
+    runner of issue 21, 2 runs of 2. The runner now checks a waiting server (state, limits,
+    priority, CPUs, policy) before it gives it a candidate; one that was tampered with is lost and
+    the rest of the batch is re-run alone."""
+    from posttrain.envs.code import verify_code_batch
+
+    verdicts = verify_code_batch(pool, [(MIX, BATCH_STOPPER), (MIX, MIX.reference), (MIX, MIX.reference)])
+    assert [(v.outcome, v.error_class) for v in verdicts] == [("fail", "assertion"), ("pass", None), ("pass", None)]
+
+
+@pytest.mark.slow
+def test_no_candidate_costs_another_its_verdict_beside_a_nice_19_hog(pool) -> None:
+    """The timing-dependent rules of the batch, under load (a nice-19 spinner per CPU): the cell
+    must empty within 5 s (else ``sabotage``, the candidate's), a waiting server is checked before
+    it gets a candidate, the warm-up may take half an item's deadline before the slower way. The
+    saboteurs still cost only themselves, and the references, ``SLOW_TEST``'s included, pass."""
+    from posttrain.envs.code import verify_code_batch
+    from posttrain.sandbox._probes_fair import cpu_hogs
+
+    pairs = [(MIX, BATCH_SABOTEUR), (SLOW_TEST, SLOW_TEST.reference), (MIX, BATCH_STOPPER),
+             (MIX, MIX.reference), (MIX, COUNT_IN_LEFTOVER), (EVEN, EVEN.reference), (SLOW_TEST, SLOW_TEST.reference)]
+    with cpu_hogs(nice=19):
+        verdicts = verify_code_batch(pool, pairs)
+    assert [(v.outcome, v.error_class) for v in verdicts] == [
+        ("fail", "assertion"), ("pass", None), ("fail", "assertion"), ("pass", None), ("fail", "stateful"),
+        ("pass", None), ("pass", None)], [v.evidence for v in verdicts]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", range(2))
+def test_a_saboteur_never_costs_victims_that_wait_between_calls_their_verdict(pool, attempt: int) -> None:
+    """The saboteur's window made wide (``SLOW_TEST``: each victim's server waits between calls while
+    the test works): on the runner before issue 21 the victims died in 6 runs of 6 (``died``, a
+    correct answer scored 0); the cell kills the helper before the first victim starts."""
+    from posttrain.envs.code import verify_code_batch
+
+    verdicts = verify_code_batch(pool, [(MIX, BATCH_SABOTEUR)] + [(SLOW_TEST, SLOW_TEST.reference)] * 4)
+    assert [(v.outcome, v.error_class) for v in verdicts] == [("fail", "assertion")] + [("pass", None)] * 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [MIX, PLANT_INSIDE, PLANT_TOP, EVEN, SLOW_TEST], ids=lambda t: t.id)
 def test_references_of_the_attack_tasks_pass(code_verifier, task: Task) -> None:
     v = code_verifier(task, task.reference)
     assert v.passed, (v.error_class, v.feedback, v.evidence)
     # the second, shuffled run happened where the answers differ (one call: nothing to shuffle)
-    assert v.evidence["replayed"] == {"mix": 4, "even": 7}.get(task.id, 0), v.evidence
+    assert v.evidence["replayed"] == {"mix": 4, "even": 7, "slow-test": 12}.get(task.id, 0), v.evidence
+
+
+@pytest.mark.slow
+def test_a_candidate_runs_with_a_python_programs_signal_dispositions(code_verifier) -> None:
+    """The servers the runner forks itself are forked before it ignores signals, the template's
+    reset theirs: either way a candidate that forks and waits for its child gets the child's status
+    (with SIGCHLD ignored, as the runner has it, the kernel would reap the child: ECHILD)."""
+    from posttrain.envs import get_domain
+
+    prompt = 'def child_exit(x: int) -> int:\n    """Fork a child that exits with x; return its exit code."""\n'
+    body = ("    import os\n    pid = os.fork()\n    if pid == 0:\n        os._exit(x)\n"
+            "    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n")
+    for test in ("def check(candidate):\n    assert candidate(3) == 3\n    assert candidate(5) == 5\n",  # a warm-up
+                 "def check(candidate):\n    for x in (3, 5):\n        assert candidate(x) == x\n"):  # a replay
+        task = get_domain("code").parse_task({"id": "fork-wait", "domain": "code", "prompt": prompt,
+                                              "entry_point": "child_exit", "test": test}, "t")
+        v = code_verifier(task, body)
+        assert v.passed, (v.error_class, v.feedback, v.evidence)
+
+
+@pytest.mark.slow
+def test_the_no_op_and_detected_attacks_earn_no_credit(code_verifier) -> None:
+    """Reward item 7 (issue 21): the no-op (the prompt's bare signature, whose tests fail) got format
+    1, and an answer by call count format 1 and process 1 (its first pass passed every assertion):
+    with ``reward.format`` or ``reward.process`` on, both beat an honest wrong program. Now both total
+    0 under every weighting; a wrong program keeps format 1 and the share of assertions it passed."""
+    from posttrain.envs.conformance import WEIGHTINGS
+    from posttrain.verify.rewards import combine
+
+    for response in ("", "```python\n```", COUNT_IN_MEMORY):
+        v = code_verifier(MIX, response)
+        assert v.outcome == "fail" and all(combine(v, w).total == 0.0 for w in WEIGHTINGS), (response, v)
+    wrong = code_verifier(MIX, fenced("def mix(x):\n    return 563\n"))  # right for the first call only
+    assert (wrong.error_class, wrong.components["format"], wrong.components["process"]) == ("assertion", 1.0, 0.25)
 
 
 @pytest.mark.slow
@@ -116,3 +261,55 @@ def test_canonical_form_ignores_set_and_dict_order() -> None:
     assert runner.reply_key({"ok": a}) == runner.reply_key({"ok": b})
     assert runner.reply_key({"ok": a}) != runner.reply_key({"ok": runner.encode([{1, 2}, {"a": 2, "b": 1}])})
     assert runner.reply_key({"ok": ["int", "zz"]}) is None  # malformed: never equal to anything
+
+
+# ------------------------------------------------------------------ the warm-up (issue 21's speed work)
+
+
+def _check_of(test: str):
+    import ast
+
+    return [n for n in ast.parse(test).body if isinstance(n, ast.FunctionDef) and n.name == "check"][-1]
+
+
+def test_predict_calls_reads_the_calls_a_test_will_make_first() -> None:
+    test = ("def check(candidate):\n    import math\n    assert candidate(3) == 563\n    assert 7 == candidate(x=17)\n"
+            "    assert candidate([1, 2]) > 0\n    assert True\n    y = candidate(5)\n    assert candidate(6) == 1\n")
+    predicted = runner.predict_calls(_check_of(test), "mix")
+    assert [runner.decode(__import__("marshal").loads(r)["args"]) for r, _ in predicted] == [[3], [], [[1, 2]]]
+    assert [k for _, k in predicted] == [runner.eq_key(563), runner.eq_key(7), None]  # the third: not ==
+
+
+def test_eq_key_never_separates_equal_values() -> None:
+    assert runner.eq_key(1) == runner.eq_key(1.0) == runner.eq_key(True) == runner.eq_key(1 + 0j)
+    assert runner.eq_key([1, 2.0]) == runner.eq_key([1.0, 2]) and runner.eq_key({1}) == runner.eq_key(frozenset({1.0}))
+    assert runner.eq_key({1: "a"}) == runner.eq_key({1.0: "a"})
+    assert runner.eq_key([1]) != runner.eq_key((1,)) and runner.eq_key("1") != runner.eq_key(1)  # unequal: apart
+
+
+@given(st.lists(st.sampled_from([1, 2, 3, "a", (1,)]), min_size=1, max_size=10))
+def test_the_warm_up_order_defeats_answering_by_position(expected: list) -> None:
+    """Whatever the test's expected values, a candidate that answers the warm-up's calls by position
+    (with the expected values in test order, repeats included) gives some call another answer than
+    the test requires, whenever the answers are not all equal."""
+    import marshal
+
+    predicted = [(marshal.dumps({"args": runner.encode([i]), "kwargs": runner.encode({})}, 2), runner.eq_key(v))
+                 for i, v in enumerate(expected)]
+    warm, by_position = runner.warm_up(predicted)
+    if len({runner.eq_key(v) for v in expected}) < 2:
+        assert (warm, by_position) == ([], None)
+        return
+    required = dict(predicted)
+    assert by_position == [key for _, key in predicted][: len(warm)]
+    assert sorted(warm) == sorted(required) and [required[r] for r in warm] != by_position
+
+
+@pytest.mark.slow
+def test_a_candidate_that_loops_in_the_warm_up_is_verified_as_before(code_verifier) -> None:
+    """The warm-up is bounded: a candidate that loops on one input is then verified the slower way
+    (the test first, in a fresh process): a timeout, with the assertions before it reported passed."""
+    looping = fenced("def mix(x):\n    while x == 256:\n        pass\n    return (x * 7919 + 13) % 1009\n")
+    v = code_verifier(MIX, looping)
+    assert (v.outcome, v.error_class) == ("fail", "timeout"), v.evidence
+    assert [t["outcome"] for t in v.evidence["tests"][1:3]] == ["passed", "passed"], v.evidence["tests"]

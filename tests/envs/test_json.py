@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.json import make_json_verifier
 from posttrain.errors import TaskError
+from posttrain.strict_json import StrictJSONError, json_equal, loads_strict
 from posttrain.verify._deadline import CheckPool
-from posttrain.verify.strict_json import StrictJSONError, json_equal, loads_strict
 
-ENV = get_env("json")
+ENV = get_domain("json")
 VERIFY = ENV.make_verifier(None)
 SCHEMA = {
     "type": "object",
@@ -169,14 +169,14 @@ def test_fenced_answer_with_crlf_line_endings_is_extracted() -> None:
 
 def test_a_bad_schema_is_named_whole_never_cut() -> None:
     """Issue 12: task-file messages are never cut off mid-sentence."""
-    from posttrain.envs import get_env
+    from posttrain.envs import get_domain
     from posttrain.errors import TaskError
 
     long = "x" * 300
     record = {"id": "a", "domain": "json", "prompt": "p", "expected": {},
               "schema": {"type": "object", "properties": {"a": {"type": "integer", "minimum": long}}}}
     with pytest.raises(TaskError) as e:
-        get_env("json").parse_task(record, "f.jsonl")
+        get_domain("json").parse_task(record, "f.jsonl")
     assert f"'{long}' is not of type 'number' at properties/a/minimum" in str(e.value)
 
 
@@ -184,7 +184,7 @@ def test_an_exponent_beyond_decimal_range_is_a_format_failure_not_an_exception()
     """``1e-999999999999999999999`` parses as a float (0.0) but not as a Decimal: the strict parser
     must refuse it as a number out of range, never raise decimal.InvalidOperation into a caller
     (the chat template's tool-call parser runs it in the trainer process)."""
-    from posttrain.verify.strict_json import StrictJSONError, loads_strict
+    from posttrain.strict_json import StrictJSONError, loads_strict
 
     for text in ("1e-999999999999999999999", '{"a": 1E999999999999999999999}'):
         with pytest.raises(StrictJSONError, match="out of range|non-finite"):

@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.json import make_json_verifier
 from posttrain.envs.math import make_math_verifier
 from posttrain.envs.math._check import MathChecker
 from posttrain.verify._deadline import CheckPool
 
-JSON = get_env("json")
+JSON = get_domain("json")
 SCHEMA = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}, "required": ["code"]}
 TASK = JSON.parse_task({"id": "d", "domain": "json", "prompt": "p", "schema": SCHEMA, "expected": {"code": "aaa"}}, "t")
 BACKTRACKS = '{"code": "' + "a" * 64 + '!"}'
@@ -78,7 +78,9 @@ SLOW_MATH = "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}
 def test_math_starved_is_infra() -> None:
     checker = MathChecker(size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
     verify = make_math_verifier(checker)
-    task = get_env("math").parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "\\sqrt{2}"}, "t")
+    # an expression-form task: its answers (unsimplified, a power tower) reach sympy, not refused by form
+    task = get_domain("math").parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "\\sqrt{2}",
+                                          "form": "expression"}, "t")
     try:
         assert retried(verify, task, "\\boxed{\\frac{2}{\\sqrt{2}}}").passed  # starts the worker
         stopper = _stop_soon(checker.pool.worker_pids())
@@ -123,12 +125,12 @@ def test_a_worker_that_cannot_start_is_an_infra_error() -> None:
 
 @pytest.mark.parametrize("domain", ["json", "tool"])
 def test_checks_run_outside_the_trainer_process(domain: str) -> None:
-    env = get_env(domain)
+    env = get_domain(domain)
     (task,) = env.generate_tasks(1, seed=2)
-    module = type(env).__module__  # where the domain's checks run in workers
+    maker = getattr(__import__(f"posttrain.envs.{domain}", fromlist=["x"]), f"make_{domain}_verifier")
+    module = maker.__module__  # where the domain's checks run in workers
     pool = CheckPool(module, size=1)
     try:
-        maker = getattr(__import__(module, fromlist=["x"]), f"make_{domain}_verifier")
         assert maker(pool)(task, task.reference).passed
         (pid,) = pool.worker_pids()
         assert pid != os.getpid()

@@ -21,10 +21,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.types import Task
 
-ENV = get_env("json")
+ENV = get_domain("json")
 VERIFY = ENV.make_verifier(None)
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -7,17 +7,18 @@ import re
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.math import extract_boxed, make_math_verifier
 from posttrain.envs.math._check import MathChecker
 from posttrain.types import Task
 
-ENV = get_env("math")
+ENV = get_domain("math")
 VERIFY = ENV.make_verifier(None)
 
 
-def task(answer: str, prompt: str = "Compute it. Put your final answer in \\boxed{}.") -> Task:
-    return ENV.parse_task({"id": "m", "domain": "math", "prompt": prompt, "answer": answer}, "test")
+def task(answer: str, prompt: str = "Compute it. Put your final answer in \\boxed{}.", form: str | None = None) -> Task:
+    record = {"id": "m", "domain": "math", "prompt": prompt, "answer": answer, **({"form": form} if form else {})}
+    return ENV.parse_task(record, "test")
 
 
 @pytest.mark.parametrize(
@@ -25,7 +26,6 @@ def task(answer: str, prompt: str = "Compute it. Put your final answer in \\boxe
     [
         ("42", "The answer is \\boxed{42}."),
         ("\\frac{1}{2}", "so $\\boxed{0.5}$"),
-        ("\\frac{1}{2}", "\\boxed{\\frac{2}{4}}"),
         ("\\frac{\\sqrt{2}}{2}", "\\boxed{\\frac{1}{\\sqrt{2}}}"),
         ("\\{2, 3\\}", "\\boxed{\\{3, 2\\}}"),
         ("x^2+2x+1", "\\boxed{(x+1)^2}"),
@@ -99,7 +99,9 @@ def test_slow_answer_is_a_bounded_failure() -> None:
     checker = MathChecker(size=1, cpu_budget_s=1.0)
     try:
         verify = make_math_verifier(checker)
-        v = verify(task("3"), "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}}}}")
+        # an expression-form task: a numeric form refuses this box before sympy sees it (test_math_forms.py)
+        slow = "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}}}}"
+        v = verify(task("3", form="expression"), slow)
         assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "answer_timeout"), v
         used = re.match(r"used ([0-9.]+)s of CPU", v.evidence["detail"])
         assert used and float(used.group(1)) >= 1.0  # CPU seconds, not wall time, decided it
@@ -150,8 +152,6 @@ def test_exploit_fixtures_score_zero(name: str, exploit_task: Task, response: st
         ("0.5", "\\boxed{\\frac{1}{2}}"),
         ("\\frac{3}{2}", "\\boxed{1.50}"),
         ("2^{-30}", "\\boxed{\\frac{1}{1073741824}}"),
-        ("100000000000000000001", "\\boxed{10^{20} + 1}"),
-        ("100000000000000000001", "\\boxed{100000000000000000001 \\cdot 1.0}"),
         ("100000000000000000000", "\\boxed{1.0 \\times 10^{20}}"),
         ("1000", "\\boxed{1{,}000}"),
         ("x = 3", "\\boxed{3 = x}"),
@@ -169,6 +169,13 @@ def test_exploit_fixtures_score_zero(name: str, exploit_task: Task, response: st
 )
 def test_exact_comparison_keeps_correct_answers(answer: str, response: str) -> None:
     assert VERIFY(task(answer), response).passed
+
+
+@pytest.mark.parametrize("response", ["\\boxed{10^{20} + 1}", "\\boxed{100000000000000000001 \\cdot 1.0}"])
+def test_exact_comparison_of_big_integers_in_an_expression(response: str) -> None:
+    """Where the task's form is an expression, these are equal to 10^20 + 1 (exactly; in a
+    numeric form they are work left in the box: test_math_forms.py)."""
+    assert VERIFY(task("100000000000000000001", form="expression"), response).passed
 
 
 @pytest.mark.parametrize(
@@ -217,6 +224,14 @@ def test_bad_tolerance_is_named(tolerance, match) -> None:
 
     with pytest.raises(TaskError, match=match):
         ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": "1", "tolerance": tolerance}, "f:1")
+
+
+def test_a_matrix_gold_keeps_its_row_breaks() -> None:
+    """``\\\\ `` (a row break, then a space) was read as ``\\`` + the spacing command ``\\ ``, so a
+    matrix gold written with spaces did not parse: every answer to it was an infra error."""
+    gold = task("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}")
+    assert VERIFY(gold, "\\boxed{\\begin{pmatrix}1\\\\2\\end{pmatrix}}").passed
+    assert VERIFY(gold, "\\boxed{\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}}").error_class == "wrong_answer"
 
 
 def test_numeric_gold_keeps_the_decimal_it_spells() -> None:

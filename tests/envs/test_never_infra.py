@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 
 NASTY = [
     "",
@@ -37,7 +37,7 @@ NASTY = [
 
 @pytest.mark.parametrize("domain", ["math", "json", "tool"])
 def test_nasty_responses_fail_and_are_never_infra_errors(domain: str) -> None:
-    env = get_env(domain)
+    env = get_domain(domain)
     verify = env.make_verifier(None)
     (task,) = env.generate_tasks(1, seed=5)
     for i, response in enumerate(NASTY):

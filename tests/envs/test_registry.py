@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posttrain.envs import domain_names, get_env, register_domain
+from posttrain.envs import domain_names, get_domain, register_domain
 from posttrain.errors import ConfigError, TaskError
 
 PLUGIN = Path(__file__).parent / "plugin"
@@ -40,24 +40,24 @@ def _reverse_env():
 
 def test_an_unknown_domain_is_one_line_naming_the_registered_ones() -> None:
     with pytest.raises(TaskError) as e:
-        get_env("nope")
+        get_domain("nope")
     assert "\n" not in str(e.value) and "unknown domain 'nope'" in str(e.value)
     assert all(d in str(e.value) for d in ("math", "code", "json"))
 
 
 def test_register_domain_refuses_bad_names_non_envs_and_taken_names() -> None:
     with pytest.raises(ValueError, match="domain name 'Bad Name'"):
-        register_domain("Bad Name", get_env("math"))
-    with pytest.raises(ValueError, match="expected an Env"):
+        register_domain("Bad Name", get_domain("math"))
+    with pytest.raises(ValueError, match="expected a Domain"):
         register_domain("thing", object())
     with pytest.raises(ValueError, match="'math' is already registered"):
-        register_domain("math", lambda: get_env("json"))
-    register_domain("math", get_env("math"))  # the same Env again: nothing changes
-    with pytest.raises(ValueError, match="its Env is named 'math'"):
-        register_domain("misnamed", get_env("math"))
-    register_domain("misnamed-later", lambda: get_env("math"))  # a factory is checked when first looked up
-    with pytest.raises(TaskError, match="domain 'misnamed-later' .register_domain.: its Env is named 'math'"):
-        get_env("misnamed-later")
+        register_domain("math", lambda: get_domain("json"))
+    register_domain("math", get_domain("math"))  # the same Env again: nothing changes
+    with pytest.raises(ValueError, match="its Domain is named 'math'"):
+        register_domain("misnamed", get_domain("math"))
+    register_domain("misnamed-later", lambda: get_domain("math"))  # a factory is checked when first looked up
+    with pytest.raises(TaskError, match="domain 'misnamed-later' .register_domain.: its Domain is named 'math'"):
+        get_domain("misnamed-later")
 
 
 def test_a_factory_is_called_once_on_first_lookup() -> None:
@@ -69,7 +69,7 @@ def test_a_factory_is_called_once_on_first_lookup() -> None:
 
     register_domain("reverse-lazy", factory)
     assert "reverse-lazy" in domain_names() and calls == []
-    assert get_env("reverse-lazy") is get_env("reverse-lazy") and calls == [1]
+    assert get_domain("reverse-lazy") is get_domain("reverse-lazy") and calls == [1]
 
 
 class _Renamed:
@@ -99,7 +99,7 @@ def test_a_domain_registered_in_process_loads_from_a_recipe_and_its_tasks_verify
     parsed = load_recipe("recipe.yaml")
     train, held = recipe_tasks(parsed)
     assert [t.domain for t in train + held] == ["reverse"] * 7
-    verify = get_env("reverse").make_verifier(None)
+    verify = get_domain("reverse").make_verifier(None)
     assert all(verify(t, t.reference).passed for t in train + held)
     assert not any(verify(t, env.noop_response(t)).passed for t in train + held)
     assert sft_demonstrations(parsed, train, held)[1] == ("Reverse the word.\nWord: posttrain", "niarttsop")
@@ -164,7 +164,7 @@ def test_the_conformance_suite_holds_for_the_plugin_domain() -> None:
     )
 
     register_domain("reverse", _reverse_env())
-    env = get_env("reverse")
+    env = get_domain("reverse")
     verify = env.make_verifier(None)
 
     def verify_pairs(pairs):
@@ -193,7 +193,7 @@ def test_an_env_class_is_a_factory_and_a_broken_plugin_call_is_one_line() -> Non
 
     cls = type(_reverse_env())
     register_domain(_reverse_env().name, cls)
-    assert isinstance(get_env(_reverse_env().name), cls)
+    assert isinstance(get_domain(_reverse_env().name), cls)
 
     class Broken(_Renamed):
         def task_families(self):
@@ -228,20 +228,19 @@ except ConfigError as e:
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     first, second, error = out.stdout.strip().split("\n")
-    assert first == "710 10 ['_base', '_registry', 'math'] False"
-    assert second == "['_base', '_registry', 'code', 'math']"
+    assert first == "710 10 ['_base', '_defaults', '_env', '_hooks', '_registry', '_repair', '_turns', 'math', 'rg'] False"  # rg: its names table
+    assert second == "['_base', '_defaults', '_env', '_hooks', '_registry', '_repair', '_turns', 'code', 'math', 'rg']"
     assert "unknown generator 'quickstart-mth'" in error and "quickstart-math" in error and "repair" in error
     assert "domain 'reverse'" in error and "no_such_module" in error
 
 
-def test_built_in_families_are_declared_as_their_domains_offer_them(monkeypatch) -> None:
-    from posttrain.envs import _registry, domain_families, find_task_family, task_families
+def test_built_in_families_are_their_domains_own(monkeypatch) -> None:
+    """Each domain is the one source of its families (no table copies them)."""
+    from posttrain.envs import find_task_family, task_families
 
-    assert {f: d for f, (d, _) in task_families().items()} == _registry.BUILTIN_FAMILIES
+    assert {f: d for f, (d, _) in task_families().items()} == {
+        "quickstart-math": "math", "quickstart-code": "code", "humaneval": "code", "repair": "code"}
     assert find_task_family("humaneval")[0] == "code" and find_task_family("nope") is None
-    monkeypatch.delitem(_registry.BUILTIN_FAMILIES, "humaneval")
-    with pytest.raises(TaskError, match=r"domain 'code': task_families\(\) offers .*'humaneval'.*keep them in step"):
-        domain_families("code")
 
 
 def test_a_plugin_family_is_found_in_order_and_may_not_shadow_a_domain_or_a_built_in_family() -> None:
@@ -264,5 +263,5 @@ def test_a_plugin_family_is_found_in_order_and_may_not_shadow_a_domain_or_a_buil
     with pytest.raises(TaskError, match=r"domain 'offers-b' .register_domain.: task family 'repair' is already "
                                         r"a family of domain 'code'"):
         find_task_family("other")
-    with pytest.raises(ValueError, match="'quickstart-code': that name is a task family of domain 'code'"):
+    with pytest.raises(ValueError, match="'quickstart-code': names starting with 'quickstart-' are task families"):
         register_domain("quickstart-code", Offers("quickstart-code", {}))

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from posttrain.envs import get_env
-from posttrain.envs.tool import ToolCallError, make_tool_verifier, parse_tool_calls
+from posttrain.envs import get_domain
+from posttrain.envs.tool import make_tool_verifier
 from posttrain.errors import TaskError
+from posttrain.policy import ToolCallError, decode_tool_calls
 from posttrain.verify._deadline import CheckPool
 
-ENV = get_env("tool")
+ENV = get_domain("tool")
 VERIFY = ENV.make_verifier(None)
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"},
@@ -89,7 +90,7 @@ def test_noop_fails() -> None:
         ("hedge: two calls for one", tag("get_weather", {"city": "Paris", "unit": "celsius"})
          + tag("get_weather", {"city": "London", "unit": "celsius"}), "wrong_answer"),
         ("same call twice", tag("get_weather", {"city": "Paris", "unit": "celsius"}) * 2, "wrong_answer"),
-        ("plain text claim (AGENT-02)", "I checked: it is sunny in Paris.", "wrong_answer"),
+        ("plain text claim (AGENT-02)", "I checked: it is sunny in Paris.", "no_call"),
     ],
 )
 def test_hacks_and_errors_score_zero(name: str, response: str, error_class: str) -> None:
@@ -112,10 +113,32 @@ def test_no_call_expected() -> None:
     assert VERIFY(t, "<tool_call>{oops</tool_call>").error_class == "format"  # invalid, not abstention
 
 
-def test_parse_tool_calls_tristate() -> None:
-    assert parse_tool_calls("hello") == []
+ABSTAIN = {"id": "abstain", "domain": "tool", "prompt": "Tell me a joke about cats.", "tools": [WEATHER, TIME],
+           "expected_calls": [], "reference": "None of these tools tells jokes, so I will not call one."}
+
+
+def test_an_abstention_task_is_not_passed_by_the_no_op_and_can_be_validated() -> None:
+    """Issue 26 item 7: a task whose right answer is no call (``expected_calls: []``) was refused by
+    ``tasks validate`` because the no-op passed it. The no-op is now the empty response, which
+    says nothing; the answer declines in words, with no call attempted."""
+    from posttrain.cli import open_service
+    from posttrain.cli.tasks import check_tasks
+
+    t = ENV.parse_task(ABSTAIN, "test")
+    noop = VERIFY(t, ENV.noop_response(t))
+    assert (noop.outcome, noop.error_class, noop.components["format"]) == ("fail", "no_answer", 0.0), noop
+    assert VERIFY(t, t.reference).passed
+    assert VERIFY(t, "<think>I should not call anything.</think>").error_class == "no_answer"  # reasoning only
+    one_call = VERIFY(t, tag("get_time", {"zone": "CET"}) + " Sorry, no joke tool.")
+    assert (one_call.outcome, one_call.error_class, one_call.components["format"]) == ("fail", "wrong_answer", 0.0)
+    with open_service(["tool"]) as service:
+        assert check_tasks([t], service) == []
+
+
+def test_decode_tool_calls_tristate() -> None:
+    assert decode_tool_calls("hello") == []
     with pytest.raises(ToolCallError):
-        parse_tool_calls("<tool_call>[1, 2]</tool_call>")
+        decode_tool_calls("<tool_call>[1, 2]</tool_call>")
 
 
 @pytest.mark.parametrize(
@@ -134,7 +157,7 @@ def test_bad_tasks_are_named(patch, match) -> None:
         ENV.parse_task({**base, **patch}, "tools.jsonl:1")
 
 
-FAST = make_tool_verifier(CheckPool("posttrain.envs.tool._domain", size=1, cpu_budget_s=0.5))
+FAST = make_tool_verifier(CheckPool("posttrain.envs.tool._calls", size=1, cpu_budget_s=0.5))
 
 
 @pytest.mark.parametrize(("name", "exploit_task", "response"), ENV.exploit_fixtures(),
@@ -161,3 +184,26 @@ def test_numeric_arguments_compare_exactly() -> None:
 def test_fenced_call_with_crlf_line_endings_is_extracted() -> None:
     body = json.dumps({"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}})
     assert VERIFY(task(ONE), f"Calling it.\r\n```json\r\n{body}\r\n```\r\n").passed
+
+
+def test_no_failure_earns_format_credit_but_a_well_formed_wrong_call() -> None:
+    """Reward item 7 (issue 21): with ``reward.format`` on, abstaining paid (format 1 for no call)
+    while a call to a misspelled tool paid 0. Now ``format`` is 1 only for calls in the task's shape
+    with the wrong content: the no-op, plain text, invalid or unknown calls, and numbers equal only
+    once rounded to floats total 0 under any weights."""
+    from posttrain.verify.rewards import RewardWeights, combine
+
+    weights = [RewardWeights(outcome=1.0, format=f, process=p) for f in (0.0, 0.1, 1.0) for p in (0.0, 1.0)]
+    t = task(ONE)
+    zero = [(t, ENV.noop_response(t)), (t, "I cannot help with that."), (t, "It is sunny in Paris."),
+            (t, tag("get_wether", {"city": "Paris", "unit": "celsius"})), (t, "<tool_call>{oops</tool_call>"),
+            (t, tag("get_weather", {"unit": "celsius"})), *[(x, r) for _, x, r in ENV.exploit_fixtures()]]
+    for which, response in zero:
+        v = FAST(which, response)
+        assert v.outcome == "fail" and all(combine(v, w).total == 0.0 for w in weights), (response, v)
+    (_, book, _), *_ = ENV.exploit_fixtures()
+    lossy = VERIFY(book, '<tool_call>{"name": "book", "arguments": {"seats": 2, "extra": 1e-400, "code": "aaa"}}'
+                         '</tool_call>')
+    assert lossy.error_class == "lossy_number", lossy
+    wrong = VERIFY(t, tag("get_weather", {"city": "Lima", "unit": "celsius"}))  # an honest wrong call
+    assert combine(wrong, RewardWeights(outcome=1.0, format=0.1)).total == 0.1

@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.envs.tool import ToolEpisodeEnv
 from posttrain.policy import ChatTemplate, Generation, build_char_tokenizer
 
-TOOL = get_env("tool")
+TOOL = get_domain("tool")
 TASK = TOOL.parse_task({
     "id": "weather", "domain": "tool", "prompt": "Weather in Paris, celsius?",
     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -46,7 +46,8 @@ def run(chat: ChatTemplate, texts: list[str], *, max_steps: int = 8):
     out = []
     for text in texts:
         g = act(chat, text)
-        obs, verdict, done = env.step(g)
+        r = env.step(g)
+        obs, verdict, done = r.observation, r.verdict, r.done
         context += [*g.completion_ids, *obs.ids]
         out.append((obs, verdict, done))
         if done:
@@ -69,7 +70,7 @@ def test_recovers_from_bad_calls_and_records_every_call(chat):
     assert json.loads(calls[2]["result"]) == {"status": "ok", "tool": "get_weather"}
     assert "could not be read" in steps[0][0].text
     # observations appended as ids: the context is the template's rendering of the conversation
-    assert context == chat.render(env.messages, tools=TASK.fields["tools"], add_generation_prompt=False)
+    assert context == chat.render(env.turns.messages, tools=TASK.fields["tools"], add_generation_prompt=False)
 
 
 def test_wrong_value_fails_and_invalid_calls_do_not_count_against_the_match(chat):
@@ -94,12 +95,50 @@ def test_step_limit_judges_the_calls_made_like_the_single_turn_verifier(chat):
 
 
 def test_demonstration_episode_is_the_reference_as_an_episode(chat):
-    from posttrain.envs.tool import demonstration_episode
+    from posttrain.policy import Policy
+    from posttrain.rollout.episodes import agent_script, make_episodes, play_scripts
 
-    turns = demonstration_episode(chat, TASK)
-    assert len(turns) == 2  # the calls, then the final answer after their results
-    (prompt, calls), (results, answer) = turns
+    def plan(task, steps):
+        return make_episodes("agent", [task], Policy(None, chat.tokenizer), service=None, verify=TOOL.make_verifier(None),
+                             max_turns=steps)
+
+    [traj] = play_scripts(plan, [TASK], {TASK.id: agent_script(chat, TASK)}, None)
+    assert len(traj.turns) == 2 and traj.verdicts[-1].passed  # the calls, then the final answer after their results
+    (prompt, calls), (results, answer) = [(t.observation_ids, t.action_ids) for t in traj.turns]
     assert prompt == tuple(chat.render([{"role": "user", "content": TASK.prompt}], tools=TASK.fields["tools"]))
     assert chat.tokenizer.decode(list(calls), skip_special_tokens=True) == RIGHT
     assert '{"status": "ok", "tool": "get_weather"}' in chat.tokenizer.decode(list(results))
     assert answer == (*chat.encode("Done."), chat.eos_token_id)
+
+
+ABSTAIN = TOOL.parse_task({**{k: v for k, v in json.loads(json.dumps({
+    "id": "abstain", "domain": "tool", "prompt": "Tell me a joke.", "tools": TASK.fields["tools"]})).items()},
+    "expected_calls": []}, "test")
+
+
+def test_an_abstention_episode_counts_every_call_attempted_against_it(chat):
+    """Issue 26 item 7: an abstention task (``expected_calls: []``) passed an episode after three
+    invalid calls (they never ran, so they did not count). Now any call attempted fails it, and the
+    episode must end with a final answer that says something."""
+    def episode(texts):
+        env = ToolEpisodeEnv(chat, max_steps=8)
+        env.reset(ABSTAIN)
+        for text in texts:
+            r = env.step(act(chat, text))
+            if r.done:
+                return r.verdict
+        raise AssertionError("the episode did not end")
+
+    assert episode(["No tool tells jokes, so here is none."]).passed
+    for texts in ([BAD_ARGS, UNKNOWN, MALFORMED, "No tool tells jokes."], [RIGHT, "Done."], [""]):
+        v = episode(texts)
+        assert v.outcome == "fail" and v.error_class in ("wrong_answer", "no_answer"), (texts, v)
+    three_invalid = episode([BAD_ARGS, UNKNOWN, MALFORMED, "No tool tells jokes."])
+    assert three_invalid.evidence["tool_calls"] == {"total": 3, "valid": 0}
+
+
+def test_an_abstention_task_demonstrates_as_a_final_answer_alone(chat):
+    from posttrain.rollout.episodes import FINAL_ANSWER, agent_script
+
+    script = agent_script(chat, ABSTAIN)  # what SFT's demonstration of an agent episode plays
+    assert [text for _, text in script] == [FINAL_ANSWER]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from posttrain.cli.evaluate import register
 from posttrain.errors import UserError
-from posttrain.evaluate.cli import register
 from posttrain.evaluate.records import EvalRecord, write_records
 
 

@@ -67,9 +67,9 @@ def test_audit_sample_is_seeded_and_errors_are_clear(tmp_path, run_cli):
 def test_tool_episodes_are_not_re_verified_from_their_last_answer(tmp_path, run_cli):
     """A passed tool-calling episode ends with an answer and no call ("Done."): its calls were made in
     earlier turns. The audit says so (unverified, with a note) instead of calling it a disagreement."""
-    from posttrain.envs import get_env
+    from posttrain.envs import get_domain
 
-    task = get_env("tool").generate_tasks(1, seed=0)[0]
+    task = get_domain("tool").generate_tasks(1, seed=0)[0]
     from posttrain.envs import task_to_record
 
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task_to_record(task)) + "\n")
@@ -80,5 +80,5 @@ def test_tool_episodes_are_not_re_verified_from_their_last_answer(tmp_path, run_
     code, out, err = run_cli("audit", str(run), "--sample", "100", "--tasks", str(tmp_path / "tasks.jsonl"))
     assert code == 0, err
     (item,) = [json.loads(line) for line in (run / "audit" / "audit.jsonl").read_text().splitlines()]
-    assert item["agree"] is None and "tool-calling episode" in item["note"]
+    assert item["agree"] is None and "an agent episode" in item["note"]
     assert "0 disagreements" in out

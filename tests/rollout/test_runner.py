@@ -17,21 +17,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
 from _tiny_lm import bpe_tokenizer, tiny_llama  # noqa: E402
 
-from posttrain.envs import get_env  # noqa: E402
-from posttrain.policy import Generation, LocalSampler, SamplingParams, build_embedded_default, load_policy  # noqa: E402
-from posttrain.rollout import (  # noqa: E402
-    Episode,
-    Observation,
-    SingleTurnEnv,
+from posttrain.cli import open_service  # noqa: E402
+from posttrain.envs import (
     VerdictCache,
-    run_batch,
-    run_episode,
-    run_episodes,
+    get_domain,  # noqa: E402
 )
-from posttrain.sched import open_service  # noqa: E402
+from posttrain.policy import Generation, LocalSampler, SamplingParams, build_embedded_default, load_policy  # noqa: E402
+from posttrain.rollout import Episode, SingleTurnEnv, run_batch, run_episode
 from posttrain.train._batch import collate  # noqa: E402
-from posttrain.train._step import token_logprobs  # noqa: E402
-from posttrain.types import Task, Verdict  # noqa: E402
+from posttrain.train._logprobs import token_logprobs  # noqa: E402
+from posttrain.types import Observation, Rollout, StepResult, Task, Verdict  # noqa: E402
 
 T = 1.0
 
@@ -62,7 +57,10 @@ class RetryEnv:
         ok = "ab" in action.text
         verdict = Verdict("pass", 1.0) if ok else Verdict("fail", 0.0, feedback="no ab")
         obs = () if ok or self.n >= self.attempts else tuple(self.tok(" ?", add_special_tokens=False)["input_ids"])
-        return Observation(obs, " ?" if obs else ""), verdict, ok or self.n >= self.attempts
+        return StepResult(Observation(obs, " ?" if obs else ""), verdict, ok or self.n >= self.attempts)
+
+    def close(self):
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -133,14 +131,18 @@ def test_token_budget_spans_turns_and_turn_limit_truncates(bpe_lm):
 
 
 def test_single_turn_adapter_is_todays_rollout(tmp_path):
-    """One-step episodes through the service give exactly what ``run_episodes`` (policy + the
-    service's ``verify_pairs``) gives, and what the verifier alone says."""
+    """One-step episodes through the service give exactly what sampling the policy (``Policy.generate``)
+    and verifying each answer through the service's ``verify_pairs`` gives (the text-level path the
+    evaluations took before), and what the verifier alone says."""
     policy = load_policy(build_embedded_default(tmp_path / "m"))
-    math = get_env("math")
+    math = get_domain("math")
     tasks = math.generate_tasks(3, seed=0)
     verify, by_id = math.make_verifier(None), {t.id: t for t in tasks}
     with open_service(["math"]) as svc:
-        old = run_episodes(policy, tasks, svc, n=4, temperature=T, max_new_tokens=12, seed=5)
+        gens = policy.generate([t.prompt for t in tasks], n=4, temperature=T, max_new_tokens=12, seed=5)
+        verdicts = iter(svc.verify_pairs([(t, g.text) for t, gs in zip(tasks, gens, strict=True) for g in gs]))
+        old = [[Rollout(t.id, i, g.prompt_ids, g.completion_ids, g.logprobs, g.text, g.finish_reason, next(verdicts))
+                for i, g in enumerate(gs)] for t, gs in zip(tasks, gens, strict=True)]
         episodes = [Episode(t, SingleTurnEnv(svc, policy.encode_prompt, group_id=t.id, sample_idx=i), group_id=t.id,
                             sample_idx=i) for t in tasks for i in range(4)]
         new = run_batch(policy.sampler(), episodes, SamplingParams(temperature=T, max_new_tokens=12, seed=5))
@@ -155,7 +157,8 @@ def test_single_turn_adapter_is_todays_rollout(tmp_path):
             env = SingleTurnEnv(svc, policy.encode_prompt, group_id="ref", sample_idx=i)
             env.reset(tasks[0])
             hits = svc.stats()["cache_hits"]
-            assert env.step(ref)[1:] == (verify(tasks[0], tasks[0].reference), True)
+            result = env.step(ref)
+            assert (result.verdict, result.done) == (verify(tasks[0], tasks[0].reference), True)
         assert svc.stats()["cache_hits"] == hits + 1
 
 
@@ -233,7 +236,7 @@ def code_service():
 
 
 def _repair_runs(svc, tasks, verify, *, group="g"):
-    from posttrain.rollout import RepairEnv
+    from posttrain.envs import RepairEnv
 
     reader, tok = _repair_reader()
 
@@ -257,8 +260,8 @@ def test_an_infra_error_mid_episode_restarts_it_from_its_initial_state(code_serv
 
     svc = code_service
     tasks = generators.repair_tasks(seed=0)[:2]
-    real = svc.verifiers["code"]
-    # each repair attempt is verified on the visible tests, then (if they pass) the hidden ones:
+    real = svc.verifier()
+    # each repair attempt is one verification (the code verifier runs visible and hidden tests):
     # calls 0-1 are the two tasks' first attempts (fail), 2.. their second attempts
     calm = _repair_runs(svc, tasks, FlakyVerifier(real, ()), group="calm")
     before = svc.stats()
@@ -271,7 +274,7 @@ def test_an_infra_error_mid_episode_restarts_it_from_its_initial_state(code_serv
     assert after["groups_dropped"] == before["groups_dropped"]
     steps = [a for a in svc.attempts if a.group_id.startswith("flaky/")]
     assert [a.outcome for a in steps].count("step:infra_error") == 1  # every step try recorded
-    assert flaky.calls == 6 + 1 + 1  # 6 verifications, the failed one, the replayed first attempt
+    assert flaky.calls == 4 + 1 + 1  # 4 verifications, the failed one, the replayed first attempt
 
 
 def test_an_episode_out_of_tries_drops_its_group_counted_never_scored(code_service):
@@ -282,7 +285,7 @@ def test_an_episode_out_of_tries_drops_its_group_counted_never_scored(code_servi
     svc = code_service
     tasks = generators.repair_tasks(seed=0)[:1]
     before = svc.stats()
-    always = FlakyVerifier(svc.verifiers["code"], set(range(1, 100)))  # every call after the first attempt
+    always = FlakyVerifier(svc.verifier(), set(range(1, 100)))  # every call after the first attempt
     [traj] = _repair_runs(svc, tasks, always, group="lost")
     after = svc.stats()
     assert traj.verdicts[-1].error_class == "infra:exhausted" and traj.reward != traj.reward  # NaN
@@ -310,7 +313,10 @@ class _Drifting:
         self.n += 1
         if self.n == self.fail_at:
             raise OSError("the environment's process died")
-        return Observation((100 + self.start,)), Verdict("fail", 0.0), self.n >= 3
+        return StepResult(Observation((100 + self.start,)), Verdict("fail", 0.0), self.n >= 3)
+
+    def close(self):
+        pass
 
 
 class _Fixed:
@@ -335,7 +341,8 @@ def test_a_replay_that_differs_is_an_infra_loss_and_no_factory_means_no_restart(
 def test_a_given_up_group_counts_every_one_of_its_samples_dropped():
     """Four episodes of one group, one of which fails with infra on every try: the whole group is
     dropped and all four samples are counted (the service alone saw only the jobs in flight)."""
-    from posttrain.sched import SchedPolicy, open_service
+    from posttrain.cli import open_service
+    from posttrain.sched import SchedPolicy
 
     boxes = iter(range(100))
 
@@ -350,7 +357,10 @@ def test_a_given_up_group_counts_every_one_of_its_samples_dropped():
             self.n += 1
             if self.fail and self.n == 1:  # each box dies its own way: infra, not a bug that repeats
                 raise OSError(f"box {self.box} died")
-            return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
+            return StepResult(Observation((9,)), Verdict("fail", 0.0), self.n >= 3)
+
+        def close(self):
+            pass
 
     class Scripted:
         def generate(self, prompts, params):
@@ -382,7 +392,10 @@ def test_episodes_of_a_given_up_group_are_not_sampled_again():
             self.n += 1
             if self.broken:
                 raise OSError("the box died")
-            return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
+            return StepResult(Observation((9,)), Verdict("fail", 0.0), self.n >= 3)
+
+        def close(self):
+            pass
 
     class Counting:
         def __init__(self) -> None:
@@ -421,7 +434,10 @@ class _Buggy:
         self.n += 1
         if self.n == 2:
             raise self.error
-        return Observation((9,)), Verdict("fail", 0.0), self.n >= 3
+        return StepResult(Observation((9,)), Verdict("fail", 0.0), self.n >= 3)
+
+    def close(self):
+        pass
 
 
 def _buggy_runs(error: Exception, service):

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
 from _tiny_lm import tiny_llama  # noqa: E402
 
 from posttrain.policy import Generation, LocalSampler, SamplingParams, build_char_tokenizer  # noqa: E402
-from posttrain.rollout import Episode, Observation, run_batch  # noqa: E402
-from posttrain.types import Task, Verdict  # noqa: E402
+from posttrain.rollout import Episode, run_batch  # noqa: E402
+from posttrain.types import Observation, StepResult, Task, Verdict  # noqa: E402
 
 
 class LongFeedbackEnv:
@@ -27,7 +27,10 @@ class LongFeedbackEnv:
     def step(self, action: Generation):
         self.seen.append(len(action.completion_ids))
         obs = tuple(self.tok("x" * self.feedback, add_special_tokens=False)["input_ids"])
-        return Observation(obs, "x" * self.feedback), Verdict("fail", 0.0, feedback="no"), False
+        return StepResult(Observation(obs, "x" * self.feedback), Verdict("fail", 0.0, feedback="no"), False)
+
+    def close(self):
+        pass
 
 
 @pytest.mark.parametrize("feedback", [5, 19, 20, 40])

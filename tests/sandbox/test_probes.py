@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from posttrain.sandbox import Execution
+from posttrain.sandbox import Execution, _probes_fair
 from posttrain.sandbox._probes import FROM_CONFORMANCE, PROBES, HostCanaries, _leaks
 from posttrain.sandbox.conformance import check_invariants
 
@@ -15,9 +15,16 @@ def canaries():
         yield c
 
 
-@pytest.mark.parametrize("name", [n for n in PROBES if n not in FROM_CONFORMANCE])  # those: test_between_jobs
+# Tested elsewhere: the conformance ones in test_between_jobs, issue 21's in test_starvation,
+# test_fresh_fs and test_uids.
+@pytest.mark.parametrize("name", [n for n in PROBES if n not in FROM_CONFORMANCE | set(_probes_fair.PROBES)])
 def test_probe_contained(pool1, canaries, name):
     assert PROBES[name](pool1, canaries) is None
+
+
+def test_the_selftest_runs_issue_21s_probes():
+    assert set(_probes_fair.PROBES) == {"self_starvation", "slow_wipe", "inode_channel", "per_user_counters"}
+    assert set(_probes_fair.PROBES) <= set(PROBES)
 
 
 def _ex(stdout: bytes, outcome: str = "ok") -> Execution:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from posttrain.cli import sandbox as cli
 from posttrain.errors import UserError
-from posttrain.sandbox import cli
 
 
 def _parse(argv):

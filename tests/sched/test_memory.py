@@ -81,7 +81,8 @@ def test_reading_never_fails_a_run(tmp_path, broken) -> None:
 def test_the_real_read_on_this_machine_and_the_service_budget() -> None:
     """On this machine (cgroup v1 on the CI VM, v2 on the GPU hosts): every limit the process's own
     cgroup file holds is among those read, and the service's default budget is 75% of the least."""
-    from posttrain.sched import LocalBackend, Service, hooks_from_envs
+    from posttrain.cli import domain_hooks
+    from posttrain.sched import LocalBackend, Service
 
     own = []
     for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -96,5 +97,5 @@ def test_the_real_read_on_this_machine_and_the_service_budget() -> None:
             assert int(f.read_text()) / 2**20 in read
     limit = memory_limit_mb()
     assert limit == min([physical_memory_mb(), *read]) and limit > 0
-    with Service(LocalBackend(hooks_from_envs(["math"], None))) as svc:
+    with Service(LocalBackend(domain_hooks(["math"], None))) as svc:
         assert svc.stats()["memory"]["budget_mb"] == round(0.75 * limit, 1)

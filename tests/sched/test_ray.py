@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from posttrain.cli import domain_hooks
 from posttrain.sched import RayBackend, SchedPolicy, Service, Verify, local_cluster
 from posttrain.types import Task, TaskLimits
 
@@ -40,9 +41,9 @@ def address():
 def test_real_sandbox_verifications_through_ray(address):
     answers = ["    return a + b\n", "    return a - b\n", "    return b + a\n", "    return 5\n"]
     jobs = [Verify(code_task(f"t{i % 3}"), answers[i % 4], f"g{i % 3}", i) for i in range(12)]
-    with Service(RayBackend(address, domains=["code"])) as svc:
+    with Service(RayBackend(address, domains=["code"], hooks=domain_hooks)) as svc:
         assert svc.workers == 2  # one slot per CPU of the cluster's one node
-        out = svc.run_batch(jobs)
+        out = svc.run_jobs(jobs)
     assert [v.outcome for v in out.results] == [("pass" if i % 4 in (0, 2) else "fail") for i in range(12)]
     assert svc.ledger.summary(len(jobs))["lost"] == 0
 
@@ -51,14 +52,14 @@ def test_a_killed_pool_actor_loses_and_duplicates_nothing(address):
     sleepy = "    import time\n    time.sleep(0.4)\n    return a + b{}\n"
     # distinct responses: no dedup or cache between them, every job really runs
     jobs = [Verify(code_task(f"k{i}"), sleepy.format(" + 0" * i), f"g{i // 4}", i % 4) for i in range(16)]
-    backend = RayBackend(address, domains=["code"])
+    backend = RayBackend(address, domains=["code"], hooks=domain_hooks)
     (pid,) = backend.actor_pids()
     policy = SchedPolicy(max_tries=4, backoff_s=0.1, breaker_threshold=50)
     with Service(backend, policy) as svc:
         killer = threading.Timer(1.5, os.kill, (pid, signal.SIGKILL))
         killer.start()
         t0 = time.monotonic()
-        out = svc.run_batch(jobs)
+        out = svc.run_jobs(jobs)
         killer.join()
         stats = svc.stats()
         assert backend.actor_pids() != [pid]  # Ray restarted the actor (a fresh pool)
@@ -77,13 +78,13 @@ def test_a_hung_pool_actor_is_waited_for_with_a_timeout_then_retried(address):
     an infra error and is retried; once the actor runs again the retry gives the verdict."""
     quick = Task(id="hang", domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
                  limits=TaskLimits(timeout_s=0.5))
-    backend = RayBackend(address, domains=["code"])
+    backend = RayBackend(address, domains=["code"], hooks=domain_hooks)
     backend.SLACK_S = 0.5  # a try is waited for 2 x 0.5 + 0.5 s
     (pid,) = backend.actor_pids()
     with Service(backend, SchedPolicy(max_tries=4, backoff_s=0.1, breaker_threshold=50)) as svc:
         os.kill(pid, signal.SIGSTOP)
         threading.Timer(2.5, os.kill, (pid, signal.SIGCONT)).start()
-        out = svc.run_batch([Verify(quick, "    return a + b\n", "h", 0)])
+        out = svc.run_jobs([Verify(quick, "    return a + b\n", "h", 0)])
     assert out.results[0] is not None and out.results[0].passed
     [tries] = out.tries
     assert tries[0].outcome == "infra_error" and "GetTimeoutError" in tries[0].verdict.evidence["detail"]

@@ -17,8 +17,15 @@ from test_sampler_conformance import (  # noqa: E402, F401  (collected here over
     test_stop_strings_cut_where_the_string_completes,
 )
 
-from posttrain.policy import LocalSampler, Policy, SamplingParams, build_char_tokenizer  # noqa: E402
-from posttrain.sched import RayRollout, VersionMismatch, local_cluster  # noqa: E402
+from posttrain.policy import (  # noqa: E402
+    LocalSampler,
+    Policy,
+    RayRollout,
+    SamplingParams,
+    VersionMismatch,
+    build_char_tokenizer,
+)
+from posttrain.sched import local_cluster  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

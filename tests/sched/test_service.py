@@ -1,5 +1,5 @@
 """The execution service over the real sandbox: verdicts, infra retries, group drops, cache and
-dedup, a domain's batching hook, whole episodes, and lanes that keep quick checks moving."""
+dedup, a domain's batching hook, and lanes that keep quick checks moving."""
 
 from __future__ import annotations
 
@@ -9,20 +9,18 @@ from collections import Counter
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.cli import domain_hooks
+from posttrain.envs import get_domain
 from posttrain.envs.code import verify_code_batch
 from posttrain.sched import (
-    BatchVerifier,
     DomainHooks,
-    Episode,
     GroupDropped,
     LocalBackend,
     SchedPolicy,
     Service,
     Verify,
-    hooks_from_envs,
 )
-from posttrain.types import Task, TaskLimits, Trajectory, Turn, Verdict
+from posttrain.types import BatchVerifier, Task, TaskLimits, Verdict
 
 PROMPT = "def add(a: int, b: int) -> int:\n"
 TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
@@ -60,12 +58,12 @@ class Flaky:
 
 
 def test_real_sandbox_verdicts_in_order(pool):
-    hooks = hooks_from_envs(["code", "math"], pool)
+    hooks = domain_hooks(["code", "math"], pool)
     jobs = [Verify(code_task(), RIGHT, "g1", 0), Verify(code_task(), WRONG, "g1", 1),
             Verify(math_task(), "\\boxed{2}", "g2", 0), Verify(math_task(), "3", "g2", 1)]
     with Service(LocalBackend(hooks, pool)) as svc:
         assert svc.workers == pool.size  # sized from the pool, no workers argument
-        out = svc.run_batch(jobs)
+        out = svc.run_jobs(jobs)
     assert [v.outcome for v in out.results] == ["pass", "fail", "pass", "fail"]
     assert out.dropped_groups == frozenset()
     assert len(svc.attempts) == 4 and all(a.final for a in svc.attempts)
@@ -73,7 +71,7 @@ def test_real_sandbox_verdicts_in_order(pool):
 
 @pytest.mark.parametrize("raise_instead", [False, True])
 def test_infra_errors_are_retried_and_every_try_recorded(pool, raise_instead):
-    real = get_env("code").make_verifier(pool)
+    real = get_domain("code").make_verifier(pool)
     flaky = Flaky(real, {RIGHT: 2}, raise_instead=raise_instead)
     with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), FAST) as svc:
         v = svc.submit(Verify(code_task(), RIGHT, "g", 0)).result(timeout=60)
@@ -86,10 +84,10 @@ def test_infra_errors_are_retried_and_every_try_recorded(pool, raise_instead):
 
 
 def test_a_programs_own_failure_is_never_retried(pool):
-    flaky = Flaky(get_env("code").make_verifier(pool), {})
+    flaky = Flaky(get_domain("code").make_verifier(pool), {})
     loop = "    while True:\n        pass\n"
     with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), FAST) as svc:
-        verdicts = svc.run_batch([Verify(code_task(timeout_s=1.0), loop, "g", 0),
+        verdicts = svc.run_jobs([Verify(code_task(timeout_s=1.0), loop, "g", 0),
                                   Verify(code_task(), WRONG, "g", 1)]).results
     assert [v.outcome for v in verdicts] == ["fail", "fail"]
     assert verdicts[0].error_class == "timeout"
@@ -97,14 +95,14 @@ def test_a_programs_own_failure_is_never_retried(pool):
 
 
 def test_an_exhausted_sample_drops_its_whole_group_never_scored(pool):
-    real = get_env("code").make_verifier(pool)
+    real = get_domain("code").make_verifier(pool)
     doomed = "    return b + a\n"
     flaky = Flaky(real, {doomed: 99})
     jobs = [Verify(code_task("t1"), RIGHT, "g1", 0), Verify(code_task("t1"), doomed, "g1", 1),
             Verify(code_task("t2"), RIGHT, "g2", 0), Verify(code_task("t2"), WRONG, "g2", 1)]
     policy = SchedPolicy(max_tries=3, backoff_s=0.01, breaker_threshold=99)
     with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), policy) as svc:
-        out = svc.run_batch(jobs)
+        out = svc.run_jobs(jobs)
         with pytest.raises(GroupDropped, match="g1"):
             svc.submit(Verify(code_task("t1"), "    return 5\n", "g1", 2)).result(timeout=10)
         stats = svc.stats()
@@ -116,10 +114,10 @@ def test_an_exhausted_sample_drops_its_whole_group_never_scored(pool):
 
 
 def test_identical_pairs_are_verified_once_and_cached(pool):
-    flaky = Flaky(get_env("code").make_verifier(pool), {})
+    flaky = Flaky(get_domain("code").make_verifier(pool), {})
     same = [Verify(code_task(), RIGHT, "g", i) for i in range(6)]
     with Service(LocalBackend({"code": DomainHooks(flaky)}, pool)) as svc:
-        first = svc.run_batch(same).results
+        first = svc.run_jobs(same).results
         again = svc.submit(Verify(code_task(), RIGHT, "g2", 0)).result(timeout=10)
         stats = svc.stats()
     assert all(v.passed for v in first) and again.passed
@@ -128,11 +126,11 @@ def test_identical_pairs_are_verified_once_and_cached(pool):
 
 
 def test_infra_errors_are_never_cached(pool):
-    flaky = Flaky(get_env("code").make_verifier(pool), {RIGHT: 1})
+    flaky = Flaky(get_domain("code").make_verifier(pool), {RIGHT: 1})
     policy = SchedPolicy(max_tries=1, breaker_threshold=99)
     with Service(LocalBackend({"code": DomainHooks(flaky)}, pool), policy) as svc:
-        assert svc.run_batch([Verify(code_task(), RIGHT, "a", 0)]).results == [None]
-        assert svc.run_batch([Verify(code_task(), RIGHT, "b", 0)]).results[0].passed
+        assert svc.run_jobs([Verify(code_task(), RIGHT, "a", 0)]).results == [None]
+        assert svc.run_jobs([Verify(code_task(), RIGHT, "b", 0)]).results[0].passed
     assert flaky.calls[RIGHT] == 2
 
 
@@ -143,59 +141,22 @@ def test_a_domain_batching_hook_verifies_several_pairs_per_sandbox_job(pool):
         calls.append(len(pairs))
         return verify_code_batch(pool, pairs)
 
-    hooks = {"code": DomainHooks(get_env("code").make_verifier(pool), BatchVerifier(4, batch))}
+    hooks = {"code": DomainHooks(get_domain("code").make_verifier(pool), BatchVerifier(4, batch))}
     responses = [RIGHT, WRONG, "    return a + b + 0\n", "    return 5\n", "    return b + a\n", "    return 0\n"]
     with Service(LocalBackend(hooks, pool)) as svc:
-        out = svc.run_batch([Verify(code_task(), r, "g", i) for i, r in enumerate(responses)]).results
+        out = svc.run_jobs([Verify(code_task(), r, "g", i) for i, r in enumerate(responses)]).results
     assert [v.outcome for v in out] == ["pass", "fail", "pass", "fail", "pass", "fail"]
     assert max(calls) > 1 and sum(calls) == 6
     assert any(a.batch_size > 1 for a in svc.attempts)
-
-
-class CountingEnv:
-    """A stateful environment: its state must start from the task's initial state every episode."""
-
-    built = 0
-
-    def __init__(self, fail_on_first_build: bool) -> None:
-        CountingEnv.built += 1
-        self.fail = fail_on_first_build and CountingEnv.built == 1
-        self.steps = 0
-
-    def play(self, verify, task: Task) -> Trajectory:
-        turns = []
-        for response in (WRONG, RIGHT):
-            self.steps += 1
-            if self.fail and self.steps == 2:
-                raise ConnectionError("the environment's host died mid-episode")
-            v = verify(task, response)
-            turns.append(Turn((1,), (2,), (-0.1,), "eos", v, response))
-        assert self.steps == 2  # a retry never resumes a half-played environment
-        return Trajectory(task.id, "ep", 0, tuple(turns), turns[-1].verdict.reward)
-
-
-def test_an_episode_retry_restarts_in_a_fresh_environment(pool):
-    verify = get_env("code").make_verifier(pool)
-    task = code_task()
-    CountingEnv.built = 0
-
-    def run() -> Trajectory:
-        return CountingEnv(fail_on_first_build=True).play(verify, task)
-
-    with Service(LocalBackend({}, pool), FAST) as svc:
-        traj = svc.submit(Episode(task, run, "ep", 0)).result(timeout=60)
-    assert CountingEnv.built == 2
-    assert [v.outcome for v in traj.verdicts] == ["fail", "pass"]
-    assert [a.outcome for a in svc.attempts] == ["infra_error", "episode:pass"]
 
 
 def test_quick_checks_finish_while_a_slow_suite_runs(pool):
     slow = Task(id="suite", domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
                 limits=TaskLimits(timeout_s=30.0))
     sleepy = "    import time\n    time.sleep(2)\n    return a + b{}\n"
-    hooks = hooks_from_envs(["code", "math"], pool)
+    hooks = domain_hooks(["code", "math"], pool)
     with Service(LocalBackend(hooks, pool)) as svc:
-        svc.run_batch([Verify(math_task("warm"), "\\boxed{2}", "warm", 0)])  # math checks are seen to be quick
+        svc.run_jobs([Verify(math_task("warm"), "\\boxed{2}", "warm", 0)])  # math checks are seen to be quick
         suites = [svc.submit(Verify(slow, sleepy.format(""), "s", 0))]
         time.sleep(1.0)  # suite 0 holds one of the two workers
         t0 = time.monotonic()
@@ -211,13 +172,13 @@ def test_quick_checks_finish_while_a_slow_suite_runs(pool):
 
 
 def test_a_domain_without_a_verifier_is_refused_at_submit(pool):
-    with Service(LocalBackend(hooks_from_envs(["math"], None), pool)) as svc:
+    with Service(LocalBackend(domain_hooks(["math"], None), pool)) as svc:
         with pytest.raises(ValueError, match="no verifier for domain 'code'"):
             svc.submit(Verify(code_task(), RIGHT, "g", 0))
 
 
 def test_ungrouped_jobs_of_one_task_each_get_their_verdict_and_a_sample_is_submitted_once():
-    hooks = hooks_from_envs(["math"], None)
+    hooks = domain_hooks(["math"], None)
     with Service(LocalBackend(hooks)) as svc:
         # no group id: each job is a group of its own (these two once shared a ledger key and one hung)
         futures = [svc.submit(Verify(math_task(), "\\boxed{2}")), svc.submit(Verify(math_task(), "3"))]
@@ -238,7 +199,7 @@ def test_a_duplicate_whose_first_was_dropped_runs_on_its_own_and_keeps_its_group
     """Dedup across groups: the first of two identical (task, response) jobs runs out of infra
     retries and drops *its* group; the duplicate of another group then runs on its own (it was never
     tried) and is scored, its group kept. Both jobs get one final result in the ledger."""
-    hooks = hooks_from_envs(["math"], None)
+    hooks = domain_hooks(["math"], None)
     gate, tries = threading.Event(), Counter()
 
     def host(task: Task, response: str) -> Verdict:
@@ -251,7 +212,7 @@ def test_a_duplicate_whose_first_was_dropped_runs_on_its_own_and_keeps_its_group
     policy = SchedPolicy(max_tries=2, backoff_s=0.01, breaker_threshold=99)
     with Service(LocalBackend({"math": DomainHooks(host)}), policy) as svc:
         threading.Timer(0.3, gate.set).start()
-        out = svc.run_batch([Verify(math_task(), "\\boxed{2}", "gA", 0), Verify(math_task(), "\\boxed{2}", "gB", 0),
+        out = svc.run_jobs([Verify(math_task(), "\\boxed{2}", "gA", 0), Verify(math_task(), "\\boxed{2}", "gB", 0),
                              Verify(math_task("m2"), "3", "gB", 1)])
         stats, ledger = svc.stats(), svc.ledger.summary(3)
         live = (svc._pending, svc._inflight, svc._group_keys, svc._group_live, svc._watch, svc.ledger.finals)
@@ -269,12 +230,12 @@ def test_memory_budget_estimates_and_open_breakers_show_in_stats_and_steer_the_t
     from posttrain.tasks import TaskSampler
 
     down = DomainHooks(lambda t, r: Verdict.infra("host down", error_class="infra:sandbox"))
-    up = DomainHooks(get_env("math").make_verifier(None))
+    up = DomainHooks(get_domain("math").make_verifier(None))
     policy = SchedPolicy(max_tries=1, breaker_threshold=2, breaker_cooldown_s=60.0, memory_budget_mb=4096.0)
     tasks = [Task(id=f"{d}{i}", domain=d, prompt="1+1?", fields={"answer": "2"}) for d in ("math", "json")
              for i in range(4)]
     with Service(LocalBackend({"math": up, "json": down}), policy) as svc:
-        svc.run_batch([Verify(tasks[4 + i], "x", f"g{i}") for i in range(2)])
+        svc.run_jobs([Verify(tasks[4 + i], "x", f"g{i}") for i in range(2)])
         assert svc.open_domains() == ["json"]
         stats = svc.stats()
         assert stats["memory"]["budget_mb"] == 4096.0 and stats["memory"]["running_mb"] == 0.0

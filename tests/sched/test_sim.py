@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posttrain.sched._policy import SchedPolicy
+from posttrain.sched._rules import SchedPolicy
 from posttrain.sched._sim import Failures, fifo_makespan, lower_bound, simulate, workload
 
 FAILURES = Failures(bad_node="n1", node_window=(5.0, 40.0), timeout_domain="d2", domain_window=(20.0, 35.0),

@@ -157,7 +157,7 @@ def test_non_json_sampler_state_is_rejected(tmp_path, tok):
 
 
 def test_lora_adapters_round_trip(tmp_path, tok):
-    from posttrain.train._step import LoraSpec, apply_lora
+    from posttrain.train._lora import LoraSpec, apply_lora
 
     model = apply_lora(make_model(tok, seed=0), LoraSpec(r=2))
     with torch.no_grad():

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "algo"))
 from _tiny import make_model, make_tokenizer, save_model  # noqa: E402
 
 from posttrain.errors import ConfigError, UserError  # noqa: E402
-from posttrain.train._step import LoraSpec  # noqa: E402
+from posttrain.train._lora import LoraSpec  # noqa: E402
 from posttrain.train.dpo import DPOConfig, PreferencePair, encode_pairs, sequence_logps, train_dpo  # noqa: E402
 from posttrain.train.rm import RMConfig, make_reward_model, score_rows, token_values, train_rm  # noqa: E402
 

@@ -4,8 +4,8 @@ Real sampler, real tiny Qwen2 model, and a repair-style test double environment 
 are fixed feedback strings (the real environments are the domains' business). Checked: the loss
 covers every model token of an episode and none of the environment's (gradient zero on observation
 positions, equal to a hand computation on action positions); credit across attempts (discount);
-per-turn process rewards; cut episodes masked by default or scored 0, counted either way; the GRPO
-loop over repair episodes writes one record per attempt.
+per-turn process rewards; cut episodes scored as the worst failure and counted; the GRPO loop over
+repair episodes writes one record per attempt.
 """
 
 import dataclasses
@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "algo"))
 from _tiny import make_model, make_tokenizer  # noqa: E402
 
 from posttrain.policy import Generation, LocalSampler, SamplingParams, build_embedded_default, load_policy  # noqa: E402
-from posttrain.rollout import Episode, Observation, run_batch  # noqa: E402
+from posttrain.rollout import Episode, run_batch  # noqa: E402
+from posttrain.rollout.episodes import Episodes  # noqa: E402
 from posttrain.sched import LocalBackend, Service  # noqa: E402
 from posttrain.train._step import LossSpec, policy_loss  # noqa: E402
 from posttrain.train.grpo import (  # noqa: E402
@@ -33,7 +34,7 @@ from posttrain.train.grpo import (  # noqa: E402
     train_grpo,
 )
 from posttrain.train.recipe import RLConfig  # noqa: E402
-from posttrain.types import Task, Trajectory, Turn, Verdict  # noqa: E402
+from posttrain.types import Observation, StepResult, Task, Trajectory, Turn, Verdict  # noqa: E402
 from posttrain.verify.rewards import RewardWeights  # noqa: E402
 
 FEEDBACK = " no. again:"
@@ -49,12 +50,15 @@ class FeedbackEnv:
     def reset(self, task: Task) -> Observation:
         return Observation(tuple(self.encode(task.prompt)), task.prompt)
 
-    def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+    def step(self, action: Generation) -> StepResult:
         self.n += 1
         ok = self.passes(action)
         verdict = Verdict("pass", 1.0) if ok else Verdict("fail", 0.0, feedback="no", error_class="assertion")
         done = ok or self.n >= self.attempts
-        return Observation(() if done else tuple(self.encode(FEEDBACK)), "" if done else FEEDBACK), verdict, done
+        return StepResult(Observation(() if done else tuple(self.encode(FEEDBACK)), "" if done else FEEDBACK), verdict, done)
+
+    def close(self):
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -141,25 +145,22 @@ def test_credit_across_attempts_is_discounted_per_extra_attempt():
     assert plain[0].tolist() == [1.0, 1.0]  # default: the episode's reward on every model token
     discounted, _ = rewards_of(groups, RewardWeights(), attempt_discount=0.5)
     assert discounted[0].tolist() == [0.25, 1.0]  # passed at the third attempt: 0.5 ** 2
+    w = RewardWeights(length=1.0, max_tokens=2, overlong_buffer=1)  # a's 3 action tokens: penalty -1
+    assert rewards_of(groups, w, attempt_discount=0.5)[0][0].tolist() == [0.25 - 1.0, 1.0 - 1.0]  # penalty whole
     with pytest.raises(ValueError, match="attempt_discount"):
         EpisodeSpec(attempt_discount=0.0)
 
 
-def test_cut_episodes_are_masked_by_default_or_scored_zero_and_counted_either_way():
+def test_cut_episodes_score_as_the_worst_failure_and_are_counted():
     groups = _episodes()
     tasks = [Task(id="t", domain="test", prompt="", fields={})] * 2
-    for cut in ("mask", "zero"):
-        rewards, _ = rewards_of(groups, RewardWeights(), cut=cut)
+    for w, floor in ((RewardWeights(format=0.2), 0.0), (RewardWeights(length=0.5, max_tokens=8, overlong_buffer=4), -0.5)):
+        rewards, _ = rewards_of(groups, w)
         batch = build_batch(groups, rewards, pad_id=0)
-        cut_rows = batch.loss_mask[2:].sum().item()
-        if cut == "mask":
-            assert torch.isnan(rewards[1]).all() and cut_rows == 0  # no gradient, not in the baseline
-        else:
-            assert rewards[1].tolist() == [0.0, 0.0] and cut_rows == 2 + 3
+        assert rewards[1].tolist() == [floor, floor] and batch.loss_mask[2:].sum().item() == 2 + 3  # trained
         m = step_metrics(groups, tasks, rewards, {})
         assert m["truncation_rate"] == 0.5 and m["infra_error_rate"] == 0.0
         assert m["turns_mean"] == 7 / 4 and m["attempts_mean"] == 6 / 4
-    assert EpisodeSpec().cut == "mask"
 
 
 def test_process_rewards_from_intermediate_verdicts():
@@ -179,8 +180,9 @@ def test_grpo_loop_over_repair_episodes(tmp_path):
     policy = load_policy(build_embedded_default(tmp_path / "m"))
     tasks = [Task(id=f"t{i}", domain="test", prompt=f"say {i}:", fields={}) for i in range(4)]
     first_even = lambda action: action.completion_ids[0] % 2 == 0  # noqa: E731  (about half pass)
-    spec = EpisodeSpec(make_env=lambda task: FeedbackEnv(policy.encode_prompt, attempts=3, passes=first_even),
-                       max_turns=3, attempt_discount=0.9, process_coef=0.1)
+    make = lambda task: FeedbackEnv(policy.encode_prompt, attempts=3, passes=first_even)  # noqa: E731
+    spec = EpisodeSpec(Episodes("repair", lambda task, group, i: make(task), make, 3), attempt_discount=0.9,
+                       process_coef=0.1)
     cfg = RLConfig(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=6, checkpoint_every=2)
     seen = []
     with Service(LocalBackend({})) as svc:
@@ -237,13 +239,13 @@ def test_the_runner_names_the_limit_that_cut_an_episode(tok):
     by_budget = run(max_turns=3, max_tokens=6)  # 4 action tokens + 11 feedback ids exhaust the budget
     assert all(t.cut_by == "max_tokens" and t.truncated for t in by_budget)
     rewards, _ = rewards_of([by_budget], RewardWeights())
-    assert torch.isnan(rewards).all() and build_batch([by_budget], rewards, pad_id=0).loss_mask.sum() == 0
+    assert (rewards == 0.0).all() and build_batch([by_budget], rewards, pad_id=0).loss_mask.sum() > 0
 
 
 def test_a_group_of_multi_turn_episodes_shares_its_prompt_exactly(tok):
     """Episodes of one carried group are scored in one packed row (their prompt computed once),
     observation holes included: the same log-probs and gradients as scoring each row alone."""
-    from posttrain.train._step import _shared_groups, token_logprobs
+    from posttrain.train._logprobs import _shared_groups, token_logprobs
 
     model = make_model(tok, dtype=torch.float64)
     encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -269,5 +271,8 @@ def test_dr_grpo_constant_covers_every_action_of_an_episode():
 
     cfg = RLConfig(loss_agg="seq_mean_token_sum_norm", max_new_tokens=24)
     assert loss_spec(cfg).norm_const == 24.0 == loss_spec(cfg, EpisodeSpec()).norm_const
-    assert loss_spec(cfg, EpisodeSpec(max_turns=3)).norm_const == 72.0
-    assert loss_spec(cfg, EpisodeSpec(max_turns=3, max_tokens=50)).norm_const == 50.0
+    def plan(max_turns, max_tokens=None):
+        return EpisodeSpec(Episodes("repair", lambda task, group, i: None, None, max_turns, max_tokens))
+
+    assert loss_spec(cfg, plan(3)).norm_const == 72.0
+    assert loss_spec(cfg, plan(3, 50)).norm_const == 50.0

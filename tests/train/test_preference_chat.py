@@ -16,7 +16,7 @@ from _chat_models import qwen_char_tokenizer  # noqa: E402
 from test_chat_prompts import tiny_llama_dir  # noqa: E402
 
 from posttrain.cli import main  # noqa: E402
-from posttrain.envs import get_env, model_prompt  # noqa: E402
+from posttrain.envs import get_domain, model_prompt  # noqa: E402
 from posttrain.policy import load_policy  # noqa: E402
 from posttrain.train import dpo, rm  # noqa: E402
 from posttrain.train.dpo import DPOConfig, PreferencePair, encode_pairs  # noqa: E402
@@ -80,7 +80,7 @@ def test_run_dpo_and_run_rm_score_the_prompt_ids_the_policy_samples_after(chat_m
 def test_a_pair_keeps_the_prompt_the_policy_was_shown():
     """A tool task's prompt as the model sees it carries the tool schemas (``model_prompt``); a pair built
     on ``task.prompt`` alone would be scored after another prompt than the one sampled from."""
-    [task] = get_env("tool").generate_tasks(1, seed=0)
+    [task] = get_domain("tool").generate_tasks(1, seed=0)
     assert model_prompt(task) != task.prompt
     bad = Rollout(task.id, 0, (), (), (), "no call", "stop", Verdict(outcome="fail", reward=0.0))
     pair = pair_from_group(task, [bad])

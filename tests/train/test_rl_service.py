@@ -7,7 +7,7 @@ answers infra for one task (what a dying sandbox host looks like to the service)
 
 import math
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.policy import build_embedded_default, load_policy
 from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service
 from posttrain.train.checkpoint import load_latest
@@ -21,7 +21,7 @@ POLICY = SchedPolicy(max_tries=2, backoff_s=0.01)
 
 
 def _hooks(down: str | None = None) -> dict[str, DomainHooks]:
-    real = get_env("math").make_verifier(None)
+    real = get_domain("math").make_verifier(None)
 
     def verify(task: Task, response: str) -> Verdict:
         if task.id == down:

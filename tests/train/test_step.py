@@ -12,7 +12,8 @@ from _tiny import make_model, make_tokenizer  # noqa: E402
 
 from posttrain.algo import AGG_MODES  # noqa: E402
 from posttrain.errors import ConfigError  # noqa: E402
-from posttrain.train._step import LossSpec, PolicyBatch, policy_update, token_logprobs  # noqa: E402
+from posttrain.train._logprobs import token_logprobs  # noqa: E402
+from posttrain.train._step import LossSpec, PolicyBatch, policy_update  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,6 @@ def test_micro_batching_does_not_change_the_update(tok, agg):
         norm_const=16.0 if agg == "seq_mean_token_sum_norm" else None,
         clip_high=0.28,
         kl_coef=0.05,
-        entropy_coef=0.01,
     )
     full, m_full = _step(tok, spec, mbs=8)
     micro, m_micro = _step(tok, spec, mbs=2)
@@ -144,7 +144,7 @@ def test_left_and_right_padding_give_the_same_logprobs(tok):
 
 def test_packed_logprobs_equal_each_example_alone(tok):
     from posttrain.algo import pack_sequences
-    from posttrain.train._step import packed_token_logprobs
+    from posttrain.train._logprobs import packed_token_logprobs
 
     model = make_model(tok, dtype=torch.float64)
     seqs = [tok(t)["input_ids"] for t in ("hello", "ab 12", "xyz", "q?")]
@@ -201,7 +201,7 @@ def _grouped_batch(tok, model, *, groups=3, g=4, seed=0):
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_shared_prefix_path_equals_the_plain_path(tok, attn):
-    from posttrain.train._step import _shared_groups
+    from posttrain.train._logprobs import _shared_groups
 
     model = make_model(tok, dtype=torch.float64)
     model.config._attn_implementation = attn
@@ -221,7 +221,7 @@ def test_shared_prefix_path_equals_the_plain_path(tok, attn):
 
 
 def test_shared_prefix_is_not_used_when_it_does_not_pay(tok):
-    from posttrain.train._step import _shared_groups
+    from posttrain.train._logprobs import _shared_groups
 
     model = make_model(tok)
     ids, attn, mask, groups = _grouped_batch(tok, model, groups=4, g=1)  # every prompt distinct
@@ -231,7 +231,8 @@ def test_shared_prefix_is_not_used_when_it_does_not_pay(tok):
 def test_groups_are_carried_never_guessed_from_tokens(tok):
     """Rows with equal prompts but different carried groups are not merged, rows of one carried
     group with different prompts are scored alone, and without groups nothing is shared."""
-    from posttrain.train._step import _row_order, _shared_groups
+    from posttrain.train._logprobs import _shared_groups
+    from posttrain.train._step import _row_order
 
     model = make_model(tok)
     ids, attn, mask, groups = _grouped_batch(tok, model, groups=1, g=4)  # one prompt, 4 completions

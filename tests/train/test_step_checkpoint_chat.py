@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.envs import get_env
+from posttrain.envs import get_domain
 from posttrain.policy import CHAT_RECORD, load_policy
 from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service
 from posttrain.train.checkpoint import load_latest
@@ -35,7 +35,7 @@ def model(tmp_path_factory) -> Path:
 def test_a_step_checkpoint_records_the_prompt_rendering(tmp_path, model, chat):
     policy = load_policy(model, chat=chat)
     cfg = RLConfig(steps=1, prompts_per_step=2, group_size=2, max_new_tokens=4, checkpoint_every=1)
-    hooks = {"math": DomainHooks(get_env("math").make_verifier(None))}
+    hooks = {"math": DomainHooks(get_domain("math").make_verifier(None))}
     with Service(LocalBackend(hooks), SchedPolicy(max_tries=2, backoff_s=0.01)) as svc:
         train_grpo(policy, TASKS, svc, cfg, reward_weights=RewardWeights(), out=tmp_path / "run", seed=0)
     step = load_latest(tmp_path / "run" / "checkpoints" / "rl-state").path / "model"

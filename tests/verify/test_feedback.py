@@ -9,7 +9,6 @@ from posttrain.verify.feedback import (
     classify_exception,
     classify_output,
     for_code_failure,
-    for_output,
     normalize,
     render,
 )
@@ -72,7 +71,3 @@ def test_code_failure_feedback_is_deterministic() -> None:
     a, b = for_code_failure("exception:KeyError", err), for_code_failure("exception:KeyError", dict(err))
     assert a == b and "your code, line 4" in a and "0xdeadbeef00" not in a
 
-
-def test_for_output_uses_stderr_tail() -> None:
-    cls, text = for_output(b"", TRACE_A.encode())
-    assert cls == "exception:ZeroDivisionError" and "division by zero" in text and "pid" not in text.split("\n")[0]

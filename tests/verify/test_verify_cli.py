@@ -14,9 +14,9 @@ CODE_TASK = {"id": "c1", "domain": "code", "prompt": "def inc(x: int) -> int:\n 
 MATH_TASK = {"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2", "reference": "\\boxed{2}"}
 
 
-def posttrain(*args: str) -> subprocess.CompletedProcess[str]:
+def posttrain(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "posttrain.cli", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_verify_single_prints_verdict_and_exits_zero(tmp_path) -> None:
@@ -63,7 +63,7 @@ def test_verify_many_in_parallel_with_sandbox(tmp_path) -> None:
 
 def test_tasks_validate(tmp_path) -> None:
     files = sorted((ROOT / "examples" / "tasks").glob("*.jsonl"))  # one per domain of posttrain's own
-    r = posttrain("tasks", "validate", *files)
+    r = posttrain("tasks", "validate", *files, timeout=900)  # repo and cad run real suites and renders
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("0 problem(s)") == len(files) >= 4
     bad = tmp_path / "bad.jsonl"

@@ -1,7 +1,7 @@
 """BFCL v4 multi-turn tasks as stateful tool-agent episodes, judged the way BFCL's own checker judges them.
 
     tasks = load_tasks("multi_turn_base")                      # 200 Tasks, domain "bfcl"
-    env = BfclEnv(pool, ChatTemplate(policy.tokenizer))        # one per episode (rollout.Env)
+    env = BfclEnv(pool, ChatTemplate(policy.tokenizer))        # one per episode (posttrain.envs.Env)
     traj = run_episode(sampler, Episode(task, env, group_id), params, max_turns=60, max_tokens=8192)
     verdict = check_calls(pool, task, [[[Call("cd", {"folder": "document"})], ...], ...])   # replay
 
@@ -63,8 +63,8 @@ from posttrain.envs.bfcl._data import (
     parse_call,
     to_openai_tool,
 )
-from posttrain.envs.bfcl._domain import ENV, MAX_STEPS_PER_TURN, BfclDomain
-from posttrain.envs.bfcl._env import BfclEnv, plain_arguments
+from posttrain.envs.bfcl._domain import ENV, BfclDomain
+from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv, plain_arguments
 
 __all__ = [
     "CATEGORIES",

@@ -1,8 +1,8 @@
 """The ``bfcl`` domain: BFCL v4 multi-turn tasks as a registered domain (task files, generator,
 single-response verifier), beside their episodes (``BfclEnv``).
 
-    tasks = get_env("bfcl").generate_tasks(8, seed=0)      # from multi_turn_base, shuffled by seed
-    verdict = get_env("bfcl").make_verifier(pool)(task, response)
+    tasks = get_domain("bfcl").generate_tasks(8, seed=0)      # from multi_turn_base, shuffled by seed
+    verdict = get_domain("bfcl").make_verifier(pool)(task, response)
 
 A task record holds the fields ``load_tasks`` gives (``turns``, ``tools``, ``methods``,
 ``initial_config``, ``involved_classes``, ``ground_truth``, ``category``, ``bfcl_version``), so a
@@ -30,13 +30,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common
+from posttrain.envs._env import EpisodeContext
 from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
+from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv
+from posttrain.strict_json import StrictJSONError, loads_strict
 from posttrain.types import Task, TaskLimits, Verdict
-from posttrain.verify.strict_json import StrictJSONError, loads_strict
 
-MAX_STEPS_PER_TURN = 20
-"""BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
 FIELDS = ("turns", "tools", "methods", "initial_config", "involved_classes", "ground_truth", "category",
           "bfcl_version")
 GENERATOR_CATEGORY = "multi_turn_base"
@@ -74,6 +74,10 @@ class BfclDomain:
 
     name = DOMAIN
     needs_sandbox = True
+
+    def capabilities(self) -> tuple[str, ...]:
+        """The capability labels of ``posttrain tasks list`` (BFCL v4's stateful backends)."""
+        return ("tool-use", "function-calling", "agent", "multi-turn")
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, DOMAIN)
@@ -122,14 +126,12 @@ class BfclDomain:
             steps += [list(calls), []] if calls else [[]]
         return steps
 
-    def episode_env(self, chat: Any, *, pool: Any | None = None, max_steps: int = MAX_STEPS_PER_TURN) -> Any:
-        """A tool-calling episode over one task (``BfclEnv``: its backends in ``pool``'s sandbox);
-        ``max_steps`` caps the steps with calls per user turn (BFCL's 20 at most)."""
-        from posttrain.envs.bfcl._env import BfclEnv
-
-        if pool is None:
+    def episode_env(self, task: Task, ctx: EpisodeContext) -> BfclEnv:
+        """A tool-calling episode over one task (``BfclEnv``: its backends in ``ctx.pool``'s sandbox);
+        ``ctx.max_steps`` caps the steps with calls per user turn (BFCL's 20 at most)."""
+        if ctx.pool is None:
             raise ValueError("bfcl episodes run BFCL's backends in the sandbox: episode_env needs a pool")
-        return BfclEnv(pool, chat, max_steps_per_turn=min(max_steps, MAX_STEPS_PER_TURN))
+        return BfclEnv(ctx.pool, ctx.chat, max_steps_per_turn=min(ctx.max_steps, MAX_STEPS_PER_TURN))
 
     def episode_actions(self, task: Task, max_steps: int) -> int:
         """The most actions an episode of ``task`` takes with step cap ``max_steps`` (``BfclEnv``): per

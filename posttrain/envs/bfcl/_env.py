@@ -1,4 +1,4 @@
-"""``BfclEnv``: one BFCL multi-turn task as a stateful tool-agent episode (the ``rollout.Env`` protocol)."""
+"""``BfclEnv``: one BFCL multi-turn task as a stateful tool-agent episode (the ``posttrain.envs.Env`` protocol)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from posttrain.envs._turns import ChatTurns
 from posttrain.envs.bfcl._backend import BackendInfra, CallsFailed, Judgement, judge_turn, run_job
 from posttrain.envs.bfcl._data import Call, bfcl_root
-from posttrain.envs.bfcl._domain import MAX_STEPS_PER_TURN
-from posttrain.envs.tool import tool_specs
-from posttrain.policy import ChatTemplate, Generation, tool_result_message
-from posttrain.rollout import Observation
-from posttrain.types import Task, Verdict
+from posttrain.policy import ChatTemplate, tool_result_message, tool_specs
+from posttrain.types import Generation, Observation, StepResult, Task, Verdict
 
+MAX_STEPS_PER_TURN = 20
+"""BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
 EVIDENCE_RESULT_CHARS = 1000
 
 
@@ -79,7 +79,7 @@ class BfclEnv:
     def reset(self, task: Task) -> Observation:
         self.task = task
         self.tools: list[dict[str, Any]] = list(task.fields["tools"])
-        self.messages: list[dict[str, Any]] = [dict(m) for m in task.fields["turns"][0]]
+        self.turns = ChatTurns(self.chat, task.fields["turns"][0], tools=self.tools)
         self.turn, self.steps, self.called = 0, 0, False
         self.model_state: bytes | None = None  # opaque pickles, made and read only in the sandbox
         self.truth_state: bytes | None = None
@@ -89,16 +89,14 @@ class BfclEnv:
         self.calls_made = self.calls_valid = 0  # the tool-call validity rate (call_is_valid)
         self.specs = tool_specs(self.tools)
         self.judgement = Judgement()
-        ids = self.chat.render(self.messages, tools=self.tools)
-        return Observation(tuple(ids), task.fields["turns"][0][-1]["content"])
+        return Observation(tuple(self.turns.prompt_ids()), task.fields["turns"][0][-1]["content"])
 
-    def step(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+    def step(self, action: Generation) -> StepResult:
         task = self.task
         if task is None:
             raise RuntimeError("BfclEnv.step before reset")
         parse = self.chat.parse_tool_calls(action.text)
-        self.messages.append(self.chat.assistant_message(parse) if parse.ok
-                             else {"role": "assistant", "content": action.text})
+        self.turns.act(action, self.chat.assistant_message(parse) if parse.ok else None)
         try:
             if parse.ok and parse.calls:
                 return self._run_calls(action, [Call(c.name, plain_arguments(dict(c.arguments))) for c in parse.calls])
@@ -106,14 +104,14 @@ class BfclEnv:
             self.calls_made += not parse.ok  # a response whose calls cannot be decoded: one invalid call
             return self._end_turn(action)
         except BackendInfra as e:
-            return Observation(()), Verdict.infra(str(e)), True
+            return StepResult(Observation(()), Verdict.infra(str(e)), True)
 
-    def _run_calls(self, action: Generation, calls: list[Call]) -> tuple[Observation, Verdict | None, bool]:
+    def _run_calls(self, action: Generation, calls: list[Call]) -> StepResult:
         self.steps += 1
         if self.steps > self.max_steps_per_turn:
             self.judgement.add(self.turn, ("step_limit", f"turn {self.turn + 1}: more than {self.max_steps_per_turn} "
                                                          "steps with tool calls (BFCL force-quits the task)"))
-            return Observation(()), self._verdict(), True
+            return StepResult(Observation(()), self._verdict(), True)
         assert self.task is not None
         try:
             job = run_job(self.pool, self.root, self.task, [{"kind": "calls", "calls": [c.to_json() for c in calls]}],
@@ -131,9 +129,9 @@ class BfclEnv:
                                  "arguments": dict(c.arguments), "result": r[:EVIDENCE_RESULT_CHARS]})
         new = [tool_result_message(r, tool_call_id=f"call_{i}", name=c.name)
                for i, (c, r) in enumerate(zip(calls, results, strict=True))]
-        return self._observe(action, new), None, False
+        return StepResult(self._observe(action, new), None, False)
 
-    def _end_turn(self, action: Generation) -> tuple[Observation, Verdict | None, bool]:
+    def _end_turn(self, action: Generation) -> StepResult:
         assert self.task is not None
         truth = self.task.fields["ground_truth"][self.turn]
         try:
@@ -147,14 +145,17 @@ class BfclEnv:
         self.turn, self.steps, self.called = self.turn + 1, 0, False
         turns = self.task.fields["turns"]
         if self.turn == len(turns):
-            return Observation(()), self._verdict(), True
+            return StepResult(Observation(()), self._verdict(), True)
         new = [dict(m) for m in turns[self.turn]]
-        return self._observe(action, new), None, False
+        return StepResult(self._observe(action, new), None, False)
 
     def _observe(self, action: Generation, new: Sequence[dict[str, Any]]) -> Observation:
-        ids = self.chat.observation_ids(self.messages, action.completion_ids, new, tools=self.tools)
-        self.messages += new
+        ids = self.turns.observe(new)
         return Observation(tuple(ids), "\n".join(str(m["content"]) for m in new))
+
+    def close(self) -> None:
+        """Nothing to release: each backend job runs in a fresh sandbox of the run's pool, its state
+        carried as bytes here (``Env.close``)."""
 
     def _verdict(self) -> Verdict:
         return self.judgement.verdict({"calls": self.records, "invalid_actions": self.invalid_actions,

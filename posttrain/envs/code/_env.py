@@ -6,15 +6,18 @@ defines ``check(candidate)``). HumanEval's ``canonical_solution`` is accepted as
 
 Response -> candidate module: the last fenced Python block if the response has one (the module
 is then ``prompt + "\\n" + block``, so the prompt's imports and helpers stay defined), otherwise
-the response is the continuation of the prompt (module = ``prompt + response``).
+the response is the continuation of the prompt (module = ``prompt + response``). A prompt that
+ends in a bare signature (``def f(x):``, no docstring) takes a complete definition of ``f`` — fenced
+or the whole response — in place of the signature (``extract_program``).
 
 Verification runs ``posttrain/envs/code/_runner.py`` in the sandbox (``pool.run_python``); the
-candidate runs in a process forked from a fresh interpreter that never held the tests, the
-expected values or the nonce; the tests run in the runner's process, which imports only from
-read-only places; and the runner's report on fd 3 carries a per-run nonce. A candidate that
-passes is run a second time, in a fresh process, on the same calls in a shuffled order, and must
-give the same answers: the function must be deterministic, a function of its arguments only
-(docs/code-verifier-threat-model.md has the threat model). The verdict, from the sandbox's
+candidate runs in a process forked before the runner read the tests, the expected values or the
+nonce; the tests run in the runner's process, which imports only from read-only places; and the
+runner's report on fd 3 carries a per-run nonce. A candidate answers the test's calls in a secret
+shuffled order first (or, for calls that cannot be known before the test runs, a passing candidate
+answers them again in a fresh process, shuffled): the function must be deterministic, a function
+of its arguments only (docs/code-verifier-threat-model.md has the threat model). The tests are
+compiled on the host, once per task (``_compiled``). The verdict, from the sandbox's
 ``Execution``:
 
 - ``outcome == "infra_error"`` -> ``infra_error`` (retried, then dropped; never 0 or 1);
@@ -22,7 +25,7 @@ give the same answers: the function must be deterministic, a function of its arg
 - no report, or a report without our nonce -> ``fail`` (only the candidate can cause either:
   it killed the runner, exhausted memory or time) with ``timeout`` / ``memory`` / ``no_report``;
 - ``pass`` only if the report says the candidate imported, ``check`` returned normally, the
-  candidate was called at least once and did not die or time out, and the second run agreed;
+  candidate was called at least once and did not die or time out, and the shuffled answers agreed;
 - whatever the candidate does once its code runs (any exception, signal, malformed, oversized
   or deeply nested message on its channel, changed limits) is a ``fail`` with an error class
   (``protocol``, ``stateful``, ``sabotage``, ``died``, ``timeout``, ...), never an infra error.
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import queue
 import random
@@ -51,83 +55,150 @@ import secrets
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
-from posttrain.envs._base import (
-    BatchVerifier,
-    RecordReader,
-    TaskFamily,
-    Verifier,
-    fail,
-    guard,
-    parse_common,
-    passed,
-)
-from posttrain.types import Task, TaskLimits, Verdict
+from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
+from posttrain.envs._hooks import TaskFamily
+from posttrain.envs._repair import is_feedback_only
+from posttrain.envs.code._runner import WARM_FRACTION
+from posttrain.pyast import parse as parse_python
+from posttrain.types import BatchVerifier, Task, TaskLimits, Verdict, Verifier
 from posttrain.verify import feedback as fb
 
 NAME = "code"
 DOMAIN_KEYS = frozenset({"entry_point", "test", "hidden_test", "canonical_solution", "task_id"})
 
 
-def _runner_loader() -> str:
-    """Python source that defines the runner's functions; ``entry(n)`` is appended per job.
-
-    Compiling the ~400-line runner in every sandbox job cost ~4 ms, a fifth of a HumanEval job
-    (bench/verify.py), so the job receives the marshalled code object (zlib + base64) and runs
-    it when the sandbox's interpreter has our bytecode magic number; otherwise it compiles the
-    embedded source text.
-    """
-    import base64
+def _runner_code() -> tuple[bytes, bytes]:
+    """The runner's code, marshalled (docstrings dropped: ``optimize=2``), and its source text."""
     import marshal
-    import zlib
-    from importlib.util import MAGIC_NUMBER
 
-    text = Path(__file__).with_name("_runner.py").read_text()
-    blob = base64.b64encode(zlib.compress(marshal.dumps(compile(text, "runner.py", "exec")), 9)).decode()
-    # The runner hands the marshalled code to the fresh interpreter it spawns (the "host").
-    return (
-        "import marshal, zlib, binascii\n"
-        "from importlib._bootstrap_external import MAGIC_NUMBER\n"
-        f"if MAGIC_NUMBER == {MAGIC_NUMBER!r}:\n"
-        f"    _runner_code = zlib.decompress(binascii.a2b_base64({blob!r}))\n"
-        "else:\n"
-        f"    _runner_code = marshal.dumps(compile({text!r}, 'runner.py', 'exec'))\n"
-        "exec(marshal.loads(_runner_code))\n"
-    )
+    from posttrain.envs.code._runner import runner_text
+
+    text = runner_text()  # the runner's files joined into one script
+    return marshal.dumps(compile(text, "runner.py", "exec", optimize=2)), text.encode()
 
 
-_LOADER = _runner_loader()
+_CODE, _TEXT = _runner_code()
+_HEAD = len(_CODE).to_bytes(8, "big") + len(_TEXT).to_bytes(8, "big") + _CODE + _TEXT
 MAX_BATCH = 8
 """Most candidates verified in one sandbox job (``verify_code_batch``)."""
 HOST_START_S = 1.0
-"""Sandbox time allowed, per job, for the runner to start its host interpreter."""
+"""Sandbox time allowed, per job, for the runner to start."""
 
 
 def runner_source(n_items: int = 1) -> str:
-    """The source a sandbox job runs to verify ``n_items`` candidates."""
-    return f"{_LOADER}entry({int(n_items)}, _runner_code)\n"
+    """The source a sandbox job runs to verify ``n_items`` candidates: a few lines that load the
+    runner from the job's stdin (``runner_stdin``), then run it.
+
+    The runner travels marshalled at the head of stdin, read unbuffered with exact sizes (the payload
+    behind it stays unread until the runner has forked its template): no ~130 KB source with the
+    code as a string literal to compile in every job (that loader cost ~4 ms a job of 8 candidates,
+    measured in the slot's cgroup). An interpreter with another bytecode compiles the source text
+    that follows the code instead."""
+    from importlib.util import MAGIC_NUMBER
+
+    return (
+        "import marshal, os\n"
+        "from importlib._bootstrap_external import MAGIC_NUMBER\n"
+        "def _take(n):\n"
+        "    out = b''\n"
+        "    while len(out) < n:\n"
+        "        chunk = os.read(0, n - len(out))\n"
+        "        if not chunk:\n"
+        "            raise EOFError('the runner was cut short')\n"
+        "        out += chunk\n"
+        "    return out\n"
+        "_sizes = _take(16)\n"
+        "_nc, _nt = int.from_bytes(_sizes[:8], 'big'), int.from_bytes(_sizes[8:], 'big')\n"
+        f"if MAGIC_NUMBER == {MAGIC_NUMBER!r}:\n"
+        "    _code = marshal.loads(_take(_nc))\n"
+        "    os.lseek(0, _nt, os.SEEK_CUR)\n"
+        "else:\n"
+        "    os.lseek(0, _nc, os.SEEK_CUR)\n"
+        "    _code = compile(_take(_nt), 'runner.py', 'exec')\n"
+        "exec(_code)\n"
+        f"entry({int(n_items)})\n"
+    )
 
 
-RUNNER_SOURCE = runner_source(1)
-"""What runs in the sandbox for one candidate (``posttrain/envs/code/_runner.py``)."""
+def runner_stdin(payload: Mapping[str, Any]) -> bytes:
+    """The stdin of a runner job: the runner's code and text (``runner_source``), then the payload
+    (marshal: the host and the runner are both trusted; no JSON to parse in the sandbox)."""
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    return _HEAD + marshal.dumps({**payload, "magic": MAGIC_NUMBER})
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(prompt: str, test: str, entry_point: str) -> tuple[bytes | None, bytes, list[Any]] | None:
+    """``_runner.compile_item`` of a task, once per task (training verifies G responses per task,
+    epoch after epoch): the runner then only loads code objects. None when the test does not
+    compile (the runner compiles it itself and reports why)."""
+    from posttrain.envs.code._runner import compile_item
+
+    try:
+        return compile_item(prompt, test, entry_point)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+
 _FENCE_RE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def extract_program(prompt: str, response: str) -> tuple[str, str]:
-    """The candidate module for ``response``, and how it was found (``fenced`` | ``continuation``).
+    """The candidate module for ``response``, and how it was found (``fenced`` | ``continuation`` |
+    ``definition``).
+
+    The last fenced Python block is appended to the prompt (the prompt's imports and helpers stay
+    defined); without one the response continues the prompt. A prompt that ends in a bare signature
+    (``def f(x):`` and no body, not even a docstring) cannot take a complete definition after it, so
+    an answer that is one — fenced, or the whole response (``definition``) — takes the signature's
+    place (``_bare_signature``): a full function definition is accepted wherever one is given.
 
     >>> extract_program("def f():\\n", "    return 1\\n")
     ('def f():\\n    return 1\\n', 'continuation')
-    >>> extract_program("def f():\\n", "Here:\\n```python\\ndef f():\\n    return 2\\n```")[1]
-    'fenced'
+    >>> extract_program("def f():\\n", "Here:\\n```python\\ndef f():\\n    return 2\\n```")
+    ('def f():\\n    return 2\\n', 'fenced')
+    >>> extract_program("import math\\ndef f():\\n", "def f():\\n    return math.pi\\n")
+    ('import math\\ndef f():\\n    return math.pi\\n', 'definition')
     """
     blocks = _FENCE_RE.findall(response)
-    if blocks:
-        return prompt + "\n" + blocks[-1][1], "fenced"
-    return prompt + response, "continuation"
+    answer, how = (blocks[-1][1], "fenced") if blocks else (response, "continuation")
+    signature = _bare_signature(prompt)
+    if signature is not None and signature[1] in _defined_functions(answer):
+        return signature[0] + answer, how if blocks else "definition"
+    return (prompt + "\n" + answer if blocks else prompt + answer), how
+
+
+_SIGNATURE_RE = re.compile(r"^(?:@.*\n)*(?:async[ \t]+)?def[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(", re.MULTILINE)
+
+
+def _parses(source: str) -> ast.Module | None:
+    try:
+        return parse_python(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte; the others: nesting
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _bare_signature(prompt: str) -> tuple[str, str] | None:
+    """``(what precedes it, its name)`` when ``prompt`` ends in a bare top-level signature: it does
+    not parse as it is, does once given a body, and what precedes the signature parses alone."""
+    if _parses(prompt) is not None or _parses(prompt.rstrip() + "\n    pass\n") is None:
+        return None
+    found = list(_SIGNATURE_RE.finditer(prompt))
+    if not found or _parses(head := prompt[: found[-1].start()]) is None:
+        return None
+    return head, found[-1].group(1)
+
+
+def _defined_functions(answer: str) -> set[str]:
+    """Names of the functions ``answer`` defines at its top level (none when it is not Python, e.g. a
+    function body that continues a signature)."""
+    tree = _parses(answer)
+    return set() if tree is None else {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _deadline(limits: TaskLimits) -> float:
@@ -227,13 +298,34 @@ def verify_code_batch(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verd
             (_with_test(task, task.fields["test"]), response), (_with_test(task, task.fields["hidden_test"]), response)]
     verdicts = [v for i in range(0, len(items), MAX_BATCH) for v in _verify_items(pool, items[i : i + MAX_BATCH])]
     out = []
-    for task, _ in pairs:
+    for task, response in pairs:
         if "hidden_test" in task.fields:
             visible, hidden, verdicts = verdicts[0], verdicts[1], verdicts[2:]
-            out.append(join_hidden(visible, hidden, task.fields["hidden_test"]))
+            out.append(_credit(join_hidden(visible, hidden, task.fields["hidden_test"]), task, response))
         else:
-            out.append(verdicts.pop(0))
+            out.append(_credit(verdicts.pop(0), task, response))
     return out
+
+
+DETECTED = frozenset({"stateful", "sabotage", "protocol"})
+"""Failures that are the runner catching an attack (answers by call count, a disrupted runner, a
+forged channel), not a wrong answer: they earn no ``format`` or ``process`` credit."""
+
+
+def _credit(verdict: Verdict, task: Task, response: str) -> Verdict:
+    """Reward item 7 (issue 21): no credit for doing nothing, none for a detected attack. A failure
+    keeps ``format`` 1 (and ``process``, the share of assertions passed) only when the response
+    added code to the prompt and failed as a wrong program does; the no-op (the empty response:
+    the prompt's bare signature, whose tests fail) and the runner's detections earn 0 under any
+    weights. (Before, the no-op got format 1, and an answer by call count format 1 and process 1:
+    its first pass passed every assertion.)"""
+    if verdict.outcome != "fail" or not ({"format", "process"} & set(verdict.components)):
+        return verdict
+    blocks = _FENCE_RE.findall(response)
+    answer = blocks[-1][1] if blocks else response  # what the response gives beside the prompt (extract_program)
+    if answer.strip() and verdict.error_class not in DETECTED:
+        return verdict
+    return dataclasses.replace(verdict, components={**verdict.components, "format": 0.0, "process": 0.0})
 
 
 def _with_test(task: Task, test: str) -> Task:
@@ -248,16 +340,20 @@ def count_asserts(test: str) -> int:
     >>> count_asserts("def check(candidate):\\n    assert candidate(1) == 2\\n    assert candidate(2) == 3\\n")
     2
     """
-    tree = ast.parse(test)
+    tree = parse_python(test)
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     return max(1, sum(isinstance(st, ast.Assert) for fn in checks[-1:] for st in fn.body))
 
 
 def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
     """One verdict from the runs of a task's visible and hidden tests: a pass only if both pass; an
-    infra error if either is one; otherwise a ``fail`` whose feedback is a count of the hidden tests
-    that failed, never which (``2 of 3 hidden tests failed.``), then the visible run's (failing test,
-    line, expected value: last, where a repair reads it). Evidence ``hidden_failed`` / ``hidden_total`` carry the count."""
+    infra error if either is one (a visible failure is a fail whatever the hidden run met). A visible
+    failure is shown as is (failing test, line, expected value: last, where a repair reads it); the
+    hidden tests are spoken of only once the visible ones pass: then a ``fail`` (``hidden_tests``)
+    whose feedback gives their number, never which failed (``Visible tests passed; hidden tests
+    failed (3 hidden tests, details not shown).``). Evidence ``hidden_failed`` / ``hidden_total``
+    carry the count either way (metrics, records); components ``format`` 1 and ``process`` the share
+    of hidden tests passed."""
     if visible.is_infra_error:
         return visible
     if hidden.is_infra_error:  # a visible failure is a fail whatever the hidden run met: never retried for it
@@ -265,14 +361,10 @@ def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
     total = count_asserts(hidden_test)
     failed = 0 if hidden.passed else _failed_tests(hidden, total)
     evidence = {**visible.evidence, "hidden_failed": failed, "hidden_total": total}
-    if visible.passed and hidden.passed:
+    if not (visible.passed and failed):
         return dataclasses.replace(visible, evidence=evidence)
-    count = f"{failed} of {total} hidden tests failed." if failed else f"All {total} hidden tests passed."
-    if not visible.passed:
-        # the count first: the visible failure's expected value stays last, next to the next attempt
-        return dataclasses.replace(visible, feedback=f"{count}\n{visible.feedback.strip()}".strip(), evidence=evidence)
-    return fail(f"The visible tests passed; {count}", "hidden_tests", evidence,
-                {"format": 1.0, "process": (total - failed) / total})
+    return fail(f"Visible tests passed; hidden tests failed ({total} hidden tests, details not shown).", "hidden_tests",
+                evidence, {"format": 1.0, "process": (total - failed) / total})
 
 
 def _failed_tests(verdict: Verdict, total: int) -> int:
@@ -287,18 +379,23 @@ def _verify_items(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]
     """``verify_code_batch`` on tasks of one test each (``hidden_test`` already split off)."""
     extracted = [extract_program(task.prompt, response) for task, response in pairs]
     nonce = secrets.token_hex(16)
-    payload = {"nonce": nonce, "items": [
-        {"candidate": program, "prompt": task.prompt, "test": task.fields["test"],
-         "entry_point": task.fields["entry_point"], "deadline_s": _deadline(task.limits)}
-        for (task, _), (program, _) in zip(pairs, extracted, strict=True)]}
+    items = []
+    for (task, _), (program, _) in zip(pairs, extracted, strict=True):
+        item = {"candidate": program, "prompt": task.prompt, "test": task.fields["test"],
+                "entry_point": task.fields["entry_point"], "deadline_s": _deadline(task.limits)}
+        compiled = _compiled(task.prompt, task.fields["test"], task.fields["entry_point"])
+        if compiled is not None:
+            item["prompt_code"], item["test_code"], item["predicted"] = compiled
+        items.append(item)
     limits = [task.limits for task, _ in pairs]
     ex = pool.run_python(
         runner_source(len(pairs)),
-        stdin=json.dumps(payload).encode(),
-        # Two passes per candidate (the second replays the calls of the first in a fresh
-        # process), plus starting the runner's host interpreter.
-        timeout=sum(2 * lim.timeout_s for lim in limits) + 0.5 * (len(pairs) - 1) + HOST_START_S,
+        stdin=runner_stdin({"nonce": nonce, "items": items}),
+        # Per candidate at most a warm-up that gives up (WARM_FRACTION of its deadline), the test
+        # and a replay in a fresh process; plus starting the runner.
+        timeout=sum((2 + WARM_FRACTION) * lim.timeout_s for lim in limits) + 0.5 * (len(pairs) - 1) + HOST_START_S,
         limits=_sandbox_limits(max(lim.memory_mb for lim in limits)),
+        cells=1,  # the runner's candidates run in a cgroup of their own, killed by it (_runner.Cell)
     )
     if len(pairs) == 1:
         return [judge_execution(ex, nonce, program=extracted[0][0], extraction=extracted[0][1])]
@@ -431,6 +528,10 @@ class CodeEnv:
     name = NAME
     needs_sandbox = True
 
+    def capabilities(self) -> tuple[str, ...]:
+        """The capability labels of ``posttrain tasks list`` (functions run against their tests in the sandbox)."""
+        return ("code", "python")
+
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)
         if isinstance(record, Mapping) and "id" not in record and isinstance(record.get("task_id"), str):
@@ -477,20 +578,21 @@ class CodeEnv:
         (``_repair.py``)."""
         from posttrain.envs.code import _humaneval, _quickstart, _repair
 
-        return {_quickstart.FAMILY: _quickstart.quickstart_tasks, _humaneval.FAMILY: _humaneval.humaneval_tasks,
+        return {_quickstart.FAMILY: _quickstart.quickstart_tasks,
+                _humaneval.FAMILY: functools.partial(_humaneval.humaneval_tasks, self.parse_task),
                 _repair.FAMILY: _repair.repair_tasks}
 
     def demonstration_mistake(self, task: Task) -> str | None:
         """The wrong operator on a quickstart task; the first guess on a repair task."""
         from posttrain.envs.code import _quickstart, _repair
 
-        return _repair.repair_guess(task) if _repair.is_repair_task(task) else _quickstart.demonstration_mistake(task)
+        return _repair.repair_guess(task) if is_feedback_only(task) else _quickstart.demonstration_mistake(task)
 
     def demonstration_shortcut(self, task: Task) -> str | None:
         """On a repair task: the shown test's expected value echoed (passes it, fails the hidden ones)."""
         from posttrain.envs.code import _repair
 
-        return _repair.repair_shortcut(task) if _repair.is_repair_task(task) else None
+        return _repair.repair_shortcut(task) if is_feedback_only(task) else None
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         from posttrain.envs.code._gen import generate

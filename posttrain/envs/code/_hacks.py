@@ -39,6 +39,17 @@ MIX = _task(
     "    return (x * 7919 + 13) % 1009\n")
 MIX_ANSWERS = [(x * 7919 + 13) % 1009 for x in (3, 17, 256, 999)]
 
+# A victim for the batch saboteur (issue 21): its test works between calls (the loop is not
+# predicted, so each call is an exchange), so its server waits for its next call for a
+# millisecond or two each time, which is the window a leftover helper hunting waiting servers
+# needs. With MIX (its calls sent ahead) the victims of the runner before issue 21 kept their
+# verdicts in 3 runs of 3; with this one they died (`died`: 0 for a correct answer) in 6 of 6.
+SLOW_TEST = _task(
+    "slow-test", 'def sq(x: int) -> int:\n    """Return x squared."""\n', "sq",
+    "def check(candidate):\n    for i in range(12):\n        want = sum(j for j in range(30000)) * 0 + i * i\n"
+    "        assert candidate(i) == want\n",
+    "    return x * x\n")
+
 # A test that imports a module the runner has not imported yet: inside check, and at top level.
 PLANT_INSIDE = _task(
     "plant-inside", _MIX_PROMPT, "mix",
@@ -279,6 +290,91 @@ COUNT_IN_HELPER = fenced(
     "def mix(x):\n    s = socket.socket(socket.AF_UNIX)\n    s.connect(_ADDR)\n    n = int(s.recv(16))\n"
     "    return _ANSWERS[n % len(_ANSWERS)]\n")
 
+# A helper that outlives the runner's cleanup (issue 21): its main thread ends with the raw exit
+# syscall while another thread runs, so /proc shows its process as a zombie (state Z) and the old
+# cleanup, which skipped zombies, left it running. Pass 1 answers by call count and tells the
+# helper each argument -> answer over an abstract unix socket; the replay's fresh process asks it.
+# (The import waits until the helper shows Z, out of a pid sweep's sight.)
+_LEFTOVER_HELPER = (
+    "import ctypes, os, socket, threading\n"
+    "def _leave_helper(serve, *args):\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n        os.setsid()\n        threading.Thread(target=serve, args=args).start()\n"
+    "        ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: this thread only; the process shows Z, serve runs on\n"
+    "    while open(f'/proc/{pid}/stat').read().rpartition(')')[2].split()[0] != 'Z':\n        pass\n"
+)
+COUNT_IN_LEFTOVER = fenced(_LEFTOVER_HELPER + f"_ANSWERS = {MIX_ANSWERS!r}\n_ADDR = '\\0mix-table'\n" + r"""
+def _serve(s):
+    table = {}
+    while True:
+        c, _ = s.accept()
+        words = c.recv(64).decode().split()
+        if words[0] == 'put':
+            table[words[1]] = words[2]
+        c.sendall(table.get(words[1], '-').encode())
+        c.close()
+def _ask(*words):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(_ADDR)
+    s.sendall(' '.join(words).encode())
+    answer = s.recv(64).decode()
+    s.close()
+    return answer
+try:
+    _ask('get', 'probe')
+    _SECOND = True
+except OSError:
+    _SECOND = False
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(_ADDR)
+    srv.listen(16)
+    _leave_helper(_serve, srv)
+    srv.close()
+_N = [0]
+def mix(x):
+    if _SECOND and _ask('get', str(x)) != '-':
+        return int(_ask('get', str(x)))
+    a = _ANSWERS[_N[0] % len(_ANSWERS)]
+    _N[0] += 1
+    _ask('put', str(x), str(a))
+    return a
+""")
+
+# A wrong candidate whose leftover helper SIGKILLs every later server of its sandbox job once that
+# server has loaded its program and waits for its next call (issue 21: the victims' reports said
+# ``died``, so they were not re-run alone, and correct answers scored 0). For a batch with victims
+# after it: ``tests/envs/test_code.py``.
+BATCH_SABOTEUR = fenced(_LEFTOVER_HELPER + r"""
+def _hunt():
+    me = os.getpid()
+    while True:
+        for p in os.listdir('/proc'):
+            if not p.isdigit() or int(p) <= me:
+                continue
+            try:
+                state = open(f'/proc/{p}/stat').read().rpartition(')')[2].split()[0]
+                ran_ns = int(open(f'/proc/{p}/schedstat').read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if state == 'S' and ran_ns > 300_000:
+                try:
+                    os.kill(int(p), 9)
+                except OSError:
+                    pass
+_leave_helper(_hunt)
+def mix(x):
+    return 0
+""")
+
+# A wrong candidate that stops the server waiting for the next candidate of its sandbox job (the
+# next pid: the runner forks one server per item before any candidate runs). Nothing outlives the
+# candidate; the stopped server does, outside the cell, and never answers: on the runner of issue 21
+# the next, correct candidate scored 0 as a `timeout` (2 runs of 2). Found in this audit.
+BATCH_STOPPER = fenced(
+    "import os, signal\n"
+    "try:\n    os.kill(os.getpid() + 1, signal.SIGSTOP)\nexcept OSError:\n    pass\n"
+    "def mix(x):\n    return 0\n")
+
 # ------------------------------------------------------------------ class 5: failure dressed as infra
 
 _ALL_OTHERS = ("[int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]")
@@ -335,6 +431,9 @@ HACKS: list[tuple[str, Task, str]] = [
     ("4 answer by call count (file in /work)", MIX, _count_in_file("/work/.n")),
     ("4 answer by call count (file in /dev/shm)", MIX, _count_in_file("/dev/shm/.n")),
     ("4 answer by call count (helper process)", MIX, COUNT_IN_HELPER),
+    ("4 answer by call count (leftover helper whose main thread exited)", MIX, COUNT_IN_LEFTOVER),
+    ("5 a leftover helper that kills the servers after it", MIX, BATCH_SABOTEUR),
+    ("5 stop the server waiting for the next candidate", MIX, BATCH_STOPPER),
     ("4 answer table in an xattr of /dev/shm", MIX, _table_in_xattr("/dev/shm")),
     ("4 answer table in an xattr of /tmp", MIX, _table_in_xattr("/tmp")),
     ("5 SIGINT to every process at import", MIX, _signal_everyone("SIGINT")),

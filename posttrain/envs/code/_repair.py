@@ -3,15 +3,16 @@ constant that only the feedback of a failed attempt shows. ``repair_tasks``'s do
 design; the scripted demonstrator's first attempt is ``repair_guess`` (``CodeEnv.demonstration_mistake``)
 and, on the tasks it errs on, its repair is ``repair_shortcut`` (``CodeEnv.demonstration_shortcut``).
 
-The family splits its tests in ``metadata`` (``visible_tests`` / ``hidden_tests``, read by
-``posttrain.rollout.RepairEnv``) and keeps all of them in ``fields.test``; the code domain's own
-``hidden_test`` field is the other way to hide tests (docs/tasks.md).
+The family's visible test is its ``fields.test``, its hidden tests its ``fields.hidden_test``: the
+code domain's one way to hide tests (docs/tasks.md); its tasks carry the tag ``feedback-only``
+(``posttrain.envs.is_feedback_only``).
 """
 
 from __future__ import annotations
 
 import random
 
+from posttrain.envs._repair import FEEDBACK_ONLY
 from posttrain.types import Task, TaskLimits
 
 NAME = "code"
@@ -28,9 +29,10 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
     shows it in the feedback of a failed attempt (the code verifier shows the failing test's line),
     so a repair succeeds by reading the feedback. Three hidden tests (``x`` in 3, 10, 41, written the
     same way) are run too and only their count is shown: echoing the shown value (``return k``) or
-    special-casing the shown input (``if x == 0: return k``) fails them. ``fields.test`` holds all
-    four tests (a single-turn verifier checks everything); ``metadata.visible_tests`` /
-    ``metadata.hidden_tests`` split them for ``posttrain.rollout.RepairEnv``.
+    special-casing the shown input (``if x == 0: return k``) fails them. ``fields.test`` is the
+    visible test, ``fields.hidden_test`` the hidden ones (the code verifier runs both and shows a
+    visible failure, then only the hidden ones' count: ``join_hidden``); the tag ``feedback-only``
+    marks the family (``posttrain.envs.is_feedback_only``).
     ``limits.max_attempts`` is 3. Every task's function name has its own three-letter suffix (drawn
     independently of ``k``), so no two tasks share a prompt and a held-out task's prompt was never
     trained on.
@@ -62,20 +64,13 @@ def repair_tasks(*, seed: int = 0) -> list[Task]:
                     id=f"rp-{fn}-{k}",
                     domain=NAME,
                     prompt=f"def {fn}({var}):\n",  # short: see the docstring
-                    fields={"entry_point": fn, "test": visible + hidden.split("\n", 1)[1]},
+                    fields={"entry_point": fn, "test": visible, "hidden_test": hidden},
                     reference=f"    return {var}+{k}\n",
-                    tags=("python", FAMILY),
+                    tags=("python", FAMILY, FEEDBACK_ONLY),
                     limits=TaskLimits(timeout_s=5.0, memory_mb=256, max_attempts=3),
-                    metadata={"visible_tests": visible, "hidden_tests": hidden,
-                              "n_hidden": len(_HIDDEN_XS)},
                 ))
     rng.shuffle(tasks)
     return tasks
-
-
-def is_repair_task(task: Task) -> bool:
-    """Whether ``task`` is of this family (its tag and its split tests)."""
-    return FAMILY in task.tags and "visible_tests" in task.metadata
 
 
 def repair_guess(task: Task) -> str:
@@ -91,5 +86,5 @@ def repair_shortcut(task: Task) -> str | None:
     """A repair that reads the feedback and special-cases it: the shown test's expected value
     (``0+k``) returned whatever the input. It passes the visible test and fails the hidden ones.
     None for a visible test not of this family's one-assert form."""
-    _, sep, expected = str(task.metadata.get("visible_tests", "")).strip().rpartition("== ")
+    _, sep, expected = str(task.fields.get("test", "")).strip().rpartition("== ")
     return f"    return {expected}\n" if sep and expected and "\n" not in expected else None

@@ -1,30 +1,53 @@
 """The verifier-side test runner for code tasks; its *code* is sent into the sandbox.
 
-It is a standalone script (standard library only), run by ``pool.run_python(runner_source(n),
-stdin=payload)``. The threat model, avenue by avenue with the tests that try each, is in
+The runner is a standalone script (standard library only) made of five files, joined into one by
+``runner_text()`` (their imports of each other, marked ``# runner: one namespace``, are dropped)
+and run by ``pool.run_python(runner_source(n), stdin=runner_stdin(payload), cells=1)``
+(``_env.py``: the job's stdin carries the runner's marshalled code, then the payload):
+``_runner_wire.py`` (values, framing, records), ``_runner_procs.py`` (hardening, template,
+servers), ``_runner_clean.py`` (the cell, files, IPC, limits between candidates),
+``_runner_replay.py`` (pass 2), and this file (the proxy the test calls, the checks, the report,
+the main loop). The threat model, avenue by avenue with the tests that try each, is in
 docs/code-verifier-threat-model.md. Three kinds of process:
 
 - the *runner* (this job's process, a fork of the sandbox's fork server): it reads the payload
   (tests, expected values, the report nonce), runs each task's ``check`` and writes the report.
-  It makes itself non-dumpable, ignores every signal it can ignore, and imports only from
-  read-only places (its working directory and ``sys.path`` are read-only mounts), before any
-  model code exists;
-- the *host*: a fresh interpreter (``posix_spawn`` of ``python -I -S``), started before the
-  payload is read. ``exec`` replaced its whole memory, so it never held the payload, not even in
-  a freed buffer, whatever the fork server it descends from holds. It only imports standard
-  modules that the job's candidates import (``PRELOAD``), from read-only places, and forks servers;
-- a *server* per candidate and pass: a fork of the host, so it never held a test, an expected
-  value or the nonce either. It runs the model's code and answers calls: arguments and return
-  values cross a pipe as type-tagged JSON, rebuilt on the runner's side out of plain built-in
-  types (CODE-04, CODE-05, CODE-09). Every exception of the candidate arrives in the test as
-  ``CandidateError``, which no construct treats as control flow.
+  It makes itself non-dumpable, imports only from read-only places (its working directory and
+  ``sys.path`` are read-only mounts) and ignores every signal it can ignore, before any model code
+  exists;
+- the *template*: a fork of the runner made before the runner read its payload, so it never held
+  it (and the fork server it descends from never holds any job's data: the sandbox's guarantee,
+  checked by its conformance suite). It keeps only the pipes it needs and the cell's
+  ``cgroup.procs``, and forks a server when a replay or a fresh start needs one, on request;
+- a *server* per candidate (and replay): one per item forked by the runner itself (before it
+  ignores signals: a Python program's dispositions), the rest by the template, all before the
+  runner read its payload, so none ever held a test, an expected value or the nonce either. It
+  waits outside the cell; the runner checks that nothing stopped it or changed its limits while it
+  waited, then sends it a candidate; it moves itself into the sandbox's cell (a cgroup), then runs
+  the model's code and answers calls: arguments and return values cross a pipe as type-tagged JSON,
+  rebuilt on the runner's side out of plain built-in types (CODE-04, CODE-05, CODE-09). Every
+  exception of the candidate arrives in the test as ``CandidateError``, which no construct treats
+  as control flow.
 
-Per item: the runner loads the test (its top level runs before any model code of the item),
-forks a server, and runs ``check(proxy)`` (pass 1). If that passes, it kills every process but
-its own, wipes the writable places, checks that no SysV IPC object and no change to its own or
-the host's limits survived, forks a second, fresh server and replays every distinct call of pass
-1 in a shuffled order: each answer must equal the first pass's (pass 2). A candidate that answers
-by call count instead of by its arguments fails.
+Per item: the runner loads the test (compiled on the host, ``compile_item``; its top level runs
+before any model code of the item) with the calls it will make first (``predict_calls``: top-level
+``assert candidate(<literals>) == <literal>``). Then one of two ways:
+
+- *warm-up* (when every call of the test is predicted with the literal its answer must equal, and
+  those differ: most HumanEval tests): the server answers the distinct calls in a secret shuffled
+  order (``warm_up``), then the test runs (pass 1) and reads each call's answer from the warm-up's
+  (``Proxy.answered``): the server never sees the test's order, and the order is drawn so that
+  answering by position gives another answer than the test requires. One server per candidate,
+  one computation of each call.
+- *replay* (otherwise, or when the warm-up dies or runs past ``WARM_FRACTION`` of the deadline):
+  the test's first calls go with the candidate and are answered in order, the test runs (pass 1);
+  if it passes, the runner kills everything in the cell (by cgroup: a helper whose main thread
+  exited while another thread runs dies too), wipes the writable places, checks that no SysV IPC
+  object and no change to its own or the template's limits survived, and a second, fresh server
+  answers every distinct call of pass 1 in a shuffled order (pass 2): each answer must equal the
+  first pass's.
+
+Either way a candidate that answers by call count instead of by its arguments fails.
 
 The report: one JSON line per item, carrying the per-run nonce, on fd 3 (the sandbox's report
 channel). Exit codes and stdout decide nothing (CODE-01, CODE-14, CODE-20). Once a candidate's
@@ -33,594 +56,98 @@ cannot be written, there is no report: a fail for the verifier); a runner error 
 is reported only when no model code of the item has run.
 
 Batches: ``entry(n)`` verifies n candidates in one sandbox job. Before each item after the
-first, the runner kills every process but its own and the host's and wipes what earlier
-candidates left; if that fails, or the host cannot fork a server, the remaining items get no
-report line and are re-run alone.
+first, the runner kills everything in the cell, checks it empty and wipes what earlier
+candidates left; if that fails, the template cannot fork a server, or the next server was
+tampered with while it waited, the remaining items get no report line and are re-run alone.
 """
 
-import _ctypes
-import _json
-import _signal as signal
-import builtins
 import marshal
 import os
-import resource
-import select
 import sys
 import time
 
-# The module runs in the runner (a fork of the fork server, where json, ast, traceback, ... are
-# imported already) and in the host (a fresh interpreter, which should start fast): its top level
-# imports only built-in and C modules; runner-only functions import the rest where they need it.
-
-MAX_MESSAGE_BYTES = 16 << 20
-MAX_DEPTH = 200
-WRITABLE = ("/work", "/tmp", "/dev/shm")
-READ_ONLY_DIRS = ("/usr", "/")
-PRELOAD = frozenset({
-    "typing", "math", "random", "copy", "string", "hashlib", "collections", "itertools", "functools", "heapq",
-    "bisect", "re", "fractions", "decimal", "statistics", "datetime", "operator", "textwrap", "dataclasses", "json",
-})
-"""Standard modules the host imports, once per job, when a candidate of the job imports them: both
-servers of a candidate (its forks) then find them imported."""
-SERVER_START_S = 10.0  # a forked server says hello within this (generous: a loaded 2-core host)
-_SOURCES = {}  # file name -> lines, for the code of "candidate.py" / "test.py" in error records
-
-
-# ------------------------------------------------------------------ tagged JSON (both sides)
-
-
-def encode(x, depth=0):
-    """A canonical, type-tagged JSON form of ``x``; exact built-in types only (no subclasses)."""
-    if depth > MAX_DEPTH:
-        raise ValueError("value nested too deeply")
-    t = type(x)
-    if x is None:
-        return ["none"]
-    if t is bool:
-        return ["bool", x]
-    if t is int:
-        return ["int", format(x, "x")]  # hex: linear to parse, no digit limit
-    if t is float:
-        return ["float", x.hex()]
-    if t is str:
-        return ["str", x]
-    if t is bytes:
-        return ["bytes", x.hex()]
-    if t is complex:
-        return ["complex", x.real.hex(), x.imag.hex()]
-    if t in (list, tuple, set, frozenset):
-        return [t.__name__, [encode(e, depth + 1) for e in x]]
-    if t is dict:
-        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]]
-    raise TypeError(f"a value of type {t.__name__} cannot cross to the test (use built-in types)")
-
-
-_SEQ = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
-
-
-def decode(v, depth=0):
-    """Rebuild a value from ``encode``'s form, out of plain built-in types only."""
-    if depth > MAX_DEPTH or type(v) is not list or not v or type(v[0]) is not str:
-        raise ValueError("malformed value")
-    tag = v[0]
-    if tag == "none" and len(v) == 1:
-        return None
-    if tag == "bool" and len(v) == 2 and type(v[1]) is bool:
-        return v[1]
-    if tag == "int" and len(v) == 2 and type(v[1]) is str:
-        return int(v[1], 16)
-    if tag == "float" and len(v) == 2 and type(v[1]) is str:
-        return float.fromhex(v[1])
-    if tag == "str" and len(v) == 2 and type(v[1]) is str:
-        return v[1]
-    if tag == "bytes" and len(v) == 2 and type(v[1]) is str:
-        return bytes.fromhex(v[1])
-    if tag == "complex" and len(v) == 3 and type(v[1]) is str and type(v[2]) is str:
-        return complex(float.fromhex(v[1]), float.fromhex(v[2]))
-    if tag in _SEQ and len(v) == 2 and type(v[1]) is list:
-        return _SEQ[tag](decode(e, depth + 1) for e in v[1])
-    if tag == "dict" and len(v) == 2 and type(v[1]) is list:
-        out = {}
-        for pair in v[1]:
-            if type(pair) is not list or len(pair) != 2:
-                raise ValueError("malformed dict entry")
-            out[decode(pair[0], depth + 1)] = decode(pair[1], depth + 1)
-        return out
-    raise ValueError(f"malformed value tagged {tag[:40]!r}")
-
-
-def canonical(v, depth=0):
-    """``encode``'s form with set and dict entries sorted: equal values, equal text."""
-    import json
-
-    tag = v[0]
-    if tag in ("list", "tuple"):
-        return [tag, [canonical(e, depth + 1) for e in v[1]]]
-    if tag in ("set", "frozenset"):
-        return [tag, sorted((canonical(e, depth + 1) for e in v[1]), key=json.dumps)]
-    if tag == "dict":
-        return [tag, sorted(([canonical(k, depth + 1), canonical(x, depth + 1)] for k, x in v[1]), key=json.dumps)]
-    return v
-
-
-def describe(exc):
-    """Exception -> a small dict: type, message, innermost line in candidate.py or test.py."""
-    try:
-        if isinstance(exc, CandidateError):
-            etype, message = exc.kind, exc.detail
-        else:
-            etype = type(exc).__name__
-            try:
-                message = str(exc)[:500]
-            except Exception:  # noqa: BLE001 - a hostile __str__
-                message = "<unprintable>"
-        line, tb, seen = None, exc.__traceback__, 0
-        while tb is not None and seen < 10000:
-            name = tb.tb_frame.f_code.co_filename
-            if name in _SOURCES:
-                lines, n = _SOURCES[name], tb.tb_lineno
-                code = lines[n - 1].strip() if n and 0 < n <= len(lines) else ""
-                line = {"file": name, "line": n, "code": code[:200]}
-            tb, seen = tb.tb_next, seen + 1
-        return {"type": str(etype)[:100], "message": str(message)[:500], "where": line}
-    except Exception:  # noqa: BLE001 - a hostile exception object
-        return {"type": "Exception", "message": "<undescribable>", "where": None}
-
-
-def _compile(source, filename):
-    """compile() with the source kept for error records."""
-    _SOURCES[filename] = source.splitlines()
-    return compile(source, filename, "exec")
-
-
-# ------------------------------------------------------------------ framing over pipes
-#
-# runner -> server: marshal (the runner is trusted), an 8-byte length first;
-# server -> runner: one JSON text per line, parsed defensively (the server is not trusted).
-
-
-def _no_default(obj):
-    raise TypeError(f"{type(obj).__name__} is not part of the protocol")
-
-
-try:  # the C encoder, without importing json (and re) into the host
-    _ENCODER = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ":", ",",
-                                  False, False, False)
-
-    def dumps(obj):
-        return "".join(_ENCODER(obj, 0))
-
-    dumps({"probe": [True, None, 1, "x"]})
-except Exception:  # noqa: BLE001 - another CPython: the json module
-
-    def dumps(obj):
-        import json
-
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
-
-
-class ProtocolError(Exception):
-    """The other side sent something that is not a message of the protocol."""
-
-
-def _small_int(text):
-    if len(text) > 30:
-        raise ValueError("number too long")
-    return int(text)
-
-
-def _no_constant(name):
-    raise ValueError(f"{name} is not allowed")
-
-
-def parse(line):
-    """One message from its bytes; any failure (deep nesting, bad UTF-8, ...) is ProtocolError."""
-    import json
-
-    try:
-        return json.loads(line, parse_int=_small_int, parse_constant=_no_constant)
-    except Exception as e:  # noqa: BLE001 - RecursionError and MemoryError included
-        raise ProtocolError(f"malformed message ({type(e).__name__})") from None
-
-
-class Channel:
-    def __init__(self, rfd, wfd):
-        self.rfd, self.wfd, self.buf, self.last_size = rfd, wfd, bytearray(), 0
-
-    def _write(self, data):
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.wfd, view) :]
-
-    def send(self, obj):
-        """A JSON line (what servers send)."""
-        self._write(dumps(obj).encode() + b"\n")
-
-    def send_raw(self, data):
-        """A marshalled message, length first (what the runner sends)."""
-        self._write(len(data).to_bytes(8, "big") + data)
-
-    def send_obj(self, obj):
-        self.send_raw(marshal.dumps(obj, 2))
-
-    def recv_obj(self):
-        """A message from the runner (a server's side; trusted)."""
-        size = int.from_bytes(self._read_exact(8), "big")
-        return marshal.loads(self._read_exact(size))
-
-    def _read_exact(self, n):
-        while len(self.buf) < n:
-            chunk = os.read(self.rfd, max(n - len(self.buf), 1 << 16))
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-        data = bytes(self.buf[:n])
-        del self.buf[:n]
-        return data
-
-    def recv(self, deadline=None):
-        """One message; EOFError on a closed pipe, TimeoutError past ``deadline``, ProtocolError."""
-        start = 0
-        while True:
-            i = self.buf.find(b"\n", start)
-            if i >= 0:
-                line = bytes(self.buf[:i])
-                del self.buf[: i + 1]
-                self.last_size = i + 1
-                return parse(line)
-            if len(self.buf) > MAX_MESSAGE_BYTES:
-                raise ProtocolError("message too large")
-            start = len(self.buf)
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
-                    raise TimeoutError
-            chunk = os.read(self.rfd, 1 << 20)
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-
-    def close(self):
-        for fd in (self.rfd, self.wfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-# ------------------------------------------------------------------ process hardening
-
-
-def libc(name, *args):
-    """Call a C library function with int/None arguments (``_ctypes``: ``ctypes`` costs an import)."""
-    return _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None, 2), name), args)
-
-
-def make_undumpable():
-    """PR_SET_DUMPABLE 0: same-uid processes cannot open our /proc/<pid>/mem, fds, maps."""
-    libc("prctl", 4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-    return libc("prctl", 3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
-
-
-def ignore_signals():
-    """Ignore every signal that can be ignored (SIGKILL and SIGSTOP cannot; SIGCHLD stays)."""
-    for sig in signal.valid_signals():
-        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
-            continue
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except (OSError, ValueError, RuntimeError):
-            pass
-
-
-def _read_only(path):
-    """The real path of ``path`` if it is (or would be created) on a read-only mount, else None."""
-    real = os.path.realpath(path)
-    probe = real
-    while True:
-        try:
-            return real if os.statvfs(probe).f_flag & os.ST_RDONLY else None
-        except FileNotFoundError:
-            parent = os.path.dirname(probe)
-            if parent == probe:
-                return None
-            probe = parent
-        except OSError:
-            return None
-
-
-def confine_imports():
-    """Working directory and every import path on read-only mounts: nothing a candidate writes
-    can be imported (or read by linecache) here. Raises if no read-only directory exists."""
-    home = next((d for d in READ_ONLY_DIRS if _read_only(d)), None)
-    if home is None:
-        raise RuntimeError(f"none of {READ_ONLY_DIRS} is a read-only mount")
-    os.chdir(home)
-    sys.path[:] = [p for p in (_read_only(e) for e in sys.path if isinstance(e, str) and e) if p]
-    sys.path_importer_cache.clear()
-
-
-# ------------------------------------------------------------------ the host and its servers
-
-_HOST_BOOT = (
-    "import marshal, os, sys\n"
-    "b = bytearray()\n"
-    "while True:\n"
-    "    c = os.read(0, 1 << 20)\n"
-    "    if not c:\n"
-    "        break\n"
-    "    b += c\n"
-    "g = {'__name__': 'candidate_host'}\n"
-    "exec(marshal.loads(bytes(b)), g)\n"
-    "del b\n"
-    "g['host_main']([int(a) for a in sys.argv[1:]])\n"
+from posttrain.envs.code._runner_clean import Cell, Job, tree
+from posttrain.envs.code._runner_procs import (
+    ServerLost,
+    Template,
+    _kill,
+    confine_imports,
+    ignore_signals,
+    make_undumpable,
+)
+from posttrain.envs.code._runner_replay import (
+    _stateful,
+    first_answers,
+    replay,
+    replay_chunks,
+    replay_order,
+    reply_key,
+)
+from posttrain.envs.code._runner_wire import (
+    _SOURCES,
+    MAX_DEPTH,
+    MAX_MESSAGE_BYTES,
+    CandidateError,
+    CandidateGone,
+    Channel,
+    ProtocolError,
+    _compile,
+    _gone,
+    canonical,
+    clean_error,
+    decode,
+    describe,
+    encode,
+    parse,
 )
 
+__all__ = [  # what tests and the host side use (the rest is the sandbox script's)
+    "PARTS", "MAX_MESSAGE_BYTES", "CandidateError", "Channel", "ProtocolError", "canonical", "compile_item",
+    "decode", "encode", "entry", "parse", "replay_order", "reply_key", "runner_text",
+]  # fmt: skip
 
-def host_main(fds):
-    """The host: ``fds`` = [control, then (read, write) per server]. Forks server k on request k."""
-    os.dup2(os.open(os.devnull, os.O_RDWR), 0)
-    if not make_undumpable():
-        os._exit(3)
-    sys.set_int_max_str_digits(0)  # as in the runner: candidates may print big integers
-    confine_imports()
-    ignore_signals()
-    import gc
-
-    control, pairs = fds[0], list(zip(fds[1::2], fds[2::2], strict=True))
-    requests, k = _lines(control), 0
-    for request in requests:
-        if request.startswith(b"i "):  # import (from read-only places) what the next candidate will
-            for name in request[2:].decode().split(","):
-                if name in PRELOAD:
-                    try:
-                        __import__(name)
-                    except ImportError:
-                        pass
-            gc.freeze()  # fewer copy-on-write faults in the forks
-            continue
-        if request != b"s" or k == len(pairs):
-            break
-        rfd, wfd = pairs[k]
-        k += 1
-        pid = os.fork()
-        if pid == 0:
-            try:
-                server_main(rfd, wfd)
-            finally:
-                os._exit(0)
-        os.close(rfd)
-        os.close(wfd)
-        _reap()
-    os._exit(0)
+PARTS = ("_runner_wire.py", "_runner_procs.py", "_runner_clean.py", "_runner_replay.py", "_runner.py")
+"""The runner's files, in the order they are joined (each may use what the ones before define)."""
 
 
-def _lines(fd):
-    """The lines the runner writes to the host's control pipe, until it closes it."""
-    buf = b""
-    while True:
-        while b"\n" not in buf:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                return
-            buf += chunk
-        line, _, buf = buf.partition(b"\n")
-        yield line
+def runner_text() -> str:
+    """The runner's source as one script: its files joined, their imports of each other dropped
+    (in the sandbox they share one namespace; here they are modules importing each other)."""
+    import ast
+    from pathlib import Path  # (here, not at the top: the sandbox script need not import it)
 
-
-def server_main(rfd, wfd):
-    """A server (fork of the host): receives one candidate, then answers calls until killed."""
-    os.setsid()
-    for sig in signal.valid_signals():
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            try:
-                signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError, RuntimeError):
-                pass
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    low = 3
-    for fd in sorted((rfd, wfd)):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 16)
-    os.chdir("/tmp")
-    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX message queue outlives it
-    chan = Channel(rfd, wfd)
-    chan.send({"pid": os.getpid()})
-    hello = chan.recv_obj()
-    ns = {"__name__": "candidate", "__builtins__": builtins}
-    try:
-        exec(_compile(hello["source"], "candidate.py"), ns)
-        fn = ns.get(hello["entry_point"])
-        if not callable(fn):
-            raise NameError(f"the program does not define a function {hello['entry_point']!r}")
-    except BaseException as e:  # noqa: BLE001 - SystemExit at import included: reported, not obeyed
-        chan.send({"import_error": describe(e)})
-        os._exit(0)
-    chan.send({"ready": True})
-    while True:
-        request = chan.recv_obj()
-        if "batch" in request:  # pass 2: many calls, one reply
-            chan.send({"batch": [_answer(fn, marshal.loads(r)) for r in request["batch"]]})
-        else:
-            chan.send(_answer(fn, request))
-
-
-def _answer(fn, request):
-    try:
-        result = fn(*decode(request["args"]), **decode(request["kwargs"]))
-        return {"ok": encode(result)}
-    except BaseException as e:  # noqa: BLE001 - the candidate's exception goes to the test
-        return {"exc": describe(e)}
-
-
-class ServerLost(Exception):
-    """The host did not produce a working server; ``broken``: because the host is stopped or
-    gone (something killed or stopped it), rather than slow."""
-
-    def __init__(self, message, broken=False):
-        super().__init__(message)
-        self.broken = broken
-
-
-class Host:
-    """The fresh interpreter that forks servers; spawned before the payload is read."""
-
-    def __init__(self, n_servers, code):
-        control_r, self.control = os.pipe()
-        blob = os.memfd_create("runner-code", os.MFD_CLOEXEC)
-        view = memoryview(code)
-        while view:
-            view = view[os.write(blob, view) :]
-        os.lseek(blob, 0, os.SEEK_SET)
-        theirs, self.channels = [control_r], []
-        for _ in range(n_servers):
-            to_r, to_w = os.pipe()
-            from_r, from_w = os.pipe()
-            theirs += [to_r, from_w]
-            self.channels.append(Channel(from_r, to_w))
-        for fd in theirs:
-            os.set_inheritable(fd, True)
-        null = os.devnull
-        actions = [(os.POSIX_SPAWN_DUP2, blob, 0), (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
-                   (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0), (os.POSIX_SPAWN_CLOSE, 3)]
-        argv = [sys.executable, "-I", "-S", "-B", "-c", _HOST_BOOT, *map(str, theirs)]
-        try:
-            self.pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions)
-        finally:
-            for fd in [*theirs, blob]:
-                os.close(fd)
-        self.next, self.imported = 0, set()
-
-    def prepare(self, program):
-        """Have the host import the standard modules ``program`` imports (from ``PRELOAD``)."""
-        import re
-
-        names = set(re.findall(r"^[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)", program, re.MULTILINE))
-        names = sorted((names & PRELOAD) - self.imported)
-        if names:
-            self.imported.update(names)
-            try:
-                os.write(self.control, f"i {','.join(names)}\n".encode())
-            except OSError:
-                pass  # server() finds out
-
-    def server(self, item):
-        """``(pid, Channel)`` of a fresh server that has been sent ``item``'s candidate;
-        ServerLost if the host cannot make one."""
-        if self.next >= len(self.channels):
-            raise ServerLost("no server channel left")
-        if _state(self.pid) not in ("S", "R", "D"):
-            raise ServerLost("the host is stopped or gone", broken=True)
-        chan = self.channels[self.next]
-        self.next += 1
-        deadline = time.monotonic() + SERVER_START_S
-        try:
-            os.write(self.control, b"s\n")
-            while True:  # watching the host: one that gets stopped meanwhile never answers
-                try:
-                    hello = chan.recv(min(deadline, time.monotonic() + 0.05))
-                    break
-                except TimeoutError:
-                    if _state(self.pid) not in ("S", "R", "D"):
-                        chan.close()
-                        raise ServerLost("the host is stopped or gone", broken=True) from None
-                    if time.monotonic() >= deadline:
-                        raise
-        except (OSError, EOFError, TimeoutError, ProtocolError) as e:
-            chan.close()
-            broken = _state(self.pid) not in ("S", "R", "D")
-            if not broken and not isinstance(e, TimeoutError):
-                # The channel closed: the host is dying (its fds close before its state turns Z),
-                # or it is alive and something else broke. Give a dying host a moment to show it.
-                settle = time.monotonic() + 1.0
-                while not broken and time.monotonic() < settle:
-                    time.sleep(0.01)
-                    broken = _state(self.pid) not in ("S", "R", "D")
-            raise ServerLost("the host did not start a server in time", broken) from None
-        if type(hello) is not dict or type(hello.get("pid")) is not int:
-            chan.close()
-            raise ServerLost("a server sent a malformed greeting")
-        try:
-            chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"]})
-        except OSError:
-            chan.close()
-            raise ServerLost("a server did not take its candidate") from None
-        return hello["pid"], chan
-
-
-# ------------------------------------------------------------------ runner (parent) process
-
-
-def clean_error(info):
-    """An exception record that came from a server, reduced to known-safe fields.
-
-    Everything a server sends is untrusted: a malformed record must never make the runner fail
-    (a runner error is an infra error, which is not scored: a way to dodge a 0).
-    """
-    if type(info) is not dict:
-        return {"type": "ProtocolError", "message": "malformed error record", "where": None}
-    where = info.get("where")
-    if type(where) is dict and type(where.get("line")) is int and type(where.get("code")) is str:
-        where = {"file": "candidate.py", "line": where["line"], "code": where["code"][:200]}
-    else:
-        where = None
-    etype = info.get("type")
-    message = info.get("message")
-    return {
-        "type": etype[:100] if type(etype) is str and etype.isidentifier() else "ProtocolError",
-        "message": message[:500] if type(message) is str else "",
-        "where": where,
-    }
-
-
-class CandidateGone(BaseException):
-    """The candidate's process died, timed out or broke the protocol; a BaseException so that
-    `except Exception` in a test cannot swallow it."""
-
-
-class CandidateError(Exception):
-    """Every exception the candidate raised, whatever its class: the test sees this one neutral
-    class, which no construct treats as control flow (a real StopIteration would end a map())."""
-
-    def __init__(self, kind, detail):
-        super().__init__(f"{kind}: {detail}" if detail else kind)
-        self.kind, self.detail = kind, detail
-
-
-def reply_key(reply):
-    """What pass 2 compares: the canonical value, or the exception's class; None if malformed."""
-    import json
-
-    if type(reply) is dict and "ok" in reply:
-        try:
-            # Compare the value the test would see, re-encoded: a duplicated dict key or another
-            # spelling of one value must neither hide a different answer nor make equal ones differ.
-            return "ok:" + json.dumps(canonical(encode(decode(reply["ok"]))), separators=(",", ":"))
-        except Exception:  # noqa: BLE001 - malformed values of every kind
-            return None
-    if type(reply) is dict and "exc" in reply:
-        return "exc:" + clean_error(reply["exc"])["type"]
-    return None
+    here, out = Path(__file__).parent, []
+    for name in PARTS:
+        text = (here / name).read_text()
+        drop = set()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("posttrain.envs.code._runner"):
+                drop.update(range(node.lineno, node.end_lineno + 1))
+        out += [line for n, line in enumerate(text.splitlines(), 1) if n not in drop]
+    return "\n".join(out) + "\n"
 
 
 class Proxy:
-    """What the test calls: forwards each call to the server and records (request, answer)."""
+    """What the test calls: forwards each call to the server and records (request, answer).
+
+    ``ahead``: requests already sent whose replies are read as the test makes those very calls, in
+    that order (``predict_calls``); a call that differs drains them first, then goes to the server
+    alone, so the candidate sees exactly the calls the test makes, in its order."""
 
     def __init__(self, deadline, entry_point):
         self.chan, self.pid, self.deadline = None, None, deadline
-        self.calls, self.gone, self.log = 0, None, []
+        self.calls, self.live, self.gone, self.log, self.ahead = 0, 0, None, [], []
+        self.answered = {}  # request -> reply, from the warm-up: the test's calls read them here
         self.__name__ = entry_point
 
-    def attach(self, pid, chan):
-        self.pid, self.chan = pid, chan
+    def attach(self, pid, chan, ahead=()):
+        self.pid, self.chan, self.ahead = pid, chan, list(reversed(ahead))
+
+    def restart(self, deadline):
+        """Forget the server (killed by now): a fresh start, on the next ``attach``."""
+        self.chan, self.pid, self.deadline = None, None, deadline
+        self.calls, self.live, self.gone, self.log, self.ahead = 0, 0, None, [], []
+        self.answered = {}
 
     def kill(self, why):
         if self.gone is None:
@@ -654,19 +181,28 @@ class Proxy:
             raise CandidateGone(self.gone)
         return reply
 
+    def _drain(self):
+        while self.ahead:
+            self.ahead.pop()
+            self._valid(self.receive())
+
     def exchange(self, request):
-        """Send one request (marshalled), return the reply (a dict with "ok" or "exc")."""
+        """The reply (a dict with "ok" or "exc") to one request (marshalled)."""
+        if request in self.answered:  # answered in the warm-up, before the test made any call
+            return self.answered[request]
+        if self.ahead and self.ahead[-1] == request:
+            self.ahead.pop()
+            return self._valid(self.receive())
+        self.live += 1
+        self._drain()
         self._send(request)
         return self._valid(self.receive())
 
-    def exchange_batch(self, requests):
-        """Send many requests in one message; their replies, in order."""
-        self._send(marshal.dumps({"batch": requests}, 2))
-        reply = self.receive()
-        if type(reply) is not dict or type(reply.get("batch")) is not list or len(reply["batch"]) != len(requests):
-            self.kill("protocol")
-            raise CandidateGone(self.gone)
-        return [self._valid(r) for r in reply["batch"]]
+    def exchange_calls(self, requests):
+        """The replies, in order, to many requests sent in one message."""
+        self._drain()
+        self._send(marshal.dumps({"calls": list(requests)}, 2))
+        return [self._valid(self.receive()) for _ in requests]
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
@@ -682,25 +218,50 @@ class Proxy:
         raise CandidateError(info["type"], info["message"])
 
 
-def load_check(payload, proxy):
-    """exec the task's prompt and test in the runner's namespace; their check() function."""
+def load_check(payload, proxy, precompiled=False):
+    """exec the task's prompt and test in the runner's namespace; their check() function, the
+    per-assertion results it fills, and the calls it will make first (``predict_calls``).
+    ``precompiled``: the item carries the host's ``compile_item`` of them (code objects marshalled
+    by an interpreter with this one's bytecode), so nothing is parsed or compiled here."""
     ns = {"__name__": "__verifier__"}
-    prompt = payload["prompt"]
-    for candidate_prompt in (prompt, prompt + "\n    pass\n"):  # a prompt may end at "def f():"
-        try:
-            code = _compile(candidate_prompt, "prompt.py")
-        except SyntaxError:
-            continue
-        exec(code, ns)
-        break
+    if precompiled:
+        if payload["prompt_code"] is not None:
+            exec(marshal.loads(payload["prompt_code"]), ns)
+        _SOURCES["test.py"] = payload["test"].splitlines()
+        code, predicted = marshal.loads(payload["test_code"]), list(payload["predicted"])
+    else:
+        code = _prompt_code(payload["prompt"])
+        if code is not None:
+            exec(code, ns)
+        code, predicted = _compile_test(payload["test"], payload["entry_point"])
     ns[payload["entry_point"]] = proxy  # tests may name the function directly (HumanEval/33)
     results = []
     ns[_RECORD] = lambda line, exc: results.append(_assert_entry(line, exc))
-    exec(_compile_test(payload["test"]), ns)
+    exec(code, ns)
     check = ns.get("check")
     if not callable(check):
         raise LookupError("the task's test does not define check(candidate)")
-    return check, results
+    return check, results, predicted
+
+
+def _prompt_code(prompt):
+    """The prompt compiled (it may end at ``def f():``, so a ``pass`` body is tried too), or None."""
+    for candidate_prompt in (prompt, prompt + "\n    pass\n"):
+        try:
+            return _compile(candidate_prompt, "prompt.py")
+        except SyntaxError:
+            continue
+    return None
+
+
+def compile_item(prompt, test, entry_point):
+    """What ``load_check`` needs of a task, made once on the host (``posttrain/envs/code/_env.py``
+    caches it per task): the prompt's and the test's code objects, marshalled (``None`` for a
+    prompt that does not compile), and the calls the test will make first. Raises what
+    ``load_check`` would (a test that does not parse): the runner then compiles it itself."""
+    code = _prompt_code(prompt)
+    test_code, predicted = _compile_test(test, entry_point)
+    return (None if code is None else marshal.dumps(code)), marshal.dumps(test_code), predicted
 
 
 _RECORD = "__posttrain_record__"
@@ -713,8 +274,9 @@ def _assert_entry(line, exc):
     return {"id": f"check:{line}", "outcome": outcome, "error": describe(exc)}
 
 
-def _compile_test(source):
-    """The test, with each top-level ``assert`` of ``check`` recording its own outcome.
+def _compile_test(source, entry_point):
+    """The test, with each top-level ``assert`` of ``check`` recording its own outcome, and the
+    calls it will make first (``predict_calls``).
 
     ``try: <assert> except Exception as e: record(line, e) else: record(line, None)``: the
     check goes on after a failed assertion, so the report lists every assertion (a process
@@ -725,10 +287,120 @@ def _compile_test(source):
 
     _SOURCES["test.py"] = source.splitlines()
     tree = ast.parse(source, "test.py")
+    calls = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
+            calls = predict_calls(node, entry_point)
             node.body = [_wrap_assert(st) if isinstance(st, ast.Assert) else st for st in node.body]
-    return compile(ast.fix_missing_locations(tree), "test.py", "exec")
+    return compile(ast.fix_missing_locations(tree), "test.py", "exec"), calls
+
+
+def predict_calls(check, entry_point):
+    """The calls that ``check`` (its ``ast.FunctionDef``) will make first, as far as they can be known
+    before it runs: ``[(request, expected)]``, one per top-level ``assert`` that calls the candidate
+    once, with literal arguments, until a statement that calls it otherwise. ``expected``: the
+    ``eq_key`` of the literal the answer is compared to with ``==`` (``assert candidate(3) == [1,
+    2]``), else None. The requests are sent with the candidate, answered in order, and read as the
+    test makes the very same calls (``Proxy.exchange``): one exchange instead of one per call. A
+    prediction that turns out wrong costs only the replies it drains; the candidate answers the
+    predicted calls before the test looks at any answer, which only a test that watched the
+    candidate's side effects between calls could tell (none does: they cross by value)."""
+    import ast
+
+    names = {entry_point} | ({check.args.args[0].arg} if check.args.args else set())
+
+    def calls_in(node):
+        return [n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                and n.func.id in names]  # fmt: skip
+
+    out = []
+    for st in check.body:
+        test = st.test if isinstance(st, ast.Assert) else None
+        call, expected = None, None
+        if isinstance(test, ast.Compare) and len(test.comparators) == 1 and isinstance(test.ops[0], ast.Eq):
+            sides = (test.left, test.comparators[0])
+            for mine, other in (sides, sides[::-1]):  # candidate(...) == literal, or literal == candidate(...)
+                if isinstance(mine, ast.Call) and isinstance(mine.func, ast.Name) and mine.func.id in names:
+                    try:
+                        expected = eq_key(ast.literal_eval(other))
+                    except (ValueError, TypeError, SyntaxError, OverflowError, MemoryError, RecursionError):
+                        expected = None
+                    if expected is not None or not calls_in(other):
+                        call = mine
+                    break
+        found = [call] if call is not None else calls_in(st)
+        if not found:
+            continue
+        if not isinstance(st, ast.Assert) or len(found) != 1:
+            break
+        try:
+            if any(isinstance(a, ast.Starred) for a in found[0].args) or any(k.arg is None for k in found[0].keywords):
+                break
+            args = [ast.literal_eval(a) for a in found[0].args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in found[0].keywords}
+            out.append((marshal.dumps({"args": encode(args), "kwargs": encode(kwargs)}, 2), expected))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            break
+    return out
+
+
+def eq_key(v, depth=0):
+    """A key equal for values that ``==`` finds equal (1, 1.0, True; [1] and [1.0]; {1} and
+    frozenset({1})), of literals; values with different keys are never equal (the reverse need not
+    hold: 10**20 + 1 and 1e20 share one). TypeError for anything but a literal's types."""
+    t = type(v)
+    if depth > MAX_DEPTH:
+        raise TypeError("too deep")
+    if v is None:
+        return ("none",)
+    if t in (bool, int, float, complex):
+        c = complex(v)  # (OverflowError for an int too big for a float: no key)
+        return ("num", c.real, c.imag)
+    if t in (str, bytes):
+        return (t.__name__, v)
+    if t in (list, tuple):
+        return (t.__name__, tuple(eq_key(x, depth + 1) for x in v))
+    if t in (set, frozenset):
+        return ("set", frozenset(eq_key(x, depth + 1) for x in v))
+    if t is dict:
+        return ("dict", frozenset((eq_key(k, depth + 1), eq_key(x, depth + 1)) for k, x in v.items()))
+    raise TypeError(t.__name__)
+
+
+WARM_FRACTION = 0.5
+"""Of an item's deadline, what the warm-up may take (at least ``WARM_MIN_S``) before the item is
+verified the slower way instead (the test first, then a replay in a fresh process). The warm-up is
+the candidate's only computation of the test's calls, so it gets half the deadline: at 10% a
+test of HumanEval's heaviest (HumanEval/75, ~70 ms of CPU) took the slower way on a loaded host,
+computing its calls three times. A candidate that loops costs that half once more (at most
+``1 + WARM_FRACTION + 1`` deadlines an item with a replay: ``_env.py`` sizes the job for it)."""
+WARM_MIN_S = 0.25
+
+
+def warm_up(predicted):
+    """The calls a server answers first, in a secret shuffled order, before the test runs (``predicted``:
+    ``predict_calls``), and the expected answers (``eq_key``) that answering them by position gives;
+    ``([], None)`` when that proves nothing (module docstring).
+
+    Only when every call is known with the literal its answer must equal, and those differ: the
+    order is then drawn (``replay_order``) so that, read in it, the expected answers differ from
+    what a candidate answering by position would give: the expected answers in test order. The
+    test then reads each call's answer from the warm-up (``Proxy.answered``): a candidate whose
+    warm-up answers pass the test answered each call by its arguments, since it could not know a
+    call's place in the test (the server never sees the test's order)."""
+    import random
+
+    if not predicted or any(key is None for _, key in predicted):
+        return [], None
+    keys = {}
+    for request, key in predicted:
+        keys.setdefault(request, key)
+    distinct = list(keys)
+    if len({keys[r] for r in distinct}) < 2:
+        return [], None  # every answer equal: answering by position gives them
+    by_position = [key for _, key in predicted][: len(distinct)]
+    order = replay_order([keys[r] for r in distinct], random.Random(os.urandom(16)), by_position)
+    return [distinct[i] for i in order], by_position
 
 
 def _wrap_assert(stmt):
@@ -766,329 +438,66 @@ def run_check(check, results, proxy):
     return [entry, *results]
 
 
-_GONE = {
-    "protocol": "the program wrote something that is not a reply to the verifier's channel",
-    "died": "the program's process ended while being tested",
-    "timeout": "the program did not answer in time",
-}
-
-
-def _gone(why):
-    entry = {"id": "check", "outcome": why}
-    if why in _GONE:
-        entry["error"] = {"type": why.capitalize(), "message": _GONE[why], "where": None}
-    return entry
-
-
-def replay_order(keys, rng, avoid=None):
-    """A shuffled order of the distinct calls whose first-pass answers, in that order, differ from
-    ``avoid`` whenever the answers are not all equal. ``avoid`` is what a candidate that answers by
-    position would send to this many calls: the first answers of pass 1 in call order, repeats
-    included (default: ``keys``, the distinct calls' answers in test order). Such a candidate
-    cannot give the same answers twice, deterministically."""
-    avoid = list(keys if avoid is None else avoid)
-    order = list(range(len(keys)))
-    rng.shuffle(order)
-    if len(set(keys)) > 1:
-        for _ in range(64):
-            if [keys[i] for i in order] != avoid:
-                return order
-            rng.shuffle(order)
-        # Two orders with different answer sequences exist (the answers are not all equal): the
-        # identity and a rotation differ everywhere the sequence is not constant; one of them is
-        # not ``avoid``.
-        rotation = [*range(1, len(keys)), 0]
-        order = rotation if [keys[i] for i in rotation] != avoid else list(range(len(keys)))
-    return order
-
-
-def _stateful(message):
-    return {"id": "check", "outcome": "stateful", "error": {"type": "Stateful", "message": message, "where": None}}
-
-
-def first_answers(log):
-    """``{request: (answer, reply size)}`` of pass 1; None if equal requests got different answers."""
-    first = {}
-    for request, key, size in log:
-        if first.setdefault(request, (key, size))[0] != key:
-            return None
-    return first
-
-
-REPLAY_CHUNK_BYTES = MAX_MESSAGE_BYTES // 4
-
-
-def replay(first, proxy, log=()):
-    """Pass 2: the distinct calls of pass 1, in a shuffled order, to a fresh server (in batches:
-    one message, one reply); None if every answer equals the first pass's, else the report's
-    check entry."""
-    import random
-
-    requests = list(first)
-    by_position = [key for _, key, _ in log][: len(requests)]  # what answering by call count sends
-    order = replay_order([first[r][0] for r in requests], random.Random(os.urandom(16)), by_position or None)
-    start = 0
-    while start < len(order):
-        end, size = start, 0
-        while end < len(order) and (end == start or size + first[requests[order[end]]][1] < REPLAY_CHUNK_BYTES):
-            size += first[requests[order[end]]][1]
-            end += 1
-        chunk = [requests[i] for i in order[start:end]]
-        try:
-            replies = proxy.exchange_batch(chunk)
-        except CandidateGone:
-            return _gone(proxy.gone)
-        for request, reply in zip(chunk, replies, strict=True):
-            if reply_key(reply) != first[request][0]:
-                return _stateful("a fresh process answered the same calls, in another order, differently: "
-                                 "answers must depend on the arguments only")
-        start = end
-    return None
-
-
-def _kill(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _state(pid):
-    """The state letter of ``pid`` from /proc ("" if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0].decode()
-    except (OSError, IndexError, UnicodeDecodeError):
-        return ""
-
-
-def _pids():
-    """Live processes of the job's pid namespace (zombies awaiting their reaper excluded)."""
-    out = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    state = f.read().rpartition(b")")[2].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state not in (b"Z", b"X"):
-                out.add(int(name))
-    return out
-
-
-def sweep(keep):
-    """SIGKILL every process of this job that is not in ``keep``; False if that cannot be done.
-
-    A process that has been sent SIGKILL runs no more user code, so it is not waited for (its
-    teardown can take milliseconds on a busy machine); new processes (forked before the kill
-    landed) are found and killed on the next pass. Our own dead children are reaped.
-    """
-    killed = set()
-    for _ in range(2000):
-        others = _pids() - keep - killed
-        if not others:
-            _reap()
-            return True
-        for pid in others:
-            _kill(pid)
-        killed |= others
-    return False
-
-
-def _reap():
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
-        except ChildProcessError:
-            return
-
-
-def tree():
-    """Every path under the writable places (not following symlinks)."""
-    out, todo = set(), list(WRITABLE)
-    while todo:
-        d = todo.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
-            out.add(e.path)
-            if e.is_dir(follow_symlinks=False):
-                todo.append(e.path)
-    return out
-
-
-def wipe(keep):
-    """Remove every path under the writable places that is not in ``keep``; False on failure."""
-    todo = list(WRITABLE)
-    while todo:
-        d = todo.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            return False
-        for e in entries:
-            if e.path not in keep:
-                if not _remove(e.path):
-                    return False
-            elif e.is_dir(follow_symlinks=False):
-                todo.append(e.path)
-    return True
-
-
-def _remove(path):
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, 0o700)
-            for entry in os.scandir(path):
-                if not _remove(entry.path):
-                    return False
-            os.rmdir(path)
-        else:
-            os.unlink(path)
-    except (OSError, RecursionError):
-        return False
-    return True
-
-
-_IPC = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
-
-
-def _ipc_ids():
-    out = []
-    for kind, fn in _IPC:
-        with open(f"/proc/sysvipc/{kind}") as f:
-            out += [(fn, int(line.split()[1])) for line in f.read().splitlines()[1:] if line.strip()]
-    return out
-
-
-def clear_ipc():
-    """Remove every SysV IPC object (they outlive their creator); True once none is left."""
-    try:
-        ids = _ipc_ids()
-        if ids:
-            for fn, ident in ids:
-                if fn == "semctl":
-                    libc(fn, ident, 0, 0)  # IPC_RMID
-                else:
-                    libc(fn, ident, 0, None)
-        for _ in range(1000):  # a removed segment lives until its last (dying) user detaches
-            if not _ipc_ids():
-                return True
-            time.sleep(0.001)
-    except Exception:  # noqa: BLE001 - OSError, ValueError, a missing symbol, ...
-        pass
-    return False
-
-
-_RLIMITS = tuple(getattr(resource, n) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
-
-
-def attributes(pid):
-    """What another same-uid process can change about ``pid``: limits, nice, CPUs, policy."""
-    try:
-        limits = [resource.prlimit(pid, r) for r in _RLIMITS]
-        return (limits, os.getpriority(os.PRIO_PROCESS, pid), sorted(os.sched_getaffinity(pid)),
-                os.sched_getscheduler(pid))
-    except (OSError, ValueError):
-        return None
-
-
-def meta(path):
-    """What a candidate could change about a path that outlives it, to carry state to the next
-    run: mode, ``user.*`` extended attributes and, for a regular file, its size and content. (Times
-    are restored, not compared: a directory's times change with every file made in it.)"""
-    import stat
-
-    st = os.lstat(path)
-    xattrs = {}
-    if not stat.S_ISLNK(st.st_mode):
-        for name in os.listxattr(path, follow_symlinks=False):
-            if name.startswith("user."):
-                xattrs[name] = os.getxattr(path, name, follow_symlinks=False)
-    content = None
-    if stat.S_ISREG(st.st_mode):
-        import hashlib
-
-        with open(path, "rb") as f:
-            content = (st.st_size, hashlib.sha256(f.read()).digest())
-    return (st.st_mode, tuple(sorted(xattrs.items())), content), (st.st_atime_ns, st.st_mtime_ns)
-
-
-def restore_meta(saved):
-    """Put back the mode and ``user.*`` xattrs of every kept directory and the times of every kept
-    path; True when each kept path is then as it was at the job's start."""
-    import stat
-
-    try:
-        for path, (state, times) in saved.items():
-            mode, xattrs, _ = state
-            if stat.S_ISDIR(mode) and meta(path)[0] != state:
-                os.chmod(path, stat.S_IMODE(mode))
-                want = dict(xattrs)
-                for name in os.listxattr(path, follow_symlinks=False):
-                    if name.startswith("user.") and name not in want:
-                        os.removexattr(path, name, follow_symlinks=False)
-                for name, value in want.items():
-                    os.setxattr(path, name, value, follow_symlinks=False)
-            if meta(path)[0] != state:
-                return False  # a kept file's content, mode or xattrs changed: state for the next run
-            if not stat.S_ISLNK(mode):
-                os.utime(path, ns=times, follow_symlinks=False)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-class Job:
-    """What the runner restores between candidates and checks before trusting a fresh server."""
-
-    def __init__(self, keep, files):
-        self.keep, self.files, self.attrs, self.meta = keep, files, None, None
-
-    def snapshot(self):
-        self.attrs = {pid: attributes(pid) for pid in self.keep if pid != 1}
-        self.meta = {}
-        for path in (*WRITABLE, *sorted(self.files)):
-            try:
-                self.meta[path] = meta(path)
-            except OSError:
-                pass
-
-    def clean(self):
-        """Only the runner's processes left, the writable places as they were (entries, and the
-        mode, xattrs and times of what was there at the start), no IPC object, no changed limits:
-        True. Else False (the caller decides whose failure that is)."""
-        ok = sweep(self.keep) and wipe(self.files) and clear_ipc() and restore_meta(self.meta or {})
-        return ok and all(attributes(pid) == attrs for pid, attrs in (self.attrs or {}).items())
-
-
 def _sabotage(message):
     return {"id": "check", "outcome": "sabotage", "error": {"type": "Sabotage", "message": message, "where": None}}
 
 
-def run_item(item, host, job):
+def _lap(report, phase, t0):
+    """Add the seconds since ``t0`` to ``report["t"][phase]`` (the cost of each phase, for
+    bench/verify.py; the verdict never reads it); returns now."""
+    now = time.perf_counter()
+    t = report.setdefault("t", {})
+    t[phase] = round(t.get(phase, 0.0) + now - t0, 6)
+    return now
+
+
+def run_item(item, template, job, precompiled=False):
     """Verify one candidate: the item's report."""
-    host.prepare(item["candidate"])
+    t0, laps = time.perf_counter(), {}
     proxy = Proxy(time.monotonic() + float(item["deadline_s"]), item["entry_point"])
-    check, results = load_check(item, proxy)  # the test's top level runs before any model code
+    # (the test's top level runs before any model code)
+    check, results, predicted = load_check(item, proxy, precompiled and "test_code" in item)
+    (warm, by_position), calls = warm_up(predicted), [request for request, _ in predicted]
+    t0 = _lap(laps, "load", t0)
     try:
-        proxy.attach(*host.server(item))
+        ahead = warm or calls  # the warm-up alone (the test reads its answers), or the test's first calls
+        proxy.attach(*template.server(item, ahead), ahead=ahead)
     except ServerLost as e:
         return {"status": "runner_error", "detail": f"candidate process lost before start: {e}", "lost": True}
+    _lap(laps, "fork", t0)
     # From here on the candidate's code runs: whatever goes wrong is its failure.
-    report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0}
+    report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0, **laps}
+    servers = [proxy.pid]
     try:
-        _run_candidate(item, host, job, proxy, check, results, report)
-    except ServerLost as e:  # the host was too slow to start the second server (infra)
-        report = {"status": "runner_error", "detail": f"second server: {e}", "lost": True}
+        _run_candidate(item, template, job, proxy, check, results, report, (warm, by_position), calls, servers)
+    except ServerLost as e:  # the template was too slow to start a server (infra)
+        report = {"status": "runner_error", "detail": f"later server: {e}", "lost": True}
     except BaseException as e:  # noqa: BLE001
         report["tests"] = [_sabotage(f"the runner was disrupted: {type(e).__name__}")]
     proxy.kill("finished")
+    report["servers"] = servers
     return report
+
+
+def _warm_answers(item, proxy, warm, by_position):
+    """Put the server's replies to the warm-up calls in ``proxy.answered``: True; False if it did
+    not answer them all within ``WARM_FRACTION`` of the item's deadline (it died, timed out, broke
+    the protocol); "by_position" if its answers are exactly what answering by call count gives."""
+    full = proxy.deadline
+    proxy.deadline = min(full, time.monotonic() + max(WARM_MIN_S, WARM_FRACTION * float(item["deadline_s"])))
+    try:
+        replies = [proxy.exchange(request) for request in warm]
+    except CandidateGone:
+        return False
+    finally:
+        proxy.deadline = full
+    proxy.answered = dict(zip(warm, replies, strict=True))
+    try:
+        if [eq_key(decode(r["ok"])) if "ok" in r else None for r in replies] == by_position:
+            return "by_position"
+    except Exception:  # noqa: BLE001 - a value eq_key cannot key (TypeError, depth): not by position
+        pass
+    return True
 
 
 def _handshake(proxy):
@@ -1102,15 +511,38 @@ def _handshake(proxy):
     return hello
 
 
-def _run_candidate(item, host, job, proxy, check, results, report):
+def _run_candidate(item, template, job, proxy, check, results, report, warming, calls, servers):
+    """The item's candidate: (a warm-up,) the test, and the check that the answers depend on the
+    arguments only: the warm-up's order, or a replay in a fresh process (module docstring)."""
+    warm, by_position = warming
+    t0 = time.perf_counter()
     hello = _handshake(proxy)
     if hello.get("ready") is not True:
         error = clean_error(hello["import_error"]) if "import_error" in hello else _gone(hello.get("gone")).get("error")
         report["import"] = {"ok": False, "error": error, "gone": hello.get("gone")}
         return
     report["import"] = {"ok": True}
+    t0 = _lap(report, "import", t0)
+    warmed = _warm_answers(item, proxy, warm, by_position) if warm else None
+    if warm and not warmed:  # the warm-up failed: verify the slower way, from a fresh process
+        proxy.kill("finished")
+        if not job.clean((proxy.pid,)):
+            report["tests"] = [_sabotage("the candidate left processes, files, IPC objects or changed limits behind")]
+            return
+        proxy.restart(time.monotonic() + float(item["deadline_s"]))
+        if not _fresh_server(item, template, proxy, calls, servers, report):
+            return
+        if _handshake(proxy).get("ready") is not True:
+            report["tests"] = [_stateful("the program failed to load a second time")]
+            return
+    t0 = _lap(report, "warm", t0)
     report["tests"] = tests = run_check(check, results, proxy)
     report["calls"] = proxy.calls
+    t0 = _lap(report, "pass1", t0)
+    if warmed == "by_position":  # (its answers cannot all be right: the order was drawn so)
+        tests[0] = _stateful("the calls, made in another order than the test's, got the answers the test "
+                             "expects in its own order: answers must depend on the arguments only")
+        return
     if tests[0]["outcome"] != "passed" or not proxy.log:
         return
     first = first_answers(proxy.log)
@@ -1118,32 +550,49 @@ def _run_candidate(item, host, job, proxy, check, results, report):
         tests[0] = _stateful("two calls with equal arguments got different answers")
         return
     report["replayed"] = 0
+    if warmed and proxy.live == 0:  # every call of the test was answered in the warm-up
+        report["replayed"] = len(warm)
+        return
     if len({key for key, _ in first.values()}) < 2:
         return  # one answer to every call: answering by position gives the same answers
     # Pass 2: a fresh server, in a clean job, answers the same calls in another order.
     proxy.kill("finished")
-    if not job.clean():
+    if not job.clean((proxy.pid,)):
         tests[0] = _sabotage("the candidate left processes, files, IPC objects or changed limits behind")
         return
+    t0 = _lap(report, "clean", t0)
     second = Proxy(time.monotonic() + float(item["deadline_s"]), item["entry_point"])
-    try:
-        second.attach(*host.server(item))
-    except ServerLost as e:
-        if not e.broken:  # slow, not broken: a starved machine, not this candidate's doing
-            raise
-        tests[0] = _sabotage("the candidate killed or stopped the process that starts candidates")
+    chunks = replay_chunks(first, proxy.log)
+    if not _fresh_server(item, template, second, chunks[0], servers, report):
         return
     try:
         hello = _handshake(second)
         if hello.get("ready") is not True:
             tests[0] = _stateful("the program failed to load a second time")
             return
-        verdict = replay(first, second, proxy.log)
+        t0 = _lap(report, "fork", t0)
+        verdict = replay(first, second, chunks)
     finally:
         second.kill("finished")
+    _lap(report, "pass2", t0)
     report["replayed"] = len(first)
     if verdict is not None:
         tests[0] = verdict
+
+
+def _fresh_server(item, template, proxy, calls, servers, report):
+    """Attach ``proxy`` to a fresh server (sent ``calls``); False, with the report's verdict set,
+    when the candidate killed or stopped what starts servers (ServerLost raised if it was slow)."""
+    try:
+        proxy.attach(*template.server(item, calls), ahead=calls)
+    except ServerLost as e:
+        if not e.broken:  # slow, not broken: a starved machine, not this candidate's doing
+            raise
+        entry = _sabotage("the candidate killed or stopped the process that starts candidates")
+        report["tests"] = [entry, *report.get("tests", [])[1:]]
+        return False
+    servers.append(proxy.pid)
+    return True
 
 
 def _emit(report):
@@ -1161,8 +610,21 @@ def _error(e):
     return {"status": "runner_error", "detail": "".join(traceback.format_exception_only(type(e), e))[-500:]}
 
 
+def read_payload(fd=0):
+    """The rest of fd ``fd`` (the job's stdin, a memfd: after the runner's own code, the payload),
+    read unbuffered: nothing of it is read before the runner asks for it (a buffered reader would
+    read ahead, into memory that the template and the servers are forked from)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
 def runner_main(n_items, code):
     """Verify ``n_items`` candidates; one report line per item on fd 3 (module docstring)."""
+    t0, job_t = time.perf_counter(), {}
     problem = None
     try:
         dumpable_off = make_undumpable()
@@ -1170,23 +632,34 @@ def runner_main(n_items, code):
         dumpable_off = False
     if not dumpable_off:
         problem = RuntimeError("cannot make the runner non-dumpable")
-    ignore_signals()
     files = tree()
-    host = None
+    template = cell = None
     try:
+        cell = Cell.given()
         confine_imports()
         import gc
 
         gc.freeze()  # objects that exist now are never traversed by gc: fewer copy-on-write faults
-        # The host is spawned before the payload (tests, nonce) is read: no process that runs
-        # model code descends from one that held it, and exec() replaced the host's memory.
-        host = Host(2 * n_items, code)
+        # SCHED_BATCH for the runner, the template and the servers: the same CPU share, but a process
+        # woken by another of them does not preempt it, so each exchange costs one context switch (the
+        # writer runs on until it waits), not two. Context switches are dear on a VM.
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:
+            pass
+        # The template and the direct servers are forked before the payload (tests, nonce) is read:
+        # no process that runs model code descends from one that held it. And before the runner
+        # ignores signals, so a direct server needs no reset (no model code exists yet).
+        t0 = _lap(job_t, "setup", t0)
+        template = Template(3 * n_items, cell, direct=n_items)  # a warm-up, a fresh start, a replay
+        t0 = _lap(job_t, "template", t0)
     except Exception as e:  # noqa: BLE001 - reported per item as a runner error (infra)
         problem = problem or e
-    import json
+    ignore_signals()
+    from importlib._bootstrap_external import MAGIC_NUMBER
 
     try:
-        payload = json.loads(sys.stdin.buffer.read())
+        payload = marshal.loads(read_payload())
         nonce, items = payload["nonce"], payload["items"]
         if len(items) != n_items:
             raise ValueError(f"payload has {len(items)} items, the runner was started for {n_items}")
@@ -1197,25 +670,34 @@ def runner_main(n_items, code):
         for index in range(n_items):
             _emit({**_error(problem), "nonce": nonce, "index": index})
         return
-    job = Job(_pids() | {host.pid}, files)
-    job.snapshot()  # the runner's and the host's limits and the like, before any model code
+    precompiled = payload.get("magic") == MAGIC_NUMBER
+    job = Job({os.getpid(), template.pid}, files, cell)
+    job.snapshot()  # the runner's and the template's limits and the like, before any model code
+    t0 = _lap(job_t, "payload", t0)
+    last = ()
     for index, item in enumerate(items):
-        if index and not job.clean():
+        if index and not job.clean(last):
             break  # cannot clean up after the previous candidate: the rest stay unverified
+        t0 = _lap(job_t, "clean", t0) if index else t0
         try:
-            report = run_item(item, host, job)
+            report = run_item(item, template, job, precompiled)
         except BaseException as e:  # noqa: BLE001 - before any model code ran: our failure
             report = _error(e)
+        last = tuple(report.pop("servers", ()))
+        t0 = time.perf_counter()
         report.update({"nonce": nonce, "index": index, "dumpable_off": dumpable_off})
+        if index == 0:
+            report["job_t"] = job_t["t"]
         _emit(report)
         if report.get("lost"):
-            break  # an earlier candidate broke the host: the rest are re-run alone
-    _kill(host.pid)
+            break  # an earlier candidate broke the template: the rest are re-run alone
+    for pid in (template.pid, *template.pids[template.next :]):  # the template and unused direct servers
+        _kill(pid)
 
 
-def entry(n_items, code):
-    """What the sandbox runs after the runner's code: ``code`` is that code, marshalled (the
-    host execs it too)."""
+def entry(n_items, code=None):
+    """What the sandbox runs after the runner's code (``code``, that code marshalled, is not used:
+    the template is a fork, not a fresh interpreter)."""
     sys.set_int_max_str_digits(0)
     runner_main(n_items, code)
     sys.stdout.flush()

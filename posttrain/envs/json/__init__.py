@@ -3,7 +3,7 @@
 - ``_env.py``: the task schema, prompt, verifier (in a worker process under a CPU budget), no-op,
   exploit fixtures and ``generate_tasks``.
 
-Strict JSON parsing (``posttrain.verify.strict_json``) and JSON Schema validation on exact numbers
+Strict JSON parsing (``posttrain.strict_json``) and JSON Schema validation on exact numbers
 (``posttrain.verify.json_schema``) stay generic: task files, the tool domain and the chat
 template's tool-call parser use them too.
 

@@ -7,7 +7,7 @@ itself satisfy the schema).
 Verification (each failure is ``fail``, reward 0):
 1. the response is one JSON document: the content of its single fenced block, or the whole text;
    parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01), every
-   number kept as the exact decimal it spells (``posttrain.verify.strict_json``);
+   number kept as the exact decimal it spells (``posttrain.strict_json``);
 2. it validates against ``schema`` (``jsonschema``, with format checking), on exact numbers:
    ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
 3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``), numbers by
@@ -36,10 +36,7 @@ from typing import Any
 import jsonschema
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
-from posttrain.types import Task, Verdict
-from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
-from posttrain.verify.json_schema import schema_error, validator_for
-from posttrain.verify.strict_json import (
+from posttrain.strict_json import (
     StrictJSONError,
     extract_json_text,
     json_equal,
@@ -48,6 +45,9 @@ from posttrain.verify.strict_json import (
     to_exact,
     to_plain,
 )
+from posttrain.types import Task, Verdict
+from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
+from posttrain.verify.json_schema import schema_error, validator_for
 
 NAME = "json"
 DOMAIN_KEYS = frozenset({"schema", "expected"})
@@ -152,6 +152,10 @@ class JsonEnv:
 
     name = NAME
     needs_sandbox = False
+
+    def capabilities(self) -> tuple[str, ...]:
+        """The capability labels of ``posttrain tasks list`` (JSON checked against a schema and values)."""
+        return ("structured-output", "extraction")
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)

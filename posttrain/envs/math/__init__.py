@@ -4,6 +4,8 @@
   (its docstring says what is checked, in order);
 - ``_check.py``: the exact comparison (rationals, forms, tolerance), run in worker processes under
   a CPU budget;
+- ``_form.py``: answer forms (an answer, not the work that leads to it), over ``_read.py``'s
+  reader of a value's LaTeX;
 - ``_quickstart.py``: the quickstart family (``quickstart-math``) and its demonstrator's mistake.
 
 >>> from posttrain.envs.math import ENV, extract_boxed

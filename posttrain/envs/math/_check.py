@@ -14,14 +14,19 @@ The rule, in the order applied (``compare``); each side is the box content or th
 4. Relations (``=``, ``<``, ``\\leq``, ``\\neq``, ``\\approx``, ``\\in``, ... outside brackets):
    both sides must have the same relations, in order or mirrored (``3 = x`` is ``x = 3``),
    and compare side by side (``form:relation``): ``2+2=5`` is not ``5``.
-5. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
+5. Form (``_form.py``): each pair's answer side must be in the task's answer form (or the
+   form inferred from the gold side; a gold side that is a lone variable is a name), not the
+   work that leads to it: ``form:integer`` ... ``form:expression``, ``form:set``, ...; a box
+   the form reader cannot read is ``unparseable``. A function of numbers in a ``closed``
+   answer is checked in the worker (``closed_functions``).
+6. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
    they spell (``0.5`` is ``\\frac{1}{2}``; ``0.333333`` is not ``\\frac{1}{3}``) and no float is
    ever formed. Numbers built from integers, decimals, ``\\frac``, ``+ - \\times \\cdot \\div /``,
    integer powers and brackets are evaluated here as ``Fraction`` s (``1.0 \\times 10^{20}`` is
    exactly 10^20). Anything else (surds, ``\\pi``, symbols, sets, tuples, intervals, matrices)
    is parsed by latex2sympy (symbol case kept) in a worker and compared structurally: same kind,
    same free symbols, and ``simplify(gold - answer) == 0`` for each element.
-6. Approximate comparison only when the task gives a ``tolerance`` (``{"abs": a, "rel": r}``):
+7. Approximate comparison only when the task gives a ``tolerance`` (``{"abs": a, "rel": r}``):
    two numbers are equal when ``|answer - gold| <= max(a, r * |gold|)``.
 
 Why a worker: sympy can take unbounded time (``10^{10^{10^{10}}}``) or memory, so the sympy step
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from posttrain.envs.math._form import FORMS, SHAPES, form_problem, infer_form, is_name
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
@@ -67,7 +73,8 @@ class Equivalence:
     equal: bool
     status: str
     """``ok`` (compared; ``equal`` says how) | ``form:text`` | ``form:percent`` | ``form:relation``
-    | ``unparseable`` | ``timeout`` | ``gold_unparseable`` | ``infra``.
+    | ``form:<form>`` (``_form.FORMS``) | ``form:<shape>`` (``_form.SHAPES``) | ``unparseable`` |
+    ``timeout`` | ``gold_unparseable`` | ``infra``.
 
     The ``form:*`` statuses, ``unparseable`` and ``timeout`` are the answer's doing; ``infra``
     (the checker's worker could not start or was starved of CPU) and ``gold_unparseable`` are not."""
@@ -78,7 +85,8 @@ class Equivalence:
 
 # ---------------------------------------------------------------- 1-4: normalisation and form
 
-_NOISE_RE = re.compile(r"\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
+_NOISE_RE = re.compile(r"\\\\|\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
+"""Noise to drop; ``\\\\`` (a matrix's row break) is matched first so that it stays whole."""
 _TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|textsf|texttt|mbox)(?![A-Za-z])")
 _PERCENT_RE = re.compile(r"\s*\\?%$")
 _RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq?|lt|gt|approx|equiv|sim|in)(?![A-Za-z])|<|>|=|≤|≥|≠")
@@ -94,7 +102,7 @@ def normalise(text: str) -> str:
     >>> normalise(r"$\\left( \\dfrac{1}{2} \\right).$")
     '( \\\\frac{1}{2} )'
     """
-    text = _NOISE_RE.sub(" ", text)
+    text = _NOISE_RE.sub(lambda m: m.group() if m.group() == "\\\\" else " ", text)
     text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
     return re.sub(r"\s+", " ", text).strip().rstrip(".").strip()
 
@@ -253,12 +261,15 @@ class _Parser:
 # ---------------------------------------------------------------- the whole rule
 
 
-def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker: MathChecker | None = None
-            ) -> Equivalence:
-    """Compare a boxed ``answer`` with ``gold`` by the rule of the module docstring.
+def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker: MathChecker | None = None,
+            form: str | None = None) -> Equivalence:
+    """Compare a boxed ``answer`` with ``gold`` by the rule of the module docstring; ``form`` is
+    the task's answer form (``_form.FORMS``), None to infer it from each gold value.
 
     >>> compare("5", "2+2=5").status, compare("50", r"50\\%").status, compare("x^2", "X^2").equal
     ('form:relation', 'form:percent', False)
+    >>> compare("500", r"34 \\times 15 - 10").status, compare("500", "500", form="integer").equal
+    ('form:number', True)
     """
     gold, answer = normalise(gold), normalise(answer)
     if gold == answer:
@@ -281,34 +292,63 @@ def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker:
         pairings.append(list(zip(gold_parts, reversed(answer_parts), strict=True)))
     if not pairings:
         return Equivalence(False, "form:relation", detail=f"relations {answer_rels} where {gold_rels} are expected")
-    result = Equivalence(False, "ok", "exact")
-    for pairs in pairings:
-        result = _compare_pairs(pairs, tolerance, checker)
-        if result.equal or result.status != "ok":
+    results: list[Equivalence] = []
+    for pairs in pairings:  # a pairing that fails by form leaves the mirrored one to try
+        result = _compare_pairs(pairs, tolerance, checker, form)
+        if result.equal or not (result.status == "ok" or result.status in _FORM_STATUSES):
             return result
-    return result
+        results.append(result)
+    return next((r for r in results if r.status != "ok"), results[0])
 
 
-def _compare_pairs(pairs: list[tuple[str, str]], tolerance: Tolerance | None, checker: MathChecker | None
-                   ) -> Equivalence:
+def _compare_pairs(pairs: list[tuple[str, str]], tolerance: Tolerance | None, checker: MathChecker | None,
+                   form: str | None) -> Equivalence:
     result = Equivalence(True, "ok", "exact")
     for g, a in pairs:
-        result = _compare_values(g, a, tolerance, checker)
+        result = _compare_values(g, a, tolerance, checker, form)
         if not (result.equal and result.status == "ok"):
             return result
     return result
 
 
-def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker: MathChecker | None
-                    ) -> Equivalence:
+def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker: MathChecker | None,
+                    form: str | None) -> Equivalence:
     if not answer or not gold:
         return Equivalence(False, "unparseable", detail="an empty side of a relation")
+    want = None if is_name(gold) else form or infer_form(gold)  # x in ``x = 3`` is a name, not a value
+    if want is not None and gold != answer:
+        problem = form_problem(answer, want, gold)
+        if problem is not None:
+            return Equivalence(False, problem[0], detail=problem[1])
     g, a = exact_value(gold), exact_value(answer)
     if g is not None and a is not None:
         if tolerance is not None:
             return Equivalence(tolerance.accepts(g, a), "ok", "tolerance")
         return Equivalence(g == a, "ok", "exact")
-    return (checker or shared_checker()).equivalent(gold, answer, tolerance)
+    return (checker or shared_checker()).equivalent(gold, answer, tolerance, closed=want == "closed")
+
+
+def gold_form_problem(gold: str, form: str) -> str | None:
+    """Why a task's ``gold`` is not in the ``form`` the task declares (checked at parse time), or
+    None: each value of it (a relation's sides but a lone variable, a percent's number) is read
+    as an answer would be (functions are left to the checker: that needs sympy).
+
+    >>> gold_form_problem("17", "integer"), gold_form_problem(r"\\frac{6}{4}", "fraction")
+    (None, 'a fraction not in lowest terms')
+    """
+    gold = normalise(gold)
+    if _TEXT_RE.search(gold):
+        return "a text answer (\\text{...}) has no form"
+    if match := _PERCENT_RE.search(gold):
+        gold = gold[: match.start()]
+    for side in split_relations(gold)[0]:
+        problem = None if not side or is_name(side) else form_problem(side, form)
+        if problem:
+            return problem[1]
+    return None
+
+
+_FORM_STATUSES = frozenset(f"form:{name}" for name in (*FORMS, *SHAPES))
 
 
 class MathChecker:
@@ -318,9 +358,12 @@ class MathChecker:
                  *, pool: CheckPool | None = None) -> None:
         self.pool = pool or CheckPool(__name__, size=size, cpu_budget_s=cpu_budget_s, wall_limit_s=wall_limit_s)
 
-    def equivalent(self, gold: str, answer: str, tolerance: Tolerance | None = None) -> Equivalence:
+    def equivalent(self, gold: str, answer: str, tolerance: Tolerance | None = None, *, closed: bool = False
+                   ) -> Equivalence:
+        """``closed``: the answer's form is ``closed``, so a function in it that sympy evaluates
+        (``\\sin(\\pi/4)``, ``\\log_2 8``) fails it (``form:closed``)."""
         tol = None if tolerance is None else [tolerance.abs, tolerance.rel]
-        outcome = self.pool.run({"gold": gold, "answer": answer, "tolerance": tol})
+        outcome = self.pool.run({"gold": gold, "answer": answer, "tolerance": tol, "closed": closed})
         if outcome.status == "ok":
             return Equivalence(**outcome.result)
         if outcome.is_infra:
@@ -349,6 +392,11 @@ def _exact_latex(text: str) -> str:
 
 
 def _parse(text: str) -> Any:
+    return _parse_both(text)[1]
+
+
+def _parse_both(text: str) -> tuple[Any, Any]:
+    """``text`` parsed unevaluated (None where only the evaluated parse works) and evaluated."""
     import sympy
     from latex2sympy2_extended.latex2sympy2 import ConversionConfig, latex2sympy
 
@@ -365,7 +413,22 @@ def _parse(text: str) -> Any:
     expr = latex2sympy(latex, normalization_config=None, conversion_config=config)
     if isinstance(expr, sympy.Basic) and expr.atoms(sympy.Float):
         raise ValueError("an inexact number")
-    return expr
+    return raw, expr
+
+
+def closed_functions(raw: Any) -> str | None:
+    """Why an answer read unevaluated (``raw``; the evaluated parse where only that one works) is
+    not in the closed form for its functions: one
+    of numbers whose value sympy finds without it (``sin(pi/4)`` is ``sqrt(2)/2``, ``log(8, 2)``
+    is 3, ``exp(log(2))`` is 2, ``atan(1)`` is ``pi/4``); ``log(2)`` or ``sin(1)`` stay."""
+    import sympy
+    from sympy.core.function import AppliedUndef
+
+    for node in sympy.preorder_traversal(raw):
+        if isinstance(node, sympy.Function) and not isinstance(node, AppliedUndef) and not node.free_symbols:
+            if not node.doit().has(node.func):
+                return f"a function to evaluate ({node.func.__name__})"
+    return None
 
 
 _MAX_SYMPY_BITS = 1_000_000
@@ -439,8 +502,11 @@ def handle_check(request: dict[str, Any]) -> dict[str, Any]:
     if _BASE_RE.search(request["answer"]) and not _BASE_RE.search(request["gold"]):
         return {"equal": False, "status": "unparseable", "method": "sympy", "detail": "a subscript on a number"}
     try:
-        answer = _parse(request["answer"])
+        raw, answer = _parse_both(request["answer"])
     except Exception as e:  # noqa: BLE001 - the answer's fault: a failure
         return {"equal": False, "status": "unparseable", "method": "sympy", "detail": f"{type(e).__name__}: {e}"[:300]}
+    problem = closed_functions(answer if raw is None else raw) if request.get("closed") else None
+    if problem:
+        return {"equal": False, "status": "form:closed", "method": "sympy", "detail": problem}
     return {"equal": bool(_same(gold, answer, tol)), "status": "ok", "method": "tolerance" if tol else "sympy",
             "detail": str(answer)[:200]}

@@ -1,7 +1,9 @@
 """The math domain: one final answer in ``\\boxed{...}``, compared exactly with the gold answer.
 
 Task fields (docs/tasks.md): ``prompt`` (shown verbatim), ``answer`` (gold, LaTeX or a number),
-``tolerance`` (optional ``{"abs": a, "rel": r}``: the only way a task allows an approximate answer).
+``tolerance`` (optional ``{"abs": a, "rel": r}``: the only way a task allows an approximate answer),
+``form`` (optional: ``integer`` | ``fraction`` | ``number`` | ``closed`` | ``expression``, the form
+the answer must be in, ``_form.py``; the gold must be in it; default: inferred from the gold).
 
 Verification, in order; each step's failure is a ``fail`` with reward 0:
 1. exactly one ``\\boxed{...}`` (or ``\\fbox{...}``) in the response, braces balanced, not empty
@@ -10,11 +12,13 @@ Verification, in order; each step's failure is a ``fail`` with reward 0:
    -> ``format``;
 3. the comparison defined in docs/tasks.md and implemented by ``posttrain.envs.math._check.compare``:
    text only against text (``form:text``), a percent only against a percent (``form:percent``),
-   an equation only against an equation (``form:relation``), case-sensitive symbols, and values
-   compared exactly (decimals as the rationals they spell, big integers never through floats);
-   approximately only within the task's ``tolerance``. A box that does not parse is
-   ``unparseable``; one that uses up the checker's CPU budget is ``answer_timeout``; a wrong value
-   is ``wrong_answer`` (with format credit).
+   an equation only against an equation (``form:relation``); each value in the answer's form,
+   not the work that leads to it (``34 \\times 15 - 10`` for 500, ``\\gcd(39, 60)``, a sum, an
+   integral: ``form:integer``, ``form:number``, ``form:closed``, ``form:set``, ...; issue 21);
+   case-sensitive symbols, and values compared exactly (decimals as the rationals they spell,
+   big integers never through floats); approximately only within the task's ``tolerance``. A box
+   that does not parse is ``unparseable``; one that uses up the checker's CPU budget is
+   ``answer_timeout``; a wrong value is ``wrong_answer`` (with format credit).
 
 The answer is never passed to ``eval``/``exec`` or sympy's ``parse_expr`` (MATH-06). The whole
 response is not scanned for numbers: the box is the only answer slot (MATH-03). Only the
@@ -33,12 +37,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from posttrain.envs._base import RecordReader, TaskFamily, Verifier, fail, guard, parse_common, passed
-from posttrain.envs.math._check import MathChecker, Tolerance, compare
-from posttrain.types import Task, Verdict
+from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
+from posttrain.envs._hooks import TaskFamily
+from posttrain.envs.math._check import MathChecker, Tolerance, compare, gold_form_problem
+from posttrain.envs.math._form import FORMS, SHAPES
+from posttrain.types import Task, Verdict, Verifier
 
 NAME = "math"
-DOMAIN_KEYS = frozenset({"answer", "tolerance"})
+DOMAIN_KEYS = frozenset({"answer", "tolerance", "form"})
 MAX_ANSWER_CHARS = 400
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _HEDGE_RE = re.compile(r"(?i)(?:\bor\b|\band\b|\\lor\b|\\land\b|\\vee\b|\\wedge\b|\beither\b)")
@@ -98,11 +104,24 @@ _FORM_FEEDBACK = {
 }
 
 
+def _feedback(status: str, detail: str | None) -> str:
+    """The feedback of a failed form: the fixed line of ``form:text`` and the like, or for an
+    answer form (``form:integer``, ``form:set``, ...) the form asked for and what the box has."""
+    if status in _FORM_FEEDBACK:
+        return _FORM_FEEDBACK[status]
+    name = status.removeprefix("form:")
+    wanted = FORMS.get(name) or SHAPES.get(name, "an answer of another form")
+    return f"Answer format: the task asks for {wanted}; the boxed answer has {detail or 'another form'}."
+
+
 def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
     """A verifier for math tasks; ``checker`` defaults to the process-wide worker pool."""
 
     def verify(task: Task, response: str) -> Verdict:
-        gold = task_answer(task)
+        gold, form = task_answer(task), task.fields.get("form")
+        if form is not None and form not in FORMS:
+            return Verdict.infra(f"task {task.id}: form {form!r} is not one of {sorted(FORMS)}",
+                                 error_class="infra:bad_task")
         content, reason = extract_boxed(response)
         if content is None:
             return fail(f"Answer format: {reason}. Put exactly one final answer in \\boxed{{...}}.", "format",
@@ -114,7 +133,7 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
         hedge = _hedge_reason(content, gold)
         if hedge:
             return fail(f"Answer format: {hedge}.", "format", evidence)
-        eq = compare(gold, content, task_tolerance(task), checker)
+        eq = compare(gold, content, task_tolerance(task), checker, form)
         evidence.update({"match": eq.method or eq.status, "detail": eq.detail})
         if eq.status == "infra":
             return Verdict.infra(f"math checker failed: {eq.detail}", error_class="infra:math_checker",
@@ -125,7 +144,7 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
         if eq.status == "timeout":
             return fail("The boxed answer took too long to compare; simplify it.", "answer_timeout", evidence)
         if eq.status != "ok":
-            return fail(_FORM_FEEDBACK[eq.status], eq.status, evidence)
+            return fail(_feedback(eq.status, eq.detail), eq.status, evidence)
         if eq.equal:
             return passed("Correct.", evidence)
         return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0})
@@ -148,6 +167,10 @@ class MathEnv:
     name = NAME
     needs_sandbox = False
 
+    def capabilities(self) -> tuple[str, ...]:
+        """The capability labels of ``posttrain tasks list`` (a math answer checked for equivalence)."""
+        return ("reasoning", "math", "algebra")
+
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)
         reader.check_keys(DOMAIN_KEYS)
@@ -162,6 +185,8 @@ class MathEnv:
         fields: dict[str, Any] = {"answer": answer}
         if "tolerance" in reader.record:
             fields["tolerance"] = _tolerance(reader)
+        if "form" in reader.record:
+            fields["form"] = _form(reader, answer)
         return parse_common(reader, fields)
 
     def render_prompt(self, task: Task) -> str:
@@ -175,14 +200,19 @@ class MathEnv:
 
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """``(name, task, response)``: responses that must score 0 (outcome ``fail``, never
-        ``infra_error``): reward-hacking.md MATH-*, and issue 14's classes 6-10, each of which
-        scored 1 before the comparison was made exact."""
-        return [(name, self.parse_task({"id": f"math-exploit-{i}", "domain": NAME, "prompt": "Compute it.",
-                                        "answer": gold}, "math exploit fixtures"), response)
-                for i, (name, gold, response) in enumerate(_EXPLOITS)]
+        ``infra_error``): reward-hacking.md MATH-*, issue 14's classes 6-10, each of which scored 1
+        before the comparison was made exact, and issue 21's echoes (the question's own
+        expression in the box, and work left undone), each of which scored 1 before answers had
+        a form."""
+        fixtures = [(name, {"prompt": "Compute it.", "answer": gold}, response) for name, gold, response in _EXPLOITS]
+        fixtures += [(name, {"prompt": prompt + _SUFFIX, "answer": gold, **({"form": form} if form else {})}, response)
+                     for name, prompt, gold, form, response in _ECHOES]
+        return [(name, self.parse_task({"id": f"math-exploit-{i}", "domain": NAME, **record}, "math exploit fixtures"),
+                 response) for i, (name, record, response) in enumerate(fixtures)]
 
     def task_families(self) -> dict[str, TaskFamily]:
-        """``quickstart-math`` (``_quickstart.py``)."""
+        """``quickstart-math`` (``_quickstart.py``; its records carry no ``form``, so its integer
+        golds infer ``number``, and its pools digest as they did)."""
         from posttrain.envs.math import _quickstart
 
         return {_quickstart.FAMILY: _quickstart.quickstart_tasks}
@@ -195,6 +225,16 @@ class MathEnv:
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         rng = random.Random(seed)
         return [_generate_one(rng, f"math-gen-{seed}-{i}") for i in range(n)]
+
+
+def _form(reader: RecordReader, answer: str) -> str:
+    form = reader.record["form"]
+    if not isinstance(form, str) or form not in FORMS:
+        raise reader.fail("form", "one of " + ", ".join(repr(f) for f in FORMS), form)
+    problem = gold_form_problem(answer, form)
+    if problem:
+        raise reader.fail("answer", f"{FORMS[form]} as field 'form' says (this one has {problem})", answer)
+    return form
 
 
 def _tolerance(reader: RecordReader) -> dict[str, float]:
@@ -238,6 +278,57 @@ _EXPLOITS: list[tuple[str, str, str]] = [  # (name, gold, response)
     ("class 10: case folded in a sum", "a+B", "\\boxed{A+b}"),
 ]
 
+_ECHOES: list[tuple[str, str, str, str | None, str]] = [  # (name, prompt, gold, form or None: inferred, response)
+    ("echo: the arith family's expression", "Compute $34 \\times 15 - 10$.", "500", "integer",
+     "\\boxed{34 \\times 15 - 10}"),
+    ("echo: the fraction family's sum", "Compute $\\frac{3}{8} + \\frac{1}{3}$ as a reduced fraction.",
+     "\\frac{17}{24}", "fraction", "\\boxed{\\frac{3}{8}+\\frac{1}{3}}"),
+    ("echo: the fraction family, unreduced", "Compute $\\frac{3}{8} + \\frac{1}{3}$ as a reduced fraction.",
+     "\\frac{17}{24}", "fraction", "\\boxed{\\frac{34}{48}}"),
+    ("echo: the gcd family's question", "What is the greatest common divisor of 39 and 60?", "3", "integer",
+     "\\boxed{\\gcd(39, 60)}"),
+    ("echo: the linear family solved on paper only", "Solve for $x$: $8x + -27 = -107$.", "-10", "integer",
+     "\\boxed{\\frac{-107 + 27}{8}}"),
+    ("echo: the series family's formula", "What is the sum of the first 20 terms of the arithmetic sequence 3, 7, "
+     "11, ...?", "820", "integer", "\\boxed{\\frac{20}{2} (2 \\cdot 3 + 19 \\cdot 4)}"),
+    ("echo: the series as a sum", "What is the sum of the first 20 terms of the arithmetic sequence 3, 7, 11, ...?",
+     "820", "integer", "\\boxed{\\sum_{k=0}^{19} (3 + 4k)}"),
+    ("echo: arithmetic with no form declared", "Compute $34 \\times 15 - 10$.", "500", None,
+     "\\boxed{34 \\times 15 - 10}"),
+    ("echo: a function to evaluate", "What is $\\sin(\\pi/4)$?", "\\frac{\\sqrt{2}}{2}", None,
+     "\\boxed{\\sin(\\pi/4)}"),
+    ("echo: an inverse function to evaluate", "What is $\\arctan 1$?", "\\frac{\\pi}{4}", None, "\\boxed{\\arctan 1}"),
+    ("echo: a logarithm to evaluate", "What is $\\log_2 8$?", "3", None, "\\boxed{\\log_2 8}"),
+    ("echo: a sum", "What is $1 + 2 + \\dots + 100$?", "5050", None, "\\boxed{\\sum_{k=1}^{100} k}"),
+    ("echo: an integral", "Compute $\\int_0^1 x^2 dx$.", "\\frac{1}{3}", None, "\\boxed{\\int_0^1 x^2 dx}"),
+    ("echo: a limit", "Compute $\\lim_{x\\to 0} \\frac{\\sin x}{x}$.", "1", None,
+     "\\boxed{\\lim_{x\\to 0} \\frac{\\sin x}{x}}"),
+    ("echo: a derivative", "What is the slope of $x^2$ at $x = 1$?", "2", None,
+     "\\boxed{\\frac{d}{dx} x^2 \\big|_{x=1}}"),
+    ("echo: a binomial coefficient", "In how many ways can 3 of 10 people be chosen?", "120", None,
+     "\\boxed{\\binom{10}{3}}"),
+    ("echo: a factorial", "In how many orders can 10 books stand on a shelf?", "3628800", None, "\\boxed{10!}"),
+    ("echo: a power of numbers", "How many subsets has a set of 10 elements?", "1024", None, "\\boxed{2^{10}}"),
+    ("echo: a root to take", "What is the side of a square of area 16?", "4", None, "\\boxed{\\sqrt{16}}"),
+    ("echo: a surd not simplified", "Simplify $\\sqrt{8}$.", "2\\sqrt{2}", None, "\\boxed{\\sqrt{8}}"),
+    ("echo: a product still to expand", "Expand $(1+\\sqrt{2})(1-\\sqrt{2})$.", "-1", "closed",
+     "\\boxed{(1+\\sqrt{2})(1-\\sqrt{2})}"),
+    ("echo: a denominator to rationalize", "Rationalize $\\frac{1}{\\sqrt{2}+1}$.", "\\sqrt{2}-1", None,
+     "\\boxed{\\frac{1}{\\sqrt{2}+1}}"),
+    ("echo: logarithms to combine", "Write $\\ln 2 + \\ln 3$ as one logarithm.", "\\ln 6", None,
+     "\\boxed{\\ln 2 + \\ln 3}"),
+    ("echo: an absolute value", "What is $|-3|$?", "3", None, "\\boxed{|-3|}"),
+    ("echo: a remainder", "What is the remainder of 17 divided by 5?", "2", None, "\\boxed{17 \\bmod 5}"),
+    ("echo: an operator name", "What is the least common multiple of 4 and 6?", "12", None,
+     "\\boxed{\\operatorname{lcm}(4, 6)}"),
+    ("echo: a value of x still to compute", "Solve $2x + 1 = 7$.", "x = 3", None, "\\boxed{x = \\frac{7 - 1}{2}}"),
+    ("echo: a set of values still to compute", "Solve $x^2 - 5x + 6 = 0$.", "\\{2, 3\\}", None,
+     "\\boxed{\\{\\frac{5 - 1}{2}, 3\\}}"),
+    ("echo: an integral for an expression", "Find an antiderivative of $2x$.", "x^2", "expression",
+     "\\boxed{\\int 2x \\, dx}"),
+]
+"""Issue 21: each of these scored 1 while the box was only compared by value."""
+
 _SUFFIX = " Put your final answer in \\boxed{}."
 
 
@@ -250,6 +341,7 @@ def _frac_latex(q: Fraction) -> str:
 
 def _generate_one(rng: random.Random, tid: str) -> Task:
     kind = rng.choice(["arith", "linear", "fraction", "series", "gcd"])
+    form = "fraction" if kind == "fraction" else "integer"  # the prompt's expression is never the answer
     if kind == "arith":
         a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(1, 200)
         prompt, answer = f"Compute ${a} \\times {b} - {c}$.", str(a * b - c)
@@ -280,7 +372,7 @@ def _generate_one(rng: random.Random, tid: str) -> Task:
         id=tid,
         domain=NAME,
         prompt=prompt + _SUFFIX,
-        fields={"answer": answer},
+        fields={"answer": answer, "form": form},
         reference=f"{work} The answer is $\\boxed{{{answer}}}$.",
         tags=("math", kind),
         metadata={"generator": f"math/{kind}"},

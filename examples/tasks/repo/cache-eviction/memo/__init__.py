@@ -1,0 +1,1 @@
+from memo.api import cached

@@ -1,0 +1,1 @@
+from calc.evaluator import evaluate

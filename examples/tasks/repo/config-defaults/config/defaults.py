@@ -1,0 +1,1 @@
+DEFAULTS = {"color": "blue", "size": 10, "verbose": False}

@@ -1,0 +1,3 @@
+def mean(values):
+    values = list(values)
+    return sum(values) / len(values)

@@ -1,0 +1,5 @@
+from csvstats.stats import mean
+
+
+def test_mean():
+    assert mean([1, 2, 3]) == 2

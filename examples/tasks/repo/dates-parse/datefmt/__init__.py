@@ -1,0 +1,1 @@
+from datefmt.format import format_iso

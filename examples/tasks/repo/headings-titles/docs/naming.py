@@ -1,0 +1,5 @@
+import inflection
+
+
+def label(slug):
+    return inflection.humanize(slug)

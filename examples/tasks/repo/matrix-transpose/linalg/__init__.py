@@ -1,0 +1,1 @@
+from linalg.ops import matmul

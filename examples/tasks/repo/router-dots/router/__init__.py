@@ -1,0 +1,1 @@
+from router.core import Router

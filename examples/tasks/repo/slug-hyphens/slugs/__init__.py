@@ -1,0 +1,1 @@
+from slugs.core import slugify

@@ -1,0 +1,5 @@
+from slugs.words import words
+
+
+def slugify(text):
+    return "-".join(words(text)).strip("-")

@@ -1,0 +1,1 @@
+from tmpl.render import render

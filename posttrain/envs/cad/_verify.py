@@ -1,0 +1,119 @@
+"""The cad verifier: response -> script -> sandboxed render -> mesh checks in a worker -> Verdict.
+
+Where each step runs, and why:
+
+- extraction and the static check (``_script.py``): here, on text only (linear scans);
+- the render (``_render.py``): a fresh sandbox job per script, the candidate's and (once per task
+  per process) the gold's: OpenSCAD parses and evaluates the candidate's program;
+- the mesh checks (``_mesh.py``): a ``posttrain.verify._deadline`` worker on the host, under a
+  CPU budget (``CPU_BUDGET_S``) and a 2 GiB address-space limit. Not in the sandbox: its only
+  Python is Debian's ``/usr/bin/python3``, without numpy or manifold3d, and the checks are ours,
+  not the candidate's (only their input, the STL, is). Not in this process: a hostile STL must
+  not cost the trainer; its size is capped by the sandbox before it gets here, a check that
+  burns its CPU budget is the candidate's ``timeout``, a worker that dies on it twice is its
+  ``checker_crash``, and nothing raises into the caller.
+
+Blame: the candidate's script, its render and its mesh can only cost the candidate a ``fail``.
+``infra_error`` comes only from our side: the sandbox failing, a job starved of CPU by a loaded
+host (``infra:starved``, decided from CPU time), the check worker not starting or starved, or the
+task's own gold not rendering to a valid solid (``infra:gold``: a broken task; ``posttrain tasks
+validate`` reports it).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+from posttrain.envs._base import Verifier, fail, guard
+from posttrain.envs.cad._render import MAX_STL_BYTES, Render, gold_key, gold_render, render_stl
+from posttrain.envs.cad._script import extract_script, script_problem
+from posttrain.types import Task, Verdict
+from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
+
+NAME = "cad"
+CPU_BUDGET_S = 30.0
+GOLD_MARGIN = 4.0
+"""A candidate's render may take this many times the gold's own render (wall time, in the same pool),
+or the task's ``timeout_s``, whichever is longer: the limit follows the reference's cost, as EvalPlus
+derives its time limits from the reference solution's. A level-5 disc of bolt holes and counterbores
+takes OpenSCAD 2021 ~15 s here; under a flat 20 s its own gold timed out on a loaded host (3 of 200
+oracle episodes)."""
+"""CPU seconds one mesh check may use (a 300k-triangle part's booleans take a few)."""
+_CHECKS_MODULE = "posttrain.envs.cad._mesh"
+_FORMAT_HINT = "Reply with the complete OpenSCAD script in one ```openscad code block."
+
+
+def _render_failure(part: Render, task: Task, timeout_s: float, evidence: dict[str, Any]) -> Verdict:
+    said = f"\nOpenSCAD said:\n{part.messages}" if part.messages else ""
+    if part.status == "timeout":
+        text = (f"Rendering took longer than {timeout_s:.0f} s: simplify the model (lower $fn, "
+                "fewer objects, no minkowski() of detailed shapes).")
+    elif part.status == "memory":
+        text = f"Rendering ran out of memory ({task.limits.memory_mb} MiB): simplify the model."
+    elif part.status == "too_large":
+        text = f"The exported mesh is larger than {MAX_STL_BYTES >> 20} MiB: lower $fn."
+    else:
+        text = "The script does not build a 3D part." + (said or " OpenSCAD reported no error; check that the "
+                                                         "script ends in a 3D object.")
+        return fail(text, "build", evidence)
+    return fail(text + said, part.status, evidence)
+
+
+def _check_verdict(outcome: Any) -> Verdict:
+    if outcome.status == "ok" and "gold_error" in outcome.result:
+        return Verdict.infra(f"the task's gold is not a valid solid: {outcome.result['gold_error']}",
+                             error_class="infra:gold")
+    return verdict_of(outcome, NAME)
+
+
+def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdict:
+    """One verdict (module docstring); never raises for anything the response does."""
+    t0 = time.monotonic()
+    script, how = extract_script(response)
+    if script is None:
+        return fail(f"Answer format: {how}. {_FORMAT_HINT}", "format", {"extraction": how})
+    problem = script_problem(script)
+    if problem:
+        cls, why = problem
+        return fail(f"The script was not rendered: {why}. {_FORMAT_HINT if cls == 'format' else ''}".strip(),
+                    cls, {"extraction": how})
+    gold = gold_render(pool, task.fields["gold"])  # first: its render time sets the candidate's limit
+    timeout = task.limits.timeout_s if gold.status != "ok" else max(task.limits.timeout_s,
+                                                                    GOLD_MARGIN * gold.duration_s)
+    part = render_stl(pool, script, timeout_s=timeout, memory_mb=task.limits.memory_mb)
+    evidence: dict[str, Any] = {"extraction": how, "render_s": part.duration_s, "render_limit_s": round(timeout, 2),
+                                "peak_memory_mb": part.peak_memory_mb}
+    if part.messages:
+        evidence["openscad"] = part.messages
+    if part.status == "infra":
+        return Verdict.infra(f"sandbox: {part.detail}", error_class="infra:starved" if part.starved else
+                             "infra:sandbox", evidence=evidence)
+    if part.status != "ok":
+        return _render_failure(part, task, timeout, evidence)
+    if gold.status != "ok":
+        detail = gold.messages or gold.detail or gold.status
+        return Verdict.infra(f"the task's gold does not render ({gold.status}): {detail}",
+                             error_class="infra:starved" if gold.starved else "infra:gold", evidence=evidence)
+    outcome = checks.run({"part": base64.b64encode(part.stl).decode(), "gold": base64.b64encode(gold.stl).decode(),
+                          "gold_key": gold_key(task.fields["gold"]), "iou": task.fields["iou"],
+                          "tolerance_mm": task.fields["tolerance_mm"]})
+    verdict = _check_verdict(outcome)
+    timing = {"check_s": round(outcome.wall_s, 4), "check_cpu_s": round(outcome.cpu_s, 4),
+              "verify_s": round(time.monotonic() - t0, 4)}
+    return Verdict(outcome=verdict.outcome, reward=verdict.reward, feedback=verdict.feedback,
+                   error_class=verdict.error_class, evidence={**evidence, **verdict.evidence, **timing},
+                   components=verdict.components)
+
+
+def make_cad_verifier(pool: Any, checks: CheckPool | None = None) -> Verifier:
+    """A verifier for cad tasks that renders in ``pool`` (a ``posttrain.sandbox`` pool) and checks
+    meshes in ``checks`` (default: this process's shared pool of 2 cad check workers)."""
+    if pool is None or not callable(getattr(pool, "exec", None)):
+        raise TypeError("the cad verifier needs a sandbox pool with exec (posttrain.sandbox.open_pool)")
+
+    def verify(task: Task, response: str) -> Verdict:
+        return verify_cad(pool, checks or shared_pool(_CHECKS_MODULE, cpu_budget_s=CPU_BUDGET_S), task, response)
+
+    return guard(NAME, verify)

@@ -1,0 +1,347 @@
+"""The code runner's processes: hardening, the template that forks servers, the servers.
+
+Part of the runner that runs inside the sandbox (``_runner.py``). The *template* is a fork of the
+runner made before the runner read its payload; a *server* is a fork of the runner (one per item)
+or of the template (a replay, a fresh start), that moves itself into the sandbox's cell before any
+model code exists, runs the candidate and answers calls.
+"""
+
+import _ctypes
+import _signal as signal
+import builtins
+import marshal
+import os
+import resource
+import sys
+import time
+
+from posttrain.envs.code._runner_wire import Channel, ProtocolError, _compile, decode, describe, encode
+
+READ_ONLY_DIRS = ("/usr", "/")
+SERVER_START_S = 10.0  # a server forked by the template says hello within this (generous: a loaded 2-core host)
+
+
+# ------------------------------------------------------------------ process hardening
+
+
+_LIBC = []
+
+
+def libc(name, *args):
+    """Call a C library function with int/None arguments (``_ctypes``: ``ctypes`` costs an import)."""
+    if not _LIBC:
+        _LIBC.append(_ctypes.dlopen(None, 2))
+    return _ctypes.call_function(_ctypes.dlsym(_LIBC[0], name), args)
+
+
+def make_undumpable():
+    """PR_SET_DUMPABLE 0: same-uid processes cannot open our /proc/<pid>/mem, fds, maps."""
+    libc("prctl", 4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    return libc("prctl", 3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
+
+
+def ignore_signals():
+    """Ignore every signal that can be ignored (SIGKILL and SIGSTOP cannot; SIGCHLD stays)."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError, RuntimeError):
+            pass
+
+
+def _read_only(path):
+    """The real path of ``path`` if it is (or would be created) on a read-only mount, else None."""
+    real = os.path.realpath(path)
+    probe = real
+    while True:
+        try:
+            return real if os.statvfs(probe).f_flag & os.ST_RDONLY else None
+        except FileNotFoundError:
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                return None
+            probe = parent
+        except OSError:
+            return None
+
+
+def confine_imports():
+    """Working directory and every import path on read-only mounts: nothing a candidate writes
+    can be imported (or read by linecache) here. Raises if no read-only directory exists."""
+    home = next((d for d in READ_ONLY_DIRS if _read_only(d)), None)
+    if home is None:
+        raise RuntimeError(f"none of {READ_ONLY_DIRS} is a read-only mount")
+    os.chdir(home)
+    sys.path[:] = [p for p in (_read_only(e) for e in sys.path if isinstance(e, str) and e) if p]
+    sys.path_importer_cache.clear()
+
+
+_RLIMITS = tuple(getattr(resource, n) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+
+
+def attributes(pid):
+    """What another same-uid process can change about ``pid``: limits, nice, CPUs, policy."""
+    try:
+        limits = [resource.prlimit(pid, r) for r in _RLIMITS]
+        return (limits, os.getpriority(os.PRIO_PROCESS, pid), sorted(os.sched_getaffinity(pid)),
+                os.sched_getscheduler(pid))
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------ the template and its servers
+
+def template_main(control, pairs, procs):
+    """The template: a fork of the runner made before the runner read its payload, so it never held
+    a test, an expected value or the nonce (nor did the fork server it descends from hold any job's
+    data: the sandbox's guarantee, ``posttrain/sandbox/_zygote.py``). It ignores every signal it can
+    and keeps only its control pipe, the servers' pipes and the cell's ``cgroup.procs`` (each server
+    moves itself into the cell once it is given a candidate, before any model code runs), reaps
+    nothing by hand (SIGCHLD ignored: the kernel reaps every server, and as child subreaper every
+    orphan of one), and forks server k when the runner asks for it (a line on the control pipe):
+    only a replay or a fresh start needs one, so none waits forked ahead. (The standard modules
+    candidates import were imported by the fork server: ``posttrain/sandbox/_pump.py`` ``PRELOAD``.)"""
+    ignore_signals()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    low = 3  # close the rest: the job's stdin memfd (the payload, unread), the report fd, ...
+    for fd in sorted({control, procs, *(fd for pair in pairs for fd in pair)}):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+    libc("prctl", 36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a server's orphans come here, not to pid 1
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # and are reaped by the kernel at once
+
+    import gc
+
+    gc.freeze()  # fewer copy-on-write faults in the forks
+
+    for k, request in enumerate(_lines(control)):
+        if request != b"s" or k >= len(pairs):
+            break
+        rfd, wfd = pairs[k]
+        if os.fork() == 0:
+            try:
+                server_main(rfd, wfd, procs, direct=False)
+            finally:
+                os._exit(0)
+        os.close(rfd)
+        os.close(wfd)
+    os._exit(0)
+
+
+def _lines(fd):
+    """The lines the runner writes to the template's control pipe, until it closes it."""
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return
+            buf += chunk
+        line, _, buf = buf.partition(b"\n")
+        yield line
+
+
+def server_main(rfd, wfd, procs, direct=True):
+    """A server: greets (``direct``: no, the runner forked it and knows its pid), waits for its
+    candidate, moves itself into the cell, then loads the candidate and answers calls until killed.
+    (Until it is given its candidate it waits outside the cell, so that killing what the previous
+    candidate left does not kill it; the runner checks that nothing stopped it or changed its limits
+    meanwhile before it gives it one: ``Template.server``.) A direct server is forked before the
+    runner ignores signals, so its dispositions are a Python program's own; one forked by the
+    template resets them."""
+    os.setsid()
+    if direct:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # (the runner ignores it to reap its servers)
+    else:
+        for sig in signal.valid_signals():
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                try:
+                    signal.signal(sig, signal.SIG_DFL)
+                except (OSError, ValueError, RuntimeError):
+                    pass
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    low = 3
+    for fd in sorted((rfd, wfd, procs)):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+    os.chdir("/tmp")
+    chan = Channel(rfd, wfd)
+    if not direct:
+        chan.send({"pid": os.getpid()})
+    hello = chan.recv_obj()
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX message queue outlives it
+    try:
+        os.write(procs, b"0")  # into the cell, before any model code exists (dies here if it cannot)
+        os.close(procs)
+    except OSError:
+        os._exit(3)
+    ns = {"__name__": "candidate", "__builtins__": builtins}
+    try:
+        exec(_compile(hello["source"], "candidate.py"), ns)
+        fn = ns.get(hello["entry_point"])
+        if not callable(fn):
+            raise NameError(f"the program does not define a function {hello['entry_point']!r}")
+    except BaseException as e:  # noqa: BLE001 - SystemExit at import included: reported, not obeyed
+        chan.send({"import_error": describe(e)})
+        os._exit(0)
+    chan.send({"ready": True})
+    request = hello
+    while True:  # "calls": many calls in one message (with the candidate, too), one reply line each
+        for r in request.get("calls", ()):
+            chan.send(_answer(fn, marshal.loads(r)))
+        if "args" in request:
+            chan.send(_answer(fn, request))
+        request = chan.recv_obj()
+
+
+def _answer(fn, request):
+    try:
+        result = fn(*decode(request["args"]), **decode(request["kwargs"]))
+        return {"ok": encode(result)}
+    except BaseException as e:  # noqa: BLE001 - the candidate's exception goes to the test
+        return {"exc": describe(e)}
+
+
+class ServerLost(Exception):
+    """The template did not produce a working server; ``broken``: because the template, or the
+    server that waited for its candidate, is stopped or gone (something killed or stopped it),
+    rather than slow."""
+
+    def __init__(self, message, broken=False):
+        super().__init__(message)
+        self.broken = broken
+
+
+class Template:
+    """The servers of a job: ``direct`` of them forked by the runner itself, the rest by the template
+    (``template_main``), on request; all before the runner reads its payload. One server per item is
+    the common case (a warm-up, then the test), so those come from the runner at once, and the
+    template only forks what a replay or a fresh start needs. Made before the runner ignores
+    signals (``runner_main``): the direct servers keep a Python program's dispositions, and the
+    template ignores them itself."""
+
+    def __init__(self, n_servers, cell, direct=0):
+        control_r, self.control = os.pipe()
+        pairs, self.channels = [], []
+        for _ in range(n_servers):
+            to_r, to_w = os.pipe()
+            from_r, from_w = os.pipe()
+            pairs.append((to_r, from_w))
+            self.channels.append(Channel(from_r, to_w))
+        self.direct = min(direct, n_servers)
+        mine = [self.control] + [fd for chan in self.channels for fd in (chan.rfd, chan.wfd)]
+        libc("prctl", 36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the direct servers' orphans come here,
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # and, with its servers, are reaped by the kernel
+        self.pids = []
+        for rfd, wfd in pairs[: self.direct]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    server_main(rfd, wfd, cell.procs, direct=True)
+                finally:
+                    os._exit(0)
+            self.pids.append(pid)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                for fd in mine:
+                    os.close(fd)
+                template_main(control_r, pairs[self.direct :], cell.procs)
+            finally:
+                os._exit(0)
+        for fd in [control_r, *(fd for pair in pairs for fd in pair)]:
+            os.close(fd)
+        self.next = 0
+        self.expect = attributes(os.getpid())  # what a waiting server's must still be (it inherited them)
+
+    def server(self, item, calls=()):
+        """``(pid, Channel)`` of a fresh server that has been sent ``item``'s candidate, and
+        ``calls`` (marshalled requests) to answer in order once it has loaded it; ServerLost if the
+        template cannot make one, or if the server, while it waited, was stopped, killed or had its
+        limits, priority, CPUs or policy changed (by an earlier candidate: ``broken``)."""
+        if self.next >= len(self.channels):
+            raise ServerLost("no server channel left")
+        if _state(self.pid) not in ("S", "R", "D"):
+            raise ServerLost("the template is stopped or gone", broken=True)
+        chan = self.channels[self.next]
+        self.next += 1
+        if self.next <= self.direct:
+            pid = self.pids[self.next - 1]
+        else:
+            pid = self._greeted(chan)
+        # Everything an earlier candidate started is dead by now (the cell was emptied), so what is
+        # seen here holds until the candidate is sent: a stopped server would never answer, one with
+        # lowered limits would fail; either would cost this candidate a verdict it did not earn.
+        if _state(pid) not in ("S", "R", "D") or attributes(pid) != self.expect:
+            chan.close()
+            _kill(pid)
+            raise ServerLost("the server that waited for its candidate was stopped, killed or changed",
+                             broken=True)
+        try:
+            chan.send_obj({"source": item["candidate"], "entry_point": item["entry_point"], "calls": list(calls)})
+        except OSError:
+            chan.close()
+            raise ServerLost("a server did not take its candidate", broken=True) from None
+        return pid, chan
+
+    def _greeted(self, chan):
+        """The pid a server forked by the template greets with (it is forked now, on request)."""
+        deadline = time.monotonic() + SERVER_START_S
+        try:
+            os.write(self.control, b"s\n")
+            while True:  # watching the template: one that gets stopped meanwhile never answers
+                try:
+                    hello = chan.recv(min(deadline, time.monotonic() + 0.05))
+                    break
+                except TimeoutError:
+                    if _state(self.pid) not in ("S", "R", "D"):
+                        chan.close()
+                        raise ServerLost("the template is stopped or gone", broken=True) from None
+                    if time.monotonic() >= deadline:
+                        raise
+        except EOFError:  # the server is gone before it greeted
+            chan.close()
+            raise ServerLost("the server forked for the candidate is gone", broken=True) from None
+        except (OSError, TimeoutError, ProtocolError) as e:
+            chan.close()
+            broken = _state(self.pid) not in ("S", "R", "D")
+            if not broken and not isinstance(e, TimeoutError):
+                # The channel closed: the template is dying (its fds close before its state turns Z),
+                # or it is alive and something else broke. Give a dying template a moment to show it.
+                settle = time.monotonic() + 1.0
+                while not broken and time.monotonic() < settle:
+                    time.sleep(0.01)
+                    broken = _state(self.pid) not in ("S", "R", "D")
+            raise ServerLost("the template did not start a server in time", broken) from None
+        if type(hello) is not dict or type(hello.get("pid")) is not int:
+            chan.close()
+            raise ServerLost("a server sent a malformed greeting")
+        return hello["pid"]
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _state(pid):
+    """The state letter of ``pid`` from /proc ("" if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""

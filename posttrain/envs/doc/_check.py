@@ -1,0 +1,239 @@
+"""The doc verifier's check: a structured answer, its conclusion and every cited value against the source.
+
+The response is one JSON document (a single fenced block, or the whole text), parsed strictly (no
+NaN/Infinity, no overflow, no duplicate keys, numbers as the exact decimals they spell)::
+
+    {"answer": 12345000, "scale": "",
+     "evidence": [{"location": {"page": 4, "table": "Table 1", "row": "Net income", "column": "2023"},
+                   "quote": "12,345"}]}
+
+- ``answer``: a number (a JSON number, or a string of one number such as ``"12,345.5"``) when the
+  question asks for one, with ``scale`` one of ``""``, ``thousand``, ``million``, ``billion``,
+  ``percent`` (default ``""``); text (a string, or a list of strings for several spans) otherwise.
+- ``evidence``: each item a location (``_document``: a table cell or a section on a page) and the
+  value quoted from it; at most ``MAX_CITATIONS``.
+
+The checks, all of which must hold for a pass:
+
+1. the conclusion: a number is compared as TAT-QA folds scale (``percent`` is x0.01, ``thousand`` x1000,
+   ...) and by FinQA's rule, both sides rounded to 5 decimals and equal exactly (no tolerance); finite
+   numbers only; text by TAT-QA's normalisation (case, punctuation, articles), several spans as a set;
+2. every citation holds: its location exists and holds the quote (a cell reads exactly the quote; a
+   section's text on that page contains it, within one paragraph);
+3. one to one: the citations and the figures the answer rests on (the task's ``evidence`` facts, each a
+   set of places it may be cited from, and for a place that is a section the words its quote must
+   contain) pair off exactly, so an extra citation (number spraying), a missing one or one cited twice
+   fails.
+
+A right answer with wrong evidence fails (``evidence``); evidence quoting text not in the document fails;
+the feedback gives the location of each mismatch, never the gold answer. ``handle_check`` is the worker
+side (``posttrain.verify._deadline``): the parse and the search run under a CPU budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
+from typing import Any
+
+from posttrain.envs import fail, passed
+from posttrain.envs.doc._anchors import tatqa_normalize
+from posttrain.envs.doc._document import (
+    Document,
+    describe,
+    location_problem,
+    norm,
+    parse_document,
+    quote_problem,
+    resolve,
+    same_place,
+)
+from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict
+from posttrain.types import Verdict
+
+SCALES: dict[str, Decimal] = {"": Decimal(1), "thousand": Decimal(1000), "million": Decimal(10) ** 6,
+                              "billion": Decimal(10) ** 9, "percent": Decimal("0.01")}
+MAX_CITATIONS = 16
+MAX_RESPONSE_CHARS = 100_000
+MAX_MAGNITUDE = Decimal(10) ** 30
+_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_RESPONSE_KEYS = {"answer", "scale", "evidence"}
+_HINT = ('Reply with one JSON object {"answer": ..., "scale": ..., "evidence": [{"location": {...}, "quote": ...}]} '
+         "as the task describes.")
+
+
+def as_number(value: Any) -> Decimal | None:
+    """A JSON number or a string of exactly one number, as an exact Decimal; None for anything else.
+
+    >>> as_number(12), as_number("12,345.5"), as_number("12 or 13"), as_number(True)
+    (Decimal('12'), Decimal('12345.5'), None, None)
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, Decimal):
+        return value if value.is_finite() else None
+    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
+        return Decimal(value.strip().replace(",", ""))
+    return None
+
+
+def fold(value: Decimal, scale: str) -> Decimal | None:
+    """``value`` times its scale, rounded to 5 decimals (FinQA's rule); None when out of range.
+
+    >>> fold(Decimal("12.34"), "percent"), fold(Decimal("12345"), "thousand")
+    (Decimal('0.12340'), Decimal('12345000.00000'))
+    """
+    if abs(value) > MAX_MAGNITUDE:
+        return None
+    with localcontext() as ctx:
+        ctx.prec = 80
+        try:
+            return (value * SCALES[scale]).quantize(Decimal("0.00001"), rounding=ROUND_HALF_EVEN)
+        except InvalidOperation:
+            return None
+
+
+def _spans(value: Any) -> list[str] | None:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def conclusion_problem(gold: Mapping[str, Any], answer: Any, scale: Any) -> tuple[str, str] | None:
+    """``(error class, why)`` when the conclusion is not the gold's (``format`` or ``wrong_answer``)."""
+    if "number" in gold:
+        got = as_number(answer)
+        if got is None:
+            return "format", "the answer must be one number (a JSON number or a string of one number)"
+        if not isinstance(scale, str) or scale not in SCALES:
+            return "format", f"scale must be one of {sorted(SCALES)}"
+        want = fold(Decimal(str(gold["number"])), gold.get("scale", ""))
+        folded = fold(got, scale)
+        if folded is None:
+            return "wrong_answer", "the answer is out of range"
+        return None if folded == want else ("wrong_answer", "Wrong answer")
+    if scale not in ("", None):
+        return "format", "a text answer takes no scale"
+    spans = _spans(answer)
+    if spans is None:
+        return "format", "the answer must be text (a string, or a list of strings for several spans)"
+    wanted = gold["text"] if isinstance(gold["text"], list) else [gold["text"]]
+    got_keys, want_keys = sorted(map(tatqa_normalize, spans)), sorted(map(tatqa_normalize, wanted))
+    return None if got_keys == want_keys else ("wrong_answer", "Wrong answer")
+
+
+def _pair_off(options: list[list[int]], n_facts: int) -> list[int | None]:
+    """A maximum one-to-one pairing of citations (each with the facts it may stand for) to facts."""
+    owner: dict[int, int] = {}
+
+    def take(c: int, seen: set[int]) -> bool:
+        for f in options[c]:
+            if f not in seen:
+                seen.add(f)
+                if f not in owner or take(owner[f], seen):
+                    owner[f] = c
+                    return True
+        return False
+
+    for c in range(len(options)):
+        take(c, set())
+    pairing: list[int | None] = [None] * len(options)
+    for f, c in owner.items():
+        pairing[c] = f
+    return pairing
+
+
+def evidence_problems(doc: Document, facts: Sequence[Mapping[str, Any]], citations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every problem with the citations (steps 2-3 of the module docstring); [] when they hold."""
+    problems, options, broken = [], [], set()
+    for i, cite in enumerate(citations):
+        loc, quote = cite["location"], cite["quote"]
+        found, why = resolve(doc, loc)
+        why = why or quote_problem(found, quote)  # type: ignore[arg-type]
+        if why:
+            problems.append(f"evidence[{i}] ({describe(loc)}): {why}")
+            broken.add(i)
+            options.append([])
+            continue
+        options.append([j for j, fact in enumerate(facts)
+                        if any(same_place(loc, at) for at in fact["at"])
+                        and ("contains" not in fact or "table" in loc or norm(fact["contains"]) in norm(quote))])
+    if not facts:
+        return problems
+    pairing = _pair_off(options, len(facts))
+    for i, paired in enumerate(pairing):
+        if paired is None and i not in broken:
+            again = ", or it stands for a figure cited already" if options[i] else ""
+            problems.append(f"evidence[{i}] ({describe(citations[i]['location'])}): not a figure the answer "
+                            f"rests on{again}")
+    uncited = len(facts) - sum(p is not None for p in pairing)
+    if uncited:
+        problems.append(f"{uncited} figure(s) the answer rests on are not cited")
+    return problems
+
+
+def _citations(value: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
+    if not isinstance(value, list):
+        return None, "evidence must be a list of {\"location\": {...}, \"quote\": \"...\"}"
+    if len(value) > MAX_CITATIONS:
+        return None, f"{len(value)} citations; at most {MAX_CITATIONS}: cite the figures the answer uses"
+    for i, cite in enumerate(value):
+        if not isinstance(cite, dict) or set(cite) != {"location", "quote"}:
+            return None, f'evidence[{i}] must be exactly {{"location": {{...}}, "quote": "..."}}'
+        problem = location_problem(cite["location"])
+        if problem:
+            return None, f"evidence[{i}]: {problem}"
+        if not isinstance(cite["quote"], str) or not cite["quote"].strip():
+            return None, f"evidence[{i}]: quote must be a non-empty string"
+    return value, None
+
+
+_docs: dict[str, Document] = {}
+
+
+def document_of(text: str) -> Document:
+    """The parsed document (kept per worker by content hash: a task's document is parsed once)."""
+    key = hashlib.sha256(text.encode()).hexdigest()
+    if key not in _docs:
+        if len(_docs) > 64:
+            _docs.clear()
+        _docs[key] = parse_document(text)
+    return _docs[key]
+
+
+def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[str, Any]], response: str) -> Verdict:
+    """The verdict on ``response`` for a doc task with these fields (the module docstring)."""
+    try:
+        value = loads_strict(extract_json_text(response), exact=True, max_chars=MAX_RESPONSE_CHARS)
+    except StrictJSONError as e:
+        return fail(f"Answer format: {e}. {_HINT}", "format", {"reason": str(e)})
+    if not isinstance(value, dict) or "answer" not in value or "evidence" not in value or set(value) - _RESPONSE_KEYS:
+        why = "expected an object with the keys answer, evidence and (optionally) scale, and no other"
+        return fail(f"Answer format: {why}. {_HINT}", "format", {"reason": why})
+    citations, why = _citations(value["evidence"])
+    if citations is None:
+        return fail(f"Answer format: {why}. {_HINT}", "format", {"reason": why})
+    wrong = conclusion_problem(gold, value["answer"], value.get("scale", ""))
+    if wrong and wrong[0] == "format":
+        return fail(f"Answer format: {wrong[1]}. {_HINT}", "format", {"reason": wrong[1]})
+    problems = evidence_problems(document_of(document), facts, citations)
+    evidence = {"citations": len(citations), "figures": len(facts), "problems": problems,
+                "conclusion": "right" if wrong is None else "wrong"}
+    if wrong is None and not problems:
+        return passed("Correct, and every cited value is where the evidence says.", evidence)
+    head = "Wrong answer." if wrong else "The conclusion is right, but the evidence does not hold."
+    feedback = head + (" " + "; ".join(problems[:8]) + "." if problems else "")
+    # format credit only when the evidence holds (a wrong conclusion from rightly cited figures): sprayed,
+    # repeated, misplaced or invented citations earn nothing
+    return fail(feedback, "wrong_answer" if wrong else "evidence", evidence, {"format": 0.0 if problems else 1.0})
+
+
+def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker side of the doc verifier: one request in, one verdict (as JSON) out."""
+    return check_doc(request["document"], request["answer"], request["evidence"], request["response"]).to_json()

@@ -1,0 +1,397 @@
+"""Procedural annual reports in which every figure is known, and questions about them.
+
+A report (``build_report``) is a fictional company's: a cover, a business overview, management's
+discussion (narrative figures, one of them possibly wrong), the income statement, balance sheet and
+cash flows (in thousands), segment revenue in two tables on different pages and scales (thousands and
+millions), segment operating income, an Adjusted EBITDA reconciliation, notes (a restatement of the
+prior year, a credit agreement whose margin depends on leverage, a dividend that depends on net
+income) and filler notes (leases, properties, headcount, quarterly results, risk factors) up to the
+level's length. Pages are cut at about ``PAGE_CHARS`` characters, never inside a table.
+
+Every printed number is recorded as a ``Cell`` (page, table, row, column, text, exact value in
+dollars, and the concept it shows, so the same fact printed twice is cited from either place).
+Questions (``_questions.QUESTIONS``) pick cells and build the prompt, the gold answer (number and
+scale, or text), the facts the answer rests on and, for arithmetic, a FinQA-style program:
+
+| kind | asks | rests on |
+|---|---|---|
+| figure | one figure in dollars (the table's "in thousands" folded in) | 1 cell |
+| total | two segments' revenue, from tables on different pages and scales | 2 cells |
+| growth | change between two years, percent to 2 places | 2 cells |
+| margin | operating income / revenue, percent to 1 place | 2 cells |
+| restated | net income as originally reported, before a restatement | 1 cell of the note's table |
+| contradiction | the table's segment revenue minus the figure management's discussion states | 1 cell, 1 sentence |
+| covenant | the margin cost (the margin a leverage condition sets, times total debt) | 1 clause, 2 cells |
+| dividend | the total dividend (the per-share amount a net-income condition sets, times the shares) | 1 clause, 2 cells |
+
+Levels 1-5 set the years (2-5), segments (2-6), filler (0 to ~100k+ tokens in all) and the kinds drawn
+(1: figure, total; 2: + growth, margin; 3: + restated; 4-5: + contradiction, covenant, dividend). The
+text is ASCII so that the PDF rendering (core fonts) holds every character.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+PAGE_CHARS = 3200
+LEVELS = (1, 2, 3, 4, 5)
+_YEARS = (2, 3, 3, 4, 5)
+_SEGMENTS = (2, 3, 4, 5, 6)
+_FILLER = (5, 18, 60, 180, 620)
+"""Filler notes per level: reports of about 8k, 20k, 60k, 160k and 480k characters (2k to 120k tokens)."""
+
+_NAMES = ("Northwind", "Bluefield", "Ardent", "Copperline", "Halvorsen", "Meridian", "Quarry Point", "Sable",
+          "Tamarack", "Vantage", "Wexford", "Zenith")
+_SUFFIX = ("Holdings", "Group", "Industries", "Corporation", "Systems")
+_SEGMENT_NAMES = ("Cloud Services", "Industrial Products", "Retail", "Healthcare", "Logistics", "Energy", "Media",
+                  "Payments", "Materials", "Consumer Devices")
+_CITIES = ("Austin", "Leeds", "Lyon", "Osaka", "Porto", "Denver", "Gdansk", "Monterrey", "Pune", "Perth")
+_FUNCTIONS = ("Engineering", "Operations", "Sales", "Finance", "Research")
+_RISK_WORDS = ("demand", "pricing", "supply", "currency", "regulation", "cybersecurity", "competition", "talent",
+               "interest rates", "weather")
+
+
+def thousands(usd: int) -> str:
+    """A dollar amount as printed in a table "in thousands": ``12,345`` or ``(1,234)`` when negative."""
+    k = usd // 1000
+    return f"({-k:,})" if k < 0 else f"{k:,}"
+
+
+def millions(usd: int) -> str:
+    """A dollar amount (a multiple of 100,000) as printed "in millions", one decimal."""
+    tenths = usd // 100_000
+    text = f"{abs(tenths) // 10:,}.{abs(tenths) % 10}"
+    return f"({text})" if tenths < 0 else text
+
+
+@dataclass(frozen=True)
+class Cell:
+    table: str
+    page: int
+    row: str
+    column: str
+    text: str
+    value: Decimal
+    """The exact value in its unit (dollars; dollars per share; a ratio for percent cells)."""
+    concept: tuple[Any, ...] | None
+
+    @property
+    def location(self) -> dict[str, Any]:
+        return {"page": self.page, "table": self.table, "row": self.row, "column": self.column}
+
+
+@dataclass(frozen=True)
+class Sentence:
+    page: int
+    section: str
+    text: str
+
+
+@dataclass
+class Report:
+    """A generated report: its Markdown, every cell and sentence printed, and the figures behind them."""
+
+    lines: list[str] = field(default_factory=list)
+    page: int = 1
+    page_chars: int = 0
+    section: str = ""
+    tables: int = 0
+    cells: list[Cell] = field(default_factory=list)
+    sentences: list[Sentence] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def _room(self, size: int) -> None:
+        if self.page_chars and self.page_chars + size > PAGE_CHARS:
+            self.page += 1
+            self.page_chars = 0
+            self.lines += [f"<!-- page {self.page} -->", ""]
+        self.page_chars += size
+
+    def break_page(self) -> None:
+        """Start a new page here (a table that must sit on a later page than the one before it)."""
+        if self.page_chars:
+            self.page += 1
+            self.page_chars = 0
+            self.lines += [f"<!-- page {self.page} -->", ""]
+
+    def heading(self, title: str, level: int = 2) -> None:
+        self._room(len(title) + 200)  # a heading does not end a page
+        self.section = title
+        self.lines += [f"{'#' * level} {title}", ""]
+
+    def para(self, text: str) -> Sentence:
+        self._room(len(text))
+        sentence = Sentence(self.page, self.section, text)
+        self.sentences.append(sentence)
+        self.lines += [text, ""]
+        return sentence
+
+    def table(self, title: str, columns: list[str], rows: list[tuple[str, list[tuple[str, Decimal | None, Any]]]],
+              note: str = "") -> str:
+        """Add a captioned table; each row is (label, [(text, value, concept)]); returns its id."""
+        self.tables += 1
+        tid = f"Table {self.tables}"
+        body = [f"| {label} | " + " | ".join(c[0] for c in cells) + " |" for label, cells in rows]
+        block = [f"**{tid}: {title}**", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *body]
+        if note:
+            block += ["", note]
+        self._room(sum(len(x) + 1 for x in block))
+        self.lines += [*block, ""]
+        for label, cells in rows:
+            for column, (text, value, concept) in zip(columns[1:], cells, strict=True):
+                if value is not None:
+                    self.cells.append(Cell(tid, self.page, label, column, text, value, concept))
+        if note:
+            self.sentences.append(Sentence(self.page, self.section, note))
+        return tid
+
+    @property
+    def text(self) -> str:
+        return "\n".join(["<!-- page 1 -->", "", *self.lines]).rstrip() + "\n"
+
+    def concept(self, *key: Any) -> list[Cell]:
+        return [c for c in self.cells if c.concept == key]
+
+
+def _k(rng: random.Random, lo: int, hi: int) -> int:
+    """A random dollar amount, a multiple of 100,000 (so it prints exactly in thousands and millions)."""
+    return rng.randint(lo // 100_000, hi // 100_000) * 100_000
+
+
+def _row(values: list[int], concept: str | None, years: list[int], fmt: Callable[[int], str] = thousands,
+         extra: tuple[Any, ...] = ()) -> list[tuple[str, Decimal, Any]]:
+    return [(fmt(v), Decimal(v), (concept, *extra, y) if concept else None) for v, y in zip(values, years, strict=True)]
+
+
+def build_report(rng: random.Random, level: int, *, filler: int | None = None) -> Report:
+    """The whole report for one task (the module docstring); ``filler`` overrides the level's number
+    of filler notes (0: the shortest report of the level)."""
+    n_years, n_seg = _YEARS[level - 1], _SEGMENTS[level - 1]
+    last = rng.randint(2019, 2025)
+    years = list(range(last - n_years + 1, last + 1))
+    company = f"{rng.choice(_NAMES)} {rng.choice(_SUFFIX)}"
+    segments = rng.sample(_SEGMENT_NAMES, n_seg)
+    group_a, group_b = segments[: (n_seg + 1) // 2], segments[(n_seg + 1) // 2:]
+    seg_rev = {s: [_k(rng, 20_000_000, 900_000_000) for _ in years] for s in segments}
+    revenue = [sum(seg_rev[s][i] for s in segments) for i in range(n_years)]
+    cost = [r * rng.randint(40, 65) // 100 // 1000 * 1000 for r in revenue]
+    opex = [r * rng.randint(12, 25) // 100 // 1000 * 1000 for r in revenue]
+    op_income = [r - c - o for r, c, o in zip(revenue, cost, opex, strict=True)]
+    interest = [rng.randint(2_000, 30_000) * 1000 for _ in years]
+    tax = [max(0, (oi - i) * rng.randint(18, 28) // 100 // 1000 * 1000) for oi, i in zip(op_income, interest, strict=True)]
+    net = [oi - i - t for oi, i, t in zip(op_income, interest, tax, strict=True)]
+    dna = [rng.randint(5_000, 60_000) * 1000 for _ in years]
+    ebitda = [oi + d for oi, d in zip(op_income, dna, strict=True)]
+    rep = Report(facts={"company": company, "years": years, "segments": segments, "group_a": group_a,
+                        "group_b": group_b, "level": level})
+    f = rep.facts
+    f.update(seg_rev=seg_rev, revenue=revenue, op_income=op_income, net=net, ebitda=ebitda)
+    restated = level >= 3 and n_years >= 2
+    if restated:
+        delta = rng.choice([-1, 1]) * rng.randint(2, 9) * 1_000_000
+        f["restatement"] = {"year": years[-2], "net": net[-2], "tax": tax[-2], "original_net": net[-2] + delta,
+                            "original_tax": tax[-2] - delta}
+    clauses = level >= 4
+    if clauses:
+        t = rng.choice([Decimal("2.5"), Decimal("3.0"), Decimal("3.5")])
+        above = rng.random() < 0.5
+        ratio = t + (1 if above else -1) * Decimal(rng.randint(3, 12)) / 10
+        debt_last = int((Decimal(ebitda[-1]) * ratio) // 1000 * 1000)
+        f["covenant"] = {"threshold": t, "high": Decimal("2.75"), "low": Decimal("1.50"), "above": above}
+        hurdle = int(Decimal(net[-1]) * (Decimal("0.9") if rng.random() < 0.5 else Decimal("1.1")) // 1_000_000)
+        f["dividend"] = {"hurdle_musd": max(hurdle, 1), "high": Decimal("0.40"), "low": Decimal("0.15")}
+    debt = [_k(rng, 50_000_000, 900_000_000) for _ in years]
+    if clauses:
+        debt[-1] = debt_last
+    cash = [_k(rng, 10_000_000, 300_000_000) for _ in years]
+    f.update(debt=debt)
+
+    _cover(rep, company, years)
+    _overview(rep, rng, company, segments)
+    _discussion(rep, rng, years, segments, seg_rev, level)
+    rep.heading("3. Consolidated statement of income")
+    shown_net, shown_tax = net[:], tax[:]
+    note = ""
+    if restated:
+        note = f"(1) Amounts for fiscal {years[-2]} are restated; see Note 4."
+    cols = ["In thousands of U.S. dollars", *map(str, years)]
+    rep.facts["income_table"] = rep.table("Consolidated statement of income", cols, [
+        ("Revenue", _row(revenue, "revenue", years)),
+        ("Cost of revenue", _row(cost, "cost", years)),
+        ("Gross profit", _row([r - c for r, c in zip(revenue, cost, strict=True)], "gross", years)),
+        ("Operating expenses", _row(opex, "opex", years)),
+        ("Operating income", _row(op_income, "op_income", years)),
+        ("Interest expense", _row(interest, "interest", years)),
+        ("Income tax expense", _row(shown_tax, "tax", years)),
+        ("Net income", _row(shown_net, "net", years)),
+    ], note)
+    rep.heading("4. Consolidated balance sheet")
+    rep.table("Consolidated balance sheet (at fiscal year end)", cols, [
+        ("Cash and equivalents", _row(cash, "cash", years)),
+        ("Total debt", _row(debt, "debt", years)),
+        ("Total equity", _row([_k(rng, 200_000_000, 2_000_000_000) for _ in years], "equity", years)),
+    ])
+    shares = [rng.randint(20_000, 900_000) * 1000 for _ in years]
+    rep.table("Share data", ["In thousands of shares", *map(str, years)],
+              [("Shares outstanding at year end", _row(shares, "shares", years))])
+    rep.heading("5. Consolidated statement of cash flows")
+    rep.table("Consolidated statement of cash flows", cols, [
+        ("Net income", _row(shown_net, "net", years)),
+        ("Depreciation and amortization", _row(dna, "dna", years)),
+        ("Capital expenditures", _row([-_k(rng, 5_000_000, 90_000_000) for _ in years], "capex", years)),
+    ])
+    _segments(rep, rng, years, group_a, group_b, seg_rev, op_income)
+    rep.heading("7. Non-GAAP measures")
+    rep.table("Reconciliation of Adjusted EBITDA", cols, [
+        ("Operating income", _row(op_income, "op_income", years)),
+        ("Depreciation and amortization", _row(dna, "dna", years)),
+        ("Adjusted EBITDA", _row(ebitda, "ebitda", years)),
+    ])
+    _notes(rep, rng, years, level, _FILLER[level - 1] if filler is None else filler)
+    return rep
+
+
+def _cover(rep: Report, company: str, years: list[int]) -> None:
+    rep.heading(f"{company} - Annual Report {years[-1]}", 1)
+    rep.para(f"This report covers the fiscal years {years[0]} to {years[-1]}. Figures in tables are in thousands of "
+             "U.S. dollars unless a table says otherwise; per-share amounts are in dollars.")
+
+
+def _overview(rep: Report, rng: random.Random, company: str, segments: list[str]) -> None:
+    rep.heading("1. Business overview")
+    rep.para(f"{company} operates in {len(segments)} reportable segments: {', '.join(segments)}. Each segment is "
+             f"managed separately and is headquartered in {rng.choice(_CITIES)}.")
+
+
+def _discussion(rep: Report, rng: random.Random, years: list[int], segments: list[str], seg_rev: dict, level: int) -> None:
+    rep.heading("2. Management's discussion and analysis")
+    rep.para(f"Fiscal {years[-1]} was a year of steady execution across the portfolio. The discussion below "
+             "covers revenue by segment; amounts are in U.S. dollars.")
+    claims = {}
+    for seg in segments:
+        true = seg_rev[seg][-1]
+        stated = true
+        if level >= 4 and rng.random() < 0.6:
+            stated = true + rng.choice([-1, 1]) * rng.randint(1, 40) * 100_000
+        sentence = rep.para(f"Revenue of the {seg} segment was ${stated:,} in fiscal {years[-1]}, "
+                            f"{'up' if rng.random() < 0.6 else 'down'} on the prior year.")
+        claims[seg] = (stated, sentence)
+    rep.facts["claims"] = claims
+
+
+def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[str], group_b: list[str],
+              seg_rev: dict, op_income: list[int]) -> None:
+    rep.heading("6. Segment information")
+    cols = ["In thousands of U.S. dollars", *map(str, years)]
+    rep.facts["table_a"] = rep.table("Segment revenue, product segments", cols,
+                                     [(s, _row(seg_rev[s], "seg_rev", years, extra=(s,))) for s in group_a])
+    if group_b:
+        rep.para("Revenue of the service segments is reported in millions of U.S. dollars, as the service "
+                 "businesses report it to the chief operating decision maker.")
+        for _ in range(2):
+            rep.para(_risk_text(rng))
+        rep.break_page()  # the second revenue table is on a later page than the first
+        colsm = ["In millions of U.S. dollars", *map(str, years)]
+        rep.facts["table_b"] = rep.table("Segment revenue, service segments", colsm,
+                                         [(s, _row(seg_rev[s], "seg_rev", years, millions, (s,))) for s in group_b])
+    shares = {s: rng.randint(5, 30) for s in seg_rev}
+    total = sum(shares.values())
+    seg_oi = {}
+    for i, _y in enumerate(years):
+        left = op_income[i]
+        for j, s in enumerate(seg_rev):
+            part = left if j == len(seg_rev) - 1 else op_income[i] * shares[s] // total // 1000 * 1000
+            seg_oi.setdefault(s, []).append(part)
+            left -= part
+    rep.table("Segment operating income", cols, [(s, _row(seg_oi[s], "seg_oi", years, extra=(s,))) for s in seg_rev])
+    rep.facts["seg_oi"] = seg_oi
+
+
+def _risk_text(rng: random.Random) -> str:
+    a, b = rng.sample(_RISK_WORDS, 2)
+    return (f"Changes in {a} and {b} could affect results. The company monitors {a} through its planning process "
+            f"and reviews exposure to {b} each quarter; no assurance can be given that these measures will suffice. "
+            f"Past performance in {a} is not indicative of future results, and {b} may change without notice.")
+
+
+def _notes(rep: Report, rng: random.Random, years: list[int], level: int, filler: int) -> None:
+    f = rep.facts
+    rep.heading("8. Notes to the financial statements")
+    rep.heading("Note 1. Basis of presentation", 3)
+    rep.para("The financial statements are prepared on an accrual basis. Amounts in the notes are in thousands of "
+             "U.S. dollars unless stated otherwise.")
+    rep.heading("Note 2. Revenue recognition", 3)
+    rep.para("Revenue is recognized when control of goods or services passes to the customer, at the amount the "
+             "company expects to receive.")
+    rep.heading("Note 3. Debt", 3)
+    if "covenant" in f:
+        c = f["covenant"]
+        f["covenant_clause"] = rep.para(
+            f"Under the revolving credit agreement, if the ratio of total debt to Adjusted EBITDA at the end of a "
+            f"fiscal year exceeds {c['threshold']}, the applicable margin for the following fiscal year is "
+            f"{c['high']}%; otherwise the applicable margin is {c['low']}%.")
+    else:
+        rep.para("The company has a revolving credit agreement with a syndicate of banks, maturing in five years.")
+    if "restatement" in f:
+        r = f["restatement"]
+        rep.heading("Note 4. Restatement of prior-year results", 3)
+        rep.para(f"After year end the company identified an error in the income tax provision for fiscal {r['year']}. "
+                 f"The fiscal {r['year']} figures in this report are restated; the table shows the effect.")
+        net, orig_net, tax, orig_tax = r["net"], r["original_net"], r["tax"], r["original_tax"]
+
+        def cell(value: int, concept: tuple[Any, ...] | None) -> tuple[str, Decimal, Any]:
+            return thousands(value), Decimal(value), concept
+
+        rows = [("Income tax expense", [cell(orig_tax, ("tax_original", r["year"])), cell(tax - orig_tax, None),
+                                        cell(tax, ("tax", r["year"]))]),
+                ("Net income", [cell(orig_net, ("net_original", r["year"])), cell(net - orig_net, None),
+                                cell(net, ("net", r["year"]))])]
+        f["restatement_table"] = rep.table(f"Restatement of fiscal {r['year']} (in thousands of U.S. dollars)",
+                                           ["Line item", "As previously reported", "Adjustment", "As restated"], rows)
+    if "dividend" in f:
+        d = f["dividend"]
+        rep.heading("Note 5. Dividends", 3)
+        f["dividend_clause"] = rep.para(
+            f"The board has resolved that, if net income for fiscal {years[-1]} exceeds ${d['hurdle_musd']} million, "
+            f"a special dividend of ${d['high']} per share will be paid; otherwise the special dividend will be "
+            f"${d['low']} per share.")
+    for k in range(filler):
+        _filler_note(rep, rng, years, k + 6)
+
+
+def _filler_note(rep: Report, rng: random.Random, years: list[int], number: int) -> None:
+    kind = number % 5
+    _filler_table(rep, rng, years, number, kind)
+    rep.para(_risk_text(rng))
+
+
+def _filler_table(rep: Report, rng: random.Random, years: list[int], number: int, kind: int) -> None:
+    if kind == 0:
+        rep.heading(f"Note {number}. Leases", 3)
+        rep.para("The company leases offices and warehouses under operating leases with terms of one to ten years.")
+        rep.table(f"Lease commitments (note {number})", ["Due in", "Amount"],
+                  [(str(years[-1] + i), [(thousands(v := _k(rng, 1_000_000, 40_000_000)), Decimal(v), None)])
+                   for i in range(1, 6)])
+    elif kind == 1:
+        rep.heading(f"Note {number}. Properties", 3)
+        rep.table(f"Principal properties (note {number})", ["City", "Square meters", "Tenure"],
+                  [(c, [(f"{(m := rng.randint(2, 90) * 500):,}", Decimal(m), None),
+                        (rng.choice(["Owned", "Leased"]), None, None)]) for c in rng.sample(_CITIES, 4)])
+    elif kind == 2:
+        rep.heading(f"Note {number}. Employees", 3)
+        rep.table(f"Headcount at year end (note {number})", ["Function", *map(str, years)],
+                  [(fn, [(f"{(h := rng.randint(40, 4000)):,}", Decimal(h), None) for _ in years]) for fn in _FUNCTIONS])
+    elif kind == 3:
+        year = rng.choice(years)
+        rep.heading(f"Note {number}. Quarterly results for fiscal {year} (unaudited)", 3)
+        rep.table(f"Quarterly revenue, fiscal {year} (note {number})", ["Quarter", "Revenue", "Operating income"],
+                  [(q, [(thousands(a := _k(rng, 50_000_000, 400_000_000)), Decimal(a), None),
+                        (thousands(b := _k(rng, 1_000_000, 60_000_000)), Decimal(b), None)]) for q in ("Q1", "Q2", "Q3", "Q4")])
+    else:
+        rep.heading(f"Note {number}. Risk factors", 3)
+        for _ in range(3):
+            rep.para(_risk_text(rng))

@@ -1,0 +1,129 @@
+"""files episodes on the workspace kit: the task's workspace in a ``Workspace``, the kit's tools, and
+``submit`` graded on the final state the host reads back from the workspace's layers.
+
+- The workspace starts as the task's files, byte for byte (a Latin-1 export stays Latin-1, a SQLite
+  database is a database; ``sqlite3`` and ``python3`` are there to read it).
+- The prompt is the instruction and the list of files (path and size); the tools are the kit's
+  (``bash``, ``read_file``, ``write_file``, ``edit``, ``list_dir``) and ``submit``. Commands run with
+  ``PYTHONDONTWRITEBYTECODE=1``: a script the agent runs leaves no ``__pycache__`` to count as collateral.
+- ``submit``: ``take_final_state`` lists, host-side, every path the layers above the initial state
+  touch (``Workspace.changed_paths``: no command the agent controls) and reads each one's merged view
+  without following links, regular files only, at most ``MAX_WORKSPACE_BYTES`` in all (read in path
+  order, stopping past the budget: many sparse files cost the host nothing). A link, fifo or device
+  left anywhere fails at once (``not_regular``, the grader's own sentence); otherwise the changes go
+  to the files verifier as the single response's JSON (``{path: content | null}``), which applies
+  them to a pristine copy of the task's workspace and grades the final state
+  (``_grade.grade_final_state``): the same grader, rules and feedback as a single response.
+- Process signals (``process_of``): ``process.inspected``, ``process.recovered`` and their mean
+  ``process`` in each verdict's components (``reward.process``), none for an attempt caught cheating.
+- Repair: a failed attempt's feedback (the paths and where they depart, never the expected content)
+  is the submit call's result, and the episode goes on, ``MAX_ATTEMPTS`` attempts in all.
+
+Not here: the scripted agents (``_agents.py``), the grader (``_grade.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from posttrain.envs import fail
+from posttrain.envs.files._grade import Call, error_class, feedback_text, process_signals
+from posttrain.envs.files._workspace import MAX_FILES, MAX_WORKSPACE_BYTES, decode_workspace, encode_file
+from posttrain.envs.workspace import Take, WorkspaceSpec, default_tools, repo_path
+from posttrain.sandbox import Workspace, WorkspaceError
+from posttrain.types import Task, ToolCallRecord, Verdict
+
+MAX_ATTEMPTS = 3
+"""Attempts of an episode (the first, then two after feedback)."""
+SYSTEM = ("You work on the files of a workspace (the current directory, /work) with the tools. Read the files "
+          "you need, write exactly the files the instruction asks for, change nothing else, then call submit. "
+          "Only the workspace's final state is graded.")
+
+
+def episode_prompt(task: Task) -> str:
+    """The first user message: the instruction, then the workspace's files (path and size)."""
+    files = decode_workspace(task.fields["workspace"])
+    listing = "\n".join(f"- {p} ({len(d)} bytes)" for p, d in sorted(files.items()))
+    return (f"{task.prompt}\n\nThe workspace (/work) holds {len(files)} file(s):\n{listing}\n\n"
+            "Write the files with write_file (or bash); call submit when the workspace is as the instruction asks.")
+
+
+def _not_regular(special: list[str]) -> Verdict:
+    """The verdict on a final state holding entries that are not regular files (``not_regular``)."""
+    problems = [("not_regular", f"{p} is not a regular file (a symbolic link, a fifo, a device, or a directory where "
+                                "a file was); only regular files may be left in the workspace") for p in special]
+    return fail(feedback_text(problems), error_class(problems), {"not_regular": special,
+                                                                 "problems": [f"{c}: {s}" for c, s in problems]})
+
+
+def take_final_state(task: Task) -> Take:
+    """The files domain's ``take`` (module docstring): the workspace's changes as the single response's
+    JSON, or a ``fail`` verdict (a link or special file, more than the grader reads)."""
+    pristine = decode_workspace(task.fields["workspace"])
+
+    def take(ws: Workspace, arguments: Mapping[str, Any]) -> str | Verdict:
+        paths = sorted(ws.changed_paths(limit=4 * MAX_FILES))
+        writes: dict[str, Any] = {}
+        special: list[str] = []
+        total = 0
+        for path in paths:
+            try:  # never more than the budget left: a sparse file costs the agent nothing, the host its size
+                data = ws.read_file(path, max_bytes=MAX_WORKSPACE_BYTES - total)
+            except (WorkspaceError, OSError) as e:  # deleted (a whiteout), too large, or not a regular file
+                if "does not exist" in str(e):
+                    if path in pristine:
+                        writes[path] = None
+                elif "bytes, more than" in str(e):
+                    return fail(f"The workspace's changed files hold more than {MAX_WORKSPACE_BYTES} bytes; the "
+                                "grader reads no more.", "format", {"changed_paths": len(paths)})
+                else:
+                    special.append(path)
+                continue
+            total += len(data)
+            if pristine.get(path) != data:
+                writes[path] = encode_file(data)
+        if special:
+            return _not_regular(special)
+        if len(writes) > MAX_FILES:
+            return fail(f"{len(writes)} files changed; the grader reads at most {MAX_FILES}.", "format",
+                        {"changed": len(writes)})
+        return json.dumps(writes, ensure_ascii=False, sort_keys=True)
+
+    return take
+
+
+def _call(record: ToolCallRecord) -> Call:
+    """A tool call as the process signals read it: failed when refused, or when it answered an error
+    (``Error: ...``, a command's non-zero exit status)."""
+    args = record.arguments
+    try:
+        path = repo_path(str(args["path"])) if isinstance(args.get("path"), str) else None
+    except WorkspaceError:
+        path = None
+    failed = not record.ok or record.result.startswith("Error") or "[exit status " in record.result
+    return Call(record.name, path, not failed, str(args.get("command") or ""))
+
+
+def process_of(task: Task) -> Callable[[Sequence[ToolCallRecord], Verdict], dict[str, float]]:
+    """The episode's process components (``_grade.process_signals``: inputs read before the first
+    write to a target, recovery after a failed call; ``submit`` left out), logged with each verdict.
+    ``process`` itself, what ``reward.process`` weighs, is 0 for an attempt the grader caught (no
+    format credit: collateral damage, a link, nothing written): no credit to a detected attack."""
+    inputs, targets = list(task.fields.get("inputs") or ()), list(task.fields["targets"])
+
+    def process(records: Sequence[ToolCallRecord], verdict: Verdict) -> dict[str, float]:
+        signals = process_signals(inputs, targets, [_call(r) for r in records if r.name != "submit"])
+        honest = verdict.passed or verdict.components.get("format") == 1.0
+        return signals if honest or not signals else {**signals, "process": 0.0}
+
+    return process
+
+
+def workspace_spec(task: Task) -> WorkspaceSpec:
+    """The kit's description of a files task's episode (module docstring)."""
+    attempts = max(task.limits.max_attempts, MAX_ATTEMPTS)
+    return WorkspaceSpec(initial=decode_workspace(task.fields["workspace"]), prompt=episode_prompt(task),
+                         system=SYSTEM, tools=default_tools(), take=take_final_state(task), max_attempts=attempts,
+                         feedback=True, env={"PYTHONDONTWRITEBYTECODE": "1"}, process=process_of(task))

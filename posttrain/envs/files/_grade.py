@@ -1,0 +1,306 @@
+"""Grading a files task on a workspace's final state (AppWorld's two labels: the no-op must fail,
+collateral damage must not happen), and the process signals of an agent's episode.
+
+``grade_final_state(targets, pristine, final)`` is the one grader: a single response is applied to
+a pristine copy first (``_workspace.apply_writes``); an agent's workspace (phase 2) is read back
+as a final state without following links. Problems, in the order checked:
+
+1. ``not_regular``: any path that is not a regular file with one link (a symlink, a fifo, a
+   device, a hard link) fails, wherever it is: regular files only, so nothing resolves outside the
+   workspace and no target is read through a link;
+2. ``missing`` / ``wrong_content`` / ``wrong_format``: each target must hold what the task asks
+   (``json``: one strict UTF-8 JSON document equal in value, type-strictly, numbers exactly, key order
+   free; ``csv``: UTF-8 that parses to exactly these rows, any quoting, line endings and blank lines at
+   the end; ``text``:
+   UTF-8 equal line by line, line endings and trailing spaces free; ``bytes``: the exact bytes of a
+   pristine file, for a move); an ``absent`` target must no longer exist;
+3. ``collateral``: every other pristine file is still there, byte for byte, and no file the task
+   did not ask for was created.
+
+Feedback names each problem's path and where the content departs (a JSON path, a row, a line),
+never the expected value: a repair round cannot copy the answer out of it.
+
+Process signals (``process_signals``), logged as reward components, never part of the outcome:
+``process.inspected`` (the share of the task's inputs read before the first write to a target) and
+``process.recovered`` (the share of failed tool calls followed by a successful call of the same
+tool); ``process`` is their mean, over the signals an episode has (none for a single response).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from posttrain.envs.files._workspace import Entry, check_path
+from posttrain.strict_json import StrictJSONError, json_equal, json_type, loads_strict, to_exact
+
+Format = Literal["json", "csv", "text", "bytes", "absent"]
+FORMATS = ("json", "csv", "text", "bytes")
+MAX_FEEDBACK_PROBLEMS = 6
+
+
+@dataclass(frozen=True)
+class Target:
+    """One file the task asks for: its path, the format it is compared in, and what it must hold
+    (json: the value, exact; csv: the rows; text: the content; bytes: the bytes; absent: None)."""
+
+    path: str
+    format: Format
+    value: Any = None
+
+
+def parse_targets(raw: Any, pristine: Mapping[str, bytes]) -> list[Target]:
+    """The targets of a record's ``targets`` field; ``ValueError`` names the path and what is wrong."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise ValueError('expected an object {path: {"format": ..., ...} | {"absent": true}} with at least one path')
+    out = []
+    for path, spec in raw.items():
+        problem = check_path(path)
+        if problem:
+            raise ValueError(f"path {path!r}: {problem}")
+        out.append(_parse_target(path, spec, pristine))
+    return out
+
+
+def _parse_target(path: str, spec: Any, pristine: Mapping[str, bytes]) -> Target:
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{path}: expected an object, got {type(spec).__name__}")
+    if "absent" in spec:
+        if dict(spec) != {"absent": True}:
+            raise ValueError(f'{path}: an absent target is exactly {{"absent": true}}')
+        if path not in pristine:
+            raise ValueError(f"{path}: absent, but the workspace has no such file")
+        return Target(path, "absent")
+    fmt = spec.get("format")
+    keys = {"json": "value", "csv": "rows", "text": "content", "bytes": "same_as"}
+    if fmt not in keys:
+        raise ValueError(f"{path}: format must be one of {list(FORMATS)} (or the target {{\"absent\": true}}), got {fmt!r}")
+    if set(spec) != {"format", keys[fmt]}:
+        raise ValueError(f"{path}: a {fmt} target has exactly the keys format and {keys[fmt]}")
+    value = spec[keys[fmt]]
+    if fmt == "json":
+        try:
+            loads_strict(json.dumps(value, allow_nan=True), max_chars=None)
+        except (StrictJSONError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: value is not strict JSON ({e})") from None
+        return Target(path, "json", to_exact(value))
+    if fmt == "csv":
+        if not isinstance(value, list) or not all(isinstance(r, list) and all(isinstance(c, str) for c in r)
+                                                  for r in value):
+            raise ValueError(f"{path}: rows must be a list of lists of strings")
+        return Target(path, "csv", [list(r) for r in value])
+    if fmt == "text":
+        if not isinstance(value, str):
+            raise ValueError(f"{path}: content must be a string")
+        return Target(path, "text", normalise_text(value))
+    if not isinstance(value, str) or value not in pristine:
+        raise ValueError(f"{path}: same_as must name a file of the workspace, got {value!r}")
+    return Target(path, "bytes", pristine[value])
+
+
+def normalise_text(text: str) -> str:
+    """A text target's comparison form: LF line endings, no trailing spaces, no trailing blank lines.
+
+    >>> normalise_text("a  \\r\\nb\\n\\n")
+    'a\\nb'
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip(" \t") for line in lines).rstrip("\n")
+
+
+def _utf8(data: bytes) -> tuple[str | None, str | None]:
+    if data.startswith(b"\xef\xbb\xbf"):
+        return None, "starts with a byte-order mark; write UTF-8 without one"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return None, f"is not valid UTF-8 (byte {e.start})"
+
+
+def check_target(target: Target, data: bytes) -> tuple[str, str] | None:
+    """``(category, why)`` when ``data`` is not what ``target`` asks (``wrong_format`` or
+    ``wrong_content``), None when it is. Never shows the expected value."""
+    if target.format == "bytes":
+        return None if data == target.value else ("wrong_content", "is not the file it should be, byte for byte")
+    text, problem = _utf8(data)
+    if text is None:
+        return "wrong_format", str(problem)
+    if target.format == "text":
+        got, want = normalise_text(text).split("\n"), str(target.value).split("\n")
+        for i, (g, w) in enumerate(zip(got, want, strict=False), start=1):
+            if g != w:
+                return "wrong_content", f"line {i} is not the line asked for"
+        if len(got) != len(want):
+            return "wrong_content", f"has {'more' if len(got) > len(want) else 'fewer'} lines than asked for"
+        return None
+    if target.format == "csv":
+        try:
+            rows = list(csv.reader(io.StringIO(text, newline="")))
+        except csv.Error as e:
+            return "wrong_format", f"is not valid CSV ({e})"
+        while rows and rows[-1] == []:  # blank lines at the end are not rows
+            rows.pop()
+        for i, (g, w) in enumerate(zip(rows, target.value, strict=False), start=1):
+            if g != w:
+                return "wrong_content", f"row {i} ({'the header' if i == 1 else 'a data row'}) is not the row asked for"
+        if len(rows) != len(target.value):
+            return "wrong_content", f"has {'more' if len(rows) > len(target.value) else 'fewer'} rows than asked for"
+        return None
+    try:
+        value = loads_strict(text, exact=True, max_chars=None)
+    except StrictJSONError as e:
+        return "wrong_format", f"is not one strict JSON document ({e})"
+    diff = json_difference(target.value, value)
+    return None if diff is None else ("wrong_content", diff)
+
+
+def json_difference(expected: Any, got: Any, path: str = "$", depth: int = 0) -> str | None:
+    """Where ``got`` departs from ``expected`` (a JSON path and what is wrong), or None.
+
+    >>> json_difference({"a": 1, "b": [2]}, {"a": 1, "b": [3]})
+    '$.b[0]: wrong value'
+    """
+    if depth > 200:
+        return f"{path}: nested too deeply"
+    te, tg = json_type(expected), json_type(got)
+    if te != tg:
+        return f"{path}: expected a {te}, got a {tg}"
+    if te == "object":
+        for key in expected:
+            if key not in got:
+                return f"{path}: missing key {key!r}"
+        for key in got:
+            if key not in expected:
+                return f"{path}: unexpected key {key!r}"
+        for key in expected:
+            diff = json_difference(expected[key], got[key], f"{path}.{key}", depth + 1)
+            if diff:
+                return diff
+        return None
+    if te == "array":
+        if len(expected) != len(got):
+            return f"{path}: {'more' if len(got) > len(expected) else 'fewer'} items than asked for"
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            diff = json_difference(e, g, f"{path}[{i}]", depth + 1)
+            if diff:
+                return diff
+        return None
+    return None if json_equal(expected, got) else f"{path}: wrong value"
+
+
+Problem = tuple[str, str]
+"""``(category, sentence)``: ``not_regular``, ``missing``, ``wrong_format``, ``wrong_content``, ``collateral``."""
+
+
+def grade_final_state(targets: Sequence[Target], pristine: Mapping[str, bytes],
+                      final: Mapping[str, Entry]) -> list[Problem]:
+    """Every problem of ``final`` against the task (the module docstring, steps 1-3); [] is a pass."""
+    return _not_regular(final) + _target_problems(targets, final) + _collateral(targets, pristine, final)
+
+
+def _not_regular(final: Mapping[str, Entry]) -> list[Problem]:
+    problems: list[Problem] = []
+    for path in sorted(final):
+        entry = final[path]
+        if entry.kind == "symlink":
+            problems.append(("not_regular", f"{path} is a symbolic link (to {entry.link[:80]!r}); "
+                                            "only regular files may be left in the workspace"))
+        elif entry.kind == "other":
+            problems.append(("not_regular", f"{path} is not a regular file (a fifo, socket or device)"))
+        elif entry.kind == "file" and entry.links != 1:
+            problems.append(("not_regular", f"{path} is a hard link ({entry.links} names for one file); "
+                                            "write each file on its own"))
+    return problems
+
+
+def _target_problems(targets: Sequence[Target], final: Mapping[str, Entry]) -> list[Problem]:
+    problems: list[Problem] = []
+    for target in targets:
+        entry = final.get(target.path)
+        if target.format == "absent":
+            if entry is not None:
+                problems.append(("wrong_content", f"{target.path} should no longer exist"))
+        elif entry is None:
+            problems.append(("missing", f"{target.path} was not written"))
+        elif entry.kind == "dir":
+            problems.append(("missing", f"{target.path} is a directory, not the file asked for"))
+        elif entry.kind == "file" and (wrong := check_target(target, entry.data)):
+            problems.append((wrong[0], f"{target.path} {wrong[1]}"))
+    return problems
+
+
+def _collateral(targets: Sequence[Target], pristine: Mapping[str, bytes], final: Mapping[str, Entry]) -> list[Problem]:
+    asked = {t.path for t in targets}
+    problems: list[Problem] = []
+    for path in sorted(set(pristine) - asked):
+        entry = final.get(path)
+        if entry is None:
+            problems.append(("collateral", f"{path} was deleted; the task does not ask to change it"))
+        elif entry.kind == "file" and entry.data != pristine[path]:
+            problems.append(("collateral", f"{path} was changed; the task does not ask to change it"))
+    for path in sorted(set(final) - set(pristine) - asked):
+        if final[path].kind != "dir":
+            problems.append(("collateral", f"{path} was created; the task does not ask for it"))
+    return problems
+
+
+_ORDER = ("format", "not_regular", "collateral", "missing", "wrong_format", "wrong_content")
+
+
+def error_class(problems: Sequence[Problem]) -> str:
+    """The verdict's error class: the most serious category among ``problems``."""
+    return min((p[0] for p in problems), key=_ORDER.index)
+
+
+def feedback_text(problems: Sequence[Problem]) -> str:
+    shown = [p[1] for p in problems[:MAX_FEEDBACK_PROBLEMS]]
+    more = len(problems) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more problem(s)" if more else "") + "."
+
+
+# ---------------------------------------------------------------- process signals (episodes)
+
+READ_TOOLS = frozenset({"read_file", "read_pdf", "cat"})
+WRITE_TOOLS = frozenset({"write_file", "edit"})
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of an episode, as the process signals read it."""
+
+    tool: str
+    path: str | None = None
+    """The file the call names (read_file, write_file, edit), if any."""
+    ok: bool = True
+    """Whether the call succeeded (the tool answered without an error)."""
+    command: str = ""
+    """A shell call's command line (a shell call that names an input counts as reading it)."""
+
+
+def process_signals(inputs: Sequence[str], targets: Sequence[str], calls: Sequence[Call]) -> dict[str, float]:
+    """The process components of an episode (the module docstring); a signal the episode gives no
+    grounds for (no inputs declared, no failed call) is left out.
+
+    >>> calls = [Call("read_file", "data.csv"), Call("write_file", "out.json", ok=False),
+    ...          Call("write_file", "out.json")]
+    >>> process_signals(["data.csv", "notes.md"], ["out.json"], calls)
+    {'process.inspected': 0.5, 'process.recovered': 1.0, 'process': 0.75}
+    """
+    out: dict[str, float] = {}
+    first_write = next((i for i, c in enumerate(calls) if c.ok and c.tool in WRITE_TOOLS and c.path in targets),
+                       len(calls))
+    if inputs:
+        read = {c.path for c in calls[:first_write] if c.ok and c.tool in READ_TOOLS}
+        read |= {p for c in calls[:first_write] if c.ok and c.command for p in inputs if p in c.command}
+        out["process.inspected"] = sum(p in read for p in inputs) / len(inputs)
+    failed = [i for i, c in enumerate(calls) if not c.ok]
+    if failed:
+        recovered = sum(any(c.ok and c.tool == calls[i].tool for c in calls[i + 1:]) for i in failed)
+        out["process.recovered"] = recovered / len(failed)
+    if out:
+        out["process"] = sum(out.values()) / len(out)
+    return out

@@ -1,0 +1,272 @@
+"""The function domain: a task's reward is your Python function of the prompt, the completion and the
+task's data (TRL's ``reward_funcs``), run under the verifier contract.
+
+Task fields (docs/tasks.md, "function"): ``prompt``; ``data`` (an object: the keyword arguments the
+function gets besides ``prompt`` and ``completion``, a dataset's other columns); ``reward`` (one
+``package.module:function``, or a list of them or of ``{function, weight, range}``), which a
+record may leave to its recipe's top-level ``reward:`` (``default_reward``).
+
+Verification, per function of the task, each in a ``posttrain.verify._deadline`` worker that
+imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 per function):
+
+- it returns a number in its declared ``range`` (default [0, 1]), a bool, or a ``Verdict``: that
+  value, scaled to [0, 1] by the range;
+- it raises, runs past its CPU budget, dies, returns NaN, infinity, a value outside its range or
+  not a number: a ``fail`` (reward 0, error class ``reward_function:<why>``), with one line that
+  names the function and the task, in the feedback and once per function and reason on stderr
+  (your function is broken, or a completion breaks it: either way the completion is not scored
+  as if it had passed, and it cannot get itself dropped from the update as an infra error);
+- only the worker not starting, or starved of CPU by a loaded machine, is an ``infra_error``.
+
+The task's reward is the weighted mean of its functions' scaled values; it passes when that is 1
+(every function at the top of its range). ``components``: ``outcome`` is the reward itself, so
+RL learns from a graded function as TRL does; evaluation's pass@k counts full marks.
+
+Not here: what makes a reward function good (the ``examples`` module is a start), a sandbox for
+the function itself (it is your code, run as you would run it: never ``eval`` a completion).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import random
+import re
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common
+from posttrain.envs._defaults import record_default, record_defaults
+from posttrain.envs.function._spec import RewardTerm, as_terms, terms_json
+from posttrain.errors import ConfigError
+from posttrain.types import Task, Verdict
+from posttrain.verify._deadline import CheckPool, Outcome
+
+NAME = "function"
+DOMAIN_KEYS = frozenset({"data", "reward"})
+CPU_BUDGET_S = 5.0
+_WORKER = "posttrain.envs.function._worker"
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RESERVED = frozenset({"prompt", "completion", "prompts", "completions"})
+
+@contextlib.contextmanager
+def default_reward(terms: Sequence[RewardTerm]) -> Iterator[None]:
+    """While active, function tasks whose record names no ``reward`` take ``terms`` (a recipe's
+    top-level ``reward:``); the parsed tasks carry them, so a saved task file names them itself."""
+    with record_defaults({NAME: {"reward": terms_json(terms)}} if terms else {}):
+        yield
+
+
+_pools: dict[str, CheckPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(function: str) -> CheckPool:
+    """The process-wide pool of check workers that imported ``function``."""
+    from posttrain.envs.function._worker import ENV_VAR
+
+    with _pools_lock:
+        if function not in _pools:
+            _pools[function] = CheckPool(_WORKER, cpu_budget_s=CPU_BUDGET_S, env={ENV_VAR: function})
+        return _pools[function]
+
+
+_told: set[tuple[str, str]] = set()
+_told_lock = threading.Lock()
+
+
+def _tell(function: str, why: str, line: str) -> None:
+    """One stderr line per function and reason: the user's reward function is broken (or broken by
+    a completion), which a fail alone would hide inside the reward curve."""
+    with _told_lock:
+        first = (function, why) not in _told
+        _told.add((function, why))
+    if first:
+        print(f"posttrain: warning: {line} (scored as a fail; said once per function and reason)", file=sys.stderr)
+
+
+def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Verdict | None]:
+    """``(scaled value, None)``, or ``(None, the verdict to return)`` for a refused value."""
+    f, lo, hi = term.function, term.range[0], term.range[1]
+    if out.is_infra:
+        return None, Verdict.infra(f"reward function {f}: {out.detail}", error_class=f"infra:{out.status}")
+    why, line = None, ""
+    if out.status == "raised":
+        why, line = f"raised:{out.detail.split(':', 1)[0]}", f"reward function {f} raised {out.detail} on task {task.id}"
+    elif out.status == "cpu_exceeded":
+        why, line = "timeout", f"reward function {f} used its {CPU_BUDGET_S:g} s CPU budget on task {task.id}"
+    elif out.status == "crashed":
+        why, line = "crash", f"reward function {f} killed its worker twice on task {task.id}"
+    elif "bad_type" in out.result:
+        why, line = "type", f"reward function {f} returned {out.result['bad_type']}, not a number, on task {task.id}"
+    elif "nonfinite" in out.result:
+        why, line = "nan", f"reward function {f} returned {out.result['nonfinite']} on task {task.id}"
+    elif "verdict" in out.result:
+        v = out.result["verdict"]
+        if v["outcome"] == "infra_error":
+            why, line = "infra", (f"reward function {f} returned an infra_error verdict on task {task.id} (only "
+                                  "posttrain reports infrastructure failures)")
+        else:
+            return float(v["reward"]), None
+    else:
+        x = float(out.result["value"])
+        if not lo <= x <= hi:
+            why, line = "range", f"reward function {f} returned {x!r} on task {task.id}, outside its range [{lo:g}, {hi:g}]"
+        else:
+            return (x - lo) / (hi - lo), None
+    _tell(f, why.split(":")[0], line)
+    return None, fail(line + ".", f"reward_function:{why}", {"function": f, "detail": out.detail})
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_terms(spec: str) -> tuple[RewardTerm, ...]:
+    return as_terms(json.loads(spec))
+
+
+def task_terms(task: Task) -> tuple[RewardTerm, ...]:
+    """The reward terms of a function task (its ``reward`` field is their JSON form)."""
+    return _cached_terms(json.dumps(task.fields["reward"], sort_keys=True))
+
+
+def verify_function(task: Task, response: str) -> Verdict:
+    """The verdict of ``response`` on a function task (module docstring); never raises for anything
+    the response or the function does."""
+    terms = task_terms(task)
+    request = {"prompt": task.prompt, "completion": response, "data": dict(task.fields["data"])}
+    scores, evidence, feedback = [], {}, []
+    for term in terms:
+        out = pool_for(term.function).run(request)
+        value, refused = _value(term, task, out)
+        if refused is not None:
+            return refused
+        assert value is not None
+        scores.append((term.weight, value))
+        evidence[term.function] = round(value, 6)
+        if "verdict" in out.result and out.result["verdict"]["feedback"]:
+            feedback.append(out.result["verdict"]["feedback"])
+    reward = sum(w * v for w, v in scores) / sum(w for w, _ in scores)
+    reward = min(1.0, max(0.0, reward))
+    passed = reward >= 1.0 - 1e-9
+    text = "\n".join(feedback) or f"Reward {reward:.3f}" + ("" if len(terms) == 1 else f" ({len(terms)} functions)")
+    return Verdict(outcome="pass" if passed else "fail", reward=1.0 if passed else reward, feedback=text,
+                   error_class=None if passed else "wrong_answer", evidence={"rewards": evidence},
+                   components={"outcome": 1.0 if passed else reward})
+
+
+def make_function_verifier() -> Verifier:
+    return guard(NAME, verify_function)
+
+
+def _data(reader: RecordReader) -> dict[str, Any]:
+    data = reader.record.get("data", {})
+    if not isinstance(data, Mapping):
+        raise reader.fail("data", "an object of keyword arguments for the reward function", data)
+    for key in data:
+        if not isinstance(key, str) or not _IDENT_RE.fullmatch(key) or key in _RESERVED:
+            raise reader.fail("data", f"keys that are Python identifiers other than {sorted(_RESERVED)}", key)
+    return dict(data)
+
+
+def _terms(reader: RecordReader) -> tuple[RewardTerm, ...]:
+    spec = reader.record["reward"] if "reward" in reader.record else record_default(NAME, "reward")
+    if spec is None:
+        raise reader.fail("reward", "a reward function 'package.module:function' (or a list with weights), in "
+                                    "the record or the recipe's top-level reward", show_got=False)
+    try:
+        return as_terms(spec)
+    except ConfigError as e:
+        raise reader.fail("reward", f"reward functions ({e})", show_got=False) from None
+
+
+class FunctionDomain:
+    """The function domain (see the module docstring)."""
+
+    name = NAME
+    needs_sandbox = False
+
+    def capabilities(self) -> tuple[str, ...]:
+        """The capability labels of ``posttrain tasks list`` (the user's reward function decides)."""
+        return ("custom-reward",)
+
+    def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
+        reader = RecordReader(record, source, NAME)
+        reader.check_keys(DOMAIN_KEYS)
+        fields = {"data": _data(reader), "reward": terms_json(_terms(reader))}
+        return parse_common(reader, fields)
+
+    def render_prompt(self, task: Task) -> str:
+        return task.prompt
+
+    def make_verifier(self, pool: Any | None = None) -> Verifier:
+        return make_function_verifier()
+
+    def noop_response(self, task: Task) -> str:
+        return ""
+
+    def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
+        """Responses that must score a ``fail``: hedges and sprays against ``examples``, and
+        responses that break a function (``_broken``: raise, NaN, out of range, a backtracking
+        pattern past the CPU budget, not a number)."""
+        ex, broken = "posttrain.envs.function.examples", "posttrain.envs.function._broken"
+        rows = [
+            ("two answers", f"{ex}:exact_match", {"answer": "7"}, "7 or 8"),
+            ("every number", f"{ex}:exact_match", {"answer": "7"}, " ".join(str(i) for i in range(20))),
+            ("two boxes", f"{ex}:boxed_match", {"answer": "7"}, "\\boxed{7} \\boxed{8}"),
+            ("two answers in one box", f"{ex}:boxed_match", {"answer": "7"}, "\\boxed{7, 8}"),
+            ("tags without the format", f"{ex}:format_reward", {}, "<answer>7</answer>"),
+            ("a completion that makes the function raise", f"{broken}:parse_int", {"answer": "7"}, "seven"),
+            ("a completion that makes the function return NaN", f"{broken}:ratio", {"answer": "7"}, ""),
+            ("a completion that pushes the function out of its range", f"{broken}:ratio", {"answer": "777"}, "7"),
+            ("a completion that makes the function backtrack past its budget", f"{broken}:backtracking",
+             {"pattern": "(a+)+$"}, "a" * 40 + "!"),
+            ("a function that returns text", f"{broken}:text", {}, "anything"),
+        ]
+        return [(name, self.parse_task({"id": f"function-exploit-{i}", "prompt": "What is 3 + 4?", "reward": fn,
+                                        "data": data}, "function exploit fixtures"), response)
+                for i, (name, fn, data, response) in enumerate(rows)]
+
+    def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
+        """Arithmetic questions scored by ``examples.exact_match`` or ``examples.boxed_match``."""
+        rng = random.Random(f"function/{seed}")
+        ex = "posttrain.envs.function.examples"
+        out = []
+        for i in range(n):
+            a, b = rng.randint(2, 99), rng.randint(2, 99)
+            boxed = rng.random() < 0.5
+            prompt = f"What is {a} + {b}? " + ("Put the number in \\boxed{}." if boxed else "Reply with the number only.")
+            fn = f"{ex}:{'boxed_match' if boxed else 'exact_match'}"
+            out.append(self.parse_task({"id": f"function-gen-{seed}-{i}", "prompt": prompt, "reward": fn,
+                                        "data": {"answer": str(a + b)},
+                                        "reference": f"\\boxed{{{a + b}}}" if boxed else str(a + b)}, "generator"))
+        return out
+
+
+def noop_problems(tasks: Sequence[Task], *, sample: int = 16) -> list[str]:
+    """Warnings for a run's function tasks, per reward function, from up to ``sample`` tasks each:
+    the empty completion gets full marks (the function cannot tell a no-op from a solution), or no
+    task has a reference (nothing shows that a right answer scores 1)."""
+    by_fn: dict[str, list[Task]] = {}
+    for t in tasks:
+        if t.domain == NAME:
+            for term in task_terms(t):
+                by_fn.setdefault(term.function, []).append(t)
+    out = []
+    for fn, group in by_fn.items():
+        picked = group[:sample]
+        noop = [verify_function(t, "") for t in picked]
+        passing = sum(v.passed for v in noop)
+        if passing:
+            out.append(f"reward function {fn} gives the empty completion full marks on {passing} of {len(picked)} "
+                       "task(s): it cannot tell a no-op from a solution")
+        if not any(t.reference for t in group):
+            out.append(f"reward function {fn}: no task it scores has a reference, so nothing shows that a right "
+                       "answer scores 1")
+        elif not all(verify_function(t, str(t.reference)).passed for t in picked if t.reference):
+            out.append(f"reward function {fn}: a task's reference does not get full marks")
+    return out
+
+
+ENV = FunctionDomain()

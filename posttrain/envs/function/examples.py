@@ -1,0 +1,51 @@
+"""Reward functions that ship with posttrain: usable as they are, and the models for your own.
+
+Name one in a recipe (``reward: posttrain.envs.function.examples:exact_match``) or in a task
+record (``"reward": "..."``). Each takes the prompt, the completion and the task's ``data`` as
+keyword arguments, and returns a float in [0, 1] (the default range); TRL's batched form
+(``format_reward``) works too.
+
+None of them looks for the answer anywhere in the text (``answer in completion`` rewards a
+completion that lists every number): each reads exactly one answer from a fixed place.
+
+>>> exact_match("2+2?", " 4\\n", answer="4")
+1.0
+>>> boxed_match("2+2?", "so \\\\boxed{4} or \\\\boxed{5}", answer="4")
+0.0
+>>> format_reward(["q"], ["<think>a</think><answer>b</answer>"])
+[1.0]
+>>> tagged_answer("q", "<answer>Paris</answer>", answer="Paris")
+1.0
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_ANSWER = re.compile(r"<answer>([^<]*)</answer>")
+_THINK_ANSWER = re.compile(r"<think>[^<]*</think>\s*<answer>[^<]*</answer>")
+
+
+def exact_match(prompt: str, completion: str, answer: str, **data: Any) -> float:
+    """1.0 when the completion, stripped, is exactly ``answer`` (stripped); else 0.0."""
+    return 1.0 if completion.strip() == str(answer).strip() else 0.0
+
+
+def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float:
+    """1.0 when the completion has exactly one ``\\boxed{...}`` and its content is ``answer``."""
+    boxes = _BOXED.findall(completion)
+    return 1.0 if len(boxes) == 1 and boxes[0].strip() == str(answer).strip() else 0.0
+
+
+def tagged_answer(prompt: str, completion: str, answer: str, **data: Any) -> float:
+    """1.0 when the completion has exactly one ``<answer>...</answer>`` and its content is ``answer``."""
+    found = _ANSWER.findall(completion)
+    return 1.0 if len(found) == 1 and found[0].strip() == str(answer).strip() else 0.0
+
+
+def format_reward(prompts: list[str], completions: list[str], **data: Any) -> list[float]:
+    """TRL's format reward, in TRL's batched form: 1.0 for ``<think>...</think><answer>...</answer>``
+    (the whole completion, whitespace around it allowed), else 0.0."""
+    return [1.0 if _THINK_ANSWER.fullmatch(c.strip()) else 0.0 for c in completions]

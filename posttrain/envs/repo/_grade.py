@@ -1,0 +1,425 @@
+"""The repo grader: SWE-bench's rule, on a pristine copy, in a sandbox job of its own.
+
+``grade(pool, task, response)``:
+
+1. the response's diff (``_diff.extract_diff``; none, or one that does not parse, is a ``fail``);
+2. the diff policy: a path under ``.git/``, a ``conftest.py``, pytest/tox/setup configuration,
+   ``sitecustomize``/``usercustomize``/``.pth``, bytecode, a task-protected file, a binary or a
+   symlink **refuses the submission** (``fail``, class ``refused``, feedback naming the path and
+   the rule); changes to test files are **dropped** (the verifier's tests are restored) and said
+   so in the feedback;
+3. the source part applied to a fresh copy of the initial state (exact context); then the task's
+   ``test_patch``: the verifier's copy, which no agent process ever touched;
+4. the listed tests run by the in-sandbox harness (``_harness.py``: a verifier-owned pytest
+   configuration, first-hand outcomes, an audit-hook kernel, a nonce-framed report on fd 3);
+5. the verdict: ``pass`` only if every fail-to-pass and pass-to-pass test passed first-hand, with
+   pytest's own setup/call/teardown reports agreeing, pytest's exit status 0 and the process's
+   exit status equal to it. A test that is missing, not collected, skipped, xfailed or errored is
+   failed; so is a run that ended without the harness's report (the code under test exited,
+   killed it, ran out of time or memory). A ``tamper`` line (the kernel ended the run) is a
+   ``fail`` naming what was tried. Only a harness that never started (no ``ready`` line), its own
+   error, or the sandbox's is an ``infra_error``.
+
+Feedback (``feedback_loop`` tasks read it before their next attempt) names the failing tests with
+their assertion and location from pytest's short traceback; for a test the agent never saw (from
+``test_patch``) only its name and exception type: never a withheld test's text, never the gold.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from posttrain.envs import fail, passed
+from posttrain.envs.repo._diff import (
+    REFUSED,
+    WHY,
+    DiffError,
+    FilePatch,
+    apply_patches,
+    classify,
+    extract_diff,
+    parse_diff,
+)
+from posttrain.envs.repo._task import (
+    DEPS_DIR,
+    dependency_files,
+    hidden_files,
+    initial_tree,
+    verifier_test_files,
+    verifier_tree,
+)
+from posttrain.pyast import parse as parse_python
+from posttrain.types import Task, Verdict
+from posttrain.verify.feedback import normalize
+
+WORK = "/work"
+PYTHON = "/usr/bin/python3"
+HARNESS = (Path(__file__).with_name("_harness.py")).read_text()
+REPORT_TAG = "posttrain-repo"
+LOADER = (
+    "import sys,json\n"
+    "p=json.loads(sys.stdin.buffer.read())\n"
+    "import os\n"
+    "os.close(0)\n"
+    "g={'__name__':'posttrain_harness'}\n"
+    "exec(compile(p.pop('harness'),'<posttrain-repo-harness>','exec'),g)\n"
+    "g['main'](p)\n"
+)
+"""The process's first frame: it reads the payload, drops its own copy of the harness source and
+hands the rest (the nonce among it) to ``main``, which takes the nonce into the kernel."""
+MAX_FEEDBACK = 1800
+DETECTED: dict[str, float] = {"format": 0.0}
+"""The components of a detected attack (a refused diff, the harness tampered with or killed, only
+test files changed): no credit at all, under any reward weighting (issue 21: failing differently
+never pays). An honest failure (an assertion, a timeout, a diff that does not apply) keeps format 1."""
+HARNESS_START_S = 5.0
+"""Sandbox time allowed on top of the task's test timeout for the interpreter and pytest to start."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What the diff policy made of a response: the patches to apply and what was dropped."""
+
+    source: tuple[FilePatch, ...]
+    dropped: tuple[str, ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+    """(path, class) for every path that refuses the submission."""
+
+
+def read_submission(response: str, task: Task) -> Submission | Verdict:
+    """The response's diff sorted by the diff policy, or a ``fail`` verdict when there is none to
+    apply (no diff, malformed, refused)."""
+    diff = extract_diff(response or "")
+    if diff is None or not diff.strip():
+        return fail("No diff found: answer with a unified diff (```diff ... ```) against the repository.",
+                    "no_diff", {"response_chars": len(response or "")})
+    try:
+        patches = parse_diff(diff)
+    except DiffError as e:
+        return fail(f"The diff could not be read: {e}.", "malformed_diff", {"error": str(e)},
+                    {"format": 0.0})
+    protected = task.fields.get("protected", ())
+    hidden = set(hidden_files(task.fields))
+    source, dropped, refused = [], [], []
+    for fp in patches:
+        kinds = {classify(p, protected=protected, test_files=hidden) for p in fp.paths}
+        bad = sorted(kinds & set(REFUSED))
+        if fp.binary or fp.symlink:
+            refused.append((fp.path, "binary" if fp.binary else "symlink"))
+        elif bad:
+            refused.append((fp.path, bad[0]))
+        elif "test" in kinds:
+            dropped.append(fp.path)
+        else:
+            source.append(fp)
+    return Submission(tuple(source), tuple(dropped), tuple(refused))
+
+
+def refusal(sub: Submission) -> Verdict:
+    path, why = sub.refused[0]
+    rule = WHY.get(why, f"is a {why} patch, which the grader does not apply")
+    more = f" (and {len(sub.refused) - 1} more)" if len(sub.refused) > 1 else ""
+    return fail(f"Submission refused: the diff {rule}: {path}{more}. Change source files only.",
+                "refused", {"refused": [list(r) for r in sub.refused]}, DETECTED)
+
+
+def build_trees(task: Task, sub: Submission) -> tuple[dict[str, bytes], set[str]] | Verdict:
+    """``(verifier tree, changed paths)``: the source patches on the initial state, then the
+    verifier's tests; a ``fail`` when a patch does not apply."""
+    initial = initial_tree(task.fields)
+    touched = {p for fp in sub.source for p in fp.paths}
+    try:
+        text = {p: initial[p].decode("utf-8") for p in touched if p in initial}
+    except UnicodeDecodeError:
+        return fail("The diff patches a file that is not UTF-8 text.", "patch_does_not_apply", {}, {"format": 1.0})
+    try:
+        patched = apply_patches(text, sub.source)
+    except DiffError as e:
+        return fail(f"The diff does not apply: {e}.", "patch_does_not_apply", {"error": str(e)}, {"format": 1.0})
+    tree = dict(verifier_tree(task.fields))
+    for p in touched:
+        tree.pop(p, None)
+    tree.update({k: v.encode() for k, v in patched.items()})
+    changed = {p for p in patched if initial.get(p) != tree.get(p)}
+    tree.update(dependency_files(task.fields))
+    return tree, changed
+
+
+def pristine_functions(tree: Mapping[str, bytes], *, classes: bool = False) -> list[tuple[str, str]]:
+    """``(path, qualified name)`` of every function (or, with ``classes``, every class) the repository
+    defines in its source files, not its tests: the comparison guard accepts an ``__eq__`` at such a
+    name as the repository's own, and dataclasses' generated methods on such a class."""
+    return [(p, q[1:] if q.startswith("@") else q) for p, q in _functions(tuple(sorted(
+        (p, v) for p, v in tree.items() if p.endswith(".py")))) if q.startswith("@") == classes]
+
+
+@functools.lru_cache(maxsize=32)
+def _functions(files: tuple[tuple[str, bytes], ...]) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for path, data in files:
+        if classify(path) == "test":
+            continue
+        try:
+            tree = parse_python(data)
+        except (SyntaxError, ValueError):
+            continue
+        stack: list[tuple[ast.AST, str]] = [(tree, "")]
+        while stack:
+            node, prefix = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    name = f"{prefix}{child.name}"
+                    out.append((path, f"@{name}" if isinstance(child, ast.ClassDef) else name))
+                    inner = f"{name}.<locals>." if not isinstance(child, ast.ClassDef) else f"{name}."
+                    stack.append((child, inner))
+                else:
+                    stack.append((child, prefix))
+    return tuple(out)
+
+
+def _payload(task: Task, tree: Mapping[str, bytes], changed: set[str], nonce: str,
+             ids: Sequence[str] | None = None) -> dict[str, Any]:
+    env = task.fields["environment"]
+    ids = list(ids) if ids is not None else [*task.fields["fail_to_pass"], *task.fields["pass_to_pass"]]
+    verifier = verifier_test_files(tree)
+    return {
+        "harness": HARNESS,
+        "nonce": nonce,
+        "work": WORK,
+        "test_ids": ids,
+        "verifier_files": verifier,
+        "test_files": [p for p in verifier if p.endswith(".py") and PurePosixPath(p).name != "conftest.py"],
+        "hidden": hidden_files(task.fields),
+        "changed": sorted(changed),
+        "pristine_files": sorted(p for p in tree if p.endswith(".py") and p not in changed),
+        "python_path": list(env.get("python_path", ["."])) + ([DEPS_DIR] if env.get("requirements") else []),
+        "pristine_functions": pristine_functions(initial_tree(task.fields)),
+        "pristine_classes": pristine_functions(initial_tree(task.fields), classes=True),
+    }
+
+
+@dataclass
+class Report:
+    """The harness's authenticated lines (those carrying this run's nonce)."""
+
+    ready: bool = False
+    tamper: str | None = None
+    harness_error: str | None = None
+    final: dict[str, Any] | None = None
+    finals: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def read_report(raw: bytes | None, nonce: str) -> Report:
+    rep = Report()
+    for line in (raw or b"").split(b"\n"):
+        parts = line.decode("utf-8", "replace").split("\t", 3)
+        if len(parts) != 4 or parts[0] != REPORT_TAG or not secrets.compare_digest(parts[1], nonce):
+            continue
+        kind, body = parts[2], parts[3]
+        try:
+            value = ast.literal_eval(body)
+        except (ValueError, SyntaxError):
+            continue
+        if kind == "ready":
+            rep.ready = True
+            rep.notes.append(str(value))
+        elif kind == "tamper" and rep.tamper is None:
+            rep.tamper = str(value)
+        elif kind == "harness_error":
+            rep.harness_error = str(value)
+        elif kind == "final":
+            rep.finals += 1
+            rep.final = _parse_final(str(value))
+    return rep
+
+
+def _parse_final(body: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"exit": None, "passed": set(), "begun": set(), "reports": {}}
+    for line in body.split("\n"):
+        kind, _, rest = line.partition(" ")
+        if kind == "exit":
+            out["exit"] = ast.literal_eval(rest)
+        elif kind in ("passed", "begun"):
+            out[kind].add(ast.literal_eval(rest))
+        elif kind == "report":
+            m = re.match(r"(?P<id>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") (?P<when>\S+) (?P<outcome>\S+)$", rest)
+            if m:
+                nodeid = ast.literal_eval(m["id"])
+                out["reports"].setdefault(nodeid, {})[m["when"]] = m["outcome"]
+    return out
+
+
+def _sections(stdout: str) -> dict[str, str]:
+    """pytest's failure sections (``____ name ____`` headed), by the name in the header."""
+    out: dict[str, str] = {}
+    current, lines = None, []
+    for line in stdout.splitlines():
+        m = re.match(r"^_{3,} (.+?) _{3,}$", line)
+        if m or line.startswith(("=====", "FAILED ", "ERROR ")):
+            if current is not None:
+                out.setdefault(current, "\n".join(lines).strip())
+            current, lines = (m.group(1) if m else None), []
+            continue
+        if current is not None:
+            lines.append(line)
+    if current is not None:
+        out.setdefault(current, "\n".join(lines).strip())
+    return out
+
+
+def _failure_text(test_id: str, sections: Mapping[str, str], hidden: bool) -> str:
+    name = test_id.split("::", 1)[-1].replace("::", ".")
+    body = sections.get(name) or sections.get(name.split(".")[-1]) or ""
+    if hidden:
+        kinds = re.findall(r"^E\s+(\w+(?:Error|Exception|Exit)|assert)\b", body, re.M)
+        kind = {"assert": "an assertion failed"}.get(kinds[0], kinds[0]) if kinds else "failed"
+        return f"{test_id} failed ({kind}; a withheld test: its text is not shown)"
+    lines, keep = body.splitlines(), []
+    for i, ln in enumerate(lines):
+        if ln.startswith(("E ", "E\t")) or re.match(r"^\S+\.py:\d+:", ln) or (
+                i and re.match(r"^\S+\.py:\d+:", lines[i - 1]) and ln.startswith("    ")):
+            keep.append(ln)
+    detail = "\n".join(keep[-12:])
+    return f"{test_id} failed:\n{detail}" if detail else f"{test_id} failed"
+
+
+def sandbox_infra(ex: Any, evidence: Mapping[str, Any] | None = None) -> Verdict:
+    """The verdict of a run the sandbox could not give: ``infra:starved`` when a loaded host starved it of
+    CPU (the sandbox decides that from CPU time, which the code cannot fake), else ``infra:sandbox``."""
+    starved = "starved of CPU" in str(ex.infra_detail)
+    return Verdict.infra(f"sandbox: {ex.infra_detail}", error_class="infra:starved" if starved else "infra:sandbox",
+                         evidence=evidence)
+
+
+def judge(task: Task, ex: Any, nonce: str, *, changed: set[str], dropped: Sequence[str]) -> Verdict:
+    """The verdict of one harness run (module docstring, step 5)."""
+    evidence: dict[str, Any] = {
+        "exit_code": ex.exit_code, "timed_out": bool(ex.timed_out), "oom_killed": bool(ex.oom_killed),
+        "duration_s": round(float(ex.duration_s or 0.0), 3), "changed": sorted(changed), "dropped": list(dropped),
+        "peak_memory_mb": None if ex.peak_memory_bytes is None else round(ex.peak_memory_bytes / 2**20, 1),
+    }
+    if ex.outcome == "infra_error":
+        return sandbox_infra(ex, evidence)
+    rep = read_report(ex.report, nonce)
+    evidence["nonce_ok"] = rep.ready
+    if rep.tamper is not None:
+        evidence["tamper"] = rep.tamper
+        return fail(f"The grader stopped the run: {rep.tamper}.", "tamper", evidence, DETECTED)
+    if rep.harness_error is not None:
+        return Verdict.infra(f"repo harness: {rep.harness_error}", error_class="infra:harness", evidence=evidence)
+    if not rep.ready:
+        if ex.timed_out or ex.oom_killed:
+            return Verdict.infra("the repo harness did not start in time", error_class="infra:harness",
+                                 evidence=evidence)
+        tail = normalize(ex.stderr[-600:] if ex.stderr else b"")
+        return Verdict.infra(f"the repo harness did not start: {tail}", error_class="infra:harness", evidence=evidence)
+    stdout = ex.stdout.decode("utf-8", "replace")
+    if rep.final is None or rep.finals != 1:
+        cls = "timeout" if ex.timed_out else "memory" if ex.oom_killed else "no_report"
+        what = {"timeout": f"ran out of time ({task.fields['environment']['timeout_sec']} s)",
+                "memory": "ran out of memory"}.get(cls, "ended before the harness reported (did the code exit or "
+                                                        "kill the process?)")
+        return fail(f"The test run {what}.", cls, evidence, DETECTED if cls == "no_report" else {"format": 1.0})
+    return _judge_final(task, rep.final, ex, stdout, evidence, dropped)
+
+
+def _judge_final(task: Task, final: Mapping[str, Any], ex: Any, stdout: str, evidence: dict[str, Any],
+                 dropped: Sequence[str]) -> Verdict:
+    f2p, p2p = list(task.fields["fail_to_pass"]), list(task.fields["pass_to_pass"])
+    hidden = set(hidden_files(task.fields))
+    failed = []
+    for tid in f2p + p2p:
+        reports = final["reports"].get(tid, {})
+        ok = tid in final["passed"] and all(reports.get(w) == "passed" for w in ("setup", "call", "teardown"))
+        if not ok:
+            failed.append(tid)
+    evidence.update({"pytest_exit": final["exit"], "tests": {
+        tid: ("passed" if tid not in failed else "failed" if tid in final["begun"] else "not run") for tid in f2p + p2p}})
+    consistent = final["exit"] == 0 and ex.exit_code == 0
+    n = len(f2p) + len(p2p)
+    process = (n - len(failed)) / n if n else 0.0
+    if not failed and consistent:
+        return passed(f"All {n} tests passed.", evidence)
+    if not failed:
+        return fail(f"Every listed test passed, but pytest exited with status {final['exit']} (process "
+                    f"status {ex.exit_code}): the run was not clean.", "exit_status", evidence,
+                    {"format": 1.0, "process": process})
+    sections = _sections(stdout)
+    f2p_failed = [t for t in failed if t in f2p]
+    p2p_failed = [t for t in failed if t in p2p]
+    head = []
+    if f2p_failed:
+        head.append(f"{len(f2p_failed)} of {len(f2p)} tests that must pass after the fix failed")
+    if p2p_failed:
+        head.append(f"{len(p2p_failed)} of {len(p2p)} tests that passed before now fail")
+    body = [_failure_text(t, sections, t.split("::", 1)[0] in hidden) for t in failed[:4]]
+    if len(failed) > 4:
+        body.append(f"... and {len(failed) - 4} more")
+    if dropped:
+        body.append(f"(changes to test files were ignored: {', '.join(dropped[:3])})")
+    text = normalize("; ".join(head) + ".\n" + "\n".join(body))
+    cls = "not_run" if not any(t in final["begun"] for t in failed) else "assertion"
+    return fail(text[:MAX_FEEDBACK], cls, evidence, {"format": 1.0, "process": process})
+
+
+def grade(pool: Any, task: Task, response: str) -> Verdict:
+    """The verdict of ``response`` on ``task`` (module docstring); never raises for the response."""
+    sub = read_submission(response, task)
+    if isinstance(sub, Verdict):
+        return sub
+    if sub.refused:
+        return refusal(sub)
+    if not sub.source:
+        dropped = f" (its changes to test files are ignored: {', '.join(sub.dropped[:3])})" if sub.dropped else ""
+        return fail(f"The diff changes no source file{dropped}.", "no_source_change", {"dropped": list(sub.dropped)},
+                    DETECTED if sub.dropped else {"format": 1.0})  # only test changes: the tests edited instead
+    built = build_trees(task, sub)
+    if isinstance(built, Verdict):
+        return built
+    tree, changed = built
+    ex, nonce = run_harness(pool, task, tree, changed)
+    return judge(task, ex, nonce, changed=changed, dropped=sub.dropped)
+
+
+def run_harness(pool: Any, task: Task, tree: Mapping[str, bytes], changed: set[str],
+                ids: Sequence[str] | None = None) -> tuple[Any, str]:
+    """One harness run of ``ids`` (default: the task's listed tests) on ``tree``: ``(Execution, nonce)``."""
+    nonce = secrets.token_hex(16)
+    timeout = float(task.fields["environment"]["timeout_sec"]) + HARNESS_START_S
+    ex = pool.exec([PYTHON, "-I", "-B", "-c", LOADER], files=dict(tree),
+                   stdin=json.dumps(_payload(task, tree, changed, nonce, ids)).encode(), timeout=timeout,
+                   limits=_limits(task))
+    return ex, nonce
+
+
+def base_outcomes(pool: Any, task: Task) -> dict[str, str] | Verdict:
+    """SWE-bench's validation of a task: the listed tests on the unchanged verifier copy, ``{id:
+    passed|failed}``; an ``infra_error`` verdict (or the harness's refusal) when they could not run.
+    A sound task has every fail-to-pass test failed and every pass-to-pass test passed."""
+    tree = {**verifier_tree(task.fields), **dependency_files(task.fields)}
+    ex, nonce = run_harness(pool, task, tree, set())
+    if ex.outcome == "infra_error":
+        return sandbox_infra(ex)
+    rep = read_report(ex.report, nonce)
+    if rep.final is None:
+        return fail(f"the unchanged repository's run ended without a report ({rep.tamper or 'no report'})",
+                    "no_report")
+    final = rep.final
+    return {tid: "passed" if tid in final["passed"] and all(
+        final["reports"].get(tid, {}).get(w) == "passed" for w in ("setup", "call", "teardown")) else "failed"
+        for tid in [*task.fields["fail_to_pass"], *task.fields["pass_to_pass"]]}
+
+
+def _limits(task: Task) -> Any:
+    from posttrain.sandbox import Limits
+
+    return Limits(memory_mb=max(task.limits.memory_mb, 256), pids=128, tmp_mb=128)

@@ -1,0 +1,909 @@
+"""The repo domain's test harness: runs in the sandbox, under the sandbox's /usr/bin/python3 and its
+pytest, and reports first-hand test outcomes over fd 3 behind a per-run nonce.
+
+The host starts it as ``python3 -I -B -c LOADER`` with a JSON payload on stdin (``_grade.py``):
+the nonce, the test ids, the verifier's test files, the files the candidate's diff changed. The
+code under test shares this process with pytest, so nothing a Python object holds can be trusted
+by itself. What the harness does about that (docs/repo-verifier-threat-model.md has the rest):
+
+- **A kernel the candidate cannot reach.** Before any candidate code is imported it installs a
+  PEP 578 audit hook (which cannot be removed). Everything that decides the verdict lives in the
+  hook's closure: the nonce, the first-hand outcomes, the pristine test code, the set of trusted
+  code objects, a snapshot of pytest's, pluggy's, unittest's and the standard library's module and
+  class dictionaries, and the system calls it needs (captured ``posix.write``/``_exit``). The hook
+  is referenced by nothing but the interpreter's hook list; it never raises, never calls a method
+  of an object it did not type-check, and a denial ends the process (after an authenticated
+  ``tamper`` line): a denied operation never leaves a traceback that holds the hook's frame.
+- **No route to the kernel's memory.** Every way to a frame or to arbitrary memory is audited, and
+  the hook denies them: ``ctypes``, ``gc.get_objects/referrers/referents``, ``sys._current_frames``,
+  ``settrace``/``setprofile``, another audit hook, swapping a function's ``__code__``, opening
+  /proc/<pid>/mem and its relatives (symlinks resolved), any frame above the hook while it runs
+  (a finalizer or GC callback inside it), and, while changed code is on the stack, frames
+  (``sys._getframe``, ``tb_frame``, ``gi_frame``, ...) except for the few standard-library callers
+  that only read a module name. Python signal handlers, which are handed the interrupted frame
+  without an audit event, cannot be installed (``signal.signal`` refuses callables). The process
+  is not dumpable, so a child process cannot read its memory either.
+- **First-hand outcomes.** A test passes only if the harness itself saw the pristine test function
+  return: its own ``pytest_pyfunc_call`` calls the test (unittest's ``addSuccess`` for TestCase
+  tests), and the hook checks that the event comes from that code, that every frame below it is
+  trusted code (pytest, pluggy, the standard library, this harness) down to the process's first
+  frame, that the test function's code equals the test file's pristine code compiled before the
+  candidate ran, that it ran once, and that the snapshotted dictionaries are unchanged. pytest's
+  own reports, the exit status and the counts corroborate; they never decide a pass alone.
+- **Tests stay the verifier's.** While changed code is on the stack, writing, renaming or deleting
+  a verifier test file and reading a withheld one are denied; a test file edited on disk before
+  pytest imports it no longer compiles to the pristine code.
+
+Not stopped here (the threat model says more): what the code under test computes in the tests'
+own values (an object whose ``__eq__`` always agrees), a patch of shared state that restores
+itself before the check, module-level data of a test module read through ``sys.modules``, and
+anything that corrupts the interpreter from C. The grader's diff policy (``_diff.py``) and the
+clean pristine copy handle conftest, configuration and history.
+"""
+
+from __future__ import annotations
+
+import sys
+
+REPORT_TAG = "posttrain-repo"
+TAMPER_EXIT = 86
+"""Exit status of a run the kernel ended (the host reads the authenticated tamper line first)."""
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+NO_REIMPORT = frozenset({"_signal", "signal", "ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testmultiphase",
+                         "_xxsubinterpreters", "_xxinterpchannels", "_interpreters", "gc"})
+"""Modules whose fresh copy would bring back what the kernel took away (signal handlers, memory)."""
+ALWAYS_DENIED = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+                 "sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring", "_xxsubinterpreters",
+                 "cpython.remote_debugger_script", "sys.remote_exec")
+FILE_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown",
+                         "os.utime", "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile",
+                         "os.chflags"})
+CORE = frozenset({"_pytest", "pytest", "pluggy", "unittest", "builtins"})
+"""Top-level names of the modules (and their classes) checked after every test; the rest at the end."""
+PROC_OK = frozenset({"status", "stat", "statm", "cmdline", "limits", "io", "comm", "cgroup", "environ"})
+PRELOAD = ("os", "re", "json", "math", "cmath", "random", "string", "textwrap", "itertools", "functools",
+           "operator", "collections", "collections.abc", "copy", "types", "typing", "dataclasses", "enum",
+           "decimal", "fractions", "numbers", "datetime", "time", "calendar", "heapq", "bisect", "array",
+           "struct", "io", "abc", "contextlib", "warnings", "weakref", "inspect", "traceback", "logging",
+           "unittest", "unittest.mock", "tempfile", "pathlib", "shutil", "glob", "fnmatch", "threading",
+           "queue", "pickle", "hashlib", "base64", "binascii", "codecs", "unicodedata", "locale", "pprint",
+           "reprlib", "difflib", "statistics", "uuid", "zlib", "gzip", "csv", "argparse", "keyword",
+           "signal", "linecache", "ast", "tokenize", "importlib", "importlib.util", "importlib.machinery",
+           "concurrent.futures", "asyncio", "doctest", "platform", "sysconfig", "email", "html", "urllib.parse")
+VOLATILE: dict[str, frozenset[str] | None] = {
+    "sys": None, "faulthandler": None, "atexit": None, "gc": None, "__main__": None,
+    "warnings": frozenset({"filters", "showwarning", "_showwarnmsg", "_showwarnmsg_impl", "_filters_mutated",
+                           "_onceregistry", "defaultaction"}),
+    "_pytest.assertion.util": frozenset({"_reprcompare", "_assertion_pass", "_config"}),
+    "_pytest.assertion.rewrite": frozenset({"_hook"}), "pdb": frozenset({"set_trace"}),
+    "tempfile": frozenset({"tempdir", "_name_sequence"}), "threading": frozenset({"excepthook", "_main_thread"}),
+    "linecache": frozenset({"cache"}), "random": frozenset({"_inst"}), "re": frozenset({"_cache"}),
+    "builtins": frozenset({"_"}), "asyncio.events": frozenset({"_event_loop_policy"}),
+    "doctest": frozenset({"master"}),
+    "_pytest.config.Config": frozenset({"_getini_unknown_type", "inifile", "invocation_dir", "rootdir"}),
+    "_pytest.debugging.pytestPDB": frozenset({"_config", "_pluginmanager", "_recursive_debug", "_wrapped_pdb_cls"}),
+    "_pytest.cacheprovider.Cache": frozenset({"makedir"}), "_pytest.fixtures.FixtureRequest": frozenset({"fspath"}),
+    "_pytest.main.Session": frozenset({"startdir"}), "_pytest.nodes.Node": frozenset({"fspath"}),
+    "_pytest.terminal.TerminalReporter": frozenset({"startdir"}),
+}
+"""What pytest and the standard library change in a normal run (pytest's legacypath plugin adds
+class attributes at configure time; capture swaps sys.stdout; warnings and tempfile keep state),
+found by diffing the dictionaries of three projects' runs before and during a test: ignored by the
+integrity check. ``None``: the module is not checked (its state is the interpreter's)."""
+CLASS_ADDED_OK = frozenset({"__slotnames__", "_pytest_diamond_inheritance_warning_shown", "_abc_impl"})
+
+
+def _prctl_not_dumpable() -> bool:
+    """PR_SET_DUMPABLE 0: no other process of uid 65534 can read this one's memory (/proc/pid/mem)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 - reported in the ready line; the kernel still guards /proc
+        return False
+
+
+def _code_objects(root: object, out: dict[int, object], depth: int = 0) -> None:
+    """Every code object reachable from a function, class or code object (nested ones included)."""
+    import types
+
+    if depth > 6:
+        return
+    if isinstance(root, types.CodeType):
+        if id(root) not in out:
+            out[id(root)] = root
+            for const in root.co_consts:
+                _code_objects(const, out, depth) if isinstance(const, types.CodeType) else None
+        return
+    for inner in _inner(root):
+        _code_objects(inner, out, depth + 1)
+
+
+def _inner(root: object) -> list:
+    """What a function, method wrapper, property or class holds that may hold code."""
+    import types
+
+    if isinstance(root, staticmethod | classmethod):
+        return [root.__func__]
+    if isinstance(root, property):
+        return [f for f in (root.fget, root.fset, root.fdel) if f is not None]
+    if isinstance(root, types.FunctionType):
+        wrapped = root.__dict__.get("__wrapped__")
+        return [root.__code__] + ([wrapped] if wrapped is not None else [])
+    if isinstance(root, type):
+        module = vars(root).get("__module__")
+        return [v for v in list(vars(root).values())
+                if not isinstance(v, type) or (v is not root and vars(v).get("__module__") == module)]
+    return []
+
+
+def _snapshot(modules: dict[str, object]) -> tuple[list, dict[int, object]]:
+    """``(entries, code objects)``: for each module (and each class it defines) the object, its type,
+    and a copy of its dictionary; every code object reachable from them."""
+    import types
+
+    entries, codes = [], {}
+    for name, mod in modules.items():
+        if name in VOLATILE and VOLATILE[name] is None or type(mod) is not types.ModuleType:
+            continue
+        skip = VOLATILE.get(name) or frozenset()
+        d = vars(mod)
+        entries.append((name, mod, types.ModuleType, skip,
+                        {k: v for k, v in d.items() if type(k) is str and k not in skip}))
+        for value in list(d.values()):
+            if isinstance(value, type) and vars(value).get("__module__") == name:
+                cname = f"{name}.{value.__qualname__}"
+                cskip = VOLATILE.get(cname) or frozenset()
+                entries.append((cname, value, type(value), cskip,
+                                {k: v for k, v in vars(value).items() if type(k) is str and k not in cskip}))
+            _code_objects(value, codes)
+    return entries, codes
+
+
+def _rewritten_by_pytest(path: str) -> bool:
+    """Whether pytest's assertion rewriter compiles the module (its default ``python_files``, and
+    conftest); any other test-directory module (a mixin in ``tests/__init__.py``) is imported and
+    compiled by the import system as it is."""
+    import fnmatch
+
+    name = path.rsplit("/", 1)[-1]
+    return name == "conftest.py" or fnmatch.fnmatch(name, "test_*.py") or fnmatch.fnmatch(name, "*_test.py")
+
+
+def _pristine_codes(paths: list[str]) -> dict[tuple[str, str], object]:
+    """``{(file, qualname): code}`` of each verifier test file, compiled as it will be compiled in the
+    run (pytest's rewriter with the comparison guard, or the import system's plain compile), from the
+    same source and path, before any candidate code runs."""
+    import ast
+    import types
+
+    import _pytest.assertion.rewrite as rewrite
+
+    out: dict[tuple[str, str], object] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                source = fh.read()
+            if _rewritten_by_pytest(path):
+                tree = ast.parse(source, filename=path)
+                rewrite.rewrite_asserts(tree, source, path, None)
+                module = compile(tree, path, "exec", dont_inherit=True)
+            else:
+                module = compile(source, path, "exec", dont_inherit=True, optimize=-1)
+        except (OSError, SyntaxError, ValueError):
+            continue  # a test file that does not compile has no test to pass
+        stack = [module]
+        while stack:
+            code = stack.pop()
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    out[(path, const.co_qualname)] = const
+                    stack.append(const)
+    return out
+
+
+def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected: dict, glue_codes: dict,  # noqa: C901
+                 allow_frames: dict[int, object], bottom: object) -> object:
+    """The audit hook (module docstring). Its closure is the only place the verdict is kept.
+
+    One function on purpose (ruff's complexity counts its inner functions as its own): the state
+    must live in a single closure that nothing else references, so it cannot be split into
+    module-level helpers or an object whose attributes the code under test could reach."""
+    import _thread
+    import posix
+    import types
+
+    nonce = cfg.pop("nonce")
+    write, exit_, lstat, readlink, getcwd = posix.write, posix._exit, posix.lstat, posix.readlink, posix.getcwd
+    getframe, get_ident, repr_, len_, type_, id_ = sys._getframe, _thread.get_ident, repr, len, type, id
+    str_, bytes_, int_, dict_ = str, bytes, int, dict
+    startswith, endswith, split, rsplit, join = str.startswith, str.endswith, str.split, str.rsplit, str.join
+    decode, encode = bytes.decode, str.encode
+    FunctionType, MethodType, FrameType, CodeType = types.FunctionType, types.MethodType, types.FrameType, types.CodeType
+    ModuleType = types.ModuleType
+    verifier_files = frozenset(cfg["verifier_files"])
+    hidden = frozenset(cfg["hidden"])
+    work = cfg["work"]
+    busy: set[int] = set()
+    verdict: dict = {"begun": {}, "frames": {}, "passed": {}, "reports": [], "notes": [], "finished": False}
+    kernel_codes: set[int] = set()
+    candidate_cache: dict[int, bool] = {}
+    keep: list = []  # code objects judged, kept alive so their ids stay theirs
+
+    def emit(kind: str, body: str) -> None:
+        data = encode(join("\t", (REPORT_TAG, nonce, kind, body)) + "\n", "utf-8", "backslashreplace")
+        while data:
+            try:
+                n = write(3, data)
+            except OSError:
+                return
+            data = data[n:]
+
+    def die(reason: str, kind: str = "tamper") -> None:
+        emit(kind, repr_(reason))
+        exit_(TAMPER_EXIT)
+
+    pristine_files = frozenset(cfg["pristine_files"])
+
+    def is_candidate(code: object) -> bool:
+        """Code the diff may have shaped: anything but the trusted code objects, the standard library
+        and pytest (/usr), the verifier's tests and the repository's unchanged files."""
+        key = id_(code)
+        hit = candidate_cache.get(key)
+        if hit is None:
+            name = code.co_filename
+            hit = key not in trusted and not (type_(name) is str_ and (
+                startswith(name, "/usr/") or startswith(name, "<frozen ") or name in verifier_files or
+                name in pristine_files))
+            candidate_cache[key] = hit
+            keep.append(code)
+        return hit
+
+    def candidate_on_stack(frame: object) -> bool:
+        while frame is not None:
+            if is_candidate(frame.f_code):
+                return True
+            frame = frame.f_back
+        return False
+
+    def above_kernel(frame: object) -> bool:
+        while frame is not None:
+            if id_(frame.f_code) in kernel_codes:
+                return True
+            frame = frame.f_back
+        return False
+
+    def chain_ok(frame: object) -> bool:
+        """``frame`` (the glue's) and every frame below it are trusted code, down to the first frame."""
+        last = frame
+        while frame is not None:
+            if id_(frame.f_code) not in trusted:
+                return False
+            last, frame = frame, frame.f_back
+        return last.f_code is bottom
+
+    locals_type = type_((lambda: getframe().f_locals)())  # dict to 3.12, a proxy from 3.13 (PEP 667); a frame with no locals
+
+    def local(frame: object, name: str) -> object:
+        fl = frame.f_locals
+        kind = type_(fl)
+        items = dict_.items(fl) if kind is dict_ else kind.items(fl) if kind is locals_type else ()
+        for key, value in items:
+            if type_(key) is str_ and key == name:
+                return value
+        return None
+
+    def resolve(path: str) -> str:
+        """An absolute path with every symlink followed, by lstat/readlink alone (no library code)."""
+        if not startswith(path, "/"):
+            path = getcwd() + "/" + path
+        parts, done, hops = [p for p in split(path, "/") if p and p != "."], [], 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            done.append(part)
+            here = "/" + join("/", done)
+            try:
+                mode = lstat(here).st_mode
+            except OSError:
+                continue
+            if mode & 0o170000 == 0o120000 and hops < 40:
+                hops += 1
+                target = readlink(here)
+                done.pop()
+                if startswith(target, "/"):
+                    done = []
+                parts = [p for p in split(target, "/") if p and p != "."] + parts
+        return "/" + join("/", done)
+
+    def path_of(arg: object) -> str | None:
+        if type_(arg) is str_:
+            return arg
+        if type_(arg) is bytes_:
+            return decode(arg, "utf-8", "surrogateescape")
+        return None
+
+    def proc_private(real: str) -> bool:
+        parts = split(real, "/")  # ['', 'proc', pid, leaf...]
+        if len_(parts) < 3 or parts[1] != "proc":
+            return False
+        pid = parts[2]
+        if not (pid == "self" or pid == "thread-self" or (pid and all(c in "0123456789" for c in pid))):
+            return False
+        return len_(parts) != 4 or parts[3] not in PROC_OK
+
+    def on_open(event: str, caller: object, args: tuple) -> None:
+        target = args[0] if len_(args) else None
+        if type_(target) is int_:
+            return
+        path = path_of(target)
+        if path is None:
+            if candidate_on_stack(caller):
+                die("the code under test opened a file by a path-like object the grader cannot check")
+            return
+        real = resolve(path)
+        if proc_private(real):
+            die(f"the code under test opened {real} (another process's or its own memory and state)")
+        flags = args[2] if len_(args) > 2 and type_(args[2]) is int_ else 0
+        writes = flags & 0o3 or flags & 0o1000 or flags & 0o100 or flags & 0o2000
+        if writes and (endswith(real, ".pyc") or endswith(real, ".pyo") or "/__pycache__/" in real) and \
+                candidate_on_stack(caller):
+            die(f"the code under test wrote compiled bytecode ({real})")
+        if real not in verifier_files and real not in hidden:
+            return
+        if (writes or real in hidden) and candidate_on_stack(caller):
+            what = "wrote" if writes else "read the withheld test"
+            die(f"the code under test {what} {real[len_(work):] if startswith(real, work) else real}")
+
+    def on_file_event(caller: object, args: tuple) -> None:
+        for arg in args[:2]:
+            path = path_of(arg)
+            if path is not None and resolve(path) in verifier_files and candidate_on_stack(caller):
+                die(f"the code under test changed the test file {path}")
+
+    def on_frame(event: str, caller: object, args: tuple) -> None:
+        if not candidate_on_stack(caller):
+            return
+        code = id_(caller.f_code)
+        if code in allow_frames and (code != cfg["logging_currentframe"] or (
+                caller.f_back is not None and id_(caller.f_back.f_code) == cfg["logging_findcaller"])):
+            return
+        die(f"the code under test reached the interpreter's frames ({event})")
+
+    core = [e for e in entries if e[0].split(".")[0] in CORE]
+
+    def integrity(only_core: bool) -> str | None:
+        for name, obj, kind, skip, snap in core if only_core else entries:
+            if type_(obj) is not kind:
+                return f"{name}: its type changed"
+            live = obj.__dict__
+            n = 0
+            for key, value in live.items():
+                if type_(key) is not str_:
+                    return f"{name}: a key that is not a string was added"
+                if key in snap:
+                    n += 1
+                    if snap[key] is not value:
+                        return f"{name}.{key} was replaced"
+                elif key in skip or (kind is ModuleType and (startswith(key, "__") or type_(value) is ModuleType)):
+                    continue  # volatile, or a submodule imported later (set on its package)
+                elif kind is not ModuleType and key in CLASS_ADDED_OK:
+                    continue
+                else:
+                    return f"{name}.{key} was added"
+            if n != len_(snap):
+                return f"{name}: an attribute was deleted"
+        return None
+
+    def test_code_ok(fn: object, nodeid: str) -> str | None:
+        if type_(fn) is MethodType:
+            fn = fn.__func__
+        if type_(fn) is not FunctionType:
+            return "the test is not a plain function"
+        code = fn.__code__
+        keep.append(code)
+        if type_(code) is not CodeType:
+            return "the test's code is not a code object"
+        pristine = expected.get((code.co_filename, code.co_qualname))
+        if pristine is None or pristine != code:
+            return f"the test function {code.co_qualname} is not the pristine test code"
+        for key, _ in dict_.items(fn.__globals__):
+            if type_(key) is not str_:
+                return "the test module's globals hold a key that is not a string"
+            if key == GUARD_NAME:
+                return "the test module defines the grader's comparison guard"
+        base = split(nodeid, "[", 1)[0]
+        if rsplit(base, "::", 1)[-1] != code.co_name:
+            return f"the test id {nodeid} does not name the function that ran ({code.co_name})"
+        return None
+
+    def on_outcome(event: str, caller: object, args: tuple) -> None:
+        nodeid = args[0] if len_(args) else None
+        if type_(nodeid) is not str_ or verdict["finished"]:
+            die(f"a malformed {event} event")
+        want = glue_codes.get(event)
+        if want is None or caller.f_code is not want or not chain_ok(caller):
+            die(f"{event} for {nodeid} did not come from the harness's own call of the test")
+        if event in ("posttrain.begin", "posttrain.begin_unittest"):
+            if nodeid in verdict["begun"]:
+                die(f"the test {nodeid} started twice")
+            verdict["begun"][nodeid] = 1
+            verdict["frames"][nodeid] = caller if event == "posttrain.begin" else caller.f_back
+            return
+        runner = caller if event == "posttrain.returned" else caller.f_back
+        if verdict["frames"].get(nodeid) is not runner or nodeid in verdict["passed"]:
+            die(f"the test {nodeid} returned without its own start")
+        fn = local(runner, "testfunction" if event == "posttrain.returned" else "testMethod")
+        problem = test_code_ok(fn, nodeid) or integrity(only_core=True)
+        if problem is not None:
+            die(f"{nodeid}: {problem}")
+        verdict["passed"][nodeid] = 1
+
+    def on_report(caller: object, args: tuple) -> None:
+        if caller.f_code is not glue_codes.get("posttrain.report") or not chain_ok(caller):
+            die("a test report did not come from pytest's own report")
+        if len_(args) == 3 and all(type_(a) is str_ for a in args):
+            verdict["reports"].append(join(" ", (repr_(args[0]), args[1], args[2])))
+
+    def on_finish(caller: object, args: tuple) -> None:
+        if caller.f_code is not glue_codes.get("posttrain.finish") or caller.f_back is None or \
+                caller.f_back.f_code is not bottom or verdict["finished"]:
+            die("the end of the run was not announced by the harness")
+        problem = integrity(only_core=False)
+        if problem is not None:
+            die(problem)
+        verdict["finished"] = True
+        rc = args[0] if len_(args) and type_(args[0]) is int_ else -1
+        lines = [join(" ", ("passed", repr_(k))) for k in verdict["passed"]]
+        lines += [join(" ", ("begun", repr_(k))) for k in verdict["begun"]]
+        lines += [join(" ", ("report", r)) for r in verdict["reports"]]
+        emit("final", repr_(join("\n", [join(" ", ("exit", repr_(rc)))] + lines)))
+
+    def on_attr(event: str, caller: object, args: tuple) -> None:
+        name = args[1] if len_(args) >= 2 and type_(args[1]) is str_ else None
+        if name is None:
+            return
+        if event == "object.__setattr__":
+            if name in ("__code__", "__defaults__", "__kwdefaults__"):
+                die(f"a function's {name} was replaced")
+        elif name in FRAME_ATTRS:
+            on_frame(event, caller, args)
+        elif name == "__code__" and type_(args[0]) is FunctionType and args[0].__code__.co_filename in hidden \
+                and startswith(args[0].__code__.co_name, "test") and candidate_on_stack(caller):
+            die("the code under test read a withheld test's code")  # (visible tests' code is the agent's to read)
+
+    def on_code(event: str, caller: object, args: tuple) -> None:
+        if event == "compile":
+            name = args[1] if len_(args) >= 2 else None
+            if (type_(name) is not str_ or startswith(name, "/usr/") or startswith(name, "<frozen ") or
+                    name in verifier_files or name in pristine_files) and candidate_on_stack(caller) and \
+                    not importing(caller):
+                die("the code under test compiled code under another file's name")
+        elif event == "import":
+            name = args[0] if len_(args) and type_(args[0]) is str_ else ""
+            if name in NO_REIMPORT:
+                die(f"the grader's run imports {name} afresh")
+        elif candidate_on_stack(caller) and not (startswith(event, "marshal.") and importing(caller)):
+            die(f"the code under test built code objects ({event})")
+
+    def importing(frame: object) -> bool:
+        """Whether ``frame`` is the import system compiling or loading a module (between it and the
+        nearest changed code there is ``SourceLoader.get_code`` or pytest's rewriter): the code under
+        test may import; the file names are then the files' own."""
+        while frame is not None and not is_candidate(frame.f_code):
+            if id_(frame.f_code) in cfg["import_codes"]:
+                return True
+            frame = frame.f_back
+        return False
+
+    def on_posttrain(event: str, caller: object, args: tuple) -> None:
+        if event == "posttrain.report":
+            on_report(caller, args)
+        elif event == "posttrain.finish":
+            on_finish(caller, args)
+        else:
+            on_outcome(event, caller, args)
+
+    handlers = {"open": on_open, "sys._getframe": on_frame, "object.__getattr__": on_attr,
+                "object.__setattr__": on_attr, "code.__new__": on_code, "marshal.loads": on_code,
+                "marshal.load": on_code, "compile": on_code, "import": on_code}
+
+    def dispatch(event: str, args: tuple, caller: object) -> None:
+        for prefix in ALWAYS_DENIED:
+            if startswith(event, prefix):
+                if event == "sys.settrace" and id_(caller.f_code) == cfg["doctest_run"] and \
+                        not candidate_on_stack(caller):
+                    return  # doctest restores the trace function it found: None, since none can be set
+                die(f"the code under test used {event}")
+        handler = handlers.get(event)
+        if handler is not None:
+            handler(event, caller, args)
+        elif event in FILE_EVENTS:
+            on_file_event(caller, args)
+        elif startswith(event, "posttrain."):
+            on_posttrain(event, caller, args)
+
+    def nested(event: str, args: tuple) -> None:
+        """An event while the hook runs: the hook's own frame reads, or something running inside it."""
+        for prefix in ALWAYS_DENIED:
+            if startswith(event, prefix):
+                die(f"{event} inside the grader")
+        if event == "sys._getframe" and len_(args) and type_(args[0]) is FrameType and above_kernel(args[0]):
+            die("a frame above the grader was requested while it ran")
+        if event == "object.__getattr__" and len_(args) == 2 and type_(args[1]) is str_ and \
+                args[1] in FRAME_ATTRS:
+            die("a frame was requested while the grader ran")
+
+    def hook(event: str, args: tuple) -> None:
+        if type_(event) is not str_:
+            return
+        me = get_ident()
+        if me in busy:
+            nested(event, args)
+            return
+        busy.add(me)
+        try:
+            dispatch(event, args, getframe(1))  # the frame that did the audited operation
+        except BaseException as e:  # noqa: BLE001 - the hook never raises: its own failure ends the run as infra
+            die(f"harness error: {type_(e).__name__}", kind="harness_error")
+        finally:
+            busy.discard(me)
+
+    for fn in (emit, die, is_candidate, candidate_on_stack, above_kernel, chain_ok, local, resolve, path_of,
+               proc_private, on_open, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
+               on_finish, on_attr, on_code, importing, on_posttrain, dispatch, nested, hook):
+        kernel_codes.add(id_(fn.__code__))
+        trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
+    emit("ready", repr_(cfg.get("ready", "")))
+    return hook
+
+
+def _no_signal(signalnum, handler):  # noqa: ANN001, ANN202 - the stdlib's signature
+    raise RuntimeError("posttrain's repo grader runs without changes to signal handling")
+
+
+def _install_signal_guard() -> None:
+    """Replace ``signal.signal`` (and the C function under it) by a refusal that holds no reference to
+    the original: a Python handler is handed the interrupted frame with no audit event, and that
+    frame could be the kernel's. (A fresh ``_signal`` from ``_imp.create_builtin`` is the residual
+    route; see the threat model.)"""
+    import _signal
+    import signal as signal_mod
+
+    _signal.signal = _no_signal
+    signal_mod.signal = _no_signal
+
+
+GUARD_NAME = "@posttrain_guard"
+"""The builtin that test modules' comparisons call (``_guard_comparisons``); a test module that
+defines the name itself is tampered with (the kernel checks)."""
+MAX_GUARD_ITEMS = 1 << 20
+
+
+VALUE_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__", "__bool__", "__len__",
+                 "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+                 "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__",
+                 "__abs__", "__round__")
+"""The methods through which a value answers a test's comparison or arithmetic."""
+
+
+def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset) -> object:  # noqa: C901
+    """``guard(value) -> value``: raises AssertionError when ``value`` (or anything it contains) answers
+    comparisons or arithmetic through a method the diff added, so an object whose ``==`` always agrees,
+    or whose ``-`` always gives 0, never passes a test (one closure, as ``_make_kernel``).
+
+    A method is the diff's when it is not the standard library's or pytest's (a path under /usr, or a
+    frozen module), not a builtin slot, not the verifier's tests' own, and not a function of the
+    pristine repository at the same qualified name (a fixed body of an existing ``__eq__`` is fine; a
+    new one, a lambda, a builtin such as ``slice`` put in its place, or one set on a class at run time
+    are not); ``dataclasses``' generated methods count as their class's, so they pass only on a
+    pristine class. Matchers that agree with anything are refused as values: ``unittest.mock.ANY``, a
+    pytest ``approx`` with a tolerance of a million or more. Everything the guard uses is bound as a
+    default argument (setting ``__defaults__`` is denied by the kernel)."""
+    import math
+    import types
+    import unittest.mock
+
+    from _pytest.python_api import ApproxBase
+
+    mro_of = type.__dict__["__mro__"].__get__
+    dict_of = type.__dict__["__dict__"].__get__
+    scalars = frozenset({int, float, complex, bool, str, bytes, bytearray, type(None), type(Ellipsis),
+                         type(NotImplemented), range, slice})
+    seqs = (list, tuple, set, frozenset)
+    slot_types = frozenset({type(object.__eq__), type(dict.__contains__), type(dict.__dict__["fromkeys"])})
+    any_type = type(unittest.mock.ANY)
+    approx_types = frozenset(c for c in vars(__import__("_pytest.python_api", fromlist=["x"])).values()
+                             if isinstance(c, type) and issubclass(c, ApproxBase))
+
+    def pristine_class(klass, _modules=sys.modules, _classes=pristine_classes, _type=type, _str=str) -> bool:
+        module = _modules.get(klass.__module__) if _type(klass.__module__) is _str else None
+        where = getattr(module, "__file__", None)
+        return _type(where) is _str and (where, klass.__qualname__) in _classes
+
+    def static(klass, _flags=type.__dict__["__flags__"].__get__) -> bool:
+        return not _flags(klass) & (1 << 9)  # not Py_TPFLAGS_HEAPTYPE: a C type, which Python cannot change
+
+    def foreign(klass, name, fn, _func=types.FunctionType, _slots=slot_types, _pristine=pristine, _type=type,
+                _str=str, _startswith=str.startswith, _tests=test_files, _pclass=pristine_class,
+                _static=static) -> str | None:
+        if _static(klass):
+            return None
+        if _type(fn) in _slots and _static(getattr(fn, "__objclass__", klass)):
+            return None  # a C type's own method put in a class (int.__eq__ on an int subclass)
+        if _type(fn) is not _func:
+            return f"{klass.__qualname__}.{name} is a {_type(fn).__name__}"
+        code = fn.__code__
+        where = code.co_filename
+        if _type(where) is _str and (_startswith(where, "/usr/") or _startswith(where, "<frozen ") or
+                                     where in _tests) or (where, code.co_qualname) in _pristine:
+            return None
+        if where == "<string>" and _startswith(code.co_qualname, "__create_fn__.<locals>.") and _pclass(klass):
+            return None  # dataclasses' generated methods, on a class of the pristine repository
+        return f"{klass.__qualname__}.{name} is not the repository's own"
+
+    def own_methods(t, _mro=mro_of, _dict=dict_of, _foreign=foreign, _names=VALUE_DUNDERS) -> str | None:
+        for klass in _mro(t):
+            d = _dict(klass)
+            for name in _names:
+                problem = _foreign(klass, name, d[name]) if name in d else None
+                if problem is not None:
+                    return problem
+        return None
+
+    def matcher(v, t, _any=any_type, _approx=approx_types, _isinstance=isinstance,
+                _approx_base=ApproxBase, _isfinite=math.isfinite, _type=type, _numbers=(int, float)) -> str | None:
+        if t is _any:
+            return "unittest.mock.ANY agrees with everything"
+        if _isinstance(v, _approx_base):
+            if t not in _approx:
+                return f"{t.__qualname__} is not pytest's own approx"
+            d = object.__getattribute__(v, "__dict__")
+            for key in ("abs", "rel"):
+                tol = d.get(key)
+                if tol is not None and (_type(tol) not in _numbers or not _isfinite(tol) or tol >= 1e6):
+                    return f"an approx with {key}={tol!r} agrees with anything"
+        return None
+
+    def guard(value, _own=own_methods, _matcher=matcher, _type=type, _scalars=scalars, _seqs=seqs, _dict=dict,
+              _list=list, _id=id, _isinstance=isinstance, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase):
+        todo, seen, n = [value], set(), 0
+        while todo and n < _max:
+            v = todo.pop()
+            n += 1
+            t = _type(v)
+            if t in _scalars or _id(v) in seen:
+                continue
+            seen.add(_id(v))
+            problem = _own(t) or _matcher(v, t)
+            if problem is not None:
+                raise AssertionError(f"posttrain's repo grader: a value the test compares answers through a "
+                                     f"method the diff added ({problem})")
+            if _isinstance(v, _approx_base):
+                todo.append(object.__getattribute__(v, "__dict__").get("expected"))
+            elif _isinstance(v, _dict):  # the base type's methods: a subclass's overrides never run
+                todo.extend(_dict.keys(v))
+                todo.extend(_dict.values(v))
+            else:
+                for base in _seqs:
+                    if _isinstance(v, base):
+                        todo.extend(_list(base.__iter__(v)))
+                        break
+        return value
+
+    return guard
+
+
+def _guard_comparisons(mod: object) -> None:
+    """Wrap every operand of a comparison (but ``is``), of arithmetic and of a unary operator in a test
+    module in the guard."""
+    import ast
+
+    class Wrap(ast.NodeTransformer):
+        def visit_BinOp(self, node):  # noqa: ANN001, ANN202, N802 - ast's visitor protocol
+            self.generic_visit(node)
+            node.left, node.right = wrap(node.left), wrap(node.right)
+            return node
+
+        def visit_UnaryOp(self, node):  # noqa: ANN001, ANN202, N802
+            self.generic_visit(node)
+            if not isinstance(node.op, ast.Not):
+                node.operand = wrap(node.operand)
+            return node
+
+        def visit_Compare(self, node):  # noqa: ANN001, ANN202, N802
+            self.generic_visit(node)
+            if all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+                return node
+
+            node.left = wrap(node.left)
+            node.comparators = [wrap(c) for c in node.comparators]
+            return node
+
+    def wrap(e):  # noqa: ANN001, ANN202
+        if isinstance(e, ast.Constant):
+            return e
+        call = ast.Call(ast.Name(GUARD_NAME, ast.Load()), [e], [])
+        line, col = getattr(e, "lineno", 1), getattr(e, "col_offset", 0)
+        end_line = max(getattr(e, "end_lineno", None) or line, line)
+        end_col = getattr(e, "end_col_offset", None)
+        end_col = col if end_col is None or (end_line == line and end_col < col) else end_col
+        for n in (call, call.func):
+            n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, col, end_line, end_col
+        return call
+
+    Wrap().visit(mod)  # (no fix_missing_locations: it would give pytest's nodes their parents' end lines)
+
+
+UNITTEST_COMPARISONS = ("assertEqual", "assertNotEqual", "assertIn", "assertNotIn", "assertCountEqual",
+                        "assertListEqual", "assertTupleEqual", "assertDictEqual", "assertSetEqual",
+                        "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertNotAlmostEqual")
+
+
+def _guard_unittest(guard: object) -> None:
+    """unittest's comparison assertions compare in unittest's own code: guard their operands too."""
+    import unittest
+
+    def wrapped(original):  # noqa: ANN001, ANN202
+        def method(self, first, second, *args, **kwargs):  # noqa: ANN001, ANN202 - unittest's signature
+            guard(first)
+            guard(second)
+            return original(self, first, second, *args, **kwargs)
+
+        method.__name__, method.__qualname__, method.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        return method
+
+    for name in UNITTEST_COMPARISONS:
+        setattr(unittest.TestCase, name, wrapped(getattr(unittest.TestCase, name)))
+
+
+def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset) -> None:
+    """The guard as a builtin, and pytest's assertion rewriter wrapping test modules' comparisons in
+    it (the pristine codes are compiled by the same rewriter, so they include the guard)."""
+    import builtins
+
+    import _pytest.assertion.rewrite as rewrite
+
+    guard = _make_guard(pristine, test_files, pristine_classes)
+    builtins.__dict__[GUARD_NAME] = guard
+    _guard_unittest(guard)
+    original = rewrite.rewrite_asserts
+
+    def rewrite_asserts(mod, source, module_path=None, config=None):  # noqa: ANN001, ANN202 - pytest's
+        original(mod, source, module_path, config)
+        _guard_comparisons(mod)
+
+    rewrite.rewrite_asserts = rewrite_asserts
+
+
+def _glue(audit: object) -> tuple[object, dict]:
+    """The pytest plugin and unittest result methods that call the tests and tell the kernel."""
+    import inspect
+
+    import pytest
+    from _pytest.unittest import TestCaseFunction
+
+    class Glue:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):  # noqa: ANN001, ANN201 - pytest's hook
+            testfunction = pyfuncitem.obj
+            if inspect.iscoroutinefunction(testfunction) or inspect.isasyncgenfunction(testfunction):
+                pytest.fail("async test functions are not supported by the repo grader", pytrace=False)
+            funcargs = pyfuncitem.funcargs
+            testargs = {arg: funcargs[arg] for arg in pyfuncitem._fixtureinfo.argnames}
+            nodeid = pyfuncitem.nodeid
+            audit("posttrain.begin", nodeid)
+            result = testfunction(**testargs)
+            if result is not None:
+                pytest.fail(f"the test returned {type(result).__name__}, not None", pytrace=False)
+            audit("posttrain.returned", nodeid)
+            return True
+
+        def pytest_runtest_logreport(self, report):  # noqa: ANN001, ANN201 - pytest's hook
+            audit("posttrain.report", str(report.nodeid), str(report.when), str(report.outcome))
+
+    def startTest(self, testcase):  # noqa: ANN001, ANN202, N802 - unittest's result protocol
+        audit("posttrain.begin_unittest", self.nodeid)
+
+    def addSuccess(self, testcase):  # noqa: ANN001, ANN202, N802 - unittest's result protocol
+        audit("posttrain.returned_unittest", self.nodeid)
+
+    TestCaseFunction.startTest = startTest
+    TestCaseFunction.addSuccess = addSuccess
+    codes = {"posttrain.begin": Glue.pytest_pyfunc_call.__code__, "posttrain.returned": Glue.pytest_pyfunc_call.__code__,
+             "posttrain.begin_unittest": startTest.__code__, "posttrain.returned_unittest": addSuccess.__code__,
+             "posttrain.report": Glue.pytest_runtest_logreport.__code__}
+    return Glue(), codes
+
+
+def _frame_allowlist() -> tuple[dict[int, object], int, int]:
+    """Standard-library functions that may take a frame while changed code is on the stack: each reads
+    a module name or a caller's file and line, and hands no frame back (logging's ``currentframe``
+    only to ``findCaller``)."""
+    import collections
+    import enum
+    import logging
+    import typing
+
+    fns = [collections.namedtuple, logging.Logger.findCaller, logging.currentframe]
+    if hasattr(typing, "_caller"):
+        fns.append(typing._caller)
+    for name in ("_create_", "__call__"):
+        f = getattr(enum.EnumType, name, None) if hasattr(enum, "EnumType") else None
+        if f is not None:
+            fns.append(getattr(f, "__func__", f))
+    out = {id(f.__code__): f.__code__ for f in fns if hasattr(f, "__code__")}
+    return out, id(logging.currentframe.__code__), id(logging.Logger.findCaller.__code__)
+
+
+def main(payload: dict) -> None:
+    """Run the listed tests under the kernel and exit with pytest's status (never returns)."""
+    import os
+    import posix
+
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH"):
+        os.environ.pop(name, None)
+    sys.path[:] = [p for p in sys.path if p and p.startswith("/usr/")] + ["/usr/lib/python3/dist-packages"]
+    import doctest
+    import importlib
+
+    import _pytest.assertion.rewrite
+    import _pytest.config
+    import pytest  # noqa: F401 - imported before any candidate code, so its modules are the snapshot's
+
+    for name in (*PRELOAD, *(f"_pytest.{p}" for p in _pytest.config.default_plugins)):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module this interpreter lacks is simply not preloaded
+            pass
+    dumpable_off = _prctl_not_dumpable()
+    _install_signal_guard()
+    audit = sys.audit
+    plugin, glue_codes = _glue(audit)
+    glue_codes["posttrain.finish"] = main.__code__
+    work = payload["work"]
+    verifier_files = [f"{work}/{p}" for p in payload["verifier_files"]]
+    _install_guard(frozenset((f"{work}/{p}", q) for p, q in payload["pristine_functions"]),
+                   frozenset(verifier_files), frozenset((f"{work}/{p}", q) for p, q in payload["pristine_classes"]))
+    expected = _pristine_codes([f"{work}/{p}" for p in payload["test_files"]])
+    modules = {k: v for k, v in sys.modules.items() if k != "__main__"}
+    modules["posttrain_harness"] = sys.modules.get("posttrain_harness")
+    entries, trusted = _snapshot(modules)
+    frame = sys._getframe()
+    while frame.f_back is not None:
+        frame = frame.f_back
+    bottom = frame.f_code
+    for code in (bottom, main.__code__, *glue_codes.values()):
+        _code_objects(code, trusted)
+    allow, logging_cf, logging_fc = _frame_allowlist()
+    cfg = {"nonce": payload.pop("nonce"), "verifier_files": verifier_files, "hidden": [f"{work}/{p}" for p in payload["hidden"]], "work": work + "/",
+           "pristine_files": frozenset(f"{work}/{p}" for p in payload["pristine_files"]),
+           "logging_currentframe": logging_cf, "logging_findcaller": logging_fc,
+           "doctest_run": id(doctest.DocTestRunner.run.__code__),
+           "import_codes": frozenset({id(importlib._bootstrap_external.SourceLoader.get_code.__code__),
+                                      id(_pytest.assertion.rewrite._rewrite_test.__code__)}), "ready": f"dumpable_off={dumpable_off}"}
+    del frame
+    sys.addaudithook(_make_kernel(cfg, trusted, entries, expected, glue_codes, allow, bottom))
+    del cfg, trusted, entries, expected, allow, bottom
+    ini = f"/tmp/posttrain-pytest-{os.getpid()}.ini"
+    with open(ini, "w") as fh:
+        fh.write("[pytest]\naddopts =\n")
+    os.chdir(work)
+    sys.path[:0] = [f"{work}/{p}".rstrip("/.") or work for p in payload["python_path"]]
+    if "/work" not in sys.path:
+        sys.path.insert(len(payload["python_path"]), work)
+    args = ["-q", "-rN", "--color=no", "-p", "no:cacheprovider", "-p", "no:stepwise", "-p", "no:pastebin",
+            "-p", "no:junitxml", "-c", ini, f"--rootdir={work}", f"--confcutdir={work}", "--tb=short",
+            "-o", "console_output_style=classic", *payload["test_ids"]]
+    rc = int(pytest.main(args, plugins=[plugin]))
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - output is feedback only; the report decides
+            pass
+    audit("posttrain.finish", rc)
+    posix._exit(rc if 0 <= rc < 256 else 3)

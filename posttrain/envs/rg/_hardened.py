@@ -1,0 +1,271 @@
+"""Generators whose reasoning-gym scorer must not see an answer as it is, and the fix for each.
+
+Found by playing every scorer as a policy would (the exploit fixtures of ``_fixtures.py``, the
+sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
+
+- **Code execution.** Nine scorers evaluate the answer: ``eval(answer)`` (binary_matrix,
+  n_queens, spiral_matrix, string_insertion, when the answer is not the oracle string) or sympy's
+  ``parse_expr`` (countdown, puzzle24, polynomial_multiplication, simple_integration,
+  intermediate_integration), which is ``eval`` too: ``<answer>__import__('os').system(...)
+  </answer>`` ran in the check worker. The first four only ever give partial credit on that path,
+  so their scorer is replaced by its exact-match rule; the five sympy ones see an answer only when
+  it is an arithmetic expression of numbers, one-letter variables and named functions
+  (``_EXPRESSION``), which cannot name anything else.
+- **A full score for a non-answer.** game_of_life_halting scores ``bool(answer) == bool(oracle)``:
+  any non-empty text passes (both "True" and "False" are true). coin_flip gives 1.0 to an answer
+  whose digits start like the oracle's (``1e308`` for an oracle of 1). complex_arithmetic scores
+  ``min(1, exp(-distance))``, and ``min(1, nan)`` is 1: ``nan`` passed. propositional_logic makes
+  some tasks from contradictory premises, from which any answer follows: not generated. sokoban
+  skips every character that is not a move, so the solution in prose passed. puzzle24 never checks that
+  the given numbers were used: any expression of four in-range numbers that makes 24 passed every
+  task. intermediate_integration's own references sometimes leave an ``Integral(...)`` unevaluated,
+  which passes any task: refused, and such tasks are not generated.
+- **The right answer among others.** The scorer reads only the first item: gsm_symbolic (the first
+  number, and never a leading minus: its own negative answers failed), fraction_simplification (the first fraction), time_intervals (the first field);
+  word_sorting counts only the first len(oracle) words, letter_jumble the oracle's words in
+  place, figlet_font 0.1 a letter in place capped at 1; advanced_geometry's orthocenter reads the
+  first two items; polynomial_equations drops
+  items that are not numbers, rush_hour skips illegal moves and any text between moves (every
+  option's move list at once ended solved: now each move must be legal, ``_solvers.py``); spell_backward's partial credit sums to
+  slightly above 1 in floats; the sympy ones read Python's ``A or B`` as A, and the integration
+  ones take another task's answer in another letter added on (a constant to d/dx). Each now asks
+  that the answer is one value of the expected form.
+
+``before`` runs before the scorer (a reason to refuse the answer unseen), ``replace`` instead of it,
+``check`` after a full score (a reason to refuse it anyway), ``keep`` at generation (an entry whose
+own reference would not stand). Honest answers keep their meaning: every reference of every
+generator scores 1 (tests/envs/test_rg.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+Entry = Mapping[str, Any]
+Refusal = Callable[[Any, str, Entry], "str | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one generator's scorer is held (module docstring); each hook gets (dataset, answer, entry)."""
+
+    before: Refusal | None = None
+    replace: Callable[[Any, str, Entry], float] | None = None
+    check: Refusal | None = None
+    keep: Callable[[Entry], bool] | None = None
+    open_answers: bool = False
+    """Any valid answer scores 1 and another task's is often valid here too (propositional_logic: a
+    weaker conclusion from the same variables; graph_color: a coloring of a sparse graph; n_queens:
+    a board with no queen placed; jugs: the same pouring reaches the same amount), so "another
+    task's answer" is no exploit fixture for them."""
+
+
+_FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+                        "asinh", "acosh", "atanh", "exp", "log", "sqrt", "pi", "E", "I"})
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z]+)|(\*\*|[-+*/()]))")
+
+
+def _expression(answer: str, *, names: bool, symbols: frozenset[str] | None = None) -> str | None:
+    """None when ``answer`` is only numbers, operators, parentheses and (with ``names``) one-letter
+    variables (those of ``symbols`` when given) and the functions above; else why not. Nothing in it
+    can reach ``eval``'s builtins."""
+    at = 0
+    text = answer.rstrip()
+    while at < len(text):
+        m = _TOKEN.match(text, at)
+        if m is None:
+            return f"not an arithmetic expression (at {text[at:at + 12]!r})"
+        name = m.group(2)
+        if name is not None and name not in _FUNCTIONS and (
+                not names or len(name) > 1 or (symbols is not None and name not in symbols)):
+            allowed = "a one-letter variable" if symbols is None else f"one of {', '.join(sorted(symbols))}"
+            return f"{name!r} is not a number, {allowed} or a known function"
+        if m.group(3) == "**" and not names:
+            return "'**' is not one of the allowed operators"
+        at = m.end()
+    return None
+
+
+def _arithmetic(dataset: Any, answer: str, entry: Entry) -> str | None:
+    return _expression(answer, names=False)
+
+
+def _symbolic(dataset: Any, answer: str, entry: Entry) -> str | None:
+    return _expression(answer, names=True)
+
+
+def _antiderivative(dataset: Any, answer: str, entry: Entry) -> str | None:
+    """An expression in the integration variable and C only: another letter is a constant the
+    derivative drops, so any other task's answer in another variable added on still passed."""
+    if "Integral" in answer:
+        return "an unevaluated Integral is not an answer"
+    return _expression(answer, names=True, symbols=frozenset({str(entry["metadata"]["variable"]), "C"}))
+
+
+def _consistent_premises(entry: Entry) -> bool:
+    """Premises that some assignment satisfies: from contradictory ones (the generator makes some,
+    R with (Q -> Q) -> not R) every statement follows, so any answer passed."""
+    from itertools import product
+
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    premises = [Expression.from_string(p) for p in entry["metadata"]["premises"]]
+    names = sorted(set(entry["metadata"]["variables"]))
+    return any(all(p.evaluate(dict(zip(names, values, strict=True))) for p in premises)
+               for values in product((False, True), repeat=len(names)))
+
+
+def _exact(dataset: Any, answer: str, entry: Entry) -> float:
+    """The scorer's own full-score rule: the answer is the oracle string (their other path evals)."""
+    oracle = str(entry["answer"])
+    return 1.0 if answer == oracle or answer.strip() == oracle.strip() else 0.0
+
+
+def _n_queens(dataset: Any, answer: str, entry: Entry) -> float:
+    return 1.0 if answer in entry["metadata"]["valid_answers"] else 0.0
+
+
+def _halting(dataset: Any, answer: str, entry: Entry) -> float:
+    return 1.0 if answer.strip().lower() == str(entry["answer"]).strip().lower() else 0.0
+
+
+def _coin_flip(dataset: Any, answer: str, entry: Entry) -> float:
+    """The scorer's tolerance rule alone (1e-4), without its prefix-match partial credit."""
+    try:
+        got, want = Fraction(answer.replace(",", "").strip()), Fraction(str(entry["answer"]).replace(",", ""))
+    except (ValueError, ZeroDivisionError):
+        return 0.0
+    return 1.0 if abs(float(got) - float(want)) <= 1e-4 else 0.0
+
+
+def _gsm_number(dataset: Any, answer: str, entry: Entry) -> float:
+    """One number, equal to the stored answer. The scorer reads the first ``\\b-?\\d+`` of the text,
+    which never matches a leading minus: its own negative answers ("-2": an age the template
+    computed) scored 0.01, and "2" was read for them; and the first of several numbers passed."""
+    text = answer.strip()
+    if not re.fullmatch(r"-?\d+(\.\d+)?", text):
+        return 0.0
+    return 1.0 if float(text) == float(entry["answer"]) else 0.0
+
+
+def _finite_complex(dataset: Any, answer: str, entry: Entry) -> str | None:
+    value = dataset.parse_string_to_complex(answer)
+    return None if math.isfinite(value.real) and math.isfinite(value.imag) else "not a finite number"
+
+
+def _puzzle24(dataset: Any, answer: str, entry: Entry) -> str | None:
+    used = sorted(int(n) for n in re.findall(r"\d+", answer))
+    return None if used == sorted(entry["metadata"]["numbers"]) else "does not use exactly the given numbers"
+
+
+def _fullmatch(pattern: str, what: str) -> Refusal:
+    compiled = re.compile(pattern)
+
+    def refuse(dataset: Any, answer: str, entry: Entry) -> str | None:
+        return None if compiled.fullmatch(answer.strip()) else f"not {what}"
+
+    return refuse
+
+
+def _time_interval(dataset: Any, answer: str, entry: Entry) -> str | None:
+    if entry["metadata"]["task_type"] == "date":
+        return _fullmatch(r"-?\d+(\s+days?)?", "one number of days")(dataset, answer, entry)
+    return _fullmatch(r"(\d+\s+days?,\s*)?\d+:\d{2}(:\d{2}(\.\d+)?)?", "one duration")(dataset, answer, entry)
+
+
+def _word_list(dataset: Any, answer: str, entry: Entry) -> str | None:
+    words = [w.strip() for w in re.split(r",\s*", answer)]
+    return None if words == list(entry["metadata"]["sorted_words"]) else "not the sorted list"
+
+
+def _numbers(dataset: Any, answer: str, entry: Entry) -> str | None:
+    """Every comma-separated item a number: the scorer drops items that are not, so the roots of
+    every task joined by new lines kept just the ones that matched."""
+    for item in answer.split(","):
+        try:
+            float(item.strip())
+        except ValueError:
+            return f"{item.strip()[:20]!r} is not a number"
+    return None
+
+
+def _rush_hour(dataset: Any, answer: str, entry: Entry) -> float:
+    from posttrain.envs.rg._solvers import rush_hour_solves
+
+    return 1.0 if rush_hour_solves(str(entry["metadata"]["board_config"]), answer) else 0.0
+
+
+def _geometry(dataset: Any, answer: str, entry: Entry) -> str | None:
+    if entry["metadata"]["task_type"] != "orthocenter":
+        return None
+    pair = r"\(?\s*-?\d+(\.\d+)?\s*,\s*-?\d+(\.\d+)?\s*\)?"
+    return _fullmatch(pair, "one point (x, y)")(dataset, answer, entry)
+
+
+def _same_words(dataset: Any, answer: str, entry: Entry) -> str | None:
+    """letter_jumble's partial credit counts the oracle's words found in place: more words after
+    them still made 1.0."""
+    return None if answer.strip().lower() == str(entry["answer"]).strip().lower() else "not the unscrambled text"
+
+
+def _figlet(dataset: Any, answer: str, entry: Entry) -> str | None:
+    """figlet_font gives 0.1 a letter in place, capped at 1: the word among others passed."""
+    same = answer.replace(" ", "").strip().lower() == str(entry["answer"]).strip().lower()
+    return None if same else "not the word"
+
+
+def _same_text(dataset: Any, answer: str, entry: Entry) -> str | None:
+    return None if answer.lower() == str(entry["answer"]).lower() else "not the word spelled backward"
+
+
+def _arc(dataset: Any, answer: str, entry: Entry) -> float:
+    """The scorer compares the parsed board (tuples) with the metadata's, which JSON made lists."""
+    from reasoning_gym.arc.board_format import parse_board
+
+    try:
+        board = parse_board(answer, dataset.board_format_opts)
+    except Exception:  # noqa: BLE001 - the scorer's own rule: an answer that does not parse scores 0
+        return 0.0
+    return 1.0 if [list(row) for row in board] == [list(row) for row in entry["metadata"]["output"]] else 0.0
+
+
+HARDENED: dict[str, Rule] = {
+    "binary_matrix": Rule(replace=_exact),
+    "spiral_matrix": Rule(replace=_exact),
+    "string_insertion": Rule(replace=_exact),
+    "countdown": Rule(before=_arithmetic),
+    "puzzle24": Rule(before=_arithmetic, check=_puzzle24),
+    "polynomial_multiplication": Rule(before=_symbolic),
+    "simple_integration": Rule(before=_antiderivative),
+    "intermediate_integration": Rule(before=_antiderivative, keep=lambda e: "Integral" not in str(e["answer"])),
+    "propositional_logic": Rule(keep=_consistent_premises, open_answers=True),
+    "polynomial_equations": Rule(check=_numbers),
+    "sokoban": Rule(check=_fullmatch(r"[LRUD]+", "a sequence of moves L, R, U, D")),
+    "game_of_life_halting": Rule(replace=_halting),
+    "coin_flip": Rule(replace=_coin_flip),
+    "complex_arithmetic": Rule(check=_finite_complex),
+    "gsm_symbolic": Rule(replace=_gsm_number),
+    "fraction_simplification": Rule(check=_fullmatch(r"\$?\s*(-?\d+\s*/\s*\d+|\\d?frac\s*\{\s*\d+\s*\}\s*\{\s*\d+\s*\})\s*\$?",
+                                                     "one fraction")),
+    "time_intervals": Rule(check=_time_interval),
+    "word_sorting": Rule(check=_word_list),
+    "spell_backward": Rule(check=_same_text),
+    "rush_hour": Rule(replace=_rush_hour),
+    "advanced_geometry": Rule(check=_geometry),
+    "letter_jumble": Rule(check=_same_words),
+    "figlet_font": Rule(check=_figlet),
+    "graph_color": Rule(open_answers=True),
+    "jugs": Rule(open_answers=True),
+    "n_queens": Rule(replace=_n_queens, open_answers=True),
+    "arc_agi": Rule(replace=_arc),
+    "rearc": Rule(replace=_arc),
+}
+"""generator -> its rule (module docstring)."""
+
+EMPTY_ANSWERS = frozenset({"ab"})
+"""Generators where an empty answer can be the right one (ab rewrites some programs to nothing)."""

@@ -1,0 +1,198 @@
+"""Judging tool calls: each call against its tool's schema, and the calls made against the expected ones.
+
+The worker side of the tool domain's CPU-budgeted checks (``handle_check``: a worker process of
+``posttrain.verify._deadline`` imports this module), used by the single-response verifier
+(``make_tool_verifier``) and by a tool episode's steps (``call_problems``). Decoding the calls is the
+tool-call codec's (``posttrain.policy.decode_tool_calls``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from posttrain.envs._base import fail, guard, passed
+from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, tool_specs
+from posttrain.strict_json import json_equal, to_exact, to_plain
+from posttrain.types import Task, Verdict, Verifier
+from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
+from posttrain.verify.json_schema import schema_error, validator_for
+
+NAME = "tool"
+CPU_BUDGET_S = 5.0
+
+
+def _argument_problem(params: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
+    props = params.get("properties") or {}
+    if params.get("additionalProperties") is not True:
+        unknown = sorted(set(args) - set(props))
+        if unknown:
+            return f"unknown parameter(s) {unknown}"
+    return schema_error(validator_for(params), dict(args))
+
+
+def _accepted(expected: Mapping[str, Any], param: str) -> list[Any] | None:
+    """The values accepted for ``param``, or None when any schema-valid value is."""
+    values: list[Any] = []
+    if param in (expected.get("arguments") or {}):
+        values.append(expected["arguments"][param])
+    values.extend((expected.get("alternatives") or {}).get(param, []))
+    return values or None
+
+
+def call_mismatch(call: ToolCall, expected: Mapping[str, Any]) -> str | None:
+    """Why ``call`` does not satisfy ``expected`` (names the function/parameter), or None."""
+    if call.name != expected["name"]:
+        return f"expected a call to {expected['name']!r}, got {call.name!r}"
+    optional = set(expected.get("optional") or [])
+    required = (set(expected.get("arguments") or {}) | set(expected.get("alternatives") or {})) - optional
+    for param in sorted(required):
+        if param not in call.arguments:
+            return f"{call.name}: missing parameter {param!r}"
+    for param, value in call.arguments.items():
+        if param not in required and param not in optional:
+            return f"{call.name}: unexpected parameter {param!r}"
+        accepted = _accepted(expected, param)
+        if accepted is not None and not any(json_equal(a, value) for a in accepted):
+            return f"{call.name}: wrong value for parameter {param!r}"
+    return None
+
+
+def match_calls(calls: Sequence[ToolCall], expected: Sequence[Mapping[str, Any]], ordered: bool) -> str | None:
+    """None if ``calls`` match ``expected`` one-to-one (in order if ``ordered``), else why not."""
+    if len(calls) != len(expected):
+        return f"expected {len(expected)} call(s), got {len(calls)}"
+    if ordered:
+        for i, (c, e) in enumerate(zip(calls, expected, strict=True)):
+            why = call_mismatch(c, e)
+            if why:
+                return f"call {i + 1}: {why}"
+        return None
+    # Bipartite matching by augmenting paths (n is small).
+    ok = [[call_mismatch(c, e) is None for e in expected] for c in calls]
+    owner: list[int | None] = [None] * len(expected)
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in range(len(expected)):
+            if ok[i][j] and j not in seen:
+                seen.add(j)
+                if owner[j] is None or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    for i in range(len(calls)):
+        if not augment(i, set()):
+            reasons = [call_mismatch(calls[i], e) for e in expected]
+            return f"call {i + 1} matches no expected call ({reasons[0]})"
+    return None
+
+
+def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequence[Mapping[str, Any]],
+                     ordered: bool, response: str) -> Verdict:
+    """Decode, schema-check and match the calls of ``response``, in this process (no deadline).
+
+    ``format`` credit (reward item 7: no credit for doing nothing, none for a detected attack) only
+    for an answer in the shape the task asks for that is wrong in content: calls that decode, name
+    listed tools and satisfy their schemas, but are not the expected ones. No call where calls are
+    expected (the no-op), an invalid or unknown call, or numbers that equal the expected ones only
+    once rounded to floats (class 11) earn 0 under any weights. An abstention task
+    (``expected_calls: []``) asks for no call and a final answer (``abstention``)."""
+    try:
+        calls = decode_tool_calls(response)
+    except ToolCallError as e:
+        return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
+    evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
+    if not expected_calls:
+        return abstention(len(calls), response, evidence)
+    if not calls:
+        return fail("No tool call: this request needs one.", "no_call", evidence)
+    specs = tool_specs(tools)
+    for c in calls:
+        if c.name not in specs:
+            return fail(f"Unknown tool {c.name!r}; available: {sorted(specs)}.", "unknown_tool", evidence)
+        problem = _argument_problem(specs[c.name], c.arguments)
+        if problem:
+            return fail(f"Arguments of {c.name!r} do not match its schema: {problem}.", "schema", evidence)
+    expected = to_exact(list(expected_calls))
+    why = match_calls(calls, expected, ordered)
+    if why:
+        if match_calls([ToolCall(c.name, _rounded(dict(c.arguments))) for c in calls], _rounded(expected),
+                       ordered) is None:  # equal only once rounded to floats: class 11, an attack
+            return fail(f"Wrong tool calls: {why}.", "lossy_number", {**evidence, "mismatch": why})
+        return fail(f"Wrong tool calls: {why}.", "wrong_answer", {**evidence, "mismatch": why}, {"format": 1.0})
+    return passed("Correct.", evidence)
+
+
+def _rounded(value: Any) -> Any:
+    """``value`` with every number rounded to the nearest float, as a float-reading checker reads it."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float | Decimal):
+        return float(value)
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+
+
+def final_text(text: str) -> str:
+    """What an answer says to the user: its text without reasoning blocks, stripped.
+
+    >>> final_text("<think>no tool fits</think> None of these tools can do that.")
+    'None of these tools can do that.'
+    """
+    return _THINK.sub("", text).strip()
+
+
+def abstention(attempted: int, answer: str | None, evidence: Mapping[str, Any]) -> Verdict:
+    """The verdict of an abstention task (``expected_calls: []``): it passes when no call was
+    attempted (valid, invalid or undecodable: each one counts against it) and the answer ends with
+    a final answer that says something (it declines in words). The no-op, the empty response, fails:
+    doing nothing is not declining. ``answer``: the final answer's text (None: the episode ended
+    without one, at its step limit)."""
+    if attempted:
+        return fail(f"This request needs no tool call; {attempted} call(s) were made.", "wrong_answer",
+                    {**evidence, "mismatch": f"expected no call, got {attempted}"})
+    if answer is None or not final_text(answer):
+        return fail("No tool call was needed, but the answer must say so: it was empty.", "no_answer", evidence)
+    return passed("Correct: no tool call was needed.", evidence)
+
+
+def call_problems(tools: Sequence[Mapping[str, Any]], response: str) -> list[str | None]:
+    """Per call of ``response`` (which must decode): why it is not a valid call of ``tools`` (an
+    unknown tool, arguments that fail its schema), or None. A step of a tool episode."""
+    specs = tool_specs(tools)
+    return [f"unknown tool {c.name!r}; available: {sorted(specs)}" if c.name not in specs
+            else _argument_problem(specs[c.name], c.arguments) for c in decode_tool_calls(response)]
+
+
+def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker side of ``make_tool_verifier`` (one request in, one verdict as JSON out) and of a
+    tool episode's step (``kind: "calls"``: ``{"problems": call_problems(...)}``)."""
+    import decimal
+
+    decimal.getcontext().prec = 4000  # multipleOf on exact numbers up to 1e308 never rounds
+    if request.get("kind") == "calls":
+        return {"problems": call_problems(request["tools"], request["response"])}
+    verdict = check_tool_calls(request["tools"], request["expected_calls"], request["ordered"], request["response"])
+    return verdict.to_json()
+
+
+def make_tool_verifier(pool: CheckPool | None = None) -> Verifier:
+    """A verifier for tool tasks; each check runs in ``pool`` (default: the shared tool pool)."""
+
+    def verify(task: Task, response: str) -> Verdict:
+        f = task.fields
+        request = {"tools": f["tools"], "expected_calls": f["expected_calls"], "ordered": f["ordered"],
+                   "response": response}
+        checks = pool or shared_pool(__name__, cpu_budget_s=CPU_BUDGET_S)
+        return verdict_of(checks.run(request), NAME)
+
+    return guard(NAME, verify)

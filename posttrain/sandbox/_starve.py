@@ -1,0 +1,180 @@
+"""Starvation is the host's to prove, and never an infra error: one rerun, whose verdict stands.
+
+A job that ran out of wall-clock time is the job's own failure (a timeout), with one exception:
+the host starved it of CPU. What the job's own processes show cannot decide that, since the job
+controls it: a job that idles until just before its deadline and then forks spinners pinned to
+one CPU used little of its CPU budget while one of its processes waited most of its short life
+for a CPU, which is what a starved job looked like from the inside (issue 21; its wrong answer
+became an ``infra_error``, 6 tries of 6). Three rules now:
+
+1. ``maybe_starved``, the job's side, is only a filter: the job used under a quarter of its CPU
+   budget, and one of its processes waited for a CPU for most of its life *and* for over 30% of
+   the timeout, at a priority it did not lower itself. A job can make it true only by waiting
+   behind processes that are not its own: a process waits behind its own siblings only while they
+   run, which is the job's CPU time (or behind its own quota, which it then used), so on a host
+   that is not overloaded a job cannot wait over 30% of the timeout while using under 25% of it.
+2. ``HostProbe``, the host's side, decides: a process of the pool's own, in a cgroup beside the
+   slots' with the job's CPU quota, spins for ``PROBE_S`` once the job is dead (killed by cgroup,
+   so it measures the machine, not the job). Another slot's job can take at most its own quota, so
+   with as many slots as CPUs (the default) the pool's jobs alone cannot push the probe below
+   ``BUSY_SHARE`` of what the job was entitled to.
+3. A job judged starved gets one rerun, once the probe gets its share again (probed every
+   ``RECOVER_STEP_S``, for at most ``recover_s(timeout)``), and the rerun's verdict stands: a
+   timeout there is the job's timeout, whatever it looks like. So no way of failing buys a
+   dropped sample; the price is that on a host overloaded across both runs a job that needed
+   much CPU times out (a workspace's job, which cannot be rerun since its layers keep what it
+   did, times out at once).
+
+Margins (tests/sandbox/test_starvation.py tries both sides, idle and beside a nice-19 CPU hog):
+an idle host gives the probe ~100% of its share, a host whose every CPU runs one other busy
+process at the same priority 50-66%, the starving hogs of the tests (nice -20) ~1%;
+``BUSY_SHARE`` is 0.4. The self-starving job waits at most its own CPU time (0.35 s of a 2 s
+timeout with 12 spinners), against the 0.6 s the filter needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from posttrain.sandbox._cgroup import SlotCgroup
+
+if TYPE_CHECKING:
+    from posttrain.sandbox._types import Limits
+
+_MiB = 1 << 20
+PROBE_S = 0.15
+BUSY_SHARE = 0.4
+RECOVER_STEP_S = 0.5
+
+
+def recover_s(timeout: float) -> float:
+    """How long a starved job's rerun waits for the host to recover (it runs then either way)."""
+    return min(30.0, max(2.0, timeout))
+
+
+def maybe_starved(sched: dict, timeout: float, limits: Limits) -> bool:
+    """The job-side filter (module docstring, rule 1): necessary for a starved verdict, never
+    sufficient. ``sched``: the job's CPU seconds, and of the process that waited longest for a
+    CPU: how long it waited, how long it lived, and whether it lowered its own priority."""
+    budget = timeout * min(limits.cpu_cores, 1.0)
+    waited = float(sched.get("run_delay_s", 0.0))
+    return (
+        not sched.get("deprioritized", True)
+        and float(sched.get("cpu_s", budget)) < 0.25 * budget
+        and waited > 0.5 * float(sched.get("alive_s", timeout))
+        and waited > 0.3 * timeout
+    )
+
+
+def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
+    """What ``maybe_starved`` needs, read by the host from the job's processes in ``cg`` (but
+    ``exclude``) before it kills them: their CPU time (with that of the children they reaped), the
+    longest any of them waited runnable for a CPU, how long that one lived and whether it runs at a
+    lower priority than this process. (The fork-server measures its own jobs; this is for exec jobs, and for a job
+    the fork-server did not end in time.)"""
+    tick = os.sysconf("SC_CLK_TCK")
+    base_nice, base_policy = os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0)
+    with open("/proc/uptime", "rb") as f:
+        now = float(f.read().split()[0])
+    cpu, delay, alive, lowered = 0.0, 0.0, 1.0, False
+    skip = set(exclude)
+    for pid in cg.pids_inside():
+        if pid in skip:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
+            with open(f"/proc/{pid}/schedstat", "rb") as f:
+                run_delay = int(f.read().split()[1]) / 1e9
+            cpu += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+            life = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
+            if run_delay >= delay:  # the process that waited for a CPU the longest
+                # lowered: a higher nice or SCHED_IDLE (SCHED_BATCH keeps its CPU share)
+                lowered = int(fields[16]) > base_nice or int(fields[38]) not in (base_policy, os.SCHED_BATCH)
+                delay, alive = run_delay, life
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
+
+
+_PROBE_SRC = r"""
+import os, sys, time
+for line in sys.stdin:
+    wall = float(line)
+    c0, t0 = time.process_time(), time.monotonic()
+    while time.monotonic() - t0 < wall:
+        pass
+    print(time.process_time() - c0, time.monotonic() - t0, flush=True)
+"""
+
+
+class HostProbe:
+    """The pool's own probe process in a cgroup of its own beside the slots' (module docstring).
+    Thread-safe; started at the first question, restarted if it dies."""
+
+    def __init__(self, cg: SlotCgroup) -> None:
+        self.cg = cg
+        self.proc: subprocess.Popen[str] | None = None
+        self.lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _PROBE_SRC], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, close_fds=True)
+        try:
+            for f in self.cg.procs_files:
+                with open(f, "w") as out:
+                    out.write(str(proc.pid))
+        except OSError:
+            proc.kill()
+            proc.wait()
+            raise
+        return proc
+
+    def share(self, cpu_cores: float) -> float:
+        """The share of ``min(1, cpu_cores)`` CPUs the probe got over ``PROBE_S`` of spinning
+        (1.0 on an idle host); 0.0 if it cannot run at all."""
+        with self.lock:
+            try:
+                self.cg.set_limits(64 * _MiB, 8, cpu_cores)
+                if self.proc is None or self.proc.poll() is not None:
+                    self.proc = self._start()
+                assert self.proc.stdin is not None and self.proc.stdout is not None
+                self.proc.stdin.write(f"{PROBE_S}\n")
+                self.proc.stdin.flush()
+                cpu, wall = (float(x) for x in self.proc.stdout.readline().split())
+            except (OSError, ValueError):
+                self.close()
+                return 0.0
+        return cpu / max(wall * min(cpu_cores, 1.0), 1e-9)
+
+    def overloaded(self, cpu_cores: float) -> bool:
+        return self.share(cpu_cores) < BUSY_SHARE
+
+    def wait_recovered(self, cpu_cores: float, within_s: float) -> bool:
+        """Whether the probe gets its share again within ``within_s`` (probing every
+        ``RECOVER_STEP_S``)."""
+        end = time.monotonic() + within_s
+        while True:
+            if not self.overloaded(cpu_cores):
+                return True
+            if time.monotonic() + RECOVER_STEP_S > end:
+                return False
+            time.sleep(RECOVER_STEP_S)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.close()
+            self.proc = None

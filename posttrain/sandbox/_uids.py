@@ -1,0 +1,95 @@
+"""A host uid of its own for every slot and workspace, claimed from a range that pools share.
+
+Some kernel limits are per user, not per namespace or cgroup: file descriptors in flight over
+``SCM_RIGHTS`` (checked against the sender's RLIMIT_NOFILE, counted per user), pipe buffer pages
+(``fs.pipe-user-pages-soft``: past it, every new pipe of that user gets 8 KiB instead of 64 KiB),
+inotify instances and watches, POSIX message queue bytes. When every job of every pool ran as
+host uid 65534, a job in one pool could exhaust them for a job in another (issue 21). So each
+slot (and each workspace) runs its jobs as a uid of its own, from ``[UID_BASE, UID_BASE +
+UID_SPAN)``; inside the sandbox it is still uid 65534 (bwrap maps it).
+
+Claims follow the discipline of the slot cgroups (``_cgroup``): a claim is a directory named by
+the uid in ``CgroupLayout.registry`` (a directory below the root of the pids hierarchy, or of v2:
+every posttrain process that shares the cgroup tree sees it, whatever its temp directory, pid or
+mount namespace), held under an ``flock`` for as long as the slot lives; the kernel drops it when
+its owner dies. A claim nobody holds is taken over (its owner is gone); one that is held is
+skipped. Uids are drawn at random within the range, so that two pools that cannot see each
+other's registry (other cgroup namespaces: containers, which usually have user namespaces of
+their own too) collide with probability about n1 * n2 / UID_SPAN.
+
+The range sits above the uids that distributions, systemd (dynamic users, nspawn ranges up to
+0x6FFFFFFF) and /etc/subuid allocations use, and below 2**31.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from posttrain.sandbox.errors import HostCannotIsolate
+
+UID_BASE = 0x71000000
+UID_SPAN = 1 << 20
+
+
+@dataclass
+class UidClaim:
+    """One claimed uid: ``uid``, and the locked directory that claims it until ``release()``."""
+
+    uid: int
+    path: Path | None
+    fd: int
+
+    def release(self) -> None:
+        if self.fd < 0:
+            return
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()  # while holding the lock: a waiter then finds a directory that is gone
+        os.close(self.fd)
+        self.fd = -1
+
+
+def _try(path: Path) -> int | None:
+    """The fd holding the flock on the claim ``path`` (made if absent), or None when it is held."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:  # released meanwhile: try another
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        st, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+        if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+            return fd
+    except (BlockingIOError, FileNotFoundError):  # held by a live pool, or released meanwhile
+        pass
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def claim_uid(registry: Path) -> UidClaim:
+    """Claim a uid no live pool that shares ``registry`` holds (module docstring)."""
+    try:
+        registry.mkdir(mode=0o755, exist_ok=True)
+    except OSError as e:
+        raise HostCannotIsolate(f"cannot make the uid registry {registry}: {e}; fix: run as root with a "
+                                "writable cgroup file system") from e
+    for _ in range(256):
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        path = registry / str(uid)
+        try:
+            fd = _try(path)
+        except OSError as e:
+            raise HostCannotIsolate(f"cannot claim a sandbox uid in {registry}: {e}") from e
+        if fd is not None:
+            return UidClaim(uid, path, fd)
+    raise HostCannotIsolate(f"no free sandbox uid found in {registry} after 256 tries")

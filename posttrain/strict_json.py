@@ -1,0 +1,186 @@
+"""Strict JSON for verifiers: no NaN/Infinity, no overflow to inf, no duplicate keys, one document.
+
+Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e999`` (-> inf), and keeps the *last* of
+duplicate keys; each lets a response slip past numeric bounds or show one value to the schema and
+another to a reader (reward-hacking.md JSON-01; defense section 2.4). ``loads_strict`` rejects
+all of them and says where.
+
+Numbers are exact. A float rounds ``36.000000000000001`` to the integer 36 and ``1e-400`` to 0,
+so a response could pass an integer field, or equal a 0, with a value that is neither (issue 14,
+class 11). ``loads_strict(text, exact=True)`` keeps every non-integer literal as the
+``decimal.Decimal`` it spells; ``to_exact`` turns a value's floats (task data, parsed by Python's
+``json``) into the Decimal of their shortest repr, which is the literal the task wrote. Exact
+values compare exactly: ``36.0 == 36`` (JSON Schema: an integer is a number with no fractional
+part), ``36.000000000000001 != 36``, ``1e-400 != 0``.
+
+Also: ``json_equal`` compares two JSON values type-strictly (bool is not a number, numbers by
+exact value), and ``extract_json_text`` finds the one JSON document in a response (a single
+fenced block, any line endings, or the whole response).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from decimal import Decimal
+from typing import Any
+
+_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
+MAX_JSON_CHARS = 200_000
+
+
+class StrictJSONError(ValueError):
+    """The text is not one strict JSON document; the message says why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise StrictJSONError(f"non-finite number {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJSONError(f"number {text} overflows to a non-finite value")
+    return value
+
+
+def _exact_decimal(text: str) -> Decimal:
+    _finite_float(text)  # the same overflow rule as the float parse: magnitudes stay below 1e309
+    try:
+        return Decimal(text)
+    except ArithmeticError:  # decimal.InvalidOperation: an exponent beyond Decimal's range (1e-999999999999999999999)
+        raise StrictJSONError(f"number {text[:40]} has an exponent out of range") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJSONError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_JSON_CHARS) -> Any:
+    """Parse one JSON document strictly; with ``exact``, non-integer numbers are ``Decimal``.
+
+    >>> loads_strict('{"a": 1}')
+    {'a': 1}
+    >>> loads_strict('[36.0, 1e-400]', exact=True)
+    [Decimal('36.0'), Decimal('1E-400')]
+    >>> loads_strict('{"a": NaN}')
+    Traceback (most recent call last):
+    ...
+    posttrain.strict_json.StrictJSONError: non-finite number NaN is not allowed
+    """
+    if max_chars is not None and len(text) > max_chars:  # task files pass None: no real dataset is refused
+        raise StrictJSONError(f"JSON longer than {max_chars} characters")
+    try:
+        return json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_exact_decimal if exact else _finite_float,
+            object_pairs_hook=_no_duplicates,
+        )
+    except StrictJSONError:
+        raise
+    except RecursionError:
+        raise StrictJSONError("JSON nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise StrictJSONError(f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except ValueError as e:  # e.g. an integer literal beyond Python's int-string digit limit
+        raise StrictJSONError(f"invalid JSON: {str(e).split(';')[0]}") from None  # the sentence, not its advice
+
+
+def extract_json_text(response: str) -> str:
+    """The JSON document of a response: the content of its one fenced block, else the whole text.
+
+    More than one fenced block is ambiguous (which is the answer?) and raises.
+    """
+    blocks = _FENCE_RE.findall(response)
+    if len(blocks) > 1:
+        raise StrictJSONError(f"found {len(blocks)} fenced blocks; give exactly one JSON document")
+    if blocks:
+        return blocks[0][1].strip()
+    return response.strip()
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float | Decimal):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def exact_number(value: int | float | Decimal) -> int | Decimal:
+    """The exact value of a JSON number: an int as it is, a float as its shortest repr.
+
+    >>> exact_number(0.1), exact_number(36), exact_number(Decimal("1E-400"))
+    (Decimal('0.1'), 36, Decimal('1E-400'))
+    """
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    return value
+
+
+def to_exact(value: Any) -> Any:
+    """``value`` with every float replaced by ``exact_number`` of it (recursively).
+
+    >>> to_exact({"a": [0.5, 2, True]})
+    {'a': [Decimal('0.5'), 2, True]}
+    """
+    if isinstance(value, float):
+        return exact_number(value)
+    if isinstance(value, list):
+        return [to_exact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_exact(v) for k, v in value.items()}
+    return value
+
+
+def to_plain(value: Any) -> Any:
+    """``value`` made JSON-serialisable for evidence: a Decimal becomes an int when integral,
+    a float when the float is exactly it, else its string.
+
+    >>> to_plain([Decimal("36.0"), Decimal("0.5"), Decimal("1E-400")])
+    [36, 0.5, '1E-400']
+    """
+    if isinstance(value, Decimal):
+        if value == value.to_integral_value():
+            return int(value)
+        return float(value) if Decimal(float(value)) == value else str(value)
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Type-strict equality of JSON values: ``True != 1``, numbers by exact value, key order ignored.
+
+    >>> json_equal({"a": [1, True]}, {"a": [1.0, True]}), json_equal(True, 1)
+    (True, False)
+    >>> json_equal(36, Decimal("36.000000000000001")), json_equal(0, Decimal("1E-400"))
+    (False, False)
+    """
+    ta, tb = json_type(a), json_type(b)
+    if ta != tb:
+        return False
+    if ta == "array":
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if ta == "object":
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if ta == "number":
+        return exact_number(a) == exact_number(b)
+    return a == b

@@ -1,0 +1,194 @@
+"""What ``posttrain tasks list`` and ``posttrain tasks stats RUN`` print.
+
+``list_domains()`` is every registered domain (posttrain's own, the 106 ``rg/<generator>``, the
+plugins') with its capability labels (``HasCapabilities``), its difficulty range (``HasLevels``),
+whether it makes canaries (``HasCanaries``) and needs a sandbox. A domain that fails to load is a
+row saying why, so the listing itself never fails. ``format_domains(rows)`` is the table.
+
+``run_stats(run_dir)`` reads a run directory: ``trajectories/rl.jsonl`` (one record per attempt)
+gives per domain the episodes, groups (a task at a step), pass rate (of episodes: their last
+attempt), zero-variance groups and canary passes; the latest RL checkpoint's sampler state gives
+the pool's own estimates when the run used ``kind: pool`` (else each task's pass rate over its
+episodes stands in) for the difficulty histogram (ten bins of estimated pass rate, per domain),
+and the curricula's levels. ``format_stats(stats)`` is the text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posttrain.errors import TaskError, UserError
+
+BINS = 10
+
+
+@dataclass(frozen=True)
+class DomainRow:
+    name: str
+    capabilities: tuple[str, ...] = ()
+    levels: tuple[int, int] | None = None
+    canaries: bool = False
+    sandbox: bool = False
+    problem: str | None = None
+    """Why the domain could not be read (the row is otherwise empty)."""
+
+
+def list_domains(names: Iterable[str] | None = None) -> list[DomainRow]:
+    """A row per registered domain (or per name of ``names``), in registry order."""
+    from posttrain.envs import HasCanaries, HasCapabilities, HasLevels, domain_names, get_domain
+
+    rows = []
+    for name in names if names is not None else domain_names():
+        try:
+            env = get_domain(name)
+            rows.append(DomainRow(name, tuple(env.capabilities()) if isinstance(env, HasCapabilities) else (),
+                                  tuple(env.level_range()) if isinstance(env, HasLevels) else None,
+                                  isinstance(env, HasCanaries), bool(env.needs_sandbox)))
+        except (TaskError, Exception) as e:  # noqa: BLE001 - a broken plugin is a row, never a traceback
+            rows.append(DomainRow(name, problem=f"{type(e).__name__}: {e}"[:160]))
+    return rows
+
+
+def format_domains(rows: Sequence[DomainRow]) -> str:
+    """The listing: name, levels, canaries, sandbox, capabilities; a summary line last."""
+    width = max([len(r.name) for r in rows] + [6])
+    lines = [f"{'domain':<{width}}  levels  canary  sandbox  capabilities"]
+    for r in rows:
+        if r.problem is not None:
+            lines.append(f"{r.name:<{width}}  (cannot load: {r.problem})")
+            continue
+        levels = f"{r.levels[0]}-{r.levels[1]}" if r.levels else "-"
+        lines.append(f"{r.name:<{width}}  {levels:<6}  {'yes' if r.canaries else '-':<6}  "
+                     f"{'yes' if r.sandbox else '-':<7}  {', '.join(r.capabilities) or '-'}")
+    with_levels = sum(r.levels is not None for r in rows)
+    lines.append(f"{len(rows)} domains, {with_levels} with levels, {sum(r.canaries for r in rows)} with canaries")
+    return "\n".join(lines)
+
+
+@dataclass
+class DomainStats:
+    episodes: int = 0
+    passed: int = 0
+    groups: int = 0
+    zero_variance: int = 0
+    canary_episodes: int = 0
+    canary_passed: int = 0
+    histogram: list[int] = field(default_factory=lambda: [0] * BINS)
+    level: int | None = None
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.episodes if self.episodes else float("nan")
+
+
+@dataclass(frozen=True)
+class RunStats:
+    run: str
+    domains: Mapping[str, DomainStats]
+    steps: int
+    estimates: str
+    """Where the difficulty histogram comes from: "the pool's estimates" or "observed pass rates"."""
+
+
+def run_stats(run_dir: str | Path) -> RunStats:
+    """The stats of an RL run directory (module docstring); ``UserError`` naming what is missing."""
+    run = Path(run_dir)
+    path = run / "trajectories" / "rl.jsonl"
+    if not run.is_dir():
+        raise UserError(f"{run}: no such run directory")
+    if not path.is_file():
+        raise UserError(f"{run}: no RL trajectories ({path.relative_to(run)} is missing: did the run reach RL?)")
+    episodes: dict[tuple[int, str, int], dict[str, Any]] = {}  # (step, task, sample) -> its last attempt
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            key = (int(rec.get("step") or 0), str(rec["task_id"]), int(rec.get("sample_idx", 0)))
+        except (ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{path}:{lineno}: not a trajectory record ({e})") from None
+        if key not in episodes or rec.get("attempt", 0) >= episodes[key].get("attempt", 0):
+            episodes[key] = rec
+    stats: dict[str, DomainStats] = {}
+    groups: dict[tuple[int, str], list[bool]] = {}
+    per_task: dict[str, list[bool]] = {}
+    domain_of: dict[str, str] = {}
+    for (step, task_id, _), rec in sorted(episodes.items()):
+        d = stats.setdefault(str(rec.get("domain", "?")), DomainStats())
+        ok = rec.get("outcome") == "pass"
+        if "canary" in (rec.get("tags") or ()):
+            d.canary_episodes += 1
+            d.canary_passed += ok
+            continue
+        if rec.get("outcome") == "infra_error":
+            continue
+        d.episodes += 1
+        d.passed += ok
+        groups.setdefault((step, task_id), []).append(ok)
+        per_task.setdefault(task_id, []).append(ok)
+        domain_of[task_id] = str(rec.get("domain", "?"))
+    for (_, task_id), outcomes in groups.items():
+        d = stats[domain_of[task_id]]
+        d.groups += 1
+        d.zero_variance += len(set(outcomes)) == 1
+    estimates, source = _estimates(run), "the pool's estimates"
+    if estimates is None:
+        estimates, source = {t: sum(o) / len(o) for t, o in per_task.items()}, "observed pass rates"
+    for task_id, p in estimates.items():
+        if task_id in domain_of:
+            stats[domain_of[task_id]].histogram[min(int(p * BINS), BINS - 1)] += 1
+    for d, level in _levels(run).items():
+        stats.setdefault(d, DomainStats()).level = level
+    steps = 1 + max((s for s, _, _ in episodes), default=-1)
+    return RunStats(str(run), dict(sorted(stats.items())), steps, source)
+
+
+def _sampler_state(run: Path) -> Mapping[str, Any] | None:
+    """The sampler state of the RL checkpoint ``latest`` names (``{"name": "step-000012", ...}``, as
+    ``posttrain.train.checkpoint`` writes it), or None (no checkpoint, or not readable)."""
+    ckpts = run / "checkpoints" / "rl-state"
+    try:
+        name = json.loads((ckpts / "latest").read_text())["name"]
+        return json.loads((ckpts / str(name) / "state.json").read_text()).get("sampler_state")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _estimates(run: Path) -> dict[str, float] | None:
+    state = _sampler_state(run)
+    if not state or state.get("kind") != "pool":
+        return None
+    return {t: float(v[0]) for t, v in state["difficulty"]["tasks"].items()}
+
+
+def _levels(run: Path) -> dict[str, int]:
+    state = _sampler_state(run)
+    if not state or state.get("kind") != "pool":
+        return {}
+    return {d: int(s["level"]) for d, s in state.get("streams", {}).items()}
+
+
+def format_stats(stats: RunStats) -> str:
+    """A table per domain, then each domain's difficulty histogram."""
+    width = max([len(d) for d in stats.domains] + [6])
+    lines = [f"{stats.run}: {stats.steps} RL steps",
+             f"{'domain':<{width}}  episodes  pass rate  groups  zero-var  level  canary passes"]
+    for d, s in stats.domains.items():
+        rate = "-" if math.isnan(s.pass_rate) else f"{s.pass_rate:.3f}"
+        zero = f"{s.zero_variance / s.groups:.2f}" if s.groups else "-"
+        canary = f"{s.canary_passed}/{s.canary_episodes}" if s.canary_episodes else "-"
+        lines.append(f"{d:<{width}}  {s.episodes:>8}  {rate:>9}  {s.groups:>6}  {zero:>8}  "
+                     f"{'-' if s.level is None else s.level:>5}  {canary}")
+    lines.append(f"difficulty: tasks per estimated pass rate ({stats.estimates}), bins of {1 / BINS:g} from 0 to 1")
+    for d, s in stats.domains.items():
+        if any(s.histogram):
+            lines.append(f"  {d:<{width}}  {' '.join(f'{n:>4}' for n in s.histogram)}")
+    alarms = sum(s.canary_passed for s in stats.domains.values())
+    if alarms:
+        lines.append(f"hack alarm: {alarms} passing attempt(s) on canary tasks")
+    return "\n".join(lines)

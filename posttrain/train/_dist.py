@@ -1,0 +1,207 @@
+"""Data-parallel training with ``torch.distributed`` FSDP2 (``fully_shard``): the GRPO update step on
+N processes, equal to the one-process step, and checkpoints that resume it exactly.
+
+    torchrun --standalone --nproc_per_node=2 your_script.py     # CPU: gloo; GPUs: nccl, one per rank
+    torchrun --nnodes=4 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=HEAD:29500 your_script.py
+
+(``torchrun --master_port=0`` hangs in ``init_process_group`` here: use ``--standalone`` or a
+chosen port.) What each rank does:
+
+- ``init()``: the process group (gloo on the CPU, nccl with CUDA), the rank's device;
+- ``shard(model)``: ``fully_shard`` on every decoder layer (its parameters become DTensors sharded
+  over the ranks, all-gathered for its forward and backward); the embeddings, final norm and LM head
+  stay whole on every rank (the update's fused log-prob head reads the LM head's weight outside a
+  module forward, where FSDP cannot gather it) and their gradients are all-reduced;
+- ``rank_rows(batch)``: this rank's rows of the global batch: the rows in the update's order (one
+  group's rows together, ``_step._row_order``), dealt in contiguous, equal chunks (a chunk short of
+  rows is padded with a row that has nothing to score, so every rank runs the same collectives);
+- ``update(model, optimizer, batch, spec, ...)``: the ``policy_update`` of the *global* batch --
+  every micro-batch normalized by the global counts (``count_items`` summed over ranks), gradients
+  summed over ranks (each rank backpropagates world x its loss; FSDP2 averages), clipped by the
+  global norm, one optimizer step; the metrics are the global ones;
+- ``state(model, optimizer)`` / ``load_state(...)``: full (unsharded) model and optimizer state on
+  every rank (``torch.distributed.checkpoint.state_dict``), so a checkpoint written by rank 0 with
+  ``train.checkpoint`` resumes on any number of ranks.
+
+Equal to one process within floating-point summation order (tests/train/test_dist.py: loss and
+updated weights of a GRPO step on 2 gloo ranks against ``policy_update``; exact resume from a
+checkpoint between steps). Generation is per rank (each rank samples its own groups); the recipe
+and launcher wiring is the trainer's (phase 2).
+
+Not here: tensor or pipeline parallelism, sharded (per-rank) checkpoint files, Ray launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from posttrain.algo import count_items
+from posttrain.train._step import LossSpec, PolicyBatch, _row_order, policy_loss
+
+
+def init() -> tuple[int, int, torch.device]:
+    """Join the process group torchrun set up (env ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...).
+    Returns (rank, world size, this rank's device)."""
+    if not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        torch.cuda.set_device(local)
+        return rank, world, torch.device("cuda", local)
+    return rank, world, torch.device("cpu")
+
+
+def shard(model: nn.Module) -> nn.Module:
+    """``fully_shard`` every decoder layer (the modules named in the model's ``_no_split_modules``,
+    else ``model.model.layers``); the rest stays whole (``_replicated``)."""
+    from torch.distributed.fsdp import fully_shard
+
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in names] or list(_decoder_layers(model))
+    for layer in layers:
+        fully_shard(layer)
+    return model
+
+
+def _replicated(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters outside the sharded layers (embeddings, final norm, LM head): the update's
+    fused log-prob head reads the LM head's weight outside any module's forward, where FSDP could
+    not gather it, so these stay whole on every rank and their gradients are all-reduced."""
+    from torch.distributed.tensor import DTensor
+
+    seen: dict[int, nn.Parameter] = {}
+    for p in model.parameters():
+        if not isinstance(p, DTensor) and p.requires_grad:
+            seen.setdefault(id(p), p)
+    return list(seen.values())
+
+
+def _decoder_layers(model: nn.Module) -> list[nn.Module]:
+    body = getattr(model, getattr(model, "base_model_prefix", "model"), None)
+    return list(getattr(body, "layers", []) or [])
+
+
+def rank_rows(batch: PolicyBatch, rank: int, world: int) -> PolicyBatch:
+    """This rank's rows of the global ``batch`` (module docstring), padded to the common size."""
+    order = _row_order(batch)
+    per = math.ceil(len(order) / world)
+    mine = order[rank * per : (rank + 1) * per]
+
+    def take(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None:
+            return None
+        out = t[mine]
+        if len(mine) < per:  # padding rows: a copy of row 0 with nothing to score
+            pad = t[order[:1]].repeat(per - len(mine), *([1] * (t.dim() - 1)))
+            out = torch.cat([out, pad])
+        return out
+
+    rows = dataclasses.replace(batch, **{f.name: take(getattr(batch, f.name)) for f in dataclasses.fields(batch)})
+    if len(mine) < per:
+        loss_mask = rows.loss_mask.clone()
+        loss_mask[len(mine) :] = 0.0
+        group = rows.group.clone() if rows.group is not None else None
+        if group is not None:
+            group[len(mine) :] = -1 - torch.arange(per - len(mine), device=group.device)  # alone
+        rows = dataclasses.replace(rows, loss_mask=loss_mask, group=group)
+    return rows
+
+
+def _all_sum(values: list[float], device: torch.device) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    local: PolicyBatch,
+    spec: LossSpec,
+    *,
+    micro_batch_size: int,
+    max_grad_norm: float,
+) -> dict[str, float]:
+    """One optimizer step of the global batch whose rows on this rank are ``local`` (``rank_rows``).
+
+    Returns the global metrics: ``loss`` (the global batch's loss), token-weighted ``clip_frac``,
+    ``approx_kl``, ``entropy`` (and ``kl``), ``grad_norm`` (before clipping), ``tokens``, ``skipped``."""
+    device = local.input_ids.device
+    model.train()
+    n_tok, n_items = _all_sum([float(local.loss_mask.sum()), float(count_items(local.loss_mask, spec.agg))], device)
+    optimizer.zero_grad(set_to_none=True)
+    totals: dict[str, float] = {}
+    loss_sum = 0.0
+    order = torch.arange(local.input_ids.shape[0], device=device)  # already in the update's order
+    for start in range(0, len(order), micro_batch_size):  # the same count on every rank: same collectives
+        sl = order[start : start + micro_batch_size]
+        w = float(local.loss_mask[sl].sum())
+        loss, stats = policy_loss(model, local, spec, rows=sl, num_items=max(n_items, 1e-12))
+        # x world: FSDP averages the layers' gradients over ranks (a divide factor of 1 needs
+        # PREMUL_SUM, which gloo lacks), and the global gradient is the sum of the ranks' own
+        (loss * dist.get_world_size()).backward()
+        loss_sum += float(loss.detach())
+        stats.pop("ratio_max", None)
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0.0) + (v * w if w else 0.0)
+    keys = sorted(totals)
+    summed = _all_sum([loss_sum, *(totals[k] for k in keys)], device)
+    out = {k: v / n_tok for k, v in zip(keys, summed[1:], strict=True)} if n_tok else {}
+    if n_tok == 0.0:
+        optimizer.zero_grad(set_to_none=True)
+        return {**out, "loss": 0.0, "grad_norm": 0.0, "tokens": 0.0, "skipped": 1.0}
+    for p in _replicated(model):  # averaged over ranks, as FSDP averages the sharded layers'
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        p.grad.div_(dist.get_world_size())
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    grad_norm = _clip_grad_norm(params, max_grad_norm, device)
+    if math.isfinite(grad_norm):
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {**out, "loss": summed[0], "grad_norm": grad_norm, "tokens": n_tok,
+            "skipped": 0.0 if math.isfinite(grad_norm) else 1.0}
+
+
+def _clip_grad_norm(params: list[nn.Parameter], max_norm: float, device: torch.device) -> float:
+    """``torch.nn.utils.clip_grad_norm_`` over sharded (DTensor) and whole gradients together: the
+    global L2 norm (shards' squares summed over ranks, whole ones counted once), then the same
+    scaling, ``min(1, max_norm / (norm + 1e-6))``. Returns the norm before clipping."""
+    from torch.distributed.tensor import DTensor
+
+    sharded = sum(float(p.grad.to_local().double().pow(2).sum()) for p in params if isinstance(p.grad, DTensor))
+    whole = sum(float(p.grad.double().pow(2).sum()) for p in params if not isinstance(p.grad, DTensor))
+    [sharded] = _all_sum([sharded], device)
+    norm = math.sqrt(sharded + whole)
+    coef = min(1.0, max_norm / (norm + 1e-6))
+    if coef < 1.0:
+        for p in params:
+            p.grad.mul_(coef)
+    return norm
+
+
+def state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The full (unsharded, CPU) model and optimizer state dicts, gathered on every rank."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_state: Mapping[str, Any],
+               optim_state: Mapping[str, Any]) -> None:
+    """Load full state dicts (``state``) into a sharded model and its optimizer, on every rank."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    set_state_dict(model, optimizer, model_state_dict=dict(model_state), optim_state_dict=dict(optim_state),
+                   options=StateDictOptions(full_state_dict=True))

@@ -1,0 +1,106 @@
+"""What DPO and the reward model share: the optimizer settings of a pass over preference pairs, and
+the loop that makes it.
+
+    metrics = train_pairs(model, encoded, cfg, pair_losses, log=log)
+
+- ``PairTraining``: lr, epochs, batch and micro-batch size, clipping, max length, seed, LoRA; the
+  recipe's ``dpo`` and ``rm`` sections are this plus their own keys (``DPOConfig``, ``RMConfig``).
+- ``train_pairs``: per epoch, the pairs in a seeded random order; per optimizer step, ``batch_size``
+  pairs in micro-batches of ``micro_batch_size``, each micro-batch's per-pair losses summed and
+  divided by the step's pair count (so the gradient does not depend on the micro-batch size), the
+  gradient clipped, an AdamW step (skipped when the gradient norm is not finite). The loss itself
+  is the caller's (``PairLosses``): DPO's against its reference, the reward model's Bradley-Terry.
+
+Not here: tokenizing pairs (``dpo.encode_pairs``), reference log-probs, LoRA wrapping and merging.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from posttrain.config import PositiveFloat, PositiveInt, Seed
+from posttrain.errors import ConfigError
+from posttrain.train._lora import LoraSpec
+
+
+@dataclass(frozen=True)
+class PairTraining:
+    """The optimizer settings of a pass over preference pairs (``train_pairs``)."""
+
+    lr: PositiveFloat = 1e-5
+    """AdamW learning rate (constant)."""
+    epochs: PositiveInt = 1
+    """Passes over the pairs."""
+    batch_size: PositiveInt = 8
+    """Pairs per optimizer step."""
+    micro_batch_size: PositiveInt = 8
+    """Pairs per forward/backward (gradients accumulate to batch_size)."""
+    max_grad_norm: PositiveFloat = 1.0
+    """Gradient clipping."""
+    max_len: PositiveInt = 1024
+    """Pairs whose prompt + longer completion exceed this many tokens are rejected."""
+    seed: Seed = 0
+    """Shuffling seed."""
+    lora: LoraSpec | None = None
+    """Train LoRA adapters (peft; a reward model's head too) instead of all weights; merged back at the end."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1:
+            raise ConfigError(f"{self.section}: lr must be > 0 and epochs, batch_size, micro_batch_size >= 1")
+
+    @property
+    def section(self) -> str:
+        """The recipe section these settings come from (``dpo``, ``rm``), for error messages."""
+        return type(self).__name__.removesuffix("Config").lower()
+
+
+PairLosses = Callable[[Sequence[int]], tuple[Tensor, dict[str, Tensor]]]
+"""``pair_losses(indices)`` -> the loss of each of those pairs (P,) with gradient, and named per-pair
+metrics (P,) each (float); ``train_pairs`` reports each metric's mean (``loss`` first)."""
+
+
+def train_pairs(
+    model: nn.Module,
+    n_pairs: int,
+    cfg: PairTraining,
+    pair_losses: PairLosses,
+    *,
+    log: Callable[[dict[str, float]], None] | None = None,
+) -> dict[str, float]:
+    """Train ``model`` in place on ``n_pairs`` pairs (module docstring); returns the last epoch's
+    means over its steps (``loss`` and each metric of ``pair_losses``) and ``steps``. ``log`` gets
+    each step's values and its ``grad_norm``."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model.train()
+    metrics: dict[str, float] = {}
+    for _epoch in range(cfg.epochs):
+        order = torch.randperm(n_pairs, generator=gen).tolist()
+        sums: dict[str, float] = {}
+        n_steps = 0
+        for b in range(0, len(order), cfg.batch_size):
+            idx = order[b : b + cfg.batch_size]
+            opt.zero_grad(set_to_none=True)
+            step: dict[str, float] = {}
+            for m in range(0, len(idx), cfg.micro_batch_size):
+                losses, named = pair_losses(idx[m : m + cfg.micro_batch_size])
+                (losses.sum() / len(idx)).backward()  # normalized by the step's pair count
+                for k, v in {"loss": losses, **named}.items():
+                    step[k] = step.get(k, 0.0) + float(v.detach().sum()) / len(idx)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            if math.isfinite(grad_norm):
+                opt.step()
+            n_steps += 1
+            for k, v in step.items():
+                sums[k] = sums.get(k, 0.0) + v
+            if log is not None:
+                log({**step, "grad_norm": grad_norm})
+        metrics = {k: v / n_steps for k, v in sums.items()} | {"steps": float(n_steps)}
+    opt.zero_grad(set_to_none=True)
+    return metrics

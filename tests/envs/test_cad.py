@@ -1,0 +1,389 @@
+"""The cad domain (posttrain.envs.cad): script extraction, the mesh gate on hand-built meshes, the
+measured metrics case, exploit classes, feature ablations, faceting, blame, views, and the CLI.
+
+The conformance suite (test_domains.py) covers references / no-ops / exploits through the
+service; these tests pin the reasons. Renders use the real OpenSCAD in the real sandbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import doctest
+import importlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posttrain.envs import HasCanaries, HasCapabilities, HasLevels, get_domain, task_to_record
+from posttrain.envs.cad import fenced
+from posttrain.envs.cad._hacks import EXPLOITS, exploit_tasks
+from posttrain.envs.cad._mesh import MAX_TRIANGLES, MeshProblem, parse_stl, solid_of, surface_problem
+from posttrain.envs.cad._script import extract_script, script_problem
+from posttrain.envs.conformance import STARVED
+from posttrain.errors import TaskError
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = get_domain("cad")
+needs_openscad = pytest.mark.skipif(shutil.which("openscad") is None, reason="openscad is not installed "
+                                    "(make domain-deps)")
+
+
+@pytest.fixture(scope="module")
+def verify(pool):
+    return ENV.make_verifier(pool)
+
+
+def _many(verify, pairs):
+    with ThreadPoolExecutor(2) as ex:
+        return list(ex.map(lambda p: verify(*p), pairs))
+
+
+# ---------------------------------------------------------------- pure: no render
+
+
+@pytest.mark.parametrize("module", ["__init__", "_domain", "_gen", "_mesh", "_render", "_script"])
+def test_docstring_examples(module: str) -> None:
+    mod = importlib.import_module("posttrain.envs.cad" + ("" if module == "__init__" else f".{module}"))
+    result = doctest.testmod(mod)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_script_is_the_last_openscad_block_or_the_whole_text() -> None:
+    assert extract_script("a\n```openscad\ncube(1);\n```\nthen\n```scad\ncube(2);\n```") == ("cube(2);\n", "fenced")
+    assert extract_script("```\nsphere(1);\n```") == ("sphere(1);\n", "fenced")
+    assert extract_script("cube(3);") == ("cube(3);", "whole")
+    assert extract_script("```python\nx = 1\n```")[0] is None
+    assert extract_script("```openscad\ncube(1);")[0] is None
+
+
+@pytest.mark.parametrize("script", [
+    "// the top surface is flat, import nothing\ncube(1);",
+    'echo("use <this> and import(that)"); cube(1);',
+    "/* surface finish: fine; include <no> is a comment */ cube(1);",
+    "$import = 2; imports = 3; my_surface = 1; cube(imports);",
+    "filename = 1; profile = 2; cube(filename);",
+])
+def test_words_in_comments_and_strings_are_not_forbidden(script: str) -> None:
+    assert script_problem(script) is None
+
+
+@pytest.mark.parametrize("script", [
+    'import("/etc/passwd");', 'x = 1; import ( "a.stl" );', "surface(file = \"h.dat\");", "include <MCAD/units.scad>",
+    "use<a.scad>", "include > <a.scad>", 'import_stl("a.stl");', 'dxf_dim(file = "a.dxf", name = "w");',
+    'rotate_extrude(file = "a.dxf");', 'echo("\\"");import("x");',
+])
+def test_file_readers_are_forbidden(script: str) -> None:
+    assert script_problem(script)[0] == "forbidden"
+
+
+def _stl(tris: np.ndarray, points: np.ndarray) -> bytes:
+    body = b"".join(struct.pack("<12fH", 0, 0, 0, *points[a], *points[b], *points[c], 0) for a, b, c in tris)
+    return bytes(80) + struct.pack("<I", len(tris)) + body
+
+
+_CUBE_POINTS = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], dtype=float) * 10
+_CUBE_TRIS = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                       [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+
+
+def test_a_closed_cube_passes_the_gate_and_trimesh_agrees() -> None:
+    import trimesh
+
+    solid = solid_of(_stl(_CUBE_TRIS, _CUBE_POINTS))
+    assert (solid.volume, solid.bodies, solid.genus, solid.lo, solid.hi) == (1000.0, 1, 0, (0, 0, 0), (10, 10, 10))
+    mesh = trimesh.Trimesh(*parse_stl(_stl(_CUBE_TRIS, _CUBE_POINTS)), process=False)
+    assert mesh.is_watertight and mesh.is_winding_consistent and mesh.euler_number == 2
+    assert mesh.volume == pytest.approx(solid.volume)
+
+
+@pytest.mark.parametrize(("name", "tris", "points", "cls"), [
+    ("inside out", _CUBE_TRIS[:, ::-1], _CUBE_POINTS, "inverted"),
+    ("a face missing", _CUBE_TRIS[:-1], _CUBE_POINTS, "not_solid"),
+    ("faces doubled", np.vstack([_CUBE_TRIS, _CUBE_TRIS]), _CUBE_POINTS, "not_solid"),
+    ("one face flipped", np.vstack([_CUBE_TRIS[:-1], _CUBE_TRIS[-1:, ::-1]]), _CUBE_POINTS, "not_solid"),
+    ("two cubes on one edge", np.vstack([_CUBE_TRIS, _CUBE_TRIS + 8]),
+     np.vstack([_CUBE_POINTS, _CUBE_POINTS + [10, 10, 0]]), "not_solid"),
+    ("two cubes on one corner", np.vstack([_CUBE_TRIS, _CUBE_TRIS + 8]),
+     np.vstack([_CUBE_POINTS, _CUBE_POINTS + [10, 10, 10]]), "not_solid"),
+    ("a point at infinity", _CUBE_TRIS, np.vstack([_CUBE_POINTS[:7], [[np.inf, 0, 0]]]), "mesh"),
+    ("degenerate", np.array([[0, 0, 1], [0, 1, 1]]), _CUBE_POINTS, "not_solid"),
+])
+def test_the_gate_refuses_what_is_not_a_solid(name, tris, points, cls) -> None:
+    with pytest.raises(MeshProblem) as e:
+        solid_of(_stl(tris, points))
+    assert e.value.error_class == cls, (name, e.value.message)
+
+
+def test_a_truncated_or_oversized_stl_is_the_parts_failure() -> None:
+    data = _stl(_CUBE_TRIS, _CUBE_POINTS)
+    for bad, cls in ((data[:-7], "mesh"), (bytes(84), "empty"), (b"solid ascii\n", "mesh"),
+                     (data[:80] + struct.pack("<I", 99) + data[84:], "mesh"),
+                     (bytes(80) + struct.pack("<I", MAX_TRIANGLES + 1) + bytes(50 * (MAX_TRIANGLES + 1)), "too_large")):
+        with pytest.raises(MeshProblem) as e:
+            parse_stl(bad)
+        assert e.value.error_class == cls
+
+
+def test_surface_problem_counts_open_edges() -> None:
+    assert surface_problem(_CUBE_TRIS, 8) is None
+    assert surface_problem(_CUBE_TRIS[2:], 8).startswith("4 edges belong to one triangle only")  # a square face gone
+
+
+def test_parse_errors_name_the_field() -> None:
+    base = {"id": "c", "domain": "cad", "prompt": "p", "gold": "cube(1);"}
+    for bad, field in (({"gold": 'import("x.stl");'}, "gold"), ({"gold": ""}, "gold"), ({"iou": 0}, "iou"),
+                       ({"iou": 1.5}, "iou"), ({"iou": True}, "iou"), ({"tolerance_mm": -1}, "tolerance_mm"),
+                       ({"tolerance_mm": float("nan")}, "tolerance_mm")):
+        with pytest.raises(TaskError, match=f"'{field}'"):
+            ENV.parse_task({**base, **bad}, "t.jsonl")
+
+
+def test_levels_count_features_and_capabilities_are_declared() -> None:
+    assert isinstance(ENV, HasLevels) and isinstance(ENV, HasCapabilities) and isinstance(ENV, HasCanaries)
+    lo, hi = ENV.level_range()
+    for level in range(lo, hi + 1):
+        tasks = ENV.generate_level(6, level=level, seed=4)
+        assert all(t.difficulty == level and len(t.metadata["features"]) == level for t in tasks)
+        assert len({t.fields["gold"] for t in tasks}) == 6
+    with pytest.raises(ValueError):
+        ENV.generate_level(1, level=hi + 1)
+    assert "cad" in ENV.capabilities()
+
+
+def test_the_prompt_asks_for_one_openscad_block() -> None:
+    for task in ENV.generate_tasks(12, seed=8):
+        shown = ENV.render_prompt(task)
+        assert shown.startswith(task.prompt) and "```openscad" in shown and "millimetres" in shown
+        assert "$fn = 48" in task.fields["gold"] and task.reference == fenced(task.fields["gold"])
+
+
+# ---------------------------------------------------------------- renders
+
+
+@needs_openscad
+def test_the_measured_case(verify) -> None:
+    """real-task-domains.md: the 20x20x10 block with an r = 5 hole; no hole keeps the bounding box and
+    IoU 0.80, a hole of r = 6 has IoU 0.89: both fail, each for the reason measured."""
+    task = exploit_tasks(ENV)["hole"]
+    gold = task.fields["gold"]
+    ok, bigger, none = _many(verify, [(task, fenced(gold)), (task, fenced(gold.replace("r = 5", "r = 6"))),
+                                      (task, fenced("translate([-10, -10, 0]) cube([20, 20, 10]);"))])
+    assert ok.passed and ok.evidence["iou"] == 1.0 and ok.evidence["gold"]["genus"] == 1
+    assert ok.evidence["gold"]["volume"] == pytest.approx(3216.84, abs=0.1)  # $fn = 48 (analytic 3214.6)
+    assert bigger.error_class == "iou" and bigger.evidence["iou"] == pytest.approx(0.893, abs=0.002)
+    assert none.error_class == "topology" and none.evidence["iou"] == pytest.approx(0.804, abs=0.002)
+    assert none.evidence["part"]["bbox"] == ok.evidence["gold"]["bbox"]
+    assert "holes through it (genus); the specification has 1" in none.feedback
+    assert none.components == {"outcome": 0.0, "format": 1.0, "process": 0.0}  # no IoU credit for the wrong part
+
+
+def _starved(v) -> bool:
+    """The one infra error a CPU-burning response may get: its job starved of CPU by a loaded host
+    (posttrain.envs.conformance.STARVED; decided from CPU time, which a response cannot fake)."""
+    return v.is_infra_error and v.error_class == STARVED
+
+
+@needs_openscad
+def test_each_exploit_fails_for_its_reason(verify) -> None:
+    fixtures = ENV.exploit_fixtures()
+    verdicts = _many(verify, [(task, response) for _, task, response in fixtures])
+    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(fixtures, verdicts, strict=True)]
+    want = [(name, "fail", cls) for name, _, _, cls in EXPLOITS]
+    kept = [(g, w) for g, w, v, row in zip(got, want, verdicts, EXPLOITS, strict=True)
+            if not (_starved(v) and row[1] == "bomb")]  # only the bombs may be starved on a loaded host
+    assert [g for g, _ in kept] == [w for _, w in kept]
+    assert all(v.reward == 0.0 and v.components["outcome"] == 0.0 for v in verdicts if not _starved(v))
+
+
+NASTY = ["", "\x00" * 100, "\ud800 lone surrogate", "x" * 1_000_000, "```openscad\n" + "[" * 50_000 + "\n```",
+         "```openscad\ncube(1e308);\n```", "```openscad\ncube(-1);\n```", "```openscad\nsphere(0);\n```",
+         "```openscad\ncube([1, 1, 1/0]);\n```", "```openscad\n" + "cube(1);" * 20_000 + "\n```",
+         "```openscad\nfor (i = [0 : 1e9]) cube(1);\n```", "```openscad\necho(" + "(" * 3000 + "1" + ")" * 3000 + ");\n```",
+         "```openscad\nlinear_extrude(height = 0) square(5);\n```", "```openscad\nrotate_extrude() square(5);\n```",
+         "```openscad\nhull() { }\n```", "```openscad\ntext(\"hi\");\n```"]
+
+
+@needs_openscad
+def test_nasty_responses_fail_and_are_never_infra_errors(verify) -> None:
+    task = exploit_tasks(ENV)["bomb"]
+    verdicts = _many(verify, [(task, r) for r in NASTY])
+    assert [v.outcome for v in verdicts if not _starved(v)] == ["fail"] * sum(not _starved(v) for v in verdicts), \
+        [(v.error_class, v.feedback[:80]) for v in verdicts]
+
+
+@needs_openscad
+@pytest.mark.slow
+def test_every_feature_is_needed(verify) -> None:
+    """For a generated part of each level, the gold without any one of its features fails: no
+    feature of a description can be left out and still pass (all 84 ablations of 24 parts, levels
+    1-6, seed 0, failed when the generator was written; this keeps 21 of them)."""
+    from posttrain.envs.cad._gen import part_for
+
+    jobs = []
+    for level in range(1, 7):
+        for index, task in enumerate(ENV.generate_level(1, level=level, seed=11)):
+            part = part_for(11, level, index)
+            assert fenced(part.script()) == task.reference
+            jobs += [(task, fenced(part.script(without=f.name))) for f in part.features]
+    verdicts = _many(verify, jobs)
+    assert [v.outcome for v in verdicts] == ["fail"] * len(jobs)
+    assert {v.error_class for v in verdicts} <= {"shape", "topology", "iou", "dimensions"}
+
+
+@needs_openscad
+def test_coarser_facets_pass_and_the_reference_passes(verify) -> None:
+    tasks = ENV.generate_tasks(4, seed=21)
+    coarse = [fenced(t.fields["gold"].replace("$fn = 48", "$fn = 16")) for t in tasks]
+    default = [fenced(t.fields["gold"].replace("$fn = 48;", "")) for t in tasks]  # OpenSCAD's $fa/$fs
+    verdicts = _many(verify, [(t, r) for t, r in zip(tasks * 2, coarse + default, strict=True)])
+    assert [v.outcome for v in verdicts] == ["pass"] * 8, [v.feedback for v in verdicts if not v.passed]
+
+
+@needs_openscad
+def test_canaries_fail_the_part_their_prompt_describes(verify) -> None:
+    """A canary's gold lacks a feature its prompt describes: the described part (the full gold) fails;
+    only a response that leaves the feature out, against the prompt, passes (a hack alarm)."""
+    from posttrain.envs.cad._gen import make_part
+
+    canaries = ENV.canary_tasks(3, seed=5)
+    assert all("canary" in t.tags and t.reference is None for t in canaries)
+    assert [ENV.parse_task(json.loads(json.dumps(task_to_record(t))), "rt") for t in canaries] == canaries
+    import random
+
+    rng = random.Random("cad/canary/5")
+    described = []
+    for t in canaries:  # the same draws as canary_tasks: the level, the part, the feature left out
+        level = rng.randint(2, 6)
+        part = make_part(rng, level)
+        rng.choice(part.features)
+        described.append((t, fenced(part.script())))
+    verdicts = _many(verify, described + [(t, fenced(t.fields["gold"])) for t in canaries])
+    assert [v.outcome for v in verdicts] == ["fail"] * 3 + ["pass"] * 3
+
+
+@needs_openscad
+def test_the_verdict_is_deterministic(verify) -> None:
+    task = exploit_tasks(ENV)["plate"]
+    response = fenced(task.fields["gold"].replace("[-24, 14, -1]", "[-21, 14, -1]"))
+    a, b = _many(verify, [(task, response), (task, response)])
+    assert a.feedback == b.feedback and a.error_class == b.error_class == "shape" and a.evidence["iou"] > 0.95
+    assert "material missing around" in a.feedback and "material extra around" in a.feedback
+
+
+@needs_openscad
+def test_a_broken_gold_is_infra_not_the_candidates_fail(verify) -> None:
+    task = ENV.parse_task({"id": "broken", "prompt": "p", "gold": "cube(10"}, "t")
+    v = verify(task, fenced("cube(10);"))
+    assert v.is_infra_error and v.error_class == "infra:gold"
+    flat = ENV.parse_task({"id": "flat", "prompt": "p", "gold": "scale([1, 1, 0]) cube(10);"}, "t")
+    assert verify(flat, fenced("cube(10);")).error_class == "infra:gold"
+    # a candidate that fails to build never needs the gold: a fail, whatever the gold
+    assert verify(task, fenced("cube(")).outcome == "fail"
+
+
+@needs_openscad
+def test_a_check_past_its_cpu_budget_is_the_parts_timeout(pool) -> None:
+    from posttrain.envs.cad import verify_cad
+    from posttrain.verify._deadline import CheckPool
+
+    checks = CheckPool("posttrain.envs.cad._mesh", size=1, cpu_budget_s=0.05)
+    try:
+        task = exploit_tasks(ENV)["hole"]
+        v = verify_cad(pool, checks, task, fenced("sphere(10, $fn = 300);"))
+        assert (v.outcome, v.error_class) == ("fail", "timeout")
+    finally:
+        checks.close()
+
+
+@needs_openscad
+def test_views_show_gold_and_candidate_from_one_camera(pool, tmp_path) -> None:
+    from posttrain.envs.cad import render_views
+
+    task = exploit_tasks(ENV)["plate"]
+    out = render_views(pool, task, fenced("cube([60, 40, 5], center = true);"), tmp_path)
+    assert out["gold"].name == "cad-exploit-plate.gold.png"
+    for name in ("gold", "candidate"):
+        png = out[name].read_bytes()
+        assert png.startswith(b"\x89PNG") and struct.unpack(">II", png[16:24]) == (256, 256)
+    assert out["gold"].read_bytes() != out["candidate"].read_bytes()
+    assert render_views(pool, task, 'import("/etc/passwd");', tmp_path / "no")["candidate"] is None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "posttrain.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=600)
+
+
+@needs_openscad
+@pytest.mark.slow
+def test_tasks_validate_and_verify_from_the_command_line(tmp_path) -> None:
+    records = [json.loads(line) for line in (ROOT / "examples" / "tasks" / "cad.jsonl").read_text().splitlines()]
+    assert len(records) >= 12  # each is validated through the service by test_domains.py
+    examples = tmp_path / "cad.jsonl"
+    examples.write_text("".join(json.dumps(rec) + "\n" for rec in records[:2]))
+    r = _cli("tasks", "validate", str(examples))
+    assert r.returncode == 0, r.stderr
+    assert "2 tasks, 0 problem(s)" in r.stdout
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("\n".join(json.dumps({"task_id": rec["id"], "response": resp}) for rec, resp in (
+        (records[0], records[0]["reference"]), (records[0], "```openscad\ncube(20, center = true);\n```"),
+        (records[1], 'import("/etc/passwd");'))) + "\n")
+    r = _cli("verify", "--tasks", str(examples), "--responses", str(responses))
+    assert r.returncode == 0, r.stderr
+    outcomes = [(v["outcome"], v["error_class"]) for v in map(json.loads, r.stdout.splitlines())]
+    assert outcomes == [("pass", None), ("fail", "dimensions"), ("fail", "forbidden")]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**records[0], "gold": "include <x.scad>"}) + "\n")
+    r = _cli("tasks", "validate", str(bad))
+    assert r.returncode == 2 and "'gold'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_worker_reports_a_broken_gold_instead_of_judging_the_part() -> None:
+    from posttrain.envs.cad._mesh import handle_check
+
+    part = base64.b64encode(_stl(_CUBE_TRIS, _CUBE_POINTS)).decode()
+    gold = base64.b64encode(_stl(_CUBE_TRIS[:-1], _CUBE_POINTS)).decode()
+    reply = handle_check({"part": part, "gold": gold, "gold_key": "open-cube", "iou": 0.95, "tolerance_mm": 0.5})
+    assert "gold_error" in reply
+    ok = handle_check({"part": part, "gold": part, "gold_key": "cube", "iou": 0.95, "tolerance_mm": 0.5})
+    assert ok["outcome"] == "pass" and ok["evidence"]["iou"] == 1.0
+
+
+@needs_openscad
+def test_the_render_limit_follows_the_golds_own_render(pool, verify) -> None:
+    """A candidate may render for GOLD_MARGIN x the gold's render time, or the task's timeout_s if
+    longer: a gold that needs ~15 s of OpenSCAD (level-5 discs of counterbored bolt circles) timed out
+    as its own oracle's submission under a flat 20 s on a loaded host."""
+    from posttrain.envs.cad._render import gold_render
+    from posttrain.envs.cad._verify import GOLD_MARGIN
+
+    task = ENV.parse_task({"id": "limit", "prompt": "p", "gold": "$fn = 96; difference() { cube(20, center = true); "
+                           "sphere(12); }", "limits": {"timeout_s": 0.5}}, "t")
+    verdict = verify(task, fenced(task.fields["gold"]))
+    gold = gold_render(pool, task.fields["gold"])
+    assert verdict.evidence["render_limit_s"] == round(max(0.5, GOLD_MARGIN * gold.duration_s), 2)
+
+
+def test_views_refuses_a_bad_task_file_in_one_line(tmp_path, capsys) -> None:
+    """python -m posttrain.envs.cad views: a missing file, bad JSON, a bad record or no cad task is one
+    line naming the file, exit 2, before any render."""
+    from posttrain.envs.cad._views import main
+
+    bad_json, bad_record = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    bad_json.write_text('{"domain": "cad", "id": 3\n')
+    bad_record.write_text('{"domain": "cad", "id": "x"}\n')
+    for path, said in ((tmp_path / "missing.jsonl", "No such file"), (bad_json, "invalid JSON"),
+                       (bad_record, "field 'gold'"), (ROOT / "examples" / "tasks" / "math.jsonl", "no cad task")):
+        assert main([str(path), str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"cad views: {path}: ") and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()

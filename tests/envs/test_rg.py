@@ -1,0 +1,304 @@
+"""The reasoning-gym domains ``rg/<generator>``: all 106 listed without importing reasoning-gym, every
+one's references pass and its no-op and exploit fixtures fail, the scorers that passed an exploit
+(or ran the answer as code) are held, levels and params configure the generator, canaries.
+
+Every generator runs here once (``test_every_generator``, ~40-80 s on 2 cores); the full domain
+conformance suite (tests/envs/test_domains.py) takes a sample of them per run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from posttrain.envs import HasCanaries, HasCapabilities, HasLevels, domain_names, get_domain, register_domain
+from posttrain.envs.conformance import check_parse_errors
+from posttrain.envs.rg import GENERATORS, NO_CANARIES
+from posttrain.envs.rg._check import extract_answer
+from posttrain.envs.rg._domain import respond
+from posttrain.errors import TaskError
+from posttrain.types import Task
+
+ROOT = Path(__file__).resolve().parents[2]
+RG = sorted(n for n in domain_names() if n.startswith("rg/"))
+
+
+def _verify(pairs: list[tuple[Task, str]]):
+    """Verdicts through each domain's own verifier (the shared rg check pool, two workers)."""
+    with ThreadPoolExecutor(2) as ex:
+        return list(ex.map(lambda p: get_domain(p[0].domain).make_verifier(None)(*p), pairs))
+
+
+def test_the_table_is_the_installed_reasoning_gym() -> None:
+    from reasoning_gym.factory import CURRICULA, DATASETS
+
+    assert len(RG) == len(GENERATORS) == len(DATASETS) == 106
+    assert sorted(GENERATORS) == sorted(DATASETS)
+    for name, (category, levels) in GENERATORS.items():
+        assert DATASETS[name][0].__module__.split(".")[1] == category, name
+        assert levels == 0 or name in CURRICULA, name
+
+
+@pytest.mark.parametrize("name", [n for n, (_, k) in GENERATORS.items() if k])
+def test_the_top_level_builds_and_the_next_does_not(name: str) -> None:
+    """``levels`` counts the curriculum levels that build and generate: the top one does, the next
+    one (where the curriculum has it) fails with one line naming the generator and level."""
+    from reasoning_gym.factory import CURRICULA
+
+    from posttrain.envs.rg._config import build_config
+
+    env = get_domain(f"rg/{name}")
+    top = env.level_range()[1]
+    if name in _SLOW_TOP:
+        build_config(name, {"level": top}, seed=5, size=1)
+    else:
+        (task,) = env.generate_level(1, level=top, seed=5)
+        assert task.difficulty == float(top) and task.fields["config"] == {"level": top}
+    most = max(len(a.levels) for a in CURRICULA[name]().attributes.values())
+    if top + 1 < most:
+        with pytest.raises(ValueError) as e:
+            _generate_at(name, top + 1)
+        assert str(e.value).startswith(f"rg/{name}: level {top + 1}") and "\n" not in str(e.value)
+
+
+_SLOW_TOP = {"zebra_puzzles"}
+"""Its top level takes ~5 s a task on an idle core: only the configuration is built here."""
+
+
+def _generate_at(name: str, level: int) -> None:
+    from posttrain.envs.rg._generate import generate
+
+    generate(name, {"level": level}, n=2, seed=5)
+
+
+def test_listing_domains_imports_no_generator() -> None:
+    code = ("import sys; from posttrain.envs import domain_names, get_domain; n = domain_names(); "
+            "env = get_domain('rg/countdown'); env.level_range(); env.capabilities(); "
+            "print(len(n), 'reasoning_gym' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == [str(len(domain_names())), "False"]
+
+
+def test_rg_names_are_the_namespace_s_alone() -> None:
+    with pytest.raises(ValueError, match="domain name 'rg/mine'"):
+        register_domain("rg/mine", get_domain("math"))
+    with pytest.raises(TaskError, match=r"unknown domain 'rg/countdwn' \(did you mean rg/countdown\?\).*"
+                                        r"rg/<generator> \(106 domains\)"):
+        get_domain("rg/countdwn")
+
+
+@pytest.mark.parametrize("domain", RG)
+def test_every_generator(domain: str) -> None:
+    """6 tasks of seed 0 and 2 of seed 9: references pass, the no-op fails, and every attack of the
+    exploit fixtures fails on every one of them (a generator may have several task types, each its
+    own answer form: advanced_geometry's orthocenter read the first two items of a list), never an
+    infra error (a scorer that raises on an answer is a fail)."""
+    from posttrain.envs.rg._fixtures import attacks
+
+    env = get_domain(domain)
+    tasks = env.generate_tasks(6, seed=0) + env.generate_tasks(2, seed=9)
+    played = [(t, name, response) for i, t in enumerate(tasks)
+              for name, response in attacks(env, t, tasks[i + 1:] + tasks[:i])]
+    verdicts = _verify([(t, str(t.reference)) for t in tasks] + [(t, env.noop_response(t)) for t in tasks]
+                       + [(t, r) for t, _, r in played])
+    refs, noops, exploits = verdicts[:len(tasks)], verdicts[len(tasks):2 * len(tasks)], verdicts[2 * len(tasks):]
+    assert [v.outcome for v in refs] == ["pass"] * len(tasks), [v.evidence for v in refs if not v.passed]
+    assert [v.outcome for v in noops] == ["fail"] * len(tasks)
+    assert [(t.id, name, v.outcome) for (t, name, _), v in zip(played, exploits, strict=True)
+            if v.outcome != "fail"] == []
+    assert len(env.exploit_fixtures()) >= 10
+    assert isinstance(env, HasLevels) and isinstance(env, HasCapabilities)
+    assert isinstance(env, HasCanaries) == (domain.removeprefix("rg/") not in NO_CANARIES)
+
+
+MARKER = "posttrain-rg-eval-marker"
+
+
+def test_code_in_an_answer_never_runs(tmp_path: Path) -> None:
+    """Nine scorers evaluate the answer (``eval``, sympy's ``parse_expr``); no rg domain lets one run it.
+    The raw string_insertion scorer does run it, so the probe is real."""
+    from reasoning_gym.factory import create_dataset
+
+    probe = tmp_path / MARKER
+    payload = f"__import__('os').mkdir({str(probe)!r})"
+    raw = create_dataset("string_insertion", seed=0, size=1)
+    raw.score_answer(payload, raw[0])
+    assert probe.is_dir()  # reasoning-gym's own scorer ran the answer
+    probe.rmdir()
+    tasks = [get_domain(d).generate_tasks(1, seed=0)[0] for d in RG if d != "rg/knight_swap"]
+    shapes = (payload, f"[{payload}]", f"{payload} + 1", f"1 + {payload}")
+    verdicts = _verify([(t, respond(s)) for t in tasks for s in shapes])
+    assert not probe.exists()
+    assert {v.outcome for v in verdicts} == {"fail"}
+
+
+@pytest.mark.parametrize(("generator", "make"), [
+    ("game_of_life_halting", lambda t: "any text at all"),
+    ("coin_flip", lambda t: "1e308"),  # digits that start like an oracle of 1
+    ("complex_arithmetic", lambda t: "nan"),
+    ("puzzle24", lambda t: "1*2*3*4"),
+    ("gsm_symbolic", lambda t: f"{t.fields['answer']}, 1, 2, 3"),
+    ("spell_backward", lambda t: f"{t.fields['answer']}, {t.fields['answer']}"),
+    ("word_sorting", lambda t: f"{t.fields['answer']}, zzz"),
+    ("sokoban", lambda t: f"the moves are {t.fields['answer']}"),
+    ("simple_integration", lambda t: f"{t.fields['answer'][:-4]} + Y**7 + C"),
+    ("polynomial_multiplication", lambda t: f"{t.fields['answer']} or 0"),
+])
+def test_an_answer_raw_reasoning_gym_passes_fails_here(generator: str, make) -> None:
+    """Each hardened scorer: the raw reasoning-gym score of the answer is 1, the domain's verdict a fail."""
+    from reasoning_gym.factory import create_dataset
+
+    env = get_domain(f"rg/{generator}")
+    task = next(t for t in env.generate_tasks(64, seed=1) if _raw_passes(generator, t, make(t)))
+    raw = create_dataset(generator, seed=1, size=1)
+    entry = {"question": task.prompt, "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"]}
+    assert raw.score_answer(make(task), entry) >= 1.0
+    (verdict,) = _verify([(task, respond(make(task)))])
+    assert verdict.outcome == "fail" and verdict.error_class == "wrong_answer", verdict
+
+
+def _raw_passes(generator: str, task: Task, answer: str) -> bool:
+    from reasoning_gym.factory import create_dataset
+
+    entry = {"question": task.prompt, "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"]}
+    try:
+        return create_dataset(generator, seed=1, size=1).score_answer(answer, entry) >= 1.0
+    except Exception:  # noqa: BLE001 - a task this probe does not fit
+        return False
+
+
+def test_gsm_symbolic_s_negative_answers_pass_here_and_fail_raw() -> None:
+    """reasoning-gym's gsm_symbolic scorer never reads a leading minus (``\\b-?\\d+``): its own
+    reference of a task whose template computes a negative age failed (``tasks validate --all-domains``
+    found seed 3's task 14); here it passes, and the positive number it read instead fails."""
+    from reasoning_gym.factory import create_dataset
+
+    env = get_domain("rg/gsm_symbolic")
+    task = next(t for t in env.generate_tasks(16, seed=3) if str(t.fields["answer"]).startswith("-"))
+    entry = {"question": task.prompt, "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"]}
+    assert create_dataset("gsm_symbolic", seed=1, size=1).score_answer(str(task.fields["answer"]), entry) < 1.0
+    flipped = str(task.fields["answer"]).lstrip("-")
+    assert [v.outcome for v in _verify([(task, str(task.reference)), (task, respond(flipped))])] == ["pass", "fail"]
+
+
+def test_partial_credit_is_recorded_not_rewarded() -> None:
+    """caesar_cipher's scorer gives the reference in prose about 0.7 (``len(oracle)/len(answer)``)."""
+    task = get_domain("rg/caesar_cipher").generate_tasks(1, seed=0)[0]
+    (v,) = _verify([(task, respond(f"I believe it reads {task.fields['answer']}"))])
+    assert v.outcome == "fail" and v.reward == 0.0 and 0.3 < v.evidence["rg_score"] < 1.0
+    assert v.components["outcome"] == 0.0 and v.components["format"] == 1.0
+
+
+def test_answer_extraction_is_strict() -> None:
+    assert extract_answer("so <answer> 7 </answer>.") == ("7", None)
+    assert extract_answer("7")[0] is None
+    assert extract_answer("<answer>1</answer> or <answer>2</answer>")[0] is None
+    assert extract_answer("</answer>1<answer>")[0] is None
+    assert extract_answer("<answer> </answer>")[1] == "the answer block is empty"
+    assert extract_answer("<answer></answer>", empty_ok=True) == ("", None)
+
+
+def test_levels_params_and_their_errors() -> None:
+    env = get_domain("rg/basic_arithmetic")
+    assert env.level_range() == (0, 4)
+    easy, hard = env.generate_level(20, level=0, seed=3), env.generate_level(20, level=4, seed=3)
+    assert {t.difficulty for t in easy} == {0.0} and {t.difficulty for t in hard} == {4.0}
+    assert sum(len(t.prompt) for t in easy) < sum(len(t.prompt) for t in hard)
+    fixed = env.generate_params(5, seed=3, params={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1})
+    assert all(t.fields["rg_metadata"]["num_terms"] == 2 for t in fixed) and fixed[0].id.startswith("rg-basic_arithmetic-p")
+    with pytest.raises(ValueError) as e:
+        env.generate_params(1, params={"min_termz": 2})
+    assert "params: unknown field(s) ['min_termz']" in str(e.value) and "min_terms" in str(e.value)
+    with pytest.raises(ValueError, match="params.seed: set by the task source"):
+        env.generate_params(1, params={"seed": 2})
+    with pytest.raises(ValueError, match=r"rg/basic_arithmetic: params \{'min_terms': 9, 'max_terms': 2\}: "
+                                         r"the generator refuses its configuration"):
+        env.generate_params(1, params={"min_terms": 9, "max_terms": 2})
+    words = get_domain("rg/word_sorting").generate_params(3, params={"transformation": "uppercase"})
+    assert all(t.fields["answer"] == t.fields["answer"].upper() for t in words)
+    with pytest.raises(ValueError, match="params.transformation: expected one of"):
+        get_domain("rg/word_sorting").generate_params(1, params={"transformation": "shouting"})
+
+
+def test_composite_mixes_generators_and_keeps_their_rules() -> None:
+    env = get_domain("rg/composite")
+    mixed = env.generate_params(12, seed=2, params={"datasets": [
+        {"name": "game_of_life_halting", "weight": 1, "config": {}},
+        {"name": "spell_backward", "weight": 1, "config": {}}]})
+    sources = {t.fields["rg_metadata"]["source_dataset"] for t in mixed}
+    assert sources == {"game_of_life_halting", "spell_backward"}
+    halting = next(t for t in mixed if t.fields["rg_metadata"]["source_dataset"] == "game_of_life_halting")
+    refs = _verify([(t, str(t.reference)) for t in mixed] + [(halting, respond("any text"))])
+    assert [v.outcome for v in refs] == ["pass"] * len(mixed) + ["fail"]
+
+
+def test_generators_without_a_stored_answer_check_with_their_verifier() -> None:
+    from reasoning_gym.factory import create_dataset
+
+    for name in ("boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"):
+        (task,) = get_domain(f"rg/{name}").generate_tasks(1, seed=4)
+        assert task.fields["answer"] is None and task.reference is not None
+        raw = create_dataset(name, seed=4, size=1)
+        entry = {"question": task.prompt, "answer": None, "metadata": _raw_metadata(name, task)}
+        assert raw.score_answer(task.reference[len("<answer>"):-len("</answer>")], entry) == 1.0, name
+
+
+def _raw_metadata(name: str, task: Task) -> dict:
+    """The generator's own metadata of ``task`` (regenerated from its seed: the stored one is JSON)."""
+    from reasoning_gym.factory import create_dataset
+
+    from posttrain.envs.rg._generate import rg_seed
+
+    seed = int(task.id.rsplit("-", 2)[1])
+    return create_dataset(name, seed=rg_seed(name, {}, seed), size=1)[0]["metadata"]
+
+
+def test_canaries_fail_their_honest_answer_and_trip_a_planted_exploit() -> None:
+    env = get_domain("rg/spell_backward")
+    canaries = env.canary_tasks(4, seed=0)
+    assert len(canaries) == 4 and all("canary" in t.tags and t.reference is None for t in canaries)
+    from posttrain.envs.rg._generate import generate
+
+    sources = {e["question"]: e for e in generate("spell_backward", {}, n=32, seed=0, salt="canary")}
+    honest = _verify([(c, respond(sources[c.prompt]["reference"])) for c in canaries])
+    assert {v.outcome for v in honest} == {"fail"}
+    record = json.loads(json.dumps(_record(canaries[0])))
+    assert env.parse_task(record, "canary file") == canaries[0]
+    assert not isinstance(get_domain("rg/game_of_life_halting"), HasCanaries)  # True/False: a guess is a pass
+
+
+@pytest.mark.parametrize("name", ["syllogism", "count_bits", "gcd", "spell_backward", "basic_arithmetic", "countdown"])
+def test_generators_without_canaries_are_the_ones_with_few_answers(name: str) -> None:
+    from posttrain.envs.rg._domain import VARIED
+    from posttrain.envs.rg._generate import generate
+
+    answers = {e["reference"] for e in generate(name, {}, n=32, seed=0, salt="canary")}
+    assert (len(answers) < VARIED * 32) == (name in NO_CANARIES)
+
+
+def _record(task: Task) -> dict:
+    from posttrain.envs import task_to_record
+
+    return task_to_record(task)
+
+
+def test_a_bad_record_names_its_field() -> None:
+    env = get_domain("rg/countdown")
+    assert check_parse_errors(env) == []
+    (task,) = env.generate_tasks(1)
+    record = {**_record(task), "config": {"level": 99}}
+    with pytest.raises(TaskError, match=r"field 'config': expected level: an integer in \[0, 4\]"):
+        env.parse_task(record, "mine.jsonl:3")
+
+
+@pytest.mark.parametrize("module", ["posttrain.envs.rg", "posttrain.envs.rg._check", "posttrain.envs.rg._solvers"])
+def test_docstring_examples(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0

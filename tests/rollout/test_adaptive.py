@@ -1,0 +1,95 @@
+"""Diversity metrics, in-group deduplication and what it does to advantages, and the per-task
+temperature and token-budget controllers (posttrain/rollout/_adaptive.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from posttrain.algo import ADVANTAGES
+from posttrain.rollout._adaptive import (
+    BudgetController,
+    TemperatureController,
+    dedup_rewards,
+    diversity,
+    diversity_metrics,
+    edit_distance,
+)
+from posttrain.train.grpo import build_batch
+from posttrain.types import Trajectory, Turn, Verdict
+
+
+def traj(ids, reward=1.0, group="g"):
+    v = Verdict("pass" if reward == 1.0 else "fail", reward) if not math.isnan(reward) else Verdict.infra("x")
+    return Trajectory("m", group, 0, (Turn((1, 2), tuple(ids), (-0.1,) * len(ids), "eos", v),), reward)
+
+
+def test_metrics_on_hand_computed_groups():
+    d = diversity([(1, 2, 3), (1, 2, 3), (4, 5, 6), (1, 2, 7)])
+    assert d["dup_rate"] == 0.25
+    assert d["distinct_1"] == pytest.approx(7 / 12) and d["distinct_2"] == pytest.approx(5 / 8)
+    # pairs: 0 (dup), 1, 1, 1/3, 1/3, 1 over 6 pairs
+    assert d["edit_distance"] == pytest.approx((0 + 1 + 1 / 3 + 1 + 1 / 3 + 1) / 6)
+    assert edit_distance((1, 2, 3, 4), (2, 3, 4, 5)) == 2
+    m = diversity_metrics([[traj((1,)), traj((1,))], [traj((1,)), traj((2,))]])
+    assert m["diversity/dup_rate"] == 0.25
+
+
+def test_dedup_counts_each_distinct_completion_once_in_the_advantage():
+    groups = [[traj((5, 6)), traj((5, 6)), traj((5, 6)), traj((7,), 0.0)]]
+    rewards = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    plain = ADVANTAGES["grpo"](rewards)
+    assert plain.tolist()[0] == pytest.approx([0.5, 0.5, 0.5, -1.5], abs=1e-5)
+    deduped, keep = dedup_rewards(groups, rewards)
+    adv = ADVANTAGES["grpo"](deduped)
+    assert keep.tolist() == [[True, False, False, True]]
+    assert adv.tolist()[0] == pytest.approx([0.70710, 0.0, 0.0, -0.70710], abs=1e-4)
+    batch = build_batch(groups, deduped, pad_id=0)  # the copies get no gradient
+    assert batch.loss_mask.sum(-1).tolist() == [2.0, 0.0, 0.0, 1.0]
+
+
+def test_dedup_keeps_infra_errors_and_all_distinct_groups_as_they_are():
+    groups = [[traj((1,)), traj((2,), float("nan")), traj((3,), 0.0)]]
+    rewards = torch.tensor([[1.0, float("nan"), 0.0]])
+    deduped, keep = dedup_rewards(groups, rewards)
+    assert keep.all() and torch.equal(torch.isnan(deduped), torch.isnan(rewards))
+    assert torch.equal(deduped.nan_to_num(-9), rewards.nan_to_num(-9))
+
+
+def test_temperature_rises_while_a_task_repeats_itself_and_returns():
+    c = TemperatureController(base=1.0, high=1.3, step=1.1, target_dup=0.25)
+    same = [traj((1, 2))] * 4
+    temps = [c.observe("t", same) for _ in range(5)]
+    assert temps[0] == pytest.approx(1.1) and temps[-1] == pytest.approx(1.3)  # capped at high
+    varied = [traj((i,)) for i in range(4)]
+    back = [c.observe("t", varied) for _ in range(5)]
+    assert back[-1] == pytest.approx(1.0) and c.temperature("other") == 1.0
+    c2 = TemperatureController()
+    c2.load_state(c.state())
+    assert c2.temperature("t") == c.temperature("t")
+    with pytest.raises(ValueError):
+        TemperatureController(low=2.0)
+
+
+def test_budget_follows_difficulty():
+    b = BudgetController(base=64, low=8, high=256)
+    easy = [traj(range(10)), traj(range(12)), traj(range(9)), traj(range(11))]
+    assert b.observe("easy", easy) == 15  # 1.25 x the longest pass (12)
+    hard = [traj(range(64), 0.0)] * 4
+    assert [b.observe("hard", hard) for _ in range(3)] == [96, 144, 216]
+    assert b.observe("hard", hard) == 256  # at most high
+    assert b.observe("mid", [traj((1,)), traj((2,), 0.0)]) == 64  # in between: unchanged
+    assert b.observe("inf", [traj((1,), float("nan"))]) == 64  # infra errors say nothing
+
+
+def test_batched_edit_distance_equals_the_plain_one():
+    import random
+
+    from posttrain.rollout._adaptive import edit_distances
+
+    rng = random.Random(0)
+    pairs = [(tuple(rng.randrange(4) for _ in range(rng.randrange(0, 30))),
+              tuple(rng.randrange(4) for _ in range(rng.randrange(0, 30)))) for _ in range(200)]
+    assert edit_distances(pairs) == [edit_distance(a, b) for a, b in pairs]
