@@ -109,6 +109,14 @@ def _cgroups(prefixes: list[str]) -> list[Path]:
     return [c for parent in parents for c in parent.iterdir() if c.name.startswith(tuple(prefixes))]
 
 
+def _procs(cgroup: Path) -> str:
+    """The cgroup's ``cgroup.procs``; empty once a reaper removed it (a neighbour may, meanwhile)."""
+    try:
+        return (cgroup / "cgroup.procs").read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def _leftovers(prefixes: list[str], tmpdirs: list[Path]) -> list[str]:
     found = [str(p) for d in tmpdirs for p in d.iterdir() if p.name.startswith(tuple(prefixes))]
     found += [str(c) for c in _cgroups(prefixes)]
@@ -179,14 +187,16 @@ def test_neighbours_with_other_temp_dirs_and_pid_namespaces_leave_each_other_alo
             assert n.ask("jobs") == [], n.where
         prefixes = [n.prefix for n in neighbours]
         tmpdirs = [other_tmpdir, Path(tempfile.gettempdir())]
+        assert _cgroups(prefixes)  # (what the reaping below must remove exists)
         for n in neighbours:
             n.close(killed)
         if killed:
+            # A SIGKILL-ed pool cannot clean up after itself; any pool started on this host from now
+            # on (another test worker's too) reaps its cgroups once they are empty: one gone was empty.
             end = time.monotonic() + 20  # their slots end with them (die-with-parent, pid namespaces)
-            while any((c / "cgroup.procs").read_text() for c in _cgroups(prefixes)):
+            while any(_procs(c) for c in _cgroups(prefixes)):
                 assert time.monotonic() < end, "their slots outlived them"
                 time.sleep(0.1)
-            assert _cgroups(prefixes)  # a SIGKILL-ed pool cannot clean up after itself
             # The next pool reaps every cgroup they left, whatever their temp dir. (Another posttrain on
             # this host may be reaping the same cgroups at this moment, holding their lock for an
             # instant: then a later pool, or that one, removes them.)

@@ -586,7 +586,10 @@ def _fresh_server(item, template, proxy, calls, servers, report):
     try:
         proxy.attach(*template.server(item, calls), ahead=calls)
     except ServerLost as e:
-        if not e.broken:  # slow, not broken: a starved machine, not this candidate's doing
+        # Slow, not broken: a starved machine, not this candidate's doing; in a batch an earlier
+        # candidate may have sunk what starts servers: the item is re-run alone, where only its own
+        # code ran before.
+        if not e.broken or e.waited:
             raise
         entry = _sabotage("the candidate killed or stopped the process that starts candidates")
         report["tests"] = [entry, *report.get("tests", [])[1:]]

@@ -187,6 +187,10 @@ def server_main(rfd, wfd, procs, direct=True):
         os.close(procs)
     except OSError:
         os._exit(3)
+    # Alive, in the cell, no model code yet: a server that dies or stops before saying so was sunk by
+    # an earlier candidate (a signal it sent is delivered at the latest as this one waits), never by
+    # its own (``Template.server``).
+    chan.send({"in": True})
     ns = {"__name__": "candidate", "__builtins__": builtins}
     try:
         exec(_compile(hello["source"], "candidate.py"), ns)
@@ -217,11 +221,12 @@ def _answer(fn, request):
 class ServerLost(Exception):
     """The template did not produce a working server; ``broken``: because the template, or the
     server that waited for its candidate, is stopped or gone (something killed or stopped it),
-    rather than slow."""
+    rather than slow. ``waited``: in a batch, where any earlier candidate may have sunk the template
+    or a server forked ahead, not only the item's own (``Template.server``)."""
 
     def __init__(self, message, broken=False):
         super().__init__(message)
-        self.broken = broken
+        self.broken, self.waited = broken, False
 
 
 class Template:
@@ -273,14 +278,21 @@ class Template:
         limits, priority, CPUs or policy changed (by an earlier candidate: ``broken``)."""
         if self.next >= len(self.channels):
             raise ServerLost("no server channel left")
-        if _state(self.pid) not in ("S", "R", "D"):
-            raise ServerLost("the template is stopped or gone", broken=True)
-        chan = self.channels[self.next]
-        self.next += 1
-        if self.next <= self.direct:
-            pid = self.pids[self.next - 1]
-        else:
-            pid = self._greeted(chan)
+        try:
+            if _state(self.pid) not in ("S", "R", "D"):
+                raise ServerLost("the template is stopped or gone", broken=True)
+            chan = self.channels[self.next]
+            self.next += 1
+            pid = self.pids[self.next - 1] if self.next <= self.direct else self._greeted(chan)
+            return self._handed(item, calls, chan, pid)
+        except ServerLost as e:
+            # The template and the direct servers were forked before the job's first candidate: in
+            # a batch, any of its candidates may have stopped or killed them, not only this item's.
+            e.waited = self.direct > 1
+            raise
+
+    def _handed(self, item, calls, chan, pid):
+        """``(pid, chan)`` once the server ``pid`` took ``item``'s candidate (``server``)."""
         # Everything an earlier candidate started is dead by now (the cell was emptied), so what is
         # seen here holds until the candidate is sent: a stopped server would never answer, one with
         # lowered limits would fail; either would cost this candidate a verdict it did not earn.
@@ -294,7 +306,39 @@ class Template:
         except OSError:
             chan.close()
             raise ServerLost("a server did not take its candidate", broken=True) from None
+        # The checks above cannot see a SIGKILL or SIGSTOP an earlier candidate sent that is still on
+        # its way (on a loaded host it may act a while later): the server says it is in the cell
+        # before it runs the candidate's code, and one that dies or stops first is lost, not failed.
+        try:
+            self._await(chan, pid, "in")
+        except ServerLost:
+            _kill(pid)
+            raise
         return pid, chan
+
+    def _await(self, chan, pid, key):
+        """Read ``{key: True}`` from ``chan``, watching ``pid`` (and the template): ServerLost,
+        ``broken`` if either is stopped or gone, or it sent something else, within SERVER_START_S."""
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                message = chan.recv(min(deadline, time.monotonic() + 0.05))
+                break
+            except TimeoutError:
+                if _state(pid) not in ("S", "R", "D"):
+                    chan.close()
+                    raise ServerLost("the server that waited for its candidate was stopped or killed",
+                                     broken=True) from None
+                if time.monotonic() >= deadline:
+                    chan.close()
+                    raise ServerLost(f"a server did not say {key!r} in time") from None
+            except (EOFError, OSError, ProtocolError):
+                chan.close()
+                raise ServerLost("the server that waited for its candidate was killed", broken=True) from None
+        if message != {key: True}:
+            chan.close()
+            raise ServerLost(f"a server sent {str(message)[:80]!r} for {key!r}", broken=True)
+        return message
 
     def _greeted(self, chan):
         """The pid a server forked by the template greets with (it is forked now, on request)."""
