@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from posttrain.cli._service import open_service
+from posttrain.cli._service import open_service, sandbox_of
 from posttrain.errors import UserError
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
@@ -28,6 +28,7 @@ from posttrain.evaluate.runner import (
     score_responses,
 )
 from posttrain.evaluate.summary import summarize
+from posttrain.evaluate.views import write_views
 from posttrain.rollout import episodes as kinds
 from posttrain.rollout.episodes import (
     EpisodeKind,
@@ -339,9 +340,7 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
         # before any episode: an error here is the user's, not an infra error mid-episode
         flag = f"--max-attempts {args.max_attempts}" if args.episodes is None else f"--episodes {args.episodes}"
         raise UserError(f"{flag}: {why}")
-    from posttrain.sched import LocalBackend
-
-    pool = service.backend.pool if isinstance(service.backend, LocalBackend) else None
+    pool = sandbox_of(service)
     records, stats = [], []
     chunk = max(1, CHUNK_PROMPTS // args.n)
     with progress_bar(f"eval {stage}", len(tasks), unit="task") as advance:
@@ -428,6 +427,7 @@ def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dic
             if baseline is not None:
                 summary["baseline"] = compare(summary, baseline)
             written = _write_run(run, ckpt.name, summary, records, protocol)
+            write_views(records, tasks, sandbox_of(service), run / "views" / f"{ckpt.name}@{_protocol_tag(protocol)}")
             print(f"wrote {written}", file=sys.stderr)
             result["eval"][ckpt.name] = summary
     return result
@@ -453,6 +453,8 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
         return _eval_run(args, tasks, baseline)
     with open_service((t.domain for t in tasks), size=args.workers, episodes=args.kind == "agent") as service:
         summary, records, noop = _score(args, tasks, service, args.model, stage="eval")
+        if args.out:  # (cad: renders beside the gold)
+            write_views(records, tasks, sandbox_of(service), Path(args.out) / "views" / "eval")
     if baseline is not None:
         summary["baseline"] = compare(summary, baseline)
     if args.out:

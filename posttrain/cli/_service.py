@@ -23,6 +23,11 @@ from posttrain.types import Task
 __all__ = ["domain_hooks", "open_service", "pool_for"]
 
 
+def sandbox_of(service: Service) -> Any | None:
+    """The sandbox pool of a local service (tool episodes run BFCL's backends in it), else None."""
+    return service.backend.pool if isinstance(service.backend, LocalBackend) else None
+
+
 def domain_hooks(domains: Sequence[str], pool: Any | None) -> dict[str, DomainHooks]:
     """``DomainHooks`` for each domain (``make_verifier`` and, when the domain has it,
     ``make_batch_verifier``: ``HasBatchVerifier``) over ``pool``. A ``sched.HooksFactory``: a Ray

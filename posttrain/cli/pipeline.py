@@ -38,7 +38,7 @@ from rich.console import Console
 
 from posttrain.cli._header import embedded_spec, run_header
 from posttrain.cli._progress import progress_bar
-from posttrain.cli._service import domain_hooks, pool_for
+from posttrain.cli._service import domain_hooks, pool_for, sandbox_of
 from posttrain.config import parse_config, to_dict
 from posttrain.envs import is_feedback_only, model_prompt, task_to_record
 from posttrain.errors import ConfigError, UserError
@@ -48,6 +48,7 @@ from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
 from posttrain.evaluate.sources import episode_figures, runner_episodes
 from posttrain.evaluate.summary import summarize
+from posttrain.evaluate.views import write_views
 from posttrain.policy import (
     CHAT_RECORD,
     ChatTemplate,
@@ -187,6 +188,7 @@ def evaluate_policy(
             stats += [part_stats] if is_multi_turn(cfg.episodes) else []
             advance(start + len(part))
     write_records(out / "eval" / f"{name}.jsonl", records)
+    write_views(records, tasks, sandbox_of(service), out / "views" / name)  # (cad: renders beside the gold)
     summary = summarize(records, ks=(1,))
     if recipe.tasks.sampler.canary_rate > 0 and cfg.episodes == "single":  # canaries in evaluation too
         summary["canaries"] = evaluate_canaries(name, policy, tasks, service, recipe, out)
@@ -228,11 +230,6 @@ def episode_spec(cfg: RLConfig, policy: Policy, train: Sequence[Task], service: 
     plan = make_episodes(cfg.episodes, train, policy, service=service, prompt_chat=policy.chat, pool=sandbox_of(service),
                          max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens)
     return EpisodeSpec(plan, attempt_discount=cfg.attempt_discount, process_coef=cfg.process_coef)
-
-
-def sandbox_of(service: Service) -> Any | None:
-    """The sandbox pool of a local service (tool episodes run BFCL's backends in it), else None."""
-    return service.backend.pool if isinstance(service.backend, LocalBackend) else None
 
 
 def evaluate_demonstrator(

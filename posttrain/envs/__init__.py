@@ -40,6 +40,7 @@ from posttrain.envs._hooks import (
     HasGeneratorParams,
     HasLevels,
     HasTaskFamilies,
+    HasViews,
     TaskFamily,
 )
 from posttrain.envs._registry import (
@@ -100,6 +101,7 @@ __all__ = [
     "HasGeneratorParams",
     "HasLevels",
     "HasTaskFamilies",
+    "HasViews",
     "Observation",
     "RecordReader",
     "Restorable",

@@ -16,11 +16,13 @@ registration): the registry and the conformance suite read the same Protocols.
 | ``episode_env(task, ctx)`` | ``HasEpisodes`` | ``agent`` episodes (``posttrain.rollout.episodes``) |
 | ``demonstration_steps(task)`` | ``HasDemonstrationSteps`` | SFT on scripted episodes |
 | ``episode_actions(task, max_steps)`` | ``HasEpisodeActions`` | the runner's cap on an episode's actions |
+| ``render_views(pool, task, response, out_dir)`` | ``HasViews`` | the evaluation's pictures for the report (``posttrain.evaluate.views``) |
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from posttrain.types import BatchVerifier, Task
@@ -130,3 +132,14 @@ class HasEpisodeActions(Protocol):
     take at most ``max_steps`` actions (the tool domain's step limit)."""
 
     def episode_actions(self, task: Task, max_steps: int) -> int: ...
+
+
+@runtime_checkable
+class HasViews(Protocol):
+    """A domain whose answers people judge by eye: ``render_views(pool, task, response, out_dir)``
+    writes pictures of ``response`` (a single-turn completion, or a workspace episode's kept
+    ``submission``) beside the task's gold into ``out_dir`` in ``pool`` (the sandbox: the response is
+    model output) and returns ``{"gold": path, "candidate": path}``, None where nothing could be
+    drawn (cad: OpenSCAD renders seen by one camera). Never part of a verdict."""
+
+    def render_views(self, pool: Any, task: Task, response: str, out_dir: Path) -> Mapping[str, Path | None]: ...

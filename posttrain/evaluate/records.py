@@ -293,6 +293,15 @@ def feedback_source_after(task: Task, record: EvalRecord) -> str:
     return "public_tests" if "hidden_test" in task.fields else "hidden_tests"
 
 
+def _episode_extra(shown: list[dict[str, Any]], verdict: Verdict) -> dict[str, Any] | None:
+    """A multi-turn record's ``extra``: its ``turns``, and the graded ``submission`` when the
+    environment kept it in the verdict's evidence (a workspace domain's ``keep_submission``)."""
+    extra: dict[str, Any] = {"turns": shown} if shown else {}
+    if isinstance(verdict.evidence.get("submission"), str):
+        extra["submission"] = verdict.evidence["submission"]
+    return extra or None
+
+
 def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | None, wall_s: float,
                        decode: Callable[[Sequence[int]], str] | None = None) -> list[EvalRecord]:
     """One record per attempt of an episode (each turn with a verdict), as in docs/records.md.
@@ -328,7 +337,7 @@ def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | 
                                    attempt=len(out),
                                    feedback_source="none" if previous is None else feedback_source_after(task, previous),
                                    prompt_ids=context, completion_ids=turn.action_ids, wall_s=wall_s, step=step,
-                                   extra={"turns": shown} if shown else None)
+                                   extra=_episode_extra(shown, verdict))
             out.append(previous)
             shown = []
         context += turn.action_ids

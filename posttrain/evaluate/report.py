@@ -405,7 +405,8 @@ CORE_PANELS = (
     Panel("Example trajectories", _trajectories_panel, 50),
 )
 BUILTIN_PANELS: dict[str, str] = {"Per domain (RL)": "posttrain.evaluate._domains:DOMAIN_PANEL",
-                                   "Hack alarms (canaries)": "posttrain.evaluate._domains:CANARY_PANEL"}
+                                   "Hack alarms (canaries)": "posttrain.evaluate._domains:CANARY_PANEL",
+                                   "Renders": "posttrain.evaluate.views:VIEWS_PANEL"}
 """posttrain's own further panels: title -> ``module:attr`` of a ``Panel``, imported when a report is drawn."""
 _ADDED: dict[str, Panel] = {}
 

@@ -58,6 +58,12 @@ def test_scripted_agents_through_posttrain_eval(tmp_path):
     calls = {r["domain"]: [c["name"] for t in r["turns"] for c in t.get("calls") or ()] for r in records}
     assert calls["cad"] == ["read_file", "write_file", "render", "submit"]
     assert calls["doc"][-1] == "submit" and calls["files"][0] == "list_dir"
+    cad = next(r for r in records if r["domain"] == "cad")
+    assert "cube(" in cad["submission"] or "cylinder(" in cad["submission"]  # the graded part.scad, kept
+    views = json.loads((tmp_path / "oracle" / "views" / "eval" / "index.json").read_text())
+    assert [(v["domain"], v["outcome"]) for v in views] == [("cad", "pass")]  # only cad draws
+    for key in ("gold", "candidate"):
+        assert (tmp_path / "oracle" / "views" / "eval" / views[0][key]).read_bytes().startswith(b"\x89PNG")
     noop = _eval(tasks, "noop", tmp_path / "noop")
     assert noop["episodes"]["post_repair_pass_rate"] == 0.0 and noop["infra_errors"] == 0
     doc_only = tmp_path / "doc.jsonl"
@@ -83,3 +89,7 @@ def test_the_tiny_recipe_runs_sft_on_oracle_episodes_then_grpo(tmp_path):
     assert trajectories, "GRPO wrote no trajectories"
     rl = [json.loads(x) for p in trajectories for x in p.read_text().splitlines()]
     assert {r["domain"] for r in rl} == {"files", "doc", "cad"}
+    page = (out / "report.html").read_text()  # each evaluation's cad answers rendered beside the gold
+    renders = page.split("<h2>Renders</h2>", 1)[1].split("<h2>", 1)[0]
+    assert all(f"<h3>{stage}</h3>" in renders for stage in ("base", "sft", "rl"))
+    assert renders.count("data:image/png;base64,") >= 3  # at least the gold of each stage's cad task

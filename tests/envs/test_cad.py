@@ -317,6 +317,40 @@ def test_views_show_gold_and_candidate_from_one_camera(pool, tmp_path) -> None:
     assert render_views(pool, task, 'import("/etc/passwd");', tmp_path / "no")["candidate"] is None
 
 
+@needs_openscad
+def test_an_evaluation_draws_its_cad_answers_beside_the_gold_into_the_report(pool, tmp_path) -> None:
+    """posttrain.evaluate.views: per task the last attempt of sample 0 (a workspace episode's kept
+    submission, else the completion) rendered beside the gold; the report's "Renders" panel shows them."""
+    from posttrain.evaluate import write_report
+    from posttrain.evaluate.records import EvalRecord, write_records
+    from posttrain.evaluate.views import write_views
+
+    task = exploit_tasks(ENV)["plate"]
+    hole = next(t for t in ENV.generate_level(4, level=2, seed=0))
+    records = [EvalRecord(task.id, "cad", "fail", 0.0, completion="no script here", attempt=0),
+               EvalRecord(task.id, "cad", "fail", 0.0, completion="(an agent's last turn)", attempt=1,
+                          error_class="spec", extra={"submission": "cube([60, 40, 5], center = true);"}),
+               EvalRecord(task.id, "cad", "pass", 1.0, completion=fenced(task.fields["gold"]), sample_idx=1),
+               EvalRecord(hole.id, "cad", "pass", 1.0, completion=fenced(hole.fields["gold"])),
+               EvalRecord("math-1", "math", "pass", 1.0, completion="2")]
+    run = tmp_path / "run"
+    index = write_views(records, [task, hole], pool, run / "views" / "sft")
+    entries = json.loads(index.read_text())
+    assert [(e["task_id"], e["attempt"], e["outcome"]) for e in entries] == [(task.id, 1, "fail"), (hole.id, 0, "pass")]
+    for e in entries:
+        for key in ("gold", "candidate"):
+            assert (index.parent / e[key]).read_bytes().startswith(b"\x89PNG"), (e, key)
+    plate = index.parent / entries[0]["candidate"]
+    assert plate.read_bytes() != (index.parent / entries[0]["gold"]).read_bytes()  # the plate without its holes
+    assert write_views(records[-1:], [task], pool, tmp_path / "none") is None  # math draws nothing
+    assert write_views(records, [task], None, tmp_path / "none") is None  # nor does a run without a sandbox
+    assert not (tmp_path / "none").exists()
+    write_records(run / "eval" / "sft.jsonl", records)
+    page = write_report(run).read_text()
+    renders = page.split("<h2>Renders</h2>", 1)[1].split("<h2>", 1)[0]
+    assert renders.count("data:image/png;base64,") == 4 and task.id in renders and "fail (spec)" in renders
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "posttrain.cli", *args], capture_output=True, text=True, env=env,

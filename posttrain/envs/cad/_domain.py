@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -114,6 +115,13 @@ class CadDomain(WorkspaceEpisodes):
 
     def capabilities(self) -> tuple[str, ...]:
         return ("cad", "3d-modeling", "spatial", "code")
+
+    def render_views(self, pool: Any, task: Task, response: str, out_dir: Path) -> Mapping[str, Path | None]:
+        """The response's part and the gold, rendered by OpenSCAD in ``pool`` and seen by one camera
+        (``_render.render_views``: no candidate picture when it does not build)."""
+        from posttrain.envs.cad._render import render_views
+
+        return render_views(pool, task, response, out_dir)
 
     # -- agent episodes (the workspace kit: posttrain.envs.workspace; _episode.py, _agents.py) --
 

@@ -80,5 +80,5 @@ def workspace_spec(task: Task) -> WorkspaceSpec:
     return WorkspaceSpec(
         initial={"spec.md": (task.prompt.rstrip() + "\n").encode()}, prompt=episode_prompt(task), system=SYSTEM,
         tools=default_tools(render_tool()), take=take_script, max_attempts=max(task.limits.max_attempts, MAX_ATTEMPTS),
-        feedback=True, command_limits=Limits(memory_mb=memory, pids=128, tmp_mb=256, output_bytes=1 << 18),
+        feedback=True, keep_submission=True, command_limits=Limits(memory_mb=memory, pids=128, tmp_mb=256, output_bytes=1 << 18),
         command_timeout_s=max(60.0, task.limits.timeout_s or 20.0))

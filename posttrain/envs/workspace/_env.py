@@ -67,6 +67,8 @@ grade): what the domain grades, taken host-side from the workspace, as its verif
 
 RESULT_CHARS = 2000
 """A tool result keeps this many characters in records (the model saw it whole)."""
+SUBMISSION_CHARS = 20000
+"""A kept submission (``WorkspaceSpec.keep_submission``) keeps this many characters."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,10 @@ class WorkspaceSpec:
     command_timeout_s: float = 60.0
     max_command_timeout_s: float = 300.0
     output_chars: int = 4000
+    keep_submission: bool = False
+    """Whether each graded submission (at most ``SUBMISSION_CHARS`` of it) goes into its verdict's
+    evidence as ``submission``: the episode's records carry it (``extra["submission"]``) for the
+    report's pictures of it (cad: renders beside the gold, ``HasViews``)."""
     process: Callable[[Sequence[ToolCallRecord], Verdict], Mapping[str, float]] | None = None
     """Optional: reward components from the episode's calls so far (what was read before the first
     write, recovery after an error, ...) and the attempt's verdict (a domain pays no process credit to
@@ -330,7 +336,8 @@ class WorkspaceEnv:
         verdict = self.verify(self.task, response)
         if verdict.is_infra_error:
             return StepResult(Observation(()), verdict, True)
-        verdict = _with_evidence(verdict, verify_s=time.monotonic() - t0)
+        kept = {"submission": response[:SUBMISSION_CHARS]} if self.spec.keep_submission else {}
+        verdict = _with_evidence(verdict, verify_s=time.monotonic() - t0, **kept)
         return verdict, _result_text(verdict, st.attempts + 1, self.spec), (response, verdict)
 
 
