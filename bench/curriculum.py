@@ -1,7 +1,7 @@
 """RL steps to a held-out target: uniform sampling against the task pool, on a mix where uniform wastes most groups.
 
     posttrain bench curriculum [--seeds 0,1,2] [--out DIR] [--max-steps 300] [--eval-every 10]
-                               [--target 0.40] [--torch-threads N]
+                               [--target 0.40] [--hold 2] [--eval-samples 8] [--torch-threads N]
 
 The mix (22 domains): the quickstart's two families (quickstart-math, quickstart-code: small
 algebra and small Python functions, which the embedded default learns) and twenty reasoning-gym
@@ -21,10 +21,14 @@ groups carry no reward variance: no gradient. Per seed:
      10% hard, the rest normal), saturated and impossible tasks filtered (after 2 groups, back
      after 20 steps), the reasoning-gym domains as curricula starting at level 0 (window 8,
      raised at a 0.7 pass rate, lowered at 0.1);
-3. every ``--eval-every`` steps each run samples the held-out tasks (4 samples per task at
-   temperature 1, the same sampling seed for both arms, the training RNG set aside and restored):
-   40 math, 40 code, 4 per reasoning-gym domain (other seeds: held out); a run stops when its
-   pass@1 over them reaches ``--target``, or after ``--max-steps``.
+3. every ``--eval-every`` steps each run samples the held-out tasks (``--eval-samples`` per task,
+   8, at temperature 1, the same sampling seed for both arms, the training RNG set aside and
+   restored): 40 math, 40 code, 4 per reasoning-gym domain (other seeds: held out). A run reaches
+   the target at the first evaluation from which ``--hold`` evaluations in a row (2) have pass@1 at
+   least ``--target``, and stops there, or after ``--max-steps``. (One evaluation is noisy: with 4
+   samples per task, consecutive evaluations 10 steps apart moved by 0.048 on average, half the
+   distance to the target, and one lucky evaluation counted as reaching it; the held target and
+   twice the samples make a step count that says where the policy is, not where one draw was.)
 
 Printed per seed: the start, each arm's RL steps and training wall time (the steps' own time, not
 the evaluations') to the target, the ratios uniform / pool, and each run's zero-variance fraction
@@ -59,7 +63,8 @@ TARGET = 0.40
 """Held-out pass@1 over the mix's 160 tasks (40 math, 40 code, 80 reasoning-gym): math and code at
 ~0.80 with every reasoning-gym task failed. SFT starts near 0.29 (math and code ~0.58, as the
 quickstart's SFT); the quickstart's RL takes math and code to ~0.98, a mix of ~0.49."""
-EVAL_SAMPLES = 4
+EVAL_SAMPLES = 8
+HOLD = 2
 
 
 def recipe_text(seed: int, arm: str, demos: Path) -> str:
@@ -132,7 +137,8 @@ class _Reached(Exception):
     """The held-out target was reached at this step (stops the RL loop)."""
 
 
-def run_arm(seed_dir: Path, arm: str, *, max_steps: int, every: int, target: float, threads: int | None) -> None:
+def run_arm(seed_dir: Path, arm: str, *, max_steps: int, every: int, target: float, threads: int | None,
+            hold: int = HOLD, samples: int = EVAL_SAMPLES) -> None:
     """One RL run from the seed's SFT checkpoint (in this process); writes ``seed_dir/arm/result.json``."""
     import torch
 
@@ -154,10 +160,10 @@ def run_arm(seed_dir: Path, arm: str, *, max_steps: int, every: int, target: flo
 
     def evaluate(step: int) -> float:
         with torch.random.fork_rng():  # the training RNG goes on as if nothing was sampled here
-            records, _ = runner_episodes(policy, pools.eval, "single", n=EVAL_SAMPLES, temperature=1.0,
+            records, _ = runner_episodes(policy, pools.eval, "single", n=samples, temperature=1.0,
                                          max_new_tokens=24, seed=10_000 + recipe.seed, stage="eval", max_turns=None,
                                          pool=sandbox_of(service), service=service)
-        rates = {t.id: sum(r.outcome == "pass" for r in records if r.task_id == t.id) / EVAL_SAMPLES for t in pools.eval}
+        rates = {t.id: sum(r.outcome == "pass" for r in records if r.task_id == t.id) / samples for t in pools.eval}
         parts = {d: [rates[t.id] for t in pools.eval if (t.domain if not t.domain.startswith("rg/") else "rg") == d]
                  for d in ("math", "code", "rg")}
         row = {"step": step, "pass@1": sum(rates.values()) / len(rates),
@@ -166,27 +172,32 @@ def run_arm(seed_dir: Path, arm: str, *, max_steps: int, every: int, target: flo
         print(f"{arm} step {step}: held-out pass@1 {row['pass@1']:.3f}", file=sys.stderr, flush=True)
         return row["pass@1"]
 
+    above: list[int] = []  # the steps of the evaluations in a row at the target so far
+
+    def held(step: int, rate: float) -> int | None:
+        above[:] = [*above, step] if rate >= target else []
+        return above[0] if len(above) >= hold else None
+
     def log(m: dict[str, float]) -> None:
         rows.append(m)
         done = int(m["step"]) + 1
-        if done % every == 0 and evaluate(done) >= target:
-            raise _Reached(done)
+        if done % every == 0 and (first := held(done, evaluate(done))) is not None:
+            raise _Reached(first)
 
     reached = None
     with open_service(pools.domains) as service:
         sampler = rl_sampler(recipe, pools.train, pools.eval, fits=fits_model(policy, recipe.rl.max_new_tokens))
-        start = evaluate(0)
-        if start < target:
+        reached = held(0, evaluate(0))
+        if reached is None:
             try:
                 train_grpo(policy, pools.train, service, recipe.rl, reward_weights=recipe.reward_weights, out=out,
                            seed=recipe.seed, log=log, sampler=sampler)
             except _Reached as e:
                 reached = int(e.args[0])
-        else:
-            reached = 0
     steps = reached if reached is not None else len(rows)
     result = {
         "arm": arm, "seed": recipe.seed, "target": target, "max_steps": max_steps, "eval_every": every,
+        "hold": hold, "eval_samples": samples,
         "reached": reached, "steps_run": len(rows),
         "train_wall_s": sum(r["step_s"] for r in rows[:steps]),
         "zero_variance": (sum(r["zero_variance_drawn"] for r in rows[:steps]) / steps) if steps else None,
@@ -200,15 +211,17 @@ def arm_result(seed_dir: Path, arm: str, args: argparse.Namespace) -> dict[str, 
     if not path.exists():
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(seed_dir), "--arm", arm,
                f"--max-steps={args.max_steps}", f"--eval-every={args.eval_every}", f"--target={args.target}",
+               f"--hold={args.hold}", f"--eval-samples={args.eval_samples}",
                *([f"--torch-threads={args.torch_threads}"] if args.torch_threads else [])]
         print(f"{seed_dir.name}: {arm} ...", file=sys.stderr, flush=True)
         with open(seed_dir / f"{arm}.log", "w") as log:
             if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode:
                 raise SystemExit(f"bench curriculum: the {arm} run failed; see {seed_dir / f'{arm}.log'}")
     result = json.loads(path.read_text())
-    if (result["target"], result["max_steps"], result["eval_every"]) != (args.target, args.max_steps, args.eval_every):
-        raise SystemExit(f"bench curriculum: {path} was run with another --target, --max-steps or --eval-every; "
-                         f"remove it or pass the same values")
+    ran = (result["target"], result["max_steps"], result["eval_every"], result.get("hold", 1), result.get("eval_samples", 4))
+    if ran != (args.target, args.max_steps, args.eval_every, args.hold, args.eval_samples):
+        raise SystemExit(f"bench curriculum: {path} was run with another --target, --max-steps, --eval-every, --hold "
+                         f"or --eval-samples; remove it or pass the same values")
     return result
 
 
@@ -244,13 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=300, help="RL steps at most per run (default 300)")
     parser.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps (default 10)")
     parser.add_argument("--target", type=float, default=TARGET, help=f"held-out pass@1 target (default {TARGET})")
+    parser.add_argument("--hold", type=int, default=HOLD,
+                        help=f"evaluations in a row at the target that count as reaching it (default {HOLD})")
+    parser.add_argument("--eval-samples", type=int, default=EVAL_SAMPLES,
+                        help=f"samples per held-out task (default {EVAL_SAMPLES})")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch threads (default: the recipe's, 1)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         run_arm(args.worker, args.arm, max_steps=args.max_steps, every=args.eval_every, target=args.target,
-                threads=args.torch_threads)
+                threads=args.torch_threads, hold=args.hold, samples=args.eval_samples)
         return 0
     from posttrain.cli.bench import load_bench
 
@@ -258,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         seeds = load_bench("quickstart").parse_seeds(args.seeds)
     except ValueError as e:
         parser.error(str(e))
-    if args.max_steps < 1 or args.eval_every < 1 or not 0 < args.target <= 1:
-        parser.error("--max-steps and --eval-every must be >= 1, --target in (0, 1]")
+    if min(args.max_steps, args.eval_every, args.hold, args.eval_samples) < 1 or not 0 < args.target <= 1:
+        parser.error("--max-steps, --eval-every, --hold and --eval-samples must be >= 1, --target in (0, 1]")
     t0 = time.perf_counter()
     rows = []
     for seed in seeds:
@@ -269,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         sft = run_sft(seed_dir, args.torch_threads)
         u, p = (arm_result(seed_dir, arm, args) for arm in ARMS)
         rows.append((seed, sft["eval"]["sft"]["pass@1"], u, p))
-    print(f"RL steps to held-out pass@1 >= {args.target} (22 domains: quickstart math + code, 20 reasoning-gym), "
+    print(f"RL steps to held-out pass@1 >= {args.target} on {args.hold} evaluations in a row ({args.eval_samples} "
+          f"samples a task; 22 domains: quickstart math + code, 20 reasoning-gym), "
           f"from the same SFT checkpoint per seed; runs in {args.out}")
     print("| seed | start (SFT eval; RL eval at 0) | uniform: steps, wall | pool: steps, wall | steps ratio | "
           "wall ratio | zero-variance uniform | zero-variance pool |")
