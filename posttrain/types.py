@@ -229,6 +229,10 @@ class Trajectory:
     """The runner's limit that ended the episode before the environment said done (the step limit
     or the token budget); None when the environment ended it. A last action cut at its own
     ``max_new_tokens`` alone sets ``truncated`` but not this."""
+    temperature: float | None = None
+    """The temperature its actions were sampled at (the runner's ``SamplingParams``), which the
+    trainer scores them at when it varies by task (``rl.adaptive_temperature``); None where nothing
+    was sampled by the runner (a demonstration)."""
 
     def __post_init__(self) -> None:
         if not self.turns:

@@ -725,7 +725,7 @@ def run_rl(policy: Policy, train: Sequence[Task], service: Service, recipe: Reci
                                 reuse=recipe.rl.rollout_reuse)),
                    episodes=episode_spec(recipe.rl, policy, train, service),
                    log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance,
-                   sampler=rl_sampler(recipe, train, held, fits=fits_model(policy, recipe.rl.max_new_tokens)))
+                   sampler=rl_sampler(recipe, train, held, fits=fits_model(policy, recipe.rl.most_new_tokens)))
 
 
 def fits_model(policy: Policy, completion: int) -> Callable[[Task], bool]:

@@ -13,6 +13,7 @@ The episode protocol (``Env``: ``reset -> Observation``, ``step -> StepResult``)
 """
 
 from posttrain.rollout._adaptive import (
+    AdaptiveSampling,
     BudgetController,
     TemperatureController,
     dedup_rewards,
@@ -25,6 +26,7 @@ from posttrain.rollout._runner import INFRA_EXCEPTIONS, Episode, as_rollout, run
 
 __all__ = [
     "INFRA_EXCEPTIONS",
+    "AdaptiveSampling",
     "BudgetController",
     "ContextPolicy",
     "Episode",

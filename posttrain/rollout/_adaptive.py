@@ -17,13 +17,17 @@ observed difficulty (adaptive compute).
   either way.
 - ``TemperatureController``: per task, the temperature rises (x ``step``) while its groups' duplicate
   rate stays above ``target_dup`` and falls back towards ``base`` otherwise, within [``low``,
-  ``high``]. The loss must score each row at the temperature it was sampled with (one scalar
-  ``LossSpec.temperature`` today: the trainer's side, phase 2).
+  ``high``]. The loss scores each row at the temperature it was sampled with
+  (``Trajectory.temperature`` -> ``PolicyBatch.temperature``).
 - ``BudgetController``: per task, the next token cap from what it needed: a task solved reliably
   (pass rate >= ``easy``) gets ``margin`` x the longest passing completion seen (at least
   ``low``); a hard one (<= ``hard``) gets ``grow`` x its cap (at most ``high``); others keep theirs.
+- ``AdaptiveSampling``: the two as the trainer uses them (``rl.adaptive_temperature``,
+  ``rl.adaptive_budget``): each task's (temperature, max_new_tokens) before its group is sampled,
+  every group observed after, one state for the checkpoint.
 
-Not here: the recipe keys and where the trainer calls these (phase 2 of issue 25).
+Not here: the recipe keys (``posttrain.train.recipe``), the sampling by setting and the per-row
+temperature of the loss (``posttrain.train.grpo``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -247,3 +252,63 @@ class BudgetController:
 
     def load_state(self, state: Mapping[str, Mapping[str, int]]) -> None:
         self.caps, self.longest_pass = dict(state["caps"]), dict(state["longest_pass"])
+
+
+Setting = tuple[float, int]
+"""(temperature, max_new_tokens): what one task's group is sampled with."""
+
+
+@dataclass
+class AdaptiveSampling:
+    """What each task is sampled with: its controller's temperature and token cap where that
+    controller is on, the run's fixed ``temperature`` / ``max_new_tokens`` where it is off. The
+    trainer asks for ``settings`` before a draw is sampled and ``observe``s every group drawn; its
+    ``state`` goes into each checkpoint, so a resumed run samples what an uninterrupted one does.
+
+    >>> from posttrain.types import Turn, Verdict
+    >>> same = [Trajectory("a", "g", i, (Turn((1,), (5,), (0.0,), "eos", Verdict("pass", 1.0)),), 1.0) for i in range(4)]
+    >>> s = AdaptiveSampling(1.0, 24, temperatures=TemperatureController(low=1.0, step=1.5))
+    >>> s.observe(["a"], [same])
+    >>> s.settings(["a", "b"])
+    [(1.5, 24), (1.0, 24)]
+    """
+
+    temperature: float
+    max_new_tokens: int
+    temperatures: TemperatureController | None = None
+    budgets: BudgetController | None = None
+
+    def settings(self, task_ids: Sequence[str]) -> list[Setting]:
+        """Each task's (temperature, max_new_tokens) for its next group."""
+        return [(self.temperature if self.temperatures is None else self.temperatures.temperature(i),
+                 self.max_new_tokens if self.budgets is None else self.budgets.cap(i)) for i in task_ids]
+
+    def observe(self, task_ids: Sequence[str], groups: Sequence[Sequence[Trajectory]]) -> None:
+        """Each controller that is on learns from each task's verified group."""
+        for task_id, group in zip(task_ids, groups, strict=True):
+            if self.temperatures is not None:
+                self.temperatures.observe(task_id, group)
+            if self.budgets is not None:
+                self.budgets.observe(task_id, group)
+
+    def metrics(self, settings: Sequence[Setting]) -> dict[str, float]:
+        """``adaptive/temperature_mean`` and ``adaptive/budget_mean`` over the groups of a step (what
+        they were sampled with), each when its controller is on."""
+        out: dict[str, float] = {}
+        if settings and self.temperatures is not None:
+            out["adaptive/temperature_mean"] = sum(t for t, _ in settings) / len(settings)
+        if settings and self.budgets is not None:
+            out["adaptive/budget_mean"] = sum(c for _, c in settings) / len(settings)
+        return out
+
+    def state(self) -> dict[str, Any]:
+        """The controllers' state (JSON: task ids to numbers)."""
+        return {"temperature": None if self.temperatures is None else self.temperatures.state(),
+                "budget": None if self.budgets is None else self.budgets.state()}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Back to ``state()``; a controller the state has none for (switched on since) starts afresh."""
+        if self.temperatures is not None and state["temperature"] is not None:
+            self.temperatures.load_state(state["temperature"])
+        if self.budgets is not None and state["budget"] is not None:
+            self.budgets.load_state(state["budget"])

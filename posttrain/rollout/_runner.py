@@ -175,7 +175,8 @@ def run_batch(
                     if not states[i].done and service.is_dropped(episodes[i].group_id):
                         _end_dropped(states[i], episodes[i].group_id)
                         _close(episodes[i], states[i])
-        return [_trajectory(ep, s, policy_version, max_tokens) for ep, s in zip(episodes, states, strict=True)]
+        return [_trajectory(ep, s, policy_version, max_tokens, params.temperature)
+                for ep, s in zip(episodes, states, strict=True)]
     finally:  # every path out: cut episodes, an error of an environment or of the sampler
         for ep, s in zip(episodes, states, strict=False):
             _close(ep, s)
@@ -439,7 +440,8 @@ def _end_dropped(s: _State, group_id: str) -> None:
     s.pending, s.done = (), True
 
 
-def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None) -> Trajectory:
+def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None, temperature: float
+                ) -> Trajectory:
     verdicts = [t.verdict for t in s.turns if t.verdict is not None]
     reward = verdicts[-1].reward if verdicts else 0.0
     cut = bool(s.turns) and s.turns[-1].stop_reason == "length"
@@ -453,6 +455,7 @@ def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | N
         truncated=not s.done or cut,
         policy_version=policy_version,
         cut_by=cut_by,
+        temperature=temperature,
     )
 
 

@@ -5,6 +5,8 @@
   and the LM head on *only* the positions that are needed, in chunks, so the (B, T, V) logits
   tensor never exists (``_LogProbHead``: a fused head + log-softmax + gather with a hand-written
   backward).
+- ``temperature``: one number for every row, or a ``(B,)`` tensor, each row scored at its own (rows
+  sampled at different temperatures: ``rl.adaptive_temperature``).
 - ``token_logprobs_and_entropy``: the same plus each scored position's entropy (for metrics).
 - Shared-prefix packing: rows of one carried group (a GRPO group) are scored in one packed row
   ``[prompt, c_1, ..., c_G]`` whose prompt is computed once (``_shared_groups``,
@@ -51,14 +53,15 @@ class _LogProbHead(torch.autograd.Function):
     Saves the softmax p (K, V) instead of the logits and writes the backward by hand:
     ``d logp / d logits = (onehot(target) - p) / temperature``. Same math as autograd through
     ``logsumexp`` and ``gather``, without the zero-filled (K, V) gather gradient and the second exp.
+    ``temperature``: a number, or a (K, 1) tensor (each scored position its own).
     """
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, temperature: float):
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, temperature: float | Tensor):
         # hidden (K, H), weight (V, H), target (K,) -> logp (K,), entropy (K,)
         logits = nn.functional.linear(hidden, weight, bias)
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32, fp64 stays
-        if temperature != 1.0:
+        if isinstance(temperature, Tensor) or temperature != 1.0:
             logits = logits / temperature
         top = logits.amax(-1, keepdim=True)
         p = (logits - top).exp_()
@@ -79,7 +82,7 @@ class _LogProbHead(torch.autograd.Function):
         g = g_logp.unsqueeze(-1)  # (K, 1)
         d = p * -g  # (K, V): d loss / d logits = g * (onehot - p)
         d.scatter_add_(-1, target.unsqueeze(-1), g)
-        if ctx.temperature != 1.0:
+        if isinstance(ctx.temperature, Tensor) or ctx.temperature != 1.0:
             d = d / ctx.temperature
         d = d.to(weight.dtype)
         grad_hidden = d @ weight if ctx.needs_input_grad[0] else None
@@ -93,7 +96,7 @@ def _head_logprobs(
     weight: Tensor | None,  # (V, H) LM head
     bias: Tensor | None,
     target: Tensor,  # (K,)
-    temperature: float,
+    temperature: float | Tensor,  # a number, or (K,): each position's own
 ) -> tuple[Tensor, Tensor]:  # logp (K,), entropy (K,)
     k = target.shape[0]
     vocab = weight.shape[0] if weight is not None else hidden.shape[-1]
@@ -101,14 +104,15 @@ def _head_logprobs(
     parts_lp, parts_ent = [], []
     for s in range(0, max(k, 1), step):
         h, t = hidden[s : s + step], target[s : s + step]
+        temp = temperature[s : s + step, None] if isinstance(temperature, Tensor) else temperature  # (k, 1)
         if weight is None:
-            lg = h.to(torch.promote_types(h.dtype, torch.float32)) / temperature
+            lg = h.to(torch.promote_types(h.dtype, torch.float32)) / temp
             lse = torch.logsumexp(lg, -1)
             lp, ent = lg.gather(-1, t.unsqueeze(-1)).squeeze(-1) - lse, lse - (lg.softmax(-1) * lg).sum(-1)
         elif k > step and torch.is_grad_enabled():  # recompute each chunk's logits in backward
-            lp, ent = checkpoint(_LogProbHead.apply, h, weight, bias, t, temperature, use_reentrant=False)
+            lp, ent = checkpoint(_LogProbHead.apply, h, weight, bias, t, temp, use_reentrant=False)
         else:
-            lp, ent = _LogProbHead.apply(h, weight, bias, t, temperature)
+            lp, ent = _LogProbHead.apply(h, weight, bias, t, temp)
         parts_lp.append(lp)
         parts_ent.append(ent)
     return torch.cat(parts_lp), torch.cat(parts_ent)
@@ -133,9 +137,11 @@ def _scored_logprobs(
     model_mask: Tensor,  # (B, T) padding mask, or (B, 1, T, T) bool attention mask (packed rows)
     positions: Tensor,  # (B, T) long position ids
     sel: Tensor,  # (B, T-1) bool: score token t+1 from hidden state t
-    temperature: float,
+    temperature: float | Tensor,  # a number, or (B,): each row's own
 ) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T) without gradient; 0 where not scored
     hidden, weight, bias = _forward_hidden(model, input_ids, model_mask, positions)
+    if isinstance(temperature, Tensor):  # (B,) -> (K,): the row of each scored position
+        temperature = temperature[:, None].expand(sel.shape)[sel]
     lp, ent = _head_logprobs(hidden[:, :-1][sel], weight, bias, input_ids[:, 1:][sel], temperature)
     zeros = lp.new_zeros(input_ids.shape[0], input_ids.shape[1] - 1)
     logp = torch.cat([zeros[:, :1], zeros.masked_scatter(sel, lp)], dim=1)
@@ -201,7 +207,7 @@ def _shared_prefix_logprobs(
     input_ids: Tensor,  # (B, T) right-padded
     loss_mask: Tensor,  # (B, T)
     groups: list[tuple[int, list[int]]],
-    temperature: float,
+    temperature: float | Tensor,  # a number, or (B,): each row's own
 ) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T) without gradient; 0 where not scored
     """Score G completions of one prompt in one row ``[prompt, c_1, ..., c_G]``: c_i attends to the
     prompt and to itself, with positions continuing after the prompt. The prompt is computed once
@@ -249,7 +255,8 @@ def _shared_prefix_logprobs(
     rows_k = torch.tensor(tgt_row, dtype=torch.long, device=dev)
     cols_k = torch.tensor(tgt_col, dtype=torch.long, device=dev)
     h = hidden.reshape(-1, hidden.shape[-1])[torch.tensor(src_flat, dtype=torch.long, device=dev)]
-    lp, ent = _head_logprobs(h, weight, bias, input_ids[rows_k, cols_k], temperature)
+    temp = temperature[rows_k] if isinstance(temperature, Tensor) else temperature  # (K,): each target's row
+    lp, ent = _head_logprobs(h, weight, bias, input_ids[rows_k, cols_k], temp)
     zeros = lp.new_zeros(input_ids.shape)
     logp = zeros.index_put((rows_k, cols_k), lp)
     ent = zeros.index_put((rows_k, cols_k), ent)
@@ -262,7 +269,7 @@ def token_logprobs_and_entropy(
     attention_mask: Tensor,  # (B, T) 1 on real tokens
     *,
     loss_mask: Tensor | None = None,  # (B, T) positions to score; default every real token but the first
-    temperature: float = 1.0,
+    temperature: float | Tensor = 1.0,  # a number, or (B,): each row scored at its own
     groups: Tensor | None = None,  # (B,) long: rows with one value share their prompt (a GRPO group)
 ) -> tuple[Tensor, Tensor]:  # logp (B, T), entropy (B, T); fp32 (fp64 for fp64 models); 0 where not scored
     """``token_logprobs`` plus the entropy of each scored position's next-token distribution.
@@ -280,6 +287,8 @@ def token_logprobs_and_entropy(
             f"input_ids and attention_mask must share one (B, T) shape, got {tuple(input_ids.shape)}, "
             f"{tuple(attention_mask.shape)}"
         )
+    if isinstance(temperature, Tensor) and tuple(temperature.shape) != tuple(input_ids.shape[:1]):
+        raise ValueError(f"temperature has shape {tuple(temperature.shape)}, expected ({input_ids.shape[0]},) or a number")
     want = attention_mask if loss_mask is None else loss_mask
     sel = (want[:, 1:] > 0) & (attention_mask[:, 1:] > 0)  # (B, T-1): hidden t-1 predicts token t
     # positions count real tokens only, as generate() does for left-padded prompts; for right-padded
@@ -328,10 +337,11 @@ def token_logprobs(
     attention_mask: Tensor,  # (B, T)
     *,
     loss_mask: Tensor | None = None,  # (B, T) only these positions are scored (others get 0)
-    temperature: float = 1.0,
+    temperature: float | Tensor = 1.0,  # a number, or (B,): each row scored at its own
     groups: Tensor | None = None,  # (B,) long: rows sharing a prompt, see token_logprobs_and_entropy
 ) -> Tensor:  # (B, T) fp32: position t holds log p(input_ids[t] | input_ids[<t]); position 0 holds 0
-    """Log-prob of each token given its prefix, at ``temperature`` (softmax(logits / temperature)).
+    """Log-prob of each token given its prefix, at ``temperature`` (softmax(logits / temperature));
+    a (B,) ``temperature`` scores each row at its own (the temperature it was sampled at).
 
     Memory: hidden states of the scored positions only, projected through the LM head in chunks
     of at most ``LOGITS_CHUNK_BYTES`` (recomputed in backward when there is more than one chunk).

@@ -51,7 +51,7 @@ import torch
 from posttrain.errors import UserError
 from posttrain.policy import Policy, Sampler
 from posttrain.train._logprobs import token_logprobs
-from posttrain.train._step import PolicyBatch
+from posttrain.train._step import PolicyBatch, row_temperature
 from posttrain.types import Task, Trajectory, Turn, Verdict
 
 TIS_CAP = 2.0
@@ -301,7 +301,8 @@ def correct_staleness(batch: PolicyBatch, model: torch.nn.Module, *, lag: int, t
                       micro_batch_size: int) -> PolicyBatch:
     """A batch sampled ``lag`` versions ago, made ready for the truncated-IS loss (module docstring):
     ``old_logp`` recomputed under ``model`` without gradient, the sampling logprobs moved to
-    ``sampling_logp``. Unchanged when ``lag`` is 0."""
+    ``sampling_logp``; each row at its own sampling temperature when the batch carries them
+    (``PolicyBatch.temperature``), else at ``temperature``. Unchanged when ``lag`` is 0."""
     if lag == 0:
         return batch
     proximal = torch.zeros_like(batch.old_logp)  # (B, T)
@@ -313,7 +314,8 @@ def correct_staleness(batch: PolicyBatch, model: torch.nn.Module, *, lag: int, t
                 rows = slice(lo, lo + micro_batch_size)
                 proximal[rows] = token_logprobs(
                     model, batch.input_ids[rows], batch.attention_mask[rows], loss_mask=batch.loss_mask[rows],
-                    temperature=temperature, groups=None if batch.group is None else batch.group[rows])
+                    temperature=row_temperature(batch, temperature, rows),
+                    groups=None if batch.group is None else batch.group[rows])
     finally:
         model.train(was_training)
     return dataclasses.replace(batch, old_logp=proximal * (batch.loss_mask > 0), sampling_logp=batch.old_logp)

@@ -60,6 +60,10 @@ class PolicyBatch:
     group: Tensor | None = None
     """(B,) long: rows with one value share their prompt (a GRPO group, carried from
     ``Trajectory.group_id``); their prompt is then computed once. None = every row alone."""
+    temperature: Tensor | None = None
+    """(B,) float: the temperature each row was sampled at, which its tokens are scored at (rows of
+    one batch sampled at different temperatures: ``rl.adaptive_temperature``). None = every row at
+    ``LossSpec.temperature``."""
 
     def __post_init__(self) -> None:
         shape = tuple(self.input_ids.shape)
@@ -77,8 +81,11 @@ class PolicyBatch:
                 raise ValueError(
                     f"PolicyBatch.{name} has shape {tuple(t.shape)}, expected {shape} like input_ids"
                 )
-        if self.group is not None and tuple(self.group.shape) != shape[:1]:
-            raise ValueError(f"PolicyBatch.group has shape {tuple(self.group.shape)}, expected ({shape[0]},)")
+        for name, t in (("group", self.group), ("temperature", self.temperature)):
+            if t is not None and tuple(t.shape) != shape[:1]:
+                raise ValueError(f"PolicyBatch.{name} has shape {tuple(t.shape)}, expected ({shape[0]},)")
+        if self.temperature is not None and not bool((self.temperature > 0).all()):
+            raise ValueError("PolicyBatch.temperature: every row's temperature must be > 0")
         if tuple(self.adv.shape) not in ((shape[0],), shape):
             raise ValueError(
                 f"PolicyBatch.adv has shape {tuple(self.adv.shape)}, expected ({shape[0]},) or {shape}"
@@ -108,7 +115,8 @@ class LossSpec:
     kl_kind: KLKind = "k3"
     """KL estimator: k1, k2 or k3 (clamped at +-``KL_CLAMP``)."""
     temperature: float = 1.0
-    """Sampling temperature: log-probs are computed from logits / temperature, like the sampler's."""
+    """Sampling temperature: log-probs are computed from logits / temperature, like the sampler's
+    (a batch's own per-row ``PolicyBatch.temperature`` takes its place)."""
     tis_cap: float | None = None
     """Truncated importance-weight cap against ``PolicyBatch.sampling_logp``; None = off."""
 
@@ -157,7 +165,7 @@ def policy_loss(
         batch.input_ids[sl, cols],
         batch.attention_mask[sl, cols],
         loss_mask=mask,
-        temperature=spec.temperature,
+        temperature=row_temperature(batch, spec.temperature, sl),
         groups=None if batch.group is None else batch.group[sl],
     )
     old_logp = batch.old_logp[sl, cols]
@@ -181,6 +189,15 @@ def policy_loss(
         kl_sum = float(torch.where(mask > 0, kl.detach(), torch.zeros_like(kl)).sum())
         stats["kl"] = kl_sum / max(float(mask.sum()), 1.0)
     return loss, stats
+
+
+def row_temperature(batch: PolicyBatch, temperature: float, rows: slice | Tensor | None = None) -> float | Tensor:
+    """What ``batch[rows]`` is scored at: its rows' own sampling temperatures (``PolicyBatch.temperature``,
+    (b,)), or ``temperature`` for all when the batch carries none. The loss, the stale-batch
+    correction and the reference's logprobs all take it from here, so a row is scored alike in each."""
+    if batch.temperature is None:
+        return temperature
+    return batch.temperature if rows is None else batch.temperature[rows]
 
 
 def _row_order(batch: PolicyBatch) -> Tensor:  # (B,) row indices

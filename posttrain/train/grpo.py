@@ -4,7 +4,9 @@
         sample   tasks from the pool, G episodes each through the episode runner (``Trajectory``:
                  prompt, then actions sampled and observations inserted, as ids + sampling logprobs),
                  by policy version max(0, step - rl.max_staleness) (posttrain/train/_overlap.py:
-                 with K > 0 the next K batches are sampled while this step trains)
+                 with K > 0 the next K batches are sampled while this step trains); with
+                 rl.adaptive_temperature / rl.adaptive_budget each task at its own temperature and
+                 token cap (``adaptive_sampling``), each row then scored at its own temperature
         score    each episode by its last verdict (its domain's verifier, through the execution
                  service ``posttrain.sched.Service``: workers, infra retries, cache, breakers)
         advantage  group-relative over the carried groups (GRPO; Dr.GRPO, RLOO, REINFORCE++ by
@@ -63,7 +65,15 @@ from posttrain.algo.shaping import frac_zero_std, informative_groups
 from posttrain.evaluate.metrics import episode_metrics, tool_call_validity
 from posttrain.evaluate.records import trajectory_records
 from posttrain.policy import Policy, Sampler, SamplingParams
-from posttrain.rollout import as_rollout, dedup_rewards, diversity_metrics, run_batch
+from posttrain.rollout import (
+    AdaptiveSampling,
+    BudgetController,
+    TemperatureController,
+    as_rollout,
+    dedup_rewards,
+    diversity_metrics,
+    run_batch,
+)
 from posttrain.rollout.episodes import Episodes, make_episodes
 from posttrain.sched import Service
 from posttrain.tasks import TaskPool, TaskSampler, canary_metrics, domain_metrics, fill_batch, is_canary
@@ -81,7 +91,7 @@ from posttrain.train._overlap import (
     overlap_metrics,
 )
 from posttrain.train._runlog import JsonlWriter
-from posttrain.train._step import LossSpec, PolicyBatch, policy_update
+from posttrain.train._step import LossSpec, PolicyBatch, policy_update, row_temperature
 from posttrain.train.checkpoint import load_latest, restore, rng_state, save_checkpoint
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Rollout, Task, Trajectory
@@ -136,8 +146,9 @@ def loss_spec(cfg: RLConfig, episodes: EpisodeSpec | None = None) -> LossSpec:
     """The recipe's RL section -> the loss hyperparameters (one source of truth: the recipe).
 
     Dr.GRPO's constant (``seq_mean_token_sum_norm``) is the most action tokens an episode can
-    have: ``max_new_tokens`` per turn over ``max_turns`` turns, capped by the token budget."""
-    most = cfg.max_new_tokens
+    have: ``max_new_tokens`` (``adaptive_budget.high`` when on) per turn over ``max_turns`` turns,
+    capped by the token budget."""
+    most = cfg.most_new_tokens
     if episodes is not None:
         most *= episodes.max_turns
         most = most if episodes.max_tokens is None else min(most, episodes.max_tokens)
@@ -154,6 +165,23 @@ def loss_spec(cfg: RLConfig, episodes: EpisodeSpec | None = None) -> LossSpec:
     )
 
 
+def adaptive_sampling(cfg: RLConfig) -> AdaptiveSampling | None:
+    """The recipe's per-task temperature and token budget (``rl.adaptive_temperature``,
+    ``rl.adaptive_budget``), each starting every task at the recipe's fixed value; None when both are
+    off (every task at ``rl.temperature`` and ``rl.max_new_tokens``: one sampling call, as always)."""
+    temp, budget = cfg.adaptive_temperature, cfg.adaptive_budget
+    if temp is None and budget is None:
+        return None
+    return AdaptiveSampling(
+        cfg.temperature, cfg.max_new_tokens,
+        temperatures=None if temp is None else TemperatureController(
+            base=cfg.temperature, low=cfg.temperature, high=temp.high, target_dup=temp.target_dup, step=temp.step),
+        budgets=None if budget is None else BudgetController(
+            base=cfg.max_new_tokens, low=budget.low, high=cfg.most_new_tokens, easy=budget.easy, hard=budget.hard,
+            margin=budget.margin, grow=budget.grow),
+    )
+
+
 def group_by_id(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
     """Episodes grouped by their carried ``group_id``, groups in order of first appearance."""
     groups: dict[str, list[Trajectory]] = {}
@@ -162,16 +190,21 @@ def group_by_id(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
     return list(groups.values())
 
 
-def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu"
-                ) -> PolicyBatch:
+def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu", *,
+                temperatures: bool = False) -> PolicyBatch:
     """Episodes (N groups of G) -> a PolicyBatch of N*G rows, token-exact, advantages 0 for now.
 
     A row is the whole episode (``Trajectory.ids``); the loss mask covers its action tokens only,
     never the prompt's or the observations'; ``old_logp`` are the sampling logprobs; ``group`` is
     the carried group. Rows whose reward (N, G) is NaN (a group dropped for an infra error) get no
     gradient; every other row does, a truncated or cut episode's too (a failure that runs long is
-    not shielded from its negative advantage: docs/contracts.md, "Reward accounting")."""
+    not shielded from its negative advantage: docs/contracts.md, "Reward accounting").
+    ``temperatures``: each row carries the temperature its episode was sampled at
+    (``Trajectory.temperature``), which it is scored at (tasks sampled at their own temperatures)."""
     flat = [t for g in groups for t in g]
+    if temperatures and any(t.temperature is None for t in flat):
+        raise ValueError("build_batch: temperatures=True needs each trajectory's sampling temperature "
+                         "(Trajectory.temperature, set by the episode runner)")
     rows = trajectory_rows(flat, pad_id=pad_id)
     valid = ~torch.isnan(rewards.reshape(-1))  # (B,)
     group = torch.tensor([k for k, g in enumerate(groups) for _ in g], dtype=torch.long)
@@ -182,6 +215,7 @@ def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torc
         old_logp=rows.values.to(device),
         adv=torch.zeros(len(flat), device=device),
         group=group.to(device),
+        temperature=torch.tensor([t.temperature for t in flat], device=device) if temperatures else None,
     )
 
 
@@ -295,6 +329,7 @@ def sample_groups(
     episodes: EpisodeSpec = EpisodeSpec(),
     generator: Sampler | None = None,
     policy_version: int | None = None,
+    adaptive: AdaptiveSampling | None = None,
 ) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
     """Draw ``prompts_per_step`` tasks and G episodes each; the sampler observes every group drawn
     (the task pool learns difficulties, filters and levels from them). With ``dynamic_sampling``
@@ -304,22 +339,29 @@ def sample_groups(
     pool's ``canary_rate``) are never kept for their variance: drawn by a refill, their groups ride
     along after the batch; the loop masks every canary group (``is_canary``) and the metrics say
     whether one passed. ``generator``: the sampler of the version that samples (default
-    ``policy.sampler()``), whose number every trajectory carries (``policy_version``, default ``step``)."""
+    ``policy.sampler()``), whose number every trajectory carries (``policy_version``, default ``step``).
+    ``adaptive``: each task's group sampled at its own temperature and token cap, and observed by
+    the controllers once verified (``rl.adaptive_temperature``, ``rl.adaptive_budget``)."""
     drawn: list[tuple[Task, list[Trajectory], list[float]]] = []  # every group drawn: the per-domain metrics
+    settings: list[tuple[float, int]] = []  # what each drawn group was sampled with (adaptive only)
     skipped = sampler.skipped
 
     def draw(k: int) -> tuple[list[Task], list[list[Trajectory]], list[bool]]:
         new_tasks = sampler.next(k, skip=service.open_domains(), step=step)  # open breaker: skipped
+        new_settings = None if adaptive is None else adaptive.settings([t.id for t in new_tasks])
         new_groups = sample_episodes(policy, new_tasks, service, cfg,
                                      group_ids=[f"{step}/{len(drawn) + i}/{t.id}" for i, t in enumerate(new_tasks)],
                                      policy_version=step if policy_version is None else policy_version,
-                                     episodes=episodes, generator=generator)
+                                     episodes=episodes, generator=generator, settings=new_settings)
         rewards, _ = rewards_of(new_groups, reward_weights,  # the reward model scores only what it decides
                                 reward_model=reward_model if cfg.dynamic_sampling else None,
                                 reward_model_weight=cfg.reward_model_weight,
                                 attempt_discount=episodes.attempt_discount)
         sampler.observe(new_tasks, [[None if math.isnan(e.reward) else bool(e.verdicts) and e.verdicts[-1].passed
                                      for e in g] for g in new_groups])
+        if adaptive is not None and new_settings is not None:
+            adaptive.observe([t.id for t in new_tasks], new_groups)
+            settings.extend(new_settings)
         drawn.extend(zip(new_tasks, new_groups, rewards.tolist(), strict=True))
         keep = informative_groups(rewards).tolist() if cfg.dynamic_sampling else [True] * len(new_tasks)
         return new_tasks, new_groups, [ok and (not cfg.dynamic_sampling or not is_canary(t))
@@ -330,7 +372,8 @@ def sample_groups(
     riding = [(t, g) for t, g, _ in drawn if is_canary(t) and id(g) not in kept]
     tasks, groups = filled.tasks + [t for t, _ in riding], filled.groups + [g for _, g in riding]
     return tasks, groups, {"groups_drawn": float(filled.drawn), "groups_kept": float(len(filled.groups)),
-                           "tasks_skipped": float(sampler.skipped - skipped), **drawn_metrics(drawn), **sampler.metrics()}
+                           "tasks_skipped": float(sampler.skipped - skipped), **drawn_metrics(drawn), **sampler.metrics(),
+                           **({} if adaptive is None else adaptive.metrics(settings))}
 
 
 def drawn_metrics(drawn: Sequence[tuple[Task, Sequence[Trajectory], Sequence[float]]]) -> dict[str, float]:
@@ -348,17 +391,26 @@ def drawn_metrics(drawn: Sequence[tuple[Task, Sequence[Trajectory], Sequence[flo
 def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg: RLConfig, *,
                     group_ids: Sequence[str], policy_version: int,
                     episodes: EpisodeSpec = EpisodeSpec(), generator: Sampler | None = None,
-                    ) -> list[list[Trajectory]]:
-    """G episodes per task through the episode runner, grouped by their carried ``group_id``: round
-    0 is one ``generate`` call over every prompt (seed None: torch's stream continues, as always).
+                    settings: Sequence[tuple[float, int]] | None = None) -> list[list[Trajectory]]:
+    """G episodes per task through the episode runner, grouped by their carried ``group_id``, in the
+    order of ``tasks``. ``settings``: each task's (temperature, max_new_tokens); default the recipe's
+    for all. Tasks of one setting run together, one ``run_batch`` per setting in order of first
+    appearance (its ``SamplingParams`` are one per call): with a single setting, round 0 is one
+    ``generate`` call over every prompt (seed None: torch's stream continues, as always).
     Single-turn episodes are verified as ``service`` jobs of their group; the steps of stateful ones
     run as its ``Step`` jobs, an infra error restarting the episode (``rollout.run_batch``)."""
-    runs = episodes.episodes_for(policy, service).episodes(tasks, group_ids, cfg.group_size)
-    trajs = run_batch(generator or policy.sampler(), runs,
-                      SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
-                      max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
-                      policy_version=policy_version, service=service)
-    return group_by_id(trajs)
+    plan, sampler = episodes.episodes_for(policy, service), generator or policy.sampler()
+    by_setting: dict[tuple[float, int], list[int]] = {}
+    for k, setting in enumerate(settings or [(cfg.temperature, cfg.max_new_tokens)] * len(tasks)):
+        by_setting.setdefault(setting, []).append(k)
+    out: dict[str, list[Trajectory]] = {}
+    for (temperature, cap), ks in by_setting.items():
+        runs = plan.episodes([tasks[k] for k in ks], [group_ids[k] for k in ks], cfg.group_size)
+        trajs = run_batch(sampler, runs, SamplingParams(temperature=temperature, max_new_tokens=cap),
+                          max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
+                          policy_version=policy_version, service=service)
+        out |= {g[0].group_id: g for g in group_by_id(trajs)}
+    return [out[gid] for gid in group_ids]
 
 
 def train_grpo(
@@ -390,7 +442,10 @@ def train_grpo(
     ``service`` verifies (its scheduler's state goes into every checkpoint and comes back on
     resume); ``episodes``: environments, limits and credit of the episodes (default: single-turn);
     ``sampler``: how tasks are drawn (default: uniform epochs over ``train_tasks``; a ``TaskPool``
-    from ``posttrain.tasks.make_sampler``), its state in every checkpoint."""
+    from ``posttrain.tasks.make_sampler``), its state in every checkpoint. ``rl.adaptive_temperature``
+    / ``rl.adaptive_budget``: each task sampled at its own temperature / token cap
+    (``adaptive_sampling``), the controllers' state in every checkpoint, each row scored at the
+    temperature it was sampled at (loss, stale-batch correction, reference)."""
     if critic is not None and episodes.process_coef > 0:
         raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
     # --- setup: optimizer, task sampler, loss, reference; a resume takes them back from the last checkpoint
@@ -401,10 +456,11 @@ def train_grpo(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     sampler = TaskSampler(train_tasks, seed=seed) if sampler is None else sampler
     spec = loss_spec(cfg, episodes)
+    adaptive = adaptive_sampling(cfg)  # None: one temperature and one token cap for every task
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     ckpt_dir = out / "checkpoints" / "rl-state"
     torch.manual_seed(seed)
-    start, in_flight = (_resume(ckpt_dir, model, optimizer, scheduler, sampler, service, ref_model, critic)
+    start, in_flight = (_resume(ckpt_dir, model, optimizer, scheduler, sampler, service, ref_model, critic, adaptive)
                         if resume else (0, None))
     if ref_model is not None and start == 0:
         torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
@@ -415,12 +471,15 @@ def train_grpo(
         service; its counters since."""
         before = service.stats()
         tasks, groups, drawn = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model, step=step,
-                                             episodes=episodes, generator=generator, policy_version=version)
+                                             episodes=episodes, generator=generator, policy_version=version,
+                                             adaptive=adaptive)
         return tasks, groups, drawn | service.metrics(before)
 
     def generator_state() -> dict[str, object]:
-        """What a checkpoint restores to continue the generator: every RNG, the task sampler, the scheduler."""
-        return {"rng": rng_state(), "sampler": sampler.state(), "sched": service.state_dict()}
+        """What a checkpoint restores to continue the generator: every RNG, the task sampler, the scheduler
+        (and the adaptive controllers, when on)."""
+        return {"rng": rng_state(), "sampler": sampler.state(), "sched": service.state_dict(),
+                **({} if adaptive is None else {"adaptive": adaptive.state()})}
 
     queued = batches_from_json(in_flight, cfg.max_staleness, {t.id: t for t in sampler.known_tasks()}, after=generator_state())
     rollouts = Rollouts(sample, rollout or local_weights(policy, cfg.max_staleness), model, max_staleness=cfg.max_staleness,
@@ -440,13 +499,14 @@ def train_grpo(
                                                attempt_discount=episodes.attempt_discount)  # (N, G)
             rewards = without_canaries(tasks, rewards)  # canaries are the hack alarm's: no gradient, no baseline
             rewards = dedup_rewards(groups, rewards)[0] if cfg.dedup else rewards  # a repeat counts once
-            batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device)
+            batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device,
+                                temperatures=cfg.adaptive_temperature is not None)  # each row at its own
             batch = correct_staleness(batch, model, lag=step - gen.policy_version, temperature=cfg.temperature,
                                       micro_batch_size=cfg.micro_batch_size)  # stale: truncated IS
             if ref_model is not None:
                 with torch.no_grad():
                     ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask, loss_mask=batch.loss_mask,
-                                              temperature=cfg.temperature, groups=batch.group)
+                                              temperature=row_temperature(batch, cfg.temperature), groups=batch.group)
                 batch = dataclasses.replace(batch, ref_logp=ref_logp)
                 if cfg.kl_placement == "reward":  # r - beta * sum_t KL_t, before advantages
                     shaped = kl_in_reward(rewards.reshape(-1), batch.old_logp.cpu(), ref_logp.cpu(), batch.loss_mask.cpu(),
@@ -498,9 +558,10 @@ def train_grpo(
 
 def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
             sampler: TaskSampler | TaskPool, service: Service, ref_model: torch.nn.Module | None,
-            critic: Critic | None) -> tuple[int, dict[str, Any] | None]:
+            critic: Critic | None, adaptive: AdaptiveSampling | None) -> tuple[int, dict[str, Any] | None]:
     """Back to the last checkpoint (weights, optimizer, schedule, task sampler, scheduler state,
-    reference, critic): ``(its step, the batches it had in flight)``; ``(0, None)`` without one."""
+    reference, critic, adaptive controllers): ``(its step, the batches it had in flight)``; ``(0, None)``
+    without one."""
     ckpt = load_latest(ckpt_dir)
     if ckpt is None:
         return 0, None
@@ -508,6 +569,8 @@ def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
     sampler.load_state(ckpt.sampler_state)
     if "sched" in ckpt.extra:  # estimates and breakers: the resumed service chooses as before
         service.load_state_dict(ckpt.extra["sched"])
+    if adaptive is not None and "adaptive" in ckpt.extra:  # absent: switched on since, every task starts afresh
+        adaptive.load_state(ckpt.extra["adaptive"])
     if ref_model is not None:  # the reference is the policy RL started from, saved beside
         ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
     if critic is not None:
@@ -526,7 +589,8 @@ def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Opti
     save_checkpoint(ckpt_dir, model=policy.model, tokenizer=policy.tokenizer, optimizer=optimizer, scheduler=scheduler,
                     step=done, sampler_state=after["sampler"], rng=after["rng"] if in_flight else rng_state(),
                     extra={"finished": done == cfg.steps, "sched": after["sched"],
-                           "overlap": batches_to_json(in_flight, cfg.max_staleness)}, keep_last=2,
+                           "overlap": batches_to_json(in_flight, cfg.max_staleness),
+                           **({"adaptive": after["adaptive"]} if "adaptive" in after else {})}, keep_last=2,
                     chat=policy.chat is not None)
 
 

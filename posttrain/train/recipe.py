@@ -13,6 +13,7 @@ is what ``posttrain quickstart`` runs.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -269,6 +270,43 @@ class SFTConfig:
 
 
 @dataclass(frozen=True)
+class AdaptiveTemperatureConfig:
+    """A temperature per task from its groups' diversity (``posttrain.rollout.TemperatureController``):
+    each task starts at rl.temperature; after each of its groups, its temperature goes up x step
+    while the group repeats itself (duplicate rate above target_dup), else back down towards
+    rl.temperature, never above high."""
+
+    high: PositiveFloat = 1.5
+    """The most a task's temperature rises to (at least rl.temperature)."""
+    target_dup: Annotated[float, Range(ge=0, lt=1)] = 0.25
+    """A group whose duplicate rate (1 - distinct completions / G) is above this raises its task's temperature."""
+    step: Annotated[float, Range(gt=1)] = 1.1
+    """Factor of each move: x step up, / step back down."""
+
+
+@dataclass(frozen=True)
+class AdaptiveBudgetConfig:
+    """A token cap per task from its observed difficulty (``posttrain.rollout.BudgetController``):
+    each task starts at rl.max_new_tokens; after each of its groups, an easy task's cap becomes
+    margin x its longest passing completion (not below low), a hard task's grows x grow (not above
+    high), any other keeps its cap."""
+
+    low: PositiveInt = 8
+    """The smallest cap an easy task gets (at most rl.max_new_tokens)."""
+    high: PositiveInt | None = None
+    """The largest cap a hard task grows to (at least rl.max_new_tokens; null: 4 x rl.max_new_tokens);
+    the model's positions must hold the longest prompt + high (checked when the recipe is parsed)."""
+    easy: Fraction = 0.8
+    """A group whose pass rate is at least this makes its task easy (cap shrinks)."""
+    hard: Fraction = 0.2
+    """A group whose pass rate is at most this makes its task hard (cap grows); below easy."""
+    margin: Annotated[float, Range(ge=1)] = 1.25
+    """An easy task's cap: margin x the longest completion of it that passed."""
+    grow: Annotated[float, Range(gt=1)] = 1.5
+    """A hard task's cap grows x grow per group."""
+
+
+@dataclass(frozen=True)
 class RLConfig:
     algorithm: Literal["grpo", "ppo"] = "grpo"
     """grpo: group-relative advantages (see ``advantage``). ppo: a critic (value head on the
@@ -280,9 +318,11 @@ class RLConfig:
     group_size: PositiveInt = 8
     """G: samples per task; advantages are relative within the group."""
     temperature: PositiveFloat = 1.0
-    """Sampling temperature (logprobs are taken at this temperature)."""
+    """Sampling temperature (logprobs are taken at this temperature); with adaptive_temperature, each
+    task's first."""
     max_new_tokens: PositiveInt = 24
-    """Completion length cap; completions cut here finish with reason "length"."""
+    """Completion length cap; completions cut here finish with reason "length"; with adaptive_budget,
+    each task's first."""
     lr: PositiveFloat = 1e-3
     """Learning rate (AdamW, constant after a short warmup)."""
     advantage: Literal["grpo", "rloo", "reinforce_pp"] = "grpo"
@@ -359,6 +399,21 @@ class RLConfig:
     dedup: bool = False
     """Identical completions of a group count once: the advantage is over its distinct completions
     and the repeats get no gradient (posttrain/rollout/_adaptive.py)."""
+    adaptive_temperature: AdaptiveTemperatureConfig | None = None
+    """A sampling temperature per task, raised while its groups repeat themselves, each row scored at
+    the temperature it was sampled at (``{}``: the section's defaults; null: rl.temperature for every
+    task). metrics.jsonl has adaptive/temperature_mean, the mean over each step's groups."""
+    adaptive_budget: AdaptiveBudgetConfig | None = None
+    """A max_new_tokens per task from its difficulty, shrunk on tasks solved reliably and grown on tasks
+    failed (``{}``: the section's defaults; null: rl.max_new_tokens for every task). metrics.jsonl has
+    adaptive/budget_mean, the mean over each step's groups."""
+
+    @property
+    def most_new_tokens(self) -> int:
+        """The largest cap an action can be sampled with: rl.adaptive_budget.high when it is on, else
+        rl.max_new_tokens (the model's positions must hold it; Dr.GRPO's constant counts it)."""
+        budget = self.adaptive_budget  # its high is set by __post_init__ when null
+        return self.max_new_tokens if budget is None or budget.high is None else budget.high
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "episodes", kinds.episode_kind(self.episodes, where="rl.episodes"))
@@ -378,6 +433,30 @@ class RLConfig:
             raise ConfigError("rl.policy_loss gspo needs rl.loss_agg: seq_mean_token_mean (a sequence-level ratio)")
         if self.dynamic_sampling and self.group_size < 2:
             raise ConfigError("rl.dynamic_sampling keeps groups with reward variance: it needs rl.group_size >= 2")
+        self._check_adaptive()
+
+    def _check_adaptive(self) -> None:
+        """The adaptive sections against the values every task starts at (rl.temperature,
+        rl.max_new_tokens); ``adaptive_budget.high`` derived when null."""
+        temp = self.adaptive_temperature
+        if temp is not None and temp.high < self.temperature:
+            raise ConfigError(f"rl.adaptive_temperature.high: expected >= rl.temperature ({self.temperature}), where "
+                              f"every task starts, got {temp.high}")
+        budget = self.adaptive_budget
+        if budget is None:
+            return
+        if budget.high is None:
+            budget = dataclasses.replace(budget, high=4 * self.max_new_tokens)
+            object.__setattr__(self, "adaptive_budget", budget)
+        if budget.low > self.max_new_tokens:
+            raise ConfigError(f"rl.adaptive_budget.low: expected <= rl.max_new_tokens ({self.max_new_tokens}), where "
+                              f"every task starts, got {budget.low}")
+        if budget.high < self.max_new_tokens:
+            raise ConfigError(f"rl.adaptive_budget.high: expected >= rl.max_new_tokens ({self.max_new_tokens}), where "
+                              f"every task starts, got {budget.high}")
+        if budget.hard >= budget.easy:
+            raise ConfigError(f"rl.adaptive_budget.hard: expected < rl.adaptive_budget.easy ({budget.easy}), "
+                              f"got {budget.hard}")
 
 
 @dataclass(frozen=True)
@@ -703,13 +782,18 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
     if facts.positions is None:
         return
 
+    def cap(cfg: RLConfig | EvalConfig) -> tuple[str, int]:  # the per-action cap's key and its largest value
+        if isinstance(cfg, RLConfig) and cfg.adaptive_budget is not None:
+            return "rl.adaptive_budget.high", cfg.most_new_tokens
+        return f"{'rl' if isinstance(cfg, RLConfig) else 'eval'}.max_new_tokens", cfg.max_new_tokens
+
     def label(key: str, cfg: RLConfig | EvalConfig) -> str:
-        return f"a {key}.episodes: {cfg.episodes} episode ({key}.max_new_tokens per turn, observations, budget)" \
-            if cfg.episodes in kinds.MULTI_TURN else f"{key}.max_new_tokens"
+        return f"a {key}.episodes: {cfg.episodes} episode ({cap(cfg)[0]} per turn, observations, budget)" \
+            if cfg.episodes in kinds.MULTI_TURN else cap(cfg)[0]
 
     def length(key: str, cfg: RLConfig | EvalConfig, budget: int | None = None) -> int:
         n = (turns or {}).get(key) or cfg.max_turns or max_attempts
-        return kinds.episode_tokens(cfg.episodes, n, cfg.max_new_tokens, budget=budget)
+        return kinds.episode_tokens(cfg.episodes, n, cap(cfg)[1], budget=budget)
 
     new_tokens = {label("eval", recipe.eval): length("eval", recipe.eval)}
     if "rl" in recipe.stages:
