@@ -85,7 +85,10 @@ def run_episodes(sampler, tasks, policy, cp, *, oracle: Oracle | None = None):
     return out
 
 
-def demonstrations(policy, tasks, cp, seed: int):
+def demonstrations(policy, tasks, cp, seed: int, loss: str = "all"):
+    """SFT rows from the oracle's episodes under ``cp``: each answer row and ``OK_ROWS`` "ok" rows
+    per episode, the context exactly as the arm showed it. ``loss``: "all" trains every token after
+    BOS (the transcript, then the action), "action" only the action (what a policy is trained on)."""
     from posttrain.train.sft import demonstration_episode
 
     oracle = Oracle(policy.tokenizer, {t.id: t.fields["value"] for t in tasks})
@@ -95,9 +98,9 @@ def demonstrations(policy, tasks, cp, seed: int):
         answer = [r for r in ep.rows if r.text.isdigit()]
         oks = [r for r in ep.rows if r.text == "ok"]
         for r in answer + rng.sample(oks, min(OK_ROWS, len(oks))):
-            # every token after BOS is trained (the transcript as the arm's context shows it, then the
-            # action): the notes and the question's echo of the fact's key teach the model to look
-            # back in its context far faster than the answers' few tokens alone
+            if loss == "action":
+                demos.append(demonstration_episode(ep.task.id, [(r.context_ids, r.action_ids)]))
+                continue
             ids = [*r.context_ids, *r.action_ids]
             demos.append(demonstration_episode(ep.task.id, [(ids[:1], ids[1:])]))
     return demos
@@ -116,9 +119,9 @@ def one_run(seed: int, arm: str, args: argparse.Namespace) -> dict[str, Any]:
         policy = load_policy(build_embedded_default(Path(d) / "m", seed=seed))
     cp = context_policy(arm, args.budget)
     train = [t for level in args.train_levels for t in ENV.generate_level(args.train_per_level, level=level, seed=seed)]
-    demos = demonstrations(policy, train, cp, seed)
+    demos = demonstrations(policy, train, cp, seed, args.loss)
     losses: list[float] = []
-    train_sft(policy, demos, SFTParams(steps=args.steps, batch_size=32, lr=3e-3, seed=seed),
+    train_sft(policy, demos, SFTParams(steps=args.steps, batch_size=32, lr=args.lr, seed=seed),
               log=lambda m: losses.append(m["loss"]))
     sampler = FastSampler(policy.model, policy.tokenizer)
     success, peak = {}, 0
@@ -150,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-levels", default="1,2,3,4,6,8,12,16,24", help="notes of the training episodes")
     parser.add_argument("--train-per-level", type=int, default=24)
     parser.add_argument("--eval-per-level", type=int, default=16)
+    parser.add_argument("--loss", choices=("all", "action"), default="all",
+                        help="SFT loss on every token of a row (all) or on its action only")
+    parser.add_argument("--lr", type=float, default=3e-3, help="SFT learning rate")
+    parser.add_argument("--arms", default="plain,managed", help="which arms (default both)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write every run's figures here (JSON lines, appended)")
     args = parser.parse_args(argv)
@@ -160,9 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds/--levels/--train-levels: {e}: expected integers like 0,1,2 or 0-2")
     if args.budget < 64 or min(args.steps, args.train_per_level, args.eval_per_level, args.threads) < 1:
         parser.error("--budget must be >= 64 and --steps, --train-per-level, --eval-per-level, --threads >= 1")
+    arms = [a.strip() for a in args.arms.split(",")]
+    if not arms or not set(arms) <= {"plain", "managed"}:
+        parser.error(f"--arms {args.arms}: expected plain, managed or both (plain,managed)")
     runs = []
     for seed in seeds:
-        for arm in ("plain", "managed"):
+        for arm in arms:
             r = one_run(seed, arm, args)
             runs.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
@@ -171,13 +181,13 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(json.dumps(r) + "\n")
     print(f"recall: success at a budget of {args.budget} tokens per turn, the embedded default fine-tuned "
           f"{args.steps} steps per arm, greedy, {args.eval_per_level} held-out episodes per level; seeds {seeds}")
-    print(f"  {'notes L':<10}" + "".join(f"{'plain':>10}{'managed':>10}" for _ in [0]))
+    print(f"  {'notes L':<10}" + "".join(f"{arm:>14}" for arm in arms))
     for level in args.levels:
-        cells = {arm: [r["success"][level] for r in runs if r["arm"] == arm] for arm in ("plain", "managed")}
+        cells = {arm: [r["success"][level] for r in runs if r["arm"] == arm] for arm in arms}
         show = {arm: f"{statistics.mean(v):.2f}" + (f"±{statistics.stdev(v):.2f}" if len(v) > 1 else "")
                 for arm, v in cells.items()}
-        print(f"  {level:<10}{show['plain']:>10}{show['managed']:>14}")
-    for arm in ("plain", "managed"):
+        print(f"  {level:<10}" + "".join(f"{show[arm]:>14}" for arm in arms))
+    for arm in arms:
         mine = [r for r in runs if r["arm"] == arm]
         print(f"  {arm}: largest context {max(r['peak_context'] for r in mine)} tokens, "
               f"{statistics.mean(r['wall_s'] for r in mine):.0f} s per run")

@@ -819,7 +819,7 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
         fix = "raise model.max_positions" if cfg.name == "embedded" else "use a model with more positions"
         key = "model.max_positions" if cfg.name == "embedded" else f"model.name: {facts.positions_key}"
         raise ConfigError(f"{key}: the model has {facts.positions} positions, the recipe needs {need}: "
-                          f"{what}; {fix}, or shorten the tasks or max_new_tokens")
+                          f"{what}; {fix}, or shorten the tasks or {key_new}")
 
 
 def _check_chat_template(recipe: Recipe, tokenizer: Any) -> None:
