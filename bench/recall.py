@@ -1,7 +1,8 @@
 """Long episodes: what context management buys at a fixed token budget (issue 25, "Long episodes").
 
-    posttrain bench recall [--seeds 0-2] [--budget 256] [--levels 2,4,8,16,32] [--steps 600]
-                           [--threads 1] [--out FILE]
+    posttrain bench recall [--seeds 0-2] [--budget 256] [--levels 2,8,32] [--steps 1500]
+                           [--train-per-level 100] [--eval-per-level 32] [--loss all|action]
+                           [--arms plain,managed] [--threads 1] [--out FILE]
 
 The recall domain (posttrain/envs/recall): a fact is given as the first observation of an episode,
 L notes follow (each with a distractor number), then the question about the fact. Two arms, the
@@ -148,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="posttrain bench recall", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0-2")
     parser.add_argument("--budget", type=int, default=256, help="tokens the model sees per turn (both arms)")
-    parser.add_argument("--levels", default="2,4,8,16,32", help="notes between the fact and the question")
-    parser.add_argument("--steps", type=int, default=600, help="SFT steps per seed and arm (batch 32)")
+    parser.add_argument("--levels", default="2,8,32", help="notes between the fact and the question")
+    parser.add_argument("--steps", type=int, default=1500, help="SFT steps per seed and arm (batch 32)")
     parser.add_argument("--train-levels", default="1,2,3,4,6,8,12,16,24", help="notes of the training episodes")
-    parser.add_argument("--train-per-level", type=int, default=24)
-    parser.add_argument("--eval-per-level", type=int, default=16)
+    parser.add_argument("--train-per-level", type=int, default=100)
+    parser.add_argument("--eval-per-level", type=int, default=32)
     parser.add_argument("--loss", choices=("all", "action"), default="all",
                         help="SFT loss on every token of a row (all) or on its action only")
     parser.add_argument("--lr", type=float, default=3e-3, help="SFT learning rate")
