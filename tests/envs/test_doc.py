@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from validate_cli import check_tasks_validate
 
 from posttrain.envs import get_domain, task_to_record
 from posttrain.envs.doc import (
@@ -350,13 +351,4 @@ def test_a_users_finqa_and_tatqa_files_convert_and_score_as_the_anchors_do(tmp_p
 
 def test_tasks_validate_from_the_command_line(tmp_path: Path) -> None:
     """``posttrain tasks validate`` on doc examples (references pass, no-ops fail) and on a bad record."""
-    lines = (ROOT / "examples" / "tasks" / "doc.jsonl").read_text().splitlines()
-    (tmp_path / "doc.jsonl").write_text("\n".join(lines[:3]) + "\n")
-    run = lambda path: subprocess.run([sys.executable, "-m", "posttrain.cli", "tasks", "validate", str(path)],  # noqa: E731
-                                      capture_output=True, text=True, cwd=ROOT, timeout=120)
-    good = run(tmp_path / "doc.jsonl")
-    assert good.returncode == 0 and "3 tasks, 0 problem(s)" in good.stdout, good.stdout + good.stderr
-    record = json.loads(lines[0])
-    (tmp_path / "bad.jsonl").write_text(json.dumps({**record, "answer": {"number": "NaN"}}) + "\n")
-    bad = run(tmp_path / "bad.jsonl")
-    assert bad.returncode == 2 and "'answer'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    check_tasks_validate(tmp_path, "doc", "answer", {"number": "NaN"})

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from validate_cli import check_tasks_validate
 
 from posttrain.envs import get_domain, task_to_record
 from posttrain.envs.files import (
@@ -276,13 +277,4 @@ def test_collateral_damage_earns_no_format_credit() -> None:
 
 def test_tasks_validate_from_the_command_line(tmp_path: Path) -> None:
     """``posttrain tasks validate`` on files examples (references pass, no-ops fail) and on a bad record."""
-    lines = (ROOT / "examples" / "tasks" / "files.jsonl").read_text().splitlines()
-    (tmp_path / "files.jsonl").write_text("\n".join(lines[:3]) + "\n")
-    run = lambda path: subprocess.run([sys.executable, "-m", "posttrain.cli", "tasks", "validate", str(path)],  # noqa: E731
-                                      capture_output=True, text=True, cwd=ROOT, timeout=120)
-    good = run(tmp_path / "files.jsonl")
-    assert good.returncode == 0 and "3 tasks, 0 problem(s)" in good.stdout, good.stdout + good.stderr
-    record = json.loads(lines[0])
-    (tmp_path / "bad.jsonl").write_text(json.dumps({**record, "workspace": {"../x": "y"}}) + "\n")
-    bad = run(tmp_path / "bad.jsonl")
-    assert bad.returncode == 2 and "'workspace'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    check_tasks_validate(tmp_path, "files", "workspace", {"../x": "y"})
