@@ -279,7 +279,7 @@ class Template:
         if self.next >= len(self.channels):
             raise ServerLost("no server channel left")
         try:
-            if _state(self.pid) not in ("S", "R", "D"):
+            if not _alive(self.pid):
                 raise ServerLost("the template is stopped or gone", broken=True)
             chan = self.channels[self.next]
             self.next += 1
@@ -296,7 +296,7 @@ class Template:
         # Everything an earlier candidate started is dead by now (the cell was emptied), so what is
         # seen here holds until the candidate is sent: a stopped server would never answer, one with
         # lowered limits would fail; either would cost this candidate a verdict it did not earn.
-        if _state(pid) not in ("S", "R", "D") or attributes(pid) != self.expect:
+        if not _alive(pid) or attributes(pid) != self.expect:
             chan.close()
             _kill(pid)
             raise ServerLost("the server that waited for its candidate was stopped, killed or changed",
@@ -310,65 +310,54 @@ class Template:
         # its way (on a loaded host it may act a while later): the server says it is in the cell
         # before it runs the candidate's code, and one that dies or stops first is lost, not failed.
         try:
-            self._await(chan, pid, "in")
+            self._said_in(chan, pid)
         except ServerLost:
             _kill(pid)
             raise
         return pid, chan
 
-    def _await(self, chan, pid, key):
-        """Read ``{key: True}`` from ``chan``, watching ``pid`` (and the template): ServerLost,
-        ``broken`` if either is stopped or gone, or it sent something else, within SERVER_START_S."""
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            try:
-                message = chan.recv(min(deadline, time.monotonic() + 0.05))
-                break
-            except TimeoutError:
-                if _state(pid) not in ("S", "R", "D"):
-                    chan.close()
-                    raise ServerLost("the server that waited for its candidate was stopped or killed",
-                                     broken=True) from None
-                if time.monotonic() >= deadline:
-                    chan.close()
-                    raise ServerLost(f"a server did not say {key!r} in time") from None
-            except (EOFError, OSError, ProtocolError):
-                chan.close()
-                raise ServerLost("the server that waited for its candidate was killed", broken=True) from None
-        if message != {key: True}:
+    def _said_in(self, chan, pid):
+        """Wait for the server ``pid`` to say it is in the cell (``{"in": true}``), within
+        SERVER_START_S: ServerLost otherwise, ``broken`` when it was stopped or killed or sent
+        something else."""
+        try:
+            message = _recv_watching(chan, pid, time.monotonic() + SERVER_START_S)
+        except TimeoutError:
             chan.close()
-            raise ServerLost(f"a server sent {str(message)[:80]!r} for {key!r}", broken=True)
-        return message
+            raise ServerLost("a server did not say 'in' in time") from None
+        except (EOFError, OSError, ProtocolError):
+            chan.close()
+            raise ServerLost("the server that waited for its candidate was killed", broken=True) from None
+        if message is _STOPPED:
+            chan.close()
+            raise ServerLost("the server that waited for its candidate was stopped or killed", broken=True)
+        if message != {"in": True}:
+            chan.close()
+            raise ServerLost(f"a server sent {str(message)[:80]!r} for 'in'", broken=True)
 
     def _greeted(self, chan):
         """The pid a server forked by the template greets with (it is forked now, on request)."""
         deadline = time.monotonic() + SERVER_START_S
         try:
             os.write(self.control, b"s\n")
-            while True:  # watching the template: one that gets stopped meanwhile never answers
-                try:
-                    hello = chan.recv(min(deadline, time.monotonic() + 0.05))
-                    break
-                except TimeoutError:
-                    if _state(self.pid) not in ("S", "R", "D"):
-                        chan.close()
-                        raise ServerLost("the template is stopped or gone", broken=True) from None
-                    if time.monotonic() >= deadline:
-                        raise
+            hello = _recv_watching(chan, self.pid, deadline)  # a template stopped meanwhile never answers
         except EOFError:  # the server is gone before it greeted
             chan.close()
             raise ServerLost("the server forked for the candidate is gone", broken=True) from None
         except (OSError, TimeoutError, ProtocolError) as e:
             chan.close()
-            broken = _state(self.pid) not in ("S", "R", "D")
+            broken = not _alive(self.pid)
             if not broken and not isinstance(e, TimeoutError):
                 # The channel closed: the template is dying (its fds close before its state turns Z),
                 # or it is alive and something else broke. Give a dying template a moment to show it.
                 settle = time.monotonic() + 1.0
                 while not broken and time.monotonic() < settle:
                     time.sleep(0.01)
-                    broken = _state(self.pid) not in ("S", "R", "D")
+                    broken = not _alive(self.pid)
             raise ServerLost("the template did not start a server in time", broken) from None
+        if hello is _STOPPED:
+            chan.close()
+            raise ServerLost("the template is stopped or gone", broken=True)
         if type(hello) is not dict or type(hello.get("pid")) is not int:
             chan.close()
             raise ServerLost("a server sent a malformed greeting")
@@ -380,6 +369,29 @@ def _kill(pid):
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _alive(pid):
+    """``pid`` runs or waits (``S``, ``R``, ``D``): neither stopped nor gone."""
+    return _state(pid) in ("S", "R", "D")
+
+
+_STOPPED = object()
+"""What ``_recv_watching`` returns once the process it watches is stopped or gone."""
+
+
+def _recv_watching(chan, pid, deadline):
+    """One message from ``chan``, watching ``pid`` meanwhile (a stopped process never answers): the
+    message; ``_STOPPED`` once ``pid`` is stopped or gone; TimeoutError past ``deadline``; EOFError,
+    OSError and ProtocolError as ``Channel.recv`` raises them."""
+    while True:
+        try:
+            return chan.recv(min(deadline, time.monotonic() + 0.05))
+        except TimeoutError:
+            if not _alive(pid):
+                return _STOPPED
+            if time.monotonic() >= deadline:
+                raise
 
 
 def _state(pid):
