@@ -290,6 +290,34 @@ def test_protocol_abuse_is_a_fail_never_an_infra_error(code_verifier, name: str,
     assert (v.outcome, v.reward) == ("fail", 0.0), (name, v.error_class, v.evidence)
 
 
+_BY_COUNT = ("ANSWERS = iter([" + ", ".join(str((x * 7919 + 13) % 1009) for x in (3, 17, 256, 999)) + "])\n"
+             "def mix(x):\n    return next(ANSWERS)")
+_KILL_OTHERS = ("import os, signal\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) not in "
+                "(os.getpid(), os.getppid()):\n        try:\n            os.kill(int(p), signal.SIGKILL)\n"
+                "        except OSError:\n            pass\n")
+# Attacks on the server's "in" (it says it is in the cell before the candidate's code runs; a server
+# that dies or stops before saying it is lost and its item re-run alone): each tries to pass, or to
+# turn its failure into a loss or an infra error, which would spare it its negative advantage.
+IN_ATTACKS = [
+    ("forge in and ready, then exit", _pipe_writer('{"in": true}\n{"ready": true}', "import os\nos._exit(0)")),
+    ("answers by call count, killing what starts its second server", fenced(_KILL_OTHERS + _BY_COUNT)),
+    ("stop itself before its first call", fenced("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n"
+                                                  "def mix(x):\n    return (x * 7919 + 13) % 1009")),
+]
+
+
+@pytest.mark.parametrize(("name", "payload"), IN_ATTACKS, ids=[a[0] for a in IN_ATTACKS])
+def test_a_candidate_cannot_pass_as_a_lost_server_or_an_infra_error(pool, name: str, payload: str) -> None:
+    from posttrain.envs.code import verify_code_batch
+
+    t = mix_task(timeout_s=3.0)
+    alone = verify_code_batch(pool, [(t, payload)])[0]
+    batch = verify_code_batch(pool, [(t, payload), (t, REFERENCE), (t, fenced("def mix(x):\n    return 1"))])
+    assert (alone.outcome, alone.reward) == ("fail", 0.0), (name, alone.error_class, alone.evidence)
+    assert [v.outcome for v in batch] == ["fail", "pass", "fail"], (name, [v.evidence for v in batch])
+    assert batch[0].error_class == alone.error_class, name
+
+
 def test_per_assertion_report_and_process_component(code_verifier) -> None:
     t = mix_task()
     half = fenced("def mix(x):\n    return (x * 7919 + 13) % 1009 if x < 100 else 0")  # right for 3, 17
