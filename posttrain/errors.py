@@ -21,3 +21,11 @@ class ConfigError(UserError):
 
 class TaskError(UserError):
     """A task file or record does not match its domain's schema."""
+
+
+class RunFailure(RuntimeError):
+    """A run failed at run time, not by bad input (a data-parallel rank that died): printed as one
+    line, exit code 1; the run directory keeps what was done, for ``--resume``."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(re.sub(r"\s*\n\s*", " ", str(message)).strip(), *args)

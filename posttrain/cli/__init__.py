@@ -37,7 +37,7 @@ from typing import NoReturn, TextIO
 
 from posttrain import __version__
 from posttrain.cli._service import domain_hooks, open_service, pool_for
-from posttrain.errors import UserError
+from posttrain.errors import RunFailure, UserError
 from posttrain.sched import StepError
 
 __all__ = ["build_parser", "domain_hooks", "main", "open_service", "pool_for"]
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"posttrain: error: {e}", file=sys.stderr)
         return 2
-    except StepError as e:
+    except (StepError, RunFailure) as e:
         if os.environ.get("POSTTRAIN_TRACEBACK") == "1":
             traceback.print_exception(e)
         print(f"posttrain: error: {e} (POSTTRAIN_TRACEBACK=1 shows the traceback)", file=sys.stderr)

@@ -25,8 +25,8 @@ import random
 import shutil
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from rich.console import Console
 
 from posttrain.cli._header import embedded_spec, run_header
 from posttrain.cli._progress import progress_bar
+from posttrain.cli._ranks import RankSpec, ranks
 from posttrain.cli._service import domain_hooks, pool_for, sandbox_of
 from posttrain.config import parse_config, to_dict
 from posttrain.envs import is_feedback_only, model_prompt, task_to_record
@@ -80,6 +81,7 @@ from posttrain.sched import LocalBackend, Service, ray_backend
 from posttrain.tasks import generators, make_canaries
 from posttrain.train._backends import rollout_weights
 from posttrain.train._critic import Critic
+from posttrain.train._dist import DataParallel
 from posttrain.train._lora import apply_lora
 from posttrain.train._runlog import JsonlWriter, truncate_after
 from posttrain.train.checkpoint import commit_dir
@@ -469,19 +471,25 @@ def _run_stages(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool) ->
     drop_unfinished_logs(out, resume=resume)
     metrics = StepLog(out, recipe)
     try:
-        # a sandbox only for domains that need one; one service verifies everything of the run
-        agent = "agent" in (recipe.rl.episodes, recipe.eval.episodes)  # workspace episodes need a pool
-        with pool_for([*pools.train, *pools.eval], size=recipe.sandbox.workers or usable_cpus(),
-                      episodes=agent) as pool:
-            hooks = domain_hooks(pools.domains, pool)
-            cpus = recipe.sandbox.workers or usable_cpus()  # sched.backend ray: actors on a cluster instead
-            backend = (ray_backend(recipe.sched.ray_address, pools.domains, num_cpus=cpus, hooks=domain_hooks)
-                       if recipe.sched.backend == "ray" else nullcontext(LocalBackend(hooks, pool)))
-            with backend as chosen, Service(chosen) as service:
-                summary = _run_models(recipe, out, pools, demo, service, metrics, resume=resume)
+        with run_service(recipe, pools) as service:
+            summary = _run_models(recipe, out, pools, demo, service, metrics, resume=resume)
     finally:
         metrics.close()
     return {**summary, "wall_s": time.perf_counter() - t_start}
+
+
+@contextmanager
+def run_service(recipe: Recipe, pools: TaskPools) -> Iterator[Service]:
+    """The one execution service that verifies everything of the run: a sandbox pool only for
+    domains that need one, the recipe's backend (local, or Ray actors on a cluster)."""
+    agent = "agent" in (recipe.rl.episodes, recipe.eval.episodes)  # workspace episodes need a pool
+    cpus = recipe.sandbox.workers or usable_cpus()
+    with pool_for([*pools.train, *pools.eval], size=cpus, episodes=agent) as pool:
+        hooks = domain_hooks(pools.domains, pool)
+        backend = (ray_backend(recipe.sched.ray_address, pools.domains, num_cpus=cpus, hooks=domain_hooks)
+                   if recipe.sched.backend == "ray" else nullcontext(LocalBackend(hooks, pool)))
+        with backend as chosen, Service(chosen) as service:
+            yield service
 
 
 def _run_models(recipe: Recipe, out: Path, pools: TaskPools, demo: generators.Demonstrator, service: Service,
@@ -706,7 +714,21 @@ def _kept(demos: list[Trajectory], lost: list[str], n: int, kind: str) -> list[T
 
 
 def run_rl(policy: Policy, train: Sequence[Task], service: Service, recipe: Recipe,
-           out: Path, metrics: StepLog, *, resume: bool, held: Sequence[Task] = ()) -> None:
+           out: Path, metrics: StepLog | None, *, resume: bool, held: Sequence[Task] = (),
+           dp: DataParallel | None = None) -> None:
+    """The RL stage on ``policy``, in place. ``rl.data_parallel`` N > 1: this process is rank 0 and
+    starts the others (``cli._ranks``); ``dp`` (and no ``metrics``): one of those others, which
+    writes nothing."""
+    if recipe.rl.data_parallel > 1 and dp is None:
+        spec = RankSpec(out, recipe, train, held, start=Path(policy.path), resume=resume)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(recipe.torch_threads or max(1, usable_cpus() // recipe.rl.data_parallel))
+        try:
+            with ranks(spec) as rank0:
+                run_rl(policy, train, service, recipe, out, metrics, resume=resume, held=held, dp=rank0)
+        finally:
+            torch.set_num_threads(threads)
+        return
     scorer = None
     if recipe.rl.reward_model_weight > 0:
         scorer = RewardModelScorer(out / "checkpoints" / "rm", pad_id=policy.tokenizer.pad_token_id)
@@ -714,7 +736,8 @@ def run_rl(policy: Policy, train: Sequence[Task], service: Service, recipe: Reci
     if recipe.rl.algorithm == "ppo":  # the value head starts from the backbone RL starts from
         critic = Critic(Path(policy.path), policy.tokenizer.pad_token_id, lr=recipe.rl.critic_lr, lam=recipe.rl.gae_lambda,
                         device=recipe.model.device, dtype=getattr(torch, recipe.model.dtype))
-    with progress_bar(f"rl ({recipe.rl.algorithm})", recipe.rl.steps) as advance:
+    with progress_bar(f"rl ({recipe.rl.algorithm})", recipe.rl.steps) if metrics is not None \
+            else nullcontext(lambda done: None) as advance:
         advance(_rl_start(out) if resume else 0)
         train_grpo(policy, train, service, recipe.rl, reward_weights=recipe.reward_weights, reward_model=scorer,
                    critic=critic, out=out, seed=recipe.seed, resume=resume,
@@ -722,9 +745,10 @@ def run_rl(policy: Policy, train: Sequence[Task], service: Service, recipe: Reci
                             if recipe.sched.backend == "ray" else rollout_weights(
                                 policy, recipe.rl.sampler, max_staleness=recipe.rl.max_staleness,
                                 speculation=SpecConfig() if recipe.rl.speculative else None,
-                                reuse=recipe.rl.rollout_reuse)),
+                                reuse=recipe.rl.rollout_reuse, copy=dp is not None)),
                    episodes=episode_spec(recipe.rl, policy, train, service),
-                   log=lambda m: metrics.write({"stage": "rl", **m}), progress=advance,
+                   log=(lambda m: None) if metrics is None else lambda m: metrics.write({"stage": "rl", **m}),
+                   progress=advance, dp=dp,
                    sampler=rl_sampler(recipe, train, held, fits=fits_model(policy, recipe.rl.most_new_tokens)))
 
 

@@ -11,7 +11,7 @@
 
 ``reuse``: the previous rollouts of each prompt are the drafts of the next (``ReuseSampler``, one
 memory for the whole run; ``fast`` only). Samples differ from ``local``'s for one seed (another
-sampling loop), the distribution does not; a run's backend is part of its recipe (phase 2 wiring).
+sampling loop), the distribution does not; a run's backend is part of its recipe (``rl.sampler``).
 """
 
 from __future__ import annotations
@@ -50,17 +50,19 @@ class _FastCopy(CopiedWeights):
 
 
 def rollout_weights(policy: Policy, backend: Backend, *, max_staleness: int = 0,
-                    speculation: SpecConfig | None = None, reuse: bool = False) -> Weights:
-    """The generator's weights for ``backend`` (module docstring). An unknown backend, or
-    speculation/reuse on a backend that has none, is a ``ValueError`` naming it."""
+                    speculation: SpecConfig | None = None, reuse: bool = False, copy: bool = False) -> Weights:
+    """The generator's weights for ``backend`` (module docstring). ``copy``: a copy even at
+    ``max_staleness`` 0 (data-parallel ranks generate from whole weights while the trainer's are
+    sharded, ``train._dist``). An unknown backend, or speculation/reuse on a backend that has none,
+    is a ``ValueError`` naming it."""
     if backend not in BACKENDS:
         raise ValueError(f"sampler backend {backend!r}: expected one of {list(BACKENDS)}")
     if backend != "fast" and (speculation is not None or reuse):
         raise ValueError(f"sampler backend {backend!r}: speculation and rollout reuse need the fast backend")
     if backend == "local":
-        return local_weights(policy, max_staleness)
+        return CopiedWeights(policy) if copy else local_weights(policy, max_staleness)
     if backend == "vllm":
         from posttrain.policy._vllm import VllmWeights
 
         return VllmWeights(policy)
-    return (_FastOwn if max_staleness == 0 else _FastCopy)(policy, speculation, reuse)
+    return (_FastOwn if max_staleness == 0 and not copy else _FastCopy)(policy, speculation, reuse)

@@ -25,10 +25,20 @@ chosen port.) What each rank does:
 
 Equal to one process within floating-point summation order (tests/train/test_dist.py: loss and
 updated weights of a GRPO step on 2 gloo ranks against ``policy_update``; exact resume from a
-checkpoint between steps). Generation is per rank (each rank samples its own groups); the recipe
-and launcher wiring is the trainer's (phase 2).
+checkpoint between steps).
 
-Not here: tensor or pipeline parallelism, sharded (per-rank) checkpoint files, Ray launch.
+The RL loop on N ranks (``rl.data_parallel``, ``train_grpo(..., dp=DataParallel(...))``; the ranks
+are launched by ``posttrain.cli._ranks``): every rank draws the same tasks (one task sampler, the
+same seed, the same observations), samples and verifies its share of them (``DataParallel.share``:
+every world-th task), and the groups are gathered (``DataParallel.gather``) so that every rank holds
+the whole step, in the task order, and builds the same batch with the same advantages; the update
+is ``update`` on ``rank_rows``. Generation reads a whole (unsharded) copy of the weights, loaded
+after every update from ``whole_state`` (a sharded model's forward is a collective, and ranks
+generate different lengths). Checkpoints are the one-process layout (``indexed_optim`` /
+``named_optim`` convert the optimizer state), with every rank's RNG states.
+
+Not here: tensor or pipeline parallelism, sharded (per-rank) checkpoint files, multi-node launch,
+Ray launch.
 """
 
 from __future__ import annotations
@@ -36,8 +46,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -45,6 +56,42 @@ from torch import nn
 
 from posttrain.algo import count_items
 from posttrain.train._step import LossSpec, PolicyBatch, _row_order, policy_loss
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """This process's place among the RL loop's ranks (module docstring): ``rank`` of ``world``."""
+
+    rank: int
+    world: int
+
+    @property
+    def writes(self) -> bool:
+        """Whether this rank writes the run's files (metrics, trajectories, checkpoints): rank 0."""
+        return self.rank == 0
+
+    def share(self, n: int) -> list[int]:
+        """The indices of ``n`` items this rank works on: every ``world``-th, from ``rank``."""
+        return list(range(self.rank, n, self.world))
+
+    def gather(self, mine: Sequence[T], n: int) -> list[T]:
+        """Every rank's ``share(n)`` results (``mine``, in its share's order), as one list of ``n``
+        in index order, on every rank (a collective: every rank calls it, in the same order)."""
+        parts: list[Any] = [None] * self.world
+        dist.all_gather_object(parts, list(mine))
+        out: list[Any] = [None] * n
+        for rank, part in enumerate(parts):
+            for i, item in zip(range(rank, n, self.world), part, strict=True):
+                out[i] = item
+        return out
+
+    def every(self, value: T) -> list[T]:
+        """``value`` of every rank, in rank order, on every rank (a collective)."""
+        parts: list[Any] = [None] * self.world
+        dist.all_gather_object(parts, value)
+        return parts
 
 
 def init() -> tuple[int, int, torch.device]:
@@ -134,14 +181,15 @@ def update(
 ) -> dict[str, float]:
     """One optimizer step of the global batch whose rows on this rank are ``local`` (``rank_rows``).
 
-    Returns the global metrics: ``loss`` (the global batch's loss), token-weighted ``clip_frac``,
-    ``approx_kl``, ``entropy`` (and ``kl``), ``grad_norm`` (before clipping), ``tokens``, ``skipped``."""
+    Returns the global metrics, as ``policy_update`` names them: ``loss`` (the global batch's loss),
+    token-weighted ``clip_frac``, ``approx_kl``, ``entropy`` (and ``kl``), ``ratio_max``,
+    ``grad_norm`` (before clipping), ``tokens``, ``skipped``."""
     device = local.input_ids.device
     model.train()
     n_tok, n_items = _all_sum([float(local.loss_mask.sum()), float(count_items(local.loss_mask, spec.agg))], device)
     optimizer.zero_grad(set_to_none=True)
     totals: dict[str, float] = {}
-    loss_sum = 0.0
+    loss_sum = ratio_max = 0.0
     order = torch.arange(local.input_ids.shape[0], device=device)  # already in the update's order
     for start in range(0, len(order), micro_batch_size):  # the same count on every rank: same collectives
         sl = order[start : start + micro_batch_size]
@@ -151,11 +199,13 @@ def update(
         # PREMUL_SUM, which gloo lacks), and the global gradient is the sum of the ranks' own
         (loss * dist.get_world_size()).backward()
         loss_sum += float(loss.detach())
-        stats.pop("ratio_max", None)
+        ratio_max = max(ratio_max, stats.pop("ratio_max", 0.0))
         for k, v in stats.items():
             totals[k] = totals.get(k, 0.0) + (v * w if w else 0.0)
     keys = sorted(totals)
     summed = _all_sum([loss_sum, *(totals[k] for k in keys)], device)
+    most = torch.tensor([ratio_max], dtype=torch.float64, device=device)
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
     out = {k: v / n_tok for k, v in zip(keys, summed[1:], strict=True)} if n_tok else {}
     if n_tok == 0.0:
         optimizer.zero_grad(set_to_none=True)
@@ -170,7 +220,7 @@ def update(
     if math.isfinite(grad_norm):
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return {**out, "loss": summed[0], "grad_norm": grad_norm, "tokens": n_tok,
+    return {**out, "loss": summed[0], "ratio_max": float(most), "grad_norm": grad_norm, "tokens": n_tok,
             "skipped": 0.0 if math.isfinite(grad_norm) else 1.0}
 
 
@@ -198,6 +248,33 @@ def state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str,
     return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
+def whole_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's full state dict, a copy: the DTensor shards of a ``shard``-ed model gathered (a
+    collective: every rank calls it), a plain model's tensors cloned."""
+    from torch.distributed.tensor import DTensor
+
+    if not any(isinstance(p, DTensor) for p in model.parameters()):
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+
+
+def indexed_optim(state: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """A full optimizer state keyed by parameter name (``state``'s) -> as ``optimizer.state_dict()``
+    of one process keys it: by the parameter's index, ``names`` being the model's parameter names
+    in ``model.parameters()`` order. A checkpoint of N ranks then resumes in one process, and back."""
+    index = {name: i for i, name in enumerate(names)}
+    return {"state": {index[k]: v for k, v in state["state"].items()},
+            "param_groups": [{**g, "params": [index[k] for k in g["params"]]} for g in state["param_groups"]]}
+
+
+def named_optim(state: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The inverse of ``indexed_optim``: a one-process optimizer state keyed by parameter name."""
+    return {"state": {names[int(k)]: v for k, v in state["state"].items()},
+            "param_groups": [{**g, "params": [names[int(k)] for k in g["params"]]} for g in state["param_groups"]]}
+
+
 def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_state: Mapping[str, Any],
                optim_state: Mapping[str, Any]) -> None:
     """Load full state dicts (``state``) into a sharded model and its optimizer, on every rank."""
@@ -205,3 +282,35 @@ def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_state: 
 
     set_state_dict(model, optimizer, model_state_dict=dict(model_state), optim_state_dict=dict(optim_state),
                    options=StateDictOptions(full_state_dict=True))
+
+
+def save_state(model: nn.Module, optimizer: torch.optim.Optimizer, dp: DataParallel) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a one-process checkpoint holds, from a sharded model (a collective): the full model state
+    and the optimizer state keyed as one process keys it (``indexed_optim``); complete on rank 0."""
+    model_state, optim_state = state(model, optimizer)
+    if not dp.writes:
+        return {}, {}
+    return model_state, indexed_optim(optim_state, [name for name, _ in model.named_parameters()])
+
+
+def restore(ckpt: Any, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, dp: DataParallel) -> None:
+    """A checkpoint (``posttrain.train.checkpoint.Checkpoint``) into a sharded model whose weights
+    were loaded before sharding (``checkpoint.load_weights``): the optimizer state (one process's
+    keys, ``named_optim``), the LR schedule, and this rank's RNG states (rank 0's, for a checkpoint
+    one process wrote)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    from posttrain.train.checkpoint import CheckpointError, set_rng_state
+
+    saved = torch.load(ckpt.path / "state.pt", map_location="cpu", weights_only=True)
+    if saved["optimizer"] is None or saved["scheduler"] is None:
+        raise CheckpointError(f"{ckpt.path} was saved without an optimizer or scheduler state")
+    names = [name for name, _ in model.named_parameters()]
+    set_optimizer_state_dict(model, optimizer, optim_state_dict=named_optim(saved["optimizer"], names),
+                             options=StateDictOptions(full_state_dict=True))
+    scheduler.load_state_dict(saved["scheduler"])
+    ranks = saved["rng"].get("ranks")
+    if ranks is not None and len(ranks) != dp.world:
+        raise CheckpointError(f"{ckpt.path} was written by {len(ranks)} ranks; this run has {dp.world} "
+                              f"(rl.data_parallel must stay as the run started)")
+    set_rng_state(ranks[dp.rank] if ranks is not None else saved["rng"])

@@ -50,6 +50,7 @@ import torch
 
 from posttrain.errors import UserError
 from posttrain.policy import Policy, Sampler
+from posttrain.train._dist import whole_state
 from posttrain.train._logprobs import token_logprobs
 from posttrain.train._step import PolicyBatch, row_temperature
 from posttrain.types import Task, Trajectory, Turn, Verdict
@@ -138,7 +139,7 @@ class CopiedWeights:
         self.version: int | None = None
 
     def capture(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return whole_state(model)  # a sharded trainer's gathered (data-parallel ranks: a collective)
 
     def load(self, version: int, payload: Mapping[str, torch.Tensor]) -> None:
         self.policy.model.load_state_dict(payload)
@@ -170,8 +171,8 @@ class Rollouts:
                  queued: Sequence[Batch] = ()) -> None:
         if max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
-        self.inline = isinstance(weights, SharedWeights)
-        if self.inline and max_staleness > 0:
+        self.inline = max_staleness == 0  # the synchronous loop: each batch made when the trainer asks
+        if isinstance(weights, SharedWeights) and max_staleness > 0:
             raise ValueError("SharedWeights is the synchronous loop (max_staleness 0): the generator needs its own copy")
         self.generate, self.weights, self.k = generate, weights, max_staleness
         self.steps, self.snapshot = steps, snapshot

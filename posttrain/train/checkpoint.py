@@ -20,8 +20,9 @@ deleted in that case. ``keep_last`` prunes older complete checkpoints after a su
 
 RNG states restored: Python ``random``, NumPy's global generator, torch CPU and (when present) CUDA.
 Not covered: RNG objects owned by user code (``torch.Generator`` instances, ``np.random.Generator``)
--- put their state in ``sampler_state``; data-loader worker processes; distributed (FSDP) sharded
-optimizer states (one process writes everything here).
+-- put their state in ``sampler_state``; data-loader worker processes. A data-parallel run
+(``train._dist``) writes this same layout from rank 0, with every rank's RNG states under
+``rng["ranks"]``.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: Mapping[str, Any]) -> None:
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Set every RNG from a state ``rng_state`` took."""
     random.setstate(state["python"])
     n = state["numpy"]
     g = state["numpy_gauss"]
@@ -129,7 +131,7 @@ def save_checkpoint(
     *,
     model: torch.nn.Module,
     tokenizer: Any | None,
-    optimizer: torch.optim.Optimizer | None,
+    optimizer: torch.optim.Optimizer | Mapping[str, Any] | None,
     scheduler: Any | None,
     step: int,
     sampler_state: Mapping[str, Any] | None = None,
@@ -145,8 +147,9 @@ def save_checkpoint(
     earlier, e.g. by a generator thread right after the batches the checkpoint queues); default the
     process's states now. ``chat``: whether the model's prompts are chat-rendered, recorded in
     ``model/`` as a stage checkpoint records it (``posttrain.policy.record_chat``), so that
-    ``posttrain eval --model DIR/step-N/model`` renders them alike; None: no record. Returns the
-    checkpoint's path.
+    ``posttrain eval --model DIR/step-N/model`` renders them alike; None: no record. ``optimizer``:
+    the optimizer, or its state dict as ``optimizer.state_dict()`` gives it (a sharded run's,
+    ``train._dist.save_state``). Returns the checkpoint's path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -168,7 +171,8 @@ def save_checkpoint(
     torch.save(
         {
             "format": FORMAT_VERSION,
-            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "optimizer": (optimizer.state_dict() if isinstance(optimizer, torch.optim.Optimizer)
+                          else None if optimizer is None else dict(optimizer)),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "rng": dict(rng) if rng is not None else rng_state(),
         },
@@ -293,7 +297,9 @@ def load_latest(directory: str | Path) -> Checkpoint | None:
     )
 
 
-def _load_model_weights(model: torch.nn.Module, model_dir: Path) -> None:
+def load_weights(model: torch.nn.Module, model_dir: Path) -> None:
+    """The weights of a checkpoint's ``model/`` into ``model`` (a peft model: its adapter's);
+    ``CheckpointError`` naming the directory when they do not match."""
     from safetensors.torch import load_file
 
     files = sorted(model_dir.glob("*.safetensors"))
@@ -328,7 +334,7 @@ def restore(
     scheduler: Any | None = None,
 ) -> None:
     """Load weights, optimizer and scheduler states into live objects, then every RNG state."""
-    _load_model_weights(model, ckpt.model_dir)
+    load_weights(model, ckpt.model_dir)
     state = torch.load(ckpt.path / "state.pt", map_location="cpu", weights_only=True)
     if optimizer is not None:
         if state["optimizer"] is None:
@@ -338,4 +344,4 @@ def restore(
         if state["scheduler"] is None:
             raise CheckpointError(f"{ckpt.path} was saved without a scheduler state")
         scheduler.load_state_dict(state["scheduler"])
-    _set_rng_state(state["rng"])
+    set_rng_state(state["rng"])

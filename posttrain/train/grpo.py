@@ -43,7 +43,8 @@ Departures from the paper (Shao et al. 2024), stated plainly:
 Launch (1 CPU or GPU):  posttrain run configs/tiny-grpo.yaml --out runs/tiny
 Resume after a crash:   posttrain run configs/tiny-grpo.yaml --out runs/tiny --resume
 On a Ray cluster:       posttrain run configs/tiny-grpo.yaml --out runs/tiny --backend ray [--ray-address H:P]
-N GPUs (torch.distributed) is not wired yet: the update step is FSDP-ready, the loop is not.
+N processes (GPUs):     rl.data_parallel: N in the recipe (``dp``: posttrain/train/_dist.py; the
+                        ranks are launched by posttrain/cli/_ranks.py)
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ from posttrain.rollout import (
 from posttrain.rollout.episodes import Episodes, make_episodes
 from posttrain.sched import Service
 from posttrain.tasks import TaskPool, TaskSampler, canary_metrics, domain_metrics, fill_batch, is_canary
+from posttrain.train import _dist
 from posttrain.train._batch import trajectory_rows
 from posttrain.train._critic import Critic
+from posttrain.train._dist import DataParallel
 from posttrain.train._logprobs import token_logprobs
 from posttrain.train._overlap import (
     TIS_CAP,
@@ -92,7 +95,7 @@ from posttrain.train._overlap import (
 )
 from posttrain.train._runlog import JsonlWriter
 from posttrain.train._step import LossSpec, PolicyBatch, policy_update, row_temperature
-from posttrain.train.checkpoint import load_latest, restore, rng_state, save_checkpoint
+from posttrain.train.checkpoint import load_latest, load_weights, restore, rng_state, save_checkpoint
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Rollout, Task, Trajectory
 from posttrain.verify.rewards import COMPONENTS, RewardBreakdown, RewardWeights, combine, failure_floor
@@ -330,6 +333,7 @@ def sample_groups(
     generator: Sampler | None = None,
     policy_version: int | None = None,
     adaptive: AdaptiveSampling | None = None,
+    dp: DataParallel | None = None,
 ) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
     """Draw ``prompts_per_step`` tasks and G episodes each; the sampler observes every group drawn
     (the task pool learns difficulties, filters and levels from them). With ``dynamic_sampling``
@@ -341,18 +345,21 @@ def sample_groups(
     whether one passed. ``generator``: the sampler of the version that samples (default
     ``policy.sampler()``), whose number every trajectory carries (``policy_version``, default ``step``).
     ``adaptive``: each task's group sampled at its own temperature and token cap, and observed by
-    the controllers once verified (``rl.adaptive_temperature``, ``rl.adaptive_budget``)."""
+    the controllers once verified (``rl.adaptive_temperature``, ``rl.adaptive_budget``). ``dp``: this
+    rank samples its share of the tasks and every rank gets every group (``sample_episodes``); every
+    rank skips the domains any rank's breaker holds open, so that all draw alike."""
     drawn: list[tuple[Task, list[Trajectory], list[float]]] = []  # every group drawn: the per-domain metrics
     settings: list[tuple[float, int]] = []  # what each drawn group was sampled with (adaptive only)
     skipped = sampler.skipped
 
     def draw(k: int) -> tuple[list[Task], list[list[Trajectory]], list[bool]]:
-        new_tasks = sampler.next(k, skip=service.open_domains(), step=step)  # open breaker: skipped
+        skip = service.open_domains() if dp is None else set().union(*dp.every(set(service.open_domains())))
+        new_tasks = sampler.next(k, skip=skip, step=step)  # open breaker: skipped
         new_settings = None if adaptive is None else adaptive.settings([t.id for t in new_tasks])
         new_groups = sample_episodes(policy, new_tasks, service, cfg,
                                      group_ids=[f"{step}/{len(drawn) + i}/{t.id}" for i, t in enumerate(new_tasks)],
                                      policy_version=step if policy_version is None else policy_version,
-                                     episodes=episodes, generator=generator, settings=new_settings)
+                                     episodes=episodes, generator=generator, settings=new_settings, dp=dp)
         rewards, _ = rewards_of(new_groups, reward_weights,  # the reward model scores only what it decides
                                 reward_model=reward_model if cfg.dynamic_sampling else None,
                                 reward_model_weight=cfg.reward_model_weight,
@@ -391,14 +398,24 @@ def drawn_metrics(drawn: Sequence[tuple[Task, Sequence[Trajectory], Sequence[flo
 def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg: RLConfig, *,
                     group_ids: Sequence[str], policy_version: int,
                     episodes: EpisodeSpec = EpisodeSpec(), generator: Sampler | None = None,
-                    settings: Sequence[tuple[float, int]] | None = None) -> list[list[Trajectory]]:
+                    settings: Sequence[tuple[float, int]] | None = None,
+                    dp: DataParallel | None = None) -> list[list[Trajectory]]:
     """G episodes per task through the episode runner, grouped by their carried ``group_id``, in the
     order of ``tasks``. ``settings``: each task's (temperature, max_new_tokens); default the recipe's
     for all. Tasks of one setting run together, one ``run_batch`` per setting in order of first
     appearance (its ``SamplingParams`` are one per call): with a single setting, round 0 is one
     ``generate`` call over every prompt (seed None: torch's stream continues, as always).
     Single-turn episodes are verified as ``service`` jobs of their group; the steps of stateful ones
-    run as its ``Step`` jobs, an infra error restarting the episode (``rollout.run_batch``)."""
+    run as its ``Step`` jobs, an infra error restarting the episode (``rollout.run_batch``).
+    ``dp``: this rank samples and verifies its share (``DataParallel.share``), then every rank's
+    groups are gathered: every rank returns them all, in the order of ``tasks``."""
+    if dp is not None:
+        mine = dp.share(len(tasks))
+        groups = sample_episodes(policy, [tasks[k] for k in mine], service, cfg,
+                                 group_ids=[group_ids[k] for k in mine], policy_version=policy_version,
+                                 episodes=episodes, generator=generator,
+                                 settings=None if settings is None else [settings[k] for k in mine])
+        return dp.gather(groups, len(tasks))
     plan, sampler = episodes.episodes_for(policy, service), generator or policy.sampler()
     by_setting: dict[tuple[float, int], list[int]] = {}
     for k, setting in enumerate(settings or [(cfg.temperature, cfg.max_new_tokens)] * len(tasks)):
@@ -430,6 +447,7 @@ def train_grpo(
     progress: Callable[[int], None] = lambda step: None,
     rollout: Weights | None = None,
     sampler: TaskSampler | TaskPool | None = None,
+    dp: DataParallel | None = None,
 ) -> int:
     """Run GRPO (or PPO, given a ``critic``) in place on ``policy``. Returns the steps done.
 
@@ -445,24 +463,31 @@ def train_grpo(
     from ``posttrain.tasks.make_sampler``), its state in every checkpoint. ``rl.adaptive_temperature``
     / ``rl.adaptive_budget``: each task sampled at its own temperature / token cap
     (``adaptive_sampling``), the controllers' state in every checkpoint, each row scored at the
-    temperature it was sampled at (loss, stale-batch correction, reference)."""
-    if critic is not None and episodes.process_coef > 0:
-        raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
+    temperature it was sampled at (loss, stale-batch correction, reference).
+
+    ``dp``: this process is one of ``dp.world`` data-parallel ranks (posttrain/train/_dist.py): the
+    decoder layers are sharded over them, each samples and verifies its share of every step's tasks,
+    the update is of the whole batch; ``rollout`` must be a copy of the weights (``rollout_weights(...,
+    copy=True)``), made before this call; rank 0 alone writes (``log``, trajectories, checkpoints),
+    and every rank ends with the whole trained model in ``policy.model``."""
+    _check_args(cfg, episodes, critic=critic, reward_model=reward_model, dp=dp)
     # --- setup: optimizer, task sampler, loss, reference; a resume takes them back from the last checkpoint
     model = policy.model
     device = next(model.parameters()).device
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    ckpt_dir = out / "checkpoints" / "rl-state"
+    whole = None if dp is None else _shard(model, ckpt_dir, resume=resume)  # data-parallel: the whole model
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     warmup = max(1, cfg.steps // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     sampler = TaskSampler(train_tasks, seed=seed) if sampler is None else sampler
     spec = loss_spec(cfg, episodes)
     adaptive = adaptive_sampling(cfg)  # None: one temperature and one token cap for every task
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
-    ckpt_dir = out / "checkpoints" / "rl-state"
-    torch.manual_seed(seed)
-    start, in_flight = (_resume(ckpt_dir, model, optimizer, scheduler, sampler, service, ref_model, critic, adaptive)
+    writes = dp is None or dp.writes
+    torch.manual_seed(seed if dp is None else seed + dp.rank)  # ranks sample with streams of their own
+    start, in_flight = (_resume(ckpt_dir, model, optimizer, scheduler, sampler, service, ref_model, critic, adaptive, dp)
                         if resume else (0, None))
-    if ref_model is not None and start == 0:
+    if ref_model is not None and start == 0 and writes:
         torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
 
     def sample(step: int, version: int, generator: Sampler) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
@@ -472,7 +497,7 @@ def train_grpo(
         before = service.stats()
         tasks, groups, drawn = sample_groups(policy, sampler, service, cfg, reward_weights, reward_model, step=step,
                                              episodes=episodes, generator=generator, policy_version=version,
-                                             adaptive=adaptive)
+                                             adaptive=adaptive, dp=dp)
         return tasks, groups, drawn | service.metrics(before)
 
     def generator_state() -> dict[str, object]:
@@ -484,7 +509,7 @@ def train_grpo(
     queued = batches_from_json(in_flight, cfg.max_staleness, {t.id: t for t in sampler.known_tasks()}, after=generator_state())
     rollouts = Rollouts(sample, rollout or local_weights(policy, cfg.max_staleness), model, max_staleness=cfg.max_staleness,
                         start=start, steps=cfg.steps, snapshot=generator_state, queued=queued)
-    trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl")
+    trajectories = JsonlWriter(out / "trajectories" / "rl.jsonl") if writes else None
     t0 = time.perf_counter()
     tokens_done = 0
     try:
@@ -525,8 +550,7 @@ def train_grpo(
                 adv_tok, returns, old_values = critic.advantages(batch, rewards.reshape(-1).to(device))  # (B, T) each
                 batch = dataclasses.replace(batch, adv=adv_tok)
             # --- loss + step
-            stats = policy_update(model, optimizer, batch, spec,
-                                  micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
+            stats = _update(model, optimizer, batch, spec, cfg, dp)
             scheduler.step()
             rollouts.publish(step + 1, model)  # version step + 1, for the batch of step + 1 + K
             if critic is not None:
@@ -541,46 +565,89 @@ def train_grpo(
                            tokens_per_s=tokens_done / max(wall, 1e-9), lr=scheduler.get_last_lr()[0])
             log(metrics)
             warn_if_degenerate(metrics)
-            trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
-                rec for t, g in zip(tasks, groups, strict=True) for traj in g
-                for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"],
-                                              decode=policy.tokenizer.decode)
-            )
+            if trajectories is not None:
+                trajectories.write_many(  # wall_s of a record: the wall time of the step that produced it
+                    rec for t, g in zip(tasks, groups, strict=True) for traj in g
+                    for rec in trajectory_records(t, traj, stage="rl", step=step, wall_s=metrics["step_s"],
+                                                  decode=policy.tokenizer.decode)
+                )
             progress(step + 1)
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                _save(ckpt_dir, step + 1, policy, optimizer, scheduler, rollouts, critic, cfg)
+                _save(ckpt_dir, step + 1, policy, optimizer, scheduler, rollouts, critic, cfg, dp, whole)
     finally:
         rollouts.close()
-    trajectories.close()
-    model.eval()
+    if trajectories is not None:
+        trajectories.close()
+    if whole is not None:  # every rank ends with the whole trained model
+        whole.load_state_dict(_dist.whole_state(model))
+        policy.model = whole
+    policy.model.eval()
     return cfg.steps
+
+
+def _check_args(cfg: RLConfig, episodes: EpisodeSpec, *, critic: Critic | None, reward_model: object,
+                dp: DataParallel | None) -> None:
+    if critic is not None and episodes.process_coef > 0:
+        raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
+    if dp is not None and (critic is not None or reward_model is not None or cfg.max_staleness > 0):
+        raise ValueError("data-parallel RL (dp) runs GRPO with verifier rewards and rl.max_staleness 0: "
+                         "no critic, no reward model")
+
+
+def _shard(model: torch.nn.Module, ckpt_dir: Path, *, resume: bool) -> torch.nn.Module:
+    """Data-parallel setup of the trainer's ``model``: the last checkpoint's weights loaded (on
+    ``resume``; the rest comes back in ``_resume``), a whole copy kept (checkpoints, the result), then
+    the decoder layers sharded over the ranks. Returns the whole copy."""
+    if resume and (last := load_latest(ckpt_dir)) is not None:
+        load_weights(model, last.model_dir)
+    whole = copy.deepcopy(model)
+    _dist.shard(model)
+    return whole
+
+
+def _update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: PolicyBatch, spec: LossSpec,
+            cfg: RLConfig, dp: DataParallel | None) -> dict[str, float]:
+    """One optimizer step on ``batch``; data-parallel: the whole batch's, each rank backpropagating its rows."""
+    if dp is None:
+        return policy_update(model, optimizer, batch, spec, micro_batch_size=cfg.micro_batch_size,
+                             max_grad_norm=cfg.max_grad_norm)
+    return _dist.update(model, optimizer, _dist.rank_rows(batch, dp.rank, dp.world), spec,
+                        micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
 
 
 def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
             sampler: TaskSampler | TaskPool, service: Service, ref_model: torch.nn.Module | None,
-            critic: Critic | None, adaptive: AdaptiveSampling | None) -> tuple[int, dict[str, Any] | None]:
+            critic: Critic | None, adaptive: AdaptiveSampling | None,
+            dp: DataParallel | None = None) -> tuple[int, dict[str, Any] | None]:
     """Back to the last checkpoint (weights, optimizer, schedule, task sampler, scheduler state,
     reference, critic, adaptive controllers): ``(its step, the batches it had in flight)``; ``(0, None)``
-    without one."""
+    without one. ``dp``: a sharded model, its weights loaded before sharding; this rank's RNGs."""
     ckpt = load_latest(ckpt_dir)
     if ckpt is None:
         return 0, None
-    restore(ckpt, model, optimizer, scheduler)
+    if dp is None:
+        restore(ckpt, model, optimizer, scheduler)
+    else:
+        _dist.restore(ckpt, model, optimizer, scheduler, dp)
     sampler.load_state(ckpt.sampler_state)
     if "sched" in ckpt.extra:  # estimates and breakers: the resumed service chooses as before
         service.load_state_dict(ckpt.extra["sched"])
     if adaptive is not None and "adaptive" in ckpt.extra:  # absent: switched on since, every task starts afresh
         adaptive.load_state(ckpt.extra["adaptive"])
     if ref_model is not None:  # the reference is the policy RL started from, saved beside
-        ref_model.load_state_dict(model.state_dict() if ckpt.step == 0 else _load_ref(ckpt_dir))
+        ref_model.load_state_dict(_dist.whole_state(model) if ckpt.step == 0 else _load_ref(ckpt_dir))
     if critic is not None:
         critic.load(ckpt_dir, ckpt.step)
     return ckpt.step, ckpt.extra.get("overlap", {"max_staleness": 0, "queued": []})
 
 
 def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Optimizer, scheduler: Any,
-          rollouts: Rollouts, critic: Critic | None, cfg: RLConfig) -> None:
-    """The checkpoint after ``done`` steps: everything ``_resume`` reads, and the batches in flight."""
+          rollouts: Rollouts, critic: Critic | None, cfg: RLConfig, dp: DataParallel | None = None,
+          whole: torch.nn.Module | None = None) -> None:
+    """The checkpoint after ``done`` steps: everything ``_resume`` reads, and the batches in flight
+    (data-parallel: ``_save_ranks``)."""
+    if dp is not None:
+        return _save_ranks(ckpt_dir, done, policy, whole, optimizer, scheduler, rollouts, cfg, dp)
     if critic is not None:  # before the checkpoint that names this step
         critic.save(ckpt_dir, done)
     in_flight, after = rollouts.checkpoint(done)  # batches of steps done..done+K-1, state after them
@@ -592,6 +659,25 @@ def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Opti
                            "overlap": batches_to_json(in_flight, cfg.max_staleness),
                            **({"adaptive": after["adaptive"]} if "adaptive" in after else {})}, keep_last=2,
                     chat=policy.chat is not None)
+
+
+def _save_ranks(ckpt_dir: Path, done: int, policy: Policy, whole: torch.nn.Module | None,
+                optimizer: torch.optim.Optimizer, scheduler: Any, rollouts: Rollouts, cfg: RLConfig,
+                dp: DataParallel) -> None:
+    """``_save`` of a data-parallel run (every rank calls it; rl.max_staleness 0, nothing in flight):
+    the full state gathered, every rank's RNG states, and rank 0 writes the one-process layout
+    (``_dist.save_state``, ``rng["ranks"]``)."""
+    model_state, optim_state = _dist.save_state(policy.model, optimizer, dp)
+    rngs = dp.every(rng_state())
+    _, after = rollouts.checkpoint(done)
+    if not dp.writes or whole is None:
+        return
+    whole.load_state_dict(model_state)
+    save_checkpoint(ckpt_dir, model=whole, tokenizer=policy.tokenizer, optimizer=optim_state, scheduler=scheduler,
+                    step=done, sampler_state=after["sampler"], rng={**rngs[0], "ranks": rngs},
+                    extra={"finished": done == cfg.steps, "sched": after["sched"], "overlap": batches_to_json([], 0),
+                           "data_parallel": dp.world, **({"adaptive": after["adaptive"]} if "adaptive" in after else {})},
+                    keep_last=2, chat=policy.chat is not None)
 
 
 def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,

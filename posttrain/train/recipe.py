@@ -387,6 +387,12 @@ class RLConfig:
     """Generation overlapping training (posttrain/train/_overlap.py): the batch of step s is sampled
     by policy version max(0, s - max_staleness) while earlier steps train, with the truncated-IS
     correction on stale samples. 0 = the synchronous loop."""
+    data_parallel: Annotated[int, Range(ge=1, le=64)] = 1
+    """Processes the RL stage trains on (torch.distributed, FSDP2; posttrain/train/_dist.py): each
+    samples and verifies its share of every step's tasks, the decoder layers are sharded over them and
+    the update is of the whole batch. One per GPU on a GPU host (nccl), gloo on the CPU; posttrain
+    starts them itself, on this machine. GRPO with verifier rewards, rl.max_staleness 0, rl.sampler
+    local or fast, no model.lora, sched.backend local."""
     sampler: Literal["local", "fast", "vllm"] = "local"
     """What samples the rollouts (posttrain/train/_backends.py): local = transformers' generate;
     fast = posttrain's decoding loop on the same weights (a group's prompt computed once, finished
@@ -408,6 +414,18 @@ class RLConfig:
     failed (``{}``: the section's defaults; null: rl.max_new_tokens for every task). metrics.jsonl has
     adaptive/budget_mean, the mean over each step's groups."""
 
+    def _not_data_parallel(self) -> str | None:
+        """What in this section data-parallel ranks do not run, or None."""
+        if self.algorithm == "ppo":
+            return "rl.algorithm: ppo trains a critic they do not shard; use rl.algorithm: grpo or rl.data_parallel: 1"
+        if self.max_staleness > 0:
+            return f"rl.max_staleness: {self.max_staleness} is not theirs yet; use rl.max_staleness: 0"
+        if self.sampler == "vllm":
+            return "rl.sampler: vllm runs one engine; use rl.sampler: local or fast"
+        if self.reward_model_weight > 0:
+            return "rl.reward_model_weight > 0 is not theirs yet; use rl.reward_model_weight: 0"
+        return None
+
     @property
     def most_new_tokens(self) -> int:
         """The largest cap an action can be sampled with: rl.adaptive_budget.high when it is on, else
@@ -419,6 +437,8 @@ class RLConfig:
         object.__setattr__(self, "episodes", kinds.episode_kind(self.episodes, where="rl.episodes"))
         if self.sampler != "fast" and (self.speculative or self.rollout_reuse):
             raise ConfigError(f"rl.speculative and rl.rollout_reuse need rl.sampler: fast, got {self.sampler}")
+        if self.data_parallel > 1 and (why := self._not_data_parallel()) is not None:
+            raise ConfigError(f"rl.data_parallel: {self.data_parallel} runs GRPO ranks with verifier rewards; {why}")
         if self.process_coef > 0 and self.algorithm == "ppo":
             raise ConfigError("rl.process_coef > 0 is for group-relative advantages (rl.algorithm: grpo); "
                               "PPO's GAE has no process term")
@@ -728,6 +748,10 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
         raise ConfigError(f"rl.max_staleness: {recipe.rl.max_staleness} generates while the update trains, and "
                           f"model.lora.dropout {lora.dropout} draws from the same random stream, so the run would not "
                           f"be reproducible; set model.lora.dropout: 0 or rl.max_staleness: 0")
+    if "rl" in recipe.stages and recipe.rl.data_parallel > 1 and (recipe.sched.backend == "ray" or lora is not None):
+        raise ConfigError(f"rl.data_parallel: {recipe.rl.data_parallel} starts its ranks on this machine with whole "
+                          f"plain weights; " + ("sched.backend: ray" if recipe.sched.backend == "ray" else "model.lora")
+                          + " is not theirs yet; use rl.data_parallel: 1")
     if "rl" in recipe.stages and recipe.rl.sampler != "local" and (recipe.sched.backend == "ray" or lora is not None):
         raise ConfigError(f"rl.sampler: {recipe.rl.sampler} samples from this process's plain weights; "
                           + ("sched.backend: ray samples on its rollout actors" if recipe.sched.backend == "ray"

@@ -1,0 +1,169 @@
+"""End-to-end: the RL stage on 2 data-parallel ranks (``rl.data_parallel: 2``, gloo, FSDP2) through
+``posttrain run`` (issue 25): each rank samples and verifies half of every step's tasks and every
+rank updates on the whole batch; a real kill -9 of rank 0 mid-run ends rank 1 too and ``--resume``
+gives the uninterrupted run's weights, metrics and tasks bit for bit; a rank that dies, before the
+first step or during training, is one line naming it, exit 1, never a hang.
+
+Each run is a real subprocess (real embedded model, real sandboxed math checks), about 15 s."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from posttrain.cli._ranks import RankError, RankSpec, ranks
+from posttrain.config import parse_config
+from posttrain.train.recipe import Recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 8
+RECIPE = f"""\
+seed: 0
+stages: [sft, rl]
+model: {{name: embedded, hidden_size: 64}}
+tasks: {{domains: [math], n_train_per_domain: 40, n_eval_per_domain: 8}}
+sft: {{epochs: 1, batch_size: 32, lr: 0.003}}
+rl: {{steps: {STEPS}, prompts_per_step: 4, group_size: 4, max_new_tokens: 12, lr: 0.001, checkpoint_every: 2,
+     data_parallel: 2, kl_coef: 0.01}}
+eval: {{samples_per_task: 1, max_new_tokens: 12}}
+reward: {{outcome: 1.0, length: 1.0, max_tokens: 12, overlong_buffer: 10}}
+"""
+TIMING = ("wall_s", "step_s", "gen_s", "gen_idle_s", "train_idle_s", "tokens_per_s")
+
+
+def _cmd(recipe: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "posttrain.cli", "run", str(recipe), "--out", str(out), *extra]
+
+
+def _rl(out: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("sched/")}
+            for r in rows if r["stage"] == "rl"]
+
+
+def _tasks_per_step(out: Path) -> list[list[str]]:
+    steps: dict[int, list[str]] = {}
+    for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        steps.setdefault(r["step"], []).append(r["task_id"])
+    return [steps[s] for s in sorted(steps)]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rank_pids(out: Path) -> list[int]:
+    """The rank processes (1..N-1) started for the run in ``out``."""
+    spec = str(out / "logs" / "rl-ranks" / "spec.pkl")
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"posttrain.cli._rank_main" in argv and spec.encode() in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("dp") / "dp.yaml"
+    path.write_text(RECIPE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ref(recipe: Path) -> Path:
+    out = recipe.parent / "ref"
+    p = subprocess.run(_cmd(recipe, out), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_two_ranks_share_each_step_and_train_on_the_whole_batch(ref: Path) -> None:
+    rows = [json.loads(x) for x in (ref / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if r["stage"] == "rl"]
+    assert [r["step"] for r in rl] == list(range(STEPS))
+    assert all(r["groups_kept"] == 4 for r in rl)
+    assert all(r["sched/jobs"] == 8 for r in rl)  # rank 0 verified its half: 2 tasks x 4 episodes
+    assert [len(t) for t in _tasks_per_step(ref)] == [16] * STEPS  # the whole step, gathered, logged once
+    assert all(r["grad_norm"] > 0 and r["skipped"] == 0 for r in rl)
+    assert sum(r["frac_zero_std"] for r in rl) < STEPS  # some groups carry a gradient
+    assert sorted(p.name for p in (ref / "logs" / "rl-ranks").iterdir()) == ["rank-1.log", "spec.pkl"]
+    summary = json.loads((ref / "summary.json").read_text())
+    assert "rl" in summary["eval"]
+    start = torch.load(ref / "checkpoints" / "rl-state" / f"step-{STEPS:06d}" / "state.pt", weights_only=True)
+    assert len(start["rng"]["ranks"]) == 2  # every rank's RNG streams, for an exact resume
+    assert not torch.equal(start["rng"]["ranks"][0]["torch"], start["rng"]["ranks"][1]["torch"])
+    assert not _rank_pids(ref)
+
+
+@pytest.mark.slow
+def test_kill_9_of_rank_0_mid_run_ends_rank_1_and_resume_is_bit_exact(recipe: Path, ref: Path) -> None:
+    out = recipe.parent / "killed"
+    proc = subprocess.Popen(_cmd(recipe, out), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    latest = out / "checkpoints" / "rl-state" / "latest"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # rank 0 and its own children; rank 1 runs in its own session
+    proc.wait()
+    assert json.loads(latest.read_text())["step"] < STEPS
+    deadline = time.time() + 30
+    while _rank_pids(out) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _rank_pids(out), "rank 1 outlived rank 0"
+    p = subprocess.run(_cmd(recipe, out, "--resume"), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert _sha(out / "checkpoints" / "rl" / "model.safetensors") == _sha(ref / "checkpoints" / "rl" / "model.safetensors")
+    assert _rl(out) == _rl(ref)
+    assert _tasks_per_step(out) == _tasks_per_step(ref)
+
+
+@pytest.mark.slow
+def test_a_rank_killed_during_training_fails_the_run_in_one_line(recipe: Path) -> None:
+    out = recipe.parent / "rank1-killed"
+    proc = subprocess.Popen(_cmd(recipe, out), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while not _rank_pids(out) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    pids = _rank_pids(out)
+    assert pids, "rank 1 never started"
+    os.kill(pids[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("posttrain: error: rl.data_parallel: rank 1 failed (killed by signal 9"), last
+    assert str(out / "logs" / "rl-ranks" / "rank-1.log") in last
+
+
+def test_a_rank_that_cannot_start_is_an_error_naming_it(tmp_path: Path) -> None:
+    recipe = parse_config(Recipe, {"stages": ["rl"], "rl": {"data_parallel": 2}})
+    spec = RankSpec(tmp_path, recipe, [], [], start=tmp_path / "no-such-checkpoint", resume=False)
+    with pytest.raises(RankError, match=r"rank 1 failed \(exit code 1; last line: .*no-such-checkpoint"), ranks(spec):
+        pass
+
+
+def test_what_the_ranks_do_not_run_is_refused_in_one_line(recipe: Path, tmp_path: Path) -> None:
+    for change, says in [("rl.algorithm=ppo", "rl.algorithm: ppo"), ("rl.max_staleness=1", "rl.max_staleness: 1"),
+                         ("rl.sampler=vllm", "rl.sampler: vllm")]:
+        p = subprocess.run(_cmd(recipe, tmp_path / "never", "--set", change), capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+        assert p.returncode == 2, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr and "rl.data_parallel: 2" in p.stderr, p.stderr
+        assert not (tmp_path / "never").exists()
