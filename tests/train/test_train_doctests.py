@@ -1,11 +1,11 @@
-"""The ``>>>`` examples of the trainer's batch, GRPO and SFT modules run and hold."""
+"""The ``>>>`` examples of the trainer's batch, credit (GRPO's rewards) and SFT modules run and hold."""
 
 import doctest
 import importlib
 
 import pytest
 
-MODULES = ["posttrain.train._batch", "posttrain.train.grpo", "posttrain.train.sft"]
+MODULES = ["posttrain.train._batch", "posttrain.train._credit", "posttrain.train.sft"]
 
 
 @pytest.mark.parametrize("name", MODULES)
