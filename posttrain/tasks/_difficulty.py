@@ -1,13 +1,17 @@
 """Difficulty estimated online from observed pass rates, per task and per generator setting.
 
 Each observation is one group: the fraction of a task's G episodes that passed (infra errors left
-out; a group with none valid is not an observation). Two estimates, both exponential moving
-averages with weight ``ema`` on the newest group:
+out; a group with none valid is not an observation). Two estimates, both forgetting the past at
+rate ``ema`` per step:
 
 - **per setting** (a domain at one difficulty: ``rg/countdown@2``; ``@-`` for tasks without one):
-  starts at the level's prior and follows the setting's mean pass rate per step (one EMA update
-  per step with groups of that setting, when the next such step comes: so the order of groups
-  within a step, and how many a step has, do not move it);
+  the level's prior counted as ``PRIOR_EPISODES`` episodes, plus the setting's passed and sampled
+  episodes, each count discounted by ``1 - ema`` per step with groups of that setting (folded in
+  when the next such step comes: so the order of groups within a step does not move it):
+  ``(PRIOR_EPISODES * prior + passed) / (PRIOR_EPISODES + sampled)``. The prior is an order, not
+  evidence: one group of 8 that all fail takes a level-0 setting (prior 0.83) to 0.09, where an EMA
+  from the prior needed six steps with groups of it to fall below 0.1 -- and until then a setting
+  the policy cannot do yet took the pool's normal slots from the settings it learns from;
 - **per task**: starts at its setting's estimate when first seen (the generator's level as the
   prior, through the setting) and follows the task's own groups. It also keeps the task's last
   ``RECENT`` group pass rates, which the pool's filter reads (a task passed or failed entirely
@@ -26,6 +30,8 @@ of the state and the observation, so a resumed run estimates what the uninterrup
 0.75
 >>> round(d.task(t), 3), d.recent(t)
 (0.625, [0.75])
+>>> d.advance(1); round(d.prior(t), 3)  # the setting: (1 * 0.5 + 3) / (1 + 4)
+0.7
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from posttrain.types import Task
 
 RECENT = 4
 """Group pass rates kept per task (the filter reads the last few)."""
+PRIOR_EPISODES = 1.0
+"""How many episodes a setting's level prior counts as (module docstring)."""
 NO_LEVEL = "-"
 
 
@@ -71,7 +79,8 @@ class Difficulty:
         self._tasks: dict[str, list[Any]] = {}
         """task id -> [estimate, groups observed, recent pass rates]."""
         self._settings: dict[str, list[float]] = {}
-        """setting -> [estimate, groups observed, the step pending, its rate sum, its groups]."""
+        """setting -> [passed, sampled (both discounted), groups observed, the step pending, its passed,
+        its sampled]."""
 
     def prior(self, task: Task) -> float:
         """What is expected of ``task`` before its own groups: its setting's estimate."""
@@ -81,20 +90,21 @@ class Difficulty:
         """The estimate of the setting ``domain`` at ``difficulty`` (its level's prior until observed;
         folded groups only: the step in progress moves it when the next step comes)."""
         key = setting(Task(id="", domain=domain, prompt="", fields={}, difficulty=difficulty))
-        if key in self._settings:
-            return self._settings[key][0]
-        return level_prior(difficulty, self._levels(domain))
+        prior = level_prior(difficulty, self._levels(domain))
+        s = self._settings.get(key)
+        return prior if s is None else _estimate(prior, s[0], s[1])
 
     def _fold(self, s: list[float]) -> None:
-        if s[4]:
-            s[0] = (1 - self.ema) * s[0] + self.ema * s[3] / s[4]
-            s[3], s[4] = 0.0, 0
+        if s[5]:
+            s[0] = (1 - self.ema) * s[0] + s[4]
+            s[1] = (1 - self.ema) * s[1] + s[5]
+            s[4], s[5] = 0.0, 0.0
 
     def advance(self, step: int) -> None:
         """Fold every setting's groups of steps before ``step`` into its estimate (the pool calls it
         as a step begins, so tasks first seen in ``step`` start from every earlier step's groups)."""
         for s in self._settings.values():
-            if s[2] < step:
+            if s[3] < step:
                 self._fold(s)
 
     def task(self, task: Task) -> float:
@@ -120,12 +130,12 @@ class Difficulty:
             return None
         rate = sum(valid) / len(valid)
         key = setting(task)
-        if key in self._settings and step != self._settings[key][2]:
+        if key in self._settings and step != self._settings[key][3]:
             self._fold(self._settings[key])
-            self._settings[key][2] = step
+            self._settings[key][3] = step
         prior = self.prior(task)
-        s = self._settings.setdefault(key, [prior, 0, step, 0.0, 0])
-        s[1], s[3], s[4] = s[1] + 1, s[3] + rate, s[4] + 1
+        s = self._settings.setdefault(key, [0.0, 0.0, 0, step, 0.0, 0.0])
+        s[2], s[4], s[5] = s[2] + 1, s[4] + sum(valid), s[5] + len(valid)
         t = self._tasks.setdefault(task.id, [prior, 0, []])
         t[0], t[1] = (1 - self.ema) * t[0] + self.ema * rate, t[1] + 1
         t[2] = (t[2] + [rate])[-RECENT:]
@@ -135,9 +145,10 @@ class Difficulty:
         """Every observed setting: ``{setting: (estimate with its pending step folded in, groups)}``."""
         out = {}
         for k, v in sorted(self._settings.items()):
-            pending = v[3] / v[4] if v[4] else None
-            est = v[0] if pending is None else (1 - self.ema) * v[0] + self.ema * pending
-            out[k] = (est, int(v[1]))
+            domain, _, level = k.rpartition("@")
+            prior = level_prior(None if level == NO_LEVEL else float(level), self._levels(domain))
+            passed, sampled = (1 - self.ema) * v[0] + v[4], (1 - self.ema) * v[1] + v[5]
+            out[k] = (_estimate(prior, passed, sampled) if v[5] else _estimate(prior, v[0], v[1]), int(v[2]))
         return out
 
     def tasks(self) -> dict[str, tuple[float, int]]:
@@ -152,5 +163,10 @@ class Difficulty:
         if not math.isclose(float(state["ema"]), self.ema):
             raise ValueError(f"difficulty state has ema {state['ema']}, this run uses {self.ema}")
         self._tasks = {k: [float(v[0]), int(v[1]), [float(x) for x in v[2]]] for k, v in state["tasks"].items()}
-        self._settings = {k: [float(v[0]), int(v[1]), int(v[2]), float(v[3]), int(v[4])]
+        self._settings = {k: [float(v[0]), float(v[1]), int(v[2]), int(v[3]), float(v[4]), float(v[5])]
                           for k, v in state["settings"].items()}
+
+
+def _estimate(prior: float, passed: float, sampled: float) -> float:
+    """A setting's pass rate: its level prior as ``PRIOR_EPISODES`` episodes, then its (discounted) counts."""
+    return (PRIOR_EPISODES * prior + passed) / (PRIOR_EPISODES + sampled)

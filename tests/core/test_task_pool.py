@@ -87,6 +87,29 @@ def test_a_schedule_of_weights_moves_the_mix_over_steps() -> None:
     assert {t.domain for t in pool.next(4, step=0)} == {"a"} and {t.domain for t in pool.next(4, step=12)} == {"b"}
 
 
+def test_a_setting_whose_first_group_all_fails_sends_its_unseen_tasks_to_hard() -> None:
+    """The level prior counts as one episode: one group of 8 that all fail takes a level-0 setting
+    (prior 0.83) to 0.83 / 9 = 0.09, under the hard line (0.1), and its unseen tasks start there; a
+    setting that passes half its episodes stays normal, and one passed by every episode turns easy."""
+    def pool_after(groups: list[list[bool]]) -> tuple[TaskPool, list[Task]]:
+        tasks = [Task(id=f"r{i}", domain="rg/x", prompt="", fields={}, difficulty=0) for i in range(8)]
+        pool = TaskPool(tasks, seed=0, spec=SamplerSpec(kind="pool", stratify=StratifySpec()), levels=lambda d: (0, 4))
+        for step, group in enumerate(groups):
+            pool.next(1, step=step)
+            pool.observe(tasks[step:step + 1], [group])
+        pool.next(1, step=len(groups))  # a step's groups fold in as the next step begins
+        return pool, tasks
+
+    pool, tasks = pool_after([])
+    assert pool.pool_of(tasks[7]) == "normal"  # the prior alone: 0.83
+    pool, tasks = pool_after([[False] * 8])
+    assert pool.pool_of(tasks[7]) == "hard" and pool.difficulty.prior(tasks[7]) == pytest.approx(5 / 6 / 9)
+    pool, tasks = pool_after([[True, False] * 4] * 3)
+    assert pool.pool_of(tasks[7]) == "normal"
+    pool, tasks = pool_after([[True] * 8] * 3)
+    assert pool.pool_of(tasks[7]) == "easy"
+
+
 def test_stratified_shares_and_the_shortfall_from_normal() -> None:
     tasks = _tasks("a", 30)
     spec = SamplerSpec(kind="pool", stratify=StratifySpec(easy_fraction=0.25, hard_fraction=0.25))
@@ -97,8 +120,8 @@ def test_stratified_shares_and_the_shortfall_from_normal() -> None:
     drawn = [pool.pool_of(t) for s in range(5) for t in pool.next(8, step=s)]
     assert (drawn.count("easy"), drawn.count("hard"), drawn.count("normal")) == (10, 10, 20)
     no_easy = TaskPool(tasks[10:], seed=0, spec=spec)  # no easy task: its share comes from normal
-    for _ in range(5):
-        no_easy.observe(tasks[10:20], [[False] * 4] * 10)
+    for _ in range(5):  # 10-19 never pass, 20-29 half the time (unseen, they would start at their setting's 0.005)
+        no_easy.observe(tasks[10:30], [[False] * 4] * 10 + [[True, False] * 2] * 10)
     drawn = [no_easy.pool_of(t) for s in range(5) for t in no_easy.next(8, step=s)]
     assert (drawn.count("hard"), drawn.count("normal")) == (10, 30)
 
