@@ -8,7 +8,6 @@ Each run is a real subprocess (real embedded model, real sandboxed math checks),
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_logs import rl_rows, sha, tasks_per_step
 
 from posttrain.cli._ranks import RankError, RankSpec, ranks
 from posttrain.config import parse_config
@@ -37,29 +37,10 @@ rl: {{steps: {STEPS}, prompts_per_step: 4, group_size: 4, max_new_tokens: 12, lr
 eval: {{samples_per_task: 1, max_new_tokens: 12}}
 reward: {{outcome: 1.0, length: 1.0, max_tokens: 12, overlong_buffer: 10}}
 """
-TIMING = ("wall_s", "step_s", "gen_s", "gen_idle_s", "train_idle_s", "tokens_per_s")
 
 
 def _cmd(recipe: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "posttrain.cli", "run", str(recipe), "--out", str(out), *extra]
-
-
-def _rl(out: Path) -> list[dict]:
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("sched/")}
-            for r in rows if r["stage"] == "rl"]
-
-
-def _tasks_per_step(out: Path) -> list[list[str]]:
-    steps: dict[int, list[str]] = {}
-    for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        steps.setdefault(r["step"], []).append(r["task_id"])
-    return [steps[s] for s in sorted(steps)]
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _rank_pids(out: Path) -> list[int]:
@@ -98,7 +79,7 @@ def test_two_ranks_share_each_step_and_train_on_the_whole_batch(ref: Path) -> No
     assert [r["step"] for r in rl] == list(range(STEPS))
     assert all(r["groups_kept"] == 4 for r in rl)
     assert all(r["sched/jobs"] == 8 for r in rl)  # rank 0 verified its half: 2 tasks x 4 episodes
-    assert [len(t) for t in _tasks_per_step(ref)] == [16] * STEPS  # the whole step, gathered, logged once
+    assert [len(t) for t in tasks_per_step(ref, every_sample=True)] == [16] * STEPS  # the whole step, gathered, logged once
     assert all(r["grad_norm"] > 0 and r["skipped"] == 0 for r in rl)
     assert sum(r["frac_zero_std"] for r in rl) < STEPS  # some groups carry a gradient
     assert sorted(p.name for p in (ref / "logs" / "rl-ranks").iterdir()) == ["rank-1.log", "spec.pkl"]
@@ -129,9 +110,9 @@ def test_kill_9_of_rank_0_mid_run_ends_rank_1_and_resume_is_bit_exact(recipe: Pa
     assert not _rank_pids(out), "rank 1 outlived rank 0"
     p = subprocess.run(_cmd(recipe, out, "--resume"), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert _sha(out / "checkpoints" / "rl" / "model.safetensors") == _sha(ref / "checkpoints" / "rl" / "model.safetensors")
-    assert _rl(out) == _rl(ref)
-    assert _tasks_per_step(out) == _tasks_per_step(ref)
+    assert sha(out / "checkpoints" / "rl" / "model.safetensors") == sha(ref / "checkpoints" / "rl" / "model.safetensors")
+    assert rl_rows(out) == rl_rows(ref)
+    assert tasks_per_step(out, every_sample=True) == tasks_per_step(ref, every_sample=True)
 
 
 @pytest.mark.slow

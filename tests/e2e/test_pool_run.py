@@ -7,7 +7,6 @@ checks in their worker processes)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -17,36 +16,17 @@ import time
 from pathlib import Path
 
 import pytest
+from run_logs import rl_rows, sha, tasks_per_step
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "multi-domain.yaml"
 TINY = ["--set", "sft.epochs=0.05", "--set", "rl.steps=6", "--set", "rl.checkpoint_every=2",
         "--set", "rl.prompts_per_step=8", "--set", "eval.samples_per_task=1", "--set", "model.hidden_size=32"]
-TIMING = ("wall_s", "step_s", "gen_s", "gen_idle_s", "train_idle_s", "tokens_per_s")
 
 
 def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "posttrain.cli", "run", str(RECIPE), "--out", str(out), *TINY, *extra],
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
-
-
-def _rl(out: Path) -> list[dict]:
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("sched/")}
-            for r in rows if r["stage"] == "rl"]
-
-
-def _tasks_per_step(out: Path) -> list[list[str]]:
-    steps: dict[int, list[str]] = {}
-    for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r["sample_idx"] == 0:
-            steps.setdefault(r["step"], []).append(r["task_id"])
-    return [steps[s] for s in sorted(steps)]
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +42,7 @@ def test_a_22_domain_recipe_trains_with_the_pool_and_reports_each_domain(ref: Pa
     summary = json.loads((ref / "summary.json").read_text())
     domains = set(summary["eval"]["rl"]["per_domain"])
     assert len(domains) == 22 and sum(d.startswith("rg/") for d in domains) == 19
-    rl = _rl(ref)
+    rl = rl_rows(ref)
     assert [r["step"] for r in rl] == list(range(6))
     keys = set().union(*rl)
     for key in ("domain/rg/basic_arithmetic/level", "domain/rg/chain_sum/estimate", "domain/math/pool_normal",
@@ -96,6 +76,6 @@ def test_kill_9_mid_run_then_resume_continues_the_same_tasks_levels_pools_and_we
     assert not (out / "checkpoints" / "rl" / "model.safetensors").exists()
     p = _run(out, "--resume")
     assert p.returncode == 0, p.stderr[-3000:]
-    assert _sha(out / "checkpoints" / "rl" / "model.safetensors") == _sha(ref / "checkpoints" / "rl" / "model.safetensors")
-    assert _tasks_per_step(out) == _tasks_per_step(ref)  # the same tasks, curriculum tasks and canaries, in order
-    assert _rl(out) == _rl(ref)  # levels, estimates, pool sizes, per-domain rewards: step for step
+    assert sha(out / "checkpoints" / "rl" / "model.safetensors") == sha(ref / "checkpoints" / "rl" / "model.safetensors")
+    assert tasks_per_step(out) == tasks_per_step(ref)  # the same tasks, curriculum tasks and canaries, in order
+    assert rl_rows(out) == rl_rows(ref)  # levels, estimates, pool sizes, per-domain rewards: step for step
