@@ -85,7 +85,8 @@ def ranks(spec: RankSpec) -> Iterator[DataParallel]:
     try:
         for rank in range(1, world):
             env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port)}
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port),
+                   "PYTHONUNBUFFERED": "1"}  # its log is current when it dies
             with open(logs / f"rank-{rank}.log", "wb") as log:
                 procs[rank] = subprocess.Popen([sys.executable, "-m", "posttrain.cli._rank_main", str(logs / SPEC)],
                                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
