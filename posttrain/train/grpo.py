@@ -85,7 +85,9 @@ from posttrain.train._dist import DataParallel
 from posttrain.train._logprobs import token_logprobs
 from posttrain.train._overlap import (
     TIS_CAP,
+    CopiedWeights,
     Rollouts,
+    SharedWeights,
     Weights,
     batches_from_json,
     batches_to_json,
@@ -366,10 +368,13 @@ def train_grpo(
 
     ``dp``: this process is one of ``dp.world`` data-parallel ranks (posttrain/train/_dist.py): the
     decoder layers are sharded over them, each samples and verifies its share of every step's tasks,
-    the update is of the whole batch; ``rollout`` must be a copy of the weights (``rollout_weights(...,
-    copy=True)``), made before this call; rank 0 alone writes (``log``, trajectories, checkpoints),
-    and every rank ends with the whole trained model in ``policy.model``."""
-    _check_args(cfg, episodes, critic=critic, reward_model=reward_model, dp=dp)
+    the update is of the whole batch; ranks sample from a whole copy of the weights (``rollout``, default
+    ``CopiedWeights``; ``rollout_weights(..., copy=True)``; never the trainer's own, ``SharedWeights``);
+    rank 0 alone writes (``log``, trajectories, checkpoints), and every rank ends with the whole
+    trained model in ``policy.model``."""
+    _check_args(cfg, episodes, critic=critic, reward_model=reward_model, dp=dp, rollout=rollout)
+    if dp is not None and rollout is None:
+        rollout = CopiedWeights(policy)  # before the trainer's model is sharded
     # --- setup: optimizer, task sampler, loss, reference; a resume takes them back from the last checkpoint
     model = policy.model
     device = next(model.parameters()).device
@@ -485,12 +490,15 @@ def train_grpo(
 
 
 def _check_args(cfg: RLConfig, episodes: EpisodeSpec, *, critic: Critic | None, reward_model: object,
-                dp: DataParallel | None) -> None:
+                dp: DataParallel | None, rollout: Weights | None) -> None:
     if critic is not None and episodes.process_coef > 0:
         raise ValueError("EpisodeSpec.process_coef is for group-relative advantages; PPO's GAE has no process term")
     if dp is not None and (critic is not None or reward_model is not None or cfg.max_staleness > 0):
         raise ValueError("data-parallel RL (dp) runs GRPO with verifier rewards and rl.max_staleness 0: "
                          "no critic, no reward model")
+    if dp is not None and isinstance(rollout, SharedWeights):
+        raise ValueError("data-parallel RL (dp) samples from a whole copy of the weights; SharedWeights is the "
+                         "trainer's own model, which is sharded (rollout_weights(..., copy=True))")
 
 
 def _shard(model: torch.nn.Module, ckpt_dir: Path, *, resume: bool) -> torch.nn.Module:

@@ -62,3 +62,20 @@ def test_resume_from_a_full_state_checkpoint_is_exact(two_steps, tmp_path):
     second, m2 = torchrun(tmp_path / "b2", steps=1, first=1, load=tmp_path / "b1" / "state.pt")
     assert m1 + m2 == metrics
     assert all(torch.equal(second["model"][k], v) for k, v in state["model"].items())
+
+
+def test_ranks_never_sample_from_the_sharded_trainer_itself(tmp_path):
+    from posttrain.policy import build_embedded_default, load_policy
+    from posttrain.sched import LocalBackend, Service
+    from posttrain.train._dist import DataParallel
+    from posttrain.train._overlap import SharedWeights
+    from posttrain.train.grpo import train_grpo
+    from posttrain.train.recipe import RLConfig
+    from posttrain.verify.rewards import RewardWeights
+
+    policy = load_policy(build_embedded_default(tmp_path / "m"))
+    with Service(LocalBackend({})) as svc, pytest.raises(ValueError, match="SharedWeights is the trainer's own model"):
+        train_grpo(policy, [], svc, RLConfig(), reward_weights=RewardWeights(), out=tmp_path / "run", seed=0,
+                   rollout=SharedWeights(policy), dp=DataParallel(0, 2))
+    assert not (tmp_path / "run").exists()
+    assert DataParallel(1, 3).share(8) == [1, 4, 7]
