@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     pools = TaskPools(list(spec.train), list(spec.held))
     with run_service(recipe, pools) as service:
         policy = load_model(recipe, spec.start)
-        dp = join(spec, rank, world)
+        dp = join(rank, world)
         run_rl(policy, pools.train, service, recipe, spec.out, None, resume=spec.resume, held=pools.eval, dp=dp)
         leave()
     return 0

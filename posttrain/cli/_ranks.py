@@ -2,7 +2,7 @@
 starts ranks 1..N-1 on this machine, each ``python -m posttrain.cli._rank_main SPEC`` with
 torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``).
 
-    with ranks(out, recipe, train, held, start=Path(policy.path), resume=resume) as dp:
+    with ranks(RankSpec(out, recipe, train, held, start=Path(policy.path), resume=resume)) as dp:
         train_grpo(..., dp=dp)       # rank 0; the others run the same call (posttrain/cli/_rank_main.py)
 
 - SPEC (``RUN/logs/rl-ranks/spec.pkl``) carries what rank 0 runs RL with: the recipe as decided, the
@@ -167,7 +167,7 @@ def _rank_error(rank: int, proc: subprocess.Popen[bytes], logs: Path) -> RankErr
                      f"{lines[-1].strip() if lines else 'none'}); its log: {log}; --resume continues from the last checkpoint")
 
 
-def join(spec: RankSpec, rank: int, world: int) -> DataParallel:
+def join(rank: int, world: int) -> DataParallel:
     """Ranks 1..N-1: say ``ready/R`` to rank 0's store and join the process group; a daemon thread
     ends this process when rank 0 is gone."""
     parent = os.getppid()

@@ -56,6 +56,7 @@ from torch import nn
 
 from posttrain.algo import count_items
 from posttrain.train._step import LossSpec, PolicyBatch, _row_order, policy_loss
+from posttrain.train.checkpoint import Checkpoint, CheckpointError, set_rng_state
 
 T = TypeVar("T")
 
@@ -293,14 +294,11 @@ def save_state(model: nn.Module, optimizer: torch.optim.Optimizer, dp: DataParal
     return model_state, indexed_optim(optim_state, [name for name, _ in model.named_parameters()])
 
 
-def restore(ckpt: Any, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, dp: DataParallel) -> None:
-    """A checkpoint (``posttrain.train.checkpoint.Checkpoint``) into a sharded model whose weights
-    were loaded before sharding (``checkpoint.load_weights``): the optimizer state (one process's
-    keys, ``named_optim``), the LR schedule, and this rank's RNG states (rank 0's, for a checkpoint
-    one process wrote)."""
+def restore(ckpt: Checkpoint, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, dp: DataParallel) -> None:
+    """A checkpoint into a sharded model whose weights were loaded before sharding
+    (``checkpoint.load_weights``): the optimizer state (one process's keys, ``named_optim``), the LR
+    schedule, and this rank's RNG states (rank 0's, for a checkpoint one process wrote)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-    from posttrain.train.checkpoint import CheckpointError, set_rng_state
 
     saved = torch.load(ckpt.path / "state.pt", map_location="cpu", weights_only=True)
     if saved["optimizer"] is None or saved["scheduler"] is None:
