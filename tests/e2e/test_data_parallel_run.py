@@ -143,7 +143,8 @@ def test_a_rank_that_cannot_start_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_what_the_ranks_do_not_run_is_refused_in_one_line(recipe: Path, tmp_path: Path) -> None:
     for change, says in [("rl.algorithm=ppo", "rl.algorithm: ppo"), ("rl.max_staleness=1", "rl.max_staleness: 1"),
                          ("rl.sampler=vllm", "rl.sampler: vllm"), ("model.lora={r: 4}", "model.lora"),
-                         ("sched.backend=ray", "sched.backend: ray")]:
+                         ("sched.backend=ray", "sched.backend: ray"),
+                         ("rl.reward_model_weight=0.5", "rl.reward_model_weight > 0")]:
         p = subprocess.run(_cmd(recipe, tmp_path / "never", "--set", change), capture_output=True, text=True,
                            timeout=120, cwd=ROOT)
         assert p.returncode == 2, p.stderr
