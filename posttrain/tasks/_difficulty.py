@@ -40,6 +40,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from posttrain.errors import UserError
 from posttrain.types import Task
 
 RECENT = 4
@@ -162,6 +163,10 @@ class Difficulty:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if not math.isclose(float(state["ema"]), self.ema):
             raise ValueError(f"difficulty state has ema {state['ema']}, this run uses {self.ema}")
+        if any(len(v) != 6 for v in state["settings"].values()):  # an EMA per setting: posttrain before 2026-12
+            raise UserError("the checkpoint's task-pool state keeps its setting estimates as an older posttrain did "
+                            "(one EMA each, not episode counts); resume it with the posttrain that started it, or "
+                            "start over with another --out")
         self._tasks = {k: [float(v[0]), int(v[1]), [float(x) for x in v[2]]] for k, v in state["tasks"].items()}
         self._settings = {k: [float(v[0]), float(v[1]), int(v[2]), int(v[3]), float(v[4]), float(v[5])]
                           for k, v in state["settings"].items()}

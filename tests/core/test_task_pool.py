@@ -345,3 +345,17 @@ def test_tasks_stats_over_a_run_directory(tmp_path: Path) -> None:
     assert run_stats(run).estimates == "the pool's estimates"
     with pytest.raises(Exception, match="no RL trajectories"):
         run_stats(tmp_path)
+
+
+def test_a_pool_state_from_before_the_episode_counts_is_refused_in_one_line() -> None:
+    from posttrain.errors import UserError
+    from posttrain.tasks._difficulty import Difficulty
+
+    old = {"ema": 0.3, "tasks": {}, "settings": {"math@-": [0.5, 1, 0, 0.0, 0]}}  # [estimate, groups, step, sum, n]
+    with pytest.raises(UserError, match="older posttrain"):
+        Difficulty().load_state_dict(old)
+    fresh = Difficulty()
+    fresh.observe(Task(id="t", domain="math", prompt="", fields={}), [True, False])
+    again = Difficulty()
+    again.load_state_dict(fresh.state_dict())
+    assert again.settings() == fresh.settings()
