@@ -80,10 +80,8 @@ class DataParallel:
     def gather(self, mine: Sequence[T], n: int) -> list[T]:
         """Every rank's ``share(n)`` results (``mine``, in its share's order), as one list of ``n``
         in index order, on every rank (a collective: every rank calls it, in the same order)."""
-        parts: list[Any] = [None] * self.world
-        dist.all_gather_object(parts, list(mine))
         out: list[Any] = [None] * n
-        for rank, part in enumerate(parts):
+        for rank, part in enumerate(self.every(list(mine))):
             for i, item in zip(range(rank, n, self.world), part, strict=True):
                 out[i] = item
         return out

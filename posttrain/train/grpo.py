@@ -551,40 +551,30 @@ def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
 def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Optimizer, scheduler: Any,
           rollouts: Rollouts, critic: Critic | None, cfg: RLConfig, dp: DataParallel | None = None,
           whole: torch.nn.Module | None = None) -> None:
-    """The checkpoint after ``done`` steps: everything ``_resume`` reads, and the batches in flight
-    (data-parallel: ``_save_ranks``)."""
-    if dp is not None:
-        return _save_ranks(ckpt_dir, done, policy, whole, optimizer, scheduler, rollouts, cfg, dp)
+    """The checkpoint after ``done`` steps: everything ``_resume`` reads, and the batches in flight.
+    Data-parallel (every rank calls it; rl.max_staleness 0, nothing in flight): the full state
+    gathered into ``whole``, every rank's RNG states (``rng["ranks"]``), and rank 0 writes the
+    one-process layout (``_dist.save_state``)."""
     if critic is not None:  # before the checkpoint that names this step
         critic.save(ckpt_dir, done)
     in_flight, after = rollouts.checkpoint(done)  # batches of steps done..done+K-1, state after them
     # K = 0: nothing queued, so the RNGs as they are now (after the update, which may draw: dropout);
     # K > 0: the generator's, right after the last queued batch
-    save_checkpoint(ckpt_dir, model=policy.model, tokenizer=policy.tokenizer, optimizer=optimizer, scheduler=scheduler,
-                    step=done, sampler_state=after["sampler"], rng=after["rng"] if in_flight else rng_state(),
+    rng = after["rng"] if in_flight else rng_state()
+    model, optim, ranks = policy.model, optimizer, {}
+    if dp is not None and whole is not None:
+        model_state, optim = _dist.save_state(policy.model, optimizer, dp)  # a collective
+        rngs = dp.every(rng)
+        if not dp.writes:
+            return
+        whole.load_state_dict(model_state)
+        model, rng, ranks = whole, {**rngs[0], "ranks": rngs}, {"data_parallel": dp.world}
+    save_checkpoint(ckpt_dir, model=model, tokenizer=policy.tokenizer, optimizer=optim, scheduler=scheduler,
+                    step=done, sampler_state=after["sampler"], rng=rng,
                     extra={"finished": done == cfg.steps, "sched": after["sched"],
-                           "overlap": batches_to_json(in_flight, cfg.max_staleness),
+                           "overlap": batches_to_json(in_flight, cfg.max_staleness), **ranks,
                            **({"adaptive": after["adaptive"]} if "adaptive" in after else {})}, keep_last=2,
                     chat=policy.chat is not None)
-
-
-def _save_ranks(ckpt_dir: Path, done: int, policy: Policy, whole: torch.nn.Module | None,
-                optimizer: torch.optim.Optimizer, scheduler: Any, rollouts: Rollouts, cfg: RLConfig,
-                dp: DataParallel) -> None:
-    """``_save`` of a data-parallel run (every rank calls it; rl.max_staleness 0, nothing in flight):
-    the full state gathered, every rank's RNG states, and rank 0 writes the one-process layout
-    (``_dist.save_state``, ``rng["ranks"]``)."""
-    model_state, optim_state = _dist.save_state(policy.model, optimizer, dp)
-    rngs = dp.every(rng_state())
-    _, after = rollouts.checkpoint(done)
-    if not dp.writes or whole is None:
-        return
-    whole.load_state_dict(model_state)
-    save_checkpoint(ckpt_dir, model=whole, tokenizer=policy.tokenizer, optimizer=optim_state, scheduler=scheduler,
-                    step=done, sampler_state=after["sampler"], rng={**rngs[0], "ranks": rngs},
-                    extra={"finished": done == cfg.steps, "sched": after["sched"], "overlap": batches_to_json([], 0),
-                           "data_parallel": dp.world, **({"adaptive": after["adaptive"]} if "adaptive" in after else {})},
-                    keep_last=2, chat=policy.chat is not None)
 
 
 def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
