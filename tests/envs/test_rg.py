@@ -8,6 +8,7 @@ conformance suite (tests/envs/test_domains.py) takes a sample of them per run.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,36 @@ def _generate_at(name: str, level: int) -> None:
     from posttrain.envs.rg._generate import generate
 
     generate(name, {"level": level}, n=2, seed=5)
+
+
+_DIGESTS = """
+import hashlib, json, os, sys
+out = os.fdopen(os.dup(1), "w"); os.dup2(2, 1)  # what the generators print goes to stderr
+from posttrain.envs.rg import GENERATORS
+from posttrain.envs.rg._generate import generate, generate_here
+def digest(entries): return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:16]
+out.write(json.dumps({g: [digest(generate(g, {}, n=4, seed=0)), digest(generate_here(g, {}, n=4, seed=0))]
+                      for g in GENERATORS}))
+"""
+
+
+def test_generation_is_the_same_under_every_hash_salt() -> None:
+    """Every generator's tasks of one seed, generated in two interpreters whose str hashes are salted
+    differently, are the same; generated in-process, exactly the ``HASH_ORDERED`` ones differ (the
+    list is neither short nor stale). ~30 s."""
+    from posttrain.envs.rg._generate import HASH_ORDERED
+
+    def run(salt: str) -> dict[str, list[str]]:
+        out = subprocess.run([sys.executable, "-c", _DIGESTS], capture_output=True, text=True, cwd=ROOT, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": salt})
+        digests: dict[str, list[str]] = json.loads(out.stdout)
+        return digests
+
+    with ThreadPoolExecutor(2) as pool:
+        one, two = pool.map(run, ["1", "2"])
+    assert len(one) == len(GENERATORS)
+    assert [g for g in GENERATORS if one[g][0] != two[g][0]] == []
+    assert sorted(g for g in GENERATORS if one[g][1] != two[g][1]) == sorted(HASH_ORDERED)
 
 
 def test_listing_domains_imports_no_generator() -> None:

@@ -1,4 +1,4 @@
-"""Generating reasoning-gym entries in this process: tasks, their references, and canaries.
+"""Generating reasoning-gym entries: tasks, their references, and canaries.
 
 An entry here is the generator's ``{question, answer, metadata}`` with the metadata as JSON (what a
 task stores and the check worker scores against: tuples become lists, integer keys strings) and a
@@ -7,13 +7,21 @@ task stores and the check worker scores against: tuples become lists, integer ke
 2 make the same tasks shifted by one (a pool's decontamination found 50 of 50 eval tasks of seed 2
 among 200 training tasks of seed 1); posttrain's seed is therefore hashed with the generator and its
 configuration into reasoning-gym's (``rg_seed``), 31 bits apart from any other.
+
+Deterministic also across processes: five generators draw in the iteration order of a set of strings,
+and Python salts str hashes per process (``HASH_ORDERED``); their entries are made in a child
+interpreter whose salt is fixed. Every other generator runs in this process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from posttrain.envs.rg._config import build_config, describe_spec
@@ -30,9 +38,30 @@ def rg_seed(name: str, spec: Mapping[str, Any], seed: int, salt: str = "") -> in
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1
 
 
+HASH_ORDERED = frozenset({"isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note",
+                          "word_ladder"})
+"""Generators whose draws follow a set's iteration order, which follows str hashes, salted per process:
+isomorphic_strings and ransom_note draw letters with ``rng.choice(list(letters))`` of a set,
+word_ladder and knight_swap keep the first path their search finds over sets of neighbours, and
+polynomial_multiplication draws from sympy's hash-ordered terms. Their prompts or references differed
+from one process to the next at the same seed (CI drew a salt under which a knight_swap test failed).
+Each is generated with ``PYTHONHASHSEED=0`` (``_fixed_salt``: a child interpreter unless this one
+already runs so). tests/envs/test_rg.py generates every generator under two salts and finds no other."""
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
 def generate(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str = "") -> list[dict[str, Any]]:
     """``n`` entries of generator ``name`` configured by ``spec``; ``ValueError`` in one line.
     ``salt`` draws another stream from the same seed (canaries)."""
+    if name in HASH_ORDERED and sys.flags.hash_randomization:
+        return _fixed_salt(name, spec, n=n, seed=seed, salt=salt)
+    return generate_here(name, spec, n=n, seed=seed, salt=salt)
+
+
+def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str = "") -> list[dict[str, Any]]:
+    """``generate`` in this process whatever its hash salt (tests/envs/test_rg.py checks ``HASH_ORDERED``
+    against it)."""
     from reasoning_gym.factory import DATASETS
 
     keep = HARDENED.get(name, Rule()).keep
@@ -57,6 +86,38 @@ def generate(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str
         out.append({"question": str(raw["question"]), "answer": answer, "metadata": meta,
                     "reference": answer if answer is not None else _verified_answer(name, meta)})
     return out
+
+
+def _fixed_salt(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str) -> list[dict[str, Any]]:
+    """``generate`` in a child interpreter with ``PYTHONHASHSEED=0`` (``HASH_ORDERED``); its
+    ``ValueError`` is raised here, in its one line. ~2 s of start-up a call (importing the library)."""
+    path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+    request = json.dumps({"name": name, "spec": dict(spec), "n": n, "seed": seed, "salt": salt})
+    done = subprocess.run([sys.executable, "-s", "-m", __name__], input=request, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}, check=False)
+    if done.returncode == 2:
+        raise ValueError(done.stderr.strip().splitlines()[-1])
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"rg/{name}: the generating interpreter exited {done.returncode}: {last[:200]}")
+    entries: list[dict[str, Any]] = json.loads(done.stdout)
+    return entries
+
+
+def _main() -> None:
+    """The child of ``_fixed_salt``: one request on stdin, its entries as JSON on stdout (what the
+    library prints goes to stderr), a ``ValueError`` as its one line on stderr and exit 2."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    request = json.loads(sys.stdin.read())
+    try:
+        entries = generate(request["name"], request["spec"], n=request["n"], seed=request["seed"],
+                           salt=request["salt"])
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        sys.exit(2)
+    out.write(json.dumps(entries))
+    out.flush()
 
 
 def _verified_answer(name: str, meta: Mapping[str, Any]) -> str:
@@ -107,3 +168,7 @@ def canary_entries(name: str, n: int, *, seed: int, varied: float) -> list[dict[
         if len(out) == n:
             break
     return out
+
+
+if __name__ == "__main__":
+    _main()
