@@ -40,9 +40,10 @@ def exploit_fixtures(domain: RgDomain) -> list[tuple[str, Task, str]]:
 
 def attacks(domain: RgDomain, task: Task, others: list[Task]) -> list[tuple[str, str]]:
     """``(name, response)`` of every attack above on ``task``, with ``others``' answers as the wrong
-    options (tests/envs/test_rg.py plays them on many tasks of each generator)."""
+    options (tests/envs/test_rg.py plays them on many tasks of each generator). An other task with the
+    same question is no other task (knight_swap made one board twice, and either's answer solves it)."""
     ref = _answer(task)
-    options = list(dict.fromkeys([ref] + [_answer(t) for t in others]))
+    options = list(dict.fromkeys([ref] + [_answer(t) for t in others if t.prompt != task.prompt]))
     out = [
         ("an empty answer block", f"{OPEN}{CLOSE}"),
         ("the question echoed back in an answer block", f"{OPEN}{task.prompt}{CLOSE}"),
