@@ -217,6 +217,14 @@ def _row_order(batch: PolicyBatch) -> Tensor:  # (B,) row indices
     return torch.tensor(order, dtype=torch.long, device=batch.input_ids.device)
 
 
+def _moving_rows(batch: PolicyBatch) -> Tensor:  # (B,) bool
+    """Rows with a nonzero advantage on some scored token (the others' policy gradient is exactly 0)."""
+    scored = batch.loss_mask > 0
+    if batch.adv.dim() == 1:
+        return (batch.adv != 0) & scored.any(-1)
+    return ((batch.adv != 0) & scored).any(-1)
+
+
 def policy_update(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -225,6 +233,7 @@ def policy_update(
     *,
     micro_batch_size: int,
     max_grad_norm: float,
+    skip_zero_advantage: bool = False,
 ) -> dict[str, float]:
     """One optimizer step on ``batch``: accumulate gradients over micro-batches, clip, step.
 
@@ -236,6 +245,14 @@ def policy_update(
     step and says so (``skipped`` = 1). Micro-batches keep the rows of one group together
     (``batch.group``; their prompt is computed once, see ``token_logprobs_and_entropy``) and group rows of similar length
     (fewer padded columns); this changes only the floating-point summation order.
+
+    ``skip_zero_advantage`` (with ``spec.kl_coef`` 0): rows whose advantage is 0 on every scored token
+    are not computed (``zero_advantage_rows``). Every policy loss is its advantage times a function of
+    the ratio, so such a row's loss and gradient are exactly 0; the normalizers still count its tokens,
+    so the update is the same up to summation order (tests/train/test_step.py) and TRL's and verl's
+    compute them anyway (a group whose rewards are all equal). The token-weighted metrics are then the
+    computed rows'. A batch of such rows alone still steps the optimizer on its zero gradient (AdamW's
+    moments move): its shortest row is computed for that.
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
@@ -246,8 +263,15 @@ def policy_update(
     totals: dict[str, float] = {}
     loss_sum = 0.0
     ratio_max = 0.0
-    n_rows = batch.input_ids.shape[0]
     order = _row_order(batch)
+    zero_rows = 0
+    if skip_zero_advantage and spec.kl_coef == 0.0:
+        moving = _moving_rows(batch)[order]
+        scored = (batch.loss_mask[order] > 0).any(-1)
+        zero_rows = int((scored & ~moving).sum())
+        order = order[moving] if bool(moving.any()) else order[scored][:1]
+    n_rows = len(order)
+    n_done = 0.0
     for start in range(0, n_rows, micro_batch_size):
         sl = order[start : start + micro_batch_size]
         w = float(batch.loss_mask[sl].sum())
@@ -257,10 +281,13 @@ def policy_update(
         loss.backward()
         loss_sum += float(loss.detach())
         ratio_max = max(ratio_max, stats.pop("ratio_max"))
+        n_done += w
         for k, v in stats.items():
             totals[k] = totals.get(k, 0.0) + v * w  # token-weighted means
     params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    out = {k: v / n_tok for k, v in totals.items()} if n_tok else {}
+    out = {k: v / n_done for k, v in totals.items()} if n_done else {}
+    if skip_zero_advantage:
+        out["zero_advantage_rows"] = float(zero_rows)
     if not params or n_tok == 0.0:
         optimizer.zero_grad(set_to_none=True)
         return {**out, "loss": 0.0, "grad_norm": 0.0, "tokens": n_tok, "skipped": 1.0}

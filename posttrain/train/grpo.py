@@ -517,7 +517,7 @@ def _update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Pol
     """One optimizer step on ``batch``; data-parallel: the whole batch's, each rank backpropagating its rows."""
     if dp is None:
         return policy_update(model, optimizer, batch, spec, micro_batch_size=cfg.micro_batch_size,
-                             max_grad_norm=cfg.max_grad_norm)
+                             max_grad_norm=cfg.max_grad_norm, skip_zero_advantage=cfg.skip_zero_advantage)
     return _dist.update(model, optimizer, _dist.rank_rows(batch, dp.rank, dp.world), spec,
                         micro_batch_size=cfg.micro_batch_size, max_grad_norm=cfg.max_grad_norm)
 

@@ -353,6 +353,12 @@ class RLConfig:
     """Dynamic sampling: at most this many extra draws per step."""
     micro_batch_size: PositiveInt = 64
     """Sequences per forward/backward; gradients accumulate to the full generation batch."""
+    skip_zero_advantage: bool = False
+    """Leave out of the update's forward and backward the rows whose advantage is 0 (every row of a
+    group whose rewards are all equal): their gradient is exactly 0, their tokens still count in the
+    loss's normalizer, so the update is the same up to summation order, without their compute.
+    metrics.jsonl: zero_advantage_rows; the update's token-weighted metrics are the computed rows'.
+    Needs rl.kl_coef 0 or rl.kl_placement reward (a KL term in the loss has a gradient on every row)."""
     max_grad_norm: PositiveFloat = 1.0
     """Gradient clipping (the largest global gradient norm)."""
     checkpoint_every: PositiveInt = 50
@@ -424,6 +430,8 @@ class RLConfig:
             return "rl.sampler: vllm runs one engine; use rl.sampler: local or fast"
         if self.reward_model_weight > 0:
             return "rl.reward_model_weight > 0 is not theirs yet; use rl.reward_model_weight: 0"
+        if self.skip_zero_advantage:
+            return "rl.skip_zero_advantage would give the ranks different micro-batch counts; use it on one process"
         return None
 
     @property
@@ -451,6 +459,10 @@ class RLConfig:
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
         if self.policy_loss == "gspo" and self.loss_agg != "seq_mean_token_mean":
             raise ConfigError("rl.policy_loss gspo needs rl.loss_agg: seq_mean_token_mean (a sequence-level ratio)")
+        if self.skip_zero_advantage and self.kl_coef > 0 and self.kl_placement == "loss":
+            raise ConfigError("rl.skip_zero_advantage: a row with advantage 0 still has the loss's KL term "
+                              f"(rl.kl_coef {self.kl_coef}, rl.kl_placement loss); use rl.kl_coef: 0 or "
+                              "rl.kl_placement: reward")
         if self.dynamic_sampling and self.group_size < 2:
             raise ConfigError("rl.dynamic_sampling keeps groups with reward variance: it needs rl.group_size >= 2")
         self._check_adaptive()

@@ -216,3 +216,17 @@ def test_episode_options_that_contradict_each_other_are_refused(rl) -> None:
 
     with pytest.raises(ConfigError, match="reward_model_weight"):
         parse_config(RLConfig, rl, where="rl")
+
+
+@pytest.mark.parametrize(("rl", "says"), [
+    ({"skip_zero_advantage": True, "kl_coef": 0.1}, "rl.skip_zero_advantage: a row with advantage 0 still has the loss's KL"),
+    ({"skip_zero_advantage": True, "data_parallel": 2}, "rl.data_parallel: 2 .*rl.skip_zero_advantage"),
+])
+def test_skipping_zero_advantage_rows_where_it_would_change_the_update_is_refused(rl, says) -> None:
+    from posttrain.config import parse_config
+    from posttrain.train.recipe import RLConfig
+
+    with pytest.raises(ConfigError, match=says) as e:
+        parse_config(RLConfig, rl, where="rl")
+    assert "\n" not in str(e.value)
+    parse_config(RLConfig, {**rl, "kl_placement": "reward", "data_parallel": 1}, where="rl")  # no KL in the loss, one process

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "algo"))
 from _tiny import make_model, make_tokenizer  # noqa: E402
@@ -279,3 +280,36 @@ def test_shared_prefix_with_an_unscored_row(tok):
     shared = token_logprobs(model, ids, attn, loss_mask=mask, groups=groups)
     plain = token_logprobs(model, ids, attn, loss_mask=mask)
     assert torch.allclose(shared, plain, atol=1e-7) and (shared[1] == 0).all()
+
+
+@pytest.mark.parametrize("agg", AGG_MODES)
+@pytest.mark.parametrize("per_token", [False, True])
+def test_zero_advantage_rows_skipped_give_the_same_update(tok, agg, per_token):
+    """Rows whose advantage is 0 (a group whose rewards are all equal) are not computed with
+    ``skip_zero_advantage``: the same weights and loss (float64, AdamW), their tokens still counted;
+    a batch of such rows alone still steps AdamW (its moments move the weights) exactly as without."""
+    spec = LossSpec(agg=agg, norm_const=16.0 if agg == "seq_mean_token_sum_norm" else None, clip_high=0.28)
+    model = make_model(tok, dtype=torch.float64)
+    base = _batch(tok, model, with_ref=False)
+    fields = {k: (v.double() if v.is_floating_point() else v) for k, v in vars(base).items() if v is not None}
+    zero = torch.tensor([0, 1, 0, 0, 1, 1, 0, 1], dtype=torch.bool)
+    adv = torch.where(zero, 0.0, fields["adv"])
+    fields["adv"] = adv[:, None] * fields["loss_mask"] if per_token else adv
+
+    def after(batch: PolicyBatch, skip: bool, steps: int = 2) -> tuple[nn.Module, dict[str, float]]:
+        m = copy.deepcopy(model)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1)
+        for _ in range(steps):
+            out = policy_update(m, opt, batch, spec, micro_batch_size=3, max_grad_norm=1.0, skip_zero_advantage=skip)
+        return m, out
+
+    batch = PolicyBatch(**fields)
+    for b in (batch, PolicyBatch(**{**fields, "adv": torch.zeros_like(fields["adv"])})):
+        (plain, m_plain), (skipped, m_skip) = after(b, False), after(b, True)
+        for (name, x), y in zip(plain.named_parameters(), skipped.parameters(), strict=True):
+            assert torch.allclose(x, y, atol=1e-12, rtol=0), name
+        assert abs(m_plain["loss"] - m_skip["loss"]) < 1e-12 and abs(m_plain["grad_norm"] - m_skip["grad_norm"]) < 1e-9
+        assert m_plain["tokens"] == m_skip["tokens"] and m_skip["skipped"] == 0.0 and "zero_advantage_rows" not in m_plain
+        assert any(not torch.equal(x, y) for x, y in zip(plain.parameters(), model.parameters(), strict=True))
+    assert m_skip["zero_advantage_rows"] == 8.0
+    assert after(batch, True)[1]["zero_advantage_rows"] == 4.0
