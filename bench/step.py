@@ -2,12 +2,15 @@
 the same model, tasks, verifiers and batch, in one run.
 
     posttrain bench step [--steps 3] [--prompts 8] [--group 8] [--new 64] [--threads 1]
-                         [--sampler fast|local|vllm] [--repeats 1]
+                         [--sampler fast|local|vllm] [--repeats 1] [--stops | --start MODEL]
+                         [--skip-zero-advantage]
 
 Both sides start from the same embedded default model (saved once, loaded by each from its path;
 ``--stops``: with EOS about as likely as a space, so that completions end at varied lengths as a
 trained policy's do -- random weights alone run every completion to ``--new``)
-and train on the quickstart math tasks (``quickstart-math``), rewarded by the math domain's verifier
+(or both from ``--start``: a model directory, e.g. the quickstart's SFT checkpoint, which passes
+some tasks and fails others as a policy in training does), and train on the quickstart math tasks
+(``quickstart-math``), rewarded by the math domain's verifier
 (1 pass / 0 fail) through posttrain's execution service; one optimizer step per generation batch of
 ``--prompts`` x ``--group`` completions of at most ``--new`` tokens, temperature 1, top-k 0 / top-p 1,
 AdamW lr 1e-5 without weight decay, clip 0.2 / 0.28, grad clip 1, beta 0 (no reference model),
@@ -17,6 +20,10 @@ AdamW lr 1e-5 without weight decay, clip 0.2 / 0.28, grad clip 1, beta 0 (no ref
         batch), ``local`` (``LocalSampler``, transformers' generate) or ``vllm`` (the engine in its
         own process; weights pushed and checked every step)
   TRL   ``GRPOTrainer.train()`` (its own generate loop on the same transformers model)
+
+``--skip-zero-advantage``: ours with ``rl.skip_zero_advantage`` (the rows of a group whose rewards are
+all equal left out of the update: the same step without their compute; TRL computes them). Each
+side reports the fraction of its timed groups whose rewards were all equal, which that option saves.
 
 Timed: steps 2.. (step 1 is a warm-up on both sides). Split: generation (the sampler's calls /
 TRL's ``_generate``), verification (the reward function's calls), update (the rest of the step:
@@ -57,6 +64,7 @@ class _Clock:
         self.gen, self.verify, self.tokens = [], [], []
         self.gen_cpu: list[float] = []  # CPU seconds of the process while generating
         self.cpu: list[float] = []  # CPU seconds of the process per step (all its threads)
+        self.zero_std: list[float] = []  # fraction of the step's groups whose rewards are all equal
 
     def step(self) -> None:
         self.gen.append(0.0)
@@ -117,7 +125,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         rollout = FastShared(policy)
     cfg = RLConfig(steps=args.steps + 1, prompts_per_step=args.prompts, group_size=args.group,
                    max_new_tokens=args.new, lr=1e-5, clip_low=0.2, clip_high=0.28, micro_batch_size=args.prompts * args.group,
-                   checkpoint_every=10**6)
+                   checkpoint_every=10**6, skip_zero_advantage=args.skip_zero_advantage)
     step_walls: list[float] = []
     base = _rss_mib()
     marks = [(time.perf_counter(), time.process_time())]
@@ -133,7 +141,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     clock.step()
     with tempfile.TemporaryDirectory() as out, Service(LocalBackend({"math": DomainHooks(timed_verify)})) as svc:
         train_grpo(policy, _tasks(256), svc, cfg, reward_weights=RewardWeights(), out=Path(out), seed=0,
-                   progress=progress, rollout=rollout)
+                   progress=progress, rollout=rollout, log=lambda m: clock.zero_std.append(m["frac_zero_std"]))
     return _summary(step_walls, clock, base, torch.get_num_threads(), args)
 
 
@@ -165,7 +173,10 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.perf_counter()
             verdicts = service.verify_pairs([(by_id[i], c) for i, c in zip(task_id, completions, strict=True)])
             clock.verify[-1] += time.perf_counter() - t0
-            return [None if v.is_infra_error else float(v.passed) for v in verdicts]
+            rewards = [None if v.is_infra_error else float(v.passed) for v in verdicts]
+            groups = [rewards[i:i + args.group] for i in range(0, len(rewards), args.group)]  # TRL repeats each prompt G times in a row
+            clock.zero_std.append(sum(len(set(g)) == 1 for g in groups) / max(len(groups), 1))
+            return rewards
 
         config = GRPOConfig(
             output_dir=out, per_device_train_batch_size=args.prompts * args.group, gradient_accumulation_steps=1,
@@ -235,7 +246,8 @@ def _summary(step_walls: list[float], clock: _Clock, base: float, threads: int,
             "tokens_per_cpu_s": tokens / cpu if cpu else 0.0, "step_s": wall / max(1, len(step_walls) - 1),
             "gen_s": gen, "verify_s": ver, "update_s": wall - gen - ver, "tokens": tokens,
             "tokens_per_s": tokens / wall if wall else 0.0, "peak_delta_mib": _rss_mib() - base,
-            "peak_abs_mib": _rss_mib(), "threads": threads, "gpu_peak_gib": _gpu_peak(args)}
+            "peak_abs_mib": _rss_mib(), "threads": threads, "gpu_peak_gib": _gpu_peak(args),
+            "frac_zero_std": sum(clock.zero_std[timed]) / max(len(clock.zero_std[timed]), 1)}
 
 
 def _gpu_peak(args: argparse.Namespace) -> float | None:
@@ -285,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="alternating rounds per side; best kept")
     parser.add_argument("--stops", action="store_true",
                         help="a model that stops: EOS as likely as a space (completions of varied length)")
+    parser.add_argument("--start", metavar="MODEL", help="a model directory both sides start from (e.g. "
+                        "runs/quickstart/checkpoints/sft); default: the embedded default")
+    parser.add_argument("--skip-zero-advantage", action="store_true",
+                        help="ours with rl.skip_zero_advantage (groups whose rewards are all equal left out of the update)")
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help=argparse.SUPPRESS)
@@ -292,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.steps, args.prompts, args.group, args.new, args.repeats) < 1 or args.group < 2:
         parser.error("--steps, --prompts, --new, --repeats must be >= 1 and --group >= 2")
+    if args.start and args.stops:
+        parser.error("--stops changes the embedded default; --start names another model")
+    if args.start and not (Path(args.start) / "config.json").is_file():
+        parser.error(f"--start {args.start}: expected a model directory with a config.json")
     if args.worker:
         if args.threads:
             import torch
@@ -300,10 +320,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps((run_ours if args.worker == "ours" else run_trl)(args)))
         return 0
     with tempfile.TemporaryDirectory() as d:
-        model = _model(Path(d) / "model", args.stops)
+        model = Path(args.start).resolve() if args.start else _model(Path(d) / "model", args.stops)
         passthrough = [f"--steps={args.steps}", f"--prompts={args.prompts}", f"--group={args.group}",
                        f"--new={args.new}", f"--threads={args.threads}", f"--sampler={args.sampler}",
-                       f"--model={model}"]
+                       f"--model={model}", *(["--skip-zero-advantage"] if args.skip_zero_advantage else [])]
         best: dict[str, dict[str, Any]] = {}
         for _ in range(args.repeats):
             for which in ("ours", "trl"):
@@ -311,9 +331,12 @@ def main(argv: list[str] | None = None) -> int:
                 if which not in best or r["tokens_per_s"] > best[which]["tokens_per_s"]:
                     best[which] = r
     ours, trl = best["ours"], best["trl"]
-    print(f"GRPO step (generate + verify + update), CPU fp32, embedded default{' (EOS as likely as a space)' if args.stops else ''}, quickstart math tasks, "
+    start = args.start or f"embedded default{' (EOS as likely as a space)' if args.stops else ''}"
+    print(f"GRPO step (generate + verify + update), CPU fp32, {start}, quickstart math tasks, "
           f"{args.prompts} prompts x G={args.group}, <= {args.new} new tokens, {args.steps} timed steps, "
-          f"{ours['threads']} thread(s), posttrain sampler: {args.sampler}")
+          f"{ours['threads']} thread(s), posttrain sampler: {args.sampler}"
+          f"{', rl.skip_zero_advantage' if args.skip_zero_advantage else ''}")
+    print(f"  groups whose rewards are all equal (no gradient): ours {ours['frac_zero_std']:.0%}, TRL {trl['frac_zero_std']:.0%}")
     for name, r in (("posttrain", ours), ("TRL GRPOTrainer", trl)):
         print(f"  {name:<16} {r['tokens_per_s']:8.1f} completion tok/s  {r['step_s']:6.2f} s/step  "
               f"(generate {r['gen_s'] / r['wall_s']:.0%}, verify {r['verify_s'] / r['wall_s']:.0%}, "
