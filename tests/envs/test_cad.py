@@ -266,7 +266,8 @@ def test_canaries_fail_the_part_their_prompt_describes(verify) -> None:
         rng.choice(part.features)
         described.append((t, fenced(part.script())))
     verdicts = _many(verify, described + [(t, fenced(t.fields["gold"])) for t in canaries])
-    assert [v.outcome for v in verdicts] == ["fail"] * 3 + ["pass"] * 3
+    assert [v.outcome for v in verdicts] == ["fail"] * 3 + ["pass"] * 3, [(v.error_class, v.feedback, v.evidence)
+                                                                         for v in verdicts]
 
 
 @needs_openscad
