@@ -252,7 +252,7 @@ def policy_update(
     so the update is the same up to summation order (tests/train/test_step.py) and TRL's and verl's
     compute them anyway (a group whose rewards are all equal). The token-weighted metrics are then the
     computed rows'. A batch of such rows alone still steps the optimizer on its zero gradient (AdamW's
-    moments move): its shortest row is computed for that.
+    moments move): one of its rows is computed for that.
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
