@@ -89,17 +89,30 @@ def _readable(stream: Any, timeout: float) -> bool:
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child interpreter of ours: this one's, ``extra`` on top, and a PYTHONPATH
+    that imports the same posttrain checkout as this process, wherever it runs from."""
+    path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, **(extra or {}), "PYTHONPATH": path}
+
+
+def protocol_stdout() -> Any:
+    """In a child: a file on the original stdout for the protocol, with fd 1 pointed at stderr, so that
+    what the libraries print cannot enter the protocol."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return out
+
+
 class _Worker:
     def __init__(self, module: str, env: Mapping[str, str] | None = None) -> None:
-        # The worker imports the same posttrain checkout as this process, wherever it runs from.
-        path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-s", "-m", "posttrain.verify._deadline", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
-            env={**os.environ, **(env or {}), "PYTHONPATH": path},
+            env=child_env(env),
         )
 
     @property
@@ -262,8 +275,7 @@ def _worker_main(module: str) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (_WORKER_MEMORY_BYTES, _WORKER_MEMORY_BYTES))
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # anything the libraries print goes to stderr, not into the protocol
+    out = protocol_stdout()
     handler = importlib.import_module(module)
     handle = handler.handle_check
     if hasattr(handler, "warm_up"):  # slow imports now, not on the first check's CPU budget

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from posttrain.envs.rg._config import build_config, describe_spec
@@ -47,8 +45,6 @@ polynomial_multiplication draws from sympy's hash-ordered terms. Their prompts o
 from one process to the next at the same seed (CI drew a salt under which a knight_swap test failed).
 Each is generated with ``PYTHONHASHSEED=0`` (``_fixed_salt``: a child interpreter unless this one
 already runs so). tests/envs/test_rg.py generates every generator under two salts and finds no other."""
-
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 def generate(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str = "") -> list[dict[str, Any]]:
@@ -91,10 +87,11 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
 def _fixed_salt(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str) -> list[dict[str, Any]]:
     """``generate`` in a child interpreter with ``PYTHONHASHSEED=0`` (``HASH_ORDERED``); its
     ``ValueError`` is raised here, in its one line. ~2 s of start-up a call (importing the library)."""
-    path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+    from posttrain.verify._deadline import child_env
+
     request = json.dumps({"name": name, "spec": dict(spec), "n": n, "seed": seed, "salt": salt})
     done = subprocess.run([sys.executable, "-s", "-m", __name__], input=request, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}, check=False)
+                          env=child_env({"PYTHONHASHSEED": "0"}), check=False)
     if done.returncode == 2:
         raise ValueError(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
@@ -107,8 +104,9 @@ def _fixed_salt(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: 
 def _main() -> None:
     """The child of ``_fixed_salt``: one request on stdin, its entries as JSON on stdout (what the
     library prints goes to stderr), a ``ValueError`` as its one line on stderr and exit 2."""
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+    from posttrain.verify._deadline import protocol_stdout
+
+    out = protocol_stdout()
     request = json.loads(sys.stdin.read())
     try:
         entries = generate(request["name"], request["spec"], n=request["n"], seed=request["seed"],
