@@ -333,3 +333,25 @@ def test_docstring_examples(module: str) -> None:
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_knight_swap_answers_that_do_not_solve_the_board_fail() -> None:
+    """A policy on knight_swap (whose references now come from a fixed-salt child): "No" on a board that
+    can be swapped, the reference with a move undone and redone (legal, solved, longer than optimal:
+    the scorer's partial credit), the reference less its last move (legal, unsolved: 0.05), and the
+    reference of a board with another question - each a fail, never a pass or an infra error."""
+    env = get_domain("rg/knight_swap")
+    tasks = [t for t in env.generate_tasks(8, seed=3) if t.fields["rg_metadata"]["is_possible"]]
+    task = tasks[0]
+    other = next(t for t in tasks if t.prompt != task.prompt and t.reference != task.reference)
+    moves = json.loads(extract_answer(str(task.reference))[0] or "[]")
+    color, start, end = moves[0].split(",")
+    back = f"{'B' if color == 'w' else 'w'},{moves[1].split(',')[1]},{moves[1].split(',')[2]}"
+    padded = [moves[0], moves[1], f"{color},{end},{start}", f"{back.split(',')[0]},{back.split(',')[2]},"
+              f"{back.split(',')[1]}", *moves]
+    responses = [respond("No"), respond(json.dumps(padded)), respond(json.dumps(moves[:-1])), str(other.reference)]
+    verdicts = _verify([(task, str(task.reference))] + [(task, r) for r in responses])
+    assert verdicts[0].outcome == "pass"
+    assert [v.outcome for v in verdicts[1:]] == ["fail"] * 4, [v.feedback for v in verdicts[1:]]
+    # the longer and the unsolved lists are legal: the scorer's partial credit, never the reward
+    assert 0.05 < verdicts[2].evidence["rg_score"] < 1 and verdicts[3].evidence["rg_score"] == 0.05
