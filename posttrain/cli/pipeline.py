@@ -38,7 +38,7 @@ from rich.console import Console
 
 from posttrain.cli._header import embedded_spec, run_header
 from posttrain.cli._progress import progress_bar
-from posttrain.cli._ranks import RankSpec, ranks
+from posttrain.cli._ranks import RankSpec, local_world, ranks
 from posttrain.cli._service import domain_hooks, pool_for, sandbox_of
 from posttrain.config import parse_config, to_dict
 from posttrain.envs import is_feedback_only, model_prompt, task_to_record
@@ -722,7 +722,7 @@ def run_rl(policy: Policy, train: Sequence[Task], service: Service, recipe: Reci
     if recipe.rl.data_parallel > 1 and dp is None:
         spec = RankSpec(out, recipe, train, held, start=Path(policy.path), resume=resume)
         threads = torch.get_num_threads()
-        torch.set_num_threads(recipe.torch_threads or max(1, usable_cpus() // recipe.rl.data_parallel))
+        torch.set_num_threads(recipe.torch_threads or max(1, usable_cpus() // local_world(recipe.rl.data_parallel)))
         try:
             with ranks(spec) as rank0:
                 run_rl(policy, train, service, recipe, out, metrics, resume=resume, held=held, dp=rank0)

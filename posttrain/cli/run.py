@@ -22,14 +22,17 @@ import shlex
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from posttrain.config import check_out_dir
+
+if TYPE_CHECKING:
+    from posttrain.cli._ranks import Torchrun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -154,6 +157,7 @@ def _sigterm_as_interrupt(message: str) -> Iterator[None]:
 
 
 def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int:
+    from posttrain.cli._ranks import check_torchrun, torchrun, torchrun_rank0
     from posttrain.cli.pipeline import run_recipe
     from posttrain.train.recipe import load_recipe
 
@@ -161,11 +165,16 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
     args.overrides = [*args.overrides, *backend_overrides(args)]
     recipe = load_recipe(recipe_path, args.overrides)
     check_out_dir(args.out)  # a file, a path under a file, an unwritable folder: one line, before any work
+    tr = torchrun()
+    if tr is not None:  # one of torchrun's processes: rank 0 runs the run, the others its RL stage
+        check_torchrun(recipe, tr)
+        if tr.rank > 0:
+            return _follow(tr)
     source = f"{recipe_path}" + "".join(f" --set {o}" for o in args.overrides)
     out = Path(args.out)
     message = f"posttrain: interrupted; continue with: {resume_command(command, args)}"
     try:
-        with _sigterm_as_interrupt(message):
+        with _sigterm_as_interrupt(message), torchrun_rank0(tr) if tr is not None else nullcontext():
             summary = run_recipe(recipe, out, resume=args.resume, source=source)
     except KeyboardInterrupt:
         print(message, file=sys.stderr)
@@ -176,6 +185,17 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
         print(f"posttrain: regression: {', '.join(regressed)} dropped below its baseline beyond both 95% intervals "
               f"(summary.json: regression)", file=sys.stderr)
         return 1
+    return 0
+
+
+def _follow(tr: Torchrun) -> int:
+    """Ranks 1..N-1 under torchrun: rank 0's RL stage, once it starts (``cli._ranks.follow``)."""
+    from posttrain.cli._rank_main import run_rank
+    from posttrain.cli._ranks import follow
+
+    spec, store = follow(tr)
+    if spec is not None:
+        run_rank(spec, tr.rank, tr.world, local_rank=tr.local_rank, local_world=tr.local_world, store=store)
     return 0
 
 

@@ -397,8 +397,9 @@ class RLConfig:
     """Processes the RL stage trains on (torch.distributed, FSDP2; posttrain/train/_dist.py): each
     samples and verifies its share of every step's tasks, the decoder layers are sharded over them and
     the update is of the whole batch. One per GPU on a GPU host (nccl), gloo on the CPU; posttrain
-    starts them itself, on this machine. GRPO with verifier rewards, rl.max_staleness 0, rl.sampler
-    local or fast, no model.lora, sched.backend local."""
+    starts them itself, on this machine, or torchrun does (on several machines: torchrun's WORLD_SIZE,
+    README). GRPO with verifier rewards, rl.max_staleness 0, rl.sampler local or fast, no model.lora,
+    sched.backend local."""
     sampler: Literal["local", "fast", "vllm"] = "local"
     """What samples the rollouts (posttrain/train/_backends.py): local = transformers' generate;
     fast = posttrain's decoding loop on the same weights (a group's prompt computed once, finished

@@ -2,7 +2,9 @@
 ``posttrain run`` (issue 25): each rank samples and verifies half of every step's tasks and every
 rank updates on the whole batch; a real kill -9 of rank 0 mid-run ends rank 1 too and ``--resume``
 gives the uninterrupted run's weights, metrics and tasks bit for bit; a rank that dies, before the
-first step or during training, is one line naming it, exit 1, never a hang.
+first step or during training, is one line naming it, exit 1, never a hang. The same run launched by
+``torchrun`` (every process started at once, ranks 1..N-1 waiting on torchrun's store through the SFT
+stage) gives the same weights, metrics and tasks.
 
 Each run is a real subprocess (real embedded model, real sandboxed math checks), about 15 s."""
 
@@ -150,3 +152,47 @@ def test_what_the_ranks_do_not_run_is_refused_in_one_line(recipe: Path, tmp_path
         assert p.returncode == 2, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr and "rl.data_parallel: 2" in p.stderr, p.stderr
         assert not (tmp_path / "never").exists()
+
+
+def _torchrun(recipe: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``torchrun --standalone --nproc-per-node 2 -m posttrain.cli run ...``, with the torch threads a
+    plain ``posttrain run`` gets (torchrun would set OMP_NUM_THREADS=1, and SFT's sums follow it)."""
+    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    env = {**os.environ, "OMP_NUM_THREADS": threads}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    return subprocess.run([*torchrun, "-m", "posttrain.cli", "run", str(recipe), "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+
+
+@pytest.mark.slow
+def test_torchrun_launches_the_same_run(recipe: Path, ref: Path) -> None:
+    out = recipe.parent / "torchrun"
+    p = _torchrun(recipe, out)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "posttrain: rank 1 of 2 (torchrun) waits for rank 0's RL stage" in p.stderr
+    assert sha(out / "checkpoints" / "rl" / "model.safetensors") == sha(ref / "checkpoints" / "rl" / "model.safetensors")
+    assert rl_rows(out) == rl_rows(ref)
+    assert tasks_per_step(out, every_sample=True) == tasks_per_step(ref, every_sample=True)
+    assert not (out / "logs" / "rl-ranks").exists()  # torchrun started the ranks; their output is torchrun's
+    again = _torchrun(recipe, out, "--resume")  # finished: rank 0 runs no RL stage, rank 1 is told and exits
+    assert again.returncode == 0 and "is already finished" in again.stdout + again.stderr, again.stderr[-3000:]
+
+
+def test_torchrun_with_a_recipe_for_another_world_is_refused_in_one_line(recipe: Path, tmp_path: Path) -> None:
+    for change, says in [("rl.data_parallel=3", "rl.data_parallel: 3, but torchrun started 2 processes"),
+                         ("stages=[sft]", "torchrun started 2 processes, but only the RL stage runs on ranks")]:
+        p = _torchrun(recipe, tmp_path / "never", "--set", change)
+        assert p.returncode != 0
+        ours = [line for line in p.stderr.splitlines() if line.startswith("posttrain:")]  # not torchrun's own
+        assert ours and all(line.startswith("posttrain: error: ") and says in line for line in ours), p.stderr[-3000:]
+        assert not (tmp_path / "never").exists()
+
+
+def test_torchruns_environment_is_read_as_documented() -> None:
+    import doctest
+
+    import posttrain.cli._ranks as module
+
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted >= 2
