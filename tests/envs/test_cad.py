@@ -422,3 +422,53 @@ def test_views_refuses_a_bad_task_file_in_one_line(tmp_path, capsys) -> None:
         err = capsys.readouterr().err
         assert err.startswith(f"cad views: {path}: ") and said in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+@needs_openscad
+def test_a_report_or_a_reply_that_is_anothers_is_infra_never_the_candidates_verdict(pool) -> None:
+    """A render's report carries the SHA-256 of the script the job read and the checker's reply the
+    SHA-256 of the part it checked: a candidate is never judged on another job's render (a mix-up between
+    jobs would otherwise pass or fail it on someone else's part). Test doubles hand back another's."""
+    from posttrain.envs.cad import verify_cad
+    from posttrain.envs.cad._render import render_stl
+    from posttrain.verify._deadline import CheckPool
+
+    task = exploit_tasks(ENV)["plate"]
+    other = "cube([5, 5, 15]);\n"
+    theirs = render_stl(pool, other, timeout_s=60, memory_mb=512)
+    assert theirs.status == "ok" and theirs.stl[80:84] == struct.pack("<I", 12)  # the STL alone: 12 triangles
+
+    class Swapped:
+        """A pool whose candidate renders come back with another script's report."""
+
+        def exec(self, cmd, *, files, **kw):
+            if files["part.scad"] == task.fields["gold"]:
+                return pool.exec(cmd, files=files, **kw)
+            return pool.exec(cmd, files={"part.scad": other}, **kw)
+
+    checks = CheckPool("posttrain.envs.cad._mesh", size=1, cpu_budget_s=30)
+    try:
+        v = verify_cad(Swapped(), checks, task, fenced(task.fields["gold"].replace("[-24, 14, -1]", "[-21, 14, -1]")))
+        assert (v.outcome, v.error_class) == ("infra_error", "infra:sandbox")
+        assert "not this script's" in v.evidence["detail"]
+
+        class Stale(CheckPool):
+            """A checker that answers with the reply of the part it checked before."""
+
+            last = None
+
+            def run(self, request):
+                outcome, self.last = self.last, super().run(request)
+                return outcome or self.last
+
+        stale = Stale("posttrain.envs.cad._mesh", size=1, cpu_budget_s=30)
+        try:
+            first = verify_cad(pool, stale, task, fenced("cube([5, 5, 15]);"))
+            assert first.outcome == "fail" and first.evidence["part_sha256"]
+            second = verify_cad(pool, stale, task, fenced(task.fields["gold"]))
+            assert (second.outcome, second.error_class) == ("infra_error", "infra:checker")
+            assert verify_cad(pool, checks, task, fenced(task.fields["gold"])).outcome == "pass"
+        finally:
+            stale.close()
+    finally:
+        checks.close()

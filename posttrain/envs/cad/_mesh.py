@@ -40,6 +40,7 @@ Not here: rendering (``_render.py``), what the task says (``_domain.py``).
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -347,8 +348,10 @@ def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
         gold = _gold(str(request["gold_key"]), base64.b64decode(request["gold"]))
     except MeshProblem as e:
         return {"gold_error": f"{e.error_class}: {e.message}"}
-    return check(base64.b64decode(request["part"]), gold, iou_min=float(request["iou"]),
-                 tol=float(request["tolerance_mm"]))
+    part = base64.b64decode(request["part"])
+    verdict = check(part, gold, iou_min=float(request["iou"]), tol=float(request["tolerance_mm"]))
+    verdict["evidence"]["part_sha256"] = hashlib.sha256(part).hexdigest()  # the client checks it is its part's
+    return verdict
 
 
 def warm_up() -> None:

@@ -5,7 +5,8 @@ network, only ``/usr`` read-only and ``/work`` holding the script, uid 65534, cg
 pids limits, a wall-clock timeout, RLIMIT_CPU). OpenSCAD's language cannot write files; the STL
 goes to the job's private ``/tmp`` and comes back on the report channel (fd 3), which our shell
 line writes only after OpenSCAD exited 0, capped at ``MAX_STL_BYTES`` (a larger mesh is the
-candidate's ``too_large``, never a truncated check).
+candidate's ``too_large``, never a truncated check), behind the SHA-256 of the script the job read:
+a report that is not this script's is ``infra``, never judged as the candidate's part.
 
 What becomes of a render (``Render.status``):
 
@@ -48,7 +49,11 @@ GOLD_TIMEOUT_S = 120.0
 GOLD_MEMORY_MB = 2048
 _GOLD_CACHE_BYTES = 256 << 20
 """Most STL bytes kept by the per-process gold cache (least recently used go first)."""
-_RENDER_LINE = "openscad --export-format binstl -o /tmp/part.stl /work/part.scad && cat /tmp/part.stl >&3"
+_RENDER_LINE = ("openscad --export-format binstl -o /tmp/part.stl /work/part.scad && "
+                "{ sha256sum /work/part.scad | cut -c1-64 && cat /tmp/part.stl; } >&3")
+_DIGEST_LINE = 65
+"""The report starts with the SHA-256 of the script the job rendered and a newline, then the STL: a
+report that is not this script's (another job's) is an infra error, never the candidate's verdict."""
 _PNG_LINE = ("xvfb-run -a -s '-screen 0 800x600x24' openscad {camera} --imgsize={size},{size} "
              "--colorscheme=Tomorrow -o /tmp/view.png /work/view.scad && cat /tmp/view.png >&3")
 _MESSAGE_RE = re.compile(r"^(ERROR|WARNING|Can't parse file|Current top level object)\b.*$", re.MULTILINE)
@@ -79,7 +84,7 @@ def _limits(memory_mb: int, timeout_s: float) -> Any:
     from posttrain.sandbox import Limits
 
     return Limits(memory_mb=memory_mb, pids=64, cpu_cores=1.0, cpu_time_s=timeout_s + 1.0, file_size_mb=24,
-                  tmp_mb=48, output_bytes=MAX_STL_BYTES)
+                  tmp_mb=48, output_bytes=MAX_STL_BYTES + _DIGEST_LINE)
 
 
 def openscad_messages(stderr: bytes) -> str:
@@ -113,7 +118,12 @@ def render_stl(pool: Any, script: str, *, timeout_s: float, memory_mb: int) -> R
         return Render("too_large", messages=messages, **common)
     if ex.outcome != "ok" or not ex.report:
         return Render("error", messages=messages, **common)
-    return Render("ok", stl=ex.report, messages=messages, **common)
+    digest, stl = ex.report[:_DIGEST_LINE], ex.report[_DIGEST_LINE:]
+    if digest != hashlib.sha256(script.encode()).hexdigest().encode() + b"\n":
+        return Render("infra", detail=f"the render's report is not this script's (it names {digest[:12]!r})", **common)
+    if not stl:
+        return Render("error", messages=messages, **common)
+    return Render("ok", stl=stl, messages=messages, **common)
 
 
 def gold_key(gold: str) -> str:

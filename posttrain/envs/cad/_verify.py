@@ -17,12 +17,15 @@ Blame: the candidate's script, its render and its mesh can only cost the candida
 ``infra_error`` comes only from our side: the sandbox failing, a job starved of CPU by a loaded
 host (``infra:starved``, decided from CPU time), the check worker not starting or starved, or the
 task's own gold not rendering to a valid solid (``infra:gold``: a broken task; ``posttrain tasks
-validate`` reports it).
+validate`` reports it). Each render's report names the script it rendered and each check's reply the
+part it checked (their SHA-256); one that is another's is infra (``infra:sandbox``, ``infra:checker``),
+so that no candidate is ever judged on another's render.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 from typing import Any
 
@@ -61,10 +64,12 @@ def _render_failure(part: Render, task: Task, timeout_s: float, evidence: dict[s
     return fail(text + said, part.status, evidence)
 
 
-def _check_verdict(outcome: Any) -> Verdict:
+def _check_verdict(outcome: Any, part_sha256: str) -> Verdict:
     if outcome.status == "ok" and "gold_error" in outcome.result:
         return Verdict.infra(f"the task's gold is not a valid solid: {outcome.result['gold_error']}",
                              error_class="infra:gold")
+    if outcome.status == "ok" and outcome.result["evidence"].get("part_sha256") != part_sha256:
+        return Verdict.infra("cad checker: the reply is not for this part", error_class="infra:checker")
     return verdict_of(outcome, NAME)
 
 
@@ -94,12 +99,13 @@ def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdi
         return _render_failure(part, task, timeout, evidence)
     if gold.status != "ok":
         detail = gold.messages or gold.detail or gold.status
-        return Verdict.infra(f"the task's gold does not render ({gold.status}): {detail}",
-                             error_class="infra:starved" if gold.starved else "infra:gold", evidence=evidence)
+        cls = "infra:starved" if gold.starved else "infra:sandbox" if gold.status == "infra" else "infra:gold"
+        return Verdict.infra(f"the task's gold does not render ({gold.status}): {detail}", error_class=cls,
+                             evidence=evidence)
     outcome = checks.run({"part": base64.b64encode(part.stl).decode(), "gold": base64.b64encode(gold.stl).decode(),
                           "gold_key": gold_key(task.fields["gold"]), "iou": task.fields["iou"],
                           "tolerance_mm": task.fields["tolerance_mm"]})
-    verdict = _check_verdict(outcome)
+    verdict = _check_verdict(outcome, hashlib.sha256(part.stl).hexdigest())
     timing = {"check_s": round(outcome.wall_s, 4), "check_cpu_s": round(outcome.cpu_s, 4),
               "verify_s": round(time.monotonic() - t0, 4)}
     return Verdict(outcome=verdict.outcome, reward=verdict.reward, feedback=verdict.feedback,
