@@ -41,9 +41,19 @@ def verify(pool):
     return ENV.make_verifier(pool)
 
 
-def _many(verify, pairs):
+def _many(verify, pairs, tries: int = 3):
+    """Verdicts of ``pairs`` from two threads, an infra verdict retried as the execution service retries
+    it (a loaded host's starved render; a report that names another script): what a run would record."""
+
+    def one(pair):
+        for _ in range(tries):
+            verdict = verify(*pair)
+            if not verdict.is_infra_error:
+                return verdict
+        return verdict
+
     with ThreadPoolExecutor(2) as ex:
-        return list(ex.map(lambda p: verify(*p), pairs))
+        return list(ex.map(one, pairs))
 
 
 # ---------------------------------------------------------------- pure: no render
@@ -214,7 +224,7 @@ NASTY = ["", "\x00" * 100, "\ud800 lone surrogate", "x" * 1_000_000, "```opensca
 @needs_openscad
 def test_nasty_responses_fail_and_are_never_infra_errors(verify) -> None:
     task = exploit_tasks(ENV)["bomb"]
-    verdicts = _many(verify, [(task, r) for r in NASTY])
+    verdicts = _many(verify, [(task, r) for r in NASTY], tries=1)  # infra is a finding here, not a retry
     assert [v.outcome for v in verdicts if not _starved(v)] == ["fail"] * sum(not _starved(v) for v in verdicts), \
         [(v.error_class, v.feedback[:80]) for v in verdicts]
 
