@@ -23,21 +23,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from posttrain.config import PositiveFloat
 from posttrain.errors import ConfigError
+from posttrain.verify._deadline import child_env
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 PROBE_TIMEOUT_S = 120.0
 """How long importing a reward function may take (the probe; a check worker's start-up)."""
 
@@ -117,12 +115,6 @@ def terms_json(terms: Sequence[RewardTerm]) -> list[dict[str, Any]]:
     return [t.to_json() for t in terms]
 
 
-def worker_env() -> dict[str, str]:
-    """The environment the probe and the check workers run in: this process's, its posttrain first."""
-    path = os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path}
-
-
 _probed: dict[str, Style | ConfigError] = {}
 _probe_lock = threading.Lock()
 
@@ -144,7 +136,7 @@ def probe(function: str) -> Style:
 def _run_probe(function: str) -> Style | ConfigError:
     cmd = [sys.executable, "-s", "-m", "posttrain.envs.function._worker", "--probe", function]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=worker_env())
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=child_env())
     except subprocess.TimeoutExpired:
         return ConfigError(f"{function}: importing it took more than {PROBE_TIMEOUT_S:g} s")
     try:
