@@ -50,10 +50,14 @@ GOLD_MEMORY_MB = 2048
 _GOLD_CACHE_BYTES = 256 << 20
 """Most STL bytes kept by the per-process gold cache (least recently used go first)."""
 _RENDER_LINE = ("openscad --export-format binstl -o /tmp/part.stl /work/part.scad && "
-                "{ sha256sum /work/part.scad | cut -c1-64 && cat /tmp/part.stl; } >&3")
+                "{ sha256sum /work/part.scad | cut -c1-64 && times && cat /tmp/part.stl; } >&3")
 _DIGEST_LINE = 65
-"""The report starts with the SHA-256 of the script the job rendered and a newline, then the STL: a
-report that is not this script's (another job's) is an infra error, never the candidate's verdict."""
+"""The report starts with the SHA-256 of the script the job rendered and a newline (a report that is
+not this script's, another job's, is an infra error, never the candidate's verdict), then the shell's
+``times`` (two lines; the second: OpenSCAD's user and system CPU time), then the STL."""
+_REPORT_HEAD = _DIGEST_LINE + 64
+"""The most bytes before the STL (the digest line and ``times``' two short lines)."""
+_TIMES_RE = re.compile(rb"^(\d+)m([\d.]+)s (\d+)m([\d.]+)s\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s\n")
 _PNG_LINE = ("xvfb-run -a -s '-screen 0 800x600x24' openscad {camera} --imgsize={size},{size} "
              "--colorscheme=Tomorrow -o /tmp/view.png /work/view.scad && cat /tmp/view.png >&3")
 _MESSAGE_RE = re.compile(r"^(ERROR|WARNING|Can't parse file|Current top level object)\b.*$", re.MULTILINE)
@@ -71,6 +75,8 @@ class Render:
     messages: str = ""
     """OpenSCAD's ERROR / WARNING lines (normalised, at most 6), for the feedback."""
     duration_s: float = 0.0
+    cpu_s: float = 0.0
+    """OpenSCAD's CPU seconds (user + system) for a render that finished; 0 otherwise."""
     peak_memory_mb: float | None = None
     detail: str = ""
     """For ``infra``: what failed; ``starved`` when the host starved the job of CPU."""
@@ -80,11 +86,12 @@ class Render:
         return self.status == "infra" and "starved" in self.detail
 
 
-def _limits(memory_mb: int, timeout_s: float) -> Any:
+def _limits(memory_mb: int, timeout_s: float, cpu_s: float | None = None) -> Any:
     from posttrain.sandbox import Limits
 
-    return Limits(memory_mb=memory_mb, pids=64, cpu_cores=1.0, cpu_time_s=timeout_s + 1.0, file_size_mb=24,
-                  tmp_mb=48, output_bytes=MAX_STL_BYTES + _DIGEST_LINE)
+    cpu = math.ceil(cpu_s) if cpu_s is not None else timeout_s + 1.0
+    return Limits(memory_mb=memory_mb, pids=64, cpu_cores=1.0, cpu_time_s=cpu, file_size_mb=24,
+                  tmp_mb=48, output_bytes=MAX_STL_BYTES + _REPORT_HEAD)
 
 
 def openscad_messages(stderr: bytes) -> str:
@@ -100,10 +107,11 @@ def openscad_messages(stderr: bytes) -> str:
     return "\n".join(lines)
 
 
-def render_stl(pool: Any, script: str, *, timeout_s: float, memory_mb: int) -> Render:
-    """Render ``script`` to a binary STL in a fresh sandbox job of ``pool``."""
+def render_stl(pool: Any, script: str, *, timeout_s: float, memory_mb: int, cpu_s: float | None = None) -> Render:
+    """Render ``script`` to a binary STL in a fresh sandbox job of ``pool``: at most ``timeout_s`` of
+    wall time and ``cpu_s`` of CPU time (RLIMIT_CPU, whole seconds up; default: the wall time)."""
     ex = pool.exec(["/bin/sh", "-c", _RENDER_LINE], files={"part.scad": script}, timeout=timeout_s,
-                   limits=_limits(memory_mb, timeout_s))
+                   limits=_limits(memory_mb, timeout_s, cpu_s))
     peak = None if ex.peak_memory_bytes is None else round(ex.peak_memory_bytes / 2**20, 1)
     common = {"duration_s": round(float(ex.duration_s or 0.0), 4), "peak_memory_mb": peak}
     if ex.outcome == "infra_error":
@@ -118,12 +126,18 @@ def render_stl(pool: Any, script: str, *, timeout_s: float, memory_mb: int) -> R
         return Render("too_large", messages=messages, **common)
     if ex.outcome != "ok" or not ex.report:
         return Render("error", messages=messages, **common)
-    digest, stl = ex.report[:_DIGEST_LINE], ex.report[_DIGEST_LINE:]
+    digest, rest = ex.report[:_DIGEST_LINE], ex.report[_DIGEST_LINE:]
     if digest != hashlib.sha256(script.encode()).hexdigest().encode() + b"\n":
         return Render("infra", detail=f"the render's report is not this script's (it names {digest[:12]!r})", **common)
+    times = _TIMES_RE.match(rest)
+    if times is None:
+        return Render("infra", detail="the render's report has no CPU times", **common)
+    m = [float(x) for x in times.groups()]
+    cpu = 60 * m[4] + m[5] + 60 * m[6] + m[7]  # its children's (OpenSCAD's) user + system time
+    stl = rest[times.end():]
     if not stl:
         return Render("error", messages=messages, **common)
-    return Render("ok", stl=stl, messages=messages, **common)
+    return Render("ok", stl=stl, messages=messages, cpu_s=round(cpu, 3), **common)
 
 
 def gold_key(gold: str) -> str:

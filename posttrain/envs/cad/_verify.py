@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import time
 from typing import Any
 
@@ -38,20 +39,25 @@ from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
 NAME = "cad"
 CPU_BUDGET_S = 30.0
 GOLD_MARGIN = 4.0
-"""A candidate's render may take this many times the gold's own render (wall time, in the same pool),
-or the task's ``timeout_s``, whichever is longer: the limit follows the reference's cost, as EvalPlus
-derives its time limits from the reference solution's. A level-5 disc of bolt holes and counterbores
-takes OpenSCAD 2021 ~15 s here; under a flat 20 s its own gold timed out on a loaded host (3 of 200
-oracle episodes)."""
+"""A candidate's render may use this many times the CPU time of the gold's own render, or the task's
+``timeout_s`` of CPU, whichever is more: the limit follows the reference's cost, as EvalPlus derives
+its time limits from the reference solution's. A level-5 disc of bolt holes and counterbores takes
+OpenSCAD 2021 ~15 s here. CPU time, not wall time: a render slowed by a loaded host is not its
+timeout (under a wall-time limit of 4 x the gold's wall time, an ablation of a gold timed out in a
+full test suite on 2 cores)."""
+WALL_FACTOR = 4.0
+"""The render's wall-time limit is this many times its CPU limit: with a quarter of a CPU or more the
+CPU limit comes first, so a wall timeout is a job that got less (the sandbox's starvation rule: the
+host's probe decides, and a starved job is rerun once)."""
 """CPU seconds one mesh check may use (a 300k-triangle part's booleans take a few)."""
 _CHECKS_MODULE = "posttrain.envs.cad._mesh"
 _FORMAT_HINT = "Reply with the complete OpenSCAD script in one ```openscad code block."
 
 
-def _render_failure(part: Render, task: Task, timeout_s: float, evidence: dict[str, Any]) -> Verdict:
+def _render_failure(part: Render, task: Task, cpu_s: float, evidence: dict[str, Any]) -> Verdict:
     said = f"\nOpenSCAD said:\n{part.messages}" if part.messages else ""
     if part.status == "timeout":
-        text = (f"Rendering took longer than {timeout_s:.0f} s: simplify the model (lower $fn, "
+        text = (f"Rendering needed more than {math.ceil(cpu_s)} s of CPU time: simplify the model (lower $fn, "
                 "fewer objects, no minkowski() of detailed shapes).")
     elif part.status == "memory":
         text = f"Rendering ran out of memory ({task.limits.memory_mb} MiB): simplify the model."
@@ -84,19 +90,18 @@ def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdi
         cls, why = problem
         return fail(f"The script was not rendered: {why}. {_FORMAT_HINT if cls == 'format' else ''}".strip(),
                     cls, {"extraction": how})
-    gold = gold_render(pool, task.fields["gold"])  # first: its render time sets the candidate's limit
-    timeout = task.limits.timeout_s if gold.status != "ok" else max(task.limits.timeout_s,
-                                                                    GOLD_MARGIN * gold.duration_s)
-    part = render_stl(pool, script, timeout_s=timeout, memory_mb=task.limits.memory_mb)
-    evidence: dict[str, Any] = {"extraction": how, "render_s": part.duration_s, "render_limit_s": round(timeout, 2),
-                                "peak_memory_mb": part.peak_memory_mb}
+    gold = gold_render(pool, task.fields["gold"])  # first: its CPU time sets the candidate's limit
+    cpu = task.limits.timeout_s if gold.status != "ok" else max(task.limits.timeout_s, GOLD_MARGIN * gold.cpu_s)
+    part = render_stl(pool, script, timeout_s=WALL_FACTOR * cpu, memory_mb=task.limits.memory_mb, cpu_s=cpu)
+    evidence: dict[str, Any] = {"extraction": how, "render_s": part.duration_s, "render_cpu_s": part.cpu_s,
+                                "render_limit_s": round(cpu, 2), "peak_memory_mb": part.peak_memory_mb}
     if part.messages:
         evidence["openscad"] = part.messages
     if part.status == "infra":
         return Verdict.infra(f"sandbox: {part.detail}", error_class="infra:starved" if part.starved else
                              "infra:sandbox", evidence=evidence)
     if part.status != "ok":
-        return _render_failure(part, task, timeout, evidence)
+        return _render_failure(part, task, cpu, evidence)
     if gold.status != "ok":
         detail = gold.messages or gold.detail or gold.status
         cls = "infra:starved" if gold.starved else "infra:sandbox" if gold.status == "infra" else "infra:gold"
