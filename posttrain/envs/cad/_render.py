@@ -57,7 +57,8 @@ not this script's, another job's, is an infra error, never the candidate's verdi
 ``times`` (two lines; the second: OpenSCAD's user and system CPU time), then the STL."""
 _REPORT_HEAD = _DIGEST_LINE + 64
 """The most bytes before the STL (the digest line and ``times``' two short lines)."""
-_TIMES_RE = re.compile(rb"^(\d+)m([\d.]+)s (\d+)m([\d.]+)s\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s\n")
+_TIMES_RE = re.compile(rb"^\d+m[\d.]+s \d+m[\d.]+s\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s\n")
+"""``times``: the shell's own user and system time, then its children's (OpenSCAD's), each ``MmS.SSs``."""
 _PNG_LINE = ("xvfb-run -a -s '-screen 0 800x600x24' openscad {camera} --imgsize={size},{size} "
              "--colorscheme=Tomorrow -o /tmp/view.png /work/view.scad && cat /tmp/view.png >&3")
 _MESSAGE_RE = re.compile(r"^(ERROR|WARNING|Can't parse file|Current top level object)\b.*$", re.MULTILINE)
@@ -132,8 +133,8 @@ def render_stl(pool: Any, script: str, *, timeout_s: float, memory_mb: int, cpu_
     times = _TIMES_RE.match(rest)
     if times is None:
         return Render("infra", detail="the render's report has no CPU times", **common)
-    m = [float(x) for x in times.groups()]
-    cpu = 60 * m[4] + m[5] + 60 * m[6] + m[7]  # its children's (OpenSCAD's) user + system time
+    user_m, user_s, sys_m, sys_s = (float(x) for x in times.groups())
+    cpu = 60 * (user_m + sys_m) + user_s + sys_s
     stl = rest[times.end():]
     if not stl:
         return Render("error", messages=messages, **common)

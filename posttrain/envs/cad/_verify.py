@@ -38,6 +38,7 @@ from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
 
 NAME = "cad"
 CPU_BUDGET_S = 30.0
+"""CPU seconds one mesh check may use (a 300k-triangle part's booleans take a few)."""
 GOLD_MARGIN = 4.0
 """A candidate's render may use this many times the CPU time of the gold's own render, or the task's
 ``timeout_s`` of CPU, whichever is more: the limit follows the reference's cost, as EvalPlus derives
@@ -49,7 +50,6 @@ WALL_FACTOR = 4.0
 """The render's wall-time limit is this many times its CPU limit: with a quarter of a CPU or more the
 CPU limit comes first, so a wall timeout is a job that got less (the sandbox's starvation rule: the
 host's probe decides, and a starved job is rerun once)."""
-"""CPU seconds one mesh check may use (a 300k-triangle part's booleans take a few)."""
 _CHECKS_MODULE = "posttrain.envs.cad._mesh"
 _FORMAT_HINT = "Reply with the complete OpenSCAD script in one ```openscad code block."
 
