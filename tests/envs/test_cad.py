@@ -485,3 +485,30 @@ def test_a_report_or_a_reply_that_is_anothers_is_infra_never_the_candidates_verd
             stale.close()
     finally:
         checks.close()
+
+
+@needs_openscad
+def test_policy_attacks_on_the_report_and_the_cpu_limit_are_the_candidates_own_fails(verify) -> None:
+    """Played as a policy against what a render now reports (the SHA-256 of the script the job read,
+    the shell's `times`, then the STL) and against the CPU-time limit; each is the candidate's own
+    fail, never a pass and never infra (which would drop it from the update):
+
+    - a forged report printed through OpenSCAD (the gold's digest and a `times`-shaped pair of lines
+      by echo): echo goes to stderr, the report is our shell's; judged on its own cube;
+    - the gold's whole text in a comment beside another part: its digest is its own, and so is its mesh;
+    - a minkowski bomb on a task whose limit is 1 s of CPU: killed by RLIMIT_CPU, `timeout`, and the
+      feedback names CPU time (a loaded host would make it wait longer, never pass or drop it)."""
+    import hashlib
+
+    plate = exploit_tasks(ENV)["plate"]
+    digest = hashlib.sha256(plate.fields["gold"].encode()).hexdigest()
+    forged = fenced(f'echo("{digest}");\necho("0m0.00s 0m0.00s");\necho("0m0.01s 0m0.00s");\ncube(1);')
+    commented = fenced("/*\n" + plate.fields["gold"] + "\n*/\ncube([10, 10, 2]);")
+    quick = ENV.parse_task({"id": "cpu", "prompt": "p", "gold": "cube(10);", "limits": {"timeout_s": 1}}, "t")
+    bomb = fenced("minkowski() { sphere(5, $fn = 160); cylinder(r = 5, h = 5, $fn = 160); }")
+    forged_v, commented_v, bomb_v = _many(verify, [(plate, forged), (plate, commented), (quick, bomb)], tries=1)
+    for v in (forged_v, commented_v):
+        assert v.outcome == "fail" and v.error_class in {"shape", "topology", "iou", "dimensions", "bodies"}, v
+    assert forged_v.evidence["part_sha256"] != commented_v.evidence["part_sha256"]
+    assert (bomb_v.outcome, bomb_v.error_class) == ("fail", "timeout"), bomb_v
+    assert "1 s of CPU time" in bomb_v.feedback and bomb_v.evidence["render_limit_s"] == 1.0
