@@ -13,6 +13,8 @@ became an ``infra_error``, 6 tries of 6). Three rules now:
    behind processes that are not its own: a process waits behind its own siblings only while they
    run, which is the job's CPU time (or behind its own quota, which it then used), so on a host
    that is not overloaded a job cannot wait over 30% of the timeout while using under 25% of it.
+   The processes are read once each has had a CPU again after the deadline (stopped by the host,
+   ``stop_runnable``, or killed by the fork-server): the kernel counts a wait only when it ends.
 2. ``HostProbe``, the host's side, decides: a process of the pool's own, in a cgroup beside the
    slots' with the job's CPU quota, spins for ``PROBE_S`` once the job is dead (killed by cgroup,
    so it measures the machine, not the job). Another slot's job can take at most its own quota, so
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -52,6 +55,8 @@ _MiB = 1 << 20
 PROBE_S = 0.15
 BUSY_SHARE = 0.4
 RECOVER_STEP_S = 0.5
+SETTLE_S = 1.0
+"""How long a timed-out job's runnable processes get to stop (``stop_runnable``) before they are read."""
 
 
 def recover_s(timeout: float) -> float:
@@ -73,21 +78,50 @@ def maybe_starved(sched: dict, timeout: float, limits: Limits) -> bool:
     )
 
 
+def _state(pid: int) -> bytes:
+    """A process's state letter (R running or runnable, S sleeping, T stopped, Z zombie...); b"" if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
+def stop_runnable(pids: Iterable[int], within_s: float = SETTLE_S) -> None:
+    """SIGSTOP the runnable ones of ``pids`` and wait (at most ``within_s``) until they have stopped.
+
+    The kernel adds a runnable process's current wait for a CPU to its ``run_delay`` only when it
+    next gets one. Under the hogs that starve it that is every few hundred ms, so read while it waits,
+    a starved job's spinner showed a quarter to a half of its wait and the job was not judged starved
+    (its timeout became its own). To stop, each must get a CPU once: then its wait is all counted.
+    The caller kills them after reading."""
+    runnable = [p for p in pids if _state(p) == b"R"]
+    for pid in runnable:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + within_s
+    while runnable and time.monotonic() < end:
+        runnable = [p for p in runnable if _state(p) == b"R"]
+        if runnable:
+            time.sleep(0.005)
+
+
 def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
     """What ``maybe_starved`` needs, read by the host from the job's processes in ``cg`` (but
     ``exclude``) before it kills them: their CPU time (with that of the children they reaped), the
     longest any of them waited runnable for a CPU, how long that one lived and whether it runs at a
-    lower priority than this process. (The fork-server measures its own jobs; this is for exec jobs, and for a job
-    the fork-server did not end in time.)"""
+    lower priority than this process. The runnable ones are stopped first (``stop_runnable``), so
+    the caller must kill them. (The fork-server measures its own jobs; this is for exec jobs, and for
+    a job the fork-server did not end in time.)"""
     tick = os.sysconf("SC_CLK_TCK")
     base_nice, base_policy = os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0)
+    skip = set(exclude)
+    pids = [p for p in cg.pids_inside() if p not in skip]
+    stop_runnable(pids)
     with open("/proc/uptime", "rb") as f:
         now = float(f.read().split()[0])
-    cpu, delay, alive, lowered = 0.0, 0.0, 1.0, False
-    skip = set(exclude)
-    for pid in cg.pids_inside():
-        if pid in skip:
-            continue
+    cpu, waits = 0.0, []
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
@@ -95,13 +129,24 @@ def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
                 run_delay = int(f.read().split()[1]) / 1e9
             cpu += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
             life = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
-            if run_delay >= delay:  # the process that waited for a CPU the longest
-                # lowered: a higher nice or SCHED_IDLE (SCHED_BATCH keeps its CPU share)
-                lowered = int(fields[16]) > base_nice or int(fields[38]) not in (base_policy, os.SCHED_BATCH)
-                delay, alive = run_delay, life
+            # lowered: a higher nice or SCHED_IDLE (SCHED_BATCH keeps its CPU share)
+            lowered = int(fields[16]) > base_nice or int(fields[38]) not in (base_policy, os.SCHED_BATCH)
+            waits.append((run_delay, life, lowered))
         except (OSError, ValueError, IndexError):
             continue
+    delay, alive, lowered = longest_wait(waits)
     return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
+
+
+def longest_wait(waits: list[tuple[float, float, bool]]) -> tuple[float, float, bool]:
+    """Of the job's processes' (run_delay, alive, lowered), the one ``maybe_starved`` judges: the one
+    that waited longest among those that waited for most of their life at a priority they kept, else
+    the one that waited longest. Not simply the longest wait: a job's processes wait in turn (the
+    sandbox's launcher, then the shell it starts, then the shell's child), and under load the first
+    waited longest but slept after, while the last waited all its life."""
+    if not waits:
+        return 0.0, 1.0, False
+    return max(waits, key=lambda w: (w[0] > 0.5 * w[1] and not w[2], w[0]))
 
 
 _PROBE_SRC = r"""

@@ -54,6 +54,7 @@ CHANNEL = 10
 CELLS_AT = 200  # where this process keeps the cells' fds (clear of the fds jobs arrive with)
 MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mqueue)
 PR_SET_DUMPABLE = 4
+DEATH_WAIT_S = 1.0  # how long a timed-out job's runnable processes get to die before they are measured
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
@@ -222,6 +223,54 @@ def _sched(pid: int, now: float) -> tuple[float, float, int, int]:
     return run_delay, alive, int(fields[16]), int(fields[38])
 
 
+def _state(pid: int) -> bytes:
+    """A process's state letter (R running or runnable, S sleeping, Z zombie, ...); b"" if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
+def kill_measured(pid: int) -> tuple[float, float, bool]:
+    """Kill a timed-out job and measure it: of its process that waited for a CPU the longest (as
+    ``_starve.longest_wait`` picks it), how long it waited and lived, and whether it lowered its own
+    priority (``_starve.maybe_starved``).
+
+    The kernel adds a runnable process's current wait to its ``run_delay`` only when it next gets a
+    CPU. Under hogs that starve it, that is every few hundred ms, so read alive the spinner of a
+    starved job showed a quarter to a half of its wait and the job was not judged starved. So a
+    process runnable at the deadline is killed and read as a zombie (its last wait counted: the one
+    to die), for at most ``DEATH_WAIT_S``; this process, the namespace's init, reaps it later.
+    """
+    runnable = [p for p in _others() if _state(p) == b"R"]
+    for target, kill in ((pid, os.killpg), *((p, os.kill) for p in runnable)):
+        try:
+            kill(target, signal.SIGKILL)
+        except OSError:
+            pass
+    end = time.monotonic() + DEATH_WAIT_S
+    while runnable and time.monotonic() < end:
+        runnable = [p for p in runnable if _state(p) not in (b"Z", b"X", b"")]
+        if runnable:
+            time.sleep(0.005)
+    with open("/proc/uptime", "rb") as f:
+        now = float(f.read().split()[0])
+    waits = []
+    for other in _others():
+        try:
+            delay, life, nice, policy = _sched(other, now)
+        except (OSError, ValueError, IndexError):
+            continue
+        # (SCHED_BATCH keeps its CPU share: only a higher nice or SCHED_IDLE lowers it)
+        waits.append((delay, life, nice > BASE["nice"] or policy not in (BASE["scheduler"][0], os.SCHED_BATCH)))
+    if not waits:
+        return 0.0, 0.0, False
+    # The one the host judges (``_starve.longest_wait``): the longest wait of those that waited for
+    # most of their life at a priority they kept, else the longest.
+    return max(waits, key=lambda w: (w[0] > 0.5 * w[1] and not w[2], w[0]))
+
+
 # ------------------------------------------------------------------ one job
 
 
@@ -345,22 +394,8 @@ def finish_job(pid: int, header: dict, start: float) -> dict:
     pidfd = os.pidfd_open(pid)
     try:
         timed_out = not wait_for(pidfd, select.POLLIN, timeout)
-        if timed_out:  # was it waiting for a CPU (starved) or sleeping? Read before it is killed.
-            with open("/proc/uptime", "rb") as f:
-                now = float(f.read().split()[0])
-            for other in _others():  # the job's process that waited for a CPU the longest decides
-                try:
-                    delay, life, nice, policy = _sched(other, now)
-                except (OSError, ValueError, IndexError):
-                    continue
-                if delay >= run_delay:
-                    run_delay, alive = delay, life
-                    # (SCHED_BATCH keeps its CPU share: only a higher nice or SCHED_IDLE lowers it)
-                    deprioritized = nice > BASE["nice"] or policy not in (BASE["scheduler"][0], os.SCHED_BATCH)
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        if timed_out:  # was it waiting for a CPU (starved) or sleeping?
+            run_delay, alive, deprioritized = kill_measured(pid)
         _, st, ru = os.wait4(pid, 0)
     finally:
         os.close(pidfd)

@@ -20,7 +20,7 @@ import pytest
 
 from posttrain.sandbox import Execution, Limits
 from posttrain.sandbox._probes_fair import SELF_STARVE, self_starvation
-from posttrain.sandbox._starve import maybe_starved
+from posttrain.sandbox._starve import longest_wait, maybe_starved
 
 
 def _hogs(n: int, nice: int) -> list[subprocess.Popen]:
@@ -65,11 +65,14 @@ def test_self_starvation_payload_times_out_and_prints_its_answer(pool1):
 
 
 @pytest.mark.slow
-def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1):
+def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, monkeypatch):
     """Hogs at nice -20, two per CPU: the job gets about 1% of a CPU, twice. Its verdict is the
     rerun's timeout (its own), never an infra error; it took two runs. A job that niced itself
     is not rerun. exec: starved too (or, this starved, its sandbox did not even start in time:
     infra, before any of the job's code ran)."""
+    asked: list[bool] = []  # what the host's probe said, each time the pool asked it (then while waiting)
+    real = pool1.probe.overloaded
+    monkeypatch.setattr(pool1.probe, "overloaded", lambda cores: asked.append(real(cores)) or asked[-1])
     hogs = _hogs(2 * len(os.sched_getaffinity(0)), -20)
     try:
         time.sleep(0.2)
@@ -78,11 +81,16 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1):
             ex = pool1.run_python(src, timeout=1.0)
             took = time.monotonic() - t0
             assert ex.outcome == "error" and ex.timed_out, ex
+            assert asked[:1] == [True], asked  # judged starved by the job's side, then by the host's
             assert took > 2.0, took  # a run, the wait for the host, a rerun
+        before = len(asked)
         niced = pool1.run_python("import os\nos.nice(19)\nwhile True: pass", timeout=1.0)
         assert niced.outcome == "error" and niced.timed_out, niced
+        assert len(asked) == before, asked  # never asked: the job lowered its own priority
+        before = len(asked)
         ex = pool1.exec(["sh", "-c", "while :; do :; done"], timeout=2.0)
         assert (ex.outcome == "error" and ex.timed_out) or "did not start" in (ex.infra_detail or ""), ex
+        assert not ex.timed_out or asked[before : before + 1] == [True], asked  # rerun too
     finally:
         _stop(hogs)
     ex = pool1.run_python("import time; time.sleep(5)", timeout=1.0)  # sleeping is never starved
@@ -161,3 +169,19 @@ def test_the_job_side_filter_cannot_be_met_by_waiting_behind_its_own_processes()
     assert not maybe_starved({"cpu_s": 0.37, "run_delay_s": 0.33, "alive_s": 0.35, "deprioritized": False}, 2.0, lim)
     assert not maybe_starved({"cpu_s": 0.49, "run_delay_s": 0.49, "alive_s": 2.0, "deprioritized": False}, 2.0, lim)
     assert maybe_starved({"cpu_s": 0.02, "run_delay_s": 1.9, "alive_s": 2.0, "deprioritized": False}, 2.0, lim)
+
+
+def test_the_wait_judged_is_of_a_process_that_waited_most_of_its_life():
+    """Under hogs an exec job's processes wait in turn (measured: the launcher 1.29 s of its 2.61 s,
+    then sleeping; the shell 0.99 s of 1.6 s; its spinning child 1.11 s of 1.12 s): the child is the
+    one judged, not the longest wait. A process that lowered its priority is judged only when none
+    other waited most of its life, and then the filter says no."""
+    chain = [(1.29, 2.61, False), (0.99, 1.6, False), (1.11, 1.12, False)]
+    assert longest_wait(chain) == (1.11, 1.12, False)
+    judged = dict(zip(("run_delay_s", "alive_s", "deprioritized"), longest_wait(chain), strict=True))
+    assert maybe_starved({"cpu_s": 0.0, **judged}, 2.0, Limits())
+    assert longest_wait([(1.9, 2.0, True), (0.7, 0.8, False)]) == (0.7, 0.8, False)
+    assert longest_wait([(1.9, 2.0, True), (0.3, 2.0, False)]) == (1.9, 2.0, True)
+    lowered = dict(zip(("run_delay_s", "alive_s", "deprioritized"), (1.9, 2.0, True), strict=True))
+    assert not maybe_starved({"cpu_s": 0.0, **lowered}, 2.0, Limits())
+    assert longest_wait([]) == (0.0, 1.0, False)
