@@ -1,4 +1,5 @@
-"""Capped I/O pumping and message framing, standard library only.
+"""Capped I/O pumping and message framing, standard library only; and what the host and the
+fork-server both read of a job's processes (``proc_state``, ``longest_wait``).
 
 This file is imported both by the host (``_pool.py``) and by the fork-server inside the sandbox
 (``_zygote.py``, which gets it bind-mounted read-only), so it must not import posttrain.
@@ -33,6 +34,24 @@ PRELOAD = (
 
 class FrameError(Exception):
     """The peer closed the channel, timed out, or sent a malformed frame."""
+
+
+def proc_state(pid: int) -> bytes:
+    """A process's state letter (R running or runnable, S sleeping, T stopped, Z zombie...); b"" if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
+def longest_wait(waits: list[tuple[float, float, bool]]) -> tuple[float, float, bool]:
+    """Of a job's processes' (run_delay, alive, lowered), the one the starvation filter judges
+    (``_starve.maybe_starved``): the one that waited longest of those at a priority they kept, else
+    the one that waited longest (which lowered its own)."""
+    if not waits:
+        return 0.0, 1.0, False
+    return max(waits, key=lambda w: (not w[2], w[0]))
 
 
 def wait_for(fd: int, events: int, timeout: float | None) -> bool:

@@ -8,13 +8,16 @@ for a CPU, which is what a starved job looked like from the inside (issue 21; it
 became an ``infra_error``, 6 tries of 6). Three rules now:
 
 1. ``maybe_starved``, the job's side, is only a filter: the job used under a quarter of its CPU
-   budget, and one of its processes waited for a CPU for most of its life *and* for over 30% of
-   the timeout, at a priority it did not lower itself. A job can make it true only by waiting
-   behind processes that are not its own: a process waits behind its own siblings only while they
-   run, which is the job's CPU time (or behind its own quota, which it then used), so on a host
-   that is not overloaded a job cannot wait over 30% of the timeout while using under 25% of it.
-   The processes are read once each has had a CPU again after the deadline (stopped by the host,
-   ``stop_runnable``, or killed by the fork-server): the kernel counts a wait only when it ends.
+   budget, and one of its processes waited for a CPU for over 30% of the timeout, at a priority it
+   did not lower itself. A job can make it true only by waiting behind processes that are not its
+   own: a process waits behind its own siblings only while they run, which is the job's CPU time
+   (or behind its own quota, which it then used), so on a host that is not overloaded a job cannot
+   wait over 30% of the timeout while using under 25% of it. The processes are read once each has
+   had a CPU again after the deadline (stopped by the host, ``stop_runnable``, or killed by the
+   fork-server): the kernel counts a wait only when it ends. (Until this stop the process also had
+   to have waited for most of its life; a starved job's processes wait in turn, the launcher, then
+   the shell, then its child, each sleeping after its turn, and that sank real starvation; the bound
+   above never needed it.)
 2. ``HostProbe``, the host's side, decides: a process of the pool's own, in a cgroup beside the
    slots' with the job's CPU quota, spins for ``PROBE_S`` once the job is dead (killed by cgroup,
    so it measures the machine, not the job). Another slot's job can take at most its own quota, so
@@ -47,6 +50,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from posttrain.sandbox._cgroup import SlotCgroup
+from posttrain.sandbox._pump import longest_wait, proc_state
 
 if TYPE_CHECKING:
     from posttrain.sandbox._types import Limits
@@ -67,24 +71,16 @@ def recover_s(timeout: float) -> float:
 def maybe_starved(sched: dict, timeout: float, limits: Limits) -> bool:
     """The job-side filter (module docstring, rule 1): necessary for a starved verdict, never
     sufficient. ``sched``: the job's CPU seconds, and of the process that waited longest for a
-    CPU: how long it waited, how long it lived, and whether it lowered its own priority."""
+    CPU at a priority it kept (``longest_wait``): how long it waited, whether it lowered its
+    priority (then it is the longest wait of all, and the filter says no), and how long it lived
+    (evidence only)."""
     budget = timeout * min(limits.cpu_cores, 1.0)
     waited = float(sched.get("run_delay_s", 0.0))
     return (
         not sched.get("deprioritized", True)
         and float(sched.get("cpu_s", budget)) < 0.25 * budget
-        and waited > 0.5 * float(sched.get("alive_s", timeout))
         and waited > 0.3 * timeout
     )
-
-
-def _state(pid: int) -> bytes:
-    """A process's state letter (R running or runnable, S sleeping, T stopped, Z zombie...); b"" if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return b""
 
 
 def stop_runnable(pids: Iterable[int], within_s: float = SETTLE_S) -> None:
@@ -95,13 +91,13 @@ def stop_runnable(pids: Iterable[int], within_s: float = SETTLE_S) -> None:
     a starved job's spinner showed a quarter to a half of its wait and the job was not judged starved
     (its timeout became its own). To stop, each must get a CPU once: then its wait is all counted.
     The caller kills them after reading."""
-    runnable = [p for p in pids if _state(p) == b"R"]
+    runnable = [p for p in pids if proc_state(p) == b"R"]
     for pid in runnable:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGSTOP)
     end = time.monotonic() + within_s
     while runnable and time.monotonic() < end:
-        runnable = [p for p in runnable if _state(p) == b"R"]
+        runnable = [p for p in runnable if proc_state(p) == b"R"]
         if runnable:
             time.sleep(0.005)
 
@@ -136,17 +132,6 @@ def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
             continue
     delay, alive, lowered = longest_wait(waits)
     return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
-
-
-def longest_wait(waits: list[tuple[float, float, bool]]) -> tuple[float, float, bool]:
-    """Of the job's processes' (run_delay, alive, lowered), the one ``maybe_starved`` judges: the one
-    that waited longest among those that waited for most of their life at a priority they kept, else
-    the one that waited longest. Not simply the longest wait: a job's processes wait in turn (the
-    sandbox's launcher, then the shell it starts, then the shell's child), and under load the first
-    waited longest but slept after, while the last waited all its life."""
-    if not waits:
-        return 0.0, 1.0, False
-    return max(waits, key=lambda w: (w[0] > 0.5 * w[1] and not w[2], w[0]))
 
 
 _PROBE_SRC = r"""

@@ -48,7 +48,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pump import PRELOAD, recv_frame, wait_for  # noqa: E402
+from _pump import PRELOAD, longest_wait, proc_state, recv_frame, wait_for  # noqa: E402
 
 CHANNEL = 10
 CELLS_AT = 200  # where this process keeps the cells' fds (clear of the fds jobs arrive with)
@@ -223,18 +223,9 @@ def _sched(pid: int, now: float) -> tuple[float, float, int, int]:
     return run_delay, alive, int(fields[16]), int(fields[38])
 
 
-def _state(pid: int) -> bytes:
-    """A process's state letter (R running or runnable, S sleeping, Z zombie, ...); b"" if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return b""
-
-
 def kill_measured(pid: int) -> tuple[float, float, bool]:
     """Kill a timed-out job and measure it: of its process that waited for a CPU the longest (as
-    ``_starve.longest_wait`` picks it), how long it waited and lived, and whether it lowered its own
+    ``_pump.longest_wait`` picks it), how long it waited and lived, and whether it lowered its own
     priority (``_starve.maybe_starved``).
 
     The kernel adds a runnable process's current wait to its ``run_delay`` only when it next gets a
@@ -243,7 +234,7 @@ def kill_measured(pid: int) -> tuple[float, float, bool]:
     process runnable at the deadline is killed and read as a zombie (its last wait counted: the one
     to die), for at most ``DEATH_WAIT_S``; this process, the namespace's init, reaps it later.
     """
-    runnable = [p for p in _others() if _state(p) == b"R"]
+    runnable = [p for p in _others() if proc_state(p) == b"R"]
     for target, kill in ((pid, os.killpg), *((p, os.kill) for p in runnable)):
         try:
             kill(target, signal.SIGKILL)
@@ -251,7 +242,7 @@ def kill_measured(pid: int) -> tuple[float, float, bool]:
             pass
     end = time.monotonic() + DEATH_WAIT_S
     while runnable and time.monotonic() < end:
-        runnable = [p for p in runnable if _state(p) not in (b"Z", b"X", b"")]
+        runnable = [p for p in runnable if proc_state(p) not in (b"Z", b"X", b"")]
         if runnable:
             time.sleep(0.005)
     with open("/proc/uptime", "rb") as f:
@@ -264,11 +255,7 @@ def kill_measured(pid: int) -> tuple[float, float, bool]:
             continue
         # (SCHED_BATCH keeps its CPU share: only a higher nice or SCHED_IDLE lowers it)
         waits.append((delay, life, nice > BASE["nice"] or policy not in (BASE["scheduler"][0], os.SCHED_BATCH)))
-    if not waits:
-        return 0.0, 0.0, False
-    # The one the host judges (``_starve.longest_wait``): the longest wait of those that waited for
-    # most of their life at a priority they kept, else the longest.
-    return max(waits, key=lambda w: (w[0] > 0.5 * w[1] and not w[2], w[0]))
+    return longest_wait(waits)
 
 
 # ------------------------------------------------------------------ one job
