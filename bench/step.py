@@ -308,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.steps, args.prompts, args.group, args.new, args.repeats) < 1 or args.group < 2:
         parser.error("--steps, --prompts, --new, --repeats must be >= 1 and --group >= 2")
+    if args.model and not args.worker:  # (the workers' argument: a user's would be ignored)
+        parser.error(f"--model {args.model}: name the model both sides start from with --start")
     if args.start and args.stops:
         parser.error("--stops changes the embedded default; --start names another model")
     if args.start and not (Path(args.start) / "config.json").is_file():
