@@ -43,36 +43,10 @@ PEAK_TFLOPS = 989.0
 """H200 dense bf16, the baseline's denominator."""
 
 
-def build_tokenizer(vocab: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE(unk_token=None))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    words = ["what", "is", "plus", "minus", "times", "the", "answer", "number", "sum", "of", "and", "="]
-    text = [f"{words[i % 12]} {i} {words[(i * 7) % 12]} {i * 13 % 997} {words[(i * 3) % 12]}?" for i in range(20000)]
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|pad|>", "<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    core.train_from_iterator(text, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", eos_token="<|endoftext|>")
-
-
 def build_model(where: Path, dry: bool) -> tuple[Path, int]:
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    tok = build_tokenizer(512 if dry else 8192)
     hidden, layers, heads = (64, 2, 4) if dry else (768, 12, 12)
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=2048,
-                         tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                         bos_token_id=None)
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
-    model.save_pretrained(where)
-    tok.save_pretrained(where)
-    return where, sum(p.numel() for p in model.parameters())
+    params = _load("step").build_qwen2(where, vocab=512 if dry else 8192, hidden=hidden, layers=layers, heads=heads)
+    return where, params
 
 
 def mfu(model_dir: Path, params: int, args: argparse.Namespace) -> dict[str, Any]:

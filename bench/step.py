@@ -2,14 +2,16 @@
 the same model, tasks, verifiers and batch, in one run.
 
     posttrain bench step [--steps 3] [--prompts 8] [--group 8] [--new 64] [--threads 1]
-                         [--sampler fast|local|vllm] [--repeats 1] [--stops | --start MODEL]
+                         [--sampler fast|local|vllm] [--repeats 1] [--stops | --start MODEL | --qwen2]
                          [--skip-zero-advantage]
 
 Both sides start from the same embedded default model (saved once, loaded by each from its path;
 ``--stops``: with EOS about as likely as a space, so that completions end at varied lengths as a
 trained policy's do -- random weights alone run every completion to ``--new``)
 (or both from ``--start``: a model directory, e.g. the quickstart's SFT checkpoint, which passes
-some tasks and fails others as a policy in training does), and train on the quickstart math tasks
+some tasks and fails others as a policy in training does; or ``--qwen2``: a random Qwen2 of hidden
+256 and 4 layers with bench/gpu.py's 8,192-token byte-level BPE, a real vocabulary where the
+embedded default's is a few hundred tokens), and train on the quickstart math tasks
 (``quickstart-math``), rewarded by the math domain's verifier
 (1 pass / 0 fail) through posttrain's execution service; one optimizer step per generation batch of
 ``--prompts`` x ``--group`` completions of at most ``--new`` tokens, temperature 1, top-k 0 / top-p 1,
@@ -277,6 +279,41 @@ def _model(path: Path, stops: bool) -> Path:
     return path
 
 
+def build_tokenizer(vocab: int):
+    """A byte-level BPE of ``vocab`` tokens trained with ``tokenizers`` on generated arithmetic text
+    (the GPU baseline's vocabulary size is 8,192); pad and EOS are its two special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE(unk_token=None))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    words = ["what", "is", "plus", "minus", "times", "the", "answer", "number", "sum", "of", "and", "="]
+    text = [f"{words[i % 12]} {i} {words[(i * 7) % 12]} {i * 13 % 997} {words[(i * 3) % 12]}?" for i in range(20000)]
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|pad|>", "<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(text, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", eos_token="<|endoftext|>")
+
+
+def build_qwen2(where: Path, vocab: int, hidden: int, layers: int, heads: int) -> int:
+    """A random Qwen2 (seed 0, tied embeddings) with ``build_tokenizer(vocab)``, saved at ``where``;
+    its parameter count."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tok = build_tokenizer(vocab)
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=2048,
+                         tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                         bos_token_id=None)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(where)
+    tok.save_pretrained(where)
+    return sum(p.numel() for p in model.parameters())
+
+
 def _spawn(which: str, argv: list[str]) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", which, *argv]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -299,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a model that stops: EOS as likely as a space (completions of varied length)")
     parser.add_argument("--start", metavar="MODEL", help="a model directory both sides start from (e.g. "
                         "runs/quickstart/checkpoints/sft); default: the embedded default")
+    parser.add_argument("--qwen2", action="store_true",
+                        help="a random Qwen2 (hidden 256, 4 layers) with an 8,192-token BPE: a real vocabulary")
     parser.add_argument("--skip-zero-advantage", action="store_true",
                         help="ours with rl.skip_zero_advantage (groups whose rewards are all equal left out of the update)")
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -310,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--steps, --prompts, --new, --repeats must be >= 1 and --group >= 2")
     if args.model and not args.worker:  # (the workers' argument: a user's would be ignored)
         parser.error(f"--model {args.model}: name the model both sides start from with --start")
-    if args.start and args.stops:
-        parser.error("--stops changes the embedded default; --start names another model")
+    if sum(map(bool, (args.start, args.stops, args.qwen2))) > 1:
+        parser.error("--stops, --start and --qwen2 each name the model: give one")
     if args.start and not (Path(args.start) / "config.json").is_file():
         parser.error(f"--start {args.start}: expected a model directory with a config.json")
     if args.worker:
@@ -322,7 +361,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps((run_ours if args.worker == "ours" else run_trl)(args)))
         return 0
     with tempfile.TemporaryDirectory() as d:
-        model = Path(args.start).resolve() if args.start else _model(Path(d) / "model", args.stops)
+        if args.start:
+            model = Path(args.start).resolve()
+        elif args.qwen2:
+            model = Path(d) / "model"
+            build_qwen2(model, vocab=8192, hidden=256, layers=4, heads=4)
+        else:
+            model = _model(Path(d) / "model", args.stops)
         passthrough = [f"--steps={args.steps}", f"--prompts={args.prompts}", f"--group={args.group}",
                        f"--new={args.new}", f"--threads={args.threads}", f"--sampler={args.sampler}",
                        f"--model={model}", *(["--skip-zero-advantage"] if args.skip_zero_advantage else [])]
@@ -333,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                 if which not in best or r["tokens_per_s"] > best[which]["tokens_per_s"]:
                     best[which] = r
     ours, trl = best["ours"], best["trl"]
-    start = args.start or f"embedded default{' (EOS as likely as a space)' if args.stops else ''}"
+    start = args.start or ("a random Qwen2 (hidden 256, 4 layers, 8,192-token BPE)" if args.qwen2 else
+                           f"embedded default{' (EOS as likely as a space)' if args.stops else ''}")
     print(f"GRPO step (generate + verify + update), CPU fp32, {start}, quickstart math tasks, "
           f"{args.prompts} prompts x G={args.group}, <= {args.new} new tokens, {args.steps} timed steps, "
           f"{ours['threads']} thread(s), posttrain sampler: {args.sampler}"

@@ -21,6 +21,7 @@ def run(*args, timeout=600):
     (["generate", "--models", "gpt9"], "--models: unknown ['gpt9']"),
     (["generate", "--new", "0"], "must be >= 1"),
     (["step", "--group", "1"], "--group >= 2"),
+    (["step", "--qwen2", "--stops"], "--stops, --start and --qwen2 each name the model: give one"),
     (["step", "--model", "/tmp/m"], "--model /tmp/m: name the model both sides start from with --start"),
     (["gpu", "--steps", "0"], "--steps 0: expected an integer >= 1"),
     (["recall", "--seeds", "x"], "--seeds/--levels"),
