@@ -10,8 +10,9 @@ Both sides start from the same embedded default model (saved once, loaded by eac
 trained policy's do -- random weights alone run every completion to ``--new``)
 (or both from ``--start``: a model directory, e.g. the quickstart's SFT checkpoint, which passes
 some tasks and fails others as a policy in training does; or ``--qwen2``: a random Qwen2 of hidden
-256 and 4 layers with bench/gpu.py's 8,192-token byte-level BPE, a real vocabulary where the
-embedded default's is a few hundred tokens), and train on the quickstart math tasks
+256 and 4 layers with an 8,192-token byte-level BPE (``build_qwen2``, ``build_tokenizer``: the GPU
+baseline's vocabulary size, and what bench/gpu.py builds its model with), a real vocabulary where
+the embedded default's is 101 tokens), and train on the quickstart math tasks
 (``quickstart-math``), rewarded by the math domain's verifier
 (1 pass / 0 fail) through posttrain's execution service; one optimizer step per generation batch of
 ``--prompts`` x ``--group`` completions of at most ``--new`` tokens, temperature 1, top-k 0 / top-p 1,
