@@ -14,10 +14,10 @@ became an ``infra_error``, 6 tries of 6). Three rules now:
    (or behind its own quota, which it then used), so on a host that is not overloaded a job cannot
    wait over 30% of the timeout while using under 25% of it. The processes are read once each has
    had a CPU again after the deadline (stopped by the host, ``stop_runnable``, or killed by the
-   fork-server): the kernel counts a wait only when it ends. (Until this stop the process also had
-   to have waited for most of its life; a starved job's processes wait in turn, the launcher, then
-   the shell, then its child, each sleeping after its turn, and that sank real starvation; the bound
-   above never needed it.)
+   fork-server): the kernel counts a wait only when it ends. (An earlier filter also asked that
+   the process had waited for most of its life; a starved job's processes wait in turn, the
+   launcher, then the shell, then its child, each sleeping after its turn, so that missed real
+   starvation; the bound above never needed it.)
 2. ``HostProbe``, the host's side, decides: a process of the pool's own, in a cgroup beside the
    slots' with the job's CPU quota, spins for ``PROBE_S`` once the job is dead (killed by cgroup,
    so it measures the machine, not the job). Another slot's job can take at most its own quota, so
@@ -104,9 +104,9 @@ def stop_runnable(pids: Iterable[int], within_s: float = SETTLE_S) -> None:
 
 def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
     """What ``maybe_starved`` needs, read by the host from the job's processes in ``cg`` (but
-    ``exclude``) before it kills them: their CPU time (with that of the children they reaped), the
-    longest any of them waited runnable for a CPU, how long that one lived and whether it runs at a
-    lower priority than this process. The runnable ones are stopped first (``stop_runnable``), so
+    ``exclude``) before it kills them: their CPU time (with that of the children they reaped), and
+    of the one ``longest_wait`` picks (the longest wait for a CPU at a priority kept), how long it
+    waited and lived and whether it runs at a lower priority than this process. The runnable ones are stopped first (``stop_runnable``), so
     the caller must kill them. (The fork-server measures its own jobs; this is for exec jobs, and for
     a job the fork-server did not end in time.)"""
     tick = os.sysconf("SC_CLK_TCK")

@@ -72,7 +72,12 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
     infra, before any of the job's code ran)."""
     asked: list[bool] = []  # what the host's probe said, each time the pool asked it (then while waiting)
     real = pool1.probe.overloaded
-    monkeypatch.setattr(pool1.probe, "overloaded", lambda cores: asked.append(real(cores)) or asked[-1])
+
+    def overloaded(cpu_cores: float) -> bool:  # the real probe, its answers recorded
+        asked.append(real(cpu_cores))
+        return asked[-1]
+
+    monkeypatch.setattr(pool1.probe, "overloaded", overloaded)
     hogs = _hogs(2 * len(os.sched_getaffinity(0)), -20)
     try:
         time.sleep(0.2)
