@@ -190,3 +190,48 @@ def test_a_starved_job_whose_processes_waited_in_turn_passes_the_filter():
     assert not maybe_starved({"cpu_s": 0.0, **lowered}, 2.0, Limits())
     assert not maybe_starved({"cpu_s": 0.6, **judged}, 2.0, Limits())  # used over a quarter of its budget
     assert longest_wait([]) == (0.0, 1.0, False)
+
+
+# Policy attacks on how a timed-out job is read (stopped or killed, then measured): each must stay
+# the job's own timeout, cost nobody else, and be read for what it is.
+
+
+def test_a_process_named_like_a_stat_line_is_read_by_its_real_state():
+    """A job names itself so that its /proc stat line reads ``R`` after the first ``)``: the state is
+    the field after the *last* one, so a sleeper stays ``S`` (neither stopped nor waited for)."""
+    from posttrain.sandbox._pump import proc_state
+
+    src = "open('/proc/self/comm', 'w').write('x) R 1 (y'); import time; print(flush=True); time.sleep(30)"
+    p = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE)
+    try:
+        p.stdout.readline()
+        assert Path(f"/proc/{p.pid}/comm").read_text().startswith("x) R")
+        time.sleep(0.1)
+        assert proc_state(p.pid) == b"S"
+    finally:
+        p.kill()
+        p.wait()
+    assert proc_state(p.pid) == b""  # gone
+
+
+def test_a_job_that_answers_while_the_host_stops_it_still_timed_out(pool1):
+    """exec: the job's parent waits for its spinning child with WUNTRACED, so the host's SIGSTOP of
+    the child after the deadline wakes it, and it prints a pass. It timed out: that is its verdict."""
+    src = ("import os\nchild = os.fork()\nif child == 0:\n    while True: pass\n"
+           "os.waitpid(child, os.WUNTRACED)\nprint('PASS', flush=True)\nos.write(3, b'PASS')\n")
+    ex = pool1.exec(["python3", "-c", src], timeout=1.0)
+    assert ex.outcome == "error" and ex.timed_out and not ex.ok, ex
+
+
+def test_an_escaped_sleeper_that_spawns_spinners_at_the_deadline_costs_only_its_job(pool1):
+    """run_python: a process in a session of its own sleeps past the deadline, then forks spinners
+    while the fork-server waits for the job's runnable processes to die. Its own timeout, within the
+    fork-server's bounds, and the next job in the same slot runs as if nothing happened."""
+    src = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(1.02)\n"
+           "    for _ in range(8):\n        if os.fork() == 0:\n            while True: pass\n    while True: pass\n"
+           "while True: pass\n")
+    ex = pool1.run_python(src, timeout=1.0)
+    assert ex.outcome == "error" and ex.timed_out, ex
+    assert ex.duration_s < 1.0 + 3.0, ex
+    after = pool1.run_python("print('ok')", timeout=5.0)
+    assert after.ok and after.stdout == b"ok\n", after
