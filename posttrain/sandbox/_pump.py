@@ -45,6 +45,21 @@ def proc_state(pid: int) -> bytes:
         return b""
 
 
+def proc_sched(pid: int, now: float, base_nice: int, base_policy: int) -> tuple[float, float, bool, float]:
+    """(seconds runnable but waiting for a CPU, seconds alive, lowered, CPU seconds) of a process;
+    ``now``: /proc/uptime's first number. Lowered: a higher nice than ``base_nice`` or a scheduler
+    other than ``base_policy`` and SCHED_BATCH (which keeps its CPU share, as SCHED_IDLE does not).
+    CPU: its own and that of the children it reaped. Raises OSError once it is gone."""
+    with open(f"/proc/{pid}/schedstat", "rb") as f:
+        run_delay = int(f.read().split()[1]) / 1e9
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
+    tick = os.sysconf("SC_CLK_TCK")
+    alive = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
+    lowered = int(fields[16]) > base_nice or int(fields[38]) not in (base_policy, os.SCHED_BATCH)
+    return run_delay, alive, lowered, sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+
+
 def longest_wait(waits: list[tuple[float, float, bool]]) -> tuple[float, float, bool]:
     """Of a job's processes' (run_delay, alive, lowered), the one the starvation filter judges
     (``_starve.maybe_starved``): the one that waited longest of those at a priority they kept, else

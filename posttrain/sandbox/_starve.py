@@ -50,7 +50,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from posttrain.sandbox._cgroup import SlotCgroup
-from posttrain.sandbox._pump import longest_wait, proc_state
+from posttrain.sandbox._pump import longest_wait, proc_sched, proc_state
 
 if TYPE_CHECKING:
     from posttrain.sandbox._types import Limits
@@ -106,10 +106,10 @@ def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
     """What ``maybe_starved`` needs, read by the host from the job's processes in ``cg`` (but
     ``exclude``) before it kills them: their CPU time (with that of the children they reaped), and
     of the one ``longest_wait`` picks (the longest wait for a CPU at a priority kept), how long it
-    waited and lived and whether it runs at a lower priority than this process. The runnable ones are stopped first (``stop_runnable``), so
-    the caller must kill them. (The fork-server measures its own jobs; this is for exec jobs, and for
-    a job the fork-server did not end in time.)"""
-    tick = os.sysconf("SC_CLK_TCK")
+    waited and lived and whether it runs at a lower priority than this process (``proc_sched``).
+    The runnable ones are stopped first (``stop_runnable``), so the caller must kill them. (The
+    fork-server measures its own jobs; this is for exec jobs, and for a job the fork-server did not
+    end in time.)"""
     base_nice, base_policy = os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0)
     skip = set(exclude)
     pids = [p for p in cg.pids_inside() if p not in skip]
@@ -119,17 +119,11 @@ def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
     cpu, waits = 0.0, []
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
-            with open(f"/proc/{pid}/schedstat", "rb") as f:
-                run_delay = int(f.read().split()[1]) / 1e9
-            cpu += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
-            life = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
-            # lowered: a higher nice or SCHED_IDLE (SCHED_BATCH keeps its CPU share)
-            lowered = int(fields[16]) > base_nice or int(fields[38]) not in (base_policy, os.SCHED_BATCH)
-            waits.append((run_delay, life, lowered))
+            run_delay, life, lowered, used = proc_sched(pid, now, base_nice, base_policy)
         except (OSError, ValueError, IndexError):
             continue
+        cpu += used
+        waits.append((run_delay, life, lowered))
     delay, alive, lowered = longest_wait(waits)
     return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
 

@@ -48,7 +48,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pump import PRELOAD, longest_wait, proc_state, recv_frame, wait_for  # noqa: E402
+from _pump import PRELOAD, longest_wait, proc_sched, proc_state, recv_frame, wait_for  # noqa: E402
 
 CHANNEL = 10
 CELLS_AT = 200  # where this process keeps the cells' fds (clear of the fds jobs arrive with)
@@ -213,16 +213,6 @@ def sweep() -> None:
                 break
 
 
-def _sched(pid: int, now: float) -> tuple[float, float, int, int]:
-    """(seconds runnable but waiting for a CPU, seconds alive, nice, scheduling policy) of a process."""
-    with open(f"/proc/{pid}/schedstat", "rb") as f:
-        run_delay = int(f.read().split()[1]) / 1e9
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
-    alive = max(now - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 0.01)
-    return run_delay, alive, int(fields[16]), int(fields[38])
-
-
 def kill_measured(pid: int) -> tuple[float, float, bool]:
     """Kill a timed-out job and measure it: of its process that waited for a CPU the longest (as
     ``_pump.longest_wait`` picks it), how long it waited and lived, and whether it lowered its own
@@ -250,11 +240,9 @@ def kill_measured(pid: int) -> tuple[float, float, bool]:
     waits = []
     for other in _others():
         try:
-            delay, life, nice, policy = _sched(other, now)
+            waits.append(proc_sched(other, now, BASE["nice"], BASE["scheduler"][0])[:3])
         except (OSError, ValueError, IndexError):
             continue
-        # (SCHED_BATCH keeps its CPU share: only a higher nice or SCHED_IDLE lowers it)
-        waits.append((delay, life, nice > BASE["nice"] or policy not in (BASE["scheduler"][0], os.SCHED_BATCH)))
     return longest_wait(waits)
 
 
