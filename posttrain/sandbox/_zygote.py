@@ -17,7 +17,7 @@ none of its own stdin: there is nothing to find by walking frames, ``gc.get_obje
 heap but this file's code and the numbers of job headers and replies. The child applies the
 per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, not this
 process), starts its own session and executes the source as ``__main__``; the server waits for
-it to exit or for the deadline, SIGKILLs and reaps every other process in the namespace and
+it to exit or for the deadline (or until it stays stopped: ``wait_unless_stopped``), SIGKILLs and reaps every other process in the namespace and
 unlinks the POSIX message queues; then it replies with the exit status and whether the slot is
 clean (else the host restarts it). /work, /tmp and /dev/shm need no wipe: the host unmounts the
 job's file systems there and mounts new ones before the next job (``_fs.py``), so this process
@@ -55,6 +55,7 @@ CELLS_AT = 200  # where this process keeps the cells' fds (clear of the fds jobs
 MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mqueue)
 PR_SET_DUMPABLE = 4
 DEATH_WAIT_S = 1.0  # how long a timed-out job's runnable processes get to die before they are measured
+STOP_TICK_S = 0.25  # how often a running job's main process is checked for being stopped
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
@@ -362,14 +363,41 @@ def start_job(header: dict, fds: list[int]) -> int:
     return pid
 
 
+def wait_unless_stopped(pidfd: int, pid: int, timeout: float) -> str:
+    """Wait for the job's main process to exit ("exited"), for its deadline ("timeout"), or until it
+    is seen stopped (state T or t) at two checks in a row, ``STOP_TICK_S`` apart ("stopped").
+
+    A job whose main process was stopped (a SIGSTOP from one of its own processes: the code
+    runner's candidate stopping the runner that forks it, say) can do nothing but wait for its
+    deadline, unless one of its processes continues it; a batch of candidates in one job waited for
+    the sum of their deadlines (~85 s for eight). Its own processes did it, so ending it there and
+    then as timed out is its own verdict, a deadline early. One read of /proc per tick, and only in
+    jobs that outlive a tick (the poll per job stays one for the short ones)."""
+    end = time.monotonic() + timeout
+    seen_stopped = False
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        if wait_for(pidfd, select.POLLIN, min(left, STOP_TICK_S)):
+            return "exited"
+        stopped = proc_state(pid) in (b"T", b"t")
+        if stopped and seen_stopped:
+            return "stopped"
+        seen_stopped = stopped
+
+
 def finish_job(pid: int, header: dict, start: float) -> dict:
     """After the fork: wait for the job (or its deadline), end every process of it, measure it."""
     timeout = header["timeout"]
     run_delay, alive, deprioritized = 0.0, timeout, False
     pidfd = os.pidfd_open(pid)
     try:
-        timed_out = not wait_for(pidfd, select.POLLIN, timeout)
-        if timed_out:  # was it waiting for a CPU (starved) or sleeping?
+        ended = wait_unless_stopped(pidfd, pid, timeout)
+        timed_out = ended != "exited"
+        if ended == "stopped":  # it can only wait for its deadline: ended now, as timed out
+            os.kill(pid, signal.SIGKILL)
+        elif timed_out:  # was it waiting for a CPU (starved) or sleeping?
             run_delay, alive, deprioritized = kill_measured(pid)
         _, st, ru = os.wait4(pid, 0)
     finally:

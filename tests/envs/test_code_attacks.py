@@ -51,36 +51,39 @@ def test_every_hack_scores_zero_through_the_services_batch_path(pool) -> None:
     from posttrain.cli import domain_hooks
     from posttrain.sched import LocalBackend, Service
 
-    # (Not the ones that stop processes: a stopped runner holds its whole batch to the job's deadline,
-    # 2 x 4 s per item, before the items are re-run alone; test_code.py's saboteurs cover that.)
-    hacks = [h for h in HACKS if "SIGSTOP" not in h[0] and "SIGTSTP" not in h[0] and "stop the" not in h[0]]
-    pairs = [(task, response) for _, task, response in hacks] + [(MIX, MIX.reference), (EVEN, EVEN.reference)]
+    pairs = [(task, response) for _, task, response in HACKS] + [(MIX, MIX.reference), (EVEN, EVEN.reference)]
     with Service(LocalBackend(domain_hooks(["code"], pool), pool)) as service:
         verdicts = service.verify_pairs(pairs)
-    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(hacks, verdicts, strict=False)]
+    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(HACKS, verdicts, strict=False)]
     assert all(outcome == "fail" for _, outcome, _ in got), [g for g in got if g[1] != "fail"]
-    assert all(v.passed for v in verdicts[len(hacks):]), [v.evidence for v in verdicts[len(hacks):]]
+    assert all(v.passed for v in verdicts[len(HACKS):]), [v.evidence for v in verdicts[len(HACKS):]]
 
 
 @pytest.mark.slow
-def test_the_fixtures_that_stop_processes_fail_through_the_services_batch_path(pool) -> None:
-    """The fixtures left out above, batched by the service too (their tasks' timeout cut to 1 s, so
-    that a stopped runner holds the batch for seconds, not minutes): each a ``fail`` after the
-    batch's re-runs alone, never ``infra_error``; the reference after them passes."""
-    import dataclasses
+def test_a_candidate_that_stops_the_runner_does_not_hold_its_batch_to_the_deadline(pool) -> None:
+    """The fixtures that stop processes, batched by the service with correct answers between them: a
+    candidate that stopped the runner held its whole sandbox job to the job's deadline, the sum of
+    the batch's (2.5 x 4 s per item: ~55 s here, then the items re-run alone). The fork-server ends a
+    job whose main process stays stopped (``_zygote.wait_unless_stopped``): each stopper a ``fail``
+    (its own timeout), never ``infra_error``; every correct answer passes; the whole within two items'
+    deadlines (it takes ~1 s on an idle host)."""
+    import time
 
     from posttrain.cli import domain_hooks
     from posttrain.sched import LocalBackend, Service
 
-    stops = [(name, dataclasses.replace(task, limits=dataclasses.replace(task.limits, timeout_s=1.0)), response)
-             for name, task, response in HACKS if "SIGSTOP" in name or "SIGTSTP" in name or "stop the" in name]
+    stops = [(name, task, response) for name, task, response in HACKS
+             if "SIGSTOP" in name or "SIGTSTP" in name or "stop the" in name]
     assert len(stops) >= 4
-    pairs = [(task, response) for _, task, response in stops] + [(MIX, MIX.reference)]
+    pairs = [pair for _, task, response in stops for pair in ((task, response), (MIX, MIX.reference))]
+    t0 = time.monotonic()
     with Service(LocalBackend(domain_hooks(["code"], pool), pool)) as service:
         verdicts = service.verify_pairs(pairs)
-    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(stops, verdicts, strict=False)]
+    took = time.monotonic() - t0
+    got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(stops, verdicts[::2], strict=True)]
     assert all(outcome == "fail" for _, outcome, _ in got), got
-    assert verdicts[-1].passed, verdicts[-1].evidence
+    assert all(v.passed for v in verdicts[1::2]), [v.evidence for v in verdicts[1::2]]
+    assert took < 2 * 2.5 * MIX.limits.timeout_s, took
 
 
 @pytest.mark.slow

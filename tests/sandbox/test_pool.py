@@ -205,3 +205,20 @@ def test_host_ends_a_job_the_fork_server_could_not(pool1):
     (ex,) = result
     assert ex.outcome == "error" and ex.signal == signal.SIGKILL and ex.timed_out, ex
     assert pool1.run_python("print(1)").ok
+
+
+def test_a_job_whose_main_process_stays_stopped_ends_then_as_its_own_timeout(pool1):
+    """Stopped by one of its own processes (here: itself, from a child), a job's main process can do
+    nothing but wait for its deadline; the fork-server ends it two checks later, as timed out. One
+    stopped and continued between two checks runs on; the next job in the slot is clean."""
+    stop_self = ("import os, signal, time\nif os.fork() == 0:\n    os.kill(os.getppid(), signal.SIGSTOP)\n"
+                 "    time.sleep(60)\nelse:\n    time.sleep(60)\n")
+    t0 = time.monotonic()
+    ex = pool1.run_python(stop_self, timeout=30)
+    assert ex.timed_out and ex.outcome == "error" and time.monotonic() - t0 < 10, ex
+    resumed = ("import os, signal, time\npid = os.getpid()\nif os.fork() == 0:\n"
+               "    os.kill(pid, signal.SIGSTOP)\n    time.sleep(0.05)\n    os.kill(pid, signal.SIGCONT)\n"
+               "    os._exit(0)\ntime.sleep(1.5)\nos.wait()\nprint('ran on')\n")
+    ex = pool1.run_python(resumed, timeout=30)
+    assert ex.ok and ex.stdout.strip() == b"ran on", ex
+    assert pool1.run_python("print(1)").ok
