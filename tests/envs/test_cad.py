@@ -255,6 +255,11 @@ def test_coarser_facets_pass_and_the_reference_passes(verify) -> None:
     default = [fenced(t.fields["gold"].replace("$fn = 48;", "")) for t in tasks]  # OpenSCAD's $fa/$fs
     verdicts = _many(verify, [(t, r) for t, r in zip(tasks * 2, coarse + default, strict=True)])
     assert [v.outcome for v in verdicts] == ["pass"] * 8, [v.feedback for v in verdicts if not v.passed]
+    # The gold's own text is judged on the gold's render (not rendered twice); any other text is rendered.
+    same, commented = _many(verify, [(tasks[0], fenced(tasks[0].fields["gold"])),
+                                     (tasks[0], fenced(tasks[0].fields["gold"] + "\n// mine"))])
+    assert same.passed and same.evidence["render"] == "the gold's (the same script)", same.evidence
+    assert commented.passed and "render" not in commented.evidence, commented.evidence
 
 
 @needs_openscad
