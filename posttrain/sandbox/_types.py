@@ -114,6 +114,8 @@ class Execution:
     peak_memory_bytes: int | None
     """Peak resident memory (cgroup peak on the exec path, max RSS on the fork path); None if unknown."""
     timed_out: bool
+    """Killed at its deadline; on the ``run_python`` path also ended earlier when its main process stayed
+    stopped (SIGSTOP from one of its own processes), which could only have waited for the deadline."""
     oom_killed: bool
     report: bytes | None
     """What the job wrote to file descriptor 3 (None when it wrote nothing)."""

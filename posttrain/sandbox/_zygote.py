@@ -56,6 +56,7 @@ MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mq
 PR_SET_DUMPABLE = 4
 DEATH_WAIT_S = 1.0  # how long a timed-out job's runnable processes get to die before they are measured
 STOP_TICK_S = 0.25  # how often a running job's main process is checked for being stopped
+STOP_CPU_S = 0.1  # CPU its processes may use, once it is seen stopped, before the job is ended
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
@@ -365,26 +366,48 @@ def start_job(header: dict, fds: list[int]) -> int:
 
 def wait_unless_stopped(pidfd: int, pid: int, timeout: float) -> str:
     """Wait for the job's main process to exit ("exited"), for its deadline ("timeout"), or until it
-    is seen stopped (state T or t) at two checks in a row, ``STOP_TICK_S`` apart ("stopped").
+    stays stopped (state T or t) while the job can do nothing about it ("stopped"): checked every
+    ``STOP_TICK_S``, from the first check that sees it stopped, until the job's processes have used
+    ``STOP_CPU_S`` of CPU or two checks in a row found none of them runnable.
 
-    A job whose main process was stopped (a SIGSTOP from one of its own processes: the code
-    runner's candidate stopping the runner that forks it, say) can do nothing but wait for its
-    deadline, unless one of its processes continues it; a batch of candidates in one job waited for
-    the sum of their deadlines (~85 s for eight). Its own processes did it, so ending it there and
-    then as timed out is its own verdict, a deadline early. One read of /proc per tick, and only in
-    jobs that outlive a tick (the poll per job stays one for the short ones)."""
+    A job whose main process was stopped (a SIGSTOP from one of its own processes: the code runner's
+    candidate stopping the runner that forks it, say) can only wait for its deadline unless one of its
+    processes continues it; a batch of candidates in one job waited for the sum of their deadlines
+    (~85 s for eight). Its own processes did it, so ending it then, as timed out, is its own verdict, a
+    deadline early. CPU time, not wall time, bounds the wait while a process of the job could still
+    continue it: one that runs has had its chance, one that waits for a CPU on a loaded host has not
+    (runnable, it keeps the job alive). One read of /proc per tick, and only in jobs that outlive a
+    tick (the poll per job stays one for the short ones)."""
     end = time.monotonic() + timeout
-    seen_stopped = False
+    since: float | None = None  # the job's CPU seconds when its main process was first seen stopped
+    idle = 0  # checks in a row, since then, that found none of the job's processes runnable
     while True:
         left = end - time.monotonic()
         if left <= 0:
             return "timeout"
         if wait_for(pidfd, select.POLLIN, min(left, STOP_TICK_S)):
             return "exited"
-        stopped = proc_state(pid) in (b"T", b"t")
-        if stopped and seen_stopped:
+        if proc_state(pid) not in (b"T", b"t"):
+            since, idle = None, 0
+            continue
+        runnable, cpu = _activity()
+        idle = 0 if runnable else idle + 1
+        if since is None:
+            since = cpu
+        elif cpu - since >= STOP_CPU_S or idle >= 2:
             return "stopped"
-        seen_stopped = stopped
+
+
+def _activity() -> tuple[bool, float]:
+    """Whether any process of the job is runnable, and the CPU seconds its processes have used."""
+    runnable, cpu = False, 0.0
+    for other in _others():
+        runnable = runnable or proc_state(other) == b"R"
+        try:
+            cpu += proc_sched(other, 0.0, BASE["nice"], BASE["scheduler"][0])[3]
+        except (OSError, ValueError, IndexError):
+            continue
+    return runnable, cpu
 
 
 def finish_job(pid: int, header: dict, start: float) -> dict:

@@ -208,14 +208,17 @@ def test_host_ends_a_job_the_fork_server_could_not(pool1):
 
 
 def test_a_job_whose_main_process_stays_stopped_ends_then_as_its_own_timeout(pool1):
-    """Stopped by one of its own processes (here: itself, from a child), a job's main process can do
-    nothing but wait for its deadline; the fork-server ends it two checks later, as timed out. One
-    stopped and continued between two checks runs on; the next job in the slot is clean."""
-    stop_self = ("import os, signal, time\nif os.fork() == 0:\n    os.kill(os.getppid(), signal.SIGSTOP)\n"
-                 "    time.sleep(60)\nelse:\n    time.sleep(60)\n")
-    t0 = time.monotonic()
-    ex = pool1.run_python(stop_self, timeout=30)
-    assert ex.timed_out and ex.outcome == "error" and time.monotonic() - t0 < 10, ex
+    """Stopped by one of its own processes, a job's main process can do nothing but wait for its
+    deadline: the fork-server ends it, as timed out, once its processes used 0.1 s of CPU since (a
+    helper that spins) or two checks found none of them runnable (a helper that sleeps). One that a
+    helper continues runs on, however long the helper waits for a CPU (it is runnable meanwhile).
+    The next job in the slot is clean."""
+    stop_then = ("import os, signal, time\nif os.fork() == 0:\n    os.kill(os.getppid(), signal.SIGSTOP)\n"
+                 "    {}\nelse:\n    time.sleep(60)\n")
+    for helper in ("time.sleep(60)", "while True: pass"):
+        t0 = time.monotonic()
+        ex = pool1.run_python(stop_then.format(helper), timeout=30)
+        assert ex.timed_out and ex.outcome == "error" and time.monotonic() - t0 < 10, (helper, ex)
     resumed = ("import os, signal, time\npid = os.getpid()\nif os.fork() == 0:\n"
                "    os.kill(pid, signal.SIGSTOP)\n    time.sleep(0.05)\n    os.kill(pid, signal.SIGCONT)\n"
                "    os._exit(0)\ntime.sleep(1.5)\nos.wait()\nprint('ran on')\n")
