@@ -17,9 +17,9 @@ none of its own stdin: there is nothing to find by walking frames, ``gc.get_obje
 heap but this file's code and the numbers of job headers and replies. The child applies the
 per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, not this
 process), starts its own session and executes the source as ``__main__``; the server waits for
-it to exit or for the deadline (or until it stays stopped: ``wait_unless_stopped``), SIGKILLs and reaps every other process in the namespace and
-unlinks the POSIX message queues; then it replies with the exit status and whether the slot is
-clean (else the host restarts it). /work, /tmp and /dev/shm need no wipe: the host unmounts the
+it to exit or for the deadline (or until it stays stopped: ``wait_unless_stopped``), SIGKILLs and
+reaps every other process in the namespace and unlinks the POSIX message queues; then it replies
+with the exit status and whether the slot is clean (else the host restarts it). /work, /tmp and /dev/shm need no wipe: the host unmounts the
 job's file systems there and mounts new ones before the next job (``_fs.py``), so this process
 never touches them but to make /work/job. A failure after the fork is the job's doing and is
 replied as such (``slot_error``); one before it is the slot's (``zygote_error``).
