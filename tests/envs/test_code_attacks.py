@@ -65,8 +65,8 @@ def test_a_candidate_that_stops_the_runner_does_not_hold_its_batch_to_the_deadli
     candidate that stopped the runner held its whole sandbox job to the job's deadline, the sum of
     the batch's (2.5 x 4 s per item: ~55 s here, then the items re-run alone). The fork-server ends a
     job whose main process stays stopped (``_zygote.wait_unless_stopped``): each stopper a ``fail``
-    (its own timeout), never ``infra_error``; every correct answer passes; the whole within two items'
-    deadlines (it takes ~1 s on an idle host)."""
+    (its own timeout), never ``infra_error``; every correct answer passes; the whole within four items'
+    deadlines, half the batch's (it takes ~1 s on an idle host)."""
     import time
 
     from posttrain.cli import domain_hooks
@@ -83,7 +83,7 @@ def test_a_candidate_that_stops_the_runner_does_not_hold_its_batch_to_the_deadli
     got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(stops, verdicts[::2], strict=True)]
     assert all(outcome == "fail" for _, outcome, _ in got), got
     assert all(v.passed for v in verdicts[1::2]), [v.evidence for v in verdicts[1::2]]
-    assert took < 2 * 2.5 * MIX.limits.timeout_s, took
+    assert took < 4 * 2.5 * MIX.limits.timeout_s, took
 
 
 @pytest.mark.slow
