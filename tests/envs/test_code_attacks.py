@@ -63,10 +63,10 @@ def test_every_hack_scores_zero_through_the_services_batch_path(pool) -> None:
 def test_a_candidate_that_stops_the_runner_does_not_hold_its_batch_to_the_deadline(pool) -> None:
     """The fixtures that stop processes, batched by the service with correct answers between them: a
     candidate that stopped the runner held its whole sandbox job to the job's deadline, the sum of
-    the batch's (2.5 x 4 s per item: ~55 s here, then the items re-run alone). The fork-server ends a
-    job whose main process stays stopped (``_zygote.wait_unless_stopped``): each stopper a ``fail``
-    (its own timeout), never ``infra_error``; every correct answer passes; the whole within four items'
-    deadlines, half the batch's (it takes ~1 s on an idle host)."""
+    the batch's (2.5 x 4 s per item: ~85 s for these eight, then the items re-run alone). The
+    fork-server ends a job whose main process stays stopped (``_zygote.wait_unless_stopped``): each
+    stopper a ``fail`` (its own timeout), never ``infra_error``; every correct answer passes; the
+    whole within four items' deadlines, half the batch's (it takes ~1 s on an idle host)."""
     import time
 
     from posttrain.cli import domain_hooks
