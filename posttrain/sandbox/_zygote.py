@@ -19,10 +19,11 @@ per-job rlimits, raises its own oom_score_adj (so the OOM killer picks the job, 
 process), starts its own session and executes the source as ``__main__``; the server waits for
 it to exit or for the deadline (or until it stays stopped: ``wait_unless_stopped``), SIGKILLs and
 reaps every other process in the namespace and unlinks the POSIX message queues; then it replies
-with the exit status and whether the slot is clean (else the host restarts it). /work, /tmp and /dev/shm need no wipe: the host unmounts the
-job's file systems there and mounts new ones before the next job (``_fs.py``), so this process
-never touches them but to make /work/job. A failure after the fork is the job's doing and is
-replied as such (``slot_error``); one before it is the slot's (``zygote_error``).
+with the exit status and whether the slot is clean (else the host restarts it). /work, /tmp and
+/dev/shm need no wipe: the host unmounts the job's file systems there and mounts new ones before the
+next job (``_fs.py``), so this process never touches them but to make /work/job. A failure after
+the fork is the job's doing and is replied as such (``slot_error``); one before it is the slot's
+(``zygote_error``).
 
 Cells (``_cgroup.Cell``): the host passes this process the fds of the slot's cells at start (its
 argv says which); a job whose header asks for ``cells`` gets them at fds 5.. with a JSON
