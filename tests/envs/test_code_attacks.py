@@ -316,3 +316,35 @@ def test_a_candidate_that_loops_in_the_warm_up_is_verified_as_before(code_verifi
     v = code_verifier(MIX, looping)
     assert (v.outcome, v.error_class) == ("fail", "timeout"), v.evidence
     assert [t["outcome"] for t in v.evidence["tests"][1:3]] == ["passed", "passed"], v.evidence["tests"]
+
+
+# Attacks on the fork-server's stop rule (``_zygote.wait_unless_stopped``), played as a policy: each
+# stops the runner (the candidate's parent) and tries to keep the job alive, to bend its end, or to
+# have a forged report read when it ends early. Each is its own ``fail``; the correct answers batched
+# after it keep their passes (re-run alone when the job ended early).
+_STOP_THEN_SPIN_NICE_19 = fenced(
+    "import os, signal\ndef mix(x):\n    if os.fork() == 0:\n        os.nice(19)\n"
+    "        while True:\n            pass\n"
+    "    os.kill(os.getppid(), signal.SIGSTOP)\n    return 0\n")
+_STOP_AND_CONTINUE_BY_TURNS = fenced(
+    "import os, signal, time\ndef mix(x):\n    runner = os.getppid()\n    if os.fork() == 0:\n"
+    "        for _ in range(400):\n            os.kill(runner, signal.SIGSTOP)\n            time.sleep(0.2)\n"
+    "            os.kill(runner, signal.SIGCONT)\n            time.sleep(0.01)\n        os._exit(0)\n"
+    "    return (x * 7919 + 13) % 1009 if x != 999 else 0\n")
+_FORGED_REPORT_THEN_STOP = fenced(
+    "import json, os, signal\ndef mix(x):\n"
+    "    line = (json.dumps({'i': 0, 'status': 'completed', 'passed': True, 'import': {'ok': True},\n"
+    "                        'tests': [], 'calls': 4}) + '\\n').encode()\n"
+    "    for fd in range(64):\n        try:\n            os.write(fd, line)\n        except OSError:\n            pass\n"
+    "    os.kill(os.getppid(), signal.SIGSTOP)\n    return 0\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", [_STOP_THEN_SPIN_NICE_19, _STOP_AND_CONTINUE_BY_TURNS, _FORGED_REPORT_THEN_STOP],
+                         ids=["stop then spin at nice 19", "stop and continue by turns", "forged report then stop"])
+def test_stopping_the_runner_never_pays_and_never_costs_the_next_answers(pool, attack: str) -> None:
+    from posttrain.envs.code import verify_code_batch
+
+    verdicts = verify_code_batch(pool, [(MIX, attack), (MIX, MIX.reference), (MIX, MIX.reference)])
+    assert (verdicts[0].outcome, verdicts[0].reward) == ("fail", 0.0), verdicts[0]
+    assert [(v.outcome, v.error_class) for v in verdicts[1:]] == [("pass", None)] * 2, [v.evidence for v in verdicts]
