@@ -188,14 +188,24 @@ def test_torchrun_launches_the_same_run(recipe: Path, ref: Path) -> None:
     assert again.returncode == 0 and "is already finished" in again.stdout + again.stderr, again.stderr[-3000:]
 
 
-def test_torchrun_with_a_recipe_for_another_world_is_refused_in_one_line(recipe: Path, tmp_path: Path) -> None:
+def test_torchrun_with_a_recipe_for_another_world_is_refused_in_one_line(recipe: Path, tmp_path: Path, capsys,
+                                                                         monkeypatch) -> None:
+    """Each of torchrun's two processes (its environment, set here; ``posttrain.cli.main`` in this
+    process: the refusal comes before the ranks meet) refuses in one line, and nothing is written.
+    A real torchrun launch: ``test_torchrun_launches_the_same_run``."""
+    from posttrain.cli import main
+
     for change, says in [("rl.data_parallel=3", "rl.data_parallel: 3, but torchrun started 2 processes"),
                          ("stages=[sft]", "torchrun started 2 processes, but only the RL stage runs on ranks")]:
-        p = _torchrun(recipe, tmp_path / "never", "--set", change)
-        assert p.returncode != 0
-        ours = [line for line in p.stderr.splitlines() if line.startswith("posttrain:")]  # not torchrun's own
-        assert ours and all(line.startswith("posttrain: error: ") and says in line for line in ours), p.stderr[-3000:]
-        assert not (tmp_path / "never").exists()
+        for rank in ("0", "1"):
+            for key, value in {"TORCHELASTIC_RUN_ID": "t", "RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": "2",
+                               "LOCAL_WORLD_SIZE": "2"}.items():
+                monkeypatch.setenv(key, value)
+            code = main(["run", str(recipe), "--out", str(tmp_path / "never"), "--set", change])
+            err = capsys.readouterr().err
+            assert code == 2 and len(err.strip().splitlines()) == 1, err
+            assert err.startswith("posttrain: error: ") and says in err, err
+            assert not (tmp_path / "never").exists()
 
 
 def test_torchruns_environment_is_read_as_documented() -> None:

@@ -46,7 +46,7 @@ def bars(stderr: str, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_run_on_your_own_model_says_what_it_does(tmp_path) -> None:
+def test_a_run_on_your_own_model_says_what_it_does(tmp_path, capsys, monkeypatch) -> None:
     model = tiny_qwen_dir(tmp_path / "qwen")
     (tmp_path / "my_rewards.py").write_text(textwrap.dedent('''
         def exact(prompt, completion, answer, **data):
@@ -99,7 +99,11 @@ def test_a_run_on_your_own_model_says_what_it_does(tmp_path) -> None:
         assert (tmp_path / "run" / "eval" / f"{name}@heldout2-n1-t0-len12-seed0.jsonl").is_file()
         assert " eta " in bars(ev.stderr, f"eval {name}")[-1]
     assert set(json.loads(ev.stdout)["eval"]) == {"base", "sft", "rl"}
-    refused = cli(tmp_path, "eval", "--model", "run/checkpoints/rl", "--tasks", "run/tasks/eval.jsonl", "--max-new-tokens",
-                  "2100", code=2)
-    (line,) = refused.stderr.strip().splitlines()
+    from posttrain.cli import main  # a refusal, before any work: in this process
+
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = main(["eval", "--model", "run/checkpoints/rl", "--tasks", "run/tasks/eval.jsonl", "--max-new-tokens", "2100"])
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("posttrain: error: --max-new-tokens 2100: the model has 2,048 positions"), line

@@ -53,6 +53,18 @@ def _interrupt(args: list[str], out: Path, sig: signal.Signals, *, group: bool, 
     return proc.returncode, err
 
 
+def _refused(capsys, *args: str) -> str:
+    """``posttrain *args`` through ``posttrain.cli.main`` in this process (a refusal comes before any
+    work, so it needs no process of its own): exit 2 and one line, which is returned."""
+    from posttrain.cli import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err[-3000:]
+    return err
+
+
 def _one_line_interrupt(err: str) -> str:
     """The resume command of the one interrupt line, after checking there is one line and no traceback."""
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
@@ -77,7 +89,7 @@ def _add_reward_model(run: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path):
+def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
     out = tmp_path / "run"
     code, err = _interrupt(["run", str(TINY), "--out", str(out)], out, signal.SIGINT, group=True)
     assert code == 130
@@ -123,14 +135,13 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path):
     other.parent.mkdir()
     shutil.copy(out / "tasks" / "eval.jsonl", other)
     before = _sha(out / "eval" / f"summary@{tag}.json")
-    p = _posttrain("eval", "--run", str(out), "--tasks", str(other), "--limit", "3", "--max-new-tokens", "6")
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "another protocol" in p.stderr
+    assert "another protocol" in _refused(capsys, "eval", "--run", str(out), "--tasks", str(other), "--limit", "3",
+                                          "--max-new-tokens", "6")
     assert _sha(out / "eval" / f"summary@{tag}.json") == before
 
     # a finished run resumed with a changed recipe is refused, naming the change
-    p = _posttrain("run", str(TINY), "--out", str(out), "--resume", "--set", "rl.steps=20")
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert "rl.steps (12 -> 20)" in p.stderr
+    assert "rl.steps (12 -> 20)" in _refused(capsys, "run", str(TINY), "--out", str(out), "--resume", "--set",
+                                             "rl.steps=20")
     assert {p: _sha(p) for p in kept} == kept
 
     # a run that fails once work has started says how to start over (here: a corrupt RL checkpoint)
@@ -142,7 +153,7 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path):
+def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path, capsys, monkeypatch):
     runs = tmp_path / "runs"
     (runs / "quickstart").mkdir(parents=True)  # an older, unfinished quickstart with another recipe
     (runs / "quickstart" / "config.yaml").write_text("seed: 1\n")
@@ -158,5 +169,6 @@ def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path):
     assert _rl_steps(out) == list(range(12)) and (out / "summary.json").is_file()
     assert (runs / "quickstart" / "config.yaml").read_text() == "seed: 1\n"  # untouched
 
-    p = _posttrain("quickstart", *QS_TINY, "--set", "rl.no_such_key=1", cwd=tmp_path)  # bad input: nothing created
-    assert p.returncode == 2 and not (runs / "quickstart-3").exists()
+    monkeypatch.chdir(tmp_path)
+    assert "rl.no_such_key" in _refused(capsys, "quickstart", *QS_TINY, "--set", "rl.no_such_key=1")
+    assert not (runs / "quickstart-3").exists()  # bad input: nothing created
