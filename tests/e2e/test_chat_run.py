@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "policy"))
@@ -29,7 +30,7 @@ def records(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_chat_run_trains_evaluates_and_remembers_chat_prompts(tmp_path):
+def test_a_chat_run_trains_evaluates_and_remembers_chat_prompts(tmp_path, capsys):
     tok = qwen_char_tokenizer()
     model = tiny_llama_dir(tmp_path / "model", tok)
     tasks = tmp_path / "tasks.jsonl"
@@ -55,8 +56,9 @@ def test_a_chat_run_trains_evaluates_and_remembers_chat_prompts(tmp_path):
     # posttrain eval of the checkpoint: as trained (chat), or plain when told
     ckpt = str(out / "checkpoints" / "sft")
     common = ["eval", "--model", ckpt, "--tasks", str(tasks), "--limit", "2", "--max-new-tokens", "4", "--json"]
-    cli(*common, "--out", str(tmp_path / "as-trained"))
-    cli(*common, "--no-chat", "--out", str(tmp_path / "plain"))
+    for extra in (["--out", str(tmp_path / "as-trained")], ["--no-chat", "--out", str(tmp_path / "plain")]):
+        p = here(capsys, *common, *extra)  # after the run's subprocess: in this process
+        assert p.returncode == 0, p.stderr[-3000:]
     assert [r["prompt_ids"] for r in records(tmp_path / "as-trained" / "records.jsonl")] == \
         [chat_ids("0+1?"), chat_ids("1+1?")]
     assert [r["prompt_ids"] for r in records(tmp_path / "plain" / "records.jsonl")] == \

@@ -1,4 +1,5 @@
-"""The doc, files and cad domains as agent episodes end to end, in subprocesses, as a user runs them:
+"""The doc, files and cad domains as agent episodes end to end, as a user runs them (the oracle's eval and
+the run in subprocesses, the other agents' evals in the test's process, ``run_logs.here``):
 ``posttrain eval --episodes agent --agent oracle|noop|<cheat>`` over a task file mixing the three (the
 scripted agents through the same runner, tools and template a model uses), and ``posttrain run
 configs/tiny-doc-files-cad.yaml`` (SFT on the oracle's episodes, then GRPO over multi-turn episodes of
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODES = "agent"
@@ -40,9 +42,11 @@ def _mixed(tmp_path: Path) -> Path:
     return path
 
 
-def _eval(tasks: Path, agent: str, out: Path) -> dict:
-    res = posttrain("eval", "--tasks", str(tasks), "--episodes", EPISODES, "--agent", agent, "--max-turns", "30",
-                    "--max-new-tokens", "8192", "--workers", "2", "--json", "--out", str(out))
+def _eval(tasks: Path, agent: str, out: Path, capsys=None) -> dict:
+    """Through the real entry point, or, given ``capsys``, in this process (the same code)."""
+    args = ["eval", "--tasks", str(tasks), "--episodes", EPISODES, "--agent", agent, "--max-turns", "30",
+            "--max-new-tokens", "8192", "--workers", "2", "--json", "--out", str(out)]
+    res = posttrain(*args) if capsys is None else here(capsys, *args)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     return json.loads(res.stdout)
 
@@ -64,17 +68,14 @@ def test_scripted_agents_through_posttrain_eval(tmp_path, capsys):
     assert [(v["domain"], v["outcome"]) for v in views] == [("cad", "pass")]  # only cad draws
     for key in ("gold", "candidate"):
         assert (tmp_path / "oracle" / "views" / "eval" / views[0][key]).read_bytes().startswith(b"\x89PNG")
-    noop = _eval(tasks, "noop", tmp_path / "noop")
+    noop = _eval(tasks, "noop", tmp_path / "noop", capsys)
     assert noop["episodes"]["post_repair_pass_rate"] == 0.0 and noop["infra_errors"] == 0
     doc_only = tmp_path / "doc.jsonl"
     doc_only.write_text(tasks.read_text().splitlines()[1] + "\n")
-    spray = _eval(doc_only, "spray", tmp_path / "spray")
+    spray = _eval(doc_only, "spray", tmp_path / "spray", capsys)
     assert spray["episodes"]["post_repair_pass_rate"] == 0.0 and spray["infra_errors"] == 0
-    from posttrain.cli import main  # a refusal, before any work: in this process
-
-    capsys.readouterr()
-    code = main(["eval", "--tasks", str(tasks), "--episodes", EPISODES, "--agent", "spray", "--json"])
-    assert code == 2 and "spray" in capsys.readouterr().err  # a cheat of one domain is no agent of the others
+    bad = here(capsys, "eval", "--tasks", str(tasks), "--episodes", EPISODES, "--agent", "spray", "--json")
+    assert bad.returncode == 2 and "spray" in bad.stderr  # a cheat of one domain is no agent of the others
 
 
 @pytest.mark.slow

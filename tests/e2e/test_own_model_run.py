@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "policy"))
@@ -46,7 +47,7 @@ def bars(stderr: str, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_run_on_your_own_model_says_what_it_does(tmp_path, capsys, monkeypatch) -> None:
+def test_a_run_on_your_own_model_says_what_it_does(tmp_path, capsys) -> None:
     model = tiny_qwen_dir(tmp_path / "qwen")
     (tmp_path / "my_rewards.py").write_text(textwrap.dedent('''
         def exact(prompt, completion, answer, **data):
@@ -99,11 +100,8 @@ def test_a_run_on_your_own_model_says_what_it_does(tmp_path, capsys, monkeypatch
         assert (tmp_path / "run" / "eval" / f"{name}@heldout2-n1-t0-len12-seed0.jsonl").is_file()
         assert " eta " in bars(ev.stderr, f"eval {name}")[-1]
     assert set(json.loads(ev.stdout)["eval"]) == {"base", "sft", "rl"}
-    from posttrain.cli import main  # a refusal, before any work: in this process
-
-    monkeypatch.chdir(tmp_path)
-    capsys.readouterr()
-    code = main(["eval", "--model", "run/checkpoints/rl", "--tasks", "run/tasks/eval.jsonl", "--max-new-tokens", "2100"])
-    assert code == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    refused = here(capsys, "eval", "--model", "run/checkpoints/rl", "--tasks", "run/tasks/eval.jsonl",  # a refusal
+                   "--max-new-tokens", "2100", cwd=tmp_path)
+    assert refused.returncode == 2
+    (line,) = refused.stderr.strip().splitlines()
     assert line.startswith("posttrain: error: --max-new-tokens 2100: the model has 2,048 positions"), line

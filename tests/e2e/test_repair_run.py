@@ -1,6 +1,7 @@
 """Repair episodes end to end: `posttrain run configs/tiny-repair.yaml` (SFT on repair demonstrations,
 then GRPO over repair episodes, evaluated as repair episodes), then `posttrain eval --run` on its
-checkpoints through the episode runner. Real model, sandbox and code verifier, in subprocesses.
+checkpoints through the episode runner. Real model, sandbox and code verifier; the run in a
+subprocess, the eval in the test's process (``run_logs.here``: the same code).
 
 Checks that the figures exist and are consistent (a tiny run learns little): first-attempt pass
 rate, post-repair pass rate, mean attempts to success, turns and tokens per episode, truncation
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = {"first_attempt_pass_rate", "post_repair_pass_rate", "mean_attempts_to_success", "turns", "attempts",
@@ -33,7 +35,7 @@ def check_figures(figures: dict, n_episodes: int) -> None:
 
 
 @pytest.mark.slow
-def test_tiny_repair_run_and_eval(tmp_path):
+def test_tiny_repair_run_and_eval(tmp_path, capsys):
     out = tmp_path / "run"
     res = posttrain("run", "configs/tiny-repair.yaml", "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -57,7 +59,7 @@ def test_tiny_repair_run_and_eval(tmp_path):
     traj = [json.loads(line) for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines()]
     assert max(t["attempt"] for t in traj) >= 1  # repair rounds happened during RL
 
-    res = posttrain("eval", "--run", str(out), "--max-attempts", "3", "--max-new-tokens", "20", "--json")
+    res = here(capsys, "eval", "--run", str(out), "--max-attempts", "3", "--max-new-tokens", "20", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads(res.stdout)
     for name in ("sft", "rl"):

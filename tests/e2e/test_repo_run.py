@@ -2,7 +2,9 @@
 examples, `posttrain verify` of a diff, `posttrain eval --episodes agent --agent oracle|noop|<cheat>`
 (the scripted agents through the same runner, tools and template a model uses), its records in
 `posttrain report`'s per-turn viewer, and `posttrain run configs/tiny-repo.yaml` (SFT on the
-oracle's episodes, then GRPO over multi-turn repo episodes on the embedded default).
+oracle's episodes, then GRPO over multi-turn repo episodes on the embedded default). The eval test's
+other agents and its report run in the test's process (``run_logs.here``: the same code, no second
+import of torch).
 
 Budget (2 cores, measured at load ~15): tasks validate ~35 s, verify ~5 s, eval ~45 s, run ~90 s:
 about 3 minutes in all. The per-step mechanics are tests/envs/test_workspace_kit.py and
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks" / "repo.jsonl"
@@ -50,11 +53,12 @@ def test_tasks_validate_and_verify_a_diff(tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_plays_scripted_agents_and_the_report_shows_their_calls(tmp_path):
+def test_eval_plays_scripted_agents_and_the_report_shows_their_calls(tmp_path, capsys):
     def agent(name: str, limit: str) -> dict:
-        res = posttrain("eval", "--tasks", str(EXAMPLES), "--limit", limit, "--episodes", EPISODES, "--agent", name,
-                        "--max-turns", "30", "--max-new-tokens", "8192", "--workers", "2", "--json",
-                        "--out", str(tmp_path / name))
+        args = ["eval", "--tasks", str(EXAMPLES), "--limit", limit, "--episodes", EPISODES, "--agent", name,
+                "--max-turns", "30", "--max-new-tokens", "8192", "--workers", "2", "--json", "--out", str(tmp_path / name)]
+        # the oracle through the real entry point, the others in this process (the same code, no second torch import)
+        res = posttrain(*args) if name == "oracle" else here(capsys, *args)
         assert res.returncode == 0, res.stderr[-3000:]
         return json.loads(res.stdout)
 
@@ -68,7 +72,7 @@ def test_eval_plays_scripted_agents_and_the_report_shows_their_calls(tmp_path):
     run = tmp_path / "run"
     (run / "eval").mkdir(parents=True)
     shutil.copy(tmp_path / "oracle" / "records.jsonl", run / "eval" / "oracle.jsonl")
-    res = posttrain("report", str(run))
+    res = here(capsys, "report", str(run))
     assert res.returncode == 0, res.stderr[-2000:]
     html = (run / "report.html").read_text()
     assert html.count('class="call"') >= 3 * 4 and "run_tests" in html and "Accepted." in html

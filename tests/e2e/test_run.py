@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny-grpo.yaml"
@@ -60,15 +61,12 @@ def test_quickstart_recipe_smoke(tmp_path, capsys):
     assert "<svg" in html
     # resuming a finished run says so and does nothing
     before = _sha(out / "checkpoints" / "rl" / "model.safetensors")
-    p = _posttrain("quickstart", "--out", str(out), "--resume", *SMALL)
+    p = here(capsys, "quickstart", "--out", str(out), "--resume", *SMALL)
     assert p.returncode == 0 and "already finished" in p.stderr
     assert _sha(out / "checkpoints" / "rl" / "model.safetensors") == before
-    # starting again into the same directory without --resume is refused, nothing touched (a refusal,
-    # before any work: in this process)
-    from posttrain.cli import main
-
-    capsys.readouterr()
-    assert main(["quickstart", "--out", str(out), *SMALL]) == 2 and "--resume" in capsys.readouterr().err
+    # starting again into the same directory without --resume is refused, nothing touched
+    p = here(capsys, "quickstart", "--out", str(out), *SMALL)
+    assert p.returncode == 2 and "--resume" in p.stderr
     assert _sha(out / "checkpoints" / "rl" / "model.safetensors") == before
 
 

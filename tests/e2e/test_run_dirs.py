@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny-grpo.yaml"
@@ -53,16 +54,12 @@ def _interrupt(args: list[str], out: Path, sig: signal.Signals, *, group: bool, 
     return proc.returncode, err
 
 
-def _refused(capsys, *args: str) -> str:
-    """``posttrain *args`` through ``posttrain.cli.main`` in this process (a refusal comes before any
-    work, so it needs no process of its own): exit 2 and one line, which is returned."""
-    from posttrain.cli import main
-
-    capsys.readouterr()
-    code = main(list(args))
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err[-3000:]
-    return err
+def _refused(capsys, *args: str, cwd: Path = ROOT) -> str:
+    """``posttrain *args`` in this process (a refusal comes before any work, so it needs no process of
+    its own): exit 2 and one line, which is returned."""
+    p = here(capsys, *args, cwd=cwd)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-3000:]
+    return p.stderr
 
 
 def _one_line_interrupt(err: str) -> str:
@@ -104,7 +101,7 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
     split.parent.mkdir()
     shutil.copy(out / "tasks" / "eval.jsonl", split)
     evaluate = ["eval", "--run", str(out), "--tasks", str(split), "--limit", "3", "--max-new-tokens", "6", "--json"]
-    p = _posttrain(*evaluate)
+    p = here(capsys, *evaluate)
     assert p.returncode == 0, p.stderr[-3000:]
     assert list(json.loads(p.stdout)["eval"]) == ["base", "sft"]
     assert not (out / "summary.json").exists()
@@ -123,7 +120,7 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
     _add_reward_model(out)
     kept = {p: _sha(p) for p in [out / "summary.json", *(out / "eval").glob("*.jsonl")] if "@" not in p.name}
     assert len(kept) == 5  # summary.json, eval/{demonstrator,base,sft,rl}.jsonl
-    p = _posttrain(*evaluate)
+    p = here(capsys, *evaluate)
     assert p.returncode == 0, p.stderr[-3000:]
     assert list(json.loads(p.stdout)["eval"]) == ["base", "sft", "rl"]
     assert "skipping" in p.stderr and "rm: a reward model" in p.stderr
@@ -153,7 +150,7 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path, capsys, monkeypatch):
+def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path, capsys):
     runs = tmp_path / "runs"
     (runs / "quickstart").mkdir(parents=True)  # an older, unfinished quickstart with another recipe
     (runs / "quickstart" / "config.yaml").write_text("seed: 1\n")
@@ -169,6 +166,5 @@ def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path, caps
     assert _rl_steps(out) == list(range(12)) and (out / "summary.json").is_file()
     assert (runs / "quickstart" / "config.yaml").read_text() == "seed: 1\n"  # untouched
 
-    monkeypatch.chdir(tmp_path)
-    assert "rl.no_such_key" in _refused(capsys, "quickstart", *QS_TINY, "--set", "rl.no_such_key=1")
+    assert "rl.no_such_key" in _refused(capsys, "quickstart", *QS_TINY, "--set", "rl.no_such_key=1", cwd=tmp_path)
     assert not (runs / "quickstart-3").exists()  # bad input: nothing created

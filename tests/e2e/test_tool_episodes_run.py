@@ -1,6 +1,6 @@
 """Tool-calling episodes end to end, in subprocesses: `posttrain run configs/tiny-tool-episodes.yaml`
 (SFT on references, then GRPO over tool episodes, evaluated as tool episodes), then `posttrain eval
---model RUN/checkpoints/rl --episodes agent` on its held-out tasks. Real model, chat template, tool
+--model RUN/checkpoints/rl --episodes agent` on its held-out tasks (in the test's process: ``here``). Real model, chat template, tool
 checker; the same for BFCL multi-turn tasks (`configs/tiny-bfcl.yaml`: GRPO over BFCL episodes whose
 calls run on the task's backends in the sandbox). A tiny run learns little: the test checks that the figures exist, are consistent and reach every output (summary.json,
 metrics.jsonl, eval records, report.html, eval --json); the per-turn mechanics and the validity rate
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = {"first_attempt_pass_rate", "post_repair_pass_rate", "mean_attempts_to_success", "tool_call_validity",
@@ -33,7 +34,7 @@ def check_figures(f: dict, max_turns: int) -> None:
 
 
 @pytest.mark.slow
-def test_tiny_tool_episodes_run_and_eval(tmp_path):
+def test_tiny_tool_episodes_run_and_eval(tmp_path, capsys):
     out = tmp_path / "run"
     res = posttrain("run", "configs/tiny-tool-episodes.yaml", "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -50,8 +51,8 @@ def test_tiny_tool_episodes_run_and_eval(tmp_path):
     assert "<h3>Episodes</h3>" in (out / "report.html").read_text()
 
     # (not --run: generated tool prompts share 13-grams with the training pool, which --run refuses)
-    res = posttrain("eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", str(out / "tasks" / "eval.jsonl"),
-                    "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "40", "--json")
+    res = here(capsys, "eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", str(out / "tasks" / "eval.jsonl"),
+               "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "40", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads(res.stdout)
     check_figures(result["episodes"], 2)
@@ -59,7 +60,7 @@ def test_tiny_tool_episodes_run_and_eval(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_bfcl_run_and_eval(tmp_path):
+def test_tiny_bfcl_run_and_eval(tmp_path, capsys):
     """BFCL multi-turn tasks through `posttrain run configs/tiny-bfcl.yaml` (GRPO over BFCL episodes,
     backends in the run's sandbox pool) and `posttrain eval --episodes agent` on its checkpoint."""
     out = tmp_path / "run"
@@ -79,8 +80,8 @@ def test_tiny_bfcl_run_and_eval(tmp_path):
     traj = [json.loads(line) for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines()]
     assert traj and all(r["domain"] == "bfcl" for r in traj)
 
-    res = posttrain("eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", "examples/tasks/bfcl.jsonl",
-                    "--limit", "1", "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "16", "--json")
+    res = here(capsys, "eval", "--model", str(out / "checkpoints" / "rl"), "--tasks", "examples/tasks/bfcl.jsonl",
+               "--limit", "1", "--episodes", "agent", "--max-turns", "2", "--max-new-tokens", "16", "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     check_figures(json.loads(res.stdout)["episodes"], 2)
     assert json.loads(res.stdout)["episodes"]["truncation_rate"] == 0.0
