@@ -6,7 +6,8 @@ oracle's episodes, then GRPO over multi-turn repo episodes on the embedded defau
 other agents and its report run in the test's process (``run_logs.here``: the same code, no second
 import of torch).
 
-Budget (2 cores, measured at load ~15): tasks validate ~35 s, verify ~5 s, eval ~45 s, run ~90 s:
+Budget (2 cores, measured at load ~15): tasks validate (two of the examples; all of them go through
+the service in tests/envs/test_domains.py) ~10 s, verify ~5 s, eval ~45 s, run ~90 s:
 about 3 minutes in all. The per-step mechanics are tests/envs/test_workspace_kit.py and
 tests/envs/test_repo_agent.py.
 """
@@ -34,10 +35,14 @@ def posttrain(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_tasks_validate_and_verify_a_diff(tmp_path):
-    res = posttrain("tasks", "validate", str(EXAMPLES))
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    record = json.loads(EXAMPLES.read_text().splitlines()[0])
-    record["repo"]["dir"] = str(EXAMPLES.parent / record["repo"]["dir"])
+    records = [json.loads(line) for line in EXAMPLES.read_text().splitlines()]
+    assert len(records) >= 10  # each is validated through the service by tests/envs/test_domains.py
+    for rec in records[:2]:
+        rec["repo"]["dir"] = str(EXAMPLES.parent / rec["repo"]["dir"])
+    (tmp_path / "two.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in records[:2]))
+    res = posttrain("tasks", "validate", str(tmp_path / "two.jsonl"))
+    assert res.returncode == 0 and "2 tasks, 0 problem(s)" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+    record = records[0]
     (tmp_path / "task.json").write_text(json.dumps(record))
     diff = record["reference"].removeprefix("```diff\n").removesuffix("```\n")
     (tmp_path / "fix.diff").write_text(diff)
