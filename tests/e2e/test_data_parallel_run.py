@@ -10,6 +10,7 @@ Each run is a real subprocess (real embedded model, real sandboxed math checks),
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from run_logs import rl_rows, sha, tasks_per_step
+from run_logs import here, rl_rows, sha, tasks_per_step
 
 from posttrain.cli._ranks import RankError, RankSpec, ranks
 from posttrain.config import parse_config
@@ -145,8 +146,6 @@ def test_a_rank_that_cannot_start_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_what_the_ranks_do_not_run_is_refused_in_one_line(recipe: Path, tmp_path: Path, capsys) -> None:
     """Through ``posttrain.cli.main`` in this process (the CLI's own code: the refusal comes before any
     work), the first case also through the real entry point in a subprocess."""
-    from posttrain.cli import main
-
     cases = [("rl.algorithm=ppo", "rl.algorithm: ppo"), ("rl.max_staleness=1", "rl.max_staleness: 1"),
              ("rl.sampler=vllm", "rl.sampler: vllm"), ("model.lora={r: 4}", "model.lora"),
              ("sched.backend=ray", "sched.backend: ray"), ("rl.reward_model_weight=0.5", "rl.reward_model_weight > 0")]
@@ -154,21 +153,25 @@ def test_what_the_ranks_do_not_run_is_refused_in_one_line(recipe: Path, tmp_path
         if i == 0:
             p = subprocess.run(_cmd(recipe, tmp_path / "never", "--set", change), capture_output=True, text=True,
                                timeout=120, cwd=ROOT)
-            code, err = p.returncode, p.stderr
         else:
-            code = main(["run", str(recipe), "--out", str(tmp_path / "never"), "--set", change])
-            err = capsys.readouterr().err
-        assert code == 2, err
-        assert len(err.strip().splitlines()) == 1 and says in err and "rl.data_parallel: 2" in err, err
+            p = here(capsys, "run", str(recipe), "--out", str(tmp_path / "never"), "--set", change)
+        assert p.returncode == 2, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr and "rl.data_parallel: 2" in p.stderr, p.stderr
         assert not (tmp_path / "never").exists()
+
+
+@functools.cache
+def _plain_threads() -> str:
+    """The torch threads a plain ``posttrain run`` starts with (this process's are set to 1 by the
+    suite's conftest), read once."""
+    return subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _torchrun(recipe: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``torchrun --standalone --nproc-per-node 2 -m posttrain.cli run ...``, with the torch threads a
     plain ``posttrain run`` gets (torchrun would set OMP_NUM_THREADS=1, and SFT's sums follow it)."""
-    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    env = {**os.environ, "OMP_NUM_THREADS": threads}
+    env = {**os.environ, "OMP_NUM_THREADS": _plain_threads()}
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     return subprocess.run([*torchrun, "-m", "posttrain.cli", "run", str(recipe), "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
@@ -193,18 +196,15 @@ def test_torchrun_with_a_recipe_for_another_world_is_refused_in_one_line(recipe:
     """Each of torchrun's two processes (its environment, set here; ``posttrain.cli.main`` in this
     process: the refusal comes before the ranks meet) refuses in one line, and nothing is written.
     A real torchrun launch: ``test_torchrun_launches_the_same_run``."""
-    from posttrain.cli import main
-
     for change, says in [("rl.data_parallel=3", "rl.data_parallel: 3, but torchrun started 2 processes"),
                          ("stages=[sft]", "torchrun started 2 processes, but only the RL stage runs on ranks")]:
         for rank in ("0", "1"):
             for key, value in {"TORCHELASTIC_RUN_ID": "t", "RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": "2",
                                "LOCAL_WORLD_SIZE": "2"}.items():
                 monkeypatch.setenv(key, value)
-            code = main(["run", str(recipe), "--out", str(tmp_path / "never"), "--set", change])
-            err = capsys.readouterr().err
-            assert code == 2 and len(err.strip().splitlines()) == 1, err
-            assert err.startswith("posttrain: error: ") and says in err, err
+            p = here(capsys, "run", str(recipe), "--out", str(tmp_path / "never"), "--set", change)
+            assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+            assert p.stderr.startswith("posttrain: error: ") and says in p.stderr, p.stderr
             assert not (tmp_path / "never").exists()
 
 
