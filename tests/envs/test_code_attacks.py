@@ -338,10 +338,33 @@ _FORGED_REPORT_THEN_STOP = fenced(
     "    for fd in range(64):\n        try:\n            os.write(fd, line)\n        except OSError:\n            pass\n"
     "    os.kill(os.getppid(), signal.SIGSTOP)\n    return 0\n")
 
+# Three more: the candidate stops itself on the one call it cannot answer (its own call's deadline,
+# not the job's stop rule); it signals the fork-server, the namespace's init (SIGSTOP, SIGTERM,
+# SIGINT, SIGHUP, SIGKILL: the kernel drops them, init handles none of them); it stops the runner
+# with SIGTTIN, another stop signal, and a detached grandchild (its own session) continues the
+# runner a second later, past the stop rule's two ticks.
+_STOPS_ITSELF_ON_THE_LAST_CALL = fenced(
+    "import os, signal\ndef mix(x):\n    if x == 999:\n        os.kill(os.getpid(), signal.SIGSTOP)\n"
+    "    return (x * 7919 + 13) % 1009\n")
+_SIGNALS_THE_FORK_SERVER = fenced(
+    "import os, signal\ndef mix(x):\n"
+    "    for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):\n"
+    "        try:\n            os.kill(1, sig)\n        except OSError:\n            pass\n"
+    "    return (x * 7919 + 13) % 1009 if x != 999 else 0\n")
+_STOP_THEN_DETACHED_CONTINUE = fenced(
+    "import os, signal, time\ndef mix(x):\n    runner = os.getppid()\n    if os.fork() == 0:\n"
+    "        os.setsid()\n        if os.fork() == 0:\n            time.sleep(1.0)\n"
+    "            os.kill(runner, signal.SIGCONT)\n        os._exit(0)\n"
+    "    os.kill(runner, signal.SIGTTIN)\n    return (x * 7919 + 13) % 1009 if x != 999 else 0\n")
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", [_STOP_THEN_SPIN_NICE_19, _STOP_AND_CONTINUE_BY_TURNS, _FORGED_REPORT_THEN_STOP],
-                         ids=["stop then spin at nice 19", "stop and continue by turns", "forged report then stop"])
+@pytest.mark.parametrize("attack", [_STOP_THEN_SPIN_NICE_19, _STOP_AND_CONTINUE_BY_TURNS, _FORGED_REPORT_THEN_STOP,
+                                    _STOPS_ITSELF_ON_THE_LAST_CALL, _SIGNALS_THE_FORK_SERVER,
+                                    _STOP_THEN_DETACHED_CONTINUE],
+                         ids=["stop then spin at nice 19", "stop and continue by turns", "forged report then stop",
+                              "stops itself on the last call", "signals the fork-server",
+                              "SIGTTIN then a detached SIGCONT"])
 def test_stopping_the_runner_never_pays_and_never_costs_the_next_answers(pool, attack: str) -> None:
     from posttrain.envs.code import verify_code_batch
 
