@@ -19,6 +19,7 @@ import torch
 
 from posttrain.algo import aggregate, gae
 from posttrain.algo.value import value_loss
+from posttrain.train._optim import adamw
 from posttrain.train._step import PolicyBatch
 from posttrain.train.checkpoint import CheckpointError
 from posttrain.train.rm import make_reward_model, token_values
@@ -29,7 +30,7 @@ class Critic:
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
         self.model = make_reward_model(start_dir, dtype=dtype).to(device)
         self.model.config.pad_token_id = pad_id
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+        self.optimizer = adamw(self.model.parameters(), lr=lr)
         self.gamma, self.lam = gamma, lam
 
     def values(self, batch: PolicyBatch, rows: slice = slice(None)) -> torch.Tensor:  # (b, T), aligned

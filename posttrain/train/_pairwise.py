@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from posttrain.config import PositiveFloat, PositiveInt, Seed
 from posttrain.errors import ConfigError
 from posttrain.train._lora import LoraSpec
+from posttrain.train._optim import adamw
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def train_pairs(
     means over its steps (``loss`` and each metric of ``pair_losses``) and ``steps``. ``log`` gets
     each step's values and its ``grad_norm``."""
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    opt = adamw(params, lr=cfg.lr, weight_decay=0.01)  # torch's AdamW default
     gen = torch.Generator().manual_seed(cfg.seed)
     model.train()
     metrics: dict[str, float] = {}

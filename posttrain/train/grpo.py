@@ -83,6 +83,7 @@ from posttrain.train._credit import Groups, process_advantages, rewards_of, with
 from posttrain.train._critic import Critic
 from posttrain.train._dist import DataParallel
 from posttrain.train._logprobs import token_logprobs
+from posttrain.train._optim import adamw
 from posttrain.train._overlap import (
     TIS_CAP,
     CopiedWeights,
@@ -381,7 +382,7 @@ def train_grpo(
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     ckpt_dir = out / "checkpoints" / "rl-state"
     whole = None if dp is None else _shard(model, ckpt_dir, resume=resume)  # data-parallel: the whole model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    optimizer = adamw(model.parameters(), lr=cfg.lr)
     warmup = max(1, cfg.steps // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
     sampler = TaskSampler(train_tasks, seed=seed) if sampler is None else sampler

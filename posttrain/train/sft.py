@@ -28,6 +28,7 @@ from posttrain.algo.sft import pack_sequences, sft_loss
 from posttrain.policy import Policy
 from posttrain.train._batch import collate_rows
 from posttrain.train._logprobs import packed_token_logprobs, token_logprobs
+from posttrain.train._optim import adamw
 from posttrain.types import Trajectory, Turn
 
 Demonstration = tuple[str, str] | Trajectory
@@ -131,7 +132,7 @@ def train_sft(
     rows, masks, prompt_lens = encode_demonstrations(policy, demos)
     model = policy.model
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=params.lr, weight_decay=0.0)
+    optimizer = adamw(model.parameters(), lr=params.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine_with_warmup(params.steps, params.warmup_frac))
     gen = torch.Generator().manual_seed(params.seed)
     metrics: dict[str, float] = {}

@@ -148,7 +148,8 @@ def test_what_the_ranks_do_not_run_is_refused_in_one_line(recipe: Path, tmp_path
     work), the first case also through the real entry point in a subprocess."""
     cases = [("rl.algorithm=ppo", "rl.algorithm: ppo"), ("rl.max_staleness=1", "rl.max_staleness: 1"),
              ("rl.sampler=vllm", "rl.sampler: vllm"), ("model.lora={r: 4}", "model.lora"),
-             ("sched.backend=ray", "sched.backend: ray"), ("rl.reward_model_weight=0.5", "rl.reward_model_weight > 0")]
+             ("sched.backend=ray", "sched.backend: ray"), ("rl.reward_model_weight=0.5", "rl.reward_model_weight > 0"),
+             ("model.dtype=bfloat16", "model.dtype: bfloat16")]
     for i, (change, says) in enumerate(cases):
         if i == 0:
             p = subprocess.run(_cmd(recipe, tmp_path / "never", "--set", change), capture_output=True, text=True,
