@@ -12,7 +12,9 @@ What it builds and runs (the baseline's method):
              ``bench/step.py``'s two sides -- posttrain ``train_grpo`` with ``FastSampler`` and TRL's
              ``GRPOTrainer`` (HF generation) -- each in its own process, CUDA synchronized around
              every timed step; completion tokens/s, seconds per step, time split, peak GPU memory
-             (``torch.cuda.max_memory_allocated``)
+             (``torch.cuda.max_memory_allocated``). Precision: ours holds bf16 weights with fp32 master
+             weights and moments in its optimizer (``train._optim``); TRL's ``bf16=True`` holds fp32
+             weights under bf16 autocast: both step fp32 weights, compute in bf16
   MFU        ``policy_update`` on a batch of 16 x 1,024 tokens (every token scored, AdamW, bf16):
              6 x parameters x tokens / step time / 989 TFLOP/s (dense bf16, H200)
 

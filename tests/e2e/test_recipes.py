@@ -98,6 +98,23 @@ def test_bf16_gradient_checkpointing_and_lora(tmp_path):
     assert not any("lora" in k for k in keys)  # adapters were merged: a plain model
 
 
+
+@pytest.mark.slow
+def test_a_bf16_run_keeps_fp32_master_weights_in_its_checkpoints(tmp_path):
+    """All weights trained in bf16 (no LoRA): the model files are bf16, the optimizer state in each
+    checkpoint holds the fp32 master weights and moments a resume continues from (train/_optim.py)."""
+    import torch
+
+    out = tmp_path / "r"
+    _run("tiny-grpo.yaml", out, "--set", "model.dtype=bfloat16", "--set", "rl.steps=2")
+    state = torch.load(out / "checkpoints" / "rl-state" / "step-000002" / "state.pt", weights_only=True)
+    per_param = list(state["optimizer"]["state"].values())
+    assert per_param and all(s["master"].dtype == s["exp_avg"].dtype == torch.float32 for s in per_param)
+    from safetensors import safe_open
+
+    with safe_open(str(out / "checkpoints" / "rl" / "model.safetensors"), "pt") as f:
+        assert all(str(f.get_tensor(k).dtype) == "torch.bfloat16" for k in f.keys())
+
 @pytest.mark.slow
 def test_kl_in_reward(tmp_path):
     out = tmp_path / "r"  # dynamic sampling: tests/train/test_pool_rl.py and the test below (a tiny SFT has no variance)
