@@ -11,8 +11,9 @@ fp32 weights) give their users is fp32 weights under bf16 compute; this is that 
 takes torch's own AdamW step on that copy with the gradient in fp32 and fp32 moments, and rounds the
 result into the model's parameter. The forward and backward passes, the samplers, the weights pushed
 to an engine and the checkpoints' model files see the bf16 model as before; the optimizer state
-(saved with every checkpoint) holds the fp32 weights, so a resume continues exactly. Gradients are
-still accumulated over micro-batches in the parameters' own dtype.
+(saved with every checkpoint) holds the fp32 weights, so a resume continues exactly. The gradients
+of those parameters are fp32 (torch's ``grad_dtype``, torch >= 2.9: backward casts each one and
+accumulates the micro-batches in fp32; on an older torch they stay in the parameters' dtype).
 
 Not here: sharded (DTensor) parameters; a data-parallel run in bf16 is refused when its recipe is
 read (``RLConfig``).
@@ -49,6 +50,13 @@ class MasterWeightAdamW(torch.optim.AdamW):
 
     >>> # optimizer = MasterWeightAdamW(model.parameters(), lr=1e-6)   # a bf16 model
     """
+
+    def __init__(self, params: Iterable[nn.Parameter], **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dtype in LOW_PRECISION and hasattr(p, "grad_dtype"):  # torch >= 2.9
+                    p.grad_dtype = torch.float32  # backward casts each gradient, then accumulates in fp32
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

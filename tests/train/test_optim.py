@@ -19,9 +19,14 @@ def _grads(steps: int, n: int = 1000) -> list[torch.Tensor]:  # bf16-valued, as 
     return [torch.randn(n, generator=gen).bfloat16() for _ in range(steps)]
 
 
+def _grad(p: torch.nn.Parameter, g: torch.Tensor) -> torch.Tensor:
+    """``g`` as a backward pass of ``p`` leaves it: in p's dtype, then cast to its ``grad_dtype``."""
+    return g.to(p.dtype).to(getattr(p, "grad_dtype", None) or p.dtype)
+
+
 def _train(opt: torch.optim.Optimizer, p: torch.nn.Parameter, grads: list[torch.Tensor]) -> None:
     for g in grads:
-        p.grad = g.to(p.dtype)
+        p.grad = _grad(p, g)
         opt.step()
         opt.zero_grad(set_to_none=True)
 
@@ -47,7 +52,7 @@ def test_the_master_steps_as_fp32_adamw_and_the_weights_are_its_rounding(dtype):
     opt = adamw([low], lr=1e-3, weight_decay=0.01)
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / 3)) for o in (ref_opt, opt)]
     for g in _grads(6):
-        ref.grad, low.grad = g.float(), g.to(dtype)
+        ref.grad, low.grad = g.float(), _grad(low, g)
         ref_opt.step()
         opt.step()
         for s in scheds:
@@ -62,10 +67,21 @@ def test_fp32_parameters_get_torch_adamw_and_mixed_ones_step_alike():
     assert type(adamw([_weights(torch.float32)], lr=1e-3)) is torch.optim.AdamW
     f32, low = _weights(torch.float32, 8), _weights(torch.bfloat16, 8)
     opt = adamw([f32, low], lr=1e-3)
-    f32.grad, low.grad = torch.ones(8), torch.ones(8, dtype=torch.bfloat16)
+    f32.grad, low.grad = torch.ones(8), _grad(low, torch.ones(8))
     opt.step()
     assert "master" not in opt.state[f32] and opt.state[f32]["exp_avg"].dtype == torch.float32
-    assert low.dtype == torch.bfloat16 and low.grad.dtype == torch.bfloat16  # the model sees what it had
+    assert low.dtype == torch.bfloat16 and low.grad.dtype == torch.float32  # the model's weights stay bf16
+
+
+def test_gradients_of_bf16_weights_accumulate_in_fp32():
+    """Two micro-batches' gradients, 1 and ~0.001: a bf16 sum is 1 (bf16's spacing at 1 is 2^-7), the
+    fp32 one keeps the second."""
+    p = torch.nn.Parameter(torch.zeros(1, dtype=torch.bfloat16))
+    adamw([p], lr=1e-3)
+    small = torch.tensor([0.001], dtype=torch.bfloat16)
+    for scale in (torch.ones(1, dtype=torch.bfloat16), small):
+        (p * scale).sum().backward()
+    assert p.grad.dtype == torch.float32 and p.grad.item() == 1.0 + small.float().item()
 
 
 def test_a_saved_state_resumes_exactly():
