@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ours, trl = best["ours"], best["trl"]
     start = args.start or ("a random Qwen2 (hidden 256, 4 layers, 8,192-token BPE)" if args.qwen2 else
                            f"embedded default{' (EOS as likely as a space)' if args.stops else ''}")
-    print(f"GRPO step (generate + verify + update), CPU fp32, {start}, quickstart math tasks, "
+    print(f"GRPO step (generate + verify + update), {args.device.upper()} {args.dtype}, {start}, quickstart math tasks, "
           f"{args.prompts} prompts x G={args.group}, <= {args.new} new tokens, {args.steps} timed steps, "
           f"{ours['threads']} thread(s), posttrain sampler: {args.sampler}"
           f"{', rl.skip_zero_advantage' if args.skip_zero_advantage else ''}")
