@@ -15,8 +15,8 @@ to an engine and the checkpoints' model files see the bf16 model as before; the 
 of those parameters are fp32 (torch's ``grad_dtype``, torch >= 2.9: backward casts each one and
 accumulates the micro-batches in fp32; on an older torch they stay in the parameters' dtype).
 
-Not here: sharded (DTensor) parameters; a data-parallel run in bf16 is refused when its recipe is
-read (``RLConfig``).
+Not here: sharded (DTensor) parameters (``adamw`` refuses them); a data-parallel run in bf16 is
+refused when its recipe is read (``recipe.check_inputs``), before any work.
 """
 
 from __future__ import annotations
