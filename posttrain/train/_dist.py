@@ -107,15 +107,23 @@ def init() -> tuple[int, int, torch.device]:
     return rank, world, torch.device("cpu")
 
 
-def shard(model: nn.Module) -> nn.Module:
+def shard(model: nn.Module, *, compute_dtype: torch.dtype | None = None) -> nn.Module:
     """``fully_shard`` every decoder layer (the modules named in the model's ``_no_split_modules``,
-    else ``model.model.layers``); the rest stays whole (``_replicated``)."""
-    from torch.distributed.fsdp import fully_shard
+    else ``model.model.layers``); the rest stays whole (``_replicated``). ``compute_dtype`` (bf16):
+    the model's weights are made fp32 first, and FSDP2 gathers each layer's weights in that dtype for
+    its forward and backward and reduces its gradients in fp32 (``MixedPrecisionPolicy``): the shards
+    are the fp32 master weights the optimizer steps (the one-process run keeps them in
+    ``train._optim.MasterWeightAdamW``); the whole parts compute in fp32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     names = set(getattr(model, "_no_split_modules", None) or ())
     layers = [m for m in model.modules() if type(m).__name__ in names] or list(_decoder_layers(model))
+    policy = MixedPrecisionPolicy()
+    if compute_dtype is not None:
+        model.float()
+        policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
     for layer in layers:
-        fully_shard(layer)
+        fully_shard(layer, mp_policy=policy)
     return model
 
 
@@ -283,13 +291,21 @@ def load_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_state: 
                    options=StateDictOptions(full_state_dict=True))
 
 
-def save_state(model: nn.Module, optimizer: torch.optim.Optimizer, dp: DataParallel) -> tuple[dict[str, Any], dict[str, Any]]:
+def save_state(model: nn.Module, optimizer: torch.optim.Optimizer, dp: DataParallel, *,
+               masters: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a one-process checkpoint holds, from a sharded model (a collective): the full model state
-    and the optimizer state keyed as one process keys it (``indexed_optim``); complete on rank 0."""
+    and the optimizer state keyed as one process keys it (``indexed_optim``); complete on rank 0.
+    ``masters`` (a bf16 run, ``shard(compute_dtype=...)``): the fp32 weights of every stepped
+    parameter go into its optimizer state as ``master``, where ``MasterWeightAdamW`` keeps them, so
+    the checkpoint's bf16 model file loses nothing a resume needs, in one process or N."""
     model_state, optim_state = state(model, optimizer)
     if not dp.writes:
         return {}, {}
-    return model_state, indexed_optim(optim_state, [name for name, _ in model.named_parameters()])
+    names = [name for name, _ in model.named_parameters()]
+    if masters:
+        for name, st in optim_state["state"].items():
+            st["master"] = model_state[name].float().clone()
+    return model_state, indexed_optim(optim_state, names)
 
 
 def restore(ckpt: Checkpoint, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, dp: DataParallel) -> None:
@@ -302,8 +318,13 @@ def restore(ckpt: Checkpoint, model: nn.Module, optimizer: torch.optim.Optimizer
     if saved["optimizer"] is None or saved["scheduler"] is None:
         raise CheckpointError(f"{ckpt.path} was saved without an optimizer or scheduler state")
     names = [name for name, _ in model.named_parameters()]
-    set_optimizer_state_dict(model, optimizer, optim_state_dict=named_optim(saved["optimizer"], names),
-                             options=StateDictOptions(full_state_dict=True))
+    optim = named_optim(saved["optimizer"], names)
+    masters = {name: st.pop("master") for name, st in optim["state"].items() if "master" in st}
+    if masters:  # a bf16 run's fp32 weights (``save_state``): the shards continue from them, not from the bf16 file
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+        set_model_state_dict(model, masters, options=StateDictOptions(full_state_dict=True, strict=False))
+    set_optimizer_state_dict(model, optimizer, optim_state_dict=optim, options=StateDictOptions(full_state_dict=True))
     scheduler.load_state_dict(saved["scheduler"])
     ranks = saved["rng"].get("ranks")
     if ranks is not None and len(ranks) != dp.world:

@@ -15,8 +15,9 @@ to an engine and the checkpoints' model files see the bf16 model as before; the 
 of those parameters are fp32 (torch's ``grad_dtype``, torch >= 2.9: backward casts each one and
 accumulates the micro-batches in fp32; on an older torch they stay in the parameters' dtype).
 
-Not here: sharded (DTensor) parameters (``adamw`` refuses them); a data-parallel run in bf16 is
-refused when its recipe is read (``recipe.check_inputs``), before any work.
+Sharded (DTensor) bf16 parameters are refused here: a data-parallel run in bf16 shards fp32 weights
+instead and computes in bf16 through FSDP2's mixed precision (``_dist.shard``), and its checkpoints
+carry the fp32 shards as these masters (``_dist.save_state``), so either kind resumes exactly.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def adamw(params: Iterable[nn.Parameter], *, lr: float, weight_decay: float = 0.
     low = [p for p in params if p.dtype in LOW_PRECISION]
     if any(type(p.data) is not torch.Tensor for p in low):
         raise ValueError("adamw: sharded (DTensor) bf16/fp16 parameters have no fp32 master weights here; "
-                         "train sharded models in float32")
+                         "shard fp32 weights with a bf16 compute dtype (_dist.shard)")
     if low:
         return MasterWeightAdamW(params, lr=lr, weight_decay=weight_decay)
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)

@@ -83,7 +83,7 @@ from posttrain.train._credit import Groups, process_advantages, rewards_of, with
 from posttrain.train._critic import Critic
 from posttrain.train._dist import DataParallel
 from posttrain.train._logprobs import token_logprobs
-from posttrain.train._optim import adamw
+from posttrain.train._optim import LOW_PRECISION, adamw
 from posttrain.train._overlap import (
     TIS_CAP,
     CopiedWeights,
@@ -509,7 +509,8 @@ def _shard(model: torch.nn.Module, ckpt_dir: Path, *, resume: bool) -> torch.nn.
     if resume and (last := load_latest(ckpt_dir)) is not None:
         load_weights(model, last.model_dir)
     whole = copy.deepcopy(model)
-    _dist.shard(model)
+    dtype = next(model.parameters()).dtype
+    _dist.shard(model, compute_dtype=dtype if dtype in LOW_PRECISION else None)  # bf16: fp32 shards
     return whole
 
 
@@ -564,7 +565,8 @@ def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Opti
     rng = after["rng"] if in_flight else rng_state()
     model, optim, ranks = policy.model, optimizer, {}
     if dp is not None and whole is not None:
-        model_state, optim = _dist.save_state(policy.model, optimizer, dp)  # a collective
+        model_state, optim = _dist.save_state(policy.model, optimizer, dp,  # a collective
+                                              masters=next(whole.parameters()).dtype in LOW_PRECISION)
         rngs = dp.every(rng)
         if not dp.writes:
             return

@@ -80,8 +80,9 @@ class ModelConfig:
     (256 when not given) or, for another model, its config.json's, recorded (a different value is refused)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Weights and compute dtype for training and sampling (bfloat16 on GPUs; float32 on CPUs). With
-    bfloat16 the optimizer keeps fp32 master weights and moments (``train._optim``): steps finer than
-    bf16's precision add up instead of being rounded away; not with rl.data_parallel > 1 (refused)."""
+    bfloat16 the optimizer steps fp32 master weights with fp32 moments and gradients (``train._optim``;
+    with rl.data_parallel > 1 the fp32 shards, FSDP2 mixed precision): steps finer than bf16's
+    precision add up instead of being rounded away."""
     device: str = "cpu"
     """torch device: "cpu", "cuda", "cuda:1", ..."""
     gradient_checkpointing: bool = False
@@ -767,10 +768,6 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
         raise ConfigError(f"rl.data_parallel: {recipe.rl.data_parallel} starts its ranks on this machine with whole "
                           f"plain weights; " + ("sched.backend: ray" if recipe.sched.backend == "ray" else "model.lora")
                           + " is not theirs yet; use rl.data_parallel: 1")
-    if "rl" in recipe.stages and recipe.rl.data_parallel > 1 and recipe.model.dtype != "float32":
-        raise ConfigError(f"rl.data_parallel: {recipe.rl.data_parallel} with model.dtype: {recipe.model.dtype}: the ranks' "
-                          f"sharded weights have no fp32 master copy yet, so steps finer than {recipe.model.dtype}'s "
-                          f"precision would be lost; use model.dtype: float32 or rl.data_parallel: 1")
     if "rl" in recipe.stages and recipe.rl.sampler != "local" and (recipe.sched.backend == "ray" or lora is not None):
         raise ConfigError(f"rl.sampler: {recipe.rl.sampler} samples from this process's plain weights; "
                           + ("sched.backend: ray samples on its rollout actors" if recipe.sched.backend == "ray"
