@@ -60,6 +60,25 @@ def _rank_pids(out: Path) -> list[int]:
     return pids
 
 
+def _kill_rank_0_after_a_checkpoint(recipe: Path, out: Path, *extra: str) -> None:
+    """Start the run, kill -9 rank 0 (and its own children; rank 1 runs in its own session) once its
+    first RL checkpoint is written, and wait for rank 1 to end with it."""
+    proc = subprocess.Popen(_cmd(recipe, out, *extra), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    latest = out / "checkpoints" / "rl-state" / "latest"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert json.loads(latest.read_text())["step"] < STEPS
+    deadline = time.time() + 30
+    while _rank_pids(out) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _rank_pids(out), "rank 1 outlived rank 0"
+
+
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("dp") / "dp.yaml"
@@ -97,20 +116,7 @@ def test_two_ranks_share_each_step_and_train_on_the_whole_batch(ref: Path) -> No
 @pytest.mark.slow
 def test_kill_9_of_rank_0_mid_run_ends_rank_1_and_resume_is_bit_exact(recipe: Path, ref: Path) -> None:
     out = recipe.parent / "killed"
-    proc = subprocess.Popen(_cmd(recipe, out), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    latest = out / "checkpoints" / "rl-state" / "latest"
-    deadline = time.time() + 300
-    while not latest.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)  # rank 0 and its own children; rank 1 runs in its own session
-    proc.wait()
-    assert json.loads(latest.read_text())["step"] < STEPS
-    deadline = time.time() + 30
-    while _rank_pids(out) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not _rank_pids(out), "rank 1 outlived rank 0"
+    _kill_rank_0_after_a_checkpoint(recipe, out)
     p = subprocess.run(_cmd(recipe, out, "--resume"), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     assert sha(out / "checkpoints" / "rl" / "model.safetensors") == sha(ref / "checkpoints" / "rl" / "model.safetensors")
@@ -137,19 +143,7 @@ def test_a_bf16_run_steps_fp32_shards_and_resumes_bit_exactly(recipe: Path) -> N
 
     with safe_open(str(ref / "checkpoints" / "rl" / "model.safetensors"), "pt") as f:
         assert all(str(f.get_tensor(k).dtype) == "torch.bfloat16" for k in f.keys())
-    proc = subprocess.Popen(_cmd(recipe, out, *bf16), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    latest = out / "checkpoints" / "rl-state" / "latest"
-    deadline = time.time() + 300
-    while not latest.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert json.loads(latest.read_text())["step"] < STEPS
-    deadline = time.time() + 30
-    while _rank_pids(out) and time.time() < deadline:
-        time.sleep(0.1)
+    _kill_rank_0_after_a_checkpoint(recipe, out, *bf16)
     p = subprocess.run(_cmd(recipe, out, *bf16, "--resume"), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     assert sha(out / "checkpoints" / "rl" / "model.safetensors") == sha(ref / "checkpoints" / "rl" / "model.safetensors")
