@@ -15,7 +15,8 @@ What it builds and runs (the baseline's method):
              (``torch.cuda.max_memory_allocated``). Precision: ours holds bf16 weights with fp32 master
              weights and moments in its optimizer (``train._optim``); TRL's ``bf16=True`` holds fp32
              weights under bf16 autocast: both step fp32 weights, compute in bf16
-  MFU        ``policy_update`` on a batch of 16 x 1,024 tokens (every token scored, AdamW, bf16):
+  MFU        ``policy_update`` on a batch of 16 x 1,024 tokens (every token scored, bf16, the trainers'
+             optimizer: AdamW on fp32 master weights):
              6 x parameters x tokens / step time / 989 TFLOP/s (dense bf16, H200)
 
 Goals (issue 25): >= 5x TRL's completion tokens/s (24k+ on this workload; stretch 100k) and >= 40% MFU.
@@ -56,6 +57,7 @@ def mfu(model_dir: Path, params: int, args: argparse.Namespace) -> dict[str, Any
     import torch
 
     from posttrain.policy import load_policy
+    from posttrain.train._optim import adamw
     from posttrain.train._step import LossSpec, PolicyBatch, policy_update
 
     device, dtype = ("cpu", torch.float32) if args.dry else ("cuda", torch.bfloat16)
@@ -66,7 +68,7 @@ def mfu(model_dir: Path, params: int, args: argparse.Namespace) -> dict[str, Any
     ones = torch.ones(rows, length, device=device)
     batch = PolicyBatch(input_ids=ids, attention_mask=ones.long(), loss_mask=ones, old_logp=-5.0 * ones,
                         adv=torch.randn(rows, generator=g).to(device))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.0, fused=not args.dry)
+    opt = adamw(model.parameters(), lr=1e-5)  # the trainers' own: fp32 master weights for bf16 (train._optim)
 
     def step() -> None:
         policy_update(model, opt, batch, LossSpec(), micro_batch_size=rows, max_grad_norm=1.0)
