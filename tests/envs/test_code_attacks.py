@@ -371,3 +371,43 @@ def test_stopping_the_runner_never_pays_and_never_costs_the_next_answers(pool, a
     verdicts = verify_code_batch(pool, [(MIX, attack), (MIX, MIX.reference), (MIX, MIX.reference)])
     assert (verdicts[0].outcome, verdicts[0].reward) == ("fail", 0.0), verdicts[0]
     assert [(v.outcome, v.error_class) for v in verdicts[1:]] == [("pass", None)] * 2, [v.evidence for v in verdicts]
+
+
+# Three attacks on the reply a server sends. The server is the candidate's own process: the runner's
+# functions there are frozen out of gc's sight, but the frame that calls the candidate is one step up
+# the stack, and its globals hold the wire's ``encode`` and ``describe``. The candidate rebinds
+# ``encode`` so that every answer is a well-formed set holding a list (unhashable where the runner
+# decodes it); it answers with a set of 50,000 ints, ~0.8 MB of reply for the runner to decode and
+# compare (from 200,000 on, the job sometimes ran out of memory first: its own fail too);
+# it rebinds ``describe`` so that the ValueError it raises in is_even is reported as StopIteration,
+# which, raised inside the test's map(), would end it early and pass ``all(map(...))`` and
+# ``not any(map(...))`` alike.
+_REWIRE = (
+    "import sys\n"
+    "def _rewire(name, fake):\n    f = sys._getframe(1)\n"
+    "    while f is not None and name not in f.f_globals:\n        f = f.f_back\n"
+    "    if f is None:\n        raise LookupError(name)\n    f.f_globals[name] = fake\n")
+_UNHASHABLE_REPLY = fenced(
+    _REWIRE + "def _fake(x, depth=0):\n    return ['set', [['list', []]]]\n"
+    "def mix(x):\n    _rewire('encode', _fake)\n    return 0\n")
+_HUGE_SET_REPLY = fenced("def mix(x):\n    return set(range(50_000))\n")
+_FORGED_STOPITERATION = fenced(
+    _REWIRE + "def _fake(exc):\n    return {'type': 'StopIteration', 'message': '', 'where': None}\n"
+    "def is_even(n):\n    _rewire('describe', _fake)\n    raise ValueError(n)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "attack", "reached"),
+                         [(MIX, _UNHASHABLE_REPLY, "exception:ProtocolError"), (MIX, _HUGE_SET_REPLY, "assertion"),
+                          (EVEN, _FORGED_STOPITERATION, "exception:StopIteration")],
+                         ids=["encoder rewritten to an unhashable set", "a 0.8 MB set reply",
+                              "exception record rewritten to StopIteration"])
+def test_a_forged_or_oversized_reply_never_pays_and_never_costs_the_next_answers(pool, task: Task, attack: str,
+                                                                                  reached: str) -> None:
+    """``reached``: the error class that shows the attack did what it meant to (the rebound function
+    ran, the whole reply was decoded and compared), so a fail is the verifier's doing, not a no-op's."""
+    from posttrain.envs.code import verify_code_batch
+
+    verdicts = verify_code_batch(pool, [(task, attack), (task, task.reference), (MIX, MIX.reference)])
+    assert (verdicts[0].outcome, verdicts[0].reward, verdicts[0].error_class) == ("fail", 0.0, reached), verdicts[0]
+    assert [(v.outcome, v.error_class) for v in verdicts[1:]] == [("pass", None)] * 2, [v.evidence for v in verdicts]
