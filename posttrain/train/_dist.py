@@ -302,9 +302,9 @@ def save_state(model: nn.Module, optimizer: torch.optim.Optimizer, dp: DataParal
     if not dp.writes:
         return {}, {}
     names = [name for name, _ in model.named_parameters()]
-    if masters:
+    if masters:  # the gathered fp32 tensors themselves (nothing writes to them: loaded into a copy, saved)
         for name, st in optim_state["state"].items():
-            st["master"] = model_state[name].float().clone()
+            st["master"] = model_state[name]
     return model_state, indexed_optim(optim_state, names)
 
 
