@@ -81,11 +81,11 @@ def _check_lengths(args: argparse.Namespace, tasks: list[Task], length: str, *, 
     must fit the model's positions. A ``--max-new-tokens`` given that does not fit is a ``UserError``
     naming it and the fix; one not ``given`` (the default, or the recipe's with ``--run``) is lowered
     to what fits, said in one line, or refused alike when nothing does."""
-    from posttrain.envs import model_prompt
-    from posttrain.policy import measure_prompts
-
     if args.responses or args.endpoint or args.agent:  # already sampled; an endpoint's or a script's own
         return
+    from posttrain.envs import model_prompt
+    from posttrain.policy import measure_prompts  # imports torch: not for the three above
+
     models = [args.model] if args.model else [str(c) for c in _policies_of(args.run, quiet=True)] if args.run else []
     if not models or not Path(models[0]).expanduser().is_dir():  # a hub name: checked as it loads
         return

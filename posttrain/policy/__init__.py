@@ -12,8 +12,9 @@ tool-call codec (``decode_tool_calls``, ``parse_tool_calls``) reads calls in the
 >>> from posttrain.policy import build_embedded_default, load_policy
 >>> # policy = load_policy(build_embedded_default("/tmp/m"))
 
-The chat template and the tool-call codec import no torch (a domain's CPU-budgeted check workers
-decode tool calls); the model and sampler modules load on first use of one of their names.
+The chat template, the tool-call codec and the sampling seam (``Sampler``, ``SamplingParams``) import
+no torch (a domain's CPU-budgeted check workers decode tool calls; a scripted agent's evaluation runs
+episodes without a model); the model and sampler modules load on first use of one of their names.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from posttrain.policy._chat import (
     has_chat_template,
     prompt_template,
 )
+from posttrain.policy._sampling import Sampler, SamplingParams
 from posttrain.policy._toolcalls import (
     MAX_CALLS,
     TOOL_FAMILIES,
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
         resolve_chat,
     )
     from posttrain.policy._ray import RayRollout, RaySampler, RolloutActor, VersionMismatch
-    from posttrain.policy._sampler import LocalSampler, Sampler, SamplingParams, process_logits
+    from posttrain.policy._sampler import LocalSampler, process_logits
     from posttrain.policy._spec import SpecConfig
 
 _LAZY = {
@@ -83,7 +85,7 @@ _LAZY = {
                                  "measure_prompts", "read_architecture", "record_chat", "recorded_chat",
                                  "resolve_chat"),
     "posttrain.policy._ray": ("RayRollout", "RaySampler", "RolloutActor", "VersionMismatch"),
-    "posttrain.policy._sampler": ("LocalSampler", "Sampler", "SamplingParams", "process_logits"),
+    "posttrain.policy._sampler": ("LocalSampler", "process_logits"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from posttrain.types import Trajectory
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 EDIT_MAX_TOKENS = 256
 """Completions are cut to this many tokens for the edit distance (quadratic in length)."""
@@ -155,10 +155,13 @@ def dedup_rewards(groups: Sequence[Sequence[Trajectory]], rewards: Tensor) -> tu
 
     >>> from posttrain.types import Turn
     >>> t = lambda ids: Trajectory("m", "g", 0, (Turn((1,), ids, (0.0,) * len(ids), "eos"),), 1.0)
+    >>> import torch
     >>> r, keep = dedup_rewards([[t((5,)), t((5,)), t((6,))]], torch.tensor([[1.0, 1.0, 0.0]]))
     >>> keep.tolist()
     [[True, False, True]]
     """
+    import torch  # here, not at the top: an evaluation of a scripted agent never loads torch
+
     keep = torch.ones(rewards.shape, dtype=torch.bool)
     for k, g in enumerate(groups):
         seen: set[tuple[int, ...]] = set()

@@ -41,11 +41,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from posttrain.envs import Env
-from posttrain.policy import Sampler, SamplingParams
 from posttrain.types import Generation, Observation, Task, Trajectory, Turn, Verdict
+
+if TYPE_CHECKING:  # the sampler module imports torch; an evaluation of a scripted agent needs neither
+    from posttrain.policy import Sampler, SamplingParams
 
 SUMMARY_PROMPT = "\nSummarize what you must remember so far:\n"
 SEARCH_PREFIX = "search:"

@@ -118,3 +118,22 @@ def test_agent_episodes_on_a_domain_without_them_is_one_line():
     assert re.search(r"task .* is of domain 'math', which builds no episode environment .*agent episodes run on tasks "
                      r"of \['tool', 'bfcl'", why), why
     assert tasks_problem("agent", tasks[:1]) is None and tasks_problem("repair", tasks) is None
+
+
+def test_a_scripted_agents_evaluation_never_loads_torch(tmp_path):
+    """A scripted agent's ``posttrain eval`` runs episodes without a model: it imported torch (~2 s of
+    every such command) through the episode runner's sampler types, the diversity module and the
+    prompt-length check that only a local model needs. Its own process, so that nothing the suite
+    imported before counts."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    script = (f"import sys\nfrom posttrain.cli import main\n"
+              f"code = main(['eval', '--tasks', {str(root / 'examples/tasks/files.jsonl')!r}, '--episodes', 'agent',"
+              f" '--agent', 'oracle', '--max-turns', '30', '--max-new-tokens', '8192', '--json',"
+              f" '--out', {str(tmp_path / 'e')!r}])\n"
+              f"print('torch' in sys.modules, code, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.stderr.strip().splitlines()[-1] == "False 0", done.stderr[-2000:]
+    assert json.loads(done.stdout)["pass@1"] == 1.0

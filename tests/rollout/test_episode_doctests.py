@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["posttrain.types", "posttrain.policy._sampler", "posttrain.policy._endpoint", "posttrain.policy._embedded",
-           "posttrain.rollout._runner"]
+MODULES = ["posttrain.types", "posttrain.policy._sampling", "posttrain.policy._sampler", "posttrain.policy._endpoint",
+           "posttrain.policy._embedded", "posttrain.rollout._runner"]
 
 
 @pytest.mark.parametrize("name", MODULES)

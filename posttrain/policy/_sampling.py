@@ -1,0 +1,65 @@
+"""The sampling seam without torch: ``SamplingParams`` (how to sample, checked on construction) and the
+``Sampler`` protocol (``_sampler.py`` has the backends and the full contract). Apart so that what only
+names the seam (the episode runner, a scripted agent's evaluation) never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from posttrain.errors import UserError
+from posttrain.types import Generation
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. Checked on construction: a bad value is a ``UserError`` naming the field.
+
+    >>> SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=32, stop=("\\n\\n",)).top_k
+    0
+    """
+
+    temperature: float = 1.0
+    """0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches ``top_p``; 1 = off."""
+    top_k: int = 0
+    """Keep the ``top_k`` most likely tokens; 0 = off."""
+    max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    """Stop strings: sampling of a row stops once its decoded completion contains one of them."""
+    seed: int | None = None
+    """Seeds torch's global generator once per call; ``None`` continues its stream."""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, expected: str) -> UserError:
+            return UserError(f"sampling: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        if not _is_number(self.temperature) or not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise bad("temperature", "a number >= 0")
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise bad("top_p", "a number in (0, 1]")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise bad("top_k", "an integer >= 0")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise bad("max_new_tokens", "an integer >= 1")
+        if not isinstance(self.stop, tuple) or not all(isinstance(s, str) and s for s in self.stop):
+            raise bad("stop", "a tuple of non-empty strings")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise bad("seed", "an integer or None")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+class Sampler(Protocol):
+    """Token-level sampling: one ``Generation`` per prompt, in order.
+
+    Sample ``n`` completions of a prompt by repeating its ids ``n`` times.
+    """
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]: ...
