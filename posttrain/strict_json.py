@@ -28,6 +28,11 @@ from typing import Any
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 MAX_JSON_CHARS = 200_000
+MAX_JSON_DEPTH = 100
+"""Arrays and objects nested deeper than this are refused: Python's parser reads ~1,000 levels, and a
+value that deep raised RecursionError in the first recursive function to walk it (a tool's argument
+decoding, an answer's comparison), out of an episode's step, where the runner takes it for a bug of
+the environment and ends the whole batch. No task's data nests 100 deep."""
 
 
 class StrictJSONError(ValueError):
@@ -62,8 +67,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_JSON_CHARS) -> Any:
+def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_JSON_CHARS,
+                 max_depth: int | None = MAX_JSON_DEPTH) -> Any:
     """Parse one JSON document strictly; with ``exact``, non-integer numbers are ``Decimal``.
+    Task files pass ``max_chars=None, max_depth=None``: no real dataset is refused.
 
     >>> loads_strict('{"a": 1}')
     {'a': 1}
@@ -77,7 +84,7 @@ def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_
     if max_chars is not None and len(text) > max_chars:  # task files pass None: no real dataset is refused
         raise StrictJSONError(f"JSON longer than {max_chars} characters")
     try:
-        return json.loads(
+        value = json.loads(
             text,
             parse_constant=_reject_constant,
             parse_float=_exact_decimal if exact else _finite_float,
@@ -91,6 +98,25 @@ def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_
         raise StrictJSONError(f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except ValueError as e:  # e.g. an integer literal beyond Python's int-string digit limit
         raise StrictJSONError(f"invalid JSON: {str(e).split(';')[0]}") from None  # the sentence, not its advice
+    if max_depth is not None and nesting(value) > max_depth:
+        raise StrictJSONError(f"JSON nested too deeply (more than {max_depth} levels of arrays and objects)")
+    return value
+
+
+def nesting(value: Any) -> int:
+    """How many arrays and objects deep ``value`` is, counted without recursion.
+
+    >>> nesting(1), nesting([]), nesting({"a": [[2], 3]})
+    (0, 1, 3)
+    """
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def extract_json_text(response: str) -> str:

@@ -104,7 +104,7 @@ def _reason(e: BaseException) -> str:
 
 def _json(text: str, where: str) -> Any:
     try:
-        return loads_strict(text, max_chars=None)
+        return loads_strict(text, max_chars=None, max_depth=None)
     except StrictJSONError as e:
         raise TaskError(f"{where}: {e}") from None
 
@@ -247,7 +247,7 @@ def read_responses(path: str | Path) -> list[ResponseLine]:
     for lineno, line in _lines(path, "responses", max_bytes=MAX_RESPONSE_LINE_BYTES):
         where = f"{path}:{lineno}"
         try:
-            rec = loads_strict(line, max_chars=None)
+            rec = loads_strict(line, max_chars=None, max_depth=None)
         except StrictJSONError as e:
             raise UserError(f"{where}: {e}") from None
         if not isinstance(rec, Mapping):

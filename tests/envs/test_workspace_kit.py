@@ -252,6 +252,25 @@ def test_an_episode_runs_calls_records_them_and_grades_on_submit(pool, chat):
     assert env.workspace is None
 
 
+def test_arguments_nested_700_deep_are_the_actions_own_unreadable_call(pool, chat):
+    """A call whose arguments nest 700 lists deep parses as JSON (Python reads ~1,000 levels), and turning
+    them into the tool's arguments raised a RecursionError out of the step: the runner takes that for a
+    bug of the environment and ends every episode of the batch. The codec refuses JSON nested more than
+    ``MAX_JSON_DEPTH`` levels: the action's own unreadable call, and the episode goes on."""
+    from posttrain.strict_json import MAX_JSON_DEPTH
+
+    env = WorkspaceEnv(spec(), chat=chat, pool=pool, verify=toy_verify, limits=AgentLimits(max_steps=10))
+    deep = '{"name": "bash", "arguments": {"command": "ls", "timeout": ' + "[" * 700 + "]" * 700 + "}}"
+    edge = '{"name": "bash", "arguments": {"command": ' + "[" * (MAX_JSON_DEPTH - 2) + "]" * (MAX_JSON_DEPTH - 2) + "}}"
+    actions = [act(chat, f"<tool_call>{deep}</tool_call>"), act(chat, f"<tool_call>{edge}</tool_call>"),
+               tool(chat, "bash", command="echo done > notes.txt"), tool(chat, "submit")]
+    _, results = play(env, chat, actions)
+    assert "could not be read" in results[0].observation.text and "nested too deeply" in results[0].observation.text
+    assert results[1].calls[0].result.startswith("Error: bash:"), results[1].calls[0].result  # read, then refused
+    assert results[-1].done and results[-1].verdict.passed
+    env.close()
+
+
 def test_repair_feedback_then_pass_and_the_same_submission_is_not_graded_twice(pool, chat):
     graded = []
 

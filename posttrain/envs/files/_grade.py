@@ -84,7 +84,7 @@ def _parse_target(path: str, spec: Any, pristine: Mapping[str, bytes]) -> Target
     value = spec[keys[fmt]]
     if fmt == "json":
         try:
-            loads_strict(json.dumps(value, allow_nan=True), max_chars=None)
+            loads_strict(json.dumps(value, allow_nan=True), max_chars=None, max_depth=None)
         except (StrictJSONError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: value is not strict JSON ({e})") from None
         return Target(path, "json", to_exact(value))

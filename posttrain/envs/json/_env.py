@@ -169,7 +169,7 @@ class JsonEnv:
             raise reader.fail("schema", f"a valid JSON Schema ({_schema_problem(e)})", show_got=False) from None
         expected = reader.present("expected")
         try:
-            loads_strict(json.dumps(expected, allow_nan=True), max_chars=None)  # task data: no cap
+            loads_strict(json.dumps(expected, allow_nan=True), max_chars=None, max_depth=None)  # task data: no cap
         except StrictJSONError as e:
             raise reader.fail("expected", f"strict JSON ({e})", expected) from None
         problem = schema_error(validator, to_exact(expected))
