@@ -131,7 +131,15 @@ from typing import Protocol, runtime_checkable
 
 from posttrain.sandbox._pool import LocalSandboxPool
 from posttrain.sandbox._types import ExecOutcome, Execution, Limits, usable_cpus
-from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed, SandboxError, WorkspaceError
+from posttrain.sandbox.errors import (
+    HostCannotIsolate,
+    LimitsError,
+    PoolClosed,
+    SandboxError,
+    WorkspaceError,
+    WorkspaceFileMissing,
+    WorkspaceFileTooLarge,
+)
 from posttrain.sandbox.workspace import Workspace
 
 __all__ = [
@@ -147,6 +155,8 @@ __all__ = [
     "HostCannotIsolate",
     "LimitsError",
     "WorkspaceError",
+    "WorkspaceFileMissing",
+    "WorkspaceFileTooLarge",
     "PoolClosed",
 ]
 

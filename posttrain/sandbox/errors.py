@@ -9,6 +9,8 @@
     │                                 There is never a silent fallback to weaker isolation.
     ├── LimitsError                   a Limits value or a job argument is invalid (also a UserError)
     ├── WorkspaceError                a workspace path is invalid or escapes the workspace (also a UserError)
+    │   ├── WorkspaceFileMissing      ``read_file``: nothing at the path (never written, or deleted)
+    │   └── WorkspaceFileTooLarge     ``read_file``: the file is longer than the ``max_bytes`` asked
     └── PoolClosed                    the pool was used after ``close()``
 
 What is *not* an exception: a job that fails (nonzero exit, signal, timeout, out of memory) is
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 from posttrain.errors import UserError
 
-__all__ = ["SandboxError", "HostCannotIsolate", "LimitsError", "WorkspaceError", "PoolClosed"]
+__all__ = ["SandboxError", "HostCannotIsolate", "LimitsError", "WorkspaceError", "WorkspaceFileMissing",
+           "WorkspaceFileTooLarge", "PoolClosed"]
 
 
 class SandboxError(Exception):
@@ -38,6 +41,16 @@ class LimitsError(SandboxError, UserError):
 
 class WorkspaceError(SandboxError, UserError):
     """A workspace path is absent, invalid, or points outside the workspace."""
+
+
+class WorkspaceFileMissing(WorkspaceError):
+    """Nothing is at the path ``read_file`` was asked for (never written, or deleted). A class of its
+    own because a grader tells a deletion from a link or a fifo by it: the message holds the path,
+    which the agent names (a link called ``x does not exist`` read as deleted, and went ungraded)."""
+
+
+class WorkspaceFileTooLarge(WorkspaceError):
+    """The file ``read_file`` was asked for is longer than its ``max_bytes``; read no further."""
 
 
 class PoolClosed(SandboxError):

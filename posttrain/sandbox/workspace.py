@@ -55,7 +55,7 @@ from posttrain.sandbox._pool import LocalSandboxPool, _mount_tmpfs, _normalize_f
 from posttrain.sandbox._types import Execution, Limits
 from posttrain.sandbox._wipe import remove_tree
 from posttrain.sandbox._xslot import Room, chown_tree
-from posttrain.sandbox.errors import LimitsError, WorkspaceError
+from posttrain.sandbox.errors import LimitsError, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
 
 __all__ = ["Workspace"]
 
@@ -280,12 +280,13 @@ class Workspace:
         return None
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        """Bytes of ``path`` in the merged view; symlinks are not followed. A file longer than
-        ``max_bytes`` (when given) is a ``WorkspaceError`` naming its size, read no further."""
+        """Bytes of ``path`` in the merged view; symlinks are not followed. Nothing at ``path`` is a
+        ``WorkspaceFileMissing``; a file longer than ``max_bytes`` (when given) a ``WorkspaceFileTooLarge``
+        naming its size, read no further; a link, a fifo or a directory a plain ``WorkspaceError``."""
         with self._lock:
             host = self._lookup(self._check(path))
             if host is None:
-                raise WorkspaceError(f"workspace file {path!r} does not exist")
+                raise WorkspaceFileMissing(f"workspace file {path!r} does not exist")
             try:  # non-blocking: opening a fifo a job left must not wait for a writer
                 fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
             except OSError as e:
@@ -296,7 +297,7 @@ class Workspace:
                 raise WorkspaceError(f"workspace file {path!r} is not a regular file")
             with os.fdopen(fd, "rb") as f:
                 if max_bytes is not None and st.st_size > max_bytes:
-                    raise WorkspaceError(f"workspace file {path!r} is {st.st_size} bytes, more than {max_bytes}")
+                    raise WorkspaceFileTooLarge(f"workspace file {path!r} is {st.st_size} bytes, more than {max_bytes}")
                 return f.read() if max_bytes is None else f.read(max_bytes)
 
     def changed_paths(self, *, limit: int = 20_000) -> set[str]:

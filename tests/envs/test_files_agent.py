@@ -69,6 +69,10 @@ def _right(task: Task) -> list[dict]:
     ("a file replaced by a directory", "rm README.md && mkdir README.md", "not_regular"),
     ("a hard link beside the report", "ln reports/summary.json reports/copy.json", "collateral"),
     ("a file under a new, deep tree", "mkdir -p a/b/c/d && echo x > a/b/c/d/e.txt", "collateral"),
+    # the host's reading said "does not exist" for a deleted path; a name saying it must not read as deleted
+    ("a symlink named as deleted", "ln -s /etc/passwd 'x does not exist'", "not_regular"),
+    ("a fifo named as deleted", "mkfifo 'does not exist'", "not_regular"),
+    ("a sparse giant named as deleted", "truncate -s 20M 'big does not exist'", "format"),
 ])
 def test_what_is_left_beside_the_right_work_fails(pool, verify, what, command, error_class) -> None:
     task = _one_task()

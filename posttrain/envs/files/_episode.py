@@ -32,7 +32,7 @@ from posttrain.envs import fail
 from posttrain.envs.files._grade import Call, error_class, feedback_text, process_signals
 from posttrain.envs.files._workspace import MAX_FILES, MAX_WORKSPACE_BYTES, decode_workspace, encode_file
 from posttrain.envs.workspace import Take, WorkspaceSpec, default_tools, repo_path
-from posttrain.sandbox import Workspace, WorkspaceError
+from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
 from posttrain.types import Task, ToolCallRecord, Verdict
 
 MAX_ATTEMPTS = 3
@@ -71,15 +71,17 @@ def take_final_state(task: Task) -> Take:
         for path in paths:
             try:  # never more than the budget left: a sparse file costs the agent nothing, the host its size
                 data = ws.read_file(path, max_bytes=MAX_WORKSPACE_BYTES - total)
-            except (WorkspaceError, OSError) as e:  # deleted (a whiteout), too large, or not a regular file
-                if "does not exist" in str(e):
-                    if path in pristine:
-                        writes[path] = None
-                elif "bytes, more than" in str(e):
-                    return fail(f"The workspace's changed files hold more than {MAX_WORKSPACE_BYTES} bytes; the "
-                                "grader reads no more.", "format", {"changed_paths": len(paths)})
-                else:
-                    special.append(path)
+            # told apart by class, never by the message: it holds the path, which the agent names (a link
+            # called "x does not exist" read as deleted, and went ungraded)
+            except WorkspaceFileMissing:  # deleted (a whiteout)
+                if path in pristine:
+                    writes[path] = None
+                continue
+            except WorkspaceFileTooLarge:
+                return fail(f"The workspace's changed files hold more than {MAX_WORKSPACE_BYTES} bytes; the "
+                            "grader reads no more.", "format", {"changed_paths": len(paths)})
+            except (WorkspaceError, OSError):  # not a regular file: a link, a fifo, a device
+                special.append(path)
                 continue
             total += len(data)
             if pristine.get(path) != data:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from posttrain.sandbox import Workspace, WorkspaceError
+from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
 
 
 class _Special:
@@ -48,13 +48,12 @@ def workspace_changes(ws: Workspace, initial: Mapping[str, bytes], *, keep: Call
         try:
             data: bytes | None | _Special = ws.read_file(path, max_bytes=budget)
             budget -= len(data)  # type: ignore[arg-type]
-        except WorkspaceError as e:
-            # read_file says "does not exist" for a path deleted (a whiteout, or under one), refuses
-            # anything that is not a regular file (a link, a fifo): that is SPECIAL; and a file
-            # past the budget: the changes are more than a grader reads.
-            if "more than" in str(e):
-                raise WorkspaceError(f"the changed files hold more than {max_bytes} bytes ({path})") from None
-            data = None if "does not exist" in str(e) else SPECIAL
+        except WorkspaceFileTooLarge:  # the changes are more than a grader reads
+            raise WorkspaceError(f"the changed files hold more than {max_bytes} bytes ({path})") from None
+        except WorkspaceFileMissing:  # deleted: a whiteout, or under one
+            data = None
+        except WorkspaceError:  # not a regular file: a link, a fifo (told apart by class, never by the
+            data = SPECIAL  # message: it holds the path, which the agent names)
         if data is None and path not in initial:
             continue
         if isinstance(data, bytes) and initial.get(path) == data:
