@@ -267,6 +267,24 @@ def test_the_no_op_gets_no_format_credit() -> None:
     assert verify(task, wrong).components["format"] == 1.0
 
 
+def test_the_no_op_of_an_in_place_task_gets_no_format_credit() -> None:
+    """A task that edits or deletes a file in place: its no-op leaves the target as the workspace had
+    it, which the grader calls wrong content; that is work not done, not a well-formed answer (format
+    0, whatever reward.format weighs). A target written, but wrong, still earns it."""
+    verify = ENV.make_verifier(None)
+    record = {"domain": "files", "prompt": "Fix 'wrld' in draft.txt; delete old.log.",
+              "workspace": {"draft.txt": "Hello wrld\n", "old.log": "x\n", "keep.md": "k\n"}}
+    edit = ENV.parse_task({**record, "id": "edit", "targets": {"draft.txt": {"format": "text",
+                                                                            "content": "Hello world\n"}}}, "t")
+    delete = ENV.parse_task({**record, "id": "delete", "targets": {"old.log": {"absent": True}}}, "t")
+    undone = [(edit, "{}"), (edit, '{"draft.txt": "Hello wrld\\n"}'), (delete, "{}"), (delete, '{"old.log": ""}')]
+    for task, response in undone:
+        verdict = verify(task, response)
+        assert verdict.error_class == "wrong_content" and verdict.components["format"] == 0.0, (task.id, response)
+    assert verify(edit, '{"draft.txt": "Hello wrold\\n"}').components["format"] == 1.0
+    assert verify(edit, '{"draft.txt": "Hello world\\n"}').passed and verify(delete, '{"old.log": null}').passed
+
+
 def test_collateral_damage_earns_no_format_credit() -> None:
     verify = ENV.make_verifier(None)
     task = build_task(random.Random(2), 2, "collateral", ["sales"])

@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.envs import fail, passed
-from posttrain.envs.files._grade import error_class, feedback_text, grade_final_state, parse_targets
+from posttrain.envs.files._grade import (
+    Problem,
+    Target,
+    check_target,
+    error_class,
+    feedback_text,
+    grade_final_state,
+    parse_targets,
+)
 from posttrain.envs.files._workspace import (
     MAX_FILES,
     MAX_WORKSPACE_BYTES,
+    Entry,
     apply_writes,
     check_path,
     decode_workspace,
@@ -101,10 +110,25 @@ def check_response(workspace: Mapping[str, Any], targets: Mapping[str, Any], res
                 "problems": [f"{c}: {s}" for c, s in problems]}
     if not problems:
         return passed("Every target file is right and nothing else changed.", evidence)
-    # format credit only for a well-formed answer whose content is wrong: every target written in its
-    # format, nothing else touched (the no-op writes nothing; collateral damage and links are attacks: 0)
-    formatted = 1.0 if all(c == "wrong_content" for c, _ in problems) else 0.0
-    return fail(feedback_text(problems), error_class(problems), evidence, {"format": formatted})
+    return fail(feedback_text(problems), error_class(problems), evidence,
+                {"format": format_credit(wanted, pristine, final, problems)})
+
+
+def format_credit(wanted: Sequence[Target], pristine: Mapping[str, bytes], final: Mapping[str, Entry],
+                  problems: Sequence[Problem]) -> float:
+    """1.0 for a well-formed answer whose content is wrong: every target written in its format,
+    nothing else touched (collateral damage and links are attacks: 0). A target left as the workspace
+    had it, or still there when it should be gone, was never written: the no-op of a task that edits
+    or deletes files in place must earn nothing either."""
+    if not all(c == "wrong_content" for c, _ in problems):
+        return 0.0
+    for target in wanted:
+        if target.format == "absent" and target.path in final:
+            return 0.0
+        data = pristine.get(target.path)
+        if data is not None and final.get(target.path) == Entry("file", data) and check_target(target, data):
+            return 0.0
+    return 1.0
 
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
