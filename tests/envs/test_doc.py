@@ -261,6 +261,18 @@ def test_hostile_responses_fail_and_never_cost_the_host() -> None:
         assert verdict.outcome == "fail" and not str(verdict.error_class).startswith("infra"), (name, verdict)
 
 
+def test_a_long_number_in_a_text_answer_is_read_in_linear_time() -> None:
+    """TAT-QA's number reading searched a token of 20k digits in quadratic time: ten CPU seconds of the
+    check worker for one 20 kB response (then a ``timeout``). Now a wrong answer at once; the span's
+    other forms still pass."""
+    task = load_tatqa(DATA / "tatqa_sample.json")[2]  # gold: the span "39.0%", judged on its conclusion alone
+    verify = ENV.make_verifier(None)
+    verdict = verify(task, json.dumps({"answer": "9." + "9" * 20_000, "scale": "", "evidence": []}))
+    assert (verdict.outcome, verdict.error_class) == ("fail", "wrong_answer"), verdict
+    for form in ("39.0%", "39%", "0.39"):
+        assert verify(task, json.dumps({"answer": form, "scale": "", "evidence": []})).passed, form
+
+
 def test_canaries_fail_the_honest_response() -> None:
     from posttrain.envs import HasCanaries
 

@@ -220,10 +220,12 @@ def tatqa_to_number(text: str) -> float | None:
     if m is None or not m.group(0):
         return None
     num: float = float(m.group(0)) if "." in m.group(0) else int(m.group(0))
-    scaled = re.search(r"[\d.]+\s?[a-zA-Z]+", text)
+    # TAT-QA's patterns, each anchored at the start of its run of digits ((?<!...)): the same first match,
+    # in linear time; unanchored, a search retries inside the run, quadratic in a response's 20k-digit token
+    scaled = re.search(r"(?<![\d.])[\d.]+\s?[a-zA-Z]+", text)
     factor = tatqa_scale_factor(scaled.group(0).lower()) if scaled else 1
     negative = -1 if re.search(r"\([\d.\s]+\)", text.strip()) else 1
-    percent = 0.01 if re.search(r"[\d.\s]+%", text.strip()) else 1
+    percent = 0.01 if re.search(r"(?<![\d.\s])[\d.\s]+%", text.strip()) else 1
     return round(num * factor * negative * percent, 4)
 
 
