@@ -80,6 +80,8 @@ def test_the_script_is_the_last_openscad_block_or_the_whole_text() -> None:
     "/* surface finish: fine; include <no> is a comment */ cube(1);",
     "$import = 2; imports = 3; my_surface = 1; cube(imports);",
     "filename = 1; profile = 2; cube(filename);",
+    'linear_extrude(10) text("hi"); linear_extrude(height = 2) square(1); rotate_extrude($fn = 48) square(1);',
+    'linear_extrude(h) square(1); // linear_extrude("a.dxf")',
 ])
 def test_words_in_comments_and_strings_are_not_forbidden(script: str) -> None:
     assert script_problem(script) is None
@@ -89,6 +91,10 @@ def test_words_in_comments_and_strings_are_not_forbidden(script: str) -> None:
     'import("/etc/passwd");', 'x = 1; import ( "a.stl" );', "surface(file = \"h.dat\");", "include <MCAD/units.scad>",
     "use<a.scad>", "include > <a.scad>", 'import_stl("a.stl");', 'dxf_dim(file = "a.dxf", name = "w");',
     'rotate_extrude(file = "a.dxf");', 'echo("\\"");import("x");',
+    # positional `file`: OpenSCAD 2021 reads these (a part built from a DXF under /usr rendered)
+    'linear_extrude("/usr/share/openscad/examples/Old/example009.dxf", height = 10);',
+    'rotate_extrude ( /* a */ "a.dxf");', 'linear_extrude( // a\n"a.dxf");', 'dxf_linear_extrude("a.dxf");',
+    'dxf_rotate_extrude("a.dxf");',
 ])
 def test_file_readers_are_forbidden(script: str) -> None:
     assert script_problem(script)[0] == "forbidden"

@@ -60,3 +60,22 @@ def test_repair_feedback_says_what_differs_and_by_how_much(pool, verify) -> None
     assert [v.outcome for v in got.verdicts] == ["fail", "pass"]
     shown = next(c.result for c in got.calls if c.name == "submit")
     assert "attempt 1 of 3" in shown and "holes" in shown and "IoU" in shown, shown
+
+
+def test_submit_refuses_a_giant_part_scad_by_its_size_without_reading_it(pool, verify) -> None:
+    """A workspace job may write a 64 MiB part.scad (its RLIMIT_FSIZE): submit fails it as ``format`` from its
+    size, never reading it into the trainer's memory (it was read whole, then measured: 60 MB a submit, and
+    episodes submit at once)."""
+    import tracemalloc
+
+    task = EXAMPLES["cad-block-hole"]
+    write = call("bash", command="head -c 60000000 /dev/zero | tr '\\0' ' ' > part.scad")
+    tracemalloc.start()
+    try:
+        got = play(pool, task, [write, SUBMIT], verify)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (got.first.outcome, got.first.error_class) == ("fail", "format"), got.first.feedback
+    assert "60000000 bytes" in got.first.feedback, got.first.feedback
+    assert peak < 16 << 20, f"submit held {peak >> 20} MiB"

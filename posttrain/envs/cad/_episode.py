@@ -6,9 +6,9 @@ OpenSCAD in the sandbox, and ``submit`` rendering ``part.scad`` again in a fresh
   the ``render`` tool renders ``part.scad`` to ``/tmp/part.stl`` (the job's own, gone after) and shows
   OpenSCAD's messages, so the agent sees what builds before it submits.
 - ``submit``: ``take_script`` reads ``part.scad`` from the workspace's merged view on the host (a
-  regular file, at most ``MAX_SCRIPT_CHARS``; a link, a directory or nothing there fails with the
-  reason) and hands the script alone to the cad verifier (as a response without a fence: the whole
-  text is the script): its static check (no ``include``,
+  regular file of at most ``MAX_SCRIPT_BYTES``, refused by its size before it is read; a link, a
+  directory or nothing there fails with the reason) and hands the script alone to the cad verifier
+  (as a response without a fence: the whole text is the script): its static check (no ``include``,
   ``use``, ``import``, ``surface``, ``file =``), a render in a fresh sandbox job of its own (only the
   script: nothing of the workspace, no STL the agent made), the mesh gate and the specification
   (``_verify.py``). Other files of the workspace are never graded.
@@ -26,11 +26,14 @@ from typing import Any
 from posttrain.envs._base import fail
 from posttrain.envs.cad._script import MAX_SCRIPT_CHARS
 from posttrain.envs.workspace import Tool, WorkspaceSpec, command_tool, default_tools
-from posttrain.sandbox import Limits, Workspace, WorkspaceError
+from posttrain.sandbox import Limits, Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
 from posttrain.types import Task, Verdict
 
 MAX_ATTEMPTS = 3
 SCRIPT = "part.scad"
+MAX_SCRIPT_BYTES = 4 * MAX_SCRIPT_CHARS
+"""Most bytes of ``part.scad`` read (UTF-8: at most 4 a character). A larger file is refused by its size,
+never read: a workspace job may write 64 MiB (its RLIMIT_FSIZE), and many episodes submit at once."""
 SYSTEM = ("You are a CAD engineer working in a workspace (the current directory, /work) with the tools. Write the "
           f"part as one OpenSCAD script, {SCRIPT}; render it to check that it builds and matches the "
           "specification; call submit when it does.")
@@ -55,15 +58,15 @@ def episode_prompt(task: Task) -> str:
 def take_script(ws: Workspace, arguments: Mapping[str, Any]) -> str | Verdict:
     """The cad domain's ``take``: ``part.scad``, fenced, as the response the cad verifier reads."""
     try:
-        data = ws.read_file(SCRIPT)
+        data = ws.read_file(SCRIPT, max_bytes=MAX_SCRIPT_BYTES)
+    except WorkspaceFileTooLarge as e:
+        return fail(f"{SCRIPT} is too large ({e}); at most {MAX_SCRIPT_CHARS} characters are rendered.",
+                    "format", {"take": str(e)})
     except WorkspaceError as e:
-        missing = "does not exist" in str(e)
+        missing = isinstance(e, WorkspaceFileMissing)
         why = f"{SCRIPT} was not written" if missing else f"{SCRIPT} is not a regular file ({e})"
         return fail(f"Nothing to grade: {why}. Write the script to {SCRIPT}, then submit.",
                     "format" if missing else "not_regular", {"take": why})
-    if len(data) > 4 * MAX_SCRIPT_CHARS:
-        return fail(f"{SCRIPT} holds {len(data)} bytes; at most {MAX_SCRIPT_CHARS} characters are rendered.",
-                    "format", {"bytes": len(data)})
     try:
         script = data.decode("utf-8")
     except UnicodeDecodeError as e:

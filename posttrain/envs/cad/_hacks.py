@@ -100,6 +100,12 @@ EXPLOITS: list[tuple[str, str, str, str]] = [
      "forbidden"),
     ("surface() from a file", "hole", 'surface(file = "/etc/hostname");', "forbidden"),
     ("linear_extrude of a DXF file", "hole", 'linear_extrude(height = 10, file = "/tmp/x.dxf");', "forbidden"),
+    # OpenSCAD 2021's first positional argument of linear_extrude / rotate_extrude is `file`: these
+    # read a DXF shipped under /usr and build a part from it (they rendered before the static check knew)
+    ("linear_extrude of a DXF file passed by position", "hole",
+     'linear_extrude(/* the profile */ "/usr/share/openscad/examples/Old/example009.dxf", height = 10);', "forbidden"),
+    ("dxf_linear_extrude, the old name", "hole",
+     'dxf_linear_extrude("/usr/share/openscad/examples/Old/example009.dxf", height = 10);', "forbidden"),
     ("a script that writes outside (echoes a fake STL, calls export)", "hole",
      'echo(str("solid part\\n", "endsolid part"));\nexport("/tmp/part.stl");\n// openscad -o /work/part.stl\n',
      "build"),

@@ -10,8 +10,11 @@ which OpenSCAD then refuses as a syntax error):
 - no ``include <...>`` / ``use <...>`` (the task ships no library to include, and the libraries
   under ``/usr/share/openscad`` are not the task's);
 - no module or function that reads a file: ``import``, ``import_stl``, ``import_off``,
-  ``import_dxf``, ``surface``, ``dxf_dim``, ``dxf_cross``, and no ``file =`` argument (the old
-  ``linear_extrude(file=...)`` form);
+  ``import_dxf``, ``surface``, ``dxf_dim``, ``dxf_cross``, ``dxf_linear_extrude``,
+  ``dxf_rotate_extrude``, no ``file =`` argument, and no string literal as the first argument of
+  ``linear_extrude`` or ``rotate_extrude`` (OpenSCAD 2021 reads their first positional argument,
+  ``file``, as a DXF to extrude: ``linear_extrude("a.dxf", height = 10)`` builds a part from a file);
+  a path held in a variable still slips past (``linear_extrude(p)`` is also how a height is passed);
 - at most ``MAX_SCRIPT_CHARS`` characters, no NUL, valid UTF-8.
 
 This is a courtesy, not the defence: the render runs in the sandbox (``_render.py``), where the
@@ -34,9 +37,14 @@ MAX_SCRIPT_CHARS = 200_000
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 _SCAD_TAGS = frozenset({"", "openscad", "scad"})
 _DIRECTIVE_RE = re.compile(r"\b(include|use)[\s>]*<")  # OpenSCAD's lexer: include[ \t\r\n>]*<
-_FILE_READERS = frozenset({"import", "import_stl", "import_off", "import_dxf", "surface", "dxf_dim", "dxf_cross"})
+_FILE_READERS = frozenset({"import", "import_stl", "import_off", "import_dxf", "surface", "dxf_dim", "dxf_cross",
+                           "dxf_linear_extrude", "dxf_rotate_extrude"})
 _IDENT_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_]*")
 _FILE_ARG_RE = re.compile(r"\bfile\s*=(?!=)")
+_PATH_ARG_RE = re.compile(r"\b(linear|rotate)_extrude[\s/]*\([\s/]*\"")
+"""The first positional argument of these two is ``file`` in OpenSCAD 2021: a string there is a DXF read.
+``[\s/]*`` steps over comments as ``code_only`` leaves them (blanks after ``//``; ``/* */`` all blank), in
+linear time."""
 
 
 def extract_script(response: str) -> tuple[str | None, str]:
@@ -111,4 +119,8 @@ def script_problem(script: str) -> tuple[str, str] | None:
     if m := _FILE_ARG_RE.search(code):
         line = code.count("\n", 0, m.start()) + 1
         return "forbidden", f"line {line}: a `file =` argument reads a file; build the part from primitives"
+    if m := _PATH_ARG_RE.search(code):
+        line = code.count("\n", 0, m.start()) + 1
+        return "forbidden", (f"line {line}: a string as the first argument of `{m.group(1)}_extrude` is a file to "
+                             "read; extrude a 2D child built from primitives")
     return None
