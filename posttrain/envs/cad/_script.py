@@ -42,7 +42,7 @@ _FILE_READERS = frozenset({"import", "import_stl", "import_off", "import_dxf", "
 _IDENT_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_]*")
 _FILE_ARG_RE = re.compile(r"\bfile\s*=(?!=)")
 _PATH_ARG_RE = re.compile(r"\b(linear|rotate)_extrude[\s/]*\([\s/]*\"")
-"""The first positional argument of these two is ``file`` in OpenSCAD 2021: a string there is a DXF read.
+r"""The first positional argument of these two is ``file`` in OpenSCAD 2021: a string there is a DXF read.
 ``[\s/]*`` steps over comments as ``code_only`` leaves them (blanks after ``//``; ``/* */`` all blank), in
 linear time."""
 
