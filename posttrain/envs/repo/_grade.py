@@ -150,7 +150,25 @@ def build_trees(task: Task, sub: Submission) -> tuple[dict[str, bytes], set[str]
     tree.update({k: v.encode() for k, v in patched.items()})
     changed = {p for p in patched if initial.get(p) != tree.get(p)}
     tree.update(dependency_files(task.fields))
+    problem = unwritable(tree, changed)
+    if problem is not None:  # the sandbox would refuse the tree: the diff's fault, never an infra error
+        return fail(f"The diff does not apply: {problem}.", "patch_does_not_apply", {"error": problem}, {"format": 1.0})
     return tree, changed
+
+
+MAX_NAME_BYTES = 255
+"""The longest file name (one path component) a Linux file system holds."""
+
+
+def unwritable(tree: Mapping[str, bytes], changed: set[str]) -> str | None:
+    """Why the diff's files cannot be written as a tree (a file where a directory must be, a name too
+    long for the file system), or None."""
+    dirs = {str(parent) for path in tree for parent in PurePosixPath(path).parents}
+    for path in sorted(changed):
+        if any(len(part.encode()) > MAX_NAME_BYTES for part in PurePosixPath(path).parts):
+            return f"{path}: a file name longer than {MAX_NAME_BYTES} bytes"
+    clash = sorted(p for p in tree if p in dirs)
+    return f"{clash[0]} is a file, but the diff puts files under it" if clash else None
 
 
 def pristine_functions(tree: Mapping[str, bytes], *, classes: bool = False) -> list[tuple[str, str]]:

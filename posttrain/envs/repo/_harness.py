@@ -160,6 +160,12 @@ def _snapshot(modules: dict[str, object]) -> tuple[list, dict[int, object]]:
     return entries, codes
 
 
+def _parents(path: str) -> list[str]:
+    """Every directory above an absolute ``path``, ``/`` included."""
+    parts = path.split("/")[1:-1]
+    return ["/" + "/".join(parts[:i]) for i in range(len(parts) + 1)]
+
+
 def _rewritten_by_pytest(path: str) -> bool:
     """Whether pytest's assertion rewriter compiles the module (its default ``python_files``, and
     conftest); any other test-directory module (a mixin in ``tests/__init__.py``) is imported and
@@ -215,8 +221,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
 
     nonce = cfg.pop("nonce")
     write, exit_, lstat, readlink, getcwd = posix.write, posix._exit, posix.lstat, posix.readlink, posix.getcwd
+    open_, read, close, getpid = posix.open, posix.read, posix.close, posix.getpid
     getframe, get_ident, repr_, len_, type_, id_ = sys._getframe, _thread.get_ident, repr, len, type, id
-    str_, bytes_, int_, dict_ = str, bytes, int, dict
+    str_, bytes_, int_, dict_, memoryview_ = str, bytes, int, dict, memoryview
+    join_bytes = bytes.join
     startswith, endswith, split, rsplit, join = str.startswith, str.endswith, str.split, str.rsplit, str.join
     decode, encode = bytes.decode, str.encode
     FunctionType, MethodType, FrameType, CodeType = types.FunctionType, types.MethodType, types.FrameType, types.CodeType
@@ -244,6 +252,11 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         exit_(TAMPER_EXIT)
 
     pristine_files = frozenset(cfg["pristine_files"])
+    protected_files = verifier_files | pristine_files
+    protected_dirs = frozenset(p for f in protected_files for p in _parents(f))
+    """Every directory above a file whose name the kernel trusts: renamed or opened (a ``dir_fd``, which
+    the ``open`` event does not show) by the code under test, it would put other bytes at that name."""
+    main_pid, main_thread = getpid(), get_ident()
 
     def is_candidate(code: object) -> bool:
         """Code the diff may have shaped: anything but the trusted code objects, the standard library
@@ -260,6 +273,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         return hit
 
     def candidate_on_stack(frame: object) -> bool:
+        if frame is None or get_ident() != main_thread:
+            return True  # no Python caller, or a thread: a thread's target has no changed frame under it
         while frame is not None:
             if is_candidate(frame.f_code):
                 return True
@@ -352,6 +367,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         if writes and (endswith(real, ".pyc") or endswith(real, ".pyo") or "/__pycache__/" in real) and \
                 candidate_on_stack(caller):
             die(f"the code under test wrote compiled bytecode ({real})")
+        if (writes and real in pristine_files or real in protected_dirs) and candidate_on_stack(caller):
+            die(f"the code under test opened {real} to change what the grader trusts by its name")
         if real not in verifier_files and real not in hidden:
             return
         if (writes or real in hidden) and candidate_on_stack(caller):
@@ -361,12 +378,16 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     def on_file_event(caller: object, args: tuple) -> None:
         for arg in args[:2]:
             path = path_of(arg)
-            if path is not None and resolve(path) in verifier_files and candidate_on_stack(caller):
-                die(f"the code under test changed the test file {path}")
+            real = None if path is None else resolve(path)
+            if real is not None and (real in protected_files or real in protected_dirs) and candidate_on_stack(caller):
+                die(f"the code under test changed {path}, which the grader trusts by its name (a test or an "
+                    f"unchanged file of the repository, or their directory)")
 
     def on_frame(event: str, caller: object, args: tuple) -> None:
         if not candidate_on_stack(caller):
             return
+        if caller is None or get_ident() != main_thread:
+            die(f"the code under test reached the interpreter's frames from a thread ({event})")
         code = id_(caller.f_code)
         if code in allow_frames and (code != cfg["logging_currentframe"] or (
                 caller.f_back is not None and id_(caller.f_back.f_code) == cfg["logging_findcaller"])):
@@ -480,14 +501,44 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             name = args[1] if len_(args) >= 2 else None
             if (type_(name) is not str_ or startswith(name, "/usr/") or startswith(name, "<frozen ") or
                     name in verifier_files or name in pristine_files) and candidate_on_stack(caller) and \
-                    not importing(caller):
+                    not (importing(caller) and on_disk(name, args[0], 0)):
                 die("the code under test compiled code under another file's name")
         elif event == "import":
             name = args[0] if len_(args) and type_(args[0]) is str_ else ""
             if name in NO_REIMPORT:
                 die(f"the grader's run imports {name} afresh")
-        elif candidate_on_stack(caller) and not (startswith(event, "marshal.") and importing(caller)):
+        elif candidate_on_stack(caller) and not (startswith(event, "marshal.") and importing(caller) and
+                                                 cached_on_disk(caller, args)):
             die(f"the code under test built code objects ({event})")
+
+    def on_disk(name: object, source: object, skip: int) -> bool:
+        """Whether ``source`` (bytes) is the file ``name`` as it is on disk past its first ``skip`` bytes,
+        read with the kernel's own system calls: a loader of the code under test can hand the import
+        system any bytes under any file's name, and the code would be trusted by that name."""
+        if type_(name) is not str_ or type_(source) not in (bytes_, memoryview_):
+            return False
+        try:
+            fd = open_(name, 0)
+        except (OSError, ValueError):
+            return False
+        chunks = []
+        try:
+            while True:
+                chunk = read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except OSError:
+            return False
+        finally:
+            close(fd)
+        return join_bytes(b"", chunks)[skip:] == bytes_(source)
+
+    def cached_on_disk(caller: object, args: tuple) -> bool:
+        """A ``marshal.loads`` by the import system: of the standard library's own cached bytecode."""
+        path = local(caller, "bytecode_path") if caller is not None else None
+        return type_(path) is str_ and startswith(path, "/usr/") and endswith(path, ".pyc") and \
+            len_(args) > 0 and on_disk(path, args[0], 16)
 
     def importing(frame: object) -> bool:
         """Whether ``frame`` is the import system compiling or loading a module (between it and the
@@ -500,6 +551,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         return False
 
     def on_posttrain(event: str, caller: object, args: tuple) -> None:
+        if caller is None or getpid() != main_pid or get_ident() != main_thread:
+            die(f"{event} from a copy of the test process (os.fork) or another thread")
         if event == "posttrain.report":
             on_report(caller, args)
         elif event == "posttrain.finish":
@@ -546,7 +599,11 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             return
         busy.add(me)
         try:
-            dispatch(event, args, getframe(1))  # the frame that did the audited operation
+            try:
+                caller = getframe(1)  # the frame that did the audited operation
+            except ValueError:
+                caller = None  # none: C code raised it with no Python frame (a thread started on a builtin)
+            dispatch(event, args, caller)
         except BaseException as e:  # noqa: BLE001 - the hook never raises: its own failure ends the run as infra
             die(f"harness error: {type_(e).__name__}", kind="harness_error")
         finally:
@@ -554,7 +611,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
 
     for fn in (emit, die, is_candidate, candidate_on_stack, above_kernel, chain_ok, local, resolve, path_of,
                proc_private, on_open, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
-               on_finish, on_attr, on_code, importing, on_posttrain, dispatch, nested, hook):
+               on_finish, on_attr, on_code, on_disk, cached_on_disk, importing, on_posttrain, dispatch, nested,
+               hook):
         kernel_codes.add(id_(fn.__code__))
         trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
     emit("ready", repr_(cfg.get("ready", "")))
