@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from posttrain.envs import task_to_record
+from posttrain.envs import EpisodeContext, task_to_record
 from posttrain.envs.bfcl import ENV, BfclDataMissing, BfclEnv
 from posttrain.errors import TaskError
-from posttrain.policy import ChatTemplate, build_char_tokenizer
+from posttrain.policy import ChatTemplate, Generation, build_char_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,28 @@ def test_demonstration_episode_replays_the_ground_truth_through_the_env(tasks, p
     later = [chat.tokenizer.decode(list(obs)) for obs, _ in turns[1:]]
     assert any("<tool_response>" in text for text in later)  # backend results, from the sandbox
     assert any(str(task.fields["turns"][1][-1]["content"]) in text for text in later)  # the next user turn
+
+
+def test_deeply_nested_arguments_fail_as_format_never_as_infra_or_an_exception(tasks, pool):
+    """An argument nested just under Python's parser's limit decoded, then overflowed the stack where
+    the replay's request was encoded (``json.dumps``): the verifier crashed into ``infra_error``
+    (reward NaN, the whole group dropped: a way never to be scored 0). Which depths hit it depends
+    on the caller's stack, so every depth up to the parser's limit is tried. In an episode the same
+    argument raised RecursionError out of ``step`` (the runner ends the whole batch on it); it is a
+    call that cannot be read, which ends the user turn as BFCL's runner does."""
+    task = next(t for t in tasks if len(t.fields["turns"]) >= 2)
+    verify = ENV.make_verifier(pool)
+    rest = ", []" * (len(task.fields["ground_truth"]) - 1)
+    for depth in range(900, 1000):
+        deep = "[" * depth + "]" * depth
+        v = verify(task, '[[{"name": "cd", "arguments": {"folder": ' + deep + "}}]" + rest + "]")
+        assert (v.outcome, v.error_class) == ("fail", "format"), (depth, v)
+    env = ENV.episode_env(task, EpisodeContext(ChatTemplate(build_char_tokenizer()), pool, 3, verify))
+    env.reset(task)
+    text = '<tool_call>{"name": "cd", "arguments": {"folder": ' + "[" * 600 + "]" * 600 + "}}</tool_call>"
+    ids = (*env.chat.encode(text), env.chat.eos_token_id)
+    result = env.step(Generation((), ids, (0.0,) * len(ids), text, "eos"))
+    assert env.invalid_actions == 1 and env.turn == 1 and not result.done
 
 
 class _Answers:

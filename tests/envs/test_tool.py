@@ -91,6 +91,9 @@ def test_noop_fails() -> None:
          + tag("get_weather", {"city": "London", "unit": "celsius"}), "wrong_answer"),
         ("same call twice", tag("get_weather", {"city": "Paris", "unit": "celsius"}) * 2, "wrong_answer"),
         ("plain text claim (AGENT-02)", "I checked: it is sunny in Paris.", "no_call"),
+        ("an argument nested 600 deep (raised RecursionError in the checker)",
+         '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": '
+         + "[" * 600 + "]" * 600 + "}}</tool_call>", "format"),
     ],
 )
 def test_hacks_and_errors_score_zero(name: str, response: str, error_class: str) -> None:
@@ -133,6 +136,21 @@ def test_an_abstention_task_is_not_passed_by_the_no_op_and_can_be_validated() ->
     assert (one_call.outcome, one_call.error_class, one_call.components["format"]) == ("fail", "wrong_answer", 0.0)
     with open_service(["tool"]) as service:
         assert check_tasks([t], service) == []
+
+
+@pytest.mark.parametrize("response", ["[]", '{"tool_calls": []}', "```json\n[]\n```", "\u200b", ".", "```\n```",
+                                      "<think>No tool fits.</think>[]"])
+def test_an_abstention_task_is_not_passed_by_the_no_op_in_disguise(response: str) -> None:
+    """The empty response failed an abstention task, but these passed it: each says nothing, and
+    an invisible or punctuation-only answer, or an empty call document (the OpenAI family's
+    "no calls" message), is the do-nothing agent (AGENT-01) scoring 1 on every abstention task."""
+    t = ENV.parse_task(ABSTAIN, "test")
+    v = VERIFY(t, response)
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "no_answer"), v
+    declines = ("No.", "None of these tools tells jokes.", "没有合适的工具。", "<think>no</think>I can't do that.",
+                json.dumps({"role": "assistant", "content": "No tool tells jokes.", "tool_calls": []}))
+    for decline in declines:
+        assert VERIFY(t, decline).passed, decline
 
 
 def test_decode_tool_calls_tristate() -> None:

@@ -142,3 +142,30 @@ def test_an_abstention_task_demonstrates_as_a_final_answer_alone(chat):
 
     script = agent_script(chat, ABSTAIN)  # what SFT's demonstration of an agent episode plays
     assert [text for _, text in script] == [FINAL_ANSWER]
+
+
+def _deep_call(depth: int) -> str:
+    return ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "x": '
+            + "[" * depth + "]" * depth + "}}</tool_call>")
+
+
+@pytest.mark.parametrize("depth", [150, 600, 950])
+def test_a_deeply_nested_argument_is_an_unreadable_call_never_an_exception(chat, depth: int):
+    """An argument nested 500-980 deep decoded (Python's parser reads ~1,000 levels), then raised
+    RecursionError out of ``step`` in the first recursive walk of it (the assistant message's
+    ``to_plain``): the runner takes that for a bug of the environment and ends the whole batch, so
+    one sampled response cost every other episode. It is a call that cannot be read, like any
+    other; the episode goes on and the right call still passes."""
+    env, _, steps = run(chat, [_deep_call(depth), RIGHT, "Done."])
+    assert "could not be read" in steps[0][0].text and not steps[0][2]
+    verdict = steps[-1][1]
+    assert verdict.passed and verdict.evidence["invalid_actions"] == 1, verdict
+
+
+@pytest.mark.parametrize("text", ["[]", "\u200b", "."])
+def test_an_abstention_episode_is_not_passed_by_the_no_op_in_disguise(chat, text: str):
+    """An empty call document, an invisible or a punctuation-only final answer says nothing (AGENT-01)."""
+    env = ToolEpisodeEnv(chat, max_steps=4)
+    env.reset(ABSTAIN)
+    r = env.step(act(chat, text))
+    assert r.done and (r.verdict.outcome, r.verdict.error_class) == ("fail", "no_answer"), r.verdict

@@ -15,7 +15,14 @@ from typing import Any
 
 from posttrain.envs._base import fail, guard, passed
 from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, tool_specs
-from posttrain.strict_json import json_equal, to_exact, to_plain
+from posttrain.strict_json import (
+    StrictJSONError,
+    extract_json_text,
+    json_equal,
+    loads_strict,
+    to_exact,
+    to_plain,
+)
 from posttrain.types import Task, Verdict, Verifier
 from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
 from posttrain.verify.json_schema import schema_error, validator_for
@@ -151,17 +158,41 @@ def final_text(text: str) -> str:
     return _THINK.sub("", text).strip()
 
 
+def says_something(answer: str) -> bool:
+    """Whether an answer declines in words: a letter or digit outside its reasoning blocks. A call
+    document with no call in it (``[]``, ``{"tool_calls": []}``: the OpenAI family's do-nothing
+    message) says only what an OpenAI message's ``content`` says. An invisible (``\\u200b``),
+    punctuation-only or empty fenced answer is the no-op in disguise, and would pass every
+    abstention task (AGENT-01).
+
+    >>> says_something("No tool fits."), says_something('{"content": "No tool fits.", "tool_calls": []}')
+    (True, True)
+    >>> says_something("[]"), says_something('{"tool_calls": []}'), says_something("\\u200b"), says_something(".")
+    (False, False, False, False)
+    """
+    text = final_text(answer)
+    try:
+        body = extract_json_text(text)
+        said: Any = loads_strict(body) if body.startswith(("{", "[")) else text
+    except StrictJSONError:  # several fenced blocks: prose, judged by its characters
+        said = text
+    if isinstance(said, Mapping):
+        said = said.get("content")
+    return isinstance(said, str) and any(ch.isalnum() for ch in said)
+
+
 def abstention(attempted: int, answer: str | None, evidence: Mapping[str, Any]) -> Verdict:
     """The verdict of an abstention task (``expected_calls: []``): it passes when no call was
     attempted (valid, invalid or undecodable: each one counts against it) and the answer ends with
-    a final answer that says something (it declines in words). The no-op, the empty response, fails:
-    doing nothing is not declining. ``answer``: the final answer's text (None: the episode ended
-    without one, at its step limit)."""
+    a final answer that says something (it declines in words: ``says_something``). The no-op, the
+    empty response, fails, and so do its disguises: doing nothing is not declining. ``answer``: the
+    final answer's text (None: the episode ended without one, at its step limit)."""
     if attempted:
         return fail(f"This request needs no tool call; {attempted} call(s) were made.", "wrong_answer",
                     {**evidence, "mismatch": f"expected no call, got {attempted}"})
-    if answer is None or not final_text(answer):
-        return fail("No tool call was needed, but the answer must say so: it was empty.", "no_answer", evidence)
+    if answer is None or not says_something(answer):
+        return fail("No tool call was needed, but the answer must say so in words: it said nothing.", "no_answer",
+                    evidence)
     return passed("Correct: no tool call was needed.", evidence)
 
 
