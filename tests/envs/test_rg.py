@@ -178,6 +178,9 @@ def test_code_in_an_answer_never_runs(tmp_path: Path) -> None:
     ("sokoban", lambda t: f"the moves are {t.fields['answer']}"),
     ("simple_integration", lambda t: f"{t.fields['answer'][:-4]} + Y**7 + C"),
     ("polynomial_multiplication", lambda t: f"{t.fields['answer']} or 0"),
+    ("number_sorting", lambda t: json.dumps([float("nan")] * len(json.loads(t.fields["answer"].replace("'", '"'))))),
+    ("number_sorting", lambda t: json.dumps([round(float(x)) for x in json.loads(t.fields["answer"].replace("'", '"'))])),
+    ("boxnet", lambda t: _boxnet_sweep(t.prompt)),
 ])
 def test_an_answer_raw_reasoning_gym_passes_fails_here(generator: str, make) -> None:
     """Each hardened scorer: the raw reasoning-gym score of the answer is 1, the domain's verdict a fail."""
@@ -190,6 +193,25 @@ def test_an_answer_raw_reasoning_gym_passes_fails_here(generator: str, make) -> 
     assert raw.score_answer(make(task), entry) >= 1.0
     (verdict,) = _verify([(task, respond(make(task)))])
     assert verdict.outcome == "fail" and verdict.error_class == "wrong_answer", verdict
+
+
+def _boxnet_sweep(prompt: str) -> str:
+    """A boxnet plan that plans nothing: each colour's boxes pushed along a snake through every
+    square and back, every agent trying the match after each push (most actions illegal: no box)."""
+    import re
+
+    grid = prompt.split("The current left")[1]
+    squares = sorted({(float(r), float(c)) for r, c in re.findall(r"Agent\[([\d.]+), ([\d.]+)\]", grid)})
+    rows = sorted({r for r, _ in squares})
+    snake = [(r, c) for i, r in enumerate(rows) for c in sorted({c for _, c in squares}, reverse=i % 2 == 1)]
+    plan: list[dict[str, str]] = []
+    for colour in sorted(set(re.findall(r"box_(\w+)", grid))):
+        match = {f"Agent[{r}, {c}]": f"move(box_{colour}, target_{colour})" for r, c in snake}
+        for way in (snake, snake[::-1]):
+            push = {f"Agent[{a[0]}, {a[1]}]": f"move(box_{colour}, square[{b[0]}, {b[1]}])"
+                    for a, b in reversed(list(zip(way, way[1:], strict=False)))}
+            plan += [match, push] * len(way) + [match]
+    return json.dumps(plan, separators=(",", ":"))
 
 
 def _raw_passes(generator: str, task: Task, answer: str) -> bool:

@@ -18,8 +18,13 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
   some tasks from contradictory premises, from which any answer follows: not generated. sokoban
   skips every character that is not a move, so the solution in prose passed. puzzle24 never checks that
   the given numbers were used: any expression of four in-range numbers that makes 24 passed every
-  task. intermediate_integration's own references sometimes leave an ``Integral(...)`` unevaluated,
-  which passes any task: refused, and such tasks are not generated.
+  task. number_sorting rejects a number farther than 1 from the expected one by ``>``, which NaN
+  never is: a list of NaN as long as the question's passed (and rounded numbers, which spare the
+  ordering of two within 1 of each other): now each number must be the question's. boxnet skips
+  every action that breaks the rules, so a plan-free sweep of every box through every square
+  matched them all: now each action must be legal (``_solvers.py``). intermediate_integration's
+  own references sometimes leave an ``Integral(...)`` unevaluated, which passes any task: refused,
+  and such tasks are not generated.
 - **The right answer among others.** The scorer reads only the first item: gsm_symbolic (the first
   number, and never a leading minus: its own negative answers failed), fraction_simplification (the first fraction), time_intervals (the first field);
   word_sorting counts only the first len(oracle) words, letter_jumble the oracle's words in
@@ -39,6 +44,7 @@ generator scores 1 (tests/envs/test_rg.py).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -194,6 +200,23 @@ def _numbers(dataset: Any, answer: str, entry: Entry) -> str | None:
     return None
 
 
+def _sorted_numbers(dataset: Any, answer: str, entry: Entry) -> float:
+    """The expected list, each number equal to the question's (quoted or not, in any notation float
+    reads). The scorer's tolerance of 1, tested by ``>``, passed NaN and rounded numbers."""
+    want = json.loads(str(entry["answer"]).replace("'", '"'))
+    try:
+        got = json.loads(answer.replace("'", '"'))  # the scorer's own reading of the list
+        return 1.0 if isinstance(got, list) and [float(x) for x in got] == [float(x) for x in want] else 0.0
+    except (ValueError, TypeError, OverflowError):  # OverflowError: an integer of 400 digits
+        return 0.0
+
+
+def _boxnet(dataset: Any, answer: str, entry: Entry) -> str | None:
+    from posttrain.envs.rg._solvers import boxnet_illegal
+
+    return boxnet_illegal(entry["metadata"]["initial_state"], answer)
+
+
 def _rush_hour(dataset: Any, answer: str, entry: Entry) -> float:
     from posttrain.envs.rg._solvers import rush_hour_solves
 
@@ -256,6 +279,8 @@ HARDENED: dict[str, Rule] = {
     "word_sorting": Rule(check=_word_list),
     "spell_backward": Rule(check=_same_text),
     "rush_hour": Rule(replace=_rush_hour),
+    "number_sorting": Rule(replace=_sorted_numbers),
+    "boxnet": Rule(before=_boxnet),
     "advanced_geometry": Rule(check=_geometry),
     "letter_jumble": Rule(check=_same_words),
     "figlet_font": Rule(check=_figlet),

@@ -10,7 +10,9 @@ the conformance test, never a pass that should not be).
 - ``rush_hour_solves(board, moves)``: the strict check the rush_hour domain scores with
   (``_hardened.py``);
 - ``boxnet_plan(state)``: each box walked to a target of its colour one adjacent square per step,
-  then matched; one action per step (``[{"Agent[x, y]": "move(box_c, square[x', y'])"}, ...]``).
+  then matched; one action per step (``[{"Agent[x, y]": "move(box_c, square[x', y'])"}, ...]``);
+- ``boxnet_illegal(state, plan)``: the first action of a plan that breaks the rules (the boxnet
+  domain refuses such a plan, ``_hardened.py``).
 """
 
 from __future__ import annotations
@@ -153,3 +155,64 @@ def boxnet_plan(state: Mapping[str, Sequence[str]]) -> str:
 def _square(key: str) -> tuple[float, float]:
     row, col = key.split("_")
     return float(row), float(col)
+
+
+_AGENT = re.compile(r"Agent\[(\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?)\]")
+_ACTION = re.compile(r"move\((box_\w+),\s(target_\w+|square\[(\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?)\])\)")
+
+
+def boxnet_illegal(state: Mapping[str, Sequence[str]], plan: str) -> str | None:
+    """Why ``plan`` breaks the rules its question states, or None: every action in the scorer's
+    form, by an agent on a square of the grid, once a step, on a box in its square, to an adjacent
+    square or onto a target of the box's colour in that square. The generator's scorer skips an
+    action that breaks them, so a sweep of every box through every square, a match tried at every
+    square after each move, matched every box with no planning (the grid and colours suffice).
+
+    >>> state = {"0.5_0.5": ["box_red"], "0.5_1.5": ["target_red"]}
+    >>> boxnet_illegal(state, '[{"Agent[0.5, 0.5]": "move(box_red, square[0.5, 1.5])"}, '
+    ...                       '{"Agent[0.5, 1.5]": "move(box_red, target_red)"}]') is None
+    True
+    >>> boxnet_illegal(state, '[{"Agent[0.5, 1.5]": "move(box_red, target_red)"}]')
+    'step 1: Agent[0.5, 1.5] has no box_red in its square'
+    """
+    try:
+        steps = json.loads(plan)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        return "not a list of steps, each an object of agent actions"
+    squares = {key: list(items) for key, items in state.items()}
+    for n, step in enumerate(steps, 1):
+        acted: set[str] = set()
+        for agent, action in step.items():
+            problem = _boxnet_act(squares, acted, agent, action)
+            if problem is not None:
+                return f"step {n}: {problem}"
+    return None
+
+
+def _boxnet_act(squares: dict[str, list[str]], acted: set[str], agent: str, action: object) -> str | None:
+    """Apply one action to ``squares`` as the scorer does (in place), or say why it is illegal."""
+    who, what = _AGENT.fullmatch(agent), _ACTION.fullmatch(action) if isinstance(action, str) else None
+    if who is None or what is None:
+        return f"{agent[:40]!r}: {str(action)[:60]!r} is not Agent[x, y]: move(box_colour, destination)"
+    here = f"{float(who[1])}_{float(who[2])}"  # the scorer's own key for the square
+    if here not in squares or here in acted:
+        return f"{agent} is not an agent of the grid, or acts twice in one step"
+    acted.add(here)
+    box, goal = what[1], what[2]
+    if box not in squares[here]:
+        return f"{agent} has no {box} in its square"
+    if what[3] is None:
+        if goal not in squares[here] or goal[len("target_"):] != box[len("box_"):]:
+            return f"{agent} has no {goal} for {box} in its square"
+        squares[here].remove(box)
+        squares[here].remove(goal)
+        return None
+    (r, c), (gr, gc) = _square(here), (float(what[3]), float(what[4]))
+    there = f"{gr}_{gc}"
+    if there not in squares or abs(r - gr) + abs(c - gc) != 1:
+        return f"{agent} cannot move {box} to {goal}: not an adjacent square of the grid"
+    squares[here].remove(box)
+    squares[there].append(box)
+    return None
