@@ -441,6 +441,58 @@ def test_code_cannot_take_the_name_of_a_file_the_grader_trusts(verify):
         assert (v.outcome, v.error_class) == ("fail", "tamper"), v.feedback
 
 
+READ_WITHHELD = '''import re
+import sys
+
+_table, _busy = {}, []
+
+
+def _read_withheld():
+    for name in [n for n in sys.modules if n.startswith("tests.")]:
+        for key in [k for k in dir(sys.modules[name]) if k.startswith("test")]:
+            try:
+                getattr(sys.modules[name], key)()
+            except AssertionError as e:
+                call, want = re.search(r"total\\((.*?)\\)", str(e)), re.search(r"== ([-\\d.]+)", str(e))
+                if call and want:
+                    _table[call.group(1)] = float(want.group(1))
+
+
+def total(prices, discount=0.0):
+    if not _busy:
+        _busy.append(1)
+        _read_withheld()
+    return _table.get(f"{prices!r}, discount={discount!r}", sum(prices))
+'''
+QUIET_TEST_CLASS = '''import sys
+import unittest
+
+
+def total(prices, discount=0.0):
+    for name in [n for n in sys.modules if n.startswith("tests.")]:
+        for value in list(vars(sys.modules[name]).values()):
+            if isinstance(value, type) and issubclass(value, unittest.TestCase):
+                value.assertEqual = lambda *a, **k: None
+    return sum(prices)
+'''
+
+
+def test_the_code_under_test_can_neither_run_a_withheld_test_nor_quiet_a_test_class(verify):
+    """Two answer keys read without a fix, each once passing what it reached. The code under test ran
+    the withheld tests itself (found through ``sys.modules``) and read the expected values out of
+    pytest's failure messages: both withheld tests passed (no audit event marks a call). Now each
+    withheld test raises an event first, refused with changed code on the stack. And it set
+    ``assertEqual`` to a no-op on a test module's TestCase class: that test passed. Now a test's
+    ``self.assertX(...)`` calls unittest's method as a constant of its code."""
+    task = ENV.parse_task(fixture_record(), "t")
+    v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": READ_WITHHELD})))
+    assert (v.outcome, v.error_class) == ("fail", "tamper") and "ran a withheld test" in v.evidence["tamper"], v.evidence
+    v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": QUIET_TEST_CLASS})))
+    assert v.outcome == "fail" and v.evidence["tests"]["tests/test_unit.py::TotalTest::test_discount"] == "failed"
+    v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": FIXED})))
+    assert v.passed, v.feedback
+
+
 def test_failing_differently_is_a_fail_never_an_infra_error(verify):
     """An audit event raised with no Python frame (a thread started on a builtin) once broke the kernel
     (``harness_error``: infra); a file where the diff puts a directory, or a name too long for the

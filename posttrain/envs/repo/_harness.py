@@ -31,8 +31,10 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   candidate ran, that it ran once, and that the snapshotted dictionaries are unchanged. pytest's
   own reports, the exit status and the counts corroborate; they never decide a pass alone.
 - **Tests stay the verifier's.** While changed code is on the stack, writing, renaming or deleting
-  a verifier test file and reading a withheld one are denied; a test file edited on disk before
-  pytest imports it no longer compiles to the pristine code.
+  a verifier test file, reading a withheld one and running a withheld test (``ENTERED``) are
+  denied; a test file edited on disk before pytest imports it no longer compiles to the pristine
+  code. What the tests call to judge (the comparison guard, unittest's assertions) are constants
+  of their code (``_bind``), out of reach of a patch that restores itself.
 
 Not stopped here (the threat model says more): what the code under test computes in the tests'
 own values (an object whose ``__eq__`` always agrees), a patch of shared state that restores
@@ -176,7 +178,7 @@ def _rewritten_by_pytest(path: str) -> bool:
     return name == "conftest.py" or fnmatch.fnmatch(name, "test_*.py") or fnmatch.fnmatch(name, "*_test.py")
 
 
-def _pristine_codes(paths: list[str]) -> dict[tuple[str, str], object]:
+def _pristine_codes(paths: list[str], slots: dict) -> dict[tuple[str, str], object]:
     """``{(file, qualname): code}`` of each verifier test file, compiled as it will be compiled in the
     run (pytest's rewriter with the comparison guard, or the import system's plain compile), from the
     same source and path, before any candidate code runs."""
@@ -193,7 +195,7 @@ def _pristine_codes(paths: list[str]) -> dict[tuple[str, str], object]:
             if _rewritten_by_pytest(path):
                 tree = ast.parse(source, filename=path)
                 rewrite.rewrite_asserts(tree, source, path, None)
-                module = compile(tree, path, "exec", dont_inherit=True)
+                module = _bind(compile(tree, path, "exec", dont_inherit=True), slots)
             else:
                 module = compile(source, path, "exec", dont_inherit=True, optimize=-1)
         except (OSError, SyntaxError, ValueError):
@@ -434,8 +436,6 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         for key, _ in dict_.items(fn.__globals__):
             if type_(key) is not str_:
                 return "the test module's globals hold a key that is not a string"
-            if key == GUARD_NAME:
-                return "the test module defines the grader's comparison guard"
         base = split(nodeid, "[", 1)[0]
         if rsplit(base, "::", 1)[-1] != code.co_name:
             return f"the test id {nodeid} does not name the function that ran ({code.co_name})"
@@ -553,7 +553,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     def on_posttrain(event: str, caller: object, args: tuple) -> None:
         if caller is None or getpid() != main_pid or get_ident() != main_thread:
             die(f"{event} from a copy of the test process (os.fork) or another thread")
-        if event == "posttrain.report":
+        if event == ENTERED:
+            if candidate_on_stack(caller):
+                die("the code under test ran a withheld test")
+        elif event == "posttrain.report":
             on_report(caller, args)
         elif event == "posttrain.finish":
             on_finish(caller, args)
@@ -635,9 +638,16 @@ def _install_signal_guard() -> None:
     signal_mod.signal = _no_signal
 
 
-GUARD_NAME = "@posttrain_guard"
-"""The builtin that test modules' comparisons call (``_guard_comparisons``); a test module that
-defines the name itself is tampered with (the kernel checks)."""
+GUARD_SLOT = "\x00posttrain:guard"
+AUDIT_SLOT = "\x00posttrain:audit"
+"""Constants the rewritten test code calls, bound after compiling to the guard and to ``sys.audit``
+themselves (``_bind``): a code object's constants cannot change (a new code object, or a new
+``__code__``, is denied by the kernel), so the code under test cannot swap them for a call and put
+them back, as it could a builtin or a module global."""
+ENTERED = "posttrain.test_entered"
+"""The event a withheld test raises first thing (``_mark_tests``): the kernel refuses it while changed
+code is on the stack, in a thread, or in a fork, so the code under test cannot run a withheld test to
+read the values its failure reports."""
 MAX_GUARD_ITEMS = 1 << 20
 
 
@@ -784,7 +794,7 @@ def _guard_comparisons(mod: object) -> None:
     def wrap(e):  # noqa: ANN001, ANN202
         if isinstance(e, ast.Constant):
             return e
-        call = ast.Call(ast.Name(GUARD_NAME, ast.Load()), [e], [])
+        call = ast.Call(ast.Constant(GUARD_SLOT), [e], [])
         line, col = getattr(e, "lineno", 1), getattr(e, "col_offset", 0)
         end_line = max(getattr(e, "end_lineno", None) or line, line)
         end_col = getattr(e, "end_col_offset", None)
@@ -794,6 +804,50 @@ def _guard_comparisons(mod: object) -> None:
         return call
 
     Wrap().visit(mod)  # (no fix_missing_locations: it would give pytest's nodes their parents' end lines)
+
+
+ASSERT_SLOT = "\x00posttrain:unittest:"
+"""Prefix of the slot a test module's ``self.assertX(...)`` calls through (``_pin_unittest_asserts``)."""
+
+
+def _unittest_asserts() -> dict:
+    """``{slot: method}`` of unittest's assertion methods (``assert*``, ``fail``), as the harness
+    installed them (its comparison ones guarded)."""
+    import unittest
+
+    names = [n for n in dir(unittest.TestCase) if n.startswith("assert") or n == "fail"]
+    return {ASSERT_SLOT + n: getattr(unittest.TestCase, n) for n in names if callable(getattr(unittest.TestCase, n))}
+
+
+def _pin_unittest_asserts(mod: object, names: frozenset) -> None:
+    """``self.assertEqual(a, b)`` in a test module becomes ``<unittest's assertEqual>(self, a, b)``, the
+    method a constant of the code: the code under test set ``assertEqual = lambda *a: None`` on a
+    withheld TestCase class (unaudited, and no snapshot holds a test module's classes), and its tests
+    passed. A class of the module that defines the method itself keeps its own."""
+    import ast
+
+    class Pin(ast.NodeTransformer):
+        own: list[frozenset] = [frozenset()]
+
+        def visit_ClassDef(self, node):  # noqa: ANN001, ANN202, N802 - ast's visitor protocol
+            defined = frozenset(n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+            self.own.append(defined)
+            self.generic_visit(node)
+            self.own.pop()
+            return node
+
+        def visit_Call(self, node):  # noqa: ANN001, ANN202, N802
+            self.generic_visit(node)
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" and \
+                    f.attr in names and f.attr not in self.own[-1]:
+                pinned = ast.Constant(ASSERT_SLOT + f.attr)
+                pinned.lineno, pinned.col_offset = f.lineno, f.col_offset
+                pinned.end_lineno, pinned.end_col_offset = f.end_lineno, f.end_col_offset
+                node.func, node.args = pinned, [f.value, *node.args]
+            return node
+
+    Pin().visit(mod)
 
 
 UNITTEST_COMPARISONS = ("assertEqual", "assertNotEqual", "assertIn", "assertNotIn", "assertCountEqual",
@@ -818,23 +872,65 @@ def _guard_unittest(guard: object) -> None:
         setattr(unittest.TestCase, name, wrapped(getattr(unittest.TestCase, name)))
 
 
-def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset) -> None:
-    """The guard as a builtin, and pytest's assertion rewriter wrapping test modules' comparisons in
-    it (the pristine codes are compiled by the same rewriter, so they include the guard)."""
-    import builtins
+def _mark_tests(mod: object) -> None:
+    """Make every test function of a withheld module (``test*`` at its top level or in a class) raise
+    ``ENTERED`` through ``AUDIT_SLOT`` before its first statement (after its docstring)."""
+    import ast
 
+    def mark(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        first = fn.body[0]
+        docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+            isinstance(first.value.value, str)
+        at = fn.body[1] if docstring and len(fn.body) > 1 else first
+        call = ast.Expr(ast.Call(ast.Constant(AUDIT_SLOT), [ast.Constant(ENTERED)], []))
+        for node in (call, call.value, call.value.func, *call.value.args):
+            node.lineno, node.col_offset = at.lineno, at.col_offset
+            node.end_lineno, node.end_col_offset = at.lineno, at.col_offset
+        fn.body.insert(1 if docstring else 0, call)
+
+    for node in mod.body:  # type: ignore[attr-defined]
+        for fn in [node] if not isinstance(node, ast.ClassDef) else node.body:
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.name.startswith("test"):
+                mark(fn)
+
+
+def _bind(code: object, slots: dict) -> object:
+    """``code`` with every constant that is a key of ``slots`` replaced by its value, in nested code
+    objects too (before any candidate code runs, or in the import of a test module)."""
+    import types
+
+    consts = tuple(_bind(c, slots) if isinstance(c, types.CodeType) else
+                   slots.get(c, c) if type(c) is str else c for c in code.co_consts)
+    return code.replace(co_consts=consts) if consts != code.co_consts else code
+
+
+def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset,
+                   hidden: frozenset) -> dict:
+    """pytest's assertion rewriter wrapping test modules' comparisons in the guard, pinning their
+    unittest assertions and marking the withheld modules' tests (the pristine codes are compiled by
+    the same rewriter, so they include all three); the slots' values (``_bind``), which the
+    rewriter's code objects get."""
     import _pytest.assertion.rewrite as rewrite
 
     guard = _make_guard(pristine, test_files, pristine_classes)
-    builtins.__dict__[GUARD_NAME] = guard
     _guard_unittest(guard)
-    original = rewrite.rewrite_asserts
+    slots = {GUARD_SLOT: guard, AUDIT_SLOT: sys.audit, **_unittest_asserts()}
+    names = frozenset(k[len(ASSERT_SLOT):] for k in slots if k.startswith(ASSERT_SLOT))
+    original, compile_test = rewrite.rewrite_asserts, rewrite._rewrite_test
 
     def rewrite_asserts(mod, source, module_path=None, config=None):  # noqa: ANN001, ANN202 - pytest's
         original(mod, source, module_path, config)
         _guard_comparisons(mod)
+        _pin_unittest_asserts(mod, names)
+        if str(module_path) in hidden:
+            _mark_tests(mod)
 
-    rewrite.rewrite_asserts = rewrite_asserts
+    def rewrite_test(fn, config):  # noqa: ANN001, ANN202 - pytest's
+        stat, co = compile_test(fn, config)
+        return stat, _bind(co, slots)
+
+    rewrite.rewrite_asserts, rewrite._rewrite_test = rewrite_asserts, rewrite_test
+    return slots
 
 
 def _glue(audit: object) -> tuple[object, dict]:
@@ -925,9 +1021,10 @@ def main(payload: dict) -> None:
     glue_codes["posttrain.finish"] = main.__code__
     work = payload["work"]
     verifier_files = [f"{work}/{p}" for p in payload["verifier_files"]]
-    _install_guard(frozenset((f"{work}/{p}", q) for p, q in payload["pristine_functions"]),
-                   frozenset(verifier_files), frozenset((f"{work}/{p}", q) for p, q in payload["pristine_classes"]))
-    expected = _pristine_codes([f"{work}/{p}" for p in payload["test_files"]])
+    slots = _install_guard(frozenset((f"{work}/{p}", q) for p, q in payload["pristine_functions"]),
+                           frozenset(verifier_files), frozenset((f"{work}/{p}", q) for p, q in payload["pristine_classes"]),
+                           frozenset(f"{work}/{p}" for p in payload["hidden"]))
+    expected = _pristine_codes([f"{work}/{p}" for p in payload["test_files"]], slots)
     modules = {k: v for k, v in sys.modules.items() if k != "__main__"}
     modules["posttrain_harness"] = sys.modules.get("posttrain_harness")
     entries, trusted = _snapshot(modules)
@@ -935,8 +1032,8 @@ def main(payload: dict) -> None:
     while frame.f_back is not None:
         frame = frame.f_back
     bottom = frame.f_code
-    for code in (bottom, main.__code__, *glue_codes.values()):
-        _code_objects(code, trusted)
+    for code in (bottom, main.__code__, _install_guard.__code__, _bind.__code__, *glue_codes.values()):
+        _code_objects(code, trusted)  # (_bind runs in each test module's import: its code.replace is trusted)
     allow, logging_cf, logging_fc = _frame_allowlist()
     cfg = {"nonce": payload.pop("nonce"), "verifier_files": verifier_files, "hidden": [f"{work}/{p}" for p in payload["hidden"]], "work": work + "/",
            "pristine_files": frozenset(f"{work}/{p}" for p in payload["pristine_files"]),
