@@ -234,6 +234,21 @@ def test_a_matrix_gold_keeps_its_row_breaks() -> None:
     assert VERIFY(gold, "\\boxed{\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}}").error_class == "wrong_answer"
 
 
+@pytest.mark.parametrize(
+    ("gold", "right", "wrong"),
+    [("\\$18.90", "18.9", "17"), ("30°", "30", "17"), ("(-∞, 3)", "(-\\infty, 3)", "(-\\infty, 17)"),
+     ("2\\sqrt3", "2\\sqrt{3}", "17"), ("√2", "\\sqrt 2", "17")],
+)
+def test_a_gold_the_reader_reads_never_makes_a_wrong_answer_an_infra_error(gold: str, right: str, wrong: str) -> None:
+    """Golds the form reader read but latex2sympy could not (``\\$`` lost only its ``$``; unicode
+    symbols; a one-character ``\\sqrt2``) made every answer but the gold's own spelling an infra error
+    (``infra:bad_task``): a wrong answer was never scored 0, and the right one never 1."""
+    t = task(gold)
+    assert VERIFY(t, f"\\boxed{{{right}}}").passed
+    v = VERIFY(t, f"\\boxed{{{wrong}}}")
+    assert (v.outcome, v.reward, v.error_class) == ("fail", 0.0, "wrong_answer"), v
+
+
 def test_numeric_gold_keeps_the_decimal_it_spells() -> None:
     tiny = ENV.parse_task({"id": "m", "domain": "math", "prompt": "p", "answer": 1e-05}, "t")
     assert tiny.fields["answer"] == "0.00001"

@@ -3,8 +3,9 @@ are compared"), exactly, and in a worker process where sympy is needed.
 
 The rule, in the order applied (``compare``); each side is the box content or the gold:
 
-1. Normalise: drop ``$``, ``\\left``/``\\right``, ``\\displaystyle``, spacing commands
-   (``\\, \\; \\: \\! \\ ~``), a trailing period; ``\\dfrac``/``\\tfrac`` are ``\\frac``.
+1. Normalise: drop ``$`` and ``\\$``, ``\\left``/``\\right``, ``\\displaystyle``, spacing commands
+   (``\\, \\; \\: \\! \\ ~``), a trailing period; ``\\dfrac``/``\\tfrac`` are ``\\frac``, ``\\sqrt2`` is
+   ``\\sqrt{2}``, unicode symbols (``× · ÷ − π ∞ √ ∪ °``) are their LaTeX.
    Identical strings are equal (case-sensitive: ``X^2`` is not ``x^2``).
 2. Text: if the gold has ``\\text{...}`` (or ``\\textbf``, ``\\mbox``, ...), it is a text answer:
    both sides compare as strings with whitespace removed and case folded. Otherwise text in the
@@ -45,6 +46,7 @@ from fractions import Fraction
 from typing import Any
 
 from posttrain.envs.math._form import FORMS, SHAPES, form_problem, infer_form, is_name
+from posttrain.envs.math._read import _UNICODE
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
@@ -85,8 +87,18 @@ class Equivalence:
 
 # ---------------------------------------------------------------- 1-4: normalisation and form
 
-_NOISE_RE = re.compile(r"\\\\|\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
-"""Noise to drop; ``\\\\`` (a matrix's row break) is matched first so that it stays whole."""
+_NOISE_RE = re.compile(r"\\\\|\\?\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
+"""Noise to drop; ``\\\\`` (a matrix's row break) is matched first so that it stays whole; ``\\$`` (a
+dollar sign, ``\\$18.90``) goes whole: dropping only its ``$`` left ``\\ 18.90``, which latex2sympy
+cannot parse, so a gold written so made every other answer an infra error."""
+_SYMBOLS = {**_UNICODE, "°": "^{\\circ}"}
+"""Unicode symbols as the LaTeX they stand for (the reader's table, ``_read._UNICODE``), so that the
+form reader and latex2sympy read the same text: a gold ``30°`` or ``(-∞, 3)``, which the reader read
+and latex2sympy could not, made every other answer an infra error."""
+_BARE_ROOT_RE = re.compile(r"\\sqrt(?![A-Za-z])\s*([0-9A-Za-z])")
+"""``\\sqrt2``, ``2\\sqrt 3``, ``√2``: a root of one character, as TeX and the form reader read it;
+latex2sympy reads only ``\\sqrt{2}``, so a gold ``2\\sqrt3`` made every other answer an infra error
+(and the answer ``2\\sqrt3`` was refused as unparseable)."""
 _TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|textsf|texttt|mbox)(?![A-Za-z])")
 _PERCENT_RE = re.compile(r"\s*\\?%$")
 _RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq?|lt|gt|approx|equiv|sim|in)(?![A-Za-z])|<|>|=|≤|≥|≠")
@@ -102,8 +114,11 @@ def normalise(text: str) -> str:
     >>> normalise(r"$\\left( \\dfrac{1}{2} \\right).$")
     '( \\\\frac{1}{2} )'
     """
+    for char, latex in _SYMBOLS.items():
+        text = text.replace(char, latex)
     text = _NOISE_RE.sub(lambda m: m.group() if m.group() == "\\\\" else " ", text)
     text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
+    text = _BARE_ROOT_RE.sub(r"\\sqrt{\1}", text)
     return re.sub(r"\s+", " ", text).strip().rstrip(".").strip()
 
 
