@@ -246,6 +246,25 @@ def test_oversized_message_is_a_protocol_error() -> None:
     writer.join()
 
 
+@pytest.mark.parametrize("tag", ["set", "frozenset", "dict"])
+def test_a_reply_of_colliding_hashes_is_refused_before_it_is_built(tag: str) -> None:
+    """Distinct values of one hash (multiples of 2**61 - 1) cost a set quadratic time to build, in
+    the runner, outside the candidate's deadline: a reply of 120,000 of them held the runner until
+    the job's timeout (a batch of 4: 54 s instead of 0.1 s, every later item re-run alone)."""
+    import time
+
+    from posttrain.envs.code._runner_wire import MAX_COLLISIONS
+
+    values = [["int", format(k * ((1 << 61) - 1), "x")] for k in range(1, 20_000)]
+    reply = ["dict", [[v, ["none"]] for v in values]] if tag == "dict" else [tag, values]
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="colliding"):
+        runner.decode(reply)
+    assert time.monotonic() - start < 1.0
+    few = [["int", format(k * ((1 << 61) - 1), "x")] for k in range(1, MAX_COLLISIONS)]
+    assert len(runner.decode(["set", few + [["int", format(k, "x")] for k in range(50_000)]])) == 50_000 + len(few)
+
+
 def test_candidate_exceptions_are_not_control_flow() -> None:
     def candidate(x):
         raise runner.CandidateError("StopIteration", "")

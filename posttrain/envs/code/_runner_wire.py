@@ -69,15 +69,33 @@ def decode(v, depth=0):
     if tag == "complex" and len(v) == 3 and type(v[1]) is str and type(v[2]) is str:
         return complex(float.fromhex(v[1]), float.fromhex(v[2]))
     if tag in _SEQ and len(v) == 2 and type(v[1]) is list:
-        return _SEQ[tag](decode(e, depth + 1) for e in v[1])
+        items = [decode(e, depth + 1) for e in v[1]]
+        return _SEQ[tag](_few_collisions(items) if tag in ("set", "frozenset") else items)
     if tag == "dict" and len(v) == 2 and type(v[1]) is list:
-        out = {}
+        pairs = []
         for pair in v[1]:
             if type(pair) is not list or len(pair) != 2:
                 raise ValueError("malformed dict entry")
-            out[decode(pair[0], depth + 1)] = decode(pair[1], depth + 1)
-        return out
+            pairs.append((decode(pair[0], depth + 1), decode(pair[1], depth + 1)))
+        _few_collisions([k for k, _ in pairs])
+        return dict(pairs)
     raise ValueError(f"malformed value tagged {tag[:40]!r}")
+
+
+MAX_COLLISIONS = 1024
+
+
+def _few_collisions(items):
+    """``items`` (a set's elements, a dict's keys), or ValueError when more than ``MAX_COLLISIONS``
+    of them share a hash with another: building the set costs time quadratic in those (distinct
+    values of one hash, such as the multiples of 2**61 - 1, probe every slot before them), and the
+    runner builds it outside any deadline of the candidate's: a reply of 120,000 held the runner
+    until the job's timeout, a batch's whole budget. The hashes of hashes never collide (a hash
+    value is its own hash), so counting them is linear; an unhashable item raises TypeError here
+    as ``set()`` would."""
+    if len(items) > MAX_COLLISIONS and len(items) - len({hash(x) for x in items}) > MAX_COLLISIONS:
+        raise ValueError("too many values with colliding hashes")
+    return items
 
 
 def canonical(v, depth=0):
