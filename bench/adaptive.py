@@ -17,7 +17,8 @@ every arm, the policy fixed (what a controller does to sampling, apart from what
              towards 1 otherwise). Printed over rounds 2.. (round 1 is the same in both): the
              fraction of zero-variance groups (every reward equal: no gradient), the duplicate rate,
              distinct completions per group, pass rate; and what dedup does (``rl.dedup``): rows
-             that carry no gradient of their own, and that it does not change zero variance.
+             that repeat a completion of their group (counted once in its baseline), and that it does not change
+             zero variance.
   budget     fixed: ``--budget`` new tokens every round.  per task: ``BudgetController`` (from
              ``--budget``; solved reliably -- pass rate >= 0.8 -- 1.25 x its longest pass, at least
              8; hard -- <= 0.2 -- x1.5, at most 4 x ``--budget``). Printed over rounds 2..: completion
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{summary(r, 'pass_rate'):>14}{summary(r, 'mean_temp'):>14}")
     fixed = arms["T fixed 1.0"]
     print(f"  dedup (rl.dedup) at T 1: {summary(fixed, 'dup_rate')} of rows are repeats of a completion of their "
-          f"group and get no gradient of their own; zero-variance groups stay {summary(fixed, 'zero_var')} "
+          f"group, counted once in its baseline; zero-variance groups stay {summary(fixed, 'zero_var')} "
           f"(a group of one completion repeated is zero-variance with or without it)")
     print(f"  {'budget':<18}{'tokens/round':>16}{'pass rate':>14}{'cut at cap':>14}{'mean cap':>14}")
     for name in (f"budget fixed {args.budget}", "budget per task"):

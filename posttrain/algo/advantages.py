@@ -10,7 +10,8 @@ statistics (mean, std, leave-one-out baseline) are computed over the finite rewa
 reward gets advantage 0. The caller must also zero that sample's ``loss_mask`` so that it adds
 neither gradient nor tokens to the normalizers (``train.grpo.build_batch`` does).
 A group with fewer than two finite rewards has no baseline information: all its advantages are 0
-(SkyRL's choice; verl instead returns the raw reward for G=1).
+(SkyRL's choice; verl instead returns the raw reward for G=1). So has a group whose finite rewards
+are all equal: its advantages are exactly 0, never the float noise of its mean (``_spread``).
 
 ``gae`` is PPO's per-token estimator with a value head; it needs values and a token mask, so it has
 its own signature and call site (not in the registry).
@@ -45,6 +46,15 @@ def _group_stats(rewards: Tensor, ddof: int) -> tuple[Tensor, Tensor, Tensor, Te
     return valid, count, mean, var.sqrt()
 
 
+def _spread(rewards: Tensor, valid: Tensor) -> Tensor:  # (N, G), (N, G) bool -> (N, 1) bool
+    # True where a group's finite rewards are not all equal. Where they are, the float32 mean of equal
+    # values can miss them by an ulp (8 x 0.2 -> 0.19999999), and that noise over a std of its own size
+    # was an advantage of up to ~0.1 for every member alike: a group failing alike pushed up or down.
+    hi = torch.where(valid, rewards, torch.full_like(rewards, -torch.inf)).amax(-1, keepdim=True)
+    lo = torch.where(valid, rewards, torch.full_like(rewards, torch.inf)).amin(-1, keepdim=True)
+    return hi > lo
+
+
 def _check(rewards: Tensor) -> None:
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be (N prompts, G samples), got shape {tuple(rewards.shape)}")
@@ -74,7 +84,7 @@ def grpo_advantages(
     adv = rewards - mean
     if scale_by_std:
         adv = adv / (std + eps)
-    keep = valid & (count >= 2)
+    keep = valid & (count >= 2) & _spread(rewards, valid)
     return torch.where(keep, adv, torch.zeros_like(adv))
 
 
@@ -110,7 +120,7 @@ def rloo_advantages(
         dev = torch.where(others, (r_j - base.unsqueeze(-1)) ** 2, torch.zeros_like(r_j))
         std = (dev.sum(-1) / (n_o - ddof).clamp(min=1)).sqrt()  # (N, G)
         adv = torch.where(std > 0, adv / (std + eps), adv)
-    keep = valid & (n_o >= 1)
+    keep = valid & (n_o >= 1) & _spread(rewards, valid)
     return torch.where(keep, adv, torch.zeros_like(adv))
 
 
@@ -135,8 +145,8 @@ def reinforce_pp_advantages(
     """
     _check(rewards)
     valid, count, mean, _ = _group_stats(rewards, ddof)
-    keep = valid & (count >= 2)
-    a = torch.where(keep, rewards - mean, torch.zeros_like(rewards))
+    keep = valid & (count >= 2)  # a group whose rewards are all equal is whitened with a = 0 exactly
+    a = torch.where(keep & _spread(rewards, valid), rewards - mean, torch.zeros_like(rewards))
     n = keep.sum().to(rewards.dtype)
     if n < 2:
         return torch.zeros_like(a)

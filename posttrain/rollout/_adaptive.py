@@ -7,14 +7,17 @@ observed difficulty (adaptive compute).
   the longer length; completions cut to ``EDIT_MAX_TOKENS`` for the metric), and the duplicate rate
   (1 - distinct completions / G). ``diversity_metrics(groups)``: their means over a step's groups,
   for metrics.jsonl.
-- ``dedup_rewards(groups, rewards)``: identical completions (same ids) within a group count once.
-  The first copy keeps its reward; later copies get NaN, which the advantage functions exclude (as an
-  infra error's) and the batch masks. So, stated: a distinct completion's advantage is computed over
-  the *distinct* completions of its group -- (r - mean_distinct) / std_distinct for GRPO -- and a
-  repeated completion gets no gradient beyond its first copy. Example: rewards [1, 1, 1, 0] for
-  completions [A, A, A, B]: without dedup A's three copies get +0.5 each and B -1.5 (GRPO, ddof 1);
-  with dedup A gets +0.707 once and B -0.707. A group whose completions are all one is zero-variance
-  either way.
+- ``dedup_advantages(groups, rewards, estimator)``: identical completions (same ids) within a group
+  count once in its baseline: the advantages are the estimator's over the group's *distinct*
+  completions -- (r - mean_distinct) / std_distinct for GRPO -- and every copy is trained with its
+  first copy's advantage (same completion, same verdict, same advantage). Example: rewards
+  [1, 1, 1, 0] for completions [A, A, A, B]: without dedup A's three copies get +0.5 each and B -1.5
+  (GRPO, ddof 1); with dedup +0.707 each and B -0.707. A group whose completions are all one is
+  zero-variance either way. Copies are never masked: a copy with no gradient of its own escaped the
+  negative advantage of the failure it repeats (advantage 0 where answering wrong got -0.5 in
+  [pass, fail, fail, copy of a fail]; docs/contracts.md, "Reward accounting").
+  ``dedup_rewards(groups, rewards)`` is the baseline's view: later copies NaN (excluded from the
+  group statistics as an infra error's).
 - ``TemperatureController``: per task, the temperature rises (x ``step``) while its groups' duplicate
   rate stays above ``target_dup`` and falls back towards ``base`` otherwise, within [``low``,
   ``high``]. The loss scores each row at the temperature it was sampled with
@@ -33,7 +36,7 @@ temperature of the loss (``posttrain.train.grpo``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -149,9 +152,43 @@ def diversity_metrics(groups: Sequence[Sequence[Trajectory]]) -> dict[str, float
     return {f"diversity/{k}": sum(d[k] for d in per) / len(per) for k in per[0]}
 
 
+def first_copies(groups: Sequence[Sequence[Trajectory]]) -> Tensor:  # (N, G) long
+    """Each episode's index in its group of the first episode with the same completion (its own index
+    where it is the first).
+
+    >>> from posttrain.types import Turn
+    >>> t = lambda ids: Trajectory("m", "g", 0, (Turn((1,), ids, (0.0,) * len(ids), "eos"),), 1.0)
+    >>> first_copies([[t((5,)), t((6,)), t((5,))]]).tolist()
+    [[0, 1, 0]]
+    """
+    import torch  # here, not at the top: an evaluation of a scripted agent never loads torch
+
+    firsts = []
+    for g in groups:
+        seen: dict[tuple[int, ...], int] = {}
+        firsts.append([seen.setdefault(completion_ids(t), i) for i, t in enumerate(g)])
+    return torch.tensor(firsts, dtype=torch.long).reshape(len(groups), -1)
+
+
+def dedup_advantages(groups: Sequence[Sequence[Trajectory]], rewards: Tensor,
+                     estimator: Callable[[Tensor], Tensor]) -> Tensor:  # (N, G)
+    """``estimator``'s advantages of ``rewards`` (N, G) over each group's distinct completions, every
+    copy given its first copy's (module docstring): no copy escapes its verdict's advantage.
+
+    >>> from posttrain.types import Turn
+    >>> import torch
+    >>> t = lambda ids: Trajectory("m", "g", 0, (Turn((1,), ids, (0.0,) * len(ids), "eos"),), 1.0)
+    >>> dedup_advantages([[t((5,)), t((6,)), t((6,))]], torch.tensor([[1.0, 0.0, 0.0]]), lambda r: r - 0.5).tolist()
+    [[0.5, -0.5, -0.5]]
+    """
+    adv = estimator(dedup_rewards(groups, rewards)[0])
+    return adv.gather(1, first_copies(groups).to(adv.device))
+
+
 def dedup_rewards(groups: Sequence[Sequence[Trajectory]], rewards: Tensor) -> tuple[Tensor, Tensor]:
-    """(N, G) rewards with the later copies of a repeated completion set to NaN (module docstring), and
-    the (N, G) bool mask of the copies kept. Rewards already NaN stay NaN.
+    """(N, G) rewards with the later copies of a repeated completion set to NaN (the baseline of
+    ``dedup_advantages``; never a batch's rewards: a NaN row gets no gradient), and the (N, G) bool
+    mask of the copies kept. Rewards already NaN stay NaN.
 
     >>> from posttrain.types import Turn
     >>> t = lambda ids: Trajectory("m", "g", 0, (Turn((1,), ids, (0.0,) * len(ids), "eos"),), 1.0)
@@ -160,15 +197,10 @@ def dedup_rewards(groups: Sequence[Sequence[Trajectory]], rewards: Tensor) -> tu
     >>> keep.tolist()
     [[True, False, True]]
     """
-    import torch  # here, not at the top: an evaluation of a scripted agent never loads torch
+    import torch
 
-    keep = torch.ones(rewards.shape, dtype=torch.bool)
-    for k, g in enumerate(groups):
-        seen: set[tuple[int, ...]] = set()
-        for i, t in enumerate(g):
-            ids = completion_ids(t)
-            keep[k, i] = ids not in seen
-            seen.add(ids)
+    first = first_copies(groups).reshape(rewards.shape)
+    keep = first == torch.arange(rewards.shape[1])
     return torch.where(keep.to(rewards.device), rewards, torch.full_like(rewards, float("nan"))), keep
 
 

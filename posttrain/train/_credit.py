@@ -51,10 +51,11 @@ def rewards_of(
     Each episode's ``episode_reward`` (a cut one, or one with no verdict: ``failure_floor``). NaN:
     every episode of a group in which one is an infra error (the group is dropped). With a reward
     model (RLHF, one-turn episodes), ``reward_model_weight * rm(rollout)`` is added as component
-    "rm"; an infra-error sample stays NaN whatever the reward model says. ``attempt_discount **
-    (attempts - 1)`` scales the success of each episode -- every component but the length penalty,
-    which stays whole, so that extra failed attempts never shrink a failure's penalty
-    (``EpisodeSpec``). Component means are of the scored episodes, before the discount.
+    "rm" (a score that is not finite counts as 0, the least); an infra-error sample stays NaN whatever
+    the reward model says. ``attempt_discount ** (attempts - 1)`` scales the success of each episode
+    -- every component but the length penalty, which stays whole, so that extra failed attempts never
+    shrink a failure's penalty (``EpisodeSpec``). Component means are of the scored episodes, before
+    the discount.
     """
     parts = [[episode_reward(t, weights) for t in g] for g in groups]
     parts = [g if all(p.total == p.total for p in g) else [_DROPPED] * len(g) for g in parts]  # NaN: infra
@@ -63,7 +64,11 @@ def rewards_of(
     means = {f"reward/{k}": sum(p.components[k] for p in scored) / max(len(scored), 1) for k in COMPONENTS}
     if reward_model is not None:
         views = [as_rollout(t) for g in groups for t in g]
-        rm = reward_model_weight * reward_model(views).reshape(rewards.shape)  # (N, G)
+        scores = reward_model(views).reshape(rewards.shape)  # (N, G)
+        # a score it could not give (NaN on a policy's input) is its least, sigmoid's 0: a NaN here
+        # would mask this sample alone, an escape from its group's baseline (never infra, never a masked 0)
+        scores = torch.where(torch.isfinite(scores), scores, torch.zeros_like(scores))
+        rm = reward_model_weight * scores
         rewards = rewards + rm  # NaN stays NaN
         means["reward/rm"] = float(rm[~torch.isnan(rewards)].mean()) if scored else float("nan")
     if attempt_discount != 1.0:  # the success, not the penalty: (r - length) * d^(k-1) + length
@@ -89,8 +94,11 @@ def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: R
     """Per-token advantages with per-turn process rewards: the episode's advantage ``adv`` (N, G) on
     every model token, plus ``process_coef * (r_k - r_last)`` on the action tokens of each attempt k
     before the last, r being the weighted reward of that attempt's own verdict (an intermediate
-    verdict). The last attempt keeps the episode's advantage; turns without a verdict (tool calls)
-    get no process term; NaN rewards give none either. Positions outside actions are never trained.
+    verdict) without the length penalty: that is the episode's, over all its action tokens, once (an
+    attempt's own shorter count would credit earlier attempts for the length the later ones added, so
+    that failing in more attempts paid). The last attempt keeps the episode's advantage; turns
+    without a verdict (tool calls) get no process term; NaN rewards give none either. Positions
+    outside actions are never trained.
 
     >>> from posttrain.types import Turn, Verdict
     >>> t = Trajectory("m", "g", 0, (Turn((1,), (7,), (-0.5,), "stop", Verdict("fail", 0.0)),
@@ -103,14 +111,14 @@ def process_advantages(groups: Groups, adv: torch.Tensor, width: int, weights: R
     for i, traj in enumerate(flat):
         if not traj.verdicts:
             continue
-        final = _last_verdict_reward(traj, weights).total  # a cut episode's too: attempts judged alike
+        final = combine(traj.verdicts[-1], weights).total  # a cut episode's too: attempts judged alike
         last = max((k for k, turn in enumerate(traj.turns) if turn.verdict is not None), default=-1)
         at = 0
         for k, turn in enumerate(traj.turns):
             at += len(turn.observation_ids)
             n = len(turn.action_ids)
             if turn.verdict is not None and k != last:
-                r_k = combine(turn.verdict, weights, completion_tokens=n).total
+                r_k = combine(turn.verdict, weights).total  # no length: both sides without it
                 if not (math.isnan(r_k) or math.isnan(final)):
                     out[i, at : at + n] += process_coef * (r_k - final)
             at += n

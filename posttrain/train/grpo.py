@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -70,7 +71,7 @@ from posttrain.rollout import (
     AdaptiveSampling,
     BudgetController,
     TemperatureController,
-    dedup_rewards,
+    dedup_advantages,
     diversity_metrics,
     run_batch,
 )
@@ -191,6 +192,15 @@ def group_by_id(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
     for t in trajectories:
         groups.setdefault(t.group_id, []).append(t)
     return list(groups.values())
+
+
+def group_advantages(groups: Groups, rewards: torch.Tensor, cfg: RLConfig) -> torch.Tensor:  # (N, G)
+    """The recipe's group-relative advantages of ``rewards`` (N, G; NaN -> 0). With ``rl.dedup`` a
+    repeated completion counts once in its group's baseline and every copy is trained with its first
+    copy's advantage (``dedup_advantages``): never masked, so a copy of a failure costs what it does."""
+    std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
+    estimator = functools.partial(ADVANTAGES[cfg.advantage], **std_kw)
+    return dedup_advantages(groups, rewards, estimator) if cfg.dedup else estimator(rewards)
 
 
 def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu", *,
@@ -428,7 +438,6 @@ def train_grpo(
                                                reward_model_weight=cfg.reward_model_weight,
                                                attempt_discount=episodes.attempt_discount)  # (N, G)
             rewards = without_canaries(tasks, rewards)  # canaries are the hack alarm's: no gradient, no baseline
-            rewards = dedup_rewards(groups, rewards)[0] if cfg.dedup else rewards  # a repeat counts once
             batch = build_batch(groups, rewards, policy.tokenizer.pad_token_id, device,
                                 temperatures=cfg.adaptive_temperature is not None)  # each row at its own
             batch = correct_staleness(batch, model, lag=step - gen.policy_version, temperature=cfg.temperature,
@@ -445,8 +454,7 @@ def train_grpo(
                     rewards = shaped
             # --- advantages (NaN rewards -> advantage 0, masked in the batch)
             if critic is None:  # group-relative
-                std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
-                adv = ADVANTAGES[cfg.advantage](rewards, **std_kw)  # (N, G)
+                adv = group_advantages(groups, rewards, cfg)  # (N, G)
                 if episodes.process_coef > 0:  # (B, T): per-turn process rewards
                     adv = process_advantages(groups, adv, batch.input_ids.shape[1], reward_weights,
                                              process_coef=episodes.process_coef)

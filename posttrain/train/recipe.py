@@ -413,8 +413,9 @@ class RLConfig:
     rollout_reuse: bool = False
     """sampler fast: a task sampled again drafts with its previous completions (SPEC-RL), exactly."""
     dedup: bool = False
-    """Identical completions of a group count once: the advantage is over its distinct completions
-    and the repeats get no gradient (posttrain/rollout/_adaptive.py)."""
+    """Identical completions of a group count once in its baseline: the advantage is over its distinct
+    completions, and every copy is trained with its first copy's advantage, never masked
+    (posttrain/rollout/_adaptive.py; grpo only: refused with ppo, which has no group baseline)."""
     adaptive_temperature: AdaptiveTemperatureConfig | None = None
     """A sampling temperature per task, raised while its groups repeat themselves, each row scored at
     the temperature it was sampled at (``{}``: the section's defaults; null: rl.temperature for every
@@ -469,6 +470,9 @@ class RLConfig:
                               "rl.kl_placement: reward")
         if self.dynamic_sampling and self.group_size < 2:
             raise ConfigError("rl.dynamic_sampling keeps groups with reward variance: it needs rl.group_size >= 2")
+        if self.dedup and self.algorithm == "ppo":
+            raise ConfigError("rl.dedup counts a repeated completion once in its group's baseline; rl.algorithm: ppo "
+                              "has none (a critic): use rl.algorithm: grpo or rl.dedup: false")
         self._check_adaptive()
 
     def _check_adaptive(self) -> None:

@@ -59,6 +59,23 @@ def test_degenerate_groups_give_zero():
         assert (fn(r) == 0).all(), name
 
 
+@pytest.mark.parametrize("group_size", [2, 3, 5, 8, 12, 16, 64])
+def test_a_group_whose_rewards_are_all_equal_gets_exactly_zero(group_size):
+    """Equal rewards that are not 0 or 1 (a format or process weight: every member failing alike) have a
+    float32 mean that can miss them by an ulp (8 x 0.2 -> 0.19999999); that noise over a std of its own
+    size was an advantage of -0.015 for every member (+0.106 for 12 x 0.7): a group failing alike pushed
+    up or down, and rows ``rl.skip_zero_advantage`` could not skip. Such a group has no signal."""
+    for value in (0.2, 0.7, 0.45, 1 / 3, 0.1, 0.35, 0.9):
+        r = torch.full((2, group_size), value)
+        for name, fn in ADVANTAGES.items():
+            for std in (True, False):
+                assert (fn(r, scale_by_std=std) == 0).all(), (name, std, value)
+    # with a group that has signal, reinforce_pp still whitens the equal group's rows (a = 0 exactly)
+    mixed = torch.tensor([[0.7] * 12, [1.0, 0.0] * 6])
+    got = reinforce_pp_advantages(mixed)
+    assert torch.allclose(got[0], got[0, :1].expand(12)) and got[1].abs().min() > 0.5
+
+
 def test_reinforce_pp_whitens_over_the_batch():
     r = torch.tensor([[1.0, 0.0, 0.0, 0.5], [0.0, 0.0, 1.0, 1.0]], dtype=torch.float64)
     got = reinforce_pp_advantages(r)

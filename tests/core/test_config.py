@@ -209,13 +209,17 @@ def test_config_docstring_examples():
     assert result.failed == 0 and result.attempted > 0
 
 
-@pytest.mark.parametrize("rl", [{"episodes": "repair", "reward_model_weight": 0.5}])
-def test_episode_options_that_contradict_each_other_are_refused(rl) -> None:
+@pytest.mark.parametrize(("rl", "says"), [
+    ({"episodes": "repair", "reward_model_weight": 0.5}, "reward_model_weight"),
+    ({"algorithm": "ppo", "dedup": True}, "rl.dedup counts a repeated completion once in its group's baseline"),
+])
+def test_episode_options_that_contradict_each_other_are_refused(rl, says) -> None:
     from posttrain.config import parse_config
     from posttrain.train.recipe import RLConfig
 
-    with pytest.raises(ConfigError, match="reward_model_weight"):
+    with pytest.raises(ConfigError, match=says) as e:
         parse_config(RLConfig, rl, where="rl")
+    assert "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize(("rl", "says"), [

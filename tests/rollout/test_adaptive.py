@@ -12,12 +12,14 @@ from posttrain.algo import ADVANTAGES
 from posttrain.rollout._adaptive import (
     BudgetController,
     TemperatureController,
+    dedup_advantages,
     dedup_rewards,
     diversity,
     diversity_metrics,
     edit_distance,
 )
-from posttrain.train.grpo import build_batch
+from posttrain.train.grpo import build_batch, group_advantages
+from posttrain.train.recipe import RLConfig
 from posttrain.types import Trajectory, Turn, Verdict
 
 
@@ -42,12 +44,14 @@ def test_dedup_counts_each_distinct_completion_once_in_the_advantage():
     rewards = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
     plain = ADVANTAGES["grpo"](rewards)
     assert plain.tolist()[0] == pytest.approx([0.5, 0.5, 0.5, -1.5], abs=1e-5)
-    deduped, keep = dedup_rewards(groups, rewards)
-    adv = ADVANTAGES["grpo"](deduped)
+    deduped, keep = dedup_rewards(groups, rewards)  # the baseline's view
     assert keep.tolist() == [[True, False, False, True]]
-    assert adv.tolist()[0] == pytest.approx([0.70710, 0.0, 0.0, -0.70710], abs=1e-4)
-    batch = build_batch(groups, deduped, pad_id=0)  # the copies get no gradient
-    assert batch.loss_mask.sum(-1).tolist() == [2.0, 0.0, 0.0, 1.0]
+    assert ADVANTAGES["grpo"](deduped).tolist()[0] == pytest.approx([0.70710, 0.0, 0.0, -0.70710], abs=1e-4)
+    adv = dedup_advantages(groups, rewards, ADVANTAGES["grpo"])  # every copy its first copy's
+    assert adv.tolist()[0] == pytest.approx([0.70710, 0.70710, 0.70710, -0.70710], abs=1e-4)
+    assert torch.equal(group_advantages(groups, rewards, RLConfig(dedup=True)), adv)  # what the trainer applies
+    batch = build_batch(groups, rewards, pad_id=0)  # the copies are trained, never masked
+    assert batch.loss_mask.sum(-1).tolist() == [2.0, 2.0, 2.0, 1.0]
 
 
 def test_dedup_keeps_infra_errors_and_all_distinct_groups_as_they_are():

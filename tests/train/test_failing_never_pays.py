@@ -32,8 +32,9 @@ from posttrain.errors import ConfigError
 from posttrain.policy import ChatTemplate, Generation, Policy, SamplingParams, build_char_tokenizer
 from posttrain.rollout import Episode, run_batch
 from posttrain.sched import StepError
-from posttrain.train.grpo import build_batch, rewards_of, sample_episodes
-from posttrain.train.recipe import Recipe, recipe_tasks
+from posttrain.train._credit import process_advantages
+from posttrain.train.grpo import build_batch, group_advantages, rewards_of, sample_episodes
+from posttrain.train.recipe import Recipe, RLConfig, recipe_tasks
 from posttrain.types import Observation, StepResult, Task, Trajectory, Turn, Verdict
 from posttrain.verify.rewards import RewardWeights, combine, failure_floor
 
@@ -270,3 +271,64 @@ def test_extra_failed_attempts_never_shrink_the_length_penalty():
     for est in ESTIMATORS:
         adv = effective_advantages([[pass_first, one, three]], w, est, attempt_discount=d)
         assert adv[2] <= adv[1] + 1e-6, est
+
+
+def test_a_copy_of_a_failure_costs_what_answering_wrong_costs():
+    """``rl.dedup`` counts a repeated completion once in its group's baseline. It used to give the later
+    copies reward NaN, so no gradient: a copy of a failure escaped its negative advantage (0 where
+    answering wrong got -0.5). Every copy is trained with its first copy's advantage."""
+    copy = dataclasses.replace(OTHERS[2], sample_idx=3)  # the same ids as the honest failure before it
+    other = dataclasses.replace(copy.turns[0], action_ids=tuple(range(50, 62)))
+    honest = episode(other, idx=3)  # the same verdict and length, another completion
+    for label, w in WEIGHTINGS.items():
+        for name, std in ESTIMATORS:
+            cfg = RLConfig(advantage=name, scale_by_std=std, dedup=True)
+            got, ref = [], []
+            for x, out in ((copy, got), (honest, ref)):
+                group = [[*OTHERS, x]]
+                rewards, _ = rewards_of(group, w)
+                adv = group_advantages(group, rewards, cfg).reshape(-1)
+                trained = build_batch(group, rewards, pad_id=0).loss_mask.sum(-1) > 0
+                out.append(float(torch.where(trained, adv, torch.zeros_like(adv))[-1]))
+                assert bool(trained[-1]), (label, name, std)
+            assert got[0] <= ref[0] + 1e-6, (label, name, std, got, ref)
+    rewards, _ = rewards_of([[*OTHERS, copy]], RewardWeights())
+    adv = group_advantages([[*OTHERS, copy]], rewards, RLConfig(dedup=True))[0]
+    assert adv[3] == adv[2] == pytest.approx(-0.57735, abs=1e-4)  # the copy costs what its first does
+
+
+def test_a_reward_model_score_that_is_not_finite_never_masks_its_sample():
+    """A NaN from the reward model (on a policy's input) made that one sample's reward NaN: advantage 0
+    and no gradient, out of its group's baseline. It counts as the least score, 0."""
+    group = [[*OTHERS, episode(turn(9, fail()), idx=3)]]
+    scores = {"nan": float("nan"), "least": 0.0}
+    got = {}
+    for k, score in scores.items():
+        rewards, _ = rewards_of(group, RewardWeights(), reward_model=lambda views, s=score: torch.tensor([0.9, 0.5, 0.5, s]),
+                                reward_model_weight=1.0)
+        assert torch.isfinite(rewards).all(), k
+        trained = build_batch(group, rewards, pad_id=0).loss_mask.sum(-1) > 0
+        assert trained.all(), k
+        got[k] = [float(ADVANTAGES[name](rewards, scale_by_std=std)[0, -1]) for name, std in ESTIMATORS]
+    assert got["nan"] == got["least"] and max(got["nan"]) < 0
+
+
+def test_process_credit_never_pays_for_extra_failed_attempts():
+    """``rl.process_coef`` credits an attempt for its verdict against the last one's. It compared an
+    attempt's reward with its own length penalty to the last's with the whole episode's, so two failed
+    attempts of 40 tokens earned their first attempt +0.5 over one failed attempt of the same 80 tokens
+    (-0.725 against -1.225 under the length weighting). Verdicts are compared without the penalty."""
+    two = episode(turn(40, fail()), turn(40, fail()), idx=3)
+    one = episode(turn(80, fail(), obs=6), idx=3)  # the same tokens in one attempt
+    for label, w in WEIGHTINGS.items():
+        for name, std in ESTIMATORS:
+            for coef in (0.1, 1.0):
+                per_token = []
+                for x in (two, one):
+                    group = [[*OTHERS, x]]
+                    rewards, _ = rewards_of(group, w)
+                    batch = build_batch(group, rewards, pad_id=0)
+                    adv = process_advantages(group, ADVANTAGES[name](rewards, scale_by_std=std), batch.input_ids.shape[1],
+                                             w, process_coef=coef)
+                    per_token.append(adv[-1][batch.loss_mask[-1] > 0])
+                assert float(per_token[0].max()) <= float(per_token[1].min()) + 1e-6, (label, name, std, coef)
