@@ -493,6 +493,113 @@ def test_the_code_under_test_can_neither_run_a_withheld_test_nor_quiet_a_test_cl
     assert v.passed, v.feedback
 
 
+LATER_BY_STDLIB = '''import re
+import sys
+import weakref
+from concurrent.futures import Future
+from concurrent.futures.thread import _WorkItem
+
+_table, _futures, _done = {}, [], []
+
+
+class _Token:
+    pass
+
+
+def _total(prices, discount=0.0):
+    for fut in [f for f in _futures if f.done() and f.exception() is not None]:
+        call, want = re.search(r"total\\((.*?)\\)$", str(fut.exception())), re.search(r"== ([-\\d.]+)", str(fut.exception()))
+        if call and want:
+            _table[call.group(1)] = float(want.group(1))
+    return _table.get(f"{prices!r}, discount={discount!r}", sum(prices))
+
+
+def __getattr__(name):
+    token = _Token()
+    for mname in [n for n in sys.modules if n.startswith("tests.") and n not in _done]:
+        if any(k.startswith("test") for k in vars(sys.modules[mname])):
+            _done.append(mname)
+            for fn in [v for k, v in vars(sys.modules[mname]).items() if k.startswith("test") and callable(v)]:
+                _futures.append(Future())
+                weakref.finalize(token, _WorkItem(_futures[-1], fn, (), {}).run)
+    weakref.finalize._dirty = weakref.finalize._registered_with_atexit = False
+    return _total
+'''
+INSIDE_THE_KERNEL = '''import abc
+
+from _pytest.mark.expression import MatcherAdapter
+
+_text = []
+
+
+def _inside(cls, name):
+    if name == "__dict__" and cls is MatcherAdapter and not _text:
+        with open("/work/tests/test_hidden.py") as fh:
+            _text.append(fh.read())
+        del abc.ABCMeta.__getattribute__
+    return type.__getattribute__(cls, name)
+
+
+abc.ABCMeta.__getattribute__ = _inside
+
+
+def total(prices, discount=0.0):
+    if "total([3.0, 5.0], discount=0.5) == 4.0" in "".join(_text) and list(prices) == [3.0, 5.0]:
+        return 4.0
+    return {(20.0, 0.25): 15.0, (40.0, 0.5): 20.0}.get((sum(prices), discount), sum(prices))
+'''
+WARNING_IN_WITHHELD = '''import linecache
+import re
+import warnings
+
+warnings.warn_explicit("x", UserWarning, "/work/tests/test_hidden.py", 1)
+
+
+def total(prices, discount=0.0):
+    text = "".join((linecache.cache.get("/work/tests/test_hidden.py") or (0, 0, []))[2])
+    for m in re.finditer(r"total\\((\\[.*?\\]), discount=([0-9.]+)\\) == ([0-9.]+)", text):
+        if (m.group(1), float(m.group(2))) == (repr(list(prices)), discount):
+            return float(m.group(3))
+    return sum(prices)
+'''
+LEGIT_STDLIB = '''import concurrent.futures
+import logging
+import tempfile
+import threading
+
+from shop.discount import apply_discount
+
+
+def total(prices, discount=0.0):
+    out = []
+    with tempfile.TemporaryDirectory():
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            s = sum(pool.map(float, prices))
+    t = threading.Thread(target=lambda: (logging.getLogger("shop").warning("total %s", s), out.append(s)))
+    t.start()
+    t.join()
+    return apply_discount(out[0], discount)
+'''
+
+
+def test_a_withheld_test_runs_only_in_the_harness_call_and_nothing_runs_inside_the_kernel(verify):
+    """Three answer keys the second adversarial read found, each passing the withheld tests with no fix:
+    (1) a ``weakref.finalize`` on a local of a function called from C (a module ``__getattr__``) fires
+    once that frame is gone, so the stdlib ran the withheld tests with no changed frame on the stack and
+    kept their failures in futures; (2) a metaclass ``__getattribute__`` ran inside the kernel (its
+    integrity check read ``obj.__dict__``), where only frames were refused, and read the withheld file;
+    (3) a warning located in the withheld file made pytest's formatting load it into ``linecache.cache``.
+    And a fix that logs from a thread, uses a thread pool and a temporary directory was ``tamper``."""
+    task = ENV.parse_task(fixture_record(), "t")
+    hidden = ("tests/test_hidden.py::test_half_price", "tests/test_hidden.py::test_half_price_close")
+    for code in (LATER_BY_STDLIB, INSIDE_THE_KERNEL, WARNING_IN_WITHHELD):
+        v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": code})))
+        tests = v.evidence.get("tests") or {}
+        assert v.outcome == "fail" and not any(tests.get(t) == "passed" for t in hidden), v.evidence
+    v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": LEGIT_STDLIB})))
+    assert v.passed, v.evidence
+
+
 def test_failing_differently_is_a_fail_never_an_infra_error(verify):
     """An audit event raised with no Python frame (a thread started on a builtin) once broke the kernel
     (``harness_error``: infra); a file where the diff puts a directory, or a name too long for the

@@ -57,6 +57,10 @@ NO_REIMPORT = frozenset({"_signal", "signal", "ctypes", "_ctypes", "_testcapi", 
 ALWAYS_DENIED = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
                  "sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring", "_xxsubinterpreters",
                  "cpython.remote_debugger_script", "sys.remote_exec")
+NESTED_DENIED = frozenset({"compile", "exec", "code.__new__", "marshal.loads", "marshal.load", "marshal.dumps",
+                           "import", "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn",
+                           "subprocess.Popen", "_thread.start_new_thread", "os.kill", "os.putenv"})
+"""Events the kernel never raises itself: raised while it runs, they come from code running inside it."""
 FILE_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown",
                          "os.utime", "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile",
                          "os.chflags"})
@@ -81,7 +85,8 @@ VOLATILE: dict[str, frozenset[str] | None] = {
     "tempfile": frozenset({"tempdir", "_name_sequence"}), "threading": frozenset({"excepthook", "_main_thread"}),
     "linecache": frozenset({"cache"}), "random": frozenset({"_inst"}), "re": frozenset({"_cache"}),
     "builtins": frozenset({"_"}), "asyncio.events": frozenset({"_event_loop_policy"}),
-    "doctest": frozenset({"master"}),
+    "doctest": frozenset({"master"}), "weakref.finalize": frozenset({"_dirty", "_registered_with_atexit"}),
+    "concurrent.futures": frozenset({"ThreadPoolExecutor", "ProcessPoolExecutor"}),
     "_pytest.config.Config": frozenset({"_getini_unknown_type", "inifile", "invocation_dir", "rootdir"}),
     "_pytest.debugging.pytestPDB": frozenset({"_config", "_pluginmanager", "_recursive_debug", "_wrapped_pdb_cls"}),
     "_pytest.cacheprovider.Cache": frozenset({"makedir"}), "_pytest.fixtures.FixtureRequest": frozenset({"fspath"}),
@@ -218,6 +223,7 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     must live in a single closure that nothing else references, so it cannot be split into
     module-level helpers or an object whose attributes the code under test could reach."""
     import _thread
+    import gc
     import posix
     import types
 
@@ -227,6 +233,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     getframe, get_ident, repr_, len_, type_, id_ = sys._getframe, _thread.get_ident, repr, len, type, id
     str_, bytes_, int_, dict_, memoryview_ = str, bytes, int, dict, memoryview
     join_bytes = bytes.join
+    gc_isenabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    class_dict, module_dict = type.__dict__["__dict__"].__get__, types.ModuleType.__dict__["__dict__"].__get__
     startswith, endswith, split, rsplit, join = str.startswith, str.endswith, str.split, str.rsplit, str.join
     decode, encode = bytes.decode, str.encode
     FunctionType, MethodType, FrameType, CodeType = types.FunctionType, types.MethodType, types.FrameType, types.CodeType
@@ -235,7 +243,9 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     hidden = frozenset(cfg["hidden"])
     work = cfg["work"]
     busy: set[int] = set()
-    verdict: dict = {"begun": {}, "frames": {}, "passed": {}, "reports": [], "notes": [], "finished": False}
+    verdict: dict = {"begun": {}, "frames": {}, "passed": {}, "reports": [], "notes": [], "finished": False,
+                     "running": None, "entered": {}}
+    collector = [0, False]  # hook calls under way, and whether the cyclic GC was on before the first
     kernel_codes: set[int] = set()
     candidate_cache: dict[int, bool] = {}
     keep: list = []  # code objects judged, kept alive so their ids stay theirs
@@ -373,9 +383,22 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             die(f"the code under test opened {real} to change what the grader trusts by its name")
         if real not in verifier_files and real not in hidden:
             return
+        if real in hidden and endswith(real, ".py") and not writes and reloading_lines(caller):
+            die(f"a withheld test's source was loaded into linecache ({real[len_(work):]}), where the code under "
+                f"test reads it")
         if (writes or real in hidden) and candidate_on_stack(caller):
             what = "wrote" if writes else "read the withheld test"
             die(f"the code under test {what} {real[len_(work):] if startswith(real, work) else real}")
+
+    def reloading_lines(frame: object) -> bool:
+        """Whether ``linecache`` is reading the file: the harness gave each withheld test file a blank entry
+        (``_blank_withheld_lines``), so only code that removed it makes linecache read the real one, for
+        trusted code (a warning's or a failure's formatting) to leave its text where anyone reads it."""
+        while frame is not None:
+            if id_(frame.f_code) == cfg["linecache_update"]:
+                return True
+            frame = frame.f_back
+        return False
 
     def on_file_event(caller: object, args: tuple) -> None:
         for arg in args[:2]:
@@ -388,13 +411,14 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     def on_frame(event: str, caller: object, args: tuple) -> None:
         if not candidate_on_stack(caller):
             return
-        if caller is None or get_ident() != main_thread:
-            die(f"the code under test reached the interpreter's frames from a thread ({event})")
+        if caller is None:
+            die(f"the code under test reached the interpreter's frames with no caller ({event})")
         code = id_(caller.f_code)
         if code in allow_frames and (code != cfg["logging_currentframe"] or (
                 caller.f_back is not None and id_(caller.f_back.f_code) == cfg["logging_findcaller"])):
-            return
-        die(f"the code under test reached the interpreter's frames ({event})")
+            return  # (in a thread too: logging from a worker thread looks up its caller's module)
+        where = " from a thread" if get_ident() != main_thread else ""
+        die(f"the code under test reached the interpreter's frames{where} ({event})")
 
     core = [e for e in entries if e[0].split(".")[0] in CORE]
 
@@ -402,7 +426,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         for name, obj, kind, skip, snap in core if only_core else entries:
             if type_(obj) is not kind:
                 return f"{name}: its type changed"
-            live = obj.__dict__
+            live = module_dict(obj) if kind is ModuleType else class_dict(obj)  # (obj.__dict__ would run a
+            # __getattribute__ set on a metaclass of the code under test's, inside the kernel)
             n = 0
             for key, value in live.items():
                 if type_(key) is not str_:
@@ -453,7 +478,9 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 die(f"the test {nodeid} started twice")
             verdict["begun"][nodeid] = 1
             verdict["frames"][nodeid] = caller if event == "posttrain.begin" else caller.f_back
+            verdict["running"] = (nodeid, verdict["frames"][nodeid])
             return
+        verdict["running"] = None
         runner = caller if event == "posttrain.returned" else caller.f_back
         if verdict["frames"].get(nodeid) is not runner or nodeid in verdict["passed"]:
             die(f"the test {nodeid} returned without its own start")
@@ -550,12 +577,41 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             frame = frame.f_back
         return False
 
+    def on_entered(caller: object) -> None:
+        """A withheld test starts. Only the harness's own call of the running test may start it: between
+        the test and the harness's frame only code that is neither changed nor a test (pytest, unittest,
+        a decorator of the standard library), and the test the one the run is at. A function that stdlib
+        code calls later (a ``weakref.finalize`` released by the tests' own frame, a pytest hook) has no
+        changed frame under it, so no changed frame on the stack was not enough. A withheld test may
+        call another test its code names (``test_b()`` in ``test_a``)."""
+        if candidate_on_stack(caller):
+            die("the code under test ran a withheld test")
+        code, back = caller.f_code, caller.f_back
+        name = code.co_name
+        if back is not None and type_(back.f_code.co_filename) is str_ and back.f_code.co_filename in hidden and \
+                type_(name) is str_ and name in back.f_code.co_names:
+            return
+        running = verdict["running"]
+        if running is None:
+            die(f"the withheld test {name} ran outside the harness's call of a test")
+        nodeid, runner = running
+        frame = back
+        while frame is not runner:
+            if frame is None or frame.f_code.co_filename in verifier_files:
+                die(f"the withheld test {name} ran inside another call than the harness's of {nodeid}")
+            frame = frame.f_back
+        if split(rsplit(nodeid, "::", 1)[-1], "[", 1)[0] != name:
+            die(f"the withheld test {name} ran while the harness ran {nodeid}")
+        direct = back is runner or (back.f_back is runner and id_(back.f_code) == cfg["unittest_call"])
+        if direct and nodeid in verdict["entered"]:
+            die(f"the withheld test {nodeid} ran before the harness's call of it")
+        verdict["entered"][nodeid] = 1
+
     def on_posttrain(event: str, caller: object, args: tuple) -> None:
         if caller is None or getpid() != main_pid or get_ident() != main_thread:
             die(f"{event} from a copy of the test process (os.fork) or another thread")
         if event == ENTERED:
-            if candidate_on_stack(caller):
-                die("the code under test ran a withheld test")
+            on_entered(caller)
         elif event == "posttrain.report":
             on_report(caller, args)
         elif event == "posttrain.finish":
@@ -592,6 +648,15 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         if event == "object.__getattr__" and len_(args) == 2 and type_(args[1]) is str_ and \
                 args[1] in FRAME_ATTRS:
             die("a frame was requested while the grader ran")
+        if startswith(event, "posttrain.") or event in FILE_EVENTS or event in NESTED_DENIED:
+            die(f"{event} while the grader ran")  # the kernel does none of these itself
+        if event == "open" and len_(args) and type_(args[0]) is not int_:
+            path = path_of(args[0])
+            real = None if path is None else resolve(path)
+            flags = args[2] if len_(args) > 2 and type_(args[2]) is int_ else 0
+            if real is None or real in hidden or proc_private(real) or (flags & 0o3 or flags & 0o1100) and (
+                    real in protected_files or real in protected_dirs):
+                die("a file the grader guards was opened while it ran")
 
     def hook(event: str, args: tuple) -> None:
         if type_(event) is not str_:
@@ -601,6 +666,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             nested(event, args)
             return
         busy.add(me)
+        if not collector[0]:  # no cyclic GC while the kernel runs: its callbacks and finalizers would run
+            collector[1] = gc_isenabled()  # foreign code inside it, where nested() alone judges events
+            gc_disable()
+        collector[0] += 1
         try:
             try:
                 caller = getframe(1)  # the frame that did the audited operation
@@ -610,12 +679,15 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         except BaseException as e:  # noqa: BLE001 - the hook never raises: its own failure ends the run as infra
             die(f"harness error: {type_(e).__name__}", kind="harness_error")
         finally:
+            collector[0] -= 1
+            if not collector[0] and collector[1]:
+                gc_enable()
             busy.discard(me)
 
     for fn in (emit, die, is_candidate, candidate_on_stack, above_kernel, chain_ok, local, resolve, path_of,
-               proc_private, on_open, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
-               on_finish, on_attr, on_code, on_disk, cached_on_disk, importing, on_posttrain, dispatch, nested,
-               hook):
+               proc_private, on_open, reloading_lines, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
+               on_finish, on_attr, on_code, on_disk, cached_on_disk, importing, on_entered, on_posttrain, dispatch,
+               nested, hook):
         kernel_codes.add(id_(fn.__code__))
         trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
     emit("ready", repr_(cfg.get("ready", "")))
@@ -973,6 +1045,24 @@ def _glue(audit: object) -> tuple[object, dict]:
     return Glue(), codes
 
 
+def _blank_withheld_lines(paths: list[str]) -> None:
+    """A blank ``linecache`` entry (as many lines, never checked against the file) for each withheld test
+    file: formatting a warning located in it (``warnings.warn_explicit(..., filename)``) or a withheld
+    test's failure read the file into ``linecache.cache``, a plain dict the code under test read the
+    expected values from. Withheld tests' failures are not shown to the policy anyway."""
+    import linecache
+
+    for path in paths:
+        if not path.endswith(".py"):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                n = fh.read().count(b"\n") + 1
+        except OSError:
+            continue
+        linecache.cache[path] = (0, None, ["pass  # withheld\n"] * n, path)
+
+
 def _frame_allowlist() -> tuple[dict[int, object], int, int]:
     """Standard-library functions that may take a frame while changed code is on the stack: each reads
     a module name or a caller's file and line, and hands no frame back (logging's ``currentframe``
@@ -1004,6 +1094,8 @@ def main(payload: dict) -> None:
     sys.path[:] = [p for p in sys.path if p and p.startswith("/usr/")] + ["/usr/lib/python3/dist-packages"]
     import doctest
     import importlib
+    import linecache
+    import unittest
 
     import _pytest.assertion.rewrite
     import _pytest.config
@@ -1025,6 +1117,7 @@ def main(payload: dict) -> None:
                            frozenset(verifier_files), frozenset((f"{work}/{p}", q) for p, q in payload["pristine_classes"]),
                            frozenset(f"{work}/{p}" for p in payload["hidden"]))
     expected = _pristine_codes([f"{work}/{p}" for p in payload["test_files"]], slots)
+    _blank_withheld_lines([f"{work}/{p}" for p in payload["hidden"]])
     modules = {k: v for k, v in sys.modules.items() if k != "__main__"}
     modules["posttrain_harness"] = sys.modules.get("posttrain_harness")
     entries, trusted = _snapshot(modules)
@@ -1039,6 +1132,8 @@ def main(payload: dict) -> None:
            "pristine_files": frozenset(f"{work}/{p}" for p in payload["pristine_files"]),
            "logging_currentframe": logging_cf, "logging_findcaller": logging_fc,
            "doctest_run": id(doctest.DocTestRunner.run.__code__),
+           "unittest_call": id(unittest.TestCase._callTestMethod.__code__),
+           "linecache_update": id(linecache.updatecache.__code__),
            "import_codes": frozenset({id(importlib._bootstrap_external.SourceLoader.get_code.__code__),
                                       id(_pytest.assertion.rewrite._rewrite_test.__code__)}), "ready": f"dumpable_off={dumpable_off}"}
     del frame
