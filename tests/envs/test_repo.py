@@ -193,7 +193,7 @@ EXPECTED_CLASSES = {
     "/proc/self/mem through a symlink": "tamper", "swap the test functions' code": "tamper",
     "patch unittest and AssertionError": "tamper", "an object whose == always agrees": "assertion",
     "forge the fd-3 report and a report file at exit": "assertion", "flood the report channel": "no_report",
-    "return unittest.mock.ANY": "assertion", "return a pytest.approx that agrees with anything": "assertion",
+    "return unittest.mock.ANY": "assertion", "return a pytest.approx that agrees with anything": "tamper",
     "a subtraction that always gives 0": "assertion", "pytest.exit with status 0 at import": "not_run",
 }
 
@@ -598,6 +598,30 @@ def test_a_withheld_test_runs_only_in_the_harness_call_and_nothing_runs_inside_t
         assert v.outcome == "fail" and not any(tests.get(t) == "passed" for t in hidden), v.evidence
     v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": LEGIT_STDLIB})))
     assert v.passed, v.evidence
+
+
+WIDE_APPROX = "import pytest\n\n\ndef total(prices, discount=0.0):\n    return pytest.approx(sum(prices), abs=999999.0)\n"
+BUILT_APPROX = ("from _pytest.python_api import ApproxScalar\n\n\ndef total(prices, discount=0.0):\n"
+                "    return ApproxScalar(sum(prices), abs=999999.0)\n")
+
+
+def test_an_approx_the_code_under_test_returns_never_agrees(verify):
+    """``pytest.approx(x, abs=999999.0)`` returned by the code under test agreed with every ``==`` of an
+    ordinary magnitude (the guard refused tolerances of a million or more): 5 of 6 tests passed, a withheld
+    one and unittest's assertEqual among them. An approx counts only when a test made it: pytest.approx
+    called by the code under test ends the run, one built another way fails the comparison. A test's own
+    approx still passes a fix."""
+    task = ENV.parse_task(fixture_record(), "t")
+    v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": WIDE_APPROX})))
+    assert (v.outcome, v.error_class) == ("fail", "tamper"), v.evidence
+    v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": BUILT_APPROX})))
+    assert v.outcome == "fail" and all(r == "failed" for t, r in v.evidence["tests"].items()
+                                       if "apply_discount" not in t), v.evidence["tests"]
+    record = fixture_record()
+    approx_tests = FILES["tests/test_pricing.py"].replace("== 15.0", "== pytest.approx(15.0)")
+    record["repo"] = {"files": {**FILES, "tests/test_pricing.py": "import pytest\n" + approx_tests}}
+    own = ENV.parse_task(record, "t")
+    assert verify(own, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": FIXED}))).passed
 
 
 def test_failing_differently_is_a_fail_never_an_infra_error(verify):

@@ -730,7 +730,8 @@ VALUE_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__
 """The methods through which a value answers a test's comparison or arithmetic."""
 
 
-def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset) -> object:  # noqa: C901
+def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset,  # noqa: C901
+                made: dict) -> object:
     """``guard(value) -> value``: raises AssertionError when ``value`` (or anything it contains) answers
     comparisons or arithmetic through a method the diff added, so an object whose ``==`` always agrees,
     or whose ``-`` always gives 0, never passes a test (one closure, as ``_make_kernel``).
@@ -794,13 +795,15 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                     return problem
         return None
 
-    def matcher(v, t, _any=any_type, _approx=approx_types, _isinstance=isinstance,
+    def matcher(v, t, _any=any_type, _approx=approx_types, _isinstance=isinstance, _made=made, _id=id,
                 _approx_base=ApproxBase, _isfinite=math.isfinite, _type=type, _numbers=(int, float)) -> str | None:
         if t is _any:
             return "unittest.mock.ANY agrees with everything"
         if _isinstance(v, _approx_base):
             if t not in _approx:
                 return f"{t.__qualname__} is not pytest's own approx"
+            if _made.get(_id(v)) is not v:  # the code under test's approx(x, abs=999999) agreed with every ==
+                return "an approx that no test made (pytest.approx, called by a test)"
             d = object.__getattribute__(v, "__dict__")
             for key in ("abs", "rel"):
                 tol = d.get(key)
@@ -976,6 +979,28 @@ def _bind(code: object, slots: dict) -> object:
     return code.replace(co_consts=consts) if consts != code.co_consts else code
 
 
+def _approx_of_tests() -> dict:
+    """``pytest.approx`` that keeps ``{id: approx}`` of what it made (the dict returned, the guard's):
+    it takes its caller's frame (``sys._getframe``, audited), so a call from the code under test ends
+    the run (the kernel), and an approx built another way (``ApproxScalar(...)``) is not in the dict.
+    An approx the code under test returned agreed with every ``==`` of a tolerance under 1e6."""
+    import _pytest.python_api as python_api
+    import pytest
+
+    made: dict = {}
+    original = python_api.approx
+
+    def approx(expected, rel=None, abs=None, nan_ok=False):  # noqa: A002, ANN001, ANN202 - pytest's signature
+        sys._getframe(1)  # the kernel's check of the caller: a test's, never the code under test's
+        value = original(expected, rel=rel, abs=abs, nan_ok=nan_ok)
+        made[id(value)] = value  # kept alive: its id stays its own
+        return value
+
+    approx.__doc__ = original.__doc__
+    python_api.approx = pytest.approx = approx
+    return made
+
+
 def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset,
                    hidden: frozenset) -> dict:
     """pytest's assertion rewriter wrapping test modules' comparisons in the guard, pinning their
@@ -984,7 +1009,8 @@ def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes:
     rewriter's code objects get."""
     import _pytest.assertion.rewrite as rewrite
 
-    guard = _make_guard(pristine, test_files, pristine_classes)
+    made = _approx_of_tests()
+    guard = _make_guard(pristine, test_files, pristine_classes, made)
     _guard_unittest(guard)
     slots = {GUARD_SLOT: guard, AUDIT_SLOT: sys.audit, **_unittest_asserts()}
     names = frozenset(k[len(ASSERT_SLOT):] for k in slots if k.startswith(ASSERT_SLOT))
@@ -1125,7 +1151,8 @@ def main(payload: dict) -> None:
     while frame.f_back is not None:
         frame = frame.f_back
     bottom = frame.f_code
-    for code in (bottom, main.__code__, _install_guard.__code__, _bind.__code__, *glue_codes.values()):
+    for code in (bottom, main.__code__, _install_guard.__code__, _approx_of_tests.__code__, _bind.__code__,
+                 *glue_codes.values()):
         _code_objects(code, trusted)  # (_bind runs in each test module's import: its code.replace is trusted)
     allow, logging_cf, logging_fc = _frame_allowlist()
     cfg = {"nonce": payload.pop("nonce"), "verifier_files": verifier_files, "hidden": [f"{work}/{p}" for p in payload["hidden"]], "work": work + "/",
