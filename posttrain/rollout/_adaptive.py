@@ -181,8 +181,9 @@ def dedup_advantages(groups: Sequence[Sequence[Trajectory]], rewards: Tensor,
     >>> dedup_advantages([[t((5,)), t((6,)), t((6,))]], torch.tensor([[1.0, 0.0, 0.0]]), lambda r: r - 0.5).tolist()
     [[0.5, -0.5, -0.5]]
     """
-    adv = estimator(dedup_rewards(groups, rewards)[0])
-    return adv.gather(1, first_copies(groups).to(adv.device))
+    first = first_copies(groups).reshape(rewards.shape)
+    adv = estimator(_first_copies_only(rewards, first)[0])
+    return adv.gather(1, first.to(adv.device))
 
 
 def dedup_rewards(groups: Sequence[Sequence[Trajectory]], rewards: Tensor) -> tuple[Tensor, Tensor]:
@@ -197,9 +198,13 @@ def dedup_rewards(groups: Sequence[Sequence[Trajectory]], rewards: Tensor) -> tu
     >>> keep.tolist()
     [[True, False, True]]
     """
+    return _first_copies_only(rewards, first_copies(groups).reshape(rewards.shape))
+
+
+def _first_copies_only(rewards: Tensor, first: Tensor) -> tuple[Tensor, Tensor]:
+    """``dedup_rewards`` from ``first_copies``' (N, G) indices."""
     import torch
 
-    first = first_copies(groups).reshape(rewards.shape)
     keep = first == torch.arange(rewards.shape[1])
     return torch.where(keep.to(rewards.device), rewards, torch.full_like(rewards, float("nan"))), keep
 

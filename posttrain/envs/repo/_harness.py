@@ -916,10 +916,7 @@ def _pin_unittest_asserts(mod: object, names: frozenset) -> None:
             f = node.func
             if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" and \
                     f.attr in names and f.attr not in self.own[-1]:
-                pinned = ast.Constant(ASSERT_SLOT + f.attr)
-                pinned.lineno, pinned.col_offset = f.lineno, f.col_offset
-                pinned.end_lineno, pinned.end_col_offset = f.end_lineno, f.end_col_offset
-                node.func, node.args = pinned, [f.value, *node.args]
+                node.func, node.args = ast.copy_location(ast.Constant(ASSERT_SLOT + f.attr), f), [f.value, *node.args]
             return node
 
     Pin().visit(mod)
