@@ -265,6 +265,22 @@ def test_a_reply_of_colliding_hashes_is_refused_before_it_is_built(tag: str) -> 
     assert len(runner.decode(["set", few + [["int", format(k, "x")] for k in range(50_000)]])) == 50_000 + len(few)
 
 
+def test_colliding_hashes_spread_over_many_sets_share_one_budget() -> None:
+    """Each set under the limit, many of them: 200 frozensets of 1,000 values of one hash (6 MiB, under
+    the channel's cap) took 1.7 CPU-s to rebuild, outside the candidate's deadline, per reply. The
+    collisions are counted over the whole value; honest nested sets still cross."""
+    import time
+
+    many = ["set", [["frozenset", [["int", format(k * ((1 << 61) - 1), "x")] for k in range(1, 1_000)]
+                     + [["int", format(j, "x")]]] for j in range(200)]]
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="colliding"):
+        runner.decode(many)
+    assert time.monotonic() - start < 1.0
+    honest = ["set", [["frozenset", [["int", format(j * 1_000 + k, "x")] for k in range(1_000)]] for j in range(200)]]
+    assert len(runner.decode(honest)) == 200
+
+
 def test_candidate_exceptions_are_not_control_flow() -> None:
     def candidate(x):
         raise runner.CandidateError("StopIteration", "")
