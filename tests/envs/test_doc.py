@@ -273,6 +273,17 @@ def test_a_long_number_in_a_text_answer_is_read_in_linear_time() -> None:
         assert verify(task, json.dumps({"answer": form, "scale": "", "evidence": []})).passed, form
 
 
+@pytest.mark.parametrize("hedge", ["39.0% or 40%", "39.0%, 40.0%", "0.39 or 0.40", "39.0% 39.0%", "39.0 % (maybe 41%)",
+                                   "about 39.0%", "39.0%\u200b", "39.0%" + " " * 5_000 + "1"])
+def test_a_text_answer_hedged_around_the_right_number_fails(hedge: str) -> None:
+    """TAT-QA's number reading takes the first number of a span, and a policy would put the right one
+    first and more after it (or pad it): the span as a whole must be the gold's, so each is a wrong
+    answer, never the first number's pass."""
+    task = load_tatqa(DATA / "tatqa_sample.json")[2]  # gold: the span "39.0%"
+    verdict = ENV.make_verifier(None)(task, json.dumps({"answer": hedge, "scale": "", "evidence": []}))
+    assert (verdict.outcome, verdict.error_class) == ("fail", "wrong_answer"), verdict
+
+
 def test_canaries_fail_the_honest_response() -> None:
     from posttrain.envs import HasCanaries
 

@@ -106,6 +106,12 @@ EXPLOITS: list[tuple[str, str, str, str]] = [
      'linear_extrude(/* the profile */ "/usr/share/openscad/examples/Old/example009.dxf", height = 10);', "forbidden"),
     ("dxf_linear_extrude, the old name", "hole",
      'dxf_linear_extrude("/usr/share/openscad/examples/Old/example009.dxf", height = 10);', "forbidden"),
+    # a path the static check cannot see (built by str(), held in a variable): the render sandbox shows only
+    # /usr, so what is read is never the task's; OpenSCAD's example profile fails the mesh gate
+    ("linear_extrude of a DXF path built by str()", "hole",
+     'linear_extrude(str("/usr/share/openscad/examples/Old/", "example009.dxf"), height = 10);', "not_solid"),
+    ("linear_extrude of a DXF path held in a variable", "hole",
+     'p = "/usr/share/openscad/examples/Old/example009.dxf";\nlinear_extrude(p, height = 10);', "not_solid"),
     ("a script that writes outside (echoes a fake STL, calls export)", "hole",
      'echo(str("solid part\\n", "endsolid part"));\nexport("/tmp/part.stl");\n// openscad -o /work/part.stl\n',
      "build"),
