@@ -167,9 +167,14 @@ def continuous_batching(model, tok, prompts, params):
     config = GenerationConfig(do_sample=params.temperature > 0, temperature=params.temperature or 1.0, top_k=0,
                               top_p=1.0, max_new_tokens=params.max_new_tokens, eos_token_id=tok.eos_token_id,
                               pad_token_id=tok.pad_token_id)
-    # the KV cache sized for the workload (by default it is sized from host RAM: ~8 GB on a CPU)
-    cb = ContinuousBatchingConfig(return_logprobs=True, seed=params.seed, page_size=32, num_blocks=1024,
-                                  max_batch_tokens=4096)
+    sizing: dict[str, Any] = {}
+    if model.device.type == "cpu":  # the KV cache sized for the workload (by default: from host RAM, ~8 GB)
+        import inspect
+
+        # transformers < 5.2x names the cache's page "block"
+        page = "page_size" if "page_size" in inspect.signature(ContinuousBatchingConfig).parameters else "block_size"
+        sizing = {page: 32, "num_blocks": 1024, "max_batch_tokens": 4096}
+    cb = ContinuousBatchingConfig(return_logprobs=True, seed=params.seed, **sizing)
     out = model.generate_batch(inputs=[list(p) for p in prompts], generation_config=config,
                                continuous_batching_config=cb, progress_bar=False)
     gens = []

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
+
+TEST_DEVICE = os.environ.get("POSTTRAIN_TEST_DEVICE", "cpu")
+"""Where the sampler conformance and distribution tests put their model: ``POSTTRAIN_TEST_DEVICE=cuda``
+runs them on a GPU (bench/gpu.py's device run does)."""
 
 
 def tiny_llama(tokenizer, *, seed: int = 0, eos_like: str | None = " ", hidden_size: int = 32,

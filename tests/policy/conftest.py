@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from _tiny_lm import tiny_llama
+from _tiny_lm import TEST_DEVICE, tiny_llama
 
 from posttrain.policy import EndpointSampler, LocalSampler, SamplingParams, build_char_tokenizer
 from posttrain.policy._fast import FastSampler
@@ -18,7 +18,7 @@ from posttrain.policy._spec import SpecConfig
 @pytest.fixture(scope="session")
 def char_lm():
     tok = build_char_tokenizer()
-    return tiny_llama(tok), tok
+    return tiny_llama(tok).to(TEST_DEVICE), tok
 
 
 class SamplerServer:
@@ -123,10 +123,11 @@ def vllm_engine():
         yield engine, model, tok
 
 
-@pytest.fixture(params=["local", "endpoint", "endpoint-token_ids", "fast", "fast-spec", "vllm"])
+@pytest.fixture(params=["local", "endpoint", "endpoint-token_ids", "fast", "fast-spec", "fast-static", "vllm"])
 def backend(request, char_lm, serve):
     """(sampler, model, tokenizer) for each backend over the same tiny model; the endpoint answers
-    in both of vLLM's forms of token ids; "fast-spec" drafts (prompt lookup) on every step."""
+    in both of vLLM's forms of token ids; "fast-spec" drafts (prompt lookup) on every step;
+    "fast-static" decodes with fixed shapes (a CUDA graph on a GPU, eagerly here)."""
     if request.param == "vllm":
         return request.getfixturevalue("vllm_engine")
     model, tok = char_lm
@@ -135,6 +136,6 @@ def backend(request, char_lm, serve):
         return local, model, tok
     if request.param.startswith("fast"):
         spec = SpecConfig(tail_rows=1000) if request.param == "fast-spec" else None
-        return FastSampler(model, tok, speculation=spec), model, tok
+        return FastSampler(model, tok, speculation=spec, static=request.param == "fast-static" or None), model, tok
     server = serve(local, token_ids=request.param == "endpoint-token_ids")
     return EndpointSampler(server.url, "tiny", concurrency=3), model, tok

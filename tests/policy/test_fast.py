@@ -61,3 +61,48 @@ def test_the_lean_forward_is_transformers_forward(family, heads, kv_heads):
             accepted = torch.tensor([0, 1, 2])[:k] if k > 1 else torch.zeros(3, dtype=torch.long)
             mask[:, -k:] = (torch.arange(k)[None, :] <= accepted[:, None]).long()  # the rest: holes
             pos = pos + 1 + accepted
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_the_static_decode_samples_what_the_dynamic_one_does(char_lm, temperature):
+    """The fixed-shape decode (a CUDA graph on a GPU, run eagerly here) draws each row's tokens from the
+    same uniforms over the same logits as the loop whose rows leave the batch: in float64 the same
+    completions and logprobs, though here rows finish at different steps and stay in the batch."""
+    import copy
+
+    import torch
+
+    model, tok = char_lm
+    model = copy.deepcopy(model).double()
+    prompts = [tok(p)["input_ids"] for p in ("12+3=", "def f(x):\n", "a")]
+    params = SamplingParams(temperature=temperature, max_new_tokens=20, seed=5)
+    batch = [p for p in prompts for _ in range(6)]
+    dynamic = FastSampler(model, tok, static=False).generate(batch, params)
+    static = FastSampler(model, tok, static=True).generate(batch, params)
+    assert {g.stop_reason for g in dynamic} == ({"eos", "length"} if temperature else {g.stop_reason for g in dynamic})
+    assert [(g.completion_ids, g.stop_reason) for g in static] == [(g.completion_ids, g.stop_reason) for g in dynamic]
+    for a, b in zip(static, dynamic, strict=True):
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-9)
+
+
+def test_a_decode_step_that_cannot_be_captured_runs_eagerly(char_lm, capsys):
+    """Where capturing the CUDA graph fails (here: no CUDA), the static step says so once and computes
+    the same logits eagerly: a failed capture costs speed, never the batch."""
+    import torch
+
+    from posttrain.policy._lean import LeanForward
+
+    model, tok = char_lm
+    if model.device.type == "cuda":
+        pytest.skip("the capture succeeds on a GPU")
+    ids = torch.tensor([tok("12+3=")["input_ids"]] * 2)
+    mask, positions = torch.ones_like(ids), torch.arange(ids.shape[1])[None].repeat(2, 1)
+    logits = []
+    for graph in (True, False):
+        fwd = LeanForward(model)
+        with torch.no_grad():
+            fwd.prefill(ids, mask, positions)
+            step = fwd.static_step(ids.shape[1] + 4, mask, graph=graph)
+            logits.append([step(torch.tensor([5, 6]), torch.tensor([ids.shape[1] + k] * 2)) for k in range(3)])
+    assert all(torch.equal(a, b) for a, b in zip(*logits, strict=True))
+    assert capsys.readouterr().err.count("CUDA graph capture of the decode step failed") == 1

@@ -24,12 +24,12 @@ def recompute(model, prompt, completion, params):  # -> (L,) logprobs from one u
     """The sampled distribution written independently of posttrain.policy.process_logits: the k most
     likely tokens, then the most likely of those until their (top-k renormalized) mass reaches top_p,
     as transformers' and vLLM's samplers do."""
-    ids = torch.tensor([[*prompt, *completion]])
+    ids = torch.tensor([[*prompt, *completion]], device=model.device)
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt) - 1 : -1].double()  # (L, V)
     if params.temperature == 0:
-        return torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
-    logits = logits / params.temperature
+        return torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1).cpu()
+    logits = logits.cpu() / params.temperature
     out = []
     for row, tok in zip(logits, completion, strict=True):
         order = row.argsort(descending=True)[: params.top_k or None]

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 import torch
-from _tiny_lm import tiny_llama
+from _tiny_lm import TEST_DEVICE, tiny_llama
 
 import posttrain.policy._fast as fast
 from posttrain.errors import UserError
@@ -30,7 +30,7 @@ PROMPTS = ["0123456789abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ+-=*/
 @pytest.fixture(scope="module")
 def lm():
     tok = build_char_tokenizer()
-    model = tiny_llama(tok, seed=3)
+    model = tiny_llama(tok, seed=3).to(TEST_DEVICE)
     with torch.no_grad():
         model.lm_head.weight.mul_(3.0)  # top-1 ~0.4, top-3 ~0.64 a step: drafts are accepted and rejected
     return model, tok
@@ -78,10 +78,10 @@ def previous_rollouts(sampler, prompt, params) -> list[tuple[int, ...]]:
 
 
 def full_forward_logprobs(model, prompt, completion, temperature):
-    ids = torch.tensor([[*prompt, *completion]])
+    ids = torch.tensor([[*prompt, *completion]], device=model.device)
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt) - 1 : -1].double() / temperature
-    return torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
+    return torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1).cpu()
 
 
 def test_chi2_helper_on_known_samples():
