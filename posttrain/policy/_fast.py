@@ -31,7 +31,9 @@ on the module's own parameters with a preallocated KV cache (1.70x ``LocalSample
 on the embedded default, 8 x 8 x 64), else transformers' own with a ``DynamicCache``.
 ``ReuseSampler`` remembers each prompt's completions and drafts the next sampling of it with them.
 
-Not here: paged attention or CUDA graphs (a GPU engine is vLLM, ``_vllm.py``), a draft model.
+On a GPU, a batch with nothing to draft decodes with fixed shapes and replays one CUDA graph per
+step (``_lean.StaticStep``): there a decode step of the eager loop is mostly kernel launches. Not
+here: paged attention (a GPU engine is vLLM, ``_vllm.py``), a draft model.
 """
 
 from __future__ import annotations
@@ -92,16 +94,18 @@ class FastSampler:
 
     ``speculation``: a ``SpecConfig`` to draft with (None: no n-gram drafting; rollout reuse still
     verifies the ``previous`` completions given to ``generate``). ``lean``: the Llama family's lean
-    forward where it applies (``_lean.make_forward``), else transformers' forward.
+    forward where it applies (``_lean.make_forward``), else transformers' forward. ``static``: decode
+    with every shape fixed (``_lean.StaticStep``: a CUDA graph replayed each step on a GPU) where the
+    lean forward applies and nothing is drafted; None (the default): on CUDA only; False: never.
 
     >>> # sampler = FastSampler(policy.model, policy.tokenizer, speculation=SpecConfig())
     >>> # gens = sampler.generate(prompt_ids, SamplingParams(max_new_tokens=64, seed=0))
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, batch_size: int = 256,
-                 speculation: SpecConfig | None = None, lean: bool = True) -> None:
+                 speculation: SpecConfig | None = None, lean: bool = True, static: bool | None = None) -> None:
         self.model, self.tokenizer, self.batch_size, self.spec = model, tokenizer, batch_size, speculation
-        self.lean = lean
+        self.lean, self.static = lean, static
         if tokenizer.eos_token_id is None:
             raise UserError("sampling: the tokenizer has no eos token; completions could never stop")
         self.eos_token_id = int(tokenizer.eos_token_id)
@@ -167,6 +171,11 @@ class FastSampler:
         self._emit(active, [[t] for t in tok.tolist()], [[v] for v in logp.gather(-1, tok[:, None])[:, 0].tolist()],
                    params)
         pending = tok
+        static = self._static(fwd, rows, device)
+        if static:
+            self._static_loop(fwd.static_step(width + params.max_new_tokens, mask, graph=device.type == "cuda"),
+                              active, pending, pos, params)
+            return
         while True:
             keep = [k for k, r in enumerate(active) if r.reason is None]
             if not keep:
@@ -216,6 +225,29 @@ class FastSampler:
                 new_ids.append([*d[:a], nxt_l[i]])
                 new_lp.append([*(lp_fed_l[i][:a] if a else []), lp_next_l[i]])
             self._emit(active, new_ids, new_lp, params)
+            pending = nxt
+
+    def _static(self, fwd: Any, rows: Sequence[_Row], device: torch.device) -> bool:
+        """Whether this batch decodes with fixed shapes: the lean forward, nothing to draft (no
+        speculation, no previous rollouts), and ``static`` asked for (None: on CUDA)."""
+        wanted = device.type == "cuda" if self.static is None else self.static
+        return wanted and not isinstance(fwd, HFForward) and self.spec is None and all(not r.previous for r in rows)
+
+    def _static_loop(self, step: Any, rows: list[_Row], pending: Tensor, pos: Tensor, params: SamplingParams) -> None:
+        """The decode loop on a ``StaticStep``: one token per row a step, every row kept in the batch
+        (a finished row is computed and ignored), each row's uniforms drawn as the dynamic loop draws
+        them (``_uniforms``: by step, never by which rows still run)."""
+        greedy = params.temperature == 0
+        no_draft = torch.zeros(len(rows), dtype=torch.long, device=pos.device)
+        empty = pending.new_zeros(len(rows), 0)
+        while any(r.reason is None for r in rows):
+            logp = self._logp(step(pending, pos), params)[:, None]  # (B, 1, V)
+            u = self._uniforms(len(rows), pos.device)
+            _, nxt = verify(logp, empty, no_draft, u[:, -1:], greedy=greedy)
+            self.stats.steps += 1
+            lp_next = logp[:, 0].gather(-1, nxt[:, None])[:, 0]
+            pos = pos + 1
+            self._emit(rows, [[t] for t in nxt.tolist()], [[v] for v in lp_next.tolist()], params)
             pending = nxt
 
     def _uniforms(self, n: int, device: torch.device) -> Tensor:  # (n, R)
