@@ -19,14 +19,17 @@ The rule, in the order applied (``compare``); each side is the box content or th
    form inferred from the gold side; a gold side that is a lone variable is a name), not the
    work that leads to it: ``form:integer`` ... ``form:expression``, ``form:set``, ...; a box
    the form reader cannot read is ``unparseable``. A function of numbers in a ``closed``
-   answer is checked in the worker (``closed_functions``).
+   answer is checked in the worker (``closed_functions``), and so is whether each factor of a
+   ``factored`` answer is irreducible (``_poly.compare_factored``).
 6. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
-   they spell (``0.5`` is ``\\frac{1}{2}``; ``0.333333`` is not ``\\frac{1}{3}``) and no float is
-   ever formed. Numbers built from integers, decimals, ``\\frac``, ``+ - \\times \\cdot \\div /``,
-   integer powers and brackets are evaluated here as ``Fraction`` s (``1.0 \\times 10^{20}`` is
-   exactly 10^20). Anything else (surds, ``\\pi``, symbols, sets, tuples, intervals, matrices)
-   is parsed by latex2sympy (symbol case kept) in a worker and compared structurally: same kind,
-   same free symbols, and ``simplify(gold - answer) == 0`` for each element.
+   they spell (``0.5`` is ``\\frac{1}{2}``; ``0.333333`` is not ``\\frac{1}{3}``; the repeating
+   ``0.\\overline{3}`` is) and no float is ever formed. Numbers built from integers, decimals,
+   ``\\frac``, ``+ - \\times \\cdot \\div /``, integer powers and brackets are evaluated here as
+   ``Fraction`` s (``1.0 \\times 10^{20}`` is exactly 10^20). In the ``expanded`` and
+   ``factored`` forms both sides are polynomials as ``_poly`` reads them, compared as such
+   (``_compare_polynomials``). Anything else (surds, ``\\pi``, symbols, sets, tuples, intervals,
+   matrices) is parsed by latex2sympy (symbol case kept) in a worker and compared structurally:
+   same kind, same free symbols, and ``simplify(gold - answer) == 0`` for each element.
 7. Approximate comparison only when the task gives a ``tolerance`` (``{"abs": a, "rel": r}``):
    two numbers are equal when ``|answer - gold| <= max(a, r * |gold|)``.
 
@@ -46,7 +49,15 @@ from fractions import Fraction
 from typing import Any
 
 from posttrain.envs.math._form import FORMS, SHAPES, form_problem, infer_form, is_name
-from posttrain.envs.math._read import _UNICODE
+from posttrain.envs.math._poly import (
+    POLYNOMIAL_FORMS,
+    NotInForm,
+    compare_factored,
+    degrees,
+    read_polynomial,
+    reducible_factor,
+)
+from posttrain.envs.math._read import _UNICODE, REPEATING, Unreadable, Work, number_value, read
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
@@ -81,7 +92,8 @@ class Equivalence:
     The ``form:*`` statuses, ``unparseable`` and ``timeout`` are the answer's doing; ``infra``
     (the checker's worker could not start or was starved of CPU) and ``gold_unparseable`` are not."""
     method: str = ""
-    """How the values were compared: ``string``, ``text``, ``exact``, ``tolerance`` or ``sympy``."""
+    """How the values were compared: ``string``, ``text``, ``exact``, ``tolerance``, ``sympy`` or
+    ``factors`` (two factorizations, ``_poly.canonical``)."""
     detail: str | None = None
 
 
@@ -157,7 +169,7 @@ class _NotExact(Exception):
     """The expression is not an exact number this evaluator reads (sympy will try)."""
 
 
-_TOKEN_RE = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\frac(?![A-Za-z])|\\times(?![A-Za-z])|\\cdot(?![A-Za-z])"
+_TOKEN_RE = re.compile(r"\s*(" + REPEATING + r"|\d+\.\d*|\.\d+|\d+|\\frac(?![A-Za-z])|\\times(?![A-Za-z])|\\cdot(?![A-Za-z])"
                        r"|\\div(?![A-Za-z])|[-+*/^(){}])")
 _GROUPED_RE = re.compile(r"[+-]?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?")
 
@@ -258,7 +270,7 @@ class _Parser:
             self.take(")" if tok == "(" else "}")
             return value
         if tok[0].isdigit() or tok[0] == ".":
-            return Fraction(tok)
+            return number_value(tok)
         raise _NotExact(f"unexpected {tok!r}")
 
     def group(self) -> Fraction:
@@ -335,18 +347,40 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
         problem = form_problem(answer, want, gold)
         if problem is not None:
             return Equivalence(False, problem[0], detail=problem[1])
+    if want in POLYNOMIAL_FORMS:
+        return _compare_polynomials(gold, answer, want, checker)
     g, a = exact_value(gold), exact_value(answer)
     if g is not None and a is not None:
         if tolerance is not None:
             return Equivalence(tolerance.accepts(g, a), "ok", "tolerance")
         return Equivalence(g == a, "ok", "exact")
-    return (checker or shared_checker()).equivalent(gold, answer, tolerance, closed=want == "closed")
+    return (checker or shared_checker()).equivalent(gold, answer, tolerance, form=want)
+
+
+def _compare_polynomials(gold: str, answer: str, form: str, checker: MathChecker | None) -> Equivalence:
+    """Rule 6 for ``expanded`` and ``factored``: both sides as ``_poly`` reads them (the answer is
+    in the form: checked before). Different degrees are different polynomials, here; equal expanded
+    ones have equal terms, here; factored ones go to the worker, where sympy says whether each
+    factor is irreducible and the factors then compare (``_poly.compare_factored``)."""
+    if gold == answer:
+        return Equivalence(True, "ok", "string")
+    try:
+        g = read_polynomial(gold, form)
+    except _READ_ERRORS as e:  # a task built in code: parse_task refuses it
+        return Equivalence(False, "gold_unparseable", detail=f"the gold is not {FORMS[form]}: {e}")
+    a = read_polynomial(answer, form)
+    if degrees(g) != degrees(a):
+        return Equivalence(False, "ok", "exact")
+    if form == "expanded":
+        return Equivalence(g == a, "ok", "exact")
+    return (checker or shared_checker()).equivalent(gold, answer, form=form)
 
 
 def gold_form_problem(gold: str, form: str) -> str | None:
-    """Why a task's ``gold`` is not in the ``form`` the task declares (checked at parse time), or
-    None: each value of it (a relation's sides but a lone variable, a percent's number) is read
-    as an answer would be (functions are left to the checker: that needs sympy).
+    """Why a task's ``gold`` is not in the ``form`` the task declares or its instruction asks for
+    (checked at parse time), or None: each value of it (a relation's sides but a lone variable, a
+    percent's number) is read as an answer would be (functions are left to the checker: that
+    needs sympy; a ``factored`` gold's factors are tested with sympy here).
 
     >>> gold_form_problem("17", "integer"), gold_form_problem(r"\\frac{6}{4}", "fraction")
     (None, 'a fraction not in lowest terms')
@@ -360,9 +394,40 @@ def gold_form_problem(gold: str, form: str) -> str | None:
         problem = None if not side or is_name(side) else form_problem(side, form)
         if problem:
             return problem[1]
+        if form == "factored" and side and not is_name(side) and (problem := reducible_factor(side)):
+            return problem  # sympy, here: a gold is the task's, and this runs once per task
     return None
 
 
+def unreadable_gold(gold: str) -> str | None:
+    """Why neither reader reads a task's ``gold`` (checked at parse time: every answer but the
+    gold's own spelling would be an infra error), or None. A side the form reader reads is taken
+    as read; another one is given to latex2sympy, here.
+
+    >>> unreadable_gold("0.\\\\overline{3}"), unreadable_gold("\\\\text{Monday}"), unreadable_gold("1, 2, \\\\ldots")
+    (None, None, "latex2sympy: I don't understand this")
+    """
+    gold = normalise(gold)
+    if _TEXT_RE.search(gold):
+        return None
+    if match := _PERCENT_RE.search(gold):
+        gold = gold[: match.start()]
+    for side in split_relations(gold)[0]:
+        if not side or exact_value(side) is not None:
+            continue
+        try:
+            read(side)
+            continue
+        except _READ_ERRORS:
+            pass
+        try:
+            _parse(side)
+        except Exception as e:  # noqa: BLE001 - any failure to parse the gold is the task's, said in one line
+            return f"latex2sympy: {str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}"
+    return None
+
+
+_READ_ERRORS = (NotInForm, Unreadable, Work, ValueError, ZeroDivisionError, RecursionError)
 _FORM_STATUSES = frozenset(f"form:{name}" for name in (*FORMS, *SHAPES))
 
 
@@ -373,12 +438,13 @@ class MathChecker:
                  *, pool: CheckPool | None = None) -> None:
         self.pool = pool or CheckPool(__name__, size=size, cpu_budget_s=cpu_budget_s, wall_limit_s=wall_limit_s)
 
-    def equivalent(self, gold: str, answer: str, tolerance: Tolerance | None = None, *, closed: bool = False
+    def equivalent(self, gold: str, answer: str, tolerance: Tolerance | None = None, *, form: str | None = None
                    ) -> Equivalence:
-        """``closed``: the answer's form is ``closed``, so a function in it that sympy evaluates
-        (``\\sin(\\pi/4)``, ``\\log_2 8``) fails it (``form:closed``)."""
+        """``form``: the answer's form. In ``closed``, a function that sympy evaluates
+        (``\\sin(\\pi/4)``, ``\\log_2 8``) fails it (``form:closed``); in ``factored``, a factor
+        that factors further does (``form:factored``), and the values compare as ``_poly`` reads them."""
         tol = None if tolerance is None else [tolerance.abs, tolerance.rel]
-        outcome = self.pool.run({"gold": gold, "answer": answer, "tolerance": tol, "closed": closed})
+        outcome = self.pool.run({"gold": gold, "answer": answer, "tolerance": tol, "form": form})
         if outcome.status == "ok":
             return Equivalence(**outcome.result)
         if outcome.is_infra:
@@ -399,10 +465,14 @@ def shared_checker() -> MathChecker:
 # ---------------------------------------------------------------- worker side: sympy
 
 _DECIMAL_RE = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
+_REPEATING_RE = re.compile(r"(?<![\d.])" + REPEATING)
 
 
 def _exact_latex(text: str) -> str:
-    """Each decimal literal as the fraction it spells, so that sympy never forms a float."""
+    """Each decimal literal as the fraction it spells, so that sympy never forms a float; a
+    repeating decimal (``0.\\overline{3}``, which latex2sympy does not read) too."""
+    text = _REPEATING_RE.sub(lambda m: "(\\frac{{{0.numerator}}}{{{0.denominator}}})".format(number_value(m.group())),
+                             text)
     return _DECIMAL_RE.sub(lambda m: f"(\\frac{{{m.group(1)}{m.group(2)}}}{{1{'0' * len(m.group(2))}}})", text)
 
 
@@ -509,6 +579,8 @@ def warm_up() -> None:
 
 def handle_check(request: dict[str, Any]) -> dict[str, Any]:
     """The worker side of ``MathChecker.equivalent``: one pair of expressions, compared by sympy."""
+    if request.get("form") == "factored":
+        return compare_factored(request["gold"], request["answer"])
     tol = request["tolerance"]
     try:
         gold = _parse(request["gold"])
@@ -520,8 +592,9 @@ def handle_check(request: dict[str, Any]) -> dict[str, Any]:
         raw, answer = _parse_both(request["answer"])
     except Exception as e:  # noqa: BLE001 - the answer's fault: a failure
         return {"equal": False, "status": "unparseable", "method": "sympy", "detail": f"{type(e).__name__}: {e}"[:300]}
-    problem = closed_functions(answer if raw is None else raw) if request.get("closed") else None
+    problem = closed_functions(answer if raw is None else raw) if request.get("form") == "closed" else None
     if problem:
         return {"equal": False, "status": "form:closed", "method": "sympy", "detail": problem}
     return {"equal": bool(_same(gold, answer, tol)), "status": "ok", "method": "tolerance" if tol else "sympy",
             "detail": str(answer)[:200]}
+

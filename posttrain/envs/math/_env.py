@@ -1,15 +1,21 @@
 """The math domain: one final answer in ``\\boxed{...}``, compared exactly with the gold answer.
 
-Task fields (docs/tasks.md): ``prompt`` (shown verbatim), ``answer`` (gold, LaTeX or a number),
-``tolerance`` (optional ``{"abs": a, "rel": r}``: the only way a task allows an approximate answer),
-``form`` (optional: ``integer`` | ``fraction`` | ``number`` | ``closed`` | ``expression``, the form
-the answer must be in, ``_form.py``; the gold must be in it; default: inferred from the gold).
+Task fields (docs/tasks.md): ``prompt`` (shown verbatim), ``answer`` (gold, LaTeX or a number,
+which the checker must read: ``_check.unreadable_gold``, at parse time), ``tolerance`` (optional
+``{"abs": a, "rel": r}``: the only way a task allows an approximate answer), ``form`` (optional:
+``integer`` | ``fraction`` | ``number`` | ``closed`` | ``expression`` | ``expanded`` | ``factored``,
+the form the answer must be in, ``_form.py``; the gold must be in it; default: the form the
+prompt's instruction asks for ("Expand ..." -> ``expanded``, "Factor ..." -> ``factored``, when the
+gold is a polynomial: ``_prompt.py``; its gold is checked as a declared form's), else inferred
+from the gold).
 
 Verification, in order; each step's failure is a ``fail`` with reward 0:
 1. exactly one ``\\boxed{...}`` (or ``\\fbox{...}``) in the response, braces balanced, not empty
    (no box, two boxes, ``\\boxed 5`` -> ``format``: MATH-01, MATH-03);
 2. no hedging inside the box ("3 or 5", ``\\lor``, ``\\pm`` unless the gold has one: MATH-01)
-   -> ``format``;
+   -> ``format``; not the question's own expression, under an instruction to expand, factor or
+   simplify it, where the task has no polynomial form to say so (``_prompt.is_echo``) ->
+   ``form:<form>``;
 3. the comparison defined in docs/tasks.md and implemented by ``posttrain.envs.math._check.compare``:
    text only against text (``form:text``), a percent only against a percent (``form:percent``),
    an equation only against an equation (``form:relation``); each value in the answer's form,
@@ -39,8 +45,10 @@ from typing import Any
 
 from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
 from posttrain.envs._hooks import TaskFamily
-from posttrain.envs.math._check import MathChecker, Tolerance, compare, gold_form_problem
-from posttrain.envs.math._form import FORMS, SHAPES
+from posttrain.envs.math._check import MathChecker, Tolerance, compare, gold_form_problem, unreadable_gold
+from posttrain.envs.math._form import FORMS, SHAPES, infer_form
+from posttrain.envs.math._poly import POLYNOMIAL_FORMS
+from posttrain.envs.math._prompt import instructed_form, is_echo
 from posttrain.types import Task, Verdict, Verifier
 
 NAME = "math"
@@ -118,7 +126,7 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
     """A verifier for math tasks; ``checker`` defaults to the process-wide worker pool."""
 
     def verify(task: Task, response: str) -> Verdict:
-        gold, form = task_answer(task), task.fields.get("form")
+        gold, form = task_answer(task), task_form(task)
         if form is not None and form not in FORMS:
             return Verdict.infra(f"task {task.id}: form {form!r} is not one of {sorted(FORMS)}",
                                  error_class="infra:bad_task")
@@ -133,13 +141,17 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
         hedge = _hedge_reason(content, gold)
         if hedge:
             return fail(f"Answer format: {hedge}.", "format", evidence)
+        if form not in POLYNOMIAL_FORMS and is_echo(task.prompt, content, gold):
+            status = f"form:{form or infer_form(gold)}"
+            evidence["detail"] = "the question's own expression"
+            return fail(_feedback(status, "the question's own expression"), status, evidence)
         eq = compare(gold, content, task_tolerance(task), checker, form)
         evidence.update({"match": eq.method or eq.status, "detail": eq.detail})
         if eq.status == "infra":
             return Verdict.infra(f"math checker failed: {eq.detail}", error_class="infra:math_checker",
                                  evidence=evidence)
         if eq.status == "gold_unparseable":
-            return Verdict.infra(f"task {task.id}: gold answer {gold!r} is not parseable",
+            return Verdict.infra(f"task {task.id}: gold answer {gold!r} is not parseable ({eq.detail})",
                                  error_class="infra:bad_task", evidence=evidence)
         if eq.status == "timeout":
             return fail("The boxed answer took too long to compare; simplify it.", "answer_timeout", evidence)
@@ -154,6 +166,12 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
 
 def task_answer(task: Task) -> str:
     return str(task.fields["answer"])
+
+
+def task_form(task: Task) -> str | None:
+    """The form the task asks for: its ``form``, else its instruction's ("Expand ...", when the
+    gold is a polynomial: ``_prompt.instructed_form``), else None (inferred from each gold value)."""
+    return task.fields.get("form") or instructed_form(task.prompt, task_answer(task))
 
 
 def task_tolerance(task: Task) -> Tolerance | None:
@@ -182,11 +200,17 @@ class MathEnv:
         answer = str(answer).strip()
         if not answer:
             raise reader.fail("answer", "a non-empty answer", answer)
+        unreadable = unreadable_gold(answer)
+        if unreadable:
+            raise reader.fail("answer", f"a gold answer the checker can read (this one is not read: {unreadable})",
+                              answer)
         fields: dict[str, Any] = {"answer": answer}
         if "tolerance" in reader.record:
             fields["tolerance"] = _tolerance(reader)
         if "form" in reader.record:
             fields["form"] = _form(reader, answer)
+        else:
+            _check_instructed_form(reader, answer)
         return parse_common(reader, fields)
 
     def render_prompt(self, task: Task) -> str:
@@ -235,6 +259,17 @@ def _form(reader: RecordReader, answer: str) -> str:
     if problem:
         raise reader.fail("answer", f"{FORMS[form]} as field 'form' says (this one has {problem})", answer)
     return form
+
+
+def _check_instructed_form(reader: RecordReader, answer: str) -> None:
+    """A task without a ``form`` whose prompt says "Expand" or "Factor" asks for that form
+    (``_prompt.py``): its gold must be in it, as a declared form's must."""
+    prompt = reader.record.get("prompt")
+    form = instructed_form(prompt, answer) if isinstance(prompt, str) else None
+    problem = gold_form_problem(answer, form) if form else None
+    if form and problem:
+        raise reader.fail("answer", f"{FORMS[form]}, as the prompt's instruction asks (this one has {problem}; "
+                          "a task that takes any equal expression says \"form\": \"expression\")", answer)
 
 
 def _tolerance(reader: RecordReader) -> dict[str, float]:
@@ -326,8 +361,19 @@ _ECHOES: list[tuple[str, str, str, str | None, str]] = [  # (name, prompt, gold,
      "\\boxed{\\{\\frac{5 - 1}{2}, 3\\}}"),
     ("echo: an integral for an expression", "Find an antiderivative of $2x$.", "x^2", "expression",
      "\\boxed{\\int 2x \\, dx}"),
+    ("echo: the product to expand", "Expand $(x+1)^2$.", "x^2+2x+1", None, "\\boxed{(x+1)^2}"),
+    ("echo: the product to expand, respelled", "Expand $(x+1)^2$.", "x^2+2x+1", None, "\\boxed{(1+x)(x+1)}"),
+    ("echo: the expanded form, a zero added", "Expand $(x+1)^2$.", "x^2+2x+1", None, "\\boxed{x^2+2x+1+0}"),
+    ("echo: the polynomial to factor", "Factor $x^2-1$.", "(x-1)(x+1)", None, "\\boxed{x^2-1}"),
+    ("echo: the polynomial to factor, respelled", "Factor $x^2-1$.", "(x-1)(x+1)", None, "\\boxed{-1+x^2}"),
+    ("echo: the polynomial to factor, times one", "Factor $x^2-1$.", "(x-1)(x+1)", None, "\\boxed{1 \\cdot (x^2-1)}"),
+    ("echo: a common divisor left in", "Factor $2x+2$.", "2(x+1)", None, "\\boxed{2x+2}"),
+    ("echo: a declared expanded form", "Write $(x-2)(x+3)$ as a polynomial.", "x^2+x-6", "expanded",
+     "\\boxed{(x-2)(x+3)}"),
+    ("echo: the expression to simplify", "Simplify $2x + 3x$.", "5x", None, "\\boxed{2x+3x}"),
 ]
-"""Issue 21: each of these scored 1 while the box was only compared by value."""
+"""Issue 21, and the polynomial forms after it: each of these scored 1 while the box was only
+compared by value (an ``expression`` gold took the question's own expression)."""
 
 _SUFFIX = " Put your final answer in \\boxed{}."
 

@@ -20,6 +20,11 @@ the one before it:
 - ``expression``: any expression with the gold's value, in the gold's variables (``(x+1)^2`` for
   ``x^2+2x+1``), except one with a sum, product, integral, limit or derivative still to do.
 
+Two forms narrow ``expression`` to a polynomial written one way (``_poly.py``): ``expanded``
+(``x^2+2x+1``, not ``(x+1)^2``) and ``factored`` (``(x-1)(x+1)``, not ``x^2-1``), so that "Expand
+$(x+1)^2$" is not answered by its own expression; a task asks for one by its ``form`` or by its
+instruction ("Expand ...", "Factor ...": ``_prompt.py``).
+
 What is not in a numeric form (``integer`` to ``closed``): an operation on numbers (``3+4``,
 ``2 \\cdot 3``, ``2^{10}``, ``2 \\cdot 3\\sqrt{2}``), a fraction not in lowest terms
 (``\\frac{2}{4}``, ``\\frac{2\\sqrt{2}}{4}``, ``\\frac{2}{\\sqrt{2}}``), a surd not simplified
@@ -30,8 +35,8 @@ variable), and anything this reader does not read (it reads the LaTeX of numbers
 ``\\frac``, ``\\sqrt``, ``^``, ``+ - \\times \\cdot \\div /``, brackets, sets ``\\{...\\}``, tuples and
 intervals, ``\\cup``, matrices, ``\\pi``, ``e``, ``i``, ``\\infty`` and the elementary functions).
 
-The form of each value of the gold: the task's ``form`` field, else inferred from the gold value
-(``infer_form``): a variable -> ``expression``; a number this reader evaluates as a rational ->
+The form of each value of the gold: the task's ``form`` field, else its instruction's
+(``_prompt.instructed_form``), else inferred from the gold value (``infer_form``): a variable -> ``expression``; a number this reader evaluates as a rational ->
 ``number``; another number -> ``closed``; a gold this reader cannot read -> ``expression`` (the
 value comparison as it was). Containers keep the gold's shape: a set only for a set, a
 bracketed pair (a tuple or an interval) only for one, a matrix only for a matrix (a bare list
@@ -52,6 +57,7 @@ import math
 import re
 from fractions import Fraction
 
+from posttrain.envs.math._poly import POLYNOMIAL_FORMS, polynomial_problem
 from posttrain.envs.math._read import CALCULUS, Node, Unreadable, Work, read
 
 FORMS: dict[str, str] = {
@@ -60,8 +66,11 @@ FORMS: dict[str, str] = {
     "number": "a number: an integer, a decimal or a fraction in lowest terms",
     "closed": "an exact number in simplest form (fractions in lowest terms, simplified surds, \\pi, e)",
     "expression": "an expression in the task's variables",
+    "expanded": "a polynomial in expanded form (like terms combined, no product or power of a sum)",
+    "factored": "a polynomial factored completely (irreducible factors, no common divisor left in one)",
 }
-"""Each form and how the feedback names it; each form admits everything the ones before it do."""
+"""Each form and how the feedback names it; each of ``integer`` to ``expression`` admits everything
+the ones before it do; ``expanded`` and ``factored`` are each a part of ``expression``."""
 
 NUMERIC = ("integer", "fraction", "number", "closed")
 _SMALL_PRIMES = [p for p in range(2, 1000) if all(p % q for q in range(2, math.isqrt(p) + 1))]
@@ -136,6 +145,8 @@ def form_problem(text: str, form: str, gold: str | None = None) -> tuple[str, st
     >>> form_problem("(2, 3)", "number", gold=r"\\{2, 3\\}")
     ('form:set', 'a tuple or an interval where a set is expected')
     """
+    if form in POLYNOMIAL_FORMS:
+        return polynomial_problem(text, form)
     if form == "expression":
         problem = expression_problem(text)
         return None if problem is None else ("form:expression", problem)

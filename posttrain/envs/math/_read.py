@@ -1,12 +1,13 @@
 """The reader of a boxed answer's value: LaTeX to a small tree (``Node``), for the answer-form
 check (``_form.py``); it reads the LaTeX of numbers and nothing it does not understand.
 
-It reads digits, decimals, ``\\frac``, ``\\sqrt`` (``\\sqrt[n]``), ``^``, ``_`` (a variable's index, a
-logarithm's base), ``+ - \\pm \\times \\cdot \\div / *`` and juxtaposition, brackets (``( )``, ``{ }``,
-tuples and intervals with any mix of ``( [ ) ]``), sets ``\\{...\\}``, ``\\cup``, matrices
-(``pmatrix``, ``bmatrix``, ...), ``\\pi``, ``e``, ``i``, ``\\infty``, ``\\emptyset``, ``\\mathbb{R}``, the
-elementary functions (``\\sin`` ... ``\\ln``, ``\\log_b``, ``\\exp``), single letters and Greek letters
-as variables. What is work, never a value, raises ``Work`` as soon as it is read: ``\\sum``,
+It reads digits, decimals, repeating decimals (``0.\\overline{3}``, one number: ``number_value``),
+``\\frac``, ``\\sqrt`` (``\\sqrt[n]``), ``^``, ``_`` (a variable's index, a logarithm's base),
+``+ - \\pm \\times \\cdot \\div / *`` and juxtaposition, brackets (``( )``, ``{ }``, tuples and
+intervals with any mix of ``( [ ) ]``), sets ``\\{...\\}``, ``\\cup``, matrices (``pmatrix``,
+``bmatrix``, ...), ``\\pi``, ``e``, ``i``, ``\\infty``, ``\\emptyset``, ``\\mathbb{R}``, the elementary
+functions (``\\sin`` ... ``\\ln``, ``\\log_b``, ``\\exp``), single letters and Greek letters as
+variables. What is work, never a value, raises ``Work`` as soon as it is read: ``\\sum``,
 ``\\prod``, integrals, ``\\lim``, derivatives (``\\frac{d}{dx}``, ``\\partial``), ``!``, ``\\binom``,
 ``\\gcd``, ``\\max``, ``|x|``, ``\\lfloor``, ``\\bmod``, a determinant, ``\\operatorname{...}`` but for
 an elementary function. Anything else raises ``Unreadable``.
@@ -40,7 +41,10 @@ _UNICODE = {"×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "−": "-", "π":
             "∪": "\\cup "}
 _DEGREE_RE = re.compile(r"\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°)\s*$")
 _GROUPED_RE = re.compile(r"[+-]?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?")
-_TOKEN_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|\\[A-Za-z]+|\\\\|\\[{}|,;!]|\S)")
+REPEATING = r"\d*\.\d*\\overline\s*\{\s*\d+\s*\}"
+"""A repeating decimal, ``0.\\overline{3}`` (1/3), ``0.1\\overline{6}`` (1/6): one number token."""
+_REPEATING_RE = re.compile(r"(\d*)\.(\d*)\\overline\s*\{\s*(\d+)\s*\}")
+_TOKEN_RE = re.compile(r"\s*(" + REPEATING + r"|\d+(?:\.\d*)?|\.\d+|\\[A-Za-z]+|\\\\|\\[{}|,;!]|\S)")
 _MAX_DEPTH = 60
 
 
@@ -74,6 +78,21 @@ class Node:
 
 
 # ---------------------------------------------------------------- reading
+
+
+def number_value(text: str) -> Fraction:
+    """The exact value of a number token: an integer, a decimal, or a repeating decimal
+    (``a.b\\overline{c}`` is ``(abc - ab) / (10^len(b) (10^len(c) - 1))``).
+
+    >>> number_value("0.\\\\overline{3}"), number_value("0.1\\\\overline{6}"), number_value("1.5")
+    (Fraction(1, 3), Fraction(1, 6), Fraction(3, 2))
+    """
+    m = _REPEATING_RE.fullmatch(text.strip())
+    if m is None:
+        return Fraction(text)
+    whole, fixed, period = m.groups()
+    head = int(whole + fixed or "0")
+    return Fraction(int(whole + fixed + period) - head, 10 ** len(fixed) * (10 ** len(period) - 1))
 
 
 def read(text: str) -> Node:
@@ -227,7 +246,7 @@ class _Reader:
 
     def _atom(self, tok: str) -> Node:
         if tok[0].isdigit() or tok[0] == ".":
-            return Node("num", value=Fraction(tok), name=tok)
+            return Node("num", value=number_value(tok), name=tok)
         if tok in ("(", "["):
             return self.bracket(tok)
         if tok in ("{", "\\{"):
