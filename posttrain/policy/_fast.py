@@ -51,6 +51,9 @@ from posttrain.policy._sampler import Generation, SamplingParams, process_logits
 from posttrain.policy._spec import SpecConfig, ngram_draft, reuse_draft, verify
 from posttrain.types import StopReason
 
+STATIC_RESERVE = 1024
+"""Completion positions a static decode reserves in its KV cache up front (doubled as needed)."""
+
 REUSE_START = 8
 """Rollout reuse verifies this many tokens of a previous rollout first, then twice as many after each
 step that accepted them all (up to ``SpecConfig.reuse_len``): a policy that moved away from its old
@@ -173,7 +176,8 @@ class FastSampler:
         pending = tok
         static = self._static(fwd, rows, device)
         if static:
-            self._static_loop(fwd.static_step(width + params.max_new_tokens, mask, graph=device.type == "cuda"),
+            reserve = width + min(params.max_new_tokens, STATIC_RESERVE)
+            self._static_loop(fwd.static_step(reserve, mask, graph=device.type == "cuda"),
                               active, pending, pos, params)
             return
         while True:

@@ -176,8 +176,10 @@ class LeanForward:
 
 
 class StaticStep:
-    """Decode steps of one token per row, every shape fixed: the KV cache reserved up front for
-    ``capacity`` positions, attention over all of it with the positions not yet written masked out,
+    """Decode steps of one token per row, every shape fixed: the KV cache reserved for ``capacity``
+    positions (doubled when they are all written, the graph captured again: a long completion costs
+    a few captures and at most twice the attention it needs, never a cache sized for
+    ``max_new_tokens`` up front), attention over all of it with the positions not yet written masked out,
     the new keys and values written at a position held in a device tensor. On CUDA (``graph``) the
     step is captured once as a CUDA graph and replayed: at the sizes posttrain samples with, a decode
     step of the eager forward is mostly the launch overhead of its ~20 kernels per layer (on the
@@ -192,22 +194,32 @@ class StaticStep:
     def __init__(self, fwd: LeanForward, capacity: int, mask: Tensor, *, graph: bool) -> None:
         self.fwd, self.graph = fwd, graph
         b, t = mask.shape
-        weight = fwd.embed.weight
-        fwd._reserve(b, capacity, weight)
-        size = fwd.keys[0].shape[2]
-        self.valid = torch.zeros(b, size, dtype=torch.bool, device=weight.device)  # (B, L) attendable
+        device = fwd.embed.weight.device
+        self.valid = torch.zeros(b, 0, dtype=torch.bool, device=device)  # (B, L) attendable
+        self._reserve(capacity)
         self.valid[:, :t] = mask > 0
-        self.ids = torch.zeros(b, 1, dtype=torch.long, device=weight.device)
-        self.pos = torch.zeros(b, 1, dtype=torch.long, device=weight.device)
-        self.where = torch.zeros(1, dtype=torch.long, device=weight.device)  # the cache position written
-        self.capacity = size
+        self.ids = torch.zeros(b, 1, dtype=torch.long, device=device)
+        self.pos = torch.zeros(b, 1, dtype=torch.long, device=device)
+        self.where = torch.zeros(1, dtype=torch.long, device=device)  # the cache position written
         self._graph: Any = None
         self._out: Tensor | None = None
+
+    def _reserve(self, capacity: int) -> None:
+        """The cache and the attention mask hold ``capacity`` positions (or more); a graph captured
+        on the smaller ones is dropped, to be captured again."""
+        f, (b, have) = self.fwd, self.valid.shape
+        f._reserve(b, capacity, f.embed.weight)
+        size = f.keys[0].shape[2]
+        if size != have:
+            valid = self.valid.new_zeros(b, size)
+            valid[:, :have] = self.valid
+            self.valid, self._graph, self._out = valid, None, None
+        self.capacity = size
 
     def __call__(self, tokens: Tensor, positions: Tensor) -> Tensor:  # (B,), (B,) -> (B, V) logits
         f = self.fwd
         if f.length >= self.capacity:
-            raise RuntimeError(f"static decode: the cache holds {self.capacity} positions, all written")
+            self._reserve(2 * self.capacity)
         self.ids.copy_(tokens[:, None])
         self.pos.copy_(positions[:, None])
         self.where.fill_(f.length)

@@ -64,23 +64,28 @@ def test_the_lean_forward_is_transformers_forward(family, heads, kv_heads):
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.0])
-def test_the_static_decode_samples_what_the_dynamic_one_does(char_lm, temperature):
+def test_the_static_decode_samples_what_the_dynamic_one_does(char_lm, temperature, monkeypatch):
     """The fixed-shape decode (a CUDA graph on a GPU, run eagerly here) draws each row's tokens from the
     same uniforms over the same logits as the loop whose rows leave the batch: in float64 the same
-    completions and logprobs, though here rows finish at different steps and stay in the batch."""
+    completions and logprobs, though here rows finish at different steps and stay in the batch, and
+    the static cache, reserved for 2 completion tokens, grows (64 -> 128 positions) on the way."""
     import copy
 
     import torch
 
+    import posttrain.policy._fast as fast
+
+    monkeypatch.setattr(fast, "STATIC_RESERVE", 2)
     model, tok = char_lm
     model = copy.deepcopy(model).double()
     prompts = [tok(p)["input_ids"] for p in ("12+3=", "def f(x):\n", "a")]
-    params = SamplingParams(temperature=temperature, max_new_tokens=20, seed=5)
+    params = SamplingParams(temperature=temperature, max_new_tokens=100, seed=5)
     batch = [p for p in prompts for _ in range(6)]
     dynamic = FastSampler(model, tok, static=False).generate(batch, params)
     static = FastSampler(model, tok, static=True).generate(batch, params)
     assert {g.stop_reason for g in dynamic} == ({"eos", "length"} if temperature else {g.stop_reason for g in dynamic})
     assert [(g.completion_ids, g.stop_reason) for g in static] == [(g.completion_ids, g.stop_reason) for g in dynamic]
+    assert max(len(g.prompt_ids) + len(g.completion_ids) for g in static) > 64  # the cache grew
     for a, b in zip(static, dynamic, strict=True):
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-9)
 
