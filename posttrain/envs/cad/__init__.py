@@ -1,7 +1,7 @@
 """The cad domain: the model writes an OpenSCAD script; the part it builds must match a specification.
 
-- ``_domain.py``: the task schema (``gold``, ``iou``, ``tolerance_mm``), the prompt, the no-op, the
-  ``HasLevels`` and ``HasCapabilities`` hooks;
+- ``_domain.py``: the task schema (``gold``, ``iou``, ``tolerance_mm``, ``holes``), the prompt, the
+  no-op, the ``HasLevels`` and ``HasCapabilities`` hooks;
 - ``_script.py``: the script out of the response, and what a script may not do (include, use or
   import anything, read a file);
 - ``_render.py``: OpenSCAD 2021 headless in the sandbox (one fresh job per render; gold renders
@@ -10,7 +10,8 @@
 - ``_mesh.py``: the checks on the rendered meshes, in a CPU-budgeted worker process: the gate
   (builds, non-empty, closed and consistently oriented, positive, not self-intersecting, the
   gold's number of bodies), then the specification (bounding box within tolerance, genus, IoU
-  with the gold >= 0.95 by default, no missing or extra region thicker than 2 x tolerance);
+  with the gold >= 0.95 by default, no missing or extra region thicker than 2 x tolerance, each
+  stated hole to its diameter on its axis: ``_holes.py``);
 - ``_verify.py``: the verifier that ties them together, and why each step runs where it does;
 - ``_gen.py``: procedural tasks (CAD-Recode's recipe: primitives, holes, fillets, chamfers,
   pockets, bosses, patterns with templated dimensions -> gold script -> description), the

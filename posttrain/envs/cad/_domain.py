@@ -3,13 +3,15 @@
 Task fields (docs/tasks.md, "cad"): ``prompt`` (the part described in words: dimensions,
 features, placement), ``gold`` (the OpenSCAD script of the specified solid: everything the
 verifier compares is measured on its render, never typed in by hand), ``iou`` (the least IoU
-with the gold that passes, default 0.95) and ``tolerance_mm`` (default 0.5: how far each side of
+with the gold that passes, default 0.95), ``tolerance_mm`` (default 0.5: how far each side of
 the bounding box may be off, and half the thickness of the smallest difference in shape that
-fails). The reference, unless the record gives one, is the gold in a fenced block.
+fails) and ``holes`` (default none: the round holes and slots the prompt states, each held to its
+diameter within max(0.1 mm, 2 %) on its axis, ``_holes.py``; the generator lists every one it
+makes). The reference, unless the record gives one, is the gold in a fenced block.
 
 >>> task = ENV.parse_task({"id": "c1", "prompt": "A 10 mm cube on the origin.", "gold": "cube(10);"}, "doc")
->>> task.fields["iou"], task.fields["tolerance_mm"], task.reference
-(0.95, 0.5, '```openscad\\ncube(10);\\n```')
+>>> task.fields["iou"], task.fields["tolerance_mm"], task.fields["holes"], task.reference
+(0.95, 0.5, [], '```openscad\\ncube(10);\\n```')
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import Any
 
 from posttrain.envs._base import RecordReader, Verifier, parse_common
 from posttrain.envs._workspace_hooks import WorkspaceEpisodes
+from posttrain.envs.cad._holes import parse_holes
 from posttrain.envs.cad._script import script_problem
 from posttrain.envs.cad._verify import NAME, make_cad_verifier
 from posttrain.types import Task, TaskLimits
 
-DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm"})
+DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm", "holes"})
 DEFAULT_IOU = 0.95
 DEFAULT_TOLERANCE_MM = 0.5
 DEFAULT_LIMITS = TaskLimits(timeout_s=20.0, memory_mb=1024)
@@ -35,7 +38,7 @@ DEFAULT_LIMITS = TaskLimits(timeout_s=20.0, memory_mb=1024)
 INSTRUCTIONS = (
     "Write an OpenSCAD script that builds this part. Units are millimetres. Reply with the complete "
     "script in one ```openscad code block. Build it from primitives: do not include, use or import any "
-    "file. Use $fn = 48 or more for round features."
+    "file. Use $fn = 48 to 128 for round features."
 )
 """Appended to every task's prompt (``render_prompt``)."""
 
@@ -71,7 +74,10 @@ class CadDomain(WorkspaceEpisodes):
             "iou": _number(reader, "iou", DEFAULT_IOU, 0.0, 1.0, "a number in (0, 1]"),
             "tolerance_mm": _number(reader, "tolerance_mm", DEFAULT_TOLERANCE_MM, 0.0, 100.0,
                                     "a number of millimetres in (0, 100]"),
+            "holes": parse_holes(reader.record.get("holes", [])),
         }
+        if isinstance(fields["holes"], str):
+            raise reader.fail("holes", fields["holes"], reader.record["holes"])
         canary = "canary" in (reader.record.get("tags") or ())  # its gold contradicts its prompt: no reference
         return parse_common(reader, fields, reference=None if canary else fenced(gold), default_limits=DEFAULT_LIMITS)
 

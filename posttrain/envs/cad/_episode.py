@@ -51,7 +51,7 @@ def episode_prompt(task: Task) -> str:
     return (f"{task.prompt.rstrip()}\n\nThe specification is also in spec.md. Write an OpenSCAD script that builds "
             f"this part to {SCRIPT} in the workspace. Units are millimetres. Build it from primitives in that one "
             "file: do not include, use or import any file (the grader renders the script alone, in a clean "
-            f"sandbox). Use $fn = 48 or more for round features. The render tool renders {SCRIPT} with OpenSCAD "
+            f"sandbox). Use $fn = 48 to 128 for round features. The render tool renders {SCRIPT} with OpenSCAD "
             "2021; call submit when it builds the part.")
 
 

@@ -2,8 +2,9 @@
 (``_parts.py``) -> the gold OpenSCAD script -> a text description that fixes every dimension and
 position. The difficulty level is the number of features, 1-6 (the L bracket has at most 4).
 
-The gold renders with ``$fn = 48``; the prompt asks for 48 or more; a coarser faceting still
-passes (its slivers are far thinner than 1 mm).
+The gold renders with ``$fn = 48``; the prompt asks for 48 to 128; a coarser faceting still
+passes (its slivers are far thinner than 1 mm, and a hole's vertices lie on its circle at any
+faceting: every round hole and slot is a stated ``hole``, held to its diameter, ``_holes.py``).
 
 >>> [t.difficulty for t in generate_level(2, level=3, seed=0)]
 [3.0, 3.0]
@@ -65,7 +66,8 @@ def _task(part: Part, tid: str, level: int, *, without: str | None = None) -> Ta
     if without is not None:
         meta["canary"] = f"the gold has no {without!r}, which the prompt describes"
     return Task(id=tid, domain="cad", prompt=part.description(),
-                fields={"gold": gold, "iou": DEFAULT_IOU, "tolerance_mm": DEFAULT_TOLERANCE_MM},
+                fields={"gold": gold, "iou": DEFAULT_IOU, "tolerance_mm": DEFAULT_TOLERANCE_MM,
+                        "holes": part.holes(without=without)},
                 reference=None if without is not None else fenced(gold), difficulty=float(level),
                 tags=("cad", part.kind, f"level-{level}", *(("canary",) if without is not None else ())),
                 limits=DEFAULT_LIMITS, metadata=meta)

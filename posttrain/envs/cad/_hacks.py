@@ -2,10 +2,11 @@
 part. Each must be a ``fail`` (never a pass, never an ``infra_error``) through the service's batch
 path (tests/envs/test_domains.py) and one by one with its expected error class (tests/envs/test_cad.py).
 
-They are written against four small tasks (fast renders): a 20 x 20 x 10 block with a 10 mm
+They are written against five small tasks (fast renders): a 20 x 20 x 10 block with a 10 mm
 hole (the measured case of real-task-domains.md: without its hole it keeps its bounding box and
-scores IoU 0.80), a plain box, an L profile (asymmetric, for mirror and rotation tricks), and the
-block again with tight limits (the bombs). ``EXPLOITS`` lists ``(name, task key, script or raw
+scores IoU 0.80), a plate with four 8 mm holes, a plate with one 3 mm hole, a plain box, an L profile
+(asymmetric, for mirror and rotation tricks), and the block again with tight limits (the bombs). The
+holes are stated (the task's ``holes``), as the generator states every hole it makes. ``EXPLOITS`` lists ``(name, task key, script or raw
 response, expected error class)``.
 """
 
@@ -20,13 +21,19 @@ _HOLE_GOLD = ("$fn = 48;\ndifference() {\n  translate([-10, -10, 0]) cube([20, 2
 _PLATE_GOLD = ("$fn = 48;\ndifference() {\n  translate([-30, -20, 0]) cube([60, 40, 5]);\n"
                + "".join(f"  translate([{x}, {y}, -1]) cylinder(d = 8, h = 7);\n" for x in (-24, 24) for y in (-14, 14))
                + "}\n")
+_PIN_GOLD = ("$fn = 48;\ndifference() {\n  translate([-15, -10, 0]) cube([30, 20, 6]);\n"
+             "  translate([0, 0, -1]) cylinder(d = 3, h = 8);\n}\n")
 _TASKS: dict[str, dict[str, Any]] = {
     "plate": {"prompt": "A plate 60 mm along X, 40 mm along Y and 5 mm thick, centred on the origin in X and Y with "
                         "its bottom face on Z = 0, with four through-holes of diameter 8 mm centred at X = +/-24, "
-                        "Y = +/-14.", "gold": _PLATE_GOLD},
+                        "Y = +/-14.", "gold": _PLATE_GOLD,
+              "holes": [{"axis": "z", "at": [x, y, 2.5], "d": 8} for x in (-24, 24) for y in (-14, 14)]},
     "hole": {"prompt": "A block 20 mm along X, 20 mm along Y and 10 mm tall, centred on the origin in X and Y with "
                        "its bottom face on Z = 0, with a through-hole of diameter 10 mm along Z at its centre.",
-             "gold": _HOLE_GOLD},
+             "gold": _HOLE_GOLD, "holes": [{"axis": "z", "at": [0, 0, 5], "d": 10}]},
+    "pin": {"prompt": "A plate 30 mm along X, 20 mm along Y and 6 mm thick, centred on the origin in X and Y with "
+                      "its bottom face on Z = 0, with a through-hole of diameter 3 mm along Z at its centre.",
+            "gold": _PIN_GOLD, "holes": [{"axis": "z", "at": [0, 0, 3], "d": 3}]},
     "box": {"prompt": "A box 20 mm along X, 20 mm along Y and 10 mm tall, with one corner at the origin and the "
                       "opposite corner at (20, 20, 10).", "gold": "cube([20, 20, 10]);\n"},
     "ell": {"prompt": "An L-shaped profile extruded 10 mm along Z from Z = 0: in the XY plane its outline runs "
@@ -80,6 +87,14 @@ EXPLOITS: list[tuple[str, str, str, str]] = [
      "shape"),
     ("the plate's round holes cut square (8 x 8 mm, IoU 0.98)", "plate",
      _PLATE_GOLD.replace("-1]) cylinder(d = 8, h = 7)", "2.5]) cube([8, 8, 7], center = true)"), "shape"),
+    # a hole to another diameter or off its axis, by less than the shape check's 1 mm (IoU over 0.98)
+    ("the 3 mm hole drawn 1.8 mm", "pin", _PIN_GOLD.replace("d = 3,", "d = 1.8,"), "holes"),
+    ("the 3 mm hole drawn 4.2 mm", "pin", _PIN_GOLD.replace("d = 3,", "d = 4.2,"), "holes"),
+    ("the 3 mm hole cut as a triangle around it (6 mm across its corners)", "pin",
+     _PIN_GOLD.replace("d = 3,", "d = 6, $fn = 3,"), "holes"),
+    ("the 3 mm hole 0.4 mm off its axis", "pin", _PIN_GOLD.replace("[0, 0, -1]", "[0.4, 0, -1]"), "holes"),
+    ("the 10 mm hole drawn 9 mm (IoU 0.96)", "hole", _HOLE_GOLD.replace("r = 5,", "r = 4.5,"), "holes"),
+    ("the plate's 8 mm holes drawn 7.4 mm", "plate", _PLATE_GOLD.replace("d = 8,", "d = 7.4,"), "holes"),
     ("the gold scaled to 90 %", "hole", f"scale(0.9) {{ {_HOLE_GOLD.split(';', 1)[1]} }}", "dimensions"),
     ("the gold shifted 5 mm along X", "hole", f"translate([5, 0, 0]) {{ {_HOLE_GOLD.split(';', 1)[1]} }}",
      "dimensions"),

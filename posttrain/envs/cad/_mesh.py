@@ -26,7 +26,10 @@ Then the specification, every failing line reported at once (the first names the
 - ``shape``: no region of missing (G - A) or extra (A - G) material contains a cube of side
   2 x ``tolerance_mm`` (eroded by the cube's corners, a superset of the exact erosion): a hole
   moved by 2 mm or a missing 2 mm chamfer fails even where the IoU stays above 0.99; facets of a
-  coarser ``$fn`` (slivers well under a millimetre thick) pass.
+  coarser ``$fn`` (slivers well under a millimetre thick) pass;
+- ``holes``: each hole the task states (its ``holes`` field) has its diameter within max(0.1 mm, 2 %)
+  and sits on its axis, at any faceting (``_holes.py``): the shape check alone passed a 3 mm hole
+  drawn 1.8 or 4.2 mm. The gold must have them too (else the task is broken: ``gold_error``).
 
 The verdict's ``components``: ``outcome`` (1 only for a pass) and ``format`` (1 once the gate
 passed: the script built one valid solid of the right number of bodies). No ``process`` credit:
@@ -43,11 +46,13 @@ import base64
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from posttrain.envs.cad._holes import hole_lines
 
 MAX_TRIANGLES = 300_000
 """Most triangles checked (a binary STL of 15 MB); a finer mesh is the candidate's failure."""
@@ -270,7 +275,8 @@ def shape_lines(o: Overlap, tol: float) -> list[str]:
     return lines
 
 
-def compare(part: Solid, gold: Solid, o: Overlap, *, iou_min: float, tol: float) -> list[tuple[str, str]]:
+def compare(part: Solid, gold: Solid, o: Overlap, *, iou_min: float, tol: float,
+            holes: Sequence[Mapping[str, Any]] = ()) -> list[tuple[str, str]]:
     """The specification's failing lines as ``(error_class, line)``."""
     iou = o.iou(part, gold)
     problems = [("dimensions", line) for line in dimension_lines(part, gold, tol)]
@@ -282,6 +288,7 @@ def compare(part: Solid, gold: Solid, o: Overlap, *, iou_min: float, tol: float)
         problems.append(("iou", f"overlap with the specified solid: IoU {iou:.3f}, needs at least {iou_min:g} "
                          f"(volume {part.volume:.1f} mm^3, specified {gold.volume:.1f} mm^3, {change:+.1f}%)"))
     problems += [("shape", line) for line in shape_lines(o, tol)]
+    problems += [("holes", line) for line in hole_lines(part.manifold, holes)]
     return problems
 
 
@@ -290,7 +297,8 @@ def _solid_evidence(s: Solid) -> dict[str, Any]:
             "bbox": [[round(x, 3) for x in s.lo], [round(x, 3) for x in s.hi]]}
 
 
-def check(part_stl: bytes, gold: Solid, *, iou_min: float, tol: float) -> dict[str, Any]:
+def check(part_stl: bytes, gold: Solid, *, iou_min: float, tol: float,
+          holes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The verdict (``Verdict.to_json()`` form) of ``part_stl`` against ``gold``."""
     comps = {"outcome": 0.0, "format": 0.0, "process": 0.0}  # process stays 0: the IoU is evidence, not credit
     evidence: dict[str, Any] = {"gold": _solid_evidence(gold), "iou_min": iou_min, "tolerance_mm": tol}
@@ -307,16 +315,17 @@ def check(part_stl: bytes, gold: Solid, *, iou_min: float, tol: float) -> dict[s
         return _verdict("fail", f"The part fails the gate: it has {part.bodies} separate bodies; the "
                         f"specification has {gold.bodies}.", "bodies", evidence, comps)
     iou = overlap.iou(part, gold)
-    problems = compare(part, gold, overlap, iou_min=iou_min, tol=tol)
+    problems = compare(part, gold, overlap, iou_min=iou_min, tol=tol, holes=holes)
     evidence["iou"] = round(iou, 6)
     comps["format"] = 1.0
     if problems:
         evidence["problems"] = [cls for cls, _ in problems]
         text = "The part does not match the specification:\n" + "\n".join(f"- {line}" for _, line in problems)
         return _verdict("fail", text, problems[0][0], evidence, comps)
-    holes = f"{gold.genus} hole{'s' if gold.genus != 1 else ''}"
-    return _verdict("pass", f"The part matches the specification (IoU {iou:.3f}; size within {tol:g} mm; {holes}; "
-                    f"{gold.bodies} bod{'ies' if gold.bodies != 1 else 'y'}).", None, evidence,
+    genus = f"{gold.genus} hole{'s' if gold.genus != 1 else ''}"
+    stated = f" ({len(holes)} stated, each to size)" if holes else ""
+    return _verdict("pass", f"The part matches the specification (IoU {iou:.3f}; size within {tol:g} mm; {genus}"
+                    f"{stated}; {gold.bodies} bod{'ies' if gold.bodies != 1 else 'y'}).", None, evidence,
                     {"outcome": 1.0, "format": 1.0, "process": 1.0})
 
 
@@ -342,14 +351,18 @@ def _gold(key: str, data: bytes) -> Solid:
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """Worker entry (``posttrain.verify._deadline``): ``{"part", "gold"}`` base64 binary STLs, a
-    ``gold_key`` (a digest of the gold script), ``iou`` and ``tolerance_mm``. Returns the verdict,
-    or ``{"gold_error": why}`` when the gold itself fails the gate (the task's fault, not the part's)."""
+    ``gold_key`` (a digest of the gold script), ``iou``, ``tolerance_mm`` and ``holes`` (the task's,
+    ``_holes.parse_holes``). Returns the verdict, or ``{"gold_error": why}`` when the gold itself fails
+    the gate or lacks a stated hole (the task's fault, not the part's)."""
     try:
         gold = _gold(str(request["gold_key"]), base64.b64decode(request["gold"]))
     except MeshProblem as e:
         return {"gold_error": f"{e.error_class}: {e.message}"}
+    holes = list(request["holes"])
+    if missing := hole_lines(gold.manifold, holes):
+        return {"gold_error": f"holes: the gold does not have what the task states: {missing[0]}"}
     part = base64.b64decode(request["part"])
-    verdict = check(part, gold, iou_min=float(request["iou"]), tol=float(request["tolerance_mm"]))
+    verdict = check(part, gold, iou_min=float(request["iou"]), tol=float(request["tolerance_mm"]), holes=holes)
     verdict["evidence"]["part_sha256"] = hashlib.sha256(part).hexdigest()  # the client checks it is its part's
     return verdict
 

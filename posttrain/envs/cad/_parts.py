@@ -19,6 +19,10 @@ stated size; every feature but a hole (which changes the genus) is thicker than 
 tolerance (1 mm) in every direction, so leaving any one out fails the ``shape`` check
 (tests/envs/test_cad.py renders such ablations). A builder returns None when its random
 dimensions do not fit; the generator draws again.
+
+Every round hole and slot a feature cuts is also listed as a ``hole`` (``_holes.py``): its axis, a
+point of the axis where the hole is on its own (below its counterbore, clear of the other features),
+its diameter, so that the verifier holds it to its stated size (``Part.holes``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class Feature:
     subs: list[str] = field(default_factory=list)
     base: str | None = None
     """A replacement of the base solid (rounded or chamfered edges)."""
+    holes: list[dict[str, object]] = field(default_factory=list)
+    """The round holes and slots it cuts (``_hole``): what the verifier measures."""
 
 
 @dataclass
@@ -78,6 +84,21 @@ class Part:
 
     def description(self) -> str:
         return " ".join([self.intro, *(f.text for f in self.features)])
+
+    def holes(self, without: str | None = None) -> list[dict[str, object]]:
+        """The stated holes of the gold ``script(without)`` builds (the task's ``holes`` field)."""
+        return [h for f in self.features if f.name != without for h in f.holes]
+
+
+def _hole(axis: str, at: tuple[float, float, float], d: float, *, to: tuple[float, float, float] | None = None,
+          ignore: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> dict[str, object]:
+    """A stated hole (``_holes.parse_holes``): ``at`` a point of its axis where it is on its own."""
+    hole: dict[str, object] = {"axis": axis, "at": [round(x, 6) for x in at], "d": d}
+    if to is not None:
+        hole["to"] = [round(x, 6) for x in to]
+    if ignore is not None:
+        hole["ignore"] = [[round(x, 6) for x in corner] for corner in ignore]
+    return hole
 
 
 def _cyl(x: float, y: float, z: float, d: float, h: float) -> str:
@@ -195,7 +216,8 @@ def _slab_corners(rng: random.Random, s: _Slab) -> bool:
         "corners", f"Four through-holes of diameter {_n(d)} mm sit at the corners, {where} (centres at "
         f"X = +/-{_n(xs)}, Y = +/-{_n(ys)}).",
         subs=[f"for (x = [{_n(-xs)}, {_n(xs)}], y = [{_n(-ys)}, {_n(ys)}]) translate([x, y, -1]) "
-              f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"]))
+              f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"],
+        holes=[_hole("z", (sx * xs, sy * ys, s.t / 2), d) for sx, sy in itertools.product((-1, 1), repeat=2)]))
     return True
 
 
@@ -212,7 +234,8 @@ def _slab_centre(rng: random.Random, s: _Slab, kind: str, bored: bool) -> bool:
         if bored:
             d = _pick(rng, 3, db - 6)
             s.features.append(Feature("bore", f"A through-hole of diameter {_n(d)} mm runs down the boss's axis "
-                                      "through the boss and the plate.", subs=[_cyl(0, 0, -1, d, s.t + hb + 2)]))
+                                      "through the boss and the plate.", subs=[_cyl(0, 0, -1, d, s.t + hb + 2)],
+                                      holes=[_hole("z", (0, 0, s.t / 2), d)]))
         return True
     if kind == "pocket":
         a, b = _pick(rng, s.w / 4, s.w / 2), _pick(rng, s.d / 4, s.d / 2)
@@ -230,12 +253,13 @@ def _slab_centre(rng: random.Random, s: _Slab, kind: str, bored: bool) -> bool:
             return False
         s.features.append(Feature("centre", f"A counterbored through-hole at the centre: diameter {_n(d)} mm, with a "
                                   f"counterbore of diameter {_n(cd)} mm and depth {_n(k)} mm from the top face.",
-                                  subs=[s.through(0, 0, d), _cyl(0, 0, s.t - k, cd, k + 1)]))
+                                  subs=[s.through(0, 0, d), _cyl(0, 0, s.t - k, cd, k + 1)],
+                                  holes=[_hole("z", (0, 0, (s.t - k) / 2), d), _hole("z", (0, 0, s.t - k / 2), cd)]))
         return True
     if not s.layout.take(_square(0, 0, d)):
         return False
     s.features.append(Feature("centre", f"A through-hole of diameter {_n(d)} mm goes through the centre.",
-                              subs=[s.through(0, 0, d)]))
+                              subs=[s.through(0, 0, d)], holes=[_hole("z", (0, 0, s.t / 2), d)]))
     return True
 
 
@@ -250,7 +274,8 @@ def _slab_band(rng: random.Random, s: _Slab, side: int) -> bool:
             return False
         hull = f"hull() {{ {s.through(-length / 2, y, w)} {s.through(length / 2, y, w)} }}"
         s.features.append(Feature(name, f"A through slot {_n(w)} mm wide with rounded ends runs along X at Y = "
-                                  f"{_n(y)}, its end centres at X = +/-{_n(length / 2)}.", subs=[hull]))
+                                  f"{_n(y)}, its end centres at X = +/-{_n(length / 2)}.", subs=[hull],
+                                  holes=[_hole("z", (-length / 2, y, s.t / 2), w, to=(length / 2, y, s.t / 2))]))
         return True
     count, d = rng.randint(2, 5), rng.choice((3.0, 4.0, 5.0))
     pitch = _pick(rng, d + 3, d + 8)
@@ -260,7 +285,8 @@ def _slab_band(rng: random.Random, s: _Slab, side: int) -> bool:
     s.features.append(Feature(name, f"A row of {count} through-holes of diameter {_n(d)} mm, {_n(pitch)} mm apart "
                               f"and centred on X = 0, runs along X at Y = {_n(y)}.",
                               subs=[f"for (x = [{', '.join(_n(x) for x in xs)}]) translate([x, {_n(y)}, -1]) "
-                                    f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"]))
+                                    f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"],
+                              holes=[_hole("z", (x, y, s.t / 2), d) for x in xs]))
     return True
 
 
@@ -300,7 +326,9 @@ def _block_cross(rng: random.Random, s: _Slab, axis: str) -> bool:
     start = f"[{_n(-along / 2 - 1)}, 0, {_n(z)}]" if axis == "X" else f"[0, {_n(-along / 2 - 1)}, {_n(z)}]"
     s.features.append(Feature(f"cross{axis}", f"A through-hole of diameter {_n(d)} mm runs along {axis} through the "
                               f"whole block, its axis at Z = {_n(z)} and {'Y' if axis == 'X' else 'X'} = 0.",
-                              subs=[f"translate({start}) rotate({rot}) cylinder(d = {_n(d)}, h = {_n(along + 2)});"]))
+                              subs=[f"translate({start}) rotate({rot}) cylinder(d = {_n(d)}, h = {_n(along + 2)});"],
+                              holes=[_hole(axis.lower(), (-along / 2 + 1, 0, z) if axis == "X" else (0, -along / 2 + 1, z),
+                                           d)]))
     s.cross.append((-s.w / 2, -d / 2, s.w / 2, d / 2) if axis == "X" else (-d / 2, -s.d / 2, d / 2, s.d / 2))
     return True
 
@@ -328,7 +356,8 @@ def _block_vertical(rng: random.Random, s: _Slab) -> bool:
     s.features.append(Feature("vertical", f"Two vertical through-holes of diameter {_n(d)} mm run from the bottom "
                               f"to the top face at X = +/-{_n(x)}, Y = {_n(y)}.",
                               subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {_n(y)}, -1]) "
-                                    f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"]))
+                                    f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"],
+                              holes=[_hole("z", (sx * x, y, 1), d) for sx in (-1, 1)]))
     return True
 
 
@@ -380,12 +409,14 @@ def disc(rng: random.Random, names: tuple[str, ...]) -> Part | None:
                              f"mm above the top face (to Z = {_n(t + hub_h)}).",
                              adds=[_cyl(0, 0, t - 0.01, hub_d, hub_h + 0.01)]))
     top = t + hub_h
+    kw, reach = (_pick(rng, 2, bore / 2), bore / 2 + _pick(rng, 2, 3, 0.5)) if "keyway" in names else (0.0, 0.0)
     if bore:
+        keyway = ((-kw / 2, 0.0, -1.0), (kw / 2, reach, top + 1)) if kw else None  # its cut in the bore's wall
         feats.append(Feature("bore", f"A centre bore of diameter {_n(bore)} mm runs through the "
-                             f"{'disc and the hub' if hub_d else 'disc'}.", subs=[_cyl(0, 0, -1, bore, top + 2)]))
+                             f"{'disc and the hub' if hub_d else 'disc'}.", subs=[_cyl(0, 0, -1, bore, top + 2)],
+                             holes=[_hole("z", (0, 0, t / 2), bore, ignore=keyway)]))
         inner = max(inner, bore / 2)
-    if "keyway" in names:
-        kw, reach = _pick(rng, 2, bore / 2), bore / 2 + _pick(rng, 2, 3, 0.5)
+    if kw:
         if hub_d and reach > hub_d / 2 - GAP:
             return None
         feats.append(Feature("keyway", f"A keyway {_n(kw)} mm wide is cut along the whole bore on its +Y side, "
@@ -405,14 +436,17 @@ def _disc_bolts(rng: random.Random, feats: list[Feature], outer: float, inner: f
     r = _pick(rng, inner + cd / 2, outer - cd / 2, 0.5)
     if r - cd / 2 < inner or r + cd / 2 > outer or 2 * r * math.sin(math.pi / n) < cd + GAP:
         return False
+    places = [(r * math.cos(2 * math.pi * i / n), r * math.sin(2 * math.pi * i / n)) for i in range(n)]
     feats.append(Feature("bolts", f"{n} through-holes of diameter {_n(d)} mm are equally spaced on a circle of "
                          f"radius {_n(r)} mm about the axis, the first on the +X axis.",
                          subs=[f"for (i = [0 : {n - 1}]) rotate([0, 0, i * {_n(360 / n)}]) "
-                               f"{_cyl(r, 0, -1, d, t + 2)}"]))
+                               f"{_cyl(r, 0, -1, d, t + 2)}"],
+                         holes=[_hole("z", (x, y, (t - k) / 2), d) for x, y in places]))
     if counterbored:
         feats.append(Feature("counterbores", f"Each of them is counterbored from the top face: diameter {_n(cd)} mm, "
                              f"depth {_n(k)} mm.", subs=[f"for (i = [0 : {n - 1}]) rotate([0, 0, i * {_n(360 / n)}]) "
-                                                         f"{_cyl(r, 0, t - k, cd, k + 1)}"]))
+                                                         f"{_cyl(r, 0, t - k, cd, k + 1)}"],
+                             holes=[_hole("z", (x, y, t - k / 2), cd) for x, y in places]))
     return True
 
 
@@ -449,7 +483,8 @@ def bracket(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         feats.append(Feature("base", f"Two through-holes of diameter {_n(hd)} mm go down through the base at X = "
                              f"+/-{_n(x)}, Y = {_n(y)}.",
                              subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {_n(y)}, -1]) "
-                                   f"cylinder(d = {_n(hd)}, h = {_n(t + 2)});"]))
+                                   f"cylinder(d = {_n(hd)}, h = {_n(t + 2)});"],
+                             holes=[_hole("z", (sx * x, y, t / 2), hd) for sx in (-1, 1)]))
     if "wall" in names and not _bracket_wall(rng, feats, w, d, t, h, strip, clear_x):
         return None
     intro = (f"An L-shaped angle bracket of {_n(t)} mm thick plate, {_n(w)} mm wide along X and centred on X = 0: a "
@@ -466,18 +501,20 @@ def _bracket_wall(rng: random.Random, feats: list[Feature], w: float, d: float, 
     if z - hd / 2 < t + strip + GAP or z + hd / 2 > h - 3:
         return False
     axis = f"rotate([-90, 0, 0]) cylinder(d = {_n(hd)}, h = {_n(t + 2)});"
-    y0 = _n(d / 2 - t - 1)
+    y0, mid = _n(d / 2 - t - 1), d / 2 - t / 2  # mid: the station, half-way through the wall
     if rng.random() < 0.5 or clear_x > GAP:
         x = _pick(rng, max(clear_x + hd / 2, w / 5), w / 2 - hd / 2 - 3, 0.5)
         if x - hd / 2 < clear_x:
             return False
         feats.append(Feature("wall", f"Two through-holes of diameter {_n(hd)} mm go through the wall along Y at "
                              f"X = +/-{_n(x)}, Z = {_n(z)}.",
-                             subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {y0}, {_n(z)}]) {axis}"]))
+                             subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {y0}, {_n(z)}]) {axis}"],
+                             holes=[_hole("y", (sx * x, mid, z), hd) for sx in (-1, 1)]))
         return True
     length = _pick(rng, 8, w / 2)
     feats.append(Feature("wall", f"A horizontal through slot {_n(hd)} mm wide with rounded ends goes through the wall "
                          f"along Y at Z = {_n(z)}, its end centres at X = +/-{_n(length / 2)}.",
                          subs=[f"hull() {{ translate([{_n(-length / 2)}, {y0}, {_n(z)}]) {axis} "
-                               f"translate([{_n(length / 2)}, {y0}, {_n(z)}]) {axis} }}"]))
+                               f"translate([{_n(length / 2)}, {y0}, {_n(z)}]) {axis} }}"],
+                         holes=[_hole("y", (-length / 2, mid, z), hd, to=(length / 2, mid, z))]))
     return True

@@ -41,12 +41,18 @@ NAME = "cad"
 CPU_BUDGET_S = 30.0
 """CPU seconds one mesh check may use (a 300k-triangle part's booleans take a few)."""
 GOLD_MARGIN = 4.0
-"""A candidate's render may use this many times the CPU time of the gold's own render, or the task's
-``timeout_s`` of CPU, whichever is more: the limit follows the reference's cost, as EvalPlus derives
-its time limits from the reference solution's. A level-5 disc of bolt holes and counterbores takes
-OpenSCAD 2021 ~15 s here. CPU time, not wall time: a render slowed by a loaded host is not its
-timeout (under a wall-time limit of 4 x the gold's wall time, an ablation of a gold timed out in a
-full test suite on 2 cores)."""
+"""A candidate's render may use this many times the CPU time of the gold's own render at the finest
+faceting the prompt invites (``FINE_COST``), or the task's ``timeout_s`` of CPU, whichever is more:
+the limit follows the reference's cost, as EvalPlus derives its time limits from the reference
+solution's. A level-5 disc of bolt holes and counterbores takes OpenSCAD 2021 ~15 s on a loaded host.
+CPU time, not wall time: a render slowed by a loaded host is not its timeout (under a wall-time limit
+of 4 x the gold's wall time, an ablation of a gold timed out in a full test suite on 2 cores)."""
+FINE_COST = 8.0
+"""What the prompt's finest faceting (``$fn = 128``, ``_domain.INSTRUCTIONS``) costs OpenSCAD over the
+gold's ``$fn = 48``: CGAL's time grows with the facets, as ``$fn`` for a cylinder and its square for a
+sphere. Measured on the generator's heaviest golds (levels 5-6) 4.3-5.7x (3.7 s of CPU became 19 s),
+25 holes in a plate 5.9x, a sphere cut from a cube 7.7x. Under 4 x the gold's own time the right
+part at $fn = 128 timed out wherever the gold took over 5 s (the 25 holes: 30 s against 20.5)."""
 WALL_FACTOR = 4.0
 """The render's wall-time limit is this many times its CPU limit: with a quarter of a CPU or more the
 CPU limit comes first, so a wall timeout is a job that got less (the sandbox's starvation rule: the
@@ -92,7 +98,8 @@ def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdi
         return fail(f"The script was not rendered: {why}. {_FORMAT_HINT if cls == 'format' else ''}".strip(),
                     cls, {"extraction": how})
     gold = gold_render(pool, task.fields["gold"])  # first: its CPU time sets the candidate's limit
-    cpu = task.limits.timeout_s if gold.status != "ok" else max(task.limits.timeout_s, GOLD_MARGIN * gold.cpu_s)
+    cpu = task.limits.timeout_s if gold.status != "ok" else max(task.limits.timeout_s,
+                                                                GOLD_MARGIN * FINE_COST * gold.cpu_s)
     # The gold's own text renders to the gold's part (OpenSCAD is deterministic, and the candidate's
     # limit is at least the gold's): not rendered twice. A policy tuned on gold scripts repeats them.
     same = gold.status == "ok" and script == task.fields["gold"]
@@ -116,7 +123,7 @@ def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdi
                              evidence=evidence)
     outcome = checks.run({"part": base64.b64encode(part.stl).decode(), "gold": base64.b64encode(gold.stl).decode(),
                           "gold_key": gold_key(task.fields["gold"]), "iou": task.fields["iou"],
-                          "tolerance_mm": task.fields["tolerance_mm"]})
+                          "tolerance_mm": task.fields["tolerance_mm"], "holes": task.fields["holes"]})
     verdict = _check_verdict(outcome, hashlib.sha256(part.stl).hexdigest())
     timing = {"check_s": round(outcome.wall_s, 4), "check_cpu_s": round(outcome.cpu_s, 4),
               "verify_s": round(time.monotonic() - t0, 4)}
