@@ -181,6 +181,18 @@ def test_code_in_an_answer_never_runs(tmp_path: Path) -> None:
     ("number_sorting", lambda t: json.dumps([float("nan")] * len(json.loads(t.fields["answer"].replace("'", '"'))))),
     ("number_sorting", lambda t: json.dumps([round(float(x)) for x in json.loads(t.fields["answer"].replace("'", '"'))])),
     ("boxnet", lambda t: _boxnet_sweep(t.prompt)),
+    # answers looser than the prompt asks, or of another JSON type
+    ("pool_matrix", lambda t: _changed(t, _rows(t.fields["answer"], lambda x: f"{float(x):.1f}"))),  # asks 2 decimals
+    ("pool_matrix", lambda t: _changed(t, t.fields["answer"].replace(" ", "\n"))),  # a row of n as a column
+    ("decimal_arithmetic", lambda t: _changed(t, f"{float(t.fields['answer']):.3f}")),  # asks 12 digits
+    ("number_format", lambda t: _changed(t, f"{float(t.fields['answer']):.2f}")),  # not a candidate
+    pytest.param("codeio", lambda t: _changed(t, _json_true_for_one(t.fields["answer"])),  # its generator execs
+                 marks=pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")),  # snippets
+    ("game_of_life", lambda t: t.fields["answer"].replace("1", "true")),
+    ("game_of_life", lambda t: t.fields["answer"][:-1] + "," + json.dumps(json.loads(t.fields["answer"])[0]) + "]"),
+    ("graph_color", lambda t: _json_true_for_one(extract_answer(str(t.reference))[0] or "")),
+    ("puzzle24", lambda t: _makes_24(t.fields["rg_metadata"]["numbers"], lambda v: 24 < v < 25)),  # int(24.5)
+    ("puzzle24", lambda t: _makes_24(t.fields["rg_metadata"]["numbers"], lambda v: v == 24, join=True)),  # 3.5
 ])
 def test_an_answer_raw_reasoning_gym_passes_fails_here(generator: str, make) -> None:
     """Each hardened scorer: the raw reasoning-gym score of the answer is 1, the domain's verdict a fail."""
@@ -212,6 +224,87 @@ def _boxnet_sweep(prompt: str) -> str:
                     for a, b in reversed(list(zip(way, way[1:], strict=False)))}
             plan += [match, push] * len(way) + [match]
     return json.dumps(plan, separators=(",", ":"))
+
+
+def _changed(task: Task, answer: str) -> str:
+    """``answer``, or nothing (which no scorer passes) where it is the stored answer after all."""
+    return "" if answer.strip() == str(task.fields["answer"]).strip() else answer
+
+
+def _rows(matrix: str, cell) -> str:
+    return "\n".join(" ".join(cell(x) for x in line.split()) for line in matrix.splitlines())
+
+
+def _json_true_for_one(text: str) -> str:
+    """The JSON value with its first 1 written ``true`` (Python's ``True == 1``), or nothing."""
+    value, done = json.loads(text), []
+
+    def swap(v):
+        if not done and type(v) is int and v == 1:
+            done.append(1)
+            return True
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        return [swap(x) for x in v] if isinstance(v, list) else v
+
+    out = swap(value)
+    return json.dumps(out) if done else ""
+
+
+def _makes_24(numbers: list[int], good, *, join: bool = False) -> str:
+    """An expression of the four numbers whose value passes ``good``; with ``join``, two of them read
+    as one decimal (3 and 5 as 3.5). Nothing when there is none."""
+    import itertools
+    from fractions import Fraction
+
+    items = [str(n) for n in numbers]
+    if join:
+        pools = [[f"{a}.{b}"] + [n for k, n in enumerate(items) if k not in (i, j)]
+                 for (i, a), (j, b) in itertools.permutations(enumerate(items), 2)]
+    else:
+        pools = [items]
+    ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+           "/": lambda a, b: a / b if b else None}
+    for pool in pools:
+        for p in itertools.permutations(pool):
+            for o in itertools.product(ops, repeat=len(p) - 1):
+                value = Fraction(p[0])  # ((a o b) o c) o d, left to right
+                for op, x in zip(o, p[1:], strict=True):
+                    value = None if value is None else ops[op](value, Fraction(x))
+                if value is not None and good(value):
+                    expr = p[0]
+                    for op, x in zip(o, p[1:], strict=True):
+                        expr = f"({expr} {op} {x})"
+                    return expr
+    return ""
+
+
+def test_coin_flip_s_rare_events_are_not_zero() -> None:
+    """coin_flip's scorer allows 1e-4 absolute: "0" passed every event rarer than that (no heads in 14
+    flips, 6.1e-05); the tolerance is relative now, and the stored probability still passes."""
+    from reasoning_gym.factory import create_dataset
+
+    env = get_domain("rg/coin_flip")
+    task = next(t for t in env.generate_level(60, level=11, seed=0) if float(t.fields["answer"]) < 1e-4)
+    entry = {"question": task.prompt, "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"]}
+    assert create_dataset("coin_flip", seed=1, size=1).score_answer("0", entry) == 1.0
+    verdicts = _verify([(task, respond("0")), (task, str(task.reference)), (task, respond(f"{float(task.fields['answer']):.5g}"))])
+    assert [v.outcome for v in verdicts] == ["fail", "pass", "pass"]
+
+
+def test_countdown_takes_the_given_integers_and_an_exact_value() -> None:
+    """countdown's scorer reads the integers of the text (3.5 is the given 3 and 5) and allows 1e-5 of
+    the target (1000 - 1/1000 makes 1000): raw reasoning-gym gives each 1.0; both are refused here."""
+    from reasoning_gym.factory import create_dataset
+
+    from posttrain.envs.rg._check import score
+
+    raw = create_dataset("countdown", seed=1, size=1)
+    for numbers, target, answer in (([3, 5, 2], 7, "3.5*2"), ([1000, 1, 1000], 1000, "1000 - 1/1000")):
+        entry = {"question": "q", "answer": answer, "metadata": {"numbers": numbers, "target": target}}
+        assert raw.score_answer(answer, entry) == 1.0
+        value, refused = score("countdown", {}, answer, entry)
+        assert refused is not None or value < 1.0, answer
 
 
 def _raw_passes(generator: str, task: Task, answer: str) -> bool:

@@ -25,6 +25,13 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
   matched them all: now each action must be legal (``_solvers.py``). intermediate_integration's
   own references sometimes leave an ``Integral(...)`` unevaluated, which passes any task: refused,
   and such tasks are not generated.
+- **Looser than the prompt asks.** pool_matrix asks for 2 decimals and allowed 1%: 4.3 passed for
+  4.33; decimal_arithmetic asks for 12 significant digits and allowed a unit of the operands' last
+  decimal; number_format passed any number within 0.01 of the pick (a rounding, or a wrong candidate
+  as close); coin_flip's absolute 1e-4 passed 0 for any rare event; puzzle24 truncates the value to an
+  integer (7*7/(6-4) = 24.5 made 24) and, with countdown, read 3.5 as the given 3 and 5 (a decimal
+  point is no operation); codeio and game_of_life compare JSON with Python's ``==``, where ``true`` is
+  ``1`` (graph_color took ``true`` for colour 1 the same way). Each now scores what its prompt asks.
 - **The right answer among others.** The scorer reads only the first item: gsm_symbolic (the first
   number, and never a leading minus: its own negative answers failed), fraction_simplification (the first fraction), time_intervals (the first field);
   word_sorting counts only the first len(oracle) words, letter_jumble the oracle's words in
@@ -79,13 +86,16 @@ _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z]+)|(\*\*|[-+*/()]))")
 def _expression(answer: str, *, names: bool, symbols: frozenset[str] | None = None) -> str | None:
     """None when ``answer`` is only numbers, operators, parentheses and (with ``names``) one-letter
     variables (those of ``symbols`` when given) and the functions above; else why not. Nothing in it
-    can reach ``eval``'s builtins."""
+    can reach ``eval``'s builtins. Without ``names`` the numbers are integers: the given numbers
+    as they are."""
     at = 0
     text = answer.rstrip()
     while at < len(text):
         m = _TOKEN.match(text, at)
         if m is None:
             return f"not an arithmetic expression (at {text[at:at + 12]!r})"
+        if not names and "." in (m.group(1) or ""):
+            return f"{m.group(1)!r} is not one of the given numbers (a decimal point joins two of them)"
         name = m.group(2)
         if name is not None and name not in _FUNCTIONS and (
                 not names or len(name) > 1 or (symbols is not None and name not in symbols)):
@@ -99,6 +109,28 @@ def _expression(answer: str, *, names: bool, symbols: frozenset[str] | None = No
 
 def _arithmetic(dataset: Any, answer: str, entry: Entry) -> str | None:
     return _expression(answer, names=False)
+
+
+def _makes(target: Callable[[Entry], int]) -> Refusal:
+    """The expression's exact value (sympy's rationals) is the target. puzzle24's scorer takes
+    ``int()`` of the value, so 7*7/(6-4) = 24.5 made 24; countdown's ``np.isclose`` allows 1e-5 of the
+    target. Runs after ``_arithmetic``: the answer is numbers and + - * / ( ) only."""
+
+    def refuse(dataset: Any, answer: str, entry: Entry) -> str | None:
+        from sympy import Integer, parse_expr
+
+        return None if parse_expr(answer) == Integer(target(entry)) else "its exact value is not the target"
+
+    return refuse
+
+
+def _all(*refusals: Refusal) -> Refusal:
+    """The first of ``refusals`` that refuses the answer."""
+
+    def refuse(dataset: Any, answer: str, entry: Entry) -> str | None:
+        return next((why for r in refusals if (why := r(dataset, answer, entry)) is not None), None)
+
+    return refuse
 
 
 def _symbolic(dataset: Any, answer: str, entry: Entry) -> str | None:
@@ -141,12 +173,13 @@ def _halting(dataset: Any, answer: str, entry: Entry) -> float:
 
 
 def _coin_flip(dataset: Any, answer: str, entry: Entry) -> float:
-    """The scorer's tolerance rule alone (1e-4), without its prefix-match partial credit."""
+    """The scorer's tolerance (1e-4), relative, without its prefix-match partial credit. Absolute, it
+    passed 0 for a probability under 1e-4 (no heads in 14 flips, 6.1e-05): any rare event's answer."""
     try:
         got, want = Fraction(answer.replace(",", "").strip()), Fraction(str(entry["answer"]).replace(",", ""))
     except (ValueError, ZeroDivisionError):
         return 0.0
-    return 1.0 if abs(float(got) - float(want)) <= 1e-4 else 0.0
+    return 1.0 if abs(got - want) <= Fraction(1, 10_000) * abs(want) else 0.0
 
 
 def _gsm_number(dataset: Any, answer: str, entry: Entry) -> float:
@@ -257,12 +290,91 @@ def _arc(dataset: Any, answer: str, entry: Entry) -> float:
     return 1.0 if [list(row) for row in board] == [list(row) for row in entry["metadata"]["output"]] else 0.0
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1`` and ``false`` not ``0`` (Python's ``==`` says they
+    are), ``1.0`` is ``1`` (JSON has one number type), every item and key the same."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float):
+        return isinstance(b, int | float) and a == b
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same_json, a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    return False
+
+
+def _json_answer(dataset: Any, answer: str, entry: Entry) -> str | None:
+    """The stored JSON value, as JSON: codeio's and game_of_life's scorers compare with Python's
+    ``==`` (``{"x": true}`` passed for ``{"x": 1}``, a board of ``true`` for one of 1s), and
+    game_of_life reads only the stored board's cells (more rows and columns passed)."""
+    if answer.strip() == str(entry["answer"]).strip():
+        return None
+    try:
+        same = _same_json(json.loads(answer), json.loads(str(entry["answer"])))
+    except ValueError:
+        return "not the stored JSON value"
+    return None if same else "not the stored JSON value (its shape, a value or a JSON type differs)"
+
+
+def _colours(dataset: Any, answer: str, entry: Entry) -> str | None:
+    """Every colour one of the puzzle's (integers): the check's ``in`` took ``true`` for colour 1."""
+    coloring = json.loads(answer)  # the scorer parsed it to give its full score
+    if not isinstance(coloring, dict) or any(isinstance(c, bool) for c in coloring.values()):
+        return "a colour is true or false, not one of the possible colours"
+    return None
+
+
+def _pool_matrix(dataset: Any, answer: str, entry: Entry) -> float:
+    """Row for row, each element equal to the stored one at 2 decimals ("correct to 2 decimal places",
+    the prompt says). The scorer's ``np.allclose(rtol=1e-2)`` passed 4.3 for 4.33 (rounded coarser
+    than asked), and ``np.loadtxt`` read a column of n numbers as a row of n."""
+    rows = [line.split() for line in answer.strip().splitlines()]
+    want = [line.split() for line in str(entry["answer"]).strip().splitlines()]
+    if [len(r) for r in rows] != [len(r) for r in want]:
+        return 0.0
+    try:
+        pairs = [(float(a), float(b)) for r, w in zip(rows, want, strict=True) for a, b in zip(r, w, strict=True)]
+    except ValueError:
+        return 0.0
+    return 1.0 if all(math.isfinite(a) and round(a, 2) == b for a, b in pairs) else 0.0
+
+
+def _decimal_value(dataset: Any, answer: str, entry: Entry) -> float:
+    """The stored value to the prompt's ``precision`` significant digits (within ten units of the last:
+    the generator rounds at each step, a solver once). The scorer allowed one unit of the operands' last
+    decimal place: -11.58 passed for -11.5798450806 (asked to 12 significant digits)."""
+    from decimal import Decimal, InvalidOperation, localcontext
+
+    try:
+        got, want = Decimal(answer.strip()), Decimal(str(entry["answer"]))
+    except InvalidOperation:
+        return 0.0
+    if not got.is_finite():
+        return 0.0
+    with localcontext() as ctx:
+        ctx.prec = 100
+        tol = Decimal(10) ** (want.adjusted() - int(dataset.config.precision) + 2)
+        return 1.0 if abs(got - want) <= tol else 0.0
+
+
+def _candidate(dataset: Any, answer: str, entry: Entry) -> float:
+    """One of the question's candidates, which the generator draws to 3 decimals: the answer equals
+    the solution to within half of 0.001. The scorer's 1e-2 passed a rounding to 2 decimals, and a
+    wrong candidate within 0.01 of the right one."""
+    try:
+        got = float(answer.strip().replace(",", ""))
+    except ValueError:
+        return 0.0
+    return 1.0 if abs(got - float(entry["metadata"]["solution"])) < 5e-4 else 0.0
+
+
 HARDENED: dict[str, Rule] = {
     "binary_matrix": Rule(replace=_exact),
     "spiral_matrix": Rule(replace=_exact),
     "string_insertion": Rule(replace=_exact),
-    "countdown": Rule(before=_arithmetic),
-    "puzzle24": Rule(before=_arithmetic, check=_puzzle24),
+    "countdown": Rule(before=_arithmetic, check=_makes(lambda e: e["metadata"]["target"])),
+    "puzzle24": Rule(before=_arithmetic, check=_all(_puzzle24, _makes(lambda e: 24))),
     "polynomial_multiplication": Rule(before=_symbolic),
     "simple_integration": Rule(before=_antiderivative),
     "intermediate_integration": Rule(before=_antiderivative, keep=lambda e: "Integral" not in str(e["answer"])),
@@ -284,10 +396,15 @@ HARDENED: dict[str, Rule] = {
     "advanced_geometry": Rule(check=_geometry),
     "letter_jumble": Rule(check=_same_words),
     "figlet_font": Rule(check=_figlet),
-    "graph_color": Rule(open_answers=True),
+    "graph_color": Rule(check=_colours, open_answers=True),
     "jugs": Rule(open_answers=True),
     "n_queens": Rule(replace=_n_queens, open_answers=True),
     "arc_agi": Rule(replace=_arc),
+    "pool_matrix": Rule(replace=_pool_matrix),
+    "decimal_arithmetic": Rule(replace=_decimal_value),
+    "number_format": Rule(replace=_candidate),
+    "codeio": Rule(check=_json_answer),
+    "game_of_life": Rule(check=_json_answer),
     "rearc": Rule(replace=_arc),
 }
 """generator -> its rule (module docstring)."""
