@@ -116,13 +116,21 @@ class Verdict:
 
     @staticmethod
     def infra(detail: str, *, error_class: str = "infra", evidence: Mapping[str, Any] | None = None) -> Verdict:
-        """An infrastructure failure: retried by the caller, and if it persists, dropped."""
+        """An infrastructure failure: retried by the caller, and if it persists, dropped.
+
+        ``detail`` is the message, ``evidence["detail"]``: it wins over a ``detail`` in ``evidence``
+        (which the message quotes where it matters), so that "task X: gold ... is not parseable"
+        reaches the report instead of only the parse error under it.
+
+        >>> Verdict.infra("task t: gold is not parseable (E)", evidence={"detail": "E"}).evidence["detail"]
+        'task t: gold is not parseable (E)'
+        """
         return Verdict(
             outcome="infra_error",
             reward=float("nan"),
             feedback="",
             error_class=error_class,
-            evidence={"detail": detail, **(evidence or {})},
+            evidence={**(evidence or {}), "detail": detail},
         )
 
     def to_json(self) -> dict[str, Any]:

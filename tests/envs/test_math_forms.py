@@ -126,6 +126,10 @@ def test_the_quickstart_family_keeps_its_answers() -> None:
         ("\\frac{1+\\sqrt{5}}{2}", None, "\\frac{1}{2}(1+\\sqrt{5})"),
         ("\\frac{-1+\\sqrt{3}i}{2}", None, "-\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i"),
         ("\\frac{1}{e}", None, "e^{-1}"),
+        ("e + 1", None, "1 + e"),  # e unevaluated is exp(1): it failed as "a function to evaluate"
+        ("\\frac{e}{2}", None, "\\frac{1}{2}e"),
+        ("1\\,000", None, "1000"),  # a thin space between thousands: it was read 1 \cdot 000
+        ("1000", None, "1\\,000"),
         ("2^{2/3}", None, "\\sqrt[3]{4}"),
         ("\\frac{\\ln 3}{\\ln 2}", None, "\\log_2 3"),
         ("\\{2, 3\\}", None, "\\{3, 2\\}"),

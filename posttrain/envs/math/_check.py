@@ -3,9 +3,9 @@ are compared"), exactly, and in a worker process where sympy is needed.
 
 The rule, in the order applied (``compare``); each side is the box content or the gold:
 
-1. Normalise: drop ``$`` and ``\\$``, ``\\left``/``\\right``, ``\\displaystyle``, spacing commands
-   (``\\, \\; \\: \\! \\ ~``), a trailing period; ``\\dfrac``/``\\tfrac`` are ``\\frac``, ``\\sqrt2`` is
-   ``\\sqrt{2}``, unicode symbols (``× · ÷ − π ∞ √ ∪ °``) are their LaTeX.
+1. Normalise: drop ``$`` and ``\\$``, ``\\left``/``\\right`` (and ``\\left.``), ``\\displaystyle``,
+   spacing commands (``\\, \\; \\: \\! \\ ~``; ``1\\,000`` is ``1000``), a trailing period; ``\\dfrac``/``\\tfrac`` are ``\\frac``,
+   ``\\cdotp`` is ``\\cdot``, ``\\sqrt2`` is ``\\sqrt{2}``, unicode symbols (``× · ÷ − π ∞ √ ∪ °``) are their LaTeX.
    Identical strings are equal (case-sensitive: ``X^2`` is not ``x^2``).
 2. Text: if the gold has ``\\text{...}`` (or ``\\textbf``, ``\\mbox``, ...), it is a text answer:
    both sides compare as strings with whitespace removed and case folded. Otherwise text in the
@@ -29,7 +29,12 @@ The rule, in the order applied (``compare``); each side is the box content or th
    ``factored`` forms both sides are polynomials as ``_poly`` reads them, compared as such
    (``_compare_polynomials``). Anything else (surds, ``\\pi``, symbols, sets, tuples, intervals,
    matrices) is parsed by latex2sympy (symbol case kept) in a worker and compared structurally:
-   same kind, same free symbols, and ``simplify(gold - answer) == 0`` for each element.
+   same kind, same free symbols, and ``simplify(gold - answer) == 0`` for each element (two
+   rational functions that differ at one rational point, computed exactly, differ without
+   ``simplify``: ``_differ``). What
+   latex2sympy is given is the reader's reading re-spelled (``_read.sympy_spelling``: ``\\frac12``,
+   ``\\lg``, ``\\operatorname{sin}``, ...), and a side the evaluator here reads is given as its
+   exact value (``\\frac{p}{q}``), whatever its spelling.
 7. Approximate comparison only when the task gives a ``tolerance`` (``{"abs": a, "rel": r}``):
    two numbers are equal when ``|answer - gold| <= max(a, r * |gold|)``.
 
@@ -43,6 +48,7 @@ small evaluator here, never ``eval``/``parse_expr`` (reward-hacking.md MATH-06).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -57,7 +63,7 @@ from posttrain.envs.math._poly import (
     read_polynomial,
     reducible_factor,
 )
-from posttrain.envs.math._read import _UNICODE, REPEATING, Unreadable, Work, number_value, read
+from posttrain.envs.math._read import _UNICODE, REPEATING, Unreadable, Work, number_value, sympy_spelling
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
@@ -99,14 +105,18 @@ class Equivalence:
 
 # ---------------------------------------------------------------- 1-4: normalisation and form
 
-_NOISE_RE = re.compile(r"\\\\|\\?\$|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\displaystyle|\\[,;:! ]|~")
+_NOISE_RE = re.compile(r"\\\\|\\?\$|\\(?:left|right)(?:\.|(?![A-Za-z]))|\\displaystyle|\\[,;:! ]|~")
 """Noise to drop; ``\\\\`` (a matrix's row break) is matched first so that it stays whole; ``\\$`` (a
 dollar sign, ``\\$18.90``) goes whole: dropping only its ``$`` left ``\\ 18.90``, which latex2sympy
-cannot parse, so a gold written so made every other answer an infra error."""
+cannot parse, so a gold written so made every other answer an infra error. ``\\left.`` and
+``\\right.`` (the empty delimiters) go whole too: the reader read their ``.`` as a number."""
 _SYMBOLS = {**_UNICODE, "°": "^{\\circ}"}
 """Unicode symbols as the LaTeX they stand for (the reader's table, ``_read._UNICODE``), so that the
 form reader and latex2sympy read the same text: a gold ``30°`` or ``(-∞, 3)``, which the reader read
 and latex2sympy could not, made every other answer an infra error."""
+_THIN_GROUPS_RE = re.compile(r"(?<![\d.])\d{1,3}(?:\\,\d{3})+(?!\d)")
+"""``1\\,000``: thousands in groups, by a thin space (SI); dropping the space left ``1 000``, read as
+``1 \\cdot 000`` (0), so a gold written so failed its right answer."""
 _BARE_ROOT_RE = re.compile(r"\\sqrt(?![A-Za-z])\s*([0-9A-Za-z])")
 """``\\sqrt2``, ``2\\sqrt 3``, ``√2``: a root of one character, as TeX and the form reader read it;
 latex2sympy reads only ``\\sqrt{2}``, so a gold ``2\\sqrt3`` made every other answer an infra error
@@ -128,8 +138,10 @@ def normalise(text: str) -> str:
     """
     for char, latex in _SYMBOLS.items():
         text = text.replace(char, latex)
+    text = _THIN_GROUPS_RE.sub(lambda m: m.group().replace("\\,", ""), text)
     text = _NOISE_RE.sub(lambda m: m.group() if m.group() == "\\\\" else " ", text)
     text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
+    text = re.sub(r"\\cdotp(?![A-Za-z])", r"\\cdot ", text)  # latex2sympy read \cdotp as the letter p
     text = _BARE_ROOT_RE.sub(r"\\sqrt{\1}", text)
     return re.sub(r"\s+", " ", text).strip().rstrip(".").strip()
 
@@ -354,7 +366,19 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
         if tolerance is not None:
             return Equivalence(tolerance.accepts(g, a), "ok", "tolerance")
         return Equivalence(g == a, "ok", "exact")
+    gold, answer = (text if q is None else _latex(q) for text, q in ((gold, g), (answer, a)))
     return (checker or shared_checker()).equivalent(gold, answer, tolerance, form=want)
+
+
+def _latex(q: Fraction) -> str:
+    """An exact value as the LaTeX latex2sympy reads: ``1{,}000`` or ``\\frac12`` is not given to it.
+
+    >>> _latex(Fraction(-3, 4)), _latex(Fraction(1000))
+    ('-\\\\frac{3}{4}', '1000')
+    """
+    if q.denominator == 1:
+        return str(q.numerator)
+    return f"{'-' if q < 0 else ''}\\frac{{{abs(q.numerator)}}}{{{q.denominator}}}"
 
 
 def _compare_polynomials(gold: str, answer: str, form: str, checker: MathChecker | None) -> Equivalence:
@@ -399,10 +423,16 @@ def gold_form_problem(gold: str, form: str) -> str | None:
     return None
 
 
-def unreadable_gold(gold: str) -> str | None:
-    """Why neither reader reads a task's ``gold`` (checked at parse time: every answer but the
-    gold's own spelling would be an infra error), or None. A side the form reader reads is taken
-    as read; another one is given to latex2sympy, here.
+@functools.lru_cache(maxsize=4096)  # latex2sympy takes ~10 ms a side; a file repeats its golds
+def unreadable_gold(gold: str, form: str | None = None) -> str | None:
+    """Why the checker cannot read a task's ``gold`` (checked at parse time: every answer but the
+    gold's own spelling that goes to the worker would be an infra error), or None; ``form``: the
+    task's form, where it has one. A side the evaluator here reads is compared as its exact value,
+    a side in a polynomial form as ``_poly`` reads it (``gold_form_problem`` checks that); another
+    one is given to latex2sympy, here, as the worker gives it (``_parse``): a side only the form
+    reader reads is not enough, since the worker compares what latex2sympy reads (``e_1``,
+    ``\\sin(1, 2)``, a number too large to compare, ``10^{10^{100}}``, were taken as read, and every
+    answer to them was an infra error).
 
     >>> unreadable_gold("0.\\\\overline{3}"), unreadable_gold("\\\\text{Monday}"), unreadable_gold("1, 2, \\\\ldots")
     (None, None, "latex2sympy: I don't understand this")
@@ -413,13 +443,8 @@ def unreadable_gold(gold: str) -> str | None:
     if match := _PERCENT_RE.search(gold):
         gold = gold[: match.start()]
     for side in split_relations(gold)[0]:
-        if not side or exact_value(side) is not None:
+        if not side or (form in POLYNOMIAL_FORMS and not is_name(side)) or exact_value(side) is not None:
             continue
-        try:
-            read(side)
-            continue
-        except _READ_ERRORS:
-            pass
         try:
             _parse(side)
         except Exception as e:  # noqa: BLE001 - any failure to parse the gold is the task's, said in one line
@@ -487,17 +512,19 @@ def _parse_both(text: str) -> tuple[Any, Any]:
 
     config = ConversionConfig(lowercase_symbols=False, interpret_contains_as_eq=False,
                               interpret_simple_eq_as_assignment=False)
-    latex = _exact_latex(text)
+    latex = _exact_latex(sympy_spelling(text))
     try:
         with sympy.evaluate(False):  # first unevaluated, to refuse 10^{10^{10}} before sympy computes it
             raw = latex2sympy(latex, normalization_config=None, conversion_config=config)
     except Exception:  # noqa: BLE001 - some forms parse only evaluated (2\frac{1}{2}); the CPU budget bounds them
         raw = None
     if _too_large(raw):
-        raise ValueError(f"a number with more than {_MAX_SYMPY_BITS} bits")
+        raise ValueError(f"a number with more than {_MAX_SYMPY_BITS} bits or a power of degree above {_MAX_DEGREE}")
     expr = latex2sympy(latex, normalization_config=None, conversion_config=config)
     if isinstance(expr, sympy.Basic) and expr.atoms(sympy.Float):
         raise ValueError("an inexact number")
+    if _too_large(expr):  # powers evaluation combined: ((x^{1000})^{1000}) is x^{1000000}
+        raise ValueError(f"a power of degree above {_MAX_DEGREE}")
     return raw, expr
 
 
@@ -505,36 +532,61 @@ def closed_functions(raw: Any) -> str | None:
     """Why an answer read unevaluated (``raw``; the evaluated parse where only that one works) is
     not in the closed form for its functions: one
     of numbers whose value sympy finds without it (``sin(pi/4)`` is ``sqrt(2)/2``, ``log(8, 2)``
-    is 3, ``exp(log(2))`` is 2, ``atan(1)`` is ``pi/4``); ``log(2)`` or ``sin(1)`` stay."""
+    is 3, ``exp(log(2))`` is 2, ``atan(1)`` is ``pi/4``); ``log(2)`` or ``sin(1)`` stay. ``exp(1)``
+    is the constant ``e`` as latex2sympy reads it unevaluated (``1 + e`` failed as a function to
+    evaluate)."""
     import sympy
     from sympy.core.function import AppliedUndef
 
     for node in sympy.preorder_traversal(raw):
         if isinstance(node, sympy.Function) and not isinstance(node, AppliedUndef) and not node.free_symbols:
+            if node.func is sympy.exp and node.args == (1,):
+                continue
             if not node.doit().has(node.func):
                 return f"a function to evaluate ({node.func.__name__})"
     return None
 
 
 _MAX_SYMPY_BITS = 1_000_000
+_MAX_DEGREE = 100_000
 
 
 def _too_large(expr: Any) -> bool:
-    """Whether a numeric power in ``expr`` has more than ``_MAX_SYMPY_BITS`` bits (estimated at
-    15 digits, which never computes the power itself)."""
+    """Whether a numeric power, factorial or binomial in ``expr`` has more than ``_MAX_SYMPY_BITS``
+    bits (estimated at 15 digits, which never computes it: ``(10^{10})!`` used the whole CPU budget),
+    or a power of a variable has a degree above ``_MAX_DEGREE`` (``(x-1)^{10^{10}}`` ran the
+    worker out of memory)."""
     import sympy
 
     if not isinstance(expr, sympy.Basic):
         return False
     for node in sympy.preorder_traversal(expr):
-        if isinstance(node, sympy.Pow) and node.base.is_number and node.exp.is_number:
-            base = abs(sympy.N(node.base, 15))
-            if base.is_zero or base == 1 or not base.is_finite:
-                continue
-            bits = abs(sympy.N(node.exp, 15)) * abs(sympy.N(sympy.log(base, 2), 15))
-            if bits.is_finite is False or bool(bits > _MAX_SYMPY_BITS):
+        if isinstance(node, sympy.Pow) and not node.base.is_number and node.exp.is_number:
+            if bool(abs(sympy.N(node.exp, 15)) > _MAX_DEGREE):  # what expanding it would cost
                 return True
+            continue
+        bits = _bits(node)
+        if bits is not None and (bits.is_finite is False or bool(bits > _MAX_SYMPY_BITS)):
+            return True
     return False
+
+
+def _bits(node: Any) -> Any:
+    """The estimated size in bits of a numeric power, factorial or binomial (``n!``: ``n log2 n``;
+    ``binomial(n, k)``: ``k log2 n``), or None for another node."""
+    import sympy
+
+    if isinstance(node, sympy.Pow) and node.base.is_number and node.exp.is_number:
+        base = abs(sympy.N(node.base, 15))
+        if base.is_zero or base == 1 or not base.is_finite:
+            return None
+        return abs(sympy.N(node.exp, 15)) * abs(sympy.N(sympy.log(base, 2), 15))
+    if isinstance(node, sympy.factorial | sympy.factorial2 | sympy.gamma | sympy.binomial) and all(
+            arg.is_number for arg in node.args):
+        n = abs(sympy.N(node.args[0], 15))
+        k = min(abs(sympy.N(node.args[1], 15)), abs(n - sympy.N(node.args[1], 15))) if len(node.args) == 2 else n
+        return k * abs(sympy.N(sympy.log(n + 2, 2), 15))
+    return None
 
 
 def _same(g: Any, a: Any, tol: list[float] | None) -> bool:
@@ -565,7 +617,37 @@ def _same(g: Any, a: Any, tol: list[float] | None) -> bool:
         return bool(abs(av - gv) <= max(sympy.Float(tol[0], 50), sympy.Float(tol[1], 50) * abs(gv)))
     if g.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan) or a.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
         return False  # equal infinities were caught by ``g == a``; oo - oo is nan, not 0
-    return sympy.simplify(g - a) == 0
+    return not _differ(g, a) and sympy.simplify(g - a) == 0
+
+
+def _differ(g: Any, a: Any) -> bool:
+    """Whether two rational functions of their symbols (rational coefficients, integer powers)
+    differ at one rational point (the symbols at 29/37, 31/37, ...), computed exactly: a wrong
+    answer then costs one evaluation instead of ``simplify`` (``(x+1)^{1000}`` against
+    ``x^2+2x+1`` took 6 s of it, ``(x+1)^{100000}`` the whole CPU budget). Anything else, a pole
+    at the point, or a value too large to compute, is left to ``simplify``."""
+    import sympy
+
+    symbols = sorted(g.free_symbols | a.free_symbols, key=str)
+    if _exact_bits(g) + _exact_bits(a) > 10 * _MAX_SYMPY_BITS:  # ~0.1 s of big-integer arithmetic
+        return False
+    point = {s: sympy.Rational(29 + 2 * i, 37) for i, s in enumerate(symbols)}
+    gv, av = g.xreplace(point), a.xreplace(point)
+    return bool(gv.is_Rational and av.is_Rational and gv != av)
+
+
+def _exact_bits(expr: Any) -> float:
+    """An upper bound on the bits of ``expr``'s exact value at a point of 12-bit rationals, or
+    infinity where ``expr`` is not a rational function with rational coefficients."""
+    if expr.is_Symbol:
+        return 12
+    if expr.is_Rational:
+        return expr.p.bit_length() + expr.q.bit_length()
+    if expr.is_Pow and expr.exp.is_Integer:
+        return abs(int(expr.exp)) * _exact_bits(expr.base)
+    if expr.is_Add or expr.is_Mul:
+        return sum(_exact_bits(arg) for arg in expr.args) + len(expr.args)
+    return float("inf")
 
 
 _BASE_RE = re.compile(r"(?<![A-Za-z\\])\d\s*_")

@@ -200,7 +200,11 @@ class MathEnv:
         answer = str(answer).strip()
         if not answer:
             raise reader.fail("answer", "a non-empty answer", answer)
-        unreadable = unreadable_gold(answer)
+        form = reader.record.get("form")  # checked below; a polynomial form's gold is not latex2sympy's
+        prompt = reader.record.get("prompt")
+        if "form" not in reader.record and isinstance(prompt, str):
+            form = instructed_form(prompt, answer)
+        unreadable = unreadable_gold(answer, form if isinstance(form, str) else None)
         if unreadable:
             raise reader.fail("answer", f"a gold answer the checker can read (this one is not read: {unreadable})",
                               answer)

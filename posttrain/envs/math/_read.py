@@ -14,11 +14,17 @@ an elementary function. Anything else raises ``Unreadable``.
 
 Pure Python over at most a few hundred characters (the box's limit), nesting bounded
 (``_MAX_DEPTH``): no sympy, no ``eval``.
+
+``sympy_spelling`` re-spells what this reader reads in the LaTeX latex2sympy reads (for the
+checker's worker, ``_check._parse``): a gold this reader read and latex2sympy did not (``\\frac12``,
+``\\lg 10``, ``x \\ast y``, ``\\operatorname{sin} x``) made every answer that went to the worker an
+infra error.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -199,7 +205,7 @@ class _Reader:
     def factor(self) -> Node:
         if self.peek() in ("+", "-"):
             sign = self.take()
-            inner = self.factor()
+            inner = self.nested(self.factor)  # a chain of signs nests as deep as brackets do
             return inner if sign == "+" else Node("neg", (inner,))
         node = self.power()
         if self.peek() == "!":
@@ -236,11 +242,17 @@ class _Reader:
         return self.atom()
 
     def atom(self) -> Node:
+        return self.nested(lambda: self._atom(self.take()))
+
+    def nested(self, read: Callable[[], Node]) -> Node:
+        """``read()`` one level deeper: a tree deeper than ``_MAX_DEPTH`` is not read, so that no
+        walk over a read tree (``_form``, ``_poly``) runs out of stack (``-`` 399 times, then ``1``,
+        made ``has_variable`` raise RecursionError: an infra error)."""
         self.depth += 1
         if self.depth > _MAX_DEPTH:
             raise Unreadable("nested too deeply")
         try:
-            return self._atom(self.take())
+            return read()
         finally:
             self.depth -= 1
 
@@ -387,3 +399,114 @@ def _mul(left: Node, right: Node, op: str) -> Node:
     if left.kind == "mul":
         return Node("mul", (*left.args, right), ops=(*left.ops, op))
     return Node("mul", (left, right), ops=(op,))
+
+
+# ---------------------------------------------------------------- the reader's spellings, for latex2sympy
+
+_ARGUMENTS = {"\\frac": 2, "\\cfrac": 2, "\\dfrac": 2, "\\tfrac": 2, "\\sqrt": 1, "^": 1, "_": 1}
+_RESPELL = [
+    (re.compile(r"\\operatorname\s*\{\s*(" + "|".join(f[1:] for f in sorted(_FUNCTIONS)) + r")\s*\}"), r"\\\1 "),
+    (re.compile(r"\\lg(?![A-Za-z])"), r"\\log_{10} "),  # ISO 80000-2: lg is the base-10 logarithm
+    (re.compile(r"\\ast(?![A-Za-z])"), "*"),
+    (re.compile(r"\\varnothing(?![A-Za-z])"), r"\\emptyset "),
+    (re.compile(r"\\(begin|end)\s*\{\s*smallmatrix\s*\}"), r"\\\1{matrix}"),
+    (re.compile(r"\\(begin|end)\s*\{\s*Bmatrix\s*\}"), r"\\\1{bmatrix}"),
+    (re.compile(r"(?<![\d.])(\d+)\.(?![\d\\])"), r"\1"),  # 1. is 1 (0.\overline{3} keeps its point)
+]
+
+
+def sympy_spelling(text: str) -> str:
+    """``text`` re-spelled in the LaTeX latex2sympy reads, with the meaning this reader gives it:
+    each argument of ``\\frac``, ``\\sqrt``, ``^`` and ``_`` braced as ``_Reader.argument`` reads it
+    (``\\frac12``, ``x^-1``, ``2^\\frac12``, ``\\sqrt[3]8``); a brace group that is a value, and the
+    content of ``\\mathrm{...}`` and the like, in round brackets (latex2sympy reads ``{e}`` as a
+    set); ``\\operatorname{sin}``, ``\\lg``, ``\\ast``, ``\\varnothing``, ``smallmatrix`` and
+    ``Bmatrix``, and ``1.``, as latex2sympy names them. Text it does not read passes through.
+
+    >>> sympy_spelling("\\\\frac12 + x^-1 \\\\ast \\\\mathrm{e}")
+    '\\\\frac{1}{2} + x^{-1} * (e)'
+    """
+    for pattern, replacement in _RESPELL:
+        text = pattern.sub(replacement, text)
+    try:
+        return _Respeller(text).all()
+    except RecursionError:  # nesting deeper than a box holds: left to latex2sympy as it is
+        return text
+
+
+class _Respeller:
+    """``sympy_spelling``'s walk over the reader's tokens, copying the text between them."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spans = [m.span(1) for m in _TOKEN_RE.finditer(text)]
+
+    def tok(self, k: int) -> str:
+        return self.text[self.spans[k][0]:self.spans[k][1]] if k < len(self.spans) else ""
+
+    def gap(self, k: int) -> str:
+        return self.text[self.spans[k - 1][1] if k else 0:self.spans[k][0]]
+
+    def all(self) -> str:
+        out, k = self.until(0, "")
+        return out + self.text[self.spans[-1][1]:] if self.spans else self.text
+
+    def until(self, k: int, close: str) -> tuple[str, int]:
+        """The tokens from ``k`` to the ``close`` that ends their group (the end, for ``""``),
+        re-spelled, and the index after ``close``."""
+        parts = []
+        while k < len(self.spans) and self.tok(k) != close:
+            parts.append(self.gap(k))
+            unit, k = self.unit(k)
+            parts.append(unit)
+        return "".join(parts), k + 1
+
+    def group(self, k: int, brackets: str) -> tuple[str, int]:
+        """The group that opens at token ``k`` in ``brackets``; one left open stays open."""
+        close = {"{": "}", "[": "]"}[self.tok(k)]
+        inner, k = self.until(k + 1, close)
+        return brackets[0] + inner + (brackets[1] if k <= len(self.spans) else ""), k
+
+    def unit(self, k: int) -> tuple[str, int]:
+        """Token ``k`` with what belongs to it: a group, or a command's arguments. A group after
+        a command or another group is an argument (``\\begin{pmatrix}``, ``\\binom{n}{k}``) and
+        keeps its braces; another one is a value, in round brackets."""
+        tok = self.tok(k)
+        if tok in _WRAPPERS and self.tok(k + 1) == "{":
+            return self.group(k + 1, "()")
+        if tok == "{":
+            before = self.tok(k - 1) if k else ""
+            argument = before in ("}", "]") or before[:1] == "\\" and before[1:].isalpha()
+            return self.group(k, "{}" if argument else "()")
+        count = _ARGUMENTS.get(tok)
+        if count is None:
+            return tok, k + 1
+        parts, k = [tok], k + 1
+        if tok == "\\sqrt" and self.tok(k) == "[":
+            index, k = self.group(k, "[]")
+            parts.append(index)
+        for _ in range(count):
+            if k >= len(self.spans):
+                break
+            argument, k = self.argument(k, tok)
+            parts.append(argument)
+        return "".join(parts), k
+
+    def argument(self, k: int, command: str) -> tuple[str, int]:
+        """One argument of ``command``, braced: a ``{...}`` group, a command with its arguments, or
+        one token. A number is one digit in ``\\frac`` or ``\\sqrt`` (``\\frac12``, as TeX and the
+        evaluator of ``_check`` read it) and whole after ``^`` or ``_`` (``x^23``, as that evaluator
+        and latex2sympy read it); an exponent may have a sign (``x^-1``)."""
+        sign = ""
+        if command == "^" and self.tok(k) in ("+", "-") and k + 1 < len(self.spans):
+            sign, k = self.tok(k), k + 1
+        tok = self.tok(k)
+        if tok == "{":
+            group, k = self.group(k, "{}")
+            return "{" + sign + group + "}" if sign else group, k
+        start, end = self.spans[k]
+        if command not in ("^", "_") and tok[0].isdigit() and len(tok) > 1 and "." not in tok:
+            self.spans[k:k + 1] = [(start, start + 1), (start + 1, end)]
+            return "{" + tok[0] + "}", k + 1
+        inner, k = self.unit(k)
+        return "{" + sign + inner + "}", k
