@@ -46,7 +46,10 @@ def test_a_step_without_the_zero_advantage_rows_is_the_plain_step(tmp_path: Path
     assert 0 < m_skip["frac_zero_std"] < 1  # both kinds of group were there
     assert m_skip["zero_advantage_rows"] == m_skip["frac_zero_std"] * 8 * 4
     assert "zero_advantage_rows" not in m_plain
-    assert m_skip["loss"] == pytest.approx(m_plain["loss"], abs=1e-9)
+    # every completion has 2 tokens and each group's advantages sum to 0: the loss is 0 but for float32
+    # summation noise, whose size depends on the order and the CPU's kernels (1e-9 held on one machine;
+    # -2.8e-9 against -0.9e-9 on another, the same code and packages)
+    assert m_skip["loss"] == pytest.approx(m_plain["loss"], abs=1e-7)
     assert m_skip["grad_norm"] == pytest.approx(m_plain["grad_norm"], rel=1e-6)
     # AdamW's first step is lr * g / (|g| + eps): a gradient near eps moves by up to lr with float32
     # summation noise, so a handful of the 200k weights differ beyond 1e-6, none by more than 1e-4
