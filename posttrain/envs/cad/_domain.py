@@ -74,10 +74,8 @@ class CadDomain(WorkspaceEpisodes):
             "iou": _number(reader, "iou", DEFAULT_IOU, 0.0, 1.0, "a number in (0, 1]"),
             "tolerance_mm": _number(reader, "tolerance_mm", DEFAULT_TOLERANCE_MM, 0.0, 100.0,
                                     "a number of millimetres in (0, 100]"),
-            "holes": parse_holes(reader.record.get("holes", [])),
+            "holes": _holes(reader),
         }
-        if isinstance(fields["holes"], str):
-            raise reader.fail("holes", fields["holes"], reader.record["holes"])
         canary = "canary" in (reader.record.get("tags") or ())  # its gold contradicts its prompt: no reference
         return parse_common(reader, fields, reference=None if canary else fenced(gold), default_limits=DEFAULT_LIMITS)
 
@@ -145,3 +143,10 @@ class CadDomain(WorkspaceEpisodes):
 
 
 ENV = CadDomain()
+
+
+def _holes(reader: RecordReader) -> list[dict[str, Any]]:
+    try:
+        return parse_holes(reader.record.get("holes", []))
+    except ValueError as e:
+        raise reader.fail("holes", str(e), reader.record["holes"]) from None

@@ -59,30 +59,31 @@ def _point(value: Any) -> list[float] | None:
     return [float(x) for x in value]
 
 
-def parse_holes(value: Any) -> list[dict[str, Any]] | str:
-    """The holes of a task record, normalised (floats, no unknown keys), or why they are not."""
+def parse_holes(value: Any) -> list[dict[str, Any]]:
+    """The holes of a task record, normalised (floats, no unknown keys); ``ValueError`` says what was
+    expected where they are not."""
     if not isinstance(value, list) or len(value) > MAX_HOLES:
-        return f"a list of at most {MAX_HOLES} holes"
+        raise ValueError(f"a list of at most {MAX_HOLES} holes")
     out = []
     for i, hole in enumerate(value):
         if not isinstance(hole, dict) or not {"axis", "at", "d"} <= set(hole) <= {"axis", "at", "d", "to", "ignore"}:
-            return f"hole {i}: an object with axis, at, d and optionally to, ignore"
+            raise ValueError(f"hole {i}: an object with axis, at, d and optionally to, ignore")
         d, at = hole["d"], _point(hole["at"])
         if hole["axis"] not in FRAMES or at is None or isinstance(d, bool) or not isinstance(d, int | float) \
                 or not 0 < d < 1e4:
-            return f"hole {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm"
+            raise ValueError(f"hole {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm")
         item: dict[str, Any] = {"axis": hole["axis"], "at": at, "d": float(d)}
         if "to" in hole:
             to = _point(hole["to"])
             w = FRAMES[hole["axis"]][2]
             if to is None or to[w] != at[w]:
-                return f"hole {i}: to, the slot's other end centre, at the same station as at"
+                raise ValueError(f"hole {i}: to, the slot's other end centre, at the same station as at")
             item["to"] = to
         if "ignore" in hole:
             box = hole["ignore"]
             corners = [_point(c) for c in box] if isinstance(box, list) and len(box) == 2 else [None]
             if any(c is None for c in corners):
-                return f"hole {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]"
+                raise ValueError(f"hole {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]")
             item["ignore"] = corners
         out.append(item)
     return out
