@@ -366,14 +366,15 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
         if tolerance is not None:
             return Equivalence(tolerance.accepts(g, a), "ok", "tolerance")
         return Equivalence(g == a, "ok", "exact")
-    gold, answer = (text if q is None else _latex(q) for text, q in ((gold, g), (answer, a)))
+    gold, answer = (text if q is None else fraction_latex(q) for text, q in ((gold, g), (answer, a)))
     return (checker or shared_checker()).equivalent(gold, answer, tolerance, form=want)
 
 
-def _latex(q: Fraction) -> str:
-    """An exact value as the LaTeX latex2sympy reads: ``1{,}000`` or ``\\frac12`` is not given to it.
+def fraction_latex(q: Fraction) -> str:
+    """An exact value as the LaTeX latex2sympy reads (the generated fraction tasks write their golds
+    so): ``1{,}000`` or ``\\frac12`` is not given to it.
 
-    >>> _latex(Fraction(-3, 4)), _latex(Fraction(1000))
+    >>> fraction_latex(Fraction(-3, 4)), fraction_latex(Fraction(1000))
     ('-\\\\frac{3}{4}', '1000')
     """
     if q.denominator == 1:

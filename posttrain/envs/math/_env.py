@@ -45,7 +45,14 @@ from typing import Any
 
 from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
 from posttrain.envs._hooks import TaskFamily
-from posttrain.envs.math._check import MathChecker, Tolerance, compare, gold_form_problem, unreadable_gold
+from posttrain.envs.math._check import (
+    MathChecker,
+    Tolerance,
+    compare,
+    fraction_latex,
+    gold_form_problem,
+    unreadable_gold,
+)
 from posttrain.envs.math._form import FORMS, SHAPES, infer_form
 from posttrain.envs.math._poly import POLYNOMIAL_FORMS
 from posttrain.envs.math._prompt import instructed_form, is_echo
@@ -382,13 +389,6 @@ compared by value (an ``expression`` gold took the question's own expression).""
 _SUFFIX = " Put your final answer in \\boxed{}."
 
 
-def _frac_latex(q: Fraction) -> str:
-    if q.denominator == 1:
-        return str(q.numerator)
-    sign = "-" if q < 0 else ""
-    return f"{sign}\\frac{{{abs(q.numerator)}}}{{{q.denominator}}}"
-
-
 def _generate_one(rng: random.Random, tid: str) -> Task:
     kind = rng.choice(["arith", "linear", "fraction", "series", "gcd"])
     form = "fraction" if kind == "fraction" else "integer"  # the prompt's expression is never the answer
@@ -403,7 +403,7 @@ def _generate_one(rng: random.Random, tid: str) -> Task:
     elif kind == "fraction":
         p, q = Fraction(rng.randint(1, 9), rng.randint(2, 9)), Fraction(rng.randint(1, 9), rng.randint(2, 9))
         prompt = f"Compute $\\frac{{{p.numerator}}}{{{p.denominator}}} + \\frac{{{q.numerator}}}{{{q.denominator}}}$ as a reduced fraction."
-        answer = _frac_latex(p + q)
+        answer = fraction_latex(p + q)
         work = f"Over a common denominator the sum is ${answer}$."
     elif kind == "series":
         a, d, k = rng.randint(1, 20), rng.randint(1, 9), rng.randint(5, 30)
