@@ -95,6 +95,17 @@ EXPLOITS: list[tuple[str, str, str, str]] = [
     ("the 3 mm hole 0.4 mm off its axis", "pin", _PIN_GOLD.replace("[0, 0, -1]", "[0.4, 0, -1]"), "holes"),
     ("the 10 mm hole drawn 9 mm (IoU 0.96)", "hole", _HOLE_GOLD.replace("r = 5,", "r = 4.5,"), "holes"),
     ("the plate's 8 mm holes drawn 7.4 mm", "plate", _PLATE_GOLD.replace("d = 8,", "d = 7.4,"), "holes"),
+    # a hole right where it is measured is not enough: right at both faces and 1.8 mm between them
+    # (the station, mid-plate, is in the narrow part), a square hole 3 mm across, a pin left on the axis
+    ("the 3 mm hole right at both faces, 1.8 mm between them", "pin",
+     _PIN_GOLD.replace("  translate([0, 0, -1]) cylinder(d = 3, h = 8);\n",
+                       "  translate([0, 0, -1]) cylinder(d = 3, h = 2);\n  translate([0, 0, -1]) cylinder(d = 1.8, h = 8);\n"
+                       "  translate([0, 0, 5]) cylinder(d = 3, h = 2);\n"), "holes"),
+    ("a square hole 3 mm across for the 3 mm hole", "pin",
+     _PIN_GOLD.replace("translate([0, 0, -1]) cylinder(d = 3, h = 8);", "translate([-1.5, -1.5, -1]) cube([3, 3, 8]);"),
+     "holes"),
+    ("a 0.6 mm pin left standing on the 3 mm hole's axis", "pin",
+     f"union() {{\n{_PIN_GOLD}cylinder(d = 0.6, h = 6);\n}}\n", "bodies"),
     ("the gold scaled to 90 %", "hole", f"scale(0.9) {{ {_HOLE_GOLD.split(';', 1)[1]} }}", "dimensions"),
     ("the gold shifted 5 mm along X", "hole", f"translate([5, 0, 0]) {{ {_HOLE_GOLD.split(';', 1)[1]} }}",
      "dimensions"),
