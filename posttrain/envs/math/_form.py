@@ -307,17 +307,13 @@ def _rational_problem(node: Node, form: str) -> str:
         if form == "integer":
             return "a fraction" if _fraction_literal(bare) else "a fraction not in lowest terms"
         return "a fraction not in lowest terms"
-    if bare.kind == "root" or (bare.kind in ("div", "mul", "add") and any(leaf.kind == "root" for leaf in _walk(bare))):
+    if bare.kind == "root" or (bare.kind in ("div", "mul", "add") and any(leaf.kind == "root" for leaf in bare.walk())):
         return "a root where a rational number is expected"
     if bare.kind in ("group", "union", "matrix"):
         return "a container where one value is expected"
-    if any(n.kind == "const" for n in _walk(bare)):
+    if any(n.kind == "const" for n in bare.walk()):
         return "a constant where a rational number is expected"
     return "an operation on numbers"
-
-
-def _walk(node: Node) -> list[Node]:
-    return [node, *(n for a in node.args for n in _walk(a))]
 
 
 # ---------------------------------------------------------------- the closed form
@@ -439,7 +435,7 @@ def _check_div(node: Node) -> str | None:
         return "an operation on numbers"
     if _literal(num, "closed") and _literal(den, "closed"):
         return "a fraction not in lowest terms"
-    if den.kind == "add" and any(n.kind == "root" for n in _walk(den)):
+    if den.kind == "add" and any(n.kind == "root" for n in den.walk()):
         return "a denominator to rationalize"  # \\frac{1}{\\sqrt{2}+1}; \\frac{1}{\\sqrt{2}} may stay
     top, bottom = _content(num), _content(den)
     if math.gcd(top, bottom) != 1:

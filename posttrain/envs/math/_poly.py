@@ -115,7 +115,7 @@ def is_polynomial(text: str) -> bool:
         tree = read(text)
     except _READ_ERRORS:
         return False
-    return _is_polynomial(tree) and any(n.kind == "var" for n in _walk(tree))
+    return _is_polynomial(tree) and any(n.kind == "var" for n in tree.walk())
 
 
 def degrees(reading: Polynomial | Factored) -> dict[str, int]:
@@ -349,10 +349,6 @@ def _is_polynomial(node: Node) -> bool:
     if node.kind == "add" and any(op not in ("+", "-") for op in node.ops):
         return False
     return node.kind in ("neg", "add", "mul") and all(_is_polynomial(a) for a in node.args)
-
-
-def _walk(node: Node) -> list[Node]:
-    return [node, *(n for a in node.args for n in _walk(a))]
 
 
 # ---------------------------------------------------------------- sympy: the checker's worker

@@ -77,6 +77,10 @@ class Node:
     """``add``: the sign before each term; ``mul``: the operator before each factor after the first
     (``""`` for juxtaposition); ``div``: its style (``frac``, ``/``)."""
 
+    def walk(self) -> list[Node]:
+        """This node and every node under it, depth first."""
+        return [self, *(n for a in self.args for n in a.walk())]
+
     def key(self) -> str:
         """A canonical spelling, to tell like terms and repeated factors."""
         inner = ",".join(a.key() for a in self.args)
