@@ -126,17 +126,32 @@ class RayBackend:
         except RayActorError:
             # The actor died with this try; wait until it is back so the retry has somewhere to go.
             with contextlib.suppress(Exception):
-                ray.get(actor.ping.remote(), timeout=self.RESTART_WAIT_S)
+                self._ping(actor)
             raise
+
+    def _ping(self, actor: Any) -> int:
+        """The actor's pid, waiting up to ``RESTART_WAIT_S`` while Ray restarts it: a ping sent
+        during a restart fails at once as unavailable (not queued), so it is sent again until one
+        is answered; an actor that died for good raises."""
+        import ray
+        from ray.exceptions import ActorUnavailableError, GetTimeoutError
+
+        deadline = time.monotonic() + self.RESTART_WAIT_S
+        while True:
+            try:
+                return int(ray.get(actor.ping.remote(), timeout=max(0.1, deadline - time.monotonic())))
+            except (ActorUnavailableError, GetTimeoutError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
 
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
         wait = self.SLACK_S + 2 * sum(t.limits.timeout_s for t, _ in pairs)
         return self._call(worker, "verify", domain, list(pairs), timeout_s=wait)
 
     def actor_pids(self) -> list[int]:
-        import ray
-
-        return [ray.get(a.ping.remote()) for a in self.actors]
+        """Each actor's pid; one Ray is restarting is waited for (``_ping``)."""
+        return [self._ping(a) for a in self.actors]
 
     def close(self) -> None:
         import ray

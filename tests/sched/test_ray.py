@@ -73,6 +73,16 @@ def test_a_killed_pool_actor_loses_and_duplicates_nothing(address):
     assert killed and stats["retries"] == len(killed)
 
 
+def test_an_actor_ray_is_restarting_is_waited_for(address):
+    """A ping sent while Ray restarts a killed actor fails at once as unavailable; the backend's
+    pids (and a try that lost its actor) wait for the restarted one instead (CI saw the raw error)."""
+    backend = RayBackend(address, domains=["code"], hooks=domain_hooks)
+    (pid,) = backend.actor_pids()
+    os.kill(pid, signal.SIGKILL)
+    (new,) = backend.actor_pids()
+    assert new != pid
+
+
 def test_a_hung_pool_actor_is_waited_for_with_a_timeout_then_retried(address):
     """A try on an actor that neither answers nor dies (SIGSTOPped) ends at the backend's timeout as
     an infra error and is retried; once the actor runs again the retry gives the verdict."""
