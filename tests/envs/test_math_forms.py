@@ -260,7 +260,7 @@ def test_the_echo_set_fails_through_the_service() -> None:
 
 @pytest.mark.parametrize("module", ["posttrain.envs.math", "posttrain.envs.math._read", "posttrain.envs.math._form",
                                     "posttrain.envs.math._check", "posttrain.envs.math._env", "posttrain.envs.math._poly",
-                                    "posttrain.envs.math._prompt"])
+                                    "posttrain.envs.math._prompt", "posttrain.envs.math._simplify"])
 def test_docstring_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0

@@ -152,7 +152,8 @@ def test_a_gold_built_in_code_that_is_not_parseable_says_so(verify) -> None:
 
 ORDINARY = [("42", "Compute it."), ("\\frac{3}{4}", "Compute it."), ("x^2+2x+1", "Compute it."),
             ("(x-1)(x+1)", "Factor $x^2-1$."), ("[1, 3)", "Compute it."), ("\\{1,2\\}", "Compute it."),
-            ("2\\sqrt{2}", "Compute it."), ("50\\%", "Compute it."), ("x = 3", "Compute it.")]
+            ("2\\sqrt{2}", "Compute it."), ("50\\%", "Compute it."), ("x = 3", "Compute it."),
+            ("y = x+1", "Simplify: $y = \\frac{x^2-1}{x-1}$.")]
 ATTACKS = [
     "-" * 399 + "1", "+-" * 199 + "1", "(" * 60 + "1" + ")" * 60, "\\left(" * 30 + "1", "{" * 150 + "1" + "}" * 150,
     "\\frac{" * 40 + "1" + "}{2}" * 40, "x^{" * 8 + "2" + "}" * 8, "\\sqrt{" * 60 + "2" + "}" * 60, "1+" * 199 + "1",

@@ -20,7 +20,9 @@ The rule, in the order applied (``compare``); each side is the box content or th
    work that leads to it: ``form:integer`` ... ``form:expression``, ``form:set``, ...; a box
    the form reader cannot read is ``unparseable``. A function of numbers in a ``closed``
    answer is checked in the worker (``closed_functions``), and so is whether each factor of a
-   ``factored`` answer is irreducible (``_poly.compare_factored``).
+   ``factored`` answer is irreducible (``_poly.compare_factored``). Where the prompt asks to
+   simplify, an ``expression`` value must also be no longer than the gold's (``_simplify.py``):
+   ``form:expression``.
 6. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
    they spell (``0.5`` is ``\\frac{1}{2}``; ``0.333333`` is not ``\\frac{1}{3}``; the repeating
    ``0.\\overline{3}`` is) and no float is ever formed. Numbers built from integers, decimals,
@@ -64,6 +66,7 @@ from posttrain.envs.math._poly import (
     reducible_factor,
 )
 from posttrain.envs.math._read import _UNICODE, REPEATING, Unreadable, Work, number_value, sympy_spelling
+from posttrain.envs.math._simplify import simplify_problem
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
@@ -301,9 +304,12 @@ class _Parser:
 
 
 def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker: MathChecker | None = None,
-            form: str | None = None) -> Equivalence:
+            form: str | None = None, *, simplify: frozenset[str] | None = None) -> Equivalence:
     """Compare a boxed ``answer`` with ``gold`` by the rule of the module docstring; ``form`` is
-    the task's answer form (``_form.FORMS``), None to infer it from each gold value.
+    the task's answer form (``_form.FORMS``), None to infer it from each gold value; ``simplify``:
+    where the prompt asks to simplify, the reader's keys of what it asks to simplify
+    (``_prompt.simplify_question``): an ``expression`` value is then no longer than the gold's
+    (``_simplify.simplify_problem``).
 
     >>> compare("5", "2+2=5").status, compare("50", r"50\\%").status, compare("x^2", "X^2").equal
     ('form:relation', 'form:percent', False)
@@ -333,7 +339,7 @@ def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker:
         return Equivalence(False, "form:relation", detail=f"relations {answer_rels} where {gold_rels} are expected")
     results: list[Equivalence] = []
     for pairs in pairings:  # a pairing that fails by form leaves the mirrored one to try
-        result = _compare_pairs(pairs, tolerance, checker, form)
+        result = _compare_pairs(pairs, tolerance, checker, form, simplify)
         if result.equal or not (result.status == "ok" or result.status in _FORM_STATUSES):
             return result
         results.append(result)
@@ -341,17 +347,17 @@ def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker:
 
 
 def _compare_pairs(pairs: list[tuple[str, str]], tolerance: Tolerance | None, checker: MathChecker | None,
-                   form: str | None) -> Equivalence:
+                   form: str | None, simplify: frozenset[str] | None) -> Equivalence:
     result = Equivalence(True, "ok", "exact")
     for g, a in pairs:
-        result = _compare_values(g, a, tolerance, checker, form)
+        result = _compare_values(g, a, tolerance, checker, form, simplify)
         if not (result.equal and result.status == "ok"):
             return result
     return result
 
 
 def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker: MathChecker | None,
-                    form: str | None) -> Equivalence:
+                    form: str | None, simplify: frozenset[str] | None) -> Equivalence:
     if not answer or not gold:
         return Equivalence(False, "unparseable", detail="an empty side of a relation")
     want = None if is_name(gold) else form or infer_form(gold)  # x in ``x = 3`` is a name, not a value
@@ -359,6 +365,9 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
         problem = form_problem(answer, want, gold)
         if problem is not None:
             return Equivalence(False, problem[0], detail=problem[1])
+        unsimplified = simplify is not None and want == "expression" and simplify_problem(answer, gold, simplify)
+        if unsimplified:
+            return Equivalence(False, "form:expression", detail=unsimplified)
     if want in POLYNOMIAL_FORMS:
         return _compare_polynomials(gold, answer, want, checker)
     g, a = exact_value(gold), exact_value(answer)

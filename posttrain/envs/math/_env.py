@@ -13,14 +13,15 @@ Verification, in order; each step's failure is a ``fail`` with reward 0:
 1. exactly one ``\\boxed{...}`` (or ``\\fbox{...}``) in the response, braces balanced, not empty
    (no box, two boxes, ``\\boxed 5`` -> ``format``: MATH-01, MATH-03);
 2. no hedging inside the box ("3 or 5", ``\\lor``, ``\\pm`` unless the gold has one: MATH-01)
-   -> ``format``; not the question's own expression, under an instruction to expand, factor or
-   simplify it, where the task has no polynomial form to say so (``_prompt.is_echo``) ->
-   ``form:<form>``;
+   -> ``format``; not the question's own expression, under an instruction to expand or factor
+   it, where the task has no polynomial form to say so (``_prompt.is_echo``) -> ``form:<form>``;
 3. the comparison defined in docs/tasks.md and implemented by ``posttrain.envs.math._check.compare``:
    text only against text (``form:text``), a percent only against a percent (``form:percent``),
    an equation only against an equation (``form:relation``); each value in the answer's form,
    not the work that leads to it (``34 \\times 15 - 10`` for 500, ``\\gcd(39, 60)``, a sum, an
    integral: ``form:integer``, ``form:number``, ``form:closed``, ``form:set``, ...; issue 21);
+   under an instruction to simplify, an expression no longer than the gold (``_simplify.py``:
+   ``3x+2x`` for ``5x`` is ``form:expression``);
    case-sensitive symbols, and values compared exactly (decimals as the rationals they spell,
    big integers never through floats); approximately only within the task's ``tolerance``. A box
    that does not parse is ``unparseable``; one that uses up the checker's CPU budget is
@@ -55,7 +56,7 @@ from posttrain.envs.math._check import (
 )
 from posttrain.envs.math._form import FORMS, SHAPES, infer_form
 from posttrain.envs.math._poly import POLYNOMIAL_FORMS
-from posttrain.envs.math._prompt import instructed_form, is_echo
+from posttrain.envs.math._prompt import instructed_form, is_echo, simplify_question
 from posttrain.types import Task, Verdict, Verifier
 
 NAME = "math"
@@ -152,7 +153,8 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
             status = f"form:{form or infer_form(gold)}"
             evidence["detail"] = "the question's own expression"
             return fail(_feedback(status, "the question's own expression"), status, evidence)
-        eq = compare(gold, content, task_tolerance(task), checker, form)
+        eq = compare(gold, content, task_tolerance(task), checker, form,
+                     simplify=simplify_question(task.prompt))
         evidence.update({"match": eq.method or eq.status, "detail": eq.detail})
         if eq.status == "infra":
             return Verdict.infra(f"math checker failed: {eq.detail}", error_class="infra:math_checker",
@@ -382,6 +384,10 @@ _ECHOES: list[tuple[str, str, str, str | None, str]] = [  # (name, prompt, gold,
     ("echo: a declared expanded form", "Write $(x-2)(x+3)$ as a polynomial.", "x^2+x-6", "expanded",
      "\\boxed{(x-2)(x+3)}"),
     ("echo: the expression to simplify", "Simplify $2x + 3x$.", "5x", None, "\\boxed{2x+3x}"),
+    ("echo: the expression to simplify, reordered", "Simplify $2x + 3x$.", "5x", None, "\\boxed{3x+2x}"),
+    ("echo: the expression to simplify, a zero added", "Simplify $2x + 3x$.", "5x", None, "\\boxed{2x + 3x + 0}"),
+    ("echo: a fraction to cancel, respelled", "Simplify $\\frac{x^2-1}{x-1}$.", "x+1", None,
+     "\\boxed{\\frac{(x-1)(x+1)}{x-1}}"),
 ]
 """Issue 21, and the polynomial forms after it: each of these scored 1 while the box was only
 compared by value (an ``expression`` gold took the question's own expression)."""

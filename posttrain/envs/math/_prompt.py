@@ -9,18 +9,21 @@ question fails (docs/tasks.md, "Answer forms").
   instruction: at the start of the prompt or of a sentence, or after "please", "and", "then",
   "completely" or "fully" (``_INSTRUCTION_RE``), so "the factor $x-1$" gives none; a prompt that
   asks for both forms gets neither.
-- ``is_echo``: a box that holds what an instruction to expand, factor or simplify is given on
-  (the first ``$...$``, ``\\(...\\)`` or ``\\[...\\]`` after the word, or one side of a relation in
-  it), as the form reader reads it (so spacing, ``\\left``, ``x^{2}`` for ``x^2`` do not matter),
-  while the gold is written otherwise, is the question and not an answer ("Simplify $2x + 3x$"
-  answered ``2x+3x``). "What is $2+2$?" has no such instruction: there the answer forms do the
-  work; so do the polynomial forms, where a task has one (the verifier asks ``is_echo`` only
-  of the others, so "Factor $x^2+4$", whose answer is its question, keeps ``4+x^2``).
-
-Not caught: an echo written differently (``3x+2x`` for "Simplify $2x+3x$": "Simplify" asks for
-no form here, only this echo check). Failed wrongly: an answer that is its question written as
-the question writes it, where the gold is written otherwise ("Simplify $\\frac{3}{4}$", gold
-``0.75``): such a task has nothing to do.
+- ``is_echo``: a box that holds what an instruction to expand or factor is given on (the first
+  ``$...$``, ``\\(...\\)`` or ``\\[...\\]`` after the word, or one side of a relation in it), as
+  the form reader reads it (so spacing, ``\\left``, ``x^{2}`` for ``x^2`` do not matter), while the
+  gold is written otherwise, is the question and not an answer ("Expand $\\ln(ab)$" answered
+  ``\\ln(ab)``). "What is $2+2$?" has no such instruction: there the answer forms do the work; so
+  do the polynomial forms, where a task has one (the verifier asks ``is_echo`` only of the
+  others, so "Factor $x^2+4$", whose answer is its question, keeps ``4+x^2``).
+- ``simplify_question``: "Simplify" asks for no form; the checker measures an answer with a
+  variable against the gold instead (``_simplify.py``): no longer than it, plus one, so that
+  ``3x+2x`` or ``2x + 3x + 0`` for "Simplify $2x+3x$" (gold ``5x``) fail, and the question itself
+  fails wherever it is longer than the gold at all. A number is simplified when it is in its form
+  (``closed``: ``\\sqrt{8}`` is not; ``number``: ``\\frac{6}{8}`` is not), so "Simplify
+  $\\frac34$" (gold ``0.75``) keeps ``\\frac34``: the question, already as simple as the gold, was
+  refused as an echo before. Where the form reader does not read the question (``|x|+|x|``),
+  only the echo is refused, as ``is_echo`` does for the other instructions.
 """
 
 from __future__ import annotations
@@ -73,36 +76,69 @@ def instructed_form(prompt: str, gold: str) -> str | None:
     return forms.pop() if sides and all(is_polynomial(s) for s in sides) else None
 
 
-def is_echo(prompt: str, answer: str, gold: str) -> bool:
-    """Whether ``answer`` is what the prompt's instruction to expand, factor or simplify is given
-    on, and the gold is written otherwise.
+@functools.lru_cache(maxsize=4096)  # a pure function of the prompt, asked at every check
+def simplify_question(prompt: str) -> frozenset[str] | None:
+    """The reader's keys of what the prompt's instruction to simplify is given on (each value of
+    it the form reader reads), or None where the prompt gives no such instruction: the checker
+    measures an answer against the gold there (``_simplify.py``), and refuses one of these where
+    it is longer than the gold.
 
-    >>> is_echo("Simplify $2x + 3x$.", "2x+3x", "5x"), is_echo("Simplify $2x + 3x$.", "5x", "5x")
+    >>> simplify_question("What is $2+2$?"), len(simplify_question("Simplify: $y = 2x + 3x$."))
+    (None, 2)
+    """
+    if "simplify" not in instructions(prompt):
+        return None
+    return frozenset(key for word, _, values in _questions(prompt) if word == "simplify"
+                     for key, readable in values if readable)
+
+
+def is_echo(prompt: str, answer: str, gold: str) -> bool:
+    """Whether ``answer`` is what the prompt's instruction to expand or factor is given on (or
+    to simplify, where the form reader does not read each value of that: what it reads, the
+    checker measures: ``simplify_question``), and the gold is written otherwise.
+
+    >>> is_echo(r"Expand $\\ln(ab)$.", r"\\ln(ab)", r"\\ln a + \\ln b")
+    True
+    >>> is_echo("Simplify $|x|+|x|$.", "|x|+|x|", "2|x|"), is_echo("Simplify $2x + 3x$.", "2x+3x", "5x")
     (True, False)
     """
     if not instructions(prompt):
         return False
-    key = _key(answer)
-    return key != _key(gold) and key in _question_keys(prompt)
+    key, _ = _key(answer)
+    return key != _key(gold)[0] and key in _question_keys(prompt)
 
 
 @functools.lru_cache(maxsize=4096)
 def _question_keys(prompt: str) -> frozenset[str]:
-    """The keys of what each instruction is given on: the first math after the word."""
-    spans = [(m.start(), next(g for g in m.groups() if g is not None)) for m in _MATH_RE.finditer(prompt)]
     keys: set[str] = set()
+    for word, whole, values in _questions(prompt):
+        if word != "simplify" or not all(readable for _, readable in values):
+            keys |= {whole, *(key for key, _ in values)}
+    return frozenset(keys)
+
+
+@functools.lru_cache(maxsize=4096)
+def _questions(prompt: str) -> tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...]:
+    """What each instruction is given on (the first math after the word): the word, the key of
+    that math, and the key of each of its values (the sides of a relation in it, else the whole),
+    with whether the form reader read it."""
+    spans = [(m.start(), next(g for g in m.groups() if g is not None)) for m in _MATH_RE.finditer(prompt)]
+    out = []
     for word in _INSTRUCTION_RE.finditer(prompt):
         text = next((text for start, text in spans if start >= word.end()), None)
         if text is not None:
             parts, relations = split_relations(normalise(text))
-            keys |= {_key(text), *(_key(p) for p in parts if relations and p)}
-    return frozenset(keys)
+            whole = _key(text)
+            values = tuple(_key(p) for p in parts if p) if relations else (whole,)
+            out.append((word.group(1).lower(), whole[0], values))
+    return tuple(out)
 
 
-def _key(text: str) -> str:
-    """One spelling of a value, as the form reader reads it (else its text without spaces)."""
+def _key(text: str) -> tuple[str, bool]:
+    """One spelling of a value, as the form reader reads it (else its text without spaces), and
+    whether the reader read it."""
     text = normalise(text)
     try:
-        return read(text).key()
+        return read(text).key(), True
     except (Unreadable, Work, ValueError, ZeroDivisionError, RecursionError):
-        return re.sub(r"\s+", "", text)
+        return re.sub(r"\s+", "", text), False
