@@ -27,7 +27,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from posttrain.envs.rg._names import GENERATORS
+from posttrain.envs.rg._names import GENERATORS, LOWEST_LEVEL
 
 COMPOSITE_DEFAULT = ({"name": "basic_arithmetic", "weight": 1.0, "config": {}},
                      {"name": "letter_counting", "weight": 1.0, "config": {}},
@@ -53,9 +53,9 @@ def build_config(name: str, spec: Mapping[str, Any], *, seed: int, size: int) ->
     level, params = spec.get("level"), dict(spec.get("params") or {})
     base: dict[str, Any] = {}
     if level is not None:
-        levels = GENERATORS[name][1]
-        if not 0 <= level < max(levels, 1):
-            raise ValueError(f"rg/{name}: level {level}: expected a level in [0, {max(levels - 1, 0)}]")
+        levels, lowest = GENERATORS[name][1], LOWEST_LEVEL.get(name, 0)
+        if not lowest <= level < max(levels, 1):
+            raise ValueError(f"rg/{name}: level {level}: expected a level in [{lowest}, {max(levels - 1, 0)}]")
         if levels:
             curriculum = CURRICULA[name]()
             curriculum.set_global_level(level)

@@ -6,8 +6,9 @@ keep none and check with their verifier: boxnet, graph_color, propositional_logi
 rush_hour), ``rg_metadata`` (the generator's metadata for the entry, which its scorer reads) and
 ``config`` (``{"level": L, "params": {...}}``: how the generator was configured, ``_config.py``).
 The reference response is the stored answer in an answer block; for the five without one, an
-example answer the generator keeps (graph_color, propositional_logic, rubiks_cube) or one our
-solver finds (boxnet, rush_hour: ``_solvers.py``), which the verifier checks like any answer.
+example answer the generator keeps (graph_color, rubiks_cube) or one our solver finds (boxnet,
+rush_hour: ``_solvers.py``; propositional_logic: the shortest clause that follows from its premises
+only together, ``_hardened._inferred_clause``), which the verifier checks like any answer.
 
 Verification is ``_check.py`` in a worker process under a CPU budget: strict extraction of one
 answer block, the generator's own scorer (hardened where it passes what it should not,
@@ -31,7 +32,7 @@ from typing import Any
 
 from posttrain.envs._base import RecordReader, guard, parse_common
 from posttrain.envs.rg._check import CLOSE, OPEN
-from posttrain.envs.rg._names import GENERATORS, NO_CANARIES
+from posttrain.envs.rg._names import GENERATORS, LOWEST_LEVEL, NO_CANARIES
 from posttrain.errors import TaskError
 from posttrain.types import Task, Verdict, Verifier
 
@@ -98,8 +99,8 @@ class RgDomain:
             return "an object with optional keys level and params"
         level = spec.get("level")
         if level is not None and (isinstance(level, bool) or not isinstance(level, int)
-                                  or not 0 <= level <= self.level_range()[1]):
-            return f"level: an integer in [0, {self.level_range()[1]}]"
+                                  or not self.level_range()[0] <= level <= self.level_range()[1]):
+            return "level: an integer in [{}, {}]".format(*self.level_range())
         if not isinstance(spec.get("params", {}), Mapping):
             return "params: an object of generator fields"
         return None
@@ -127,8 +128,9 @@ class RgDomain:
         return self.generate_params(n, seed=seed)
 
     def level_range(self) -> tuple[int, int]:
-        """(0, top): the curriculum's global levels that build (0 only: no usable curriculum)."""
-        return 0, max(self.levels - 1, 0)
+        """(lowest, top): the curriculum's global levels that build and make tasks posttrain keeps (0
+        only: no usable curriculum; ``LOWEST_LEVEL``)."""
+        return LOWEST_LEVEL.get(self.generator, 0), max(self.levels - 1, 0)
 
     def generate_level(self, n: int, *, level: int, seed: int = 0) -> list[Task]:
         return self.generate_params(n, seed=seed, level=level)

@@ -12,7 +12,9 @@ on its own answer format. Each must be a ``fail`` (never a pass, never an ``infr
   followed by a wrong option ("A or B") and a wrong option followed by the reference;
 - code in the answer (``__import__('os').getpid()``, and a lambda): a scorer that evaluates it
   must refuse it unrun (tests/envs/test_rg.py checks that nothing ran);
-- for a Yes/No or True/False answer, every truth value at once.
+- for a Yes/No or True/False answer, every truth value at once;
+- propositional_logic: the premises joined by ∧, each premise restated and weakened by ``∨`` a
+  variable, a tautology (``_logic``; the generator's scorer passed the first two).
 
 Where the generator's scorer passed one of these, ``_hardened.py`` holds the fix.
 """
@@ -70,6 +72,20 @@ def attacks(domain: RgDomain, task: Task, others: list[Task]) -> list[tuple[str,
             ("a lambda in the answer", f"{OPEN}(lambda: 24)(){CLOSE}")]
     if ref.strip().lower() in TRUTH:
         out.append(("every truth value at once", f"{OPEN}Yes No True False{CLOSE}"))
+    if domain.generator == "propositional_logic":
+        out += _logic(task)
+    return out
+
+
+def _logic(task: Task) -> list[tuple[str, str]]:
+    """Conclusions made from the premises without inferring anything."""
+    premises = [str(p) for p in task.fields["rg_metadata"]["premises"]]
+    var = sorted(set(task.fields["rg_metadata"]["variables"]))[0]
+    out = [("the premises joined by ∧", f"{OPEN}({' ∧ '.join(premises)}){CLOSE}"),
+           ("a tautology", f"{OPEN}({var} ∨ ¬{var}){CLOSE}")]
+    for i, p in enumerate(premises):
+        out += [(f"premise {i + 1} restated", f"{OPEN}{p}{CLOSE}"),
+                (f"premise {i + 1} weakened", f"{OPEN}({p} ∨ {var}){CLOSE}")]
     return out
 
 

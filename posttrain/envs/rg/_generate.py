@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from posttrain.envs.rg._config import build_config, describe_spec
-from posttrain.envs.rg._hardened import HARDENED, Rule
+from posttrain.envs.rg._hardened import HARDENED, Rule, _inferred_clause
 
 
 def rg_seed(name: str, spec: Mapping[str, Any], seed: int, salt: str = "") -> int:
@@ -60,8 +60,8 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
     against it)."""
     from reasoning_gym.factory import DATASETS
 
-    keep = HARDENED.get(name, Rule()).keep
-    config = build_config(name, spec, seed=rg_seed(name, spec, seed, salt), size=4 * max(n, 1) + 16)
+    draws = HARDENED.get(name, _NO_RULE).draws
+    config = build_config(name, spec, seed=rg_seed(name, spec, seed, salt), size=draws * max(n, 1) + 16)
     dataset = DATASETS[name][0](config=config)
     out: list[dict[str, Any]] = []
     i = -1
@@ -75,13 +75,18 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
         except Exception as e:  # noqa: BLE001 - a generator's own failure, said in one line
             raise ValueError(f"rg/{name}: {describe_spec(spec)}: generating task {i} (seed {seed}) failed: "
                              f"{type(e).__name__}: {str(e).strip()[:160]}") from None
-        if keep is not None and not keep(raw):
+        source = raw["metadata"].get("source_dataset", name) if name == "composite" else name
+        rule = HARDENED.get(source, _NO_RULE)  # a composite's entry: the rule of the generator it came from
+        if rule.keep is not None and not rule.keep(raw):
             continue
         meta = json.loads(json.dumps(raw["metadata"], default=str))
         answer = None if raw["answer"] is None else str(raw["answer"])
-        out.append({"question": str(raw["question"]), "answer": answer, "metadata": meta,
-                    "reference": answer if answer is not None else _verified_answer(name, meta)})
+        out.append({"question": str(raw["question"]) + rule.ask, "answer": answer, "metadata": meta,
+                    "reference": answer if answer is not None else _verified_answer(source, meta)})
     return out
+
+
+_NO_RULE = Rule()
 
 
 def _fixed_salt(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str) -> list[dict[str, Any]]:
@@ -125,7 +130,10 @@ def _verified_answer(name: str, meta: Mapping[str, Any]) -> str:
     if name == "graph_color":
         return json.dumps({str(k): v for k, v in _literal(meta["possible_answer"]).items()})
     if name == "propositional_logic":
-        return str(meta["example_answer"])
+        reference = _inferred_clause({"metadata": meta})
+        if reference is None:
+            raise ValueError("rg/propositional_logic: premises from which no clause follows only together")
+        return reference
     if name == "rubiks_cube":
         return str(meta["example_correct_answer"]).strip()
     if name == "boxnet":

@@ -14,8 +14,11 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
 - **A full score for a non-answer.** game_of_life_halting scores ``bool(answer) == bool(oracle)``:
   any non-empty text passes (both "True" and "False" are true). coin_flip gives 1.0 to an answer
   whose digits start like the oracle's (``1e308`` for an oracle of 1). complex_arithmetic scores
-  ``min(1, exp(-distance))``, and ``min(1, nan)`` is 1: ``nan`` passed. propositional_logic makes
-  some tasks from contradictory premises, from which any answer follows: not generated. sokoban
+  ``min(1, exp(-distance))``, and ``min(1, nan)`` is 1: ``nan`` passed. propositional_logic passed
+  any statement that follows and is not a bare variable: the premises joined by ∧ passed every task
+  (a premise restated, most): its question now asks for a clause that follows from the premises only
+  together (``_conclusion``), and tasks from contradictory premises, from which any answer follows,
+  or that give no such clause are not generated. sokoban
   skips every character that is not a move, so the solution in prose passed. puzzle24 never checks that
   the given numbers were used: any expression of four in-range numbers that makes 24 passed every
   task. number_sorting rejects a number farther than 1 from the expected one by ``>``, which NaN
@@ -51,10 +54,11 @@ generator scores 1 (tests/envs/test_rg.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -71,6 +75,11 @@ class Rule:
     replace: Callable[[Any, str, Entry], float] | None = None
     check: Refusal | None = None
     keep: Callable[[Entry], bool] | None = None
+    draws: int = 4
+    """Entries the generator is configured to make per task asked for (and 16 more), of which ``keep``
+    may drop some: the dataset's size, which some generators' entries depend on."""
+    ask: str = ""
+    """What the generator's question is missing, added to it (propositional_logic: which conclusions count)."""
     open_answers: bool = False
     """Any valid answer scores 1 and another task's is often valid here too (propositional_logic: a
     weaker conclusion from the same variables; graph_color: a coloring of a sparse graph; n_queens:
@@ -145,17 +154,125 @@ def _antiderivative(dataset: Any, answer: str, entry: Entry) -> str | None:
     return _expression(answer, names=True, symbols=frozenset({str(entry["metadata"]["variable"]), "C"}))
 
 
-def _consistent_premises(entry: Entry) -> bool:
-    """Premises that some assignment satisfies: from contradictory ones (the generator makes some,
-    R with (Q -> Q) -> not R) every statement follows, so any answer passed."""
+def _models(entry: Entry) -> tuple[list[str], list[int], int]:
+    """The entry's variables, each premise's models as a bit mask over the 2^n assignments (bit i:
+    ``itertools.product((False, True), repeat=n)``'s i-th), and the mask of all assignments."""
     from itertools import product
 
     from reasoning_gym.logic.propositional_logic import Expression
 
-    premises = [Expression.from_string(p) for p in entry["metadata"]["premises"]]
     names = sorted(set(entry["metadata"]["variables"]))
-    return any(all(p.evaluate(dict(zip(names, values, strict=True))) for p in premises)
-               for values in product((False, True), repeat=len(names)))
+    rows = [dict(zip(names, values, strict=True)) for values in product((False, True), repeat=len(names))]
+    premises = []
+    for text in entry["metadata"]["premises"]:
+        expr = Expression.from_string(text)
+        premises.append(sum(1 << i for i, row in enumerate(rows) if expr.evaluate(row)))
+    return names, premises, (1 << len(rows)) - 1
+
+
+def _clause_models(literals: Sequence[tuple[int, bool]], n: int) -> int:
+    """The models of the disjunction of ``literals`` ((variable index, negated)) over n variables."""
+    mask = 0
+    for i in range(1 << n):
+        if any(bool(i >> (n - 1 - k) & 1) != negated for k, negated in literals):
+            mask |= 1 << i
+    return mask
+
+
+def _inferred(clause: int, premises: Sequence[int], full: int) -> bool:
+    """Whether a clause (its models) follows from the premises together and from none alone, and is
+    no tautology; from contradictory premises nothing does (every statement would)."""
+    joint = full
+    for p in premises:
+        joint &= p
+    return joint != 0 and clause != full and joint & ~clause == 0 and all(p & ~clause for p in premises)
+
+
+def _inferred_clause(entry: Entry) -> str | None:
+    """The shortest clause ``_inferred`` from the entry's premises (fewest literals, then variable
+    and sign order), as ``(P ∨ ¬Q)``; None when the premises give none. Every clause over the
+    variables is tried at once (``_clauses``): 59,049 of them for the top level's 10 variables."""
+    import numpy as np
+
+    names, premises, full = _models(entry)
+    n = len(names)
+    joint = full
+    for p in premises:
+        joint &= p
+    if joint == 0:
+        return None
+    literals, falsified = _clauses(n)  # (C, 2^n / 8) bits: the assignments each clause is false on
+
+    def rows(mask: int) -> Any:
+        return np.packbits(np.array([bool(mask >> i & 1) for i in range(1 << n)]))
+
+    ok = ~(falsified & rows(joint)).any(1)  # follows from the premises together
+    for p in premises:
+        ok &= (falsified & rows(p)).any(1)  # and not from this one alone
+    hits = np.flatnonzero(ok)
+    if not len(hits):
+        return None
+    text = " ∨ ".join(("¬" if neg else "") + names[k] for k, neg in literals[hits[0]])
+    return f"({text})" if len(literals[hits[0]]) > 1 else text
+
+
+@functools.cache
+def _clauses(n: int) -> tuple[list[tuple[tuple[int, bool], ...]], Any]:
+    """Every non-empty clause over n variables, each variable at most once (so no tautology), by
+    size then variable and sign order, and the assignments each is false on, as (clauses, 2^n)
+    bits packed 8 to a byte (7.6 MB for 10 variables)."""
+    from itertools import combinations, product
+
+    import numpy as np
+
+    literals = [tuple(zip(picked, signs, strict=True)) for size in range(1, n + 1)
+                for picked in combinations(range(n), size) for signs in product((False, True), repeat=size)]
+    code = np.zeros((len(literals), n), dtype=np.int8)  # 0: absent, 1: the variable, 2: its negation
+    for c, clause in enumerate(literals):
+        for k, negated in clause:
+            code[c, k] = 2 if negated else 1
+    falsified = np.ones((len(literals), 1 << n), dtype=bool)
+    for k in range(n):
+        value = (np.arange(1 << n) >> (n - 1 - k) & 1).astype(bool)
+        falsified &= (code[:, k, None] == 0) | ((code[:, k, None] == 1) & ~value) | ((code[:, k, None] == 2) & value)
+    return literals, np.packbits(falsified, axis=1)
+
+
+_CLAUSE = re.compile(r"¬?[A-Z](?:∨¬?[A-Z])*")
+
+
+def _conclusion(dataset: Any, answer: str, entry: Entry) -> float:
+    """propositional_logic's score: 1 for one clause (literals joined by ∨) over the task's variables
+    that follows from the premises together and from no premise alone (``_inferred``).
+
+    The generator's own scorer took any statement that follows and is not a bare variable: the
+    premises joined by ∧ passed every task, as did a premise restated, or weakened by ``∨ P``, and
+    a third of its own example answers are a premise again. What the task now asks (``PL_ASK``) is a
+    clause that needs two premises or more, which none of those is; tasks whose premises give none
+    are not generated."""
+    text = re.sub(r"\s+", "", answer)
+    while (inner := re.sub(r"\((¬?[A-Z])\)", r"\1", text)) != text:  # (P), (¬P): a literal
+        text = inner
+    if text.startswith("(") and text.endswith(")"):
+        text = text[1:-1]
+    if _CLAUSE.fullmatch(text) is None:
+        return 0.0
+    names, premises, full = _models(entry)
+    literals = [(names.index(lit[-1]), lit.startswith("¬")) for lit in text.split("∨") if lit[-1] in names]
+    if len(literals) != len(text.split("∨")):
+        return 0.0  # a variable the task does not have
+    return 1.0 if _inferred(_clause_models(literals, len(names)), premises, full) else 0.0
+
+
+PL_ASK = ("\n\nAnswer with one clause: variables or their negations joined by ∨, such as (¬P ∨ Q). It must "
+          "follow from the premises taken together and from no single premise alone: a premise restated or "
+          "weakened is not a conclusion.")
+
+
+def _has_conclusion(entry: Entry) -> bool:
+    """Premises from which some clause follows only together (``_inferred_clause``); contradictory ones
+    (the generator makes some, R with (Q -> Q) -> not R) give none, as every clause follows from them."""
+    return _inferred_clause(entry) is not None
 
 
 def _exact(dataset: Any, answer: str, entry: Entry) -> float:
@@ -378,7 +495,8 @@ HARDENED: dict[str, Rule] = {
     "polynomial_multiplication": Rule(before=_symbolic),
     "simple_integration": Rule(before=_antiderivative),
     "intermediate_integration": Rule(before=_antiderivative, keep=lambda e: "Integral" not in str(e["answer"])),
-    "propositional_logic": Rule(keep=_consistent_premises, open_answers=True),
+    "propositional_logic": Rule(replace=_conclusion, keep=_has_conclusion, draws=10, ask=PL_ASK,
+                                open_answers=True),
     "polynomial_equations": Rule(check=_numbers),
     "sokoban": Rule(check=_fullmatch(r"[LRUD]+", "a sequence of moves L, R, U, D")),
     "game_of_life_halting": Rule(replace=_halting),

@@ -125,6 +125,11 @@ GENERATORS: dict[str, tuple[str, int]] = {
     "zebra_puzzles": ("logic", 6),
 }
 
+LOWEST_LEVEL: dict[str, int] = {"propositional_logic": 1}
+"""Generators whose lowest curriculum levels make no task posttrain keeps (``_hardened.Rule.keep``):
+propositional_logic's level 0 (two variables, two premises) has no premises from which a clause follows
+only together (0 of 300 drawn)."""
+
 NO_CANARIES = frozenset({
     "acre",
     "aiw",
