@@ -4,7 +4,8 @@ position. The difficulty level is the number of features, 1-6 (the L bracket has
 
 The gold renders with ``$fn = 48``; the prompt asks for 48 to 128; a coarser faceting still
 passes (its slivers are far thinner than 1 mm, and a hole's vertices lie on its circle at any
-faceting: every round hole and slot is a stated ``hole``, held to its diameter, ``_holes.py``).
+faceting: every round hole and slot is a stated ``hole``, held to its diameter along its span,
+``_holes.py``).
 
 >>> [t.difficulty for t in generate_level(2, level=3, seed=0)]
 [3.0, 3.0]

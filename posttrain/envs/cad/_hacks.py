@@ -6,14 +6,15 @@ They are written against five small tasks (fast renders): a 20 x 20 x 10 block w
 hole (the measured case of real-task-domains.md: without its hole it keeps its bounding box and
 scores IoU 0.80), a plate with four 8 mm holes, a plate with one 3 mm hole, a plain box, an L profile
 (asymmetric, for mirror and rotation tricks), and the block again with tight limits (the bombs). The
-holes are stated (the task's ``holes``), as the generator states every hole it makes. ``EXPLOITS`` lists ``(name, task key, script or raw
-response, expected error class)``.
+holes are stated with their spans (the task's ``holes``), as the generator states every hole it makes.
+``EXPLOITS`` lists ``(name, task key, script or raw response, expected error class)``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from posttrain.envs.cad._holes import stations
 from posttrain.types import Task
 
 _HOLE_GOLD = ("$fn = 48;\ndifference() {\n  translate([-10, -10, 0]) cube([20, 20, 10]);\n"
@@ -27,13 +28,14 @@ _TASKS: dict[str, dict[str, Any]] = {
     "plate": {"prompt": "A plate 60 mm along X, 40 mm along Y and 5 mm thick, centred on the origin in X and Y with "
                         "its bottom face on Z = 0, with four through-holes of diameter 8 mm centred at X = +/-24, "
                         "Y = +/-14.", "gold": _PLATE_GOLD,
-              "holes": [{"axis": "z", "at": [x, y, 2.5], "d": 8} for x in (-24, 24) for y in (-14, 14)]},
+              "holes": [{"axis": "z", "at": [x, y, 2.5], "d": 8, "span": [0, 5]} for x in (-24, 24)
+                        for y in (-14, 14)]},
     "hole": {"prompt": "A block 20 mm along X, 20 mm along Y and 10 mm tall, centred on the origin in X and Y with "
                        "its bottom face on Z = 0, with a through-hole of diameter 10 mm along Z at its centre.",
-             "gold": _HOLE_GOLD, "holes": [{"axis": "z", "at": [0, 0, 5], "d": 10}]},
+             "gold": _HOLE_GOLD, "holes": [{"axis": "z", "at": [0, 0, 5], "d": 10, "span": [0, 10]}]},
     "pin": {"prompt": "A plate 30 mm along X, 20 mm along Y and 6 mm thick, centred on the origin in X and Y with "
                       "its bottom face on Z = 0, with a through-hole of diameter 3 mm along Z at its centre.",
-            "gold": _PIN_GOLD, "holes": [{"axis": "z", "at": [0, 0, 3], "d": 3}]},
+            "gold": _PIN_GOLD, "holes": [{"axis": "z", "at": [0, 0, 3], "d": 3, "span": [0, 6]}]},
     "box": {"prompt": "A box 20 mm along X, 20 mm along Y and 10 mm tall, with one corner at the origin and the "
                       "opposite corner at (20, 20, 10).", "gold": "cube([20, 20, 10]);\n"},
     "ell": {"prompt": "An L-shaped profile extruded 10 mm along Z from Z = 0: in the XY plane its outline runs "
@@ -42,6 +44,12 @@ _TASKS: dict[str, dict[str, Any]] = {
     "bomb": {"prompt": "The same block with a hole, rendered under tight limits.", "gold": _HOLE_GOLD,
              "limits": {"timeout_s": 4, "memory_mb": 256}},
 }
+
+_PIN_HOLE = "  translate([0, 0, -1]) cylinder(d = 3, h = 8);\n"
+_PIN_STATIONS = stations(_TASKS["pin"]["holes"][0]).tolist()
+"""Where the pin's hole is sliced (0.5, 1.75, 3, 4.25, 5.5: its span, the plate, less 0.5 mm at each end)."""
+_RINGS = " ".join(f"translate([0, 0, {z - 0.1:g}]) difference() {{ cylinder(d = 5, h = 0.2); cylinder(d = 3, h = 0.2); }}"
+                  for z in _PIN_STATIONS)
 
 _BOX_POINTS = "[[0,0,0],[20,0,0],[20,20,0],[0,20,0],[0,0,10],[20,0,10],[20,20,10],[0,20,10]]"
 _BOX_FACES = "[[0,1,2,3],[4,5,1,0],[7,6,5,4],[5,6,2,1],[6,7,3,2],[7,4,0,3]]"
@@ -101,6 +109,18 @@ EXPLOITS: list[tuple[str, str, str, str]] = [
      _PIN_GOLD.replace("  translate([0, 0, -1]) cylinder(d = 3, h = 8);\n",
                        "  translate([0, 0, -1]) cylinder(d = 3, h = 2);\n  translate([0, 0, -1]) cylinder(d = 1.8, h = 8);\n"
                        "  translate([0, 0, 5]) cylinder(d = 3, h = 2);\n"), "holes"),
+    # a hole right only where it is measured: the check sliced at one station (mid-plate), so a 1.8 mm hole
+    # widened to 3 mm in a 1 mm band there passed (the shape check lets the 0.6 mm ring through); now its
+    # span less 0.5 mm at each end is sliced at 5 stations and every wall vertex between is held to it
+    ("the 3 mm hole drawn 1.8 mm, right only in a 1 mm band at mid-plate", "pin",
+     _PIN_GOLD.replace(_PIN_HOLE, "  translate([0, 0, -1]) cylinder(d = 1.8, h = 8);\n"
+                                  "  translate([0, 0, 2.5]) cylinder(d = 3, h = 1);\n"), "holes"),
+    ("the 3 mm hole drawn 1.8 mm, right in a 0.2 mm band at each station it is sliced at", "pin",
+     _PIN_GOLD.replace(_PIN_HOLE, "  translate([0, 0, -1]) cylinder(d = 1.8, h = 8);\n" + "".join(
+         f"  translate([0, 0, {z - 0.1:g}]) cylinder(d = 3, h = 0.2);\n" for z in _PIN_STATIONS)), "holes"),
+    ("the 3 mm hole drawn 4.2 mm, narrowed to 3 mm in a 0.2 mm ring at each station", "pin",
+     _PIN_GOLD.replace(_PIN_HOLE, f"  difference() {{ translate([0, 0, -1]) cylinder(d = 4.2, h = 8); {_RINGS} }}\n"),
+     "holes"),
     ("a square hole 3 mm across for the 3 mm hole", "pin",
      _PIN_GOLD.replace("translate([0, 0, -1]) cylinder(d = 3, h = 8);", "translate([-1.5, -1.5, -1]) cube([3, 3, 8]);"),
      "holes"),

@@ -1,38 +1,62 @@
-"""The holes a task states, measured on the part: each one's diameter and place, as a CAD user checks them.
+"""The holes a task states, measured on the part along their length: each one's diameter and place,
+as a CAD user checks them.
 
 Why: the shape check (``_mesh.shape_lines``) passes any difference thinner than 2 x ``tolerance_mm``
 (1 mm by default), because a coarser faceting of a curved face differs from the gold's by slivers
 that thin; so a 3 mm hole drawn 1.8 or 4.2 mm passed (a 0.6 mm ring of the IoU's 1%). A hole is
 held to its stated diameter within ``hole_tolerance(d)`` (max(0.1 mm, 2 %), the radius within half
-of it) and to its stated axis as closely.
+of it) and to its stated axis as closely, over the whole stretch of its axis where the task says it
+is its plain self (``span``): measured at one station, a 1.8 mm hole widened to 3 mm in a 1 mm band
+around that station passed, and a fixed station can be learned.
 
 How a circle is measured whatever its faceting: OpenSCAD puts a circle's vertices on the circle
 (``circle``, ``cylinder``, ``offset``, ``hull`` of them) at any ``$fn``, ``$fa`` and ``$fs``; what a
-coarse faceting changes is the chords between them. So the part is sliced across the hole's axis at
-a station where the task says the hole is on its own (not in its counterbore, clear of other
-features); the loop around the axis is the hole's; points where the slice only crossed a triangle's
-diagonal (they lie on a chord) are dropped; every vertex left must lie at the stated radius from the
-axis (a slot: from the nearer of its two end centres) within the tolerance, except where ``ignore``
-says another feature cuts the wall (a keyway in a bore); and no edge of the loop may come closer to
-the axis than the inscribed radius of the coarsest faceting OpenSCAD makes by default (5 segments,
-r cos 36 degrees). A hole drawn to another diameter, or off its axis by more than the tolerance,
-fails at every faceting; the right hole passes at every faceting of 5 segments or more.
+coarse faceting changes is the chords between them. Two measurements, both over the span less
+``MARGIN_MM`` at each end (a feature that ends there, a counterbore or a chamfered mouth, may be off by
+the domain's default tolerance):
+
+- slices: the part is sliced across the axis at ``STATIONS`` stations spread over that stretch, ends
+  included; the loop around the axis is the hole's; points where the slice only crossed a triangle's
+  diagonal (they lie on a chord) are dropped; every vertex left must lie at the stated radius from
+  the axis (a slot: from the nearer of its two end centres) within the tolerance, except where
+  ``ignore`` says another feature cuts the wall (a keyway in a bore); and no edge of the loop may
+  come closer to the axis than the inscribed radius of the coarsest faceting OpenSCAD makes by
+  default (5 segments, r cos 36 degrees);
+- the wall between them: every vertex of the part in that stretch and within ``REACH_MM`` of the
+  hole's radius must be on the radius (the right hole has none there: its wall's vertices are where
+  it ends). A hole changed between stations (a band of another diameter, a step, a groove) has
+  vertices where it changes; one with no vertex inside the stretch is ruled between its ends, and a
+  slice shows it.
+
+A hole drawn to another diameter, or off its axis by more than the tolerance, in any part of its
+span more than ``MARGIN_MM`` from the ends, fails at every faceting; the right hole passes at every
+faceting of 5 segments or more. The gold's own check is the same every verify: it is kept per
+mesh (``hole_lines`` memoises by a digest of the mesh and the holes).
 
 A hole, as the task's ``holes`` field lists it (``_gen.py`` writes them for every round hole and
-slot it makes): ``{"axis": "x" | "y" | "z", "at": [x, y, z], "d": mm}``, ``at`` a point of the axis
-at the station; for a slot, ``"to": [x, y, z]``, the other end's centre at the same station; and
-optionally ``"ignore": [[x0, y0, z0], [x1, y1, z1]]``, a box whose wall vertices are another
-feature's. Not here: holes that are not round (the shape check holds pockets and steps to ~1 mm).
+slot it makes): ``{"axis": "x" | "y" | "z", "at": [x, y, z], "d": mm, "span": [w0, w1]}``, ``at`` a
+point of the axis, ``span`` the stretch of the axis's coordinate (``w0 < w1``, ``at``'s in it) where
+the hole is its plain self: through the material, clear of its counterbore and of other features
+(no other feature's vertex within ``REACH_MM`` of its wall); for a slot, ``"to": [x, y, z]``, the
+other end's centre, ``at`` and ``to`` at the same coordinate along the axis; and optionally
+``"ignore": [[x0, y0, z0], [x1, y1, z1]]``, a box whose wall vertices are another feature's. A hole
+without ``span`` (task files written before it) is refused in one line naming it. Not here: holes
+that are not round (the shape check holds pockets and steps to ~1 mm).
 
->>> parse_holes([{"axis": "z", "at": [0, 0, 2], "d": 3}])
-[{'axis': 'z', 'at': [0.0, 0.0, 2.0], 'd': 3.0}]
+>>> parse_holes([{"axis": "z", "at": [0, 0, 2], "d": 3, "span": [0, 4]}])
+[{'axis': 'z', 'at': [0.0, 0.0, 2.0], 'd': 3.0, 'span': [0.0, 4.0]}]
 >>> hole_tolerance(3.0), hole_tolerance(20.0)
 (0.05, 0.2)
+>>> stations({"span": [0, 6]}).tolist()
+[0.5, 1.75, 3.0, 4.25, 5.5]
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +68,18 @@ the turned part keeps its orientation."""
 COARSEST = math.cos(math.pi / 5)
 """The inscribed radius of OpenSCAD's coarsest default faceting (5 segments), over the radius."""
 MAX_HOLES = 64
+STATIONS = 5
+"""Slices per hole, evenly spread over its measured stretch, both ends included."""
+MARGIN_MM = 0.5
+"""What is not measured at each end of a hole's span (a quarter of the span at most): the domain's
+default ``tolerance_mm``, how far a feature ending there (a counterbore's floor, a chamfered mouth)
+may be off."""
+REACH_MM = 1.5
+"""How far outside a hole's radius its wall's vertices are looked for: past the 1 mm the shape check
+lets through, short of the 2 mm the generator keeps between features (``_parts.GAP``)."""
+_MEMO_SIZE = 64
+_memo: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
+"""digest of (mesh, holes) -> lines: the gold's check, which every verify of its task repeats."""
 
 
 def hole_tolerance(d: float) -> float:
@@ -51,12 +87,50 @@ def hole_tolerance(d: float) -> float:
     return max(0.05, 0.01 * d)
 
 
-def _point(value: Any) -> list[float] | None:
-    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3:
+def stations(hole: dict[str, Any]) -> np.ndarray:
+    """Where along its axis ``hole`` is sliced: its span less ``MARGIN_MM`` (at most a quarter) at each end."""
+    lo, hi = hole["span"]
+    margin = min(MARGIN_MM, (hi - lo) / 4)
+    return np.linspace(lo + margin, hi - margin, STATIONS)
+
+
+def _point(value: Any, n: int = 3) -> list[float] | None:
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != n:
         return None
     if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value):
         return None
     return [float(x) for x in value]
+
+
+def _parse_hole(i: int, hole: Any) -> dict[str, Any]:
+    keys = {"axis", "at", "d", "span", "to", "ignore"}
+    if not isinstance(hole, dict) or not {"axis", "at", "d"} <= set(hole) <= keys:
+        raise ValueError(f"hole {i}: an object with axis, at, d, span and optionally to, ignore")
+    d, at = hole["d"], _point(hole["at"])
+    if hole["axis"] not in FRAMES or at is None or isinstance(d, bool) or not isinstance(d, int | float) \
+            or not 0 < d < 1e4:
+        raise ValueError(f"hole {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm")
+    w = FRAMES[hole["axis"]][2]
+    if "span" not in hole:
+        raise ValueError(f"hole {i}: span [w0, w1], where along its axis the hole is its plain self (missing: "
+                         "task files written before holes had a span must be generated again)")
+    span = _point(hole["span"], 2)
+    if span is None or not span[0] <= at[w] <= span[1] or not span[0] < span[1]:
+        raise ValueError(f"hole {i}: span [w0, w1], w0 < w1, the stretch of the axis where the hole is its "
+                         f"plain self, at's {'xyz'[w]} in it")
+    item: dict[str, Any] = {"axis": hole["axis"], "at": at, "d": float(d), "span": span}
+    if "to" in hole:
+        to = _point(hole["to"])
+        if to is None or to[w] != at[w]:
+            raise ValueError(f"hole {i}: to, the slot's other end centre, at the same {'xyz'[w]} as at")
+        item["to"] = to
+    if "ignore" in hole:
+        box = hole["ignore"]
+        corners = [_point(c) for c in box] if isinstance(box, list) and len(box) == 2 else [None]
+        if any(c is None for c in corners):
+            raise ValueError(f"hole {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]")
+        item["ignore"] = corners
+    return item
 
 
 def parse_holes(value: Any) -> list[dict[str, Any]]:
@@ -64,29 +138,7 @@ def parse_holes(value: Any) -> list[dict[str, Any]]:
     expected where they are not."""
     if not isinstance(value, list) or len(value) > MAX_HOLES:
         raise ValueError(f"a list of at most {MAX_HOLES} holes")
-    out = []
-    for i, hole in enumerate(value):
-        if not isinstance(hole, dict) or not {"axis", "at", "d"} <= set(hole) <= {"axis", "at", "d", "to", "ignore"}:
-            raise ValueError(f"hole {i}: an object with axis, at, d and optionally to, ignore")
-        d, at = hole["d"], _point(hole["at"])
-        if hole["axis"] not in FRAMES or at is None or isinstance(d, bool) or not isinstance(d, int | float) \
-                or not 0 < d < 1e4:
-            raise ValueError(f"hole {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm")
-        item: dict[str, Any] = {"axis": hole["axis"], "at": at, "d": float(d)}
-        if "to" in hole:
-            to = _point(hole["to"])
-            w = FRAMES[hole["axis"]][2]
-            if to is None or to[w] != at[w]:
-                raise ValueError(f"hole {i}: to, the slot's other end centre, at the same station as at")
-            item["to"] = to
-        if "ignore" in hole:
-            box = hole["ignore"]
-            corners = [_point(c) for c in box] if isinstance(box, list) and len(box) == 2 else [None]
-            if any(c is None for c in corners):
-                raise ValueError(f"hole {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]")
-            item["ignore"] = corners
-        out.append(item)
-    return out
+    return [_parse_hole(i, hole) for i, hole in enumerate(value)]
 
 
 def _turned(manifold: Any, axis: str) -> Any:
@@ -147,24 +199,47 @@ def _edges_to_segment(loop: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _where(hole: dict[str, Any]) -> str:
-    at = ", ".join(f"{x:g}" for x in hole["at"])
-    kind = f"slot {hole['d']:g} mm wide" if "to" in hole else f"hole of diameter {hole['d']:g} mm"
-    return f"the {kind} along {hole['axis'].upper()} at ({at})"
+    u, v, _ = ("xyz"[i].upper() for i in FRAMES[hole["axis"]])
+    ui, vi, _ = FRAMES[hole["axis"]]
+    place = f"{u} = {hole['at'][ui]:g}, {v} = {hole['at'][vi]:g}"
+    if "to" in hole:
+        return (f"the slot {hole['d']:g} mm wide along {hole['axis'].upper()}, its end centres at {place} and "
+                f"{u} = {hole['to'][ui]:g}, {v} = {hole['to'][vi]:g}")
+    return f"the hole of diameter {hole['d']:g} mm along {hole['axis'].upper()} at {place}"
 
 
-def hole_problem(turned: Any, hole: dict[str, Any]) -> str | None:
-    """Why the part ``turned`` (by ``_turned`` for the hole's axis) does not have ``hole``, or None."""
+def _across(radius: np.ndarray) -> str:
+    if radius.max() - radius.min() < 0.005:
+        return f"{2 * radius.max():.2f} mm across"
+    return f"{2 * radius.min():.2f} to {2 * radius.max():.2f} mm across"
+
+
+class _Slice:
+    """The loops of the turned part's slice at one station, with their bounding boxes."""
+
+    def __init__(self, turned: Any, station: float) -> None:
+        loops = (np.asarray(p, dtype=float) for p in turned.slice(station).to_polygons())
+        self.loops = [p for p in loops if len(p) >= 3]
+        self.lo = np.array([p.min(axis=0) for p in self.loops]).reshape(-1, 2)
+        self.hi = np.array([p.max(axis=0) for p in self.loops]).reshape(-1, 2)
+
+    def around(self, c: np.ndarray) -> list[np.ndarray]:
+        """The loops around the point ``c``."""
+        boxed = np.flatnonzero(np.all((self.lo <= c) & (c <= self.hi), axis=1))
+        return [self.loops[i] for i in boxed if _inside(self.loops[i], c)]
+
+
+def _slice_problem(cut: _Slice, hole: dict[str, Any], station: float) -> str | None:
+    """Why the slice at ``station`` (the turned part's) does not hold ``hole``, or None."""
     u, v, w = FRAMES[hole["axis"]]
-    at = np.array(hole["at"])
-    a = at[[u, v]]
+    where = f"{_where(hole)}, at {'xyz'[w].upper()} = {station:g}"
+    a = np.array(hole["at"])[[u, v]]
     b = np.array(hole["to"])[[u, v]] if "to" in hole else a
-    centre = (a + b) / 2
-    loops = [np.asarray(p, dtype=float) for p in turned.slice(float(at[w])).to_polygons()]
-    around = [p for p in loops if len(p) >= 3 and _inside(p, centre)]
+    around = cut.around((a + b) / 2)
     if len(around) % 2:  # inside an odd number of loops: in material
-        return f"{_where(hole)}: the part is solid there"
+        return f"{where}: the part is solid there"
     if not around:
-        return f"{_where(hole)}: the part is not there"
+        return f"{where}: the part is not there"
     loop = min(around, key=lambda p: abs(_area(p)))
     r, tol = hole["d"] / 2, hole_tolerance(hole["d"])
     wall = _corners(loop)
@@ -176,24 +251,71 @@ def hole_problem(turned: Any, hole: dict[str, Any]) -> str | None:
     inner = _edges_to_segment(loop, a, b)
     if len(radius) and np.abs(radius - r).max() <= tol and inner >= COARSEST * r - tol:
         return None
-    if not len(radius):
-        corners = "none of its wall's corners is the hole's"
-    elif radius.max() - radius.min() < 0.005:
-        corners = f"its wall's corners are {2 * radius.max():.2f} mm across"
-    else:
-        corners = f"its wall's corners are {2 * radius.min():.2f} to {2 * radius.max():.2f} mm across"
-    return (f"{_where(hole)}: measured from the stated axis, {corners} and its narrowest point {2 * inner:.2f} mm "
+    corners = f"its wall's corners are {_across(radius)}" if len(radius) else "none of its wall's corners is the hole's"
+    return (f"{where}: measured from the stated axis, {corners} and its narrowest point {2 * inner:.2f} mm "
             f"(specified: {hole['d']:g} mm +/- {2 * tol:g} mm, on that axis)")
 
 
+def _wall_problem(vertices: np.ndarray, hole: dict[str, Any]) -> str | None:
+    """Why the part's ``vertices`` (V, 3) near ``hole``'s wall, between its first and last station,
+    are not on it, or None (module docstring)."""
+    u, v, w = FRAMES[hole["axis"]]
+    lo, hi = stations(hole)[[0, -1]]
+    near = vertices[(vertices[:, w] >= lo) & (vertices[:, w] <= hi)]
+    a = np.array(hole["at"])[[u, v]]
+    b = np.array(hole["to"])[[u, v]] if "to" in hole else a
+    r, tol = hole["d"] / 2, hole_tolerance(hole["d"])
+    radius = _to_points(near[:, [u, v]], a, b)
+    off = (radius < r + REACH_MM) & (np.abs(radius - r) > tol)
+    if "ignore" in hole and off.any():
+        box_lo, box_hi = np.minimum(*hole["ignore"]) - tol, np.maximum(*hole["ignore"]) + tol
+        off &= ~np.all((near >= box_lo) & (near <= box_hi), axis=1)
+    if not off.any():
+        return None
+    axis, along = "xyz"[w].upper(), near[off, w]
+    return (f"{_where(hole)}, between {axis} = {lo:g} and {hi:g}: its wall has corners {_across(radius[off])} "
+            f"from the stated axis at {axis} = {along.min():.2f} to {along.max():.2f} (specified: {hole['d']:g} "
+            f"mm +/- {2 * tol:g} mm along its whole length)")
+
+
+def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[str, Any]]) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for array in (vertices, triangles):
+        h.update(np.ascontiguousarray(array).tobytes())
+        h.update(str(array.shape).encode())
+    h.update(json.dumps(list(holes), sort_keys=True).encode())
+    return h.digest()
+
+
 def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per stated hole that the part does not have (module docstring)."""
+    """One line per stated hole that the part does not have (module docstring). Memoised by a digest of
+    the mesh and the holes: the worker checks the gold's holes before every candidate's."""
+    if not holes:
+        return []
+    mesh = manifold.to_mesh()
+    vertices = np.asarray(mesh.vert_properties, dtype=float)[:, :3]
+    key = _digest(vertices, np.asarray(mesh.tri_verts), holes)
+    if key in _memo:
+        _memo.move_to_end(key)
+        return list(_memo[key])
     turned: dict[str, Any] = {}
+    slices: dict[tuple[str, float], _Slice] = {}
     lines = []
     for hole in holes:
-        if hole["axis"] not in turned:
-            turned[hole["axis"]] = _turned(manifold, hole["axis"])
-        problem = hole_problem(turned[hole["axis"]], hole)
+        axis = hole["axis"]
+        if axis not in turned:
+            turned[axis] = _turned(manifold, axis)
+        problem = None
+        for station in stations(hole).tolist():
+            if (axis, station) not in slices:
+                slices[axis, station] = _Slice(turned[axis], station)
+            problem = _slice_problem(slices[axis, station], hole, station)
+            if problem:
+                break
+        problem = problem or _wall_problem(vertices, hole)
         if problem:
             lines.append(problem)
+    _memo[key] = tuple(lines)
+    while len(_memo) > _MEMO_SIZE:
+        _memo.popitem(last=False)
     return lines

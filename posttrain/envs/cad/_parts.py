@@ -21,8 +21,10 @@ tolerance (1 mm) in every direction, so leaving any one out fails the ``shape`` 
 dimensions do not fit; the generator draws again.
 
 Every round hole and slot a feature cuts is also listed as a ``hole`` (``_holes.py``): its axis, a
-point of the axis where the hole is on its own (below its counterbore, clear of the other features),
-its diameter, so that the verifier holds it to its stated size (``Part.holes``).
+point of it, its diameter and its span, the stretch of the axis where the hole is its plain self
+(through the material, below its counterbore, clear of the other features: from face to face, or to
+the counterbore's floor), so that the verifier holds it to its stated size along its length
+(``Part.holes``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Feature:
     """A replacement of the base solid (rounded or chamfered edges)."""
     holes: list[dict[str, object]] = field(default_factory=list)
     """The round holes and slots it cuts (``_hole``): what the verifier measures."""
+    spans_without: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Another feature its holes run through (a boss, a hub) -> their span when the gold lacks it."""
 
 
 @dataclass
@@ -87,13 +91,18 @@ class Part:
 
     def holes(self, without: str | None = None) -> list[dict[str, object]]:
         """The stated holes of the gold ``script(without)`` builds (the task's ``holes`` field)."""
-        return [h for f in self.features if f.name != without for h in f.holes]
+        kept = [f for f in self.features if f.name != without]
+        return [{**h, "span": [round(x, 6) for x in f.spans_without[without]]} if without in f.spans_without else h
+                for f in kept for h in f.holes]
 
 
-def _hole(axis: str, at: tuple[float, float, float], d: float, *, to: tuple[float, float, float] | None = None,
+def _hole(axis: str, at: tuple[float, float, float], d: float, span: tuple[float, float], *,
+          to: tuple[float, float, float] | None = None,
           ignore: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> dict[str, object]:
-    """A stated hole (``_holes.parse_holes``): ``at`` a point of its axis where it is on its own."""
-    hole: dict[str, object] = {"axis": axis, "at": [round(x, 6) for x in at], "d": d}
+    """A stated hole (``_holes.parse_holes``): ``at`` a point of its axis, ``span`` the stretch of the
+    axis where it is its plain self."""
+    hole: dict[str, object] = {"axis": axis, "at": [round(x, 6) for x in at], "d": d,
+                               "span": [round(x, 6) for x in span]}
     if to is not None:
         hole["to"] = [round(x, 6) for x in to]
     if ignore is not None:
@@ -217,7 +226,8 @@ def _slab_corners(rng: random.Random, s: _Slab) -> bool:
         f"X = +/-{_n(xs)}, Y = +/-{_n(ys)}).",
         subs=[f"for (x = [{_n(-xs)}, {_n(xs)}], y = [{_n(-ys)}, {_n(ys)}]) translate([x, y, -1]) "
               f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"],
-        holes=[_hole("z", (sx * xs, sy * ys, s.t / 2), d) for sx, sy in itertools.product((-1, 1), repeat=2)]))
+        holes=[_hole("z", (sx * xs, sy * ys, s.t / 2), d, (0, s.t))
+               for sx, sy in itertools.product((-1, 1), repeat=2)]))
     return True
 
 
@@ -235,7 +245,8 @@ def _slab_centre(rng: random.Random, s: _Slab, kind: str, bored: bool) -> bool:
             d = _pick(rng, 3, db - 6)
             s.features.append(Feature("bore", f"A through-hole of diameter {_n(d)} mm runs down the boss's axis "
                                       "through the boss and the plate.", subs=[_cyl(0, 0, -1, d, s.t + hb + 2)],
-                                      holes=[_hole("z", (0, 0, s.t / 2), d)]))
+                                      holes=[_hole("z", (0, 0, s.t / 2), d, (0, s.t + hb))],
+                                      spans_without={"centre": (0, s.t)}))
         return True
     if kind == "pocket":
         a, b = _pick(rng, s.w / 4, s.w / 2), _pick(rng, s.d / 4, s.d / 2)
@@ -254,12 +265,13 @@ def _slab_centre(rng: random.Random, s: _Slab, kind: str, bored: bool) -> bool:
         s.features.append(Feature("centre", f"A counterbored through-hole at the centre: diameter {_n(d)} mm, with a "
                                   f"counterbore of diameter {_n(cd)} mm and depth {_n(k)} mm from the top face.",
                                   subs=[s.through(0, 0, d), _cyl(0, 0, s.t - k, cd, k + 1)],
-                                  holes=[_hole("z", (0, 0, (s.t - k) / 2), d), _hole("z", (0, 0, s.t - k / 2), cd)]))
+                                  holes=[_hole("z", (0, 0, (s.t - k) / 2), d, (0, s.t - k)),
+                                         _hole("z", (0, 0, s.t - k / 2), cd, (s.t - k, s.t))]))
         return True
     if not s.layout.take(_square(0, 0, d)):
         return False
     s.features.append(Feature("centre", f"A through-hole of diameter {_n(d)} mm goes through the centre.",
-                              subs=[s.through(0, 0, d)], holes=[_hole("z", (0, 0, s.t / 2), d)]))
+                              subs=[s.through(0, 0, d)], holes=[_hole("z", (0, 0, s.t / 2), d, (0, s.t))]))
     return True
 
 
@@ -275,7 +287,8 @@ def _slab_band(rng: random.Random, s: _Slab, side: int) -> bool:
         hull = f"hull() {{ {s.through(-length / 2, y, w)} {s.through(length / 2, y, w)} }}"
         s.features.append(Feature(name, f"A through slot {_n(w)} mm wide with rounded ends runs along X at Y = "
                                   f"{_n(y)}, its end centres at X = +/-{_n(length / 2)}.", subs=[hull],
-                                  holes=[_hole("z", (-length / 2, y, s.t / 2), w, to=(length / 2, y, s.t / 2))]))
+                                  holes=[_hole("z", (-length / 2, y, s.t / 2), w, (0, s.t),
+                                               to=(length / 2, y, s.t / 2))]))
         return True
     count, d = rng.randint(2, 5), rng.choice((3.0, 4.0, 5.0))
     pitch = _pick(rng, d + 3, d + 8)
@@ -286,7 +299,7 @@ def _slab_band(rng: random.Random, s: _Slab, side: int) -> bool:
                               f"and centred on X = 0, runs along X at Y = {_n(y)}.",
                               subs=[f"for (x = [{', '.join(_n(x) for x in xs)}]) translate([x, {_n(y)}, -1]) "
                                     f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"],
-                              holes=[_hole("z", (x, y, s.t / 2), d) for x in xs]))
+                              holes=[_hole("z", (x, y, s.t / 2), d, (0, s.t)) for x in xs]))
     return True
 
 
@@ -327,8 +340,7 @@ def _block_cross(rng: random.Random, s: _Slab, axis: str) -> bool:
     s.features.append(Feature(f"cross{axis}", f"A through-hole of diameter {_n(d)} mm runs along {axis} through the "
                               f"whole block, its axis at Z = {_n(z)} and {'Y' if axis == 'X' else 'X'} = 0.",
                               subs=[f"translate({start}) rotate({rot}) cylinder(d = {_n(d)}, h = {_n(along + 2)});"],
-                              holes=[_hole(axis.lower(), (-along / 2 + 1, 0, z) if axis == "X" else (0, -along / 2 + 1, z),
-                                           d)]))
+                              holes=[_hole(axis.lower(), (0, 0, z), d, (-along / 2, along / 2))]))
     s.cross.append((-s.w / 2, -d / 2, s.w / 2, d / 2) if axis == "X" else (-d / 2, -s.d / 2, d / 2, s.d / 2))
     return True
 
@@ -357,7 +369,7 @@ def _block_vertical(rng: random.Random, s: _Slab) -> bool:
                               f"to the top face at X = +/-{_n(x)}, Y = {_n(y)}.",
                               subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {_n(y)}, -1]) "
                                     f"cylinder(d = {_n(d)}, h = {_n(s.t + 2)});"],
-                              holes=[_hole("z", (sx * x, y, 1), d) for sx in (-1, 1)]))
+                              holes=[_hole("z", (sx * x, y, s.t / 2), d, (0, s.t)) for sx in (-1, 1)]))
     return True
 
 
@@ -414,7 +426,8 @@ def disc(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         keyway = ((-kw / 2, 0.0, -1.0), (kw / 2, reach, top + 1)) if kw else None  # its cut in the bore's wall
         feats.append(Feature("bore", f"A centre bore of diameter {_n(bore)} mm runs through the "
                              f"{'disc and the hub' if hub_d else 'disc'}.", subs=[_cyl(0, 0, -1, bore, top + 2)],
-                             holes=[_hole("z", (0, 0, t / 2), bore, ignore=keyway)]))
+                             holes=[_hole("z", (0, 0, t / 2), bore, (0, top), ignore=keyway)],
+                             spans_without={"hub": (0, t)} if hub_d else {}))
         inner = max(inner, bore / 2)
     if kw:
         if hub_d and reach > hub_d / 2 - GAP:
@@ -441,12 +454,12 @@ def _disc_bolts(rng: random.Random, feats: list[Feature], outer: float, inner: f
                          f"radius {_n(r)} mm about the axis, the first on the +X axis.",
                          subs=[f"for (i = [0 : {n - 1}]) rotate([0, 0, i * {_n(360 / n)}]) "
                                f"{_cyl(r, 0, -1, d, t + 2)}"],
-                         holes=[_hole("z", (x, y, (t - k) / 2), d) for x, y in places]))
+                         holes=[_hole("z", (x, y, (t - k) / 2), d, (0, t - k)) for x, y in places]))
     if counterbored:
         feats.append(Feature("counterbores", f"Each of them is counterbored from the top face: diameter {_n(cd)} mm, "
                              f"depth {_n(k)} mm.", subs=[f"for (i = [0 : {n - 1}]) rotate([0, 0, i * {_n(360 / n)}]) "
                                                          f"{_cyl(r, 0, t - k, cd, k + 1)}"],
-                             holes=[_hole("z", (x, y, t - k / 2), cd) for x, y in places]))
+                             holes=[_hole("z", (x, y, t - k / 2), cd, (t - k, t)) for x, y in places]))
     return True
 
 
@@ -484,7 +497,7 @@ def bracket(rng: random.Random, names: tuple[str, ...]) -> Part | None:
                              f"+/-{_n(x)}, Y = {_n(y)}.",
                              subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {_n(y)}, -1]) "
                                    f"cylinder(d = {_n(hd)}, h = {_n(t + 2)});"],
-                             holes=[_hole("z", (sx * x, y, t / 2), hd) for sx in (-1, 1)]))
+                             holes=[_hole("z", (sx * x, y, t / 2), hd, (0, t)) for sx in (-1, 1)]))
     if "wall" in names and not _bracket_wall(rng, feats, w, d, t, h, strip, clear_x):
         return None
     intro = (f"An L-shaped angle bracket of {_n(t)} mm thick plate, {_n(w)} mm wide along X and centred on X = 0: a "
@@ -501,7 +514,7 @@ def _bracket_wall(rng: random.Random, feats: list[Feature], w: float, d: float, 
     if z - hd / 2 < t + strip + GAP or z + hd / 2 > h - 3:
         return False
     axis = f"rotate([-90, 0, 0]) cylinder(d = {_n(hd)}, h = {_n(t + 2)});"
-    y0, mid = _n(d / 2 - t - 1), d / 2 - t / 2  # mid: the station, half-way through the wall
+    y0, mid, wall = _n(d / 2 - t - 1), d / 2 - t / 2, (d / 2 - t, d / 2)  # the wall's faces: the holes' span
     if rng.random() < 0.5 or clear_x > GAP:
         x = _pick(rng, max(clear_x + hd / 2, w / 5), w / 2 - hd / 2 - 3, 0.5)
         if x - hd / 2 < clear_x:
@@ -509,12 +522,12 @@ def _bracket_wall(rng: random.Random, feats: list[Feature], w: float, d: float, 
         feats.append(Feature("wall", f"Two through-holes of diameter {_n(hd)} mm go through the wall along Y at "
                              f"X = +/-{_n(x)}, Z = {_n(z)}.",
                              subs=[f"for (x = [{_n(-x)}, {_n(x)}]) translate([x, {y0}, {_n(z)}]) {axis}"],
-                             holes=[_hole("y", (sx * x, mid, z), hd) for sx in (-1, 1)]))
+                             holes=[_hole("y", (sx * x, mid, z), hd, wall) for sx in (-1, 1)]))
         return True
     length = _pick(rng, 8, w / 2)
     feats.append(Feature("wall", f"A horizontal through slot {_n(hd)} mm wide with rounded ends goes through the wall "
                          f"along Y at Z = {_n(z)}, its end centres at X = +/-{_n(length / 2)}.",
                          subs=[f"hull() {{ translate([{_n(-length / 2)}, {y0}, {_n(z)}]) {axis} "
                                f"translate([{_n(length / 2)}, {y0}, {_n(z)}]) {axis} }}"],
-                         holes=[_hole("y", (-length / 2, mid, z), hd, to=(length / 2, mid, z))]))
+                         holes=[_hole("y", (-length / 2, mid, z), hd, wall, to=(length / 2, mid, z))]))
     return True
