@@ -206,6 +206,8 @@ class ManagedEpisode:
     tokens: int = 0
     """Tokens after the prompt: actions and observations, searches and summaries included."""
     peak_context: int = 0
+    cut_by: Literal["max_turns", "max_tokens"] | None = None
+    """The limit that stopped the episode before its environment said done (None: done)."""
 
     @property
     def reward(self) -> float:
@@ -213,12 +215,14 @@ class ManagedEpisode:
 
     def trajectories(self) -> list[Trajectory]:
         """One one-turn ``Trajectory`` per row (module docstring: how the loss is assembled), each
-        carrying the episode's group, sample index and reward."""
+        carrying the episode's group, sample index, reward and ``cut_by``: a cut episode's rows score
+        the least a failure can (``train._credit.episode_reward``), never the verdict of an attempt
+        before the cut, which its last row carries."""
         last = len(self.rows) - 1
         return [Trajectory(self.task.id, self.group_id, self.sample_idx,
                            (Turn(r.context_ids, r.action_ids, r.logprobs, r.stop_reason,  # type: ignore[arg-type]
                                  self.verdicts[-1] if k == last and self.verdicts else None, r.text),),
-                           self.reward, truncated=not self.done)
+                           self.reward, truncated=not self.done, cut_by=self.cut_by)
                 for k, r in enumerate(self.rows)]
 
 
@@ -277,6 +281,9 @@ def _run_managed(sampler: Sampler, episodes: Sequence[tuple[Task, Env, str, int]
                     ep.verdicts.append(result.verdict)
             ep.tokens += len(g.completion_ids) + len(obs.ids)
             ctx.observe(obs)
+    for ep, _, _ in states:
+        if not ep.done:
+            ep.cut_by = "max_tokens" if _room(ep, max_tokens) <= 0 else "max_turns"
     return [s[0] for s in states]
 
 

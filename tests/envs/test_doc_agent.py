@@ -121,3 +121,37 @@ def test_the_oracle_tells_one_question_about_different_reports_apart(pool, verif
     trajs = play_runner(pool, tasks, "oracle", verify)
     assert [tr.verdicts[0].outcome for tr in trajs] == ["pass"] * len(tasks), [tr.verdicts[0].feedback for tr in trajs]
     assert all(any("md5sum" in str(c.arguments) for t in tr.turns for c in t.calls) for tr in trajs)
+
+
+def _yes_no(task, gold: str):
+    """``task`` asking a yes/no question instead (same document, same figures to cite)."""
+    from posttrain.types import Task
+
+    return Task(id=task.id + "-yn", domain=task.domain, prompt="Did the figure exceed zero?",
+                fields={**task.fields, "answer": {"text": gold}}, tags=task.tags, limits=task.limits)
+
+
+def test_a_wrong_yes_no_conclusion_ends_the_episode(pool, verify) -> None:
+    """Told "wrong answer" to a yes/no question, the other one is the answer: a second try would be a
+    full pass for reading the feedback (with rl.attempt_discount 1.0, the whole reward). A wrong
+    conclusion to a two-way question is final; a right one with evidence that does not hold is still
+    repaired (that feedback names locations, nothing of the answer)."""
+    base = build_task(random.Random(5), 1, "doc-agent-yn", "figure", pdf=False)
+    task, ref = _yes_no(base, "yes"), reference(base)
+    got = play(pool, task, [call("submit", answer="no", scale="", evidence=ref["evidence"]),
+                            call("submit", answer="yes", scale="", evidence=ref["evidence"])], verify)
+    assert got.done and [(v.outcome, v.error_class) for v in got.verdicts] == [("fail", "wrong_answer")]
+    cite = ref["evidence"][0]
+    moved = {"location": {**cite["location"], "column": "No such year"}, "quote": cite["quote"]}
+    got = play(pool, task, [call("submit", answer="Yes", scale="", evidence=[moved]),
+                            call("submit", answer="yes", scale="", evidence=ref["evidence"])], verify)
+    assert [(v.outcome, v.error_class) for v in got.verdicts] == [("fail", "evidence"), ("pass", None)]
+    got = play(pool, base, [call("submit", answer=1, scale="", evidence=ref["evidence"]), call("submit", **ref)],
+               verify)  # a number's wrong answer gives nothing away: repaired as before
+    assert [v.outcome for v in got.verdicts] == ["fail", "pass"]
+
+
+def test_read_pdf_refuses_a_page_number_too_long_to_read(pool, verify) -> None:
+    task = build_task(random.Random(1), 2, "doc-agent-pdf-digits", "total", pdf=True)
+    got = play(pool, task, [call("read_pdf", pages="9" * 5000), call("read_pdf", pages=f"1-{'9' * 5000}")], verify)
+    assert [c.result[:32] for c in got.calls] == ["Error: pages must look like 3, 3"] * 2

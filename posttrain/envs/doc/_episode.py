@@ -12,7 +12,10 @@ and ``submit`` carrying the structured answer to the doc verifier.
   doc verifier judges them against the task's own document (``_check.py``): the workspace's copy is
   never read, so a document the agent edited proves nothing.
 - Repair: a failed attempt's feedback (each mismatching location, never the gold) is the submit
-  call's result, ``MAX_ATTEMPTS`` attempts in all.
+  call's result, ``MAX_ATTEMPTS`` attempts in all; except a wrong conclusion to a yes/no question
+  (``is_closed``), which ends the episode: "wrong answer" would name the other one, and a second try
+  would be paid in full for reading it (a wrong evidence list with the right yes/no is still
+  repaired: that feedback gives nothing of the answer away).
 
 Not here: the scripted agents (``_agents.py``), the checks (``_check.py``).
 """
@@ -30,6 +33,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from posttrain.envs.doc._anchors import tatqa_normalize
 from posttrain.envs.doc._env import FORMAT_RULES
 from posttrain.envs.doc._pdf import pdf_pages, render_pdf
 from posttrain.envs.workspace import (
@@ -54,7 +58,11 @@ MAX_PAGE_CHARS = 12_000
 """Characters of text ``read_pdf`` shows at once (whole pages, at least one)."""
 SYSTEM = ("You analyse a document in a workspace (the current directory, /work) with the tools: find the figures "
           "the question needs, check them, then call submit once with your answer and the evidence for it.")
-_PAGES_RE = re.compile(r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$")
+_PAGES_RE = re.compile(r"^\s*\d{1,6}\s*(-\s*\d{1,6}\s*)?(,\s*\d{1,6}\s*(-\s*\d{1,6}\s*)?)*$")
+"""Page numbers of at most 6 digits: a longer one is the agent's error result (``int`` of more than
+4300 digits raises, which would be an error of the environment and lose the batch)."""
+CLOSED_ANSWERS = frozenset({"yes", "no", "true", "false"})
+"""Text answers of a two-way question: told that one is wrong names the other."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -89,8 +97,8 @@ def _pages_of(data: bytes) -> tuple[str, ...] | str:
 def page_numbers(spec: str, count: int) -> list[int] | str:
     """``"3-5,9"`` -> ``[3, 4, 5, 9]`` within ``1..count``, or why not.
 
-    >>> page_numbers("2-3, 5", 6), page_numbers("7", 6)
-    ([2, 3, 5], 'the document has 6 page(s); page 7 is not one of them')
+    >>> page_numbers("2-3, 5", 6), page_numbers("7", 6), page_numbers("9" * 5000, 6)[:18]
+    ([2, 3, 5], 'the document has 6 page(s); page 7 is not one of them', 'pages must look li')
     """
     if not _PAGES_RE.match(spec):
         return f"pages must look like 3, 3-5 or 1,4-6; got {spec!r}"
@@ -198,9 +206,20 @@ def initial_files(task: Task) -> dict[str, bytes]:
     return {"document.md": document.encode("utf-8")}
 
 
+def is_closed(task: Task) -> bool:
+    """Whether ``task``'s answer is one of two (``CLOSED_ANSWERS``: yes or no, true or false).
+
+    >>> is_closed(Task(id="t", domain="doc", prompt="?", fields={"answer": {"text": "Yes"}}))
+    True
+    """
+    text = task.fields["answer"].get("text")
+    return isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS
+
+
 def workspace_spec(task: Task) -> WorkspaceSpec:
     """The kit's description of a doc task's episode (module docstring)."""
     take: Take = take_answer
     return WorkspaceSpec(initial=initial_files(task), prompt=episode_prompt(task), system=SYSTEM,
                          tools=default_tools(read_pdf_tool(), submit=SUBMIT), take=take,
-                         max_attempts=max(task.limits.max_attempts, MAX_ATTEMPTS), feedback=True)
+                         max_attempts=max(task.limits.max_attempts, MAX_ATTEMPTS), feedback=True,
+                         final_errors=frozenset({"wrong_answer"}) if is_closed(task) else frozenset())

@@ -20,7 +20,9 @@ workspace -- processes, caches, configuration, environment -- reaches the verifi
 A failed attempt on a task that allows repair (``spec.feedback``, ``spec.max_attempts``) returns
 the verifier's feedback as the submit call's result (its normalized failure: test names, assertion
 and location; never a withheld test's text or the gold) and the episode goes on; the same
-submission again is not graded again (the earlier verdict stands, and is said).
+submission again is not graded again (the earlier verdict stands, and is said). A failed attempt
+of an error class in ``spec.final_errors`` ends the episode: its feedback would give the answer away
+(a yes/no question answered wrong).
 
 Budgets (``AgentLimits``): ``max_steps`` actions, ``max_tokens`` tokens after the prompt (actions and
 observations, counted as the runner counts them) and ``wall_s`` seconds of the episode's own time in
@@ -36,12 +38,15 @@ Lifecycle (docs/contracts.md, "Env"): ``close()`` on every path out; ``snapshot(
 (``Restorable``): the workspace's O(1) snapshot and its rollback, with the conversation's state, so
 that after an infra error the runner steps the failed action again from the last snapshot. A
 sandbox failure under a tool, or an infra verdict of the verifier, is an ``infra_error`` step result
-(never scored).
+(never scored); an ``OSError`` of what the agent named or wrote (``AGENT_ERRNOS``: a name too long,
+a full workspace) is the agent's error result, never infra.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +58,7 @@ from posttrain.envs.workspace._tools import (
     Tool,
     ToolContext,
     ToolInfraError,
+    as_text,
     check_arguments,
     plain_arguments,
 )
@@ -69,6 +75,14 @@ RESULT_CHARS = 2000
 """A tool result keeps this many characters in records (the model saw it whole)."""
 SUBMISSION_CHARS = 20000
 """A kept submission (``WorkspaceSpec.keep_submission``) keeps this many characters."""
+AGENT_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+                          errno.EMLINK})
+"""``OSError``s a tool meets because of what the agent named or wrote (a 300-character file name, a
+link loop, a workspace filled past its storage): the agent's error result. Raised on, any of them
+would be infra to the runner, restarted until its tries ran out and the group dropped: a call that
+fails that way would escape its verdict and take the group's with it. Any other ``OSError`` stays
+what the runner makes of it (infra; a missing file or a directory where a file was, repeated, the
+environment's bug)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,9 @@ class WorkspaceSpec:
     max_attempts: int = 1
     feedback: bool = False
     """Whether a failed attempt gets the verifier's feedback and the episode goes on (repair)."""
+    final_errors: frozenset[str] = frozenset()
+    """Error classes of a failed attempt that end the episode though attempts are left: being told of
+    them would give the answer away (doc: a wrong yes/no conclusion names the other one)."""
     storage_mb: int = 512
     command_limits: Limits = field(default_factory=lambda: Limits(memory_mb=1024, pids=128, tmp_mb=256,
                                                                   output_bytes=1 << 18))
@@ -233,7 +250,8 @@ class WorkspaceEnv:
             attempts += 1
         verdict, history = turn.verdict, (*st.history, *turn.records)
         done = verdict is not None and (verdict.passed or ended is not None or not self.spec.feedback
-                                        or attempts >= self.spec.max_attempts)
+                                        or attempts >= self.spec.max_attempts
+                                        or verdict.error_class in self.spec.final_errors)
         if verdict is not None:
             verdict = _with_evidence(verdict, calls=turn.calls, valid=turn.valid, invalid=turn.invalid,
                                      attempt=attempts - 1, ended=how,
@@ -274,6 +292,10 @@ class WorkspaceEnv:
                 text = tool.run(self.ctx, call.arguments)
             except WorkspaceError as e:
                 text = f"Error: {e}"
+            except OSError as e:
+                if e.errno not in AGENT_ERRNOS:
+                    raise
+                text = f"Error: {call.name}: {os.strerror(e.errno)}."
             except ToolInfraError as e:
                 return StepResult(Observation(()), Verdict.infra(f"workspace tool {call.name}: {e}",
                                                                  error_class="infra:sandbox"), True,
@@ -327,6 +349,11 @@ class WorkspaceEnv:
             response = self.spec.take(self.workspace, arguments)
         except WorkspaceError as e:
             response = fail(f"The workspace could not be graded: {e}.", "ungradable", {"error": str(e)})
+        except OSError as e:  # what the agent named or wrote (AGENT_ERRNOS): its fail, never infra
+            if e.errno not in AGENT_ERRNOS:
+                raise
+            why = os.strerror(e.errno)
+            response = fail(f"The workspace could not be graded: {why}.", "ungradable", {"error": why})
         if isinstance(response, Verdict):
             return response, _result_text(response, st.attempts + 1, self.spec), st.last
         if st.last is not None and st.last[0] == response:
@@ -363,4 +390,6 @@ def _with_evidence(verdict: Verdict, *, calls: int | None = None, valid: int | N
 
 def _record(call: Any, text: str, ok: bool, t0: float) -> ToolCallRecord:
     clipped = text if len(text) <= RESULT_CHARS else text[:RESULT_CHARS] + f"\n[... {len(text) - RESULT_CHARS} more]"
-    return ToolCallRecord(call.name, to_plain(dict(call.arguments)), clipped, ok, time.monotonic() - t0)
+    # as_text: a refused call's arguments may hold lone surrogates, which a UTF-8 record cannot
+    return ToolCallRecord(as_text(call.name), as_text(to_plain(dict(call.arguments))), clipped, ok,
+                          time.monotonic() - t0)

@@ -17,7 +17,11 @@ environment's: grading). A domain adds its own the same way (doc: ``read_pdf``).
   outside it is an error result, not a crash.
 
 Arguments are checked against the tool's schema before it runs (``check_arguments``): a call with
-an unknown or missing argument, or one of the wrong type, never runs and counts as an invalid call.
+an unknown or missing argument, one of the wrong type, or a string that is not text (a lone
+surrogate, which JSON's ``\\ud800`` decodes to and UTF-8 cannot encode), never runs and counts as an
+invalid call. A command holding a NUL is an error result: whatever a call's arguments hold costs
+the agent its call, never an exception out of the step (the runner's ``StepError``, which loses
+the batch).
 """
 
 from __future__ import annotations
@@ -120,6 +124,8 @@ def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
         if key not in arguments:
             return f"{tool.name}: missing argument {key!r}"
     for key, value in arguments.items():
+        if not is_text(value):
+            return f"{tool.name}: argument {key!r} is not text (it holds a lone surrogate such as \\ud800)"
         kind = props[key].get("type")
         if kind in _TYPES and not _TYPES[kind](value):
             return f"{tool.name}: argument {key!r} must be {kind}, got {type(value).__name__}"
@@ -127,6 +133,41 @@ def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
                                        for x in value):
             return f"{tool.name}: argument {key!r} must be an array of {props[key]['items']['type']}"
     return None
+
+
+def is_text(value: Any) -> bool:
+    """Whether every string in ``value`` (through lists and objects) encodes as UTF-8.
+
+    >>> is_text({"a": ["ok", 1]}), is_text(["\\ud800"])
+    (True, False)
+    """
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, Mapping):
+        return all(is_text(k) and is_text(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(is_text(v) for v in value)
+    return True
+
+
+def as_text(value: Any) -> Any:
+    """``value`` with every string that is not text (``is_text``) written with backslash escapes:
+    what a record keeps of a call's arguments (records are written as UTF-8).
+
+    >>> as_text({"a": ["\\ud800b", 1]})
+    {'a': ['\\\\ud800b', 1]}
+    """
+    if isinstance(value, str):
+        return value if is_text(value) else value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, Mapping):
+        return {as_text(k): as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_text(v) for v in value]
+    return value
 
 
 def repo_path(path: str) -> str:
@@ -149,7 +190,10 @@ def repo_path(path: str) -> str:
 
 def run_command(ctx: ToolContext, argv: Sequence[str], timeout: float) -> str:
     """``argv`` in a fresh job of the workspace (stderr into stdout): its normalized output, then
-    its exit status, timeout or memory kill when not a clean exit."""
+    its exit status, timeout or memory kill when not a clean exit. A NUL in ``argv`` (no command
+    can hold one) is a ``WorkspaceError``: the agent's error result."""
+    if any("\0" in word for word in argv):
+        raise WorkspaceError("a command cannot hold a NUL character")
     envs = [f"{k}={v}" for k, v in ctx.env.items()]
     cmd = ["/usr/bin/env", *envs, "/bin/bash", "-c", 'exec 2>&1; exec "$@"', "bash", *argv]
     ex = ctx.workspace.exec(cmd, timeout=timeout, limits=ctx.limits)
@@ -340,7 +384,7 @@ def describe_call(name: str, arguments: Mapping[str, Any]) -> str:
     """A short line naming a call (for logs and the report): ``bash(command='ls')``.
 
     >>> describe_call("edit", {"path": "a.py", "old": "x" * 100, "new": "y"})[:40]
-    "edit(path='a.py', old='xxxxxxxxxxxxxxxxxxx"
+    "edit(path='a.py', old='xxxxxxxxxxxxxxxxx"
     """
     parts = [f"{k}={cut_middle(json.dumps(v) if not isinstance(v, str) else repr(v), 60)}" for k, v in arguments.items()]
     return f"{name}({', '.join(parts)})"
