@@ -23,6 +23,15 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   that only read a module name. Python signal handlers, which are handed the interrupted frame
   without an audit event, cannot be installed (``signal.signal`` refuses callables). The process
   is not dumpable, so a child process cannot read its memory either.
+- **No program outside it.** Another program runs without the hook (``cat`` read a withheld test;
+  one could rewrite an unchanged file before its import), so while changed code is on the stack
+  starting one is denied (``subprocess``, ``os.exec*``, ``posix_spawn``, ``os.system``, and
+  ``_posixsubprocess.fork_exec``, which has no event of its own and gets the real function from the
+  kernel each call); ``_imp.create_builtin`` asks the kernel too, which refuses a fresh
+  ``_signal``/``_posixsubprocess``/``_imp``. A fork keeps the hook. A relative path opened with a
+  ``dir_fd`` (not in the ``open`` event) is checked from every open directory as well. A withheld
+  test's source is read only by its import (a weakref callback of ``functools.partial`` runs stdlib
+  code with no changed frame under it), and ``weakref.finalize`` runs as the code under test.
 - **First-hand outcomes.** A test passes only if the harness itself saw the pristine test function
   return: its own ``pytest_pyfunc_call`` calls the test (unittest's ``addSuccess`` for TestCase
   tests), and the hook checks that the event comes from that code, that every frame below it is
@@ -51,7 +60,7 @@ REPORT_TAG = "posttrain-repo"
 TAMPER_EXIT = 86
 """Exit status of a run the kernel ended (the host reads the authenticated tamper line first)."""
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-NO_REIMPORT = frozenset({"_signal", "signal", "ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testmultiphase",
+NO_REIMPORT = frozenset({"_signal", "signal", "_posixsubprocess", "_imp", "ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testmultiphase",
                          "_xxsubinterpreters", "_xxinterpchannels", "_interpreters", "gc"})
 """Modules whose fresh copy would bring back what the kernel took away (signal handlers, memory)."""
 ALWAYS_DENIED = ("ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
@@ -64,6 +73,15 @@ NESTED_DENIED = frozenset({"compile", "exec", "code.__new__", "marshal.loads", "
 FILE_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown",
                          "os.utime", "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile",
                          "os.chflags"})
+SPAWN = "_posixsubprocess.fork_exec"
+"""The event of the harness's ``fork_exec`` (``_install_spawn_guard``): the C function starts a program
+with no audit event of its own."""
+BUILTIN = "_imp.create_builtin"
+"""The event of the harness's ``_imp.create_builtin``: a fresh ``_posixsubprocess`` or ``_signal`` from
+the real one has the functions the harness took away."""
+SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", SPAWN})
+"""Another program started while changed code is on the stack runs without the kernel: ``cat`` read the
+withheld test, and it could rewrite an unchanged file before its import (a fork keeps the hook)."""
 CORE = frozenset({"_pytest", "pytest", "pluggy", "unittest", "builtins"})
 """Top-level names of the modules (and their classes) checked after every test; the rest at the end."""
 PROC_OK = frozenset({"status", "stat", "statm", "cmdline", "limits", "io", "comm", "cgroup", "environ"})
@@ -229,9 +247,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
 
     nonce = cfg.pop("nonce")
     write, exit_, lstat, readlink, getcwd = posix.write, posix._exit, posix.lstat, posix.readlink, posix.getcwd
-    open_, read, close, getpid = posix.open, posix.read, posix.close, posix.getpid
+    open_, read, close, getpid, listdir = posix.open, posix.read, posix.close, posix.getpid, posix.listdir
     getframe, get_ident, repr_, len_, type_, id_ = sys._getframe, _thread.get_ident, repr, len, type, id
-    str_, bytes_, int_, dict_, memoryview_ = str, bytes, int, dict, memoryview
+    str_, bytes_, int_, dict_, memoryview_, list_ = str, bytes, int, dict, memoryview, list
+    append = list.append
     join_bytes = bytes.join
     gc_isenabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     class_dict, module_dict = type.__dict__["__dict__"].__get__, types.ModuleType.__dict__["__dict__"].__get__
@@ -270,6 +289,11 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     the ``open`` event does not show) by the code under test, it would put other bytes at that name."""
     main_pid, main_thread = getpid(), get_ident()
 
+    deferred = cfg["deferred"]
+    """Standard-library code that runs a call the code under test set up, later, when no changed frame is
+    on the stack (``weakref.finalize(value, shutil.copyfile, test, "/tmp/x")`` copied the withheld test once
+    the test dropped the value): counted as the code under test's."""
+
     def is_candidate(code: object) -> bool:
         """Code the diff may have shaped: anything but the trusted code objects, the standard library
         and pytest (/usr), the verifier's tests and the repository's unchanged files."""
@@ -277,7 +301,7 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         hit = candidate_cache.get(key)
         if hit is None:
             name = code.co_filename
-            hit = key not in trusted and not (type_(name) is str_ and (
+            hit = key in deferred or key not in trusted and not (type_(name) is str_ and (
                 startswith(name, "/usr/") or startswith(name, "<frozen ") or name in verifier_files or
                 name in pristine_files))
             candidate_cache[key] = hit
@@ -362,6 +386,32 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             return False
         return len_(parts) != 4 or parts[3] not in PROC_OK
 
+    def open_dirs() -> list[str]:
+        """The directory of every open file descriptor (``/proc/self/fd``): a relative path opened with a
+        ``dir_fd``, which the ``open`` event does not show, names a file under one of them."""
+        out = []
+        try:
+            names = listdir("/proc/self/fd")
+        except OSError:
+            return out
+        for name in names:
+            try:
+                target = readlink("/proc/self/fd/" + name)
+                if startswith(target, "/") and lstat(target).st_mode & 0o170000 == 0o040000:
+                    out.append(target)
+            except OSError:
+                continue
+        return out
+
+    def places(path: str, caller: object) -> list[str]:
+        """Every file ``path`` may name: resolved from the working directory and, for a relative path
+        opened by the code under test, from each open directory (``os.open("../tests/test_x.py",
+        dir_fd=fd)`` read a withheld test while the kernel checked ``/tests/test_x.py``)."""
+        real = resolve(path)
+        if startswith(path, "/") or not candidate_on_stack(caller):
+            return [real]
+        return [real] + [resolve(base + "/" + path) for base in open_dirs()]
+
     def on_open(event: str, caller: object, args: tuple) -> None:
         target = args[0] if len_(args) else None
         if type_(target) is int_:
@@ -371,7 +421,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             if candidate_on_stack(caller):
                 die("the code under test opened a file by a path-like object the grader cannot check")
             return
-        real = resolve(path)
+        for real in places(path, caller):
+            check_open(caller, args, real)
+
+    def check_open(caller: object, args: tuple, real: str) -> None:
         if proc_private(real):
             die(f"the code under test opened {real} (another process's or its own memory and state)")
         flags = args[2] if len_(args) > 2 and type_(args[2]) is int_ else 0
@@ -386,9 +439,28 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         if real in hidden and endswith(real, ".py") and not writes and reloading_lines(caller):
             die(f"a withheld test's source was loaded into linecache ({real[len_(work):]}), where the code under "
                 f"test reads it")
+        if real in hidden and endswith(real, ".py") and not writes and not importing_test(caller) and \
+                test_module(real):
+            die(f"a withheld test's source was read outside its import ({real[len_(work):]})")
         if (writes or real in hidden) and candidate_on_stack(caller):
             what = "wrote" if writes else "read the withheld test"
             die(f"the code under test {what} {real[len_(work):] if startswith(real, work) else real}")
+
+    def test_module(real: str) -> bool:
+        """A file pytest imports as a test module (the others in ``test_patch``, a linter's ``.py`` cases,
+        are data its tests read)."""
+        name = rsplit(real, "/", 1)[-1]
+        return name == "conftest.py" or startswith(name, "test_") or endswith(name, "_test.py")
+
+    def importing_test(frame: object) -> bool:
+        """Whether the import system (or pytest's rewriter) is on the stack: after the harness compiled the
+        tests, nothing else reads a withheld test's source (a C callback, ``weakref.ref(value,
+        functools.partial(shutil.copytree, "tests", "/tmp/x"))``, runs stdlib code with no changed frame)."""
+        while frame is not None:
+            if id_(frame.f_code) in cfg["import_codes"]:
+                return True
+            frame = frame.f_back
+        return False
 
     def reloading_lines(frame: object) -> bool:
         """Whether ``linecache`` is reading the file: the harness gave each withheld test file a blank entry
@@ -403,10 +475,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     def on_file_event(caller: object, args: tuple) -> None:
         for arg in args[:2]:
             path = path_of(arg)
-            real = None if path is None else resolve(path)
-            if real is not None and (real in protected_files or real in protected_dirs) and candidate_on_stack(caller):
-                die(f"the code under test changed {path}, which the grader trusts by its name (a test or an "
-                    f"unchanged file of the repository, or their directory)")
+            for real in [] if path is None else places(path, caller):
+                if (real in protected_files or real in protected_dirs) and candidate_on_stack(caller):
+                    die(f"the code under test changed {path}, which the grader trusts by its name (a test or an "
+                        f"unchanged file of the repository, or their directory)")
 
     def on_frame(event: str, caller: object, args: tuple) -> None:
         if not candidate_on_stack(caller):
@@ -607,6 +679,29 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             die(f"the withheld test {nodeid} ran before the harness's call of it")
         verdict["entered"][nodeid] = 1
 
+    fork_exec, spawn_code = cfg.pop("fork_exec"), cfg.pop("spawn_code")
+    create_builtin, builtin_code = cfg.pop("create_builtin"), cfg.pop("builtin_code")
+
+    def on_builtin(caller: object, args: tuple) -> None:
+        name, box = args if len_(args) == 2 else (None, None)
+        if caller is None or caller.f_code is not builtin_code or type_(box) is not list_ or len_(box) or \
+                type_(name) is not str_:
+            die("a built-in module was created around the harness's create_builtin")
+        if name in NO_REIMPORT:
+            die(f"the code under test created a fresh {name} module")
+        append(box, create_builtin)
+
+    def on_spawn(event: str, caller: object, args: tuple) -> None:
+        """A program starts: refused with changed code on the stack (or in a thread); the harness's
+        ``fork_exec`` gets the real one handed into its own list, never reachable from an attribute."""
+        if candidate_on_stack(caller):
+            die(f"the code under test started another program ({event}), which would run outside the grader")
+        if event == SPAWN:
+            box = args[0] if len_(args) else None
+            if caller.f_code is not spawn_code or type_(box) is not list_ or len_(box):
+                die("a program was started around the harness's fork_exec")
+            append(box, fork_exec)
+
     def on_posttrain(event: str, caller: object, args: tuple) -> None:
         if caller is None or getpid() != main_pid or get_ident() != main_thread:
             die(f"{event} from a copy of the test process (os.fork) or another thread")
@@ -635,6 +730,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             handler(event, caller, args)
         elif event in FILE_EVENTS:
             on_file_event(caller, args)
+        elif event in SPAWN_EVENTS:
+            on_spawn(event, caller, args)
+        elif event == BUILTIN:
+            on_builtin(caller, args)
         elif startswith(event, "posttrain."):
             on_posttrain(event, caller, args)
 
@@ -685,9 +784,9 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             busy.discard(me)
 
     for fn in (emit, die, is_candidate, candidate_on_stack, above_kernel, chain_ok, local, resolve, path_of,
-               proc_private, on_open, reloading_lines, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
+               proc_private, open_dirs, places, on_open, check_open, test_module, importing_test, reloading_lines, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
                on_finish, on_attr, on_code, on_disk, cached_on_disk, importing, on_entered, on_posttrain, dispatch,
-               nested, hook):
+               nested, hook, on_spawn, on_builtin):
         kernel_codes.add(id_(fn.__code__))
         trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
     emit("ready", repr_(cfg.get("ready", "")))
@@ -698,11 +797,48 @@ def _no_signal(signalnum, handler):  # noqa: ANN001, ANN202 - the stdlib's signa
     raise RuntimeError("posttrain's repo grader runs without changes to signal handling")
 
 
+def _install_spawn_guard(audit: object) -> tuple[object, object]:
+    """``(the real fork_exec, the code of its replacement)``: ``_posixsubprocess.fork_exec`` (what
+    ``subprocess`` and ``multiprocessing`` call) becomes a function that asks the kernel for the real
+    one (``SPAWN``) each call, so that no attribute or closure holds it."""
+    import _posixsubprocess
+    import subprocess
+
+    original = _posixsubprocess.fork_exec
+
+    def fork_exec(*args):  # noqa: ANN002, ANN202 - the C function's signature
+        box: list = []
+        audit(SPAWN, box)
+        return box.pop()(*args)
+
+    _posixsubprocess.fork_exec = subprocess._fork_exec = fork_exec
+    return original, fork_exec.__code__
+
+
+def _install_builtin_guard(audit: object) -> tuple[object, object]:
+    """``(the real _imp.create_builtin, the code of its replacement)``: the replacement reads the
+    spec's name once and asks the kernel (``BUILTIN``), which refuses the modules whose fresh copy
+    would bring back what the harness took away (``NO_REIMPORT``)."""
+    import _imp
+    import types
+
+    original = _imp.create_builtin
+
+    def create_builtin(spec):  # noqa: ANN001, ANN202 - the C function's signature
+        name = spec.name
+        box: list = []
+        audit(BUILTIN, name, box)
+        return box.pop()(types.SimpleNamespace(name=name))
+
+    _imp.create_builtin = create_builtin
+    return original, create_builtin.__code__
+
+
 def _install_signal_guard() -> None:
     """Replace ``signal.signal`` (and the C function under it) by a refusal that holds no reference to
     the original: a Python handler is handed the interrupted frame with no audit event, and that
-    frame could be the kernel's. (A fresh ``_signal`` from ``_imp.create_builtin`` is the residual
-    route; see the threat model.)"""
+    frame could be the kernel's. (A fresh ``_signal`` from ``_imp.create_builtin`` is
+    refused: ``_install_builtin_guard``.)"""
     import _signal
     import signal as signal_mod
 
@@ -736,6 +872,11 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     comparisons or arithmetic through a method the diff added, so an object whose ``==`` always agrees,
     or whose ``-`` always gives 0, never passes a test (one closure, as ``_make_kernel``).
 
+    The guard runs none of the value's code: types are compared by id, subclasses found by the C
+    subtype test, class dictionaries read item by item (``isinstance`` once read a ``__class__``
+    property that set ``__eq__`` after the check; a metaclass ``__hash__`` and a non-string key's
+    ``__eq__`` ran in lookups). ``pristine_classes`` is ``{(module, qualname)}`` (``_class_names``).
+
     A method is the diff's when it is not the standard library's or pytest's (a path under /usr, or a
     frozen module), not a builtin slot, not the verifier's tests' own, and not a function of the
     pristine repository at the same qualified name (a fixed body of an existing ``__eq__`` is fine; a
@@ -752,31 +893,34 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
 
     mro_of = type.__dict__["__mro__"].__get__
     dict_of = type.__dict__["__dict__"].__get__
-    scalars = frozenset({int, float, complex, bool, str, bytes, bytearray, type(None), type(Ellipsis),
-                         type(NotImplemented), range, slice})
+    module_of, qualname_of = type.__dict__["__module__"].__get__, type.__dict__["__qualname__"].__get__
+    items_of = types.MappingProxyType.items
+    subclass = type.__dict__["__subclasscheck__"]  # (base, t): the C subtype test, no __class__ read
+    scalars = frozenset(id(t) for t in (int, float, complex, bool, str, bytes, bytearray, type(None),
+                                        type(Ellipsis), type(NotImplemented), range, slice))
     seqs = (list, tuple, set, frozenset)
-    slot_types = frozenset({type(object.__eq__), type(dict.__contains__), type(dict.__dict__["fromkeys"])})
+    slot_types = frozenset(id(t) for t in (type(object.__eq__), type(dict.__contains__),
+                                           type(dict.__dict__["fromkeys"])))
     any_type = type(unittest.mock.ANY)
-    approx_types = frozenset(c for c in vars(__import__("_pytest.python_api", fromlist=["x"])).values()
+    approx_types = frozenset(id(c) for c in vars(__import__("_pytest.python_api", fromlist=["x"])).values()
                              if isinstance(c, type) and issubclass(c, ApproxBase))
+    names = frozenset(VALUE_DUNDERS)
 
-    def pristine_class(klass, _modules=sys.modules, _classes=pristine_classes, _type=type, _str=str) -> bool:
-        module = _modules.get(klass.__module__) if _type(klass.__module__) is _str else None
-        where = getattr(module, "__file__", None)
-        return _type(where) is _str and (where, klass.__qualname__) in _classes
+    def pristine_class(klass, _classes=pristine_classes, _type=type, _str=str, _module=module_of,
+                       _qualname=qualname_of) -> bool:
+        module, qualname = _module(klass), _qualname(klass)
+        return _type(module) is _str and _type(qualname) is _str and (module, qualname) in _classes
 
     def static(klass, _flags=type.__dict__["__flags__"].__get__) -> bool:
         return not _flags(klass) & (1 << 9)  # not Py_TPFLAGS_HEAPTYPE: a C type, which Python cannot change
 
     def foreign(klass, name, fn, _func=types.FunctionType, _slots=slot_types, _pristine=pristine, _type=type,
                 _str=str, _startswith=str.startswith, _tests=test_files, _pclass=pristine_class,
-                _static=static) -> str | None:
-        if _static(klass):
-            return None
-        if _type(fn) in _slots and _static(getattr(fn, "__objclass__", klass)):
+                _static=static, _id=id, _qualname=qualname_of) -> str | None:
+        if _id(_type(fn)) in _slots and _static(getattr(fn, "__objclass__", klass)):
             return None  # a C type's own method put in a class (int.__eq__ on an int subclass)
         if _type(fn) is not _func:
-            return f"{klass.__qualname__}.{name} is a {_type(fn).__name__}"
+            return f"{_qualname(klass)}.{name} is a {_qualname(_type(fn))}"
         code = fn.__code__
         where = code.co_filename
         if _type(where) is _str and (_startswith(where, "/usr/") or _startswith(where, "<frozen ") or
@@ -784,55 +928,68 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
             return None
         if where == "<string>" and _startswith(code.co_qualname, "__create_fn__.<locals>.") and _pclass(klass):
             return None  # dataclasses' generated methods, on a class of the pristine repository
-        return f"{klass.__qualname__}.{name} is not the repository's own"
+        return f"{_qualname(klass)}.{name} is not the repository's own"
 
-    def own_methods(t, _mro=mro_of, _dict=dict_of, _foreign=foreign, _names=VALUE_DUNDERS) -> str | None:
+    def own_methods(t, _mro=mro_of, _dict=dict_of, _items=items_of, _foreign=foreign, _names=names, _type=type,
+                    _str=str, _list=list, _static=static, _qualname=qualname_of) -> str | None:
+        """Read with no lookup by name: a key of another type than ``str`` in a class's dictionary has its
+        own ``__eq__``, which a lookup of ``"__eq__"`` would run (and which the interpreter's would too)."""
         for klass in _mro(t):
-            d = _dict(klass)
-            for name in _names:
-                problem = _foreign(klass, name, d[name]) if name in d else None
+            if _static(klass):
+                continue
+            entries = _list(_items(_dict(klass)))
+            for key, _ in entries:
+                if _type(key) is not _str:
+                    return f"{_qualname(klass)} has a key that is not a string"
+            for key, value in entries:
+                problem = _foreign(klass, key, value) if key in _names else None
                 if problem is not None:
                     return problem
         return None
 
-    def matcher(v, t, _any=any_type, _approx=approx_types, _isinstance=isinstance, _made=made, _id=id,
-                _approx_base=ApproxBase, _isfinite=math.isfinite, _type=type, _numbers=(int, float)) -> str | None:
+    def matcher(v, t, _any=any_type, _approx=approx_types, _subclass=subclass, _made=made, _id=id,
+                _approx_base=ApproxBase, _isfinite=math.isfinite, _type=type, _int=int, _float=float,
+                _qualname=qualname_of) -> str | None:
         if t is _any:
             return "unittest.mock.ANY agrees with everything"
-        if _isinstance(v, _approx_base):
-            if t not in _approx:
-                return f"{t.__qualname__} is not pytest's own approx"
+        if _subclass(_approx_base, t):
+            if _id(t) not in _approx:
+                return f"{_qualname(t)} is not pytest's own approx"
             if _made.get(_id(v)) is not v:  # the code under test's approx(x, abs=999999) agreed with every ==
                 return "an approx that no test made (pytest.approx, called by a test)"
             d = object.__getattribute__(v, "__dict__")
             for key in ("abs", "rel"):
                 tol = d.get(key)
-                if tol is not None and (_type(tol) not in _numbers or not _isfinite(tol) or tol >= 1e6):
+                if tol is not None and (_type(tol) is not _int and _type(tol) is not _float or not _isfinite(tol)
+                                        or tol >= 1e6):
                     return f"an approx with {key}={tol!r} agrees with anything"
         return None
 
     def guard(value, _own=own_methods, _matcher=matcher, _type=type, _scalars=scalars, _seqs=seqs, _dict=dict,
-              _list=list, _id=id, _isinstance=isinstance, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase):
+              _list=list, _id=id, _subclass=subclass, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase):
+        """Runs none of the value's code: types are compared by identity (a metaclass's ``__hash__`` or
+        ``__eq__`` ran in a set lookup) and subclasses found by the C subtype test (``isinstance`` reads
+        a ``__class__`` property, which set ``__eq__`` on the class after its check)."""
         todo, seen, n = [value], set(), 0
         while todo and n < _max:
             v = todo.pop()
             n += 1
             t = _type(v)
-            if t in _scalars or _id(v) in seen:
+            if _id(t) in _scalars or _id(v) in seen:
                 continue
             seen.add(_id(v))
             problem = _own(t) or _matcher(v, t)
             if problem is not None:
                 raise AssertionError(f"posttrain's repo grader: a value the test compares answers through a "
                                      f"method the diff added ({problem})")
-            if _isinstance(v, _approx_base):
+            if _subclass(_approx_base, t):
                 todo.append(object.__getattribute__(v, "__dict__").get("expected"))
-            elif _isinstance(v, _dict):  # the base type's methods: a subclass's overrides never run
+            elif _subclass(_dict, t):  # the base type's methods: a subclass's overrides never run
                 todo.extend(_dict.keys(v))
                 todo.extend(_dict.values(v))
             else:
                 for base in _seqs:
-                    if _isinstance(v, base):
+                    if _subclass(base, t):
                         todo.extend(_list(base.__iter__(v)))
                         break
         return value
@@ -1106,6 +1263,25 @@ def _frame_allowlist() -> tuple[dict[int, object], int, int]:
     return out, id(logging.currentframe.__code__), id(logging.Logger.findCaller.__code__)
 
 
+def _class_names(payload: dict) -> frozenset:
+    """``{(module, qualname)}`` of the pristine repository's classes, under every module name their file
+    imports as (a root of ``python_path``, or the work tree): the guard matches a class by its own
+    ``__module__`` string, never through ``sys.modules`` (whose lookups could run a key's ``__eq__``)."""
+    work = payload["work"]
+    roots = [f"{work}/{p}".rstrip("/.") or work for p in payload["python_path"]] + [work]
+    out = set()
+    for path, qualname in payload["pristine_classes"]:
+        full = f"{work}/{path}"
+        for root in roots:
+            if full.startswith(root + "/") and full.endswith(".py"):
+                parts = full[len(root) + 1:-3].split("/")
+                if parts[-1] == "__init__":
+                    parts.pop()
+                if parts:
+                    out.add((".".join(parts), qualname))
+    return frozenset(out)
+
+
 def main(payload: dict) -> None:
     """Run the listed tests under the kernel and exit with pytest's status (never returns)."""
     import os
@@ -1119,6 +1295,7 @@ def main(payload: dict) -> None:
     import importlib
     import linecache
     import unittest
+    import weakref
 
     import _pytest.assertion.rewrite
     import _pytest.config
@@ -1132,12 +1309,14 @@ def main(payload: dict) -> None:
     dumpable_off = _prctl_not_dumpable()
     _install_signal_guard()
     audit = sys.audit
+    fork_exec, spawn_code = _install_spawn_guard(audit)
+    create_builtin, builtin_code = _install_builtin_guard(audit)
     plugin, glue_codes = _glue(audit)
     glue_codes["posttrain.finish"] = main.__code__
     work = payload["work"]
     verifier_files = [f"{work}/{p}" for p in payload["verifier_files"]]
     slots = _install_guard(frozenset((f"{work}/{p}", q) for p, q in payload["pristine_functions"]),
-                           frozenset(verifier_files), frozenset((f"{work}/{p}", q) for p, q in payload["pristine_classes"]),
+                           frozenset(verifier_files), _class_names(payload),
                            frozenset(f"{work}/{p}" for p in payload["hidden"]))
     expected = _pristine_codes([f"{work}/{p}" for p in payload["test_files"]], slots)
     _blank_withheld_lines([f"{work}/{p}" for p in payload["hidden"]])
@@ -1149,7 +1328,7 @@ def main(payload: dict) -> None:
         frame = frame.f_back
     bottom = frame.f_code
     for code in (bottom, main.__code__, _install_guard.__code__, _approx_of_tests.__code__, _bind.__code__,
-                 *glue_codes.values()):
+                 spawn_code, builtin_code, *glue_codes.values()):
         _code_objects(code, trusted)  # (_bind runs in each test module's import: its code.replace is trusted)
     allow, logging_cf, logging_fc = _frame_allowlist()
     cfg = {"nonce": payload.pop("nonce"), "verifier_files": verifier_files, "hidden": [f"{work}/{p}" for p in payload["hidden"]], "work": work + "/",
@@ -1158,11 +1337,14 @@ def main(payload: dict) -> None:
            "doctest_run": id(doctest.DocTestRunner.run.__code__),
            "unittest_call": id(unittest.TestCase._callTestMethod.__code__),
            "linecache_update": id(linecache.updatecache.__code__),
+           "deferred": frozenset({id(weakref.finalize.__call__.__code__)}),
            "import_codes": frozenset({id(importlib._bootstrap_external.SourceLoader.get_code.__code__),
-                                      id(_pytest.assertion.rewrite._rewrite_test.__code__)}), "ready": f"dumpable_off={dumpable_off}"}
+                                      id(_pytest.assertion.rewrite._rewrite_test.__code__)}), "ready": f"dumpable_off={dumpable_off}",
+           "fork_exec": fork_exec, "spawn_code": spawn_code, "create_builtin": create_builtin,
+           "builtin_code": builtin_code}
     del frame
     sys.addaudithook(_make_kernel(cfg, trusted, entries, expected, glue_codes, allow, bottom))
-    del cfg, trusted, entries, expected, allow, bottom
+    del cfg, trusted, entries, expected, allow, bottom, fork_exec, create_builtin
     ini = f"/tmp/posttrain-pytest-{os.getpid()}.ini"
     with open(ini, "w") as fh:
         fh.write("[pytest]\naddopts =\n")
