@@ -29,7 +29,7 @@ from posttrain.policy._chat import (
     has_chat_template,
     prompt_template,
 )
-from posttrain.policy._sampling import Sampler, SamplingParams
+from posttrain.policy._sampling import Sampler, SamplingParams, context_length
 from posttrain.policy._toolcalls import (
     MAX_CALLS,
     TOOL_FAMILIES,
@@ -132,6 +132,7 @@ __all__ = [
     "build_char_tokenizer",
     "build_embedded_default",
     "chat_unusable",
+    "context_length",
     "count_parameters",
     "decode_tool_calls",
     "embedded_config",

@@ -33,6 +33,7 @@ import torch
 from posttrain.errors import UserError
 from posttrain.policy._chat import ChatTemplate, ChatTemplateError, has_chat_template, prompt_template
 from posttrain.policy._sampler import LocalSampler, SamplingParams
+from posttrain.policy._sampling import POSITION_KEYS
 from posttrain.types import Generation
 
 ChatSetting = bool | Literal["auto"]
@@ -238,8 +239,6 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
                    "spiece.model", "sentencepiece.bpe.model")
 """A model directory holds a tokenizer when it has one of these (what ``AutoTokenizer`` reads)."""
-POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
-"""config.json keys that give a model's number of positions, in the order they are read."""
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,20 @@ class Sampler(Protocol):
     """
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]: ...
+
+
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+"""config.json keys that give a model's number of positions, in the order they are read."""
+
+
+def context_length(model: object) -> int | None:
+    """The positions of a policy's model (its config's ``POSITION_KEYS``, the text model's where the
+    model has several), None where it has no such config (an endpoint) or the config does not say."""
+    config = getattr(getattr(model, "model", None), "config", None)
+    if config is not None and hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    for key in POSITION_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

@@ -56,6 +56,14 @@ episode's same step: a deterministic bug, not a flaky machine. Resource and time
 group is dropped. An environment whose failures are infra returns an infra verdict (never
 repeat-checked) rather than raising.
 
+Limits: ``max_turns`` actions, ``max_tokens`` tokens after the prompt (actions and observations),
+and ``max_context`` tokens of context in all, prompt included (the model's positions: an agent's tool
+result of 12,000 characters grows the context by thousands of tokens, and a vLLM engine refuses a
+prompt longer than its ``max_model_len``, which would end the run): an episode whose context reaches
+it is sampled no further and ends cut (``cut_by="max_tokens"``: the least a failure scores, the
+policy's doing, never infra), and each action after the first is capped to fit (the first is the
+recipe's: ``train.recipe`` refuses prompts and caps the model cannot hold).
+
 The service's workers (sized from the sandbox pool) set the concurrency. A single-turn batch is
 therefore exactly one ``generate`` call over all prompts, in order.
 
@@ -126,6 +134,7 @@ class _State:
     tries: int = 1  # of the episode: 1 + restarts
     seq: int = 0  # step jobs submitted (replays included): each its own job key
     group_size: int = 1  # episodes of its group in this batch (what giving the group up drops)
+    context_cap: float = math.inf  # run_batch's max_context: the most tokens the context may hold
     snapshot: object | None = None  # a Restorable env's state after reset or its last step that did not end it
     closed: bool = False
 
@@ -139,18 +148,23 @@ def run_batch(
     max_tokens: int | None = None,
     policy_version: int = 0,
     service: Service | None = None,
+    max_context: int | None = None,
 ) -> list[Trajectory]:
     """Run every episode to its end; trajectories come back in the order of ``episodes``.
-    ``service``: where stateful environments' steps run as jobs (module docstring)."""
+    ``service``: where stateful environments' steps run as jobs; ``max_context``: the model's
+    positions (module docstring: limits)."""
     states: list[_State] = []
     try:
         if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
             raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
+        if max_context is not None and max_context < 2:
+            raise ValueError(f"max_context must be >= 2, got {max_context}")
         sizes = Counter(ep.group_id for ep in episodes)
         for ep in episodes:
             prompt = ep.env.reset(ep.task).ids
             states.append(_State(ep.env, tuple(prompt), context=list(prompt), pending=tuple(prompt), turns=[],
-                                 group_size=sizes[ep.group_id]))
+                                 group_size=sizes[ep.group_id],
+                                 context_cap=math.inf if max_context is None else max_context))
             if service is not None:  # restarts need it (none without a service)
                 states[-1].snapshot = _snapshot(ep.env)
         for turn in range(max_turns):
@@ -192,10 +206,11 @@ def run_episode(
     max_turns: int = 1,
     max_tokens: int | None = None,
     policy_version: int = 0,
+    max_context: int | None = None,
 ) -> Trajectory:
     """One episode (``run_batch`` of one)."""
     return run_batch(sampler, [episode], params, max_turns=max_turns, max_tokens=max_tokens,
-                        policy_version=policy_version)[0]
+                     policy_version=policy_version, max_context=max_context)[0]
 
 
 def _snapshot(env: Env) -> object | None:
@@ -221,7 +236,10 @@ def _close_env(ep: Episode, env: Env) -> None:
 
 
 def _room(s: _State, max_tokens: int | None) -> int | float:
-    return math.inf if max_tokens is None else max_tokens - s.used
+    """Tokens the next action may have: within the budget and, after the first action, the context's
+    cap (a prompt too long for the model is the recipe's to refuse, before any work)."""
+    budget = math.inf if max_tokens is None else max_tokens - s.used
+    return min(budget, s.context_cap - len(s.context)) if s.turns else budget
 
 
 def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, max_tokens: int | None,

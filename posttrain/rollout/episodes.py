@@ -46,7 +46,7 @@ from posttrain.envs import (
     is_registered,
 )
 from posttrain.errors import TaskError, UserError
-from posttrain.policy import ChatTemplate, Sampler, SamplingParams
+from posttrain.policy import ChatTemplate, Sampler, SamplingParams, context_length
 from posttrain.rollout._env import SingleTurnEnv
 from posttrain.rollout._runner import Episode, run_batch
 from posttrain.sched import Service
@@ -110,6 +110,9 @@ class Episodes:
     """The runner's cap on an episode's actions."""
     max_tokens: int | None = None
     """The episode's token budget after its prompt (None: none)."""
+    max_context: int | None = None
+    """The model's positions (``policy.context_length``): the most tokens an episode's context may hold
+    (``run_batch``'s ``max_context``; None: the model does not say, an endpoint)."""
 
     def episodes(self, tasks: Sequence[Task], group_ids: Sequence[str], n: int, *, first: int = 0) -> list[Episode]:
         """``n`` episodes per task, task after task, each of group ``group_ids[k]`` of task k, their
@@ -125,7 +128,8 @@ def sample_tasks(plan: Episodes, sampler: Sampler, tasks: Sequence[Task], *, n: 
     evaluation has no group-relative baseline, so an infra loss takes only its own sample. Round 0 is
     one ``generate`` call over every (task, sample) prompt in order, seeded with ``params.seed``."""
     runs = [ep for t in tasks for i in range(n) for ep in plan.episodes([t], [f"{stage}/{t.id}/{i}"], 1, first=i)]
-    trajs = run_batch(sampler, runs, params, max_turns=plan.max_turns, max_tokens=plan.max_tokens, service=service)
+    trajs = run_batch(sampler, runs, params, max_turns=plan.max_turns, max_tokens=plan.max_tokens, service=service,
+                      max_context=plan.max_context)
     return [trajs[k * n : (k + 1) * n] for k in range(len(tasks))]
 
 
@@ -159,7 +163,7 @@ def make_episodes(
     turns = episode_turns(kind, tasks, max_turns=max_turns, max_attempts=max_attempts)
     make, restart = _MAKERS[kind](model, service=service, verify=verify, prompt_chat=prompt_chat, pool=pool,
                                   max_steps=max_turns, max_attempts=max_attempts, max_tokens=max_tokens)
-    return Episodes(kind, make, restart, turns, max_tokens)
+    return Episodes(kind, make, restart, turns, max_tokens, context_length(model))
 
 
 Maker = Callable[..., tuple[Callable[[Task, str, int], Env], Callable[[Task], Env] | None]]

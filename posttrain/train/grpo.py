@@ -338,7 +338,7 @@ def sample_episodes(policy: Policy, tasks: Sequence[Task], service: Service, cfg
         runs = plan.episodes([tasks[k] for k in ks], [group_ids[k] for k in ks], cfg.group_size)
         trajs = run_batch(sampler, runs, SamplingParams(temperature=temperature, max_new_tokens=cap),
                           max_turns=episodes.max_turns, max_tokens=episodes.max_tokens,
-                          policy_version=policy_version, service=service)
+                          policy_version=policy_version, service=service, max_context=plan.max_context)
         out |= {g[0].group_id: g for g in group_by_id(trajs)}
     return [out[gid] for gid in group_ids]
 

@@ -50,3 +50,30 @@ def test_an_observation_past_the_budget_is_cut_not_appended(feedback):
         assert all(len(t.observation_ids) == feedback for t in traj.turns[1:])
         assert after_prompt == sum(env.seen) + feedback * (len(traj.turns) - 1)
         assert len(traj.verdicts) == len(traj.turns)  # every attempt's verdict is kept
+
+
+@pytest.mark.parametrize("feedback", [7, 40, 400])
+def test_the_context_never_outgrows_the_model(feedback):
+    """``max_context`` (the model's positions, ``Episodes.max_context``): observations that grow the
+    context past it (an agent's 12,000-character tool result) end the episode cut, as a budget does,
+    and each action after the first is capped to fit; nothing past it is ever sampled from."""
+    tok = build_char_tokenizer()
+    sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
+    envs = [LongFeedbackEnv(tok, feedback) for _ in range(2)]
+    runs = [Episode(Task(id=f"t{i}", domain="test", prompt="12+3=", fields={}), env, "g", i)
+            for i, env in enumerate(envs)]
+    cap = 64
+    trajs = run_batch(sampler, runs, SamplingParams(max_new_tokens=10, seed=0), max_turns=20, max_context=cap)
+    for traj, env in zip(trajs, envs, strict=True):
+        assert traj.cut_by == "max_tokens" and traj.truncated and traj.reward == 0.0
+        sampled_from = len(traj.prompt_ids) + sum(env.seen) + feedback * (len(traj.turns) - 1)
+        assert len(traj.ids) == sampled_from <= cap
+        assert all(n >= 1 for n in env.seen)
+
+
+def test_a_policy_s_context_length_is_its_positions(tmp_path):
+    from posttrain.policy import build_embedded_default, context_length, load_policy
+
+    policy = load_policy(build_embedded_default(tmp_path / "m"))
+    assert context_length(policy) == policy.model.config.max_position_embeddings == 256
+    assert context_length(object()) is None
