@@ -114,6 +114,12 @@ class Verdict:
     def is_infra_error(self) -> bool:
         return self.outcome == "infra_error"
 
+    @property
+    def ends_repair(self) -> bool:
+        """A fail whose feedback would give the answer away (``evidence["final"]``: a wrong yes/no,
+        where "wrong" names the other): no repair attempt follows it, whatever attempts are left."""
+        return self.outcome == "fail" and self.evidence.get("final") is True
+
     @staticmethod
     def infra(detail: str, *, error_class: str = "infra", evidence: Mapping[str, Any] | None = None) -> Verdict:
         """An infrastructure failure: retried by the caller, and if it persists, dropped.

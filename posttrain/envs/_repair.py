@@ -132,7 +132,8 @@ def verify_with_retries(verify: Verifier, task: Task, response: str, *, infra_re
 
 
 class RepairEnv:
-    """A repair episode over a domain verifier: attempts until one passes or attempts run out.
+    """A repair episode over a domain verifier: attempts until one passes or attempts run out, or a
+    fail whose feedback would give the answer away (``Verdict.ends_repair``: a wrong yes/no) ends it.
 
     ``chat``: prompts and feedback through the chat template (module docstring); ``encode_prompt``
     and ``encode_observation`` are then unused.
@@ -179,7 +180,7 @@ class RepairEnv:
         self.attempts += 1
         verdict = self.judge(task, action.text)
         limit = self.max_attempts if self.max_attempts is not None else task.limits.max_attempts
-        if verdict.passed or verdict.is_infra_error or self.attempts >= limit:
+        if verdict.passed or verdict.is_infra_error or verdict.ends_repair or self.attempts >= limit:
             return StepResult(Observation(()), verdict, True)
         text = FEEDBACK_HEAD + brief(verdict.feedback) + "\n"
         if self.chat is None or self.turns is None:

@@ -151,6 +151,30 @@ def test_a_wrong_yes_no_conclusion_ends_the_episode(pool, verify) -> None:
     assert [v.outcome for v in got.verdicts] == ["fail", "pass"]
 
 
+def test_a_repair_episode_ends_at_a_wrong_yes_no_conclusion_too(verify) -> None:
+    """The single-answer repair episode (``episodes: repair``, doc tasks at max_attempts > 1): the same
+    rule, carried by the verdict (``Verdict.ends_repair``), so a wrong "no" is not followed by a "yes"
+    read from the feedback; a numeric question's wrong answer is repaired as before."""
+    import json
+
+    from posttrain.envs import RepairEnv
+    from posttrain.types import Generation
+
+    base = build_task(random.Random(5), 1, "doc-repair-yn", "figure", pdf=False)
+    task, ref = _yes_no(base, "yes"), reference(base)
+
+    def attempt(env, answer) -> bool:
+        text = json.dumps({"answer": answer, "scale": "", "evidence": ref["evidence"]})
+        return env.step(Generation((), (), (), text, "eos")).done
+
+    env = RepairEnv(verify, lambda t: [1], lambda t: [2], max_attempts=3)
+    env.reset(task)
+    assert attempt(env, "no") and env.attempts == 1
+    assert verify(task, json.dumps({"answer": "no", "scale": "", "evidence": ref["evidence"]})).ends_repair
+    env.reset(base)
+    assert not attempt(env, 1) and attempt(env, ref["answer"])
+
+
 def test_read_pdf_refuses_a_page_number_too_long_to_read(pool, verify) -> None:
     task = build_task(random.Random(1), 2, "doc-agent-pdf-digits", "total", pdf=True)
     got = play(pool, task, [call("read_pdf", pages="9" * 5000), call("read_pdf", pages=f"1-{'9' * 5000}")], verify)

@@ -207,6 +207,22 @@ def document_of(text: str) -> Document:
     return _docs[key]
 
 
+CLOSED_ANSWERS = frozenset({"yes", "no", "true", "false"})
+"""Text answers of a two-way question: told that one is wrong names the other."""
+
+
+def is_closed(gold: Mapping[str, Any]) -> bool:
+    """Whether the gold answer is one of two (``CLOSED_ANSWERS``: yes or no, true or false): a wrong
+    conclusion to it ends a repair episode (``Verdict.ends_repair``), since its feedback would name the
+    answer.
+
+    >>> is_closed({"text": "Yes"}), is_closed({"text": "Net income"}), is_closed({"value": 3})
+    (True, False, False)
+    """
+    text = gold.get("text")
+    return isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS
+
+
 def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[str, Any]], response: str) -> Verdict:
     """The verdict on ``response`` for a doc task with these fields (the module docstring)."""
     try:
@@ -225,6 +241,8 @@ def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[st
     problems = evidence_problems(document_of(document), facts, citations)
     evidence = {"citations": len(citations), "figures": len(facts), "problems": problems,
                 "conclusion": "right" if wrong is None else "wrong"}
+    if wrong and is_closed(gold):
+        evidence["final"] = True  # Verdict.ends_repair: told wrong, the other answer is the right one
     if wrong is None and not problems:
         return passed("Correct, and every cited value is where the evidence says.", evidence)
     head = "Wrong answer." if wrong else "The conclusion is right, but the evidence does not hold."

@@ -13,9 +13,9 @@ and ``submit`` carrying the structured answer to the doc verifier.
   never read, so a document the agent edited proves nothing.
 - Repair: a failed attempt's feedback (each mismatching location, never the gold) is the submit
   call's result, ``MAX_ATTEMPTS`` attempts in all; except a wrong conclusion to a yes/no question
-  (``is_closed``), which ends the episode: "wrong answer" would name the other one, and a second try
-  would be paid in full for reading it (a wrong evidence list with the right yes/no is still
-  repaired: that feedback gives nothing of the answer away).
+  (``_check.is_closed``: ``Verdict.ends_repair``), which ends the episode: "wrong answer" would name
+  the other one, and a second try would be paid in full for reading it (a wrong evidence list with
+  the right yes/no is still repaired: that feedback gives nothing of the answer away).
 
 Not here: the scripted agents (``_agents.py``), the checks (``_check.py``).
 """
@@ -33,7 +33,6 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from posttrain.envs.doc._anchors import tatqa_normalize
 from posttrain.envs.doc._env import FORMAT_RULES
 from posttrain.envs.doc._pdf import pdf_pages, render_pdf
 from posttrain.envs.workspace import (
@@ -61,8 +60,6 @@ SYSTEM = ("You analyse a document in a workspace (the current directory, /work) 
 _PAGES_RE = re.compile(r"^\s*\d{1,6}\s*(-\s*\d{1,6}\s*)?(,\s*\d{1,6}\s*(-\s*\d{1,6}\s*)?)*$")
 """Page numbers of at most 6 digits: a longer one is the agent's error result (``int`` of more than
 4300 digits raises, which would be an error of the environment and lose the batch)."""
-CLOSED_ANSWERS = frozenset({"yes", "no", "true", "false"})
-"""Text answers of a two-way question: told that one is wrong names the other."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -206,20 +203,9 @@ def initial_files(task: Task) -> dict[str, bytes]:
     return {"document.md": document.encode("utf-8")}
 
 
-def is_closed(task: Task) -> bool:
-    """Whether ``task``'s answer is one of two (``CLOSED_ANSWERS``: yes or no, true or false).
-
-    >>> is_closed(Task(id="t", domain="doc", prompt="?", fields={"answer": {"text": "Yes"}}))
-    True
-    """
-    text = task.fields["answer"].get("text")
-    return isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS
-
-
 def workspace_spec(task: Task) -> WorkspaceSpec:
     """The kit's description of a doc task's episode (module docstring)."""
     take: Take = take_answer
     return WorkspaceSpec(initial=initial_files(task), prompt=episode_prompt(task), system=SYSTEM,
                          tools=default_tools(read_pdf_tool(), submit=SUBMIT), take=take,
-                         max_attempts=max(task.limits.max_attempts, MAX_ATTEMPTS), feedback=True,
-                         final_errors=frozenset({"wrong_answer"}) if is_closed(task) else frozenset())
+                         max_attempts=max(task.limits.max_attempts, MAX_ATTEMPTS), feedback=True)

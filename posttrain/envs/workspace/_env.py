@@ -21,8 +21,8 @@ A failed attempt on a task that allows repair (``spec.feedback``, ``spec.max_att
 the verifier's feedback as the submit call's result (its normalized failure: test names, assertion
 and location; never a withheld test's text or the gold) and the episode goes on; the same
 submission again is not graded again (the earlier verdict stands, and is said). A failed attempt
-of an error class in ``spec.final_errors`` ends the episode: its feedback would give the answer away
-(a yes/no question answered wrong).
+whose feedback would give the answer away (``Verdict.ends_repair``: a yes/no question answered
+wrong) ends the episode.
 
 Budgets (``AgentLimits``): ``max_steps`` actions, ``max_tokens`` tokens after the prompt (actions and
 observations, counted as the runner counts them) and ``wall_s`` seconds of the episode's own time in
@@ -103,9 +103,6 @@ class WorkspaceSpec:
     max_attempts: int = 1
     feedback: bool = False
     """Whether a failed attempt gets the verifier's feedback and the episode goes on (repair)."""
-    final_errors: frozenset[str] = frozenset()
-    """Error classes of a failed attempt that end the episode though attempts are left: being told of
-    them would give the answer away (doc: a wrong yes/no conclusion names the other one)."""
     storage_mb: int = 512
     command_limits: Limits = field(default_factory=lambda: Limits(memory_mb=1024, pids=128, tmp_mb=256,
                                                                   output_bytes=1 << 18))
@@ -251,7 +248,7 @@ class WorkspaceEnv:
         verdict, history = turn.verdict, (*st.history, *turn.records)
         done = verdict is not None and (verdict.passed or ended is not None or not self.spec.feedback
                                         or attempts >= self.spec.max_attempts
-                                        or verdict.error_class in self.spec.final_errors)
+                                        or verdict.ends_repair)
         if verdict is not None:
             verdict = _with_evidence(verdict, calls=turn.calls, valid=turn.valid, invalid=turn.invalid,
                                      attempt=attempts - 1, ended=how,
