@@ -207,6 +207,12 @@ def _deadline(limits: TaskLimits) -> float:
     return max(0.5, limits.timeout_s * 0.9 - 0.2)
 
 
+def _item_budget(limits: TaskLimits) -> float:
+    """An item's share of a runner job: a warm-up that gives up (``WARM_FRACTION`` of its deadline),
+    the test and a replay in a fresh process, plus 0.5 s for its report and the cleanup after it."""
+    return (2 + WARM_FRACTION) * limits.timeout_s + 0.5
+
+
 def make_code_verifier(pool: Any) -> Verifier:
     """A verifier for code tasks that runs each response's tests in ``pool`` (a SandboxPool).
 
@@ -386,14 +392,15 @@ def _verify_items(pool: Any, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]
         compiled = _compiled(task.prompt, task.fields["test"], task.fields["entry_point"])
         if compiled is not None:
             item["prompt_code"], item["test_code"], item["predicted"] = compiled
+        if len(pairs) > 1:  # the runner's kernel alarm per item (alone, the job's timeout is the same bound)
+            item["budget_s"] = _item_budget(task.limits)
         items.append(item)
     limits = [task.limits for task, _ in pairs]
     ex = pool.run_python(
         runner_source(len(pairs)),
         stdin=runner_stdin({"nonce": nonce, "items": items}),
-        # Per candidate at most a warm-up that gives up (WARM_FRACTION of its deadline), the test
-        # and a replay in a fresh process; plus starting the runner.
-        timeout=sum((2 + WARM_FRACTION) * lim.timeout_s for lim in limits) + 0.5 * (len(pairs) - 1) + HOST_START_S,
+        # Each item's share (its budget; none for the cleanup after the last), plus starting the runner.
+        timeout=sum(_item_budget(lim) for lim in limits) - 0.5 + HOST_START_S,
         limits=_sandbox_limits(max(lim.memory_mb for lim in limits)),
         cells=1,  # the runner's candidates run in a cgroup of their own, killed by it (_runner.Cell)
     )
@@ -496,11 +503,12 @@ def _test_class(entry: Mapping[str, Any]) -> str:
 
 
 def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
-    """``{index: report}`` from the runner's report lines that carry our nonce (others ignored)."""
+    """``{index: report}`` from the runner's report lines that carry our nonce (others ignored),
+    their strings made text (``_as_text``)."""
     out: dict[int, dict[str, Any]] = {}
     for line in (raw or b"").splitlines():
         try:
-            report = json.loads(line)
+            report = _as_text(json.loads(line))
         except (ValueError, UnicodeDecodeError):
             continue
         if not isinstance(report, dict) or not secrets.compare_digest(str(report.get("nonce", "")), nonce):
@@ -509,6 +517,21 @@ def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
         if isinstance(index, int) and not isinstance(index, bool) and index not in out:
             out[index] = report
     return out
+
+
+def _as_text(value: Any) -> Any:
+    """A report's JSON value with every string UTF-8 text: a lone surrogate becomes its escape
+    (``\\ud800``, six characters). A candidate's exception message or answer (shown by the test's
+    assertion message) may hold one (JSON's ``\\ud800``); in the verdict's feedback and evidence it
+    raised wherever they were encoded: eval records (``UnicodeEncodeError``), a repair prompt's tokens
+    (a ``tokenizers`` TypeError)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_as_text(k): _as_text(v) for k, v in value.items()}
+    return value
 
 
 def _check_source(reader: RecordReader, field: str) -> str:

@@ -58,7 +58,10 @@ is reported only when no model code of the item has run.
 Batches: ``entry(n)`` verifies n candidates in one sandbox job. Before each item after the
 first, the runner kills everything in the cell, checks it empty and wipes what earlier
 candidates left; if that fails, the template cannot fork a server, or the next server was
-tampered with while it waited, the remaining items get no report line and are re-run alone.
+tampered with while it waited, the remaining items get no report line and are re-run alone. Each
+item of a batch has its share of the job (``budget_s``): past it a kernel alarm ends the runner
+(``alarm``; the test's own work on a reply, such as ``str()`` of a huge integer in an assertion's
+message, is no candidate's deadline), and that item and the rest are re-run alone.
 """
 
 import marshal
@@ -71,6 +74,7 @@ from posttrain.envs.code._runner_procs import (
     ServerLost,
     Template,
     _kill,
+    alarm,
     confine_imports,
     ignore_signals,
     make_undumpable,
@@ -682,6 +686,11 @@ def runner_main(n_items, code):
         if index and not job.clean(last):
             break  # cannot clean up after the previous candidate: the rest stay unverified
         t0 = _lap(job_t, "clean", t0) if index else t0
+        # An item's share of the job (``budget_s``, in a batch): its run, its report and the cleanup
+        # after it. Past it the kernel ends the runner, wherever it is (the test's own work on a
+        # reply is no candidate's deadline): this item and the rest get no line and are re-run
+        # alone, so no candidate holds its sandbox job for its neighbours' shares.
+        alarm(item.get("budget_s"))
         try:
             report = run_item(item, template, job, precompiled)
         except BaseException as e:  # noqa: BLE001 - before any model code ran: our failure
@@ -694,6 +703,7 @@ def runner_main(n_items, code):
         _emit(report)
         if report.get("lost"):
             break  # an earlier candidate broke the template: the rest are re-run alone
+    alarm(None)
     for pid in (template.pid, *template.pids[template.next :]):  # the template and unused direct servers
         _kill(pid)
 
