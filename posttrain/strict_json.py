@@ -13,6 +13,12 @@ class 11). ``loads_strict(text, exact=True)`` keeps every non-integer literal as
 values compare exactly: ``36.0 == 36`` (JSON Schema: an integer is a number with no fractional
 part), ``36.000000000000001 != 36``, ``1e-400 != 0``.
 
+Strings are text: a lone surrogate (JSON's ``"\\ud800"``, or such a character in the text) is
+refused. Python decodes it into a ``str`` that UTF-8 cannot encode, so a value holding one raised
+``UnicodeEncodeError`` wherever it went next: a tokenizer rendering a tool call, a record written
+as UTF-8 (a verdict's evidence keeps the values it judged). A pair (``"\\ud83d\\ude00"``) is one
+character and stays.
+
 Also: ``json_equal`` compares two JSON values type-strictly (bool is not a number, numbers by
 exact value), and ``extract_json_text`` finds the one JSON document in a response (a single
 fenced block, any line endings, or the whole response).
@@ -27,6 +33,7 @@ from decimal import Decimal
 from typing import Any
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
+_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")  # text that may decode to a lone surrogate
 MAX_JSON_CHARS = 200_000
 MAX_JSON_DEPTH = 100
 """Arrays and objects nested deeper than this are refused: Python's parser reads ~1,000 levels, and a
@@ -100,7 +107,30 @@ def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_
         raise StrictJSONError(f"invalid JSON: {str(e).split(';')[0]}") from None  # the sentence, not its advice
     if max_depth is not None and nesting(value) > max_depth:
         raise StrictJSONError(f"JSON nested too deeply (more than {max_depth} levels of arrays and objects)")
+    if _SURROGATE_RE.search(text) and not is_text(value):
+        raise StrictJSONError("a string holds a lone surrogate (such as \\ud800), which is not text")
     return value
+
+
+def is_text(value: Any) -> bool:
+    """Whether every string of ``value`` (keys too, through arrays and objects) encodes as UTF-8,
+    counted without recursion.
+
+    >>> is_text({"a": ["ok", 1]}), is_text(["\\ud800"]), is_text({"\\udfff": 1})
+    (True, False, False)
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        strings = [item] if isinstance(item, str) else list(item) if isinstance(item, dict) else []
+        for s in strings:
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        if isinstance(item, dict | list):
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return True
 
 
 def nesting(value: Any) -> int:

@@ -128,6 +128,7 @@ FAST = make_json_verifier(CheckPool("posttrain.envs.json._env", size=1, cpu_budg
 def test_exploit_fixtures_score_zero(name: str, exploit_task, response: str) -> None:
     v = FAST(exploit_task, response)  # a 0.5 s CPU budget: the backtracking fixture fails sooner
     assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
+    json.dumps(v.to_json(), ensure_ascii=False).encode()  # the run's records are UTF-8
 
 
 @pytest.mark.parametrize(

@@ -183,6 +183,7 @@ FAST = make_tool_verifier(CheckPool("posttrain.envs.tool._calls", size=1, cpu_bu
 def test_exploit_fixtures_score_zero(name: str, exploit_task, response: str) -> None:
     v = FAST(exploit_task, response)  # a 0.5 s CPU budget: the backtracking fixture fails sooner
     assert (v.outcome, v.reward) == ("fail", 0.0), (name, v)
+    json.dumps(v.to_json(), ensure_ascii=False).encode()  # the run's records are UTF-8
 
 
 def test_exploit_fixture_task_accepts_its_right_call() -> None:

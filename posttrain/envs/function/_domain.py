@@ -223,6 +223,10 @@ class FunctionDomain:
             ("a completion that makes the function backtrack past its budget", f"{broken}:backtracking",
              {"pattern": "(a+)+$"}, "a" * 40 + "!"),
             ("a function that returns text", f"{broken}:text", {}, "anything"),
+            ("a second box the pattern does not read", f"{ex}:boxed_match", {"answer": "7"},
+             "\\boxed{7} or \\boxed{\\text{8}}"),
+            ("a second answer tag the pattern does not read", f"{ex}:tagged_answer", {"answer": "7"},
+             "<answer>7</answer> or <answer><b>8</b></answer>"),
         ]
         return [(name, self.parse_task({"id": f"function-exploit-{i}", "prompt": "What is 3 + 4?", "reward": fn,
                                         "data": data}, "function exploit fixtures"), response)

@@ -34,15 +34,20 @@ def exact_match(prompt: str, completion: str, answer: str, **data: Any) -> float
 
 
 def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float:
-    """1.0 when the completion has exactly one ``\\boxed{...}`` and its content is ``answer``."""
+    """1.0 when the completion has exactly one ``\\boxed`` and it is ``\\boxed{answer}``. Every
+    ``\\boxed`` counts, read or not: ``\\boxed{7} or \\boxed{\\text{8}}`` (a box with braces inside,
+    or ``\\boxed 8``) gives two answers and passed on the one the pattern reads."""
     boxes = _BOXED.findall(completion)
-    return 1.0 if len(boxes) == 1 and boxes[0].strip() == str(answer).strip() else 0.0
+    one = completion.count("\\boxed") == 1 and len(boxes) == 1
+    return 1.0 if one and boxes[0].strip() == str(answer).strip() else 0.0
 
 
 def tagged_answer(prompt: str, completion: str, answer: str, **data: Any) -> float:
-    """1.0 when the completion has exactly one ``<answer>...</answer>`` and its content is ``answer``."""
+    """1.0 when the completion has exactly one ``<answer`` tag and it is ``<answer>answer</answer>``
+    (a second answer the pattern does not read, ``<answer><b>8</b></answer>``, still counts)."""
     found = _ANSWER.findall(completion)
-    return 1.0 if len(found) == 1 and found[0].strip() == str(answer).strip() else 0.0
+    one = completion.count("<answer") == 1 and len(found) == 1
+    return 1.0 if one and found[0].strip() == str(answer).strip() else 0.0
 
 
 def format_reward(prompts: list[str], completions: list[str], **data: Any) -> list[float]:

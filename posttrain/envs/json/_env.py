@@ -6,7 +6,8 @@ itself satisfy the schema).
 
 Verification (each failure is ``fail``, reward 0):
 1. the response is one JSON document: the content of its single fenced block, or the whole text;
-   parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01), every
+   parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01), no lone
+   surrogate (``"\\ud800"``: not text, and no UTF-8 record could hold the evidence), every
    number kept as the exact decimal it spells (``posttrain.strict_json``);
 2. it validates against ``schema`` (``jsonschema``, with format checking), on exact numbers:
    ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
@@ -220,6 +221,8 @@ _EXPLOITS: list[tuple[str, dict[str, Any], Any, str]] = [  # (name, schema, expe
     ("class 12: format regex with an overflowing quantifier", _REGEX, {"rx": "a+"}, '{"rx": "a{99999999999}"}'),
     ("class 12: a value that makes the schema's pattern backtrack", _PATTERN, {"code": "aaa"},
      '{"code": "' + "a" * 64 + '!"}'),
+    ("a lone surrogate (\\ud800): not text, and no UTF-8 record holds it", {"type": "object"}, {"name": "x"},
+     '{"name": "\\ud800"}'),
 ]
 
 _NAMES = ("Alice", "Bruno", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ines", "Jonas")

@@ -138,7 +138,10 @@ def _rounded(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int | float | Decimal):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past float's range (a 400-digit argument): no float equals it
+            return value
     if isinstance(value, list):
         return [_rounded(v) for v in value]
     if isinstance(value, Mapping):

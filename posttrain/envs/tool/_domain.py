@@ -132,6 +132,7 @@ _EXPLOITS: list[tuple[str, str]] = [  # (name, response)
     ("class 11: 1e-400 underflows to 0", _book("2", extra="1e-400")),
     ("class 12: an argument that makes the schema's pattern backtrack", _book("2", code='"' + "a" * 64 + '!"')),
     ("class 12: format regex with an overflowing quantifier", _book("2", rx=', "rx": "a{99999999999}"')),
+    ("a lone surrogate (\\ud800) in an argument: not text, and no UTF-8 record holds it", _book("2", code='"\\ud800"')),
 ]
 
 
