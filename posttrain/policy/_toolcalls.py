@@ -84,7 +84,10 @@ def decode_tool_calls(response: str) -> list[ToolCall]:
     >>> decode_tool_calls("The answer is 4.")
     []
     """
-    tagged = _TAG_RE.findall(response)
+    opens = response.count("<tool_call>")
+    if opens > MAX_CALLS:  # never decodable (more calls, or unclosed tags), and the lazy match is quadratic in them
+        raise ToolCallError(f"more than {MAX_CALLS} <tool_call> tags")
+    tagged = _TAG_RE.findall(response) if opens else []
     if tagged:
         if response.count("<tool_call>") != len(tagged):
             raise ToolCallError("an unclosed or nested <tool_call> tag")

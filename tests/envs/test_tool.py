@@ -226,3 +226,13 @@ def test_no_failure_earns_format_credit_but_a_well_formed_wrong_call() -> None:
     assert lossy.error_class == "lossy_number", lossy
     wrong = VERIFY(t, tag("get_weather", {"city": "Lima", "unit": "celsius"}))  # an honest wrong call
     assert combine(wrong, RewardWeights(outcome=1.0, format=0.1)).total == 0.1
+
+
+@pytest.mark.parametrize("response", ["<tool_call>" * 8000, "</tool_call>" * 40 + "<tool_call>" * 8000 + "x",
+                                      '<tool_call>{"name": "f"}</tool_call>' * 65])
+def test_a_flood_of_tool_call_tags_is_refused_in_linear_time(response: str) -> None:
+    """8,000 unclosed ``<tool_call>`` tags took the lazy tag match 3 s on the host (quadratic, in the
+    episode's step with no CPU budget): more tags than ``MAX_CALLS`` can never decode, refused before
+    any match is tried."""
+    with pytest.raises(ToolCallError, match="more than 64"):
+        decode_tool_calls(response)
