@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -113,8 +114,8 @@ def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_
 
 
 def is_text(value: Any) -> bool:
-    """Whether every string of ``value`` (keys too, through arrays and objects) encodes as UTF-8,
-    counted without recursion.
+    """Whether every string of ``value`` (keys too, through lists, tuples and mappings) encodes as
+    UTF-8, counted without recursion.
 
     >>> is_text({"a": ["ok", 1]}), is_text(["\\ud800"]), is_text({"\\udfff": 1})
     (True, False, False)
@@ -122,15 +123,35 @@ def is_text(value: Any) -> bool:
     stack = [value]
     while stack:
         item = stack.pop()
-        strings = [item] if isinstance(item, str) else list(item) if isinstance(item, dict) else []
+        strings = [item] if isinstance(item, str) else list(item) if isinstance(item, Mapping) else []
         for s in strings:
-            try:
-                s.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-        if isinstance(item, dict | list):
-            stack.extend(item.values() if isinstance(item, dict) else item)
+            if isinstance(s, str):
+                try:
+                    s.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return True
+
+
+def as_text(value: Any) -> Any:
+    """``value`` with every string that is not text (``is_text``: a lone surrogate) written with
+    backslash escapes (``\\ud800``, six characters), through lists, tuples (as lists) and mappings
+    (as dicts): what a record or a verdict keeps of what a candidate wrote.
+
+    >>> as_text({"a": ["\\ud800b", 1]})
+    {'a': ['\\\\ud800b', 1]}
+    """
+    if isinstance(value, str):
+        return value if is_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, Mapping):
+        return {as_text(k): as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_text(v) for v in value]
+    return value
 
 
 def nesting(value: Any) -> int:

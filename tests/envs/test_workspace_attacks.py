@@ -52,9 +52,12 @@ def test_a_call_the_tools_cannot_run_is_the_agents_error_result(pool, verify, na
     try:
         result = env.step(action(CHAT.write_tool_calls([ATTACKS[name]])))
         assert isinstance(result, StepResult) and not result.done and result.verdict is None
-        [record] = result.calls
-        assert record.result.startswith("Error"), record.result
-        json.dumps(record.to_json(), ensure_ascii=False).encode()  # the run's records are UTF-8 (records.py)
+        if "surrogate" in name:  # refused as the call is read (strict_json): no call ran, none recorded
+            assert not result.calls and "could not be read" in result.observation.text
+        else:
+            [record] = result.calls
+            assert record.result.startswith("Error"), record.result
+            json.dumps(record.to_json(), ensure_ascii=False).encode()  # the run's records are UTF-8 (records.py)
         last = env.step(action(CHAT.write_tool_calls([call("submit")])))
     finally:
         env.close()

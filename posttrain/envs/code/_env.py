@@ -62,6 +62,7 @@ from posttrain.envs._hooks import TaskFamily
 from posttrain.envs._repair import is_feedback_only
 from posttrain.envs.code._runner import WARM_FRACTION
 from posttrain.pyast import parse as parse_python
+from posttrain.strict_json import as_text
 from posttrain.types import BatchVerifier, Task, TaskLimits, Verdict, Verifier
 from posttrain.verify import feedback as fb
 
@@ -504,11 +505,12 @@ def _test_class(entry: Mapping[str, Any]) -> str:
 
 def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
     """``{index: report}`` from the runner's report lines that carry our nonce (others ignored),
-    their strings made text (``_as_text``)."""
+    their strings made text (``strict_json.as_text``: a lone surrogate in an exception message or
+    an answer the test shows broke every UTF-8 encoding of the verdict: eval records, repair tokens)."""
     out: dict[int, dict[str, Any]] = {}
     for line in (raw or b"").splitlines():
         try:
-            report = _as_text(json.loads(line))
+            report = as_text(json.loads(line))  # a candidate's lone surrogate: escaped
         except (ValueError, UnicodeDecodeError):
             continue
         if not isinstance(report, dict) or not secrets.compare_digest(str(report.get("nonce", "")), nonce):
@@ -517,21 +519,6 @@ def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
         if isinstance(index, int) and not isinstance(index, bool) and index not in out:
             out[index] = report
     return out
-
-
-def _as_text(value: Any) -> Any:
-    """A report's JSON value with every string UTF-8 text: a lone surrogate becomes its escape
-    (``\\ud800``, six characters). A candidate's exception message or answer (shown by the test's
-    assertion message) may hold one (JSON's ``\\ud800``); in the verdict's feedback and evidence it
-    raised wherever they were encoded: eval records (``UnicodeEncodeError``), a repair prompt's tokens
-    (a ``tokenizers`` TypeError)."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, list):
-        return [_as_text(v) for v in value]
-    if isinstance(value, dict):
-        return {_as_text(k): _as_text(v) for k, v in value.items()}
-    return value
 
 
 def _check_source(reader: RecordReader, field: str) -> str:

@@ -58,13 +58,12 @@ from posttrain.envs.workspace._tools import (
     Tool,
     ToolContext,
     ToolInfraError,
-    as_text,
     check_arguments,
     plain_arguments,
 )
 from posttrain.policy import ChatTemplate, ToolCall, tool_result_message
 from posttrain.sandbox import Limits, Workspace, WorkspaceError
-from posttrain.strict_json import to_plain
+from posttrain.strict_json import as_text, to_plain
 from posttrain.types import Generation, Observation, StepResult, Task, ToolCallRecord, Verdict, Verifier
 
 Take = Callable[[Workspace, Mapping[str, Any]], "str | Verdict"]

@@ -36,6 +36,7 @@ from typing import Any
 
 from posttrain.envs.workspace._normalize import DEFAULT_LIMIT, cut_middle, normalize_output
 from posttrain.sandbox import Limits, Workspace, WorkspaceError
+from posttrain.strict_json import is_text
 
 WORK = "/work"
 MAX_FILE_CHARS = 12_000
@@ -133,41 +134,6 @@ def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
                                        for x in value):
             return f"{tool.name}: argument {key!r} must be an array of {props[key]['items']['type']}"
     return None
-
-
-def is_text(value: Any) -> bool:
-    """Whether every string in ``value`` (through lists and objects) encodes as UTF-8.
-
-    >>> is_text({"a": ["ok", 1]}), is_text(["\\ud800"])
-    (True, False)
-    """
-    if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return False
-        return True
-    if isinstance(value, Mapping):
-        return all(is_text(k) and is_text(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(is_text(v) for v in value)
-    return True
-
-
-def as_text(value: Any) -> Any:
-    """``value`` with every string that is not text (``is_text``) written with backslash escapes:
-    what a record keeps of a call's arguments (records are written as UTF-8).
-
-    >>> as_text({"a": ["\\ud800b", 1]})
-    {'a': ['\\\\ud800b', 1]}
-    """
-    if isinstance(value, str):
-        return value if is_text(value) else value.encode("utf-8", "backslashreplace").decode()
-    if isinstance(value, Mapping):
-        return {as_text(k): as_text(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [as_text(v) for v in value]
-    return value
 
 
 def repo_path(path: str) -> str:
