@@ -384,7 +384,8 @@ class RLConfig:
     allows for repair, 4 for agent). Agent episodes on BFCL tasks: each user turn's cap on steps with
     calls (BFCL's 20 at most); the episode runs up to its user turns x (max_turns + 1) actions."""
     max_episode_tokens: PositiveInt | None = None
-    """Token budget of an episode after its prompt, actions and observations together (null: none)."""
+    """Token budget of an episode after its prompt, actions and observations together (null: none; the
+    context is always held to the model's positions: an episode whose context fills them ends, cut)."""
     attempt_discount: Annotated[float, Range(gt=0, le=1)] = 1.0
     """Multiplier of the success per attempt after the first: an episode's reward is its last verdict's,
     every component but the length penalty times attempt_discount ** (attempts - 1), on every model
