@@ -39,7 +39,9 @@ def test_a_reply_the_test_works_on_for_hours_holds_its_batch_only_for_its_own_sh
     took = time.monotonic() - t0
     assert (verdicts[0].outcome, verdicts[0].reward, verdicts[0].error_class) == ("fail", 0.0, "timeout"), verdicts[0]
     assert [(v.outcome, v.error_class) for v in verdicts[1:]] == [("pass", None)] * 3, [v.evidence for v in verdicts]
-    assert took < 2 * share + 12, took  # its share in the batch, then alone (the old runner: ~35 s)
+    # its share in the batch, then alone (~6.6 s here); the old runner first waited out the job's whole
+    # timeout (the sum of the shares, ~35 s): a bound between the two, loose for a loaded host
+    assert took < 30, (took, share)
 
 
 @pytest.mark.slow
