@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from agent_play import CHAT
+from test_tool_episodes import act
 
 from posttrain.envs import get_domain
 from posttrain.envs.tool import ToolEpisodeEnv
 from posttrain.evaluate.records import trajectory_records
-from posttrain.policy import ChatTemplate, Generation, Policy, build_char_tokenizer
+from posttrain.policy import Policy
 from posttrain.rollout.episodes import make_episodes, play_scripts
 from posttrain.strict_json import StrictJSONError, loads_strict
 from posttrain.types import Verdict
@@ -48,16 +50,6 @@ def encodes(verdict: Verdict) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def chat():
-    return ChatTemplate(build_char_tokenizer())
-
-
-def act(chat: ChatTemplate, text: str) -> Generation:
-    ids = (*chat.encode(text), chat.eos_token_id)
-    return Generation(prompt_ids=(), completion_ids=ids, logprobs=(0.0,) * len(ids), text=text, stop_reason="eos")
-
-
 @pytest.mark.parametrize("name", list(ATTACKS))
 def test_a_lone_surrogate_in_a_call_fails_the_response_and_its_verdict_is_written(name: str) -> None:
     verdict = TOOL.make_verifier(None)(TASK, ATTACKS[name])
@@ -66,16 +58,16 @@ def test_a_lone_surrogate_in_a_call_fails_the_response_and_its_verdict_is_writte
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
-def test_a_lone_surrogate_in_an_episodes_call_is_an_unreadable_call(chat, name: str) -> None:
+def test_a_lone_surrogate_in_an_episodes_call_is_an_unreadable_call(name: str) -> None:
     """The attack, then the right call: the attack is an invalid action the episode goes on after, and
     never joins the conversation or the evidence."""
-    env = ToolEpisodeEnv(chat, max_steps=4)
+    env = ToolEpisodeEnv(CHAT, max_steps=4)
     env.reset(TASK)
-    first = env.step(act(chat, ATTACKS[name]))
+    first = env.step(act(CHAT, ATTACKS[name]))
     assert not first.done and "could not be read" in first.observation.text
     assert all(m.get("content") is None or encodes_text(m["content"]) for m in env.turns.messages)
-    env.step(act(chat, RIGHT))
-    last = env.step(act(chat, "Done."))
+    env.step(act(CHAT, RIGHT))
+    last = env.step(act(CHAT, "Done."))
     assert last.verdict.passed and last.verdict.evidence["invalid_actions"] == 1, last.verdict
     assert encodes(last.verdict)
 
@@ -85,16 +77,16 @@ def encodes_text(text: str) -> bool:
     return True
 
 
-def test_an_episode_with_the_attack_is_written_as_records_through_the_runner(chat) -> None:
+def test_an_episode_with_the_attack_is_written_as_records_through_the_runner() -> None:
     """The real runner, then the records a run writes of the trajectory."""
     def plan(task, steps):
-        return make_episodes("agent", [task], Policy(None, chat.tokenizer), service=None,
+        return make_episodes("agent", [task], Policy(None, CHAT.tokenizer), service=None,
                              verify=TOOL.make_verifier(None), max_turns=steps)
 
-    script = [(act(chat, text).completion_ids, text) for text in (*ATTACKS.values(), "Done.")]
+    script = [(act(CHAT, text).completion_ids, text) for text in (*ATTACKS.values(), "Done.")]
     [traj] = play_scripts(plan, [TASK], {TASK.id: script}, None)
     assert encodes(traj.verdicts[-1])
-    for record in trajectory_records(TASK, traj, stage="rl", step=0, wall_s=0.0, decode=chat.tokenizer.decode):
+    for record in trajectory_records(TASK, traj, stage="rl", step=0, wall_s=0.0, decode=CHAT.tokenizer.decode):
         json.dumps(record.to_json(), ensure_ascii=False).encode()
     verdict = traj.verdicts[-1]
     assert verdict.outcome == "fail" and verdict.evidence["invalid_actions"] == len(ATTACKS), verdict
