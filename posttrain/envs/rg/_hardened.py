@@ -191,10 +191,17 @@ def _inferred(clause: int, premises: Sequence[int], full: int) -> bool:
 def _inferred_clause(entry: Entry) -> str | None:
     """The shortest clause ``_inferred`` from the entry's premises (fewest literals, then variable
     and sign order), as ``(P ∨ ¬Q)``; None when the premises give none. Every clause over the
-    variables is tried at once (``_clauses``): 59,049 of them for the top level's 10 variables."""
+    variables is tried at once (``_clauses``): 59,049 of them for the top level's 10 variables.
+    Kept per premises: generation asks it twice of each entry it keeps (``keep``, then the reference)."""
+    meta = entry["metadata"]
+    return _shortest_clause(tuple(meta["premises"]), tuple(meta["variables"]))
+
+
+@functools.lru_cache(maxsize=256)
+def _shortest_clause(premises_text: tuple[str, ...], variables: tuple[str, ...]) -> str | None:
     import numpy as np
 
-    names, premises, full = _models(entry)
+    names, premises, full = _models({"metadata": {"premises": premises_text, "variables": variables}})
     n = len(names)
     joint = full
     for p in premises:
