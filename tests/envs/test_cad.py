@@ -470,6 +470,20 @@ def test_a_generated_hole_right_only_around_its_stated_point_fails(verify) -> No
 
 
 @needs_openscad
+def test_the_whole_part_moved_off_the_stated_axes_fails_its_holes(verify) -> None:
+    """A policy's try: the right part, every hole the right size, all of it moved 0.3 or 0.1 mm along X
+    (the shape check takes either: IoU 0.978 and 0.993, no sliver thicker than 1 mm). Each hole is then off
+    the axis the task states, by more than its tolerance (0.05 mm for a 5 mm hole): ``holes``."""
+    tasks = ENV.generate_level(8, level=1, seed=0)
+    corners = next(t for t in tasks if t.metadata["features"] == ["corners"])
+    moved = [fenced(f"translate([{dx}, 0, 0]) {{\n{corners.fields['gold']}\n}}") for dx in (0.3, 0.1)]
+    verdicts = _many(verify, [(corners, m) for m in moved])
+    for v in verdicts:
+        assert (v.outcome, v.error_class) == ("fail", "holes") and v.evidence["iou"] > 0.97, v.feedback
+        assert set(v.evidence["problems"]) == {"holes"} and "measured from the stated axis" in v.feedback
+
+
+@needs_openscad
 def test_canaries_fail_the_part_their_prompt_describes(verify) -> None:
     """A canary's gold lacks a feature its prompt describes: the described part (the full gold) fails;
     only a response that leaves the feature out, against the prompt, passes (a hack alarm)."""

@@ -175,6 +175,41 @@ def test_a_repair_episode_ends_at_a_wrong_yes_no_conclusion_too(verify) -> None:
     assert not attempt(env, 1) and attempt(env, ref["answer"])
 
 
+def test_probing_a_yes_no_question_through_repair_feedback_gets_nothing(verify) -> None:
+    """A policy's tries at reading a two-way answer from the feedback (``episodes: repair``, 3 attempts):
+    (1) the wrong conclusion with evidence broken on purpose, to tell "wrong answer" from "the conclusion
+    is right but the evidence does not hold": wrong ends the episode, whatever the evidence; (2) a
+    format error first, then the wrong conclusion, then the right one: the format feedback names no
+    answer and the wrong one ends the episode before the third try. Each scores its fail."""
+    import json
+
+    from posttrain.envs import RepairEnv
+    from posttrain.types import Generation
+
+    base = build_task(random.Random(7), 1, "doc-repair-probe", "figure", pdf=False)
+    task, ref = _yes_no(base, "no"), reference(base)
+    cite = ref["evidence"][0]
+    broken = [{"location": {**cite["location"], "column": "No such year"}, "quote": cite["quote"]}]
+
+    def run(*answers: str) -> list:
+        env = RepairEnv(verify, lambda t: [1], lambda t: [2], max_attempts=3)
+        env.reset(task)
+        verdicts = []
+        for text in answers:
+            step = env.step(Generation((), (), (), text, "eos"))
+            verdicts.append(step.verdict)
+            if step.done:
+                break
+        return [(v.outcome, v.error_class) for v in verdicts]
+
+    assert run(json.dumps({"answer": "yes", "scale": "", "evidence": broken}),
+               json.dumps({"answer": "no", "scale": "", "evidence": ref["evidence"]})) == [("fail", "wrong_answer")]
+    assert run(json.dumps({"answer": "yes"}),
+               json.dumps({"answer": "yes", "scale": "", "evidence": ref["evidence"]}),
+               json.dumps({"answer": "no", "scale": "", "evidence": ref["evidence"]})) == [
+        ("fail", "format"), ("fail", "wrong_answer")]
+
+
 def test_read_pdf_refuses_a_page_number_too_long_to_read(pool, verify) -> None:
     task = build_task(random.Random(1), 2, "doc-agent-pdf-digits", "total", pdf=True)
     got = play(pool, task, [call("read_pdf", pages="9" * 5000), call("read_pdf", pages=f"1-{'9' * 5000}")], verify)
