@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import re
 import tempfile
 import types
@@ -38,6 +37,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_t
 import yaml
 
 from posttrain.errors import ConfigError, UserError
+from posttrain.strict_json import finite_number
 
 C = TypeVar("C")
 
@@ -254,7 +254,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
-        if not math.isfinite(value):
+        if not finite_number(value):
             raise ConfigError(f"{where}: expected a finite number, got {value!r}")
         return float(value)
     if tp is str:

@@ -113,6 +113,22 @@ def loads_strict(text: str, *, exact: bool = False, max_chars: int | None = MAX_
     return value
 
 
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a number a float can hold: an int or float, not a bool, finite, and an
+    integer no larger than a float's range (``math.isfinite`` raises ``OverflowError`` on a
+    400-digit integer, which a JSON or YAML file may hold).
+
+    >>> finite_number(3), finite_number(2.5), finite_number(True), finite_number(float("nan")), finite_number(10 ** 400)
+    (True, True, False, False, False)
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def is_text(value: Any) -> bool:
     """Whether every string of ``value`` (keys too, through lists, tuples and mappings) encodes as
     UTF-8, counted without recursion.

@@ -27,6 +27,7 @@ command that continues). What third parties print that says nothing to a user is
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
@@ -131,4 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("posttrain: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # a path the user named that no filesystem takes: every check of it raises this
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        name = str(e.filename)
+        print(f"posttrain: error: {name[:60]}...: a file name too long for the filesystem ({len(name)} "
+              "characters)", file=sys.stderr)
+        return 2
 

@@ -19,7 +19,6 @@ Not here: domain logic, sandbox code, reward weighting (``posttrain.verify.rewar
 from __future__ import annotations
 
 import functools
-import math
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 
 from posttrain.envs._hooks import TaskFamily
 from posttrain.errors import TaskError
+from posttrain.strict_json import finite_number
 from posttrain.types import BatchVerifier, Task, TaskLimits, Verdict, Verifier
 
 __all__ = ["COMMON_KEYS", "BatchVerifier", "Domain", "RecordReader", "TaskFamily", "Verifier", "fail", "guard",
@@ -103,6 +103,13 @@ class RecordReader:
             raise self.fail(field, "a value (missing)", show_got=False)
         return self.record[field]
 
+    def tags(self) -> tuple[str, ...]:
+        """The record's ``tags`` (a list of strings; none when absent)."""
+        tags = self.record.get("tags", [])
+        if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
+            raise self.fail("tags", "a list of strings", tags)
+        return tuple(tags)
+
     def boolean(self, field: str, default: bool) -> bool:
         value = self.record.get(field, default)
         if not isinstance(value, bool):
@@ -152,12 +159,10 @@ def parse_common(
         raise reader.fail("domain", repr(reader.domain), domain)
     difficulty = reader.record.get("difficulty")
     if difficulty is not None and (
-        isinstance(difficulty, bool) or not isinstance(difficulty, int | float) or not math.isfinite(difficulty)
+        not finite_number(difficulty)
     ):
         raise reader.fail("difficulty", "a finite number or null", difficulty)
-    tags = reader.record.get("tags", [])
-    if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
-        raise reader.fail("tags", "a list of strings", tags)
+    tags = reader.tags()
     metadata = reader.record.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise reader.fail("metadata", "an object", metadata)

@@ -5,12 +5,12 @@ names the seam (the episode runner, a scripted agent's evaluation) never imports
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from posttrain.errors import UserError
+from posttrain.strict_json import finite_number
 from posttrain.types import Generation
 
 
@@ -38,7 +38,7 @@ class SamplingParams:
         def bad(name: str, expected: str) -> UserError:
             return UserError(f"sampling: {name} must be {expected}, got {getattr(self, name)!r}")
 
-        if not _is_number(self.temperature) or not (math.isfinite(self.temperature) and self.temperature >= 0):
+        if not finite_number(self.temperature) or self.temperature < 0:
             raise bad("temperature", "a number >= 0")
         if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
             raise bad("top_p", "a number in (0, 1]")

@@ -21,11 +21,11 @@ Not here: advantages or normalisation across a group (``posttrain.algo``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from posttrain.config import NonNegativeFloat, NonNegativeInt, PositiveInt
+from posttrain.strict_json import finite_number
 from posttrain.types import Verdict
 
 COMPONENTS = ("outcome", "format", "process", "length")
@@ -51,7 +51,7 @@ class RewardWeights:
     def __post_init__(self) -> None:
         for name in ("outcome", "format", "process", "length"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            if not finite_number(value):
                 raise ValueError(f"RewardWeights.{name} must be a finite number, got {value!r}")
         if self.length and (self.max_tokens is None or self.overlong_buffer <= 0):
             raise ValueError("RewardWeights.length needs max_tokens and a positive overlong_buffer")

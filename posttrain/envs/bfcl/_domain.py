@@ -88,9 +88,16 @@ class BfclDomain:
                           ("bfcl_version", str)):
             if not isinstance(fields[key], kind):
                 raise reader.fail(key, f"a JSON {'object' if kind is dict else kind.__name__}", fields[key])
-        unknown = [c for c in fields["involved_classes"] if c not in CLASS_MODULES]
+        unknown = [c for c in fields["involved_classes"] if not isinstance(c, str) or c not in CLASS_MODULES]
         if unknown:
             raise reader.fail("involved_classes", f"BFCL backend classes ({', '.join(CLASS_MODULES)})", unknown)
+        for k, turn in enumerate(fields["turns"]):
+            if not isinstance(turn, list) or not all(isinstance(m, Mapping) and isinstance(m.get("content"), str)
+                                                     for m in turn):
+                raise reader.fail(f"turns[{k}]", "a list of messages, each an object with a string 'content'", turn)
+        for k, calls in enumerate(fields["ground_truth"]):
+            if not isinstance(calls, list):
+                raise reader.fail(f"ground_truth[{k}]", "a list of calls", calls)
         if not fields["turns"] or len(fields["turns"]) != len(fields["ground_truth"]):
             raise reader.fail("ground_truth", f"one list of calls per turn ({len(fields['turns'])} turns)",
                               show_got=False)

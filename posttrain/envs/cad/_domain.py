@@ -16,7 +16,6 @@ makes). The reference, unless the record gives one, is the gold in a fenced bloc
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +26,7 @@ from posttrain.envs._workspace_hooks import WorkspaceEpisodes
 from posttrain.envs.cad._holes import parse_holes
 from posttrain.envs.cad._script import script_problem
 from posttrain.envs.cad._verify import NAME, make_cad_verifier
+from posttrain.strict_json import finite_number
 from posttrain.types import Task, TaskLimits
 
 DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm", "holes"})
@@ -50,7 +50,7 @@ def fenced(script: str) -> str:
 
 def _number(reader: RecordReader, field: str, default: float, lo: float, hi: float, what: str) -> float:
     value = reader.record.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+    if not finite_number(value) \
             or not lo < value <= hi:
         raise reader.fail(field, what, value)
     return float(value)
@@ -76,7 +76,7 @@ class CadDomain(WorkspaceEpisodes):
                                     "a number of millimetres in (0, 100]"),
             "holes": _holes(reader),
         }
-        canary = "canary" in (reader.record.get("tags") or ())  # its gold contradicts its prompt: no reference
+        canary = "canary" in reader.tags()  # its gold contradicts its prompt: no reference
         return parse_common(reader, fields, reference=None if canary else fenced(gold), default_limits=DEFAULT_LIMITS)
 
     def render_prompt(self, task: Task) -> str:

@@ -62,6 +62,8 @@ from typing import Any
 
 import numpy as np
 
+from posttrain.strict_json import finite_number
+
 FRAMES = {"z": (0, 1, 2), "x": (1, 2, 0), "y": (2, 0, 1)}
 """axis -> the part's coordinates (u, v, w) of the slice plane and the axis: a cyclic permutation, so
 the turned part keeps its orientation."""
@@ -97,7 +99,7 @@ def stations(hole: dict[str, Any]) -> np.ndarray:
 def _point(value: Any, n: int = 3) -> list[float] | None:
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != n:
         return None
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value):
+    if not all(finite_number(x) for x in value):
         return None
     return [float(x) for x in value]
 
@@ -107,7 +109,7 @@ def _parse_hole(i: int, hole: Any) -> dict[str, Any]:
     if not isinstance(hole, dict) or not {"axis", "at", "d"} <= set(hole) <= keys:
         raise ValueError(f"hole {i}: an object with axis, at, d, span and optionally to, ignore")
     d, at = hole["d"], _point(hole["at"])
-    if hole["axis"] not in FRAMES or at is None or isinstance(d, bool) or not isinstance(d, int | float) \
+    if not isinstance(hole["axis"], str) or hole["axis"] not in FRAMES or at is None or isinstance(d, bool) or not isinstance(d, int | float) \
             or not 0 < d < 1e4:
         raise ValueError(f"hole {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm")
     w = FRAMES[hole["axis"]][2]

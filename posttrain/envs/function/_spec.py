@@ -22,7 +22,6 @@ it is not callable, its parameters are neither form).
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from typing import Any, Literal
 
 from posttrain.config import PositiveFloat
 from posttrain.errors import ConfigError
+from posttrain.strict_json import finite_number
 from posttrain.verify._deadline import child_env
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -69,10 +69,10 @@ def term_problem(function: Any, weight: Any, rng: Any) -> str | None:
     """What is wrong with a term (one line naming the key), or None; imports the function once."""
     if not isinstance(function, str) or not _NAME_RE.fullmatch(function):
         return f"function: expected 'package.module:function', got {function!r}"
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+    if not finite_number(weight) or weight <= 0:
         return f"weight: expected a number > 0, got {weight!r}"
     if (not isinstance(rng, list | tuple) or len(rng) != 2
-            or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in rng)
+            or not all(finite_number(x) for x in rng)
             or not rng[0] < rng[1]):
         return f"range: expected [low, high] with finite low < high, got {list(rng) if isinstance(rng, tuple) else rng!r}"
     try:

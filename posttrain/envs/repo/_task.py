@@ -322,16 +322,32 @@ def _parse_source(reader: RecordReader, kind: str, value: Any, base: Path) -> di
             raise reader.fail("repo.files", "a non-empty object of {path: text}", value)
         return {"files": {_rel_path(reader, f"repo.files[{k!r}]", k): v for k, v in value.items()}}
     if kind == "project":
-        if not isinstance(value, str) or not (PROJECTS / f"{value}.tar.gz").is_file():
-            known = sorted(p.name.removesuffix(".tar.gz") for p in PROJECTS.glob("*.tar.gz"))
+        known = sorted(p.name.removesuffix(".tar.gz") for p in PROJECTS.glob("*.tar.gz"))
+        if value not in known:
             raise reader.fail("repo.project", f"one of the vendored projects {known}", value)
         return {"project": value}
     if not isinstance(value, str) or not value.strip():
         raise reader.fail(f"repo.{kind}", "a path (relative to the task file)", value)
-    path = (base / value).resolve()
-    if not (path.is_dir() if kind == "dir" else path.is_file()):
-        raise reader.fail(f"repo.{kind}", f"an existing {'directory' if kind == 'dir' else 'file'}", str(path))
+    path = _resolved(base, value)
+    if path is None or not _exists(path, directory=kind == "dir"):
+        raise reader.fail(f"repo.{kind}", f"an existing {'directory' if kind == 'dir' else 'file'}", str(path or value))
     return {kind: str(path)}
+
+
+def _resolved(base: Path, value: str) -> Path | None:
+    """``value`` resolved from ``base``, or None where the filesystem refuses the name (a NUL, too long)."""
+    try:
+        return (base / value).resolve()
+    except (OSError, ValueError):
+        return None
+
+
+def _exists(path: Path, *, directory: bool) -> bool:
+    """Whether ``path`` is a directory (or a file); a name the filesystem refuses (too long, a NUL) is not."""
+    try:
+        return path.is_dir() if directory else path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _parse_environment(reader: RecordReader, base: Path) -> dict[str, Any]:
@@ -360,8 +376,8 @@ def _parse_environment(reader: RecordReader, base: Path) -> dict[str, Any]:
                               for p in _string_list(reader, "environment.python_path", env["python_path"])]
     if "wheelhouse" in env:
         wh = env["wheelhouse"]
-        path = (base / wh).resolve() if isinstance(wh, str) and wh.strip() else None
-        if path is None or not path.is_dir():
+        path = _resolved(base, wh) if isinstance(wh, str) and wh.strip() else None
+        if path is None or not _exists(path, directory=True):
             raise reader.fail("environment.wheelhouse", "an existing directory of wheels", wh)
         out["wheelhouse"] = str(path)
     if "requirements" in env:

@@ -138,6 +138,8 @@ _EXPLOITS: list[tuple[str, str]] = [  # (name, response)
 
 def _check_tools(reader: RecordReader, tools: list[Any]) -> dict[str, Mapping[str, Any]]:
     for i, tool in enumerate(tools):
+        if isinstance(tool, Mapping) and tool.get("type", "function") != "function":
+            raise reader.fail(f"tools[{i}].type", "'function' (or no type)", tool.get("type"))
         fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             raise reader.fail(f"tools[{i}]", "an OpenAI function schema with a 'name'", tool)
