@@ -209,6 +209,10 @@ def tatqa_is_number(text: str) -> bool:
     return not (len(words) >= 2 and tatqa_scale_factor(words[1]) == 1)
 
 
+_INT_DIGITS = 100
+"""The longest run of digits ``tatqa_to_number`` reads as an int (TAT-QA's numbers are far shorter)."""
+
+
 def tatqa_to_number(text: str) -> float | None:
     """A number in TAT-QA's reading: its first number, times a scale word after it, negative in
     parentheses, a percent as 0.01; rounded to 4 places.
@@ -219,7 +223,10 @@ def tatqa_to_number(text: str) -> float | None:
     m = re.search(r"([+-]?\d+(\.\d+)?)|([+-]?\.\d+)", _clean(text))
     if m is None or not m.group(0):
         return None
-    num: float = float(m.group(0)) if "." in m.group(0) else int(m.group(0))
+    digits = m.group(0)
+    # a run of more than _INT_DIGITS digits is read as a float (inf past ~308): as an int, one past 4,300
+    # digits raised ValueError, and one past ~300 OverflowError times a scale or a percent, out of the check
+    num: float = float(digits) if "." in digits or len(digits.lstrip("+-")) > _INT_DIGITS else int(digits)
     # TAT-QA's patterns, each anchored at the start of its run of digits ((?<!...)): the same first match,
     # in linear time; unanchored, a search retries inside the run, quadratic in a response's 20k-digit token
     scaled = re.search(r"(?<![\d.])[\d.]+\s?[a-zA-Z]+", text)

@@ -26,7 +26,10 @@ The checks, all of which must hold for a pass:
    fails.
 
 A right answer with wrong evidence fails (``evidence``); evidence quoting text not in the document fails;
-the feedback gives the location of each mismatch, never the gold answer. ``handle_check`` is the worker
+the feedback gives the location of each citation the document does not bear out, never the gold answer,
+and of a pairing that fails only that it fails (``PAIRING``: which citation is extra or which figure is
+missing would name the gold's figures). A wrong conclusion to a question whose answer is one of two (a
+yes/no, or an amount a condition picks: ``is_closed``) ends a repair. ``handle_check`` is the worker
 side (``posttrain.verify._deadline``): the parse and the search run under a CPU budget.
 """
 
@@ -149,8 +152,18 @@ def _pair_off(options: list[list[int]], n_facts: int) -> list[int | None]:
     return pairing
 
 
-def evidence_problems(doc: Document, facts: Sequence[Mapping[str, Any]], citations: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every problem with the citations (steps 2-3 of the module docstring); [] when they hold."""
+PAIRING = ("the citations and the figures the answer rests on do not pair off one to one: cite each figure "
+           "the answer uses exactly once, and nothing else")
+"""The one sentence for citations that hold but do not pair off with the facts. It never says which
+citation is extra or which figure is missing: those are the gold's figures, and a repair attempt that
+sprayed candidate cells would keep the ones not called extra (the restatement trap passed 27 of 27)."""
+
+
+def audit_evidence(doc: Document, facts: Sequence[Mapping[str, Any]], citations: Sequence[Mapping[str, Any]]
+                   ) -> tuple[list[str], list[int], int]:
+    """``(problems, unpaired, uncited)``: each citation whose location or quote does not hold (it names
+    the place: the document is the reader's own), the indexes of the citations that hold but stand for
+    no fact of a one-to-one pairing, and how many facts no citation stands for."""
     problems, options, broken = [], [], set()
     for i, cite in enumerate(citations):
         loc, quote = cite["location"], cite["quote"]
@@ -165,17 +178,17 @@ def evidence_problems(doc: Document, facts: Sequence[Mapping[str, Any]], citatio
                         if any(same_place(loc, at) for at in fact["at"])
                         and ("contains" not in fact or "table" in loc or norm(fact["contains"]) in norm(quote))])
     if not facts:
-        return problems
+        return problems, [], 0
     pairing = _pair_off(options, len(facts))
-    for i, paired in enumerate(pairing):
-        if paired is None and i not in broken:
-            again = ", or it stands for a figure cited already" if options[i] else ""
-            problems.append(f"evidence[{i}] ({describe(citations[i]['location'])}): not a figure the answer "
-                            f"rests on{again}")
-    uncited = len(facts) - sum(p is not None for p in pairing)
-    if uncited:
-        problems.append(f"{uncited} figure(s) the answer rests on are not cited")
-    return problems
+    unpaired = [i for i, paired in enumerate(pairing) if paired is None and i not in broken]
+    return problems, unpaired, len(facts) - sum(p is not None for p in pairing)
+
+
+def evidence_problems(doc: Document, facts: Sequence[Mapping[str, Any]], citations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every problem with the citations (steps 2-3 of the module docstring) as the feedback says it;
+    [] when they hold. A pairing that fails is ``PAIRING``, whichever citation or figure is at fault."""
+    problems, unpaired, uncited = audit_evidence(doc, facts, citations)
+    return problems + ([PAIRING] if unpaired or uncited else [])
 
 
 def _citations(value: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -211,19 +224,29 @@ CLOSED_ANSWERS = frozenset({"yes", "no", "true", "false"})
 """Text answers of a two-way question: told that one is wrong names the other."""
 
 
-def is_closed(gold: Mapping[str, Any]) -> bool:
-    """Whether the gold answer is one of two (``CLOSED_ANSWERS``: yes or no, true or false): a wrong
-    conclusion to it ends a repair episode (``Verdict.ends_repair``), since its feedback would name the
-    answer.
+_BRANCH_RE = re.compile(r"(?:^|[\s,(])greater\s*\(")
+
+
+def is_closed(gold: Mapping[str, Any], program: str | None = None) -> bool:
+    """Whether the gold answer is one of two: a yes/no answer (``CLOSED_ANSWERS``), or an amount a
+    condition picks (the gold ``program`` compares, FinQA's ``greater``: a covenant's margin, a dividend
+    over a hurdle). A wrong conclusion to it ends a repair episode (``Verdict.ends_repair``): told that
+    one is wrong, the other is right, and a second try would be paid in full for reading the feedback
+    (the two branches' amounts, tried in turn, passed 40 of 40 conditional questions).
 
     >>> is_closed({"text": "Yes"}), is_closed({"text": "Net income"}), is_closed({"value": 3})
     (True, False, False)
+    >>> is_closed({"number": "5"}, "greater(4, 3), multiply(5, 1)"), is_closed({"number": "5"}, "add(2, 3)")
+    (True, False)
     """
     text = gold.get("text")
-    return isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS
+    if isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS:
+        return True
+    return isinstance(program, str) and _BRANCH_RE.search(program) is not None
 
 
-def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[str, Any]], response: str) -> Verdict:
+def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[str, Any]], response: str,
+              program: str | None = None) -> Verdict:
     """The verdict on ``response`` for a doc task with these fields (the module docstring)."""
     try:
         value = loads_strict(extract_json_text(response), exact=True, max_chars=MAX_RESPONSE_CHARS)
@@ -238,10 +261,12 @@ def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[st
     wrong = conclusion_problem(gold, value["answer"], value.get("scale", ""))
     if wrong and wrong[0] == "format":
         return fail(f"Answer format: {wrong[1]}. {_HINT}", "format", {"reason": wrong[1]})
-    problems = evidence_problems(document_of(document), facts, citations)
-    evidence = {"citations": len(citations), "figures": len(facts), "problems": problems,
-                "conclusion": "right" if wrong is None else "wrong"}
-    if wrong and is_closed(gold):
+    problems, unpaired, uncited = audit_evidence(document_of(document), facts, citations)
+    problems += [PAIRING] if unpaired or uncited else []
+    # which citations stood for no figure, and how many figures went uncited: for the log, never the feedback
+    evidence = {"citations": len(citations), "figures": len(facts), "problems": problems, "unpaired": unpaired,
+                "uncited": uncited, "conclusion": "right" if wrong is None else "wrong"}
+    if wrong and is_closed(gold, program):
         evidence["final"] = True  # Verdict.ends_repair: told wrong, the other answer is the right one
     if wrong is None and not problems:
         return passed("Correct, and every cited value is where the evidence says.", evidence)
@@ -254,4 +279,5 @@ def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[st
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker side of the doc verifier: one request in, one verdict (as JSON) out."""
-    return check_doc(request["document"], request["answer"], request["evidence"], request["response"]).to_json()
+    return check_doc(request["document"], request["answer"], request["evidence"], request["response"],
+                     request.get("program")).to_json()

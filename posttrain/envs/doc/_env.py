@@ -68,7 +68,7 @@ def make_doc_verifier() -> Verifier:
 
     def verify(task: Task, response: str) -> Verdict:
         request = {"document": task.fields["document"], "answer": task.fields["answer"],
-                   "evidence": task.fields["evidence"], "response": response}
+                   "evidence": task.fields["evidence"], "program": task.fields.get("program"), "response": response}
         return verdict_of(shared_pool("posttrain.envs.doc._check", cpu_budget_s=CPU_BUDGET_S).run(request), NAME)
 
     return guard(NAME, verify)
@@ -87,7 +87,7 @@ def _parse_answer(reader: RecordReader) -> dict[str, Any]:
         if not value.is_finite():
             raise reader.fail("answer", "a finite number in answer.number", number)
         scale = raw.get("scale", "")
-        if scale not in SCALES:
+        if not isinstance(scale, str) or scale not in SCALES:  # a list or an object is unhashable: TypeError
             raise reader.fail("answer", f"answer.scale one of {sorted(SCALES)}", scale)
         return {"number": str(number), "scale": scale}
     if isinstance(raw, Mapping) and set(raw) == {"text"}:
