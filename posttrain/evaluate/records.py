@@ -310,7 +310,9 @@ def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | 
     and observation), ``completion_ids`` the attempt's own sampled ids; ``attempt`` counts verdicts
     (0 = first attempt) and ``feedback_source`` says what the previous verdict's feedback was.
     An episode the runner cut (``cut_by``) after its last verdict, or before any, adds one ``fail``
-    record for its last action, ``error_class`` ``truncated`` (so every episode has a record).
+    record for its last action, ``error_class`` ``truncated``; one its environment ended with no verdict
+    at all, one ``fail`` record ``no_verdict`` (so every episode has a record: none would take the sample
+    out of the rates' denominators, a way to raise pass@1 by quitting).
     A multi-turn episode's records carry ``turns``: the turns since the previous record, each
     ``{"observation", "action", "verdict", "stop_reason"}`` (the observation as ``decode`` writes
     its ids, null for the prompt; the verdict's outcome, null for a step with none, e.g. a tool call),
@@ -323,9 +325,14 @@ def trajectory_records(task: Task, traj: Trajectory, *, stage: str, step: int | 
     for i, turn in enumerate(traj.turns):
         context += turn.observation_ids
         verdict = turn.verdict
-        if verdict is None and traj.cut_by is not None and i == len(traj.turns) - 1:
+        if verdict is None and i == len(traj.turns) - 1 and traj.cut_by is not None:
             verdict = Verdict("fail", 0.0, feedback=f"The episode was cut by {traj.cut_by} before a verdict.",
                               error_class="truncated", components={"outcome": 0.0, "format": 0.0})
+        elif verdict is None and i == len(traj.turns) - 1 and not out:
+            # ended by its environment with no verdict at all (an action that quits): the least a failure
+            # scores in training, and a fail here -- with no record the sample left the denominator
+            verdict = Verdict("fail", 0.0, feedback="The episode ended without a verdict.", error_class="no_verdict",
+                              components={"outcome": 0.0, "format": 0.0})
         if len(traj.turns) > 1:
             observation = None if i == 0 else (decode(turn.observation_ids) if decode is not None
                                                 else f"<{len(turn.observation_ids)} tokens>")

@@ -207,7 +207,7 @@ def summarize(
     groups: dict[str, dict[str, list[SampleAttempts]]] = {"per_domain": defaultdict(list), "per_tag": defaultdict(list)}
     for ep in episodes:
         groups["per_domain"][ep.attempts[0].domain].append(ep)
-        for tag in ep.attempts[0].tags:
+        for tag in dict.fromkeys(ep.attempts[0].tags):  # a tag listed twice counts the episode once
             groups["per_tag"][tag].append(ep)
     for name, parts in groups.items():
         out[name] = {key: _block(eps, ks, n_boot, seed) for key, eps in sorted(parts.items())}

@@ -13,9 +13,12 @@ observed difficulty (adaptive compute).
   first copy's advantage (same completion, same verdict, same advantage). Example: rewards
   [1, 1, 1, 0] for completions [A, A, A, B]: without dedup A's three copies get +0.5 each and B -1.5
   (GRPO, ddof 1); with dedup +0.707 each and B -0.707. A group whose completions are all one is
-  zero-variance either way. Copies are never masked: a copy with no gradient of its own escaped the
-  negative advantage of the failure it repeats (advantage 0 where answering wrong got -0.5 in
-  [pass, fail, fail, copy of a fail]; docs/contracts.md, "Reward accounting").
+  zero-variance either way. Copies are the same actions turn by turn *judged alike* (same verdicts,
+  same cut): identical actions an environment judged otherwise (a flaky test, a command's random
+  output) are two distinct completions, each with its own verdict's advantage, never the first's.
+  Copies are never masked: a copy with no gradient of its own escaped the negative advantage of the
+  failure it repeats (advantage 0 where answering wrong got -0.5 in [pass, fail, fail, copy of a
+  fail]; docs/contracts.md, "Reward accounting").
   ``dedup_rewards(groups, rewards)`` is the baseline's view: later copies NaN (excluded from the
   group statistics as an infra error's).
 - ``TemperatureController``: per task, the temperature rises (x ``step``) while its groups' duplicate
@@ -160,21 +163,35 @@ def diversity_metrics(groups: Sequence[Sequence[Trajectory]]) -> dict[str, float
     return {f"diversity/{k}": sum(d[k] for d in per) / len(per) for k in per[0]}
 
 
-def first_copies(groups: Sequence[Sequence[Trajectory]]) -> Tensor:  # (N, G) long
-    """Each episode's index in its group of the first episode with the same completion (its own index
-    where it is the first).
+def _copy_key(t: Trajectory) -> tuple[object, ...]:
+    """What makes two episodes copies: the same actions, turn by turn (two turns (1, 2), (3,) are not
+    one (1, 2, 3)), judged alike -- the same verdicts and the same cut. Identical actions an environment
+    judged otherwise (a flaky test, a command's random output) are not copies: keyed by the actions
+    alone, the failing one took a passing first copy's advantage (a failure trained up by another's
+    verdict). Rewards are not compared: KL in the reward differs in the last bits between copies."""
+    verdicts = tuple(None if (v := turn.verdict) is None
+                     else (v.outcome, v.reward, v.error_class, tuple(sorted(v.components.items())))
+                     for turn in t.turns)
+    return tuple(turn.action_ids for turn in t.turns), verdicts, t.cut_by
 
-    >>> from posttrain.types import Turn
-    >>> t = lambda ids: Trajectory("m", "g", 0, (Turn((1,), ids, (0.0,) * len(ids), "eos"),), 1.0)
+
+def first_copies(groups: Sequence[Sequence[Trajectory]]) -> Tensor:  # (N, G) long
+    """Each episode's index in its group of the first episode that is the same completion judged alike
+    (``_copy_key``); its own index where it is the first.
+
+    >>> from posttrain.types import Turn, Verdict
+    >>> t = lambda ids, v=None: Trajectory("m", "g", 0, (Turn((1,), ids, (0.0,) * len(ids), "eos", v),), 1.0)
     >>> first_copies([[t((5,)), t((6,)), t((5,))]]).tolist()
     [[0, 1, 0]]
+    >>> first_copies([[t((5,), Verdict("pass", 1.0)), t((6,)), t((5,), Verdict("fail", 0.0))]]).tolist()
+    [[0, 1, 2]]
     """
     import torch  # here, not at the top: an evaluation of a scripted agent never loads torch
 
     firsts = []
     for g in groups:
-        seen: dict[tuple[int, ...], int] = {}
-        firsts.append([seen.setdefault(completion_ids(t), i) for i, t in enumerate(g)])
+        seen: dict[tuple[object, ...], int] = {}
+        firsts.append([seen.setdefault(_copy_key(t), i) for i, t in enumerate(g)])
     return torch.tensor(firsts, dtype=torch.long).reshape(len(groups), -1)
 
 

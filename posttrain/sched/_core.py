@@ -26,9 +26,12 @@ Choices it makes:
   still runs, alone. A waiting job lets at most ``workers`` jobs start ahead of it; then nothing
   else starts until it has (it starts once its estimate fits, or alone once the running jobs are
   done), so a stream of small jobs cannot starve a big one.
-- **Breakers.** One per domain (infra errors and timeouts count) and one per node (infra errors
-  count): an open domain breaker holds that domain's jobs (no try spent) and lets one probe through
-  after the cool-down; an open node breaker gives its workers nothing until its own probe (with two nodes or more).
+- **Breakers.** One per domain and one per node, infra errors (timeouts of the machinery among them)
+  counted: a candidate's own timeout (a ``fail`` verdict: its program looped, its answer took too long
+  to compare) is its verdict, never a sick domain -- counted, a policy that loops opened its
+  domain's breaker and had the domain's tasks passed over (``Service.open_domains``). An open domain
+  breaker holds that domain's jobs (no try spent) and lets one probe through after the cool-down; an
+  open node breaker gives its workers nothing until its own probe (with two nodes or more).
 
 ``state_dict`` holds the estimates, breakers and counters (not the queue: the caller re-submits
 what was in flight), so that a resume from a checkpoint makes the same choices.
@@ -283,14 +286,17 @@ class Scheduler:
              memory_mb: float | None = None) -> Decision:
         """Record one finished try of ``t`` on ``worker`` (``memory_mb``: its observed peak, when the
         try reported one); says whether the job is final, retried (queued again after its backoff)
-        or exhausted (the caller drops its group)."""
+        or exhausted (the caller drops its group). Only ``infra`` counts against the breakers; a
+        ``timeout`` that is not infra is the candidate's own verdict (module docstring, Breakers)."""
         self.running_slow -= t.lane == "slow"
         self.running -= 1
         self.running_mb = max(0.0, self.running_mb - t.memory_mb)
         probe, t.probe = t.probe, False
         domain = self._breaker(self.domain_breakers, t.domain)
         was_open = domain.state != "closed"
-        domain.record(bad=infra or timeout, now=now)
+        # a timeout that is no infra error is the candidate's own verdict (``timeout`` says only how it
+        # ended): bad for a breaker, it let a policy that loops close its domain to the sampler
+        domain.record(bad=infra, now=now)
         if probe and domain.state == "half_open":
             domain.probing = False
         if was_open and domain.state == "closed":

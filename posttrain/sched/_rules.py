@@ -30,7 +30,8 @@ class SchedPolicy:
     ewma_alpha: float = 0.3
     """Weight of the newest duration in each running estimate."""
     breaker_threshold: int = 5
-    """Consecutive infra errors or timeouts (of one domain, or one node) that open its breaker."""
+    """Consecutive infra errors (of one domain, or one node; an infra timeout among them) that open its
+    breaker. A candidate's own timeout is its fail, never counted."""
     breaker_cooldown_s: float = 5.0
     """How long an open breaker stays open before one probe job is let through (half-open)."""
     memory_budget_mb: float | None = None

@@ -112,3 +112,16 @@ def test_records_roundtrip_and_errors(tmp_path):
     bad.write_text("{not json\n")
     with pytest.raises(UserError, match="bad.jsonl:1: not valid JSON"):
         read_records(bad)
+
+
+def test_a_tag_listed_twice_counts_its_episodes_once():
+    """A task whose tags name one capability twice (a task file may) put each of its episodes twice into
+    that tag's block: 4 samples of its 2, 2 infra errors of 1, and pass@2 0.833 (4 samples, 2 passing)
+    where the task's own 2 samples, one passing, give 1.0 (fails on the old summary)."""
+    recs = [EvalRecord("t1", "code", "pass", 1.0, sample_idx=0, tags=("algebra", "algebra")),
+            EvalRecord("t1", "code", "fail", 0.0, sample_idx=1, tags=("algebra", "algebra")),
+            EvalRecord("t1", "code", "infra_error", None, sample_idx=2, tags=("algebra", "algebra"))]
+    s = summarize(recs, ks=(1, 2), n_boot=50)
+    tag = s["per_tag"]["algebra"]
+    assert (tag["n_samples"], tag["passed"], tag["infra_errors"]) == (2, 1, 1)
+    assert tag["pass@2"] == s["pass@2"] == 1.0 and tag["pass@1"] == s["pass@1"] == 0.5

@@ -97,3 +97,60 @@ def test_batched_edit_distance_equals_the_plain_one():
     pairs = [(tuple(rng.randrange(4) for _ in range(rng.randrange(0, 30))),
               tuple(rng.randrange(4) for _ in range(rng.randrange(0, 30)))) for _ in range(200)]
     assert edit_distances(pairs) == [edit_distance(a, b) for a, b in pairs]
+
+
+class _CoinEnv:
+    """An agent environment that judges the same action otherwise from one episode to the next (a
+    flaky test, a command whose output is random): this episode's is ``outcome``."""
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+
+    def reset(self, task):
+        from posttrain.types import Observation
+
+        return Observation((1, 2), "go")
+
+    def step(self, action):
+        from posttrain.types import Observation, StepResult
+
+        return StepResult(Observation(()), Verdict(self.outcome, 1.0 if self.outcome == "pass" else 0.0), True)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_copy_judged_otherwise_keeps_its_own_verdict_s_advantage():
+    """rl.dedup: identical actions whose environment failed one and passed the other are two distinct
+    completions. Keyed by the actions alone, the failing copy was trained with the passing first copy's
+    advantage (+0.707 in [S pass, S fail, T fail, T fail]): a failure pushed up by another's verdict."""
+    from posttrain.policy import Generation, SamplingParams
+    from posttrain.rollout import Episode, run_batch
+    from posttrain.train._credit import rewards_of
+    from posttrain.types import Task
+    from posttrain.verify.rewards import RewardWeights
+
+    class Script:
+        def generate(self, prompts, params):
+            return [Generation(tuple(p), ids, (-0.1,) * len(ids), "s" if ids == (5,) else "t", "eos")
+                    for p, ids in zip(prompts, [(5,), (5,), (6,), (6,)], strict=True)]
+
+    task = Task(id="m", domain="tool", prompt="go", fields={})
+    runs = [Episode(task, _CoinEnv(o), "0/0/m", i) for i, o in enumerate(["pass", "fail", "fail", "fail"])]
+    groups = [run_batch(Script(), runs, SamplingParams(max_new_tokens=2), max_turns=1)]
+    rewards, _ = rewards_of(groups, RewardWeights())
+    assert rewards.tolist() == [[1.0, 0.0, 0.0, 0.0]]
+    adv = group_advantages(groups, rewards, RLConfig(dedup=True)).tolist()[0]
+    assert adv[0] > 0 and adv[1] < 0 and adv[1] == pytest.approx(adv[2]) == pytest.approx(adv[3])
+    assert adv == pytest.approx([1.1547, -0.5774, -0.5774, -0.5774], abs=1e-4)  # distinct: S pass, S fail, T
+    assert dedup_rewards(groups, rewards)[1].tolist() == [[True, True, True, False]]
+
+
+def test_turns_are_copies_only_turn_by_turn():
+    two = Trajectory("m", "g", 0, (Turn((1,), (5, 6), (0.0, 0.0), "length", None), Turn((9,), (7,), (0.0,), "eos",
+                                                                                          Verdict("fail", 0.0))), 0.0)
+    one = Trajectory("m", "g", 1, (Turn((1,), (5, 6, 7), (0.0,) * 3, "eos", Verdict("fail", 0.0)),), 0.0)
+    assert dedup_rewards([[one, two]], torch.tensor([[0.0, 0.0]]))[1].tolist() == [[True, True]]
+    # copies judged alike stay copies when their rewards differ in the last bits (KL in the reward)
+    same = [traj((5, 6), 0.0), traj((5, 6), 0.0)]
+    assert dedup_rewards([same], torch.tensor([[-0.1, -0.1000001]]))[1].tolist() == [[True, False]]
