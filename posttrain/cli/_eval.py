@@ -21,6 +21,7 @@ from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import (
+    MAX_SAMPLES_PER_TASK,
     compact,
     load_suite,
     noop_baseline,
@@ -140,6 +141,8 @@ def _validate(args: argparse.Namespace) -> None:
     for name in ("n", "max_attempts", "limit", "max_new_tokens", "workers", "max_turns"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UserError(f"posttrain eval: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.n is not None and args.n > MAX_SAMPLES_PER_TASK:
+        raise UserError(f"posttrain eval: --n must be <= {MAX_SAMPLES_PER_TASK} (samples per task), got {args.n}")
     if args.responses and (args.max_attempts > 1 or args.episodes):
         raise UserError("posttrain eval: --max-attempts and --episodes need a model or endpoint (responses cannot be "
                         "re-asked)")

@@ -27,6 +27,11 @@ from posttrain.evaluate.records import EvalRecord, task_record
 from posttrain.sched import Service, Verify
 from posttrain.types import Task, Verdict
 
+MAX_SAMPLES_PER_TASK = 1024
+"""The most samples an evaluation draws per task (``eval.samples_per_task``, ``posttrain eval --n``): pass@k
+estimates use n in the hundreds (HumanEval's n = 200); a mistyped 10**10 held every sample in memory
+before the first was drawn."""
+
 __all__ = [
     "Response",
     "SUITES",

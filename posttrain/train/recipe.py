@@ -45,6 +45,7 @@ from posttrain.envs import (
 from posttrain.envs.function import RewardTerm, as_terms, default_reward, noop_problems
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.baseline import load_baseline
+from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
 from posttrain.rollout import episodes as kinds
 from posttrain.tasks import (
     SamplerSpec,
@@ -309,6 +310,11 @@ class AdaptiveBudgetConfig:
     """A hard task's cap grows x grow per group."""
 
 
+MAX_ROWS = 1 << 20
+"""The most completions one RL step may sample (``rl.prompts_per_step`` x ``rl.group_size``): a step holds
+them all at once; past this a mistyped value filled memory before the first was sampled."""
+
+
 @dataclass(frozen=True)
 class RLConfig:
     algorithm: Literal["grpo", "ppo"] = "grpo"
@@ -461,6 +467,11 @@ class RLConfig:
                               f"rl.episodes: {self.episodes}")
         if (why := kinds.limits_problem(self.episodes, max_turns=self.max_turns)) is not None:
             raise ConfigError(f"rl.max_turns: {why} (rl.episodes)")
+        if self.prompts_per_step * self.group_size > MAX_ROWS:
+            field = "rl.prompts_per_step" if self.prompts_per_step > self.group_size else "rl.group_size"
+            raise ConfigError(f"{field}: {self.prompts_per_step} prompts x {self.group_size} samples is "
+                              f"{self.prompts_per_step * self.group_size:,} completions a step; expected at most "
+                              f"{MAX_ROWS:,} (rl.prompts_per_step x rl.group_size)")
         if self.group_size < 2 and self.algorithm == "grpo":
             raise ConfigError(f"rl.group_size: group-relative advantages need >= 2 samples, got {self.group_size}")
         if self.policy_loss == "gspo" and self.loss_agg != "seq_mean_token_mean":
@@ -502,7 +513,7 @@ class RLConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    samples_per_task: PositiveInt = 4
+    samples_per_task: Annotated[int, Range(ge=1, le=MAX_SAMPLES_PER_TASK)] = 4
     """i.i.d. samples per held-out task; pass@1 is their mean success (unbiased)."""
     temperature: NonNegativeFloat = 1.0
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy)."""
