@@ -91,3 +91,18 @@ def test_a_bad_recipe_value_or_path_is_one_line_exit_2(tmp_path, monkeypatch, ca
 def test_finite_number_takes_what_a_float_holds():
     assert [finite_number(v) for v in (0, -7, 1.5, 10**300, 1e308)] == [True] * 5
     assert [finite_number(v) for v in (True, None, "1", float("inf"), float("nan"), HUGE, -HUGE)] == [False] * 7
+
+
+MORE_TASK_CASES = [
+    ("bfcl", ["methods", "get_current_time"], ["TradingBot"], "field 'methods'"),
+    ("bfcl", ["ground_truth", 0, 0], {"name": "get_current_time"}, "field 'ground_truth[0]'"),
+    ("files", ["targets"], {"out/x.json": {"format": ["json"], "value": 1}}, "field 'targets'"),
+]
+
+
+@pytest.mark.parametrize(("domain", "path", "value", "needle"), MORE_TASK_CASES,
+                         ids=["bfcl-methods", "bfcl-call-without-arguments", "files-format"])
+def test_a_value_only_the_reference_run_met_is_refused_at_parse(tmp_path, capsys, domain, path, value, needle):
+    """Before, these parsed and failed later: bfcl's backend raised on the reference (its traceback in the
+    validation report, and in every verdict of the task), files' target parse raised TypeError."""
+    test_a_bad_task_value_is_one_line_exit_2(tmp_path, capsys, domain, path, value, needle)

@@ -49,6 +49,12 @@ def reference_response(task: Task) -> str:
     return json.dumps(task.fields["ground_truth"])
 
 
+def _is_call(c: Any) -> bool:
+    """Whether ``c`` is one call as the domain writes it: ``{"name": str, "arguments": {...}}``."""
+    return (isinstance(c, Mapping) and set(c) <= {"name", "arguments"} and isinstance(c.get("name"), str)
+            and isinstance(c.get("arguments", {}), Mapping))
+
+
 def parse_response(response: str) -> list[list[list[Call]]] | str:
     """The response's calls as turns of one step each, or why it is not a response of this domain."""
     try:  # strict: NaN, duplicate keys, huge integers and deep nesting are a format failure, never a crash
@@ -61,8 +67,7 @@ def parse_response(response: str) -> list[list[list[Call]]] | str:
     for k, calls in enumerate(doc):
         step = []
         for i, c in enumerate(calls):
-            if not (isinstance(c, Mapping) and set(c) <= {"name", "arguments"} and isinstance(c.get("name"), str)
-                    and isinstance(c.get("arguments", {}), Mapping)):
+            if not _is_call(c):
                 return f"turn {k + 1}, call {i + 1}: expected {{\"name\": ..., \"arguments\": {{...}}}}"
             step.append(Call(c["name"], dict(c.get("arguments", {}))))
         turns.append([step])
@@ -96,8 +101,11 @@ class BfclDomain:
                                                      for m in turn):
                 raise reader.fail(f"turns[{k}]", "a list of messages, each an object with a string 'content'", turn)
         for k, calls in enumerate(fields["ground_truth"]):
-            if not isinstance(calls, list):
-                raise reader.fail(f"ground_truth[{k}]", "a list of calls", calls)
+            if not isinstance(calls, list) or not all(_is_call(c) and "arguments" in c for c in calls):
+                raise reader.fail(f"ground_truth[{k}]", 'a list of calls {"name": ..., "arguments": {...}}', calls)
+        odd = {m: c for m, c in fields["methods"].items() if not isinstance(c, str) or c not in CLASS_MODULES}
+        if odd:
+            raise reader.fail("methods", f"an object of method name -> backend class ({', '.join(CLASS_MODULES)})", odd)
         if not fields["turns"] or len(fields["turns"]) != len(fields["ground_truth"]):
             raise reader.fail("ground_truth", f"one list of calls per turn ({len(fields['turns'])} turns)",
                               show_got=False)

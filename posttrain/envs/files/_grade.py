@@ -77,7 +77,7 @@ def _parse_target(path: str, spec: Any, pristine: Mapping[str, bytes]) -> Target
         return Target(path, "absent")
     fmt = spec.get("format")
     keys = {"json": "value", "csv": "rows", "text": "content", "bytes": "same_as"}
-    if fmt not in keys:
+    if not isinstance(fmt, str) or fmt not in keys:
         raise ValueError(f"{path}: format must be one of {list(FORMATS)} (or the target {{\"absent\": true}}), got {fmt!r}")
     if set(spec) != {"format", keys[fmt]}:
         raise ValueError(f"{path}: a {fmt} target has exactly the keys format and {keys[fmt]}")
