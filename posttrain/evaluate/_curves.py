@@ -10,12 +10,12 @@ smoothing slider above them drives ``_page.CHART_SCRIPT``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from posttrain.evaluate._svg import PALETTE, line_chart
+from posttrain.strict_json import finite_number
 
 if TYPE_CHECKING:
     from posttrain.evaluate.report import RunData
@@ -36,7 +36,7 @@ _MAX_OTHER_CURVES = 16
 
 
 def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if not finite_number(v):
         return None
     return float(v)
 

@@ -17,7 +17,6 @@ Both are registered in ``posttrain.evaluate.report.BUILTIN_PANELS``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from html import escape
@@ -26,6 +25,7 @@ from typing import Any
 from posttrain.evaluate._svg import PALETTE, line_chart
 from posttrain.evaluate.records import read_records
 from posttrain.evaluate.report import Panel, RunData, _episode_html  # loaded by the report, after it
+from posttrain.strict_json import finite_number
 
 __all__ = ["CANARY_PANEL", "DOMAIN_PANEL", "canary_passes", "domain_series"]
 
@@ -37,7 +37,7 @@ NAMES = (("reward", "reward"), ("zero_variance", "zero-variance share of groups"
 
 
 def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if not finite_number(v):
         return None
     return float(v)
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
 from posttrain.evaluate._svg import bar_chart
 from posttrain.evaluate.records import EvalRecord, read_records
 from posttrain.evaluate.summary import summarize
+from posttrain.strict_json import finite_number
 
 __all__ = ["write_report", "load_run", "render_report", "RunData", "Panel", "add_panel", "report_panels",
            "BUILTIN_PANELS", "RUN_FILES"]
@@ -110,7 +110,7 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if not finite_number(v):
         return None
     return float(v)
 

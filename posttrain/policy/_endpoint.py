@@ -25,6 +25,7 @@ import http.client
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,12 @@ class EndpointSampler:
     """
 
     def __init__(self, base_url: str, model: str, *, concurrency: int = 8, timeout: float = 120.0) -> None:
-        if not base_url.startswith(("http://", "https://")):
+        try:
+            parts = urllib.parse.urlsplit(base_url)
+            parts.port  # noqa: B018 - a port that is not a number in 0-65535 raises here, not at the first request
+        except ValueError as e:  # an unclosed IPv6 bracket, a port 'x' or 99999
+            raise UserError(f"endpoint: {base_url!r} is not a URL ({e})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UserError(f"endpoint: expected an http(s) URL, got {base_url!r}")
         base = base_url.rstrip("/")
         if not base.endswith("/completions"):

@@ -125,3 +125,6 @@ def test_endpoint_errors_are_one_line(char_lm, serve):
         EndpointSampler("http://127.0.0.1:9", "m", timeout=2).generate([[1, 2]], SamplingParams(max_new_tokens=2))
     with pytest.raises(UserError, match="expected an http"):
         EndpointSampler("localhost:8000", "m")
+    for url in ("http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:x"):  # ValueError out of urllib before
+        with pytest.raises(UserError, match="is not a URL"):
+            EndpointSampler(url, "m")
