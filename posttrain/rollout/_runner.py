@@ -90,7 +90,7 @@ from posttrain.envs import Env, Restorable
 from posttrain.policy import Sampler, SamplingParams
 from posttrain.rollout._env import SubmitsSteps
 from posttrain.sandbox.errors import PoolClosed
-from posttrain.sched import GroupDropped, Result, Service, Step, StepError
+from posttrain.sched import GroupDropped, Result, Service, Step, StepError, verifier_bug
 from posttrain.types import Generation, Observation, Rollout, StepResult, Task, Trajectory, Turn, Verdict
 
 INFRA_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, EOFError, MemoryError, subprocess.SubprocessError,
@@ -425,9 +425,14 @@ def _replay(service: Service, ep: Episode, s: _State, delay: float) -> StepResul
 
 def _raised(result: StepResult) -> str | None:
     """``"<type>: <message>"`` of the exception an infra step result came from (the service's
-    ``infra:worker`` verdict) when its type is one of ``REPEAT_IS_A_BUG``, else None (another infra
-    kind, or an infra verdict the environment returned)."""
+    ``infra:worker`` verdict) when its type is one of ``REPEAT_IS_A_BUG``; the crash line of a
+    verifier that raised a programming error (``sched.verifier_bug``: a step that verified an attempt);
+    else None (another infra kind, or an infra verdict the environment returned). Either, again and
+    identically on the restarted episode, is a bug, not infra: given up, the group would go unscored
+    for a response that crashes its verifier every time."""
     v = result.verdict
+    if (bug := verifier_bug(v)) is not None:
+        return bug
     if v is None or v.error_class != "infra:worker":
         return None
     detail = str(v.evidence.get("detail"))

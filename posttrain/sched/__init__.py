@@ -57,6 +57,7 @@ from posttrain.sched._jobs import (
     Step,
     StepError,
     Verify,
+    verifier_bug,
 )
 from posttrain.sched._ray import RayBackend, check_reachable, local_cluster, ray_backend, ray_session
 from posttrain.sched._rules import Breaker, Estimator, SchedPolicy
@@ -94,4 +95,5 @@ __all__ = [
     "local_cluster",
     "ray_backend",
     "ray_session",
+    "verifier_bug",
 ]

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import builtins
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,33 @@ class StepError(RuntimeError):
 
     def __init__(self, message: str) -> None:
         super().__init__(re.sub(r"\s*\n\s*", " ", message).strip())
+
+
+_CRASH = re.compile(r"verifier crashed: (\w+): ")
+_RESOURCE_ERRORS = (OSError, EOFError, MemoryError)
+"""A verifier that raised one of these may have met a failing resource (a pipe, the memory, a file
+limit): its message repeats without the response being the cause (issue 21's broken pipe)."""
+
+
+def verifier_bug(verdict: Verdict | None) -> str | None:
+    """The crash line of a verifier that raised a programming error (``infra:verifier_crash``, as
+    ``envs.guard`` and the batch hooks write it: ``"<domain> verifier crashed: ValueError: ..."``, the
+    type a builtin exception other than the resource kinds), else None. The same line on every try of
+    one response is the verifier's bug, not infra: retried and dropped, the response went unscored
+    (its group dropped, evaluation's denominators short of it), a way out of a verdict.
+
+    >>> verifier_bug(Verdict.infra("m verifier crashed: KeyError: 'x'", error_class="infra:verifier_crash"))
+    "m verifier crashed: KeyError: 'x'"
+    >>> verifier_bug(Verdict.infra("m verifier crashed: BrokenPipeError: [Errno 32]", error_class="infra:verifier_crash"))
+    """
+    if verdict is None or verdict.error_class != "infra:verifier_crash":
+        return None
+    line = str(verdict.evidence.get("detail", ""))
+    m = _CRASH.search(line)
+    kind = getattr(builtins, m.group(1), None) if m else None
+    if not (isinstance(kind, type) and issubclass(kind, Exception)) or issubclass(kind, _RESOURCE_ERRORS):
+        return None
+    return line
 
 
 class GroupDropped(Exception):

@@ -70,6 +70,7 @@ from posttrain.sched._jobs import (
     Step,
     StepError,
     Verify,
+    verifier_bug,
 )
 from posttrain.sched._memory import memory_limit_mb
 from posttrain.sched._rules import SchedPolicy
@@ -141,6 +142,7 @@ class _Waiter:
 class _Pending:
     lead: _Waiter
     followers: list[_Waiter] = field(default_factory=list)
+    crashes: list[str | None] = field(default_factory=list)  # per infra try: its verifier_bug line, or None
 
     @property
     def job(self) -> Job:
@@ -406,6 +408,8 @@ class Service:
         timeout = "timeout" in (error_class or "")
         if not self.ledger.receive(p.lead.key, t.tries - 1):
             return  # a duplicate or late report of a try already settled: never counted twice
+        if infra:
+            p.crashes.append(verifier_bug(last))
         decision = self.sched.done(t, w, now=self._now(), duration_s=duration / n, infra=infra, timeout=timeout,
                                    memory_mb=_peak_mb(last) if n == 1 else None)
         outcome = (last.outcome if isinstance(result, Verdict) else "step:error" if isinstance(result, StepError)
@@ -423,6 +427,14 @@ class Service:
         del self._pending[t.id]
         if isinstance(job, Verify):
             self._inflight.pop((job.task.id, job.response), None)
+        if decision == "exhausted" and isinstance(job, Verify) and len(p.crashes) > 1 and len(set(p.crashes)) == 1 \
+                and p.crashes[0] is not None:
+            error = StepError(f"task {job.task.id!r}: the {job.task.domain} verifier crashed on each of {len(p.crashes)} "
+                              f"tries on one response ({p.crashes[0]}): a bug of the verifier, not infra -- dropped, "
+                              "a response that crashes it would go unscored")
+            for waiter in p.everyone:
+                self._settle(waiter, error)
+            return
         if decision == "exhausted":
             self._drop_group(p.lead.group)
             self._settle(p.lead, None, f"task {job.task.id!r} sample {job.sample_idx}: {t.tries} tries, last {error_class}")
