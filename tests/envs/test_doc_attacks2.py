@@ -9,6 +9,8 @@ the real verifier in its worker, the real ``RepairEnv``; no mocks):
   condition, then, told "wrong answer", the other's (before: 40 of 40 passed on the second try): the
   gold program compares (``greater``), so the answer is one of two and a wrong one ends the repair, as a
   wrong yes/no does;
+- guess-and-check on the restated question: the restated figure, then the original (30 of 30): the task
+  says the answer is one of two (``closed``), and a wrong one ends the repair (16 of 30 by chance after);
 - a text answer holding a long run of digits, which made TAT-QA's normalisation raise out of the check
   (``exception:ValueError`` / ``OverflowError``, and no end to the repair of a yes/no): a wrong answer now;
 - a task record whose ``answer.scale`` is a list or an object: a one-line error, not a ``TypeError``.
@@ -130,6 +132,23 @@ def test_guess_and_check_on_a_conditional_question_ends_at_the_wrong_branch(veri
             if step.done:
                 break
         assert outcomes == [("fail", "wrong_answer")], (task.id, outcomes)
+
+
+def test_guess_and_check_on_the_restated_question_ends_at_the_restated_figure(verify) -> None:
+    """The document prints the restated net income and the originally reported one: answered with the
+    restated, told wrong, the original passed on the second try (30 of 30). The task says the answer is
+    one of two (``closed``); a wrong one ends the repair."""
+    rng = random.Random("doc-attacks2-restated")
+    for i in range(3):
+        task = build_task(rng, 3, f"doc-a2-restated-{i}", "restated", pdf=False)
+        gold = int(Decimal(task.fields["answer"]["number"]))
+        others = sorted({_dollars(c["quote"], title) for c, title in _candidates(task)} - {gold})
+        assert task.fields["closed"] is True and others, task.id  # the restated figure is in the document
+        ref = _ref(task)
+        env = RepairEnv(verify, lambda t: [1], lambda t: [2], max_attempts=3)
+        env.reset(task)
+        step = env.step(Generation((), (), (), json.dumps({**ref, "answer": others[0]}), "eos"))
+        assert (step.verdict.outcome, step.verdict.error_class, step.done) == ("fail", "wrong_answer", True), task.id
 
 
 def test_a_wrong_amount_of_an_unconditional_question_is_still_repaired(verify) -> None:

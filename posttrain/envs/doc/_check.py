@@ -227,10 +227,12 @@ CLOSED_ANSWERS = frozenset({"yes", "no", "true", "false"})
 _BRANCH_RE = re.compile(r"(?:^|[\s,(])greater\s*\(")
 
 
-def is_closed(gold: Mapping[str, Any], program: str | None = None) -> bool:
-    """Whether the gold answer is one of two: a yes/no answer (``CLOSED_ANSWERS``), or an amount a
+def is_closed(gold: Mapping[str, Any], program: str | None = None, closed: bool = False) -> bool:
+    """Whether the gold answer is one of two: a yes/no answer (``CLOSED_ANSWERS``), an amount a
     condition picks (the gold ``program`` compares, FinQA's ``greater``: a covenant's margin, a dividend
-    over a hurdle). A wrong conclusion to it ends a repair episode (``Verdict.ends_repair``): told that
+    over a hurdle), or one of two figures the document prints, as the task says (``closed``: the net
+    income originally reported beside the restated one; the two, tried in turn, passed 30 of 30
+    restated questions). A wrong conclusion to it ends a repair episode (``Verdict.ends_repair``): told that
     one is wrong, the other is right, and a second try would be paid in full for reading the feedback
     (the two branches' amounts, tried in turn, passed 40 of 40 conditional questions).
 
@@ -240,13 +242,13 @@ def is_closed(gold: Mapping[str, Any], program: str | None = None) -> bool:
     (True, False)
     """
     text = gold.get("text")
-    if isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS:
+    if closed or isinstance(text, str) and tatqa_normalize(text) in CLOSED_ANSWERS:
         return True
     return isinstance(program, str) and _BRANCH_RE.search(program) is not None
 
 
 def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[str, Any]], response: str,
-              program: str | None = None) -> Verdict:
+              program: str | None = None, closed: bool = False) -> Verdict:
     """The verdict on ``response`` for a doc task with these fields (the module docstring)."""
     try:
         value = loads_strict(extract_json_text(response), exact=True, max_chars=MAX_RESPONSE_CHARS)
@@ -266,7 +268,7 @@ def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[st
     # which citations stood for no figure, and how many figures went uncited: for the log, never the feedback
     evidence = {"citations": len(citations), "figures": len(facts), "problems": problems, "unpaired": unpaired,
                 "uncited": uncited, "conclusion": "right" if wrong is None else "wrong"}
-    if wrong and is_closed(gold, program):
+    if wrong and is_closed(gold, program, closed):
         evidence["final"] = True  # Verdict.ends_repair: told wrong, the other answer is the right one
     if wrong is None and not problems:
         return passed("Correct, and every cited value is where the evidence says.", evidence)
@@ -280,4 +282,4 @@ def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[st
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker side of the doc verifier: one request in, one verdict (as JSON) out."""
     return check_doc(request["document"], request["answer"], request["evidence"], request["response"],
-                     request.get("program")).to_json()
+                     request.get("program"), bool(request.get("closed"))).to_json()

@@ -5,8 +5,9 @@ markers, sections and captioned tables: ``_document.py``), ``answer`` (the gold 
 ``{"number": "12345000", "scale": ""}`` or ``{"text": "yes"}`` / ``{"text": [spans]}``), ``evidence``
 (the figures the answer rests on: ``[{"at": [location, ...], "contains": "..."}]``, each fact a set of
 places it may be cited from; ``contains``, for a section, the words a quote from it must hold; ``[]``
-judges the conclusion alone), ``program`` (optional: the gold arithmetic as a FinQA program) and
-``pdf`` (optional: the model reads the PDF rendering's text layer instead of the Markdown).
+judges the conclusion alone), ``program`` (optional: the gold arithmetic as a FinQA program),
+``pdf`` (optional: the model reads the PDF rendering's text layer instead of the Markdown) and
+``closed`` (optional: the answer is one of two figures the document prints; a wrong one ends a repair).
 
 Verification (``_check.py``, in a worker under a CPU budget; each failure a ``fail``, reward 0):
 the response's strict parse and shape (``format``), the conclusion (FinQA's 5-decimal rule with the
@@ -49,7 +50,7 @@ from posttrain.types import Task, TaskLimits, Verdict, Verifier
 from posttrain.verify._deadline import shared_pool, verdict_of
 
 NAME = "doc"
-DOMAIN_KEYS = frozenset({"document", "answer", "evidence", "program", "pdf"})
+DOMAIN_KEYS = frozenset({"document", "answer", "evidence", "program", "pdf", "closed"})
 CPU_BUDGET_S = 10.0
 MAX_DOCUMENT_CHARS = 4_000_000
 
@@ -68,7 +69,8 @@ def make_doc_verifier() -> Verifier:
 
     def verify(task: Task, response: str) -> Verdict:
         request = {"document": task.fields["document"], "answer": task.fields["answer"],
-                   "evidence": task.fields["evidence"], "program": task.fields.get("program"), "response": response}
+                   "evidence": task.fields["evidence"], "program": task.fields.get("program"),
+                   "closed": task.fields.get("closed", False), "response": response}
         return verdict_of(shared_pool("posttrain.envs.doc._check", cpu_budget_s=CPU_BUDGET_S).run(request), NAME)
 
     return guard(NAME, verify)
@@ -150,6 +152,8 @@ class DocEnv(WorkspaceEpisodes):
             fields["program"] = program
         if "pdf" in reader.record:
             fields["pdf"] = reader.boolean("pdf", False)
+        if "closed" in reader.record:
+            fields["closed"] = reader.boolean("closed", False)
         return parse_common(reader, fields, default_limits=TaskLimits(timeout_s=30.0))
 
     def render_prompt(self, task: Task) -> str:
@@ -279,6 +283,8 @@ def build_task(rng: random.Random, level: int, tid: str, kind: str | None = None
     fields: dict[str, Any] = {"document": report.text, "answer": q.answer, "evidence": q.facts}
     if q.program:
         fields["program"] = q.program
+    if q.closed:
+        fields["closed"] = True
     if (level <= 3 and rng.random() < 0.25) if pdf is None else pdf:
         fields["pdf"] = True
     return Task(id=tid, domain=NAME, prompt=q.prompt, fields=fields, reference=reference_response(q),

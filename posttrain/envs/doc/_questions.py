@@ -26,6 +26,8 @@ class Question:
     """The reference response's citations: (location, quote)."""
     program: str | None = None
     kind: str = ""
+    closed: bool = False
+    """The answer is one of two figures the document prints (the task's ``closed``: a wrong one ends a repair)."""
     ref_answer: tuple[str, str] | None = None
     """The reference response's (answer, scale) when it differs from the gold's form (scale folded another way)."""
 
@@ -105,7 +107,7 @@ def _q_restated(rng: random.Random, rep: Report) -> Question:
     return Question(f"What net income for fiscal {r['year']} did the company originally report, before the "
                     "restatement described in the notes? Give the amount in U.S. dollars.",
                     {"number": _usd(cells[0].value), "scale": ""}, [_fact(cells)], [(cells[0].location, cells[0].text)],
-                    kind="restated")
+                    kind="restated", closed=True)
 
 
 def _sentence_fact(s: Sentence, contains: str) -> tuple[dict[str, Any], tuple[dict[str, Any], str]]:
