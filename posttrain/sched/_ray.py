@@ -76,7 +76,14 @@ class RayBackend:
     RESTART_WAIT_S = 120.0
     """How long a try that lost its actor waits for the restarted actor before reporting infra."""
     SLACK_S = 60.0
-    """A try is waited for twice its tasks' timeouts plus this (queueing, a pool's start), then infra."""
+    """A try is waited for ``WAIT_PER_TIMEOUT`` times its tasks' timeouts plus this (queueing, a pool's
+    start), then infra."""
+    WAIT_PER_TIMEOUT = 9.0
+    """What a verification may take per second of its task's timeout, at most: the code domain's batch
+    gives each item 2.5 x its timeout (a warm-up, the test, a replay) and re-runs an item the batch
+    could not verify alone for as long again, a task with hidden tests being two items (~8.4x).
+    Waited twice the timeouts, eight samples that each spent their share made the batch outlast the
+    wait, and every verdict of it infra -- the honest samples' beside them too."""
 
     def __init__(self, address: str, *, domains: Sequence[str], hooks: HooksFactory) -> None:
         import ray
@@ -146,7 +153,7 @@ class RayBackend:
                 time.sleep(0.1)
 
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
-        wait = self.SLACK_S + 2 * sum(t.limits.timeout_s for t, _ in pairs)
+        wait = self.SLACK_S + self.WAIT_PER_TIMEOUT * sum(t.limits.timeout_s for t, _ in pairs)
         return self._call(worker, "verify", domain, list(pairs), timeout_s=wait)
 
     def actor_pids(self) -> list[int]:

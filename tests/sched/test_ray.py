@@ -89,7 +89,7 @@ def test_a_hung_pool_actor_is_waited_for_with_a_timeout_then_retried(address):
     quick = Task(id="hang", domain="code", prompt=PROMPT, fields={"entry_point": "add", "test": TEST},
                  limits=TaskLimits(timeout_s=0.5))
     backend = RayBackend(address, domains=["code"], hooks=domain_hooks)
-    backend.SLACK_S = 0.5  # a try is waited for 2 x 0.5 + 0.5 s
+    backend.SLACK_S, backend.WAIT_PER_TIMEOUT = 0.5, 2.0  # a try is waited for 2 x 0.5 + 0.5 s
     (pid,) = backend.actor_pids()
     with Service(backend, SchedPolicy(max_tries=4, backoff_s=0.1, breaker_threshold=50)) as svc:
         os.kill(pid, signal.SIGSTOP)
