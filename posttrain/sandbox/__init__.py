@@ -20,15 +20,23 @@ What is isolated, for every job:
   (``_uids.py``), so the kernel's per-user counters (fds in flight over SCM_RIGHTS, pipe buffer
   pages, inotify, message queue bytes) are per slot: a job of one pool cannot exhaust them for a
   job of another (issue 21). All capabilities dropped, no_new_privs, new session (no TIOCSTI).
+- kernel counters of the whole host, which no uid, namespace or cgroup splits: ptys (3072 for
+  every devpts but the host's own) come from a devpts of the slot's own with at most
+  ``_fs.MAX_PTYS`` (bwrap's had no cap: one job held them all and a job of another pool got "out of
+  pty devices"); Linux AIO (``fs.aio-max-nr``) is refused (``io_setup`` answers ENOSYS: one job held
+  the host's 65536 events, and every other process on the host got EAGAIN); so are huge pages
+  (``vm.nr_hugepages``, outside the memory cgroup: on a host that reserves some, one job held them).
 - file system: only /usr (read-only) plus /lib, /bin symlinks, a fresh /proc of the job's pid
-  namespace, a minimal read-only /dev, and /work, /tmp, /dev/shm writable: each a tmpfs of the
+  namespace, a minimal read-only /dev (its /dev/mqueue read-only too: queues are made and removed
+  by ``mq_open``/``mq_unlink``), and /work, /tmp, /dev/shm writable: each a tmpfs of the
   job's own, mounted for it and unmounted after it (``_fs.py``; size-capped, at most
   ``_fs.MAX_INODES`` inodes). No /etc, no /home, no /root, no host /tmp; nothing else is writable.
 - environment: cleared (PATH, HOME, TMPDIR, LANG only); no host variable leaks in.
 - resources: per-slot cgroup memory (+swap), pids and cpu quota (v1 or v2, under this process's
   own cgroup); rlimits on CPU time, file size, open files, core dumps.
 - syscalls: seccomp denies network sockets other than AF_UNIX, ptrace, mount, namespace
-  creation, keyctl, bpf, perf_event_open, io_uring, module/kexec, TIOCSTI (``_seccomp.py``).
+  creation, keyctl, bpf, perf_event_open, io_uring, Linux AIO, huge pages, module/kexec, TIOCSTI
+  (``_seccomp.py``).
 - lifetime: a wall-clock timeout kills the job's process group and everything in its slot, by
   cgroup (v1: freeze, kill, thaw; v2: ``cgroup.kill``), until the slot holds only its fork-server;
   after every job all of its processes are killed and its file systems replaced; outputs are
@@ -76,7 +84,14 @@ it; issue 15). What a fork-server job can reach, and why none of it changes anot
   nested directories before its deadline kept its slot wiping for 9 s, which the host waited for
   and then called infra, and an ``exec`` job's chain was removed on the host as root outside any
   cgroup (15 s of host CPU). Message queues are unlinked; SysV IPC objects left over restart the
-  slot. Ownership cannot change (no capabilities).
+  slot. Unix sockets in flight in a cycle outlive the job's processes until the kernel's collector
+  runs, which was after the next job had started (a listening abstract socket sent with MSG_OOB in
+  one kept its name, any bytes, in that job's /proc/net/unix and its ``bind`` of the name failing;
+  inotify instances in flight with it left that job none): the fork-server runs the collector
+  (``_zygote.collect_sockets``) and restarts a slot where sockets remain.
+  /dev/mqueue itself is read-only: its root is the slot uid's, and a job's ``chmod`` and ``utime``
+  of it (12 mode bits, two 64-bit times) reached the next job. Ownership cannot change (no
+  capabilities).
 - its fds: 0-3 are memfds of its own job; the fork-server's channel and every other fd are closed.
 - the syscalls seccomp allows (``_seccomp.py``): not ptrace, process_vm_*, pidfd_getfd, mount,
   namespaces, keyrings, bpf; prlimit/setpriority/sched_set*/ioprio_set only on itself.
@@ -94,7 +109,11 @@ it; issue 15). What a fork-server job can reach, and why none of it changes anot
 - its slot's cgroup limits: the host rewrites them before each job. What a job does to its slot
   while it runs is its own failure: a slot it drives out of memory, or whose bookkeeping breaks
   after the fork, or a fork-server that does not answer past the deadline (recycled, not waited
-  for), is restarted and the job reported as the program's error, never as ``infra_error``.
+  for), is restarted and the job reported as the program's error, never as ``infra_error``. A
+  restart first unmounts the job's file systems, whose pages stay charged to the slot until then:
+  a job allowed more than the pool's default memory that filled them and got the fork-server
+  OOM-killed left the restart unable to write the default limit (EBUSY), and every later job of
+  the slot an infra error.
 - its own failure never becomes infra by looking starved (``_starve.py``, issue 21). A job that
   idled to just before its deadline and then forked spinners pinned to one CPU looked starved
   from the inside and got ``infra_error``. Starvation is now the host's to prove: a probe of the
@@ -119,7 +138,9 @@ Timing-dependent rules, each with its margin, each tested idle and beside a nice
 
 An ``exec`` job is a fresh sandbox of its own; a ``Workspace`` job also runs in the workspace's
 own cgroups on the workspace's own tmpfs (storage charged to the workspace, with its own limit),
-with its layers mounted by paths relative to the workspace, so it sees no host path. The
+with its layers mounted by paths relative to the workspace, so it sees no host path. It enters
+/work after the sandbox is up: a job that made the workspace's /work unreadable (``chmod 000``)
+fails its later jobs there itself (exit 2), where bwrap's own chdir made each an infra error. The
 host-side pool never follows what a job wrote: it opens only regular files (non-blocking),
 deletes without recursion, and tells live pools from stale ones by a lock, not a pid.
 """

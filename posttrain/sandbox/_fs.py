@@ -18,6 +18,13 @@ there and mounts a new one; both events propagate into the slot. A tmpfs mounted
 binds the point would be bound itself (a private copy that no later event reaches), so the first
 one is mounted once the slot is up. ``exec`` jobs get three new tmpfs per job, bound at launch.
 
+Ptys come from the kernel's one count for the whole host (``kernel.pty.max`` less
+``kernel.pty.reserve``: 3072 by default for every devpts but the host's own), which bwrap's
+``--dev`` instance does not cap: one job that opened /dev/ptmx ~3000 times (16 processes of 250
+fds) left every other sandbox on the host, of this pool or another, "out of pty devices" while it
+ran. So each slot's /dev/pts is a devpts instance of its own with at most ``MAX_PTYS`` ptys
+(``JobPlaces.pts``), mounted by the host for the slot's lifetime (an exec job's: for the job).
+
 Nothing here follows a path a job made: the mount points are the pool's own directories, and
 unmounting never descends into what a job wrote.
 """
@@ -30,8 +37,11 @@ from pathlib import Path
 
 MAX_INODES = 1 << 16
 """Inodes (files, directories, links) per writable place of a job."""
+MAX_PTYS = 8
+"""Ptys a slot's jobs may hold at once (module docstring): a slot takes at most this many of the
+host's 3072, a pool at most 16 per CPU (a fork-server and an exec slot each)."""
 
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_SHARED = 2, 4, 4096, 1 << 20
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_SHARED = 2, 4, 8, 4096, 1 << 20
 _MNT_DETACH, _UMOUNT_NOFOLLOW = 2, 8
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -50,6 +60,13 @@ def mount_tmpfs(path: Path | str, size_bytes: int, uid: int, mode: int = 0o755, 
     _check(_libc.mount(b"posttrain-job", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), "mount", path)
 
 
+def mount_devpts(path: Path | str, max_ptys: int = MAX_PTYS) -> None:
+    """Mount a devpts instance of its own on ``path`` that holds at most ``max_ptys`` ptys."""
+    opts = f"newinstance,ptmxmode=0666,mode=620,max={max_ptys}".encode()
+    flags = _MS_NOSUID | _MS_NOEXEC
+    _check(_libc.mount(b"posttrain-pts", os.fsencode(path), b"devpts", flags, opts), "mount", path)
+
+
 def unmount(path: Path | str) -> None:
     """Detach the file system mounted on ``path`` (the kernel frees it once nothing uses it)."""
     _check(_libc.umount2(os.fsencode(path), _MNT_DETACH | _UMOUNT_NOFOLLOW), "umount", path)
@@ -63,18 +80,23 @@ def make_stable_point(path: Path) -> None:
 
 class JobPlaces:
     """The writable places of one slot (``work``, ``tmp``, ``shm`` below ``root``), each a tmpfs
-    per job. ``stable``: mount points that bwrap binds once and that see every later tmpfs."""
+    per job. ``stable``: mount points that bwrap binds once and that see every later tmpfs. Also
+    the slot's capped devpts (``pts``, module docstring), mounted here for as long as the places
+    live (``close``)."""
 
     NAMES = ("work", "tmp", "shm")
 
     def __init__(self, root: Path, uid: int, sizes: dict[str, int], stable: bool) -> None:
         self.root, self.uid, self.sizes = root, uid, sizes
         self.mounted: set[str] = set()
+        self.pts = root / "pts"
         root.mkdir(mode=0o755)
         for name in self.NAMES:
             (root / name).mkdir(mode=0o755)
             if stable:
                 make_stable_point(root / name)
+        self.pts.mkdir(mode=0o755)
+        mount_devpts(self.pts)
 
     def path(self, name: str) -> Path:
         return self.root / name
@@ -82,7 +104,7 @@ class JobPlaces:
     def bwrap_places(self) -> dict[str, object]:
         """``_launch.bwrap_args`` keywords that put the places at /work, /tmp and /dev/shm."""
         return {"work": ["--bind", str(self.root / "work"), "/work"], "tmp": str(self.root / "tmp"),
-                "shm": str(self.root / "shm")}  # fmt: skip
+                "shm": str(self.root / "shm"), "pts": str(self.pts)}  # fmt: skip
 
     def fresh(self) -> None:
         """Unmount the last job's file systems (if any) and mount new ones."""
@@ -96,3 +118,10 @@ class JobPlaces:
         for name in sorted(self.mounted):
             unmount(self.root / name)
             self.mounted.discard(name)
+
+    def close(self) -> None:
+        """``clear``, and unmount the slot's devpts (its ptys went with the processes that held them)."""
+        try:
+            self.clear()
+        finally:
+            unmount(self.pts)

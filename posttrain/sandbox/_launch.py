@@ -10,8 +10,9 @@ Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
       exec bwrap                 user/pid/net/mount/ipc/uts/cgroup namespaces, uid 65534 inside,
                                  all caps dropped, nested userns disabled, new session,
                                  die-with-parent, read-only /usr, the job's own tmpfs at /work,
-                                 /tmp and /dev/shm (``_fs``), read-only /dev, clean environment,
-                                 seccomp filter
+                                 /tmp and /dev/shm (``_fs``), read-only /dev with the slot's own
+                                 capped /dev/pts (``_fs.MAX_PTYS``), clean environment, seccomp
+                                 filter
 """
 
 from __future__ import annotations
@@ -93,25 +94,32 @@ def bwrap_args(
     work: Sequence[str],
     tmp: str,
     shm: str,
+    pts: str,
     seccomp_fd: int,
     extra: Sequence[str] = (),
     as_pid_1: bool = False,
 ) -> list[str]:
     """bwrap options (without the command). ``tmp``, ``shm``: host directories (the job's own tmpfs,
-    ``_fs.JobPlaces``) bound at /tmp and /dev/shm; ``work``: the options that mount /work (a bind
-    of the job's own tmpfs too, or a workspace's overlay)."""
+    ``_fs.JobPlaces``) bound at /tmp and /dev/shm; ``pts``: the slot's devpts (``_fs.mount_devpts``,
+    at most ``_fs.MAX_PTYS`` ptys) bound over bwrap's own, which would take from the host's count
+    without a cap; ``work``: the options that mount /work (a bind of the job's own tmpfs too, or a
+    workspace's overlay). /dev/mqueue is read-only: its root is the sandbox uid's, and in a
+    fork-server slot a job's ``chmod``/``utime`` of it reached the next job (two 64-bit times and
+    12 mode bits, which no wipe restored); queues are made and removed by ``mq_open``/``mq_unlink``,
+    which the read-only mount does not stop."""
     args = [
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
         "--proc", "/proc",
-        "--dev", "/dev", "--bind", shm, "/dev/shm", "--mqueue", "/dev/mqueue",
+        "--dev", "/dev", "--dev-bind", pts, "/dev/pts", "--bind", shm, "/dev/shm",
+        "--mqueue", "/dev/mqueue", "--remount-ro", "/dev/mqueue",
         "--remount-ro", "/dev",
         "--bind", tmp, "/tmp",
         *work,
         *extra,
         "--remount-ro", "/",
-        "--chdir", "/work",
+        "--chdir", "/",  # not /work: a workspace's /work is the job's, and its mode may shut bwrap out
         "--unshare-all", "--unshare-user", "--disable-userns",
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
         "--cap-drop", "ALL", "--new-session", "--die-with-parent",

@@ -10,6 +10,14 @@ and module loading, userfaultfd, ``open_by_handle_at``, and the TIOCSTI/TIOCLINU
 (CVE-2017-5226; masked compare per CVE-2019-10063). Syscalls of a foreign ABI (i386, x32) kill
 the process (libseccomp's bad-arch action).
 
+Kernel counters of the whole host: ``io_setup`` (Linux AIO) answers ENOSYS, as on a kernel built
+without AIO (glibc's POSIX AIO uses threads, not it). Its contexts count against ``fs.aio-max-nr``
+(65536), one count for every process on the host: a job that asked for 65536 events left every
+other sandbox, of this pool or another, and the host's own processes with EAGAIN while it ran.
+Huge pages (``MAP_HUGETLB``, ``MFD_HUGETLB``, ``SHM_HUGETLB``) answer EPERM: they come from the
+host's one pool (``vm.nr_hugepages``), outside the memory cgroup; on a host that reserves some, a
+job that took them left a job of another pool ENOMEM. (Transparent huge pages are unaffected.)
+
 Changing another process: every process of a slot runs as uid 65534, so the kernel would let a
 job set the fork-server's rlimits, nice value, CPU affinity, scheduler or I/O priority, and every
 later job of the slot would inherit them. Those syscalls are allowed only on the calling process
@@ -55,6 +63,8 @@ _SELF_ONLY = (
     ("setpriority", 1), ("ioprio_set", 1),
 )  # fmt: skip
 _PRIO_USER, _IOPRIO_WHO_USER = 2, 3
+# (name, index of the flags argument, the flag that asks for huge pages)
+_HUGETLB = (("mmap", 3, 0x40000), ("memfd_create", 1, 0x4), ("shmget", 2, 0o4000))
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
 
@@ -80,6 +90,9 @@ def seccomp_bpf() -> bytes:
     for flag in _CLONE_NS_FLAGS:
         f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "io_setup")  # the host's one aio count (module docstring)
+    for name, arg, flag in _HUGETLB:  # the host's one pool of huge pages (module docstring)
+        f.add_rule(deny, name, sc.Arg(arg, sc.MASKED_EQ, flag, flag))
     for name, arg in _SELF_ONLY:
         f.add_rule(deny, name, sc.Arg(arg, sc.NE, 0))
     f.add_rule(deny, "setpriority", sc.Arg(0, sc.EQ, _PRIO_USER))

@@ -83,7 +83,7 @@ class ExecSlot:
         finally:  # the kernel frees what it left: CPU time of this thread (not wall: the host may be busy)
             t0 = time.thread_time()
             with contextlib.suppress(OSError), (room.cg if room is not None else self.cg).charged():
-                places.clear()
+                places.close()
             remove_tree(places.root)
             free_s = time.thread_time() - t0
         if ex.outcome != "infra_error" and free_s > FREE_GRACE_S and ex.duration_s + free_s > timeout:
@@ -105,12 +105,16 @@ class ExecSlot:
         # meanwhile: one per job, so a busy slot ran out of pids. sh reports a command killed by
         # signal N as exit status 128 + N, as bwrap's init did. The marker proves the sandbox was
         # set up and the command is starting; fds 4 (seccomp) and 5 (marker) are closed first so
-        # the program sees only 0-3. (Not ``exec "$@"``: init ignores signals it sends itself.)
+        # the program sees only 0-3. (Not ``exec "$@"``: init ignores signals it sends itself.) It
+        # enters /work only after the marker: a workspace's /work is what its earlier jobs made it,
+        # and one that ran ``chmod 000 /work`` made bwrap's own chdir fail, every later job of the
+        # workspace an infra error; now that is the job's own failure (exit 2, as sh's cd reports).
         where = places.bwrap_places()
         if room is not None:
             where["work"] = room.work
         opts = _launch.bwrap_args(**where, seccomp_fd=4, as_pid_1=True)  # type: ignore[arg-type]
-        marker = ["/bin/sh", "-c", 'printf x >&5 || exit 125; exec 4<&- 5>&-; "$@"; exit $?', "sh", *cmd]
+        script = 'printf x >&5 || exit 125; exec 4<&- 5>&-; cd /work || exit 2; unset OLDPWD; "$@"; exit $?'
+        marker = ["/bin/sh", "-c", script, "sh", *cmd]
         argv = _launch.launcher_argv(
             self.pool.tools, cg.procs_files, opts, marker, uid=uid,
             cpu_s=cpu_seconds(limits, timeout), fsize=limits.file_size_mb * _MiB, nofile=limits.open_files,

@@ -106,8 +106,13 @@ class ZygoteSlot:
         return self.claim.uid
 
     def start(self) -> None:
+        # First the last job's file systems, which a stopped slot still has (and bwrap must bind the
+        # stable points themselves, not a tmpfs on them: ``_fs``): their pages stay charged to the
+        # slot until then. A job allowed more than the default limit that filled them and then got the
+        # fork-server OOM-killed (no reply: the slot stopped, its places kept) left more charged than
+        # the default; writing that limit failed (EBUSY) and every later job here was an infra error.
+        self.places.clear()
         self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
-        self.places.clear()  # bwrap must bind the stable points themselves, not a tmpfs on them (``_fs``)
         chan, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile(prefix="posttrain-zygote-")
         sfd = seccomp_fd(self.pool.bpf)

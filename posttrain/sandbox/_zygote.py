@@ -58,11 +58,15 @@ PR_SET_DUMPABLE = 4
 DEATH_WAIT_S = 1.0  # how long a timed-out job's runnable processes get to die before they are measured
 STOP_TICK_S = 0.25  # how often a running job's main process is checked for being stopped
 STOP_CPU_S = 0.1  # CPU its processes may use, once it is seen stopped, before the job is ended
+SOCKETS_GC_S = 0.5  # how long the kernel's collector gets to take a job's sockets in flight (``collect_sockets``)
 # prctl with its argument types bound and no errno swapping: the call a child makes costs a
 # fraction of an unbound ctypes call, whose conversion machinery each child would page in.
 _prctl = ctypes.CDLL(None).prctl
 _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 _prctl.restype = ctypes.c_int
+_mq_unlink = ctypes.CDLL(None).mq_unlink  # /dev/mqueue is mounted read-only (``_launch.bwrap_args``)
+_mq_unlink.argtypes = [ctypes.c_char_p]
+_mq_unlink.restype = ctypes.c_int
 
 # Warm the interpreter: the modules typical test code imports (PRELOAD), and the compiler (the
 # first compile() after a fork costs ~1.5 ms otherwise: shared/reference/sandbox.md B.9).
@@ -143,17 +147,53 @@ def _sysv_objects_left() -> bool:
     return False
 
 
+def _sockets_left() -> bool:
+    """Whether a unix socket is left in this network namespace (this process has none in it)."""
+    fd = os.open("/proc/net/unix", os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).count(b"\n") > 1  # a header line, then one line per socket
+    finally:
+        os.close(fd)
+
+
+def collect_sockets() -> bool:
+    """Whether no unix socket of a job is left. A job's sockets close with its processes, but those
+    in flight in a cycle wait for the kernel's collector, which does not always run at once: a
+    listening abstract socket sent with ``MSG_OOB`` in a cycle kept its name into the next job
+    (``bind`` of it: EADDRINUSE; its name, any bytes, in /proc/net/unix), and so did what else was
+    in flight with it (128 inotify instances: the next job's ``inotify_init`` failed, EMFILE, the
+    slot's uid having no more). A socket of this process's own put in flight and closed runs the
+    collector, which takes the job's cycles too (a few ms); then wait for them, ``SOCKETS_GC_S``."""
+    if not _sockets_left():
+        return True
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        socket.send_fds(a, [b"x"], [b.fileno()])
+    finally:
+        a.close()
+        b.close()
+    end = time.monotonic() + SOCKETS_GC_S
+    while time.monotonic() < end:
+        if not _sockets_left():
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def leftovers() -> str | None:
-    """Unlink the message queues; None when no IPC object is left (else the host restarts the
-    slot), or what is. (The file systems are the host's to replace.)"""
+    """Unlink the message queues and collect the job's sockets in flight; None when no IPC object
+    or unix socket is left (else the host restarts the slot: a new network namespace), or what is.
+    (The file systems are the host's to replace.)"""
     try:
         if os.path.isdir(MQUEUE):  # (its directory's ctime does not follow its queues: list it)
             for name in os.listdir(MQUEUE):
-                os.unlink(os.path.join(MQUEUE, name))
+                _mq_unlink(b"/" + os.fsencode(name))
             if os.listdir(MQUEUE):
                 return "POSIX message queues are left"
         if _sysv_objects_left():
             return "SysV IPC objects are left"
+        if not collect_sockets():
+            return "unix sockets are left"
     except (OSError, ValueError) as e:
         return f"cleanup failed: {e}"
     return None

@@ -375,8 +375,9 @@ def deep_trees_are_removed(pool: SandboxPool) -> str | None:
 _ROOTS_STATE = (
     "import json, os\n"
     "def xattrs(p):\n    try:\n        return sorted(os.listxattr(p))\n    except OSError:\n        return []\n"
-    "roots = {p: [oct(os.stat(p).st_mode), xattrs(p)] for p in ('/work', '/tmp', '/dev/shm')}\n"
-    "roots.update({p: roots[p] + [os.stat(p).st_mtime > 1 and os.stat(p).st_atime > 1] for p in ('/tmp', '/dev/shm')})\n"
+    "roots = {p: [oct(os.stat(p).st_mode), xattrs(p)] for p in ('/work', '/tmp', '/dev/shm', '/dev/mqueue')}\n"
+    "roots.update({p: roots[p] + [os.stat(p).st_mtime > 1 and os.stat(p).st_atime > 1]\n"
+    "              for p in ('/tmp', '/dev/shm', '/dev/mqueue')})\n"
     "import ctypes\n"
     "q = ctypes.CDLL(None).mq_open(b'/posttrain-probe', os.O_RDONLY, 0, None)  # -1 unless left by a job\n"
     "print(json.dumps([roots, q]))\n"
@@ -389,16 +390,17 @@ _CHANGE_ROOTS = (
     "print('mq', q, ctypes.get_errno())\n"
     "if os.path.isdir('/work/job'):  # this backend's job directory: gone, so the roots are empty\n"
     "    os.chdir('/')\n    import shutil\n    shutil.rmtree('/work/job')\n"
-    "for p in ('/work', '/tmp', '/dev/shm'):\n"
+    "# /dev/mqueue's mode keeps its owner's write bit: the queues in it must still be removable\n"
+    "for p, mode in (('/work', 0o555), ('/tmp', 0o555), ('/dev/shm', 0o555), ('/dev/mqueue', 0o1755)):\n"
     "    for call in (lambda: os.setxattr(p, 'user.posttrain', b'1'), lambda: os.utime(p, (1, 1)),\n"
-    "                 lambda: os.chmod(p, 0o555)):\n"
+    "                 lambda: os.chmod(p, mode)):\n"
     "        try:\n            call()\n        except OSError as e:\n            print(p, e)\n"
 )
 
 
 def wipe_restores_everything(pool: SandboxPool) -> str | None:
     """Class 6: POSIX message queues, ``user.*`` xattrs, and the mode and timestamps of the
-    writable roots (/work, /tmp, /dev/shm) do not survive into the next job."""
+    writable roots (/work, /tmp, /dev/shm) and of /dev/mqueue do not survive into the next job."""
     before = pool.run_python(_ROOTS_STATE)
     if bad := _expect(before, before.ok, "reading the roots' state must work"):
         return bad

@@ -128,3 +128,39 @@ def test_workspace_storage_is_charged_to_the_workspace(pool1):
         ex = ws.exec(["sh", "-c", "head -c 40000000 /dev/zero > c"], limits=lim)
         assert ex.outcome == "error" and b"No space left" in ex.stderr, ex  # its own limit
         assert ws.exec(["sh", "-c", hog], limits=lim).ok  # the job still has its own memory
+
+
+
+_OOB_CYCLE = r"""
+import array, ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+watchers = []
+while len(watchers) < 200 and (fd := libc.inotify_init1(0)) >= 0:  # all the slot's uid may have
+    watchers.append(fd)
+a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+a.bind(b'\0posttrain-left'); a.listen(1)
+b, c = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+rights = lambda *fds: [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', fds))]
+b.sendmsg([b'x'], rights(a.fileno(), c.fileno(), b.fileno(), *watchers), socket.MSG_OOB)
+c.sendmsg([b'y'], rights(b.fileno(), c.fileno()), socket.MSG_OOB)
+print('planted')
+"""
+_NEXT = r"""
+import ctypes, socket
+left = [line.split()[-1] for line in open('/proc/net/unix').read().splitlines()[1:]]
+socket.socket(socket.AF_UNIX).bind(b'\0posttrain-left')
+print(left, ctypes.CDLL(None).inotify_init1(0) >= 0)
+"""
+
+
+def test_sockets_in_flight_in_a_cycle_do_not_outlive_their_job(pool1):
+    """A cycle of unix sockets in flight waits for the kernel's collector, which had not run when the
+    next job of the slot started: with a listening abstract socket sent with MSG_OOB in it, its name
+    (any bytes a job chose) was in that job's /proc/net/unix and binding the same name failed
+    (EADDRINUSE); with the slot uid's inotify instances in flight too, that job could not watch a
+    file (EMFILE). The fork-server now runs the collector, and restarts a slot it leaves sockets in."""
+    for _ in range(2):
+        ex = pool1.run_python(_OOB_CYCLE)
+        assert ex.ok and ex.stdout == b"planted\n", ex
+        nxt = pool1.run_python(_NEXT)
+        assert nxt.ok and nxt.stdout == b"[] True\n", nxt

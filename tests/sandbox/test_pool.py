@@ -154,6 +154,23 @@ def test_oom_from_many_small_processes_hits_the_job_not_the_slot(pool1):
     assert pool1.run_python("print(1)").ok
 
 
+def test_a_job_that_fills_its_file_systems_and_kills_the_fork_server_costs_no_later_job(pool1):
+    """A job allowed more memory than the pool's default fills /dev/shm, /tmp and /work (files are
+    in no process's RSS), with its own OOM score back at 0, then faults a page: the OOM killer takes
+    the fork-server, the largest process left. Its files stayed charged to the stopped slot, and the
+    restart wrote the default limit below them first: EBUSY, every later job of the slot an infra
+    error."""
+    fill = "for d in /dev/shm /tmp /work; do for i in 1 2 3 4 5; do cat /dev/zero > $d/f$i 2>/dev/null; done; done"
+    src = ("import os\nopen('/proc/self/oom_score_adj', 'w').write('0')\n"
+           f"os.execv('/bin/sh', ['sh', '-c', {fill + '; dd bs=64M count=1 if=/dev/zero of=/dev/null; sleep 30'!r}])\n")
+    assert pool1.default_limits.memory_mb + 48 < 640 + 48 < 3 * 256  # more than the default, less than the places
+    ex = pool1.run_python(src, timeout=10, limits=Limits(memory_mb=640))
+    assert ex.outcome == "error", ex
+    for _ in range(2):
+        nxt = pool1.run_python("print(1)")
+        assert nxt.ok and nxt.stdout == b"1\n", nxt
+
+
 def test_jobs_may_use_threads_and_subreapers_without_leaving_processes(pool1):
     """threading is not preloaded (its at-fork hook is costly); a job importing it still works. A job
     that makes itself a child subreaper still leaves nothing behind for the next job."""

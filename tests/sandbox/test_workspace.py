@@ -78,3 +78,14 @@ def test_a_failed_constructor_leaks_no_mount_or_cgroup(pool, tmp_path, initial):
     assert set(pool.rooms) == before_rooms
     with open("/proc/self/mountinfo") as f:
         assert str(pool.root) + "/ws-" not in f.read()
+
+
+def test_a_job_that_shuts_its_workspace_out_of_work_fails_later_jobs_there_never_as_infra(pool):
+    # bwrap entered /work itself, as the job's uid: after `chmod 000 /work` every later job of the
+    # workspace was an infra error ("Can't chdir to /work"), which callers retry instead of scoring
+    with Workspace(pool, {"a.txt": "x"}) as ws:
+        assert ws.exec(["chmod", "000", "/work"]).ok
+        ex = ws.exec(["cat", "a.txt"])
+        assert ex.outcome == "error" and ex.exit_code == 2 and b"/work" in ex.stderr, ex
+        ws.rollback()
+        assert ws.exec(["cat", "a.txt"]).stdout == b"x"
