@@ -1,10 +1,11 @@
-"""What the code runner restores between candidates: the cell emptied, files, IPC, limits.
+"""What the code runner restores between candidates: the cell emptied, files, IPC, sockets, limits.
 
 Part of the runner that runs inside the sandbox (``_runner.py``). Processes are killed by cgroup
 (``Cell``), never by a list of pids a candidate could hide from.
 """
 
 import os
+import socket
 import time
 
 from posttrain.envs.code._runner_procs import _kill, _state, attributes, libc
@@ -189,6 +190,38 @@ def clear_ipc():
     return False
 
 
+def socket_inodes():
+    """The inodes of the unix sockets of this network namespace (the sandbox's: its runner's and its
+    candidates')."""
+    with open("/proc/net/unix") as f:
+        return {line.split()[6] for line in f.read().splitlines()[1:] if len(line.split()) > 6}
+
+
+def clear_sockets(kept):
+    """True once no unix socket is left but ``kept`` (the runner's own, at the job's start). A
+    candidate's sockets close with its processes, except those in flight in a cycle, which wait for
+    the kernel's collector: a listening abstract socket sent in one outlived the candidate into the
+    replay, its name (``@tbl-<arg>-<answer>``, listed in /proc/net/unix) a table of the answers its
+    first run gave by call count (pass 1.0, 3 of 3). A socket of the runner's own put in flight and
+    closed runs the collector, which takes the candidate's cycles too; then they are waited for."""
+    try:
+        if socket_inodes() <= kept:
+            return True
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            socket.send_fds(a, [b"x"], [b.fileno()])
+        finally:
+            a.close()
+            b.close()
+        for _ in range(500):
+            if socket_inodes() <= kept:
+                return True
+            time.sleep(0.001)
+    except Exception:  # noqa: BLE001 - OSError, ValueError, a /proc line of another shape, ...
+        pass
+    return False
+
+
 def meta(path):
     """What a candidate could change about a path that outlives it, to carry state to the next
     run: mode, ``user.*`` extended attributes and, for a regular file, its size and content. (Times
@@ -240,9 +273,11 @@ class Job:
 
     def __init__(self, keep, files, cell):
         self.keep, self.files, self.cell, self.attrs, self.meta = keep, files, cell, None, None
+        self.sockets = frozenset()
 
     def snapshot(self):
         self.attrs = {pid: attributes(pid) for pid in self.keep if pid != 1}
+        self.sockets = frozenset(socket_inodes())
         self.meta = {}
         for path in (*WRITABLE, *sorted(self.files)):
             try:
@@ -252,7 +287,8 @@ class Job:
 
     def clean(self, killed=()):
         """(``killed``: the pids already sent SIGKILL: the last server.) Nothing alive in the cell, the writable places as they were (entries, and the mode,
-        xattrs and times of what was there at the start), no IPC object, no changed limits: True.
-        Else False (the caller decides whose failure that is)."""
-        ok = self.cell.kill(killed) and wipe(self.files) and clear_ipc() and restore_meta(self.meta or {})
+        xattrs and times of what was there at the start), no IPC object, no unix socket but the runner's
+        own, no changed limits: True. Else False (the caller decides whose failure that is)."""
+        ok = (self.cell.kill(killed) and wipe(self.files) and clear_ipc() and clear_sockets(self.sockets)
+              and restore_meta(self.meta or {}))
         return ok and all(attributes(pid) == attrs for pid, attrs in (self.attrs or {}).items())
