@@ -43,6 +43,7 @@ from posttrain.rollout.episodes import (
     protocol_fields,
     tasks_problem,
 )
+from posttrain.sandbox import MAX_POOL_SIZE
 from posttrain.sched import Service
 from posttrain.types import Task
 
@@ -141,6 +142,8 @@ def _validate(args: argparse.Namespace) -> None:
     for name in ("n", "max_attempts", "limit", "max_new_tokens", "workers", "max_turns"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UserError(f"posttrain eval: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.workers is not None and args.workers > MAX_POOL_SIZE:
+        raise UserError(f"posttrain eval: --workers must be <= {MAX_POOL_SIZE} (sandbox slots), got {args.workers}")
     if args.n is not None and args.n > MAX_SAMPLES_PER_TASK:
         raise UserError(f"posttrain eval: --n must be <= {MAX_SAMPLES_PER_TASK} (samples per task), got {args.n}")
     if args.responses and (args.max_attempts > 1 or args.episodes):

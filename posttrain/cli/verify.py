@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import TaskError, UserError
+from posttrain.sandbox import MAX_POOL_SIZE
 
 
 def register(subparsers: Any) -> None:
@@ -52,8 +53,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return _verify_one(args.task, args.response, args.domain)
     if args.tasks is None or args.responses is None:
         raise UserError("--tasks and --responses go together")
-    if args.workers is not None and args.workers < 1:
-        raise UserError(f"--workers must be >= 1, got {args.workers}")
+    if args.workers is not None and not 1 <= args.workers <= MAX_POOL_SIZE:
+        raise UserError(f"--workers must be in [1, {MAX_POOL_SIZE}], got {args.workers}")
     return _verify_many(args.tasks, args.responses, args.workers, args.domain)
 
 

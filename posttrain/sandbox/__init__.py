@@ -150,7 +150,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from posttrain.sandbox._pool import LocalSandboxPool
+from posttrain.sandbox._pool import MAX_POOL_SIZE, LocalSandboxPool
 from posttrain.sandbox._types import ExecOutcome, Execution, Limits, usable_cpus
 from posttrain.sandbox.errors import (
     HostCannotIsolate,
@@ -166,6 +166,7 @@ from posttrain.sandbox.workspace import Workspace
 __all__ = [
     "SandboxPool",
     "LocalSandboxPool",
+    "MAX_POOL_SIZE",
     "Limits",
     "Execution",
     "ExecOutcome",

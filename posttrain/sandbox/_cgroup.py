@@ -386,7 +386,8 @@ class SlotCgroup:
 
     def pids_inside(self) -> list[int]:
         """Every process in the slot (its cells included)."""
-        dirs = [self.dirs["pids"]] + ([c.dir for c in self.cells] if self.layout.version == 2 else [])
+        dirs = [self.dirs["pids"]] if "pids" in self.dirs else []  # (a slot whose making failed partway)
+        dirs += [c.dir for c in self.cells] if self.layout.version == 2 else []
         out: list[int] = []
         for d in dirs:
             try:

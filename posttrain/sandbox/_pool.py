@@ -40,6 +40,12 @@ from posttrain.sandbox.errors import HostCannotIsolate, LimitsError, PoolClosed
 _MiB = 1 << 20
 
 
+MAX_POOL_SIZE = 512
+"""The most slots a pool may have: each is a fork-server and an exec slot with cgroups, a uid, a devpts
+and fds of its own (the default is one per usable CPU); 100,000 ran the host out of fds partway and
+the pool's cleanup of the slot it was making raised (KeyError 'pids')."""
+
+
 def _normalize_files(files: Mapping[str, bytes | str] | None) -> tuple[list[str], list[bytes]]:
     names, blobs = [], []
     for name, data in (files or {}).items():
@@ -88,8 +94,8 @@ class LocalSandboxPool:
         workspace_mb: int = 4096,
     ) -> None:
         size = usable_cpus() if size is None else size
-        if not isinstance(size, int) or size < 1:
-            raise LimitsError(f"pool size must be a positive integer, got {size!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_POOL_SIZE:
+            raise LimitsError(f"pool size must be an integer in [1, {MAX_POOL_SIZE}], got {size!r}")
         if recycle_every < 1:
             raise LimitsError(f"recycle_every must be >= 1, got {recycle_every!r}")
         self.size = size

@@ -47,6 +47,7 @@ from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.baseline import load_baseline
 from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
 from posttrain.rollout import episodes as kinds
+from posttrain.sandbox import MAX_POOL_SIZE
 from posttrain.tasks import (
     SamplerSpec,
     TaskPool,
@@ -543,7 +544,7 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    workers: PositiveInt | None = None
+    workers: Annotated[int, Range(ge=1, le=MAX_POOL_SIZE)] | None = None
     """Sandbox pool slots (None = number of CPU cores)."""
 
 

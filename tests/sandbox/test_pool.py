@@ -13,6 +13,7 @@ import pytest
 
 from posttrain.errors import UserError
 from posttrain.sandbox import (
+    MAX_POOL_SIZE,
     Execution,
     HostCannotIsolate,
     Limits,
@@ -82,6 +83,21 @@ def test_bad_arguments_raise_user_errors(pool):
     with pytest.raises(LimitsError, match="memory_mb"):
         Limits(memory_mb=0)
     assert issubclass(LimitsError, UserError) and issubclass(HostCannotIsolate, UserError)
+
+
+def test_a_pool_past_its_size_bound_and_a_slot_cgroup_that_fails_partway_are_one_line_errors(tmp_path):
+    """sandbox.workers 100,000 ran the host out of fds partway through making the pools' slots, and the
+    cleanup of the slot being made raised KeyError 'pids' (its pids directory not made yet): a traceback."""
+    from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup
+
+    for size in (0, MAX_POOL_SIZE + 1, True):
+        with pytest.raises(LimitsError, match=rf"pool size must be an integer in \[1, {MAX_POOL_SIZE}\]"):
+            open_pool(size=size)
+    for c in ("memory", "pids"):
+        (tmp_path / c).mkdir()
+    layout = CgroupLayout(1, {"memory": tmp_path / "memory", "cpu": tmp_path / "no-such-parent", "pids": tmp_path / "pids"})
+    with pytest.raises(HostCannotIsolate, match="cannot create slot cgroup 'x'"):
+        SlotCgroup(layout, "x")
 
 
 def test_missing_python_is_host_cannot_isolate():
