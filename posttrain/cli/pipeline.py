@@ -19,6 +19,7 @@ Not here: multi-node scale-out (Ray), generation servers (vLLM).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -287,6 +288,26 @@ def _with_defaults(saved: Any) -> dict[str, Any]:
     return yaml.safe_load(yaml.safe_dump(full, sort_keys=False))
 
 
+def hold_run_dir(out: Path) -> int:
+    """Make ``out`` (if need be) and hold an exclusive lock on it for this process's run; returns the fd
+    (closing it lets go; the kernel does when the process dies). Two posttrain processes in one run
+    directory -- a run started twice at once, a ``--resume`` while the run still goes, two quickstarts
+    that picked the same directory -- wrote its checkpoints, records and config over each other's; the
+    second is refused in one line, before it writes anything."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:  # an existing file, a path under a file, a read-only parent
+        raise UserError(f"--out {out}: cannot create the run directory there ({e.strerror or e})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UserError(f"--out {out}: another posttrain process is running in this run directory; let it finish "
+                        "(or stop it), then --resume") from None
+    return fd
+
+
 def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
     """Create RUN/, save the resolved config; refuse to overwrite another run unless resuming it with the same
     recipe. Returns the recipe to run: on resume, ``model.chat`` as the run's prompts were rendered."""
@@ -420,6 +441,15 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False, source: str |
         from posttrain.sched import check_reachable
 
         check_reachable(recipe.sched.ray_address)  # a cluster nobody answers at: one line, before RUN/
+    held = hold_run_dir(out)
+    try:
+        return _run_held(recipe, out, pools, resume=resume, source=source)
+    finally:
+        os.close(held)
+
+
+def _run_held(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool, source: str | None) -> dict[str, Any]:
+    """``run_recipe`` once this process holds ``out`` (``hold_run_dir``)."""
     recipe = prepare_run_dir(out, recipe, resume=resume)
     summary_path = out / "summary.json"
     if resume and is_finished(out):

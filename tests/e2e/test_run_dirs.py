@@ -168,3 +168,26 @@ def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path, caps
 
     assert "rl.no_such_key" in _refused(capsys, "quickstart", *QS_TINY, "--set", "rl.no_such_key=1", cwd=tmp_path)
     assert not (runs / "quickstart-3").exists()  # bad input: nothing created
+
+
+@pytest.mark.slow
+def test_a_second_process_in_a_running_run_directory_is_refused_and_writes_nothing(tmp_path, capsys):
+    """Two posttrain processes in one run directory (a run started twice, a --resume while the run
+    still goes, two quickstarts that picked one directory) wrote its config, checkpoints and records
+    over each other's. The run holds its directory (a lock the kernel drops with the process): a second
+    ``run`` or ``run --resume`` there is one line, exit 2, and the first run's files are untouched."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*CLI, "run", str(TINY), "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not (out / "config.yaml").exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before a second process could try its directory"
+        before = _sha(out / "config.yaml")
+        assert "another posttrain process is running in this run directory" in _refused(
+            capsys, "run", str(TINY), "--out", str(out), "--resume")
+        assert _sha(out / "config.yaml") == before
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=120)
