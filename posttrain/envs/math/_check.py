@@ -42,7 +42,8 @@ The rule, in the order applied (``compare``); each side is the box content or th
 
 Why a worker: sympy can take unbounded time (``10^{10^{10^{10}}}``) or memory, so the sympy step
 runs in ``posttrain.verify._deadline`` workers under a CPU budget: an answer that uses it up
-fails (``timeout``); a worker starved of CPU is an infra error, retried by the caller.
+fails (``timeout``); a worker starved of CPU is an infra error, retried by the caller. An answer
+nested deeper than ``MAX_DEPTH`` brackets (and than the gold) is not sent: ``unparseable``.
 
 Model text is only ever parsed by latex2sympy (an ANTLR grammar that builds sympy objects) or the
 small evaluator here, never ``eval``/``parse_expr`` (reward-hacking.md MATH-06).
@@ -376,7 +377,40 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
             return Equivalence(tolerance.accepts(g, a), "ok", "tolerance")
         return Equivalence(g == a, "ok", "exact")
     gold, answer = (text if q is None else fraction_latex(q) for text, q in ((gold, g), (answer, a)))
+    if too_deep := _too_deep(gold, answer):
+        return too_deep
     return (checker or shared_checker()).equivalent(gold, answer, tolerance, form=want)
+
+
+MAX_DEPTH = 10
+"""The deepest brackets (``( [ {``, any mix) an answer sent to the worker may nest, unless the gold
+nests deeper: latex2sympy's parse of redundant brackets grows faster than linearly (``(3)`` nested
+10 deep: ~0.7 s for the two parses, 20: ~2 s, 35: the whole 10 s budget), so a 72-character box used
+up the worker's CPU (``timeout``; under contention the wall limit first: ``starved``, an infra
+error, which drops the group)."""
+
+
+def bracket_depth(text: str) -> int:
+    """The deepest nesting of ``( [ {`` in ``text``.
+
+    >>> bracket_depth(r"\\frac{(x+1)^{2}}{2}"), bracket_depth("((3))")
+    (2, 2)
+    """
+    depth = deepest = 0
+    for ch in text:
+        if ch in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in _CLOSE:
+            depth -= 1
+    return deepest
+
+
+def _too_deep(gold: str, answer: str) -> Equivalence | None:
+    limit = max(MAX_DEPTH, bracket_depth(gold))
+    if bracket_depth(answer) > limit:
+        return Equivalence(False, "unparseable", detail=f"brackets nested deeper than {limit}")
+    return None
 
 
 def fraction_latex(q: Fraction) -> str:
@@ -407,6 +441,8 @@ def _compare_polynomials(gold: str, answer: str, form: str, checker: MathChecker
         return Equivalence(False, "ok", "exact")
     if form == "expanded":
         return Equivalence(g == a, "ok", "exact")
+    if too_deep := _too_deep(gold, answer):
+        return too_deep
     return (checker or shared_checker()).equivalent(gold, answer, form=form)
 
 
