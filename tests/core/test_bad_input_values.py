@@ -44,6 +44,7 @@ TASK_CASES = [
     ("cad", ["holes", 0, "at", 0], HUGE, "field 'holes'"),
     ("cad", ["holes", 0, "axis"], ["z"], "field 'holes'"),
     ("cad", ["tags"], 3, "field 'tags': expected a list of strings"),
+    ("rg/countdown", ["tags"], 3.5, "field 'tags': expected a list of strings"),
     ("function", ["reward", 0, "weight"], HUGE, "weight: expected a number > 0"),
     ("function", ["reward", 0, "range", 0], HUGE, "range: expected [low, high]"),
     ("tool", ["tools", 0, "type"], None, "field 'tools[0].type'"),

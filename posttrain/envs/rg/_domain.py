@@ -91,7 +91,7 @@ class RgDomain:
         if problem:
             raise reader.fail("config", problem, spec)
         fields = {"answer": answer, "rg_metadata": dict(meta), "config": dict(spec)}
-        canary = "canary" in (reader.record.get("tags") or ())  # its stored answer is planted: no reference
+        canary = "canary" in reader.tags()  # its stored answer is planted: no reference
         return parse_common(reader, fields, reference=None if answer is None or canary else respond(answer))
 
     def _spec_problem(self, spec: Any) -> str | None:
