@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds of each path (median reported)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if min(args.tasks, args.rounds) < 1 or args.seed < 0:
+        parser.error("--tasks and --rounds must be >= 1, --seed >= 0")
 
     from posttrain.cli import domain_hooks
     from posttrain.envs import get_domain

@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--episodes", default="agent", help="the agent episode kind's name")
     args = p.parse_args(argv)
+    if min(args.generated, args.seed) < 0 or args.workers < 1:
+        p.error("--generated and --seed must be >= 0, --workers >= 1")
 
     agents = [a for a in args.agents.split(",") if a] or agents_of(args.domain)
     sets = [("examples", ROOT / "examples" / "tasks" / f"{args.domain}.jsonl")]

@@ -256,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if bad := [m for m in models if m not in ("embedded", "qwen2")]:
         parser.error(f"--models: unknown {bad}; expected embedded, qwen2")
-    if min(args.prompts, args.group, args.new, args.repeats) < 1:
-        parser.error("--prompts, --group, --new and --repeats must be >= 1")
+    if min(args.prompts, args.group, args.new, args.repeats) < 1 or min(args.threads, args.long_notes) < 0 \
+            or not 0 <= args.temperature < float("inf"):
+        parser.error("--prompts, --group, --new and --repeats must be >= 1, --threads and --long-notes >= 0, "
+                     "--temperature a number >= 0")
     if args.threads:
         import torch
 

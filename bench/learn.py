@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--buckets", type=int, default=10, help="blocks of steps in the printed curves")
     parser.add_argument("--worker-run", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.buckets < 1 or (args.workers is not None and args.workers < 1):
+        parser.error("--buckets and --workers must be >= 1")
     if args.worker_run:
         run_trl(args.worker_run, args.torch_threads, args.workers)
         return 0

@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  parse_ints(args.train_levels))
     except ValueError as e:
         parser.error(f"--seeds/--levels/--train-levels: {e}: expected integers like 0,1,2 or 0-2")
-    if args.budget < 64 or min(args.steps, args.train_per_level, args.eval_per_level, args.threads) < 1:
-        parser.error("--budget must be >= 64 and --steps, --train-per-level, --eval-per-level, --threads >= 1")
+    if args.budget < 64 or min(args.steps, args.train_per_level, args.eval_per_level, args.threads) < 1 \
+            or not 0 < args.lr < float("inf"):
+        parser.error("--budget must be >= 64, --steps, --train-per-level, --eval-per-level, --threads >= 1 and --lr > 0")
     arms = [a.strip() for a in args.arms.split(",")]
     if not arms or not set(arms) <= {"plain", "managed"}:
         parser.error(f"--arms {args.arms}: expected plain, managed or both (plain,managed)")

@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--episodes", default="agent", help="the episode kind's name (agent)")
     args = p.parse_args(argv)
+    if min(args.generated, args.seed) < 0 or args.workers < 1:
+        p.error("--generated and --seed must be >= 0, --workers >= 1")
     from posttrain.envs.repo._agents import CHEATS
 
     agents = [a for a in args.agents.split(",") if a] or ["oracle", "noop", *CHEATS]

@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-local", action="store_true", help="only the simulation")
     parser.add_argument("--skip-sim", action="store_true", help="only the local sandbox part")
     args = parser.parse_args(argv)
+    if min(args.jobs, args.sim_jobs, args.sim_workers) < 1 or not args.long_scale > 0 or args.seed < 0:
+        parser.error("--jobs, --sim-jobs and --sim-workers must be >= 1, --long-scale > 0 and --seed >= 0")
     if not args.skip_local:
         _local(args)
     if not args.skip_sim:

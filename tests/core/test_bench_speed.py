@@ -26,6 +26,13 @@ def run(*args, timeout=600):
     (["gpu", "--steps", "0"], "--steps 0: expected an integer >= 1"),
     (["recall", "--seeds", "x"], "--seeds/--levels"),
     (["adaptive", "--rounds", "1"], "--rounds >= 2"),
+    # these raised before (ValueError out of random.sample, ZeroDivisionError in the worker, a bench run)
+    (["sched", "--jobs", "0"], "--jobs, --sim-jobs and --sim-workers must be >= 1"),
+    (["train", "--steps", "0"], "--steps, --batch"),
+    (["verify", "--rounds", "0"], "--rounds, --workers and --size must be >= 1"),
+    (["learn", "--buckets", "0"], "--buckets and --workers must be >= 1"),
+    (["generate", "--temperature", "-1"], "--temperature a number >= 0"),
+    (["recall", "--lr", "0"], "--lr > 0"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     p = run(*args, timeout=120)
