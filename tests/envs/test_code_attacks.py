@@ -47,7 +47,11 @@ def test_hack_scores_zero(code_verifier, name: str, task: Task, response: str) -
 @pytest.mark.slow
 def test_every_hack_scores_zero_through_the_services_batch_path(pool) -> None:
     """The same fixtures as the service batches them (up to 8 in one sandbox job, one attack after
-    another in the same job): each a ``fail``, never ``infra_error``; the references after them pass."""
+    another in the same job): each a ``fail``, never ``infra_error``; the references after them pass.
+    Known, left: the batches follow the list's order, and "5 right answers, then kill the process that
+    starts candidates" as the 8th item of a batch after the class-5 protocol attacks passes (its
+    answers are right; its kill undetected there): its verdict hangs on its neighbours
+    (docs/code-verifier-threat-model.md, "Known gaps")."""
     from posttrain.cli import domain_hooks
     from posttrain.sched import LocalBackend, Service
 
