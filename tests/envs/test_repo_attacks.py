@@ -148,7 +148,7 @@ import sys
 
 harness = {"__name__": "posttrain_harness"}
 exec(compile(open(sys.argv[1]).read(), "<harness>", "exec"), harness)
-guard = harness["_make_guard"](frozenset(), frozenset(), frozenset(), {})
+guard = harness["_make_guard"](frozenset(), frozenset(), frozenset(), lambda *a: None)
 ran = []
 
 

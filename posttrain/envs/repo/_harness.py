@@ -45,6 +45,14 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   code. What the tests call to judge (the comparison guard, unittest's assertions) are constants
   of their code (``_bind``), out of reach of a patch that restores itself.
 
+- **Nothing it reads by name is the candidate's to write.** The kernel runs over a private copy of
+  this module's globals and of the builtins (``_private``); what the code under test can reach and the
+  tests call (unittest's guarded assertions, ``pytest.approx``, ``TestCase._callTestMethod``) reads every
+  name from a constant of its code (``_sealed``): ``__globals__`` and ``__closure__`` are read with no
+  audit event, and globals and cells are writable. Code compiled or loaded under a trusted file's name
+  must be that file's (bytes on disk, the standard library's ``.pyc``, a test module's pristine code),
+  changed code on the stack or not.
+
 Not stopped here (the threat model says more): what the code under test computes in the tests'
 own values (an object whose ``__eq__`` always agrees), a patch of shared state that restores
 itself before the check, module-level data of a test module read through ``sys.modules``, and
@@ -116,6 +124,19 @@ class attributes at configure time; capture swaps sys.stdout; warnings and tempf
 found by diffing the dictionaries of three projects' runs before and during a test: ignored by the
 integrity check. ``None``: the module is not checked (its state is the interpreter's)."""
 CLASS_ADDED_OK = frozenset({"__slotnames__", "_pytest_diamond_inheritance_warning_shown", "_abc_impl"})
+
+
+def _private(fn: object) -> object:
+    """``fn`` over a private copy of this module's globals and of the builtins: the kernel's functions
+    read ``SPAWN_EVENTS``, ``ALWAYS_DENIED``, ``all``, ``OSError`` ... by name at each event, and the
+    module's own globals are the code under test's to write (``unittest.TestCase.assertEqual.__globals__``,
+    no audit event): ``SPAWN_EVENTS`` emptied there let it ``posix_spawn`` a ``cat`` of the withheld test."""
+    import builtins
+    import types
+
+    namespace = dict(globals())
+    namespace["__builtins__"] = dict(vars(builtins))
+    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
 def _prctl_not_dumpable() -> bool:
@@ -223,6 +244,7 @@ def _pristine_codes(paths: list[str], slots: dict) -> dict[tuple[str, str], obje
                 module = compile(source, path, "exec", dont_inherit=True, optimize=-1)
         except (OSError, SyntaxError, ValueError):
             continue  # a test file that does not compile has no test to pass
+        out[(path, "<module>")] = module
         stack = [module]
         while stack:
             code = stack.pop()
@@ -259,11 +281,12 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     FunctionType, MethodType, FrameType, CodeType = types.FunctionType, types.MethodType, types.FrameType, types.CodeType
     ModuleType = types.ModuleType
     verifier_files = frozenset(cfg["verifier_files"])
+    module_codes = {path: code for (path, qualname), code in expected.items() if qualname == "<module>"}
     hidden = frozenset(cfg["hidden"])
     work = cfg["work"]
     busy: set[int] = set()
     verdict: dict = {"begun": {}, "frames": {}, "passed": {}, "reports": [], "notes": [], "finished": False,
-                     "running": None, "entered": {}}
+                     "running": None, "entered": {}, "called": {}}
     collector = [0, False]  # hook calls under way, and whether the cyclic GC was on before the first
     kernel_codes: set[int] = set()
     candidate_cache: dict[int, bool] = {}
@@ -538,6 +561,51 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             return f"the test id {nodeid} does not name the function that ran ({code.co_name})"
         return None
 
+    mro_of, class_dict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
+    qualname_of = type.__dict__["__qualname__"].__get__
+    snapshot_classes = frozenset(id_(e[1]) for e in entries if e[2] is not ModuleType)
+    testcase_names, plain = cfg["testcase_names"], (int_, bool, str_, type_(None), float)
+    wrappers = (staticmethod, classmethod)
+
+    def own_code(fn: object, key: str) -> bool:
+        """A function of the test files (their pristine code) or of the unchanged repository, by that name."""
+        code = fn.__code__
+        if type_(code) is not CodeType or code.co_name != key:
+            return False
+        want = expected.get((code.co_filename, code.co_qualname))
+        return want is not None and want == code or code.co_filename in pristine_files
+
+    def unittest_overrides(testcase: object) -> str | None:
+        """What a test class (or a class put in its bases) holds at a name unittest's ``TestCase`` uses
+        itself: a method of the test files or the unchanged repository by that name, a plain value
+        (``maxDiff``), or an exception class as ``failureException``. unittest's own assertions look up
+        ``self._getAssertEqualityFunc``, ``self.fail``, ``self.assertDictEqual`` ... on the test's class,
+        which no snapshot holds: the code under test set them there (6 of 20 cachetools tasks passed)."""
+        for klass in mro_of(type_(testcase)):
+            if id_(klass) in snapshot_classes:
+                continue
+            for key, value in list_(class_dict(klass).items()):
+                if type_(key) is not str_ or key not in testcase_names:
+                    continue
+                kind = type_(value)
+                if kind in wrappers:
+                    value = value.__func__
+                    kind = type_(value)
+                if kind in plain or kind is FunctionType and own_code(value, key) or \
+                        key == "failureException" and kind is type:
+                    continue
+                return f"{qualname_of(klass)}.{key} is not the test file's own"
+        return None
+
+    def on_unittest_returned(caller: object) -> None:
+        """unittest's test method returned (the harness's ``_callTestMethod``, called by ``TestCase.run``
+        of the running test, with its own ``testMethod``)."""
+        running = verdict["running"]
+        if running is None or caller.f_code is not glue_codes.get(UNITTEST_RETURNED) or not chain_ok(caller) or \
+                caller.f_back is not running[1] or local(caller, "method") is not local(running[1], "testMethod"):
+            die("a unittest test method's return was not announced by the harness's call of it")
+        verdict["called"][running[0]] = 1
+
     def on_outcome(event: str, caller: object, args: tuple) -> None:
         nodeid = args[0] if len_(args) else None
         if type_(nodeid) is not str_ or verdict["finished"]:
@@ -556,6 +624,12 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         runner = caller if event == "posttrain.returned" else caller.f_back
         if verdict["frames"].get(nodeid) is not runner or nodeid in verdict["passed"]:
             die(f"the test {nodeid} returned without its own start")
+        if event == "posttrain.returned_unittest" and nodeid not in verdict["called"]:
+            die(f"unittest reported {nodeid} a success, but its test method did not return")
+        if event == "posttrain.returned_unittest":
+            problem = unittest_overrides(local(caller, "testcase"))
+            if problem is not None:
+                die(f"{nodeid}: {problem}")
         fn = local(runner, "testfunction" if event == "posttrain.returned" else "testMethod")
         problem = test_code_ok(fn, nodeid) or integrity(only_core=True)
         if problem is not None:
@@ -597,18 +671,77 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
 
     def on_code(event: str, caller: object, args: tuple) -> None:
         if event == "compile":
-            name = args[1] if len_(args) >= 2 else None
-            if (type_(name) is not str_ or startswith(name, "/usr/") or startswith(name, "<frozen ") or
-                    name in verifier_files or name in pristine_files) and candidate_on_stack(caller) and \
-                    not (importing(caller) and on_disk(name, args[0], 0)):
-                die("the code under test compiled code under another file's name")
+            on_compile(caller, args)
         elif event == "import":
             name = args[0] if len_(args) and type_(args[0]) is str_ else ""
             if name in NO_REIMPORT:
                 die(f"the grader's run imports {name} afresh")
-        elif candidate_on_stack(caller) and not (startswith(event, "marshal.") and importing(caller) and
-                                                 cached_on_disk(caller, args)):
+        elif event == "exec":
+            on_exec(caller, args)
+        elif startswith(event, "marshal."):
+            if not cached_on_disk(caller, args) and (candidate_on_stack(caller) or import_machinery(caller)):
+                die(f"code was loaded from bytecode that is not the standard library's ({event})")
+        elif candidate_on_stack(caller):
             die(f"the code under test built code objects ({event})")
+
+    def trusted_name(name: object) -> bool:
+        return type_(name) is not str_ or startswith(name, "/usr/") or startswith(name, "<frozen ") or \
+            name in verifier_files or name in pristine_files
+
+    def on_compile(caller: object, args: tuple) -> None:
+        """Code compiled under a name the kernel trusts must be that file's bytes, with or without changed
+        code on the stack: a loader of the code under test (its ``get_data`` returned before the compile)
+        made ``/work/shop/discount.py`` code of other bytes, imported later by a weakref callback, and that
+        code, trusted as unchanged, started ``cat`` on the withheld test. A syntax tree (the event carries
+        no name) is compiled under a trusted name only by pytest's rewriter, of a verifier test file whose
+        module code the exec check compares with the pristine one."""
+        source, name = (args[0], args[1]) if len_(args) >= 2 else (None, None)
+        if candidate_on_stack(caller):
+            if trusted_name(name) and not (importing(caller) and on_disk(name, source, 0)):
+                die("the code under test compiled code under another file's name")
+            return
+        if type_(source) is str_:
+            source = encode(source, "utf-8", "surrogateescape")
+        if type_(source) in (bytes_, memoryview_):
+            path = path_of(name)  # (a withheld file is not read inside the kernel: its module code is
+            # compared when it runs, on_exec)
+            if path is not None and path not in hidden and trusted_name(path) and not on_disk(path, source, 0):
+                die(f"code compiled under the name {path} is not that file's bytes")
+        elif caller is not None and id_(caller.f_code) == cfg["rewrite_compile"]:
+            strfn = local(caller, "strfn")
+            if type_(strfn) is not str_ or strfn not in module_codes:
+                die(f"pytest's rewriter compiled a module that is not a verifier test "
+                    f"({strfn if type_(strfn) is str_ else type_(strfn).__name__})")
+
+    def on_exec(caller: object, args: tuple) -> None:
+        """A module pytest's rewriter compiled, or a withheld test module, runs only if it is the pristine
+        test module's code (compiled before the code under test ran): a swapped ``rewrite_asserts``
+        (restored before the first test's check) or the harness's helpers could add module-level code
+        that runs as the verifier's."""
+        code = args[0] if len_(args) else None
+        rewriter = caller is not None and id_(caller.f_code) == cfg["rewrite_exec"]
+        if type_(code) is not CodeType:
+            if rewriter:
+                die("pytest's rewriter ran something that is not a code object")
+            return
+        if not rewriter and not (code.co_name == "<module>" and code.co_filename in hidden):
+            return
+        want = module_codes.get(code.co_filename)
+        if want is None or want != code:
+            die(f"the test module {code.co_filename} is not the pristine test code")
+
+    def import_machinery(frame: object) -> bool:
+        """Whether the import system (or pytest's rewriter, which reads its own cached bytecode) is on the
+        stack: bytecode it loads becomes code trusted by its file's name, so it must be the standard
+        library's own (a ``.pyc`` renamed into a ``__pycache__``, a sourceless ``.pyc``, a zip archive)."""
+        while frame is not None:
+            where = frame.f_code.co_filename
+            if id_(frame.f_code) in cfg["import_codes"] or id_(frame.f_code) == cfg["read_pyc"] or \
+                    type_(where) is str_ and (startswith(where, "<frozen importlib") or
+                                              startswith(where, "<frozen zipimport")):
+                return True
+            frame = frame.f_back
+        return False
 
     def on_disk(name: object, source: object, skip: int) -> bool:
         """Whether ``source`` (bytes) is the file ``name`` as it is on disk past its first ``skip`` bytes,
@@ -702,6 +835,18 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 die("a program was started around the harness's fork_exec")
             append(box, fork_exec)
 
+    approx_made: dict = {}  # {id: approx} of what the tests' pytest.approx made (kept alive: ids stay theirs)
+
+    def on_approx(event: str, caller: object, args: tuple) -> None:
+        """The harness's ``pytest.approx`` made an approx (its own code raised the event), or the guard asks
+        whether one was (the answer appended to the list it passed)."""
+        if event == APPROX:
+            if caller is None or caller.f_code is not cfg["approx_code"] or len_(args) != 1:
+                die("an approx was announced by other code than the harness's pytest.approx")
+            approx_made[id_(args[0])] = args[0]
+        elif len_(args) == 2 and type_(args[1]) is list_ and not len_(args[1]):
+            append(args[1], approx_made.get(id_(args[0])) is args[0])
+
     def on_posttrain(event: str, caller: object, args: tuple) -> None:
         if caller is None or getpid() != main_pid or get_ident() != main_thread:
             die(f"{event} from a copy of the test process (os.fork) or another thread")
@@ -711,12 +856,15 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             on_report(caller, args)
         elif event == "posttrain.finish":
             on_finish(caller, args)
+        elif event == UNITTEST_RETURNED:
+            on_unittest_returned(caller)
         else:
             on_outcome(event, caller, args)
 
     handlers = {"open": on_open, "sys._getframe": on_frame, "object.__getattr__": on_attr,
                 "object.__setattr__": on_attr, "code.__new__": on_code, "marshal.loads": on_code,
-                "marshal.load": on_code, "compile": on_code, "import": on_code}
+                "marshal.load": on_code, "compile": on_code, "import": on_code,
+                "exec": on_code}
 
     def dispatch(event: str, args: tuple, caller: object) -> None:
         for prefix in ALWAYS_DENIED:
@@ -734,6 +882,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             on_spawn(event, caller, args)
         elif event == BUILTIN:
             on_builtin(caller, args)
+        elif event == APPROX or event == APPROX_MADE:
+            on_approx(event, caller, args)
         elif startswith(event, "posttrain."):
             on_posttrain(event, caller, args)
 
@@ -785,8 +935,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
 
     for fn in (emit, die, is_candidate, candidate_on_stack, above_kernel, chain_ok, local, resolve, path_of,
                proc_private, open_dirs, places, on_open, check_open, test_module, importing_test, reloading_lines, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
-               on_finish, on_attr, on_code, on_disk, cached_on_disk, importing, on_entered, on_posttrain, dispatch,
-               nested, hook, on_spawn, on_builtin):
+               on_finish, on_attr, on_code, trusted_name, on_compile, on_exec, import_machinery, on_disk, cached_on_disk, importing, on_entered, on_posttrain, dispatch,
+               nested, hook, on_spawn, on_builtin, on_approx, on_unittest_returned, unittest_overrides, own_code):
         kernel_codes.add(id_(fn.__code__))
         trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
     emit("ready", repr_(cfg.get("ready", "")))
@@ -857,6 +1007,11 @@ ENTERED = "posttrain.test_entered"
 code is on the stack, in a thread, or in a fork, so the code under test cannot run a withheld test to
 read the values its failure reports."""
 MAX_GUARD_ITEMS = 1 << 20
+APPROX = "posttrain.approx"
+"""The event of the harness's ``pytest.approx``: the kernel keeps each approx a test made."""
+APPROX_MADE = "posttrain.approx_made"
+"""The guard's question to the kernel: did a test's ``pytest.approx`` make this object (``[True]``)?"""
+SEAL = "\x00posttrain:seal:"
 
 
 VALUE_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__contains__", "__bool__", "__len__",
@@ -864,10 +1019,13 @@ VALUE_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__
                  "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__",
                  "__abs__", "__round__")
 """The methods through which a value answers a test's comparison or arithmetic."""
+MATCHER_QUALNAMES = frozenset({"_ANY.__eq__", "_ANY.__ne__"})
+"""Standard-library (and ``mock`` backport) methods that agree with anything, refused wherever they sit;
+the CPython test suite's helpers (``test.support.ALWAYS_EQ``, a path with ``/test/``) too."""
 
 
 def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset,  # noqa: C901
-                made: dict) -> object:
+                audit: object) -> object:
     """``guard(value) -> value``: raises AssertionError when ``value`` (or anything it contains) answers
     comparisons or arithmetic through a method the diff added, so an object whose ``==`` always agrees,
     or whose ``-`` always gives 0, never passes a test (one closure, as ``_make_kernel``).
@@ -884,7 +1042,10 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     are not); ``dataclasses``' generated methods count as their class's, so they pass only on a
     pristine class. Matchers that agree with anything are refused as values: ``unittest.mock.ANY``, a
     pytest ``approx`` with a tolerance of a million or more. Everything the guard uses is bound as a
-    default argument (setting ``__defaults__`` is denied by the kernel)."""
+    default argument (setting ``__defaults__`` is denied by the kernel), never a global name or a
+    closure's cell (``__globals__`` and ``__closure__`` are read with no audit event, and both are
+    writable); whether a test made an approx is the kernel's to say (``APPROX_MADE``)."""
+    import functools
     import math
     import types
     import unittest.mock
@@ -905,6 +1066,7 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     approx_types = frozenset(id(c) for c in vars(__import__("_pytest.python_api", fromlist=["x"])).values()
                              if isinstance(c, type) and issubclass(c, ApproxBase))
     names = frozenset(VALUE_DUNDERS)
+    ordering = frozenset(id(f) for pairs in functools._convert.values() for _, f in pairs)
 
     def pristine_class(klass, _classes=pristine_classes, _type=type, _str=str, _module=module_of,
                        _qualname=qualname_of) -> bool:
@@ -914,19 +1076,63 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     def static(klass, _flags=type.__dict__["__flags__"].__get__) -> bool:
         return not _flags(klass) & (1 << 9)  # not Py_TPFLAGS_HEAPTYPE: a C type, which Python cannot change
 
+    def home(klass, fn, dunder, _globals=types.FunctionType.__dict__["__globals__"].__get__, _dict=dict_of,
+             _items=items_of, _dict_items=dict.items, _type=type, _str=str, _list=list, _subclass=subclass,
+             _split=str.split, _len=len, _qualname=qualname_of, _range=range, _type_type=type) -> bool:
+        """Whether ``klass`` is the class whose body defined ``fn`` (a dunder of it), or whose method made
+        it (``Fraction._operator_fallbacks.<locals>.forward``): the class at that qualified name in ``fn``'s
+        own module (its globals, read item by item). A standard-library method put in another class
+        (``unittest.mock.ANY``'s ``__eq__`` on a float subclass) agreed with every test."""
+        parts = _split(fn.__code__.co_qualname, ".")
+        made = "<locals>" in parts
+        if made:
+            parts = parts[:parts.index("<locals>")]
+        elif not dunder:
+            return False
+        path = parts[:-1] or _split(_qualname(klass), ".")  # (a module-level function or factory: klass is
+        space = _list(_dict_items(_globals(fn)))            # then a class of fn's own module)
+        for i in _range(_len(path)):
+            found = None
+            for key, value in space:
+                if _type(key) is _str and key == path[i]:
+                    found = value
+                    break
+            if found is None or not _subclass(_type_type, _type(found)):
+                return False
+            if i == _len(path) - 1:
+                return found is klass
+            space = _list(_items(_dict(found)))
+        return False
+
     def foreign(klass, name, fn, _func=types.FunctionType, _slots=slot_types, _pristine=pristine, _type=type,
                 _str=str, _startswith=str.startswith, _tests=test_files, _pclass=pristine_class,
-                _static=static, _id=id, _qualname=qualname_of) -> str | None:
-        if _id(_type(fn)) in _slots and _static(getattr(fn, "__objclass__", klass)):
-            return None  # a C type's own method put in a class (int.__eq__ on an int subclass)
+                _static=static, _id=id, _qualname=qualname_of, _names=names, _ordering=ordering, _home=home,
+                _matchers=MATCHER_QUALNAMES, _getattr=getattr) -> str | None:
+        """A method is judged by what it is and where it sits: a C type's method under its own name, a
+        function of the repository or the tests named as a value dunder, a standard-library method in its
+        own class. A function put in a class under another name answered for it: ``__eq__ = float.__add__``
+        (``x + y``, truthy), ``__eq__ = <a second def of a repository function's name>`` returning True,
+        ``__eq__ = copy._deepcopy_atomic`` (returns ``self``) all passed every test with no fix."""
+        if _id(_type(fn)) in _slots and _static(_getattr(fn, "__objclass__", klass)):
+            if _getattr(fn, "__name__", None) == name:
+                return None  # a C type's own method put in a class (int.__eq__ on an int subclass)
+            return f"{_qualname(klass)}.{name} is the C method {_getattr(fn, '__name__', None)!r}"
         if _type(fn) is not _func:
             return f"{_qualname(klass)}.{name} is a {_qualname(_type(fn))}"
         code = fn.__code__
-        where = code.co_filename
-        if _type(where) is _str and (_startswith(where, "/usr/") or _startswith(where, "<frozen ") or
-                                     where in _tests) or (where, code.co_qualname) in _pristine:
-            return None
-        if where == "<string>" and _startswith(code.co_qualname, "__create_fn__.<locals>.") and _pclass(klass):
+        where, qualname, own = code.co_filename, code.co_qualname, code.co_name
+        dunder = _type(own) is _str and (own == name or own in _names)
+        if _type(where) is _str and (_startswith(where, "/usr/") or _startswith(where, "<frozen ")):
+            if _id(fn) in _ordering:
+                return None  # functools.total_ordering's: they call the class's other methods, checked too
+            if "/test/" in where or qualname in _matchers:
+                return f"{_qualname(klass)}.{name} is a matcher that agrees with anything ({qualname})"
+            if _home(klass, fn, dunder):
+                return None
+            return f"{_qualname(klass)}.{name} is {qualname} of the standard library, outside its own class"
+        if (_type(where) is _str and where in _tests or (where, qualname) in _pristine) and dunder:
+            return None  # (a fixed body of the repository's own dunder at its qualified name is fine)
+        if where == "<string>" and _startswith(qualname, "__create_fn__.<locals>.") and _pclass(klass):
             return None  # dataclasses' generated methods, on a class of the pristine repository
         return f"{_qualname(klass)}.{name} is not the repository's own"
 
@@ -947,17 +1153,19 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                     return problem
         return None
 
-    def matcher(v, t, _any=any_type, _approx=approx_types, _subclass=subclass, _made=made, _id=id,
+    def matcher(v, t, _any=any_type, _approx=approx_types, _subclass=subclass, _audit=audit, _id=id,
                 _approx_base=ApproxBase, _isfinite=math.isfinite, _type=type, _int=int, _float=float,
-                _qualname=qualname_of) -> str | None:
+                _qualname=qualname_of, _getattribute=object.__getattribute__, _made=APPROX_MADE) -> str | None:
         if t is _any:
             return "unittest.mock.ANY agrees with everything"
         if _subclass(_approx_base, t):
             if _id(t) not in _approx:
                 return f"{_qualname(t)} is not pytest's own approx"
-            if _made.get(_id(v)) is not v:  # the code under test's approx(x, abs=999999) agreed with every ==
+            box: list = []
+            _audit(_made, v, box)  # the kernel keeps what the tests' approx made (a dict here was writable)
+            if box != [True]:  # the code under test's approx(x, abs=999999) agreed with every ==
                 return "an approx that no test made (pytest.approx, called by a test)"
-            d = object.__getattribute__(v, "__dict__")
+            d = _getattribute(v, "__dict__")
             for key in ("abs", "rel"):
                 tol = d.get(key)
                 if tol is not None and (_type(tol) is not _int and _type(tol) is not _float or not _isfinite(tol)
@@ -966,11 +1174,12 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
         return None
 
     def guard(value, _own=own_methods, _matcher=matcher, _type=type, _scalars=scalars, _seqs=seqs, _dict=dict,
-              _list=list, _id=id, _subclass=subclass, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase):
+              _list=list, _id=id, _subclass=subclass, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase, _set=set,
+              _getattribute=object.__getattribute__, _error=AssertionError):
         """Runs none of the value's code: types are compared by identity (a metaclass's ``__hash__`` or
         ``__eq__`` ran in a set lookup) and subclasses found by the C subtype test (``isinstance`` reads
         a ``__class__`` property, which set ``__eq__`` on the class after its check)."""
-        todo, seen, n = [value], set(), 0
+        todo, seen, n = [value], _set(), 0
         while todo and n < _max:
             v = todo.pop()
             n += 1
@@ -980,10 +1189,10 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
             seen.add(_id(v))
             problem = _own(t) or _matcher(v, t)
             if problem is not None:
-                raise AssertionError(f"posttrain's repo grader: a value the test compares answers through a "
-                                     f"method the diff added ({problem})")
+                raise _error(f"posttrain's repo grader: a value the test compares answers through a "
+                             f"method the diff added ({problem})")
             if _subclass(_approx_base, t):
-                todo.append(object.__getattribute__(v, "__dict__").get("expected"))
+                todo.append(_getattribute(v, "__dict__").get("expected"))
             elif _subclass(_dict, t):  # the base type's methods: a subclass's overrides never run
                 todo.extend(_dict.keys(v))
                 todo.extend(_dict.values(v))
@@ -1084,21 +1293,55 @@ UNITTEST_COMPARISONS = ("assertEqual", "assertNotEqual", "assertIn", "assertNotI
                         "assertSequenceEqual", "assertMultiLineEqual", "assertAlmostEqual", "assertNotAlmostEqual")
 
 
+def _sealed(source: str, values: dict) -> object:
+    """The one function ``source`` defines, each name of ``values`` in it read from a constant of its
+    code (``_bind``), never from a namespace: a module's globals and a closure's cells are reachable
+    through ``__globals__`` and ``__closure__`` (no audit event) and writable. A cell of unittest's
+    guarded ``assertEqual`` set to a function that returns None passed every TestCase test (4 of 20
+    cachetools tasks with no fix); ``SPAWN_EVENTS`` emptied in the harness's globals let the code under
+    test ``posix_spawn`` a ``cat`` of the withheld test."""
+    import ast
+    import types
+    import warnings
+
+    tree = ast.parse(source)
+
+    class Seal(ast.NodeTransformer):
+        def visit_Name(self, node):  # noqa: ANN001, ANN202, N802 - ast's visitor protocol
+            if node.id in values and isinstance(node.ctx, ast.Load):
+                return ast.copy_location(ast.Constant(SEAL + node.id), node)
+            return node
+
+    tree = ast.fix_missing_locations(Seal().visit(tree))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ("'str' object is not callable": the constants are bound below)
+        module = compile(tree, "<posttrain-repo-harness>", "exec", dont_inherit=True)
+    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    fn = types.FunctionType(_bind(code, {SEAL + k: v for k, v in values.items()}), {"__builtins__": {}})
+    fn.__defaults__ = next(  # (the defaults of the source's own signature: constants only)
+        (tuple(ast.literal_eval(d) for d in n.args.defaults) for n in tree.body if isinstance(n, ast.FunctionDef)),
+        None) or None
+    return fn
+
+
+UNITTEST_WRAPPER = """
+def method(self, first, second, *args, **kwargs):
+    guard(first)
+    guard(second)
+    return original(self, first, second, *args, **kwargs)
+"""
+
+
 def _guard_unittest(guard: object) -> None:
-    """unittest's comparison assertions compare in unittest's own code: guard their operands too."""
+    """unittest's comparison assertions compare in unittest's own code: guard their operands too (each
+    wrapper sealed: ``_sealed``)."""
     import unittest
 
-    def wrapped(original):  # noqa: ANN001, ANN202
-        def method(self, first, second, *args, **kwargs):  # noqa: ANN001, ANN202 - unittest's signature
-            guard(first)
-            guard(second)
-            return original(self, first, second, *args, **kwargs)
-
-        method.__name__, method.__qualname__, method.__doc__ = original.__name__, original.__qualname__, original.__doc__
-        return method
-
     for name in UNITTEST_COMPARISONS:
-        setattr(unittest.TestCase, name, wrapped(getattr(unittest.TestCase, name)))
+        original = getattr(unittest.TestCase, name)
+        method = _sealed(UNITTEST_WRAPPER, {"guard": guard, "original": original})
+        method.__name__, method.__qualname__, method.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        setattr(unittest.TestCase, name, method)
 
 
 def _mark_tests(mod: object) -> None:
@@ -1133,38 +1376,43 @@ def _bind(code: object, slots: dict) -> object:
     return code.replace(co_consts=consts) if consts != code.co_consts else code
 
 
-def _approx_of_tests() -> dict:
-    """``pytest.approx`` that keeps ``{id: approx}`` of what it made (the dict returned, the guard's):
-    it takes its caller's frame (``sys._getframe``, audited), so a call from the code under test ends
-    the run (the kernel), and an approx built another way (``ApproxScalar(...)``) is not in the dict.
-    An approx the code under test returned agreed with every ``==`` of a tolerance under 1e6."""
+APPROX_WRAPPER = """
+def approx(expected, rel=None, abs=None, nan_ok=False):
+    getframe(1)
+    value = original(expected, rel=rel, abs=abs, nan_ok=nan_ok)
+    audit(event, value)
+    return value
+"""
+
+
+def _approx_of_tests() -> object:
+    """``pytest.approx`` that tells the kernel of each approx it made (``APPROX``), sealed (``_sealed``);
+    its code, which the kernel takes the event from. It takes its caller's frame (``sys._getframe``,
+    audited), so a call from the code under test ends the run, and an approx built another way
+    (``ApproxScalar(...)``) is not the kernel's. An approx the code under test returned agreed with
+    every ``==`` of a tolerance under 1e6; one put in a dict the guard read (reached through this
+    function's closure) passed 5 of 6 tests."""
     import _pytest.python_api as python_api
     import pytest
 
-    made: dict = {}
     original = python_api.approx
-
-    def approx(expected, rel=None, abs=None, nan_ok=False):  # noqa: A002, ANN001, ANN202 - pytest's signature
-        sys._getframe(1)  # the kernel's check of the caller: a test's, never the code under test's
-        value = original(expected, rel=rel, abs=abs, nan_ok=nan_ok)
-        made[id(value)] = value  # kept alive: its id stays its own
-        return value
-
+    approx = _sealed(APPROX_WRAPPER, {"getframe": sys._getframe, "original": original, "audit": sys.audit,
+                                      "event": APPROX})
     approx.__doc__ = original.__doc__
     python_api.approx = pytest.approx = approx
-    return made
+    return approx.__code__
 
 
 def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset,
-                   hidden: frozenset) -> dict:
+                   hidden: frozenset) -> tuple[dict, object]:
     """pytest's assertion rewriter wrapping test modules' comparisons in the guard, pinning their
     unittest assertions and marking the withheld modules' tests (the pristine codes are compiled by
     the same rewriter, so they include all three); the slots' values (``_bind``), which the
-    rewriter's code objects get."""
+    rewriter's code objects get, and the code of the harness's ``pytest.approx``."""
     import _pytest.assertion.rewrite as rewrite
 
-    made = _approx_of_tests()
-    guard = _make_guard(pristine, test_files, pristine_classes, made)
+    approx_code = _approx_of_tests()
+    guard = _make_guard(pristine, test_files, pristine_classes, sys.audit)
     _guard_unittest(guard)
     slots = {GUARD_SLOT: guard, AUDIT_SLOT: sys.audit, **_unittest_asserts()}
     names = frozenset(k[len(ASSERT_SLOT):] for k in slots if k.startswith(ASSERT_SLOT))
@@ -1182,7 +1430,21 @@ def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes:
         return stat, _bind(co, slots)
 
     rewrite.rewrite_asserts, rewrite._rewrite_test = rewrite_asserts, rewrite_test
-    return slots
+    return slots, approx_code
+
+
+UNITTEST_RETURNED = "posttrain.unittest_returned"
+UNITTEST_CALL = """
+def _callTestMethod(self, method):
+    if method() is not None:
+        warn(f"It is deprecated to return a value that is not None from a test case ({method})",
+             DeprecationWarning, stacklevel=3)
+    audit(event)
+"""
+"""unittest's ``TestCase._callTestMethod``, sealed (``_sealed``), telling the kernel that the test method
+returned: ``addSuccess`` alone followed a test whose failed assertion raised ``_ShouldStop``, which
+unittest's ``testPartExecutor`` swallows (``failureException = unittest.case._ShouldStop`` on the test
+class, from the code under test: 7 of 20 cachetools tasks passed with no fix)."""
 
 
 def _glue(audit: object) -> tuple[object, dict]:
@@ -1217,11 +1479,18 @@ def _glue(audit: object) -> tuple[object, dict]:
     def addSuccess(self, testcase):  # noqa: ANN001, ANN202, N802 - unittest's result protocol
         audit("posttrain.returned_unittest", self.nodeid)
 
+    import unittest
+    import warnings
+
+    call = _sealed(UNITTEST_CALL, {"audit": audit, "warn": warnings.warn, "event": UNITTEST_RETURNED,
+                                   "DeprecationWarning": DeprecationWarning})
+    call.__name__, call.__qualname__ = "_callTestMethod", "TestCase._callTestMethod"
+    unittest.TestCase._callTestMethod = call
     TestCaseFunction.startTest = startTest
     TestCaseFunction.addSuccess = addSuccess
     codes = {"posttrain.begin": Glue.pytest_pyfunc_call.__code__, "posttrain.returned": Glue.pytest_pyfunc_call.__code__,
              "posttrain.begin_unittest": startTest.__code__, "posttrain.returned_unittest": addSuccess.__code__,
-             "posttrain.report": Glue.pytest_runtest_logreport.__code__}
+             "posttrain.report": Glue.pytest_runtest_logreport.__code__, UNITTEST_RETURNED: call.__code__}
     return Glue(), codes
 
 
@@ -1287,6 +1556,7 @@ def main(payload: dict) -> None:
     import os
     import posix
 
+    int_ = int  # (read after the code under test ran: the harness's globals are its to write)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH"):
         os.environ.pop(name, None)
@@ -1300,6 +1570,8 @@ def main(payload: dict) -> None:
     import _pytest.assertion.rewrite
     import _pytest.config
     import pytest  # noqa: F401 - imported before any candidate code, so its modules are the snapshot's
+
+    rewrite_compile = id(_pytest.assertion.rewrite._rewrite_test.__code__)  # (before _install_guard wraps it)
 
     for name in (*PRELOAD, *(f"_pytest.{p}" for p in _pytest.config.default_plugins)):
         try:
@@ -1315,10 +1587,10 @@ def main(payload: dict) -> None:
     glue_codes["posttrain.finish"] = main.__code__
     work = payload["work"]
     verifier_files = [f"{work}/{p}" for p in payload["verifier_files"]]
-    slots = _install_guard(frozenset((f"{work}/{p}", q) for p, q in payload["pristine_functions"]),
+    slots, approx_code = _install_guard(frozenset((f"{work}/{p}", q) for p, q in payload["pristine_functions"]),
                            frozenset(verifier_files), _class_names(payload),
                            frozenset(f"{work}/{p}" for p in payload["hidden"]))
-    expected = _pristine_codes([f"{work}/{p}" for p in payload["test_files"]], slots)
+    expected = _pristine_codes([f"{work}/{p}" for p in payload["verifier_files"] if p.endswith(".py")], slots)
     _blank_withheld_lines([f"{work}/{p}" for p in payload["hidden"]])
     modules = {k: v for k, v in sys.modules.items() if k != "__main__"}
     modules["posttrain_harness"] = sys.modules.get("posttrain_harness")
@@ -1340,10 +1612,14 @@ def main(payload: dict) -> None:
            "deferred": frozenset({id(weakref.finalize.__call__.__code__)}),
            "import_codes": frozenset({id(importlib._bootstrap_external.SourceLoader.get_code.__code__),
                                       id(_pytest.assertion.rewrite._rewrite_test.__code__)}), "ready": f"dumpable_off={dumpable_off}",
+           "approx_code": approx_code, "rewrite_compile": rewrite_compile,
+           "testcase_names": frozenset(k for c in unittest.TestCase.__mro__ for k in vars(c) if type(k) is str and
+                                       not (k.startswith("__") and k.endswith("__"))), "read_pyc": id(_pytest.assertion.rewrite._read_pyc.__code__),
+           "rewrite_exec": id(_pytest.assertion.rewrite.AssertionRewritingHook.exec_module.__code__),
            "fork_exec": fork_exec, "spawn_code": spawn_code, "create_builtin": create_builtin,
            "builtin_code": builtin_code}
     del frame
-    sys.addaudithook(_make_kernel(cfg, trusted, entries, expected, glue_codes, allow, bottom))
+    sys.addaudithook(_private(_make_kernel)(cfg, trusted, entries, expected, glue_codes, allow, bottom))
     del cfg, trusted, entries, expected, allow, bottom, fork_exec, create_builtin
     ini = f"/tmp/posttrain-pytest-{os.getpid()}.ini"
     with open(ini, "w") as fh:
@@ -1355,7 +1631,7 @@ def main(payload: dict) -> None:
     args = ["-q", "-rN", "--color=no", "-p", "no:cacheprovider", "-p", "no:stepwise", "-p", "no:pastebin",
             "-p", "no:junitxml", "-c", ini, f"--rootdir={work}", f"--confcutdir={work}", "--tb=short",
             "-o", "console_output_style=classic", *payload["test_ids"]]
-    rc = int(pytest.main(args, plugins=[plugin]))
+    rc = int_(pytest.main(args, plugins=[plugin]))
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
