@@ -129,6 +129,15 @@ def finite_number(value: Any) -> bool:
         return False
 
 
+def finite_float(value: Any) -> float | None:
+    """``value`` as a float when ``finite_number`` holds for it, else None (a report's reader of records).
+
+    >>> finite_float(3), finite_float("3"), finite_float(10 ** 400)
+    (3.0, None, None)
+    """
+    return float(value) if finite_number(value) else None
+
+
 def is_text(value: Any) -> bool:
     """Whether every string of ``value`` (keys too, through lists, tuples and mappings) encodes as
     UTF-8, counted without recursion.

@@ -15,7 +15,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from posttrain.evaluate._svg import PALETTE, line_chart
-from posttrain.strict_json import finite_number
+from posttrain.strict_json import finite_float
 
 if TYPE_CHECKING:
     from posttrain.evaluate.report import RunData
@@ -35,12 +35,6 @@ _SKIP_KEYS = {"stage", "step", "wall_s", "time", "timestamp"}
 _MAX_OTHER_CURVES = 16
 
 
-def _num(v: Any) -> float | None:
-    if not finite_number(v):
-        return None
-    return float(v)
-
-
 def _stage_of(row: dict[str, Any]) -> str:
     return str(row.get("stage") or "run")
 
@@ -48,9 +42,9 @@ def _stage_of(row: dict[str, Any]) -> str:
 def _series(rows: Sequence[dict[str, Any]], key: str) -> list[tuple[float, float]]:
     out = []
     for i, row in enumerate(rows):
-        y = _num(row.get(key))
+        y = finite_float(row.get(key))
         if y is not None:
-            x = _num(row.get("step"))
+            x = finite_float(row.get("step"))
             out.append((x if x is not None else float(i), y))
     return out
 
@@ -67,7 +61,7 @@ def _stage_charts(rows: dict[str, list[dict[str, Any]]], colors: dict[str, str])
     """``(title, series, colours)`` of every chart of one stage; ``rows`` maps a run's label to its rows."""
     many = len(rows) > 1
     keys = [k for k in dict.fromkeys(k for rs in rows.values() for row in rs for k in row)
-            if k not in _SKIP_KEYS and any(_num(row.get(k)) is not None for rs in rows.values() for row in rs)]
+            if k not in _SKIP_KEYS and any(finite_float(row.get(k)) is not None for rs in rows.values() for row in rs)]
     known = {key for _, key in _CURVES}
     charts: list[Chart] = []
     for title, key in _CURVES:
@@ -91,7 +85,7 @@ def _stage_curves(stage: str, runs: Sequence[RunData], colors: dict[str, str]) -
     live, flat = [], []
     for title, series, fixed in _stage_charts(rows, colors):
         (flat if _flat(series) else live).append((title, line_chart(title, series, colors=fixed), series))
-    steps = sorted({x for rs in rows.values() for row in rs if (x := _num(row.get("step"))) is not None})
+    steps = sorted({x for rs in rows.values() for row in rs if (x := finite_float(row.get("step"))) is not None})
     span = f"steps {int(steps[0]):,}-{int(steps[-1]):,}, " if steps else ""
     html = (f'<h3>stage {escape(stage)} <span class="muted">({span}{sum(len(rs) for rs in rows.values()):,} '
             f'rows)</span></h3><div class="charts">{"".join(c for _, c, _ in live)}</div>')

@@ -25,7 +25,7 @@ from typing import Any
 from posttrain.evaluate._svg import PALETTE, line_chart
 from posttrain.evaluate.records import read_records
 from posttrain.evaluate.report import Panel, RunData, _episode_html  # loaded by the report, after it
-from posttrain.strict_json import finite_number
+from posttrain.strict_json import finite_float
 
 __all__ = ["CANARY_PANEL", "DOMAIN_PANEL", "canary_passes", "domain_series"]
 
@@ -36,12 +36,6 @@ NAMES = (("reward", "reward"), ("zero_variance", "zero-variance share of groups"
          ("pool_filtered", "filtered (tasks)"), ("tokens", "tokens sampled"), ("groups", "groups drawn"))
 
 
-def _num(v: Any) -> float | None:
-    if not finite_number(v):
-        return None
-    return float(v)
-
-
 def domain_series(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """``{name: {domain: [(step, value), ...]}}`` of the rows' ``domain/<d>/<name>`` keys.
 
@@ -50,9 +44,9 @@ def domain_series(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[tu
     """
     out: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for i, row in enumerate(rows):
-        x = _num(row.get("step"))
+        x = finite_float(row.get("step"))
         for key, value in row.items():
-            y = _num(value)
+            y = finite_float(value)
             if not key.startswith(PREFIX) or y is None:
                 continue
             domain, _, name = key[len(PREFIX):].rpartition("/")
@@ -89,12 +83,12 @@ def canary_passes(run: RunData) -> list[tuple[str, Any]]:
 def _canary_panel(runs: Sequence[RunData]) -> str:
     parts = []
     for run in runs:
-        canary_steps = [r for r in run.metrics if _num(r.get("canary/episodes")) is not None]
+        canary_steps = [r for r in run.metrics if finite_float(r.get("canary/episodes")) is not None]
         passes = canary_passes(run)
         if not canary_steps and not passes:
             continue
         head = f"<h3>{escape(run.label)}</h3>" if len(runs) > 1 else ""
-        episodes = sum(_num(r["canary/episodes"]) or 0 for r in canary_steps)
+        episodes = sum(finite_float(r["canary/episodes"]) or 0 for r in canary_steps)
         if not passes:
             parts.append(f'{head}<p>No alarm: {episodes:.0f} canary episodes over {len(canary_steps)} steps, none '
                          f"passed.</p>")

@@ -44,7 +44,7 @@ from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
 from posttrain.evaluate._svg import bar_chart
 from posttrain.evaluate.records import EvalRecord, read_records
 from posttrain.evaluate.summary import summarize
-from posttrain.strict_json import finite_number
+from posttrain.strict_json import finite_float
 
 __all__ = ["write_report", "load_run", "render_report", "RunData", "Panel", "add_panel", "report_panels",
            "BUILTIN_PANELS", "RUN_FILES"]
@@ -109,12 +109,6 @@ def load_run(run_dir: str | Path) -> RunData:
     return RunData(run, tuple(metrics), summary, evals, trajs, config, run.name)
 
 
-def _num(v: Any) -> float | None:
-    if not finite_number(v):
-        return None
-    return float(v)
-
-
 def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     given = data.summary.get("eval", {}) if isinstance(data.summary.get("eval"), dict) else {}
@@ -128,7 +122,7 @@ def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
 
 
 def _cell(entry: dict[str, Any], key: str) -> str:
-    v = _num(entry.get(key))
+    v = finite_float(entry.get(key))
     if v is None:
         return '<td class="muted">–</td>'
     ci = entry.get("ci", {}).get(key) if isinstance(entry.get("ci"), dict) else None
@@ -172,14 +166,14 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
     table += _episodes_table(summaries)
     bars = []
     for name, e in summaries.items():
-        v = _num(e.get("pass@1"))
+        v = finite_float(e.get("pass@1"))
         ci = (e.get("ci") or {}).get("pass@1")
         if v is not None:
             bars.append((name, v, tuple(ci) if isinstance(ci, list) and len(ci) == 2 else None))
     chart = bar_chart("pass@1 (first attempt), 95% CI clustered by task", bars, y_max=1.0)
     noop = {n: e["noop"] for n, e in summaries.items() if isinstance(e.get("noop"), dict)}
     note = "".join(
-        f'<p class="muted">no-op baseline ({escape(n)}): pass@1 = {_num(v.get("pass@1")) or 0.0:.3f}</p>'
+        f'<p class="muted">no-op baseline ({escape(n)}): pass@1 = {finite_float(v.get("pass@1")) or 0.0:.3f}</p>'
         for n, v in noop.items()
     )
     note += "".join(
@@ -210,7 +204,7 @@ def _episodes_table(summaries: dict[str, dict[str, Any]]) -> str:
     head = "".join(f"<th>{escape(label)}</th>" for label, _ in _EPISODE_FIGURES)
     rows = []
     for name, f in figures.items():
-        cells = "".join('<td class="muted">–</td>' if _num(f.get(k)) is None else f"<td>{_num(f.get(k)):.3f}</td>"
+        cells = "".join('<td class="muted">–</td>' if finite_float(f.get(k)) is None else f"<td>{finite_float(f.get(k)):.3f}</td>"
                         for _, k in _EPISODE_FIGURES)
         rows.append(f"<tr><th>{escape(name)}</th>{cells}</tr>")
     return ('<h3>Episodes</h3><table class="eval episodes"><tr><th>model</th>' + head + "</tr>" + "".join(rows)
@@ -356,7 +350,7 @@ def _sched_table(summary: dict[str, Any], label: str = "") -> str:
     sched = summary.get("sched")
     if not isinstance(sched, dict):
         return ""
-    counts = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in sched.items() if _num(v) is not None)
+    counts = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in sched.items() if finite_float(v) is not None)
     breakers = sched.get("breakers") if isinstance(sched.get("breakers"), dict) else {}
     states = "".join(f"<tr><th>breaker {escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in breakers.items())
     head = f"<h3>{escape(label)}</h3>" if label else ""
