@@ -151,6 +151,21 @@ def test_guess_and_check_on_the_restated_question_ends_at_the_restated_figure(ve
         assert (step.verdict.outcome, step.verdict.error_class, step.done) == ("fail", "wrong_answer", True), task.id
 
 
+@pytest.mark.parametrize("wrong", ["zero", "restated in millions"])
+def test_the_restated_question_ends_on_an_off_target_probe_or_a_rescaled_trap(verify, wrong) -> None:
+    """Two dodges of the rule above: probe with an answer that is neither figure (0), to keep the two
+    tries for the figures; or give the restated figure in another scale, hoping a rescaled trap is
+    not the trap. Each is a wrong conclusion to a one-of-two answer: the repair ends there."""
+    task = build_task(random.Random("doc-attacks2-restated-dodge"), 3, "doc-a2-restated-dodge", "restated", pdf=False)
+    gold = int(Decimal(task.fields["answer"]["number"]))
+    trap = sorted({_dollars(c["quote"], title) for c, title in _candidates(task)} - {gold})[0]
+    answer = {"answer": 0, "scale": ""} if wrong == "zero" else {"answer": str(Decimal(trap) / 10**6), "scale": "million"}
+    env = RepairEnv(verify, lambda t: [1], lambda t: [2], max_attempts=3)
+    env.reset(task)
+    step = env.step(Generation((), (), (), json.dumps({**_ref(task), **answer}), "eos"))
+    assert (step.verdict.outcome, step.verdict.error_class, step.done) == ("fail", "wrong_answer", True)
+
+
 def test_a_wrong_amount_of_an_unconditional_question_is_still_repaired(verify) -> None:
     task = build_task(random.Random("doc-attacks2-total"), 2, "doc-a2-total", "total", pdf=False)
     ref = _ref(task)
