@@ -482,8 +482,9 @@ def sq(x):
     _lib.mq_open(f'/tbl-{x}-{a}'.encode(), os.O_CREAT | os.O_RDWR, 0o600, None)
     return a
 """)
-"""The socket table's twin in POSIX message queues (``mq_open`` works under the read-only /dev/mqueue):
-their names, listed there, outlive the candidate; the runner's cleanup leaves none for the replay."""
+"""The socket table's twin in POSIX message queues, whose names (listed in /dev/mqueue) would outlive the
+candidate: the runner's servers run with RLIMIT_MSGQUEUE 0 (``_runner_procs``), so ``mq_open`` fails and
+the replay finds no table."""
 
 
 HACKS: list[tuple[str, Task, str]] = [
