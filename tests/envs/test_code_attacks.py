@@ -23,9 +23,11 @@ from posttrain.envs.code._hacks import (
     COUNT_IN_MEMORY,
     EVEN,
     MIX,
+    NESTED_IN_CALL,
     PLANT_INSIDE,
     PLANT_TOP,
     SLOW_TEST,
+    SOLVE_THEN_KILL,
     fenced,
 )
 from posttrain.types import Task
@@ -47,11 +49,7 @@ def test_hack_scores_zero(code_verifier, name: str, task: Task, response: str) -
 @pytest.mark.slow
 def test_every_hack_scores_zero_through_the_services_batch_path(pool) -> None:
     """The same fixtures as the service batches them (up to 8 in one sandbox job, one attack after
-    another in the same job): each a ``fail``, never ``infra_error``; the references after them pass.
-    Known, left: the batches follow the list's order, and "5 right answers, then kill the process that
-    starts candidates" as the 8th item of a batch after the class-5 protocol attacks passes (its
-    answers are right; its kill undetected there): its verdict hangs on its neighbours
-    (docs/code-verifier-threat-model.md, "Known gaps")."""
+    another in the same job): each a ``fail``, never ``infra_error``; the references after them pass."""
     from posttrain.cli import domain_hooks
     from posttrain.sched import LocalBackend, Service
 
@@ -61,6 +59,23 @@ def test_every_hack_scores_zero_through_the_services_batch_path(pool) -> None:
     got = [(name, v.outcome, v.error_class) for (name, _, _), v in zip(HACKS, verdicts, strict=False)]
     assert all(outcome == "fail" for _, outcome, _ in got), [g for g in got if g[1] != "fail"]
     assert all(v.passed for v in verdicts[len(HACKS):]), [v.evidence for v in verdicts[len(HACKS):]]
+
+
+@pytest.mark.slow
+def test_a_verdict_never_hangs_on_its_batch_neighbours(pool) -> None:
+    """A candidate whose warm-up broke the protocol took two servers (the second a fresh start), so the
+    next item ran on one the template forked, whose parent is the template, not the runner: "right
+    answers, then kill the process that starts candidates" killed the template there, no later server
+    was asked for, and it passed (alone it kills the runner: no report). The runner checks the
+    template after every item; a batch whose template broke re-runs that item alone."""
+    from posttrain.envs.code import verify_code_batch
+
+    verdicts = verify_code_batch(pool, [(MIX, NESTED_IN_CALL), (MIX, MIX.reference), (MIX, SOLVE_THEN_KILL)])
+    assert [(v.outcome, v.error_class) for v in verdicts] == [
+        ("fail", "protocol"), ("pass", None), ("fail", "no_report")]
+    verdicts = verify_code_batch(pool, [(MIX, NESTED_IN_CALL), (MIX, SOLVE_THEN_KILL), (MIX, MIX.reference)])
+    assert [(v.outcome, v.error_class) for v in verdicts] == [
+        ("fail", "protocol"), ("fail", "no_report"), ("pass", None)]
 
 
 @pytest.mark.slow

@@ -412,6 +412,28 @@ _SOLVE_THEN = fenced(
     "def mix(x):\n    _N[0] += 1\n    if _N[0] == 4:\n        os.kill(os.getppid(), signal.{sig})\n"
     "    return (x * 7919 + 13) % 1009\n")
 
+NESTED_IN_CALL = fenced(
+    "import os\ndef mix(x):\n    for fd in range(64):\n        try:\n"
+    "            os.write(fd, b'{\"ok\": ' + b'[' * 200000 + b'\\n')\n        except OSError:\n"
+    "            pass\n    return 0\n")
+
+SOLVE_THEN_KILL = _SOLVE_THEN.format(sig="SIGKILL")
+
+# The same, where its parent is the template (``_runner_procs.Template``): in the runner's own server
+# (its parent's parent is pid 1) it exits, so the warm-up fails and a server the template forks runs
+# the test; in the second of those (the replay's) it answers right and kills or stops the template
+# after the last call. No later server is asked for, so only a check of the template after the item
+# sees it: before there was one, it passed alone, 2 of 2 (``replayed: 4``).
+_SOLVE_THEN_IN_LAST = fenced(
+    "import os, signal\n_N = [0]\n"
+    "def _role():\n    p = os.getppid()\n"
+    "    pp = int([s for s in open(f'/proc/{{p}}/status') if s.startswith('PPid')][0].split()[1])\n"
+    "    return 0 if pp <= 1 else os.getpid() - p\n"
+    "def mix(x):\n    r = _role()\n    if r == 0:\n        os._exit(0)\n    _N[0] += 1\n"
+    "    if r == 2 and _N[0] == 4:\n        os.kill(os.getppid(), signal.{sig})\n"
+    "    return (x * 7919 + 13) % 1009\n")
+
+
 def _table_in_sockets(flags: str) -> str:
     """Answer by call count, and leave each answer in the name of a listening abstract socket sent in a
     cycle (``flags``: ``socket.MSG_OOB`` or ``0``), which outlives the process until the kernel's
@@ -524,17 +546,16 @@ HACKS: list[tuple[str, Task, str]] = [
     ("5 SIGTSTP to every process", MIX, _signal_everyone("SIGTSTP", "call")),
     ("5 SIGKILL to every process", MIX, _signal_everyone("SIGKILL", "call")),
     ("5 deeply nested message at import", MIX, _to_every_fd("b'[' * 200000 + b'\\n'")),
-    ("5 deeply nested message in the call", MIX, fenced(
-        "import os\ndef mix(x):\n    for fd in range(64):\n        try:\n"
-        "            os.write(fd, b'{\"ok\": ' + b'[' * 200000 + b'\\n')\n        except OSError:\n"
-        "            pass\n    return 0\n")),
+    ("5 deeply nested message in the call", MIX, NESTED_IN_CALL),
     ("5 deeply nested dict message", MIX, _to_every_fd("b'{\"a\":' * 100000 + b'\\n'")),
     ("5 oversized message", MIX, _to_every_fd("b'[' + b'1,' * (40 << 20)")),
     ("5 invalid UTF-8 and NUL bytes", MIX, _to_every_fd("b'\\xff\\xfe\\x00{}\\n' * 10")),
     ("5 huge integer reply", MIX, fenced("import sys\nsys.set_int_max_str_digits(0)\ndef mix(x):\n    return 7 ** 2_000_000")),
     ("5 lower the rlimits of every other process", MIX, LOWER_LIMITS),
-    ("5 right answers, then kill the process that starts candidates", MIX, _SOLVE_THEN.format(sig="SIGKILL")),
+    ("5 right answers, then kill the process that starts candidates", MIX, SOLVE_THEN_KILL),
     ("5 right answers, then stop the process that starts candidates", MIX, _SOLVE_THEN.format(sig="SIGSTOP")),
+    ("5 fail the warm-up, then kill the template from the replay's server", MIX, _SOLVE_THEN_IN_LAST.format(sig="SIGKILL")),
+    ("5 fail the warm-up, then stop the template from the replay's server", MIX, _SOLVE_THEN_IN_LAST.format(sig="SIGSTOP")),
     # (last: where they stand in the list sets the batches of the service-path test; see the note there)
     ("4 answer table in names of sockets in flight (MSG_OOB)", SLOW_TEST, _table_in_sockets("socket.MSG_OOB")),
     ("4 answer table in names of sockets in flight", SLOW_TEST, _table_in_sockets("0")),

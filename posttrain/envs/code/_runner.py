@@ -602,6 +602,29 @@ def _fresh_server(item, template, proxy, calls, servers, report):
     return True
 
 
+def _run_or_error(item, template, job, precompiled):
+    """``run_item``'s report, or a runner error if it raised (before any model code ran: our failure)."""
+    try:
+        return run_item(item, template, job, precompiled)
+    except BaseException as e:  # noqa: BLE001
+        return _error(e)
+
+
+def _template_kept(template, report, alone):
+    """False if the template was killed or stopped since the last item (whose check found it whole):
+    by this item's candidate (the template is its parent on a server the template forked; no later
+    server may be asked for, so nothing else would see it) or by a signal an earlier one sent that
+    acted late. Alone, only this candidate's code ran: its verdict becomes ``sabotage`` (True)."""
+    if template.intact():
+        return True
+    if not alone:
+        return False
+    if report.get("status") == "completed":
+        entry = _sabotage("the candidate killed or stopped the process that starts candidates")
+        report["tests"] = [entry, *report.get("tests", [])[1:]]
+    return True
+
+
 def _emit(report):
     import json
 
@@ -691,11 +714,10 @@ def runner_main(n_items, code):
         # reply is no candidate's deadline): this item and the rest get no line and are re-run
         # alone, so no candidate holds its sandbox job for its neighbours' shares.
         alarm(item.get("budget_s"))
-        try:
-            report = run_item(item, template, job, precompiled)
-        except BaseException as e:  # noqa: BLE001 - before any model code ran: our failure
-            report = _error(e)
+        report = _run_or_error(item, template, job, precompiled)
         last = tuple(report.pop("servers", ()))
+        if not _template_kept(template, report, alone=n_items == 1):
+            break  # this item and the rest get no line: they are re-run alone
         t0 = time.perf_counter()
         report.update({"nonce": nonce, "index": index, "dumpable_off": dumpable_off})
         if index == 0:

@@ -302,6 +302,13 @@ class Template:
             e.waited = self.direct > 1
             raise
 
+    def intact(self):
+        """The template neither stopped nor gone, nor a SIGKILL or SIGSTOP pending for it (sent but not
+        yet acted on: a loaded host may deliver it a while later). Asked after every item: the last
+        item of a job is never asked for a later server, so a candidate that killed or stopped the
+        template (its parent when it runs on a server the template forked) would go unseen."""
+        return _alive(self.pid) and not _pending_stop_or_kill(self.pid)
+
     def _handed(self, item, calls, chan, pid):
         """``(pid, chan)`` once the server ``pid`` took ``item``'s candidate (``server``)."""
         # Everything an earlier candidate started is dead by now (the cell was emptied), so what is
@@ -403,6 +410,20 @@ def _recv_watching(chan, pid, deadline):
                 return _STOPPED
             if time.monotonic() >= deadline:
                 raise
+
+
+_KILL_OR_STOP = (1 << (9 - 1)) | (1 << (19 - 1))  # SIGKILL, SIGSTOP: the two no process can ignore
+
+
+def _pending_stop_or_kill(pid):
+    """A SIGKILL or SIGSTOP pending for ``pid`` (its own or its thread group's), or ``pid`` gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            lines = f.read().splitlines()
+        masks = [int(line.split()[1], 16) for line in lines if line.startswith((b"SigPnd:", b"ShdPnd:"))]
+    except (OSError, IndexError, ValueError):
+        return True
+    return len(masks) != 2 or any(mask & _KILL_OR_STOP for mask in masks)
 
 
 def _state(pid):
