@@ -20,7 +20,7 @@ scale, or text), the facts the answer rests on and, for arithmetic, a FinQA-styl
 | growth | change between two years, percent to 2 places | 2 cells |
 | margin | operating income / revenue, percent to 1 place | 2 cells |
 | restated | net income as originally reported, before a restatement | 1 cell of the note's table |
-| contradiction | the table's segment revenue minus the figure management's discussion states | 1 cell, 1 sentence |
+| contradiction | the table's segment revenue minus the figure management's discussion states (0, the two agreeing, in about a fifth) | 1 cell, 1 sentence |
 | covenant | the margin cost (the margin a leverage condition sets, times total debt) | 1 clause, 2 cells |
 | dividend | the total dividend (the per-share amount a net-income condition sets, times the shares) | 1 clause, 2 cells |
 
