@@ -25,7 +25,8 @@ from posttrain.envs.files._grade import (
     check_target,
     error_class,
     feedback_text,
-    grade_final_state,
+    grade_located,
+    named_paths,
     parse_targets,
 )
 from posttrain.envs.files._workspace import (
@@ -94,8 +95,10 @@ def _content_bytes(content: Any) -> bytes | None:
     return None
 
 
-def check_response(workspace: Mapping[str, Any], targets: Mapping[str, Any], response: str) -> Verdict:
-    """The verdict on ``response`` for a task with these ``workspace`` and ``targets`` fields."""
+def check_response(workspace: Mapping[str, Any], targets: Mapping[str, Any], response: str,
+                   instruction: str | None = None) -> Verdict:
+    """The verdict on ``response`` for a task with these ``workspace`` and ``targets`` fields; the
+    feedback names only the paths the task's ``instruction`` gives away (``_grade.named_paths``)."""
     pristine = decode_workspace(workspace)
     wanted = parse_targets(targets, pristine)
     writes, problem = parse_writes(response)
@@ -104,13 +107,14 @@ def check_response(workspace: Mapping[str, Any], targets: Mapping[str, Any], res
     final, refused = apply_writes(pristine, writes)
     if refused:
         return fail(f"Answer format: {'; '.join(refused[:4])}. {_FORMAT_HINT}", "format", {"reason": refused})
-    problems = grade_final_state(wanted, pristine, final)
+    located = grade_located(wanted, pristine, final)
+    problems = [problem for _, problem in located]
     evidence = {"written": sorted(p for p, d in writes.items() if d is not None),
                 "deleted": sorted(p for p, d in writes.items() if d is None),
-                "problems": [f"{c}: {s}" for c, s in problems]}
+                "problems": [f"{c}: {s}" for c, s in problems]}  # every path, for the log
     if not problems:
         return passed("Every target file is right and nothing else changed.", evidence)
-    return fail(feedback_text(problems), error_class(problems), evidence,
+    return fail(feedback_text(located, named_paths(wanted, instruction)), error_class(problems), evidence,
                 {"format": format_credit(wanted, pristine, final, problems)})
 
 
@@ -133,4 +137,5 @@ def format_credit(wanted: Sequence[Target], pristine: Mapping[str, bytes], final
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker side of the files verifier: one request in, one verdict (as JSON) out."""
-    return check_response(request["workspace"], request["targets"], request["response"]).to_json()
+    return check_response(request["workspace"], request["targets"], request["response"],
+                          request.get("instruction")).to_json()

@@ -22,7 +22,9 @@ hostile response can only fail, never hang the host or become an ``infra_error``
    tree (not under a file, not over a directory);
 2. the final state, by ``grade_final_state``: regular files only (``not_regular``), every target right
    (``missing``, ``wrong_format``, ``wrong_content``), nothing else changed, deleted or created
-   (``collateral``). Feedback names the paths and where they depart, never the expected content.
+   (``collateral``). Feedback names the paths and where they depart, never the expected content, and
+   only the paths the instruction names as files to write: which files a task moves or deletes is the
+   answer (``_grade.named_paths``, ``UNNAMED``).
 
 Not here: partial credit per target; tolerance on numbers (the instruction fixes the form exactly).
 """
@@ -71,7 +73,8 @@ def make_files_verifier() -> Verifier:
     """A verifier for files tasks; each check runs in the shared worker pool under a CPU budget."""
 
     def verify(task: Task, response: str) -> Verdict:
-        request = {"workspace": task.fields["workspace"], "targets": task.fields["targets"], "response": response}
+        request = {"workspace": task.fields["workspace"], "targets": task.fields["targets"], "response": response,
+                   "instruction": task.prompt}
         checks = shared_pool("posttrain.envs.files._check", cpu_budget_s=CPU_BUDGET_S)
         return verdict_of(checks.run(request), NAME)
 

@@ -16,7 +16,8 @@
   (``_grade.grade_final_state``): the same grader, rules and feedback as a single response.
 - Process signals (``process_of``): ``process.inspected``, ``process.recovered`` and their mean
   ``process`` in each verdict's components (``reward.process``), none for an attempt caught cheating.
-- Repair: a failed attempt's feedback (the paths and where they depart, never the expected content)
+- Repair: a failed attempt's feedback (the paths and where they depart, never the expected content;
+  of the files moved, deleted or left alone, only that they are not as asked: ``_grade.named_paths``)
   is the submit call's result, and the episode goes on, ``MAX_ATTEMPTS`` attempts in all.
 
 Not here: the scripted agents (``_agents.py``), the grader (``_grade.py``).
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from posttrain.envs import fail
-from posttrain.envs.files._grade import Call, error_class, feedback_text, process_signals
+from posttrain.envs.files._grade import Call, Located, error_class, feedback_text, process_signals
 from posttrain.envs.files._workspace import MAX_FILES, MAX_WORKSPACE_BYTES, decode_workspace, encode_file
 from posttrain.envs.workspace import Take, WorkspaceSpec, default_tools, repo_path
 from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
@@ -52,10 +53,12 @@ def episode_prompt(task: Task) -> str:
 
 def _not_regular(special: list[str]) -> Verdict:
     """The verdict on a final state holding entries that are not regular files (``not_regular``)."""
-    problems = [("not_regular", f"{p} is not a regular file (a symbolic link, a fifo, a device, or a directory where "
-                                "a file was); only regular files may be left in the workspace") for p in special]
-    return fail(feedback_text(problems), error_class(problems), {"not_regular": special,
-                                                                 "problems": [f"{c}: {s}" for c, s in problems]})
+    located: list[Located] = [(p, ("not_regular", f"{p} is not a regular file (a symbolic link, a fifo, a device, "
+                                                  "or a directory where a file was); only regular files may be left "
+                                                  "in the workspace")) for p in special]
+    problems = [problem for _, problem in located]
+    return fail(feedback_text(located, ()), error_class(problems),
+                {"not_regular": special, "problems": [f"{c}: {s}" for c, s in problems]})
 
 
 def take_final_state(task: Task) -> Take:

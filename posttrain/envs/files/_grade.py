@@ -17,8 +17,13 @@ as a final state without following links. Problems, in the order checked:
 3. ``collateral``: every other pristine file is still there, byte for byte, and no file the task
    did not ask for was created.
 
-Feedback names each problem's path and where the content departs (a JSON path, a row, a line),
-never the expected value: a repair round cannot copy the answer out of it.
+Feedback (``feedback_text``) names each problem's path and where the content departs (a JSON path,
+a row, a line), never the expected value: a repair round cannot copy the answer out of it. It names
+only the paths whose part in the task the instruction already gives (``named_paths``: the files whose
+content it asks for) and entries that are not regular files; which files a task moves or deletes, and
+whether a file it leaves alone is one of them, is the answer (the notes to archive: a no-op's
+feedback named every one, and a no-op then the named moves passed 60 of 60 notes tasks), so every
+other problem is the one sentence ``UNNAMED``, the detail kept in the verdict's evidence for the log.
 
 Process signals (``process_signals``), logged as reward components, never part of the outcome:
 ``process.inspected`` (the share of the task's inputs read before the first write to a target) and
@@ -31,7 +36,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -194,57 +199,65 @@ def json_difference(expected: Any, got: Any, path: str = "$", depth: int = 0) ->
 
 Problem = tuple[str, str]
 """``(category, sentence)``: ``not_regular``, ``missing``, ``wrong_format``, ``wrong_content``, ``collateral``."""
+Located = tuple[str, Problem]
+"""``(path, problem)``: a problem and the path it is about (what ``feedback_text`` may or may not name)."""
+
+
+def grade_located(targets: Sequence[Target], pristine: Mapping[str, bytes],
+                  final: Mapping[str, Entry]) -> list[Located]:
+    """``grade_final_state``'s problems, each with the path it is about."""
+    return _not_regular(final) + _target_problems(targets, final) + _collateral(targets, pristine, final)
 
 
 def grade_final_state(targets: Sequence[Target], pristine: Mapping[str, bytes],
                       final: Mapping[str, Entry]) -> list[Problem]:
     """Every problem of ``final`` against the task (the module docstring, steps 1-3); [] is a pass."""
-    return _not_regular(final) + _target_problems(targets, final) + _collateral(targets, pristine, final)
+    return [problem for _, problem in grade_located(targets, pristine, final)]
 
 
-def _not_regular(final: Mapping[str, Entry]) -> list[Problem]:
-    problems: list[Problem] = []
+def _not_regular(final: Mapping[str, Entry]) -> list[Located]:
+    problems: list[Located] = []
     for path in sorted(final):
         entry = final[path]
         if entry.kind == "symlink":
-            problems.append(("not_regular", f"{path} is a symbolic link (to {entry.link[:80]!r}); "
-                                            "only regular files may be left in the workspace"))
+            problems.append((path, ("not_regular", f"{path} is a symbolic link (to {entry.link[:80]!r}); "
+                                                   "only regular files may be left in the workspace")))
         elif entry.kind == "other":
-            problems.append(("not_regular", f"{path} is not a regular file (a fifo, socket or device)"))
+            problems.append((path, ("not_regular", f"{path} is not a regular file (a fifo, socket or device)")))
         elif entry.kind == "file" and entry.links != 1:
-            problems.append(("not_regular", f"{path} is a hard link ({entry.links} names for one file); "
-                                            "write each file on its own"))
+            problems.append((path, ("not_regular", f"{path} is a hard link ({entry.links} names for one file); "
+                                                   "write each file on its own")))
     return problems
 
 
-def _target_problems(targets: Sequence[Target], final: Mapping[str, Entry]) -> list[Problem]:
-    problems: list[Problem] = []
+def _target_problems(targets: Sequence[Target], final: Mapping[str, Entry]) -> list[Located]:
+    problems: list[Located] = []
     for target in targets:
         entry = final.get(target.path)
         if target.format == "absent":
             if entry is not None:
-                problems.append(("wrong_content", f"{target.path} should no longer exist"))
+                problems.append((target.path, ("wrong_content", f"{target.path} should no longer exist")))
         elif entry is None:
-            problems.append(("missing", f"{target.path} was not written"))
+            problems.append((target.path, ("missing", f"{target.path} was not written")))
         elif entry.kind == "dir":
-            problems.append(("missing", f"{target.path} is a directory, not the file asked for"))
+            problems.append((target.path, ("missing", f"{target.path} is a directory, not the file asked for")))
         elif entry.kind == "file" and (wrong := check_target(target, entry.data)):
-            problems.append((wrong[0], f"{target.path} {wrong[1]}"))
+            problems.append((target.path, (wrong[0], f"{target.path} {wrong[1]}")))
     return problems
 
 
-def _collateral(targets: Sequence[Target], pristine: Mapping[str, bytes], final: Mapping[str, Entry]) -> list[Problem]:
+def _collateral(targets: Sequence[Target], pristine: Mapping[str, bytes], final: Mapping[str, Entry]) -> list[Located]:
     asked = {t.path for t in targets}
-    problems: list[Problem] = []
+    problems: list[Located] = []
     for path in sorted(set(pristine) - asked):
         entry = final.get(path)
         if entry is None:
-            problems.append(("collateral", f"{path} was deleted; the task does not ask to change it"))
+            problems.append((path, ("collateral", f"{path} was deleted; the task does not ask to change it")))
         elif entry.kind == "file" and entry.data != pristine[path]:
-            problems.append(("collateral", f"{path} was changed; the task does not ask to change it"))
+            problems.append((path, ("collateral", f"{path} was changed; the task does not ask to change it")))
     for path in sorted(set(final) - set(pristine) - asked):
         if final[path].kind != "dir":
-            problems.append(("collateral", f"{path} was created; the task does not ask for it"))
+            problems.append((path, ("collateral", f"{path} was created; the task does not ask for it")))
     return problems
 
 
@@ -256,10 +269,37 @@ def error_class(problems: Sequence[Problem]) -> str:
     return min((p[0] for p in problems), key=_ORDER.index)
 
 
-def feedback_text(problems: Sequence[Problem]) -> str:
-    shown = [p[1] for p in problems[:MAX_FEEDBACK_PROBLEMS]]
-    more = len(problems) - len(shown)
-    return "; ".join(shown) + (f"; and {more} more problem(s)" if more else "") + "."
+CONTENT_FORMATS = frozenset({"json", "csv", "text"})
+UNNAMED = ("some files are not as the instruction asks: a file it asks to move or delete was not moved or deleted, "
+           "or one was created, changed or deleted that it does not ask for (which ones the feedback does not say: "
+           "that is part of the answer)")
+"""The one sentence for every problem of a path the feedback does not name (``named_paths``), whatever
+their number: which notes were not archived, or were archived and should not have been, is the answer."""
+
+
+def named_paths(targets: Sequence[Target], instruction: str | None = None) -> frozenset[str]:
+    """The paths whose problems the feedback names: the targets whose content the task asks for (json,
+    csv, text), and of those, given the ``instruction``, only the ones it spells out. A target moved
+    there or deleted, and a file left alone, is never named: whether a file is one is the answer."""
+    return frozenset(t.path for t in targets if t.format in CONTENT_FORMATS
+                     and (instruction is None or t.path in instruction))
+
+
+def feedback_text(located: Sequence[Located], named: Collection[str]) -> str:
+    """The feedback on ``located`` problems: each of a path in ``named`` or of an entry that is not a
+    regular file (at most ``MAX_FEEDBACK_PROBLEMS``, then how many more of those), then ``UNNAMED`` once
+    for all the others.
+
+    >>> feedback_text([("out.json", ("missing", "out.json was not written")),
+    ...                ("notes/a.md", ("collateral", "notes/a.md was deleted; ..."))], {"out.json"})[:44]
+    'out.json was not written; some files are not'
+    """
+    said = [sentence for path, (category, sentence) in located if category == "not_regular" or path in named]
+    shown = said[:MAX_FEEDBACK_PROBLEMS]
+    more = len(said) - len(shown)
+    parts = [*shown, *([f"and {more} more problem(s)"] if more else []),
+             *([UNNAMED] if len(said) < len(located) else [])]
+    return "; ".join(parts) + "."
 
 
 # ---------------------------------------------------------------- process signals (episodes)
