@@ -9,7 +9,7 @@ returns the files it writes; the task's targets are derived from the gold's writ
 | sales | data/sales.csv | reports/summary.json (totals by region, row counts) | malformed rows (n/a, missing or extra fields, a decimal comma) |
 | contacts | contacts.csv | contacts.csv cleaned in place, contacts.log | spaces, upper case, duplicates, empty emails, short rows |
 | inventory | inventory/*.json | out/stock.csv, out/errors.json (and out/by_city.json) | truncated JSON, missing or mistyped fields |
-| notes | notes/*.md | archived notes moved to archive/, notes/INDEX.md, status.json | a note without a status, a UTF-16 note |
+| notes | notes/*.md | archived notes moved to archive/, notes/INDEX.md, status.json | a note without a status, a UTF-16 note (titles not in the file names) |
 | merge | exports/YYYY-MM.csv | out/combined.csv, out/missing.txt | missing months, a Latin-1 file, a byte-order mark |
 | sqlite | db/shop.sqlite | reports/countries.md (an exact Markdown table) | orphan orders, NULL amounts |
 
@@ -245,6 +245,8 @@ def gold_inventory(files: dict[str, bytes], by_city: bool) -> dict[str, bytes | 
 
 _TOPICS = ("Quarterly review", "Vendor onboarding", "Office move", "Hiring plan", "Budget draft", "Security audit",
            "Release checklist", "Team offsite", "Backup policy", "Customer survey", "Roadmap", "Incident report")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
 
 
 def _notes(rng: random.Random, level: int) -> Part:
@@ -257,8 +259,11 @@ def _notes(rng: random.Random, level: int) -> Part:
     workspace = {}
     for i, (topic, status) in enumerate(zip(topics, statuses, strict=True)):
         slug = topic.lower().replace(" ", "-")
+        # the title is more than the file name says: a note never read (the UTF-16 one) cannot be indexed
+        # from its name, its status tried in turn over the repair attempts (that passed 80 of 80)
+        title = f"{topic} ({rng.choice(_MONTHS)})"
         status_line = "" if i == no_status else f"Status: {status}\n"
-        body = f"# {topic}\n\n{status_line}Owner: {rng.choice(_FIRST)}\n\n{rng.choice(_FIRST)} to follow up by week {rng.randint(1, 52)}.\n"
+        body = f"# {title}\n\n{status_line}Owner: {rng.choice(_FIRST)}\n\n{rng.choice(_FIRST)} to follow up by week {rng.randint(1, 52)}.\n"
         workspace[f"notes/{slug}.md"] = body.encode("utf-16") if i == utf16 else body.encode()
     rules = " A note without a Status line is open." if no_status is not None else ""
     legacy = ""
