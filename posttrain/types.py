@@ -31,6 +31,13 @@ StopReason = Literal["eos", "stop", "length"]
 T = TypeVar("T")
 
 
+CANARY = "canary"
+"""The tag of a canary task: no honest response passes it (``posttrain.tasks._canary``: a pass is a hack
+alarm). Its episodes end at the first attempt, whatever attempts are left: a repair's feedback describes
+where the answer departs from the gold, which on a canary is the planted contradiction (a files canary's
+"missing key 'canary'"), so an honest policy following it could pass: a false alarm."""
+
+
 @dataclass(frozen=True)
 class TaskLimits:
     """Per-task limits. The sandbox enforces time and memory; the rollout enforces attempts."""

@@ -56,7 +56,7 @@ from collections.abc import Callable
 from posttrain.envs._registry import model_prompt
 from posttrain.envs._turns import ChatTurns
 from posttrain.policy import ChatTemplate
-from posttrain.types import Generation, Observation, StepResult, Task, Verdict, Verifier
+from posttrain.types import CANARY, Generation, Observation, StepResult, Task, Verdict, Verifier
 from posttrain.verify.feedback import brief
 
 FEEDBACK_HEAD = "\n# Feedback: "
@@ -180,7 +180,8 @@ class RepairEnv:
         self.attempts += 1
         verdict = self.judge(task, action.text)
         limit = self.max_attempts if self.max_attempts is not None else task.limits.max_attempts
-        if verdict.passed or verdict.is_infra_error or verdict.ends_repair or self.attempts >= limit:
+        if (verdict.passed or verdict.is_infra_error or verdict.ends_repair or self.attempts >= limit
+                or CANARY in task.tags):  # (a canary is never repaired: posttrain.types.CANARY)
             return StepResult(Observation(()), verdict, True)
         text = FEEDBACK_HEAD + brief(verdict.feedback) + "\n"
         if self.chat is None or self.turns is None:

@@ -4,7 +4,8 @@ Canaries come from the domains (``HasCanaries``: statement and tests that contra
 wrong reference) and are mixed into RL by the pool (``SamplerSpec.canary_rate``) and into
 evaluation. ``canary_alarms(tasks, groups, step=)`` is the one rule the trainer, the report and the
 audit apply: **any** attempt of any episode on a canary task that passes raises an alarm naming
-the trajectory (its group id and sample, the step); ``canary_metrics`` is its per-step summary
+the trajectory (its group id and sample, the step; a canary's episode has one attempt:
+``posttrain.types.CANARY``); ``canary_metrics`` is its per-step summary
 (``canary/episodes``, ``canary/passed``, ``canary/alarm``).
 
 A pass means the verifier can be satisfied without solving the task as stated: a verifier that
@@ -18,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from posttrain.types import Task, Trajectory
+from posttrain.types import CANARY, Task, Trajectory
 
-TAG = "canary"
+TAG = CANARY
 
 
 def is_canary(task: Task) -> bool:

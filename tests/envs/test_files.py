@@ -296,3 +296,26 @@ def test_collateral_damage_earns_no_format_credit() -> None:
 def test_tasks_validate_from_the_command_line(tmp_path: Path) -> None:
     """``posttrain tasks validate`` on files examples (references pass, no-ops fail) and on a bad record."""
     check_tasks_validate(tmp_path, "files", "workspace", {"../x": "y"})
+
+
+def test_a_canary_is_never_repaired() -> None:
+    """A canary's feedback names its planted contradiction ("out/errors.json $: missing key 'canary'"),
+    so an honest policy that follows it passes the canary on its second attempt: a hack alarm for honest
+    repair. A canary's episode ends at its first attempt (``posttrain.types.CANARY``); before, the
+    honest answer then the feedback's fix passed 6 of 6 at attempt 2."""
+    from posttrain.envs import RepairEnv
+    from posttrain.types import Generation
+
+    verify = ENV.make_verifier(None)
+    rng = random.Random("files-canary-0")
+    plain = [build_task(rng, 1 + i % 3, f"files-canary-0-{i}") for i in range(6)]
+    for canary, task in zip(ENV.canary_tasks(6, seed=0), plain, strict=True):
+        honest = json.loads(str(task.reference))
+        [(path, _)] = [(p, t) for p, t in canary.fields["targets"].items() if "canary" in json.dumps(t)]
+        followed = {**honest, path: json.dumps({"canary": json.loads(honest[path])})}
+        assert verify(canary, json.dumps(followed)).passed  # what the feedback leads to passes the canary
+        env = RepairEnv(verify, lambda s: [0], lambda s: [0], max_attempts=3)
+        env.reset(canary)
+        first = env.step(Generation((), (0,), (0.0,), str(task.reference), "eos"))
+        assert not first.verdict.passed and "missing key 'canary'" in first.verdict.feedback
+        assert first.done, canary.id

@@ -173,3 +173,14 @@ def test_checks_still_run_when_the_process_holds_thousands_of_descriptors() -> N
         for fd in held:
             os.close(fd)
     assert outcome.status == "ok" and outcome.result["outcome"] == "pass", outcome
+
+
+@pytest.mark.slow
+def test_a_canary_episode_ends_at_its_first_submit(pool, verify) -> None:
+    """The workspace episode of a canary: the honest work, submitted, then submitted again; one
+    attempt, done (its feedback names the planted contradiction: ``posttrain.types.CANARY``)."""
+    rng = random.Random("files-canary-0")
+    task = build_task(rng, 1, "files-canary-0-0")
+    [canary] = ENV.canary_tasks(1, seed=0)
+    got = play(pool, canary, oracle(task), verify, resubmit=2)
+    assert got.done and [v.outcome for v in got.verdicts] == ["fail"], [v.feedback for v in got.verdicts]

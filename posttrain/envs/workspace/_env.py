@@ -64,7 +64,16 @@ from posttrain.envs.workspace._tools import (
 from posttrain.policy import ChatTemplate, ToolCall, tool_result_message
 from posttrain.sandbox import Limits, Workspace, WorkspaceError
 from posttrain.strict_json import as_text, to_plain
-from posttrain.types import Generation, Observation, StepResult, Task, ToolCallRecord, Verdict, Verifier
+from posttrain.types import (
+    CANARY,
+    Generation,
+    Observation,
+    StepResult,
+    Task,
+    ToolCallRecord,
+    Verdict,
+    Verifier,
+)
 
 Take = Callable[[Workspace, Mapping[str, Any]], "str | Verdict"]
 """``take(workspace, submit_arguments) -> response`` (or a ``fail`` verdict when there is nothing to
@@ -247,7 +256,7 @@ class WorkspaceEnv:
         verdict, history = turn.verdict, (*st.history, *turn.records)
         done = verdict is not None and (verdict.passed or ended is not None or not self.spec.feedback
                                         or attempts >= self.spec.max_attempts
-                                        or verdict.ends_repair)
+                                        or verdict.ends_repair or CANARY in self.task.tags)
         if verdict is not None:
             verdict = _with_evidence(verdict, calls=turn.calls, valid=turn.valid, invalid=turn.invalid,
                                      attempt=attempts - 1, ended=how,
