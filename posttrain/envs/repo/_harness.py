@@ -39,6 +39,10 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   frame, that the test function's code equals the test file's pristine code compiled before the
   candidate ran, that it ran once, and that the snapshotted dictionaries are unchanged. pytest's
   own reports, the exit status and the counts corroborate; they never decide a pass alone.
+- **Test modules stay as imported.** Each rewritten test module ends with ``MODULE_READY``
+  (``_mark_ready``): the kernel snapshots its globals and its classes' methods there (a module the
+  import system runs, ``tests/helpers.py``, at the next check), every undecorated ``def`` already the
+  function it made; a helper rebound, deleted or shadowed afterwards is ``tamper`` at the next test.
 - **Tests stay the verifier's.** While changed code is on the stack, writing, renaming or deleting
   a verifier test file, reading a withheld one and running a withheld test (``ENTERED``) are
   denied; a test file edited on disk before pytest imports it no longer compiles to the pristine
@@ -54,9 +58,9 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   changed code on the stack or not.
 
 Not stopped here (the threat model says more): what the code under test computes in the tests'
-own values (an object whose ``__eq__`` always agrees), a patch of shared state that restores
-itself before the check, module-level data of a test module read through ``sys.modules``, and
-anything that corrupts the interpreter from C. The grader's diff policy (``_diff.py``) and the
+own values, a pristine dunder the diff rewrote to agree, a patch of shared state that restores
+itself before the check, module-level data of a test module read (or mutated) through
+``sys.modules``, and anything that corrupts the interpreter from C. The grader's diff policy (``_diff.py``) and the
 clean pristine copy handle conftest, configuration and history.
 """
 
@@ -101,7 +105,8 @@ PRELOAD = ("os", "re", "json", "math", "cmath", "random", "string", "textwrap", 
            "queue", "pickle", "hashlib", "base64", "binascii", "codecs", "unicodedata", "locale", "pprint",
            "reprlib", "difflib", "statistics", "uuid", "zlib", "gzip", "csv", "argparse", "keyword",
            "signal", "linecache", "ast", "tokenize", "importlib", "importlib.util", "importlib.machinery",
-           "concurrent.futures", "asyncio", "doctest", "platform", "sysconfig", "email", "html", "urllib.parse")
+           "concurrent.futures", "asyncio", "doctest", "platform", "sysconfig", "email", "html", "urllib.parse",
+           "ipaddress")
 VOLATILE: dict[str, frozenset[str] | None] = {
     "sys": None, "faulthandler": None, "atexit": None, "gc": None, "__main__": None,
     "warnings": frozenset({"filters", "showwarning", "_showwarnmsg", "_showwarnmsg_impl", "_filters_mutated",
@@ -597,6 +602,130 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 return f"{qualname_of(klass)}.{key} is not the test file's own"
         return None
 
+    module_defs, test_modules = cfg["module_defs"], []
+    builtin_names = cfg["builtin_names"]
+    subclass_check = type.__dict__["__subclasscheck__"]
+    method_names = frozenset(m for _, classes, _, _, _ in module_defs.values() for methods, _ in classes.values()
+                             for m in methods)
+
+    def pristine_def(value: object, path: str, qualname: str, space: dict) -> bool:
+        """``value`` is the function the test file's ``def`` at ``qualname`` made, in that module."""
+        if type_(value) is not FunctionType:
+            return False
+        want = expected.get((path, qualname))
+        return want is not None and want == value.__code__ and value.__globals__ is space
+
+    def on_module_ready(caller: object) -> None:
+        """A rewritten test module's last statement ran (``_mark_ready``): its globals, and each of its classes'
+        methods, as they stand now are the ones every test checks (``test_modules_changed``). Its undecorated
+        functions and methods must already be the ones its ``def`` made (a thread of the code under test
+        could rebind a helper before this statement)."""
+        code, back = caller.f_code, caller.f_back
+        path = code.co_filename
+        want = module_codes.get(path) if type_(path) is str_ else None
+        if want is None or want != code or back is None or id_(back.f_code) != cfg["rewrite_exec"]:
+            die("the end of a test module's import was announced by other code than the module's")
+        space = caller.f_globals
+        if type_(space) is not dict_:
+            die(f"the test module {path[len_(work):]} runs over globals that are not a dict")
+        snapshot_module(path, space)
+
+    def snapshot_module(path: str, space: dict) -> None:
+        items = {}
+        for key, value in dict_.items(space):
+            if type_(key) is not str_:
+                die(f"the test module {path[len_(work):]} has a global whose name is not a string")
+            items[key] = value
+        functions, classes, free, nonlocals, attrs = module_defs.get(path, (frozenset(),) * 5)
+        classes = classes or {}
+        for name in functions:
+            if name not in free and not pristine_def(items.get(name), path, name, space):
+                die(f"{path[len_(work):]}: {name} is not the function its def made")
+        kept = []
+        for cname, (methods, plain_methods) in dict_.items(classes):
+            klass = items.get(cname)
+            if cname in free or not subclass_check(type, type_(klass)):
+                continue
+            own = class_dict(klass)
+            for m in plain_methods:
+                if not pristine_def(own.get(m), path, cname + "." + m, space):
+                    die(f"{path[len_(work):]}: {cname}.{m} is not the method its def made")
+            append(kept, (cname, klass, type_(klass), mro_of(klass),
+                          {k: v for k, v in own.items() if k in methods or k not in attrs}, frozenset(k for k in own)))
+        held = [v for v in dict_.values(items)] + [v for entry in kept for v in dict_.values(entry[4])]
+        append(test_modules, (path, space, items, kept, free, cells_of(held, nonlocals)))
+
+    def cells_of(functions: list, nonlocals: frozenset) -> list:
+        """``(function, index, contents)`` of each closure cell of ``functions`` (a decorator's wrapper holds the
+        helper it wraps, a test made by a factory its expected value) that no ``nonlocal`` of the file
+        rebinds: ``__closure__`` is read with no audit event, and a cell is writable."""
+        out = []
+        for fn in functions:
+            if type_(fn) is not FunctionType or fn.__closure__ is None:
+                continue
+            names = fn.__code__.co_freevars
+            for i, cell in enumerate(fn.__closure__):
+                if i < len_(names) and names[i] in nonlocals:
+                    continue
+                try:
+                    append(out, (fn, i, cell.cell_contents))
+                except ValueError:
+                    append(out, (fn, i, cells_of))  # an empty cell: cells_of stands for "empty"
+        return out
+
+    def cells_changed(where: str, cells: list) -> str | None:
+        for fn, i, contents in cells:
+            try:
+                now = fn.__closure__[i].cell_contents
+            except ValueError:
+                now = cells_of
+            if now is not contents:
+                return f"{where}: a closure cell of {fn.__code__.co_qualname} was rebound after the module's import"
+        return None
+
+    pending_modules: list = []  # (path, globals) of verifier modules the import system ran (not rewritten)
+
+    def test_modules_changed() -> str | None:
+        """A test module's global, or a method of one of its classes, that is not what it was at the end of
+        the module's import (a name its functions declare ``global`` excepted): the code under test rebound a
+        helper a test calls (``sys.modules["tests.test_x"]._check = <agree>``), or shadowed a builtin."""
+        while pending_modules:  # (a module the import system ran has no last statement of the harness's: it
+            path, space = pending_modules.pop()  # is taken at the next check, its functions checked as above)
+            snapshot_module(path, space)
+        for path, space, items, kept, free, cells in test_modules:
+            where = path[len_(work):]
+            n = 0
+            for key, value in dict_.items(space):
+                if type_(key) is not str_:
+                    return f"{where}: a global whose name is not a string was added"
+                if key in free:
+                    continue
+                if key in items:
+                    n += 1
+                    if items[key] is not value:
+                        return f"{where}: the global {key} was rebound after the module's import"
+                elif key in builtin_names and key not in MODULE_SKIP:
+                    return f"{where}: the global {key}, which hides the builtin, was added after the module's import"
+            if n != len_([k for k in items if k not in free]):
+                return f"{where}: a global was deleted after the module's import"
+            problem = classes_changed(where, kept) or cells_changed(where, cells)
+            if problem is not None:
+                return problem
+        return None
+
+    def classes_changed(where: str, kept: list) -> str | None:
+        for cname, klass, kind, mro, methods, keys in kept:
+            if type_(klass) is not kind or mro_of(klass) is not mro:
+                return f"{where}: the class {cname} changed its type or bases"
+            own = class_dict(klass)
+            for m, value in dict_.items(methods):
+                if own.get(m) is not value and not (m in CLASS_ADDED_OK or startswith(m, "_abc_")):
+                    return f"{where}: {cname}.{m} was rebound after the module's import"
+            for key in own:
+                if key in method_names and key not in keys:
+                    return f"{where}: {cname}.{key} was added after the module's import"
+        return None
+
     def on_unittest_returned(caller: object) -> None:
         """unittest's test method returned (the harness's ``_callTestMethod``, called by ``TestCase.run``
         of the running test, with its own ``testMethod``)."""
@@ -613,6 +742,9 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         want = glue_codes.get(event)
         if want is None or caller.f_code is not want or not chain_ok(caller):
             die(f"{event} for {nodeid} did not come from the harness's own call of the test")
+        problem = test_modules_changed()
+        if problem is not None:
+            die(f"{nodeid}: {problem}")
         if event in ("posttrain.begin", "posttrain.begin_unittest"):
             if nodeid in verdict["begun"]:
                 die(f"the test {nodeid} started twice")
@@ -646,7 +778,7 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         if caller.f_code is not glue_codes.get("posttrain.finish") or caller.f_back is None or \
                 caller.f_back.f_code is not bottom or verdict["finished"]:
             die("the end of the run was not announced by the harness")
-        problem = integrity(only_core=False)
+        problem = integrity(only_core=False) or test_modules_changed()
         if problem is not None:
             die(problem)
         verdict["finished"] = True
@@ -724,6 +856,11 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             if rewriter:
                 die("pytest's rewriter ran something that is not a code object")
             return
+        if not rewriter and code.co_name == "<module>" and code.co_filename in verifier_files and caller is not None:
+            args_of = local(caller, "args")  # the import system's _call_with_frames_removed(exec, code, globals)
+            if type_(args_of) is tuple and len_(args_of) == 2 and args_of[0] is code and \
+                    type_(args_of[1]) is dict_ and module_codes.get(code.co_filename) == code:
+                append(pending_modules, (code.co_filename, args_of[1]))
         if not rewriter and not (code.co_name == "<module>" and code.co_filename in hidden):
             return
         want = module_codes.get(code.co_filename)
@@ -858,6 +995,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             on_finish(caller, args)
         elif event == UNITTEST_RETURNED:
             on_unittest_returned(caller)
+        elif event == MODULE_READY:
+            on_module_ready(caller)
         else:
             on_outcome(event, caller, args)
 
@@ -936,7 +1075,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     for fn in (emit, die, is_candidate, candidate_on_stack, above_kernel, chain_ok, local, resolve, path_of,
                proc_private, open_dirs, places, on_open, check_open, test_module, importing_test, reloading_lines, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
                on_finish, on_attr, on_code, trusted_name, on_compile, on_exec, import_machinery, on_disk, cached_on_disk, importing, on_entered, on_posttrain, dispatch,
-               nested, hook, on_spawn, on_builtin, on_approx, on_unittest_returned, unittest_overrides, own_code):
+               nested, hook, on_spawn, on_builtin, on_approx, on_unittest_returned, unittest_overrides, own_code, pristine_def, on_module_ready,
+               test_modules_changed, snapshot_module, classes_changed, cells_of, cells_changed):
         kernel_codes.add(id_(fn.__code__))
         trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
     emit("ready", repr_(cfg.get("ready", "")))
@@ -1006,6 +1146,14 @@ ENTERED = "posttrain.test_entered"
 """The event a withheld test raises first thing (``_mark_tests``): the kernel refuses it while changed
 code is on the stack, in a thread, or in a fork, so the code under test cannot run a withheld test to
 read the values its failure reports."""
+MODULE_READY = "posttrain.module_ready"
+"""The event a rewritten test module raises as its last statement (``_mark_ready``): the kernel then
+snapshots the module's globals and its classes' methods, before the code under test can run again."""
+MODULE_HOOKS = frozenset({"setup_module", "teardown_module", "setup", "teardown"})
+"""Module-level hooks that pytest calls with the module: the names they set on it are the tests' state."""
+MODULE_SKIP = ("__warningregistry__",)
+"""Names a test module's globals may gain after its import: ``warnings`` keeps its registry there; pytest
+adds its xunit fixtures under names holding ``__pytest_`` (``_Module__pytest_setup_module``)."""
 MAX_GUARD_ITEMS = 1 << 20
 APPROX = "posttrain.approx"
 """The event of the harness's ``pytest.approx``: the kernel keeps each approx a test made."""
@@ -1022,6 +1170,29 @@ VALUE_DUNDERS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__
 MATCHER_QUALNAMES = frozenset({"_ANY.__eq__", "_ANY.__ne__"})
 """Standard-library (and ``mock`` backport) methods that agree with anything, refused wherever they sit;
 the CPython test suite's helpers (``test.support.ALWAYS_EQ``, a path with ``/test/``) too."""
+
+
+def _class_methods() -> tuple[frozenset, tuple]:
+    """``({(id(class), name, id(function))}, the classes)``: every function each class of every loaded
+    module holds, under its name, before any candidate code runs. The guard accepts a standard-library
+    method only where this says it sat: it once looked the method's class up by name in the method's
+    module's globals, which the code under test rebinds (``xml.etree.ElementTree.QName = <its float
+    subclass>`` put ``QName.__eq__``, reading a class attribute that always agrees, on it: 6 of 6)."""
+    import types
+
+    out, classes = set(), []
+    for module in list(sys.modules.values()):
+        if type(module) is not types.ModuleType:
+            continue
+        for value in list(vars(module).values()):
+            if not isinstance(value, type) or type(vars(value)) is not types.MappingProxyType:
+                continue
+            classes.append(value)
+            for key, fn in list(vars(value).items()):
+                fn = fn.__func__ if isinstance(fn, staticmethod | classmethod) else fn
+                if type(key) is str and type(fn) is types.FunctionType:
+                    out.add((id(value), key, id(fn)))
+    return frozenset(out), tuple(classes)
 
 
 def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: frozenset,  # noqa: C901
@@ -1067,6 +1238,9 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                              if isinstance(c, type) and issubclass(c, ApproxBase))
     names = frozenset(VALUE_DUNDERS)
     ordering = frozenset(id(f) for pairs in functools._convert.values() for _, f in pairs)
+    registry, registered = _class_methods()
+    member_get, getset_get = types.MemberDescriptorType.__get__, types.GetSetDescriptorType.__get__
+    registered_ids = frozenset(id(c) for c in registered)
 
     def pristine_class(klass, _classes=pristine_classes, _type=type, _str=str, _module=module_of,
                        _qualname=qualname_of) -> bool:
@@ -1076,38 +1250,10 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     def static(klass, _flags=type.__dict__["__flags__"].__get__) -> bool:
         return not _flags(klass) & (1 << 9)  # not Py_TPFLAGS_HEAPTYPE: a C type, which Python cannot change
 
-    def home(klass, fn, dunder, _globals=types.FunctionType.__dict__["__globals__"].__get__, _dict=dict_of,
-             _items=items_of, _dict_items=dict.items, _type=type, _str=str, _list=list, _subclass=subclass,
-             _split=str.split, _len=len, _qualname=qualname_of, _range=range, _type_type=type) -> bool:
-        """Whether ``klass`` is the class whose body defined ``fn`` (a dunder of it), or whose method made
-        it (``Fraction._operator_fallbacks.<locals>.forward``): the class at that qualified name in ``fn``'s
-        own module (its globals, read item by item). A standard-library method put in another class
-        (``unittest.mock.ANY``'s ``__eq__`` on a float subclass) agreed with every test."""
-        parts = _split(fn.__code__.co_qualname, ".")
-        made = "<locals>" in parts
-        if made:
-            parts = parts[:parts.index("<locals>")]
-        elif not dunder:
-            return False
-        path = parts[:-1] or _split(_qualname(klass), ".")  # (a module-level function or factory: klass is
-        space = _list(_dict_items(_globals(fn)))            # then a class of fn's own module)
-        for i in _range(_len(path)):
-            found = None
-            for key, value in space:
-                if _type(key) is _str and key == path[i]:
-                    found = value
-                    break
-            if found is None or not _subclass(_type_type, _type(found)):
-                return False
-            if i == _len(path) - 1:
-                return found is klass
-            space = _list(_items(_dict(found)))
-        return False
-
     def foreign(klass, name, fn, _func=types.FunctionType, _slots=slot_types, _pristine=pristine, _type=type,
                 _str=str, _startswith=str.startswith, _tests=test_files, _pclass=pristine_class,
-                _static=static, _id=id, _qualname=qualname_of, _names=names, _ordering=ordering, _home=home,
-                _matchers=MATCHER_QUALNAMES, _getattr=getattr) -> str | None:
+                _static=static, _id=id, _qualname=qualname_of, _names=names, _ordering=ordering,
+                _matchers=MATCHER_QUALNAMES, _getattr=getattr, _registry=registry, _keep=registered) -> str | None:
         """A method is judged by what it is and where it sits: a C type's method under its own name, a
         function of the repository or the tests named as a value dunder, a standard-library method in its
         own class. A function put in a class under another name answered for it: ``__eq__ = float.__add__``
@@ -1127,8 +1273,8 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                 return None  # functools.total_ordering's: they call the class's other methods, checked too
             if "/test/" in where or qualname in _matchers:
                 return f"{_qualname(klass)}.{name} is a matcher that agrees with anything ({qualname})"
-            if _home(klass, fn, dunder):
-                return None
+            if (_id(klass), name, _id(fn)) in _registry:
+                return None  # (where it sat before the code under test ran: a module's globals are rebindable)
             return f"{_qualname(klass)}.{name} is {qualname} of the standard library, outside its own class"
         if (_type(where) is _str and where in _tests or (where, qualname) in _pristine) and dunder:
             return None  # (a fixed body of the repository's own dunder at its qualified name is fine)
@@ -1173,9 +1319,64 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                     return f"an approx with {key}={tol!r} agrees with anything"
         return None
 
+    def reader_ok(fn, _func=types.FunctionType, _type=type, _str=str, _startswith=str.startswith,
+                  _pristine=pristine, _tests=test_files) -> bool:
+        """A function that reads an attribute for a comparison: the standard library's, the tests', or the
+        pristine repository's at its qualified name."""
+        if _type(fn) is not _func:
+            return False
+        code = fn.__code__
+        where = code.co_filename
+        return _type(where) is _str and (_startswith(where, "/usr/") or _startswith(where, "<frozen ") or
+                                         where in _tests or (where, code.co_qualname) in _pristine)
+
+    def state(v, t, _mro=mro_of, _dict=dict_of, _items=items_of, _static=static, _list=list, _type=type, _str=str,
+              _id=id, _member=types.MemberDescriptorType, _getset=types.GetSetDescriptorType, _member_get=member_get,
+              _getset_get=getset_get, _func=types.FunctionType, _names=names, _plain=dict, _prop=property,
+              _reader=reader_ok, _qualname=qualname_of, _registered=registered_ids,
+              _hooks=frozenset({"__getattr__", "__getattribute__"}), _methods=(staticmethod, classmethod),
+              _startswith=str.startswith) -> tuple:
+        """``(problem, values)``: what an instance of a Python class holds (its ``__dict__``'s values, its
+        slots, read through the C descriptors; a class attribute of a class the standard library did not
+        define before the run) when one of its classes answers comparisons in Python code, which reads them:
+        ``Fraction``'s ``==`` and ``float()`` read ``_numerator``, which held an object that always agrees (6 of
+        6). A property or ``__getattr__`` such a value reads through must be the standard library's, the
+        tests' or the pristine repository's."""
+        klasses = [k for k in _mro(t) if not _static(k)]
+        if not any(_type(key) is _str and key in _names and _type(d) is _func
+                   for k in klasses for key, d in _list(_items(_dict(k)))):
+            return None, []
+        out = []
+        for klass in klasses:
+            own = _id(klass) in _registered
+            for key, d in _list(_items(_dict(klass))):
+                kind = _type(d)
+                if kind is _member:
+                    try:
+                        out.append(_member_get(d, v, t))
+                    except AttributeError:
+                        pass
+                elif kind is _getset:
+                    if key == "__dict__":
+                        try:
+                            inst = _getset_get(d, v, t)
+                        except AttributeError:
+                            continue
+                        if _type(inst) is _plain:
+                            out.extend(_plain.values(inst))
+                elif own or kind in _methods or _type(key) is _str and _startswith(key, "__") and key not in _hooks:
+                    continue
+                elif kind is _prop or kind is _func and key in _hooks:
+                    fn = d if kind is _func else d.fget
+                    if fn is not None and not _reader(fn):
+                        return f"{_qualname(klass)}.{key} reads an attribute through code the diff added", []
+                elif kind is not _func:
+                    out.append(d)  # a class attribute an instance reads
+        return None, out
+
     def guard(value, _own=own_methods, _matcher=matcher, _type=type, _scalars=scalars, _seqs=seqs, _dict=dict,
               _list=list, _id=id, _subclass=subclass, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase, _set=set,
-              _getattribute=object.__getattribute__, _error=AssertionError):
+              _getattribute=object.__getattribute__, _error=AssertionError, _state=state, _static=static):
         """Runs none of the value's code: types are compared by identity (a metaclass's ``__hash__`` or
         ``__eq__`` ran in a set lookup) and subclasses found by the C subtype test (``isinstance`` reads
         a ``__class__`` property, which set ``__eq__`` on the class after its check)."""
@@ -1188,6 +1389,9 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                 continue
             seen.add(_id(v))
             problem = _own(t) or _matcher(v, t)
+            if problem is None and not _static(t):
+                problem, held = _state(v, t)
+                todo.extend(held)
             if problem is not None:
                 raise _error(f"posttrain's repo grader: a value the test compares answers through a "
                              f"method the diff added ({problem})")
@@ -1366,6 +1570,74 @@ def _mark_tests(mod: object) -> None:
                 mark(fn)
 
 
+def _mark_ready(mod: object) -> None:
+    """End a rewritten test module with ``AUDIT_SLOT(MODULE_READY)``: its last statement tells the kernel
+    that its globals and classes are what its own code bound (``_module_defs``)."""
+    import ast
+
+    body = mod.body  # type: ignore[attr-defined]
+    line = max((getattr(n, "end_lineno", None) or getattr(n, "lineno", 1) for n in body), default=1)
+    call = ast.Expr(ast.Call(ast.Constant(AUDIT_SLOT), [ast.Constant(MODULE_READY)], []))
+    for node in (call, call.value, call.value.func, *call.value.args):
+        node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = line, 0, line, 0
+    body.append(call)
+
+
+def _plain_defs(body: list) -> frozenset:
+    """The names whose last binding in ``body`` (a module's or a class's statements) is an undecorated
+    ``def``: a name rebound later (``test_x = mark(test_x)``, ``del helper``, an ``if`` that redefines it)
+    is the module's to bind."""
+    import ast
+
+    last: dict[str, bool] = {}
+    for stmt in body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            last[stmt.name] = not stmt.decorator_list
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                last[node.id] = False
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                last[node.name] = False
+            elif isinstance(node, ast.alias):
+                last[(node.asname or node.name).split(".")[0]] = False
+    return frozenset(name for name, plain in last.items() if plain)
+
+
+def _module_defs(paths: list[str]) -> dict[str, tuple]:
+    """``{path: (functions, classes, free, cells, attrs)}`` of each verifier Python file, from its source before the
+    code under test runs: the names of its undecorated top-level functions, ``{class: (methods, undecorated
+    methods)}`` of its top-level classes, the names any of its functions declares ``global`` or
+    ``setup_module`` sets (a test's own state, which its code may rebind), those declared ``nonlocal``
+    (closure cells its code may rebind), and the attribute names it assigns (``cls.db = ...`` in
+    ``setUpClass``: class attributes its code may rebind)."""
+    import ast
+
+    out: dict[str, tuple] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(), filename=path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        defs = ast.FunctionDef | ast.AsyncFunctionDef
+        functions = _plain_defs(tree.body)
+        classes = {n.name: (frozenset(m.name for m in n.body if isinstance(m, defs)), _plain_defs(n.body))
+                   for n in tree.body if isinstance(n, ast.ClassDef)}
+        free = {name for n in ast.walk(tree) if isinstance(n, ast.Global) for name in n.names}
+        for fn in tree.body:  # setup_module(module): module.client = ... (pytest's and unittest's hooks)
+            if isinstance(fn, defs) and fn.name in MODULE_HOOKS and fn.args.args:
+                param = fn.args.args[0].arg
+                free |= {t.attr for n in ast.walk(fn) if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
+                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == param}
+        cells = frozenset(name for n in ast.walk(tree) if isinstance(n, ast.Nonlocal) for name in n.names)
+        attrs = frozenset(t.attr for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)
+                          for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Attribute))
+        out[path] = (functions, classes, frozenset(free), cells, attrs)
+    return out
+
+
 def _bind(code: object, slots: dict) -> object:
     """``code`` with every constant that is a key of ``slots`` replaced by its value, in nested code
     objects too (before any candidate code runs, or in the import of a test module)."""
@@ -1424,6 +1696,7 @@ def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes:
         _pin_unittest_asserts(mod, names)
         if str(module_path) in hidden:
             _mark_tests(mod)
+        _mark_ready(mod)
 
     def rewrite_test(fn, config):  # noqa: ANN001, ANN202 - pytest's
         stat, co = compile_test(fn, config)
@@ -1553,6 +1826,7 @@ def _class_names(payload: dict) -> frozenset:
 
 def main(payload: dict) -> None:
     """Run the listed tests under the kernel and exit with pytest's status (never returns)."""
+    import builtins
     import os
     import posix
 
@@ -1617,7 +1891,9 @@ def main(payload: dict) -> None:
                                        not (k.startswith("__") and k.endswith("__"))), "read_pyc": id(_pytest.assertion.rewrite._read_pyc.__code__),
            "rewrite_exec": id(_pytest.assertion.rewrite.AssertionRewritingHook.exec_module.__code__),
            "fork_exec": fork_exec, "spawn_code": spawn_code, "create_builtin": create_builtin,
-           "builtin_code": builtin_code}
+           "builtin_code": builtin_code,
+           "builtin_names": frozenset(k for k in vars(builtins) if type(k) is str),
+           "module_defs": _module_defs([f"{work}/{p}" for p in payload["verifier_files"] if p.endswith(".py")])}
     del frame
     sys.addaudithook(_private(_make_kernel)(cfg, trusted, entries, expected, glue_codes, allow, bottom))
     del cfg, trusted, entries, expected, allow, bottom, fork_exec, create_builtin
