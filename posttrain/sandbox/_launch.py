@@ -3,7 +3,8 @@
 Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
 
     posix_spawn /bin/sh  (root)   join the slot's cgroups by writing $$ to cgroup.procs
-      exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=0
+      exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=1 (``_seccomp``: no core
+                                 dump at all, to a file or to a ``core_pattern`` pipe)
       exec setpriv               drop to the slot's own uid (``_uids``: one per slot, never
                                  shared with another slot or pool), no supplementary groups:
                                  unprivileged *outside* the sandbox too
@@ -177,7 +178,7 @@ def launcher_argv(
     return [
         tools.sh, "-c", script, "sh", *wrap,
         tools.prlimit, f"--cpu={cpu}", f"--fsize={fsize if fsize is not None else 'unlimited'}",
-        f"--nofile={nofile}:{nofile}", "--core=0", "--",
+        f"--nofile={nofile}:{nofile}", "--core=1", "--",
         tools.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
         tools.bwrap, *bwrap_options, "--", *command,
     ]  # fmt: skip

@@ -23,6 +23,14 @@ job set the fork-server's rlimits, nice value, CPU affinity, scheduler or I/O pr
 later job of the slot would inherit them. Those syscalls are allowed only on the calling process
 itself (pid 0; ``setpriority``/``ioprio_set`` also on its own process group, never on a whole
 uid); reading another process's limits stays allowed.
+
+Core dumps: every sandboxed process has RLIMIT_CORE 1 (soft and hard, set at launch) and cannot
+change it (``setrlimit``/``prlimit64`` of RLIMIT_CORE answer EPERM). On a host whose
+``kernel.core_pattern`` is a pipe (systemd-coredump, apport), RLIMIT_CORE 0 does not stop a dump:
+the kernel runs the host's helper, as root, outside the sandbox and its cgroups, for every crash,
+and feeds it the process's memory; 1 is the kernel's own "no pipe dump" value (the recursion guard
+of ``umh_coredump_setup``), and under the page size no file dump is written either. A job that
+could lower it to 0 could crash in a loop to burn the host's CPU and disk outside its limits.
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ _DENY_ALWAYS = (
     "open_by_handle_at", "name_to_handle_at", "swapon", "swapoff", "reboot", "acct",
     "quotactl", "syslog", "fanotify_init", "lookup_dcookie", "vhangup",
 )  # fmt: skip
+
+_RLIMIT_CORE = 4
 
 _CLONE_NS_FLAGS = (
     0x00020000,  # CLONE_NEWNS
@@ -98,6 +108,8 @@ def seccomp_bpf() -> bytes:
     f.add_rule(deny, "setpriority", sc.Arg(0, sc.EQ, _PRIO_USER))
     f.add_rule(deny, "ioprio_set", sc.Arg(0, sc.EQ, _IOPRIO_WHO_USER))
     f.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0), sc.Arg(2, sc.NE, 0))  # another pid, new limits
+    f.add_rule(deny, "prlimit64", sc.Arg(1, sc.EQ, _RLIMIT_CORE), sc.Arg(2, sc.NE, 0))  # (module docstring)
+    f.add_rule(deny, "setrlimit", sc.Arg(0, sc.EQ, _RLIMIT_CORE))
     for req in (_TIOCSTI, _TIOCLINUX):
         f.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, req))
     with tempfile.TemporaryFile() as tmp:

@@ -6,7 +6,8 @@ Linux AIO contexts (``fs.aio-max-nr``, 65536) are one count for the host. Before
 ``io_setup`` for 65536 events left every other process on the host with EAGAIN, while it ran.
 Now each slot's /dev/pts is a devpts of its own with at most ``_fs.MAX_PTYS`` ptys, and seccomp
 answers ``io_setup`` with ENOSYS. Huge pages (``vm.nr_hugepages``) are the same kind of pool, on
-hosts that reserve some: seccomp refuses them.
+hosts that reserve some: seccomp refuses them. So is the host's core-dump helper, on hosts whose
+``kernel.core_pattern`` is a pipe: each crash ran it as root, outside every cgroup of the sandbox.
 
 The hog takes what it can, then says so in a file of its /tmp, which the test reads from the host
 (the slot's tmpfs), and holds it until the test has looked.
@@ -137,3 +138,32 @@ def test_a_job_cannot_take_the_hosts_huge_pages(pools):
     hog, _ = pools
     ex = hog.run_python(HUGE)
     assert ex.ok and ex.stdout.split() == [b"1", b"1", b"1"], ex  # EPERM, for mmap, memfd_create, shmget
+
+
+CORE = r"""
+import ctypes, resource, subprocess
+print(*resource.getrlimit(resource.RLIMIT_CORE))
+for want in ((0, 1), (0, 0)):
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, want)
+        print("lowered")
+    except (OSError, ValueError):
+        print("refused")
+libc = ctypes.CDLL(None, use_errno=True)
+new = (ctypes.c_ulong * 2)(0, 0)
+print("refused" if libc.prlimit(0, resource.RLIMIT_CORE, new, None) != 0 else "lowered")
+print(subprocess.run(["sh", "-c", "ulimit -c 0 2>/dev/null && echo lowered || echo refused"],
+                     capture_output=True, text=True).stdout.strip())
+"""
+
+
+def test_a_job_cannot_make_the_host_run_its_core_dump_helper(pools):
+    """On a host whose ``kernel.core_pattern`` is a pipe (systemd-coredump, apport), RLIMIT_CORE 0
+    does not stop a dump: the kernel ran the host's helper, as root, outside the sandbox and its
+    cgroups, fed the process's memory, for every crash: 5 crashes of a job, 5 runs of the helper
+    (measured by hand with ``|/tmp/helper %p %c``, then core_pattern put back: a test does not change
+    the host's). RLIMIT_CORE is now 1, the kernel's own "no pipe dump" value, and no job can change it
+    (``_seccomp``): 0 runs of the helper."""
+    hog, _ = pools
+    ex = hog.run_python(CORE)
+    assert ex.ok and ex.stdout.split() == [b"1", b"1", b"refused", b"refused", b"refused", b"refused"], ex
