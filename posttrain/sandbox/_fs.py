@@ -43,6 +43,7 @@ host's 3072, a pool at most 16 per CPU (a fork-server and an exec slot each)."""
 
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_SHARED = 2, 4, 8, 4096, 1 << 20
 _MNT_DETACH, _UMOUNT_NOFOLLOW = 2, 8
+_MS_REMOUNT = 32
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
@@ -58,6 +59,13 @@ def mount_tmpfs(path: Path | str, size_bytes: int, uid: int, mode: int = 0o755, 
     """Mount a new tmpfs (nosuid, nodev, at most ``inodes`` inodes) on ``path``, owned by ``uid``."""
     opts = f"size={size_bytes},nr_inodes={inodes},mode={mode:o},uid={uid},gid={uid}".encode()
     _check(_libc.mount(b"posttrain-job", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), "mount", path)
+
+
+def set_tmpfs_inodes(path: Path | str, inodes: int) -> None:
+    """Remount the tmpfs on ``path`` with room for ``inodes`` inodes (frees and moves nothing)."""
+    opts = f"nr_inodes={inodes}".encode()
+    _check(_libc.mount(b"posttrain-job", os.fsencode(path), b"tmpfs", _MS_REMOUNT | _MS_NOSUID | _MS_NODEV, opts),
+           "remount", path)
 
 
 def mount_devpts(path: Path | str, max_ptys: int = MAX_PTYS) -> None:

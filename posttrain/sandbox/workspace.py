@@ -8,17 +8,23 @@ so the job sees the merged tree and all its writes land in the upper layer.
 - ``snapshot()`` freezes the upper layer (a rename-free list append) and starts an empty one:
   the next attempt continues from there (multi-turn repair). Cost does not depend on size.
 - ``rollback(to=None)`` drops the upper layer and, given a snapshot, the layers above it. Each
-  attempt's layer is a tmpfs of its own (``a<n>/u`` with overlay's work dir ``a<n>/w``, at most
-  ``LAYER_INODES`` inodes), so dropping one is an unmount: the kernel frees what the jobs wrote,
-  in time bounded by the cap, and the host never walks it (a deep directory chain a job made used
-  to keep the host's userspace wipe busy for seconds).
+  attempt's layer is a tmpfs of its own (``a<n>/u`` with overlay's work dir ``a<n>/w``), so
+  dropping one is an unmount: the kernel frees what the jobs wrote, in time bounded by the cap,
+  and the host never walks it (a deep directory chain a job made used to keep the host's
+  userspace wipe busy for seconds).
+- The layers *together* hold at most ``storage_mb`` bytes and ``inodes`` inodes: each new
+  attempt's tmpfs gets what the frozen ones left. Each used to get the whole of both, so a job
+  that filled its layer every step (the runner snapshots after each) stacked ``storage_mb`` per
+  step, all of it charged to the workspace's memory cgroup: after three 512 MB layers every later
+  job was killed for memory, ``echo`` too, and in 2 runs of 7 the launch itself (an infra error).
 - ``read_file``/``write_file`` work on the merged view from the host, honouring overlay
   whiteouts (character device 0/0) and opaque directories, without following symlinks out.
 - ``changed_paths()`` lists, from the host's side, the paths the layers above the initial state
   touch (what a grader takes a diff of: never a listing a job made).
 
 Each workspace has its own storage: a tmpfs of ``storage_mb`` holding its layers, cgroups of its
-own that its jobs run in (memory limit: the job's ``memory_mb`` plus ``storage_mb``), and a host
+own that its jobs run in (memory limit: the job's ``memory_mb`` plus ``storage_mb`` plus what its
+inodes hold in kernel memory, ``INODE_BYTES`` each: 1M empty files held 960 MiB), and a host
 uid of its own that its jobs run as (``_uids``: its files stay its own whichever exec slot runs
 the next job). Its jobs' /tmp and /dev/shm are fresh per job, as every exec job's. What a
 job keeps is charged there, never to a pool slot that unrelated jobs use next; a full workspace
@@ -49,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox._cgroup import SlotCgroup
-from posttrain.sandbox._fs import mount_tmpfs, unmount
+from posttrain.sandbox._fs import mount_tmpfs, set_tmpfs_inodes, unmount
 from posttrain.sandbox._launch import overlay_wrap
 from posttrain.sandbox._pool import LocalSandboxPool, _mount_tmpfs, _normalize_files, _unmount_and_remove
 from posttrain.sandbox._types import Execution, Limits
@@ -60,7 +66,18 @@ from posttrain.sandbox.errors import LimitsError, WorkspaceError, WorkspaceFileM
 __all__ = ["Workspace"]
 
 _MiB = 1 << 20
-LAYER_INODES = 1 << 20  # files and directories per attempt (a build can make many; ~1.5 s to free at the cap)
+LAYER_INODES = 1 << 20
+"""Files, directories and links the layers of one workspace hold together, at most (a build can make many;
+~1.5 s to free at the cap); fewer for a small workspace (``storage_mb`` at ``INODE_BYTES`` each)."""
+INODE_BYTES = 1024
+"""The memory an inode of a layer is counted as: tmpfs's own count of one (``BOGO_INODE_SIZE``, which its
+xattrs and hard links draw on too); an empty file measured 0.94 KiB of kernel memory, in the workspace's
+cgroup for as long as the layer lives."""
+RESERVE_INODES = 16
+"""Inodes an attempt's tmpfs is given back before each job when its jobs used up the rest: overlayfs's
+mount makes two files in the work dir and removes them (its RENAME_WHITEOUT check), and on a tmpfs with
+none free the mount failed (ENOSPC): the launch, not the job, and so an infra error."""
+_PAGE = 4096
 # The overlay is mounted by root (in the launch's own mount namespace), so it keeps its own
 # metadata in trusted.* xattrs, which a job cannot set (user.overlay.* would be a job's to forge).
 _OPAQUE = ("trusted.overlay.opaque",)
@@ -97,6 +114,12 @@ def _files_under(base: Path, rel: str) -> set[str]:
     return out
 
 
+def _held(layer: Path) -> tuple[int, int]:
+    """``(bytes, inodes)`` a frozen attempt's tmpfs holds (``layer`` is its upper dir)."""
+    st = os.statvfs(layer.parent)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree
+
+
 def _world_readable(d: Path) -> bool:
     """Whether an unprivileged user can traverse to ``d`` and list it (mode bits only)."""
     for parent in d.parents:
@@ -123,6 +146,8 @@ class Workspace:
             raise LimitsError(f"Workspace storage_mb must be an integer in [1, {1 << 20}], got {storage_mb!r}")
         self.pool = pool
         self.storage_mb = storage_mb
+        self.inodes = min(LAYER_INODES, storage_mb * _MiB // INODE_BYTES)
+        """Inodes the layers may hold together (module docstring)."""
         self._lock = threading.Lock()
         token = secrets.token_hex(6)
         self._claim = pool.claim_uid()
@@ -183,11 +208,16 @@ class Workspace:
         return d
 
     def _new_attempt(self) -> tuple[Path, Path]:
-        """A tmpfs of its own for the next attempt, with its upper layer and overlay's work dir."""
+        """A tmpfs of its own for the next attempt, with its upper layer and overlay's work dir: the
+        bytes and inodes the frozen layers left of the workspace's (at least a page and
+        ``RESERVE_INODES``: a full workspace is ENOSPC for its jobs, never a mount that fails)."""
+        held = [_held(layer) for layer in self.layers[1:]]
+        size = max(self.storage_mb * _MiB - sum(b for b, _ in held), _PAGE)
+        inodes = max(self.inodes - sum(n for _, n in held), RESERVE_INODES)
         self._n += 1
         top = self._root / f"a{self._n}"
         top.mkdir(mode=0o755)
-        mount_tmpfs(top, self.storage_mb * _MiB, self.uid, inodes=LAYER_INODES)
+        mount_tmpfs(top, size, self.uid, inodes=inodes)
         upper, work = top / "u", top / "w"
         for d in (upper, work):
             d.mkdir(mode=0o755)
@@ -218,13 +248,26 @@ class Workspace:
     ) -> Execution:
         """Run ``cmd`` in a fresh sandbox with this workspace's merged tree at /work (cwd)."""
         with self._lock:
+            self._room_for_overlay()
             lower = ":".join(str(layer.relative_to(self._root)) for layer in reversed(self.layers))  # top first
             upper, work = self.upper.relative_to(self._root), self.work.relative_to(self._root)
             options = f"lowerdir={lower},upperdir={upper},workdir={work},{_OVERLAY_OPTS}"
             base = str(self._host_base) if self._host_base is not None else None
-            room = Room(self._cg, self.uid, self.storage_mb, ["--bind", str(self._merged), "/work"],
+            # what the layers may hold: their bytes, and their inodes' kernel memory (the few that
+            # RESERVE_INODES adds per attempt or per job, 16 KiB each time, come out of the job's memory)
+            keep_mb = self.storage_mb + -(-self.inodes * INODE_BYTES // _MiB)
+            room = Room(self._cg, self.uid, keep_mb, ["--bind", str(self._merged), "/work"],
                         overlay_wrap(self.pool.tools, str(self._root), base, options))
             return self.pool.exec_in(cmd, stdin=stdin, timeout=timeout, limits=limits, room=room)
+
+    def _room_for_overlay(self) -> None:
+        """Give the current attempt's tmpfs ``RESERVE_INODES`` more when its jobs left fewer free
+        (a remount, which frees nothing and moves nothing): overlayfs's mount needs two for a moment."""
+        top = self.upper.parent
+        st = os.statvfs(top)
+        if st.f_ffree >= RESERVE_INODES:
+            return
+        set_tmpfs_inodes(top, st.f_files + RESERVE_INODES)
 
     def snapshot(self) -> int:
         """Freeze the current state; returns a handle for ``rollback(to=...)``. O(1). An attempt that
