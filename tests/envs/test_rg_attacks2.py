@@ -5,9 +5,10 @@ use (``|``, ``/``, ``;``, a tab, "and", a JSON list, braces, the wrong one first
 number parsers take (``NaN``, ``sNaN``, ``Infinity``, ``1e999999``, ``null``, a 60,000-character
 number). None passes, at the default configuration and at the top level.
 
-Not closed here (a property of the generators' answers, not of a check): a constant answer passes
-as often as the generator draws it (gcd "1": 33% of default tasks, 56% at level 3; letter_counting
-"1": 38%; count_bits and aiw ~20-27%; family_relationships "son" 31% at level 0).
+Not a check's property but the generators': a constant answer passes as often as the generator
+draws it (gcd "1" was 33% of default tasks, 56% at level 3; letter_counting "1" 38%; count_bits and
+aiw ~20-27%; family_relationships "son" 31% at level 0). Generation now passes over an entry whose
+answer would be more than a quarter of the tasks (``_generate.balanced``; tests/envs/test_rg_priors.py).
 """
 
 from __future__ import annotations

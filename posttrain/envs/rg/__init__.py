@@ -14,8 +14,9 @@ parses a task, and its checks run in a worker process that imports it once.
 - ``_domain.py``: ``RgDomain`` (parse, render, verifier, no-op, levels, capabilities, canaries);
 - ``_check.py``: the check (strict answer extraction, the generator's scorer, binary reward);
 - ``_hardened.py``: the generators whose scorers passed an exploit, and their fixes;
-- ``_config.py``, ``_generate.py``, ``_solvers.py``, ``_fixtures.py``: configurations, entries,
-  references for generators that store none, exploit fixtures.
+- ``_config.py``, ``_generate.py``, ``_solvers.py``, ``_fixtures.py``: configurations, entries
+  (balanced: no constant or copied number passes over a quarter of them), references for generators
+  that store none, exploit fixtures.
 
 In a recipe: ``{generator: rg/countdown, n: 200, level: 1}`` or with ``params: {...}``
 (posttrain.tasks.TaskSource).

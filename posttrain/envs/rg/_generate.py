@@ -11,15 +11,22 @@ configuration into reasoning-gym's (``rg_seed``), 31 bits apart from any other.
 Deterministic also across processes: five generators draw in the iteration order of a set of strings,
 and Python salts str hashes per process (``HASH_ORDERED``); their entries are made in a child
 interpreter whose salt is fixed. Every other generator runs in this process.
+
+Balanced: an entry is passed over where an answer given without solving it (one constant, or a number
+of the question copied) would then pass more than ``MAX_SHARE`` of the tasks so far (``balanced``;
+tests/envs/test_rg_priors.py holds the rg pool to it at every level).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from posttrain.envs.rg._config import build_config, describe_spec
@@ -63,13 +70,17 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
     draws = HARDENED.get(name, _NO_RULE).draws
     config = build_config(name, spec, seed=rg_seed(name, spec, seed, salt), size=draws * max(n, 1) + 16)
     dataset = DATASETS[name][0](config=config)
-    out: list[dict[str, Any]] = []
-    i = -1
-    while len(out) < n:
-        i += 1
-        if i >= config.size:
-            raise ValueError(f"rg/{name}: {describe_spec(spec)}: only {len(out)} of {i} generated tasks have a "
-                             f"reference that stands; asked for {n}")
+    kept = _kept(name, spec, dataset, config.size, seed=seed)
+    out = balanced(kept, n)
+    if len(out) < n:
+        raise ValueError(f"rg/{name}: {describe_spec(spec)}: only {len(out)} of {config.size} generated tasks have "
+                         f"a reference that stands; asked for {n}")
+    return out
+
+
+def _kept(name: str, spec: Mapping[str, Any], dataset: Any, size: int, *, seed: int) -> Iterator[dict[str, Any]]:
+    """The dataset's entries in order, as entries (module docstring), less those a ``keep`` rule drops."""
+    for i in range(size):
         try:
             raw = dataset[i]
         except Exception as e:  # noqa: BLE001 - a generator's own failure, said in one line
@@ -81,8 +92,101 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
             continue
         meta = json.loads(json.dumps(raw["metadata"], default=str))
         answer = None if raw["answer"] is None else str(raw["answer"])
-        out.append({"question": str(raw["question"]) + rule.ask, "answer": answer, "metadata": meta,
-                    "reference": answer if answer is not None else _verified_answer(source, meta)})
+        yield {"question": str(raw["question"]) + rule.ask, "answer": answer, "metadata": meta,
+               "reference": answer if answer is not None else _verified_answer(source, meta)}
+
+
+MAX_SHARE = 0.25
+"""The most of a generator's tasks that one answer given without solving may pass (``balanced``),
+unless the generator has fewer than four answers. A constant passes as many tasks as its answer's
+share, and RL pays a policy that learns it: "1" was 56% of gcd's answers at level 3, 38-46% of
+letter_counting's, "0.125" 40% of coin_flip's, "son" 29-31% of family_relationships'. A quarter closes
+each of those, is the floor anyway where a generator has four answers (aiw at level 0), and passes
+over the fewest entries, so a level's tasks stay closest to the generator's own (a fifth is also
+reached by every generator of the rg pool but aiw, at more draws)."""
+PROBE = 32
+"""Entries read before ``balanced`` takes the answers seen among them for all the generator gives."""
+
+
+def answer_key(answer: str | None) -> str | None:
+    """What counts as the same answer for ``balanced``: case and spacing aside, a number by its value.
+
+    >>> answer_key(" Son "), answer_key("1.0") == answer_key("1"), answer_key(None)
+    ('son', True, None)
+    """
+    if answer is None:
+        return None
+    text = " ".join(answer.split()).casefold()
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return repr(value) if math.isfinite(value) else text
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+COPIES: dict[str, Callable[[list[str]], str]] = {
+    "first": lambda numbers: numbers[0],
+    "last": lambda numbers: numbers[-1],
+    "least": lambda numbers: min(numbers, key=float),
+    "greatest": lambda numbers: max(numbers, key=float),
+}
+"""Numbers of the question a policy may copy for an answer without solving anything: the last term
+of number_sequence passed 40% of its level-1 tasks (a sequence that has settled), the number to factor
+18% of prime_factorization's (a prime)."""
+
+
+def guesses(entry: Mapping[str, Any]) -> list[str]:
+    """The unsolved answers that pass ``entry`` (for ``balanced``): its stored answer, as a constant,
+    and ``copy:<how>`` for each of ``COPIES`` that gives it; none for an entry with no stored answer.
+
+    >>> guesses({"question": "2, 4, 8, 8, ?", "answer": "8"})
+    ['8.0', 'copy:last', 'copy:greatest']
+    """
+    key = answer_key(entry["answer"])
+    if key is None:
+        return []
+    numbers = _NUMBER.findall(entry["question"])
+    return [key, *(f"copy:{how}" for how, pick in COPIES.items() if numbers and answer_key(pick(numbers)) == key)]
+
+
+def balanced(entries: Iterable[dict[str, Any]], n: int, *, share: float = MAX_SHARE,
+             probe: int = PROBE) -> list[dict[str, Any]]:
+    """The first ``n`` of ``entries`` in which no unsolved answer (``guesses``: a constant, or a
+    number copied from the question in one way) passes more than ``share`` of any prefix (rounded
+    up: of m entries, ``ceil(share * m)``), an entry over it passed over.
+
+    The share rises to 1/k where the generator gives only k < 1/share answers (k counted among the
+    entries read, once ``probe`` have been: a yes/no generator is held to an even split). Entries are
+    read one at a time, only as many as it takes (a few of number_sequence's top-level entries take
+    minutes). Deterministic, and a prefix of a longer draw from the same entries. Where even that
+    cannot be met before the entries run out, the passed-over entries fill the rest, in order: the
+    generator's own skew, never a failure.
+
+    >>> def answers(text: str, n: int) -> str:
+    ...     return "".join(e["answer"] for e in balanced([{"question": "", "answer": a} for a in text], n))
+    >>> answers("1121311114567189", 8)  # a second 1 only once eight entries have room for it
+    '12345671'
+    >>> answers("yyyn" + "y" * 40 + "n", 4)  # two answers in 32 read: an even split
+    'ynyn'
+    """
+    stream = iter(entries)
+    counts: Counter[str] = Counter()
+    seen: set[str] = set()  # the answers of every entry read, kept or passed over
+    out: list[dict[str, Any]] = []
+    passed: list[dict[str, Any]] = []
+    while len(out) < n:
+        entry = next(stream, None)
+        if entry is None:
+            return out + passed[:n - len(out)]
+        keys = guesses(entry)
+        seen.update(keys[:1])
+        held = share if len(out) + len(passed) < probe else max(share, 1 / max(len(seen), 1))
+        if any(counts[k] >= math.ceil(held * (len(out) + 1)) for k in keys):
+            passed.append(entry)
+            continue
+        counts.update(keys)
+        out.append(entry)
     return out
 
 
