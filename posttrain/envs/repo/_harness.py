@@ -39,10 +39,12 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   frame, that the test function's code equals the test file's pristine code compiled before the
   candidate ran, that it ran once, and that the snapshotted dictionaries are unchanged. pytest's
   own reports, the exit status and the counts corroborate; they never decide a pass alone.
-- **Test modules stay as imported.** Each rewritten test module ends with ``MODULE_READY``
-  (``_mark_ready``): the kernel snapshots its globals and its classes' methods there (a module the
-  import system runs, ``tests/helpers.py``, at the next check), every undecorated ``def`` already the
-  function it made; a helper rebound, deleted or shadowed afterwards is ``tamper`` at the next test.
+- **Test modules stay as imported.** pytest's hook rewrites every verifier module, helpers too
+  (``_rewrite_helpers``); each ends with ``MODULE_READY`` (``_mark_ready``): the kernel snapshots its
+  globals and its classes' methods there, every undecorated ``def`` already the function it made, and
+  every global it bound by importing a verifier module that module (``_module_imports``); a helper
+  rebound, deleted or shadowed afterwards is ``tamper`` at the next test, and at the read itself when a
+  function of the module reads it as a global (``_pin_globals``).
 - **Tests stay the verifier's.** While changed code is on the stack, writing, renaming or deleting
   a verifier test file, reading a withheld one and running a withheld test (``ENTERED``) are
   denied; a test file edited on disk before pytest imports it no longer compiles to the pristine
@@ -58,8 +60,8 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   changed code on the stack or not.
 
 Not stopped here (the threat model says more): what the code under test computes in the tests'
-own values, a pristine dunder the diff rewrote to agree, a patch of shared state that restores
-itself before the check, module-level data of a test module read (or mutated) through
+own values, a pristine dunder the diff rewrote to agree, a patch of shared state (other than a verifier
+module's globals) that restores itself before the check, module-level data of a test module read (or mutated) through
 ``sys.modules``, and anything that corrupts the interpreter from C. The grader's diff policy (``_diff.py``) and the
 clean pristine copy handle conftest, configuration and history.
 """
@@ -106,7 +108,7 @@ PRELOAD = ("os", "re", "json", "math", "cmath", "random", "string", "textwrap", 
            "reprlib", "difflib", "statistics", "uuid", "zlib", "gzip", "csv", "argparse", "keyword",
            "signal", "linecache", "ast", "tokenize", "importlib", "importlib.util", "importlib.machinery",
            "concurrent.futures", "asyncio", "doctest", "platform", "sysconfig", "email", "html", "urllib.parse",
-           "ipaddress")
+           "ipaddress", "symtable")
 VOLATILE: dict[str, frozenset[str] | None] = {
     "sys": None, "faulthandler": None, "atexit": None, "gc": None, "__main__": None,
     "warnings": frozenset({"filters", "showwarning", "_showwarnmsg", "_showwarnmsg_impl", "_filters_mutated",
@@ -218,9 +220,10 @@ def _parents(path: str) -> list[str]:
 
 
 def _rewritten_by_pytest(path: str) -> bool:
-    """Whether pytest's assertion rewriter compiles the module (its default ``python_files``, and
-    conftest); any other test-directory module (a mixin in ``tests/__init__.py``) is imported and
-    compiled by the import system as it is."""
+    """Whether pytest collects the module as a test module (its default ``python_files``, and conftest):
+    the withheld ones get their tests marked (``_mark_tests``). Every other verifier module (``tests/
+    helpers.py``, a mixin in ``tests/__init__.py``) is rewritten too, by the harness's choice
+    (``_rewrite_helpers``)."""
     import fnmatch
 
     name = path.rsplit("/", 1)[-1]
@@ -228,9 +231,9 @@ def _rewritten_by_pytest(path: str) -> bool:
 
 
 def _pristine_codes(paths: list[str], slots: dict) -> dict[tuple[str, str], object]:
-    """``{(file, qualname): code}`` of each verifier test file, compiled as it will be compiled in the
-    run (pytest's rewriter with the comparison guard, or the import system's plain compile), from the
-    same source and path, before any candidate code runs."""
+    """``{(file, qualname): code}`` of each verifier Python file, compiled as it will be compiled in the
+    run (pytest's rewriter with the comparison guard: test modules and, ``_rewrite_helpers``, the
+    others), from the same source and path, before any candidate code runs."""
     import ast
     import types
 
@@ -241,12 +244,9 @@ def _pristine_codes(paths: list[str], slots: dict) -> dict[tuple[str, str], obje
         try:
             with open(path, "rb") as fh:
                 source = fh.read()
-            if _rewritten_by_pytest(path):
-                tree = ast.parse(source, filename=path)
-                rewrite.rewrite_asserts(tree, source, path, None)
-                module = _bind(compile(tree, path, "exec", dont_inherit=True), slots)
-            else:
-                module = compile(source, path, "exec", dont_inherit=True, optimize=-1)
+            tree = ast.parse(source, filename=path)
+            rewrite.rewrite_asserts(tree, source, path, None)
+            module = _bind(compile(tree, path, "exec", dont_inherit=True), slots)
         except (OSError, SyntaxError, ValueError):
             continue  # a test file that does not compile has no test to pass
         out[(path, "<module>")] = module
@@ -654,6 +654,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                           {k: v for k, v in own.items() if k in methods or k not in attrs}, frozenset(k for k in own)))
         held = [v for v in dict_.values(items)] + [v for entry in kept for v in dict_.values(entry[4])]
         append(test_modules, (path, space, items, kept, free, cells_of(held, nonlocals)))
+        append(by_path.setdefault(path, []), (items, free))
+        problem = imports_changed(path, items, free)
+        if problem is not None:
+            die(f"{path[len_(work):]}: {problem}")
 
     def cells_of(functions: list, nonlocals: frozenset) -> list:
         """``(function, index, contents)`` of each closure cell of ``functions`` (a decorator's wrapper holds the
@@ -683,15 +687,63 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 return f"{where}: a closure cell of {fn.__code__.co_qualname} was rebound after the module's import"
         return None
 
-    pending_modules: list = []  # (path, globals) of verifier modules the import system ran (not rewritten)
+    spaces: dict = {}  # {path: [globals]} of each verifier module the rewriter ran, as it started
+    module_imports = cfg["module_imports"]
+    watched: list = []  # (package's globals, name, files): a submodule a test reaches through its package
+
+    def module_of(value: object, files: frozenset) -> bool:
+        """``value`` is a module whose globals the rewriter ran one of ``files``' pristine code over."""
+        if type_(value) is not ModuleType:
+            return False
+        d = module_dict(value)
+        for path in files:
+            for space in spaces.get(path, ()):
+                if space is d:
+                    return True
+        return False
+
+    def imports_changed(path: str, items: dict, free: frozenset) -> str | None:
+        """A global the module bound by importing a verifier module (``_module_imports``) that is not that
+        module, or not the name the module holds."""
+        for name, files, attr, chain in module_imports.get(path, ()):
+            if name in free or name not in items:
+                continue
+            value = items[name]
+            if attr is None:
+                ok = module_of(value, files)
+            else:
+                ok = False
+                for p in files:
+                    for space in spaces.get(p, ()):
+                        ok = ok or dict_.get(space, attr, module_of) is value
+            if not ok:
+                return f"{name} is not what the verifier's {files_name(files)} holds (a module put in its place)"
+            for parents, attr_, children in chain:
+                if not module_of(value, parents):
+                    break
+                append(watched, (module_dict(value), attr_, children))
+                value = dict_.get(module_dict(value), attr_)
+        return watched_changed()
+
+    def watched_changed() -> str | None:
+        for space, name, files in watched:
+            value = dict_.get(space, name, module_of)
+            if value is not module_of and not module_of(value, files):
+                return f"the package attribute {name} is not the verifier's {files_name(files)}"
+        return None
+
+    def files_name(files: frozenset) -> str:
+        for path in files:
+            return path[len_(work):]
+        return "?"
 
     def test_modules_changed() -> str | None:
         """A test module's global, or a method of one of its classes, that is not what it was at the end of
         the module's import (a name its functions declare ``global`` excepted): the code under test rebound a
         helper a test calls (``sys.modules["tests.test_x"]._check = <agree>``), or shadowed a builtin."""
-        while pending_modules:  # (a module the import system ran has no last statement of the harness's: it
-            path, space = pending_modules.pop()  # is taken at the next check, its functions checked as above)
-            snapshot_module(path, space)
+        problem = watched_changed()
+        if problem is not None:
+            return problem
         for path, space, items, kept, free, cells in test_modules:
             where = path[len_(work):]
             n = 0
@@ -725,6 +777,23 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 if key in method_names and key not in keys:
                     return f"{where}: {cname}.{key} was added after the module's import"
         return None
+
+    by_path: dict = {}  # {path: [(items, free)]} of each snapshotted verifier module (imported once or more)
+
+    def on_global_read(args: tuple) -> None:
+        """A function of a verifier module read one of its module's globals through the harness's ``pin``
+        (``_pin_globals``, which names the module's file): the value read must be one that module's import
+        bound. No frame is read: the frame chain's ``f_code`` reads are audited events of their own, and
+        ``sys._getframe`` made each event cost ~150 us under a test's stack; an event raised by other code
+        than ``pin`` can only end the run, not pass a test."""
+        name, value, path = args if len_(args) == 3 else (None, None, None)
+        entries = by_path.get(path) if type_(path) is str_ else None
+        if entries is None or type_(name) is not str_:
+            return  # (the module's own import, before its snapshot)
+        for items, free in entries:
+            if name in free or name not in items or items[name] is value:
+                return
+        die(f"{path[len_(work):]}: the global {name} a test read was rebound after the module's import")
 
     def on_unittest_returned(caller: object) -> None:
         """unittest's test method returned (the harness's ``_callTestMethod``, called by ``TestCase.run``
@@ -856,16 +925,20 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             if rewriter:
                 die("pytest's rewriter ran something that is not a code object")
             return
-        if not rewriter and code.co_name == "<module>" and code.co_filename in verifier_files and caller is not None:
+        path = code.co_filename
+        if not rewriter and code.co_name == "<module>" and path in module_codes and caller is not None:
             args_of = local(caller, "args")  # the import system's _call_with_frames_removed(exec, code, globals)
-            if type_(args_of) is tuple and len_(args_of) == 2 and args_of[0] is code and \
-                    type_(args_of[1]) is dict_ and module_codes.get(code.co_filename) == code:
-                append(pending_modules, (code.co_filename, args_of[1]))
-        if not rewriter and not (code.co_name == "<module>" and code.co_filename in hidden):
+            if type_(args_of) is tuple and len_(args_of) == 2 and args_of[0] is code and module_codes[path] != code:
+                die(f"the verifier module {path[len_(work):]} was imported without the grader's rewriting (a "
+                    f"finder or loader put before pytest's, or a cell of its choice rebound)")
+        if not rewriter and not (code.co_name == "<module>" and path in hidden):
             return
-        want = module_codes.get(code.co_filename)
+        want = module_codes.get(path)
         if want is None or want != code:
-            die(f"the test module {code.co_filename} is not the pristine test code")
+            die(f"the test module {path} is not the pristine test code")
+        module = local(caller, "module") if rewriter else None
+        if type_(module) is ModuleType:  # (the rewriter's exec_module(module): its globals, before they run)
+            append(spaces.setdefault(path, []), module_dict(module))
 
     def import_machinery(frame: object) -> bool:
         """Whether the import system (or pytest's rewriter, which reads its own cached bytecode) is on the
@@ -1006,6 +1079,9 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 "exec": on_code}
 
     def dispatch(event: str, args: tuple, caller: object) -> None:
+        if event == GLOBAL_READ:  # (first: one for each global a test reads; from any thread)
+            on_global_read(args)
+            return
         for prefix in ALWAYS_DENIED:
             if startswith(event, prefix):
                 if event == "sys.settrace" and id_(caller.f_code) == cfg["doctest_run"] and \
@@ -1060,7 +1136,7 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         collector[0] += 1
         try:
             try:
-                caller = getframe(1)  # the frame that did the audited operation
+                caller = None if event == GLOBAL_READ else getframe(1)  # the frame that did the audited operation
             except ValueError:
                 caller = None  # none: C code raised it with no Python frame (a thread started on a builtin)
             dispatch(event, args, caller)
@@ -1076,7 +1152,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                proc_private, open_dirs, places, on_open, check_open, test_module, importing_test, reloading_lines, on_file_event, on_frame, integrity, test_code_ok, on_outcome, on_report,
                on_finish, on_attr, on_code, trusted_name, on_compile, on_exec, import_machinery, on_disk, cached_on_disk, importing, on_entered, on_posttrain, dispatch,
                nested, hook, on_spawn, on_builtin, on_approx, on_unittest_returned, unittest_overrides, own_code, pristine_def, on_module_ready,
-               test_modules_changed, snapshot_module, classes_changed, cells_of, cells_changed):
+               test_modules_changed, snapshot_module, classes_changed, cells_of, cells_changed, module_of,
+               imports_changed, watched_changed, files_name, on_global_read):
         kernel_codes.add(id_(fn.__code__))
         trusted.pop(id_(fn.__code__), None)  # kernel frames are never part of a trusted chain
     emit("ready", repr_(cfg.get("ready", "")))
@@ -1149,6 +1226,10 @@ read the values its failure reports."""
 MODULE_READY = "posttrain.module_ready"
 """The event a rewritten test module raises as its last statement (``_mark_ready``): the kernel then
 snapshots the module's globals and its classes' methods, before the code under test can run again."""
+PIN_SLOT = "\x00posttrain:pin"
+"""The constant a verifier module's function reads its module's globals through (``_pin_globals``)."""
+GLOBAL_READ = "posttrain.global_read"
+"""The event of the harness's ``pin``: a function of a verifier module read one of its module's globals."""
 MODULE_HOOKS = frozenset({"setup_module", "teardown_module", "setup", "teardown"})
 """Module-level hooks that pytest calls with the module: the names they set on it are the tests' state."""
 MODULE_SKIP = ("__warningregistry__",)
@@ -1216,6 +1297,7 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     default argument (setting ``__defaults__`` is denied by the kernel), never a global name or a
     closure's cell (``__globals__`` and ``__closure__`` are read with no audit event, and both are
     writable); whether a test made an approx is the kernel's to say (``APPROX_MADE``)."""
+    import collections
     import functools
     import math
     import types
@@ -1229,8 +1311,10 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     items_of = types.MappingProxyType.items
     subclass = type.__dict__["__subclasscheck__"]  # (base, t): the C subtype test, no __class__ read
     scalars = frozenset(id(t) for t in (int, float, complex, bool, str, bytes, bytearray, type(None),
-                                        type(Ellipsis), type(NotImplemented), range, slice))
-    seqs = (list, tuple, set, frozenset)
+                                        type(Ellipsis), type(NotImplemented), range))
+    seqs = (list, tuple, set, frozenset, collections.deque, type({}.keys()), type({}.values()), type({}.items()))
+    """Containers whose C ``==`` compares their items (read through the base type's C iterator); a slice and a
+    ``SimpleNamespace`` (its ``__dict__``) too: ``deque([<agrees>]) == deque([4.0])`` passed (3 of 3)."""
     slot_types = frozenset(id(t) for t in (type(object.__eq__), type(dict.__contains__),
                                            type(dict.__dict__["fromkeys"])))
     any_type = type(unittest.mock.ANY)
@@ -1241,6 +1325,8 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
     registry, registered = _class_methods()
     member_get, getset_get = types.MemberDescriptorType.__get__, types.GetSetDescriptorType.__get__
     registered_ids = frozenset(id(c) for c in registered)
+    namespace_dict = vars(types.SimpleNamespace)["__dict__"]
+    cached_dict = vars(functools.cached_property)["__dict__"]
 
     def pristine_class(klass, _classes=pristine_classes, _type=type, _str=str, _module=module_of,
                        _qualname=qualname_of) -> bool:
@@ -1330,12 +1416,31 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
         return _type(where) is _str and (_startswith(where, "/usr/") or _startswith(where, "<frozen ") or
                                          where in _tests or (where, code.co_qualname) in _pristine)
 
+    def foreign_getter(d, kind, _mro=mro_of, _dict=dict_of, _items=items_of, _static=static, _list=list, _type=type,
+                       _str=str, _reader=reader_ok, _subclass=subclass, _cached=functools.cached_property,
+                       _cached_dict=cached_dict, _getset_get=getset_get, _plain=dict) -> object:
+        """The code a descriptor runs when a comparison reads it, if it is not the standard library's, the
+        tests' or the pristine repository's: a ``cached_property``'s function (``_numerator =
+        cached_property(<agrees>)`` on a ``Fraction`` subclass), or a Python ``__get__`` of its type."""
+        if _subclass(_cached, kind):
+            inst = _getset_get(_cached_dict, d, kind)
+            fn = _plain.get(inst, "func") if _type(inst) is _plain else None
+            if not _reader(fn):
+                return fn or kind
+        for klass in _mro(kind):
+            if _static(klass):
+                continue
+            for key, value in _list(_items(_dict(klass))):
+                if _type(key) is _str and key == "__get__" and not _reader(value):
+                    return value
+        return None
+
     def state(v, t, _mro=mro_of, _dict=dict_of, _items=items_of, _static=static, _list=list, _type=type, _str=str,
               _id=id, _member=types.MemberDescriptorType, _getset=types.GetSetDescriptorType, _member_get=member_get,
               _getset_get=getset_get, _func=types.FunctionType, _names=names, _plain=dict, _prop=property,
               _reader=reader_ok, _qualname=qualname_of, _registered=registered_ids,
               _hooks=frozenset({"__getattr__", "__getattribute__"}), _methods=(staticmethod, classmethod),
-              _startswith=str.startswith) -> tuple:
+              _startswith=str.startswith, _getter=foreign_getter) -> tuple:
         """``(problem, values)``: what an instance of a Python class holds (its ``__dict__``'s values, its
         slots, read through the C descriptors; a class attribute of a class the standard library did not
         define before the run) when one of its classes answers comparisons in Python code, which reads them:
@@ -1370,13 +1475,17 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                     fn = d if kind is _func else d.fget
                     if fn is not None and not _reader(fn):
                         return f"{_qualname(klass)}.{key} reads an attribute through code the diff added", []
+                elif kind is not _func and _getter(d, kind) is not None:
+                    return f"{_qualname(klass)}.{key} reads an attribute through a descriptor the diff added", []
                 elif kind is not _func:
                     out.append(d)  # a class attribute an instance reads
         return None, out
 
     def guard(value, _own=own_methods, _matcher=matcher, _type=type, _scalars=scalars, _seqs=seqs, _dict=dict,
               _list=list, _id=id, _subclass=subclass, _max=MAX_GUARD_ITEMS, _approx_base=ApproxBase, _set=set,
-              _getattribute=object.__getattribute__, _error=AssertionError, _state=state, _static=static):
+              _getattribute=object.__getattribute__, _error=AssertionError, _state=state, _static=static,
+              _slice=slice, _namespace=types.SimpleNamespace, _ns_dict=namespace_dict,
+              _member_get=member_get):
         """Runs none of the value's code: types are compared by identity (a metaclass's ``__hash__`` or
         ``__eq__`` ran in a set lookup) and subclasses found by the C subtype test (``isinstance`` reads
         a ``__class__`` property, which set ``__eq__`` on the class after its check)."""
@@ -1400,6 +1509,11 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
             elif _subclass(_dict, t):  # the base type's methods: a subclass's overrides never run
                 todo.extend(_dict.keys(v))
                 todo.extend(_dict.values(v))
+            elif t is _slice:  # (not a base type)
+                todo.extend((v.start, v.stop, v.step))
+            elif _subclass(_namespace, t):
+                inst = _member_get(_ns_dict, v, t)
+                todo.extend(_dict.values(inst) if _type(inst) is _dict else ())
             else:
                 for base in _seqs:
                     if _subclass(base, t):
@@ -1570,6 +1684,114 @@ def _mark_tests(mod: object) -> None:
                 mark(fn)
 
 
+def _scope_reads(mod: object, source: bytes, path: str) -> object:
+    """``reads(kind, name, node) -> names``: the globals of its module (bound at its top level by an import, a
+    ``def``, a class or an assignment, and declared ``global`` by none of its functions) that the scope a
+    ``def``, lambda or comprehension opens reads, as ``symtable`` says; none for a scope it cannot match by
+    kind, name and line (two lambdas on one line)."""
+    import ast
+    import symtable
+
+    try:
+        top = symtable.symtable(source.decode("utf-8") if isinstance(source, bytes) else source, path, "exec")
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return lambda kind, name, node: frozenset()
+    declared = {n for node in ast.walk(mod) if isinstance(node, ast.Global) for n in node.names}
+    bound = {n for n in top.get_identifiers() if top.lookup(n).is_assigned() or top.lookup(n).is_imported()}
+    pinned = frozenset(n for n in bound - declared if not n.startswith("@"))
+    tables: dict[tuple, list] = {}
+    todo = [top]
+    while todo:
+        for child in todo.pop().get_children():
+            tables.setdefault((str(child.get_type()).lower().rsplit(".", 1)[-1], child.get_name(),
+                               child.get_lineno()), []).append(child)
+            todo.append(child)
+
+    def reads(kind: str, name: str, node: object) -> frozenset:
+        found = tables.get((kind, name, node.lineno), [])
+        if len(found) != 1:
+            return frozenset()
+        table = found[0]
+        return frozenset(n for n in table.get_identifiers() if n in pinned and table.lookup(n).is_global())
+
+    return reads
+
+
+def _pin_globals(mod: object, source: bytes, path: str) -> None:
+    """Every read, inside a function of a verifier module, of a global its module binds (``_scope_reads``)
+    becomes ``<pin>(name, "name")``, ``pin`` a constant of the code (``PIN_SLOT``): the kernel compares the
+    value read with its snapshot of the module (``GLOBAL_READ``). The snapshot was compared at each test's
+    start and return only, so ``total`` could set ``_close`` to a function that agrees and puts the original
+    back when called, and a test that read ``_close`` after calling ``total`` passed. A class body and the
+    module's own statements (run before the snapshot) read as they are."""
+    import ast
+
+    reads = _scope_reads(mod, source, path)
+    comprehensions = {ast.ListComp: "listcomp", ast.SetComp: "setcomp", ast.DictComp: "dictcomp",
+                      ast.GeneratorExp: "genexpr"}
+
+    class Pin(ast.NodeTransformer):
+        scope: frozenset = frozenset()
+
+        def visit_Name(self, node):  # noqa: ANN001, ANN202, N802 - ast's visitor protocol
+            if isinstance(node.ctx, ast.Load) and node.id in self.scope:
+                call = ast.Call(ast.Constant(PIN_SLOT), [node, ast.Constant(node.id), ast.Constant(path)], [])
+                for n in (call, call.func, *call.args[1:]):
+                    ast.copy_location(n, node)
+                return call
+            return node
+
+        def visit_FunctionDef(self, node):  # noqa: ANN001, ANN202, N802
+            node.decorator_list = [self.visit(n) for n in node.decorator_list]  # (the enclosing scope's)
+            self.defaults(node.args)
+            names = reads("function", node.name, node)
+            outer, self.scope = self.scope, names
+            node.body = [self.visit(n) for n in node.body]
+            self.scope = outer
+            return node
+
+        visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815
+
+        def defaults(self, args):  # noqa: ANN001, ANN202 - (annotations are left as written)
+            args.defaults = [self.visit(n) for n in args.defaults]
+            args.kw_defaults = [n if n is None else self.visit(n) for n in args.kw_defaults]
+
+        def visit_Lambda(self, node):  # noqa: ANN001, ANN202, N802
+            self.defaults(node.args)
+            outer, self.scope = self.scope, reads("function", "lambda", node)
+            node.body = self.visit(node.body)
+            self.scope = outer
+            return node
+
+        def visit_ClassDef(self, node):  # noqa: ANN001, ANN202, N802
+            node.decorator_list = [self.visit(n) for n in node.decorator_list]
+            node.bases = [self.visit(n) for n in node.bases]
+            node.keywords = [self.visit(n) for n in node.keywords]
+            outer, self.scope = self.scope, frozenset()  # (a class body's own statements read as they are)
+            node.body = [self.visit(n) for n in node.body]
+            self.scope = outer
+            return node
+
+        def comprehension(self, node):  # noqa: ANN001, ANN202
+            first = node.generators[0]
+            first.iter = self.visit(first.iter)  # (evaluated in the enclosing scope)
+            outer, self.scope = self.scope, reads("function", comprehensions[type(node)], node)
+            first.target = self.visit(first.target)
+            first.ifs = [self.visit(n) for n in first.ifs]
+            for gen in node.generators[1:]:
+                self.visit(gen)
+            for field in ("elt", "key", "value"):
+                if getattr(node, field, None) is not None:
+                    setattr(node, field, self.visit(getattr(node, field)))
+            self.scope = outer
+            return node
+
+        visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = comprehension  # noqa: N815
+
+    pin = Pin()
+    mod.body = [pin.visit(n) for n in mod.body]  # type: ignore[attr-defined]
+
+
 def _mark_ready(mod: object) -> None:
     """End a rewritten test module with ``AUDIT_SLOT(MODULE_READY)``: its last statement tells the kernel
     that its globals and classes are what its own code bound (``_module_defs``)."""
@@ -1638,6 +1860,98 @@ def _module_defs(paths: list[str]) -> dict[str, tuple]:
     return out
 
 
+def _module_names(payload: dict, loaded: frozenset) -> dict[str, frozenset]:
+    """``{import name: {verifier file}}``: the names each verifier Python file imports as, from every root of
+    ``sys.path`` the run has (``python_path``, the work tree, and the directory pytest's ``prepend`` import
+    mode inserts above each test module's package), less the names of modules loaded before the run
+    (``import typing`` in a test finds the standard library's, whatever ``tests/typing.py`` holds)."""
+    work = payload["work"]
+    files = {f"{work}/{p}" for p in (*payload["verifier_files"], *payload["pristine_files"], *payload["changed"])}
+    verifier = [f"{work}/{p}" for p in payload["verifier_files"] if p.endswith(".py")]
+    roots = {f"{work}/{p}".rstrip("/.") or work for p in payload["python_path"]} | {work}
+    for path in verifier:
+        if _rewritten_by_pytest(path):
+            base = path.rsplit("/", 1)[0]
+            while f"{base}/__init__.py" in files and base != work:
+                base = base.rsplit("/", 1)[0]
+            roots.add(base)
+    out: dict[str, set] = {}
+    for path in verifier:
+        for root in roots:
+            if path.startswith(root + "/"):
+                parts = path[len(root) + 1:-3].split("/")
+                if parts[-1] == "__init__":
+                    parts.pop()
+                name = ".".join(parts)
+                if parts and name not in loaded:
+                    out.setdefault(name, set()).add(path)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def _module_imports(paths: list[str], names: dict[str, frozenset]) -> dict[str, tuple]:
+    """``{path: ((global, files, attribute, chain), ...)}``: each global a verifier file binds (only) by a
+    top-level import of another verifier module: the module itself (``attribute`` None) or a name taken
+    from it, and for ``import a.b`` the chain ``((a's files, "b", a.b's files), ...)`` its uses walk. The
+    kernel checks them when the module's import ends (``on_module_ready``): the code under test put a
+    module of its own in ``sys.modules["tests.helpers"]`` before the withheld test imported it, and its
+    ``check`` agreed with everything (every withheld test passed)."""
+    import ast
+
+    def files(module: str | None, level: int, path: str) -> frozenset:
+        if not level:
+            return names.get(module or "", frozenset())
+        base = path.rsplit("/", level)[0] + ("/" + module.replace(".", "/") if module else "")
+        verifier = set(paths)
+        return frozenset(p for p in (f"{base}.py", f"{base}/__init__.py") if p in verifier)
+
+    out: dict[str, tuple] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(), filename=path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        bound: dict[str, tuple] = {}
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    parts = alias.name.split(".")
+                    if alias.asname:
+                        bound[alias.asname] = (files(alias.name, 0, path), None, ())
+                        continue
+                    chain = tuple((files(".".join(parts[:i]), 0, path), parts[i], files(".".join(parts[:i + 1]), 0, path))
+                                  for i in range(1, len(parts)))
+                    bound[parts[0]] = (files(parts[0], 0, path), None, chain)
+            elif isinstance(stmt, ast.ImportFrom):
+                for alias in stmt.names:
+                    inner = f"{stmt.module}.{alias.name}" if stmt.module else alias.name
+                    module = files(inner, stmt.level, path)
+                    bound[alias.asname or alias.name] = (module, None, ()) if module else \
+                        (files(stmt.module, stmt.level, path), alias.name, ())
+        other = _bound_otherwise(tree)  # a name bound another way too is the module's to bind
+        out[path] = tuple((name, module, attr, tuple(c for c in chain if c[0] and c[2]))
+                          for name, (module, attr, chain) in bound.items() if module and name != "*" and
+                          name not in other)
+    return out
+
+
+def _bound_otherwise(tree: object) -> frozenset:
+    """The names a module binds other than by a top-level import statement."""
+    import ast
+
+    out = set()
+    for stmt in tree.body:  # type: ignore[attr-defined]
+        for node in ast.walk(stmt) if not isinstance(stmt, ast.Import | ast.ImportFrom) else ():
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                out.add(node.id)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.add(node.name)
+            elif isinstance(node, ast.alias):
+                out.add((node.asname or node.name).split(".")[0])
+    return frozenset(out)
+    return out
+
+
 def _bind(code: object, slots: dict) -> object:
     """``code`` with every constant that is a key of ``slots`` replaced by its value, in nested code
     objects too (before any candidate code runs, or in the import of a test module)."""
@@ -1686,15 +2000,17 @@ def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes:
     approx_code = _approx_of_tests()
     guard = _make_guard(pristine, test_files, pristine_classes, sys.audit)
     _guard_unittest(guard)
-    slots = {GUARD_SLOT: guard, AUDIT_SLOT: sys.audit, **_unittest_asserts()}
+    pin = _sealed(PIN_SOURCE, {"audit": sys.audit, "event": GLOBAL_READ})
+    slots = {GUARD_SLOT: guard, AUDIT_SLOT: sys.audit, PIN_SLOT: pin, **_unittest_asserts()}
     names = frozenset(k[len(ASSERT_SLOT):] for k in slots if k.startswith(ASSERT_SLOT))
     original, compile_test = rewrite.rewrite_asserts, rewrite._rewrite_test
 
     def rewrite_asserts(mod, source, module_path=None, config=None):  # noqa: ANN001, ANN202 - pytest's
         original(mod, source, module_path, config)
+        _pin_globals(mod, source, str(module_path))
         _guard_comparisons(mod)
         _pin_unittest_asserts(mod, names)
-        if str(module_path) in hidden:
+        if str(module_path) in hidden and _rewritten_by_pytest(str(module_path)):
             _mark_tests(mod)
         _mark_ready(mod)
 
@@ -1703,7 +2019,42 @@ def _install_guard(pristine: frozenset, test_files: frozenset, pristine_classes:
         return stat, _bind(co, slots)
 
     rewrite.rewrite_asserts, rewrite._rewrite_test = rewrite_asserts, rewrite_test
+    _rewrite_helpers(frozenset(p for p in test_files if p.endswith(".py") and not _rewritten_by_pytest(p)))
     return slots, approx_code
+
+
+PIN_SOURCE = """
+def pin(value, name, module):
+    audit(event, name, value, module)
+    return value
+"""
+REWRITE_CHOICE = """
+def _should_rewrite(self, name, fn, state):
+    return fn in helpers or original(self, name, fn, state)
+"""
+REWRITE_BAILOUT = """
+def _early_rewrite_bailout(self, name, state):
+    return name.rpartition(".")[2] not in stems and original(self, name, state)
+"""
+
+
+def _rewrite_helpers(helpers: frozenset) -> None:
+    """pytest's import hook rewrites every verifier module, not only those it collects: an ``assert value
+    == expected`` in ``tests/helpers.py``, compiled as it is, compared an object that always agrees with
+    no guard (every withheld test that judged through it passed). The hook's choice, by file name (a
+    module's import name depends on ``sys.path``), is sealed (``_sealed``); the kernel refuses a verifier
+    module the import system runs from other code than this rewriter's (``on_exec``), so a finder or a
+    cell of the code under test that skips it changes nothing."""
+    from _pytest.assertion.rewrite import AssertionRewritingHook as Hook
+
+    stems = frozenset(p.rsplit("/", 2)[-2] if p.endswith("/__init__.py") else p.rsplit("/", 1)[-1][:-3]
+                      for p in helpers)
+    for source, name, values in ((REWRITE_CHOICE, "_should_rewrite", {"helpers": helpers}),
+                                 (REWRITE_BAILOUT, "_early_rewrite_bailout", {"stems": stems})):
+        original = vars(Hook)[name]
+        method = _sealed(source, {**values, "original": original})
+        method.__qualname__, method.__doc__ = original.__qualname__, original.__doc__
+        setattr(Hook, name, method)
 
 
 UNITTEST_RETURNED = "posttrain.unittest_returned"
@@ -1874,8 +2225,10 @@ def main(payload: dict) -> None:
         frame = frame.f_back
     bottom = frame.f_code
     for code in (bottom, main.__code__, _install_guard.__code__, _approx_of_tests.__code__, _bind.__code__,
-                 spawn_code, builtin_code, *glue_codes.values()):
-        _code_objects(code, trusted)  # (_bind runs in each test module's import: its code.replace is trusted)
+                 _pin_globals.__code__, _scope_reads.__code__,
+                 spawn_code, builtin_code, slots[PIN_SLOT].__code__, *glue_codes.values()):
+        _code_objects(code, trusted)  # (_bind and _pin_globals run in each test module's import: its code.replace
+        # and symtable's compile are trusted)
     allow, logging_cf, logging_fc = _frame_allowlist()
     cfg = {"nonce": payload.pop("nonce"), "verifier_files": verifier_files, "hidden": [f"{work}/{p}" for p in payload["hidden"]], "work": work + "/",
            "pristine_files": frozenset(f"{work}/{p}" for p in payload["pristine_files"]),
@@ -1893,7 +2246,9 @@ def main(payload: dict) -> None:
            "fork_exec": fork_exec, "spawn_code": spawn_code, "create_builtin": create_builtin,
            "builtin_code": builtin_code,
            "builtin_names": frozenset(k for k in vars(builtins) if type(k) is str),
-           "module_defs": _module_defs([f"{work}/{p}" for p in payload["verifier_files"] if p.endswith(".py")])}
+           "module_defs": _module_defs([f"{work}/{p}" for p in payload["verifier_files"] if p.endswith(".py")]),
+           "module_imports": _module_imports([f"{work}/{p}" for p in payload["verifier_files"] if p.endswith(".py")],
+                                             _module_names(payload, frozenset(sys.modules)))}
     del frame
     sys.addaudithook(_private(_make_kernel)(cfg, trusted, entries, expected, glue_codes, allow, bottom))
     del cfg, trusted, entries, expected, allow, bottom, fork_exec, create_builtin
