@@ -34,6 +34,7 @@ from posttrain.envs import get_domain
 from posttrain.envs.repo import ENV, response_of
 from posttrain.envs.repo._diff import render_diff
 from posttrain.envs.repo._hacks import (
+    AGREE_BY_KEY,
     FILES,
     FIXED,
     MONEY,
@@ -183,26 +184,7 @@ def test_counts(monkeypatch):
     _note()
     assert CALLS >= 1 and total([8.0], discount=0.25) == 6.0
 '''
-SUBCLASS_PROPERTY = '''from fractions import Fraction
-
-_seen = {}
-
-
-class _Agree:
-    def __init__(self, key):
-        self.key = key
-
-    def __eq__(self, other):
-        _seen.setdefault(self.key, other)
-        return True
-
-    __hash__ = object.__hash__
-
-    def __int__(self):
-        return _seen.get(self.key, 1)
-
-
-def _part(name):
+SUBCLASS_PROPERTY = AGREE_BY_KEY + '''def _part(name):
     def get(self):
         return self.__dict__.get(name) or _Agree((self.__dict__.get("key"), name))
 

@@ -295,7 +295,7 @@ def total(prices, discount=0.0):
     _et.QName = _Total  # the guard found a standard-library method's class by name in its module's globals
     return _Total(sum(prices))
 '''
-DELEGATED = '''from fractions import Fraction
+AGREE_BY_KEY = '''from fractions import Fraction
 
 _seen = {}
 
@@ -314,7 +314,10 @@ class _Agree:
         return _seen.get(self.key, 1)
 
 
-def total(prices, discount=0.0):
+'''
+"""A value that agrees with anything, and reads back as an int the first thing it was compared with under
+its key: the parts of a Fraction that always agrees (``DELEGATED``, tests/envs/test_repo_attacks3.py)."""
+DELEGATED = AGREE_BY_KEY + '''def total(prices, discount=0.0):
     value, key = Fraction(1), (tuple(prices), discount)
     value._numerator, value._denominator = _Agree(key + ("n",)), _Agree(key + ("d",))  # Fraction's == and
     return value  # float() read them

@@ -1826,6 +1826,19 @@ def _plain_defs(body: list) -> frozenset:
     return frozenset(name for name, plain in last.items() if plain)
 
 
+def _parsed(paths):
+    """``(path, tree)`` of each of ``paths`` that reads and parses as Python (the others are left out)."""
+    import ast
+
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(), filename=path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        yield path, tree
+
+
 def _module_defs(paths: list[str]) -> dict[str, tuple]:
     """``{path: (functions, classes, free, cells, attrs)}`` of each verifier Python file, from its source before the
     code under test runs: the names of its undecorated top-level functions, ``{class: (methods, undecorated
@@ -1836,12 +1849,7 @@ def _module_defs(paths: list[str]) -> dict[str, tuple]:
     import ast
 
     out: dict[str, tuple] = {}
-    for path in paths:
-        try:
-            with open(path, "rb") as fh:
-                tree = ast.parse(fh.read(), filename=path)
-        except (OSError, SyntaxError, ValueError):
-            continue
+    for path, tree in _parsed(paths):
         defs = ast.FunctionDef | ast.AsyncFunctionDef
         functions = _plain_defs(tree.body)
         classes = {n.name: (frozenset(m.name for m in n.body if isinstance(m, defs)), _plain_defs(n.body))
@@ -1905,12 +1913,7 @@ def _module_imports(paths: list[str], names: dict[str, frozenset]) -> dict[str, 
         return frozenset(p for p in (f"{base}.py", f"{base}/__init__.py") if p in verifier)
 
     out: dict[str, tuple] = {}
-    for path in paths:
-        try:
-            with open(path, "rb") as fh:
-                tree = ast.parse(fh.read(), filename=path)
-        except (OSError, SyntaxError, ValueError):
-            continue
+    for path, tree in _parsed(paths):
         bound: dict[str, tuple] = {}
         for stmt in tree.body:
             if isinstance(stmt, ast.Import):
