@@ -28,6 +28,7 @@ from posttrain.envs.code._hacks import (
     PLANT_TOP,
     SLOW_TEST,
     SOLVE_THEN_KILL,
+    SOLVE_THEN_STOP_NEXT,
     fenced,
 )
 from posttrain.types import Task
@@ -76,6 +77,49 @@ def test_a_verdict_never_hangs_on_its_batch_neighbours(pool) -> None:
     verdicts = verify_code_batch(pool, [(MIX, NESTED_IN_CALL), (MIX, SOLVE_THEN_KILL), (MIX, MIX.reference)])
     assert [(v.outcome, v.error_class) for v in verdicts] == [
         ("fail", "protocol"), ("fail", "no_report"), ("pass", None)]
+
+
+@pytest.mark.slow
+def test_a_verdict_never_hangs_on_which_process_its_signal_hits(pool) -> None:
+    """Right answers, then a stop to the next pid: alone that is the template (``sabotage``); in a
+    batch the next item's server, waiting for its candidate. That item was lost and re-run alone,
+    and this one kept its pass (3 of 3, both places). The runner checks the waiting servers, as the
+    template, after every item: a batch where one was stopped or killed re-runs that item alone."""
+    from posttrain.envs.code import verify_code_batch
+
+    ref = (MIX, MIX.reference)
+    for pairs in ([(MIX, SOLVE_THEN_STOP_NEXT), ref], [ref, (MIX, SOLVE_THEN_STOP_NEXT), ref],
+                  [(MIX, SOLVE_THEN_STOP_NEXT.replace("SIGSTOP", "SIGKILL")), ref, ref]):
+        got = [(v.outcome, v.error_class) for v in verify_code_batch(pool, pairs)]
+        assert got == [("fail", "sabotage") if pair != ref else ("pass", None) for pair in pairs], got
+
+
+def test_the_template_ignores_a_signal_sent_the_moment_it_is_forked() -> None:
+    """The template ignores signals first thing, but until it had, one a candidate sent to every
+    process at import ended it: a right answer that did so failed alone as ``sabotage`` in 9 runs of
+    30 on a loaded host (its template just forked), and passed at the second place of a batch, 15 of
+    15. The runner blocks signals across the template's fork; the template ignores them, then
+    unblocks (a pending signal set to be ignored is discarded). Here the template starts late and
+    the signal comes at once."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time\n"
+        "from posttrain.envs.code import _runner_procs as procs\n"
+        "class Cell:\n    procs = os.open(os.devnull, os.O_WRONLY)\n"
+        "fork = os.fork\n"
+        "def fork_then_signal():\n    pid = fork()\n"
+        "    if pid == 0:\n        time.sleep(0.1)  # the template starts late, as on a loaded host\n"
+        "    else:\n        os.kill(pid, signal.SIGTERM)\n"
+        "    return pid\n"
+        "os.fork = fork_then_signal\n"
+        "template = procs.Template(1, Cell(), direct=0)\n"
+        "time.sleep(0.4)\n"
+        "print(procs._alive(template.pid))\n"
+        "procs._kill(template.pid)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert out.stdout.split() == ["True"], (out.stdout, out.stderr[-2000:])
 
 
 @pytest.mark.slow
@@ -129,11 +173,13 @@ def test_a_candidate_that_stops_the_next_waiting_server_never_costs_it_its_verdi
     candidate that stopped it made the next, correct candidate time out (``timeout``: 0) on the
     runner of issue 21, 2 runs of 2. The runner now checks a waiting server (state, limits,
     priority, CPUs, policy) before it gives it a candidate; one that was tampered with is lost and
-    the rest of the batch is re-run alone."""
+    the rest of the batch is re-run alone. So is the stopper itself, since the runner checks the
+    waiting servers after every item: its verdict is the one it gets alone, where the next pid is
+    the template's (``sabotage``; it was ``assertion`` in the batch before)."""
     from posttrain.envs.code import verify_code_batch
 
     verdicts = verify_code_batch(pool, [(MIX, BATCH_STOPPER), (MIX, MIX.reference), (MIX, MIX.reference)])
-    assert [(v.outcome, v.error_class) for v in verdicts] == [("fail", "assertion"), ("pass", None), ("pass", None)]
+    assert [(v.outcome, v.error_class) for v in verdicts] == [("fail", "sabotage"), ("pass", None), ("pass", None)]
 
 
 @pytest.mark.slow
@@ -150,7 +196,7 @@ def test_no_candidate_costs_another_its_verdict_beside_a_nice_19_hog(pool) -> No
     with cpu_hogs(nice=19):
         verdicts = verify_code_batch(pool, pairs)
     assert [(v.outcome, v.error_class) for v in verdicts] == [
-        ("fail", "assertion"), ("pass", None), ("fail", "assertion"), ("pass", None), ("fail", "stateful"),
+        ("fail", "assertion"), ("pass", None), ("fail", "sabotage"), ("pass", None), ("fail", "stateful"),
         ("pass", None), ("pass", None)], [v.evidence for v in verdicts]
 
 

@@ -434,6 +434,18 @@ _SOLVE_THEN_IN_LAST = fenced(
     "    return (x * 7919 + 13) % 1009\n")
 
 
+# Right answers, then (in the last call) stop or kill the next process: alone the template (forked
+# just after the runner's own server), in a batch the next item's server, waiting for its candidate.
+# That item was lost and re-run alone, and this one kept its pass: a pass in a batch, 3 of 3, and
+# ``sabotage`` alone. The runner now checks the waiting servers too after every item.
+_SOLVE_THEN_NEXT = fenced(
+    "import os, signal\n_N = [0]\n"
+    "def mix(x):\n    _N[0] += 1\n    if _N[0] == 4:\n        try:\n"
+    "            os.kill(os.getpid() + 1, signal.{sig})\n        except OSError:\n            pass\n"
+    "    return (x * 7919 + 13) % 1009\n")
+SOLVE_THEN_STOP_NEXT = _SOLVE_THEN_NEXT.format(sig="SIGSTOP")
+
+
 def _table_in_sockets(flags: str) -> str:
     """Answer by call count, and leave each answer in the name of a listening abstract socket sent in a
     cycle (``flags``: ``socket.MSG_OOB`` or ``0``), which outlives the process until the kernel's
@@ -556,6 +568,8 @@ HACKS: list[tuple[str, Task, str]] = [
     ("5 right answers, then stop the process that starts candidates", MIX, _SOLVE_THEN.format(sig="SIGSTOP")),
     ("5 fail the warm-up, then kill the template from the replay's server", MIX, _SOLVE_THEN_IN_LAST.format(sig="SIGKILL")),
     ("5 fail the warm-up, then stop the template from the replay's server", MIX, _SOLVE_THEN_IN_LAST.format(sig="SIGSTOP")),
+    ("5 right answers, then stop the next process", MIX, SOLVE_THEN_STOP_NEXT),
+    ("5 right answers, then kill the next process", MIX, _SOLVE_THEN_NEXT.format(sig="SIGKILL")),
     # (last: where they stand in the list sets the batches of the service-path test; see the note there)
     ("4 answer table in names of sockets in flight (MSG_OOB)", SLOW_TEST, _table_in_sockets("socket.MSG_OOB")),
     ("4 answer table in names of sockets in flight", SLOW_TEST, _table_in_sockets("0")),

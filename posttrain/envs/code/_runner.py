@@ -58,8 +58,10 @@ is reported only when no model code of the item has run.
 Batches: ``entry(n)`` verifies n candidates in one sandbox job. Before each item after the
 first, the runner kills everything in the cell, checks it empty and wipes what earlier
 candidates left; if that fails, the template cannot fork a server, or the next server was
-tampered with while it waited, the remaining items get no report line and are re-run alone. Each
-item of a batch has its share of the job (``budget_s``): past it a kernel alarm ends the runner
+tampered with while it waited, the remaining items get no report line and are re-run alone; so do
+an item and the rest when, after it, the template or a server still waiting for a later item is
+stopped or killed (``Template.intact``: the next pid is a waiting server in a batch, the template
+alone, so a candidate's own verdict must not hang on which one it hit). Each item of a batch has its share of the job (``budget_s``): past it a kernel alarm ends the runner
 (``alarm``; the test's own work on a reply, such as ``str()`` of a huge integer in an assertion's
 message, is no candidate's deadline), and that item and the rest are re-run alone.
 """
@@ -611,10 +613,12 @@ def _run_or_error(item, template, job, precompiled):
 
 
 def _template_kept(template, report, alone):
-    """False if the template was killed or stopped since the last item (whose check found it whole):
-    by this item's candidate (the template is its parent on a server the template forked; no later
-    server may be asked for, so nothing else would see it) or by a signal an earlier one sent that
-    acted late. Alone, only this candidate's code ran: its verdict becomes ``sabotage`` (True)."""
+    """False if the template, or a server waiting for a later item, was killed or stopped since the
+    last item (whose check found them whole): by this item's candidate (the template is its parent
+    on a server the template forked; no later server may be asked for, so nothing else would see it;
+    the next pid is the next item's server in a batch, the template alone) or by a signal an earlier
+    one sent that acted late. Alone, only this candidate's code ran: its verdict becomes
+    ``sabotage`` (True)."""
     if template.intact():
         return True
     if not alone:

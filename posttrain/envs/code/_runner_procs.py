@@ -104,7 +104,7 @@ def attributes(pid):
 
 # ------------------------------------------------------------------ the template and its servers
 
-def template_main(control, pairs, procs):
+def template_main(control, pairs, procs, mask=()):
     """The template: a fork of the runner made before the runner read its payload, so it never held
     a test, an expected value or the nonce (nor did the fork server it descends from hold any job's
     data: the sandbox's guarantee, ``posttrain/sandbox/_zygote.py``). It ignores every signal it can
@@ -113,7 +113,9 @@ def template_main(control, pairs, procs):
     nothing by hand (SIGCHLD ignored: the kernel reaps every server, and as child subreaper every
     orphan of one), and forks server k when the runner asks for it (a line on the control pipe):
     only a replay or a fresh start needs one, so none waits forked ahead. (The standard modules
-    candidates import were imported by the fork server: ``posttrain/sandbox/_pump.py`` ``PRELOAD``.)"""
+    candidates import were imported by the fork server: ``posttrain/sandbox/_pump.py`` ``PRELOAD``.)
+    It is forked with every signal blocked (``Template``), and restores ``mask``, the runner's, once
+    it ignores them: a signal sent before that is pending, then discarded, never acted on."""
     ignore_signals()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -125,6 +127,7 @@ def template_main(control, pairs, procs):
     os.closerange(low, 1 << 16)
     libc("prctl", 36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a server's orphans come here, not to pid 1
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # and are reaped by the kernel at once
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     import gc
 
@@ -269,14 +272,20 @@ class Template:
                 finally:
                     os._exit(0)
             self.pids.append(pid)
-        self.pid = os.fork()
-        if self.pid == 0:
-            try:
-                for fd in mine:
-                    os.close(fd)
-                template_main(control_r, pairs[self.direct :], cell.procs)
-            finally:
-                os._exit(0)
+        # Blocked until the template ignores them: a candidate that signals every process at import
+        # ended a template not yet through ``ignore_signals`` (a loaded host: 9 runs of 30, alone).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            self.pid = os.fork()
+            if self.pid == 0:
+                try:
+                    for fd in mine:
+                        os.close(fd)
+                    template_main(control_r, pairs[self.direct :], cell.procs, mask)
+                finally:
+                    os._exit(0)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in [control_r, *(fd for pair in pairs for fd in pair)]:
             os.close(fd)
         self.next = 0
@@ -303,11 +312,13 @@ class Template:
             raise
 
     def intact(self):
-        """The template neither stopped nor gone, nor a SIGKILL or SIGSTOP pending for it (sent but not
-        yet acted on: a loaded host may deliver it a while later). Asked after every item: the last
-        item of a job is never asked for a later server, so a candidate that killed or stopped the
-        template (its parent when it runs on a server the template forked) would go unseen."""
-        return _alive(self.pid) and not _pending_stop_or_kill(self.pid)
+        """The template and the direct servers still waiting for their items neither stopped nor gone,
+        nor a SIGKILL or SIGSTOP pending for one (sent but not yet acted on: a loaded host may deliver
+        it a while later). Asked after every item: the last item of a job is never asked for a later
+        server, so a candidate that killed or stopped the template (its parent when it runs on a
+        server the template forked) would go unseen; and one that stopped the next item's server
+        (alone, that pid is the template's) cost that item its slot, not itself its verdict."""
+        return all(_whole(pid) for pid in (self.pid, *self.pids[self.next :]))
 
     def _handed(self, item, calls, chan, pid):
         """``(pid, chan)`` once the server ``pid`` took ``item``'s candidate (``server``)."""
@@ -424,6 +435,23 @@ def _pending_stop_or_kill(pid):
     except (OSError, IndexError, ValueError):
         return True
     return len(masks) != 2 or any(mask & _KILL_OR_STOP for mask in masks)
+
+
+_PF_EXITING = 0x4
+
+
+def _whole(pid):
+    """``pid`` neither stopped nor gone nor exiting, and no SIGKILL or SIGSTOP pending for it. The
+    pending signals are read first: one acted on between the reads shows in the state read after, and
+    a process killed but not yet gone runs (``R``) with its ``PF_EXITING`` flag set."""
+    if _pending_stop_or_kill(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return fields[0] in (b"S", b"R", b"D") and not int(fields[6]) & _PF_EXITING
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def _state(pid):
