@@ -597,8 +597,7 @@ def _fresh_server(item, template, proxy, calls, servers, report):
         # code ran before.
         if not e.broken or e.waited:
             raise
-        entry = _sabotage("the candidate killed or stopped the process that starts candidates")
-        report["tests"] = [entry, *report.get("tests", [])[1:]]
+        _starter_sabotaged(report)
         return False
     servers.append(proxy.pid)
     return True
@@ -624,9 +623,14 @@ def _template_kept(template, report, alone):
     if not alone:
         return False
     if report.get("status") == "completed":
-        entry = _sabotage("the candidate killed or stopped the process that starts candidates")
-        report["tests"] = [entry, *report.get("tests", [])[1:]]
+        _starter_sabotaged(report)
     return True
+
+
+def _starter_sabotaged(report):
+    """The item's verdict: it killed or stopped what starts candidates (``sabotage``, first of its tests)."""
+    entry = _sabotage("the candidate killed or stopped the process that starts candidates")
+    report["tests"] = [entry, *report.get("tests", [])[1:]]
 
 
 def _emit(report):

@@ -446,18 +446,26 @@ def _whole(pid):
     a process killed but not yet gone runs (``R``) with its ``PF_EXITING`` flag set."""
     if _pending_stop_or_kill(pid):
         return False
+    fields = _stat(pid)
+    try:
+        return fields[0] in (b"S", b"R", b"D") and not int(fields[6]) & _PF_EXITING
+    except (IndexError, ValueError):
+        return False
+
+
+def _stat(pid):
+    """The fields of /proc/``pid``/stat after the command's name (state first), [] if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rpartition(b")")[2].split()
-        return fields[0] in (b"S", b"R", b"D") and not int(fields[6]) & _PF_EXITING
-    except (OSError, IndexError, ValueError):
-        return False
+            return f.read().rpartition(b")")[2].split()
+    except OSError:
+        return []
 
 
 def _state(pid):
     """The state letter of ``pid`` from /proc ("" if it is gone)."""
+    fields = _stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0].decode()
-    except (OSError, IndexError, UnicodeDecodeError):
+        return fields[0].decode() if fields else ""
+    except UnicodeDecodeError:
         return ""
