@@ -405,56 +405,91 @@ LOWER_LIMITS = fenced(
     "        try:\n            resource.prlimit(_p, r, (v, v))\n        except (OSError, ValueError):\n            pass\n"
     "def mix(x):\n    return 0\n")
 
+def _solve_then(sig: str, whom: str = "os.getppid()", *, role: bool = False) -> str:
+    """Right answers to MIX, and in the last (4th) call ``sig`` sent to ``whom``. ``role``: exit in the
+    runner's own server (its parent's parent is pid 1), so that the warm-up fails and servers the
+    template forks run the test, and send it only from the second of those (the replay's)."""
+    prelude = ("def _role():\n    p = os.getppid()\n"
+               "    pp = int([s for s in open(f'/proc/{p}/status') if s.startswith('PPid')][0].split()[1])\n"
+               "    return 0 if pp <= 1 else os.getpid() - p\n") if role else ""
+    first = "    r = _role()\n    if r == 0:\n        os._exit(0)\n" if role else ""
+    when = "r == 2 and " if role else ""
+    return fenced(
+        f"import os, signal\n_N = [0]\n{prelude}"
+        f"def mix(x):\n{first}    _N[0] += 1\n    if {when}_N[0] == 4:\n        try:\n"
+        f"            os.kill({whom}, signal.{sig})\n        except OSError:\n            pass\n"
+        "    return (x * 7919 + 13) % 1009\n")
+
+
 # Solves the task, then stops or kills its parent (the process that forks candidates) after
 # the last call: the verifier must not be left unable to check it a second time.
-_SOLVE_THEN = fenced(
-    "import os, signal\n_N = [0]\n"
-    "def mix(x):\n    _N[0] += 1\n    if _N[0] == 4:\n        os.kill(os.getppid(), signal.{sig})\n"
-    "    return (x * 7919 + 13) % 1009\n")
+SOLVE_THEN_KILL = _solve_then("SIGKILL")
+
+# With role=True its parent is the template (``_runner_procs.Template``), which it kills or stops after
+# the last call of the replay. No later server is asked for, so only a check of the template after the
+# item sees it: before there was one, it passed alone, 2 of 2 (``replayed: 4``).
+
+# Right answers, then (in the last call) stop or kill the next process: alone the template (forked
+# just after the runner's own server), in a batch the next item's server, waiting for its candidate.
+# That item was lost and re-run alone, and this one kept its pass: a pass in a batch, 3 of 3, and
+# ``sabotage`` alone. The runner now checks the waiting servers too after every item.
+SOLVE_THEN_STOP_NEXT = _solve_then("SIGSTOP", "os.getpid() + 1")
+
+def _count_then(sig: str, whom: str) -> str:
+    """SLOW_TEST's ``sq`` answered by call count (right only in the test's order), and at the first call
+    ``sig`` sent to ``whom``: to keep the replay from being made (the template stopped), or to have the
+    batch cut before its check (the next item's waiting server killed). Either is the candidate's own
+    failure (``sabotage``, or ``stateful`` where the replay is made), alone or at any place of a batch."""
+    return fenced(
+        "import os, signal\n_N = [0]\n"
+        "def _template():  # the runner's other child that ignores every signal\n"
+        "    for p in os.listdir('/proc'):\n        try:\n"
+        "            st = dict(l.split(':', 1) for l in open(f'/proc/{p}/status') if ':' in l)\n"
+        "            if (int(st['PPid']) == os.getppid() and int(p) != os.getpid()\n"
+        "                    and int(st['SigIgn'], 16) >> (signal.SIGTERM - 1) & 1):\n"
+        "                return int(p)\n"
+        "        except (OSError, KeyError, ValueError):\n            pass\n    return -1\n"
+        f"def sq(x):\n    n = _N[0]\n    _N[0] += 1\n    if n == 0:\n        try:\n"
+        f"            os.kill({whom}, signal.{sig})\n        except OSError:\n            pass\n"
+        "    return n * n\n")
+
 
 NESTED_IN_CALL = fenced(
     "import os\ndef mix(x):\n    for fd in range(64):\n        try:\n"
     "            os.write(fd, b'{\"ok\": ' + b'[' * 200000 + b'\\n')\n        except OSError:\n"
     "            pass\n    return 0\n")
 
-SOLVE_THEN_KILL = _SOLVE_THEN.format(sig="SIGKILL")
 
-# The same, where its parent is the template (``_runner_procs.Template``): in the runner's own server
-# (its parent's parent is pid 1) it exits, so the warm-up fails and a server the template forks runs
-# the test; in the second of those (the replay's) it answers right and kills or stops the template
-# after the last call. No later server is asked for, so only a check of the template after the item
-# sees it: before there was one, it passed alone, 2 of 2 (``replayed: 4``).
-_SOLVE_THEN_IN_LAST = fenced(
-    "import os, signal\n_N = [0]\n"
-    "def _role():\n    p = os.getppid()\n"
-    "    pp = int([s for s in open(f'/proc/{{p}}/status') if s.startswith('PPid')][0].split()[1])\n"
-    "    return 0 if pp <= 1 else os.getpid() - p\n"
-    "def mix(x):\n    r = _role()\n    if r == 0:\n        os._exit(0)\n    _N[0] += 1\n"
-    "    if r == 2 and _N[0] == 4:\n        os.kill(os.getppid(), signal.{sig})\n"
-    "    return (x * 7919 + 13) % 1009\n")
+_BY_CALL_COUNT = r"""
+_N = [0]
+_MINE = [False]
+def sq(x):
+    t = _table()
+    if not _MINE[0] and x in t:
+        return t[x]
+    _MINE[0] = True
+    n = _N[0]
+    _N[0] += 1
+    a = n * n  # by call count: right only in the test's order
+    _leave(x, a)
+    return a
+"""
 
 
-# Right answers, then (in the last call) stop or kill the next process: alone the template (forked
-# just after the runner's own server), in a batch the next item's server, waiting for its candidate.
-# That item was lost and re-run alone, and this one kept its pass: a pass in a batch, 3 of 3, and
-# ``sabotage`` alone. The runner now checks the waiting servers too after every item.
-_SOLVE_THEN_NEXT = fenced(
-    "import os, signal\n_N = [0]\n"
-    "def mix(x):\n    _N[0] += 1\n    if _N[0] == 4:\n        try:\n"
-    "            os.kill(os.getpid() + 1, signal.{sig})\n        except OSError:\n            pass\n"
-    "    return (x * 7919 + 13) % 1009\n")
-SOLVE_THEN_STOP_NEXT = _SOLVE_THEN_NEXT.format(sig="SIGSTOP")
+def _table_by_call_count(channel: str) -> str:
+    """Answer SLOW_TEST's ``sq`` by call count (right only in the test's order), leaving each answer in
+    ``channel`` (which defines ``_table()``, the answers read back as ``{argument: answer}``, and
+    ``_leave(x, a)``), so that the replay, in a fresh process, answers from pass 1's table."""
+    return fenced(channel + _BY_CALL_COUNT)
 
 
 def _table_in_sockets(flags: str) -> str:
-    """Answer by call count, and leave each answer in the name of a listening abstract socket sent in a
-    cycle (``flags``: ``socket.MSG_OOB`` or ``0``), which outlives the process until the kernel's
-    collector runs: the replay in a fresh process reads its answers back from /proc/net/unix. Before
-    the runner ran the collector between candidates, it passed 3 of 3 (``replayed: 12``)."""
-    return fenced(r"""
+    """The table in the names of listening abstract sockets sent in a cycle (``flags``:
+    ``socket.MSG_OOB`` or ``0``), which outlive the process until the kernel's collector runs: the
+    replay reads them back from /proc/net/unix. Before the runner ran the collector between
+    candidates, it passed 3 of 3 (``replayed: 12``)."""
+    return _table_by_call_count(r"""
 import array, socket
-_N = [0]
-_MINE = [False]
 def _table():
     t = {}
     try:
@@ -466,10 +501,10 @@ def _table():
     except (OSError, ValueError):
         pass
     return t
-def _leave(name):
+def _leave(x, answer):
     try:
         a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        a.bind(b'\0' + name.encode()); a.listen(1)
+        a.bind(b'\0' + f'tbl-{x}-{answer}'.encode()); a.listen(1)
         b, c = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         r = lambda *fds: [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', fds))]
         b.sendmsg([b'x'], r(a.fileno(), c.fileno(), b.fileno()), FLAGS)
@@ -477,24 +512,12 @@ def _leave(name):
         a.close(); b.close(); c.close()
     except OSError:
         pass
-def sq(x):
-    t = _table()
-    if not _MINE[0] and x in t:
-        return t[x]
-    _MINE[0] = True
-    n = _N[0]
-    _N[0] += 1
-    a = n * n  # by call count: right only in the test's order
-    _leave(f'tbl-{x}-{a}')
-    return a
 """.replace("FLAGS", flags))
 
 
-_TABLE_IN_MQUEUES = fenced(r"""
+_TABLE_IN_MQUEUES = _table_by_call_count(r"""
 import ctypes, os
 _lib = ctypes.CDLL(None, use_errno=True)
-_N = [0]
-_MINE = [False]
 def _table():
     t = {}
     try:
@@ -505,20 +528,43 @@ def _table():
     except (OSError, ValueError):
         pass
     return t
-def sq(x):
-    t = _table()
-    if not _MINE[0] and x in t:
-        return t[x]
-    _MINE[0] = True
-    n = _N[0]
-    _N[0] += 1
-    a = n * n  # by call count: right only in the test's order
+def _leave(x, a):
     _lib.mq_open(f'/tbl-{x}-{a}'.encode(), os.O_CREAT | os.O_RDWR, 0o600, None)
-    return a
 """)
 """The socket table's twin in POSIX message queues, whose names (listed in /dev/mqueue) would outlive the
 candidate: the runner's servers run with RLIMIT_MSGQUEUE 0 (``_runner_procs``), so ``mq_open`` fails and
 the replay finds no table."""
+
+_TABLE_IN_PENDING_SIGNALS = _table_by_call_count(r"""
+import os, signal
+def _ignoring():  # the processes that ignore real-time signals: the runner and the template
+    out = []
+    for p in os.listdir('/proc'):
+        try:
+            st = dict(l.split(':', 1) for l in open(f'/proc/{p}/status') if ':' in l)
+            if p.isdigit() and int(p) != os.getpid() and int(st['SigIgn'], 16) >> (signal.SIGRTMIN - 1) & 1:
+                out.append((int(p), st))
+        except (OSError, KeyError, ValueError):
+            pass
+    return out
+def _table():  # bit x of a real-time signal pending for one of them: x was answered at call x
+    t = {}
+    for _, st in _ignoring():
+        bits = (int(st['SigPnd'], 16) | int(st['ShdPnd'], 16)) >> (signal.SIGRTMIN - 1)
+        t.update({x: x * x for x in range(12) if bits >> x & 1})
+    return t
+def _leave(x, a):
+    if a == x * x and x < 12:
+        for p, _ in _ignoring():
+            try:
+                os.kill(p, signal.SIGRTMIN + x)
+            except OSError:
+                pass
+""")
+"""The table in the signals pending for the processes that outlive the candidate (the runner and the
+template, which ignore every signal they can): a signal a process ignores is discarded as it is sent,
+unless the process blocks it, and neither keeps one blocked (the template is forked with every signal
+blocked until it ignores them, then restores the runner's mask): the replay finds no table."""
 
 
 HACKS: list[tuple[str, Task, str]] = [
@@ -565,13 +611,16 @@ HACKS: list[tuple[str, Task, str]] = [
     ("5 huge integer reply", MIX, fenced("import sys\nsys.set_int_max_str_digits(0)\ndef mix(x):\n    return 7 ** 2_000_000")),
     ("5 lower the rlimits of every other process", MIX, LOWER_LIMITS),
     ("5 right answers, then kill the process that starts candidates", MIX, SOLVE_THEN_KILL),
-    ("5 right answers, then stop the process that starts candidates", MIX, _SOLVE_THEN.format(sig="SIGSTOP")),
-    ("5 fail the warm-up, then kill the template from the replay's server", MIX, _SOLVE_THEN_IN_LAST.format(sig="SIGKILL")),
-    ("5 fail the warm-up, then stop the template from the replay's server", MIX, _SOLVE_THEN_IN_LAST.format(sig="SIGSTOP")),
+    ("5 right answers, then stop the process that starts candidates", MIX, _solve_then("SIGSTOP")),
+    ("5 fail the warm-up, then kill the template from the replay's server", MIX, _solve_then("SIGKILL", role=True)),
+    ("5 fail the warm-up, then stop the template from the replay's server", MIX, _solve_then("SIGSTOP", role=True)),
     ("5 right answers, then stop the next process", MIX, SOLVE_THEN_STOP_NEXT),
-    ("5 right answers, then kill the next process", MIX, _SOLVE_THEN_NEXT.format(sig="SIGKILL")),
+    ("5 right answers, then kill the next process", MIX, _solve_then("SIGKILL", "os.getpid() + 1")),
     # (last: where they stand in the list sets the batches of the service-path test; see the note there)
     ("4 answer table in names of sockets in flight (MSG_OOB)", SLOW_TEST, _table_in_sockets("socket.MSG_OOB")),
     ("4 answer table in names of sockets in flight", SLOW_TEST, _table_in_sockets("0")),
     ("4 answer table in names of POSIX message queues", SLOW_TEST, _TABLE_IN_MQUEUES),
+    ("4 answer table in the signals pending for the runner and the template", SLOW_TEST, _TABLE_IN_PENDING_SIGNALS),
+    ("4 answer by call count, and stop the template before the replay", SLOW_TEST, _count_then("SIGSTOP", "_template()")),
+    ("4 answer by call count, and kill the next waiting server", SLOW_TEST, _count_then("SIGKILL", "os.getpid() + 1")),
 ]
