@@ -186,16 +186,34 @@ def chain_runs(pool: LocalSandboxPool, timeout: float = 3.0) -> dict[str, Callab
                                           limits=lim)}  # fmt: skip
 
 
-def slow_wipe(pool: LocalSandboxPool, c: object = None) -> str | None:
-    """Each path's call with a deep chain against an idle job's of the same timeout, run just before
-    (so a loaded host slows both): the chain may add at most ``WIPE_MARGIN_S``."""
-    for what, run in chain_runs(pool).items():
+def chain_tries(run: Callable[[str], Execution], tries: int = 3) -> list[tuple[Execution, float, float]]:
+    """The deep chain's call against an idle job's of the same timeout, run just before it (so a
+    loaded host slows both), until the chain adds at most ``WIPE_MARGIN_S`` or ``tries`` pairs ran:
+    each pair's (chain's Execution, its call's seconds, the idle call's seconds). Load is uneven: in
+    a full test run one pair in ten here took 3-9 s more than its idle job, the pool having rerun a
+    chain that looked starved (two timeouts in one call) or the kernel's free waiting for a CPU;
+    what the chain itself costs slows every pair (before issue 21, ~9 s each)."""
+    pairs = []
+    for _ in range(tries):
         _, idle = timed(run, IDLE)
         ex, took = timed(run, DEEP_CHAIN)
-        if ex.outcome == "infra_error":
-            return f"{what}: a deep chain made the job an infra error ({ex.infra_detail})"
-        if b"made" not in ex.stdout and not ex.timed_out:
-            return f"{what}: the chain was not made: {ex}"
+        pairs.append((ex, took, idle))
+        if took <= idle + WIPE_MARGIN_S:
+            break
+    return pairs
+
+
+def slow_wipe(pool: LocalSandboxPool, c: object = None) -> str | None:
+    """Each path's call with a deep chain against an idle job's of the same timeout (``chain_tries``):
+    the chain may add at most ``WIPE_MARGIN_S`` in one of three pairs, and is never infra."""
+    for what, run in chain_runs(pool).items():
+        pairs = chain_tries(run)
+        for ex, _, _ in pairs:
+            if ex.outcome == "infra_error":
+                return f"{what}: a deep chain made the job an infra error ({ex.infra_detail})"
+            if b"made" not in ex.stdout and not ex.timed_out:
+                return f"{what}: the chain was not made: {ex}"
+        ex, took, idle = pairs[-1]
         if took > idle + WIPE_MARGIN_S:
             return f"{what}: the call took {took:.1f} s, an idle job's {idle:.1f} s (cleanup waited for)"
         after = pool.run_python("print('next')")

@@ -18,13 +18,12 @@ from posttrain.sandbox import Limits
 from posttrain.sandbox._fs import MAX_INODES
 from posttrain.sandbox._probes_fair import (
     DEEP_CHAIN,
-    IDLE,
     WIPE_MARGIN_S,
     chain_runs,
+    chain_tries,
     cpu_hogs,
     inode_channel,
     slow_wipe,
-    timed,
 )
 
 
@@ -48,19 +47,20 @@ def test_a_deep_chain_costs_only_its_own_job_beside_a_nice_19_hog(pool1):
 @pytest.mark.parametrize("path", ["run_python", "exec"])
 def test_a_deep_chain_is_refused_at_the_inode_cap_and_returns_at_its_timeout(pool1, path):
     """Never infra; at most ``MAX_INODES`` made (the cap, or fewer when the deadline came first on a
-    loaded host); the call at most ``WIPE_MARGIN_S`` longer than an idle job's of the same timeout."""
-    run = chain_runs(pool1)[path]
-    for _try in range(2):  # a job that made nothing before its deadline was starved by a loaded host
-        _, idle = timed(run, IDLE)  # (another test worker beside it): measured again once, as the pool reruns
-        ex, took = timed(run, DEEP_CHAIN)
+    loaded host); the call at most ``WIPE_MARGIN_S`` longer than an idle job's of the same timeout,
+    in one of three pairs (``chain_tries``: load on a busy host is uneven, the chain's cost is not)."""
+    pairs = chain_tries(chain_runs(pool1)[path])
+    if all(b"made" not in ex.stdout for ex, _, _ in pairs):  # every one starved before its first thousand
+        pairs += chain_tries(chain_runs(pool1)[path], tries=1)
+    for ex, _, _ in pairs:
         assert ex.outcome != "infra_error", ex
         made = [int(line.split()[-1]) for line in ex.stdout.splitlines() if line.startswith(b"made")]
-        if made or not ex.timed_out:
-            break
-    assert made and max(made) <= MAX_INODES, ex
-    if b"refused" in ex.stdout:  # it reached the cap (on an idle host it does, well before its deadline)
-        assert b"refused: No space left on device" in ex.stdout, ex
-    assert took < idle + WIPE_MARGIN_S, (took, idle)
+        assert max(made, default=0) <= MAX_INODES, ex
+        if b"refused" in ex.stdout:  # it reached the cap (on an idle host it does, well before its deadline)
+            assert b"refused: No space left on device" in ex.stdout, ex
+    assert any(b"made" in ex.stdout for ex, _, _ in pairs), pairs
+    extra = [(round(took, 2), round(idle, 2)) for _, took, idle in pairs]
+    assert min(took - idle for took, idle in extra) < WIPE_MARGIN_S, extra
 
 
 def test_the_places_are_fresh_and_the_jobs_own(pool1):
