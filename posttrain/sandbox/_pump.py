@@ -201,10 +201,11 @@ def pump(
     stdin_data: bytes,
     exit_fd: int | None,
     on_exit: Callable[[], None],
-    deadline: float,
+    deadline: float | Callable[[], float],
 ) -> bool:
     """Feed stdin, read every output fd until EOF, call ``on_exit`` once when ``exit_fd``
-    (a pidfd) becomes readable. Returns False if the deadline passed first.
+    (a pidfd) becomes readable. Returns False if the deadline passed first (``deadline`` may be a
+    function, read again after each wake-up: a deadline that moves with what was read).
 
     Closes ``stdin_fd`` and every output fd it reached EOF on (marking its Capture ``closed``);
     call ``close_all`` for the rest.
@@ -220,7 +221,7 @@ def pump(
     if exit_fd is not None:
         poller.register(exit_fd, select.POLLIN)
     while open_out or exit_fd is not None:
-        wait_ms = int((deadline - time.monotonic()) * 1000) + 1
+        wait_ms = int(((deadline() if callable(deadline) else deadline) - time.monotonic()) * 1000) + 1
         if wait_ms <= 0:
             break
         for fd, _ in poller.poll(wait_ms):

@@ -238,3 +238,15 @@ def test_an_escaped_sleeper_that_spawns_spinners_at_the_deadline_costs_only_its_
     assert ex.duration_s < 1.0 + 3.0, ex
     after = pool1.run_python("print('ok')", timeout=5.0)
     assert after.ok and after.stdout == b"ok\n", after
+
+
+def test_a_jobs_timeout_counts_from_its_start(pool1):
+    """Its sandbox's start (namespaces, mounts, a workspace's overlay) is the host's time, not the job's:
+    a start slowed past the job's 0.4 s timeout (its cgroup at 1% of a CPU, as on a busy host: 0.6-1 s
+    here) leaves the job its whole timeout. Before, the timeout counted from the launch: an infra error,
+    "the sandbox did not start within 0.4s" (seen beside the sandbox suite at -n 3, a 2 s job)."""
+    t0 = time.monotonic()
+    ex = pool1.exec(["sh", "-c", "echo started"], timeout=0.4, limits=Limits(cpu_cores=0.01))
+    took = time.monotonic() - t0
+    assert ex.ok and ex.stdout == b"started\n" and ex.duration_s < 0.4, ex
+    assert took > 0.4, took  # the start took longer than the timeout (else the test proves nothing)
