@@ -134,7 +134,14 @@ Timing-dependent rules, each with its margin, each tested idle and beside a nice
 - a job's file systems are freed by the kernel in bounded time (~0.1 s of CPU at the inode cap):
   the call of a job that left a chain as deep as it could make returns within ``WIPE_MARGIN_S``
   (3 s) of an idle job's call of the same timeout, run just before (``slow_wipe``; measured
-  against the idle job, not the clock, so a loaded host slows both).
+  against the idle job, not the clock, so a loaded host slows both; in one of three such pairs, as
+  load on a busy host is uneven and the chain's own cost is not).
+- a killed job's processes: gone within 5 s, or, those already exiting (``PF_EXITING``: the kernel
+  taking the job's own mounts down, charged to its cgroup), within ``EXIT_WAIT_S`` (60 s) more;
+  only a survivor past those is infra ("processes of the job survived SIGKILL").
+- an ``exec`` job's sandbox has ``START_S`` (30 s) to start (bwrap's namespaces and mounts, a
+  workspace's overlay), and the job's timeout counts from its start: a busy host's slow start is
+  never the job's timeout, nor infra short of that.
 
 An ``exec`` job is a fresh sandbox of its own; a ``Workspace`` job also runs in the workspace's
 own cgroups on the workspace's own tmpfs (storage charged to the workspace, with its own limit),
