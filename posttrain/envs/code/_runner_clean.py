@@ -197,6 +197,12 @@ def socket_inodes():
         return {line.split()[6] for line in f.read().splitlines()[1:] if len(line.split()) > 6}
 
 
+SOCKETS_WAIT_S = 3.0
+"""How long the kernel's collector may take to free a candidate's sockets in flight (milliseconds on
+an idle host; 500 polls of 1 ms were once too few under load: a socket-table fixture's item came back
+``sabotage`` instead of ``stateful``, 0 of 8 on repeat)."""
+
+
 def clear_sockets(kept):
     """True once no unix socket is left but ``kept`` (the runner's own, at the job's start). A
     candidate's sockets close with its processes, except those in flight in a cycle, which wait for
@@ -213,7 +219,8 @@ def clear_sockets(kept):
         finally:
             a.close()
             b.close()
-        for _ in range(500):
+        end = time.monotonic() + SOCKETS_WAIT_S
+        while time.monotonic() < end:
             if socket_inodes() <= kept:
                 return True
             time.sleep(0.001)
