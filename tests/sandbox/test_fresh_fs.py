@@ -138,3 +138,30 @@ def test_a_killed_process_still_exiting_is_waited_for(pool1, tmp_path):
         assert took > 0.02, took  # it was still exiting past the deadline (else the test proves nothing)
     finally:
         cg.destroy()
+
+
+LEADER_EXITS = r"""
+import ctypes, threading, time
+def spin():
+    while True:
+        pass
+threading.Thread(target=spin).start()
+time.sleep(0.2)
+print("leader exits", flush=True)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+@pytest.mark.parametrize("path", ["run_python", "exec"])
+def test_a_job_that_looks_exiting_while_it_runs_is_its_own_timeout(pool1, path):
+    """A policy's try at the wait for exiting processes: its main thread exits, so /proc shows the
+    process ``PF_EXITING`` from then on while its other thread spins. SIGKILL takes it anyway: its own
+    timeout, and the call back long before ``EXIT_WAIT_S`` (60 s; 2 s here, 30 s allowed for the pool's
+    rerun of a job that looked starved on a busy host)."""
+    t0 = time.monotonic()
+    if path == "exec":
+        ex = pool1.exec(["python3", "-c", LEADER_EXITS], timeout=2.0)
+    else:
+        ex = pool1.run_python(LEADER_EXITS, timeout=2.0)
+    assert ex.outcome == "error" and ex.timed_out and ex.stdout == b"leader exits\n", ex
+    assert time.monotonic() - t0 < 30.0
