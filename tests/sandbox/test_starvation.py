@@ -250,3 +250,12 @@ def test_a_jobs_timeout_counts_from_its_start(pool1):
     took = time.monotonic() - t0
     assert ex.ok and ex.stdout == b"started\n" and ex.duration_s < 0.4, ex
     assert took > 0.4, took  # the start took longer than the timeout (else the test proves nothing)
+
+
+def test_a_job_cannot_move_its_start(pool1):
+    """A policy's try at the start allowance: the marker that starts the job's clock is written and
+    closed before its command runs, so writing it again (or anything to fd 5) fails, and the job's
+    timeout stands."""
+    ex = pool1.exec(["sh", "-c", "printf x >&5; echo $?; sleep 30"], timeout=1.0)
+    assert ex.outcome == "error" and ex.timed_out and ex.duration_s < 1.0 + 3.0, ex
+    assert ex.stdout == b"2\n" and b"Bad file descriptor" in ex.stderr, ex
