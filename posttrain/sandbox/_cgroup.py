@@ -99,7 +99,7 @@ class CgroupLayout:
 EXIT_WAIT_S = 60.0
 """How long past ``kill_all``'s deadline a killed process that is already exiting may take to go: its
 exit is its own kernel work, charged to its cgroup (a job that left a 250k-deep directory chain on its
-workspace needs ~0.2 s of CPU to go, which took 9-15 s beside the tests' nice -20 hogs, ~1% of a CPU:
+workspace needs ~0.4 s of CPU to go, which took 9-15 s beside the tests' nice -20 hogs, ~1% of a CPU:
 that was an infra error, 3 of 3)."""
 _PF_EXITING = 0x4
 

@@ -180,7 +180,7 @@ class ExecSlot:
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
         reaped.append(status)
-        deadline()  # (the marker may have come with the last read)
+        deadline()  # (a marker read with the exit, in one wake-up: the job took no longer than that)
         duration = time.monotonic() - (started[0] if started else t0)
         clean = cg.kill_all()
         out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
