@@ -6,7 +6,9 @@ Every ``exec`` mounts them with overlayfs at /work inside a fresh sandbox (bwrap
 so the job sees the merged tree and all its writes land in the upper layer.
 
 - ``snapshot()`` freezes the upper layer (a rename-free list append) and starts an empty one:
-  the next attempt continues from there (multi-turn repair). Cost does not depend on size.
+  the next attempt continues from there (multi-turn repair). Cost does not depend on size. /work's
+  own mode is the top layer's root, so each new layer takes the last frozen one's (a job's
+  ``chmod 700 .`` was lost at the next step: every new layer came with 0755).
 - ``rollback(to=None)`` drops the upper layer and, given a snapshot, the layers above it. Each
   attempt's layer is a tmpfs of its own (``a<n>/u`` with overlay's work dir ``a<n>/w``), so
   dropping one is an unmount: the kernel frees what the jobs wrote, in time bounded by the cap,
@@ -222,6 +224,8 @@ class Workspace:
         for d in (upper, work):
             d.mkdir(mode=0o755)
             os.chown(d, self.uid, self.uid)
+        if len(self.layers) > 1:  # /work's own mode is the top layer's root: the last frozen one's, kept
+            os.chmod(upper, stat.S_IMODE(os.stat(self.layers[-1]).st_mode))
         return upper, work
 
     def _drop(self, layer: Path) -> None:

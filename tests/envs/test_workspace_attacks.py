@@ -128,3 +128,22 @@ def test_a_name_too_long_never_drops_its_group(pool, verify) -> None:
         assert svc.stats()["groups_dropped"] == 0
     for traj in (attacker, other):
         assert traj.verdicts and {v.outcome for v in traj.verdicts} == {"fail"} and traj.cut_by is None
+
+
+def test_a_workspace_shut_by_its_own_chmod_stays_shut_and_fails_as_its_own(pool, verify) -> None:
+    """``chmod 000 .`` in a step that also wrote holds through the snapshot the runner takes after it (each
+    new layer takes the last one's mode of /work; before, the new layer came with 0755 and undid it):
+    the next bash call cannot enter /work (exit status 2, the call's own result) and the submit is the
+    agent's fail, never infra."""
+    task = build_task(random.Random(5), 1, "doc-agent-chmod", "figure", pdf=False)
+    env = WorkspaceEnv(ENV.workspace_spec(task), chat=CHAT, pool=pool, verify=verify, limits=AgentLimits(max_steps=4))
+    env.reset(task)
+    try:
+        for command, result in (("touch made && chmod 000 .", "(no output)"), ("ls", "[exit status 2]")):
+            step = env.step(action(CHAT.write_tool_calls([call("bash", command=command)])))
+            assert not step.done and step.calls[0].result.strip() == result, step.calls
+            env.snapshot()  # as the runner does after every step that did not end the episode
+        last = env.step(action(CHAT.write_tool_calls([call("submit")])))
+    finally:
+        env.close()
+    assert last.verdict is not None and last.verdict.outcome == "fail" and not last.verdict.is_infra_error

@@ -89,3 +89,17 @@ def test_a_job_that_shuts_its_workspace_out_of_work_fails_later_jobs_there_never
         assert ex.outcome == "error" and ex.exit_code == 2 and b"/work" in ex.stderr, ex
         ws.rollback()
         assert ws.exec(["cat", "a.txt"]).stdout == b"x"
+
+
+def test_work_keeps_its_own_mode_through_snapshot_and_rollback(pool):
+    """/work's own mode is the top layer's root: a snapshot froze it and the next attempt's new
+    layer came with 0755 (a job's ``chmod 700 .`` was lost at the next step); rollback goes back to
+    the snapshot's mode, not to 0755."""
+    with Workspace(pool) as ws:
+        assert ws.exec(["sh", "-c", "chmod 700 . && touch a"]).ok
+        ws.snapshot()
+        assert ws.exec(["stat", "-c", "%a", "."]).stdout == b"700\n"
+        assert ws.exec(["sh", "-c", "chmod 750 ."]).ok
+        ws.rollback()
+        assert ws.exec(["stat", "-c", "%a", "."]).stdout == b"700\n"
+        assert ws.exec(["sh", "-c", "ls"]).stdout == b"a\n"
