@@ -44,13 +44,14 @@ slowness ("did not start within 2.0s")."""
 
 @dataclass(frozen=True)
 class Room:
-    """Where a workspace's jobs run: its own cgroups (limit: the job's memory plus the
-    workspace's storage), its own uid, the bwrap options that mount its overlay at /work, and a
-    launcher prefix that mounts its layers (``_launch.overlay_wrap``)."""
+    """Where a workspace's jobs run: its own cgroups (limit: the job's memory plus ``kept_mb``, what
+    the workspace's layers may hold in memory: their bytes and their inodes' kernel memory), its own
+    uid, the bwrap options that mount its overlay at /work, and a launcher prefix that mounts its
+    layers (``_launch.overlay_wrap``)."""
 
     cg: SlotCgroup
     uid: int
-    storage_mb: int
+    kept_mb: int
     work: list[str]
     wrap: list[str]
 
@@ -100,7 +101,7 @@ class ExecSlot:
     def _launch(self, cmd: list[str], places: JobPlaces, stdin: bytes, timeout: float, limits: Limits,
                 room: Room | None, uid: int) -> tuple[Execution, bool]:  # fmt: skip
         cg = room.cg if room is not None else self.cg
-        extra_mb = room.storage_mb if room is not None else 0
+        extra_mb = room.kept_mb if room is not None else 0
         cg.set_limits((limits.memory_mb + extra_mb) * _MiB, limits.pids + 4, limits.cpu_cores)
         cg.reset_peak()
         oom_before = cg.oom_kills()

@@ -259,8 +259,8 @@ class Workspace:
             base = str(self._host_base) if self._host_base is not None else None
             # what the layers may hold: their bytes, and their inodes' kernel memory (the few that
             # RESERVE_INODES adds per attempt or per job, 16 KiB each time, come out of the job's memory)
-            keep_mb = self.storage_mb + -(-self.inodes * INODE_BYTES // _MiB)
-            room = Room(self._cg, self.uid, keep_mb, ["--bind", str(self._merged), "/work"],
+            kept_mb = self.storage_mb + -(-self.inodes * INODE_BYTES // _MiB)
+            room = Room(self._cg, self.uid, kept_mb, ["--bind", str(self._merged), "/work"],
                         overlay_wrap(self.pool.tools, str(self._root), base, options))
             return self.pool.exec_in(cmd, stdin=stdin, timeout=timeout, limits=limits, room=room)
 
