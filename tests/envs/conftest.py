@@ -5,15 +5,25 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(scope="session")
-def pool():
+def _pool(size: int):
     from posttrain.sandbox import HostCannotIsolate, open_pool
 
     try:
-        p = open_pool(size=2)
+        return open_pool(size=size)
     except HostCannotIsolate as e:  # the sandbox says what is missing; the code verifier needs it
         pytest.skip(f"this host cannot run the sandbox: {e}")
-    with p:
+
+
+@pytest.fixture(scope="session")
+def pool():
+    with _pool(2) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def pool1():
+    """A pool of one slot: every episode's jobs run in the same exec slot."""
+    with _pool(1) as p:
         yield p
 
 

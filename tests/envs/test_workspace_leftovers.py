@@ -22,26 +22,13 @@ from posttrain.envs import get_domain
 from posttrain.envs.files._agents import oracle
 from posttrain.envs.files._env import build_task
 from posttrain.envs.workspace import SUBMIT, AgentLimits, WorkspaceEnv, WorkspaceSpec
-from posttrain.sandbox import Limits, open_pool
+from posttrain.sandbox import Limits
 from posttrain.sandbox import workspace as workspace_module
 from posttrain.types import Task, ToolCallRecord, Verdict
 
 ENV = get_domain("files")
 FILL_INODES = ("python3 -c \"import os, secrets\np = secrets.token_hex(4)\nn = 0\ntry:\n    while True: "
                "os.mknod(f'{p}{n}'); n += 1\nexcept OSError as e: print(n, e.strerror)\"")
-
-
-@pytest.fixture(scope="module")
-def pool1():
-    """A pool of one slot: every episode's jobs run in the same exec slot."""
-    from posttrain.sandbox import HostCannotIsolate
-
-    try:
-        p = open_pool(size=1)
-    except HostCannotIsolate as e:
-        pytest.skip(f"this host cannot run the sandbox: {e}")
-    with p:
-        yield p
 
 
 @pytest.fixture(scope="module")
