@@ -52,6 +52,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from posttrain.sandbox._pump import proc_exiting
 from posttrain.sandbox.errors import HostCannotIsolate
 
 _CONTROLLERS = ("memory", "pids", "cpu")
@@ -101,18 +102,6 @@ EXIT_WAIT_S = 60.0
 exit is its own kernel work, charged to its cgroup (a job that left a 250k-deep directory chain on its
 workspace needs ~0.4 s of CPU to go, which took 9-15 s beside the tests' nice -20 hogs, ~1% of a CPU:
 that was an infra error, 3 of 3)."""
-_PF_EXITING = 0x4
-
-
-def _exiting(pid: int) -> bool:
-    """Whether ``pid`` is already exiting (its ``PF_EXITING`` flag set), or gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return bool(int(f.read().rpartition(b")")[2].split()[6]) & _PF_EXITING)
-    except FileNotFoundError:
-        return True
-    except (OSError, IndexError, ValueError):
-        return False
 
 
 REGISTRY = "posttrain-uids"  # below the hierarchy's root: see ``_uids``
@@ -453,7 +442,7 @@ class SlotCgroup:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             now = time.monotonic()
-            if now > end and (now > end + EXIT_WAIT_S or not all(map(_exiting, pids))):
+            if now > end and (now > end + EXIT_WAIT_S or not all(map(proc_exiting, pids))):
                 return False
             time.sleep(0.001 if now < end else 0.01)
 

@@ -36,13 +36,32 @@ class FrameError(Exception):
     """The peer closed the channel, timed out, or sent a malformed frame."""
 
 
+def proc_fields(pid: int) -> list[bytes]:
+    """The fields of /proc/<pid>/stat after the command's name (the state first: stat field 3).
+    Raises OSError once the process is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
 def proc_state(pid: int) -> bytes:
     """A process's state letter (R running or runnable, S sleeping, T stopped, Z zombie...); b"" if gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0]
+        return proc_fields(pid)[0]
     except (OSError, IndexError):
         return b""
+
+
+_PF_EXITING = 0x4
+
+
+def proc_exiting(pid: int) -> bool:
+    """Whether a process is already exiting (its ``PF_EXITING`` flag set: killed, not yet gone), or gone."""
+    try:
+        return bool(int(proc_fields(pid)[6]) & _PF_EXITING)
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def proc_sched(pid: int, now: float, base_nice: int, base_policy: int) -> tuple[float, float, bool, float]:
@@ -52,8 +71,7 @@ def proc_sched(pid: int, now: float, base_nice: int, base_policy: int) -> tuple[
     CPU: its own and that of the children it reaped. Raises OSError once it is gone."""
     with open(f"/proc/{pid}/schedstat", "rb") as f:
         run_delay = int(f.read().split()[1]) / 1e9
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()  # fields[0] is stat field 3
+    fields = proc_fields(pid)  # fields[0] is stat field 3
     tick = os.sysconf("SC_CLK_TCK")
     alive = max(now - int(fields[19]) / tick, 0.01)  # it may have started late: its own lifetime
     lowered = int(fields[16]) > base_nice or int(fields[38]) not in (base_policy, os.SCHED_BATCH)
