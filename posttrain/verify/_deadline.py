@@ -7,15 +7,28 @@ So each check is sent to a small pool of worker processes (each under an address
 one that overruns is killed and replaced.
 
 Blame is decided by CPU time, not wall time (issue 14, class 12). While it waits, the client reads
-the worker's CPU time from ``/proc/PID/stat``:
+the CPU time of the worker and of every process below it (``/proc/PID/stat``, children found through
+each thread's ``children`` list): a check's subprocesses spend its budget too.
 
 - the check used ``cpu_budget_s`` of CPU: the response's doing -> ``cpu_exceeded`` (a fail);
-- ``wall_limit_s`` passed with less CPU than that: the worker was starved on a loaded machine ->
-  ``starved`` (an infra error, which the caller retries);
+- ``wall_limit_s`` passed with less CPU than that, and a thread of the worker or of a process below it
+  waited for a CPU (``run_delay`` in ``/proc/PID/task/TID/schedstat``) for over ``STARVED_SHARE`` of
+  that time at a priority it kept: the machine starved it -> ``starved`` (an infra error, which the
+  caller retries). A check's threads wait behind its own processes only while those run, which is
+  its CPU time: under the default wall limit (4 x the budget, at least 30 s) a check cannot make
+  itself look starved (it would wait over 1.2 budgets while using under one);
+- ``wall_limit_s`` passed otherwise: the check waited of its own accord (asleep on a subprocess, a
+  pipe, a timer: a user's reward function that runs the completion, which sleeps) -> ``stalled`` (a
+  fail). Only our waiting for a CPU is infra: a check that sleeps, or whose worker was stopped, is
+  not starved, whatever little CPU it used (a completion could otherwise get itself dropped);
 - the check raised: ``raised`` with the exception's class (a fail: the input made it raise);
 - the worker died during a check: it is retried once on a fresh worker (an outside kill is not
   the response's doing); a second death is ``crashed`` (a fail: the input kills it);
 - a worker cannot start: ``no_worker`` (an infra error).
+
+A worker that is replaced (a check over its budget, stalled, starved or crashed) is killed with every
+process below it, so that nothing a check started outlives it (a completion's ``while True: pass``
+left spinning took the CPU the next checks needed).
 
 A worker is ``python -s -m posttrain.verify._deadline MODULE``: it imports ``MODULE`` once (and
 calls its ``warm_up()`` if it has one), says ``{"ready": true}``, then answers JSON lines with
@@ -27,11 +40,13 @@ Not here: what a check means (the domain modules), retries of infra errors (the 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import queue
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -47,8 +62,12 @@ _WORKER_MEMORY_BYTES = 2 << 30
 _ORPHAN_CPU_S = 300
 _POLL_S = 0.05
 _TICKS = os.sysconf("SC_CLK_TCK")
+_MAX_TREE = 4096
+STARVED_SHARE = 0.3
+"""A check past its wall limit is ``starved`` only when one of its threads waited for a CPU for more
+than this share of the limit (the sandbox's filter, ``posttrain.sandbox._starve``, uses the same)."""
 
-Status = Literal["ok", "raised", "cpu_exceeded", "starved", "crashed", "no_worker"]
+Status = Literal["ok", "raised", "cpu_exceeded", "stalled", "starved", "crashed", "no_worker"]
 
 
 @dataclass(frozen=True)
@@ -68,13 +87,70 @@ class Outcome:
         return self.status in ("starved", "no_worker")
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def _stat(path: str) -> list[bytes] | None:
+    """The fields of a ``stat`` file after the command's name (``[0]`` is field 3, the state)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
+        with open(path, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every live process below it, read from each thread's ``children`` list."""
+    out, todo, seen = [], [pid], set()
+    while todo and len(out) < _MAX_TREE:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        out.append(p)
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                with open(f"/proc/{p}/task/{t}/children", "rb") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def _cpu_seconds(pids: list[int]) -> float | None:
+    """CPU time of ``pids`` (the first one's tree, ``_tree``), with the children each has reaped; None
+    once the first is gone."""
+    total = 0.0
+    for i, pid in enumerate(pids):
+        fields = _stat(f"/proc/{pid}/stat")
+        if fields is None:
+            if i == 0:
+                return None
+            continue
+        total += sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime (fields 14-17)
+    return total
+
+
+def _waits(pids: list[int], nice: int) -> dict[tuple[int, int], float]:
+    """(pid, tid) -> seconds it waited for a CPU, of the threads of ``pids`` at ``nice`` or a higher
+    priority, under the normal or batch scheduler (one that lowered its own priority waits by choice)."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for t in tids:
+            fields = _stat(f"/proc/{pid}/task/{t}/stat")
+            try:
+                with open(f"/proc/{pid}/task/{t}/schedstat", "rb") as f:
+                    run_delay = int(f.read().split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):
+                continue
+            if fields is not None and int(fields[16]) <= nice and int(fields[38]) in (os.SCHED_OTHER, os.SCHED_BATCH):
+                out[pid, int(t)] = run_delay
+    return out
 
 
 def _readable(stream: Any, timeout: float) -> bool:
@@ -106,6 +182,7 @@ def protocol_stdout() -> Any:
 
 class _Worker:
     def __init__(self, module: str, env: Mapping[str, str] | None = None) -> None:
+        self.nice = os.getpriority(os.PRIO_PROCESS, 0)  # the worker's, as it starts
         self.proc = subprocess.Popen(
             [sys.executable, "-s", "-m", "posttrain.verify._deadline", module],
             stdin=subprocess.PIPE,
@@ -113,6 +190,7 @@ class _Worker:
             stderr=subprocess.DEVNULL,
             close_fds=True,
             env=child_env(env),
+            start_new_session=True,  # its own process group: what it started dies with it (``kill``)
         )
 
     @property
@@ -130,19 +208,25 @@ class _Worker:
             return False
 
     def ask(self, request: Mapping[str, Any], cpu_budget_s: float, wall_limit_s: float) -> Outcome:
-        """Send one request and wait for its reply, watching the worker's CPU time."""
+        """Send one request and wait for its reply, watching the CPU time of the worker and of what it
+        started (module docstring)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        cpu0 = _cpu_seconds(self.pid) or 0.0
+        cpu0 = _cpu_seconds(_tree(self.pid)) or 0.0
+        waits0: dict[tuple[int, int], float] | None = None  # read once a reply is late (most come at once)
         start = time.monotonic()
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return Outcome("crashed", detail="the worker's input pipe is closed")
+        cpu = 0.0
         while True:
             ready = _readable(self.proc.stdout, _POLL_S)
             wall = time.monotonic() - start
-            cpu = (_cpu_seconds(self.pid) or cpu0) - cpu0
+            tree = [self.pid] if ready else _tree(self.pid)
+            cpu = max(cpu, (_cpu_seconds(tree) or cpu0) - cpu0)  # a process that left the tree took its time
+            if waits0 is None and not ready:
+                waits0 = _waits(tree, self.nice)
             if ready:
                 line = self.proc.stdout.readline()
                 if not line:
@@ -156,11 +240,26 @@ class _Worker:
                 return Outcome("cpu_exceeded", detail=f"used {cpu:.2f}s of CPU (budget {cpu_budget_s:g}s)",
                                cpu_s=cpu, wall_s=wall)
             if wall >= wall_limit_s:
-                return Outcome("starved", detail=f"only {cpu:.2f}s of CPU in {wall:.1f}s of wall time "
-                               f"(budget {cpu_budget_s:g}s): the machine is overloaded", cpu_s=cpu, wall_s=wall)
+                waited = max((w - (waits0 or {}).get(k, 0.0) for k, w in _waits(tree, self.nice).items()), default=0.0)
+                if waited > STARVED_SHARE * wall:
+                    return Outcome("starved", detail=f"only {cpu:.2f}s of CPU in {wall:.1f}s of wall time, {waited:.1f}s "
+                                   f"of it waiting for one (budget {cpu_budget_s:g}s): the machine is overloaded",
+                                   cpu_s=cpu, wall_s=wall)
+                return Outcome("stalled", detail=f"the check waited {wall:.1f}s without finishing, using {cpu:.2f}s "
+                               f"of CPU (budget {cpu_budget_s:g}s) and waiting {waited:.1f}s for one", cpu_s=cpu,
+                               wall_s=wall)
 
     def kill(self) -> None:
-        self.proc.kill()
+        """Kill the worker and every process below it (stopped first, so that none starts another)."""
+        tree = _tree(self.pid)
+        for pid in tree:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        for pid in _tree(self.pid) + tree:  # and what forked before the stop landed
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):  # and what was orphaned in its group (a worker that died)
+            os.killpg(self.pid, signal.SIGKILL)
         self.proc.wait()
 
 
@@ -230,6 +329,7 @@ class CheckPool:
 _FAILS = {
     "raised": ("The answer made the checker raise an error; it cannot be checked.", "exception"),
     "cpu_exceeded": ("The answer took too long to check.", "timeout"),
+    "stalled": ("The answer's check waited past its time limit without finishing.", "timeout"),
     "crashed": ("The answer made the checker crash; it cannot be checked.", "checker_crash"),
 }
 
@@ -237,7 +337,7 @@ _FAILS = {
 def verdict_of(outcome: Outcome, domain: str) -> Verdict:
     """The verdict for a check whose ``ok`` result is a ``Verdict.to_json()`` dict.
 
-    ``raised`` is ``exception:<Type>``, ``cpu_exceeded`` is ``timeout``, ``crashed`` is
+    ``raised`` is ``exception:<Type>``, ``cpu_exceeded`` and ``stalled`` are ``timeout``, ``crashed`` is
     ``checker_crash`` (all fails, reward 0); ``starved``/``no_worker`` are infra errors.
     """
     evidence = {"checker": outcome.status, "detail": outcome.detail, "cpu_s": round(outcome.cpu_s, 3),

@@ -1,16 +1,23 @@
 """The verifiers' deadline workers (posttrain.verify._deadline) decide blame by CPU time.
 
 A check that burns its CPU budget is the response's failure; a check that ran out of wall time
-while its worker got no CPU (here: the worker is stopped with SIGSTOP, as an overloaded machine
-would starve it) is an infra error, which the caller retries. Real workers, real signals.
+while its worker waited for a CPU (here: two nice -20 spinners on the one CPU the worker may use, as
+an overloaded machine would starve it) is an infra error, which the caller retries; a check that ran
+out of wall time without waiting for a CPU (its worker stopped, or asleep) is a fail. Real workers,
+real signals, real contention.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +45,28 @@ def _stop_soon(pids: list[int], delay: float = 0.2) -> threading.Thread:
     return thread
 
 
+@contextlib.contextmanager
+def _starved(pids: list[int]) -> Iterator[None]:
+    """The worker kept to one CPU, beside two spinners at nice -20 kept to it too (each in its own
+    session, whose autogroup is set to -20: the kernel shares CPU between autogroups): it gets ~1% of
+    that CPU. The other CPUs stay free for the rest of the suite."""
+    (pid,) = pids
+    cpu = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(pid, {cpu})
+    hogs = [subprocess.Popen(["nice", "-n", "-20", sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(2)]
+    try:
+        for h in hogs:
+            os.sched_setaffinity(h.pid, {cpu})
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{h.pid}/autogroup").write_text("-20")
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
 def retried(verify, task, response: str, tries: int = 3):
     """What a caller does: retry an infra error (here: a 2 s wall limit on a loaded machine)."""
     for _ in range(tries):
@@ -62,11 +91,26 @@ def test_a_check_starved_of_cpu_is_an_infra_error_and_the_pool_recovers() -> Non
     verify = make_json_verifier(pool)
     try:
         assert retried(verify, TASK, '{"code": "aaa"}').passed  # starts the worker
-        stopper = _stop_soon(pool.worker_pids())
-        v = verify(TASK, BACKTRACKS)  # a long check whose worker gets no CPU: not the answer's doing
-        stopper.join()
+        with _starved(pool.worker_pids()):
+            v = verify(TASK, BACKTRACKS)  # a long check whose worker waits for a CPU: not the answer's doing
         assert (v.outcome, v.error_class) == ("infra_error", "infra:starved"), v
         assert v.evidence["cpu_s"] < 5.0 and v.evidence["wall_s"] >= 2.0  # far below the 30 s budget
+        assert retried(verify, TASK, '{"code": "aaa"}').passed  # the starved worker was replaced
+    finally:
+        pool.close()
+
+
+def test_a_check_that_got_no_cpu_without_waiting_for_one_is_not_starved() -> None:
+    """Stopped (as a completion run inside a user's reward function could stop its own worker), the
+    worker uses no CPU and waits for none: the check's own stall, a fail, never a dropped sample."""
+    pool = CheckPool("posttrain.envs.json._env", size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
+    verify = make_json_verifier(pool)
+    try:
+        assert retried(verify, TASK, '{"code": "aaa"}').passed  # starts the worker
+        stopper = _stop_soon(pool.worker_pids())
+        v = verify(TASK, BACKTRACKS)
+        stopper.join()
+        assert (v.outcome, v.error_class, v.evidence["checker"]) == ("fail", "timeout", "stalled"), v
         assert retried(verify, TASK, '{"code": "aaa"}').passed  # the stopped worker was replaced
     finally:
         pool.close()
@@ -83,9 +127,8 @@ def test_math_starved_is_infra() -> None:
                                           "form": "expression"}, "t")
     try:
         assert retried(verify, task, "\\boxed{\\frac{2}{\\sqrt{2}}}").passed  # starts the worker
-        stopper = _stop_soon(checker.pool.worker_pids())
-        v = verify(task, SLOW_MATH)
-        stopper.join()
+        with _starved(checker.pool.worker_pids()):
+            v = verify(task, SLOW_MATH)
         assert (v.outcome, v.error_class) == ("infra_error", "infra:math_checker"), v
         assert retried(verify, task, "\\boxed{\\frac{2}{\\sqrt{2}}}").passed
     finally:

@@ -11,7 +11,8 @@ imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 p
 
 - it returns a number in its declared ``range`` (default [0, 1]), a bool, or a ``Verdict``: that
   value, scaled to [0, 1] by the range;
-- it raises, runs past its CPU budget, dies, returns NaN, infinity, a value outside its range or
+- it raises, runs past its CPU budget (its subprocesses' CPU counts), waits past its wall limit (30 s:
+  asleep on a subprocess that runs the completion, say), dies, returns NaN, infinity, a value outside its range or
   not a number: a ``fail`` (reward 0, error class ``reward_function:<why>``), with one line that
   names the function and the task, in the feedback and once per function and reason on stderr
   (your function is broken, or a completion breaks it: either way the completion is not scored
@@ -97,7 +98,10 @@ def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Ve
     if out.status == "raised":
         why, line = f"raised:{out.detail.split(':', 1)[0]}", f"reward function {f} raised {out.detail} on task {task.id}"
     elif out.status == "cpu_exceeded":
-        why, line = "timeout", f"reward function {f} used its {CPU_BUDGET_S:g} s CPU budget on task {task.id}"
+        why, line = "timeout", (f"reward function {f} used its {CPU_BUDGET_S:g} s CPU budget (its subprocesses' "
+                                f"included) on task {task.id}")
+    elif out.status == "stalled":
+        why, line = "timeout", f"reward function {f} waited past its wall limit on task {task.id} ({out.detail})"
     elif out.status == "crashed":
         why, line = "crash", f"reward function {f} killed its worker twice on task {task.id}"
     elif "bad_type" in out.result:

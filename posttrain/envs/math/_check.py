@@ -520,7 +520,7 @@ class MathChecker:
             return Equivalence(**outcome.result)
         if outcome.is_infra:
             return Equivalence(False, "infra", detail=outcome.detail)
-        if outcome.status == "cpu_exceeded":
+        if outcome.status in ("cpu_exceeded", "stalled"):
             return Equivalence(False, "timeout", detail=outcome.detail)
         return Equivalence(False, "unparseable", detail=outcome.detail)  # raised or crashed on the answer
 
