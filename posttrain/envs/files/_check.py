@@ -28,6 +28,7 @@ from posttrain.envs.files._grade import (
     grade_located,
     named_paths,
     parse_targets,
+    reads_as,
 )
 from posttrain.envs.files._workspace import (
     MAX_FILES,
@@ -123,14 +124,16 @@ def format_credit(wanted: Sequence[Target], pristine: Mapping[str, bytes], final
     """1.0 for a well-formed answer whose content is wrong: every target written in its format,
     nothing else touched (collateral damage and links are attacks: 0). A target left as the workspace
     had it, or still there when it should be gone, was never written: the no-op of a task that edits
-    or deletes files in place must earn nothing either."""
+    or deletes files in place must earn nothing either, nor the same file rewritten in what the
+    comparison ignores (a line ending, a blank line at the end: ``_grade.reads_as``)."""
     if not all(c == "wrong_content" for c, _ in problems):
         return 0.0
     for target in wanted:
         if target.format == "absent" and target.path in final:
             return 0.0
-        data = pristine.get(target.path)
-        if data is not None and final.get(target.path) == Entry("file", data) and check_target(target, data):
+        data, entry = pristine.get(target.path), final.get(target.path)
+        if (data is not None and entry is not None and entry.kind == "file" and check_target(target, data)
+                and reads_as(target, data, entry.data)):
             return 0.0
     return 1.0
 

@@ -88,9 +88,10 @@ def _sales(rng: random.Random, level: int) -> Part:
     regions = rng.sample(_REGIONS, min(2 + level // 2, len(_REGIONS)))
     rows = [[f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", rng.choice(regions), rng.choice(_PRODUCTS),
              str(rng.randint(1, 40)), _money(rng, 100, 9999)] for _ in range(n_rows)]
+    # a row spoiled may be one spoiled before, short of its price: r[4:5], never r[4] (IndexError)
     spoil: list[Callable[[list[str]], list[str]]] = [
-        lambda r: [*r[:3], "n/a", r[4]], lambda r: [*r[:4], ""], lambda r: r[:4], lambda r: [*r, "late"],
-        lambda r: [*r[:3], "2.5", r[4]], lambda r: [*r[:4], r[4].replace(".", ",")]]
+        lambda r: [*r[:3], "n/a", *r[4:5]], lambda r: [*r[:4], ""], lambda r: r[:4], lambda r: [*r, "late"],
+        lambda r: [*r[:3], "2.5", *r[4:5]], lambda r: [*r[:4], *(p.replace(".", ",") for p in r[4:5])]]
     for i in range(n_bad):
         rows.insert(rng.randint(0, len(rows)), spoil[i % len(spoil)](list(rows[rng.randrange(len(rows))])))
     workspace = {"data/sales.csv": csv_bytes([["date", "region", "product", "units", "unit_price"], *rows])}

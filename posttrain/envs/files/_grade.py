@@ -144,11 +144,9 @@ def check_target(target: Target, data: bytes) -> tuple[str, str] | None:
         return None
     if target.format == "csv":
         try:
-            rows = list(csv.reader(io.StringIO(text, newline="")))
+            rows = csv_rows(text)
         except csv.Error as e:
             return "wrong_format", f"is not valid CSV ({e})"
-        while rows and rows[-1] == []:  # blank lines at the end are not rows
-            rows.pop()
         for i, (g, w) in enumerate(zip(rows, target.value, strict=False), start=1):
             if g != w:
                 return "wrong_content", f"row {i} ({'the header' if i == 1 else 'a data row'}) is not the row asked for"
@@ -161,6 +159,39 @@ def check_target(target: Target, data: bytes) -> tuple[str, str] | None:
         return "wrong_format", f"is not one strict JSON document ({e})"
     diff = json_difference(target.value, value)
     return None if diff is None else ("wrong_content", diff)
+
+
+def csv_rows(text: str) -> list[list[str]]:
+    """The rows of CSV ``text``, blank lines at the end not rows (``csv.Error`` when it is not CSV)."""
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    while rows and rows[-1] == []:
+        rows.pop()
+    return rows
+
+
+def reads_as(target: Target, before: bytes, after: bytes) -> bool:
+    """Whether ``after`` is ``before`` as ``target``'s comparison reads them (a text's line endings and
+    trailing spaces, a CSV's quoting and blank lines at the end, a JSON document's layout): a file
+    rewritten only in what the comparison ignores was not changed.
+
+    >>> target = Target("a.txt", "text", "new")
+    >>> reads_as(target, b"old\\n", b"old \\r\\n\\n"), reads_as(target, b"old\\n", b"new\\n")
+    (True, False)
+    """
+    text, _ = _utf8(before)
+    if before == after or text is None or target.format not in CONTENT_FORMATS:
+        return before == after
+    value: Any = None
+    try:
+        if target.format == "text":
+            value = normalise_text(text)
+        elif target.format == "csv":
+            value = csv_rows(text)
+        else:
+            value = loads_strict(text, exact=True, max_chars=None)
+    except (csv.Error, StrictJSONError):
+        return False
+    return check_target(Target(target.path, target.format, value), after) is None
 
 
 def json_difference(expected: Any, got: Any, path: str = "$", depth: int = 0) -> str | None:
