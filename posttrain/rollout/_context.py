@@ -215,15 +215,16 @@ class ManagedEpisode:
 
     def trajectories(self) -> list[Trajectory]:
         """One one-turn ``Trajectory`` per row (module docstring: how the loss is assembled), each
-        carrying the episode's group, sample index, reward and ``cut_by``: a cut episode's rows score
-        the least a failure can (``train._credit.episode_reward``), never the verdict of an attempt
-        before the cut, which its last row carries."""
-        last = len(self.rows) - 1
+        carrying the episode's group, sample index, reward, last verdict and ``cut_by``, so that each
+        row scores what its episode scores (``train._credit.episode_reward``): the verdict for an episode
+        the environment ended, the least a failure can for a cut one (never the verdict of an attempt
+        before the cut). Advantages are the episode's, computed over its group of episodes, not rows."""
+        verdict = self.verdicts[-1] if self.verdicts else None
         return [Trajectory(self.task.id, self.group_id, self.sample_idx,
                            (Turn(r.context_ids, r.action_ids, r.logprobs, r.stop_reason,  # type: ignore[arg-type]
-                                 self.verdicts[-1] if k == last and self.verdicts else None, r.text),),
+                                 verdict, r.text),),
                            self.reward, truncated=not self.done, cut_by=self.cut_by)
-                for k, r in enumerate(self.rows)]
+                for r in self.rows]
 
 
 def run_managed(

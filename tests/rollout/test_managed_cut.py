@@ -43,3 +43,27 @@ def test_a_cut_managed_episode_scores_the_failure_floor() -> None:
         assert not ep.done and rows[-1].verdicts
         assert rewards.tolist() == [[0.0] * len(rows)]  # not the last attempt's 0.5 of format credit
         assert ep.cut_by == limit and all(t.cut_by == limit for t in rows)
+
+
+class _Solves(_Env):
+    """The second attempt passes and ends the episode."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def step(self, action: Generation) -> StepResult:
+        self.n += 1
+        if self.n == 2:
+            return StepResult(Observation((), ""), Verdict("pass", 1.0, components={"format": 1.0}), True)
+        return super().step(action)
+
+
+def test_every_row_of_a_finished_managed_episode_scores_its_verdict() -> None:
+    """Each row is a one-turn trajectory: with the verdict on the last row alone, the rows before it
+    had none and scored the failure floor in a passing episode."""
+    [ep] = run_managed(_Sampler(), [(TASK, _Solves(), "g", 0)], SamplingParams(max_new_tokens=2),
+                       ContextPolicy(budget=64, retrieval=False), lambda text: [0] * len(text), max_turns=5)
+    rows = ep.trajectories()
+    rewards, _ = rewards_of([rows], WEIGHTS)
+    assert ep.done and ep.cut_by is None and len(rows) == 2
+    assert rewards.tolist() == [[1.5, 1.5]]  # the pass and its format credit on both (before: [[0.0, 1.5]])
