@@ -53,7 +53,7 @@ from posttrain.policy import Policy, Sampler
 from posttrain.train._dist import whole_state
 from posttrain.train._logprobs import token_logprobs
 from posttrain.train._step import PolicyBatch, row_temperature
-from posttrain.types import Task, Trajectory, Turn, Verdict
+from posttrain.types import Task, ToolCallRecord, Trajectory, Turn, Verdict
 
 TIS_CAP = 2.0
 """Truncated IS cap of stale samples (verl's example value, reference/scheduling.md section 3)."""
@@ -358,15 +358,17 @@ def batches_from_json(data: Mapping[str, Any] | None, max_staleness: int, tasks:
 
 def _traj_to_json(t: Trajectory) -> dict[str, Any]:
     out = {f.name: getattr(t, f.name) for f in dataclasses.fields(t) if f.name != "turns"}
-    out["turns"] = [{f.name: getattr(turn, f.name) for f in dataclasses.fields(turn) if f.name != "verdict"}
-                    | {"verdict": None if turn.verdict is None else _verdict_to_json(turn.verdict)}
+    out["turns"] = [{f.name: getattr(turn, f.name) for f in dataclasses.fields(turn) if f.name not in ("verdict", "calls")}
+                    | {"verdict": None if turn.verdict is None else _verdict_to_json(turn.verdict),
+                       "calls": [{**c.to_json(), "seconds": c.seconds} for c in turn.calls]}  # seconds unrounded
                     for turn in t.turns]
     return out
 
 
 def _traj_from_json(d: Mapping[str, Any]) -> Trajectory:
     turns = tuple(Turn(tuple(x["observation_ids"]), tuple(x["action_ids"]), tuple(x["logprobs"]), x["stop_reason"],
-                       None if x["verdict"] is None else _verdict_from_json(x["verdict"]), x["text"])
+                       None if x["verdict"] is None else _verdict_from_json(x["verdict"]), x["text"],
+                       tuple(ToolCallRecord(**c) for c in x.get("calls", ())))
                   for x in d["turns"])
     return Trajectory(turns=turns, **{k: v for k, v in d.items() if k != "turns"})
 

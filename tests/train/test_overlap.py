@@ -160,3 +160,22 @@ def test_a_checkpoint_holds_the_state_after_its_queued_batches_not_the_generator
     assert {t.policy_version for g in queued[0].groups for t in g} == {1}
     assert torch.equal(after["rng"], queued[0].after["rng"])
     assert not torch.equal(after["rng"], torch.get_rng_state())  # step 3 drew since
+
+
+def test_queued_tool_episodes_round_trip_through_a_checkpoint() -> None:
+    """A checkpoint holds the batches in flight as JSON: a turn's tool calls (``ToolCallRecord``) made
+    ``save_checkpoint`` refuse the whole checkpoint ("extra must be JSON-serializable") in any run with
+    ``rl.max_staleness`` > 0 whose episodes call tools; they come back as they were."""
+    import json
+
+    from posttrain.train._overlap import Batch, batches_from_json, batches_to_json
+    from posttrain.types import Task, ToolCallRecord, Trajectory, Turn, Verdict
+
+    calls = (ToolCallRecord("bash", {"command": "ls -l", "timeout": 3}, "a.py\n", True, 0.0512345678),
+             ToolCallRecord("edit", {"path": "a.py"}, "error: no such file", False, 1e-7))
+    traj = Trajectory("t", "g", 0, (Turn((1, 2), (3, 4), (-0.5, -0.25), "eos", None, "call", calls),
+                                    Turn((5,), (6,), (-1.0,), "eos", Verdict("pass", 1.0), "done")), 1.0)
+    task = Task(id="t", domain="test", prompt="?", fields={})
+    saved = json.loads(json.dumps(batches_to_json([Batch(3, 2, [task], [[traj]], {}, {})], 1)))
+    [back] = batches_from_json(saved, 1, {"t": task}, after={})
+    assert back.groups == [[traj]]
