@@ -43,6 +43,9 @@ def judged(prompt, completion, answer, **data):
 def dodges(prompt, completion, **data):
     return Verdict.infra("cannot judge this one")
 
+def lopsided(prompt, completion, **data):
+    return Verdict("fail", 1.0, feedback="wrong, full marks anyway")
+
 def always(prompt, completion, **data):
     return 1.0
 
@@ -100,6 +103,8 @@ def test_a_returned_verdict_is_used_and_an_infra_verdict_refused(user_module, ca
     dodge = VERIFY(_task(f"{user_module}:dodges"), "x")
     assert (dodge.outcome, dodge.error_class) == ("fail", "reward_function:infra")
     assert "only posttrain reports infrastructure failures" in capsys.readouterr().err
+    lopsided = VERIFY(_task(f"{user_module}:lopsided"), "x")  # a fail that would pass the task: refused
+    assert (lopsided.outcome, lopsided.reward, lopsided.error_class) == ("fail", 0.0, "reward_function:verdict")
 
 
 def verify_as_the_service_does(task, response, tries: int = 3):

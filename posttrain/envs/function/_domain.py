@@ -12,8 +12,8 @@ imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 p
 - it returns a number in its declared ``range`` (default [0, 1]), a bool, or a ``Verdict``: that
   value, scaled to [0, 1] by the range;
 - it raises, runs past its CPU budget (its subprocesses' CPU counts), waits past its wall limit (30 s:
-  asleep on a subprocess that runs the completion, say), dies, returns NaN, infinity, a value outside its range or
-  not a number: a ``fail`` (reward 0, error class ``reward_function:<why>``), with one line that
+  asleep on a subprocess that runs the completion, say), dies, returns NaN, infinity, a value outside
+  its range, not a number, or a ``fail`` verdict with reward 1 (which would pass the task): a ``fail`` (reward 0, error class ``reward_function:<why>``), with one line that
   names the function and the task, in the feedback and once per function and reason on stderr
   (your function is broken, or a completion breaks it: either way the completion is not scored
   as if it had passed, and it cannot get itself dropped from the update as an infra error);
@@ -113,6 +113,9 @@ def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Ve
         if v["outcome"] == "infra_error":
             why, line = "infra", (f"reward function {f} returned an infra_error verdict on task {task.id} (only "
                                   "posttrain reports infrastructure failures)")
+        elif v["outcome"] == "fail" and float(v["reward"]) >= 1.0:
+            why, line = "verdict", (f"reward function {f} returned a fail verdict with reward 1 on task {task.id} (a "
+                                    "full reward is a pass: the task would pass on a fail)")
         else:
             return float(v["reward"]), None
     else:
