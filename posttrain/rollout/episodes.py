@@ -45,6 +45,7 @@ from posttrain.envs import (
     get_domain,
     is_registered,
 )
+from posttrain.envs.workspace import MAX_STEPS
 from posttrain.errors import TaskError, UserError
 from posttrain.policy import ChatTemplate, Sampler, SamplingParams, context_length
 from posttrain.rollout._env import SingleTurnEnv
@@ -284,7 +285,10 @@ prompts are chat-rendered), agent observations are tool results (always the chat
 
 
 def limits_problem(kind: EpisodeKind, *, max_turns: int | None) -> str | None:
-    """Why a step limit does not fit ``kind``, or None: more than one turn needs a multi-turn kind."""
+    """Why a step limit does not fit ``kind``, or None: more than one turn needs a multi-turn kind, and
+    an agent's workspace holds at most ``MAX_STEPS`` steps (a layer each; overlayfs stacks at most 500)."""
+    if kind == "agent" and max_turns is not None and max_turns > MAX_STEPS:
+        return f"{max_turns} turns: agent episodes take at most {MAX_STEPS} (a workspace stacks a layer a turn)"
     if kind in MULTI_TURN or max_turns is None or max_turns <= 1:
         return None
     return f"{max_turns} turns need multi-turn episodes (repair or agent)"

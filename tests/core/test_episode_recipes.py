@@ -34,6 +34,10 @@ def test_tool_episodes_need_tool_tasks():
                     ["tasks.train=[{generator: math, n: 8}]"])
     with pytest.raises(ConfigError, match=r"eval.max_turns: 3 turns need multi-turn episodes"):
         load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["eval.episodes=single"])
+    # a workspace stacks a layer a step, and overlayfs mounts at most 500: refused before any work
+    with pytest.raises(ConfigError, match=r"rl.max_turns: 401 turns: agent episodes take at most 400"):
+        load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["rl.max_turns=401"])
+    load_recipe(ROOT / "configs" / "tiny-tool-episodes.yaml", ["rl.max_turns=400"])
 
 
 def test_tool_episodes_need_a_chat_template(tmp_path):

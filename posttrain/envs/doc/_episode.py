@@ -42,6 +42,7 @@ from posttrain.envs.workspace import (
     ToolContext,
     ToolInfraError,
     WorkspaceSpec,
+    cut_middle,
     default_tools,
     repo_path,
     submit_tool,
@@ -55,7 +56,9 @@ MAX_PDF_BYTES = 16 << 20
 """The largest PDF ``read_pdf`` reads (a 500k-character report renders to about 1 MB)."""
 PDF_CPU_BUDGET_S = 20.0
 MAX_PAGE_CHARS = 12_000
-"""Characters of text ``read_pdf`` shows at once (whole pages, at least one)."""
+"""Characters of text ``read_pdf`` shows at once (whole pages, at least one; a longer page is cut in the
+middle: a PDF the agent wrote can hold megabytes of text on one page, which shown whole were an
+observation the host tokenized and held)."""
 SYSTEM = ("You analyse a document in a workspace (the current directory, /work) with the tools: find the figures "
           "the question needs, check them, then call submit once with your answer and the evidence for it.")
 _PAGES_RE = re.compile(r"^\s*\d{1,6}\s*(-\s*\d{1,6}\s*)?(,\s*\d{1,6}\s*(-\s*\d{1,6}\s*)?)*$")
@@ -113,9 +116,8 @@ def page_numbers(spec: str, count: int) -> list[int] | str:
 
 def _read_pdf(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
     path = repo_path(arguments.get("path") or "document.pdf")
-    data = ctx.workspace.read_file(path)
-    if len(data) > MAX_PDF_BYTES:
-        return f"Error: {path} holds {len(data)} bytes; read_pdf reads at most {MAX_PDF_BYTES}."
+    # refused by its size, never read (WorkspaceFileTooLarge: an error result): a job can leave a 64 MiB sparse file
+    data = ctx.workspace.read_file(path, max_bytes=MAX_PDF_BYTES)
     pages = _pages_of(data)
     if isinstance(pages, str):
         return f"Error: {path}: {pages}."
@@ -124,7 +126,7 @@ def _read_pdf(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
         return f"Error: {wanted}."
     shown, size = [], 0
     for p in wanted:
-        block = f"[Page {p} of {len(pages)}]\n{pages[p - 1].strip()}\n"
+        block = f"[Page {p} of {len(pages)}]\n{cut_middle(pages[p - 1].strip(), MAX_PAGE_CHARS)}\n"
         if shown and size + len(block) > MAX_PAGE_CHARS:
             return "".join(shown) + f"[... read_pdf with pages={p}-{wanted[-1]} for the rest]"
         shown.append(block)

@@ -60,7 +60,14 @@ from posttrain.envs.workspace._agents import (
     noop_script,
 )
 from posttrain.envs.workspace._changes import SPECIAL, workspace_changes
-from posttrain.envs.workspace._env import AgentLimits, Take, WorkspaceEnv, WorkspaceSpec, prompt_ids
+from posttrain.envs.workspace._env import (
+    MAX_STEPS,
+    AgentLimits,
+    Take,
+    WorkspaceEnv,
+    WorkspaceSpec,
+    prompt_ids,
+)
 from posttrain.envs.workspace._normalize import cut_middle, normalize_output
 from posttrain.envs.workspace._python import ENV_DIRS, WHEELHOUSE, python_argv, python_environment
 from posttrain.envs.workspace._tools import (
@@ -82,6 +89,7 @@ from posttrain.envs.workspace._tools import (
 
 __all__ = [
     "ENV_DIRS",
+    "MAX_STEPS",
     "SPECIAL",
     "SUBMIT",
     "WHEELHOUSE",

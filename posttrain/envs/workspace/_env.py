@@ -29,7 +29,9 @@ observations, counted as the runner counts them) and ``wall_s`` seconds of the e
 the environment (its steps: tools and gradings; never the time its steps waited for a worker
 behind other episodes', or an infra failure's, which a restore takes back); the step that reaches one
 of them grades the workspace as it is (a forced attempt, ``ended`` names the budget) and ends the
-episode, so an episode always ends with a verdict. Each verdict's evidence has the calls since the
+episode, so an episode always ends with a verdict. Within a step, a command's timeout is at most what
+is left of ``wall_s``, and once it is spent only ``submit`` runs (an error result for the other calls).
+``max_steps`` is at most ``MAX_STEPS`` (the workspace's layers). Each verdict's evidence has the calls since the
 previous one (``tool_calls``: ``{"total", "valid"}``; the validity rate), ``invalid_actions``,
 ``ended`` (``submit``, ``max_steps``, ``max_tokens``, ``wall_s``), ``attempt``, ``verify_s`` and
 ``episode_s``.
@@ -47,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +86,10 @@ RESULT_CHARS = 2000
 """A tool result keeps this many characters in records (the model saw it whole)."""
 SUBMISSION_CHARS = 20000
 """A kept submission (``WorkspaceSpec.keep_submission``) keeps this many characters."""
+MAX_STEPS = 400
+"""The most steps an episode may have: each step that changes files freezes a workspace layer, and
+overlayfs stacks at most 500 (a 501st made every later command's mount fail: an infra error of the
+agent's making, every step after it, in every retry)."""
 AGENT_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
                           errno.EMLINK})
 """``OSError``s a tool meets because of what the agent named or wrote (a 300-character file name, a
@@ -197,6 +204,9 @@ class WorkspaceEnv:
 
     def __init__(self, spec: WorkspaceSpec, *, chat: ChatTemplate, pool: Any, verify: Verifier,
                  limits: AgentLimits) -> None:
+        if limits.max_steps > MAX_STEPS:
+            raise ValueError(f"WorkspaceEnv: max_steps must be <= {MAX_STEPS} (a workspace stacks one layer a step "
+                             f"and overlayfs mounts at most 500), got {limits.max_steps}")
         if not callable(getattr(pool, "claim_uid", None)):
             raise TypeError("WorkspaceEnv needs a local sandbox pool (posttrain.sandbox.open_pool): a Workspace "
                             "lives on its host")
@@ -236,7 +246,8 @@ class WorkspaceEnv:
             turn.results.append({"role": "user", "content": "No tool call. Use the tools to do the task; call submit "
                                                             "when you are done."})
         for i, call in enumerate(parse.calls):
-            infra = self._call(st, turn, i, call)
+            left = None if self.limits.wall_s is None else self.limits.wall_s - st.spent - (time.monotonic() - t_step)
+            infra = self._call(st, turn, i, call, left)
             if infra is not None:  # nothing of this step stands: the runner restores and steps again
                 return infra
         chat_turns = ChatTurns(self.chat, st.messages, tools=self.spec.tool_specs())
@@ -272,8 +283,10 @@ class WorkspaceEnv:
         text = "\n".join(str(m["content"]) for m in turn.results)
         return StepResult(Observation(tuple(obs_ids), text), verdict, False, tuple(turn.records))
 
-    def _call(self, st: _State, turn: _Acting, index: int, call: Any) -> StepResult | None:
-        """Run one call of the action into ``turn``; an infra step result when the machinery failed."""
+    def _call(self, st: _State, turn: _Acting, index: int, call: Any, left: float | None) -> StepResult | None:
+        """Run one call of the action into ``turn``; an infra step result when the machinery failed.
+        ``left``: seconds of the wall budget left (None: none), which bounds a command's timeout;
+        spent, only ``submit`` runs (64 calls of ``sleep 300`` in one action could hold a step 5 hours)."""
         t0 = time.monotonic()
         turn.calls += 1
         call = ToolCall(call.name, plain_arguments(dict(call.arguments)))
@@ -282,6 +295,8 @@ class WorkspaceEnv:
                else check_arguments(tool, call.arguments))
         if turn.verdict is not None:
             why = "a call after submit in the same turn does not run"
+        elif why is None and left is not None and left <= 0 and call.name != "submit":
+            why = "the episode's time is up: a call after it does not run"
         if why is not None:
             text, ok = f"Error: {why}", False
         elif call.name == "submit":
@@ -294,9 +309,13 @@ class WorkspaceEnv:
             ok = True
             try:
                 assert tool is not None and tool.run is not None
-                text = tool.run(self.ctx, call.arguments)
+                cap = None if left is None else max(round(left, 1), 0.1)  # (a result says it: "after 1.5 s")
+                ctx = self.ctx if cap is None else dataclasses.replace(
+                    self.ctx, default_timeout_s=min(self.ctx.default_timeout_s, cap),
+                    max_timeout_s=min(self.ctx.max_timeout_s, cap))
+                text = tool.run(ctx, call.arguments)
             except WorkspaceError as e:
-                text = f"Error: {e}"
+                text = f"Error: {self._said(e)}"
             except OSError as e:
                 if e.errno not in AGENT_ERRNOS:
                     raise
@@ -309,6 +328,11 @@ class WorkspaceEnv:
         turn.records.append(_record(call, text, ok, t0))
         turn.results.append(tool_result_message(text, tool_call_id=f"call_{index}", name=call.name))
         return None
+
+    def _said(self, error: WorkspaceError) -> str:
+        """``error``'s text as the agent reads it: a host path in it (an ``OSError``'s file name under the
+        sandbox's root: ``/tmp/posttrain-sbx-<pid>-.../ws-<token>/a2/u/x``) is ``<host path>``."""
+        return re.sub(re.escape(str(self.pool.root)) + r"""[^'"\n]*""", "<host path>", str(error))
 
     def close(self) -> None:
         self._closed = True
@@ -353,7 +377,8 @@ class WorkspaceEnv:
         try:
             response = self.spec.take(self.workspace, arguments)
         except WorkspaceError as e:
-            response = fail(f"The workspace could not be graded: {e}.", "ungradable", {"error": str(e)})
+            why = self._said(e)
+            response = fail(f"The workspace could not be graded: {why}.", "ungradable", {"error": why})
         except OSError as e:  # what the agent named or wrote (AGENT_ERRNOS): its fail, never infra
             if e.errno not in AGENT_ERRNOS:
                 raise

@@ -40,7 +40,9 @@ from posttrain.strict_json import is_text
 
 WORK = "/work"
 MAX_FILE_CHARS = 12_000
-"""Characters of a file ``read_file`` shows at once (a larger file is shown by line ranges)."""
+"""Characters of a file ``read_file`` shows at once (a larger file is shown by line ranges; a longer
+line is cut in the middle: shown whole, a 1 MB line was a 1M-token observation, and 64 reads of a
+4 MiB one in one action would be 256M tokens for the host to tokenize and hold)."""
 
 
 class ToolInfraError(RuntimeError):
@@ -241,6 +243,8 @@ def _read_file(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
         shown.append(lines[i])
         n += len(lines[i])
     body = "".join(shown)
+    if len(body) > MAX_FILE_CHARS:  # one line longer than a read shows (a minified file, a job's 4 MiB line)
+        body = cut_middle(body, MAX_FILE_CHARS)
     if start == 1 and end >= len(lines):
         return body if body else f"({path} is empty)"
     more = f"; read_file with start_line={end + 1} for more" if end < len(lines) else ""
