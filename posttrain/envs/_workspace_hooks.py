@@ -23,8 +23,10 @@ from posttrain.types import Task
 class WorkspaceEpisodes:
     """The ``HasEpisodes``, ``HasScriptedAgents`` and ``HasDemonstrationSteps`` hooks on the workspace kit."""
 
-    episode_wall_s: ClassVar[float | None] = None
-    """The wall budget of an episode's own time in the environment (None: no wall budget)."""
+    episode_wall_s: ClassVar[float | None] = 900.0
+    """The wall budget of an episode's own time in the environment (None: no wall budget). Without one,
+    a step's 64 calls of ``sleep 300`` each within its own timeout held an episode 5 hours a step; the
+    step that spends it grades the workspace as it is (the agent's verdict, never infra)."""
 
     def workspace_spec(self, task: Task) -> Any:
         """The workspace episode of ``task`` (a ``posttrain.envs.workspace.WorkspaceSpec``)."""

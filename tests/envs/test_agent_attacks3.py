@@ -201,3 +201,11 @@ def test_calls_after_submit_and_sparse_files_cost_the_agent_only(pool, verify) -
     submit, after = steps[2].calls
     assert submit.ok and not after.ok and "after submit" in after.result
     assert steps[2].verdict is not None and steps[2].verdict.outcome == "fail"
+
+
+@pytest.mark.parametrize("name", ["files", "doc", "cad", "repo"])
+def test_every_workspace_domain_bounds_an_episodes_time(name: str) -> None:
+    """Each command keeps its own timeout, but without an episode's wall budget 20 steps of 64 calls of
+    ``sleep 300`` held one episode (and the host's episode slot) for over a hundred hours."""
+    wall_s = get_domain(name).episode_wall_s
+    assert wall_s is not None and 0 < wall_s <= 1800
