@@ -59,7 +59,34 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
         raise UserError(f"--baseline: {path}: not valid JSON ({e.msg})") from None
     if not isinstance(data, dict):
         raise UserError(f"--baseline: {path}: expected a JSON object")
-    return _pick(data, f"--baseline {path}")
+    picked = _pick(data, f"--baseline {path}")
+    _check_rates(picked, f"--baseline {path}")
+    per_domain = picked.get("per_domain")
+    if per_domain is not None and not isinstance(per_domain, dict):
+        raise UserError(f"--baseline {path}: 'per_domain' must be an object, got {per_domain!r:.60}")
+    for domain, entry in (per_domain or {}).items():
+        if not isinstance(entry, dict):
+            raise UserError(f"--baseline {path}: per_domain.{domain} must be an object, got {entry!r:.60}")
+        _check_rates(entry, f"--baseline {path}: per_domain.{domain}")
+    return picked
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0  # NaN is not
+
+
+def _check_rates(entry: dict[str, Any], where: str) -> None:
+    """The keys ``compare`` reads: ``pass@1`` a rate or null, ``ci.pass@1`` ``[lo, hi]`` or absent (a
+    hand-edited or foreign file fails here, in one line, not after the evaluation in a traceback)."""
+    if entry.get("pass@1") is not None and not _number(entry["pass@1"]):
+        raise UserError(f"{where}: 'pass@1' must be a number in [0, 1], got {entry['pass@1']!r:.60}")
+    ci = entry.get("ci")
+    if ci is not None and not isinstance(ci, dict):
+        raise UserError(f"{where}: 'ci' must be an object, got {ci!r:.60}")
+    bounds = (ci or {}).get("pass@1")
+    if bounds is not None and not (isinstance(bounds, list) and len(bounds) == 2 and all(map(_number, bounds))
+                                   and bounds[0] <= bounds[1]):
+        raise UserError(f"{where}: 'ci.pass@1' must be [lo, hi] in [0, 1], got {bounds!r:.60}")
 
 
 def _row(cur: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:

