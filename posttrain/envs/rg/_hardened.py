@@ -46,6 +46,10 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
   ones take another task's answer in another letter added on (a constant to d/dx). Each now asks
   that the answer is one value of the expected form.
 
+- **A right answer refused.** string_manipulation's rules delete some strings down to nothing, and the
+  default scorer gives an empty answer 0, its own reference too: its scorer is replaced by the exact
+  match, and its empty answer allowed (``EMPTY_ANSWERS``).
+
 ``before`` runs before the scorer (a reason to refuse the answer unseen), ``replace`` instead of it,
 ``check`` after a full score (a reason to refuse it anyway), ``keep`` at generation (an entry whose
 own reference would not stand). Honest answers keep their meaning: every reference of every
@@ -77,7 +81,8 @@ class Rule:
     keep: Callable[[Entry], bool] | None = None
     draws: int = 4
     """Entries the generator is configured to make per task asked for (and 16 more), of which ``keep``
-    may drop some: the dataset's size, which some generators' entries depend on."""
+    may drop some and ``_generate.balanced`` pass over more: the dataset's size, which some generators'
+    entries depend on."""
     ask: str = ""
     """What the generator's question is missing, added to it (propositional_logic: which conclusions count)."""
     open_answers: bool = False
@@ -496,7 +501,8 @@ def _candidate(dataset: Any, answer: str, entry: Entry) -> float:
 HARDENED: dict[str, Rule] = {
     "binary_matrix": Rule(replace=_exact),
     "spiral_matrix": Rule(replace=_exact),
-    "string_insertion": Rule(replace=_exact),
+    "string_insertion": Rule(replace=_exact, draws=24),  # 95% of its default entries are the input unchanged
+    "string_manipulation": Rule(replace=_exact),
     "countdown": Rule(before=_arithmetic, check=_makes(lambda e: e["metadata"]["target"])),
     "puzzle24": Rule(before=_arithmetic, check=_all(_puzzle24, _makes(lambda e: 24))),
     "polynomial_multiplication": Rule(before=_symbolic),
@@ -534,5 +540,6 @@ HARDENED: dict[str, Rule] = {
 }
 """generator -> its rule (module docstring)."""
 
-EMPTY_ANSWERS = frozenset({"ab"})
-"""Generators where an empty answer can be the right one (ab rewrites some programs to nothing)."""
+EMPTY_ANSWERS = frozenset({"ab", "string_manipulation"})
+"""Generators where an empty answer can be the right one (ab rewrites some programs to nothing,
+string_manipulation's rules delete some strings down to nothing: its own reference failed)."""
