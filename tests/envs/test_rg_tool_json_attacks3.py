@@ -123,3 +123,20 @@ def test_json_forms_that_are_not_the_document_fail(name: str) -> None:
     for task in JSON_TASKS:
         verdict = check_json(task.fields["schema"], task.fields["expected"], JSON_ATTACKS[name](task))
         assert verdict.outcome == "fail", (task.id, verdict.feedback)
+
+
+def test_codeio_runs_its_programs_away_from_the_trainer(tmp_path, monkeypatch, capfd) -> None:
+    """codeio makes an entry by running its dataset's program in the generating process: at level 1
+    (seed 1) one wrote ``sailor_performance.csv`` into the working directory (the user's project while a
+    recipe trains; the repository's root under the suite) and another (seed 2) printed on the trainer's
+    stdout. It is generated in a child interpreter in a directory of its own, with the same entries."""
+    from posttrain.envs.rg._generate import generate_here
+
+    monkeypatch.chdir(tmp_path)
+    env = get_domain("rg/codeio")
+    tasks = [t for seed in (1, 2) for t in env.generate_level(10, level=1, seed=seed)]
+    assert list(tmp_path.iterdir()) == [] and capfd.readouterr().out == ""
+    assert len(tasks) == 20 and all(t.reference for t in tasks)
+    here = generate_here("codeio", {"level": 1}, n=10, seed=1)  # in this process, as before: the same entries
+    assert [e["question"] for e in here] == [t.prompt for t in tasks[:10]]
+    assert [p.name for p in tmp_path.iterdir()] == ["sailor_performance.csv"]  # and what it did here

@@ -25,6 +25,7 @@ import math
 import re
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -54,10 +55,17 @@ Each is generated with ``PYTHONHASHSEED=0`` (``_fixed_salt``: a child interprete
 already runs so). tests/envs/test_rg.py generates every generator under two salts and finds no other."""
 
 
+RUNS_CODE = frozenset({"codeio"})
+"""Generators that run their dataset's programs to make an entry (``exec`` in the generating process):
+codeio's print to stdout and write files where they run (a predator-prey entry leaves
+``simulation_data.txt`` in the working directory, the user's project while a recipe trains). Each is
+generated in a child interpreter in a directory of its own, removed after (``_fixed_salt``)."""
+
+
 def generate(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str = "") -> list[dict[str, Any]]:
     """``n`` entries of generator ``name`` configured by ``spec``; ``ValueError`` in one line.
     ``salt`` draws another stream from the same seed (canaries)."""
-    if name in HASH_ORDERED and sys.flags.hash_randomization:
+    if (name in HASH_ORDERED and sys.flags.hash_randomization) or name in RUNS_CODE:
         return _fixed_salt(name, spec, n=n, seed=seed, salt=salt)
     return generate_here(name, spec, n=n, seed=seed, salt=salt)
 
@@ -200,13 +208,15 @@ _NO_RULE = Rule()
 
 
 def _fixed_salt(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt: str) -> list[dict[str, Any]]:
-    """``generate`` in a child interpreter with ``PYTHONHASHSEED=0`` (``HASH_ORDERED``); its
-    ``ValueError`` is raised here, in its one line. ~2 s of start-up a call (importing the library)."""
+    """``generate`` in a child interpreter with ``PYTHONHASHSEED=0`` (``HASH_ORDERED``), in a temporary
+    directory (``RUNS_CODE``); its ``ValueError`` is raised here, in its one line. ~2 s of start-up a
+    call (importing the library)."""
     from posttrain.verify._deadline import child_env
 
     request = json.dumps({"name": name, "spec": dict(spec), "n": n, "seed": seed, "salt": salt})
-    done = subprocess.run([sys.executable, "-s", "-m", __name__], input=request, capture_output=True, text=True,
-                          env=child_env({"PYTHONHASHSEED": "0"}), check=False)
+    with tempfile.TemporaryDirectory(prefix="posttrain-rg-") as where:
+        done = subprocess.run([sys.executable, "-s", "-m", __name__], input=request, capture_output=True,
+                              text=True, env=child_env({"PYTHONHASHSEED": "0"}), cwd=where, check=False)
     if done.returncode == 2:
         raise ValueError(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
@@ -224,8 +234,8 @@ def _main() -> None:
     out = protocol_stdout()
     request = json.loads(sys.stdin.read())
     try:
-        entries = generate(request["name"], request["spec"], n=request["n"], seed=request["seed"],
-                           salt=request["salt"])
+        entries = generate_here(request["name"], request["spec"], n=request["n"], seed=request["seed"],
+                                salt=request["salt"])
     except ValueError as e:
         print(str(e), file=sys.stderr)
         sys.exit(2)
