@@ -110,6 +110,27 @@ def rule_of(name: str, entry: Mapping[str, Any]) -> Rule:
 _NO_RULE = Rule()
 
 
+def reference_problem(name: str, spec: Mapping[str, Any], entry: Mapping[str, Any]) -> str | None:
+    """Why ``entry``'s own reference would fail the check a response to its task gets (None: it
+    passes): generation keeps no entry it names (``_generate._kept``). A scorer that raises on the
+    reference is a reason too. Runs in the generating process, without the worker's CPU budget.
+
+    >>> reference_problem("jugs", {}, {"question": "", "answer": None, "metadata": {}, "reference": ""})
+    'format: the answer block is empty'
+    """
+    request = {"generator": name, "spec": dict(spec), "question": entry["question"], "answer": entry["answer"],
+               "metadata": entry["metadata"], "response": f"{OPEN}{entry['reference']}{CLOSE}"}
+    try:
+        verdict = handle_check(request)
+    except Exception as e:  # noqa: BLE001 - the scorer's failure on the reference, said as the reason
+        return f"the scorer raised {type(e).__name__}"
+    if verdict["outcome"] == "pass":
+        return None
+    evidence = verdict["evidence"]
+    detail = evidence.get("reason") or evidence.get("refused") or f"score {evidence.get('rg_score')}"
+    return f"{verdict['error_class']}: {detail}"
+
+
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker side of the rg verifier: one request in, one verdict (as JSON) out."""
     name = request["generator"]

@@ -9,6 +9,7 @@ The reference response is the stored answer in an answer block; for the five wit
 example answer the generator keeps (graph_color, rubiks_cube) or one our solver finds (boxnet,
 rush_hour: ``_solvers.py``; propositional_logic: the shortest clause that follows from its premises
 only together, ``_hardened._inferred_clause``), which the verifier checks like any answer.
+Generation keeps only entries whose reference passes that check (``_generate._kept``).
 
 Verification is ``_check.py`` in a worker process under a CPU budget: strict extraction of one
 answer block, the generator's own scorer (hardened where it passes what it should not,

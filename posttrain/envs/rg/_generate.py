@@ -12,6 +12,10 @@ Deterministic also across processes: five generators draw in the iteration order
 and Python salts str hashes per process (``HASH_ORDERED``); their entries are made in a child
 interpreter whose salt is fixed. Every other generator runs in this process.
 
+Standing: an entry is kept only where its reference passes the task's own check, and not made where
+the generator fails to make it (``_kept``), so no generated task carries a reference that fails; a
+configuration that leaves fewer than asked for is a ``ValueError`` in one line saying why.
+
 Balanced: an entry is passed over where an answer given without solving it (one constant, a number
 of the question or its last word copied) would then pass more than ``MAX_SHARE`` of the tasks so far (``balanced``;
 tests/envs/test_rg_priors.py holds the rg pool to it at every level).
@@ -78,30 +82,55 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
     draws = HARDENED.get(name, _NO_RULE).draws
     config = build_config(name, spec, seed=rg_seed(name, spec, seed, salt), size=draws * max(n, 1) + 16)
     dataset = DATASETS[name][0](config=config)
-    kept = _kept(name, spec, dataset, config.size, seed=seed)
-    out = balanced(kept, n)
+    dropped: Counter[str] = Counter()
+    out = balanced(_kept(name, spec, dataset, config.size, dropped=dropped), n)
     if len(out) < n:
-        raise ValueError(f"rg/{name}: {describe_spec(spec)}: only {len(out)} of {config.size} generated tasks have "
-                         f"a reference that stands; asked for {n}")
+        why = "; ".join(f"{count} x {reason}" for reason, count in dropped.most_common(2))
+        raise ValueError(f"rg/{name}: {describe_spec(spec)}: only {len(out)} of {config.size} generated tasks stand "
+                         f"(seed {seed}; dropped: {why or 'none'}); asked for {n}")
     return out
 
 
-def _kept(name: str, spec: Mapping[str, Any], dataset: Any, size: int, *, seed: int) -> Iterator[dict[str, Any]]:
-    """The dataset's entries in order, as entries (module docstring), less those a ``keep`` rule drops."""
+MAX_UNMADE = 16
+"""Entries the generator may fail to make before the first one it makes: beyond it the configuration
+makes none (``_kept`` stops there rather than try every one)."""
+
+
+def _kept(name: str, spec: Mapping[str, Any], dataset: Any, size: int, *,
+          dropped: Counter[str]) -> Iterator[dict[str, Any]]:
+    """The dataset's entries in order, as entries (module docstring), less those that do not stand,
+    each counted in ``dropped`` by its reason: one the generator fails to make (countdown's search for
+    an expression gives up on some seeds), one a ``keep`` rule drops, and one whose reference fails
+    the task's own check (``_check.reference_problem``: jugs' solver finds no pouring for some
+    puzzles that have one and says "No solution", tower_of_hanoi's top-level moves run past the
+    longest answer checked, rubiks_cube has no example answer for cubes above 3x3). Dropping an
+    entry leaves the others as they were: reasoning-gym makes entry i from its own seed."""
+    from posttrain.envs.rg._check import reference_problem
+
+    made = 0
     for i in range(size):
         try:
             raw = dataset[i]
-        except Exception as e:  # noqa: BLE001 - a generator's own failure, said in one line
-            raise ValueError(f"rg/{name}: {describe_spec(spec)}: generating task {i} (seed {seed}) failed: "
-                             f"{type(e).__name__}: {str(e).strip()[:160]}") from None
+        except Exception as e:  # noqa: BLE001 - a generator's own failure: the entry is not made
+            dropped[f"the generator failed: {type(e).__name__}: {str(e).strip()[:120]}"] += 1
+            if made == 0 and i + 1 >= MAX_UNMADE:
+                return
+            continue
+        made += 1
         source = raw["metadata"].get("source_dataset", name) if name == "composite" else name
         rule = HARDENED.get(source, _NO_RULE)  # a composite's entry: the rule of the generator it came from
         if rule.keep is not None and not rule.keep(raw):
+            dropped["the generator's rule keeps no such task"] += 1
             continue
         meta = json.loads(json.dumps(raw["metadata"], default=str))
         answer = None if raw["answer"] is None else str(raw["answer"])
-        yield {"question": str(raw["question"]) + rule.ask, "answer": answer, "metadata": meta,
-               "reference": answer if answer is not None else _verified_answer(source, meta)}
+        entry = {"question": str(raw["question"]) + rule.ask, "answer": answer, "metadata": meta,
+                 "reference": answer if answer is not None else _verified_answer(source, meta)}
+        problem = reference_problem(name, spec, entry)
+        if problem is not None:
+            dropped[f"the reference fails its check ({problem[:120]})"] += 1
+            continue
+        yield entry
 
 
 MAX_SHARE = 0.25
