@@ -106,6 +106,10 @@ def test_file_tools_read_write_and_refuse_paths_outside(ws):
     assert call(ws, read_file_tool(), path="/work/notes.txt") == "todo\n"
     assert call(ws, read_file_tool(), path="pkg/mod.py", start_line=5, end_line=5) == (
         "[pkg/mod.py: lines 5-5 of 6; read_file with start_line=6 for more]\ndef g():\n")
+    # an end before the start says so, not a header of lines 5-2 over nothing (nor 0 as "to the end")
+    for end_line in (2, 0, -1):
+        assert call(ws, read_file_tool(), path="pkg/mod.py", start_line=5, end_line=end_line) == (
+            f"end_line {end_line} is before start_line 5: nothing read of pkg/mod.py (6 lines).")
     assert call(ws, write_file_tool(), path="new/deep/file.txt", content="x") == "Wrote 1 bytes to new/deep/file.txt."
     assert ws.read_file("new/deep/file.txt") == b"x"
     for bad in ("../escape", "/etc/passwd", "/work/../etc"):

@@ -232,9 +232,12 @@ def _read_file(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
     text = _read_text(ctx.workspace, path)
     lines = text.splitlines(keepends=True)
     start = max(1, int(arguments.get("start_line") or 1))
-    end = min(len(lines), int(arguments.get("end_line") or len(lines)))
+    asked_end = arguments.get("end_line")
+    end = min(len(lines), len(lines) if asked_end is None else int(asked_end))
     if start > max(1, len(lines)):
         return f"{path} has {len(lines)} lines; start_line {start} is past its end."
+    if asked_end is not None and int(asked_end) < start:
+        return f"end_line {int(asked_end)} is before start_line {start}: nothing read of {path} ({len(lines)} lines)."
     shown, n = [], 0
     for i in range(start - 1, end):
         if n + len(lines[i]) > MAX_FILE_CHARS and shown:
