@@ -45,7 +45,7 @@ from posttrain.rollout.episodes import (
 )
 from posttrain.sandbox import MAX_POOL_SIZE
 from posttrain.sched import Service
-from posttrain.types import Task
+from posttrain.types import CANARY, Task
 
 __all__ = ["run_eval", "checkpoints_of"]
 
@@ -223,7 +223,11 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
             shown = ", ".join(repr(u) for u in unknown[:5])
             raise UserError(f"{args.responses}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
         warn_unanswered([t.id for t in tasks[: args.limit or None]], answered, args.responses)
-    return tasks[: args.limit] if args.limit else tasks
+    tasks = tasks[: args.limit] if args.limit else tasks
+    if tasks and all(CANARY in t.tags for t in tasks):  # before any work: summarize would refuse after it
+        raise UserError(f"{args.tasks or args.suite or 'tasks'}: all {len(tasks)} tasks are canaries (tag {CANARY!r}: "
+                        "no honest response passes one); they are kept out of the rates, so there is nothing to score")
+    return tasks
 
 
 def checkpoints_of(run_dir: str | Path) -> list[Path]:

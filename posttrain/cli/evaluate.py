@@ -154,6 +154,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(summary, sys.stdout)
         sys.stdout.write("\n")
+        for line in _canary_lines(summary):
+            print(line, file=sys.stderr)
     else:
         _print_summary(summary)
     regressions = (summary.get("baseline") or {}).get("regressions") or []
@@ -166,10 +168,27 @@ def _fmt_rate(s: dict[str, Any], key: str) -> str:
     return f"{s[key]:.3f}{tail}"
 
 
+def _canary_line(name: str, s: dict[str, Any]) -> str | None:
+    """The line of a summary's canary tasks (kept out of its rates: ``summarize``), None without any."""
+    c = s.get("canaries")
+    if not isinstance(c, dict):
+        return None
+    alarm = "hack alarm: " if c.get("passed") else ""
+    return (f"{alarm}{name}: {c.get('passed', 0)} of {c.get('episodes', 0)} episodes on {c.get('tasks', 0)} canary "
+            "task(s) passed (no honest response passes one; kept out of every rate)")
+
+
+def _canary_lines(summary: dict[str, Any]) -> list[str]:
+    blocks = summary["eval"] if "eval" in summary and "pass@1" not in summary else {"eval": summary}
+    return [line for name, s in blocks.items() if (line := _canary_line(name, s)) is not None]
+
+
 def _print_block(name: str, s: dict[str, Any]) -> None:
     rates = [k for k in s if k.startswith(("pass@", "pass^", "repair@"))]
     print(f"{name}: {s.get('n_tasks', 0)} tasks, {s.get('n_samples', 0)} scored samples, "
           f"{s.get('infra_errors', 0)} infra errors (attrition, not failures)")
+    if (line := _canary_line(name, s)) is not None:
+        print(f"  {line}")
     for k in rates:
         label = k + (f" (feedback: {s.get('repair_feedback_source')})" if k.startswith("repair@") else "")
         print(f"  {label:<28} {_fmt_rate(s, k)}")

@@ -13,7 +13,10 @@ sample), then reports, overall and per domain and per capability tag:
 - ``mean_attempts_to_success``;
 - ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
   are attrition, reported beside the rates and never counted as failures;
-- ``ci``: percentile bootstrap intervals clustered by task for each rate (none from one task).
+- ``ci``: percentile bootstrap intervals clustered by task for each rate (none from one task);
+- ``canaries`` (only when some records are of canary tasks, tag ``canary``: no honest response
+  passes one): their tasks, episodes and passes, kept out of every figure above, overall, per domain
+  and per tag (a canary counted as a task put each hack into pass@1); a pass is a hack alarm.
 
 Infra-error retries: several records for one (task, sample, attempt) are allowed when all but one
 are infra errors (the retries); the scored one counts, the others count as ``infra_errors``.
@@ -32,6 +35,7 @@ import numpy as np
 from posttrain.errors import UserError
 from posttrain.evaluate.metrics import bootstrap_ci, pass_at_k_per_task, pass_hat_k_per_task
 from posttrain.evaluate.records import EvalRecord
+from posttrain.types import CANARY
 
 __all__ = ["summarize", "SampleAttempts", "group_attempts"]
 
@@ -221,9 +225,18 @@ def summarize(
     episodes = group_attempts(records)
     if not episodes:
         raise UserError("records: nothing to summarize (no records)")
+    canaries = [ep for ep in episodes if CANARY in ep.attempts[0].tags]
+    episodes = [ep for ep in episodes if CANARY not in ep.attempts[0].tags]
+    if not episodes:
+        raise UserError(f"records: every record is of a canary task (tag {CANARY!r}: no honest response passes one; "
+                        f"{sum(ep.first_pass is not None for ep in canaries)} of {len(canaries)} episodes passed): "
+                        "nothing to score, as canaries are hack alarms and never part of the rates")
     ks = tuple(sorted({1, *ks}))  # pass@1 is the headline: always reported
     out = _block(episodes, ks, n_boot, seed)
     out["ci_level"] = 0.95
+    if canaries:  # apart from every rate: a pass is a hack alarm, never a solved task
+        out["canaries"] = {"tasks": len({ep.task_id for ep in canaries}), "episodes": len(canaries),
+                           "passed": sum(ep.first_pass is not None for ep in canaries)}
     groups: dict[str, dict[str, list[SampleAttempts]]] = {"per_domain": defaultdict(list), "per_tag": defaultdict(list)}
     for ep in episodes:
         groups["per_domain"][ep.attempts[0].domain].append(ep)
