@@ -6,7 +6,8 @@ per attempt of a ``Trajectory``: every sample a model made, in training and in e
 recorded from its trajectory alone) and ``evaluate.runner.score_responses`` (responses given as text:
 ``posttrain eval --responses``, the demonstrator, the no-op floor).
 ``read_records(path)`` validates every line and raises ``UserError`` naming the file, line, field
-and value; ``EvalRecord.to_json`` writes the same shape back. Unknown extra keys are kept in
+and value (a reward at odds with its outcome too: a pass below 1, a fail at 1, an infra error with
+one); ``EvalRecord.to_json`` writes the same shape back. Unknown extra keys are kept in
 ``extra`` (writers may add their own), but a required key that is missing or mistyped is an error.
 
 What it does not do: compute metrics (``summary``) or verify anything (``runner``).
@@ -41,7 +42,8 @@ class EvalRecord:
     outcome: str
     """pass | fail | infra_error."""
     reward: float | None
-    """In [0, 1]; None exactly when outcome is infra_error (never scored 0 or 1)."""
+    """1 for a pass, in [0, 1) for a fail (partial credit: a function task's); None exactly when outcome is
+    infra_error (never scored 0 or 1). ``read_records`` refuses a line where reward and outcome disagree."""
     sample_idx: int = 0
     """Index of the i.i.d. draw for this task (0..n-1); pass@k counts over these."""
     attempt: int = 0
@@ -193,6 +195,9 @@ def parse_record(obj: Any, where: str) -> EvalRecord:
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not 0.0 <= reward <= 1.0:
             raise UserError(f"{where}: field 'reward' must be a number in [0, 1], got {reward!r}")
         reward = float(reward)
+        if (reward == 1.0) != (outcome == "pass"):  # a verdict at odds with itself: which one counts?
+            want = "1 (a pass is a full score)" if outcome == "pass" else "below 1 (a full score is a pass)"
+            raise UserError(f"{where}: field 'reward' must be {want} for outcome {outcome!r}, got {obj['reward']!r}")
     sample_idx = _typed(where, obj, "sample_idx", (int,), 0)
     attempt = _typed(where, obj, "attempt", (int,), 0)
     if sample_idx < 0 or attempt < 0:

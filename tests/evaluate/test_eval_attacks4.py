@@ -1,4 +1,5 @@
-"""Adversarial reads of evaluation figures and records: canary tasks counted as ordinary tasks."""
+"""Adversarial reads of evaluation figures and records: canary tasks counted as ordinary tasks, and
+a record whose outcome and reward contradict each other."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from posttrain.errors import UserError
 from posttrain.evaluate.baseline import load_baseline
-from posttrain.evaluate.records import EvalRecord, write_records
+from posttrain.evaluate.records import EvalRecord, read_records, write_records
 from posttrain.evaluate.summary import summarize
 
 
@@ -81,3 +82,63 @@ def test_posttrain_eval_of_canaries_alone_is_one_line_before_any_work(tmp_path, 
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "all 1 tasks are canaries" in err and str(tasks) in err
     assert not (tmp_path / "res").exists()
+
+
+# -- records: a verdict at odds with itself --------------------------------------------------------
+
+@pytest.mark.parametrize(("outcome", "reward", "want"), [
+    ("pass", 0, "must be 1 (a pass is a full score) for outcome 'pass', got 0"),
+    ("pass", 0.5, "must be 1 (a pass is a full score) for outcome 'pass', got 0.5"),
+    ("fail", 1.0, "must be below 1 (a full score is a pass) for outcome 'fail', got 1.0"),
+    ("fail", 1, "must be below 1 (a full score is a pass) for outcome 'fail', got 1"),
+])
+def test_a_record_whose_reward_contradicts_its_outcome_is_refused(tmp_path, outcome, reward, want):
+    path = _write(tmp_path / "r.jsonl", [{"task_id": "a", "outcome": "fail", "reward": 0.0},
+                                         {"task_id": "b", "outcome": outcome, "reward": reward}])
+    with pytest.raises(UserError) as e:
+        read_records(path)
+    assert str(e.value) == f"{path}:2: field 'reward' {want}"
+
+
+def test_records_the_contract_allows_still_read(tmp_path):
+    path = _write(tmp_path / "r.jsonl", [{"task_id": "a", "outcome": "pass", "reward": 1},
+                                         {"task_id": "b", "outcome": "fail", "reward": 0.75},  # partial credit
+                                         {"task_id": "c", "outcome": "pass"}, {"task_id": "d", "outcome": "fail"},
+                                         {"task_id": "e", "outcome": "infra_error", "reward": None}])
+    assert [r.reward for r in read_records(path)] == [1.0, 0.75, 1.0, 0.0, None]
+
+
+def test_a_contradictory_baseline_is_one_line_and_exit_2_before_the_evaluation(tmp_path, run_cli):
+    # a baseline file whose failures say "pass": read as 3 of 3 passing, every current result
+    # "regressed"; now refused before any response is verified
+    base = _write(tmp_path / "base.jsonl", [{"task_id": f"HumanEval/{i}", "domain": "code", "outcome": "pass",
+                                             "reward": 0.0} for i in range(3)])
+    responses = _write(tmp_path / "s.jsonl", [{"task_id": "HumanEval/0", "completion": "    return None\n"}])
+    code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--responses", str(responses),
+                             "--baseline", str(base), "--fail-on-regression", "--out", str(tmp_path / "res"))
+    assert code == 2 and out == ""
+    assert err == f"posttrain: error: {base}:1: field 'reward' must be 1 (a pass is a full score) for outcome " \
+                  "'pass', got 0.0\n"
+    assert not (tmp_path / "res").exists()
+
+
+def test_a_contradictory_eval_file_in_a_run_is_refused_by_report(tmp_path, run_cli):
+    run = tmp_path / "run"
+    (run / "eval").mkdir(parents=True)
+    _write(run / "eval" / "rl.jsonl", [{"task_id": "a", "outcome": "fail", "reward": 1.0}])
+    code, out, err = run_cli("report", str(run))
+    assert code == 2 and out == ""
+    assert err == f"posttrain: error: {run / 'eval' / 'rl.jsonl'}:1: field 'reward' must be below 1 (a full score " \
+                  "is a pass) for outcome 'fail', got 1.0\n"
+    assert not (run / "report.html").exists()
+
+
+def test_a_contradictory_trajectory_is_refused_by_audit_before_any_verification(tmp_path, run_cli):
+    run = tmp_path / "run"
+    (run / "trajectories").mkdir(parents=True)
+    _write(run / "trajectories" / "rl.jsonl", [{"task_id": "a", "domain": "math", "outcome": "pass", "reward": 0.0}])
+    code, out, err = run_cli("audit", str(run))
+    assert code == 2 and out == ""
+    assert err == f"posttrain: error: {run / 'trajectories' / 'rl.jsonl'}:1: field 'reward' must be 1 (a pass is a " \
+                  "full score) for outcome 'pass', got 0.0\n"
+    assert not (run / "audit" / "audit.jsonl").exists()
