@@ -21,6 +21,7 @@ from posttrain.envs.files import (
     check_path,
     decode_workspace,
     grade_final_state,
+    input_passages,
     pristine_state,
     process_signals,
 )
@@ -169,15 +170,18 @@ def test_the_prompt_shows_other_encodings_and_databases_as_an_agent_would_read_t
 
 
 def test_process_signals_from_hand_written_episodes() -> None:
-    inputs, targets = ["data.csv", "notes.md"], ["out.json"]
+    data, notes = b"day,amount\n2024-01-02,17.50\n", b"# Plan\n\nStatus: open\nOwner: Ada\n"
+    inputs, targets = {"data.csv": input_passages(data), "notes.md": input_passages(notes)}, ["out.json"]
     assert process_signals(inputs, targets, []) == {"process.inspected": 0.0, "process": 0.0}
-    wrote_first = [Call("write_file", "out.json"), Call("read_file", "data.csv"), Call("read_file", "notes.md")]
+    wrote_first = [Call("write_file", "out.json"), Call("read_file", "data.csv", shown=data.decode()),
+                   Call("read_file", "notes.md", shown=notes.decode())]
     assert process_signals(inputs, targets, wrote_first)["process.inspected"] == 0.0
-    read_by_shell = [Call("bash", command="head -n 3 data.csv notes.md"), Call("write_file", "out.json")]
+    read_by_shell = [Call("bash", shown="==> data.csv <==\n" + data.decode() + "==> notes.md <==\n" + notes.decode()),
+                     Call("write_file", "out.json")]
     assert process_signals(inputs, targets, read_by_shell) == {"process.inspected": 1.0, "process": 1.0}
-    errors = [Call("read_file", "missing.csv", ok=False), Call("bash", ok=False, command="cat x"),
+    errors = [Call("read_file", "missing.csv", ok=False), Call("bash", ok=False, shown="cat: x: No such file"),
               Call("read_file", "data.csv")]
-    assert process_signals([], targets, errors) == {"process.recovered": 0.5, "process": 0.5}
+    assert process_signals({}, targets, errors) == {"process.recovered": 0.5, "process": 0.5}
 
 
 def test_posttrain_verify_on_one_files_task(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@
 """
 
 from posttrain.envs.files._env import ENV, FilesEnv, make_files_verifier, render_files_prompt
-from posttrain.envs.files._grade import Call, Target, grade_final_state, process_signals
+from posttrain.envs.files._grade import Call, Target, grade_final_state, input_passages, process_signals
 from posttrain.envs.files._workspace import Entry, apply_writes, check_path, decode_workspace, pristine_state
 
 __all__ = ["ENV", "Call", "Entry", "FilesEnv", "Target", "apply_writes", "check_path", "decode_workspace",
-           "grade_final_state", "make_files_verifier", "pristine_state", "process_signals", "render_files_prompt"]
+           "grade_final_state", "input_passages", "make_files_verifier", "pristine_state", "process_signals",
+           "render_files_prompt"]

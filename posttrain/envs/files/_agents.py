@@ -5,8 +5,8 @@ through the runner, the tools and the chat template a model uses (``posttrain ev
 --agent NAME``). The oracle must pass every task; the no-op (the kit's) and every cheat must fail
 every task, as a ``fail`` verdict, never ``infra_error`` (README's table; tests/envs/test_files_agent.py).
 
-- ``oracle``: lists the workspace, reads every input (``read_file``, or one ``bash`` that prints them,
-  a SQLite database through Python's ``sqlite3``), moves what the task moves (``mv``), deletes what it
+- ``oracle``: lists the workspace, reads every input (``read_file``, or ``bash`` calls that print them,
+  each call what its result shows whole, a SQLite database through Python's ``sqlite3``), moves what the task moves (``mv``), deletes what it
   deletes, writes each target from the task's reference (``write_file``; bytes that are not UTF-8
   through ``base64 -d``), submits.
 - cheats (``CHEATS``, each with one line of why it fails in ``WHY_IT_FAILS``): a report written before
@@ -55,18 +55,32 @@ def _is_text(data: bytes) -> bool:
     return not data.startswith(_SQLITE)
 
 
+SHOWN_BYTES = 1500
+"""The most input bytes one of the oracle's ``bash`` reads prints: the grader sees a call's result as
+its record keeps it (the first 2,000 characters), and an input printed past them was not seen read
+(``process.inspected``)."""
+
+
 def reads(task: Task) -> list[Call]:
     """Reading the workspace and every input: ``list_dir``, then ``read_file`` for up to three UTF-8
-    inputs, else one ``bash`` that prints them all (each named, so each counts as read)."""
+    inputs, else ``bash`` calls that print them, each call as many as its result shows whole (a
+    database alone: its dump's size is not its file's)."""
     files = decode_workspace(task.fields["workspace"])
     inputs = list(task.fields.get("inputs") or [])
     calls = [_c("list_dir", path=".", depth=3)]
     text = [p for p in inputs if _is_text(files[p])]
     if len(inputs) <= 3 and len(text) == len(inputs):
         return calls + [_c("read_file", path=p) for p in inputs]
-    parts = [(_DUMP if files[p].startswith(_SQLITE) else "cat -- ") + _q(p) for p in inputs]
-    return calls + ([_c("bash", command="; ".join(f"echo '== {p}'; {cmd}" for p, cmd in
-                                                   zip(inputs, parts, strict=True)))] if parts else [])
+    groups: list[list[str]] = []
+    size = SHOWN_BYTES
+    for p in inputs:
+        db = files[p].startswith(_SQLITE)
+        if db or size + len(files[p]) > SHOWN_BYTES:
+            groups.append([])
+            size = SHOWN_BYTES if db else 0
+        groups[-1].append(f"echo '== {p}'; " + (_DUMP if db else "cat -- ") + _q(p))
+        size += len(files[p])
+    return calls + [_c("bash", command="; ".join(group)) for group in groups]
 
 
 def _write(path: str, content: Any) -> Call:

@@ -30,7 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from posttrain.envs import fail
-from posttrain.envs.files._grade import Call, Located, error_class, feedback_text, process_signals
+from posttrain.envs.files._grade import (
+    Call,
+    Located,
+    error_class,
+    feedback_text,
+    input_passages,
+    process_signals,
+)
 from posttrain.envs.files._workspace import MAX_FILES, MAX_WORKSPACE_BYTES, decode_workspace, encode_file
 from posttrain.envs.workspace import Take, WorkspaceSpec, default_tools, repo_path
 from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
@@ -108,15 +115,18 @@ def _call(record: ToolCallRecord) -> Call:
     except WorkspaceError:
         path = None
     failed = not record.ok or record.result.startswith("Error") or "[exit status " in record.result
-    return Call(record.name, path, not failed, str(args.get("command") or ""))
+    return Call(record.name, path, not failed, record.result)
 
 
 def process_of(task: Task) -> Callable[[Sequence[ToolCallRecord], Verdict], dict[str, float]]:
     """The episode's process components (``_grade.process_signals``: inputs read before the first
-    write to a target, recovery after a failed call; ``submit`` left out), logged with each verdict.
+    write to a target, each by a result that shows a passage of it the prompt does not, recovery after
+    a failed call; ``submit`` left out), logged with each verdict.
     ``process`` itself, what ``reward.process`` weighs, is 0 for an attempt the grader caught (no
     format credit: collateral damage, a link, nothing written): no credit to a detected attack."""
-    inputs, targets = list(task.fields.get("inputs") or ()), list(task.fields["targets"])
+    files, targets = decode_workspace(task.fields["workspace"]), list(task.fields["targets"])
+    known = SYSTEM + "\n" + episode_prompt(task)  # a passage the prompt gives shows no reading
+    inputs = {p: input_passages(files[p], known) for p in task.fields.get("inputs") or ()}
 
     def process(records: Sequence[ToolCallRecord], verdict: Verdict) -> dict[str, float]:
         signals = process_signals(inputs, targets, [_call(r) for r in records if r.name != "submit"])

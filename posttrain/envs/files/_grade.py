@@ -29,6 +29,12 @@ Process signals (``process_signals``), logged as reward components, never part o
 ``process.inspected`` (the share of the task's inputs read before the first write to a target) and
 ``process.recovered`` (the share of failed tool calls followed by a successful call of the same
 tool); ``process`` is their mean, over the signals an episode has (none for a single response).
+An input counts as read when a successful call's result (as its record keeps it: the first 2,000
+characters) shows a passage of it (``input_passages``: a few consecutive words of its content the
+prompt does not give), whatever the call: a program that reads it and prints none of it reads it
+unseen, and naming the file
+is not reading it (``ls data.csv``, ``echo data.csv`` or a ``read_file`` past its end earned the
+credit in 20 of 20 generated tasks).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -335,8 +343,64 @@ def feedback_text(located: Sequence[Located], named: Collection[str]) -> str:
 
 # ---------------------------------------------------------------- process signals (episodes)
 
-READ_TOOLS = frozenset({"read_file", "read_pdf", "cat"})
 WRITE_TOOLS = frozenset({"write_file", "edit"})
+PASSAGE_WORDS = 4
+"""Words of a passage (``input_passages``): consecutive lines (a SQLite row) are joined until they hold as many."""
+MAX_PASSAGES = 2000
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_SQLITE = b"SQLite format 3\x00"
+
+
+def _words(text: str) -> str:
+    """``text`` as its ASCII words, one space between, one at each end: how a passage and a result are
+    compared (whatever quoting, delimiters, layout or encoding of the rest showed them)."""
+    return " " + " ".join(_WORD.findall(text)) + " "
+
+
+def _lines(data: bytes) -> list[str]:
+    """The lines of an input as a read shows them: a SQLite database's rows (each a line of its values),
+    a UTF-16 file decoded, anything else byte by byte (its ASCII words are the same in UTF-8 and Latin-1)."""
+    if data.startswith(_SQLITE):
+        db = sqlite3.connect(":memory:")
+        try:
+            db.deserialize(data)
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            return [" ".join(map(str, row)) for t in tables
+                    for row in db.execute(f'SELECT * FROM "{t.replace(chr(34), chr(34) * 2)}" LIMIT {MAX_PASSAGES}')
+                    if None not in row]
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", "replace").splitlines()
+    return data.decode("latin-1").splitlines()
+
+
+def input_passages(data: bytes, known: str = "") -> frozenset[str]:
+    """The passages of an input whose sight in a tool's result shows it was read: from each line, it and
+    the lines after it up to ``PASSAGE_WORDS`` words (a file of fewer words: all of them), as ``_words``
+    spells them, less those ``known`` (the prompt) holds or spells with its words alone (``sku B 130``
+    of a truncated ``item-B-130.json``: echoed from its name, not read). Empty for an input with
+    nothing to show.
+
+    >>> sorted(input_passages(b"id,name\\n1,Ada Lovelace\\n2,Alan Turing\\n", known="id name"))
+    [' 1 Ada Lovelace 2 Alan Turing ', ' id name 1 Ada Lovelace ']
+    """
+    lines = [_words(line).strip() for line in _lines(data)[:MAX_PASSAGES]]
+    out: set[str] = set()
+    for i in range(len(lines)):
+        words: list[str] = []
+        for line in lines[i:]:
+            words += line.split()
+            if len(words) >= PASSAGE_WORDS:
+                out.add(" " + " ".join(words) + " ")
+                break
+    if not out and any(lines):
+        out.add(" " + " ".join(w for line in lines for w in line.split()) + " ")
+    seen = _words(known)
+    vocabulary = set(seen.split())
+    return frozenset(p for p in out if p not in seen and not vocabulary.issuperset(p.split()))
 
 
 @dataclass(frozen=True)
@@ -348,26 +412,31 @@ class Call:
     """The file the call names (read_file, write_file, edit), if any."""
     ok: bool = True
     """Whether the call succeeded (the tool answered without an error)."""
-    command: str = ""
-    """A shell call's command line (a shell call that names an input counts as reading it)."""
+    shown: str = ""
+    """What the call showed (its result): an input is read when it shows a passage of it."""
 
 
-def process_signals(inputs: Sequence[str], targets: Sequence[str], calls: Sequence[Call]) -> dict[str, float]:
-    """The process components of an episode (the module docstring); a signal the episode gives no
-    grounds for (no inputs declared, no failed call) is left out.
+def process_signals(inputs: Mapping[str, Collection[str]], targets: Sequence[str],
+                    calls: Sequence[Call]) -> dict[str, float]:
+    """The process components of an episode (the module docstring); ``inputs`` maps each input to its
+    passages (``input_passages``): one is read when a successful call before the first write to a
+    target shows one of them. A signal the episode gives no grounds for (no input with a passage, no
+    failed call) is left out; an input without one (a truncated file of a few words) is not counted.
 
-    >>> calls = [Call("read_file", "data.csv"), Call("write_file", "out.json", ok=False),
+    >>> inputs = {"data.csv": input_passages(b"day,amount\\n2024-01-02,17.50\\n"),
+    ...           "notes.md": input_passages(b"# Plan\\nStatus: open\\n")}
+    >>> calls = [Call("bash", shown="day  amount\\n2024-01-02  17.50"), Call("write_file", "out.json", ok=False),
     ...          Call("write_file", "out.json")]
-    >>> process_signals(["data.csv", "notes.md"], ["out.json"], calls)
+    >>> process_signals(inputs, ["out.json"], calls)
     {'process.inspected': 0.5, 'process.recovered': 1.0, 'process': 0.75}
     """
     out: dict[str, float] = {}
     first_write = next((i for i, c in enumerate(calls) if c.ok and c.tool in WRITE_TOOLS and c.path in targets),
                        len(calls))
-    if inputs:
-        read = {c.path for c in calls[:first_write] if c.ok and c.tool in READ_TOOLS}
-        read |= {p for c in calls[:first_write] if c.ok and c.command for p in inputs if p in c.command}
-        out["process.inspected"] = sum(p in read for p in inputs) / len(inputs)
+    judged = [passages for passages in inputs.values() if passages]
+    if judged:
+        seen = [_words(c.shown) for c in calls[:first_write] if c.ok]
+        out["process.inspected"] = sum(any(p in s for p in passages for s in seen) for passages in judged) / len(judged)
     failed = [i for i, c in enumerate(calls) if not c.ok]
     if failed:
         recovered = sum(any(c.ok and c.tool == calls[i].tool for c in calls[i + 1:]) for i in failed)
