@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from posttrain.evaluate.records import EvalRecord
-from posttrain.types import Task, Verifier
+from posttrain.types import CANARY, Task, Verifier
 
 if TYPE_CHECKING:
     from posttrain.rollout.episodes import EpisodeKind
@@ -102,7 +102,8 @@ def runner_episodes(
     ``EndpointModel``; ``verify``: what the environments verify with (default: ``service``'s nested
     lane). Returns one record per attempt
     (an episode cut before its verdict: one ``truncated`` record) and the episodes' statistics
-    (``episode_metrics`` + ``episodes``: their count). ``service``: each step runs as its job, an
+    (``episode_metrics`` + ``episodes``: their count), canary tasks' episodes left out as ``summarize``
+    leaves them out of the rates (their records are kept: a pass is a hack alarm). ``service``: each step runs as its job, an
     infra error restarting the episode (``rollout.run_batch``)."""
     from posttrain.evaluate.metrics import episode_metrics
     from posttrain.evaluate.records import trajectory_records
@@ -119,7 +120,7 @@ def runner_episodes(
     groups = sample_tasks(plan, model.sampler(), tasks, n=n, params=params, service=service, stage=stage)
     records = [rec for t, group in zip(tasks, groups, strict=True) for tr in group
                for rec in trajectory_records(t, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
-    trajs = [tr for group in groups for tr in group]
+    trajs = [tr for t, group in zip(tasks, groups, strict=True) if CANARY not in t.tags for tr in group]
     return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}
 
 

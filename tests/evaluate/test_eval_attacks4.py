@@ -1,5 +1,5 @@
-"""Adversarial reads of evaluation figures and records: canary tasks counted as ordinary tasks, and
-a record whose outcome and reward contradict each other."""
+"""Adversarial reads of evaluation figures and records: canary tasks counted as ordinary tasks (in
+the rates and in the episodes' figures), and a record whose outcome and reward contradict each other."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import pytest
 from posttrain.errors import UserError
 from posttrain.evaluate.baseline import load_baseline
 from posttrain.evaluate.records import EvalRecord, read_records, write_records
+from posttrain.evaluate.sources import runner_episodes
 from posttrain.evaluate.summary import summarize
+from posttrain.sched import DomainHooks, LocalBackend, Service
+from posttrain.types import Generation, Task, Verdict
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -142,3 +145,44 @@ def test_a_contradictory_trajectory_is_refused_by_audit_before_any_verification(
     assert err == f"posttrain: error: {run / 'trajectories' / 'rl.jsonl'}:1: field 'reward' must be 1 (a pass is a " \
                   "full score) for outcome 'pass', got 0.0\n"
     assert not (run / "audit" / "audit.jsonl").exists()
+
+
+class _Tokens:
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+class _Model:
+    """A model as ``runner_episodes`` samples one: a canary's prompt (id 9) gets a 5-token answer,
+    any other a 1-token one."""
+
+    tokenizer = _Tokens()
+    chat = None
+
+    def encode_prompt(self, text: str) -> list[int]:
+        return [9] if text.startswith("canary") else [1]
+
+    def sampler(self):
+        return self
+
+    def generate(self, prompt_ids, params):
+        out = []
+        for p in prompt_ids:
+            ids = (5, 5, 5, 5, 5) if p[0] == 9 else (2,)
+            out.append(Generation(tuple(p), ids, (0.0,) * len(ids), "4" if p[0] == 9 else "3", "eos"))
+        return out
+
+
+def test_episode_figures_leave_canary_episodes_out_as_the_rates_do():
+    # 2 ordinary tasks answered in 1 token, 1 canary in 5: the episodes' figures read 3 episodes of
+    # 7/3 tokens each, the canary's weight in a figure whose rates leave it out; now 2 of 1 token
+    def verify(task, response):
+        return Verdict("pass", 1.0) if response == task.fields["answer"] else Verdict("fail", 0.0)
+
+    tasks = [Task(id=f"t{i}", domain="arith", prompt="1+2?", fields={"answer": "3"}) for i in range(2)]
+    tasks.append(Task(id="c", domain="arith", prompt="canary: 1+2?", fields={"answer": "4"}, tags=("canary",)))
+    with Service(LocalBackend({"arith": DomainHooks(verify)})) as svc:
+        records, stats = runner_episodes(_Model(), tasks, "single", n=1, temperature=0.0, max_new_tokens=8, seed=0,
+                                         stage="eval", service=svc)
+    assert [r.outcome for r in records] == ["pass", "pass", "pass"]  # the canary's record is kept: an alarm
+    assert stats["episodes"] == 2.0 and stats["episode_tokens"] == 1.0
