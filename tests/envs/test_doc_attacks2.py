@@ -201,4 +201,4 @@ def test_a_text_answer_of_a_long_digit_run_is_a_wrong_answer_not_a_checker_error
                     tags=base.tags, limits=base.limits)
         got = verify(task, json.dumps({"answer": answer, "scale": "", "evidence": ref["evidence"]}))
         assert (got.outcome, got.error_class) == ("fail", "wrong_answer"), (gold, got.feedback)
-        assert got.ends_repair == (gold == "yes")
+        assert got.ends_repair  # every wrong text answer: a span is one of a few (test_docfiles_attacks4.py)

@@ -3,18 +3,23 @@ the work it stands for, each a standing case (the verifier's own grader, real wo
 
 from __future__ import annotations
 
+import json
 import random
 import shlex
+from pathlib import Path
 
 from agent_play import call, play
 
 from posttrain.envs import get_domain
+from posttrain.envs.doc._anchors import tatqa_records
+from posttrain.envs.doc._check import check_doc
 from posttrain.envs.files._agents import oracle, work
 from posttrain.envs.files._env import build_task
 from posttrain.envs.workspace import SUBMIT
 from posttrain.types import Task
 
 FILES = get_domain("files")
+DATA = Path(__file__).parent / "data"
 
 
 def _files_tasks() -> list[Task]:
@@ -43,3 +48,46 @@ def test_naming_an_input_is_not_reading_it(pool) -> None:
     head = call("bash", command="head -n 4 -- " + " ".join(map(shlex.quote, task.fields["inputs"])))
     got = play(pool, task, [head, *work(task), SUBMIT], verify).first
     assert got.components["process.inspected"] == 1.0
+
+
+def _which_year_records(tmp_path, n: int = 10) -> list[dict]:
+    """TAT-QA-style span questions over two-year tables: which year, which line item."""
+    rng = random.Random(4)
+    contexts = []
+    for i in range(n):
+        a, b = rng.sample(range(100, 999), 2)
+        table = [["", "2019", "2018"], ["Revenue", f"{a:,}", f"{b:,}"], ["Cost", "50", "60"]]
+        contexts.append({"table": {"uid": f"t{i}", "table": table},
+                         "paragraphs": [{"uid": "p", "order": 1, "text": "Figures are in thousands."}],
+                         "questions": [{"uid": f"y{i}", "question": "In which year was revenue higher?",
+                                        "answer": ["2019" if a > b else "2018"], "answer_type": "span",
+                                        "scale": "", "derivation": ""}]})
+    path = tmp_path / "tatqa.json"
+    path.write_text(json.dumps(contexts))
+    return tatqa_records(path)
+
+
+def test_span_answers_are_not_guessed_in_turn_through_repair(tmp_path) -> None:
+    """A wrong span answer told 'Wrong answer' strikes one candidate off: a table's column headers and
+    row labels tried in turn over the 3 attempts passed 40 of 42 TAT-QA-style span questions where one
+    guess passed 9. A wrong text conclusion now ends the repair (as a wrong yes/no did); two spans
+    listed in one answer for one gold span (or one for two) fail, as they did."""
+    records = _which_year_records(tmp_path) + tatqa_records(DATA / "tatqa_sample.json")
+    spans = [r for r in records if "text" in r["answer"]]
+    assert len(spans) == 12
+
+    def verdict(record: dict, answer: object):
+        response = json.dumps({"answer": answer, "scale": "", "evidence": []})
+        return check_doc(record["document"], record["answer"], record["evidence"], response)
+
+    for record in spans:
+        gold = record["answer"]["text"]
+        gold_spans = gold if isinstance(gold, list) else [gold]
+        assert verdict(record, gold).passed
+        wrong = verdict(record, "2018" if gold_spans == ["2019"] else "2019")
+        assert wrong.outcome == "fail" and wrong.ends_repair, record["id"]
+        assert not verdict(record, [*gold_spans, "2017"]).passed
+        assert not verdict(record, gold_spans[:1] if len(gold_spans) > 1 else [gold_spans[0], "Cost"]).passed
+    number = json.dumps({"answer": 1, "scale": "", "evidence": []})
+    doc = spans[0]["document"]
+    assert not check_doc(doc, {"number": "2", "scale": ""}, [], number).ends_repair  # an amount is still repaired
