@@ -52,7 +52,11 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"--baseline: {path} not found (expected a run dir, results dir, summary.json or records .jsonl)")
     if path.suffix == ".jsonl":
-        return summarize(read_records(path))
+        records = read_records(path)
+        try:
+            return summarize(records)
+        except UserError as e:  # "records: ..." -- which records
+            raise UserError(f"--baseline {path}: {str(e).removeprefix('records: ')}") from None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

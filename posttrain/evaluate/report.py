@@ -117,7 +117,11 @@ def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
             out[name] = entry
     for name, recs in data.evals.items():
         if name not in out and recs:
-            out[name] = summarize(recs)
+            try:
+                out[name] = summarize(recs)
+            except UserError as e:  # "records: ..." -- which records
+                path = data.run_dir / "eval" / f"{name}.jsonl"
+                raise UserError(f"{path}: {str(e).removeprefix('records: ')}") from None
     return out
 
 

@@ -186,3 +186,27 @@ def test_episode_figures_leave_canary_episodes_out_as_the_rates_do():
                                          stage="eval", service=svc)
     assert [r.outcome for r in records] == ["pass", "pass", "pass"]  # the canary's record is kept: an alarm
     assert stats["episodes"] == 2.0 and stats["episode_tokens"] == 1.0
+
+
+# -- a records file the summary refuses: the refusal names the file ---------------------------------
+
+def test_a_baseline_records_file_the_summary_refuses_is_named(tmp_path):
+    canaries = write_records(tmp_path / "canaries.jsonl", [EvalRecord("c1", "math", "pass", 1.0, tags=("canary",))])
+    with pytest.raises(UserError) as e:
+        load_baseline(canaries)
+    assert str(e.value).startswith(f"--baseline {canaries}: every record is of a canary task")
+    twice = write_records(tmp_path / "twice.jsonl", [EvalRecord("t", "math", "pass", 1.0)] * 2)
+    with pytest.raises(UserError) as e:
+        load_baseline(twice)
+    assert str(e.value).startswith(f"--baseline {twice}: 2 scored records for task 't' sample 0 attempt 0")
+
+
+def test_a_run_eval_file_the_summary_refuses_is_named_by_report(tmp_path, run_cli):
+    # a section that cannot be drawn is one line in the page, never a failed report; that line named
+    # none of the run's eval files ("records: 2 scored records ...")
+    run = tmp_path / "run"
+    write_records(run / "eval" / "rl.jsonl", [EvalRecord("t", "math", "fail", 0.0)] * 2)
+    code, _, err = run_cli("report", str(run))
+    assert code == 0, err
+    page = (run / "report.html").read_text()
+    assert f"this panel failed: UserError: {run / 'eval' / 'rl.jsonl'}: 2 scored records for task" in page
