@@ -91,3 +91,19 @@ def test_span_answers_are_not_guessed_in_turn_through_repair(tmp_path) -> None:
     number = json.dumps({"answer": 1, "scale": "", "evidence": []})
     doc = spans[0]["document"]
     assert not check_doc(doc, {"number": "2", "scale": ""}, [], number).ends_repair  # an amount is still repaired
+
+
+def test_failing_on_purpose_earns_no_process_credit(pool) -> None:
+    """``process`` was the mean of inspected and recovered: an agent that read nothing and wrote the right
+    files (inspected 0) lifted it from 0 to 0.5 by ``false`` then ``true`` (a failure, then a success of
+    the same tool), in 20 of 20 generated tasks. It is now inspected * (1 + recovered) / 2: a recovery never
+    raises it above what was inspected, and a failure left unrecovered halves it, as the mean did."""
+    verify = FILES.make_verifier(None)
+    for task in _files_tasks()[:2]:
+        stumble = [call("bash", command="false"), call("bash", command="true")]
+        got = play(pool, task, [*stumble, *work(task), SUBMIT], verify).first
+        assert got.outcome == "pass" and got.components["process.recovered"] == 1.0
+        assert got.components["process.inspected"] == 0.0 and got.components["process"] == 0.0, got.components
+        honest = play(pool, task, [call("read_file", path="nope.csv"), *oracle(task)], verify).first
+        recovered = honest.components["process.recovered"]  # 1 where the oracle reads with read_file, else 0
+        assert honest.components["process.inspected"] == 1.0 and honest.components["process"] == (1 + recovered) / 2

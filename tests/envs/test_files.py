@@ -181,7 +181,7 @@ def test_process_signals_from_hand_written_episodes() -> None:
     assert process_signals(inputs, targets, read_by_shell) == {"process.inspected": 1.0, "process": 1.0}
     errors = [Call("read_file", "missing.csv", ok=False), Call("bash", ok=False, shown="cat: x: No such file"),
               Call("read_file", "data.csv")]
-    assert process_signals({}, targets, errors) == {"process.recovered": 0.5, "process": 0.5}
+    assert process_signals({}, targets, errors) == {"process.recovered": 0.5}  # nothing to inspect: no process
 
 
 def test_posttrain_verify_on_one_files_task(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@
   to the files verifier as the single response's JSON (``{path: content | null}``), which applies
   them to a pristine copy of the task's workspace and grades the final state
   (``_grade.grade_final_state``): the same grader, rules and feedback as a single response.
-- Process signals (``process_of``): ``process.inspected``, ``process.recovered`` and their mean
-  ``process`` in each verdict's components (``reward.process``), none for an attempt caught cheating.
+- Process signals (``process_of``): ``process.inspected``, ``process.recovered`` and ``process`` (the
+  first scaled by the second: ``_grade.process_signals``) in each verdict's components
+  (``reward.process``), none for an attempt caught cheating.
 - Repair: a failed attempt's feedback (the paths and where they depart, never the expected content;
   of the files moved, deleted or left alone, only that they are not as asked: ``_grade.named_paths``)
   is the submit call's result, and the episode goes on, ``MAX_ATTEMPTS`` attempts in all.

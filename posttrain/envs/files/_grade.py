@@ -28,7 +28,10 @@ other problem is the one sentence ``UNNAMED``, the detail kept in the verdict's 
 Process signals (``process_signals``), logged as reward components, never part of the outcome:
 ``process.inspected`` (the share of the task's inputs read before the first write to a target) and
 ``process.recovered`` (the share of failed tool calls followed by a successful call of the same
-tool); ``process`` is their mean, over the signals an episode has (none for a single response).
+tool); ``process`` is ``inspected`` scaled by recovery, ``inspected * (1 + recovered) / 2`` (none for a
+single response, or without an input to inspect): a recovery never raises it above ``inspected``, or
+failing on purpose paid (``false`` then ``true`` lifted an agent that read nothing from 0 to 0.5, the
+two's mean, in 20 of 20 generated tasks), and a failure left unrecovered halves it, as the mean did.
 An input counts as read when a successful call's result (as its record keeps it: the first 2,000
 characters) shows a passage of it (``input_passages``: a few consecutive words of its content the
 prompt does not give), whatever the call: a program that reads it and prints none of it reads it
@@ -421,14 +424,15 @@ def process_signals(inputs: Mapping[str, Collection[str]], targets: Sequence[str
     """The process components of an episode (the module docstring); ``inputs`` maps each input to its
     passages (``input_passages``): one is read when a successful call before the first write to a
     target shows one of them. A signal the episode gives no grounds for (no input with a passage, no
-    failed call) is left out; an input without one (a truncated file of a few words) is not counted.
+    failed call) is left out; an input without one (a truncated file of a few words) is not counted;
+    ``process`` is left out without ``process.inspected``.
 
     >>> inputs = {"data.csv": input_passages(b"day,amount\\n2024-01-02,17.50\\n"),
     ...           "notes.md": input_passages(b"# Plan\\nStatus: open\\n")}
     >>> calls = [Call("bash", shown="day  amount\\n2024-01-02  17.50"), Call("write_file", "out.json", ok=False),
     ...          Call("write_file", "out.json")]
     >>> process_signals(inputs, ["out.json"], calls)
-    {'process.inspected': 0.5, 'process.recovered': 1.0, 'process': 0.75}
+    {'process.inspected': 0.5, 'process.recovered': 1.0, 'process': 0.5}
     """
     out: dict[str, float] = {}
     first_write = next((i for i, c in enumerate(calls) if c.ok and c.tool in WRITE_TOOLS and c.path in targets),
@@ -441,6 +445,6 @@ def process_signals(inputs: Mapping[str, Collection[str]], targets: Sequence[str
     if failed:
         recovered = sum(any(c.ok and c.tool == calls[i].tool for c in calls[i + 1:]) for i in failed)
         out["process.recovered"] = recovered / len(failed)
-    if out:
-        out["process"] = sum(out.values()) / len(out)
+    if "process.inspected" in out:
+        out["process"] = out["process.inspected"] * (1 + out.get("process.recovered", 1.0)) / 2
     return out
