@@ -107,3 +107,24 @@ def test_failing_on_purpose_earns_no_process_credit(pool) -> None:
         honest = play(pool, task, [call("read_file", path="nope.csv"), *oracle(task)], verify).first
         recovered = honest.components["process.recovered"]  # 1 where the oracle reads with read_file, else 0
         assert honest.components["process.inspected"] == 1.0 and honest.components["process"] == (1 + recovered) / 2
+
+
+def test_a_report_written_by_the_shell_before_reading_is_a_first_write(pool) -> None:
+    """process.inspected counts the inputs read before the first write to a target, and only write_file
+    or edit were writes: the report-first cheat's placeholder written by ``printf > <target>`` instead,
+    then every input read, kept its format credit and earned process 0.65 on average over 20 generated
+    tasks (0 through write_file). The kit's bash now heads a result that changed a target first with
+    ``[wrote <paths>]``, from the workspace's layers, and that call is the first write."""
+    from posttrain.envs.files._agents import _placeholder, reads
+
+    verify = FILES.make_verifier(None)
+    for task in [t for t in _files_tasks() if "notes" not in t.id]:  # notes: the moves not made, no format credit
+        printf = [call("bash", command=f"mkdir -p -- $(dirname {shlex.quote(p)}) && printf %s {shlex.quote(text)} > "
+                                       f"{shlex.quote(p)}")
+                  for p, t in sorted(task.fields["targets"].items()) if (text := _placeholder(t)) is not None]
+        got = play(pool, task, [*printf, *reads(task), SUBMIT], verify)
+        assert got.first.components["format"] == 1.0, got.first.feedback
+        assert got.first.components["process.inspected"] == 0.0 and got.first.components["process"] == 0.0, task.id
+        assert got.calls[0].result.startswith("[wrote ") and not got.calls[-2].result.startswith("[wrote ")
+        right = play(pool, task, oracle(task), verify).first
+        assert right.outcome == "pass" and right.components["process.inspected"] == 1.0, task.id

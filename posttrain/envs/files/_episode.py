@@ -4,7 +4,8 @@
 - The workspace starts as the task's files, byte for byte (a Latin-1 export stays Latin-1, a SQLite
   database is a database; ``sqlite3`` and ``python3`` are there to read it).
 - The prompt is the instruction and the list of files (path and size); the tools are the kit's
-  (``bash``, ``read_file``, ``write_file``, ``edit``, ``list_dir``) and ``submit``. Commands run with
+  (``bash``, ``read_file``, ``write_file``, ``edit``, ``list_dir``) and ``submit``; a ``bash`` result whose
+  command changed a target first is headed ``[wrote <paths>]`` (``marking_writes``). Commands run with
   ``PYTHONDONTWRITEBYTECODE=1``: a script the agent runs leaves no ``__pycache__`` to count as collateral.
 - ``submit``: ``take_final_state`` lists, host-side, every path the layers above the initial state
   touch (``Workspace.changed_paths``: no command the agent controls) and reads each one's merged view
@@ -26,6 +27,7 @@ Not here: the scripted agents (``_agents.py``), the grader (``_grade.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -40,7 +42,7 @@ from posttrain.envs.files._grade import (
     process_signals,
 )
 from posttrain.envs.files._workspace import MAX_FILES, MAX_WORKSPACE_BYTES, decode_workspace, encode_file
-from posttrain.envs.workspace import Take, WorkspaceSpec, default_tools, repo_path
+from posttrain.envs.workspace import Take, Tool, ToolContext, WorkspaceSpec, default_tools, repo_path
 from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
 from posttrain.types import Task, ToolCallRecord, Verdict
 
@@ -107,16 +109,49 @@ def take_final_state(task: Task) -> Take:
     return take
 
 
+WROTE = "[wrote "
+"""The head of a ``bash`` result whose command wrote a target first (``marking_writes``)."""
+
+
+def _touched(ws: Workspace, targets: frozenset[str]) -> frozenset[str]:
+    try:
+        return frozenset(ws.changed_paths(limit=4 * MAX_FILES)) & targets
+    except WorkspaceError:  # more entries than the grader reads: submit fails the attempt
+        return frozenset()
+
+
+def marking_writes(tool: Tool, targets: frozenset[str]) -> Tool:
+    """``tool`` (the kit's ``bash``), its result headed ``[wrote <paths>]`` when the command changed a
+    target no call had changed before, as the workspace's layers show (``Workspace.changed_paths``,
+    host-side): the first write to a target that ``process.inspected`` reads up to, whatever wrote it.
+    A placeholder report written by ``printf > reports/summary.json`` before reading the inputs earned
+    the inspection credit that ``write_file`` did not (process 0.65 on average over 20 generated tasks,
+    0 by ``write_file``). A result that forges the head only moves its own first write earlier."""
+    run = tool.run
+    if run is None:
+        raise ValueError(f"marking_writes: {tool.name} is run by the environment, not a command")
+
+    def marked(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
+        before = _touched(ctx.workspace, targets)
+        result = run(ctx, arguments)
+        new = _touched(ctx.workspace, targets) - before
+        return f"{WROTE}{', '.join(sorted(new))}]\n{result}" if new else result
+
+    return dataclasses.replace(tool, run=marked)
+
+
 def _call(record: ToolCallRecord) -> Call:
     """A tool call as the process signals read it: failed when refused, or when it answered an error
-    (``Error: ...``, a command's non-zero exit status)."""
+    (``Error: ...``, a command's non-zero exit status); a write to a target when a ``bash`` result is
+    headed ``WROTE`` (``marking_writes``)."""
     args = record.arguments
     try:
         path = repo_path(str(args["path"])) if isinstance(args.get("path"), str) else None
     except WorkspaceError:
         path = None
     failed = not record.ok or record.result.startswith("Error") or "[exit status " in record.result
-    return Call(record.name, path, not failed, record.result)
+    wrote = record.name == "bash" and record.result.startswith(WROTE)
+    return Call(record.name, path, not failed, record.result, wrote)
 
 
 def process_of(task: Task) -> Callable[[Sequence[ToolCallRecord], Verdict], dict[str, float]]:
@@ -140,6 +175,8 @@ def process_of(task: Task) -> Callable[[Sequence[ToolCallRecord], Verdict], dict
 def workspace_spec(task: Task) -> WorkspaceSpec:
     """The kit's description of a files task's episode (module docstring)."""
     attempts = max(task.limits.max_attempts, MAX_ATTEMPTS)
+    targets = frozenset(task.fields["targets"])
+    tools = tuple(marking_writes(t, targets) if t.name == "bash" else t for t in default_tools())
     return WorkspaceSpec(initial=decode_workspace(task.fields["workspace"]), prompt=episode_prompt(task),
-                         system=SYSTEM, tools=default_tools(), take=take_final_state(task), max_attempts=attempts,
+                         system=SYSTEM, tools=tools, take=take_final_state(task), max_attempts=attempts,
                          feedback=True, env={"PYTHONDONTWRITEBYTECODE": "1"}, process=process_of(task))

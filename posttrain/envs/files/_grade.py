@@ -417,6 +417,9 @@ class Call:
     """Whether the call succeeded (the tool answered without an error)."""
     shown: str = ""
     """What the call showed (its result): an input is read when it shows a passage of it."""
+    wrote: bool = False
+    """Whether the call wrote a target, as the workspace saw it (a shell command's write; a
+    ``write_file`` or ``edit`` of a target is one by its name and path)."""
 
 
 def process_signals(inputs: Mapping[str, Collection[str]], targets: Sequence[str],
@@ -435,8 +438,8 @@ def process_signals(inputs: Mapping[str, Collection[str]], targets: Sequence[str
     {'process.inspected': 0.5, 'process.recovered': 1.0, 'process': 0.5}
     """
     out: dict[str, float] = {}
-    first_write = next((i for i, c in enumerate(calls) if c.ok and c.tool in WRITE_TOOLS and c.path in targets),
-                       len(calls))
+    first_write = next((i for i, c in enumerate(calls)
+                        if c.wrote or c.ok and c.tool in WRITE_TOOLS and c.path in targets), len(calls))
     judged = [passages for passages in inputs.values() if passages]
     if judged:
         seen = [_words(c.shown) for c in calls[:first_write] if c.ok]
