@@ -15,7 +15,8 @@ Non-finite floats (.nan, .inf) are refused everywhere. Nothing is instantiated b
 config (no Hydra ``_target_``, no exec).
 
 YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 rules make it the
-string "3e-3"), in recipe files and in ``--set`` values alike.
+string "3e-3"), in recipe files and in ``--set`` values alike; a key given twice in one mapping is
+an error there too (PyYAML keeps the later value, silently), and so is nesting too deep to parse.
 
 ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
 the command line: refused in one line before any work when it is the wrong kind, lies under a
@@ -91,7 +92,23 @@ Seed = Annotated[int, Range(ge=0, lt=2**32)]
 
 
 class _YAML12Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``3e-3`` / ``1E5`` as floats (YAML 1.2 core schema)."""
+    """SafeLoader that also reads ``3e-3`` / ``1E5`` as floats (YAML 1.2 core schema), and refuses a
+    key given twice in one mapping (PyYAML keeps the later value, silently: ``rl.steps`` written in
+    two places ran with one of them)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: its keys may be overridden
+                continue
+            key, line = self.construct_object(key_node, deep=deep), key_node.start_mark.line + 1
+            try:
+                if key in first:
+                    raise yaml.YAMLError(f"duplicate key {key!r} at line {line} (first at line {first[key]})")
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                continue
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 _YAML12Loader.add_implicit_resolver(
@@ -102,12 +119,16 @@ _YAML12Loader.add_implicit_resolver(
 
 
 def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` with YAML 1.2 numbers (``3e-3`` is a float).
+    """``yaml.safe_load`` with YAML 1.2 numbers (``3e-3`` is a float); a duplicate key, or nesting
+    deeper than the parser's recursion takes, is a ``yaml.YAMLError`` like any other.
 
     >>> parse_yaml("lr: 3e-3")
     {'lr': 0.003}
     """
-    return yaml.load(text, Loader=_YAML12Loader)  # noqa: S506 - a SafeLoader subclass
+    try:
+        return yaml.load(text, Loader=_YAML12Loader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply") from None
 
 
 def check_out_dir(path: str | Path, what: str = "--out") -> Path:
@@ -117,6 +138,8 @@ def check_out_dir(path: str | Path, what: str = "--out") -> Path:
     in which a file can be created, tried with an unnamed temporary file (the only test that also
     holds for root and for read-only mounts).
     """
+    if not str(path):  # Path("") is ".": the run would fill the current directory
+        raise UserError(f"{what} '': expected a directory name")
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UserError(f"{what} {p}: exists and is not a directory")
@@ -151,6 +174,8 @@ def _check_creatable(p: Path, what: str) -> None:
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file or a non-mapping top level is a ConfigError."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory, expected a recipe YAML file")
     if not p.is_file():
         raise ConfigError(f"{p}: recipe file not found")
     try:

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posttrain.config import check_out_dir
+from posttrain.errors import UserError
 
 if TYPE_CHECKING:
     from posttrain.cli._ranks import Torchrun
@@ -64,6 +65,8 @@ def _common(p: argparse.ArgumentParser, *, default_out: str | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not args.recipe:  # Path("") is the current directory
+        raise UserError("run: the recipe path is empty; expected a recipe YAML file")
     return _run(Path(args.recipe), args, ["run", args.recipe])
 
 
@@ -127,8 +130,6 @@ def backend_overrides(args: argparse.Namespace) -> list[str]:
     >>> backend_overrides(argparse.Namespace(backend="ray", ray_address="10.0.0.1:6379"))
     ['sched.backend=ray', 'sched.ray_address=10.0.0.1:6379']
     """
-    from posttrain.errors import UserError
-
     if args.ray_address is not None and args.backend != "ray":
         raise UserError(f"--ray-address {args.ray_address}: a cluster address is for --backend ray")
     out = [] if args.backend is None else [f"sched.backend={args.backend}"]
@@ -170,6 +171,7 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
         check_torchrun(recipe, tr)
         if tr.rank > 0:
             return _follow(tr)
+    check_holds_no_other_files(Path(args.out))
     source = f"{recipe_path}" + "".join(f" --set {o}" for o in args.overrides)
     out = Path(args.out)
     message = f"posttrain: interrupted; continue with: {resume_command(command, args)}"
@@ -186,6 +188,23 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
               f"(summary.json: regression)", file=sys.stderr)
         return 1
     return 0
+
+
+def check_holds_no_other_files(out: Path) -> None:
+    """Refuse, before any work, an ``--out`` that already holds files but no run (no config.yaml): the run
+    would write its config.yaml, summary.json, report.html, checkpoints/ and eval/ among them, over any
+    of the same name. A run of its own (``--resume``, or refused by the pipeline without it) and an empty
+    directory are fine."""
+    if not out.is_dir() or (out / "config.yaml").exists():
+        return
+    try:  # an interrupted run's half-written config.yaml (``pipeline._write_atomic``) is the run's own
+        names = sorted(p.name for p in out.iterdir() if not p.name.startswith(".config.yaml.tmp-"))
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot list the directory ({e.strerror or e})") from None
+    if names:
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise UserError(f"--out {out}: holds {len(names)} file(s) but no run ({shown}); a run writes config.yaml, "
+                        "summary.json, checkpoints/ and more into it: choose a new or empty directory")
 
 
 def _follow(tr: Torchrun) -> int:

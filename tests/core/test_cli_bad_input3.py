@@ -1,0 +1,106 @@
+"""Bad input a fuzz of the CLI found still getting through (a helper's read, after test_bad_inputs.py):
+each is one line naming the culprit, exit 2, before any work, and nothing in the workspace changes.
+
+Before: a recipe key given twice ran with the later value, silently; a recipe nested deeply raised
+RecursionError; ``--out ''`` ran into the current directory; ``--out`` a folder of the user's files
+(no run in it) was filled with the run's config.yaml, checkpoints/, summary.json and report.html,
+over any of the same name; a recipe that is a directory was "not found".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from posttrain.cli import main
+from posttrain.config import parse_yaml
+from posttrain.train.recipe import EMBEDDED_RECIPE
+
+RECIPE = str(EMBEDDED_RECIPE)
+MATH = {"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2", "reference": "\\boxed{2}"}
+DEEP = "[" * 5000 + "]" * 5000
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every file and folder under ``root``: kind, size, mtime and content hash."""
+    out: dict[str, tuple] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+        out[str(p.relative_to(root))] = (p.is_dir(), st.st_size, st.st_mtime_ns, digest)
+    return out
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    w = tmp_path / "ws"
+    w.mkdir()
+    (w / "good.jsonl").write_text(json.dumps(MATH) + "\n")
+    (w / "dup.yaml").write_text("rl:\n  steps: 5\n  steps: 7\n")
+    (w / "dup_section.yaml").write_text("rl:\n  steps: 5\nrl:\n  lr: 0.1\n")
+    (w / "deep.yaml").write_text(f"rl: {DEEP}\n")
+    (w / "recipe.yaml").mkdir()
+    (w / "project").mkdir()
+    (w / "project" / "notes.txt").write_text("mine\n")
+    (w / "project" / "summary.json").write_text('{"mine": 1}\n')
+    monkeypatch.chdir(w)
+
+    def started(*args, **kwargs):  # a recipe let through: fail here, not after minutes of training
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("posttrain.cli.pipeline.run_recipe", started)
+    return w
+
+
+CASES = [
+    pytest.param(["run", "dup.yaml", "--out", "out"], "dup.yaml: not valid YAML: duplicate key 'steps' at line 3 "
+                 "(first at line 2)", id="recipe-duplicate-key"),
+    pytest.param(["run", "dup_section.yaml", "--out", "out"], "duplicate key 'rl' at line 3 (first at line 1)",
+                 id="recipe-duplicate-section"),
+    pytest.param(["run", RECIPE, "--out", "out", "--set", "rl={steps: 1, steps: 2}"],
+                 "override 'rl={steps: 1, steps: 2}': the value is not valid YAML: duplicate key 'steps'", id="set-duplicate-key"),
+    pytest.param(["run", "deep.yaml", "--out", "out"], "deep.yaml: not valid YAML: nested too deeply", id="recipe-deep"),
+    pytest.param(["run", RECIPE, "--out", "out", "--set", f"rl.lr={DEEP}"], "the value is not valid YAML: nested too deeply",
+                 id="set-deep"),
+    pytest.param(["run", "recipe.yaml", "--out", "out"], "recipe.yaml: is a directory, expected a recipe YAML file",
+                 id="recipe-directory"),
+    pytest.param(["run", "", "--out", "out"], "the recipe path is empty", id="recipe-empty-path"),
+    pytest.param(["run", RECIPE, "--out", ""], "--out '': expected a directory name", id="run-out-empty"),
+    pytest.param(["quickstart", "--out", ""], "--out '': expected a directory name", id="quickstart-out-empty"),
+    pytest.param(["run", RECIPE, "--out", "project"], "--out project: holds 2 file(s) but no run (notes.txt, summary.json)",
+                 id="run-out-foreign-files"),
+    pytest.param(["quickstart", "--out", "project", "--resume"], "--out project: holds 2 file(s) but no run",
+                 id="quickstart-resume-foreign-files"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), CASES)
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(ws, capsys, argv, needle):
+    before = snapshot(ws)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
+    assert snapshot(ws) == before
+
+
+def test_a_merge_key_may_still_be_overridden():
+    """``<<: *base`` then a key of base again is YAML's override, not a duplicate."""
+    assert parse_yaml("b: &b {x: 1, y: 2}\nc:\n  <<: *b\n  x: 3\n")["c"] == {"x": 3, "y": 2}
+
+
+def test_an_empty_directory_or_a_run_of_its_own_is_a_run_directory(tmp_path):
+    from posttrain.cli.run import check_holds_no_other_files
+
+    check_holds_no_other_files(tmp_path / "new")
+    check_holds_no_other_files(tmp_path)
+    (tmp_path / ".config.yaml.tmp-123").write_text("seed: 0\n")  # a run interrupted while saving its config
+    check_holds_no_other_files(tmp_path)
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    (tmp_path / "summary.json").write_text("{}")
+    check_holds_no_other_files(tmp_path)  # the pipeline refuses it without --resume
