@@ -200,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.check is None:
         sys.stdout.write(text)
         return 0
-    if not args.check.is_file() or args.check.read_text() != text:
+    if not args.check.is_file():
+        what = "is a directory, expected the generated file" if args.check.is_dir() else f"no such file (make it: {REGENERATE})"
+        print(f"posttrain: error: --check {args.check}: {what}", file=sys.stderr)
+        return 2
+    if args.check.read_text(encoding="utf-8", errors="replace") != text:  # a file that is not UTF-8 differs too
         print(f"posttrain: {args.check} is out of date with the recipe; regenerate it: {REGENERATE}", file=sys.stderr)
         return 1
     return 0

@@ -145,6 +145,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise UserError("tasks validate: --only is for --all-domains")
     if not args.files:
         raise UserError("tasks validate: give one or more task files, or --all-domains")
+    check_domain_flag(args.domain)
     loaded = _scan(args.files, domain=args.domain, split=args.split)
     if args.no_run:
         for path, tasks in loaded:
@@ -161,6 +162,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{path}: {len(tasks)} tasks{note}, {len(problems)} problem(s)")
             status = status or (1 if problems else 0)
     return status
+
+
+def check_domain_flag(domain: str | None) -> None:
+    """``--domain NAME`` names a registered domain, or is refused in one line (also when every record
+    names its own, where a misspelt name would otherwise pass unnoticed)."""
+    from posttrain.envs import get_domain, is_registered
+    from posttrain.errors import TaskError, UserError
+
+    if domain is not None and not is_registered(domain):
+        try:
+            get_domain(domain)
+        except TaskError as e:
+            raise UserError(f"--domain {domain}: {e}") from None
 
 
 SHOWN_BAD_RECORDS = 20

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from posttrain.cli.tasks import check_domain_flag
 from posttrain.errors import TaskError, UserError
 from posttrain.sandbox import MAX_POOL_SIZE
 
@@ -43,6 +44,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    check_domain_flag(args.domain)
     single = args.task is not None or args.response is not None
     many = args.tasks is not None or args.responses is not None
     if single == many:
@@ -65,6 +67,8 @@ def _verify_one(task_path: Path, response_path: Path, domain: str | None) -> int
     tasks = load_tasks(task_path, domain=domain)
     if len(tasks) != 1:
         raise TaskError(f"{task_path}: --task expects exactly one task, found {len(tasks)}")
+    if response_path.is_dir():
+        raise UserError(f"{response_path}: is a directory, expected a text file holding the response")
     if not response_path.is_file():
         raise UserError(f"{response_path}: no such response file")
     try:

@@ -4,7 +4,9 @@ each is one line naming the culprit, exit 2, before any work, and nothing in the
 Before: a recipe key given twice ran with the later value, silently; a recipe nested deeply raised
 RecursionError; ``--out ''`` ran into the current directory; ``--out`` a folder of the user's files
 (no run in it) was filled with the run's config.yaml, checkpoints/, summary.json and report.html,
-over any of the same name; a recipe that is a directory was "not found".
+over any of the same name; a recipe that is a directory was "not found"; ``verify --response`` a
+directory was "no such response file"; a misspelt ``--domain`` passed unnoticed when every record
+names its own; ``recipe_doc --check`` a file that is not UTF-8 raised UnicodeDecodeError.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.cli import main
+from posttrain.cli import main, recipe_doc
 from posttrain.config import parse_yaml
 from posttrain.train.recipe import EMBEDDED_RECIPE
 
@@ -39,6 +41,8 @@ def ws(tmp_path, monkeypatch):
     w = tmp_path / "ws"
     w.mkdir()
     (w / "good.jsonl").write_text(json.dumps(MATH) + "\n")
+    (w / "one.json").write_text(json.dumps(MATH))
+    (w / "resp.jsonl").write_text(json.dumps({"task_id": "m1", "response": "\\boxed{2}"}) + "\n")
     (w / "dup.yaml").write_text("rl:\n  steps: 5\n  steps: 7\n")
     (w / "dup_section.yaml").write_text("rl:\n  steps: 5\nrl:\n  lr: 0.1\n")
     (w / "deep.yaml").write_text(f"rl: {DEEP}\n")
@@ -74,6 +78,12 @@ CASES = [
                  id="run-out-foreign-files"),
     pytest.param(["quickstart", "--out", "project", "--resume"], "--out project: holds 2 file(s) but no run",
                  id="quickstart-resume-foreign-files"),
+    pytest.param(["verify", "--task", "one.json", "--response", "project"], "project: is a directory, expected a text file",
+                 id="verify-response-directory"),
+    pytest.param(["verify", "--tasks", "good.jsonl", "--responses", "resp.jsonl", "--domain", "cdoe"],
+                 "--domain cdoe: unknown domain 'cdoe' (did you mean code?)", id="verify-domain"),
+    pytest.param(["tasks", "validate", "--no-run", "good.jsonl", "--domain", "cdoe"], "--domain cdoe: unknown domain",
+                 id="validate-domain"),
 ]
 
 
@@ -104,3 +114,17 @@ def test_an_empty_directory_or_a_run_of_its_own_is_a_run_directory(tmp_path):
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     (tmp_path / "summary.json").write_text("{}")
     check_holds_no_other_files(tmp_path)  # the pipeline refuses it without --resume
+
+
+def test_recipe_doc_check_of_a_file_that_is_not_utf8_or_missing(tmp_path, capsys):
+    binary = tmp_path / "recipe.md"
+    binary.write_bytes(b"\xff\xfe\x00old")
+    assert recipe_doc.main(["--check", str(binary)]) == 1
+    err = capsys.readouterr().err
+    assert "is out of date" in err and len(err.strip().splitlines()) == 1
+    assert recipe_doc.main(["--check", str(tmp_path / "nope.md")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.md: no such file" in err and len(err.strip().splitlines()) == 1
+    assert recipe_doc.main(["--check", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert not Path(tmp_path / "nope.md").exists()
