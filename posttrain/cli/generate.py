@@ -66,9 +66,15 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"generate: {ckpt} is {why}")
     if not args.prompt and not args.tasks:
         raise UserError("generate: nothing to complete; give --prompt TEXT (repeatable) or --tasks FILE")
+    from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
+
     for flag, value in (("--n", args.n), ("--max-new-tokens", args.max_new_tokens)):
         if value < 1:
             raise UserError(f"generate: {flag} must be >= 1, got {value}")
+    if args.n > MAX_SAMPLES_PER_TASK:  # as posttrain eval --n: a mistyped 10**8 sampled for hours
+        raise UserError(f"generate: --n must be <= {MAX_SAMPLES_PER_TASK} (samples per prompt), got {args.n}")
+    if not 0 <= args.seed < 2**32:  # a recipe's seed range; torch's manual_seed overflowed (a traceback) past 2**64
+        raise UserError(f"generate: --seed must be an integer in [0, 4294967296), got {args.seed}")
     if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise UserError(f"generate: --temperature must be a number >= 0, got {args.temperature}")
 

@@ -128,3 +128,18 @@ def test_recipe_doc_check_of_a_file_that_is_not_utf8_or_missing(tmp_path, capsys
     assert recipe_doc.main(["--check", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert not Path(tmp_path / "nope.md").exists()
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--n", "100000000"], "generate: --n must be <= 1024 (samples per prompt), got 100000000"),
+    (["--seed", str(10**20)], "generate: --seed must be an integer in [0, 4294967296)"),
+    (["--seed", "-1"], "generate: --seed must be an integer in [0, 4294967296), got -1"),
+], ids=["n-huge", "seed-overflow", "seed-negative"])
+def test_generate_flags_are_checked_before_the_model_loads(ws, capsys, flags, needle):
+    """Before: --n 10**8 sampled for hours; --seed past 2**64 raised torch's OverflowError after the model loaded."""
+    (ws / "ckpt").mkdir()
+    (ws / "ckpt" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')  # no weights: never loaded
+    code = main(["generate", "ckpt", "--prompt", "x", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
