@@ -320,6 +320,13 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
             saved = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
         except yaml.YAMLError as e:
             raise UserError(f"{cfg_path}: not valid YAML ({str(e).splitlines()[0]}); the run cannot be resumed") from None
+        except (OSError, UnicodeDecodeError) as e:  # a file the run did not write (it writes UTF-8 YAML)
+            raise UserError(f"{cfg_path}: cannot read it as UTF-8 text ({e.__class__.__name__}); the run cannot be "
+                            "resumed") from None
+        if not isinstance(saved, dict):
+            kind = "empty" if saved is None else f"a YAML {type(saved).__name__}"
+            raise UserError(f"{cfg_path}: not a saved recipe ({kind}, expected a mapping of sections); the run cannot "
+                            "be resumed")
         as_saved = yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
         changed = recipe_changes(_with_defaults(saved), as_saved)
         if _stage_done(out / "checkpoints" / "base"):  # model.chat is judged by the run's record instead

@@ -143,3 +143,24 @@ def test_generate_flags_are_checked_before_the_model_loads(ws, capsys, flags, ne
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert needle in err, err
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    (b"\xff\xfe", "out/config.yaml: cannot read it as UTF-8 text (UnicodeDecodeError); the run cannot be resumed"),
+    (b"- 1\n", "out/config.yaml: not a saved recipe (a YAML list, expected a mapping of sections)"),
+    (b"", "out/config.yaml: not a saved recipe (empty, expected a mapping of sections)"),
+], ids=["not-utf8", "a-list", "empty"])
+def test_resume_of_a_run_whose_config_is_not_a_saved_recipe(ws, capsys, content, needle):
+    """Before: a config.yaml that is not UTF-8 raised UnicodeDecodeError (a traceback); one that is not a
+    mapping was compared key by key, every key of the recipe listed as changed."""
+    from posttrain.cli.pipeline import prepare_run_dir
+    from posttrain.errors import UserError
+    from posttrain.train.recipe import load_recipe
+
+    (ws / "out").mkdir()
+    (ws / "out" / "config.yaml").write_bytes(content)
+    before = snapshot(ws)
+    with pytest.raises(UserError) as e:
+        prepare_run_dir(Path("out"), load_recipe(RECIPE), resume=True)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert snapshot(ws) == before
