@@ -273,6 +273,10 @@ class SFTConfig:
     only the shown test; any other training task as the demonstrator's single answer), or the path of a JSONL file of ``{"prompt", "response"}`` or
     ``{"task_id", "response"}`` lines (training tasks only)."""
 
+    def __post_init__(self) -> None:
+        if self.batch_size > MAX_ROWS:  # a step draws its batch's indices at once: 10**12 asked for 8 TB
+            raise ConfigError(f"sft.batch_size: expected at most {MAX_ROWS:,} sequences a step, got {self.batch_size:,}")
+
 
 @dataclass(frozen=True)
 class AdaptiveTemperatureConfig:
@@ -312,8 +316,9 @@ class AdaptiveBudgetConfig:
 
 
 MAX_ROWS = 1 << 20
-"""The most completions one RL step may sample (``rl.prompts_per_step`` x ``rl.group_size``): a step holds
-them all at once; past this a mistyped value filled memory before the first was sampled."""
+"""The most completions one RL step may sample (``rl.prompts_per_step`` x ``rl.group_size``), and the most
+sequences an SFT step takes (``sft.batch_size``): a step holds them all at once; past this a mistyped value
+filled memory before the first was sampled."""
 
 
 @dataclass(frozen=True)

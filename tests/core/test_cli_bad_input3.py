@@ -69,6 +69,8 @@ CASES = [
     pytest.param(["run", "deep.yaml", "--out", "out"], "deep.yaml: not valid YAML: nested too deeply", id="recipe-deep"),
     pytest.param(["run", RECIPE, "--out", "out", "--set", f"rl.lr={DEEP}"], "the value is not valid YAML: nested too deeply",
                  id="set-deep"),
+    pytest.param(["run", RECIPE, "--out", "out", "--set", "sft.batch_size=1000000000000"],
+                 "sft.batch_size: expected at most 1,048,576 sequences a step, got 1,000,000,000,000", id="sft-batch-huge"),
     pytest.param(["run", "recipe.yaml", "--out", "out"], "recipe.yaml: is a directory, expected a recipe YAML file",
                  id="recipe-directory"),
     pytest.param(["run", "", "--out", "out"], "the recipe path is empty", id="recipe-empty-path"),
