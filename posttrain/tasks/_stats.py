@@ -103,17 +103,7 @@ def run_stats(run_dir: str | Path) -> RunStats:
         raise UserError(f"{run}: no such run directory")
     if not path.is_file():
         raise UserError(f"{run}: no RL trajectories ({path.relative_to(run)} is missing: did the run reach RL?)")
-    episodes: dict[tuple[int, str, int], dict[str, Any]] = {}  # (step, task, sample) -> its last attempt
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            key = (int(rec.get("step") or 0), str(rec["task_id"]), int(rec.get("sample_idx", 0)))
-        except (ValueError, KeyError, TypeError) as e:
-            raise UserError(f"{path}:{lineno}: not a trajectory record ({e})") from None
-        if key not in episodes or rec.get("attempt", 0) >= episodes[key].get("attempt", 0):
-            episodes[key] = rec
+    episodes = _last_attempts(path)
     stats: dict[str, DomainStats] = {}
     groups: dict[tuple[int, str], list[bool]] = {}
     per_task: dict[str, list[bool]] = {}
@@ -146,6 +136,30 @@ def run_stats(run_dir: str | Path) -> RunStats:
         stats.setdefault(d, DomainStats()).level = level
     steps = 1 + max((s for s, _, _ in episodes), default=-1)
     return RunStats(str(run), dict(sorted(stats.items())), steps, source)
+
+
+def _last_attempts(path: Path) -> dict[tuple[int, str, int], dict[str, Any]]:
+    """``(step, task, sample) -> its last attempt``, from a trajectories file; ``UserError`` naming a bad line."""
+    episodes: dict[tuple[int, str, int], dict[str, Any]] = {}  # (step, task, sample) -> its last attempt
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read it as UTF-8 text ({e.__class__.__name__})") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise TypeError(f"expected a JSON object, got {type(rec).__name__}")
+            key = (int(rec.get("step") or 0), str(rec["task_id"]), int(rec.get("sample_idx", 0)))
+            if not isinstance(rec.get("attempt", 0), int) or not isinstance(rec.get("tags") or [], list):
+                raise TypeError("'attempt' is not an integer or 'tags' not a list")
+        except (ValueError, KeyError, TypeError) as e:
+            raise UserError(f"{path}:{lineno}: not a trajectory record ({e})") from None
+        if key not in episodes or rec.get("attempt", 0) >= episodes[key].get("attempt", 0):
+            episodes[key] = rec
+    return episodes
 
 
 def _sampler_state(run: Path) -> Mapping[str, Any] | None:

@@ -166,3 +166,19 @@ def test_resume_of_a_run_whose_config_is_not_a_saved_recipe(ws, capsys, content,
         prepare_run_dir(Path("out"), load_recipe(RECIPE), resume=True)
     assert needle in str(e.value) and "\n" not in str(e.value)
     assert snapshot(ws) == before
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    (b"\xff\xfe\n", "r/trajectories/rl.jsonl: cannot read it as UTF-8 text (UnicodeDecodeError)"),
+    (b"[1]\n", "r/trajectories/rl.jsonl:1: not a trajectory record (expected a JSON object, got list)"),
+    (b'{"task_id": "a", "tags": 5}\n', "r/trajectories/rl.jsonl:1: not a trajectory record ('attempt' is not an integer"),
+], ids=["not-utf8", "a-list", "tags-a-number"])
+def test_tasks_stats_of_a_trajectories_file_that_is_not_one(ws, capsys, content, needle):
+    """Before: UnicodeDecodeError, AttributeError ('list' object has no attribute 'get') and TypeError
+    out of ``posttrain tasks stats`` (tracebacks, exit 1)."""
+    (ws / "r" / "trajectories").mkdir(parents=True)
+    (ws / "r" / "trajectories" / "rl.jsonl").write_bytes(content)
+    code = main(["tasks", "stats", "r"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
