@@ -91,6 +91,12 @@ def family_names() -> list[str]:
     return out
 
 
+MAX_GENERATED = 1_000_000
+"""The most tasks one generator source makes (``n`` + ``skip``; about 10 s for math): they are made
+when the recipe is parsed, and a mistyped n of 10**9 held the parse for hours on its way to
+filling memory."""
+
+
 @dataclass(frozen=True)
 class TaskSource:
     """One source of tasks: a task file, or a generator by name (exactly one of ``file``, ``generator``)."""
@@ -150,6 +156,9 @@ class TaskSource:
             if is_registered(str(self.generator)):
                 if self.n is None and not self.curriculum:
                     raise ConfigError(f"n: the {self.generator} generator needs n, the number of tasks to make")
+                if (self.n or 0) + self.skip > MAX_GENERATED:
+                    raise ConfigError(f"n: expected at most {MAX_GENERATED:,} tasks from a generator (n + skip), "
+                                      f"got {(self.n or 0) + self.skip:,}")
             elif _find_family(str(self.generator)) is None:
                 raise ConfigError(f"generator: unknown generator {self.generator!r}; expected a domain "
                                   f"({domain_listing()}) or a task family ({', '.join(family_names())})")

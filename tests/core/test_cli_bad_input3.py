@@ -182,3 +182,19 @@ def test_tasks_stats_of_a_trajectories_file_that_is_not_one(ws, capsys, content,
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert needle in err, err
+
+
+def test_a_generator_source_of_a_billion_tasks_is_refused_before_it_generates():
+    """Before: ``{generator: math, n: 1000000000}`` parsed, and the recipe's load generated on (100,000 math
+    tasks take ~1 s) for hours on its way to filling memory; nothing was said."""
+    from posttrain.config import parse_config
+    from posttrain.errors import ConfigError
+    from posttrain.train.recipe import Recipe
+
+    data = {"tasks": {"train": [{"generator": "math", "n": 10**9}], "eval": [{"generator": "math", "n": 3}]}}
+    with pytest.raises(ConfigError, match=r"^tasks.train\[0\]: n: expected at most 1,000,000 tasks from a generator "
+                                          r"\(n \+ skip\), got 1,000,000,000$"):
+        parse_config(Recipe, data)
+    data["tasks"]["train"] = [{"generator": "math", "n": 999_990, "skip": 20}]
+    with pytest.raises(ConfigError, match="got 1,000,010"):
+        parse_config(Recipe, data)
