@@ -158,9 +158,27 @@ def _validate(args: argparse.Namespace) -> None:
     if args.model:
         _check_model_dir(args.model)
     if args.out:
-        from posttrain.config import check_out_dir
+        _check_eval_out(args.out)
 
-        check_out_dir(args.out)
+
+EVAL_OUT_FILES = ("records.jsonl", "noop.jsonl", "summary.json")
+"""What ``eval --out DIR`` writes (and ``views/eval/``): an earlier evaluation's are not written over."""
+
+
+def _check_eval_out(out: str) -> None:
+    """Refuse, before any work, an ``--out`` that would write over what is there: a run directory
+    (its summary.json is the pipeline's; ``--run`` evaluates a run into ``RUN/eval/``) or an earlier
+    evaluation's files."""
+    from posttrain.config import check_out_dir
+
+    path = check_out_dir(out)
+    if (path / "config.yaml").is_file():
+        raise UserError(f"--out {out}: is a posttrain run (config.yaml), whose summary.json this would replace; "
+                        f"evaluate it with --run {out} (results go to its eval/), or choose a new directory")
+    held = [name for name in (*EVAL_OUT_FILES, "views/eval") if (path / name).exists()]
+    if held:
+        raise UserError(f"--out {out}: already holds {', '.join(held)} (an earlier evaluation's); choose a new or "
+                        f"empty directory, or remove them")
 
 
 def _validate_sampling(args: argparse.Namespace) -> None:

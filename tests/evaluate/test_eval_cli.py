@@ -137,3 +137,25 @@ def test_a_scripted_agents_evaluation_never_loads_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.stderr.strip().splitlines()[-1] == "False 0", done.stderr[-2000:]
     assert json.loads(done.stdout)["pass@1"] == 1.0
+
+
+def test_out_never_writes_over_a_run_or_an_earlier_evaluation(tmp_path, run_cli):
+    """``--out`` of a run directory replaced the run's own summary.json (the pipeline's), and of an
+    earlier evaluation its records: both refused in one line, exit 2, before any work, the files
+    kept byte for byte."""
+    responses = _write(tmp_path / "s.jsonl", [{"task_id": IDS[0], "completion": PROBLEMS[IDS[0]]["canonical_solution"]}])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("seed: 0\n")
+    (run / "summary.json").write_text('{"finished": true}\n')
+    code, _, err = run_cli("eval", "--responses", str(responses), "--suite", "humaneval", "--out", str(run))
+    assert code == 2 and err.count("\n") == 1 and f"--out {run}: is a posttrain run" in err and "--run" in err
+    assert (run / "summary.json").read_text() == '{"finished": true}\n'
+    res = tmp_path / "res"
+    code, _, err = run_cli("eval", "--responses", str(responses), "--suite", "humaneval", "--out", str(res))
+    assert code == 0, err
+    kept = {p.name: p.read_bytes() for p in res.iterdir() if p.is_file()}
+    code, _, err = run_cli("eval", "--responses", str(responses), "--suite", "humaneval", "--out", str(res))
+    assert code == 2 and err.count("\n") == 1
+    assert "already holds records.jsonl, noop.jsonl, summary.json" in err
+    assert {p.name: p.read_bytes() for p in res.iterdir() if p.is_file()} == kept
