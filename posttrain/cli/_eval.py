@@ -446,8 +446,6 @@ def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dic
     protocol = _protocol(args, tasks)
     _run_summary(run, protocol)  # refuse to mix protocols before any work
     ckpts = _policies_of(run)
-    if not ckpts:
-        raise UserError(f"--run: no policy checkpoints under {run / 'checkpoints'} (folders with config.json)")
     result: dict[str, Any] = {"eval": {}, "eval_protocol": protocol}
     with open_service((t.domain for t in tasks), size=args.workers, episodes=args.kind == "agent") as service:
         for ckpt in ckpts:
@@ -468,6 +466,9 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     _validate(args)
     tasks = _tasks(args)
     _check_lengths(args, tasks, length, given=given)
+    whole_run = args.run and not (args.responses or args.model or args.endpoint)
+    if whole_run and not _policies_of(Path(args.run)):
+        raise UserError(f"--run: no policy checkpoints under {Path(args.run) / 'checkpoints'} (folders with config.json)")
     if "(the recipe's" in length and length.startswith(f"--max-new-tokens {args.max_new_tokens} "):
         print(f"note: {length}", file=sys.stderr)  # as the recipe says (not lowered to fit)
     if args.run:
@@ -477,7 +478,7 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
         else:
             print(f"note: {train} not found; train/eval overlap not checked", file=sys.stderr)
     baseline = load_baseline(args.baseline) if args.baseline else None
-    if args.run and not (args.responses or args.model or args.endpoint):
+    if whole_run:
         return _eval_run(args, tasks, baseline)
     with open_service((t.domain for t in tasks), size=args.workers, episodes=args.kind == "agent") as service:
         summary, records, noop = _score(args, tasks, service, args.model, stage="eval")

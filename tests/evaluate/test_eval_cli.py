@@ -159,3 +159,12 @@ def test_out_never_writes_over_a_run_or_an_earlier_evaluation(tmp_path, run_cli)
     assert code == 2 and err.count("\n") == 1
     assert "already holds records.jsonl, noop.jsonl, summary.json" in err
     assert {p.name: p.read_bytes() for p in res.iterdir() if p.is_file()} == kept
+
+
+def test_a_run_without_checkpoints_is_one_line(tmp_path, run_cli):
+    """``eval --run RUN`` of a run with no policy checkpoint: the refusal alone, not a note about
+    the missing training pool before it."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    code, _, err = run_cli("eval", "--run", str(run), "--suite", "humaneval", "--limit", "1")
+    assert code == 2 and err.count("\n") == 1 and "--run: no policy checkpoints under" in err, err
