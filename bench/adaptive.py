@@ -129,7 +129,9 @@ def summary(rounds: list[Round], field: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench adaptive", description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    parser = bench_parser("adaptive", __doc__)
     parser.add_argument("--run", type=Path, help="a quickstart run directory (default: run its SFT stage now)")
     parser.add_argument("--stage", choices=["sft", "rl"], default="sft", help="which checkpoint of --run")
     parser.add_argument("--seed", type=int, default=0)
@@ -139,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=24, help="the fixed budget (the quickstart's max_new_tokens)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    if min(args.tasks, args.rounds - 1, args.budget, args.threads) < 1 or args.group < 2:
-        parser.error("--tasks, --budget, --threads must be >= 1, --rounds >= 2 and --group >= 2")
+    if min(args.tasks, args.rounds - 1, args.budget, args.threads) < 1 or args.group < 2 or args.seed < 0:
+        parser.error("--tasks, --budget, --threads must be >= 1, --rounds >= 2, --group >= 2 and --seed >= 0")
     import torch
 
     from posttrain.envs import get_domain

@@ -250,7 +250,9 @@ def _mean_sd(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench curriculum", description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser, check_out_dir, parse_seeds
+
+    parser = bench_parser("curriculum", __doc__)
     parser.add_argument("--seeds", default="0,1,2", help="seeds: 0,1,2 or 0-4 (default 0,1,2)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-curriculum",
                         help="DIR/seed-N/{sft,uniform,pool} (finished parts are reused)")
@@ -269,14 +271,15 @@ def main(argv: list[str] | None = None) -> int:
         run_arm(args.worker, args.arm, max_steps=args.max_steps, every=args.eval_every, target=args.target,
                 threads=args.torch_threads, hold=args.hold, samples=args.eval_samples)
         return 0
-    from posttrain.cli.bench import load_bench
-
     try:
-        seeds = load_bench("quickstart").parse_seeds(args.seeds)
+        seeds = parse_seeds(args.seeds)
+        check_out_dir(args.out, "--out")
     except ValueError as e:
         parser.error(str(e))
-    if min(args.max_steps, args.eval_every, args.hold, args.eval_samples) < 1 or not 0 < args.target <= 1:
-        parser.error("--max-steps, --eval-every, --hold and --eval-samples must be >= 1, --target in (0, 1]")
+    if min(args.max_steps, args.eval_every, args.hold, args.eval_samples, 1 if args.torch_threads is None else args.torch_threads) < 1 \
+            or not 0 < args.target <= 1:
+        parser.error("--max-steps, --eval-every, --hold, --eval-samples and --torch-threads must be >= 1, "
+                     "--target in (0, 1]")
     t0 = time.perf_counter()
     rows = []
     for seed in seeds:

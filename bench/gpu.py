@@ -173,7 +173,10 @@ def generation(model_dir: Path, args: argparse.Namespace) -> list[dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/gpu.py", description=__doc__.splitlines()[0])
+    _put_checkout_on_path()  # (before posttrain's first import: the GPU host has no install of it)
+    from posttrain.cli.bench import bench_parser, check_out_file
+
+    parser = bench_parser("gpu", __doc__)
     parser.add_argument("--dry", action="store_true", help="CPU-sized run of the same code path")
     parser.add_argument("--wheels", type=Path, help="a directory of wheels to install TRL from (offline)")
     parser.add_argument("--steps", type=int, default=4, help="timed GRPO steps per side (after 1 warm-up)")
@@ -182,11 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps {args.steps}: expected an integer >= 1")
+    if args.out:
+        try:
+            check_out_file(args.out, "--out")
+        except ValueError as e:
+            parser.error(str(e))
     if args.wheels is not None:
         if not args.wheels.is_dir():
             parser.error(f"--wheels {args.wheels}: not a directory")
         install_wheels(args.wheels)
-    _put_checkout_on_path()
     step = _load("step")
     t_start = time.perf_counter()
     figures: dict[str, Any] = {}

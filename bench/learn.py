@@ -37,7 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from posttrain.cli.bench import load_bench
+from posttrain.cli.bench import bench_parser, check_out_dir, load_bench, parse_seeds
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -153,7 +153,7 @@ def pass_cell(e: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench learn", description=__doc__.splitlines()[0])
+    parser = bench_parser("learn", __doc__)
     parser.add_argument("--seeds", default="0,1", help="seeds: 0,1,2 or 0-4 (default 0,1)")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "bench-learn",
                         help="run directories DIR/seed-N (finished runs are reused; "
@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     qs = load_bench("quickstart")
     try:
-        seeds = qs.parse_seeds(args.seeds)
+        seeds = parse_seeds(args.seeds)
+        check_out_dir(args.runs, "--runs")
     except ValueError as e:
         parser.error(str(e))
     if args.torch_threads is not None and args.torch_threads < 1:

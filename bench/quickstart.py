@@ -18,7 +18,6 @@ minutes: this is a benchmark, not a test. Exit code 0 when every seed holds, 1 w
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -27,20 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from posttrain.cli.bench import parse_seeds  # noqa: F401  (bench learn, repair, tests: qs.parse_seeds)
+
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "posttrain" / "configs" / "quickstart.yaml"
 MARGIN = 0.10  # RL must beat SFT by this much (pass@1 points / 100)
-
-
-def parse_seeds(text: str) -> list[int]:
-    """"0,1,2" or "0-4" -> [0, 1, 2] / [0, 1, 2, 3, 4]."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(f"--seeds {text!r}: expected integers like 0,1,2 or 0-4")
-        seeds += range(int(lo), int(hi or lo) + 1)
-    return seeds
 
 
 def run_seed(recipe: Path, out: Path, seed: int, threads: int | None, overrides: list[str]) -> dict[str, Any]:
@@ -116,7 +106,9 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench quickstart", description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser, check_out_dir
+
+    parser = bench_parser("quickstart", __doc__)
     parser.add_argument("--seeds", default="0,1,2,3,4", help="seeds to run: 0,1,2 or 0-4 (default 0,1,2,3,4)")
     parser.add_argument("--torch-threads", type=int, default=None,
                         help="set the recipe's torch_threads (2 stands in for another CPU's rounding)")
@@ -126,16 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="recipe override passed to every run (repeatable)")
     args = parser.parse_args(argv)
+    suffix = f"-t{args.torch_threads}" if args.torch_threads else ""
+    out = args.out or ROOT / "runs" / f"bench-quickstart{suffix}"
     try:
         seeds = parse_seeds(args.seeds)
+        check_out_dir(out, "--out")
     except ValueError as e:
         parser.error(str(e))  # exit 2
     if args.torch_threads is not None and args.torch_threads < 1:
         parser.error(f"--torch-threads {args.torch_threads}: expected an integer >= 1")
     if not args.recipe.is_file():
         parser.error(f"--recipe {args.recipe}: file not found")
-    suffix = f"-t{args.torch_threads}" if args.torch_threads else ""
-    out = args.out or ROOT / "runs" / f"bench-quickstart{suffix}"
     rows = []
     for seed in seeds:
         print(f"seed {seed}: running into {out / f'seed-{seed}'} ...", file=sys.stderr, flush=True)

@@ -135,18 +135,10 @@ def one_run(seed: int, arm: str, args: argparse.Namespace) -> dict[str, Any]:
             "final_loss": statistics.mean(losses[-20:]), "wall_s": time.perf_counter() - t0}
 
 
-def parse_ints(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(text)
-        out += range(int(lo), int(hi or lo) + 1)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench recall", description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser, check_out_file, parse_seeds
+
+    parser = bench_parser("recall", __doc__)
     parser.add_argument("--seeds", default="0-2")
     parser.add_argument("--budget", type=int, default=256, help="tokens the model sees per turn (both arms)")
     parser.add_argument("--levels", default="2,8,32", help="notes between the fact and the question")
@@ -162,15 +154,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write every run's figures here (JSON lines, appended)")
     args = parser.parse_args(argv)
     try:
-        seeds, args.levels, args.train_levels = (parse_ints(args.seeds), parse_ints(args.levels),
-                                                 parse_ints(args.train_levels))
+        seeds, args.levels = parse_seeds(args.seeds), parse_seeds(args.levels, "--levels")
+        args.train_levels = parse_seeds(args.train_levels, "--train-levels")
+    except ValueError as e:  # (the lists' flags named together as before: tests/core/test_bench_speed.py)
+        parser.error(f"{e} (--seeds/--levels/--train-levels each take distinct integers)")
+    try:
+        if args.out:
+            check_out_file(args.out, "--out")
     except ValueError as e:
-        parser.error(f"--seeds/--levels/--train-levels: {e}: expected integers like 0,1,2 or 0-2")
+        parser.error(str(e))
     if args.budget < 64 or min(args.steps, args.train_per_level, args.eval_per_level, args.threads) < 1 \
             or not 0 < args.lr < float("inf"):
         parser.error("--budget must be >= 64, --steps, --train-per-level, --eval-per-level, --threads >= 1 and --lr > 0")
     arms = [a.strip() for a in args.arms.split(",")]
-    if not arms or not set(arms) <= {"plain", "managed"}:
+    if not set(arms) <= {"plain", "managed"} or len(set(arms)) < len(arms):
         parser.error(f"--arms {args.arms}: expected plain, managed or both (plain,managed)")
     runs = []
     for seed in seeds:

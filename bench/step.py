@@ -325,7 +325,9 @@ def _spawn(which: str, argv: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="posttrain bench step", description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    parser = bench_parser("step", __doc__)
     parser.add_argument("--steps", type=int, default=3, help="timed steps per side (after 1 warm-up)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
@@ -346,8 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=["ours", "trl"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if min(args.steps, args.prompts, args.group, args.new, args.repeats) < 1 or args.group < 2:
-        parser.error("--steps, --prompts, --new, --repeats must be >= 1 and --group >= 2")
+    if min(args.steps, args.prompts, args.group, args.new, args.repeats) < 1 or args.group < 2 or args.threads < 0:
+        parser.error("--steps, --prompts, --new, --repeats must be >= 1, --group >= 2 and --threads >= 0")
     if args.model and not args.worker:  # (the workers' argument: a user's would be ignored)
         parser.error(f"--model {args.model}: name the model both sides start from with --start")
     if sum(map(bool, (args.start, args.stops, args.qwen2))) > 1:

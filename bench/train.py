@@ -211,7 +211,9 @@ def _spawn(which: str, argv: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    parser = bench_parser("train", __doc__)
     parser.add_argument(
         "--steps", type=int, default=5, help="timed optimizer steps per side (after 1 warm-up)"
     )

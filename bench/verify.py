@@ -22,7 +22,6 @@ numbers depend on the machine: compare ratios, and say what the load was.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
@@ -37,7 +36,9 @@ def _bare_program(p: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    parser = bench_parser("verify", __doc__)
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds of each path (median reported)")
     parser.add_argument("--workers", type=int, default=None, help="submitting threads (default: 2 x pool size)")
     parser.add_argument("--size", type=int, default=None, help="sandbox pool size (default: core count)")

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
+from posttrain.cli import _Parser
 from posttrain.errors import UserError
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
@@ -43,3 +45,51 @@ def load_bench(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# The scripts' shared checks of their flags, so that each refuses bad input the same way as the main
+# CLI: one line, exit 2, before any work (a script calls ``parser.error`` with the ValueError's text).
+
+def bench_parser(name: str, doc: str) -> argparse.ArgumentParser:
+    """The parser of ``posttrain bench NAME``: argparse with its errors on one line (the main CLI's)."""
+    return _Parser(prog=f"posttrain bench {name}", description=doc.splitlines()[0])
+
+
+def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
+    """"0,1,2" or "0-2,7" -> [0, 1, 2] / [0, 1, 2, 7]; ValueError naming ``flag`` for anything else,
+    an empty or reversed range, and a value given twice (the same seed run twice says nothing new)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"{flag} {text!r}: expected integers like 0,1,2 or 0-4")
+        if hi and int(hi) < int(lo):
+            raise ValueError(f"{flag} {text!r}: range {part.strip()} is empty (expected LOW-HIGH with LOW <= HIGH)")
+        for seed in range(int(lo), int(hi or lo) + 1):
+            if seed in seeds:
+                raise ValueError(f"{flag} {text!r}: {seed} is given twice (expected distinct values)")
+            seeds.append(seed)
+    return seeds
+
+
+def check_out_dir(path: Path, flag: str) -> None:
+    """ValueError naming ``flag`` unless ``path`` is a directory or one can be made there: the first
+    of it and its parents that exists must be a directory this process may write."""
+    for p in (path, *path.parents):
+        if not p.exists():
+            continue
+        if not p.is_dir():
+            where = "" if p == path else f"{p} "
+            raise ValueError(f"{flag} {path}: {where}exists and is not a directory (expected a directory)")
+        if p != path and not os.access(p, os.W_OK):
+            raise ValueError(f"{flag} {path}: cannot create it, {p} is not writable")
+        return
+
+
+def check_out_file(path: Path, flag: str) -> None:
+    """ValueError naming ``flag`` unless ``path`` can be written as a file: not a directory, and its
+    directory exists (checked before the work whose figures it keeps)."""
+    if path.is_dir():
+        raise ValueError(f"{flag} {path}: is a directory (expected a file to write)")
+    if not path.parent.is_dir():
+        raise ValueError(f"{flag} {path}: directory {path.parent} not found (expected an existing directory)")
