@@ -11,11 +11,11 @@ names its own; ``recipe_doc --check`` a file that is not UTF-8 raised UnicodeDec
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
+from test_bad_inputs import snapshot
 
 from posttrain.cli import main, recipe_doc
 from posttrain.config import parse_yaml
@@ -24,16 +24,6 @@ from posttrain.train.recipe import EMBEDDED_RECIPE
 RECIPE = str(EMBEDDED_RECIPE)
 MATH = {"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2", "reference": "\\boxed{2}"}
 DEEP = "[" * 5000 + "]" * 5000
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every file and folder under ``root``: kind, size, mtime and content hash."""
-    out: dict[str, tuple] = {}
-    for p in sorted(root.rglob("*")):
-        st = p.lstat()
-        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
-        out[str(p.relative_to(root))] = (p.is_dir(), st.st_size, st.st_mtime_ns, digest)
-    return out
 
 
 @pytest.fixture

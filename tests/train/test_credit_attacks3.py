@@ -16,6 +16,7 @@ import itertools
 
 import pytest
 import torch
+from test_failing_never_pays import WEIGHTINGS
 
 from posttrain.algo import ADVANTAGES
 from posttrain.train._credit import process_advantages, rewards_of
@@ -24,13 +25,6 @@ from posttrain.train.recipe import RLConfig
 from posttrain.types import Trajectory, Turn, Verdict
 from posttrain.verify.rewards import RewardWeights
 
-WEIGHTINGS = {
-    "outcome": RewardWeights(),
-    "format": RewardWeights(format=0.2),
-    "process": RewardWeights(format=0.2, process=0.5),
-    "length": RewardWeights(length=1.0, max_tokens=60, overlong_buffer=40),
-    "all": RewardWeights(format=0.2, process=0.5, length=0.5, max_tokens=60, overlong_buffer=40),
-}
 CONFIGS = list(itertools.product(
     WEIGHTINGS.values(),
     [(name, std) for name in ADVANTAGES for std in (True, False)],
