@@ -467,7 +467,7 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     tasks = _tasks(args)
     _check_lengths(args, tasks, length, given=given)
     whole_run = args.run and not (args.responses or args.model or args.endpoint)
-    if whole_run and not _policies_of(Path(args.run)):
+    if whole_run and not _policies_of(Path(args.run), quiet=True):
         raise UserError(f"--run: no policy checkpoints under {Path(args.run) / 'checkpoints'} (folders with config.json)")
     if "(the recipe's" in length and length.startswith(f"--max-new-tokens {args.max_new_tokens} "):
         print(f"note: {length}", file=sys.stderr)  # as the recipe says (not lowered to fit)
