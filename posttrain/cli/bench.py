@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 from pathlib import Path
 from types import ModuleType
 
@@ -73,17 +72,14 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
 
 
 def check_out_dir(path: Path, flag: str) -> None:
-    """ValueError naming ``flag`` unless ``path`` is a directory or one can be made there: the first
-    of it and its parents that exists must be a directory this process may write."""
-    for p in (path, *path.parents):
-        if not p.exists():
-            continue
-        if not p.is_dir():
-            where = "" if p == path else f"{p} "
-            raise ValueError(f"{flag} {path}: {where}exists and is not a directory (expected a directory)")
-        if p != path and not os.access(p, os.W_OK):
-            raise ValueError(f"{flag} {path}: cannot create it, {p} is not writable")
-        return
+    """``posttrain.config.check_out_dir`` (what the main CLI's ``--out`` takes) as a ValueError naming
+    ``flag``: ``path`` is a directory, or one can be made and written there."""
+    from posttrain.config import check_out_dir as check
+
+    try:
+        check(path, flag)
+    except UserError as e:
+        raise ValueError(str(e)) from None
 
 
 def check_out_file(path: Path, flag: str) -> None:

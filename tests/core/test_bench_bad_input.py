@@ -81,7 +81,8 @@ def test_an_output_directory_that_is_a_file_is_refused(name, out_flag, below, tm
     file.write_text("keep me\n")
     out = file / below if below else file
     line = refused([name, "--seeds", "0", out_flag, str(out)], capsys)
-    assert f"{out_flag} {out}: {f'{file} ' if below else ''}exists and is not a directory" in line
+    assert (f"{out_flag} {out}: {file} is a file, so nothing can be created under it" if below
+            else f"{out_flag} {out}: exists and is not a directory") in line
     assert file.read_text() == "keep me\n"
 
 
