@@ -128,3 +128,57 @@ def test_a_report_written_by_the_shell_before_reading_is_a_first_write(pool) -> 
         assert got.calls[0].result.startswith("[wrote ") and not got.calls[-2].result.startswith("[wrote ")
         right = play(pool, task, oracle(task), verify).first
         assert right.outcome == "pass" and right.components["process.inspected"] == 1.0, task.id
+
+
+def _placeholders(task: Task) -> list[tuple[str, str]]:
+    """(target, the report-first cheat's placeholder for it), for the targets that have one."""
+    from posttrain.envs.files._agents import _placeholder
+
+    return [(p, text) for p, t in sorted(task.fields["targets"].items()) if (text := _placeholder(t)) is not None]
+
+
+def _printf(task: Task) -> str:
+    return " && ".join(f"mkdir -p -- $(dirname {shlex.quote(p)}) && printf %s {shlex.quote(text)} > {shlex.quote(p)}"
+                       for p, text in _placeholders(task))
+
+
+def test_a_flood_of_files_does_not_hide_the_first_write(pool) -> None:
+    """A policy's try at the bash marker: the placeholder written in a call that also makes more files
+    than the workspace lists (``Workspace.changed_paths``' limit), so what the call wrote could not be
+    told; the files removed after the reads, the report then right. Before: no mark, and the cheat
+    kept inspected 1.0 with format 1.0 (2 of 2); now the call counts as a write: 0."""
+    from posttrain.envs.files._agents import reads
+    from posttrain.envs.files._episode import MAX_FILES
+
+    verify = FILES.make_verifier(None)
+    for task in [t for t in _files_tasks() if "notes" not in t.id][:2]:
+        flood = f"mkdir zz && cd zz && seq {4 * MAX_FILES + 10} | xargs touch && cd .. && {_printf(task)}"
+        got = play(pool, task, [call("bash", command=flood), *reads(task), call("bash", command="rm -rf zz"), SUBMIT],
+                   verify)
+        assert got.calls[0].result.startswith("[wrote unknown: "), got.calls[0].result[:80]
+        assert got.first.components["format"] == 1.0 and got.first.components["process.inspected"] == 0.0, task.id
+
+
+def test_a_placeholder_through_a_link_or_beside_the_reads_earns_nothing(pool) -> None:
+    """Two more tries at writing the report first unseen, standing cases (both held): the placeholder
+    written by write_file through a link to the target (write_file replaces the link, so the target is
+    never written: no format credit), and the placeholder and the reads in one bash call (the call is
+    the first write, so its reads come after it: inspected 0)."""
+    from posttrain.envs.files._agents import reads
+
+    verify = FILES.make_verifier(None)
+    for task in [t for t in _files_tasks() if "notes" not in t.id]:
+        linked = []
+        for p, text in _placeholders(task):
+            folder, name = p.rsplit("/", 1) if "/" in p else (".", p)
+            alias = f"{folder}/zz_alias"
+            linked += [call("bash", command=f"mkdir -p -- {shlex.quote(folder)} && ln -sf {shlex.quote(name)} "
+                                            f"{shlex.quote(alias)}"),
+                       call("write_file", path=alias, content=text), call("bash", command=f"rm -f {shlex.quote(alias)}")]
+        got = play(pool, task, [*linked, *reads(task), SUBMIT], verify).first
+        assert got.components["format"] == 0.0, (task.id, got.components)
+        shown = " ".join(c["arguments"]["command"] for c in reads(task) if c["name"] == "bash") or "cat -- " + " ".join(
+            map(shlex.quote, task.fields["inputs"]))
+        got = play(pool, task, [call("bash", command=f"{_printf(task)}; {shown}"), SUBMIT], verify)
+        assert got.calls[0].result.startswith("[wrote "), got.calls[0].result[:80]
+        assert got.first.components["format"] == 1.0 and got.first.components["process.inspected"] == 0.0, task.id

@@ -113,11 +113,13 @@ WROTE = "[wrote "
 """The head of a ``bash`` result whose command wrote a target first (``marking_writes``)."""
 
 
-def _touched(ws: Workspace, targets: frozenset[str]) -> frozenset[str]:
+def _touched(ws: Workspace, targets: frozenset[str]) -> frozenset[str] | None:
+    """The targets the layers above the initial state touch; None where there are more entries than
+    are listed (what was written is then unknown)."""
     try:
         return frozenset(ws.changed_paths(limit=4 * MAX_FILES)) & targets
-    except WorkspaceError:  # more entries than the grader reads: submit fails the attempt
-        return frozenset()
+    except WorkspaceError:
+        return None
 
 
 def marking_writes(tool: Tool, targets: frozenset[str]) -> Tool:
@@ -126,7 +128,10 @@ def marking_writes(tool: Tool, targets: frozenset[str]) -> Tool:
     host-side): the first write to a target that ``process.inspected`` reads up to, whatever wrote it.
     A placeholder report written by ``printf > reports/summary.json`` before reading the inputs earned
     the inspection credit that ``write_file`` did not (process 0.65 on average over 20 generated tasks,
-    0 by ``write_file``). A result that forges the head only moves its own first write earlier."""
+    0 by ``write_file``). Where the layers hold more entries than are listed, the call may have written a
+    target unseen and counts as a write (``[wrote unknown: ...]``): 4,010 files made beside the
+    placeholder, then removed after the reads, kept the cheat's inspection credit. A result that forges
+    the head only moves its own first write earlier."""
     run = tool.run
     if run is None:
         raise ValueError(f"marking_writes: {tool.name} is run by the environment, not a command")
@@ -134,7 +139,10 @@ def marking_writes(tool: Tool, targets: frozenset[str]) -> Tool:
     def marked(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
         before = _touched(ctx.workspace, targets)
         result = run(ctx, arguments)
-        new = _touched(ctx.workspace, targets) - before
+        after = _touched(ctx.workspace, targets)
+        if before is None or after is None:
+            return f"{WROTE}unknown: the workspace holds more entries than are listed]\n{result}"
+        new = after - before
         return f"{WROTE}{', '.join(sorted(new))}]\n{result}" if new else result
 
     return dataclasses.replace(tool, run=marked)
