@@ -140,7 +140,9 @@ def marking_writes(tool: Tool, targets: frozenset[str]) -> Tool:
         before = _touched(ctx.workspace, targets)
         result = run(ctx, arguments)
         after = _touched(ctx.workspace, targets)
-        if before is None or after is None:
+        if before is None:  # the call that went past the list was marked: the first write is all
+            return result  # that process.inspected reads
+        if after is None:
             return f"{WROTE}unknown: the workspace holds more entries than are listed]\n{result}"
         new = after - before
         return f"{WROTE}{', '.join(sorted(new))}]\n{result}" if new else result
