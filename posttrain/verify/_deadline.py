@@ -63,6 +63,7 @@ _ORPHAN_CPU_S = 300
 _POLL_S = 0.05
 _TICKS = os.sysconf("SC_CLK_TCK")
 _MAX_TREE = 4096
+_EXIT_WAIT_S = 10.0
 STARVED_SHARE = 0.3
 """A check past its wall limit is ``starved`` only when one of its threads waited for a CPU for more
 than this share of the limit (the sandbox's filter, ``posttrain.sandbox._starve``, uses the same)."""
@@ -116,6 +117,25 @@ def _tree(pid: int) -> list[int]:
             except (OSError, ValueError):
                 continue
     return out
+
+
+def _running(pids: list[int], pgid: int) -> set[int]:
+    """Which of ``pids``, and of the processes in group ``pgid``, have not exited (zombies have)."""
+    left = set()
+    for pid in {*pids, *(int(p) for p in os.listdir("/proc") if p.isdigit())}:
+        fields = _stat(f"/proc/{pid}/stat")
+        if fields is None or fields[0] in (b"Z", b"X"):
+            continue
+        if pid in pids or fields[2] == str(pgid).encode():  # field 5, the process group
+            left.add(pid)
+    return left
+
+
+def _wait_exited(pids: list[int], pgid: int, timeout: float) -> None:
+    """Wait (up to ``timeout``) until ``pids`` and group ``pgid`` have exited, after their SIGKILL."""
+    deadline = time.monotonic() + timeout
+    while _running(pids, pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _cpu_seconds(pids: list[int]) -> float | None:
@@ -250,17 +270,21 @@ class _Worker:
                                wall_s=wall)
 
     def kill(self) -> None:
-        """Kill the worker and every process below it (stopped first, so that none starts another)."""
+        """Kill the worker and every process below it (stopped first, so that none starts another), and
+        wait until they have exited: a SIGKILL is delivered when its process next runs, which on a busy
+        CPU came after the next check began (CI: a killed spinner still listed as running)."""
         tree = _tree(self.pid)
         for pid in tree:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGSTOP)
-        for pid in _tree(self.pid) + tree:  # and what forked before the stop landed
+        killed = _tree(self.pid) + tree  # and what forked before the stop landed
+        for pid in killed:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):  # and what was orphaned in its group (a worker that died)
             os.killpg(self.pid, signal.SIGKILL)
         self.proc.wait()
+        _wait_exited([p for p in killed if p != self.pid], self.pid, _EXIT_WAIT_S)  # (its pid is free now)
 
 
 class CheckPool:

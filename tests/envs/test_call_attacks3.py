@@ -15,9 +15,13 @@ in every turn, unknown names), recall hedges in other digits, and near-misses of
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -71,6 +75,49 @@ def test_a_completion_that_makes_the_function_wait_fails_and_leaves_no_process(t
         assert _processes_with(token) == []
         assert verify(task, "print(42)").passed  # the worker is fine for the next check
     finally:
+        pool.close()
+
+
+@pytest.mark.cpu_hog
+def test_a_killed_check_waits_for_what_it_started_to_exit(tmp_path, monkeypatch) -> None:
+    """A SIGKILL takes effect when its process next runs. The completion, asleep, is moved to a CPU that
+    two spinners at nice -20 hold (each its own autogroup, as a loaded host's): killed, it took 0.2-0.4 s
+    to exit here, and the pool had already answered (CI, under the suite's own hogs: the completion of the
+    test above still listed). The pool now waits for what it killed to exit before it answers."""
+    (tmp_path / "call_attacks3_rewards.py").write_text(textwrap.dedent(RUNNER))
+    monkeypatch.chdir(tmp_path)
+    fn = "call_attacks3_rewards:runs"
+    domain = get_domain("function")
+    task = domain.parse_task({"id": "w", "prompt": "Print 42.", "reward": fn, "data": {"answer": "42"}}, "test")
+    pool = CheckPool(_domain._WORKER, cpu_budget_s=1.0, wall_limit_s=2.0, env={ENV_VAR: fn})
+    monkeypatch.setitem(_domain._pools, fn, pool)
+    verify = domain.make_verifier(None)
+    cpu = max(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen(["nice", "-n", "-20", sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(2)]
+    try:
+        for h in hogs:
+            os.sched_setaffinity(h.pid, {cpu})
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{h.pid}/autogroup").write_text("-20")
+        token = f"call-attacks3-{time.monotonic_ns()}"
+        verdicts = []
+        completion = f"import pathlib, time; pathlib.Path('{token}').touch(); time.sleep(60)  # {token}"
+        check = threading.Thread(target=lambda: verdicts.append(verify(task, completion)))
+        check.start()
+        while not (tmp_path / token).exists() and check.is_alive():  # (the check runs in tmp_path)
+            time.sleep(0.05)
+        time.sleep(0.2)
+        asleep = _processes_with(token)
+        for pid in asleep:  # moved there asleep: it waits for no CPU until it is killed
+            os.sched_setaffinity(pid, {cpu})
+        check.join()
+        assert asleep and [(v.outcome, v.error_class) for v in verdicts] == [("fail", "reward_function:timeout")], verdicts
+        assert _processes_with(token) == []
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
         pool.close()
 
 
