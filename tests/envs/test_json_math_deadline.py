@@ -86,6 +86,7 @@ def test_a_check_that_burns_its_cpu_budget_fails() -> None:
         pool.close()
 
 
+@pytest.mark.cpu_hog
 def test_a_check_starved_of_cpu_is_an_infra_error_and_the_pool_recovers() -> None:
     pool = CheckPool("posttrain.envs.json._env", size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
     verify = make_json_verifier(pool)
@@ -119,6 +120,7 @@ def test_a_check_that_got_no_cpu_without_waiting_for_one_is_not_starved() -> Non
 SLOW_MATH = "\\boxed{9^{9^{9^{9^{9}}}} - 9^{9^{9^{9^{9}}}} + 3 + 10^{10^{10^{10}}}}"
 
 
+@pytest.mark.cpu_hog
 def test_math_starved_is_infra() -> None:
     checker = MathChecker(size=1, cpu_budget_s=30.0, wall_limit_s=2.0)
     verify = make_math_verifier(checker)

@@ -65,6 +65,7 @@ def test_self_starvation_payload_times_out_and_prints_its_answer(pool1):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_hog
 def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, monkeypatch):
     """Hogs at nice -20, two per CPU: the job gets about 1% of a CPU, twice. Its verdict is the
     rerun's timeout (its own), never an infra error; it took two runs. A job that niced itself
@@ -103,6 +104,7 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_hog
 def test_a_starved_job_rerun_on_a_recovered_host_gets_its_real_verdict(pool1, monkeypatch):
     """The hogs stop as soon as the probe has seen them (after the job's first run): the probe then
     sees the host recover, and the rerun, which needs 0.2 s of CPU in its 2 s, passes."""
@@ -248,8 +250,11 @@ def test_a_jobs_timeout_counts_from_its_start(pool1):
     t0 = time.monotonic()
     ex = pool1.exec(["echo", "started"], timeout=0.4, limits=Limits(cpu_cores=0.01))  # (sh's builtin: no exec)
     took = time.monotonic() - t0
-    assert ex.ok and ex.stdout == b"started\n" and ex.duration_s < 0.4, ex
+    assert ex.ok and ex.stdout == b"started\n", ex  # not timed out: its 0.4 s counted from its start
     assert took > 0.4, took  # the start took longer than the timeout (else the test proves nothing)
+    # its duration leaves the start out (it is read in 100 ms periods of its cgroup's quota: 0.1-0.3 s
+    # here, 0.44 s once in CI, past the timeout by when its exit was seen, not by when it happened)
+    assert ex.duration_s < took, (ex.duration_s, took)
 
 
 def test_a_job_cannot_move_its_start(pool1):
