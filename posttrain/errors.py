@@ -6,6 +6,7 @@ message carries (YAML, JSON Schema) become spaces.
 """
 
 import re
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -29,3 +30,10 @@ class RunFailure(RuntimeError):
 
     def __init__(self, message: str = "", *args: object) -> None:
         super().__init__(re.sub(r"\s*\n\s*", " ", str(message)).strip(), *args)
+
+
+def refuse_directory(path: str | Path, expected: str) -> None:
+    """Raise ``UserError`` when ``path`` is a directory where a file was asked for (before the caller's
+    "not found", which would be wrong about it): ``expected`` names the file, e.g. "a task file"."""
+    if Path(path).is_dir():
+        raise UserError(f"{path}: is a directory, expected {expected}")

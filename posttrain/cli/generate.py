@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import UserError
+from posttrain.errors import UserError, refuse_directory
 
 __all__ = ["register", "cmd_generate", "why_not_a_policy"]
 
@@ -85,6 +85,7 @@ def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:
         return [(None, p) for p in args.prompt]
     from posttrain.tasks import load_tasks
 
+    refuse_directory(args.tasks, "a task file (--tasks)")
     if not Path(args.tasks).is_file():
         raise UserError(f"generate: --tasks {args.tasks}: no such file")
     tasks = load_tasks(args.tasks)

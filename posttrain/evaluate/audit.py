@@ -31,7 +31,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import UserError
+from posttrain.errors import UserError, refuse_directory
 from posttrain.evaluate._page import CSS
 from posttrain.evaluate.records import EvalRecord, read_records, record_from_verdict, verifier_version
 from posttrain.evaluate.runner import load_suite
@@ -71,6 +71,7 @@ def _load_tasks(run: Path, task_files: list[str], suite: str | None) -> dict[str
         from posttrain.tasks import load_tasks
 
         for f in files:
+            refuse_directory(f, "a task file (--tasks)")
             if not f.is_file():
                 raise UserError(f"--tasks: {f} not found")
             tasks.update({t.id: t for t in load_tasks(f)})

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import UserError
+from posttrain.errors import UserError, refuse_directory
 from posttrain.tasks._decontaminate import ngrams, normalize
 
 __all__ = [
@@ -112,6 +112,7 @@ def read_task_records(path: str | Path) -> list[dict[str, Any]]:
     from posttrain.tasks import iter_task_records
 
     path = Path(path)
+    refuse_directory(path, "a task file")
     if not path.is_file():
         raise UserError(f"{path}: task file not found")
     out = []
@@ -145,6 +146,7 @@ def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 
     ``67-x=0. x=`` and ``-67+x=0. x=``, a generator's template text)."""
     from posttrain.tasks import find_contamination, load_tasks
 
+    refuse_directory(train_path, "a task file")
     if not Path(train_path).is_file():
         raise UserError(f"{train_path}: task file not found")
     overlaps = find_contamination(load_tasks(train_path), tasks, n=n)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import posttrain
-from posttrain.errors import UserError
+from posttrain.errors import UserError, refuse_directory
 from posttrain.types import Task, Trajectory, Verdict
 
 __all__ = ["EvalRecord", "OUTCOMES", "feedback_source_after", "read_records", "record_from_verdict", "task_record",
@@ -233,6 +233,7 @@ def read_records(path: str | Path) -> list[EvalRecord]:
     Raises ``UserError`` naming the file and line for a missing file, bad JSON or a bad field.
     """
     path = Path(path)
+    refuse_directory(path, "a records .jsonl file")
     if not path.is_file():
         raise UserError(f"{path}: records file not found")
     out: list[EvalRecord] = []

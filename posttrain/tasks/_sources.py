@@ -58,7 +58,7 @@ from posttrain.envs import (
     model_prompt,
 )
 from posttrain.envs._defaults import defaults_key
-from posttrain.errors import ConfigError, TaskError, UserError
+from posttrain.errors import ConfigError, TaskError, UserError, refuse_directory
 from posttrain.tasks._columnar import is_columnar, map_columns
 from posttrain.tasks._decontaminate import check_pools
 from posttrain.tasks._load import iter_task_records, parse_record
@@ -424,6 +424,7 @@ def load_demonstrations(path: str | Path, train: Sequence[Task], eval: Sequence[
 
 def _records(path: Path) -> Iterator[tuple[int, Mapping]]:
     """``(line, object)`` of each line of a JSONL file (strict JSON; same reader as task files)."""
+    refuse_directory(path, "a .jsonl demonstrations file")
     if not path.is_file():
         raise UserError(f"no such demonstrations file {path}")
     if not path.name.removesuffix(".gz").endswith(".jsonl"):

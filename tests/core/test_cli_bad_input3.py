@@ -188,3 +188,22 @@ def test_a_generator_source_of_a_billion_tasks_is_refused_before_it_generates():
     data["tasks"]["train"] = [{"generator": "math", "n": 999_990, "skip": 20}]
     with pytest.raises(ConfigError, match="got 1,000,010"):
         parse_config(Recipe, data)
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["generate", "ckpt", "--tasks", "project"], "project: is a directory, expected a task file (--tasks)"),
+    (["run", RECIPE, "--out", "out", "--set", "sft.demonstrations=project"],
+     "project: is a directory, expected a .jsonl demonstrations file"),
+    (["tasks", "decontaminate", "project", "good.jsonl"], "project: is a directory, expected a task file"),
+    (["tasks", "decontaminate", "good.jsonl", "project"], "project: is a directory, expected a task file"),
+], ids=["generate-tasks", "sft-demonstrations", "decontaminate-train", "decontaminate-eval"])
+def test_a_directory_given_for_a_file_is_called_one(ws, capsys, argv, needle):
+    """Before, each said the directory was not there ("no such file", "task file not found")."""
+    (ws / "ckpt").mkdir()
+    (ws / "ckpt" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')  # no weights: never loaded
+    before = snapshot(ws)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert needle in err, err
+    assert snapshot(ws) == before
