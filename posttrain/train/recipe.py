@@ -589,9 +589,10 @@ class Recipe:
 
     seed: Seed = 0
     """Seeds every RNG (python, numpy, torch) and the task pool."""
-    torch_threads: PositiveInt | None = 1
+    torch_threads: Annotated[int, Range(ge=1, le=1024)] | None = 1
     """CPU threads for torch (None = torch's default). 1 avoids OpenMP oversubscription while the
-    sandbox workers verify on the same cores; measured 20x faster sampling on 2 busy cores."""
+    sandbox workers verify on the same cores; measured 20x faster sampling on 2 busy cores. At most
+    1024 (100,000 made OpenMP abort the run at its first matrix product: "Thread creation failed")."""
     stages: tuple[Literal["sft", "rm", "dpo", "rl"], ...] = ("sft", "rl")
     """Training stages to run, in order; every stage that produces a policy is evaluated.
     sft: imitate sft.demonstrations. rm: train a reward model on verifier-judged pairs. dpo: DPO on

@@ -61,6 +61,8 @@ CASES = [
                  id="set-deep"),
     pytest.param(["run", RECIPE, "--out", "out", "--set", "sft.batch_size=1000000000000"],
                  "sft.batch_size: expected at most 1,048,576 sequences a step, got 1,000,000,000,000", id="sft-batch-huge"),
+    pytest.param(["run", RECIPE, "--out", "out", "--set", "torch_threads=100000"],
+                 "torch_threads: expected an integer in [1, 1024], got 100000", id="torch-threads-huge"),
     pytest.param(["run", "recipe.yaml", "--out", "out"], "recipe.yaml: is a directory, expected a recipe YAML file",
                  id="recipe-directory"),
     pytest.param(["run", "", "--out", "out"], "the recipe path is empty", id="recipe-empty-path"),
