@@ -28,7 +28,7 @@ each thread's ``children`` list): a check's subprocesses spend its budget too.
 
 A worker that is replaced (a check over its budget, stalled, starved or crashed) is killed with every
 process below it, so that nothing a check started outlives it (a completion's ``while True: pass``
-left spinning took the CPU the next checks needed).
+left spinning took the CPU the next checks needed), and the pool answers once they have exited.
 
 A worker is ``python -s -m posttrain.verify._deadline MODULE``: it imports ``MODULE`` once (and
 calls its ``warm_up()`` if it has one), says ``{"ready": true}``, then answers JSON lines with
