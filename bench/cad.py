@@ -22,7 +22,6 @@ than wall time: on a shared machine compare the CPU ratios.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
@@ -46,13 +45,16 @@ def _bare(script: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser
+
+    parser = bench_parser("cad", __doc__)
     parser.add_argument("--tasks", type=int, default=24, help="generated tasks (two responses each)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds of each path (median reported)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if min(args.tasks, args.rounds) < 1 or args.seed < 0:
-        parser.error("--tasks and --rounds must be >= 1, --seed >= 0")
+    if min(args.tasks, args.rounds) < 1 or not 0 <= args.seed < 2**32:
+        parser.error(f"--tasks and --rounds must be >= 1, --seed in [0, 2**32); got --tasks {args.tasks}, "
+                     f"--rounds {args.rounds}, --seed {args.seed}")
 
     from posttrain.cli import domain_hooks
     from posttrain.envs import get_domain

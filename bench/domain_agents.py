@@ -21,7 +21,6 @@ have an infra error (exit 1 otherwise).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from repo_agents import sweep  # noqa: E402  (the repo domain's bench: one sweep, one table format)
+from repo_agents import known_agents, sweep  # noqa: E402  (the repo domain's bench: one sweep, one table format)
 
 DOMAINS = ("files", "doc", "cad")
 
@@ -54,7 +53,9 @@ def agents_of(domain: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser, check_out_dir
+
+    p = bench_parser("domain_agents", __doc__)
     p.add_argument("--domain", choices=DOMAINS, required=True)
     p.add_argument("--generated", type=int, default=200, help="generated tasks (0: the examples only)")
     p.add_argument("--seed", type=int, default=0)
@@ -65,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if min(args.generated, args.seed) < 0 or args.workers < 1:
         p.error("--generated and --seed must be >= 0, --workers >= 1")
+    try:
+        agents = known_agents(args.agents, agents_of(args.domain))
+        check_out_dir(args.out, "--out")
+    except ValueError as e:
+        p.error(str(e))
 
-    agents = [a for a in args.agents.split(",") if a] or agents_of(args.domain)
     sets = [("examples", ROOT / "examples" / "tasks" / f"{args.domain}.jsonl")]
     if args.generated:
         sets.append(("generated", generated_file(args.domain, args.out, args.generated, args.seed)))

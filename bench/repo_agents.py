@@ -21,7 +21,6 @@ infra error (the script exits 1 otherwise).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import statistics
@@ -45,6 +44,18 @@ def generated_file(out: Path, n: int, seed: int) -> Path:
         tasks = get_domain("repo").generate_tasks(n, seed=seed)
         path.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in tasks))
     return path
+
+
+def known_agents(text: str, known: list[str]) -> list[str]:
+    """``--agents`` ("a,b"; empty: every one of ``known``) checked against ``known`` before any run:
+    a ValueError naming the first unknown or repeated name."""
+    names = [a.strip() for a in text.split(",") if a.strip()] or known
+    for i, name in enumerate(names):
+        if name not in known:
+            raise ValueError(f"--agents {text!r}: unknown agent {name!r} (expected some of {', '.join(known)})")
+        if name in names[:i]:
+            raise ValueError(f"--agents {text!r}: {name} is given twice (expected distinct names)")
+    return names
 
 
 def run_one(tasks: Path, agent: str, out: Path, workers: int, episodes: str) -> float:
@@ -102,7 +113,9 @@ def table(rows: dict[tuple[str, str], dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from posttrain.cli.bench import bench_parser, check_out_dir
+
+    p = bench_parser("repo_agents", __doc__)
     p.add_argument("--generated", type=int, default=200, help="pack tasks (0: the examples only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--agents", default="", help="comma-separated (default: oracle, noop, every cheat)")
@@ -114,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--generated and --seed must be >= 0, --workers >= 1")
     from posttrain.envs.repo._agents import CHEATS
 
-    agents = [a for a in args.agents.split(",") if a] or ["oracle", "noop", *CHEATS]
+    try:
+        agents = known_agents(args.agents, ["oracle", "noop", *CHEATS])
+        check_out_dir(args.out, "--out")
+    except ValueError as e:
+        p.error(str(e))
     sets = [("examples", EXAMPLES)]  # (label, task file); a generated set's runs go under its file's stem
     if args.generated:
         sets.append(("generated", generated_file(args.out, args.generated, args.seed)))

@@ -1,10 +1,12 @@
-"""``posttrain bench sandbox|train|verify|learn|quickstart|generate|step|gpu|curriculum``: run a benchmark script from bench/ in this checkout.
+"""``posttrain bench NAME`` (``NAMES``): run a benchmark script from bench/ in this checkout.
 
 sandbox, train, verify measure our code and a peer baseline in the same run and print the ratio;
 learn compares GRPO learning with TRL's GRPOTrainer from the same SFT checkpoint; quickstart runs
 the quickstart recipe on several seeds and prints demonstrator / SFT / RL held-out pass@1 per seed;
 repair runs configs/repair.yaml's SFT -> repair RL and SFT -> single-turn RL per seed (issue 10);
-curriculum counts RL steps to a held-out target with uniform sampling and with the task pool (issue 24).
+curriculum counts RL steps to a held-out target with uniform sampling and with the task pool (issue 24);
+cad prices the cad verifier against bare OpenSCAD; repo_agents and domain_agents play the oracle, the no-op
+and every cheat agent through ``posttrain eval`` (README's agent tables).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from posttrain.errors import UserError
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 NAMES = ("sandbox", "train", "verify", "learn", "quickstart", "sched", "repair", "generate", "step", "gpu", "curriculum",
-         "recall", "adaptive")
+         "recall", "adaptive", "cad", "domain_agents", "repo_agents")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -40,7 +40,8 @@ def refused(argv: list[str], capsys) -> str:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_an_unknown_flag_is_one_line(name, capsys, no_work):
-    line = refused([name, "--no-such-flag"], capsys)
+    required = ["--domain", "files"] if name == "domain_agents" else []
+    line = refused([name, *required, "--no-such-flag"], capsys)
     assert line.startswith(f"posttrain bench {name}: error: unrecognized arguments: --no-such-flag")
 
 
@@ -112,3 +113,27 @@ def test_parse_seeds_keeps_lists_and_ranges():
     assert parse_seeds("0-2,7") == [0, 1, 2, 7]
     assert parse_seeds("4") == [4]
     assert parse_seeds(" 1 , 3-3") == [1, 3]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["repo_agents", "--agents", "oracle,bogus"], "--agents 'oracle,bogus': unknown agent 'bogus' (expected some of oracle, noop,"),
+    (["repo_agents", "--agents", "noop,noop"], "--agents 'noop,noop': noop is given twice"),
+    (["domain_agents", "--domain", "files", "--agents", "orcale"], "--agents 'orcale': unknown agent 'orcale'"),
+    (["domain_agents", "--domain", "cdo"], "argument --domain: invalid choice: 'cdo'"),
+    (["cad", "--seed", str(2**32)], "--seed in [0, 2**32); got --tasks 24, --rounds 3, --seed 4294967296"),
+    (["cad", "--tasks", "0"], "--tasks and --rounds must be >= 1"),
+])
+def test_the_agent_sweeps_and_the_cad_bench_check_their_flags(argv, needle, capsys, no_work):
+    """They were plain argparse scripts outside ``posttrain bench``: a usage block over the error, and an
+    unknown agent ran ``posttrain eval`` once per task set before each failed."""
+    line = refused(argv, capsys)
+    assert line.startswith(f"posttrain bench {argv[0]}: error: ") and needle in line, line
+
+
+@pytest.mark.parametrize("name", ["repo_agents", "domain_agents"])
+def test_the_agent_sweeps_refuse_an_output_directory_that_is_a_file(name, tmp_path, capsys, no_work):
+    (tmp_path / "taken").write_text("mine\n")
+    domain = ["--domain", "files"] if name == "domain_agents" else []
+    line = refused([name, *domain, "--out", str(tmp_path / "taken")], capsys)
+    assert "--out" in line and "taken" in line, line
+    assert (tmp_path / "taken").read_text() == "mine\n"
