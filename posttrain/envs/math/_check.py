@@ -20,7 +20,9 @@ The rule, in the order applied (``compare``); each side is the box content or th
    work that leads to it: ``form:integer`` ... ``form:expression``, ``form:set``, ...; a box
    the form reader cannot read is ``unparseable``. A function of numbers in a ``closed``
    answer is checked in the worker (``closed_functions``), and so is whether each factor of a
-   ``factored`` answer is irreducible (``_poly.compare_factored``). Where the prompt asks to
+   ``factored`` answer is irreducible (``_poly.compare_factored``); a derivative, integral,
+   sum, product or limit that latex2sympy reads in the answer and not in the gold fails there
+   too (``calculus_work``: ``\\frac d{dx} x^3`` for ``3x^2``). Where the prompt asks to
    simplify, an ``expression`` value must also be no longer than the gold's (``_simplify.py``):
    ``form:expression``.
 6. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
@@ -351,17 +353,19 @@ def _compare_pairs(pairs: list[tuple[str, str]], tolerance: Tolerance | None, ch
                    form: str | None, simplify: frozenset[str] | None) -> Equivalence:
     result = Equivalence(True, "ok", "exact")
     for g, a in pairs:
-        result = _compare_values(g, a, tolerance, checker, form, simplify)
+        result = _compare_values(g, a, tolerance, checker, form, simplify, relation=len(pairs) > 1)
         if not (result.equal and result.status == "ok"):
             return result
     return result
 
 
 def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker: MathChecker | None,
-                    form: str | None, simplify: frozenset[str] | None) -> Equivalence:
+                    form: str | None, simplify: frozenset[str] | None, *, relation: bool = False) -> Equivalence:
     if not answer or not gold:
         return Equivalence(False, "unparseable", detail="an empty side of a relation")
-    want = None if is_name(gold) else form or infer_form(gold)  # x in ``x = 3`` is a name, not a value
+    # x in ``x = 3`` is a name, not a value; a whole gold ``x`` is a value ("Simplify
+    # $\frac{x^2}{x}$"), whose form and simplification were not checked: the question passed
+    want = None if relation and is_name(gold) else form or infer_form(gold)
     if want is not None and gold != answer:
         problem = form_problem(answer, want, gold)
         if problem is not None:
@@ -593,6 +597,26 @@ def closed_functions(raw: Any) -> str | None:
     return None
 
 
+def calculus_work(*exprs: Any) -> str | None:
+    """The calculus still to do in what latex2sympy read (a derivative, an integral, a sum, a
+    product, a limit), or None. The form reader refuses these by their spelling
+    (``_form.expression_problem``); latex2sympy builds them from spellings it does not name
+    (``\\frac d{dx} x^3``, ``\\cfrac{d}{dx}``), and ``simplify`` then does the work: the
+    question's own derivative passed for its answer."""
+    import sympy
+
+    kinds = {sympy.Derivative: "a derivative", sympy.Integral: "an integral", sympy.Sum: "a sum",
+             sympy.Product: "a product", sympy.Limit: "a limit"}
+    for expr in exprs:
+        if isinstance(expr, sympy.MatrixBase):
+            expr = sympy.ImmutableMatrix(expr)
+        if isinstance(expr, sympy.Basic):
+            for kind, name in kinds.items():
+                if expr.atoms(kind):
+                    return name
+    return None
+
+
 _MAX_SYMPY_BITS = 1_000_000
 _MAX_DEGREE = 100_000
 
@@ -720,6 +744,10 @@ def handle_check(request: dict[str, Any]) -> dict[str, Any]:
         raw, answer = _parse_both(request["answer"])
     except Exception as e:  # noqa: BLE001 - the answer's fault: a failure
         return {"equal": False, "status": "unparseable", "method": "sympy", "detail": f"{type(e).__name__}: {e}"[:300]}
+    work = calculus_work(answer, raw) if not calculus_work(gold) else None
+    if work:
+        status = f"form:{request.get('form') or 'expression'}"
+        return {"equal": False, "status": status, "method": "sympy", "detail": f"work still to do: {work}"}
     problem = closed_functions(answer if raw is None else raw) if request.get("form") == "closed" else None
     if problem:
         return {"equal": False, "status": "form:closed", "method": "sympy", "detail": problem}
