@@ -17,8 +17,8 @@ the generator fails to make it (``_kept``), so no generated task carries a refer
 configuration that leaves fewer than asked for is a ``ValueError`` in one line saying why.
 
 Balanced: an entry is passed over where an answer given without solving it (one constant, a number
-of the question or its last word copied) would then pass more than ``MAX_SHARE`` of the tasks so far (``balanced``;
-tests/envs/test_rg_priors.py holds the rg pool to it at every level).
+of the question, its last word or a grid of it copied) would then pass more than ``MAX_SHARE`` of the
+tasks so far (``balanced``; tests/envs/test_rg_priors.py holds the rg pool to it at every level).
 """
 
 from __future__ import annotations
@@ -171,13 +171,46 @@ COPIES: dict[str, Callable[[list[str]], str]] = {
 """Numbers of the question a policy may copy for an answer without solving anything: the last term
 of number_sequence passed 40% of its level-1 tasks (a sequence that has settled), the number to factor
 18% of prime_factorization's (a prime)."""
+_GRID_ROW = re.compile(r"\s*-?\d+(?:\.\d+)?(?:[ \t]+-?\d+(?:\.\d+)?)*\s*")
+
+
+def _grids(text: str) -> list[list[list[float]]]:
+    """The grids of numbers in ``text``: each run of lines that hold only numbers, one row a line.
+
+    >>> _grids("Rotate by 360 degrees:\\n1 2\\n3 4\\n")
+    [[[1.0, 2.0], [3.0, 4.0]]]
+    """
+    grids: list[list[list[float]]] = []
+    rows: list[list[float]] = []
+    for line in [*text.split("\n"), ""]:
+        if line.strip() and _GRID_ROW.fullmatch(line):
+            rows.append([float(x) for x in line.split()])
+        elif rows:
+            grids.append(rows)
+            rows = []
+    return grids
+
+
+def _grid_copies(question: str, answer: str) -> list[str]:
+    """``copy:first grid`` / ``copy:last grid`` where the answer is a grid of two numbers or more, the
+    question's first or last grid as it is (by value): rotate_matrix rotates some matrices by a multiple
+    of 360 degrees and pool_matrix pools some by 1x1 (its default configuration), so the input copied
+    back passed 30-40% of their tasks."""
+    lines = answer.strip().split("\n")
+    mine = _grids(answer.strip())
+    if len(mine) != 1 or len(mine[0]) != len(lines) or sum(map(len, mine[0])) < 2:
+        return []
+    grids = _grids(question)
+    return [f"copy:{which} grid" for which, grid in (("first", grids[:1]), ("last", grids[-1:])) if grid == [mine[0]]]
 
 
 def guesses(entry: Mapping[str, Any]) -> list[str]:
     """The unsolved answers that pass ``entry`` (for ``balanced``): its stored answer, as a constant,
     ``copy:<how>`` for each of ``COPIES`` that gives it, and ``copy:last word`` where the question's last
     word is it (the input of a rewriting task, where no rule applied: string_insertion's last word passed
-    95% of its default tasks, string_manipulation's 28%); none for an entry with no stored answer.
+    95% of its default tasks, string_manipulation's 28%), and ``copy:first grid`` / ``copy:last grid``
+    where a grid of numbers in the question is it (``_grid_copies``); none for an entry with no stored
+    answer.
 
     >>> guesses({"question": "2, 4, 8, 8, ?", "answer": "8"})
     ['8.0', 'copy:last', 'copy:greatest']
@@ -190,7 +223,8 @@ def guesses(entry: Mapping[str, Any]) -> list[str]:
     numbers = _NUMBER.findall(entry["question"])
     words = entry["question"].split()
     return [key, *(f"copy:{how}" for how, pick in COPIES.items() if numbers and answer_key(pick(numbers)) == key),
-            *(["copy:last word"] if words and answer_key(words[-1]) == key else [])]
+            *(["copy:last word"] if words and answer_key(words[-1]) == key else []),
+            *_grid_copies(entry["question"], entry["answer"])]
 
 
 def balanced(entries: Iterable[dict[str, Any]], n: int, *, share: float = MAX_SHARE,

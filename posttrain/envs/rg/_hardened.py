@@ -31,7 +31,8 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
 - **Looser than the prompt asks.** pool_matrix asks for 2 decimals and allowed 1%: 4.3 passed for
   4.33; decimal_arithmetic asks for 12 significant digits and allowed a unit of the operands' last
   decimal; number_format passed any number within 0.01 of the pick (a rounding, or a wrong candidate
-  as close); coin_flip's absolute 1e-4 passed 0 for any rare event; puzzle24 truncates the value to an
+  as close; its top level shows every candidate as one value, so it is not generated); coin_flip's
+  absolute 1e-4 passed 0 for any rare event; puzzle24 truncates the value to an
   integer (7*7/(6-4) = 24.5 made 24) and, with countdown, read 3.5 as the given 3 and 5 (a decimal
   point is no operation); codeio and game_of_life compare JSON with Python's ``==``, where ``true`` is
   ``1`` (graph_color took ``true`` for colour 1 the same way). Each now scores what its prompt asks.
@@ -499,6 +500,13 @@ def _candidate(dataset: Any, answer: str, entry: Entry) -> float:
     return 1.0 if abs(got - float(entry["metadata"]["solution"])) < 5e-4 else 0.0
 
 
+def _distinct_candidates(entry: Entry) -> bool:
+    """number_format's top level draws its candidates within 1e-6 of each other and shows them to 3
+    decimals: every candidate is one value, the answer, so the question's last number copied passed
+    every task. An entry whose candidates show one value has nothing to pick: not generated."""
+    return len({round(float(c), 3) for c in entry["metadata"]["candidates"]}) > 1
+
+
 HARDENED: dict[str, Rule] = {
     "binary_matrix": Rule(replace=_exact),
     "spiral_matrix": Rule(replace=_exact),
@@ -534,7 +542,7 @@ HARDENED: dict[str, Rule] = {
     "arc_agi": Rule(replace=_arc),
     "pool_matrix": Rule(replace=_pool_matrix),
     "decimal_arithmetic": Rule(replace=_decimal_value),
-    "number_format": Rule(replace=_candidate),
+    "number_format": Rule(replace=_candidate, keep=_distinct_candidates),
     "codeio": Rule(check=_json_answer),
     "game_of_life": Rule(check=_json_answer),
     "rearc": Rule(replace=_arc),
