@@ -15,6 +15,10 @@ Verification (each failure is ``fail``, reward 0):
    exact value; a key absent from ``expected`` is rejected unless the schema at that place
    explicitly allows extra keys (``additionalProperties`` set to ``true`` or a schema).
 
+``format`` credit (``{"format": 1.0}``) only for a document that fails step 3 alone, and not when
+it equals ``expected`` once its numbers are rounded to floats (``1e-400`` for ``0``: issue 14's
+class 11, an attack that earns 0 under any weights, as in the tool domain).
+
 Steps 1-3 run in a worker process under a CPU budget (``posttrain.verify._deadline``): a
 task's ``pattern`` that backtracks catastrophically on the response, or a ``format: regex``
 value that makes ``re`` raise, is the response's failure (``timeout``, ``exception:<Type>``),
@@ -111,6 +115,28 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
     return None if json_equal(expected, got) else f"{path}: wrong value"
 
 
+def _as_floats(value: Any) -> Any:
+    """``value`` with every number rounded to the nearest float, as a float-reading checker reads it
+    (an integer past float's range stays: no float equals it)."""
+    if isinstance(value, int | decimal.Decimal) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+    if isinstance(value, list):
+        return [_as_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_floats(v) for k, v in value.items()}
+    return value
+
+
+def _equal_as_floats(expected: Any, got: Any, schema: Any) -> bool:
+    try:
+        return first_difference(_as_floats(to_exact(expected)), _as_floats(got), schema) is None
+    except RecursionError:
+        return False
+
+
 def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdict:
     """Steps 1-3 of the module docstring, in this process (no deadline: see ``make_json_verifier``)."""
     try:
@@ -126,6 +152,8 @@ def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdi
     except RecursionError:
         diff = "$: nested too deeply"
     evidence = {"got": to_plain(value), "expected": expected, "difference": diff}
+    if diff and _equal_as_floats(expected, value, schema):
+        return fail(f"Wrong value: {diff}.", "lossy_number", evidence)  # class 11: an attack, no format credit
     if diff:
         return fail(f"Wrong value: {diff}.", "wrong_answer", evidence, {"format": 1.0})
     return passed("Correct.", evidence)

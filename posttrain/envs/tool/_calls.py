@@ -153,16 +153,19 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
 def final_text(text: str) -> str:
-    """What an answer says to the user: its text without reasoning blocks, stripped.
+    """What an answer says to the user: its text after its reasoning, stripped. Reasoning is each
+    ``<think>`` block, and all that comes before a ``</think>`` no ``<think>`` opened: a template
+    that opens the block in the prompt (DeepSeek-R1, Qwen3 thinking) samples a completion that
+    starts inside it, and its reasoning followed by nothing is no answer.
 
-    >>> final_text("<think>no tool fits</think> None of these tools can do that.")
-    'None of these tools can do that.'
+    >>> final_text("<think>no tool fits</think> None of these tools can do that."), final_text("no tool fits</think>")
+    ('None of these tools can do that.', '')
     """
-    return _THINK.sub("", text).strip()
+    return _THINK.sub("", text).rpartition("</think>")[2].strip()
 
 
 def says_something(answer: str) -> bool:
-    """Whether an answer declines in words: a letter or digit outside its reasoning blocks. A call
+    """Whether an answer declines in words: a letter or digit after its reasoning (``final_text``). A call
     document with no call in it (``[]``, ``{"tool_calls": []}``: the OpenAI family's do-nothing
     message) says only what an OpenAI message's ``content`` says. An invisible (``\\u200b``),
     punctuation-only or empty fenced answer is the no-op in disguise, and would pass every
@@ -174,14 +177,19 @@ def says_something(answer: str) -> bool:
     (False, False, False, False)
     """
     text = final_text(answer)
+    doc = _document(_THINK.sub("", answer))  # a call document whose content holds "</think>" stays whole
+    doc = _document(text) if doc is None else doc
+    said = text if doc is None else doc.get("content") if isinstance(doc, Mapping) else None
+    return isinstance(said, str) and any(ch.isalnum() for ch in final_text(said))
+
+
+def _document(text: str) -> Any:
+    """The one JSON document ``text`` is (bare or fenced, an object or array), or None (prose)."""
     try:
         body = extract_json_text(text)
-        said: Any = loads_strict(body) if body.startswith(("{", "[")) else text
+        return loads_strict(body) if body.startswith(("{", "[")) else None
     except StrictJSONError:  # several fenced blocks: prose, judged by its characters
-        said = text
-    if isinstance(said, Mapping):
-        said = said.get("content")
-    return isinstance(said, str) and any(ch.isalnum() for ch in said)
+        return None
 
 
 def abstention(attempted: int, answer: str | None, evidence: Mapping[str, Any]) -> Verdict:
