@@ -27,6 +27,9 @@ the domain's default tolerance):
   it ends). A hole changed between stations (a band of another diameter, a step, a groove) has
   vertices where it changes; one with no vertex inside the stretch is ruled between its ends, and a
   slice shows it.
+- open end to end: a rod on the axis (half the coarsest faceting's inscribed radius), over the whole
+  span (its ends, which the stations leave out, included), meets no material (``_bore_problem``): a
+  through-hole closed by a skin in that margin, its genus given back by a pinhole, passed.
 
 A hole drawn to another diameter, or off its axis by more than the tolerance, in any part of its
 span more than ``MARGIN_MM`` from the ends, fails at every faceting; the right hole passes at every
@@ -79,6 +82,8 @@ may be off."""
 REACH_MM = 1.5
 """How far outside a hole's radius its wall's vertices are looked for: past the 1 mm the shape check
 lets through, short of the 2 mm the generator keeps between features (``_parts.GAP``)."""
+BORE_SKIN_MM = 0.01
+"""Most material, as a thickness across the hole, that its span may hold (numerical slivers only)."""
 _MEMO_SIZE = 64
 _memo: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
 """digest of (mesh, holes) -> lines: the gold's check, which every verify of its task repeats."""
@@ -280,6 +285,32 @@ def _wall_problem(vertices: np.ndarray, hole: dict[str, Any]) -> str | None:
             f"mm +/- {2 * tol:g} mm along its whole length)")
 
 
+def _bore_problem(turned: Any, hole: dict[str, Any]) -> str | None:
+    """Why ``hole`` is not open along its whole span, ends included, or None: the stations stop
+    ``MARGIN_MM`` short of each end, so a through-hole closed by a skin there (its genus given back by
+    a pinhole elsewhere, or by one on its axis) passed. A rod on the axis, over exactly the span, of
+    half the inscribed radius of the coarsest faceting (``COARSEST``) must not meet the part: the right
+    hole leaves it in air at any faceting, and so does one narrowed within the margin as far as a hole
+    check lets it (tests/envs/test_cad.py: a 3 mm hole drawn 1.8 mm there passes)."""
+    import manifold3d as m3
+
+    u, v, _ = FRAMES[hole["axis"]]
+    lo, hi = hole["span"]
+    rho = COARSEST * hole["d"] / 4 - hole_tolerance(hole["d"])
+    if rho <= 0:
+        return None
+    ends = [np.array(hole["at"])[[u, v]]] + ([np.array(hole["to"])[[u, v]]] if "to" in hole else [])
+    rods = [m3.Manifold.cylinder(hi - lo, rho, circular_segments=16).translate((float(x), float(y), lo))
+            for x, y in ends]
+    rod = m3.Manifold.batch_hull(rods) if len(rods) > 1 else rods[0]
+    blocked = (turned ^ rod).volume() / (rod.volume() / (hi - lo))  # the material's thickness across it
+    if blocked <= BORE_SKIN_MM:
+        return None
+    axis = "xyz"[FRAMES[hole["axis"]][2]].upper()
+    return (f"{_where(hole)}: it is not open from {axis} = {lo:g} to {hi:g} (material {blocked:.2f} mm thick "
+            "closes it)")
+
+
 def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[str, Any]]) -> bytes:
     h = hashlib.blake2b(digest_size=20)
     for array in (vertices, triangles):
@@ -314,7 +345,7 @@ def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]]) -> list[str]:
             problem = _slice_problem(slices[axis, station], hole, station)
             if problem:
                 break
-        problem = problem or _wall_problem(vertices, hole)
+        problem = problem or _wall_problem(vertices, hole) or _bore_problem(turned[axis], hole)
         if problem:
             lines.append(problem)
     _memo[key] = tuple(lines)
