@@ -16,18 +16,16 @@ non-manifold); a parser and a module-recursion bomb (OpenSCAD's own errors).
 
 from __future__ import annotations
 
-import json
 import shutil
-from pathlib import Path
 
 import pytest
+from cad_examples import example
 
 from posttrain.envs import get_domain
 from posttrain.envs.cad import fenced
 from posttrain.envs.cad._hacks import exploit_tasks
 from posttrain.envs.cad._script import script_problem
 
-ROOT = Path(__file__).resolve().parents[2]
 ENV = get_domain("cad")
 pytestmark = pytest.mark.skipif(shutil.which("openscad") is None, reason="openscad is not installed "
                                 "(make domain-deps)")
@@ -38,16 +36,8 @@ def verify(pool):
     return ENV.make_verifier(pool)
 
 
-def _example(task_id: str):
-    for line in (ROOT / "examples" / "tasks" / "cad.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record["id"] == task_id:
-            return ENV.parse_task(record, "examples/tasks/cad.jsonl")
-    raise AssertionError(f"no example task {task_id}")
-
-
 def test_the_example_tasks_hold_their_bolt_holes_to_size(verify) -> None:
-    task = _example("cad-l1-2024-1")  # a 70 mm disc with 5 bolt holes of 4 mm
+    task = example("cad-l1-2024-1")  # a 70 mm disc with 5 bolt holes of 4 mm
     assert "5 through-holes of diameter 4 mm" in task.prompt
     gold = task.fields["gold"]
     for wrong in ("d = 2.8,", "d = 5.2,"):

@@ -17,16 +17,14 @@ round features are all small holes, by design (``_holes.py``: 5 segments or more
 
 from __future__ import annotations
 
-import json
 import shutil
-from pathlib import Path
 
 import pytest
+from cad_examples import example
 
 from posttrain.envs import get_domain
 from posttrain.envs.cad import fenced
 
-ROOT = Path(__file__).resolve().parents[2]
 ENV = get_domain("cad")
 pytestmark = pytest.mark.skipif(shutil.which("openscad") is None, reason="openscad is not installed "
                                 "(make domain-deps)")
@@ -35,14 +33,6 @@ pytestmark = pytest.mark.skipif(shutil.which("openscad") is None, reason="opensc
 @pytest.fixture(scope="module")
 def verify(pool):
     return ENV.make_verifier(pool)
-
-
-def _example(task_id: str):
-    for line in (ROOT / "examples" / "tasks" / "cad.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record["id"] == task_id:
-            return ENV.parse_task(record, "examples/tasks/cad.jsonl")
-    raise AssertionError(f"no example task {task_id}")
 
 
 _PIN = "cylinder(d = 0.6, h = {h}, $fn = 8);"
@@ -65,7 +55,7 @@ CAPPED = [
 
 @pytest.mark.parametrize(("name", "task_id", "script"), CAPPED, ids=[c[0] for c in CAPPED])
 def test_a_through_hole_closed_by_a_skin_at_its_end_fails(verify, name: str, task_id: str, script: str) -> None:
-    task = _example(task_id)
+    task = example(task_id)
     v = verify(task, fenced(script.format(gold=task.fields["gold"])))
     assert (v.outcome, v.error_class) == ("fail", "holes"), (name, v.outcome, v.error_class, v.feedback)
     assert "is not open" in v.feedback, v.feedback
@@ -73,7 +63,7 @@ def test_a_through_hole_closed_by_a_skin_at_its_end_fails(verify, name: str, tas
 
 def test_the_open_holes_still_pass_rendered_at_any_faceting(verify) -> None:
     for task_id in ("cad-block-hole", "cad-l4-2024-1"):
-        task = _example(task_id)
+        task = example(task_id)
         for fn in ("48", "16"):  # rendered (the text is not the gold's), not the gold's render reused
             v = verify(task, fenced(task.fields["gold"].replace("$fn = 48", f"$fn = {fn}") + "\n// mine"))
             assert v.passed and "render" not in v.evidence, (task_id, fn, v.feedback)

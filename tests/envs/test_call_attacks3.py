@@ -15,17 +15,15 @@ in every turn, unknown names), recall hedges in other digits, and near-misses of
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hogs import held_cpu
 
 from posttrain.envs import get_domain
 from posttrain.envs.function import _domain
@@ -92,32 +90,23 @@ def test_a_killed_check_waits_for_what_it_started_to_exit(tmp_path, monkeypatch)
     pool = CheckPool(_domain._WORKER, cpu_budget_s=1.0, wall_limit_s=2.0, env={ENV_VAR: fn})
     monkeypatch.setitem(_domain._pools, fn, pool)
     verify = domain.make_verifier(None)
-    cpu = max(os.sched_getaffinity(0))
-    hogs = [subprocess.Popen(["nice", "-n", "-20", sys.executable, "-c", "while True: pass"], start_new_session=True)
-            for _ in range(2)]
     try:
-        for h in hogs:
-            os.sched_setaffinity(h.pid, {cpu})
-            with contextlib.suppress(OSError):
-                Path(f"/proc/{h.pid}/autogroup").write_text("-20")
-        token = f"call-attacks3-{time.monotonic_ns()}"
-        verdicts = []
-        completion = f"import pathlib, time; pathlib.Path('{token}').touch(); time.sleep(60)  # {token}"
-        check = threading.Thread(target=lambda: verdicts.append(verify(task, completion)))
-        check.start()
-        while not (tmp_path / token).exists() and check.is_alive():  # (the check runs in tmp_path)
-            time.sleep(0.05)
-        time.sleep(0.2)
-        asleep = _processes_with(token)
-        for pid in asleep:  # moved there asleep: it waits for no CPU until it is killed
-            os.sched_setaffinity(pid, {cpu})
-        check.join()
-        assert asleep and [(v.outcome, v.error_class) for v in verdicts] == [("fail", "reward_function:timeout")], verdicts
-        assert _processes_with(token) == []
+        with held_cpu() as cpu:
+            token = f"call-attacks3-{time.monotonic_ns()}"
+            verdicts = []
+            completion = f"import pathlib, time; pathlib.Path('{token}').touch(); time.sleep(60)  # {token}"
+            check = threading.Thread(target=lambda: verdicts.append(verify(task, completion)))
+            check.start()
+            while not (tmp_path / token).exists() and check.is_alive():  # (the check runs in tmp_path)
+                time.sleep(0.05)
+            time.sleep(0.2)
+            asleep = _processes_with(token)
+            for pid in asleep:  # moved there asleep: it waits for no CPU until it is killed
+                os.sched_setaffinity(pid, {cpu})
+            check.join()
+            assert asleep and [(v.outcome, v.error_class) for v in verdicts] == [("fail", "reward_function:timeout")], verdicts
+            assert _processes_with(token) == []
     finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
         pool.close()
 
 

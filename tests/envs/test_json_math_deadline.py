@@ -12,14 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from hogs import held_cpu
 
 from posttrain.envs import get_domain
 from posttrain.envs.json import make_json_verifier
@@ -47,24 +45,12 @@ def _stop_soon(pids: list[int], delay: float = 0.2) -> threading.Thread:
 
 @contextlib.contextmanager
 def _starved(pids: list[int]) -> Iterator[None]:
-    """The worker kept to one CPU, beside two spinners at nice -20 kept to it too (each in its own
-    session, whose autogroup is set to -20: the kernel shares CPU between autogroups): it gets ~1% of
-    that CPU. The other CPUs stay free for the rest of the suite."""
+    """The worker kept to a CPU that two spinners at nice -20 hold (``hogs.held_cpu``): it gets ~1% of
+    that CPU."""
     (pid,) = pids
-    cpu = max(os.sched_getaffinity(0))
-    os.sched_setaffinity(pid, {cpu})
-    hogs = [subprocess.Popen(["nice", "-n", "-20", sys.executable, "-c", "while True: pass"], start_new_session=True)
-            for _ in range(2)]
-    try:
-        for h in hogs:
-            os.sched_setaffinity(h.pid, {cpu})
-            with contextlib.suppress(OSError):
-                Path(f"/proc/{h.pid}/autogroup").write_text("-20")
+    with held_cpu() as cpu:
+        os.sched_setaffinity(pid, {cpu})
         yield
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
 
 
 def retried(verify, task, response: str, tries: int = 3):
