@@ -146,7 +146,7 @@ def test_a_flood_of_files_does_not_hide_the_first_write(pool) -> None:
     """A policy's try at the bash marker: the placeholder written in a call that also makes more files
     than the workspace lists (``Workspace.changed_paths``' limit), so what the call wrote could not be
     told; the files removed after the reads, the report then right. Before: no mark, and the cheat
-    kept inspected 1.0 with format 1.0 (2 of 2); now the call counts as a write: 0."""
+    kept inspected 1.0 with format 1.0 (2 of 2); now the call is marked by what the target holds: 0."""
     from posttrain.envs.files._agents import reads
     from posttrain.envs.files._episode import MAX_FILES
 
@@ -155,7 +155,7 @@ def test_a_flood_of_files_does_not_hide_the_first_write(pool) -> None:
         flood = f"mkdir zz && cd zz && seq {4 * MAX_FILES + 10} | xargs touch && cd .. && {_printf(task)}"
         got = play(pool, task, [call("bash", command=flood), *reads(task), call("bash", command="rm -rf zz"), SUBMIT],
                    verify)
-        assert got.calls[0].result.startswith("[wrote unknown: "), got.calls[0].result[:80]
+        assert got.calls[0].result.startswith("[wrote "), got.calls[0].result[:80]
         assert got.first.components["format"] == 1.0 and got.first.components["process.inspected"] == 0.0, task.id
 
 
@@ -181,4 +181,22 @@ def test_a_placeholder_through_a_link_or_beside_the_reads_earns_nothing(pool) ->
             map(shlex.quote, task.fields["inputs"]))
         got = play(pool, task, [call("bash", command=f"{_printf(task)}; {shown}"), SUBMIT], verify)
         assert got.calls[0].result.startswith("[wrote "), got.calls[0].result[:80]
+        assert got.first.components["format"] == 1.0 and got.first.components["process.inspected"] == 0.0, task.id
+
+
+def test_a_workspace_made_unlistable_by_another_tool_does_not_hide_the_first_write(pool) -> None:
+    """The stop hook's try at the marker as CI left it (only the call that takes the layers past what
+    they list is marked): write_file to a junk path 70 directories deep (no target: no write), which
+    ``Workspace.changed_paths`` refuses to list, then the placeholder by ``printf``, then the reads, the
+    junk removed, the report right. The printf call ran on an unlistable workspace and went unmarked:
+    inspected 1.0 with format 1.0. The marker now compares the targets themselves (their bytes in the
+    merged view) before and after each call, whatever the rest of the workspace holds: 0."""
+    from posttrain.envs.files._agents import reads
+
+    verify = FILES.make_verifier(None)
+    deep = "/".join(["zz"] * 70) + "/x"
+    for task in [t for t in _files_tasks() if "notes" not in t.id][:2]:
+        got = play(pool, task, [call("write_file", path=deep, content="x"), call("bash", command=_printf(task)),
+                                *reads(task), call("bash", command="rm -rf zz"), SUBMIT], verify)
+        assert got.calls[1].result.startswith("[wrote "), got.calls[1].result[:80]
         assert got.first.components["format"] == 1.0 and got.first.components["process.inspected"] == 0.0, task.id

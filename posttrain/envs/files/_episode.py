@@ -113,38 +113,46 @@ WROTE = "[wrote "
 """The head of a ``bash`` result whose command wrote a target first (``marking_writes``)."""
 
 
-def _touched(ws: Workspace, targets: frozenset[str]) -> frozenset[str] | None:
-    """The targets the layers above the initial state touch; None where there are more entries than
-    are listed (what was written is then unknown)."""
+def _touched(ws: Workspace, targets: frozenset[str]) -> frozenset[str]:
+    """The targets the layers above the initial state touch (none where there are more entries than
+    are listed: ``_seen`` tells those writes)."""
     try:
         return frozenset(ws.changed_paths(limit=4 * MAX_FILES)) & targets
     except WorkspaceError:
-        return None
+        return frozenset()
+
+
+def _seen(ws: Workspace, targets: frozenset[str]) -> dict[str, bytes | str]:
+    """What the merged view holds at each target: its bytes, or why there are none (missing, too large,
+    not a regular file), read host-side whatever else the workspace holds."""
+    out: dict[str, bytes | str] = {}
+    for path in sorted(targets):
+        try:
+            out[path] = ws.read_file(path, max_bytes=MAX_WORKSPACE_BYTES)
+        except WorkspaceError as e:  # (its subclasses: missing, too large)
+            out[path] = f"{type(e).__name__}: {e}"
+    return out
 
 
 def marking_writes(tool: Tool, targets: frozenset[str]) -> Tool:
     """``tool`` (the kit's ``bash``), its result headed ``[wrote <paths>]`` when the command changed a
     target no call had changed before, as the workspace's layers show (``Workspace.changed_paths``,
-    host-side): the first write to a target that ``process.inspected`` reads up to, whatever wrote it.
-    A placeholder report written by ``printf > reports/summary.json`` before reading the inputs earned
-    the inspection credit that ``write_file`` did not (process 0.65 on average over 20 generated tasks,
-    0 by ``write_file``). Where the layers hold more entries than are listed, the call may have written a
-    target unseen and counts as a write (``[wrote unknown: ...]``): 4,010 files made beside the
-    placeholder, then removed after the reads, kept the cheat's inspection credit. A result that forges
-    the head only moves its own first write earlier."""
+    host-side), or changed what a target holds (``_seen``): the first write to a target that
+    ``process.inspected`` reads up to, whatever wrote it. A placeholder report written by ``printf >
+    reports/summary.json`` before reading the inputs earned the inspection credit that ``write_file``
+    did not (process 0.65 on average over 20 generated tasks, 0 by ``write_file``). The targets' bytes
+    are compared too because the layers cannot always be listed: a call that made 4,010 files beside
+    the placeholder, or ran after a write_file 70 directories deep, went unmarked and kept the cheat's
+    inspection credit. A result that forges the head only moves its own first write earlier."""
     run = tool.run
     if run is None:
         raise ValueError(f"marking_writes: {tool.name} is run by the environment, not a command")
 
     def marked(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
-        before = _touched(ctx.workspace, targets)
+        touched, seen = _touched(ctx.workspace, targets), _seen(ctx.workspace, targets)
         result = run(ctx, arguments)
-        after = _touched(ctx.workspace, targets)
-        if before is None:  # the call that went past the list was marked: the first write is all
-            return result  # that process.inspected reads
-        if after is None:
-            return f"{WROTE}unknown: the workspace holds more entries than are listed]\n{result}"
-        new = after - before
+        after = _seen(ctx.workspace, targets)
+        new = (_touched(ctx.workspace, targets) - touched) | {p for p in targets if after[p] != seen[p]}
         return f"{WROTE}{', '.join(sorted(new))}]\n{result}" if new else result
 
     return dataclasses.replace(tool, run=marked)
