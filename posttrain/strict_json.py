@@ -250,6 +250,26 @@ def to_exact(value: Any) -> Any:
     return value
 
 
+def to_floats(value: Any) -> Any:
+    """``value`` with every number rounded to the nearest float, as a float-reading checker reads it
+    (an integer past float's range stays as it is: no float equals it); what tells a number equal to
+    the expected one only once rounded (``1e-400`` for ``0``: the json and tool domains' ``lossy_number``).
+
+    >>> to_floats({"a": [Decimal("1E-400"), 2, True, "x"]})
+    {'a': [0.0, 2.0, True, 'x']}
+    """
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+    if isinstance(value, list):
+        return [to_floats(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: to_floats(v) for k, v in value.items()}
+    return value
+
+
 def to_plain(value: Any) -> Any:
     """``value`` made JSON-serialisable for evidence: a Decimal becomes an int when integral,
     a float when the float is exactly it, else its string.

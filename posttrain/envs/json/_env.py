@@ -48,6 +48,7 @@ from posttrain.strict_json import (
     json_type,
     loads_strict,
     to_exact,
+    to_floats,
     to_plain,
 )
 from posttrain.types import Task, Verdict
@@ -115,24 +116,9 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
     return None if json_equal(expected, got) else f"{path}: wrong value"
 
 
-def _as_floats(value: Any) -> Any:
-    """``value`` with every number rounded to the nearest float, as a float-reading checker reads it
-    (an integer past float's range stays: no float equals it)."""
-    if isinstance(value, int | decimal.Decimal) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            return value
-    if isinstance(value, list):
-        return [_as_floats(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_floats(v) for k, v in value.items()}
-    return value
-
-
 def _equal_as_floats(expected: Any, got: Any, schema: Any) -> bool:
     try:
-        return first_difference(_as_floats(to_exact(expected)), _as_floats(got), schema) is None
+        return first_difference(to_floats(to_exact(expected)), to_floats(got), schema) is None
     except RecursionError:
         return False
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from posttrain.envs._base import fail, guard, passed
@@ -21,6 +20,7 @@ from posttrain.strict_json import (
     json_equal,
     loads_strict,
     to_exact,
+    to_floats,
     to_plain,
 )
 from posttrain.types import Task, Verdict, Verifier
@@ -126,27 +126,11 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     expected = to_exact(list(expected_calls))
     why = match_calls(calls, expected, ordered)
     if why:
-        if match_calls([ToolCall(c.name, _rounded(dict(c.arguments))) for c in calls], _rounded(expected),
+        if match_calls([ToolCall(c.name, to_floats(dict(c.arguments))) for c in calls], to_floats(expected),
                        ordered) is None:  # equal only once rounded to floats: class 11, an attack
             return fail(f"Wrong tool calls: {why}.", "lossy_number", {**evidence, "mismatch": why})
         return fail(f"Wrong tool calls: {why}.", "wrong_answer", {**evidence, "mismatch": why}, {"format": 1.0})
     return passed("Correct.", evidence)
-
-
-def _rounded(value: Any) -> Any:
-    """``value`` with every number rounded to the nearest float, as a float-reading checker reads it."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int | float | Decimal):
-        try:
-            return float(value)
-        except OverflowError:  # an integer past float's range (a 400-digit argument): no float equals it
-            return value
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _rounded(v) for k, v in value.items()}
-    return value
 
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
