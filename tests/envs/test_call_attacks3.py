@@ -21,6 +21,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hogs import held_cpu
@@ -51,17 +52,22 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("body", ["while True: pass", "import time; time.sleep(60)"])
-def test_a_completion_that_makes_the_function_wait_fails_and_leaves_no_process(tmp_path, monkeypatch, body) -> None:
+def _runner_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wall_limit_s: float) -> tuple[Any, Any, CheckPool]:
+    """A function task scored by ``RUNNER`` on a pool of its own: the real pool's numbers scaled down (5 s
+    of CPU, 30 s of wall): the same decisions, sooner. (task, verify, pool); the caller closes the pool."""
     (tmp_path / "call_attacks3_rewards.py").write_text(textwrap.dedent(RUNNER))
     monkeypatch.chdir(tmp_path)  # the check workers import the user's module from the working directory
     fn = "call_attacks3_rewards:runs"
     domain = get_domain("function")
     task = domain.parse_task({"id": "w", "prompt": "Print 42.", "reward": fn, "data": {"answer": "42"}}, "test")
-    # the real pool's numbers scaled down (5 s of CPU, 30 s of wall): the same decisions, sooner
-    pool = CheckPool(_domain._WORKER, cpu_budget_s=1.0, wall_limit_s=4.0, env={ENV_VAR: fn})
+    pool = CheckPool(_domain._WORKER, cpu_budget_s=1.0, wall_limit_s=wall_limit_s, env={ENV_VAR: fn})
     monkeypatch.setitem(_domain._pools, fn, pool)
-    verify = domain.make_verifier(None)
+    return task, domain.make_verifier(None), pool
+
+
+@pytest.mark.parametrize("body", ["while True: pass", "import time; time.sleep(60)"])
+def test_a_completion_that_makes_the_function_wait_fails_and_leaves_no_process(tmp_path, monkeypatch, body) -> None:
+    task, verify, pool = _runner_check(tmp_path, monkeypatch, wall_limit_s=4.0)
     try:
         assert verify(task, "print(42)").passed and verify(task, "print(41)").outcome == "fail"
         token = f"call-attacks3-{time.monotonic_ns()}"
@@ -82,14 +88,7 @@ def test_a_killed_check_waits_for_what_it_started_to_exit(tmp_path, monkeypatch)
     two spinners at nice -20 hold (each its own autogroup, as a loaded host's): killed, it took 0.2-0.4 s
     to exit here, and the pool had already answered (CI, under the suite's own hogs: the completion of the
     test above still listed). The pool now waits for what it killed to exit before it answers."""
-    (tmp_path / "call_attacks3_rewards.py").write_text(textwrap.dedent(RUNNER))
-    monkeypatch.chdir(tmp_path)
-    fn = "call_attacks3_rewards:runs"
-    domain = get_domain("function")
-    task = domain.parse_task({"id": "w", "prompt": "Print 42.", "reward": fn, "data": {"answer": "42"}}, "test")
-    pool = CheckPool(_domain._WORKER, cpu_budget_s=1.0, wall_limit_s=2.0, env={ENV_VAR: fn})
-    monkeypatch.setitem(_domain._pools, fn, pool)
-    verify = domain.make_verifier(None)
+    task, verify, pool = _runner_check(tmp_path, monkeypatch, wall_limit_s=2.0)
     try:
         with held_cpu() as cpu:
             token = f"call-attacks3-{time.monotonic_ns()}"
