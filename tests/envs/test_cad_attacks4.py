@@ -67,3 +67,15 @@ def test_the_open_holes_still_pass_rendered_at_any_faceting(verify) -> None:
         for fn in ("48", "16"):  # rendered (the text is not the gold's), not the gold's render reused
             v = verify(task, fenced(task.fields["gold"].replace("$fn = 48", f"$fn = {fn}") + "\n// mine"))
             assert v.passed and "render" not in v.evidence, (task_id, fn, v.feedback)
+
+
+@pytest.mark.parametrize("skin_mm", [0.009, 0.001, 0.00001])
+def test_a_skin_thinner_than_a_hundredth_of_a_mm_closes_the_hole_too(verify, skin_mm: float) -> None:
+    """The stop hook's try at the bore check: it let 0.01 mm of material across a hole through as a
+    numerical sliver, so the skin above drawn 9 um (or 1 um) thick passed (IoU 0.999, every check);
+    the right hole leaves the rod in air exactly. Now anything over 1e-6 mm closes it."""
+    task = example("cad-block-hole")
+    script = (f"difference() {{{{ union() {{{{ {{gold}} cylinder(d = 10.5, h = {skin_mm}); }}}} translate([7, 7, -1]) "
+              + _PIN.format(h=12) + " }}")
+    v = verify(task, fenced(script.format(gold=task.fields["gold"])))
+    assert (v.outcome, v.error_class) == ("fail", "holes"), (skin_mm, v.outcome, v.feedback)

@@ -82,8 +82,11 @@ may be off."""
 REACH_MM = 1.5
 """How far outside a hole's radius its wall's vertices are looked for: past the 1 mm the shape check
 lets through, short of the 2 mm the generator keeps between features (``_parts.GAP``)."""
-BORE_SKIN_MM = 0.01
-"""Most material, as a thickness across the hole, that its span may hold (numerical slivers only)."""
+BORE_SKIN_MM = 1e-6
+"""Most material, as a thickness across the hole, that its span may hold (numerical slivers only: the
+right hole leaves the rod in air, 0 exactly). It was 0.01 mm: a skin of 9 um, or of 1 um, across the
+hole passed (the stop hook's read); a skin thinner than this is below the STL's float32 resolution at
+a part's size."""
 _MEMO_SIZE = 64
 _memo: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
 """digest of (mesh, holes) -> lines: the gold's check, which every verify of its task repeats."""
