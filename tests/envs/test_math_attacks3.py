@@ -90,3 +90,16 @@ def test_a_name_in_a_relation_is_still_a_name(verify) -> None:
     t = task("Simplify: $y = 2x + 3x$.", "y = 5x")
     assert verify(t, "\\boxed{y = 5x}").passed
     assert verify(t, "\\boxed{y = 2x + 3x}").outcome == "fail"
+
+
+@pytest.mark.parametrize(("prompt", "gold", "answer"), [
+    ("Differentiate $x^3$.", "3x^2", "\\frac{\\mathrm{d}}{\\mathrm{d}x} x^3"),
+    ("Differentiate $x^3$.", "3x^2", "\\frac{d}{d x}\\left(x^{3}\\right)"),
+    ("Find $F$ with $F' = 3x^2$ and $F(0) = 0$.", "x^3", "\\int_{0}^{x} 3 t^{2} dt"),
+    ("Simplify $\\frac{x^2}{x}$.", "x", "\\lim_{h\\to 0} x + h"),
+])
+def test_more_spellings_of_the_work_fail(verify, prompt: str, gold: str, answer: str) -> None:
+    """The stop hook's tries at calculus_work and the lone-variable rule (upright d, \\left...\\right, a
+    definite integral to x, a limit that changes nothing): each held; standing cases."""
+    v = verify(task(prompt, gold), f"\\boxed{{{answer}}}")
+    assert (v.outcome, v.error_class) == ("fail", "form:expression"), v
