@@ -8,9 +8,11 @@ import os
 import socket
 import time
 
-from posttrain.envs.code._runner_procs import _kill, _state, attributes, libc
+from posttrain.envs.code._runner_procs import _kill, _stat, _state, attributes, libc
 
 WRITABLE = ("/work", "/tmp", "/dev/shm")
+EXIT_WAIT_S = 10.0  # past the kill's deadline, how long a cell whose every thread is exiting is waited for
+_PF_EXITING = 0x4
 
 
 class Cell:
@@ -53,8 +55,17 @@ class Cell:
             return b"populated 0" in os.pread(self.census, 4096, 0)
         return not self._tasks()
 
+    def exiting(self):
+        """Whether everything still in the cell is on its way out: v2, always once ``cgroup.kill``
+        was written (the kernel killed the subtree); v1, every thread exiting (``PF_EXITING``: its
+        exit runs, freeing a large memory takes a while on a CPU others hold) or with a SIGKILL
+        pending (taken when it next runs)."""
+        return self.version == 2 or all(map(_dying, self._tasks()))
+
     def kill(self, killed=(), deadline_s=5.0):
-        """Kill everything in the cell and wait until nothing in it lives; False if that fails.
+        """Kill everything in the cell and wait until nothing in it lives; False if that fails:
+        something not yet exiting is there past ``deadline_s``, or something exiting is still there
+        ``EXIT_WAIT_S`` later (an honest candidate's exit slowed by the host's load is no sabotage).
         ``killed``: pids already sent SIGKILL (the server). When nothing else is in the cell (an
         honest candidate), waiting for those to exit is enough; else v1 freezes the cell (nothing
         forks meanwhile), SIGKILLs every thread, thaws it; v2 writes ``cgroup.kill``."""
@@ -76,12 +87,28 @@ class Cell:
                 finally:
                     os.write(self.control, b"THAWED")
             while not self.empty():
-                if time.monotonic() > end:
+                now = time.monotonic()
+                if now > end and (now > end + EXIT_WAIT_S or not self.exiting()):
                     return False
                 _wait_census(self, 0.01)
         except OSError:
             return False
         return True
+
+
+def _dying(tid):
+    """``tid`` is exiting, has a SIGKILL pending (its own or its process's), or is gone."""
+    fields = _stat(tid)
+    try:
+        if not fields or int(fields[6]) & _PF_EXITING:
+            return True
+        with open(f"/proc/{tid}/status", "rb") as f:
+            pending = [int(line.split()[1], 16) for line in f if line.startswith((b"SigPnd:", b"ShdPnd:"))]
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError, ValueError):
+        return False
+    return any(p & (1 << (9 - 1)) for p in pending)
 
 
 def _wait_exit(pids, end):
