@@ -352,20 +352,24 @@ def compare(gold: str, answer: str, tolerance: Tolerance | None = None, checker:
 def _compare_pairs(pairs: list[tuple[str, str]], tolerance: Tolerance | None, checker: MathChecker | None,
                    form: str | None, simplify: frozenset[str] | None) -> Equivalence:
     result = Equivalence(True, "ok", "exact")
+    named = False  # only a relation's first lone variable is its name: in ``y = x``, ``x`` is a value
     for g, a in pairs:
-        result = _compare_values(g, a, tolerance, checker, form, simplify, relation=len(pairs) > 1)
+        name = len(pairs) > 1 and not named and is_name(g)
+        named |= name
+        result = _compare_values(g, a, tolerance, checker, form, simplify, name=name)
         if not (result.equal and result.status == "ok"):
             return result
     return result
 
 
 def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker: MathChecker | None,
-                    form: str | None, simplify: frozenset[str] | None, *, relation: bool = False) -> Equivalence:
+                    form: str | None, simplify: frozenset[str] | None, *, name: bool = False) -> Equivalence:
     if not answer or not gold:
         return Equivalence(False, "unparseable", detail="an empty side of a relation")
     # x in ``x = 3`` is a name, not a value; a whole gold ``x`` is a value ("Simplify
-    # $\frac{x^2}{x}$"), whose form and simplification were not checked: the question passed
-    want = None if relation and is_name(gold) else form or infer_form(gold)
+    # $\frac{x^2}{x}$"), and so is the second side of ``y = x``: the form and simplification of
+    # neither were checked, and the question passed
+    want = None if name else form or infer_form(gold)
     if want is not None and gold != answer:
         problem = form_problem(answer, want, gold)
         if problem is not None:

@@ -1,0 +1,72 @@
+"""A fourth adversarial read of the math verifier, played as a reward-hacking policy.
+
+The holes, each of which passed the question's own expression (or a wrong one) for its answer:
+
+1. A relation whose gold sides are both lone variables (``y = x``): each was taken for the name in
+   ``x = 3``, so neither side's form nor "Simplify" was checked: ``y = \\frac{x^2}{x}`` passed for
+   "Simplify $y = \\frac{x^2}{x}$". Now only the first lone variable of a relation is its name.
+2. Under "Simplify", an answer the form reader does not read was not measured, and latex2sympy
+   reads some spellings the reader does not by dropping what it does not know: a prime
+   (``(\\frac{x^2}{x})'``), a trailing ``\\quad``, TeX's ``{a \\over b}``: the question passed so.
+3. "Simplify" counted only at the start of a sentence: "Write $2x+3x$ in simplest form",
+   "(a) Simplify $2x+3x$", "Given $x>0$, simplify ...", "Reduce ... to lowest terms", "Combine
+   like terms: ..." took the question's own expression.
+4. latex2sympy drops a prime: ``y = 2x`` passed for the gold ``y' = 2x``, and ``(e^x)'`` for ``e^x``.
+
+Real verifier, real checker workers; each case is one verdict.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from posttrain.envs import get_domain
+from posttrain.envs.math import make_math_verifier
+from posttrain.envs.math._check import MathChecker
+from posttrain.types import Task
+
+ENV = get_domain("math")
+
+
+@pytest.fixture(scope="module")
+def verify():
+    checker = MathChecker(size=2)
+    yield make_math_verifier(checker)
+    checker.close()
+
+
+def task(prompt: str, gold: str) -> Task:
+    return ENV.parse_task({"id": "a", "domain": "math", "prompt": prompt, "answer": gold}, "test")
+
+
+def outcome(verify, t: Task, answer: str) -> tuple[str, str | None]:
+    v = verify(t, f"\\boxed{{{answer}}}")
+    return v.outcome, v.error_class
+
+
+TWO_NAME_ECHOES = [
+    ("Simplify $y = \\frac{x^2}{x}$.", "y = x", "y = \\frac{x^2}{x}"),
+    ("Simplify $y = 2x - x$.", "y = x", "y = 2x - x"),
+    ("Simplify $y = x + x - x$.", "y = x", "y = x + x - x"),
+    ("Simplify $a = \\frac{b^2}{b}$.", "a = b", "a = \\frac{b^3}{b^2}"),
+    ("Simplify $y = \\frac{x^2}{x}$.", "y = x", "\\frac{x^2}{x} = y"),
+]
+"""(prompt, gold, box): hole 1, each passed before."""
+
+
+@pytest.mark.parametrize(("prompt", "gold", "answer"), TWO_NAME_ECHOES)
+def test_a_relation_of_two_variables_checks_its_value_side(verify, prompt: str, gold: str, answer: str) -> None:
+    t = task(prompt, gold)
+    assert outcome(verify, t, answer) == ("fail", "form:expression")
+    lhs, rhs = gold.split(" = ")
+    for right in (gold, f"{rhs} = {lhs}", gold.replace(" ", "")):
+        assert verify(t, f"\\boxed{{{right}}}").passed, right
+
+
+def test_a_name_and_its_value_keep_their_rules(verify) -> None:
+    """``x = 3`` and ``y = 5x`` as before: the name takes the mirrored relation, the value its form."""
+    t = task("Solve $2x + 1 = 7$.", "x = 3")
+    assert [outcome(verify, t, a)[0] for a in ("x = 3", "3 = x", "x = 4 - 1")] == ["pass", "pass", "fail"]
+    t = task("Solve $y - x = 0$ for $y$.", "y = x")
+    assert [outcome(verify, t, a)[0] for a in ("y = x", "x = y", "y = 2x - x", "y = 2x")] == [
+        "pass", "pass", "pass", "fail"]  # no instruction to simplify: any equal expression
