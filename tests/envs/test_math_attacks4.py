@@ -70,3 +70,29 @@ def test_a_name_and_its_value_keep_their_rules(verify) -> None:
     t = task("Solve $y - x = 0$ for $y$.", "y = x")
     assert [outcome(verify, t, a)[0] for a in ("y = x", "x = y", "y = 2x - x", "y = 2x")] == [
         "pass", "pass", "pass", "fail"]  # no instruction to simplify: any equal expression
+
+
+UNREAD_SPELLINGS = [
+    ("Simplify $\\frac{x^2}{x}$.", "x", "(\\frac{x^2}{x})'"),
+    ("Simplify $\\frac{x^2}{x}$.", "x", "{\\frac{x^2}{x}}'"),
+    ("Simplify $\\frac{x^2}{x}$.", "x", "\\frac{x^2}{x}''"),
+    ("Simplify $\\frac{x^2}{x}$.", "x", "{x^2 \\over x}"),
+    ("Simplify $\\frac{x^2}{x}$.", "x", "\\frac{x^2}{x} \\quad"),
+    ("Simplify $2x + 3x$.", "5x", "2x + 3x \\qquad"),
+]
+"""(prompt, gold, box): hole 2, each passed before."""
+
+
+@pytest.mark.parametrize(("prompt", "gold", "answer"), UNREAD_SPELLINGS)
+def test_under_simplify_an_answer_the_reader_cannot_read_is_not_waved_through(
+        verify, prompt: str, gold: str, answer: str) -> None:
+    t = task(prompt, gold)
+    assert outcome(verify, t, answer)[0] == "fail"
+    assert verify(t, f"\\boxed{{{gold}}}").passed
+
+
+def test_under_simplify_what_the_reader_reads_as_work_is_measured_as_before(verify) -> None:
+    """``|x|`` and ``\\binom{n}{2}`` are values the reader names but does not measure: left to
+    the value comparison, as the _simplify docstring says."""
+    assert verify(task("Simplify $\\sqrt{x^2}$.", "|x|"), "\\boxed{|x|}").passed
+    assert verify(task("Simplify $\\frac{n(n-1)}{2} + 0$.", "\\frac{n(n-1)}{2}"), "\\boxed{\\binom{n}{2}}").passed

@@ -24,8 +24,11 @@ factors, each linear or a quadratic in one variable that does not factor over th
 ``(x+1)^2``. And the numbers in the answer are in the ``closed`` form where the gold does not
 write them otherwise (``\\sqrt{12}x`` is not ``2\\sqrt{3}x`` simplified, nor ``(2+3)x`` ``5x``).
 
-Not measured: a value the reader does not read (``|x|``, ``\\binom{n}{k}``): there only the
-question's own expression is refused (``_prompt.is_echo``). Not caught: a spelling no longer than
+Not measured: a value the reader names but does not read (``|x|``, ``\\binom{n}{k}``: ``Work``):
+there only the question's own expression is refused (``_prompt.is_echo``). A spelling the reader
+does not read at all fails, where it reads the gold: latex2sympy reads some by dropping what it
+does not know (a prime, ``\\quad``) or by TeX rules the reader does not follow (``{a \\over b}``),
+and the question passed in them. Not caught: a spelling no longer than
 the gold (``x \\cdot x`` for ``x^2``; the question ``\\frac{1}{x}+\\frac{1}{y}`` for the gold
 ``\\frac{x+y}{xy}``: 7 each); a function of numbers sympy would evaluate (``\\sin\\frac{\\pi}{6} x``).
 Pure Python over the reader's tree: no sympy.
@@ -60,7 +63,13 @@ def simplify_problem(answer: str, gold: str, question: frozenset[str] = frozense
     (None, None)
     """
     try:
-        tree, gold_tree = read(answer), read(gold)
+        gold_tree = read(gold)
+    except _READ_ERRORS:
+        return None
+    try:
+        tree = read(answer)
+    except Unreadable as e:  # latex2sympy reads (\frac{x^2}{x})', {x^2 \over x}, x^2/x \quad as the question
+        return f"not read as a value: {e}"
     except _READ_ERRORS:
         return None
     problem = _numbers_problem(tree, {n.key() for n in gold_tree.walk()})
