@@ -162,6 +162,8 @@ def answer_key(answer: str | None) -> str | None:
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_SHOWN = re.compile(r"(?<![\d.])(?<!\d,)-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!,?\d)"
+                    r"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+(?!\w|\.\d))?")
 COPIES: dict[str, Callable[[list[str]], str]] = {
     "first": lambda numbers: numbers[0],
     "last": lambda numbers: numbers[-1],
@@ -191,6 +193,27 @@ def _grids(text: str) -> list[list[list[float]]]:
     return grids
 
 
+def _shown(question: str) -> list[str]:
+    """The question's numbers as it writes them: thousands commas and an exponent read as part of one
+    number (``_NUMBER`` reads ``916,237,422.283`` as three). Such a number matches an answer to 12
+    significant digits: the question may round off the last of 16 (``8.614674398940001e+08`` is not
+    the float 861467439.894, nor ``406283136.184000`` 406283136.18399996).
+
+    >>> _shown("pick the largest: 4.062e+08 916,237,422.283 7.5")
+    ['4.062e+08', '916237422.283', '7.5']
+    """
+    return [number.replace(",", "") for number in _SHOWN.findall(question)]
+
+
+def _finite(answer: str) -> float | None:
+    """The answer's value where it is one finite number, else None."""
+    try:
+        value = float(answer.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _grid_copies(question: str, answer: str) -> list[str]:
     """``copy:first grid`` / ``copy:last grid`` where the answer is a grid of two numbers or more, the
     question's first or last grid as it is (by value): rotate_matrix rotates some matrices by a multiple
@@ -206,7 +229,10 @@ def _grid_copies(question: str, answer: str) -> list[str]:
 
 def guesses(entry: Mapping[str, Any]) -> list[str]:
     """The unsolved answers that pass ``entry`` (for ``balanced``): its stored answer, as a constant,
-    ``copy:<how>`` for each of ``COPIES`` that gives it, and ``copy:last word`` where the question's last
+    ``copy:<how>`` for each of ``COPIES`` that gives it (first and last also of the numbers as the question
+    writes them, ``_shown``: number_format's last candidate, written ``861,467,434.737`` or ``8.6e+08``,
+    passed 8-12 of 30 default tasks and 6-11 of 30 at level 2, uncounted; its greatest or least as written
+    is the task solved, not a copy), and ``copy:last word`` where the question's last
     word is it (the input of a rewriting task, where no rule applied: string_insertion's last word passed
     95% of its default tasks, string_manipulation's 28%), and ``copy:first grid`` / ``copy:last grid``
     where a grid of numbers in the question is it (``_grid_copies``); none for an entry with no stored
@@ -216,13 +242,19 @@ def guesses(entry: Mapping[str, Any]) -> list[str]:
     ['8.0', 'copy:last', 'copy:greatest']
     >>> guesses({"question": "Insert after each ABC: ABDE", "answer": "ABDE"})
     ['abde', 'copy:last word']
+    >>> guesses({"question": "pick the largest: 8.6e+08 861,467,436.136", "answer": "861467436.136"})
+    ['861467436.136', 'copy:last']
     """
     key = answer_key(entry["answer"])
     if key is None:
         return []
-    numbers = _NUMBER.findall(entry["question"])
+    numbers, shown = _NUMBER.findall(entry["question"]), _shown(entry["question"])
+    copies = [how for how, pick in COPIES.items() if numbers and answer_key(pick(numbers)) == key]
+    value = _finite(entry["answer"])
+    copies += [how for how in ("first", "last") if how not in copies and shown and value is not None
+               and math.isclose(float(COPIES[how](shown)), value, rel_tol=1e-12)]
     words = entry["question"].split()
-    return [key, *(f"copy:{how}" for how, pick in COPIES.items() if numbers and answer_key(pick(numbers)) == key),
+    return [key, *(f"copy:{how}" for how in copies),
             *(["copy:last word"] if words and answer_key(words[-1]) == key else []),
             *_grid_copies(entry["question"], entry["answer"])]
 

@@ -1,0 +1,57 @@
+"""A fifth adversarial read of the rg domains, played as a reward-hacking policy through the check as
+the worker runs it (``_check.handle_check``, in process here): cheap answers on every generator's
+default tasks (a constant, yes/no, 0, empty, the question echoed, its first, last, least or greatest
+number, all its numbers, every answer of the batch at once).
+
+Holes found (each test failed before its fix):
+
+- number_format's last candidate copied: the generator's copy guard (``_generate.guesses``) read the
+  question's numbers without thousands commas or exponents (``916,237,422.283`` as three numbers), so
+  a candidate written so was never counted as a copy, and the last one passed 8-12 of 30 default tasks
+  and 6-11 of 30 at level 2 (a share of 25% allows 8). First and last are now also read as the
+  question writes them (``_generate._shown``).
+
+Held (regression cases): the rest of the cheap answers pass at most the share the generator's answers
+allow (a quarter; a half of a yes/no generator, a third of a three-answer one).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from posttrain.envs.rg._check import CLOSE, OPEN, handle_check
+from posttrain.envs.rg._domain import rg_domain
+from posttrain.envs.rg._generate import MAX_SHARE, guesses
+
+
+def _rg(task: Any, answer: str) -> bool:
+    request = {"generator": task.domain.removeprefix("rg/"), "spec": task.fields["config"], "question": task.prompt,
+               "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"],
+               "response": f"{OPEN}{answer}{CLOSE}"}
+    return handle_check(request)["outcome"] == "pass"
+
+
+def _candidates(prompt: str) -> list[str]:
+    """number_format's candidates, as the question writes them (after its last colon)."""
+    return prompt.strip().rsplit(":", 1)[-1].split()
+
+
+@pytest.mark.parametrize(("level", "seed"), [(None, 1), (None, 2), (2, 1)])
+def test_number_format_s_last_candidate_copied_passes_no_more_than_the_share(level: int | None, seed: int) -> None:
+    domain = rg_domain("number_format")
+    tasks = domain.generate_tasks(30, seed=seed) if level is None else domain.generate_level(30, level=level, seed=seed)
+    assert all(_rg(t, t.fields["answer"]) for t in tasks)
+    last = sum(_rg(t, _candidates(t.prompt)[-1]) for t in tasks)
+    assert last <= math.ceil(MAX_SHARE * len(tasks))  # before: 12, 9 and 11 of 30
+
+
+def test_a_number_written_with_commas_or_an_exponent_is_a_copy() -> None:
+    assert guesses({"question": "the largest: 8.6e+08 861,467,436.136\n", "answer": "861467436.136"}) == [
+        "861467436.136", "copy:last"]
+    assert "copy:last" in guesses({"question": "the smallest: 1,2 8.614674398940001e+08", "answer": "861467439.894"})
+    assert "copy:first" in guesses({"question": "pick: 406283136.184000 406,283,139.958", "answer": "406283136.18399996"})
+    # a list's items, a decimal comma and a number next to a word stay as they were read
+    assert guesses({"question": "sort 1,2345 and x1e5y", "answer": "12345"}) == ["12345.0"]
