@@ -96,3 +96,33 @@ def test_under_simplify_what_the_reader_reads_as_work_is_measured_as_before(veri
     the value comparison, as the _simplify docstring says."""
     assert verify(task("Simplify $\\sqrt{x^2}$.", "|x|"), "\\boxed{|x|}").passed
     assert verify(task("Simplify $\\frac{n(n-1)}{2} + 0$.", "\\frac{n(n-1)}{2}"), "\\boxed{\\binom{n}{2}}").passed
+
+
+SIMPLIFY_PHRASINGS = [
+    ("What is the simplified form of $2x + 3x$?", "5x", "2x+3x"),
+    ("Write $2x+3x$ in simplest form.", "5x", "2x+3x"),
+    ("Combine like terms: $2x + 3x$.", "5x", "2x+3x"),
+    ("Reduce $\\frac{6x}{4}$ to lowest terms.", "\\frac{3x}{2}", "\\frac{6x}{4}"),
+    ("(a) Simplify $2x + 3x$.", "5x", "2x+3x"),
+    ("Given that $x > 0$, simplify $\\frac{x^3}{x}$.", "x^2", "\\frac{x^3}{x}"),
+    ("Evaluate $\\frac{x^2-1}{x-1}$ in lowest terms.", "x+1", "\\frac{x^2-1}{x-1}"),
+]
+"""(prompt, gold, box): hole 3, each passed before."""
+
+
+@pytest.mark.parametrize(("prompt", "gold", "answer"), SIMPLIFY_PHRASINGS)
+def test_other_phrasings_of_simplify_refuse_the_question(verify, prompt: str, gold: str, answer: str) -> None:
+    t = task(prompt, gold)
+    assert outcome(verify, t, answer) == ("fail", "form:expression")
+    assert verify(t, f"\\boxed{{{gold}}}").passed
+
+
+def test_other_phrasings_of_simplify_keep_honest_spellings(verify) -> None:
+    t = task("Write $2x+3x$ in simplest form.", "5x")
+    for right in ("5x", "5 \\cdot x", "x \\cdot 5"):
+        assert verify(t, f"\\boxed{{{right}}}").passed, right
+    t = task("Reduce $\\frac{6x}{4}$ to lowest terms.", "\\frac{3x}{2}")
+    for right in ("\\frac{3}{2}x", "1.5x", "\\frac{3x}{2}"):
+        assert verify(t, f"\\boxed{{{right}}}").passed, right
+    t = task("Factor the simplest way you can: what is the greatest common factor of 12 and 18?", "6")
+    assert verify(t, "\\boxed{6}").passed

@@ -6,9 +6,9 @@ question fails (docs/tasks.md, "Answer forms").
   "Factorize") for ``factored`` (``_poly.py``), and so do "in expanded form", "in factored form",
   when the gold is a polynomial in a variable: "Expand $\\ln(ab)$" or "What is the greatest
   common factor of 12 and 18?" ask for neither. The word counts only where it gives the
-  instruction: at the start of the prompt or of a sentence, or after "please", "and", "then",
-  "completely" or "fully" (``_INSTRUCTION_RE``), so "the factor $x-1$" gives none; a prompt that
-  asks for both forms gets neither.
+  instruction: at the start of the prompt, of a sentence or of an item (``(a)``), or after "please",
+  "and", "then", "completely" or "fully" (``_INSTRUCTION_RE``), so "the factor $x-1$" gives none; a
+  prompt that asks for both forms gets neither.
 - ``is_echo``: a box that holds what an instruction to expand or factor is given on (the first
   ``$...$``, ``\\(...\\)`` or ``\\[...\\]`` after the word, or one side of a relation in it), as
   the form reader reads it (so spacing, ``\\left``, ``x^{2}`` for ``x^2`` do not matter), while the
@@ -23,7 +23,11 @@ question fails (docs/tasks.md, "Answer forms").
   (``closed``: ``\\sqrt{8}`` is not; ``number``: ``\\frac{6}{8}`` is not), so "Simplify
   $\\frac34$" (gold ``0.75``) keeps ``\\frac34``: the question, already as simple as the gold, was
   refused as an echo before. Where the form reader does not read the question (``|x|+|x|``),
-  only the echo is refused, as ``is_echo`` does for the other instructions.
+  only the echo is refused, as ``is_echo`` does for the other instructions. "Simplify" counts
+  after a comma too ("Given $x > 0$, simplify ..."), and "simplified", "simplest", "lowest terms"
+  and "combine like terms" anywhere but after a negation (a measure only): while only "Simplify"
+  at the start of a sentence counted, "Write $2x+3x$ in simplest form", "(a) Simplify $2x+3x$"
+  and "Given $x > 0$, simplify ..." took the question.
 """
 
 from __future__ import annotations
@@ -37,8 +41,15 @@ from posttrain.envs.math._poly import is_polynomial
 from posttrain.envs.math._read import Unreadable, Work, read
 
 _INSTRUCTION_RE = re.compile(
-    r"(?:^\s*|[.!?:;]\s+|\n\s*|\b(?:please|and|then|completely|fully)\s+)"
-    r"(?:\*\*|__)?(expand|factori[sz]e|factor|simplify)\b", re.IGNORECASE)
+    r"(?:^\s*|[.!?:;]\s+|\n\s*|\(\w{1,4}\)\s+|\b(?:please|and|then|completely|fully)\s+)"
+    r"(?:\*\*|__)?(expand|factori[sz]e|factor|simplify)\b|,\s+(simplify)\b", re.IGNORECASE)
+"""An instruction word where it gives the instruction; "simplify" also after a comma ("Given
+$x > 0$, simplify ...": "factor" there may be the noun)."""
+_SIMPLIFY_PHRASE_RE = re.compile(
+    r"(?<!not )(?<!n't )(?<!never )\b(?:simplified|simplest|lowest\s+terms|combine\s+like\s+terms)\b", re.IGNORECASE)
+""""in simplest form", "the simplified form of", "to lowest terms", "combine like terms": an
+instruction to simplify too (a measure only: what it is given on may stand before it, so the
+question's own expression is refused where it is longer than the gold by more than the slack)."""
 _FORM_PHRASE_RE = re.compile(r"\b(?:in|into|as|the)\s+(?:its\s+)?(expanded|factored|factori[sz]ed)\s+form\b",
                              re.IGNORECASE)
 """``in factored form``, ``the expanded form``: an instruction too (a form only: what it is given
@@ -57,8 +68,12 @@ def instructions(prompt: str) -> frozenset[str]:
     >>> instructions("Write $x^2-1$ in factored form.")
     frozenset({'factored'})
     """
-    words = [m.group(1) for m in (*_INSTRUCTION_RE.finditer(prompt), *_FORM_PHRASE_RE.finditer(prompt))]
-    return frozenset(w.lower() for w in words)
+    words = [_word(m) for m in (*_INSTRUCTION_RE.finditer(prompt), *_FORM_PHRASE_RE.finditer(prompt))]
+    return frozenset(w.lower() for w in words) | ({"simplify"} if _SIMPLIFY_PHRASE_RE.search(prompt) else set())
+
+
+def _word(match: re.Match[str]) -> str:
+    return next(g for g in match.groups() if g is not None)
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the task, asked at every check
@@ -130,7 +145,7 @@ def _questions(prompt: str) -> tuple[tuple[str, str, tuple[tuple[str, bool], ...
             parts, relations = split_relations(normalise(text))
             whole = _key(text)
             values = tuple(_key(p) for p in parts if p) if relations else (whole,)
-            out.append((word.group(1).lower(), whole[0], values))
+            out.append((_word(word).lower(), whole[0], values))
     return tuple(out)
 
 
