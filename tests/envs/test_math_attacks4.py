@@ -126,3 +126,25 @@ def test_other_phrasings_of_simplify_keep_honest_spellings(verify) -> None:
         assert verify(t, f"\\boxed{{{right}}}").passed, right
     t = task("Factor the simplest way you can: what is the greatest common factor of 12 and 18?", "6")
     assert verify(t, "\\boxed{6}").passed
+
+
+PRIMES = [
+    ("Find the differential equation that $y = x^2$ satisfies.", "y' = 2x", "y = 2x", "wrong_answer"),
+    ("Find $g$ with $g' = e^x$ and $g(0) = 1$.", "e^x", "(e^x)'", "form:expression"),
+    ("What is $y''$ for $y = e^{2x}$?", "4e^{2x}", "(4e^{2x})''", "form:expression"),
+    ("Find the differential equation that $y = x^2$ satisfies.", "y' = 2x", "y'' = 2x", "form:expression"),
+]
+"""(prompt, gold, box, error class): hole 4, each passed before."""
+
+
+@pytest.mark.parametrize(("prompt", "gold", "answer", "error"), PRIMES)
+def test_a_prime_is_not_dropped(verify, prompt: str, gold: str, answer: str, error: str) -> None:
+    t = task(prompt, gold)
+    assert outcome(verify, t, answer) == ("fail", error)
+    assert verify(t, f"\\boxed{{{gold}}}").passed
+
+
+def test_a_prime_spelled_otherwise_is_the_same_prime(verify) -> None:
+    t = task("Find the differential equation that $y = x^2$ satisfies.", "y' = 2x")
+    for right in ("y' = 2x", "2x = y'", "y^{\\prime} = 2x", "y^\\prime = 2x"):
+        assert verify(t, f"\\boxed{{{right}}}").passed, right

@@ -22,7 +22,9 @@ The rule, in the order applied (``compare``); each side is the box content or th
    answer is checked in the worker (``closed_functions``), and so is whether each factor of a
    ``factored`` answer is irreducible (``_poly.compare_factored``); a derivative, integral,
    sum, product or limit that latex2sympy reads in the answer and not in the gold fails there
-   too (``calculus_work``: ``\\frac d{dx} x^3`` for ``3x^2``). Where the prompt asks to
+   too (``calculus_work``: ``\\frac d{dx} x^3`` for ``3x^2``), and so does a prime the gold side
+   has not (``y^{\\prime}`` is ``y'``; latex2sympy drops primes: ``(e^x)'`` is ``e^x``); fewer
+   primes than the gold side is a wrong answer (``y = 2x`` for ``y' = 2x``). Where the prompt asks to
    simplify, an ``expression`` value must also be no longer than the gold's (``_simplify.py``):
    ``form:expression``.
 6. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
@@ -116,7 +118,7 @@ _NOISE_RE = re.compile(r"\\\\|\\?\$|\\(?:left|right)(?:\.|(?![A-Za-z]))|\\displa
 dollar sign, ``\\$18.90``) goes whole: dropping only its ``$`` left ``\\ 18.90``, which latex2sympy
 cannot parse, so a gold written so made every other answer an infra error. ``\\left.`` and
 ``\\right.`` (the empty delimiters) go whole too: the reader read their ``.`` as a number."""
-_SYMBOLS = {**_UNICODE, "°": "^{\\circ}"}
+_SYMBOLS = {**_UNICODE, "°": "^{\\circ}", "′": "'", "″": "''"}
 """Unicode symbols as the LaTeX they stand for (the reader's table, ``_read._UNICODE``), so that the
 form reader and latex2sympy read the same text: a gold ``30°`` or ``(-∞, 3)``, which the reader read
 and latex2sympy could not, made every other answer an infra error."""
@@ -127,6 +129,10 @@ _BARE_ROOT_RE = re.compile(r"\\sqrt(?![A-Za-z])\s*([0-9A-Za-z])")
 """``\\sqrt2``, ``2\\sqrt 3``, ``√2``: a root of one character, as TeX and the form reader read it;
 latex2sympy reads only ``\\sqrt{2}``, so a gold ``2\\sqrt3`` made every other answer an infra error
 (and the answer ``2\\sqrt3`` was refused as unparseable)."""
+_PRIME_RE = re.compile(r"\^\s*\{(?:\s*\\prime(?![A-Za-z]))+\s*\}|\^\s*\\prime(?![A-Za-z])")
+"""``y^{\\prime}``, ``y^\\prime``: the prime ``y'`` (latex2sympy read the symbol ``prime``). latex2sympy
+drops a prime (``(e^x)'`` is ``e^x``), so ``compare`` counts them on each side: ``y = 2x`` passed
+for the gold ``y' = 2x``, and the question's ``(e^x)'`` for its derivative."""
 _TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|textit|textnormal|textsf|texttt|mbox)(?![A-Za-z])")
 _PERCENT_RE = re.compile(r"\s*\\?%$")
 _RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq?|lt|gt|approx|equiv|sim|in)(?![A-Za-z])|<|>|=|≤|≥|≠")
@@ -149,6 +155,7 @@ def normalise(text: str) -> str:
     text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
     text = re.sub(r"\\cdotp(?![A-Za-z])", r"\\cdot ", text)  # latex2sympy read \cdotp as the letter p
     text = _BARE_ROOT_RE.sub(r"\\sqrt{\1}", text)
+    text = _PRIME_RE.sub(lambda m: "'" * m.group().count("prime"), text)
     return re.sub(r"\s+", " ", text).strip().rstrip(".").strip()
 
 
@@ -377,6 +384,11 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
         unsimplified = simplify is not None and want == "expression" and simplify_problem(answer, gold, simplify)
         if unsimplified:
             return Equivalence(False, "form:expression", detail=unsimplified)
+    primes = answer.count("'") - gold.count("'")
+    if primes > 0:
+        return Equivalence(False, f"form:{want or 'expression'}", detail="work still to do: a derivative (a prime)")
+    if primes < 0:
+        return Equivalence(False, "ok", "string", detail="fewer primes than the gold")
     if want in POLYNOMIAL_FORMS:
         return _compare_polynomials(gold, answer, want, checker)
     g, a = exact_value(gold), exact_value(answer)
