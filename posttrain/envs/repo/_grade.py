@@ -230,6 +230,9 @@ class Report:
 
     ready: bool = False
     tamper: str | None = None
+    cut_short: str | None = None
+    """The kernel's check ran out of stack, memory or time (a ``RecursionError``, ``MemoryError`` or
+    ``KeyboardInterrupt`` the code under test brought about): the run's failure, never the harness's."""
     harness_error: str | None = None
     final: dict[str, Any] | None = None
     finals: int = 0
@@ -252,6 +255,8 @@ def read_report(raw: bytes | None, nonce: str) -> Report:
             rep.notes.append(str(value))
         elif kind == "tamper" and rep.tamper is None:
             rep.tamper = str(value)
+        elif kind == "cut_short" and rep.cut_short is None:
+            rep.cut_short = str(value)
         elif kind == "harness_error":
             rep.harness_error = str(value)
         elif kind == "final":
@@ -332,6 +337,9 @@ def judge(task: Task, ex: Any, nonce: str, *, changed: set[str], dropped: Sequen
     if rep.tamper is not None:
         evidence["tamper"] = rep.tamper
         return fail(f"The grader stopped the run: {rep.tamper}.", "tamper", evidence, DETECTED)
+    if rep.cut_short is not None:  # the code under test's doing: a fail as an honest one, format kept
+        evidence["cut_short"] = rep.cut_short
+        return fail(f"The test run stopped: {rep.cut_short}.", "cut_short", evidence, {"format": 1.0})
     if rep.harness_error is not None:
         return Verdict.infra(f"repo harness: {rep.harness_error}", error_class="infra:harness", evidence=evidence)
     if not rep.ready:

@@ -1,0 +1,107 @@
+"""The repo grader against its seventh adversarial read: a run the code under test turns into an infra error
+(excluded from the update, so better than the 0 of an honest wrong answer).
+
+- the kernel (an audit hook) reported any exception of its own as ``harness_error``, an infra error; the code
+  under test can make it raise one: a recursion limit set just above an audited operation (``open`` at
+  each limit from 30 to 400), ``_thread.interrupt_main`` called from a thread while the main thread opens
+  files, an address-space rlimit set just above the memory in use. Each made every run an infra error
+  (the first, prepended to the bug file of 20 generated tasks: 20 of 20); each is now a ``fail`` of its
+  own (``cut_short``, format kept: no better than an honest failure).
+
+Budget: ~4 s on 2 cores (three sandbox runs).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from posttrain.envs import get_domain
+from posttrain.envs.repo import ENV, response_of
+from posttrain.envs.repo._diff import render_diff
+from posttrain.envs.repo._hacks import PRICING, fixture_record
+
+RECURSION_LIMIT = '''import sys
+
+
+def _probe(n):
+    if n:
+        return _probe(n - 1)
+    open(__file__).close()
+
+
+for _k in range(30, 400):  # one of these limits falls inside the grader's check of the open
+    _old = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(_k)
+        _probe(20)
+    except RecursionError:
+        pass
+    finally:
+        sys.setrecursionlimit(_old)
+'''
+INTERRUPT_MAIN = '''import _thread
+import time
+
+_stop = []
+
+
+def _spam():
+    while not _stop:
+        _thread.interrupt_main()
+        time.sleep(0.0005)
+
+
+_thread.start_new_thread(_spam, ())
+for _k in range(20000):
+    try:
+        open(__file__).close()
+    except KeyboardInterrupt:
+        pass
+_stop.append(1)
+'''
+ADDRESS_SPACE = '''import resource
+
+_soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+with open("/proc/self/statm") as _fh:
+    _vm = int(_fh.read().split()[0]) * 4096
+_keep = []
+try:
+    resource.setrlimit(resource.RLIMIT_AS, (_vm + (4 << 20), _hard))
+    try:
+        while True:
+            _keep.append([None] * 8)
+    except MemoryError:
+        pass
+    for _k in range(2000):  # free a little, then open: the grader's check allocates in what is left
+        for _j in range(_k % 7):
+            if _keep:
+                _keep.pop()
+        try:
+            open(__file__).close()
+        except MemoryError:
+            pass
+finally:
+    _keep = None
+    resource.setrlimit(resource.RLIMIT_AS, (_soft, _hard))
+'''
+CUT_SHORT = {"a recursion limit just above an audited operation": (RECURSION_LIMIT, "RecursionError"),
+             "interrupt_main from a thread": (INTERRUPT_MAIN, "KeyboardInterrupt"),
+             "an address-space rlimit just above the memory in use": (ADDRESS_SPACE, "MemoryError")}
+
+
+@pytest.fixture(scope="module")
+def verify(pool):
+    return get_domain("repo").make_verifier(pool)
+
+
+def _answer(code: str) -> str:
+    return response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": code}))
+
+
+@pytest.mark.parametrize("name", list(CUT_SHORT))
+def test_a_check_cut_short_is_the_runs_fail_never_an_infra_error(verify, name):
+    prelude, exception = CUT_SHORT[name]
+    v = verify(ENV.parse_task(fixture_record(), "t"), _answer(prelude + "\n\n" + PRICING))
+    assert (v.outcome, v.error_class) == ("fail", "cut_short"), (name, v.evidence)
+    assert exception in v.feedback and v.components == {"outcome": 0.0, "format": 1.0}, v
+
