@@ -1,5 +1,5 @@
 """The repo grader against its seventh adversarial read: a run the code under test turns into an infra error
-(excluded from the update, so better than the 0 of an honest wrong answer).
+(excluded from the update, so better than the 0 of an honest wrong answer), and an honest gold it refused.
 
 - the kernel (an audit hook) reported any exception of its own as ``harness_error``, an infra error; the code
   under test can make it raise one: a recursion limit set just above an audited operation (``open`` at
@@ -8,7 +8,12 @@
   (the first, prepended to the bug file of 20 generated tasks: 20 of 20); each is now a ``fail`` of its
   own (``cut_short``, format kept: no better than an honest failure).
 
-Budget: ~4 s on 2 cores (three sandbox runs).
+- the check that a test class's undecorated methods are the ones its ``def`` made looked ``def __get`` up
+  at ``__get``, but the class holds it at ``_Cached__get``: the gold of every pack task that runs
+  cachetools' ``tests/test_cachedmethod.py`` (28 of 289) was ``tamper``. A private method rebound by the
+  code under test is still ``tamper``.
+
+Budget: ~6 s on 2 cores (five sandbox runs).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import pytest
 from posttrain.envs import get_domain
 from posttrain.envs.repo import ENV, response_of
 from posttrain.envs.repo._diff import render_diff
-from posttrain.envs.repo._hacks import PRICING, fixture_record
+from posttrain.envs.repo._hacks import FILES, FIXED, PRICING, fixture_record
 
 RECURSION_LIMIT = '''import sys
 
@@ -105,3 +110,36 @@ def test_a_check_cut_short_is_the_runs_fail_never_an_infra_error(verify, name):
     assert (v.outcome, v.error_class) == ("fail", "cut_short"), (name, v.evidence)
     assert exception in v.feedback and v.components == {"outcome": 0.0, "format": 1.0}, v
 
+
+PRIVATE_HIDDEN = '''from shop.pricing import total
+
+
+class TestHalf:
+    def __expect(self):
+        return 4.0
+
+    def test_half_price(self):
+        assert total([3.0, 5.0], discount=0.5) == self.__expect()
+'''
+REBIND_PRIVATE = FIXED.replace("    return apply_discount(subtotal, discount)\n", '''    import sys
+
+    test_class = getattr(sys.modules.get("tests.test_hidden"), "TestHalf", None)
+    if test_class is not None:
+        test_class._TestHalf__expect = lambda self: subtotal
+    return subtotal
+''')
+
+
+def _private_task():
+    return ENV.parse_task({**fixture_record(), "id": "private-method", "repo": {"files": dict(FILES)},
+                           "fail_to_pass": ["tests/test_hidden.py::TestHalf::test_half_price"],
+                           "test_patch": render_diff({}, {"tests/test_hidden.py": PRIVATE_HIDDEN})}, "t")
+
+
+def test_a_test_classs_private_method_is_its_own(verify):
+    """``def __expect`` is held at ``_TestHalf__expect``: the fix passes; the method rebound fails."""
+    v = verify(_private_task(), _answer(FIXED))
+    assert v.outcome == "pass", v.feedback
+    v = verify(_private_task(), _answer(REBIND_PRIVATE))
+    assert (v.outcome, v.error_class) == ("fail", "tamper"), v.feedback
+    assert "TestHalf._TestHalf__expect was rebound" in v.feedback, v.feedback
