@@ -7,7 +7,8 @@ with the gold that passes, default 0.95), ``tolerance_mm`` (default 0.5: how far
 the bounding box may be off, and half the thickness of the smallest difference in shape that
 fails) and ``holes`` (default none: the round holes and slots the prompt states, each held to its
 diameter within max(0.1 mm, 2 %) on its axis, ``_holes.py``; the generator lists every one it
-makes). The reference, unless the record gives one, is the gold in a fenced block.
+makes) and ``rounds`` (default none: the round outer features, hubs and bosses, each held round to
+its diameter from outside, ``_holes._round_problem``). The reference, unless the record gives one, is the gold in a fenced block.
 
 >>> task = ENV.parse_task({"id": "c1", "prompt": "A 10 mm cube on the origin.", "gold": "cube(10);"}, "doc")
 >>> task.fields["iou"], task.fields["tolerance_mm"], task.fields["holes"], task.reference
@@ -16,20 +17,20 @@ makes). The reference, unless the record gives one, is the gold in a fenced bloc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from posttrain.envs._base import RecordReader, Verifier, parse_common
 from posttrain.envs._workspace_hooks import WorkspaceEpisodes
-from posttrain.envs.cad._holes import parse_holes
+from posttrain.envs.cad._holes import parse_holes, parse_rounds
 from posttrain.envs.cad._script import script_problem
 from posttrain.envs.cad._verify import NAME, make_cad_verifier
 from posttrain.strict_json import finite_number
 from posttrain.types import Task, TaskLimits
 
-DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm", "holes"})
+DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm", "holes", "rounds"})
 DEFAULT_IOU = 0.95
 DEFAULT_TOLERANCE_MM = 0.5
 DEFAULT_LIMITS = TaskLimits(timeout_s=20.0, memory_mb=1024)
@@ -74,7 +75,8 @@ class CadDomain(WorkspaceEpisodes):
             "iou": _number(reader, "iou", DEFAULT_IOU, 0.0, 1.0, "a number in (0, 1]"),
             "tolerance_mm": _number(reader, "tolerance_mm", DEFAULT_TOLERANCE_MM, 0.0, 100.0,
                                     "a number of millimetres in (0, 100]"),
-            "holes": _holes(reader),
+            "holes": _features(reader, "holes", parse_holes),
+            "rounds": _features(reader, "rounds", parse_rounds),
         }
         canary = "canary" in reader.tags()  # its gold contradicts its prompt: no reference
         return parse_common(reader, fields, reference=None if canary else fenced(gold), default_limits=DEFAULT_LIMITS)
@@ -145,8 +147,8 @@ class CadDomain(WorkspaceEpisodes):
 ENV = CadDomain()
 
 
-def _holes(reader: RecordReader) -> list[dict[str, Any]]:
+def _features(reader: RecordReader, key: str, parse: Callable[[Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     try:
-        return parse_holes(reader.record.get("holes", []))
+        return parse(reader.record.get(key, []))
     except ValueError as e:
-        raise reader.fail("holes", str(e), reader.record["holes"]) from None
+        raise reader.fail(key, str(e), reader.record[key]) from None

@@ -46,6 +46,13 @@ other end's centre, ``at`` and ``to`` at the same coordinate along the axis; and
 without ``span`` (task files written before it) is refused in one line naming it. Not here: holes
 that are not round (the shape check holds pockets and steps to ~1 mm).
 
+Round outer features (a hub, a boss: the task's ``rounds``, written as holes without ``to``) are held
+the same way from outside (``_round_problem``): over their span less ``MARGIN_MM``, no material
+between ``hole_tolerance(d)`` and ``REACH_MM`` outside the radius, and material all round just inside
+``r cos(pi / n) - hole_tolerance(d)``, ``n`` the segments OpenSCAD's default gives that radius, at most
+``ROUND_SEGMENTS``. The shape check alone passed a 14 mm hub drawn with ``$fn = 8`` (15 of 16 hubs and
+bosses) or 6 (3 of 16): its chords are under 1 mm deep.
+
 >>> parse_holes([{"axis": "z", "at": [0, 0, 2], "d": 3, "span": [0, 4]}])
 [{'axis': 'z', 'at': [0.0, 0.0, 2.0], 'd': 3.0, 'span': [0.0, 4.0]}]
 >>> hole_tolerance(3.0), hole_tolerance(20.0)
@@ -87,6 +94,11 @@ BORE_SKIN_MM = 1e-6
 right hole leaves the rod in air, 0 exactly). It was 0.01 mm: a skin of 9 um, or of 1 um, across the
 hole passed (the stop hook's read); a skin thinner than this is below the STL's float32 resolution at
 a part's size."""
+ROUND_SEGMENTS = 12
+"""The coarsest faceting of a round outer feature that passes (OpenSCAD's default gives 12 or more
+to every radius over 3.8 mm); with the tolerance, 10 segments pass and 9 do not."""
+_RING_MM = 0.05
+"""The width of the ring just inside a round feature's wall that must be all material."""
 _MEMO_SIZE = 64
 _memo: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
 """digest of (mesh, holes) -> lines: the gold's check, which every verify of its task repeats."""
@@ -149,6 +161,29 @@ def parse_holes(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or len(value) > MAX_HOLES:
         raise ValueError(f"a list of at most {MAX_HOLES} holes")
     return [_parse_hole(i, hole) for i, hole in enumerate(value)]
+
+
+def parse_rounds(value: Any) -> list[dict[str, Any]]:
+    """The round outer features of a task record (``{"axis", "at", "d", "span"}``, as a hole without
+    ``to`` or ``ignore``), normalised; ``ValueError`` says what was expected where they are not.
+
+    >>> parse_rounds([{"axis": "z", "at": [0, 0, 8], "d": 14, "span": [5, 11]}])[0]["d"]
+    14.0
+    """
+    if not isinstance(value, list) or len(value) > MAX_HOLES or any(
+            isinstance(r, dict) and {"to", "ignore"} & set(r) for r in value):
+        raise ValueError(f"a list of at most {MAX_HOLES} round features, each with axis, at, d and span")
+    return [_parse_hole(i, r) for i, r in enumerate(value)]
+
+
+def round_segments(r: float) -> int:
+    """The coarsest faceting a round feature of radius ``r`` may have: OpenSCAD's default ($fa = 12,
+    $fs = 2: ``ceil(max(min(360 / 12, 2 pi r / 2), 5))``), at most ``ROUND_SEGMENTS``.
+
+    >>> round_segments(7.0), round_segments(1.5)
+    (12, 5)
+    """
+    return min(ROUND_SEGMENTS, math.ceil(max(min(30.0, math.pi * r), 5.0)))
 
 
 def _turned(manifold: Any, axis: str) -> Any:
@@ -314,6 +349,49 @@ def _bore_problem(turned: Any, hole: dict[str, Any]) -> str | None:
             "closes it)")
 
 
+def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[str, Any]]) -> str | None:
+    """Why the round outer ``feature`` is not round to its size along its span (less ``MARGIN_MM``), or
+    None: material past ``hole_tolerance(d)`` outside its radius, or a gap in the ring just inside
+    ``r cos(pi / round_segments(r)) - hole_tolerance(d)`` (the ring less the stated holes' cylinders
+    and ignore boxes on that axis, which the gold cuts there)."""
+    import manifold3d as m3
+
+    u, v, w = FRAMES[feature["axis"]]
+    lo, hi = stations(feature)[[0, -1]]
+    r, tol, h = feature["d"] / 2, hole_tolerance(feature["d"]), float(hi - lo)
+    c = np.array(feature["at"])[[u, v]]
+    fine = 256
+
+    def disc(radius: float) -> Any:
+        return m3.Manifold.cylinder(h, radius, circular_segments=fine).translate((float(c[0]), float(c[1]), float(lo)))
+
+    outer = disc(r + REACH_MM) - disc((r + tol) / math.cos(math.pi / fine))
+    extra = (turned ^ outer).volume() / (2 * math.pi * r * h)
+    r_in = r * math.cos(math.pi / round_segments(r)) - tol
+    ring = disc(r_in) - disc(max(r_in - _RING_MM, 1e-3))
+    for hole in holes:
+        if hole["axis"] != feature["axis"]:
+            continue
+        a, b = np.array(hole["at"])[[u, v]], np.array(hole.get("to", hole["at"]))[[u, v]]
+        cut = [m3.Manifold.cylinder(h + 2, hole["d"] / 2 + hole_tolerance(hole["d"]), circular_segments=32)
+               .translate((float(x), float(y), float(lo) - 1)) for x, y in (a, b)]
+        ring -= m3.Manifold.batch_hull(cut)
+        if "ignore" in hole:
+            box_lo = np.minimum(*hole["ignore"])[[u, v, w]] - tol
+            box_hi = np.maximum(*hole["ignore"])[[u, v, w]] + tol
+            ring -= m3.Manifold.cube(tuple(float(x) for x in box_hi - box_lo)).translate(tuple(float(x) for x in box_lo))
+    gap = (ring - turned).volume() / (2 * math.pi * r_in * h)
+    if extra <= BORE_SKIN_MM and gap <= BORE_SKIN_MM:
+        return None
+    axis = "xyz"[w].upper()
+    where = (f"the round feature of diameter {feature['d']:g} mm along {axis} at {'xyz'[u].upper()} = {c[0]:g}, "
+             f"{'xyz'[v].upper()} = {c[1]:g}, between {axis} = {lo:g} and {hi:g}")
+    if extra > BORE_SKIN_MM:
+        return f"{where}: material reaches past its diameter (specified: {feature['d']:g} mm +/- {2 * tol:g} mm)"
+    return (f"{where}: its wall comes inside {2 * r_in:.2f} mm across, or is missing (specified: round, "
+            f"{feature['d']:g} mm +/- {2 * tol:g} mm, faceted with {round_segments(r)} segments or more)")
+
+
 def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[str, Any]]) -> bytes:
     h = hashlib.blake2b(digest_size=20)
     for array in (vertices, triangles):
@@ -323,14 +401,15 @@ def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[st
     return h.digest()
 
 
-def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per stated hole that the part does not have (module docstring). Memoised by a digest of
-    the mesh and the holes: the worker checks the gold's holes before every candidate's."""
-    if not holes:
+def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """One line per stated hole, then per round outer feature, that the part does not have (module
+    docstring). Memoised by a digest of the mesh, the holes and the rounds: the worker checks the
+    gold's before every candidate's."""
+    if not holes and not rounds:
         return []
     mesh = manifold.to_mesh()
     vertices = np.asarray(mesh.vert_properties, dtype=float)[:, :3]
-    key = _digest(vertices, np.asarray(mesh.tri_verts), holes)
+    key = _digest(vertices, np.asarray(mesh.tri_verts), [*holes, {"rounds": list(rounds)}])
     if key in _memo:
         _memo.move_to_end(key)
         return list(_memo[key])
@@ -349,6 +428,13 @@ def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]]) -> list[str]:
             if problem:
                 break
         problem = problem or _wall_problem(vertices, hole) or _bore_problem(turned[axis], hole)
+        if problem:
+            lines.append(problem)
+    for feature in rounds:
+        axis = feature["axis"]
+        if axis not in turned:
+            turned[axis] = _turned(manifold, axis)
+        problem = _round_problem(turned[axis], feature, holes)
         if problem:
             lines.append(problem)
     _memo[key] = tuple(lines)

@@ -29,7 +29,9 @@ Then the specification, every failing line reported at once (the first names the
   coarser ``$fn`` (slivers well under a millimetre thick) pass;
 - ``holes``: each hole the task states (its ``holes`` field) has its diameter within max(0.1 mm, 2 %)
   and sits on its axis, at any faceting (``_holes.py``): the shape check alone passed a 3 mm hole
-  drawn 1.8 or 4.2 mm. The gold must have them too (else the task is broken: ``gold_error``).
+  drawn 1.8 or 4.2 mm; and each round outer feature it states (``rounds``: a hub, a boss) is round
+  to its diameter from outside (``_holes._round_problem``): the shape check alone passed a hub drawn
+  with ``$fn = 8``. The gold must have them too (else the task is broken: ``gold_error``).
 
 The verdict's ``components``: ``outcome`` (1 only for a pass) and ``format`` (1 once the gate
 passed: the script built one valid solid of the right number of bodies). No ``process`` credit:
@@ -276,7 +278,7 @@ def shape_lines(o: Overlap, tol: float) -> list[str]:
 
 
 def compare(part: Solid, gold: Solid, o: Overlap, *, iou_min: float, tol: float,
-            holes: Sequence[Mapping[str, Any]] = ()) -> list[tuple[str, str]]:
+            holes: Sequence[Mapping[str, Any]] = (), rounds: Sequence[Mapping[str, Any]] = ()) -> list[tuple[str, str]]:
     """The specification's failing lines as ``(error_class, line)``."""
     iou = o.iou(part, gold)
     problems = [("dimensions", line) for line in dimension_lines(part, gold, tol)]
@@ -288,7 +290,7 @@ def compare(part: Solid, gold: Solid, o: Overlap, *, iou_min: float, tol: float,
         problems.append(("iou", f"overlap with the specified solid: IoU {iou:.3f}, needs at least {iou_min:g} "
                          f"(volume {part.volume:.1f} mm^3, specified {gold.volume:.1f} mm^3, {change:+.1f}%)"))
     problems += [("shape", line) for line in shape_lines(o, tol)]
-    problems += [("holes", line) for line in hole_lines(part.manifold, holes)]
+    problems += [("holes", line) for line in hole_lines(part.manifold, holes, rounds)]
     return problems
 
 
@@ -298,7 +300,7 @@ def _solid_evidence(s: Solid) -> dict[str, Any]:
 
 
 def check(part_stl: bytes, gold: Solid, *, iou_min: float, tol: float,
-          holes: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+          holes: Sequence[Mapping[str, Any]] = (), rounds: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The verdict (``Verdict.to_json()`` form) of ``part_stl`` against ``gold``."""
     comps = {"outcome": 0.0, "format": 0.0, "process": 0.0}  # process stays 0: the IoU is evidence, not credit
     evidence: dict[str, Any] = {"gold": _solid_evidence(gold), "iou_min": iou_min, "tolerance_mm": tol}
@@ -315,7 +317,7 @@ def check(part_stl: bytes, gold: Solid, *, iou_min: float, tol: float,
         return _verdict("fail", f"The part fails the gate: it has {part.bodies} separate bodies; the "
                         f"specification has {gold.bodies}.", "bodies", evidence, comps)
     iou = overlap.iou(part, gold)
-    problems = compare(part, gold, overlap, iou_min=iou_min, tol=tol, holes=holes)
+    problems = compare(part, gold, overlap, iou_min=iou_min, tol=tol, holes=holes, rounds=rounds)
     evidence["iou"] = round(iou, 6)
     comps["format"] = 1.0
     if problems:
@@ -351,18 +353,20 @@ def _gold(key: str, data: bytes) -> Solid:
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """Worker entry (``posttrain.verify._deadline``): ``{"part", "gold"}`` base64 binary STLs, a
-    ``gold_key`` (a digest of the gold script), ``iou``, ``tolerance_mm`` and ``holes`` (the task's,
-    ``_holes.parse_holes``). Returns the verdict, or ``{"gold_error": why}`` when the gold itself fails
+    ``gold_key`` (a digest of the gold script), ``iou``, ``tolerance_mm``, ``holes`` and optionally
+    ``rounds`` (the task's, ``_holes.parse_holes``, ``parse_rounds``; none when left out, as ``holes`` is
+    never). Returns the verdict, or ``{"gold_error": why}`` when the gold itself fails
     the gate or lacks a stated hole (the task's fault, not the part's)."""
     try:
         gold = _gold(str(request["gold_key"]), base64.b64decode(request["gold"]))
     except MeshProblem as e:
         return {"gold_error": f"{e.error_class}: {e.message}"}
-    holes = list(request["holes"])
-    if missing := hole_lines(gold.manifold, holes):
+    holes, rounds = list(request["holes"]), list(request.get("rounds", ()))
+    if missing := hole_lines(gold.manifold, holes, rounds):
         return {"gold_error": f"holes: the gold does not have what the task states: {missing[0]}"}
     part = base64.b64decode(request["part"])
-    verdict = check(part, gold, iou_min=float(request["iou"]), tol=float(request["tolerance_mm"]), holes=holes)
+    verdict = check(part, gold, iou_min=float(request["iou"]), tol=float(request["tolerance_mm"]), holes=holes,
+                    rounds=rounds)
     verdict["evidence"]["part_sha256"] = hashlib.sha256(part).hexdigest()  # the client checks it is its part's
     return verdict
 

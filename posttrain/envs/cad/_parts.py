@@ -24,7 +24,7 @@ Every round hole and slot a feature cuts is also listed as a ``hole`` (``_holes.
 point of it, its diameter and its span, the stretch of the axis where the hole is its plain self
 (through the material, below its counterbore, clear of the other features: from face to face, or to
 the counterbore's floor), so that the verifier holds it to its stated size along its length
-(``Part.holes``).
+(``Part.holes``); every boss and hub likewise as a round outer feature (``Part.rounds``).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class Feature:
     """The round holes and slots it cuts (``_hole``): what the verifier measures."""
     spans_without: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Another feature its holes run through (a boss, a hub) -> their span when the gold lacks it."""
+    rounds: list[dict[str, object]] = field(default_factory=list)
+    """The round outer features it adds (a boss, a hub), as ``_hole`` writes them: held round from outside."""
 
 
 @dataclass
@@ -94,6 +96,10 @@ class Part:
         kept = [f for f in self.features if f.name != without]
         return [{**h, "span": [round(x, 6) for x in f.spans_without[without]]} if without in f.spans_without else h
                 for f in kept for h in f.holes]
+
+    def rounds(self, without: str | None = None) -> list[dict[str, object]]:
+        """The stated round outer features of the gold ``script(without)`` builds (the task's ``rounds``)."""
+        return [r for f in self.features if f.name != without for r in f.rounds]
 
 
 def _hole(axis: str, at: tuple[float, float, float], d: float, span: tuple[float, float], *,
@@ -240,7 +246,8 @@ def _slab_centre(rng: random.Random, s: _Slab, kind: str, bored: bool) -> bool:
             return False
         s.features.append(Feature("centre", f"A cylindrical boss of diameter {_n(db)} mm stands on the top face at "
                                   f"the centre, rising {_n(hb)} mm to Z = {_n(s.t + hb)}.",
-                                  adds=[_cyl(0, 0, s.t - 0.01, db, hb + 0.01)]))
+                                  adds=[_cyl(0, 0, s.t - 0.01, db, hb + 0.01)],
+                                  rounds=[_hole("z", (0, 0, s.t + hb / 2), db, (s.t, s.t + hb))]))
         if bored:
             d = _pick(rng, 3, db - 6)
             s.features.append(Feature("bore", f"A through-hole of diameter {_n(d)} mm runs down the boss's axis "
@@ -419,7 +426,8 @@ def disc(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         inner = hub_d / 2
         feats.append(Feature("hub", f"A hub of diameter {_n(hub_d)} mm, concentric with the disc, rises {_n(hub_h)} "
                              f"mm above the top face (to Z = {_n(t + hub_h)}).",
-                             adds=[_cyl(0, 0, t - 0.01, hub_d, hub_h + 0.01)]))
+                             adds=[_cyl(0, 0, t - 0.01, hub_d, hub_h + 0.01)],
+                             rounds=[_hole("z", (0, 0, t + hub_h / 2), hub_d, (t, t + hub_h))]))
     top = t + hub_h
     kw, reach = (_pick(rng, 2, bore / 2), bore / 2 + _pick(rng, 2, 3, 0.5)) if "keyway" in names else (0.0, 0.0)
     if bore:

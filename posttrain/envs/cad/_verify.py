@@ -123,7 +123,8 @@ def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdi
                              evidence=evidence)
     outcome = checks.run({"part": base64.b64encode(part.stl).decode(), "gold": base64.b64encode(gold.stl).decode(),
                           "gold_key": gold_key(task.fields["gold"]), "iou": task.fields["iou"],
-                          "tolerance_mm": task.fields["tolerance_mm"], "holes": task.fields["holes"]})
+                          "tolerance_mm": task.fields["tolerance_mm"], "holes": task.fields["holes"],
+                          "rounds": task.fields["rounds"]})
     verdict = _check_verdict(outcome, hashlib.sha256(part.stl).hexdigest())
     timing = {"check_s": round(outcome.wall_s, 4), "check_cpu_s": round(outcome.cpu_s, 4),
               "verify_s": round(time.monotonic() - t0, 4)}
