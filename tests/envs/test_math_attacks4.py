@@ -148,3 +148,30 @@ def test_a_prime_spelled_otherwise_is_the_same_prime(verify) -> None:
     t = task("Find the differential equation that $y = x^2$ satisfies.", "y' = 2x")
     for right in ("y' = 2x", "2x = y'", "y^{\\prime} = 2x", "y^\\prime = 2x"):
         assert verify(t, f"\\boxed{{{right}}}").passed, right
+
+
+NUMBER_ECHOES = [
+    ("Simplify $\\frac{\\ln 4}{2}$.", "\\ln 2", "\\frac{\\ln 4}{2}"),
+    ("Simplify $-\\ln\\frac{1}{2}$.", "\\ln 2", "-\\ln\\frac{1}{2}"),
+    ("Simplify $\\sqrt{3+2\\sqrt{2}}$.", "1+\\sqrt{2}", "\\sqrt{3+2\\sqrt{2}}"),
+    ("Simplify $\\sqrt[3]{16\\sqrt{2}}$.", "2\\sqrt{2}", "\\sqrt[3]{16\\sqrt{2}}"),
+    ("Simplify $\\frac{\\pi^2}{\\pi}$.", "\\pi", "\\frac{\\pi^2}{\\pi}"),
+    ("Simplify $\\sqrt{2}\\sin^2 1+\\sqrt{2}\\cos^2 1$.", "\\sqrt{2}", "\\sqrt{2}\\sin^2 1+\\sqrt{2}\\cos^2 1"),
+]
+"""(prompt, gold, box): 5. under "Simplify", a number was checked by its form alone, which does not
+see a logarithm, a nested radical or a constant over itself: the question passed; each did before."""
+
+
+@pytest.mark.parametrize(("prompt", "gold", "answer"), NUMBER_ECHOES)
+def test_under_simplify_a_number_is_not_the_question(verify, prompt: str, gold: str, answer: str) -> None:
+    t = task(prompt, gold)
+    assert outcome(verify, t, answer) == ("fail", "form:closed")
+    assert verify(t, f"\\boxed{{{gold}}}").passed
+
+
+def test_under_simplify_a_number_as_short_as_the_gold_stays(verify) -> None:
+    """"Simplify $\\frac34$" (gold ``0.75``) keeps its question, as simple as the gold."""
+    t = task("Simplify $\\frac{3}{4}$.", "0.75")
+    assert [outcome(verify, t, a)[0] for a in ("\\frac{3}{4}", "\\frac34", "0.75")] == ["pass"] * 3
+    t = task("Simplify $\\sqrt{3+2\\sqrt{2}}$.", "1+\\sqrt{2}")
+    assert verify(t, "\\boxed{\\sqrt{2}+1}").passed

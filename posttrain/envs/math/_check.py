@@ -26,7 +26,8 @@ The rule, in the order applied (``compare``); each side is the box content or th
    has not (``y^{\\prime}`` is ``y'``; latex2sympy drops primes: ``(e^x)'`` is ``e^x``); fewer
    primes than the gold side is a wrong answer (``y = 2x`` for ``y' = 2x``). Where the prompt asks to
    simplify, an ``expression`` value must also be no longer than the gold's (``_simplify.py``):
-   ``form:expression``.
+   ``form:expression``; a number must not be the question's own expression, longer than the
+   gold (``_simplify.question_problem``: ``\\frac{\\ln 4}{2}`` for ``\\ln 2``): ``form:<form>``.
 6. Each remaining pair of expressions compares by value, exactly: decimals are the rationals
    they spell (``0.5`` is ``\\frac{1}{2}``; ``0.333333`` is not ``\\frac{1}{3}``; the repeating
    ``0.\\overline{3}`` is) and no float is ever formed. Numbers built from integers, decimals,
@@ -61,7 +62,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from posttrain.envs.math._form import FORMS, SHAPES, form_problem, infer_form, is_name
+from posttrain.envs.math._form import FORMS, NUMERIC, SHAPES, form_problem, infer_form, is_name
 from posttrain.envs.math._poly import (
     POLYNOMIAL_FORMS,
     NotInForm,
@@ -71,7 +72,7 @@ from posttrain.envs.math._poly import (
     reducible_factor,
 )
 from posttrain.envs.math._read import _UNICODE, REPEATING, Unreadable, Work, number_value, sympy_spelling
-from posttrain.envs.math._simplify import simplify_problem
+from posttrain.envs.math._simplify import question_problem, simplify_problem
 from posttrain.verify._deadline import CheckPool, shared_pool
 
 CPU_BUDGET_S = 10.0
@@ -381,9 +382,11 @@ def _compare_values(gold: str, answer: str, tolerance: Tolerance | None, checker
         problem = form_problem(answer, want, gold)
         if problem is not None:
             return Equivalence(False, problem[0], detail=problem[1])
-        unsimplified = simplify is not None and want == "expression" and simplify_problem(answer, gold, simplify)
+        unsimplified = simplify is not None and (
+            simplify_problem(answer, gold, simplify) if want == "expression"
+            else question_problem(answer, gold, simplify) if want in NUMERIC else None)
         if unsimplified:
-            return Equivalence(False, "form:expression", detail=unsimplified)
+            return Equivalence(False, f"form:{want}", detail=unsimplified)
     primes = answer.count("'") - gold.count("'")
     if primes > 0:
         return Equivalence(False, f"form:{want or 'expression'}", detail="work still to do: a derivative (a prime)")

@@ -83,6 +83,26 @@ def simplify_problem(answer: str, gold: str, question: frozenset[str] = frozense
     return "an expression longer than the simplified answer"
 
 
+def question_problem(answer: str, gold: str, question: frozenset[str]) -> str | None:
+    """Why a number ``answer`` is not ``gold`` simplified, or None: it is what the prompt asks to
+    simplify (``question``: ``_prompt.simplify_question``) and longer than the gold. The number
+    forms (``_form.py``) do not see every simplification (a logarithm, a nested radical, a
+    constant over itself), and "Simplify $\\frac{\\ln 4}{2}$" took its question. Not where the gold
+    itself is not in the ``closed`` form: "Simplify $2\\sqrt{3}$" with the gold ``\\sqrt{12}`` keeps
+    its question (``size`` counts a surd's coefficient).
+
+    >>> question_problem(r"\\frac{\\ln 4}{2}", r"\\ln 2", frozenset([read(r"\\frac{\\ln 4}{2}").key()]))
+    "the question's own expression"
+    """
+    try:
+        tree, gold_tree = read(answer), read(gold)
+    except _READ_ERRORS:
+        return None
+    if value_problem(gold_tree, "closed") is not None:
+        return None
+    return "the question's own expression" if tree.key() in question and size(tree) > size(gold_tree) else None
+
+
 def _numbers_problem(node: Node, gold_keys: set[str]) -> str | None:
     """Why a part of ``node`` without a variable is not in the ``closed`` form, or None; a part the
     gold writes too is left as it is."""
