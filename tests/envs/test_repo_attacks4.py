@@ -12,8 +12,13 @@
   at ``__get``, but the class holds it at ``_Cached__get``: the gold of every pack task that runs
   cachetools' ``tests/test_cachedmethod.py`` (28 of 289) was ``tamper``. A private method rebound by the
   code under test is still ``tamper``.
+- a fork keeps the kernel, but its fd 3 is the fork's to replace: a child of the code under test put its own
+  pipe there and broke a rule, the kernel wrote its ``tamper`` line, nonce and all, into the pipe, and the
+  parent wrote a ``final`` of its own to the real fd 3 and exited 0: 20 of 20 generated tasks passed with no
+  fix (the ids are the prompt's and a workspace's ``pytest --collect-only``). The code under test may not
+  fork now (as it may not start a program), and a fork's kernel writes no line.
 
-Budget: ~6 s on 2 cores (five sandbox runs).
+Budget: ~7 s on 2 cores (seven sandbox runs).
 """
 
 from __future__ import annotations
@@ -143,3 +148,53 @@ def test_a_test_classs_private_method_is_its_own(verify):
     v = verify(_private_task(), _answer(REBIND_PRIVATE))
     assert (v.outcome, v.error_class) == ("fail", "tamper"), v.feedback
     assert "TestHalf._TestHalf__expect was rebound" in v.feedback, v.feedback
+
+
+STEAL_THE_NONCE = '''import os
+import sys
+
+IDS = IDS_HERE
+
+
+def _nonce():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 3)
+        sys.settrace(None)  # the kernel ends the child's run: its tamper line, with the nonce, goes to the pipe
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    return os.read(r, 4096).split(b"\\t")[1].decode()
+
+
+_lines = ["exit 0"] + [f"passed {t!r}" for t in IDS] + [f"begun {t!r}" for t in IDS] + [
+    f"report {t!r} {w} passed" for t in IDS for w in ("setup", "call", "teardown")]
+os.write(3, f"posttrain-repo\\t{_nonce()}\\tfinal\\t{chr(10).join(_lines)!r}\\n".encode())
+os._exit(0)
+'''
+FORKING_TEST = '''
+
+def test_fork():
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+'''
+
+
+def test_a_fork_of_the_code_under_test_is_refused(verify):
+    """A fork's fd 3 is the fork's to replace: a child that put its own pipe there and broke a rule read the
+    kernel's tamper line, nonce and all; its parent wrote a final of its own and exited 0 (20 of 20 generated
+    tasks passed with no fix, the fixture's 6 of 6). A verifier test's own fork still passes."""
+    record = fixture_record()
+    ids = [*record["fail_to_pass"], *record["pass_to_pass"]]
+    v = verify(ENV.parse_task(record, "t"), _answer(STEAL_THE_NONCE.replace("IDS_HERE", repr(ids))))
+    assert (v.outcome, v.error_class) == ("fail", "tamper"), v.evidence
+    assert "forked the test process" in v.feedback, v.feedback
+    record["repo"] = {"files": {**FILES, "tests/test_pricing.py": FILES["tests/test_pricing.py"] + FORKING_TEST}}
+    record["pass_to_pass"] = [*record["pass_to_pass"], "tests/test_pricing.py::test_fork"]
+    v = verify(ENV.parse_task(record, "t"), _answer(FIXED))
+    assert v.passed and v.evidence["tests"]["tests/test_pricing.py::test_fork"] == "passed", v.evidence

@@ -93,9 +93,11 @@ with no audit event of its own."""
 BUILTIN = "_imp.create_builtin"
 """The event of the harness's ``_imp.create_builtin``: a fresh ``_posixsubprocess`` or ``_signal`` from
 the real one has the functions the harness took away."""
-SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", SPAWN})
+SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.posix_spawn", "os.system", SPAWN, "os.fork", "os.forkpty"})
 """Another program started while changed code is on the stack runs without the kernel: ``cat`` read the
-withheld test, and it could rewrite an unchanged file before its import (a fork keeps the hook)."""
+withheld test, and it could rewrite an unchanged file before its import. A fork keeps the hook, but its
+fd 3 is the fork's to replace: a child that put its own pipe there and broke a rule read the kernel's
+``tamper`` line, nonce and all, and its parent wrote a ``final`` of its own (6 of 6 with no fix)."""
 CORE = frozenset({"_pytest", "pytest", "pluggy", "unittest", "builtins"})
 """Top-level names of the modules (and their classes) checked after every test; the rest at the end."""
 PROC_OK = frozenset({"status", "stat", "statm", "cmdline", "limits", "io", "comm", "cgroup", "environ"})
@@ -305,6 +307,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     of 20 pack tasks); it is the run's ``fail``."""
 
     def emit(kind: str, body: str) -> None:
+        if getpid() != main_pid:  # a fork's line would carry the nonce to whatever its fd 3 now is
+            return
         data = encode(join("\t", (REPORT_TAG, nonce, kind, body)) + "\n", "utf-8", "backslashreplace")
         while data:
             try:
@@ -1045,6 +1049,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         """A program starts: refused with changed code on the stack (or in a thread); the harness's
         ``fork_exec`` gets the real one handed into its own list, never reachable from an attribute."""
         if candidate_on_stack(caller):
+            if event == "os.fork" or event == "os.forkpty":
+                die(f"the code under test forked the test process ({event})")
             die(f"the code under test started another program ({event}), which would run outside the grader")
         if event == SPAWN:
             box = args[0] if len_(args) else None
