@@ -13,6 +13,9 @@ Holes found (each test failed before its fix):
 - circuit_logic's constant "0": its outputs are 0 in 62% of its entries, and at 4 draws a task the
   entries ran out before its even split, the passed-over 0s filling the rest: "0" passed 19 of 32
   default tasks (52 of 100). It draws 8 (``_hardened.HARDENED``).
+- game_of_life's empty board: from level 1 its boards die out within the steps asked (levels 1-3:
+  20, 24 and 24 of 24 answers the empty board), so all zeros in the question's grid size passed them.
+  Its levels stop at 0 (``_names.GENERATORS``), where the empty board is 1-3 of 24 answers.
 
 Held (regression cases): the rest of the cheap answers pass at most the share the generator's answers
 allow (a quarter; a half of a yes/no generator, a third of a three-answer one).
@@ -20,6 +23,7 @@ allow (a quarter; a half of a yes/no generator, a third of a three-answer one).
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -67,3 +71,19 @@ def test_circuit_logic_s_commonest_output_passes_no_more_than_half(level: int | 
     tasks = domain.generate_tasks(n, seed=seed) if level is None else domain.generate_level(n, level=level, seed=seed)
     assert all(_rg(t, t.fields["answer"]) for t in tasks)
     assert sum(_rg(t, "0") for t in tasks) <= n / 2  # before: 19 of 32 and 52 of 100 (default, seed 1)
+
+
+def _empty_board(task: Any) -> str:
+    """game_of_life's grid of the question's size, every cell dead, as JSON."""
+    grid = json.loads(task.prompt[task.prompt.rindex("\n\n"):].strip().rstrip("."))
+    return json.dumps([[0] * len(grid[0])] * len(grid))
+
+
+def test_game_of_life_s_empty_board_passes_no_more_than_the_share() -> None:
+    domain = rg_domain("game_of_life")
+    assert domain.level_range() == (0, 0)  # from level 1 its boards die out
+    with pytest.raises(ValueError, match=r"^rg/game_of_life: level 1: "):
+        domain.generate_level(2, level=1, seed=1)
+    for tasks in (domain.generate_tasks(24, seed=1), domain.generate_level(24, level=0, seed=2)):
+        assert all(_rg(t, t.fields["answer"]) for t in tasks)
+        assert sum(_rg(t, _empty_board(t)) for t in tasks) <= MAX_SHARE * len(tasks)
