@@ -91,6 +91,15 @@ def test_under_simplify_an_answer_the_reader_cannot_read_is_not_waved_through(
     assert verify(t, f"\\boxed{{{gold}}}").passed
 
 
+def test_under_simplify_texs_over_is_a_fraction(verify) -> None:
+    """``{a \\over b}`` is read as ``\\frac{a}{b}``: the simplified answer so spelt passes (it failed
+    once the reader's unread spellings failed), the question so spelt still fails."""
+    t = task("Simplify $\\frac{2a}{2c}$.", "\\frac{a}{c}")
+    assert verify(t, "\\boxed{{a \\over c}}").passed
+    assert verify(task("Simplify $\\frac{x^3}{x}$.", "x^2"), "\\boxed{{x^2 \\over 1}}").outcome == "fail"
+    assert outcome(verify, task("Simplify $\\frac{x^2}{x}$.", "x"), "{x^2 \\over x}") == ("fail", "form:expression")
+
+
 def test_under_simplify_what_the_reader_reads_as_work_is_measured_as_before(verify) -> None:
     """``|x|`` and ``\\binom{n}{2}`` are values the reader names but does not measure: left to
     the value comparison, as the _simplify docstring says."""

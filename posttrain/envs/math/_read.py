@@ -203,7 +203,7 @@ class _Reader:
 
     def starts_atom(self, tok: str) -> bool:
         return not (tok in (")", "]", "}", "\\}", ",", ";", "+", "-", "\\pm", "\\mp", "\\cup", "&", "\\\\", "|",
-                            "\\rfloor", "\\rceil", "^", "_", "!", "=", "\\end")
+                            "\\rfloor", "\\rceil", "^", "_", "!", "=", "\\end", "\\over")
                     or tok in ("*", "/", "\\times", "\\cdot", "\\div", "\\ast"))
 
     def factor(self) -> Node:
@@ -290,8 +290,11 @@ class _Reader:
         return inner
 
     def brace(self, tok: str) -> Node:
-        """``{...}``: a TeX group (one value); ``\\{...\\}``: a set."""
+        """``{...}``: a TeX group (one value), ``{a \\over b}`` TeX's fraction; ``\\{...\\}``: a set."""
         inner = self.list()
+        if tok == "{" and self.peek() == "\\over" and not (inner.kind == "group" and inner.name == ","):
+            self.take()
+            inner = Node("div", (inner, self.sum()), ops=("frac",))
         self.take("}" if tok == "{" else "\\}")
         items = inner.args if inner.kind == "group" and inner.name == "," else (inner,)
         if tok == "\\{":

@@ -27,8 +27,8 @@ write them otherwise (``\\sqrt{12}x`` is not ``2\\sqrt{3}x`` simplified, nor ``(
 Not measured: a value the reader names but does not read (``|x|``, ``\\binom{n}{k}``: ``Work``):
 there only the question's own expression is refused (``_prompt.is_echo``). A spelling the reader
 does not read at all fails, where it reads the gold: latex2sympy reads some by dropping what it
-does not know (a prime, ``\\quad``) or by TeX rules the reader does not follow (``{a \\over b}``),
-and the question passed in them. Not caught: a spelling no longer than
+does not know (a prime, ``\\quad``), and the question passed in them (TeX's ``{a \\over b}`` is
+read, as ``\\frac{a}{b}``). Not caught: a spelling no longer than
 the gold (``x \\cdot x`` for ``x^2``; the question ``\\frac{1}{x}+\\frac{1}{y}`` for the gold
 ``\\frac{x+y}{xy}``: 7 each); a function of numbers sympy would evaluate (``\\sin\\frac{\\pi}{6} x``).
 Pure Python over the reader's tree: no sympy.
