@@ -198,3 +198,59 @@ def test_a_fork_of_the_code_under_test_is_refused(verify):
     record["pass_to_pass"] = [*record["pass_to_pass"], "tests/test_pricing.py::test_fork"]
     v = verify(ENV.parse_task(record, "t"), _answer(FIXED))
     assert v.passed and v.evidence["tests"]["tests/test_pricing.py::test_fork"] == "passed", v.evidence
+
+
+STEAL_AT_FORK = '''import os
+import sys
+
+IDS = IDS_HERE
+_r, _w = os.pipe()
+os.set_blocking(_r, False)
+
+
+def _in_child():  # runs in the child of a verifier test's own fork: no changed frame was on the stack
+    os.dup2(_w, 3)
+    sys.settrace(None)  # the child's kernel ends it: its tamper line, with the nonce, would go to the pipe
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
+def _steal():
+    try:
+        data = os.read(_r, 4096)
+    except BlockingIOError:
+        return
+    nonce = data.split(b"\\t")[1].decode()
+    lines = ["exit 0"] + [f"passed {t!r}" for t in IDS] + [f"begun {t!r}" for t in IDS] + [
+        f"report {t!r} {w} passed" for t in IDS for w in ("setup", "call", "teardown")]
+    os.write(3, f"posttrain-repo\\t{nonce}\\tfinal\\t{chr(10).join(lines)!r}\\n".encode())
+    os._exit(0)
+'''
+
+
+CALLED_AFTER = '''
+
+def test_total_after():
+    from shop.pricing import total
+
+    assert total([2.0, 3.0]) == 5.0
+'''
+
+
+def test_a_fork_the_code_under_test_did_not_make_writes_no_line(verify):
+    """The second guard: a verifier test forks (allowed), and a callback the code under test registered
+    (``os.register_at_fork``) runs in the child, puts its own pipe on fd 3 and breaks a rule. The child's
+    kernel writes nothing, so no nonce reaches the pipe and the forged ``final`` the parent would write at
+    the next call of the code under test cannot be made: the bug left in fails as it is (without the
+    guard it passed)."""
+    record = fixture_record()
+    record["repo"] = {"files": {**FILES, "tests/test_a_fork.py": FORKING_TEST + CALLED_AFTER}}
+    record["pass_to_pass"] = [*record["pass_to_pass"], "tests/test_a_fork.py::test_fork",
+                              "tests/test_a_fork.py::test_total_after"]
+    ids = [*record["fail_to_pass"], *record["pass_to_pass"]]
+    cheat = STEAL_AT_FORK.replace("IDS_HERE", repr(ids)) + "\n\n" + PRICING + (
+        "\n\n_total = total\n\n\ndef total(*args, **kwargs):\n    _steal()\n    return _total(*args, **kwargs)\n")
+    v = verify(ENV.parse_task(record, "t"), _answer(cheat))
+    assert v.outcome == "fail", v.evidence
+    assert v.evidence["tests"]["tests/test_a_fork.py::test_fork"] != "passed", v.evidence
