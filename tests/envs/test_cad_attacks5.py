@@ -77,3 +77,15 @@ def test_a_round_feature_record_with_a_slot_end_is_refused() -> None:
         {"axis": "z", "at": [0, 0, 1], "d": 3, "span": [0, 2], "to": [1, 0, 1]}]}
     with pytest.raises(TaskError, match="round features"):
         ENV.parse_task(record, "t.jsonl")
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ({"axis": "q", "at": [0, 0, 1], "d": 3, "span": [0, 2]}, "round feature 0: axis x, y or z"),
+    ({"axis": "z", "at": [0, 0, 1], "d": 3}, "round feature 0: span [w0, w1]"),
+    ({"axis": "z", "at": [0, 0, 5], "d": 3, "span": [0, 2]}, "where the round feature is its plain self"),
+])
+def test_a_bad_round_feature_is_named_as_one(item: dict, said: str) -> None:
+    """The error names a round feature, not a hole (the two share a reader)."""
+    record = {"id": "r", "prompt": "p", "gold": "cube(1);", "rounds": [item]}
+    with pytest.raises(TaskError, match=re.escape(said)):
+        ENV.parse_task(record, "t.jsonl")

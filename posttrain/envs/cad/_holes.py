@@ -124,33 +124,33 @@ def _point(value: Any, n: int = 3) -> list[float] | None:
     return [float(x) for x in value]
 
 
-def _parse_hole(i: int, hole: Any) -> dict[str, Any]:
+def _parse_hole(i: int, hole: Any, what: str = "hole") -> dict[str, Any]:
     keys = {"axis", "at", "d", "span", "to", "ignore"}
     if not isinstance(hole, dict) or not {"axis", "at", "d"} <= set(hole) <= keys:
-        raise ValueError(f"hole {i}: an object with axis, at, d, span and optionally to, ignore")
+        raise ValueError(f"{what} {i}: an object with axis, at, d, span" + (" and optionally to, ignore" if what == "hole" else ""))
     d, at = hole["d"], _point(hole["at"])
     if not isinstance(hole["axis"], str) or hole["axis"] not in FRAMES or at is None or isinstance(d, bool) or not isinstance(d, int | float) \
             or not 0 < d < 1e4:
-        raise ValueError(f"hole {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm")
+        raise ValueError(f"{what} {i}: axis x, y or z, at a point [x, y, z], d a diameter in mm")
     w = FRAMES[hole["axis"]][2]
     if "span" not in hole:
-        raise ValueError(f"hole {i}: span [w0, w1], where along its axis the hole is its plain self (missing: "
+        raise ValueError(f"{what} {i}: span [w0, w1], where along its axis the {what} is its plain self (missing: "
                          "task files written before holes had a span must be generated again)")
     span = _point(hole["span"], 2)
     if span is None or not span[0] <= at[w] <= span[1] or not span[0] < span[1]:
-        raise ValueError(f"hole {i}: span [w0, w1], w0 < w1, the stretch of the axis where the hole is its "
+        raise ValueError(f"{what} {i}: span [w0, w1], w0 < w1, the stretch of the axis where the {what} is its "
                          f"plain self, at's {'xyz'[w]} in it")
     item: dict[str, Any] = {"axis": hole["axis"], "at": at, "d": float(d), "span": span}
     if "to" in hole:
         to = _point(hole["to"])
         if to is None or to[w] != at[w]:
-            raise ValueError(f"hole {i}: to, the slot's other end centre, at the same {'xyz'[w]} as at")
+            raise ValueError(f"{what} {i}: to, the slot's other end centre, at the same {'xyz'[w]} as at")
         item["to"] = to
     if "ignore" in hole:
         box = hole["ignore"]
         corners = [_point(c) for c in box] if isinstance(box, list) and len(box) == 2 else [None]
         if any(c is None for c in corners):
-            raise ValueError(f"hole {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]")
+            raise ValueError(f"{what} {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]")
         item["ignore"] = corners
     return item
 
@@ -173,7 +173,7 @@ def parse_rounds(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or len(value) > MAX_HOLES or any(
             isinstance(r, dict) and {"to", "ignore"} & set(r) for r in value):
         raise ValueError(f"a list of at most {MAX_HOLES} round features, each with axis, at, d and span")
-    return [_parse_hole(i, r) for i, r in enumerate(value)]
+    return [_parse_hole(i, r, "round feature") for i, r in enumerate(value)]
 
 
 def round_segments(r: float) -> int:
