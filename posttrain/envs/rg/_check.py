@@ -37,8 +37,9 @@ from posttrain.envs.rg._hardened import EMPTY_ANSWERS, HARDENED, Rule
 
 OPEN, CLOSE = "<answer>", "</answer>"
 MAX_ANSWER_CHARS = 65_536
-"""The longest answer checked: above the longest reference of any generator at its top level
-(game_of_life's 100x100 grid is ~20,000 characters); a longer one is ``format``."""
+"""The longest answer checked: above the longest reference of any generator at its top level (the
+longest was game_of_life's 100x100 grid, ~20,000 characters, until its levels stopped at 0); a longer
+one is ``format``."""
 
 
 def extract_answer(response: str, *, empty_ok: bool = False) -> tuple[str | None, str | None]:
