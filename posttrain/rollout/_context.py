@@ -218,7 +218,13 @@ class ManagedEpisode:
         carrying the episode's group, sample index, reward, last verdict and ``cut_by``, so that each
         row scores what its episode scores (``train._credit.episode_reward``): the verdict for an episode
         the environment ended, the least a failure can for a cut one (never the verdict of an attempt
-        before the cut). Advantages are the episode's, computed over its group of episodes, not rows."""
+        before the cut). Advantages are the episode's, computed over its group of episodes, not rows.
+
+        Not yet the episode's: the length penalty and ``rl.attempt_discount``, which ``rewards_of``
+        takes from a trajectory's own turns, see one row each. A failing episode of five 10-token
+        actions scores 0 on every row where the runner's episode of the same tokens scores -0.75
+        (``reward.length`` 1, ``max_tokens`` 60, ``overlong_buffer`` 40); scoring a managed episode
+        once, over all its rows, is the credit's to do (``train._credit``) before these rows train."""
         verdict = self.verdicts[-1] if self.verdicts else None
         return [Trajectory(self.task.id, self.group_id, self.sample_idx,
                            (Turn(r.context_ids, r.action_ids, r.logprobs, r.stop_reason,  # type: ignore[arg-type]
