@@ -195,13 +195,25 @@ def group_by_id(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
     return list(groups.values())
 
 
-def group_advantages(groups: Groups, rewards: torch.Tensor, cfg: RLConfig) -> torch.Tensor:  # (N, G)
+def group_advantages(groups: Groups, rewards: torch.Tensor, cfg: RLConfig, *,
+                     kl_term: torch.Tensor | None = None) -> torch.Tensor:  # (N, G)
     """The recipe's group-relative advantages of ``rewards`` (N, G; NaN -> 0). With ``rl.dedup`` a
     repeated completion counts once in its group's baseline and every copy is trained with its first
-    copy's advantage (``dedup_advantages``): never masked, so a copy of a failure costs what it does."""
+    copy's advantage (``dedup_advantages``): never masked, so a copy of a failure costs what it does.
+
+    ``kl_term`` (N, G): ``-beta * KL`` of each row (``rl.kl_placement: reward``), ``rewards`` without it.
+    The advantage is the rewards' plus the KL term's centred by the same estimator without the std
+    scaling: the sum, exactly, where the estimator is linear (no std), and a KL difference is never
+    divided by a reward std. Scaled with the rewards, a group failing alike (rewards that differ only by
+    beta * KL, ~1e-3) got full-size advantages from its KL alone: an empty answer, nearest the
+    reference, +0.95 where a wrong one got +0.78 (GRPO), and RLOO's leave-one-out std gave a pass +1478."""
     std_kw = {} if cfg.scale_by_std is None else {"scale_by_std": cfg.scale_by_std}
     estimator = functools.partial(ADVANTAGES[cfg.advantage], **std_kw)
-    return dedup_advantages(groups, rewards, estimator) if cfg.dedup else estimator(rewards)
+    adv = dedup_advantages(groups, rewards, estimator) if cfg.dedup else estimator(rewards)
+    if kl_term is not None:
+        centred = functools.partial(ADVANTAGES[cfg.advantage], scale_by_std=False)
+        adv = adv + (dedup_advantages(groups, kl_term, centred) if cfg.dedup else centred(kl_term))
+    return adv
 
 
 def build_batch(groups: Groups, rewards: torch.Tensor, pad_id: int, device: torch.device | str = "cpu", *,
@@ -447,6 +459,7 @@ def train_grpo(
                                 temperatures=cfg.adaptive_temperature is not None)  # each row at its own
             batch = correct_staleness(batch, model, lag=step - gen.policy_version, temperature=cfg.temperature,
                                       micro_batch_size=cfg.micro_batch_size)  # stale: truncated IS
+            task_rewards, kl_term = rewards, None  # kl_term (N, G): -beta * KL per row (rl.kl_placement reward)
             if ref_model is not None:
                 with torch.no_grad():
                     ref_logp = token_logprobs(ref_model, batch.input_ids, batch.attention_mask, loss_mask=batch.loss_mask,
@@ -456,10 +469,11 @@ def train_grpo(
                     shaped = kl_in_reward(rewards.reshape(-1), batch.old_logp.cpu(), ref_logp.cpu(), batch.loss_mask.cpu(),
                                           kl_coef=cfg.kl_coef, kind=cfg.kl_kind).reshape(rewards.shape)
                     reward_parts["kl_in_reward"] = float(torch.nanmean(rewards - shaped)) / cfg.kl_coef  # mean seq KL
+                    kl_term = shaped - rewards
                     rewards = shaped
             # --- advantages (NaN rewards -> advantage 0, masked in the batch)
-            if critic is None:  # group-relative
-                adv = group_advantages(groups, rewards, cfg)  # (N, G)
+            if critic is None:  # group-relative; a KL in the reward is centred, never std-scaled
+                adv = group_advantages(groups, task_rewards, cfg, kl_term=kl_term)  # (N, G)
                 if episodes.process_coef > 0:  # (B, T): per-turn process rewards
                     adv = process_advantages(groups, adv, batch.input_ids.shape[1], reward_weights,
                                              process_coef=episodes.process_coef)

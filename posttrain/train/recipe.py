@@ -361,7 +361,8 @@ class RLConfig:
     """KL estimator (posttrain.algo.kl_penalty)."""
     kl_placement: Literal["loss", "reward"] = "loss"
     """Where the KL to the reference goes: a per-token term in the loss (GRPO), or subtracted from
-    each sample's reward as beta * sum_t KL_t before advantages (PPO/RLHF style)."""
+    each sample's reward as beta * sum_t KL_t before advantages (PPO/RLHF style; with a group
+    estimator the KL term is centred in its group but never divided by the rewards' std)."""
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop groups whose rewards are all equal and draw more tasks."""
     max_refills: NonNegativeInt = 3
