@@ -29,7 +29,8 @@ A right answer with wrong evidence fails (``evidence``); evidence quoting text n
 the feedback gives the location of each citation the document does not bear out, never the gold answer,
 and of a pairing that fails only that it fails (``PAIRING``: which citation is extra or which figure is
 missing would name the gold's figures). A wrong conclusion to a question whose answer is one of a few
-(text: a yes/no, a span; an amount a condition picks: ``is_closed``) ends a repair. ``handle_check`` is the worker
+(text: a yes/no, a span; an amount a condition picks: ``is_closed``) ends a repair, and so does a wrong amount
+that is the gold's figures at another scale or sign (``is_rescaled``). ``handle_check`` is the worker
 side (``posttrain.verify._deadline``): the parse and the search run under a CPU budget.
 """
 
@@ -244,6 +245,50 @@ def is_closed(gold: Mapping[str, Any], program: str | None = None, closed: bool 
     return isinstance(program, str) and _BRANCH_RE.search(program) is not None
 
 
+_POWERS = tuple(Decimal(10) ** e for e in range(-9, 10, 3))
+_TWO_FIGURES_RE = re.compile(r"\s*(add|subtract)\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)\s*")
+
+
+def _digits(value: Decimal) -> tuple[int, ...]:
+    return abs(value).normalize().as_tuple().digits  # type: ignore[return-value]
+
+
+def is_rescaled(gold: Mapping[str, Any], answer: Any, scale: Any, program: str | None = None) -> bool:
+    """Whether a wrong amount is the gold's figures read at another scale or with the other sign: the
+    gold's own digits a power of ten away or negated (a table's thousands not folded in, a percentage
+    given as a fraction, a decrease as an increase), or, for a gold ``program`` that adds or subtracts
+    two figures, the two at powers of 1,000 of their own (a table in millions read as thousands: the
+    two segments' total, the discussion's figure against the table's). Told wrong, the answer is one
+    of the few other scales or signs, and ``check_doc`` ends the repair there, as for ``is_closed``:
+    the right cells' digits tried at each scale and sign in turn over the 3 attempts passed 147 of 149
+    generated questions (levels 1-4), where the first try passed 61.
+
+    >>> is_rescaled({"number": "12345000"}, 12345, ""), is_rescaled({"number": "12.5", "scale": "percent"}, "12.5", "")
+    (True, True)
+    >>> is_rescaled({"number": "5"}, -5, ""), is_rescaled({"number": "12345000"}, 12345001, "")
+    (True, False)
+    >>> is_rescaled({"number": "1100000"}, 101000, "", "add(1000000, 100000)")
+    True
+    """
+    got = as_number(answer)
+    if "number" not in gold or got is None or not isinstance(scale, str) or scale not in SCALES:
+        return False
+    if abs(got) > MAX_MAGNITUDE:
+        return False
+    with localcontext() as ctx:
+        ctx.prec = 80
+        value = got * SCALES[scale]
+        want = Decimal(str(gold["number"])) * SCALES[gold.get("scale", "")]
+        if value and want and _digits(value) == _digits(want):
+            return True
+        m = _TWO_FIGURES_RE.fullmatch(program or "")
+        if m is None or not value:
+            return False
+        a, b = Decimal(m.group(2)), Decimal(m.group(3))
+        sign = 1 if m.group(1) == "add" else -1
+        return any(abs(value) == abs(a * p + sign * b * q) for p in _POWERS for q in _POWERS)
+
+
 def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[str, Any]], response: str,
               program: str | None = None, closed: bool = False) -> Verdict:
     """The verdict on ``response`` for a doc task with these fields (the module docstring)."""
@@ -265,7 +310,8 @@ def check_doc(document: str, gold: Mapping[str, Any], facts: Sequence[Mapping[st
     # which citations stood for no figure, and how many figures went uncited: for the log, never the feedback
     evidence = {"citations": len(citations), "figures": len(facts), "problems": problems, "unpaired": unpaired,
                 "uncited": uncited, "conclusion": "right" if wrong is None else "wrong"}
-    if wrong and is_closed(gold, program, closed):
+    rescaled = wrong is not None and is_rescaled(gold, value["answer"], value.get("scale", ""), program)
+    if wrong and (is_closed(gold, program, closed) or rescaled):
         evidence["final"] = True  # Verdict.ends_repair: told wrong, the answer is among the fewer left
     if wrong is None and not problems:
         return passed("Correct, and every cited value is where the evidence says.", evidence)

@@ -14,7 +14,8 @@ and ``submit`` carrying the structured answer to the doc verifier.
 - Repair: a failed attempt's feedback (each mismatching location, never the gold) is the submit
   call's result, ``MAX_ATTEMPTS`` attempts in all; except a wrong conclusion to a question whose answer
   is one of a few, text (a yes/no, a span) or an amount a condition picks (``_check.is_closed``:
-  ``Verdict.ends_repair``), which ends the episode: "wrong answer" would strike one off, and a next try
+  ``Verdict.ends_repair``), or an amount that is the gold's figures at another scale or sign
+  (``_check.is_rescaled``), which ends the episode: "wrong answer" would strike one off, and a next try
   would be paid in full for reading it (a wrong evidence list with the right conclusion is still repaired: that
   feedback gives nothing of the answer away).
 
