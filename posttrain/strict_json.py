@@ -20,8 +20,8 @@ as UTF-8 (a verdict's evidence keeps the values it judged). A pair (``"\\ud83d\\
 character and stays.
 
 Also: ``json_equal`` compares two JSON values type-strictly (bool is not a number, numbers by
-exact value), and ``extract_json_text`` finds the one JSON document in a response (a single
-fenced block, any line endings, or the whole response).
+exact value), and ``extract_json_text`` finds the one JSON document in a response (after its
+reasoning, a single fenced block, any line endings, or the whole response).
 """
 
 from __future__ import annotations
@@ -195,11 +195,42 @@ def nesting(value: Any) -> int:
     return deepest
 
 
-def extract_json_text(response: str) -> str:
-    """The JSON document of a response: the content of its one fenced block, else the whole text.
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
+def after_reasoning(response: str) -> str:
+    """The answer of a response: what follows its leading reasoning, as a serving stack's reasoning
+    parser splits it (vLLM's ``deepseek_r1``, ``qwen3``). Reasoning is a ``<think>`` block the response
+    opens with, or all before the first ``</think>`` where no ``<think>`` comes before it (a template that
+    opens the block in the prompt, DeepSeek-R1 and Qwen3 thinking, samples a completion that starts inside
+    it). An unclosed leading block is all reasoning: no answer. A response without reasoning is itself.
+
+    A draft in the reasoning is not the answer: read whole, a reasoning model's right document after its
+    thoughts failed every json task (0 of 300), and a draft call in its thoughts counted as a call.
+
+    >>> after_reasoning('<think>x = 1?</think> {"x": 2}'), after_reasoning('x = 1?</think>{"x": 2}')
+    (' {"x": 2}', '{"x": 2}')
+    >>> after_reasoning('<think>still thinking'), after_reasoning('{"x": "a <think> b"}')
+    ('', '{"x": "a <think> b"}')
+    """
+    close = response.find(_THINK_CLOSE)
+    start = response.find(_THINK_OPEN)
+    if start != -1 and not response[:start].strip():  # opens with a block
+        close = response.find(_THINK_CLOSE, start)
+        return "" if close == -1 else response[close + len(_THINK_CLOSE):]
+    if close != -1 and (start == -1 or start > close):  # the block was opened in the prompt
+        return response[close + len(_THINK_CLOSE):]
+    return response
+
+
+def extract_json_text(response: str, *, reasoning: bool = True) -> str:
+    """The JSON document of a response: after its reasoning (``after_reasoning``; ``reasoning=False``:
+    the text has none, read it whole), the content of its one fenced block, else the whole text.
 
     More than one fenced block is ambiguous (which is the answer?) and raises.
     """
+    if reasoning:
+        response = after_reasoning(response)
     blocks = _FENCE_RE.findall(response)
     if len(blocks) > 1:
         raise StrictJSONError(f"found {len(blocks)} fenced blocks; give exactly one JSON document")

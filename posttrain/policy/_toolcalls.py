@@ -5,7 +5,8 @@ family a template teaches (``detect_family``): decoding is the model layer's, so
 whose episodes call tools (the tool domain, BFCL, a workspace agent) reads calls the same way, and
 the chat template depends on no domain.
 
-- ``decode_tool_calls(text) -> list[ToolCall]``: any of the accepted formats, family-blind:
+- ``decode_tool_calls(text) -> list[ToolCall]``: after the text's reasoning (a leading ``<think>``
+  block), any of the accepted formats, family-blind:
   ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (Hermes/Qwen), or one JSON document (bare
   or in one fenced block) that is an OpenAI assistant message ``{"tool_calls": [...]}``, a list of
   calls, or one call. A call is ``{"name", "arguments"}`` or ``{"type": "function", "function":
@@ -30,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict
+from posttrain.strict_json import StrictJSONError, after_reasoning, extract_json_text, loads_strict
 
 ToolFamily = Literal["hermes", "openai"]
 TOOL_FAMILIES: tuple[ToolFamily, ...] = ("hermes", "openai")
@@ -83,7 +84,11 @@ def decode_tool_calls(response: str) -> list[ToolCall]:
     [ToolCall(name='f', arguments={'x': 1})]
     >>> decode_tool_calls("The answer is 4.")
     []
+
+    Only the answer counts, after the response's reasoning (``strict_json.after_reasoning``): a call
+    drafted in a ``<think>`` block is not made, as a serving stack's reasoning parser leaves it out.
     """
+    response = after_reasoning(response)
     opens = response.count("<tool_call>")
     if opens > MAX_CALLS:  # never decodable (more calls, or unclosed tags), and the lazy match is quadratic in them
         raise ToolCallError(f"more than {MAX_CALLS} <tool_call> tags")
@@ -159,7 +164,8 @@ def parse_tool_calls(text: str, family: ToolFamily) -> ToolCallParse:
     """
     if family not in TOOL_FAMILIES:
         raise ValueError(f"family must be one of {list(TOOL_FAMILIES)}, got {family!r}")
-    tagged = "<tool_call" in text or "</tool_call" in text
+    answer = after_reasoning(text)  # a draft in the reasoning is neither a call nor a family's format
+    tagged = "<tool_call" in answer or "</tool_call" in answer
     if family == "openai" and tagged:
         return ToolCallParse(error="a <tool_call> block, but this template's calls are OpenAI JSON (family 'openai')",
                              text=text)

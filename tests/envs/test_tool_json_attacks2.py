@@ -56,14 +56,16 @@ TOOL_ATTACKS: dict[str, tuple[Callable[[Any], str], Callable[[Any], bool]]] = {
                                                                                  "max_stops": None}}
                                                            for c in _calls(t)]), lambda t: True),
     "every call twice": (lambda t: _tagged(_calls(t) * 2), lambda t: True),
-    "a wrong call in a think block, the right ones after": (
-        lambda t: "<think>" + _tagged([{"name": "get_weather", "arguments": {}}]) + "</think>" + _tagged(_calls(t)),
+    "the right calls in a think block, a wrong one after": (
+        lambda t: "<think>" + _tagged(_calls(t)) + "</think>" + _tagged([{"name": "get_weather", "arguments": {}}]),
         lambda t: True),
     "the calls in two fenced blocks": (lambda t: "".join(f"```json\n{json.dumps(_calls(t))}\n```\n" for _ in "ab"),
                                        lambda t: True),
     "the first call only": (lambda t: _tagged(_calls(t)[:1]), lambda t: len(_calls(t)) > 1),
 }
 TOOL_SAME = {
+    "a wrong call drafted in a think block, the right ones after": (  # the reasoning is not the answer
+        lambda t: "<think>" + _tagged([{"name": "get_weather", "arguments": {}}]) + "</think>" + _tagged(_calls(t))),
     "integers as floats": _each_arg(lambda v: float(v) if _number(v) else v),
     "tagged calls, and the same calls as plain JSON after them": lambda t: _tagged(_calls(t)) + "\n" + json.dumps(
         _calls(t)),

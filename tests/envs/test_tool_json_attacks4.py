@@ -52,12 +52,13 @@ def _tool_verdict(task: Any, response: str) -> Any:
     return check_tool_calls(f["tools"], f["expected_calls"], f["ordered"], response)
 
 
-@pytest.mark.parametrize("response", ["</think>", "No tool fits this request.\n</think>\n\n",
-                                      '{"content": "</think>", "tool_calls": []}',
-                                      '{"content": "<think>No tool fits.</think>", "tool_calls": []}'])
-def test_reasoning_with_no_answer_after_it_fails_every_abstention_task(response: str) -> None:
+@pytest.mark.parametrize(("response", "why"), [
+    ("</think>", "no_answer"), ("No tool fits this request.\n</think>\n\n", "no_answer"),
+    ('{"content": "</think>", "tool_calls": []}', "format"),  # split at its </think>, as a reasoning parser does
+    ('{"content": "<think>No tool fits.</think>", "tool_calls": []}', "no_answer")])
+def test_reasoning_with_no_answer_after_it_fails_every_abstention_task(response: str, why: str) -> None:
     verdicts = [_tool_verdict(t, response) for t in ABSTAIN]
-    assert all((v.outcome, v.error_class) == ("fail", "no_answer") for v in verdicts), [
+    assert all((v.outcome, v.error_class) == ("fail", why) and not v.components.get("format") for v in verdicts), [
         (t.id, v.error_class) for t, v in zip(ABSTAIN, verdicts, strict=True) if v.passed]
 
 

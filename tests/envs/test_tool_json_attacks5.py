@@ -8,8 +8,9 @@ empty arguments (0 of 312), the right calls plus one distractor call (0 of 313),
 called with plausible arguments (0 of 313), each call twice (0 of 312), the first of two calls only
 (0 of 63), a requested optional argument dropped (0 of 68), a wrong call list in a fence the reader
 does not recognise (``c++``) before the right one; in json a degenerate or minimal instance (0 of
-312), pets always empty or membership always false (0 of 225, 0 of 152), pets reversed or doubled,
-a wrong document in a fence inside ``<think>`` before the right one. In an episode: the right call
+312), pets always empty or membership always false (0 of 225, 0 of 152), pets reversed or doubled;
+the right document inside ``<think>`` and a wrong one (or none) after it (the answer is what follows
+the reasoning: ``strict_json.after_reasoning``). In an episode: the right call
 made twice across steps, and a wrong call then the right one (no call is undone).
 
 Same value, and passing as it should: unicode escapes in names, keys and values, keys in another
@@ -145,8 +146,9 @@ JSON_ATTACKS: dict[str, Callable[[Any], str]] = {
     "membership always false": lambda t: _doc(t, library_member=False),
     "pets reversed": lambda t: _doc(t, pets=list(reversed(t.fields["expected"]["pets"]))),
     "pets doubled": lambda t: _doc(t, pets=t.fields["expected"]["pets"] * 2),
-    "a wrong document in a fenced think block, the right one fenced after": lambda t: (
-        f"<think>```json\n{_doc(t, age=1)}\n```</think>\n```json\n{_doc(t)}\n```"),
+    "the right document fenced in a think block, a wrong one fenced after": lambda t: (
+        f"<think>```json\n{_doc(t)}\n```</think>\n```json\n{_doc(t, age=1)}\n```"),
+    "the right document in a think block only": lambda t: f"<think>{_doc(t)}</think>",
     "a wrong document in a c++ fence, the right one in a json fence": lambda t: (
         f"```c++\n{_doc(t, age=1)}\n```\n```json\n{_doc(t)}\n```"),
 }

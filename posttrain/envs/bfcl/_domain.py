@@ -34,7 +34,7 @@ from posttrain.envs._env import EpisodeContext
 from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
 from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv
-from posttrain.strict_json import StrictJSONError, loads_strict
+from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict
 from posttrain.types import Task, TaskLimits, Verdict
 
 FIELDS = ("turns", "tools", "methods", "initial_config", "involved_classes", "ground_truth", "category",
@@ -58,7 +58,7 @@ def _is_call(c: Any) -> bool:
 def parse_response(response: str) -> list[list[list[Call]]] | str:
     """The response's calls as turns of one step each, or why it is not a response of this domain."""
     try:  # strict: NaN, duplicate keys, huge integers and deep nesting are a format failure, never a crash
-        doc = loads_strict(response)
+        doc = loads_strict(extract_json_text(response))  # after its reasoning, bare or in one fence
     except StrictJSONError as e:
         return f"not JSON ({e})"
     if not isinstance(doc, list) or not all(isinstance(turn, list) for turn in doc):

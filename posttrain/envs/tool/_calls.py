@@ -168,9 +168,10 @@ def says_something(answer: str) -> bool:
 
 
 def _document(text: str) -> Any:
-    """The one JSON document ``text`` is (bare or fenced, an object or array), or None (prose)."""
+    """The one JSON document ``text`` is (bare or fenced, an object or array), or None (prose). Read
+    whole: the callers took the reasoning out, and a ``</think>`` left is inside the document."""
     try:
-        body = extract_json_text(text)
+        body = extract_json_text(text, reasoning=False)
         return loads_strict(body) if body.startswith(("{", "[")) else None
     except StrictJSONError:  # several fenced blocks: prose, judged by its characters
         return None
