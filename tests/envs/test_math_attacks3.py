@@ -13,13 +13,8 @@ Real verifier, real checker workers; each case is one verdict.
 from __future__ import annotations
 
 import pytest
+from math_cases import math_verifier, task
 
-from posttrain.envs import get_domain
-from posttrain.envs.math import make_math_verifier
-from posttrain.envs.math._check import MathChecker
-from posttrain.types import Task
-
-ENV = get_domain("math")
 DERIVATIVE_ECHOES = [
     ("Differentiate $x^3$ with respect to $x$.", "3x^2", "\\frac d{dx} x^3"),
     ("Differentiate $x^3$ with respect to $x$.", "3x^2", "\\cfrac{d}{dx}(x^3)"),
@@ -33,13 +28,8 @@ DERIVATIVE_ECHOES = [
 
 @pytest.fixture(scope="module")
 def verify():
-    checker = MathChecker(size=2)
-    yield make_math_verifier(checker)
-    checker.close()
-
-
-def task(prompt: str, gold: str) -> Task:
-    return ENV.parse_task({"id": "a", "domain": "math", "prompt": prompt, "answer": gold}, "test")
+    with math_verifier() as v:
+        yield v
 
 
 @pytest.mark.parametrize(("prompt", "gold", "answer"), DERIVATIVE_ECHOES)

@@ -19,24 +19,15 @@ Real verifier, real checker workers; each case is one verdict.
 from __future__ import annotations
 
 import pytest
+from math_cases import math_verifier, task
 
-from posttrain.envs import get_domain
-from posttrain.envs.math import make_math_verifier
-from posttrain.envs.math._check import MathChecker
 from posttrain.types import Task
-
-ENV = get_domain("math")
 
 
 @pytest.fixture(scope="module")
 def verify():
-    checker = MathChecker(size=2)
-    yield make_math_verifier(checker)
-    checker.close()
-
-
-def task(prompt: str, gold: str) -> Task:
-    return ENV.parse_task({"id": "a", "domain": "math", "prompt": prompt, "answer": gold}, "test")
+    with math_verifier() as v:
+        yield v
 
 
 def outcome(verify, t: Task, answer: str) -> tuple[str, str | None]:

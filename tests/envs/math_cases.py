@@ -1,0 +1,27 @@
+"""Shared by the math attack tests: a task from a prompt and its gold, and a math verifier on a
+checker pool of its own (closed after)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from posttrain.envs import get_domain
+from posttrain.envs.math import make_math_verifier
+from posttrain.envs.math._check import MathChecker
+from posttrain.types import Task, Verifier
+
+ENV = get_domain("math")
+
+
+def task(prompt: str, gold: str) -> Task:
+    return ENV.parse_task({"id": "a", "domain": "math", "prompt": prompt, "answer": gold}, "test")
+
+
+@contextmanager
+def math_verifier() -> Iterator[Verifier]:
+    checker = MathChecker(size=2)
+    try:
+        yield make_math_verifier(checker)
+    finally:
+        checker.close()
