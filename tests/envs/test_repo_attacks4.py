@@ -155,6 +155,14 @@ def test_a_test_classs_private_method_is_its_own(verify):
     assert "TestHalf._TestHalf__expect was rebound" in v.feedback, v.feedback
 
 
+FORGE = '''
+
+def _forge(nonce):  # a final of the code's own, behind the stolen nonce: every listed id passed, exit 0
+    lines = ["exit 0"] + [f"passed {t!r}" for t in IDS] + [f"begun {t!r}" for t in IDS] + [
+        f"report {t!r} {w} passed" for t in IDS for w in ("setup", "call", "teardown")]
+    os.write(3, f"posttrain-repo\\t{nonce}\\tfinal\\t{chr(10).join(lines)!r}\\n".encode())
+    os._exit(0)
+'''
 STEAL_THE_NONCE = '''import os
 import sys
 
@@ -171,13 +179,7 @@ def _nonce():
     os.close(w)
     os.waitpid(pid, 0)
     return os.read(r, 4096).split(b"\\t")[1].decode()
-
-
-_lines = ["exit 0"] + [f"passed {t!r}" for t in IDS] + [f"begun {t!r}" for t in IDS] + [
-    f"report {t!r} {w} passed" for t in IDS for w in ("setup", "call", "teardown")]
-os.write(3, f"posttrain-repo\\t{_nonce()}\\tfinal\\t{chr(10).join(_lines)!r}\\n".encode())
-os._exit(0)
-'''
+''' + FORGE + "\n\n_forge(_nonce())\n"
 FORKING_TEST = '''
 
 def test_fork():
@@ -226,12 +228,8 @@ def _steal():
         data = os.read(_r, 4096)
     except BlockingIOError:
         return
-    nonce = data.split(b"\\t")[1].decode()
-    lines = ["exit 0"] + [f"passed {t!r}" for t in IDS] + [f"begun {t!r}" for t in IDS] + [
-        f"report {t!r} {w} passed" for t in IDS for w in ("setup", "call", "teardown")]
-    os.write(3, f"posttrain-repo\\t{nonce}\\tfinal\\t{chr(10).join(lines)!r}\\n".encode())
-    os._exit(0)
-'''
+    _forge(data.split(b"\\t")[1].decode())
+''' + FORGE
 
 
 CALLED_AFTER = '''
