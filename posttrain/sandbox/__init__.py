@@ -26,6 +26,9 @@ What is isolated, for every job:
   pty devices"); Linux AIO (``fs.aio-max-nr``) is refused (``io_setup`` answers ENOSYS: one job held
   the host's 65536 events, and every other process on the host got EAGAIN); so are huge pages
   (``vm.nr_hugepages``, outside the memory cgroup: on a host that reserves some, one job held them).
+  Open files (``fs.file-max``): a file held by a mapping needs no fd, and at the kernel's default
+  (one per 10 KiB of RAM) a job of 1.5 GiB held them all; a pool raises it to one per 256 bytes of
+  RAM, more than any job's memory pays for (``_launch.ensure_file_max``).
 - file system: only /usr (read-only) plus /lib, /bin symlinks, a fresh /proc of the job's pid
   namespace, a minimal read-only /dev (its /dev/mqueue read-only too: queues are made and removed
   by ``mq_open``/``mq_unlink``), and /work, /tmp, /dev/shm writable: each a tmpfs of the

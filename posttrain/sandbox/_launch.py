@@ -33,6 +33,10 @@ SANDBOX_UID = 65534
 """The uid every job has *inside* its sandbox; outside, each slot has its own (``_uids``)."""
 _HERE = Path(__file__).resolve().parent
 ZYGOTE_FILES = ("_zygote.py", "_pump.py", "_wipe.py")
+FILE_MAX = Path("/proc/sys/fs/file-max")
+FILE_COST_B = 256
+"""Kernel memory a job pays per open file it holds, at least, charged to its memory cgroup (~430
+bytes measured: the file and the mapping that holds it without an fd)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,29 @@ def find_tools(python: str | None = None) -> HostTools:
         raise HostCannotIsolate(
             f"sandbox python {python!r} must live under /usr (only /usr is mounted inside)"
         )
+    ensure_file_max()
     return HostTools(bwrap=bwrap, python=python, **tools)
+
+
+def ensure_file_max(path: Path = FILE_MAX) -> None:
+    """Raise the host's open-file count (``fs.file-max``) to one file per ``FILE_COST_B`` bytes of
+    RAM, more than the memory of any job can hold, unless it is that high already.
+
+    It is one count for the whole host, which no uid, namespace or cgroup splits, and a file held
+    by a mapping needs no fd: at the kernel's default (one per 10 KiB of RAM) a job of 1.5 GiB
+    that opened, mapped and closed a file 61 times 65,000 held them all, and every unprivileged
+    process on the host got ENFILE (an ``exec`` job of another pool: an infra error). systemd
+    sets it to LONG_MAX on most hosts; this writes the least that is enough.
+    """
+    need = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // FILE_COST_B
+    try:
+        if int(path.read_text()) < need:
+            path.write_text(f"{need}\n")
+    except (OSError, ValueError) as e:
+        raise HostCannotIsolate(
+            f"fs.file-max: cannot raise it to {need} ({e}): a job could hold every open file of the host; "
+            f"fix: `sysctl -w fs.file-max={need}` on the host"
+        ) from e
 
 
 def bwrap_args(
