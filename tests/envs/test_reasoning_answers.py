@@ -98,3 +98,22 @@ def test_bfcl_reads_its_answer_after_reasoning_and_in_one_fence() -> None:
 ])
 def test_after_reasoning(text: str, answer: str) -> None:
     assert after_reasoning(text) == answer
+
+
+@pytest.mark.parametrize("domain", ["math", "rg/basic_arithmetic"])
+def test_boxed_and_tagged_answers_after_reasoning(domain: str) -> None:
+    """math's one ``\\boxed{}`` and rg's one ``<answer>`` block are looked for after the reasoning: a
+    draft there (a reasoning model's "so the answer is \\boxed{4}... no") was a second answer, a hedge,
+    and the right final answer failed as ``format``; the right answer only in the reasoning fails."""
+    env = get_domain(domain)
+    verify = env.make_verifier(None)
+    box = (lambda a: f"\\boxed{{{a}}}") if domain == "math" else (lambda a: f"<answer>{a}</answer>")
+    for t in env.generate_tasks(8, seed=5):
+        gold = t.fields["answer"]
+        assert verify(t, box(gold)).passed, t.id
+        for wrap in WRAPS.values():
+            assert verify(t, wrap(f"so perhaps {box('7.5')}? no. " + box(gold))).outcome == "fail", t.id
+            assert verify(t, wrap(box(gold))).passed, (t.id, verify(t, wrap(box(gold))).feedback)
+            draft = wrap(box(gold)).replace(box(gold), "")  # the draft in the reasoning, the final after it
+            assert verify(t, draft.replace(THOUGHTS, f"{THOUGHTS} {box('7.5')}") + box(gold)).passed, t.id
+        assert verify(t, f"<think>{box(gold)}</think>").outcome == "fail", t.id

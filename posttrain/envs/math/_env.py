@@ -57,6 +57,7 @@ from posttrain.envs.math._check import (
 from posttrain.envs.math._form import FORMS, SHAPES, infer_form
 from posttrain.envs.math._poly import POLYNOMIAL_FORMS
 from posttrain.envs.math._prompt import instructed_form, is_echo, simplify_question
+from posttrain.strict_json import after_reasoning
 from posttrain.types import Task, Verdict, Verifier
 
 NAME = "math"
@@ -138,7 +139,7 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
         if form is not None and form not in FORMS:
             return Verdict.infra(f"task {task.id}: form {form!r} is not one of {sorted(FORMS)}",
                                  error_class="infra:bad_task")
-        content, reason = extract_boxed(response)
+        content, reason = extract_boxed(after_reasoning(response))  # a box drafted in <think> is not the answer
         if content is None:
             return fail(f"Answer format: {reason}. Put exactly one final answer in \\boxed{{...}}.", "format",
                         {"reason": reason})

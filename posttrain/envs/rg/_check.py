@@ -34,6 +34,7 @@ from typing import Any
 
 from posttrain.envs._base import fail, passed
 from posttrain.envs.rg._hardened import EMPTY_ANSWERS, HARDENED, Rule
+from posttrain.strict_json import after_reasoning
 
 OPEN, CLOSE = "<answer>", "</answer>"
 MAX_ANSWER_CHARS = 65_536
@@ -136,7 +137,7 @@ def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker side of the rg verifier: one request in, one verdict (as JSON) out."""
     name = request["generator"]
     source = request["metadata"].get("source_dataset", name) if name == "composite" else name
-    answer, problem = extract_answer(request["response"], empty_ok=source in EMPTY_ANSWERS)
+    answer, problem = extract_answer(after_reasoning(request["response"]), empty_ok=source in EMPTY_ANSWERS)
     if answer is None:
         return fail(f"Answer format: {problem}. Give your final answer as <answer>...</answer>, once.", "format",
                     {"reason": problem, "generator": name}).to_json()
