@@ -90,3 +90,90 @@ def test_a_job_holding_every_file_it_can_leaves_other_pools_their_files():
     assert result["ex"].outcome != "infra_error", result["ex"]
     assert victim.ok and victim.stdout == b"ok\n", (held, limit, victim)
     assert py.ok and py.stdout == b"2\n", (held, limit, py)
+
+
+# What held (pinned): a job that leaves these behind costs the next job of its slot, and a job of
+# another pool, nothing. Each probe fails on the first thing that differs from a fresh slot.
+_PRE = "import ctypes, fcntl, os, signal, socket, subprocess, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+LEAVE = {
+    # RT signals queued to itself (the slot uid's pending-signal count), every signal at the
+    # fork-server (pid 1) through a pidfd
+    "signals": "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])\n"
+               "class V(ctypes.Union):\n    _fields_ = [('i', ctypes.c_int)]\n"
+               "n = 0\nwhile n < 50000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, V(0)) == 0:\n    n += 1\n"
+               "fd = os.pidfd_open(1)\nfor s in range(1, 32):\n"
+               "    try:\n        signal.pidfd_send_signal(fd, s)\n    except OSError:\n        pass\n",
+    # a double-forked session leader ignoring SIGTERM/SIGHUP holding an abstract socket and 128
+    # inotify instances, a stopped child, a zombie, orphans under a subreaper
+    "daemons": "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+               "        s = socket.socket(socket.AF_UNIX)\n        s.bind('\\0probe')\n        s.listen()\n"
+               "        held = [libc.inotify_init() for _ in range(128)]\n        time.sleep(100)\n    os._exit(0)\n"
+               "p = subprocess.Popen(['sleep', '100'])\nos.kill(p.pid, signal.SIGSTOP)\n"
+               "if os.fork() == 0:\n    os._exit(0)\nlibc.prctl(36, 1)\n"
+               "for _ in range(8):\n    if os.fork() == 0:\n        if os.fork() == 0:\n            time.sleep(100)\n        os._exit(0)\n"
+               "time.sleep(0.3)\n",
+    # the ipc namespace's message queues up to its limit, SysV objects of each kind (one locked)
+    "ipc": "class A(ctypes.Structure):\n    _fields_ = [('f', ctypes.c_long), ('m', ctypes.c_long), ('s', ctypes.c_long), ('c', ctypes.c_long), ('p', ctypes.c_long * 4)]\n"
+           "for i in range(300):\n    if libc.mq_open(f'/q{i}'.encode(), os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(A(0, 10, 8192, 0))) < 0:\n        break\n"
+           "libc.shmctl(libc.shmget(0, 1 << 20, 0o1600), 11, None)\nlibc.semget(0, 10, 0o1600)\nlibc.msgget(0, 0o1600)\n",
+    # locks, owner, flags and offset of the host's memfds (fds 0-3 share their open files with the host)
+    "fds": "for fd in (0, 1, 2, 3):\n    fcntl.flock(fd, fcntl.LOCK_EX)\n    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())\n"
+           "    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_APPEND | os.O_NONBLOCK | 0o20000)\nos.write(1, b'x')\nos.lseek(1, 1 << 30, 0)\n",
+    # unix socket buffers filled, mlocked memory in forked children, pipes at the uid's page limit
+    "memory": "for _ in range(8):\n    if os.fork() == 0:\n        libc.mlockall(3)\n        time.sleep(100)\n"
+              "keep = []\nfor _ in range(20):\n    a, b = socket.socketpair()\n    a.setblocking(False)\n"
+              "    try:\n        while True:\n            a.send(b'x' * 65536)\n    except BlockingIOError:\n        keep += [a, b]\n"
+              "try:\n    while True:\n        r, w = os.pipe()\n        fcntl.fcntl(w, 1031, 1 << 20)\n        keep += [r, w]\nexcept OSError:\n    pass\n",
+}
+PROBE = r"""
+import ctypes, fcntl, os, signal, socket, subprocess, time
+libc = ctypes.CDLL(None, use_errno=True)
+bad = []
+def check(what, ok):
+    if not ok:
+        bad.append(what)
+check("processes", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == sorted({1, os.getpid()}))
+check("pending signals", open("/proc/self/status").read().split("SigQ:\t")[1].startswith("0/"))
+check("files", [os.listdir(d) for d in ("/tmp", "/dev/shm", "/dev/mqueue", ".")] == [[], [], [], []])
+check("unix sockets", len(open("/proc/net/unix").read().splitlines()) == 1)
+check("sysv", all(len(open(f"/proc/sysvipc/{k}").read().splitlines()) == 1 for k in ("shm", "sem", "msg")))
+check("fds", sorted(int(x) for x in os.listdir("/proc/self/fd")) == [0, 1, 2, 3, 4])
+ino = [libc.inotify_init() for _ in range(100)]
+check("inotify", min(ino) >= 0)
+for fd in ino:
+    os.close(fd) if fd >= 0 else None
+r, w = os.pipe()
+check("pipe pages", fcntl.fcntl(w, 1032) == 65536)
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0probe")
+class A(ctypes.Structure):
+    _fields_ = [("f", ctypes.c_long), ("m", ctypes.c_long), ("s", ctypes.c_long), ("c", ctypes.c_long), ("p", ctypes.c_long * 4)]
+check("mqueue", libc.mq_open(b"/probe", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600, ctypes.byref(A(0, 10, 8192, 0))) >= 0)
+libc.mq_unlink(b"/probe")
+class V(ctypes.Union):
+    _fields_ = [("i", ctypes.c_int)]
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+check("sigqueue", all(libc.sigqueue(os.getpid(), signal.SIGRTMIN, V(0)) == 0 for _ in range(100)))
+buf = ctypes.create_string_buffer(1 << 20)
+check("mlock", libc.mlock(buf, 1 << 20) == 0)
+check("fork", subprocess.run(["true"]).returncode == 0)
+print(bad)
+"""
+
+
+@pytest.fixture(scope="module")
+def two_pools():
+    with open_pool(size=1) as slot, open_pool(size=1) as other:
+        yield slot, other
+
+
+@pytest.mark.parametrize("leave", sorted(LEAVE))
+def test_what_a_job_leaves_costs_the_next_job_and_another_pool_nothing(two_pools, leave):
+    slot, other = two_pools
+    ex = slot.run_python(_PRE + LEAVE[leave], timeout=5.0)
+    assert ex.outcome != "infra_error", ex
+    for pool in (slot, other):
+        after = pool.run_python(PROBE, timeout=10.0)
+        assert after.ok and after.stdout == b"[]\n", (leave, after)
+    assert slot.exec(["python3", "-c", PROBE], timeout=10.0).stdout.endswith(b"[]\n")
