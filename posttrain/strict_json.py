@@ -203,16 +203,20 @@ def after_reasoning(response: str) -> str:
     parser splits it (vLLM's ``deepseek_r1``, ``qwen3``). Reasoning is a ``<think>`` block the response
     opens with, or all before the first ``</think>`` where no ``<think>`` comes before it (a template that
     opens the block in the prompt, DeepSeek-R1 and Qwen3 thinking, samples a completion that starts inside
-    it). An unclosed leading block is all reasoning: no answer. A response without reasoning is itself.
+    it). An unclosed leading block is all reasoning: no answer. A response without reasoning is itself,
+    and so is one that opens as a JSON document (``{`` or ``[``): reasoning is prose, and a document's
+    string may hold the tag (``{"content": "</think>"}`` split there read as a broken document).
 
     A draft in the reasoning is not the answer: read whole, a reasoning model's right document after its
     thoughts failed every json task (0 of 300), and a draft call in its thoughts counted as a call.
 
     >>> after_reasoning('<think>x = 1?</think> {"x": 2}'), after_reasoning('x = 1?</think>{"x": 2}')
     (' {"x": 2}', '{"x": 2}')
-    >>> after_reasoning('<think>still thinking'), after_reasoning('{"x": "a <think> b"}')
-    ('', '{"x": "a <think> b"}')
+    >>> after_reasoning('<think>still thinking'), after_reasoning('{"x": "a </think> b"}')
+    ('', '{"x": "a </think> b"}')
     """
+    if response.lstrip()[:1] in ("{", "["):
+        return response
     close = response.find(_THINK_CLOSE)
     start = response.find(_THINK_OPEN)
     if start != -1 and not response[:start].strip():  # opens with a block

@@ -94,6 +94,8 @@ def test_bfcl_reads_its_answer_after_reasoning_and_in_one_fence() -> None:
     ('r</think>{"a": 1}', '{"a": 1}'),
     ("<think>unfinished", ""),
     ('{"a": "<think>"}', '{"a": "<think>"}'),  # no leading block: a document that mentions the tag
+    ('{"a": "</think>"}', '{"a": "</think>"}'),  # a document is not reasoning, whatever its strings hold
+    (' [1, "</think>"]', ' [1, "</think>"]'),
     ('x <think>r</think>{"a": 1}', 'x <think>r</think>{"a": 1}'),  # not leading: the text is the answer
 ])
 def test_after_reasoning(text: str, answer: str) -> None:

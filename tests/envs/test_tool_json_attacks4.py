@@ -54,7 +54,7 @@ def _tool_verdict(task: Any, response: str) -> Any:
 
 @pytest.mark.parametrize(("response", "why"), [
     ("</think>", "no_answer"), ("No tool fits this request.\n</think>\n\n", "no_answer"),
-    ('{"content": "</think>", "tool_calls": []}', "format"),  # split at its </think>, as a reasoning parser does
+    ('{"content": "</think>", "tool_calls": []}', "no_answer"),  # a document, read whole: its content says nothing
     ('{"content": "<think>No tool fits.</think>", "tool_calls": []}', "no_answer")])
 def test_reasoning_with_no_answer_after_it_fails_every_abstention_task(response: str, why: str) -> None:
     verdicts = [_tool_verdict(t, response) for t in ABSTAIN]
