@@ -49,6 +49,26 @@ def _accepted(expected: Mapping[str, Any], param: str) -> list[Any] | None:
     return values or None
 
 
+def with_defaults(tools: Sequence[Mapping[str, Any]], expected_calls: Sequence[Mapping[str, Any]]
+                  ) -> list[dict[str, Any]]:
+    """``expected_calls`` with each optional parameter the gold leaves unpinned (listed in
+    ``optional``, in neither ``arguments`` nor ``alternatives``) pinned to its schema's ``default``:
+    omitting it asks the tool for the default, so a call that gives it must give the default
+    (``unit: "fahrenheit"`` where the default is celsius, ``max_stops: 3`` for a direct-flight
+    search, is a different call). Covered: a ``default`` in the tool's top-level ``properties``. A
+    parameter with no gold value and no such default stays free: the task says any value does. A
+    pinned optional parameter must equal its value (``call_mismatch``); a wrong type fails the schema."""
+    specs = tool_specs(tools)
+    out = []
+    for e in expected_calls:
+        props = (specs.get(e["name"]) or {}).get("properties") or {}
+        free = [p for p in e.get("optional") or [] if _accepted(e, p) is None
+                and isinstance(props.get(p), Mapping) and "default" in props[p]]
+        out.append({**e, "alternatives": {**(e.get("alternatives") or {}), **{p: [props[p]["default"]] for p in free}}}
+                   if free else dict(e))
+    return out
+
+
 def call_mismatch(call: ToolCall, expected: Mapping[str, Any]) -> str | None:
     """Why ``call`` does not satisfy ``expected`` (names the function/parameter), or None."""
     if call.name != expected["name"]:
@@ -123,7 +143,7 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
         problem = _argument_problem(specs[c.name], c.arguments)
         if problem:
             return fail(f"Arguments of {c.name!r} do not match its schema: {problem}.", "schema", evidence)
-    expected = to_exact(list(expected_calls))
+    expected = to_exact(with_defaults(tools, expected_calls))
     why = match_calls(calls, expected, ordered)
     if why:
         if match_calls([ToolCall(c.name, to_floats(dict(c.arguments))) for c in calls], to_floats(expected),

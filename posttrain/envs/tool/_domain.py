@@ -4,7 +4,10 @@ Task fields (docs/tasks.md):
 - ``tools``: OpenAI function schemas, ``{"type": "function", "function": {name, description,
   parameters}}`` or the bare ``{name, description, parameters}``;
 - ``expected_calls``: a list of ``{"name", "arguments": {param: value}, "alternatives":
-  {param: [accepted values]}, "optional": [param, ...]}`` (only ``name`` is required); an empty
+  {param: [accepted values]}, "optional": [param, ...]}`` (only ``name`` is required; an optional
+  parameter may be omitted, and if given must equal its accepted values, or, where the gold gives
+  none, its schema's ``default``: omitting it asks for the default; with neither it is free,
+  ``_calls.with_defaults``); an empty
   list makes an *abstention* task: the right answer calls no tool (none attempted, valid or
   not) and says so in a final answer; the empty response, the domain's no-op, fails it;
 - ``ordered`` (default false): whether the calls must come in the listed order.

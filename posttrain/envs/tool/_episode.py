@@ -135,7 +135,7 @@ class ToolEpisodeEnv:
                     "invalid_actions": self.invalid_actions, "ended": ended}
         if not f["expected_calls"]:  # abstention: every call attempted counts against it (_calls.abstention)
             return _calls.abstention(self.total, answer, evidence)
-        why = match_calls(self.made, to_exact(list(f["expected_calls"])), f["ordered"])
+        why = match_calls(self.made, to_exact(_calls.with_defaults(self.tools, f["expected_calls"])), f["ordered"])
         if why:
             return fail(f"Wrong tool calls: {why}.", "wrong_answer", {**evidence, "mismatch": why})
         return passed("Correct.", evidence)

@@ -38,9 +38,10 @@ TOOLS = {
     "set_alarm": _fn("set_alarm", "Set an alarm at a time of day (24h HH:MM).",
                      {"time": {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"}, "label": {"type": "string"}},
                      ["time"]),
-    "search_flights": _fn("search_flights", "Search direct flights on a date (YYYY-MM-DD).",
+    "search_flights": _fn("search_flights", "Search flights on a date (YYYY-MM-DD): direct ones, unless max_stops "
+                          "allows connections.",
                           {"origin": {"type": "string"}, "destination": {"type": "string"},
-                           "date": {"type": "string"}, "max_stops": {"type": "integer", "minimum": 0}},
+                           "date": {"type": "string"}, "max_stops": {"type": "integer", "minimum": 0, "default": 0}},
                           ["origin", "destination", "date"]),
 }
 _CITIES = ("Paris", "Tokyo", "Nairobi", "Lima", "Oslo", "Denver", "Seoul", "Accra")
