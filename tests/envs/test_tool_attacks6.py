@@ -15,8 +15,8 @@ one call document), 123 cheats a form: before the fix 176 of 492 passed (every o
 that gives an unpinned parameter a wrong value; none of the 75 wrong types, none of the 4 wrong
 values of a pinned parameter), after it 0 of 492; in an episode (the call, then a final answer),
 44 of 123 before, 0 after. Every gold, every explicitly passed default and pinned value passes, on
-the shipped tasks too (their ``max_stops`` has no default in their schema, so it stays free there:
-``examples/tasks/tool.jsonl`` predates it).
+the shipped tasks too (``examples/tasks/tool.jsonl``'s flight searches carry the same schema, so
+the wrong values fail there as well).
 """
 
 from __future__ import annotations
@@ -125,13 +125,15 @@ def _verdict(task: Any, response: str) -> Any:
 
 def test_the_cheats_cover_defaults_pinned_values_and_every_form() -> None:
     assert sum(1 for t in TASKS for _ in cheats(t, wrong=True)) >= 60
+    assert sum(1 for t in SHIPPED for _ in cheats(t, wrong=True)) >= 10
     assert any(e.get("optional") and "default" in tool_specs(t.fields["tools"])[e["name"]]["properties"]["max_stops"]
                for t in TASKS for e in t.fields["expected_calls"] if e["name"] == "search_flights")
 
 
 @pytest.mark.parametrize("form", list(FORMS))
 def test_a_wrong_optional_argument_fails(form: str) -> None:
-    passed = [name for t in TASKS for name, calls in cheats(t, wrong=True) if _verdict(t, FORMS[form](calls)).passed]
+    passed = [name for t in TASKS + SHIPPED for name, calls in cheats(t, wrong=True)
+              if _verdict(t, FORMS[form](calls)).passed]
     assert not passed, passed
 
 
