@@ -11,7 +11,12 @@ reward gets advantage 0. The caller must also zero that sample's ``loss_mask`` s
 neither gradient nor tokens to the normalizers (``train.grpo.build_batch`` does).
 A group with fewer than two finite rewards has no baseline information: all its advantages are 0
 (SkyRL's choice; verl instead returns the raw reward for G=1). So has a group whose finite rewards
-are all equal: its advantages are exactly 0, never the float noise of its mean (``_spread``).
+are all equal: its advantages are exactly 0, never the float noise of its mean (``_spread``), whatever
+the rest of the batch (reinforce_pp's whitening included).
+
+Statistics are taken in float64 (``_wide``) and the advantages returned in the rewards' dtype: the
+float32 noise of a group mean, a leave-one-out mean in particular, which differs per sample, gave a
+reward a little worse a little more advantage (rewards 1e-6 apart, ~8 float32 ulps).
 
 ``gae`` is PPO's per-token estimator with a value head; it needs values and a token mask, so it has
 its own signature and call site (not in the registry).
@@ -33,6 +38,11 @@ class AdvantageFn(Protocol):
     def __call__(
         self, rewards: Tensor, /, *, scale_by_std: bool = ..., ddof: int = ..., eps: float = ...
     ) -> Tensor: ...
+
+
+def _wide(rewards: Tensor) -> Tensor:
+    # the rewards in float64 for the statistics (on the CPU where the device has no float64: MPS)
+    return rewards.to("cpu" if rewards.device.type == "mps" else rewards.device, torch.float64)
 
 
 def _group_stats(rewards: Tensor, ddof: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -80,12 +90,13 @@ def grpo_advantages(
     [1.30558, -0.78335, -0.78335, 0.26112]
     """
     _check(rewards)
-    valid, count, mean, std = _group_stats(rewards, ddof)
-    adv = rewards - mean
+    x = _wide(rewards)
+    valid, count, mean, std = _group_stats(x, ddof)
+    adv = x - mean
     if scale_by_std:
         adv = adv / (std + eps)
-    keep = valid & (count >= 2) & _spread(rewards, valid)
-    return torch.where(keep, adv, torch.zeros_like(adv))
+    keep = valid & (count >= 2) & _spread(x, valid)
+    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.device, rewards.dtype)
 
 
 def rloo_advantages(
@@ -98,7 +109,8 @@ def rloo_advantages(
 ) -> Tensor:  # (N, G)
     """Leave-one-out baseline: ``r_i - mean_{j != i} r_j`` (RLOO, Ahmadian et al. 2024, arXiv:2402.14740).
 
-    Equal to ``(r_i - mean) * n / (n - 1)`` for n finite rewards in the group (verl, SkyRL, OpenRLHF).
+    Equal to ``(r_i - mean) * n / (n - 1)`` for n finite rewards in the group (verl, SkyRL, OpenRLHF),
+    which is how it is computed: one mean for the group, so a better reward never gets less.
     ``scale_by_std=True`` also divides by the leave-one-out std (``ddof`` over the n-1 others) plus
     ``eps``, only where that std is > 0: NeMo-RL's default estimator.
 
@@ -106,22 +118,23 @@ def rloo_advantages(
     [0.83333, -0.5, -0.5, 0.16667]
     """
     _check(rewards)
-    n_groups, g = rewards.shape
-    valid = torch.isfinite(rewards)  # (N, G)
-    r = torch.where(valid, rewards, torch.zeros_like(rewards))
-    # others[n, i, j] = 1 where j != i and j is valid: the leave-one-out set of sample i, (N, G, G)
-    eye = torch.eye(g, dtype=torch.bool, device=rewards.device)
-    others = (~eye).unsqueeze(0) & valid.unsqueeze(1)
-    n_o = others.sum(-1).to(rewards.dtype)  # (N, G)
-    r_j = r.unsqueeze(1).expand(n_groups, g, g)
-    base = torch.where(others, r_j, torch.zeros_like(r_j)).sum(-1) / n_o.clamp(min=1)  # (N, G)
-    adv = r - base
+    x = _wide(rewards)
+    n_groups, g = x.shape
+    valid, count, mean, _ = _group_stats(x, ddof)
+    r = torch.where(valid, x, torch.zeros_like(x))
+    adv = (r - mean) * count / (count - 1).clamp(min=1)  # r_i - mean of the others, (N, G)
     if scale_by_std:
+        # others[n, i, j] = 1 where j != i and j is valid: the leave-one-out set of sample i, (N, G, G)
+        eye = torch.eye(g, dtype=torch.bool, device=x.device)
+        others = (~eye).unsqueeze(0) & valid.unsqueeze(1)
+        n_o = others.sum(-1).to(x.dtype)  # (N, G)
+        r_j = r.unsqueeze(1).expand(n_groups, g, g)
+        base = torch.where(others, r_j, torch.zeros_like(r_j)).sum(-1) / n_o.clamp(min=1)  # (N, G)
         dev = torch.where(others, (r_j - base.unsqueeze(-1)) ** 2, torch.zeros_like(r_j))
         std = (dev.sum(-1) / (n_o - ddof).clamp(min=1)).sqrt()  # (N, G)
         adv = torch.where(std > 0, adv / (std + eps), adv)
-    keep = valid & (n_o >= 1) & _spread(rewards, valid)
-    return torch.where(keep, adv, torch.zeros_like(adv))
+    keep = valid & (count >= 2) & _spread(x, valid)
+    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.device, rewards.dtype)
 
 
 def reinforce_pp_advantages(
@@ -144,18 +157,21 @@ def reinforce_pp_advantages(
     [1.2247, -1.2247, 0.0, 0.0]
     """
     _check(rewards)
-    valid, count, mean, _ = _group_stats(rewards, ddof)
-    keep = valid & (count >= 2)  # a group whose rewards are all equal is whitened with a = 0 exactly
-    a = torch.where(keep & _spread(rewards, valid), rewards - mean, torch.zeros_like(rewards))
-    n = keep.sum().to(rewards.dtype)
+    x = _wide(rewards)
+    valid, count, mean, _ = _group_stats(x, ddof)
+    keep = valid & (count >= 2)  # a group whose rewards are all equal counts in the whitening with a = 0
+    signal = keep & _spread(x, valid)
+    a = torch.where(signal, x - mean, torch.zeros_like(x))
+    n = keep.sum().to(x.dtype)
     if n < 2:
-        return torch.zeros_like(a)
-    mu = a[keep].mean()
+        return torch.zeros_like(rewards)
+    mu = a[keep].mean()  # 0 but for float noise: each group's a sums to 0
     out = a - mu
     if scale_by_std:
         var = ((a[keep] - mu) ** 2).sum() / (n - ddof).clamp(min=1)
         out = out / (var.sqrt() + eps)
-    return torch.where(keep, out, torch.zeros_like(out))
+    # and gets exactly 0, not -mu/std: the noise pushed a group failing alike up or down
+    return torch.where(signal, out, torch.zeros_like(out)).to(rewards.device, rewards.dtype)
 
 
 ADVANTAGES: dict[AdvantageName, AdvantageFn] = {
