@@ -143,8 +143,9 @@ def test_a_right_answer_spelled_otherwise_passes_simplify(gold: str, answer: str
 
 
 def test_the_rule_is_simplify_s_alone() -> None:
-    """Without the instruction an ``expression`` task takes any equal expression, as before."""
-    for prompt in ("What is $2x+3x$?", "Compute it.", "Can you simplify it?"):
+    """Without the instruction an ``expression`` task takes any equal expression, as before, unless
+    a value of its prompt has the gold's value ("What is $2x+3x$?": test_math_attacks5.py)."""
+    for prompt in ("What is $x$ times five?", "Compute it.", "Can you simplify it?"):
         assert VERIFY(task(prompt, "5x"), "\\boxed{3x+2x}").passed, prompt
     assert VERIFY(task("Expand $\\ln(ab)$.", "\\ln a + \\ln b"), "\\boxed{\\ln(ab)}").error_class == "form:expression"
 

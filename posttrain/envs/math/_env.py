@@ -21,7 +21,8 @@ Verification, in order; each step's failure is a ``fail`` with reward 0:
    not the work that leads to it (``34 \\times 15 - 10`` for 500, ``\\gcd(39, 60)``, a sum, an
    integral: ``form:integer``, ``form:number``, ``form:closed``, ``form:set``, ...; issue 21);
    under an instruction to simplify, an expression no longer than the gold (``_simplify.py``:
-   ``3x+2x`` for ``5x`` is ``form:expression``);
+   ``3x+2x`` for ``5x`` is ``form:expression``); so too, without the word, where a value of the
+   prompt has the gold's value ("Evaluate $\\frac{x^2-1}{x-1}$", gold ``x+1``: ``copied_question``);
    case-sensitive symbols, and values compared exactly (decimals as the rationals they spell,
    big integers never through floats); approximately only within the task's ``tolerance``. A box
    that does not parse is ``unparseable``; one that uses up the checker's CPU budget is
@@ -52,11 +53,14 @@ from posttrain.envs.math._check import (
     compare,
     fraction_latex,
     gold_form_problem,
+    normalise,
+    split_relations,
     unreadable_gold,
 )
-from posttrain.envs.math._form import FORMS, SHAPES, infer_form
+from posttrain.envs.math._form import FORMS, SHAPES, infer_form, is_name
 from posttrain.envs.math._poly import POLYNOMIAL_FORMS
-from posttrain.envs.math._prompt import instructed_form, is_echo, simplify_question
+from posttrain.envs.math._prompt import instructed_form, is_echo, question_values, simplify_question
+from posttrain.envs.math._read import read
 from posttrain.strict_json import after_reasoning
 from posttrain.types import Task, Verdict, Verifier
 
@@ -65,6 +69,7 @@ DOMAIN_KEYS = frozenset({"answer", "tolerance", "form"})
 MAX_ANSWER_CHARS = 400
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _HEDGE_RE = re.compile(r"(?i)(?:\bor\b|\band\b|\\lor\b|\\land\b|\\vee\b|\\wedge\b|\beither\b)")
+_SEEN_MAX = 1 << 16  # comparisons of a prompt's values with the gold kept by one verifier
 _PM_RE = re.compile(r"\\pm\b|\\mp\b|±")
 
 
@@ -133,6 +138,7 @@ def _feedback(status: str, detail: str | None) -> str:
 
 def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
     """A verifier for math tasks; ``checker`` defaults to the process-wide worker pool."""
+    equal_to_gold: dict[tuple[str, str, str | None, Tolerance | None], bool] = {}
 
     def verify(task: Task, response: str) -> Verdict:
         gold, form = task_answer(task), task_form(task)
@@ -154,8 +160,10 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
             status = f"form:{form or infer_form(gold)}"
             evidence["detail"] = "the question's own expression"
             return fail(_feedback(status, "the question's own expression"), status, evidence)
-        eq = compare(gold, content, task_tolerance(task), checker, form,
-                     simplify=simplify_question(task.prompt))
+        simplify = simplify_question(task.prompt)
+        if simplify is None and form not in POLYNOMIAL_FORMS:
+            simplify = copied_question(task, checker, equal_to_gold)
+        eq = compare(gold, content, task_tolerance(task), checker, form, simplify=simplify)
         evidence.update({"match": eq.method or eq.status, "detail": eq.detail})
         if eq.status == "infra":
             return Verdict.infra(f"math checker failed: {eq.detail}", error_class="infra:math_checker",
@@ -172,6 +180,45 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
         return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0})
 
     return guard(NAME, verify)
+
+
+def copied_question(task: Task, checker: MathChecker | None,
+                    seen: dict[tuple[str, str, str | None, Tolerance | None], bool]) -> frozenset[str] | None:
+    """The reader's keys of the prompt's values that have the gold's value, where the gold is an
+    expression and the prompt gives no instruction to simplify, or None: "Evaluate
+    $\\frac{x^2-1}{x-1}$", "Compute $(x+1)^2 - x^2$", "What is $2x + 3x$?" ask for the gold's
+    form of their own expression as "Simplify" does, and took it copied or rearranged
+    (``3x + 2x``). The answer is then measured as under "Simplify" (``_simplify.simplify_problem``:
+    the question refused where it is longer than the gold, any answer no longer than the gold
+    plus one or a polynomial in its simplest forms). A prompt none of whose values has the gold's
+    value ("Find the derivative of $x^3$", gold ``3x^2``) takes any equal expression, as before.
+    ``seen`` keeps each comparison of a prompt's value with the gold that the checker answered
+    (one sympy comparison per value and task); one it could not answer (a timeout) counts as not
+    equal, the measure not applied, as before it existed.
+
+    Not caught: a question outside ``$...$``-style math ("What is 2x + 3x?" in plain text), a value
+    the form reader does not read, a question with no variable (the number forms refuse those),
+    and the measure's own blind spots (``x \\cdot x`` for ``x^2``: ``_simplify.py``); of a relation
+    gold only the value sides are matched, of a set gold none."""
+    form, tolerance = task_form(task), task_tolerance(task)
+    sides, relations = split_relations(normalise(task_answer(task)))
+    golds = [s for s in sides if s and not is_name(s)] if relations else sides  # y = 2x+1: its value side
+    golds = [g for g in golds if (form or infer_form(g)) == "expression"]
+    keys = set()
+    for gold in golds:
+        for value in question_values(task.prompt):
+            key = (gold, value, form, tolerance)
+            equal = seen.get(key)  # a local: another thread may clear ``seen`` meanwhile
+            if equal is None:
+                eq = compare(gold, value, tolerance, checker, form)
+                if eq.status in ("timeout", "infra"):
+                    continue
+                if len(seen) >= _SEEN_MAX:
+                    seen.clear()
+                equal = seen[key] = eq.equal and eq.status == "ok"  # a value its form refuses is no question
+            if equal:
+                keys.add(read(value).key())
+    return frozenset(keys) or None
 
 
 def task_answer(task: Task) -> str:

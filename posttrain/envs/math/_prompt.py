@@ -28,6 +28,10 @@ question fails (docs/tasks.md, "Answer forms").
   and "combine like terms" anywhere but after a negation (a measure only): while only "Simplify"
   at the start of a sentence counted, "Write $2x+3x$ in simplest form", "(a) Simplify $2x+3x$"
   and "Given $x > 0$, simplify ..." took the question.
+- ``question_values``: each value with a variable in the prompt's math, whatever the wording:
+  where one has the gold's value, the question asks for the gold's form of it as "Simplify"
+  does ("Evaluate $\\frac{x^2-1}{x-1}$", "What is $2x + 3x$?"), and the verifier measures the
+  answer so (``_env.copied_question``): the question, copied or rearranged, took the reward.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import functools
 import re
 
 from posttrain.envs.math._check import normalise, split_relations
-from posttrain.envs.math._form import is_name
+from posttrain.envs.math._form import has_variable, is_name
 from posttrain.envs.math._poly import is_polynomial
 from posttrain.envs.math._read import Unreadable, Work, read
 
@@ -105,6 +109,30 @@ def simplify_question(prompt: str) -> frozenset[str] | None:
         return None
     return frozenset(key for word, _, values in _questions(prompt) if word == "simplify"
                      for key, readable in values if readable)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of the prompt, asked at every check
+def question_values(prompt: str) -> tuple[str, ...]:
+    """Each value with a variable in the prompt's math (each ``$...$``, ``\\(...\\)`` or
+    ``\\[...\\]``, or each side of a relation in it) that the form reader reads: what a box may
+    copy from a question that asks to compute, evaluate or find an expression without the word
+    "simplify" ("Evaluate $\\frac{x^2-1}{x-1}$", gold ``x+1``). The verifier measures an answer as
+    under "Simplify" where one of these has the gold's value (``_env.copied_question``).
+
+    >>> question_values(r"Evaluate $\\frac{x^2-1}{x-1}$ for $x > 1$.")
+    ('\\\\frac{x^2-1}{x-1}', 'x')
+    """
+    out: list[str] = []
+    for match in _MATH_RE.finditer(prompt):
+        parts, _ = split_relations(normalise(next(g for g in match.groups() if g is not None)))
+        for part in parts:
+            try:
+                readable = bool(part) and has_variable(read(part))
+            except (Unreadable, Work, ValueError, ZeroDivisionError, RecursionError):
+                readable = False
+            if readable and part not in out:
+                out.append(part)
+    return tuple(out)
 
 
 def is_echo(prompt: str, answer: str, gold: str) -> bool:
