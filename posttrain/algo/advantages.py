@@ -18,6 +18,11 @@ Statistics are taken in float64 (``_wide``) and the advantages returned in the r
 float32 noise of a group mean, a leave-one-out mean in particular, which differs per sample, gave a
 reward a little worse a little more advantage (rewards 1e-6 apart, ~8 float32 ulps).
 
+Every advantage is bounded by its group's size, whatever the rewards: a z-score of n samples is at
+most ``sqrt((n-1)(n-ddof)/n)`` from their mean (GRPO, reinforce_pp over the batch), RLOO's std-scaled
+one ``2 sqrt(n(n-ddof)/(n-1))`` (its leave-one-out std is floored at half the group's std,
+``rloo_advantages``); unscaled ones by the group's reward range.
+
 ``gae`` is PPO's per-token estimator with a value head; it needs values and a token mask, so it has
 its own signature and call site (not in the registry).
 
@@ -112,15 +117,24 @@ def rloo_advantages(
     Equal to ``(r_i - mean) * n / (n - 1)`` for n finite rewards in the group (verl, SkyRL, OpenRLHF),
     which is how it is computed: one mean for the group, so a better reward never gets less.
     ``scale_by_std=True`` also divides by the leave-one-out std (``ddof`` over the n-1 others) plus
-    ``eps``, only where that std is > 0: NeMo-RL's default estimator.
+    ``eps``: NeMo-RL's default estimator, with one departure. The others' std is floored at half the
+    group's std (same ``ddof``), which bounds ``|a| <= 2 sqrt(n(n-ddof)/(n-1))`` (2 sqrt(n) for ddof=1).
+    NeMo-RL divides by the others' std alone where it is > 0 and leaves the difference unscaled where it
+    is 0: where the others are (nearly) equal that is a division by ~0, and one lucky or unlucky
+    completion got an unbounded weight: [1, 0 x 6, 0.05] gave the pass +52, [1, 0 x 6, 0.001] +2638,
+    the one failure among near-equal passes -2638; and with the others exactly equal, +1.0, in reward
+    units (x10 for rewards scaled by 10). Floored, those are +5.65 .. +5.66 (= 2 sqrt(8)), and wherever
+    the others' std is at least half the group's (the doctest's group) the advantage is NeMo-RL's.
 
     >>> [round(a, 5) for a in rloo_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.5]]))[0].tolist()]
     [0.83333, -0.5, -0.5, 0.16667]
+    >>> [round(a, 4) for a in rloo_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), scale_by_std=True)[0].tolist()]
+    [4.0, -0.5773, -0.5773, -0.5773]
     """
     _check(rewards)
     x = _wide(rewards)
     n_groups, g = x.shape
-    valid, count, mean, _ = _group_stats(x, ddof)
+    valid, count, mean, group_std = _group_stats(x, ddof)
     r = torch.where(valid, x, torch.zeros_like(x))
     adv = (r - mean) * count / (count - 1).clamp(min=1)  # r_i - mean of the others, (N, G)
     if scale_by_std:
@@ -132,7 +146,7 @@ def rloo_advantages(
         base = torch.where(others, r_j, torch.zeros_like(r_j)).sum(-1) / n_o.clamp(min=1)  # (N, G)
         dev = torch.where(others, (r_j - base.unsqueeze(-1)) ** 2, torch.zeros_like(r_j))
         std = (dev.sum(-1) / (n_o - ddof).clamp(min=1)).sqrt()  # (N, G)
-        adv = torch.where(std > 0, adv / (std + eps), adv)
+        adv = adv / (torch.maximum(std, group_std / 2) + eps)
     keep = valid & (count >= 2) & _spread(x, valid)
     return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.device, rewards.dtype)
 

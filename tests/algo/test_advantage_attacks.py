@@ -1,6 +1,12 @@
 """Property tests of the advantage estimators over random reward groups, several seeds: what one sample
 can get from its group's statistics.
 
+- No completion gets an unbounded advantage. GRPO's z-score is bounded by the group's size alone; so
+  is each estimator here. The leave-one-out std of RLOO (``scale_by_std=True``, NeMo-RL's estimator)
+  is the spread of the *other* samples: where they are (nearly) equal, one lucky or unlucky completion
+  was divided by ~0, +52 for a pass among seven failures one of which had 0.05 partial credit, +2638
+  with 0.001, -2638 for the one failure among near-equal passes; with the others exactly equal it fell
+  back to the unscaled difference, in reward units (x10 for rewards scaled by 10).
 - A failing episode, a cut one scored the least a failure can (``failure_floor``), never escapes its
   negative advantage: in a group with signal the least reward gets < 0, the best > 0, and a worse
   reward never gets more than a better one.
@@ -45,6 +51,51 @@ def _groups(seed: int, g: int, dtype: torch.dtype) -> torch.Tensor:
     nan = torch.rand(r.shape, generator=gen) < 0.1
     nan[: len(rows) // 2] = False  # half the rows whole
     return torch.where(nan, torch.full_like(r, math.nan), r)
+
+
+def _bound(name: str, std: bool, ddof: int, row: torch.Tensor, kept: int) -> float:
+    """The largest |advantage| a sample of ``row`` (its finite rewards) may get. z-scores: a sample is
+    at most sqrt((n-1)(n-ddof)/n) of its n-sample std from their mean; RLOO's leave-one-out std is
+    floored at half the group's (2 sqrt(n(n-ddof)/(n-1))); reinforce_pp whitens ``kept`` samples of
+    the batch. Unscaled: the reward range (RLOO: times n/(n-1))."""
+    x = row[torch.isfinite(row)].double()
+    n = x.numel()
+    if n < 2:
+        return 0.0
+    spread = float(x.max() - x.min())
+    if not std:
+        return spread * (n / (n - 1) if name == "rloo" else 1.0)
+    if name == "grpo":
+        return math.sqrt((n - 1) * (n - ddof) / n)
+    if name == "rloo":
+        return 2 * math.sqrt(n * (n - ddof) / (n - 1))
+    return math.sqrt((kept - 1) * (kept - ddof) / kept)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("name", "std", "ddof"), SETTINGS)
+def test_no_completion_gets_an_unbounded_advantage(seed: int, name: str, std: bool, ddof: int) -> None:
+    for g in GROUP_SIZES:
+        for dtype in (torch.float32, torch.float64):
+            r = _groups(seed, g, dtype)
+            adv = ADVANTAGES[name](r, scale_by_std=std, ddof=ddof)
+            assert torch.isfinite(adv).all()
+            kept = int((torch.isfinite(r) & (torch.isfinite(r).sum(-1, keepdim=True) >= 2)).sum())
+            for i in range(r.shape[0]):
+                bound = _bound(name, std, ddof, r[i], kept)
+                top = float(adv[i].abs().max())
+                assert top <= bound * (1 + 1e-4) + 1e-6, (g, dtype, r[i].tolist(), adv[i].tolist(), bound)
+
+
+@pytest.mark.parametrize("delta", [0.05, 1e-3, 1e-5, 1e-7, 0.0])
+def test_a_lone_pass_among_nearly_equal_failures(delta: float) -> None:
+    """[1, 0 x 6, delta]: the pass's RLOO-std advantage is the same size however small the partial
+    credit delta (before: +52, +2638, +2e5, +9.6e5, and +1.0 at delta = 0), and a lone failure among
+    near-equal passes mirrors it."""
+    r = torch.tensor([[1.0] + [0.0] * 6 + [delta], [0.0] + [1.0] * 6 + [1.0 - delta]], dtype=torch.float64)
+    adv = ADVANTAGES["rloo"](r, scale_by_std=True)
+    assert 2.0 < float(adv[0, 0]) <= 2 * math.sqrt(8) + 1e-9, adv
+    assert -2 * math.sqrt(8) - 1e-9 <= float(adv[1, 0]) < -2.0, adv
 
 
 @pytest.mark.parametrize("seed", SEEDS)
