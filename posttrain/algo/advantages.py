@@ -46,7 +46,8 @@ class AdvantageFn(Protocol):
 
 
 def _wide(rewards: Tensor) -> Tensor:
-    # the rewards in float64 for the statistics (on the CPU where the device has no float64: MPS)
+    # the rewards in float64 for the statistics (on the CPU where the device has no float64: MPS; the
+    # advantages go back cast first, then moved)
     return rewards.to("cpu" if rewards.device.type == "mps" else rewards.device, torch.float64)
 
 
@@ -101,7 +102,7 @@ def grpo_advantages(
     if scale_by_std:
         adv = adv / (std + eps)
     keep = valid & (count >= 2) & _spread(x, valid)
-    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.device, rewards.dtype)
+    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.dtype).to(rewards.device)
 
 
 def rloo_advantages(
@@ -148,7 +149,7 @@ def rloo_advantages(
         std = (dev.sum(-1) / (n_o - ddof).clamp(min=1)).sqrt()  # (N, G)
         adv = adv / (torch.maximum(std, group_std / 2) + eps)
     keep = valid & (count >= 2) & _spread(x, valid)
-    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.device, rewards.dtype)
+    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.dtype).to(rewards.device)
 
 
 def reinforce_pp_advantages(
@@ -185,7 +186,7 @@ def reinforce_pp_advantages(
         var = ((a[keep] - mu) ** 2).sum() / (n - ddof).clamp(min=1)
         out = out / (var.sqrt() + eps)
     # and gets exactly 0, not -mu/std: the noise pushed a group failing alike up or down
-    return torch.where(signal, out, torch.zeros_like(out)).to(rewards.device, rewards.dtype)
+    return torch.where(signal, out, torch.zeros_like(out)).to(rewards.dtype).to(rewards.device)
 
 
 ADVANTAGES: dict[AdvantageName, AdvantageFn] = {
