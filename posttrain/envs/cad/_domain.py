@@ -8,11 +8,15 @@ the bounding box may be off, and half the thickness of the smallest difference i
 fails) and ``holes`` (default none: the round holes and slots the prompt states, each held to its
 diameter within max(0.1 mm, 2 %) on its axis, ``_holes.py``; the generator lists every one it
 makes) and ``rounds`` (default none: the round outer features, hubs and bosses, each held round to
-its diameter from outside, ``_holes._round_problem``). The reference, unless the record gives one, is the gold in a fenced block.
+its diameter from outside, ``_holes._round_problem``) and ``round_bodies`` (default none, in the form
+of ``rounds``: a disc's outline, held round likewise to OpenSCAD's default faceting for its radius,
+``_holes.body_checks``). The reference, unless the record gives one, is the gold in a fenced block.
 
 >>> task = ENV.parse_task({"id": "c1", "prompt": "A 10 mm cube on the origin.", "gold": "cube(10);"}, "doc")
 >>> task.fields["iou"], task.fields["tolerance_mm"], task.fields["holes"], task.reference
 (0.95, 0.5, [], '```openscad\\ncube(10);\\n```')
+>>> task.fields["rounds"], task.fields["round_bodies"]
+([], [])
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from posttrain.envs.cad._verify import NAME, make_cad_verifier
 from posttrain.strict_json import finite_number
 from posttrain.types import Task, TaskLimits
 
-DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm", "holes", "rounds"})
+DOMAIN_KEYS = frozenset({"gold", "iou", "tolerance_mm", "holes", "rounds", "round_bodies"})
 DEFAULT_IOU = 0.95
 DEFAULT_TOLERANCE_MM = 0.5
 DEFAULT_LIMITS = TaskLimits(timeout_s=20.0, memory_mb=1024)
@@ -77,6 +81,7 @@ class CadDomain(WorkspaceEpisodes):
                                     "a number of millimetres in (0, 100]"),
             "holes": _features(reader, "holes", parse_holes),
             "rounds": _features(reader, "rounds", parse_rounds),
+            "round_bodies": _features(reader, "round_bodies", lambda v: parse_rounds(v, "round body")),
         }
         canary = "canary" in reader.tags()  # its gold contradicts its prompt: no reference
         return parse_common(reader, fields, reference=None if canary else fenced(gold), default_limits=DEFAULT_LIMITS)

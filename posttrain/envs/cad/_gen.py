@@ -5,7 +5,9 @@ position. The difficulty level is the number of features, 1-6 (the L bracket has
 The gold renders with ``$fn = 48``; the prompt asks for 48 to 128; a coarser faceting still
 passes (its slivers are far thinner than 1 mm, and a hole's vertices lie on its circle at any
 faceting: every round hole and slot is a stated ``hole``, held to its diameter along its span,
-``_holes.py``).
+``_holes.py``); a hub or boss passes its round check down to 10 segments (``rounds``) and a disc's
+outline down to 14 (``round_bodies``: at 16 its flats are 1.9 % of its radius deep; a 95 mm disc drawn as
+a 12-gon, flats 1.6 mm deep, passed before).
 
 >>> [t.difficulty for t in generate_level(2, level=3, seed=0)]
 [3.0, 3.0]
@@ -68,7 +70,8 @@ def _task(part: Part, tid: str, level: int, *, without: str | None = None) -> Ta
         meta["canary"] = f"the gold has no {without!r}, which the prompt describes"
     return Task(id=tid, domain="cad", prompt=part.description(),
                 fields={"gold": gold, "iou": DEFAULT_IOU, "tolerance_mm": DEFAULT_TOLERANCE_MM,
-                        "holes": part.holes(without=without), "rounds": part.rounds(without=without)},
+                        "holes": part.holes(without=without), "rounds": part.rounds(without=without),
+                        "round_bodies": part.round_bodies},
                 reference=None if without is not None else fenced(gold), difficulty=float(level),
                 tags=("cad", part.kind, f"level-{level}", *(("canary",) if without is not None else ())),
                 limits=DEFAULT_LIMITS, metadata=meta)

@@ -53,6 +53,13 @@ between ``hole_tolerance(d)`` and ``REACH_MM`` outside the radius, and material 
 ``ROUND_SEGMENTS``. The shape check alone passed a 14 mm hub drawn with ``$fn = 8`` (15 of 16 hubs and
 bosses) or 6 (3 of 16): its chords are under 1 mm deep.
 
+Round bodies (a disc's outline: the task's ``round_bodies``, in the form of ``rounds``) are held the same
+way to OpenSCAD's default faceting for their radius, uncapped (``openscad_segments``: 30 segments over
+a 9.5 mm radius): the verifier gives each a ``segments`` key (``body_checks``), which a task file may
+not. Held to 12 segments, a 40-100 mm disc drawn with ``$fn = 12`` (flats 0.7-1.7 mm deep, IoU 0.955)
+passed 6 of 12 disc tasks; now 14 segments or more pass (16: 1.9 % of the radius deep) and 13 or fewer
+fail.
+
 >>> parse_holes([{"axis": "z", "at": [0, 0, 2], "d": 3, "span": [0, 4]}])
 [{'axis': 'z', 'at': [0.0, 0.0, 2.0], 'd': 3.0, 'span': [0.0, 4.0]}]
 >>> hole_tolerance(3.0), hole_tolerance(20.0)
@@ -163,27 +170,50 @@ def parse_holes(value: Any) -> list[dict[str, Any]]:
     return [_parse_hole(i, hole) for i, hole in enumerate(value)]
 
 
-def parse_rounds(value: Any) -> list[dict[str, Any]]:
+def parse_rounds(value: Any, what: str = "round feature") -> list[dict[str, Any]]:
     """The round outer features of a task record (``{"axis", "at", "d", "span"}``, as a hole without
-    ``to`` or ``ignore``), normalised; ``ValueError`` says what was expected where they are not.
+    ``to`` or ``ignore``), normalised; ``ValueError`` says what was expected where they are not, calling
+    each a ``what`` (a task's ``round_bodies``: ``"round body"``).
 
     >>> parse_rounds([{"axis": "z", "at": [0, 0, 8], "d": 14, "span": [5, 11]}])[0]["d"]
     14.0
     """
     if not isinstance(value, list) or len(value) > MAX_HOLES or any(
             isinstance(r, dict) and {"to", "ignore"} & set(r) for r in value):
-        raise ValueError(f"a list of at most {MAX_HOLES} round features, each with axis, at, d and span")
-    return [_parse_hole(i, r, "round feature") for i, r in enumerate(value)]
+        plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+        raise ValueError(f"a list of at most {MAX_HOLES} {plural}, each with axis, at, d and span")
+    return [_parse_hole(i, r, what) for i, r in enumerate(value)]
+
+
+def openscad_segments(r: float) -> int:
+    """The segments OpenSCAD's default faceting ($fa = 12, $fs = 2: ``ceil(max(min(360 / 12, 2 pi r / 2),
+    5))``) gives a circle of radius ``r``.
+
+    >>> openscad_segments(7.0), openscad_segments(47.5), openscad_segments(1.5)
+    (22, 30, 5)
+    """
+    return math.ceil(max(min(30.0, math.pi * r), 5.0))
 
 
 def round_segments(r: float) -> int:
-    """The coarsest faceting a round feature of radius ``r`` may have: OpenSCAD's default ($fa = 12,
-    $fs = 2: ``ceil(max(min(360 / 12, 2 pi r / 2), 5))``), at most ``ROUND_SEGMENTS``.
+    """The coarsest faceting a round feature of radius ``r`` may have: OpenSCAD's default
+    (``openscad_segments``), at most ``ROUND_SEGMENTS``.
 
     >>> round_segments(7.0), round_segments(1.5)
     (12, 5)
     """
-    return min(ROUND_SEGMENTS, math.ceil(max(min(30.0, math.pi * r), 5.0)))
+    return min(ROUND_SEGMENTS, openscad_segments(r))
+
+
+def body_checks(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The round bodies of a task (``parse_rounds``) as the round features the check holds to OpenSCAD's
+    default faceting for their radius (``segments``: ``openscad_segments``, not capped at
+    ``ROUND_SEGMENTS``).
+
+    >>> body_checks([{"axis": "z", "at": [0, 0, 3], "d": 95.0, "span": [0, 6]}])[0]["segments"]
+    30
+    """
+    return [{**b, "segments": openscad_segments(b["d"] / 2)} for b in bodies]
 
 
 def _turned(manifold: Any, axis: str) -> Any:
@@ -352,13 +382,15 @@ def _bore_problem(turned: Any, hole: dict[str, Any]) -> str | None:
 def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[str, Any]]) -> str | None:
     """Why the round outer ``feature`` is not round to its size along its span (less ``MARGIN_MM``), or
     None: material past ``hole_tolerance(d)`` outside its radius, or a gap in the ring just inside
-    ``r cos(pi / round_segments(r)) - hole_tolerance(d)`` (the ring less the stated holes' cylinders
+    ``r cos(pi / n) - hole_tolerance(d)``, ``n`` its ``segments`` (a round body's, ``body_checks``) or
+    ``round_segments(r)`` (the ring less the stated holes' cylinders
     and ignore boxes on that axis, which the gold cuts there)."""
     import manifold3d as m3
 
     u, v, w = FRAMES[feature["axis"]]
     lo, hi = stations(feature)[[0, -1]]
     r, tol, h = feature["d"] / 2, hole_tolerance(feature["d"]), float(hi - lo)
+    segments = int(feature.get("segments", round_segments(r)))  # a round body's (``body_checks``)
     c = np.array(feature["at"])[[u, v]]
     fine = 256
 
@@ -367,7 +399,7 @@ def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[st
 
     outer = disc(r + REACH_MM) - disc((r + tol) / math.cos(math.pi / fine))
     extra = (turned ^ outer).volume() / (2 * math.pi * r * h)
-    r_in = r * math.cos(math.pi / round_segments(r)) - tol
+    r_in = r * math.cos(math.pi / segments) - tol
     ring = disc(r_in) - disc(max(r_in - _RING_MM, 1e-3))
     for hole in holes:
         if hole["axis"] != feature["axis"]:
@@ -384,12 +416,13 @@ def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[st
     if extra <= BORE_SKIN_MM and gap <= BORE_SKIN_MM:
         return None
     axis = "xyz"[w].upper()
-    where = (f"the round feature of diameter {feature['d']:g} mm along {axis} at {'xyz'[u].upper()} = {c[0]:g}, "
+    what = "round body" if "segments" in feature else "round feature"
+    where = (f"the {what} of diameter {feature['d']:g} mm along {axis} at {'xyz'[u].upper()} = {c[0]:g}, "
              f"{'xyz'[v].upper()} = {c[1]:g}, between {axis} = {lo:g} and {hi:g}")
     if extra > BORE_SKIN_MM:
         return f"{where}: material reaches past its diameter (specified: {feature['d']:g} mm +/- {2 * tol:g} mm)"
     return (f"{where}: its wall comes inside {2 * r_in:.2f} mm across, or is missing (specified: round, "
-            f"{feature['d']:g} mm +/- {2 * tol:g} mm, faceted with {round_segments(r)} segments or more)")
+            f"{feature['d']:g} mm +/- {2 * tol:g} mm, as round as {segments} segments or finer)")
 
 
 def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[str, Any]]) -> bytes:

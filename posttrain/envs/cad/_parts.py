@@ -24,7 +24,8 @@ Every round hole and slot a feature cuts is also listed as a ``hole`` (``_holes.
 point of it, its diameter and its span, the stretch of the axis where the hole is its plain self
 (through the material, below its counterbore, clear of the other features: from face to face, or to
 the counterbore's floor), so that the verifier holds it to its stated size along its length
-(``Part.holes``); every boss and hub likewise as a round outer feature (``Part.rounds``).
+(``Part.holes``); every boss and hub likewise as a round outer feature (``Part.rounds``), and a disc's
+outline, below its chamfer, as a round body (``Part.round_bodies``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ class Part:
     base: str
     intro: str
     features: list[Feature]
+    round_bodies: list[dict[str, object]] = field(default_factory=list)
+    """The base's round outline (a disc's), as ``_hole`` writes it: held round from outside to OpenSCAD's
+    default faceting for its radius (the task's ``round_bodies``)."""
 
     def script(self, without: str | None = None) -> str:
         """The gold script; ``without`` leaves one feature out (the ablation tests)."""
@@ -447,7 +451,8 @@ def disc(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         return None
     intro = (f"A round disc of diameter {_n(dia)} mm and thickness {_n(t)} mm, its axis along Z through the origin "
              "and its bottom face on Z = 0.")
-    return Part("disc", f"cylinder(d = {_n(dia)}, h = {_n(t)});", intro, feats)
+    body = _hole("z", (0, 0, (t - c) / 2), dia, (0, t - c))  # below the chamfer, which is held by the shape check
+    return Part("disc", f"cylinder(d = {_n(dia)}, h = {_n(t)});", intro, feats, round_bodies=[body])
 
 
 def _disc_bolts(rng: random.Random, feats: list[Feature], outer: float, inner: float, t: float,

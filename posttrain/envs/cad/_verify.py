@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from posttrain.envs._base import Verifier, fail, guard
+from posttrain.envs.cad._holes import body_checks
 from posttrain.envs.cad._render import MAX_STL_BYTES, Render, gold_key, gold_render, render_stl
 from posttrain.envs.cad._script import extract_script, script_problem
 from posttrain.types import Task, Verdict
@@ -124,7 +125,7 @@ def verify_cad(pool: Any, checks: CheckPool, task: Task, response: str) -> Verdi
     outcome = checks.run({"part": base64.b64encode(part.stl).decode(), "gold": base64.b64encode(gold.stl).decode(),
                           "gold_key": gold_key(task.fields["gold"]), "iou": task.fields["iou"],
                           "tolerance_mm": task.fields["tolerance_mm"], "holes": task.fields["holes"],
-                          "rounds": task.fields["rounds"]})
+                          "rounds": [*task.fields["rounds"], *body_checks(task.fields.get("round_bodies", []))]})
     verdict = _check_verdict(outcome, hashlib.sha256(part.stl).hexdigest())
     timing = {"check_s": round(outcome.wall_s, 4), "check_cpu_s": round(outcome.cpu_s, 4),
               "verify_s": round(time.monotonic() - t0, 4)}

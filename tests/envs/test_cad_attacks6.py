@@ -1,0 +1,121 @@
+"""A sixth read of the cad verifier as a reward-hacking policy would read it, each attack through the real
+verifier (OpenSCAD in the sandbox, the mesh checks in their worker).
+
+One passed: a disc's body drawn as a coarse prism. Nothing held the outline of a disc round but the
+shape check (differences under 1 mm thick pass), the IoU (0.95) and the bounding box, so the gold with its
+body cylinder (and the chamfer's cone) at ``$fn = 12`` passed 6 of 12 generated disc tasks (IoU
+0.955-0.959, flats 0.7-1.7 mm deep on a 40-100 mm disc); ``$fn = 8`` and 6 failed the IoU or the bounding
+box. The generator now states each disc's outline below its chamfer as a ``round_bodies`` entry, held
+round like a hub (``_holes._round_problem``) but to OpenSCAD's default faceting for its radius (30
+segments) less the tolerance: 0 of 12 pass at 12 or 13 segments; the golds pass at their ``$fn = 48``, at
+16 and at OpenSCAD's default.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from functools import cache
+
+import pytest
+
+from posttrain.envs import get_domain
+from posttrain.envs.cad import fenced
+from posttrain.envs.cad._holes import body_checks
+from posttrain.errors import TaskError
+from posttrain.types import Task
+
+ENV = get_domain("cad")
+needs_openscad = pytest.mark.skipif(shutil.which("openscad") is None, reason="openscad is not installed "
+                                    "(make domain-deps)")
+
+
+@pytest.fixture(scope="module")
+def verify(pool):
+    return ENV.make_verifier(pool)
+
+
+@cache
+def _discs() -> dict[str, Task]:
+    """The disc tasks among ``generate_level(6, level=L, seed=31)``, L = 1-6 (16 of 36), by id."""
+    return {t.id: t for level in range(1, 7) for t in ENV.generate_level(6, level=level, seed=31)
+            if t.metadata["generator"] == "cad/disc"}
+
+
+def _body_faceted(task: Task, fn: int) -> str:
+    """The gold with its disc body, the cylinder and the chamfer's cone of the disc's diameter, drawn with
+    ``$fn = fn`` (the hub, bore and holes as the gold draws them)."""
+    dia = re.escape(re.search(r"A round disc of diameter ([\d.]+) mm", task.prompt).group(1))
+    body = re.compile(rf"(cylinder\((?:d = {dia}, h = [\d.]+|h = [\d.]+, d1 = {dia}, d2 = [\d.]+))\)")
+    script, n = body.subn(lambda m: m.group(1) + f", $fn = {fn})", task.fields["gold"])
+    assert n, task.fields["gold"]
+    return script
+
+
+def _verdict(verify, task: Task, script: str, tries: int = 3):
+    """The verdict, an infra one retried as the execution service retries it (a loaded host's render)."""
+    for _ in range(tries):
+        verdict = verify(task, fenced(script))
+        if not verdict.is_infra_error:
+            return verdict
+    return verdict
+
+
+# The 12-gons passed before (IoU 0.955-0.959, every other check passed); a 13-gon's odd faceting also
+# fails the bounding box.
+PRISMS = [("cad-l3-31-0", 12, "holes", "a chamfered 70 mm disc with counterbored bolts as a 12-gon"),
+          ("cad-l3-31-5", 12, "holes", "a chamfered 45 mm disc with a keyed bore as a 12-gon"),
+          ("cad-l4-31-4", 12, "holes", "a 60 mm disc with hub and keyed bore as a 12-gon"),
+          ("cad-l4-31-4", 13, "dimensions", "the same as a 13-gon")]
+
+
+@needs_openscad
+@pytest.mark.parametrize(("task_id", "fn", "first", "name"), PRISMS, ids=[c[3] for c in PRISMS])
+def test_a_disc_drawn_as_a_coarse_prism_fails_its_round_body(verify, task_id: str, fn: int, first: str,
+                                                             name: str) -> None:
+    v = _verdict(verify, _discs()[task_id], _body_faceted(_discs()[task_id], fn))
+    assert (v.outcome, v.error_class) == ("fail", first), (name, v.outcome, v.error_class, v.feedback)
+    assert "the round body of diameter" in v.feedback and "as round as 30 segments" in v.feedback, v.feedback
+
+
+@needs_openscad
+@pytest.mark.parametrize("faceting", ["gold", "$fn = 16", "OpenSCAD's default", "body 16", "body 64"])
+def test_disc_golds_pass_at_their_own_16_and_openscads_default_faceting(verify, faceting: str) -> None:
+    for task_id in ("cad-l3-31-0", "cad-l4-31-4", "cad-l6-31-3"):
+        task = _discs()[task_id]
+        gold = task.fields["gold"]
+        script = {"gold": gold, "$fn = 16": gold.replace("$fn = 48;", "$fn = 16;"),
+                  "OpenSCAD's default": gold.replace("$fn = 48;", "// OpenSCAD's default faceting")}.get(faceting)
+        v = _verdict(verify, task, script or _body_faceted(task, int(faceting.split()[1])))
+        assert v.passed, (task_id, faceting, v.feedback)
+
+
+def test_every_generated_disc_states_its_body_below_its_chamfer() -> None:
+    tasks = ENV.generate_tasks(80, seed=5)
+    discs = [t for t in tasks if t.metadata["generator"] == "cad/disc"]
+    assert len(discs) > 10
+    for task in discs:
+        dia, t = (float(x) for x in re.search(r"diameter ([\d.]+) mm and thickness ([\d.]+) mm", task.prompt).groups())
+        chamfer = re.search(r"chamfered ([\d.]+) mm", task.prompt)
+        top = t - (float(chamfer.group(1)) if chamfer else 0.0)
+        assert task.fields["round_bodies"] == [{"axis": "z", "at": [0, 0, top / 2], "d": dia, "span": [0, top]}]
+    assert all(t.fields["round_bodies"] == [] for t in tasks if t.metadata["generator"] != "cad/disc")
+    assert all(t.fields["round_bodies"] for t in ENV.canary_tasks(20, seed=2) if t.metadata["generator"] == "cad/disc")
+
+
+def test_a_round_body_is_held_to_openscads_default_faceting_and_a_hub_is_not() -> None:
+    body = {"axis": "z", "at": [0, 0, 3], "d": 95.0, "span": [0, 6]}
+    assert body_checks([body]) == [{**body, "segments": 30}]
+    assert body_checks([{**body, "d": 14.0}])[0]["segments"] == 22
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ({"axis": "z", "at": [0, 0, 1], "d": 30, "span": [0, 2], "segments": 5}, "round body 0: an object with"),
+    ({"axis": "z", "at": [0, 0, 1], "d": 30, "span": [0, 2], "to": [1, 0, 1]}, "round bodies"),
+    ({"axis": "z", "at": [0, 0, 5], "d": 30, "span": [0, 2]}, "where the round body is its plain self"),
+])
+def test_a_task_file_may_not_set_a_round_bodys_faceting_and_a_bad_one_is_named(item: dict, said: str) -> None:
+    """``segments`` is the verifier's (``body_checks``): a task file that sets it, to let a 5-gon pass, is refused."""
+    record = {"id": "r", "prompt": "p", "gold": "cylinder(d = 30, h = 2);", "round_bodies": [item]}
+    with pytest.raises(TaskError, match=re.escape(said)):
+        ENV.parse_task(record, "t.jsonl")
