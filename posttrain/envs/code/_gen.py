@@ -2,6 +2,12 @@
 
 The two cases shown in the docstring are the visible ``test``; four more are the ``hidden_test``
 (their failures are counted in feedback, never shown), so echoing the examples does not pass.
+The hidden cases are chosen so that no table of the shown examples with a constant for every other
+call passes them (``_hidden_cases``): their inputs are not the shown ones, their expected values are
+not all one value, and one of them is none of the defaults ``0``, ``''``, ``[]``, ``None``, ``False``,
+no shown output and not its own argument (so returning the argument fails too; where the template
+has no such output, ``_hidden_cases`` says what stands in). Not covered: other guesses of the rule
+from the examples alone (a candidate is judged only by these four cases).
 
 Each template has a constant drawn per task (so two tasks of one template differ), a reference
 implementation used both as the task's reference response and to compute the expected values
@@ -80,8 +86,57 @@ def _reference_fn(template: _Template, k: int, fname: str) -> Callable[..., Any]
     return ns[fname]
 
 
+_DEFAULTS = (0, "", [], None, False)
+"""What a candidate that does not know the answer returns: a hidden case expecting one of them tells little."""
+_SPARE_DRAWS = 64
+
+
+def _tells(value: Any, shown: list[Any], args: tuple[Any, ...] = ()) -> bool:
+    """Whether ``value`` is none of the defaults, no shown output and none of ``args`` (the call's
+    arguments), by ``==``: the test's comparison."""
+    return not any(value == other for other in (*_DEFAULTS, *shown, *args))
+
+
+def _is_decisive(fn: Callable[..., Any], examples: list[tuple[Any, ...]], hidden: list[tuple[Any, ...]]) -> bool:
+    """Whether ``hidden`` fails every table of ``examples`` with one constant for other calls: its
+    inputs are new and distinct, its expected values not all equal, and one of them ``_tells``."""
+    keys = [repr(args) for args in hidden]
+    outs = [fn(*args) for args in hidden]
+    shown = [fn(*args) for args in examples]
+    new = len(set(keys)) == len(keys) and not set(keys) & {repr(args) for args in examples}
+    return new and any(out != outs[0] for out in outs) and any(
+        _tells(out, shown, args) for args, out in zip(hidden, outs, strict=True))
+
+
+def _hidden_cases(template: _Template, fn: Callable[..., Any], examples: list[tuple[Any, ...]],
+                  drawn: list[tuple[Any, ...]], rng: random.Random) -> list[tuple[Any, ...]]:
+    """The hidden cases: ``drawn`` when they are decisive (``_is_decisive``), otherwise as many of them
+    as are new, behind a case that tells and one whose expected value differs from it, taken from
+    ``_SPARE_DRAWS`` more samples of ``rng``. Where no output can tell (``digit_sum_mod`` modulo 3
+    with the examples at 1 and 2), the first case is one that is not a default; the two cases still
+    differ, so no constant answers them both."""
+    if _is_decisive(fn, examples, drawn):
+        return drawn
+    seen = {repr(args) for args in examples}
+    pool: list[tuple[Any, ...]] = []
+    for args in [*drawn, *(template.sample(rng) for _ in range(_SPARE_DRAWS))]:
+        if repr(args) not in seen:
+            seen.add(repr(args))
+            pool.append(args)
+    shown = [fn(*args) for args in examples]
+    firsts = [a for a in pool if _tells(fn(*a), shown, a)] or [a for a in pool if _tells(fn(*a), [])]
+    seconds = [a for a in pool if firsts and fn(*a) != fn(*firsts[0])]
+    hidden = [] if not seconds else [firsts[0], seconds[0], *[
+        a for a in pool if a not in (firsts[0], seconds[0])][: len(drawn) - 2]]
+    if len(hidden) != len(drawn):  # a template bug: its sampler barely varies
+        raise RuntimeError(f"code/{template.name}: no {len(drawn)} decisive hidden cases in {len(pool)} inputs")
+    return hidden
+
+
 def generate(rng: random.Random, tid: str) -> Task:
-    """One task: a random template, a random constant, 6 random test cases (2 visible, 4 hidden)."""
+    """One task: a random template, a random constant, 6 random test cases (2 visible, 4 hidden; the
+    hidden ones redrawn, from a generator of the task's own, when they are not ``_is_decisive``, so
+    the tasks that follow are the same either way)."""
     template = rng.choice(_TEMPLATES)
     k = rng.randint(*template.k_range)
     fname = f"{template.name}_{k}".replace("-", "m")
@@ -89,6 +144,7 @@ def generate(rng: random.Random, tid: str) -> Task:
     doc = template.doc.format(k=k)
     cases = [template.sample(rng) for _ in range(6)]
     examples = cases[:2]
+    hidden = _hidden_cases(template, fn, examples, cases[2:], random.Random(f"{tid}/hidden"))
     example_lines = "".join(
         f"    >>> {fname}({', '.join(map(repr, args))})\n    {fn(*args)!r}\n" for args in examples
     )
@@ -102,7 +158,7 @@ def generate(rng: random.Random, tid: str) -> Task:
         domain="code",
         prompt=prompt,
         # The docstring's examples are the visible tests; the other four are hidden (a count only).
-        fields={"entry_point": fname, "test": check(examples), "hidden_test": check(cases[2:])},
+        fields={"entry_point": fname, "test": check(examples), "hidden_test": check(hidden)},
         reference=template.body.format(k=k),
         tags=("code", template.name),
         metadata={"generator": f"code/{template.name}"},
