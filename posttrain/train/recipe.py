@@ -344,7 +344,8 @@ class RLConfig:
     """Advantage estimator (posttrain.algo.ADVANTAGES)."""
     scale_by_std: bool | None = None
     """Divide by the group std: null = the estimator's own default (on for grpo, off for rloo);
-    false with grpo = Dr.GRPO."""
+    false with grpo = Dr.GRPO; with rloo, the leave-one-out std floored at half the group's
+    (|advantage| <= 2 sqrt(group_size))."""
     policy_loss: Literal["ppo_clip", "gspo", "cispo"] = "ppo_clip"
     """Per-token policy loss (posttrain.algo.POLICY_LOSSES)."""
     clip_low: Annotated[float, Range(ge=0, lt=1)] = 0.2
