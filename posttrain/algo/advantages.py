@@ -14,7 +14,8 @@ A group with fewer than two finite rewards has no baseline information: all its 
 are all equal: its advantages are exactly 0, never the float noise of its mean (``_spread``), whatever
 the rest of the batch (reinforce_pp's whitening included).
 
-Statistics are taken in float64 (``_wide``) and the advantages returned in the rewards' dtype: the
+RLOO's and REINFORCE++'s statistics are taken in float64 (``_wide``) and the advantages returned in
+the rewards' dtype (GRPO's one mean and std per group keep order as they are): the
 float32 noise of a group mean, a leave-one-out mean in particular, which differs per sample, gave a
 reward a little worse a little more advantage (rewards 1e-6 apart, ~8 float32 ulps).
 
@@ -96,13 +97,14 @@ def grpo_advantages(
     [1.30558, -0.78335, -0.78335, 0.26112]
     """
     _check(rewards)
-    x = _wide(rewards)
-    valid, count, mean, std = _group_stats(x, ddof)
-    adv = x - mean
+    # in the rewards' dtype (not _wide): one mean and one std for the whole group keep the order of
+    # its rewards, and runs recorded before keep their advantages to the bit
+    valid, count, mean, std = _group_stats(rewards, ddof)
+    adv = rewards - mean
     if scale_by_std:
         adv = adv / (std + eps)
-    keep = valid & (count >= 2) & _spread(x, valid)
-    return torch.where(keep, adv, torch.zeros_like(adv)).to(rewards.dtype).to(rewards.device)
+    keep = valid & (count >= 2) & _spread(rewards, valid)
+    return torch.where(keep, adv, torch.zeros_like(adv))
 
 
 def rloo_advantages(
