@@ -98,13 +98,14 @@ makes none (``_kept`` stops there rather than try every one)."""
 
 def _kept(name: str, spec: Mapping[str, Any], dataset: Any, size: int, *,
           dropped: Counter[str]) -> Iterator[dict[str, Any]]:
-    """The dataset's entries in order, as entries (module docstring), less those that do not stand,
-    each counted in ``dropped`` by its reason: one the generator fails to make (countdown's search for
-    an expression gives up on some seeds), one a ``keep`` rule drops, and one whose reference fails
-    the task's own check (``_check.reference_problem``: jugs' solver finds no pouring for some
-    puzzles that have one and says "No solution", tower_of_hanoi's top-level moves run past the
-    longest answer checked, rubiks_cube has no example answer for cubes above 3x3). Dropping an
-    entry leaves the others as they were: reasoning-gym makes entry i from its own seed."""
+    """The dataset's entries in order, as entries (module docstring) as their rule's ``shape`` shows
+    them, less those that do not stand, each counted in ``dropped`` by its reason: one the generator
+    fails to make (countdown's search for an expression gives up on some seeds), one a ``keep`` rule
+    drops, and one whose reference fails the task's own check (``_check.reference_problem``: jugs'
+    solver finds no pouring for some puzzles that have one and says "No solution", tower_of_hanoi's
+    top-level moves run past the longest answer checked, rubiks_cube has no example answer for cubes
+    above 3x3). Dropping an entry leaves the others as they were: reasoning-gym makes entry i from
+    its own seed."""
     from posttrain.envs.rg._check import reference_problem
 
     made = 0
@@ -119,6 +120,8 @@ def _kept(name: str, spec: Mapping[str, Any], dataset: Any, size: int, *,
         made += 1
         source = raw["metadata"].get("source_dataset", name) if name == "composite" else name
         rule = HARDENED.get(source, _NO_RULE)  # a composite's entry: the rule of the generator it came from
+        if rule.shape is not None:
+            raw = rule.shape(raw)
         if rule.keep is not None and not rule.keep(raw):
             dropped["the generator's rule keeps no such task"] += 1
             continue

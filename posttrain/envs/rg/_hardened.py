@@ -51,13 +51,19 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
   default scorer gives an empty answer 0, its own reference too: its scorer is replaced by the exact
   match, and its empty answer allowed (``EMPTY_ANSWERS``).
 
+- **The answer told by where and how it is written.** number_format lists its base first and each
+  other candidate as base + delta, written with the float noise of the sum: the second candidate
+  passed 35-42% of its default tasks, the most decimals 36% at level 2, against 22-31% blind. Its
+  candidates are shown shuffled and written from their 3 decimals (``shape``), at least 4 a task.
+
 - **Too few entries to balance.** circuit_logic's outputs are 0 in 62% of its entries: at 4 draws a task
   the entries ran out before ``_generate.balanced`` had its even split, the passed-over 0s filled the
   rest, and "0" passed 19 of 32 default tasks; it draws 8 (``draws``).
 
 ``before`` runs before the scorer (a reason to refuse the answer unseen), ``replace`` instead of it,
-``check`` after a full score (a reason to refuse it anyway), ``keep`` at generation (an entry posttrain
-has no reference for; one whose reference fails its check is dropped anyway, ``_generate._kept``).
+``check`` after a full score (a reason to refuse it anyway), ``shape`` and ``keep`` at generation (how
+an entry is shown; an entry posttrain has no reference for; one whose reference fails its check is
+dropped anyway, ``_generate._kept``).
 Honest answers keep their meaning: every reference of every generator scores 1 (tests/envs/test_rg.py,
 tests/envs/test_rg_references.py).
 """
@@ -65,11 +71,14 @@ tests/envs/test_rg_references.py).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -91,6 +100,9 @@ class Rule:
     entries depend on."""
     ask: str = ""
     """What the generator's question is missing, added to it (propositional_logic: which conclusions count)."""
+    shape: Callable[[Entry], dict[str, Any]] | None = None
+    """The generator's entry as posttrain shows it, made from the generator's (number_format: its
+    candidates in an order and a writing that do not give the answer away); deterministic in the entry."""
     open_answers: bool = False
     """Any valid answer scores 1 and another task's is often valid here too (propositional_logic: a
     weaker conclusion from the same variables; graph_color: a coloring of a sparse graph; n_queens:
@@ -504,11 +516,52 @@ def _candidate(dataset: Any, answer: str, entry: Entry) -> float:
     return 1.0 if abs(got - float(entry["metadata"]["solution"])) < 5e-4 else 0.0
 
 
+def _written(value: float, shown: str) -> str:
+    """``value`` at the generator's 3 decimals, in the notation of ``shown`` (its own writing of it):
+    ``.15e`` scientific, ``,`` thousands, else ``f``. Written from the decimal digits, so no float noise
+    shows: the generator writes ``base + delta`` as it sums (``12,345.679000000001``, ``8.614674398940001e+08``),
+    which a candidate it drew as the base (3 decimals exactly) never is."""
+    digits = Decimal(f"{value:.3f}")
+    if "e" in shown:
+        mantissa, exponent = format(digits, ".15e").split("e")
+        return f"{mantissa}e{int(exponent):+03d}"
+    return format(digits, ",.3f") if "," in shown else format(digits, ".6f")
+
+
+def _shuffled_candidates(entry: Entry) -> dict[str, Any]:
+    """number_format's entry with its candidates in an order drawn from the entry, each written
+    by ``_written``. The generator lists its base first and each other candidate as base + delta
+    (uniform in +-max_delta): the first is the greatest or least only with 2^-(N-1), so the others
+    share the rest, and the second candidate passed 45 and 38 of 100 default tasks (seeds 1, 2;
+    chance is 31%: 2-5 candidates); at level 2 (delta within 0.001: three values among hundreds of
+    candidates, the answer one of the two outer ones), a number showing float noise is never the base,
+    and the one with the most decimals passed 29 of 60. Scoring reads only ``metadata.solution``."""
+    meta = entry["metadata"]
+    pairs = list(zip(meta["candidates"], meta["formatted_candidates"], strict=True))
+    digest = hashlib.sha256(json.dumps([meta["candidates"], meta["size"]]).encode()).digest()
+    random.Random(int.from_bytes(digest[:8], "big")).shuffle(pairs)
+    shown = [_written(value, text) for value, text in pairs]
+    head, listed, tail = str(entry["question"]).rpartition(" ".join(meta["formatted_candidates"]))
+    if not listed:
+        raise ValueError("rg/number_format: the question does not list its candidates as its metadata does")
+    return {**entry, "question": head + " ".join(shown) + tail,
+            "metadata": {**meta, "candidates": [v for v, _ in pairs], "formatted_candidates": shown}}
+
+
+MIN_CANDIDATES = 4
+"""The fewest candidates a number_format task shows. Its default configuration draws 2 to 5: a
+candidate picked blind passes a task of two half the time, and 31% of those tasks on average, above
+``_generate.MAX_SHARE``; holding the first and last to the share then left the answer in the middle
+(the second candidate: 35-38 of 100). From 4 it is 22.5% (its levels draw 5 or more already)."""
+
+
 def _distinct_candidates(entry: Entry) -> bool:
     """number_format's top level draws its candidates within 1e-6 of each other and shows them to 3
     decimals: every candidate is one value, the answer, so the question's last number copied passed
-    every task. An entry whose candidates show one value has nothing to pick: not generated."""
-    return len({round(float(c), 3) for c in entry["metadata"]["candidates"]}) > 1
+    every task. An entry whose candidates show one value has nothing to pick, and one that shows
+    fewer than ``MIN_CANDIDATES`` too little: not generated."""
+    candidates = entry["metadata"]["candidates"]
+    return len(candidates) >= MIN_CANDIDATES and len({round(float(c), 3) for c in candidates}) > 1
 
 
 HARDENED: dict[str, Rule] = {
@@ -547,7 +600,7 @@ HARDENED: dict[str, Rule] = {
     "arc_agi": Rule(replace=_arc),
     "pool_matrix": Rule(replace=_pool_matrix),
     "decimal_arithmetic": Rule(replace=_decimal_value),
-    "number_format": Rule(replace=_candidate, keep=_distinct_candidates),
+    "number_format": Rule(replace=_candidate, keep=_distinct_candidates, shape=_shuffled_candidates),
     "codeio": Rule(check=_json_answer),
     "game_of_life": Rule(check=_json_answer),
     "rearc": Rule(replace=_arc),
