@@ -9,6 +9,10 @@ box. The generator now states each disc's outline below its chamfer as a ``round
 round like a hub (``_holes._round_problem``) but to OpenSCAD's default faceting for its radius (30
 segments) less the tolerance: 0 of 12 pass at 12 or 13 segments; the golds pass at their ``$fn = 48``, at
 16 and at OpenSCAD's default.
+
+Then the chamfer: with the body held, the chamfer's cone alone drawn with ``$fn = 12`` passed 11 of 11
+chamfered disc tasks (8: 5 of 11), the cone's flats under the shape check's 1 mm. A chamfered disc states
+its cone too, a round body with ``d2`` (its diameter at the span's end): 0 of 11 at 12 and at 8.
 """
 
 from __future__ import annotations
@@ -52,6 +56,15 @@ def _body_faceted(task: Task, fn: int) -> str:
     return script
 
 
+def _cone_faceted(task: Task, fn: int) -> str:
+    """The gold with only its chamfer's cone drawn with ``$fn = fn``."""
+    dia = re.escape(re.search(r"A round disc of diameter ([\d.]+) mm", task.prompt).group(1))
+    script, n = re.subn(rf"(cylinder\(h = [\d.]+, d1 = {dia}, d2 = [\d.]+)\)", lambda m: m.group(1) + f", $fn = {fn})",
+                        task.fields["gold"])
+    assert n == 1, task.fields["gold"]
+    return script
+
+
 def _verdict(verify, task: Task, script: str, tries: int = 3):
     """The verdict, an infra one retried as the execution service retries it (a loaded host's render)."""
     for _ in range(tries):
@@ -78,29 +91,48 @@ def test_a_disc_drawn_as_a_coarse_prism_fails_its_round_body(verify, task_id: st
     assert "the round body of diameter" in v.feedback and "as round as 30 segments" in v.feedback, v.feedback
 
 
+CONES = [("cad-l3-31-0", 12, "a 70 mm disc's 3 mm chamfer as a 12-gon"),
+         ("cad-l6-31-2", 8, "a 50 mm disc's chamfer as an octagon"),
+         ("cad-l6-31-3", 12, "a 95 mm disc's chamfer as a 12-gon")]
+
+
 @needs_openscad
-@pytest.mark.parametrize("faceting", ["gold", "$fn = 16", "OpenSCAD's default", "body 16", "body 64"])
+@pytest.mark.parametrize(("task_id", "fn", "name"), CONES, ids=[c[2] for c in CONES])
+def test_a_chamfer_cone_drawn_as_a_coarse_pyramid_fails(verify, task_id: str, fn: int, name: str) -> None:
+    v = _verdict(verify, _discs()[task_id], _cone_faceted(_discs()[task_id], fn))
+    assert (v.outcome, v.error_class) == ("fail", "holes"), (name, v.outcome, v.error_class, v.feedback)
+    assert re.search(r"the round body of diameter [\d.]+ mm .* mm to [\d.]+ mm", v.feedback), v.feedback
+
+
+@needs_openscad
+@pytest.mark.parametrize("faceting", ["gold", "$fn = 16", "OpenSCAD's default", "body 16", "body 64", "cone 16"])
 def test_disc_golds_pass_at_their_own_16_and_openscads_default_faceting(verify, faceting: str) -> None:
     for task_id in ("cad-l3-31-0", "cad-l4-31-4", "cad-l6-31-3"):
         task = _discs()[task_id]
         gold = task.fields["gold"]
         script = {"gold": gold, "$fn = 16": gold.replace("$fn = 48;", "$fn = 16;"),
                   "OpenSCAD's default": gold.replace("$fn = 48;", "// OpenSCAD's default faceting")}.get(faceting)
-        v = _verdict(verify, task, script or _body_faceted(task, int(faceting.split()[1])))
+        faceted = _cone_faceted if faceting.startswith("cone") else _body_faceted
+        v = _verdict(verify, task, script or faceted(task, int(faceting.split()[-1])))
         assert v.passed, (task_id, faceting, v.feedback)
 
 
-def test_every_generated_disc_states_its_body_below_its_chamfer() -> None:
+def test_every_generated_disc_states_its_body_below_its_chamfer_and_its_cone() -> None:
     tasks = ENV.generate_tasks(80, seed=5)
     discs = [t for t in tasks if t.metadata["generator"] == "cad/disc"]
     assert len(discs) > 10
     for task in discs:
         dia, t = (float(x) for x in re.search(r"diameter ([\d.]+) mm and thickness ([\d.]+) mm", task.prompt).groups())
-        chamfer = re.search(r"chamfered ([\d.]+) mm", task.prompt)
-        top = t - (float(chamfer.group(1)) if chamfer else 0.0)
-        assert task.fields["round_bodies"] == [{"axis": "z", "at": [0, 0, top / 2], "d": dia, "span": [0, top]}]
+        c = float(m.group(1)) if (m := re.search(r"chamfered ([\d.]+) mm", task.prompt)) else 0.0
+        cone = [{"axis": "z", "at": [0, 0, t - c / 2], "d": dia, "span": [t - c, t], "d2": dia - 2 * c}] if c else []
+        assert task.fields["round_bodies"] == [{"axis": "z", "at": [0, 0, (t - c) / 2], "d": dia,
+                                                "span": [0, t - c]}, *cone]
     assert all(t.fields["round_bodies"] == [] for t in tasks if t.metadata["generator"] != "cad/disc")
-    assert all(t.fields["round_bodies"] for t in ENV.canary_tasks(20, seed=2) if t.metadata["generator"] == "cad/disc")
+    canaries = [t for t in ENV.canary_tasks(30, seed=3) if t.metadata["generator"] == "cad/disc"]
+    assert all(t.fields["round_bodies"] for t in canaries)
+    # A gold without its chamfer has the plain cylinder there: no cone stated (it was infra:gold).
+    unchamfered = [t for t in canaries if "'chamfer'" in t.metadata["canary"]]
+    assert unchamfered and all(len(t.fields["round_bodies"]) == 1 for t in unchamfered)
 
 
 def test_a_round_body_is_held_to_openscads_default_faceting_and_a_hub_is_not() -> None:
@@ -113,9 +145,19 @@ def test_a_round_body_is_held_to_openscads_default_faceting_and_a_hub_is_not() -
     ({"axis": "z", "at": [0, 0, 1], "d": 30, "span": [0, 2], "segments": 5}, "round body 0: an object with"),
     ({"axis": "z", "at": [0, 0, 1], "d": 30, "span": [0, 2], "to": [1, 0, 1]}, "round bodies"),
     ({"axis": "z", "at": [0, 0, 5], "d": 30, "span": [0, 2]}, "where the round body is its plain self"),
+    ({"axis": "z", "at": [0, 0, 1], "d": 30, "span": [0, 2], "d2": "24"}, "round body 0: d2, the diameter"),
 ])
 def test_a_task_file_may_not_set_a_round_bodys_faceting_and_a_bad_one_is_named(item: dict, said: str) -> None:
     """``segments`` is the verifier's (``body_checks``): a task file that sets it, to let a 5-gon pass, is refused."""
     record = {"id": "r", "prompt": "p", "gold": "cylinder(d = 30, h = 2);", "round_bodies": [item]}
     with pytest.raises(TaskError, match=re.escape(said)):
         ENV.parse_task(record, "t.jsonl")
+
+
+def test_only_a_round_body_may_be_a_cone() -> None:
+    record = {"id": "r", "prompt": "p", "gold": "cylinder(d = 30, h = 2);",
+              "rounds": [{"axis": "z", "at": [0, 0, 1], "d": 30, "span": [0, 2], "d2": 24}]}
+    with pytest.raises(TaskError, match=re.escape("round feature 0: an object with axis, at, d, span")):
+        ENV.parse_task(record, "t.jsonl")
+    record["round_bodies"] = record.pop("rounds")
+    assert ENV.parse_task(record, "t.jsonl").fields["round_bodies"][0]["d2"] == 24.0

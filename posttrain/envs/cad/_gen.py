@@ -71,7 +71,7 @@ def _task(part: Part, tid: str, level: int, *, without: str | None = None) -> Ta
     return Task(id=tid, domain="cad", prompt=part.description(),
                 fields={"gold": gold, "iou": DEFAULT_IOU, "tolerance_mm": DEFAULT_TOLERANCE_MM,
                         "holes": part.holes(without=without), "rounds": part.rounds(without=without),
-                        "round_bodies": part.round_bodies},
+                        "round_bodies": part.round_bodies(without=without)},
                 reference=None if without is not None else fenced(gold), difficulty=float(level),
                 tags=("cad", part.kind, f"level-{level}", *(("canary",) if without is not None else ())),
                 limits=DEFAULT_LIMITS, metadata=meta)

@@ -53,12 +53,13 @@ between ``hole_tolerance(d)`` and ``REACH_MM`` outside the radius, and material 
 ``ROUND_SEGMENTS``. The shape check alone passed a 14 mm hub drawn with ``$fn = 8`` (15 of 16 hubs and
 bosses) or 6 (3 of 16): its chords are under 1 mm deep.
 
-Round bodies (a disc's outline: the task's ``round_bodies``, in the form of ``rounds``) are held the same
+Round bodies (a disc's outline: the task's ``round_bodies``, in the form of ``rounds``, and optionally
+``"d2"``: a cone's diameter at the span's end, ``d`` at its start, a chamfer) are held the same
 way to OpenSCAD's default faceting for their radius, uncapped (``openscad_segments``: 30 segments over
 a 9.5 mm radius): the verifier gives each a ``segments`` key (``body_checks``), which a task file may
 not. Held to 12 segments, a 40-100 mm disc drawn with ``$fn = 12`` (flats 0.7-1.7 mm deep, IoU 0.955)
-passed 6 of 12 disc tasks; now 14 segments or more pass (16: 1.9 % of the radius deep) and 13 or fewer
-fail.
+passed 6 of 12 disc tasks, and its chamfer's cone alone drawn with ``$fn = 12`` (or 8) passed 11 (5) of 11
+chamfered ones; now 14 segments or more pass (16: 1.9 % of the radius deep) and 13 or fewer fail.
 
 >>> parse_holes([{"axis": "z", "at": [0, 0, 2], "d": 3, "span": [0, 4]}])
 [{'axis': 'z', 'at': [0.0, 0.0, 2.0], 'd': 3.0, 'span': [0.0, 4.0]}]
@@ -132,7 +133,7 @@ def _point(value: Any, n: int = 3) -> list[float] | None:
 
 
 def _parse_hole(i: int, hole: Any, what: str = "hole") -> dict[str, Any]:
-    keys = {"axis", "at", "d", "span", "to", "ignore"}
+    keys = {"axis", "at", "d", "span", "to", "ignore"} | ({"d2"} if what == "round body" else set())
     if not isinstance(hole, dict) or not {"axis", "at", "d"} <= set(hole) <= keys:
         raise ValueError(f"{what} {i}: an object with axis, at, d, span" + (" and optionally to, ignore" if what == "hole" else ""))
     d, at = hole["d"], _point(hole["at"])
@@ -159,6 +160,11 @@ def _parse_hole(i: int, hole: Any, what: str = "hole") -> dict[str, Any]:
         if any(c is None for c in corners):
             raise ValueError(f"{what} {i}: ignore, a box [[x0, y0, z0], [x1, y1, z1]]")
         item["ignore"] = corners
+    if "d2" in hole:  # a round body's cone (a chamfer): its diameter at span's end, d at its start
+        d2 = hole["d2"]
+        if isinstance(d2, bool) or not isinstance(d2, int | float) or not 0 < d2 < 1e4:
+            raise ValueError(f"{what} {i}: d2, the diameter at the span's end, in mm")
+        item["d2"] = float(d2)
     return item
 
 
@@ -384,7 +390,8 @@ def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[st
     None: material past ``hole_tolerance(d)`` outside its radius, or a gap in the ring just inside
     ``r cos(pi / n) - hole_tolerance(d)``, ``n`` its ``segments`` (a round body's, ``body_checks``) or
     ``round_segments(r)`` (the ring less the stated holes' cylinders
-    and ignore boxes on that axis, which the gold cuts there)."""
+    and ignore boxes on that axis, which the gold cuts there). A round body with ``d2`` is a cone, its
+    radius at each point of the span interpolated between ``d / 2`` and ``d2 / 2``, held the same way."""
     import manifold3d as m3
 
     u, v, w = FRAMES[feature["axis"]]
@@ -393,14 +400,20 @@ def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[st
     segments = int(feature.get("segments", round_segments(r)))  # a round body's (``body_checks``)
     c = np.array(feature["at"])[[u, v]]
     fine = 256
+    w0, w1 = feature["span"]
+    slope = (feature.get("d2", feature["d"]) - feature["d"]) / 2 / (w1 - w0)  # a cone's (a round body's d2)
+    r_lo, r_hi = r + slope * (lo - w0), r + slope * (hi - w0)
 
-    def disc(radius: float) -> Any:
-        return m3.Manifold.cylinder(h, radius, circular_segments=fine).translate((float(c[0]), float(c[1]), float(lo)))
+    def disc(offset: float, scale: float = 1.0) -> Any:
+        """The (truncated) cone of the feature's radius at each end of the stretch, times ``scale``, plus ``offset``."""
+        a, b = max(r_lo * scale + offset, 1e-3), max(r_hi * scale + offset, 1e-3)
+        return m3.Manifold.cylinder(h, a, b, circular_segments=fine).translate((float(c[0]), float(c[1]), float(lo)))
 
-    outer = disc(r + REACH_MM) - disc((r + tol) / math.cos(math.pi / fine))
-    extra = (turned ^ outer).volume() / (2 * math.pi * r * h)
-    r_in = r * math.cos(math.pi / segments) - tol
-    ring = disc(r_in) - disc(max(r_in - _RING_MM, 1e-3))
+    outer = disc(REACH_MM) - disc(tol, 1 / math.cos(math.pi / fine))
+    extra = (turned ^ outer).volume() / (math.pi * (r_lo + r_hi) * h)
+    k = math.cos(math.pi / segments)
+    r_in = max((r_lo + r_hi) / 2 * k - tol, 1e-3)
+    ring = disc(-tol, k) - disc(-tol - _RING_MM, k)
     for hole in holes:
         if hole["axis"] != feature["axis"]:
             continue
@@ -421,8 +434,11 @@ def _round_problem(turned: Any, feature: dict[str, Any], holes: Sequence[dict[st
              f"{'xyz'[v].upper()} = {c[1]:g}, between {axis} = {lo:g} and {hi:g}")
     if extra > BORE_SKIN_MM:
         return f"{where}: material reaches past its diameter (specified: {feature['d']:g} mm +/- {2 * tol:g} mm)"
-    return (f"{where}: its wall comes inside {2 * r_in:.2f} mm across, or is missing (specified: round, "
-            f"{feature['d']:g} mm +/- {2 * tol:g} mm, as round as {segments} segments or finer)")
+    inside = f"{2 * (r_lo * k - tol):.2f} mm across" + (f" (at {axis} = {lo:g}; {2 * (r_hi * k - tol):.2f} at {hi:g})"
+                                                         if "d2" in feature else "")
+    return (f"{where}: its wall comes inside {inside}, or is missing (specified: round, "
+            f"{feature['d']:g} mm{' to ' + format(feature['d2'], 'g') + ' mm' if 'd2' in feature else ''} "
+            f"+/- {2 * tol:g} mm, as round as {segments} segments or finer)")
 
 
 def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[str, Any]]) -> bytes:

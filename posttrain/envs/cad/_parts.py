@@ -25,7 +25,7 @@ point of it, its diameter and its span, the stretch of the axis where the hole i
 (through the material, below its counterbore, clear of the other features: from face to face, or to
 the counterbore's floor), so that the verifier holds it to its stated size along its length
 (``Part.holes``); every boss and hub likewise as a round outer feature (``Part.rounds``), and a disc's
-outline, below its chamfer, as a round body (``Part.round_bodies``).
+outline, below its chamfer and the chamfer's cone (``d2``), as round bodies (``Part.round_bodies``).
 """
 
 from __future__ import annotations
@@ -76,9 +76,10 @@ class Part:
     base: str
     intro: str
     features: list[Feature]
-    round_bodies: list[dict[str, object]] = field(default_factory=list)
-    """The base's round outline (a disc's), as ``_hole`` writes it: held round from outside to OpenSCAD's
-    default faceting for its radius (the task's ``round_bodies``)."""
+    outline: list[tuple[str | None, dict[str, object]]] = field(default_factory=list)
+    """The base's round outline (a disc's), as ``_hole`` writes it, each with the feature that makes it
+    (None: the base; "chamfer": its cone): held round from outside to OpenSCAD's default faceting for its
+    radius (``round_bodies``)."""
 
     def script(self, without: str | None = None) -> str:
         """The gold script; ``without`` leaves one feature out (the ablation tests)."""
@@ -100,6 +101,10 @@ class Part:
         kept = [f for f in self.features if f.name != without]
         return [{**h, "span": [round(x, 6) for x in f.spans_without[without]]} if without in f.spans_without else h
                 for f in kept for h in f.holes]
+
+    def round_bodies(self, without: str | None = None) -> list[dict[str, object]]:
+        """The stated round bodies of the gold ``script(without)`` builds (the task's ``round_bodies``)."""
+        return [body for name, body in self.outline if name is None or name != without]
 
     def rounds(self, without: str | None = None) -> list[dict[str, object]]:
         """The stated round outer features of the gold ``script(without)`` builds (the task's ``rounds``)."""
@@ -451,8 +456,10 @@ def disc(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         return None
     intro = (f"A round disc of diameter {_n(dia)} mm and thickness {_n(t)} mm, its axis along Z through the origin "
              "and its bottom face on Z = 0.")
-    body = _hole("z", (0, 0, (t - c) / 2), dia, (0, t - c))  # below the chamfer, which is held by the shape check
-    return Part("disc", f"cylinder(d = {_n(dia)}, h = {_n(t)});", intro, feats, round_bodies=[body])
+    outline: list[tuple[str | None, dict[str, object]]] = [(None, _hole("z", (0, 0, (t - c) / 2), dia, (0, t - c)))]
+    if c:  # the chamfer's cone (a gold without the chamfer has the plain cylinder there)
+        outline.append(("chamfer", {**_hole("z", (0, 0, t - c / 2), dia, (t - c, t)), "d2": dia - 2 * c}))
+    return Part("disc", f"cylinder(d = {_n(dia)}, h = {_n(t)});", intro, feats, outline=outline)
 
 
 def _disc_bolts(rng: random.Random, feats: list[Feature], outer: float, inner: float, t: float,
