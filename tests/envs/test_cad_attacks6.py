@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import shutil
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ from posttrain.envs import get_domain
 from posttrain.envs.cad import fenced
 from posttrain.envs.cad._holes import body_checks
 from posttrain.errors import TaskError
+from posttrain.tasks import load_tasks
 from posttrain.types import Task
 
 ENV = get_domain("cad")
@@ -161,3 +163,28 @@ def test_only_a_round_body_may_be_a_cone() -> None:
         ENV.parse_task(record, "t.jsonl")
     record["round_bodies"] = record.pop("rounds")
     assert ENV.parse_task(record, "t.jsonl").fields["round_bodies"][0]["d2"] == 24.0
+
+
+def _shipped() -> dict[str, Task]:
+    """``examples/tasks/cad.jsonl``'s tasks, by id (12 of them ``generate_level(2, level=L, seed=2024)``)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "cad.jsonl"
+    return {t.id: t for t in load_tasks(path)}
+
+
+def test_the_shipped_discs_state_the_round_bodies_the_generator_writes() -> None:
+    shipped = _shipped()
+    generated = {t.id: t for level in range(1, 7) for t in ENV.generate_level(2, level=level, seed=2024)}
+    discs = [i for i, t in shipped.items() if t.metadata.get("generator") == "cad/disc"]
+    assert len(discs) == 7
+    for task_id in discs:
+        assert shipped[task_id].fields["round_bodies"] == generated[task_id].fields["round_bodies"], task_id
+        assert shipped[task_id].fields["round_bodies"], task_id
+
+
+@needs_openscad
+def test_a_shipped_disc_drawn_as_a_12_gon_fails(verify) -> None:
+    """cad-l1-2024-1 (a 70 mm disc with bolts) at ``$fn = 12`` passed before its record stated its body."""
+    task = _shipped()["cad-l1-2024-1"]
+    v = _verdict(verify, task, _body_faceted(task, 12))
+    assert (v.outcome, v.error_class) == ("fail", "holes"), (v.outcome, v.error_class, v.feedback)
+    assert _verdict(verify, task, task.fields["gold"]).passed
