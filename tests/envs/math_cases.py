@@ -1,5 +1,5 @@
-"""Shared by the math attack tests: a task from a prompt and its gold, and a math verifier on a
-checker pool of its own (closed after)."""
+"""Shared by the math attack tests: a task from a prompt and its gold, a math verifier on a
+checker pool of its own (closed after), and the outcome of one boxed answer."""
 
 from __future__ import annotations
 
@@ -25,3 +25,9 @@ def math_verifier() -> Iterator[Verifier]:
         yield make_math_verifier(checker)
     finally:
         checker.close()
+
+
+def outcome(verify: Verifier, t: Task, answer: str) -> tuple[str, str | None]:
+    """The verdict's outcome and error class for ``answer`` boxed."""
+    v = verify(t, f"\\boxed{{{answer}}}")
+    return v.outcome, v.error_class

@@ -19,20 +19,13 @@ Real verifier, real checker workers; each case is one verdict.
 from __future__ import annotations
 
 import pytest
-from math_cases import math_verifier, task
-
-from posttrain.types import Task
+from math_cases import math_verifier, outcome, task
 
 
 @pytest.fixture(scope="module")
 def verify():
     with math_verifier() as v:
         yield v
-
-
-def outcome(verify, t: Task, answer: str) -> tuple[str, str | None]:
-    v = verify(t, f"\\boxed{{{answer}}}")
-    return v.outcome, v.error_class
 
 
 TWO_NAME_ECHOES = [

@@ -18,21 +18,15 @@ Real verifier, real checker workers; each case is one verdict.
 from __future__ import annotations
 
 import pytest
-from math_cases import math_verifier, task
+from math_cases import math_verifier, outcome, task
 
 from posttrain.envs.math._env import ENV
-from posttrain.types import Task
 
 
 @pytest.fixture(scope="module")
 def verify():
     with math_verifier() as v:
         yield v
-
-
-def outcome(verify, t: Task, answer: str) -> tuple[str, str | None]:
-    v = verify(t, f"\\boxed{{{answer}}}")
-    return v.outcome, v.error_class
 
 
 COPIES = [

@@ -25,22 +25,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from test_rg_attacks5 import _candidates, _rg
 
-from posttrain.envs.rg._check import CLOSE, OPEN, handle_check
 from posttrain.envs.rg._domain import rg_domain
 from posttrain.envs.rg._hardened import MIN_CANDIDATES
-
-
-def _rg(task: Any, answer: str) -> bool:
-    request = {"generator": task.domain.removeprefix("rg/"), "spec": task.fields["config"], "question": task.prompt,
-               "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"],
-               "response": f"{OPEN}{answer}{CLOSE}"}
-    return handle_check(request)["outcome"] == "pass"
-
-
-def _candidates(prompt: str) -> list[str]:
-    """number_format's candidates, as the question writes them (after its last colon)."""
-    return prompt.strip().rsplit(":", 1)[-1].split()
 
 
 def _decimals(written: str) -> int:
