@@ -188,3 +188,31 @@ def test_a_shipped_disc_drawn_as_a_12_gon_fails(verify) -> None:
     v = _verdict(verify, task, _body_faceted(task, 12))
     assert (v.outcome, v.error_class) == ("fail", "holes"), (v.outcome, v.error_class, v.feedback)
     assert _verdict(verify, task, task.fields["gold"]).passed
+
+
+# The stop hook's read of round_bodies as a policy would read it: three ways to keep a disc's outline a
+# polygon and still be seen round. Each fails as holes (its round body), nothing else being wrong.
+_BODY, _CONE = "cylinder(d = 60, h = 7.5)", "cylinder(h = 2.5, d1 = 60, d2 = 55)"
+OUTLINE_TRICKS = [
+    ("round only in thin slices at the heights a hole's wall is sliced at (a 12-gon between them)",
+     {_BODY: "union() { cylinder(d = 60, h = 7.5, $fn = 12); for (z = [0.5, 2.125, 3.75, 5.375, 7.0]) "
+             "translate([0, 0, z - 0.1]) cylinder(d = 60, h = 0.2, $fn = 96); }"}),
+    ("a flat 0.8 mm deep on its side (under the shape check's 1 mm)",
+     {_BODY: "difference() { cylinder(d = 60, h = 7.5); translate([29.2, -20, -1]) cube([5, 40, 10]); }"}),
+    ("a 12-gon through $fa and $fs, not $fn",
+     {_BODY: "cylinder(d = 60, h = 7.5, $fn = 0, $fa = 30, $fs = 1)",
+      _CONE: "cylinder(h = 2.5, d1 = 60, d2 = 55, $fn = 0, $fa = 30, $fs = 1)"}),
+]
+
+
+@needs_openscad
+@pytest.mark.parametrize(("name", "edits"), OUTLINE_TRICKS, ids=[c[0] for c in OUTLINE_TRICKS])
+def test_a_disc_outline_kept_a_polygon_another_way_fails(verify, name: str, edits: dict[str, str]) -> None:
+    task = _discs()["cad-l4-31-4"]  # a chamfered 60 mm disc with hub and keyed bore
+    script = task.fields["gold"]
+    for old, new in edits.items():
+        assert old in script, old
+        script = script.replace(old, new)
+    v = _verdict(verify, task, script)
+    assert (v.outcome, v.error_class) == ("fail", "holes"), (name, v.outcome, v.error_class, v.feedback)
+    assert "the round body of diameter 60 mm" in v.feedback, v.feedback

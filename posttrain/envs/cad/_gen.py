@@ -6,7 +6,7 @@ The gold renders with ``$fn = 48``; the prompt asks for 48 to 128; a coarser fac
 passes (its slivers are far thinner than 1 mm, and a hole's vertices lie on its circle at any
 faceting: every round hole and slot is a stated ``hole``, held to its diameter along its span,
 ``_holes.py``); a hub or boss passes its round check down to 10 segments (``rounds``) and a disc's
-outline down to 14 (``round_bodies``: at 16 its flats are 1.9 % of its radius deep; a 95 mm disc drawn as
+outline down to 14 drawn on its circle (``round_bodies``: at 16 its flats are 1.9 % of its radius deep; a 95 mm disc drawn as
 a 12-gon, flats 1.6 mm deep, passed before).
 
 >>> [t.difficulty for t in generate_level(2, level=3, seed=0)]

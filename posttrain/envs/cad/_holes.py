@@ -59,7 +59,12 @@ way to OpenSCAD's default faceting for their radius, uncapped (``openscad_segmen
 a 9.5 mm radius): the verifier gives each a ``segments`` key (``body_checks``), which a task file may
 not. Held to 12 segments, a 40-100 mm disc drawn with ``$fn = 12`` (flats 0.7-1.7 mm deep, IoU 0.955)
 passed 6 of 12 disc tasks, and its chamfer's cone alone drawn with ``$fn = 12`` (or 8) passed 11 (5) of 11
-chamfered ones; now 14 segments or more pass (16: 1.9 % of the radius deep) and 13 or fewer fail.
+chamfered ones; now 14 segments or more drawn on the circle pass (16: 1.9 % of the radius deep) and 13 or
+fewer fail. What is held is the diameter's tolerance band, not a roundness finer than it: a polygon drawn
+larger, its corners and its flats both within ``hole_tolerance(d)`` of the circle, passes this check from 11
+segments (a 12-gon of circumradius 1.015 r passed the whole of a 60 mm disc task, cad-l4-31-4 of seed 31:
+flats 58.8 mm across, corners 60.9, both within its 60 +/- 1.2 mm), as it is within the task's tolerance
+everywhere.
 
 >>> parse_holes([{"axis": "z", "at": [0, 0, 2], "d": 3, "span": [0, 4]}])
 [{'axis': 'z', 'at': [0.0, 0.0, 2.0], 'd': 3.0, 'span': [0.0, 4.0]}]
