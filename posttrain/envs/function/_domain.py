@@ -234,6 +234,10 @@ class FunctionDomain:
              "\\boxed{7} or \\boxed{\\text{8}}"),
             ("a second answer tag the pattern does not read", f"{ex}:tagged_answer", {"answer": "7"},
              "<answer>7</answer> or <answer><b>8</b></answer>"),
+            ("a second answer in \\fbox beside the \\boxed one", f"{ex}:boxed_match", {"answer": "7"},
+             "\\boxed{7} or \\fbox{8}"),
+            ("a second answer tag in upper case", f"{ex}:tagged_answer", {"answer": "7"},
+             "<answer>7</answer> or <ANSWER>8</ANSWER>"),
         ]
         return [(name, self.parse_task({"id": f"function-exploit-{i}", "prompt": "What is 3 + 4?", "reward": fn,
                                         "data": data}, "function exploit fixtures"), response)

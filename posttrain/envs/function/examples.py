@@ -24,6 +24,10 @@ import re
 from typing import Any
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox)")
+"""Every box a reader takes for an answer: the math domain reads ``\\fbox`` as it reads ``\\boxed``."""
+_ANY_ANSWER_TAG = re.compile(r"<answer", re.IGNORECASE)
+"""Every answer tag a reader sees: tag names are case-insensitive (HTML), so ``<ANSWER>`` is one too."""
 _ANSWER = re.compile(r"<answer>([^<]*)</answer>")
 _THINK_ANSWER = re.compile(r"<think>[^<]*</think>\s*<answer>[^<]*</answer>")
 
@@ -34,19 +38,22 @@ def exact_match(prompt: str, completion: str, answer: str, **data: Any) -> float
 
 
 def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float:
-    """1.0 when the completion has exactly one ``\\boxed`` and it is ``\\boxed{answer}``. Every
-    ``\\boxed`` counts, read or not: ``\\boxed{7} or \\boxed{\\text{8}}`` (a box with braces inside,
-    or ``\\boxed 8``) gives two answers and passed on the one the pattern reads."""
+    """1.0 when the completion has exactly one box and it is ``\\boxed{answer}``. Every box counts,
+    read or not: ``\\boxed{7} or \\boxed{\\text{8}}`` (a box with braces inside, or ``\\boxed 8``)
+    gives two answers and passed on the one the pattern reads; so did ``\\boxed{7} or \\fbox{8}``
+    (``\\fbox`` and ``\\framebox`` are boxes too: the math domain reads ``\\fbox``). A lone
+    ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0."""
     boxes = _BOXED.findall(completion)
-    one = completion.count("\\boxed") == 1 and len(boxes) == 1
+    one = len(_ANY_BOX.findall(completion)) == 1 and len(boxes) == 1
     return 1.0 if one and boxes[0].strip() == str(answer).strip() else 0.0
 
 
 def tagged_answer(prompt: str, completion: str, answer: str, **data: Any) -> float:
     """1.0 when the completion has exactly one ``<answer`` tag and it is ``<answer>answer</answer>``
-    (a second answer the pattern does not read, ``<answer><b>8</b></answer>``, still counts)."""
+    (a second answer the pattern does not read, ``<answer><b>8</b></answer>``, still counts; so does
+    ``<ANSWER>8</ANSWER>``: tags are counted in any case, read in lower case only)."""
     found = _ANSWER.findall(completion)
-    one = completion.count("<answer") == 1 and len(found) == 1
+    one = len(_ANY_ANSWER_TAG.findall(completion)) == 1 and len(found) == 1
     return 1.0 if one and found[0].strip() == str(answer).strip() else 0.0
 
 
