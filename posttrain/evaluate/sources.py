@@ -12,7 +12,8 @@ token-level ``Sampler``s; and ``posttrain eval``'s episodes, through the episode
 
 A *model* here is what the runner needs of one: ``sampler()``, ``tokenizer``, ``encode_prompt(text)``.
 ``Policy`` has them; ``EndpointModel`` gives them to a server that takes prompt token ids
-(``/v1/completions``, vLLM with ``--logprobs-mode processed_logprobs``; ``policy/_endpoint.py``).
+(``/v1/completions``, vLLM with ``--logprobs-mode processed_logprobs``; ``policy/_endpoint.py``),
+held to a local sampler's budget (``HeldEndpoint``: ids past ``max_new_tokens`` are cut there).
 With ``chat=True`` (an ``EndpointModel``) or a chat ``Policy`` (``Policy.chat``), a prompt is the
 tokenizer's chat template over one user message (``ChatTemplate.render``), still sent as ids, and a
 repair episode's feedback is a user turn of the same template (``prompt_chat``, ``RepairEnv``).
@@ -24,12 +25,13 @@ failed request is a clear ``UserError``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from posttrain.evaluate.records import EvalRecord
-from posttrain.types import CANARY, Task, Verifier
+from posttrain.types import CANARY, Generation, Task, Verifier
 
 if TYPE_CHECKING:
     from posttrain.rollout.episodes import EpisodeKind
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EndpointModel",
+    "HeldEndpoint",
     "episode_figures",
     "prompt_chat",
     "runner_episodes",
@@ -59,7 +62,8 @@ class EndpointModel:
     as user turns)."""
 
     def sampler(self) -> Any:
-        return self.endpoint
+        """The endpoint held to what a local sampler gives (``HeldEndpoint``)."""
+        return HeldEndpoint(self.endpoint, self.tokenizer)
 
     @property
     def template(self) -> Any:
@@ -76,6 +80,33 @@ class EndpointModel:
         ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
         bos = self.tokenizer.bos_token_id
         return ids if bos is None or ids[:1] == [bos] else [bos, *ids]
+
+
+@dataclass(frozen=True)
+class HeldEndpoint:
+    """An endpoint's sampler held to the budget a local sampler keeps: at most ``max_new_tokens`` ids
+    per completion. The ids (and logprobs) of a server that writes past ``max_tokens`` are cut there,
+    as a local sampler would have stopped (``stop_reason`` ``length``), and the text scored is the cut
+    ids decoded without special tokens (a local sampler's ``text``): its answer after the budget would
+    pass where the same model held to the budget (no answer yet) fails.
+
+    What it does not check: that a server's ``text`` is what its ids decode to (within the budget the
+    text is the server's), that the logprobs are of the distribution sampled (``EndpointSampler``), or
+    what a server does between the request and its ids (an internal best-of-n looks like a sample)."""
+
+    endpoint: Any
+    tokenizer: Any
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: Any) -> list[Generation]:
+        out = []
+        for g in self.endpoint.generate(prompt_ids, params):
+            cap = params.max_new_tokens
+            if len(g.completion_ids) > cap:
+                ids = g.completion_ids[:cap]
+                g = dataclasses.replace(g, completion_ids=ids, logprobs=g.logprobs[:cap], stop_reason="length",
+                                        text=self.tokenizer.decode(list(ids), skip_special_tokens=True))
+            out.append(g)
+        return out
 
 
 def runner_episodes(

@@ -1,0 +1,104 @@
+"""Adversarial reads of evaluation as the endpoint of the model under test: a server that writes more
+tokens than the evaluation allows, or whose text is not what its token ids say, is scored on what it
+was asked for; and a comparison of two evaluations on different task sets is never judged as one."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from posttrain.policy import build_char_tokenizer
+
+TOK = build_char_tokenizer()
+N_TASKS = 6
+REASONING = "Let me think step by step about this sum carefully before answering. "
+
+
+def _answer(prompt: str) -> int:
+    a, b = map(int, re.search(r"(\d+)\+(\d+)\?", prompt).groups())
+    return a + b
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Scripted servers keyed by the request's model name; each answers the sum the prompt asks.
+
+    - ``honest``: a short right answer within ``max_tokens``;
+    - ``verbose``: a right answer after reasoning past ``max_tokens`` (a server that ignores it; an
+      honest server cut at ``max_tokens`` has no answer yet);
+    - ``verbose-cut``: the same reasoning, honestly cut at ``max_tokens`` (finish_reason length)."""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        right = f"\\boxed{{{_answer(TOK.decode(body['prompt']))}}}"
+        finish = "stop"
+        text = right if body["model"] == "honest" else REASONING + right
+        ids = [*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id]
+        if body["model"] == "verbose-cut":
+            ids, finish = ids[: body["max_tokens"]], "length"
+            text = TOK.decode(ids, skip_special_tokens=True)
+        choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish, "stop_reason": None,
+                  "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
+        data = json.dumps({"object": "text_completion", "choices": [choice],
+                           "usage": {"completion_tokens": 1}}).encode()  # usage is never read
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("suite")
+    TOK.save_pretrained(root / "tok")
+    tasks = root / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"m{i}", "domain": "math", "answer": str(2 * i + 10),
+                                         "prompt": f"{i}+{i + 10}? Put your final answer in \\boxed{{}}."}) + "\n"
+                             for i in range(N_TASKS)))
+    return tasks, str(root / "tok")
+
+
+def _eval(run_cli, server, suite, model: str, *extra: str) -> tuple[int, dict | None, str]:
+    tasks, tok = suite
+    code, out, err = run_cli("eval", "--tasks", str(tasks), "--endpoint", server, "--model-name", model,
+                             "--tokenizer", tok, "--max-new-tokens", "24", "--k", "1", "--json", "--workers", "1",
+                             *extra)
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+# -- the endpoint of the model under test -----------------------------------------------------------
+
+def test_an_honest_endpoint_within_its_budget_passes(run_cli, server, suite):
+    code, s, err = _eval(run_cli, server, suite, "honest")
+    assert code == 0, err
+    assert s["pass@1"] == 1.0 and s["n_tasks"] == N_TASKS
+    code, s, err = _eval(run_cli, server, suite, "verbose-cut")  # cut honestly before its answer: it fails
+    assert code == 0, err
+    assert s["pass@1"] == 0.0 and s["n_tasks"] == N_TASKS
+
+
+def test_an_endpoint_that_writes_past_max_tokens_is_cut_there(run_cli, server, suite, tmp_path):
+    # 80 tokens of reasoning and answer for --max-new-tokens 24: scored whole, every task passed (6 of
+    # 6), where the same model held to its 24 tokens passes none (verbose-cut above)
+    code, s, err = _eval(run_cli, server, suite, "verbose", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert s["pass@1"] == 0.0 and s["n_tasks"] == N_TASKS
+    record = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
+    assert len(record["completion_ids"]) == 24 and record["completion"] == REASONING[:24]
