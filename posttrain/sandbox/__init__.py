@@ -28,7 +28,10 @@ What is isolated, for every job:
   (``vm.nr_hugepages``, outside the memory cgroup: on a host that reserves some, one job held them).
   Open files (``fs.file-max``): a file held by a mapping needs no fd, and at the kernel's default
   (one per 10 KiB of RAM) a job of 1.5 GiB held them all; a pool raises it to one per 256 bytes of
-  RAM, more than any job's memory pays for (``_launch.ensure_file_max``).
+  RAM, more than any job's memory pays for (``_launch.ensure_file_max``). Committed memory
+  (``vm.overcommit_memory=2``): every private writable mapping, touched or not, counts against one
+  ``CommitLimit``, which a memory cgroup does not charge (a job of 64 MiB committed 1,024 GiB); a
+  pool refuses such a host (``_launch.check_overcommit``); the default modes keep no such count.
 - file system: only /usr (read-only) plus /lib, /bin symlinks, a fresh /proc of the job's pid
   namespace, a minimal read-only /dev (its /dev/mqueue read-only too: queues are made and removed
   by ``mq_open``/``mq_unlink``), and /work, /tmp, /dev/shm writable: each a tmpfs of the

@@ -35,6 +35,7 @@ _HERE = Path(__file__).resolve().parent
 ZYGOTE_FILES = ("_zygote.py", "_pump.py", "_wipe.py")
 FILE_MAX = Path("/proc/sys/fs/file-max")
 FILE_COST_B = 256
+OVERCOMMIT = Path("/proc/sys/vm/overcommit_memory")
 """Kernel memory a job pays per open file it holds, at least, charged to its memory cgroup (~430
 bytes measured: the file and the mapping that holds it without an fd)."""
 
@@ -92,6 +93,7 @@ def find_tools(python: str | None = None) -> HostTools:
             f"sandbox python {python!r} must live under /usr (only /usr is mounted inside)"
         )
     ensure_file_max()
+    check_overcommit()
     return HostTools(bwrap=bwrap, python=python, **tools)
 
 
@@ -114,6 +116,32 @@ def ensure_file_max(path: Path = FILE_MAX) -> None:
             f"fs.file-max: cannot raise it to {need} ({e}): a job could hold every open file of the host; "
             f"fix: `sysctl -w fs.file-max={need}` on the host"
         ) from e
+
+
+def check_overcommit(path: Path = OVERCOMMIT) -> None:
+    """Refuse a host with strict overcommit accounting (``vm.overcommit_memory=2``).
+
+    There, committed memory (every private writable mapping, touched or not) is one count for the
+    whole host, ``CommitLimit``, which no uid, namespace or cgroup splits: a memory cgroup charges
+    pages as they are touched, never what is merely mapped. A job of 64 MiB mapped 64 x 16 GiB it
+    never touched and raised ``Committed_AS`` by 1,024 GiB, against this host's 11.8 GiB limit; on
+    a strict host every other process would get ENOMEM from ``fork``, ``mmap`` and ``brk`` while it
+    held them (another pool's ``exec`` job an infra error, its ``run_python`` jobs MemoryError: wrong
+    verdicts). No rlimit bounds it either: RLIMIT_AS or RLIMIT_DATA bound one process, a job has
+    ``Limits.pids`` of them, and RLIMIT_AS breaks runtimes that reserve address space (JVM, Go, V8).
+    Modes 0 (the kernel's default heuristic, which refuses only a single mapping larger than RAM and
+    swap) and 1 keep no count to exhaust.
+    """
+    try:
+        mode = path.read_text().strip()
+    except OSError as e:
+        raise HostCannotIsolate(f"vm.overcommit_memory: cannot read {path} ({e})") from e
+    if mode == "2":
+        raise HostCannotIsolate(
+            "vm.overcommit_memory is 2 (strict accounting): a job's untouched mappings count against the "
+            "host's one CommitLimit, outside its memory cgroup, and a job of 64 MiB could commit all of it "
+            "(every process of the host then gets ENOMEM); fix: `sysctl -w vm.overcommit_memory=0` on the host"
+        )
 
 
 def bwrap_args(

@@ -1,0 +1,89 @@
+"""Host counters a job may not take from its neighbours: a sixth read as a candidate (issue 21).
+
+Committed memory: on a host with strict overcommit accounting (``vm.overcommit_memory=2``) every
+private writable mapping, touched or not, counts against one ``CommitLimit`` for the whole host,
+which no uid, namespace or cgroup splits (a memory cgroup charges pages as they are touched). A job
+of 64 MiB mapped 64 x 16 GiB and raised ``Committed_AS`` by 1,024 GiB, 87 times this host's limit
+(11.8 GiB), its cgroup never above its limit; on a strict host every other process would then get
+ENOMEM from ``fork``, ``mmap`` and ``brk`` (another pool's ``exec`` job an infra error, its
+``run_python`` jobs MemoryError). Before, a pool started on such a host; now it refuses one
+(``_launch.check_overcommit``, ``HostCannotIsolate``), as no rlimit can bound the sum either. The
+default modes (0: a heuristic that refuses only one mapping larger than RAM and swap; 1) keep no
+count to exhaust, so the job's mappings here harm no one: the test measures the count, it does not
+strand the host.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+
+import pytest
+
+from posttrain.sandbox import HostCannotIsolate, Limits, open_pool
+from posttrain.sandbox._launch import OVERCOMMIT, check_overcommit
+
+COMMIT = r"""
+import mmap, time
+maps = [mmap.mmap(-1, {chunk}, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) for _ in range({n})]
+time.sleep(0.6)
+print(len(maps))
+"""
+
+
+def _meminfo(key: str) -> int:
+    """A /proc/meminfo figure in bytes."""
+    for line in open("/proc/meminfo"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) << 10
+    raise KeyError(key)
+
+
+def test_a_job_of_64_mib_commits_more_than_the_hosts_commit_limit():
+    """The evidence: what a job maps counts against the host's one limit, not its cgroup's."""
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    chunk = ram // 4  # (mode 0 refuses a single mapping larger than RAM and swap)
+    n = math.ceil(2 * _meminfo("CommitLimit") / chunk)
+    before, peak = _meminfo("Committed_AS"), [0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _meminfo("Committed_AS"))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    with open_pool(size=1) as pool:
+        watcher.start()
+        try:
+            source = COMMIT.format(chunk=chunk, n=n)
+            ex = pool.run_python(source, timeout=10.0, limits=Limits(memory_mb=64))
+        finally:
+            done.set()
+            watcher.join()
+    assert ex.ok and ex.stdout == f"{n}\n".encode(), ex
+    assert ex.peak_memory_bytes is not None and ex.peak_memory_bytes < 64 << 20
+    assert peak[0] - before > 0.9 * n * chunk > _meminfo("CommitLimit")
+
+
+@pytest.mark.parametrize(("mode", "refused"), [("0", False), ("1", False), ("2", True)])
+def test_a_pool_refuses_a_host_with_strict_overcommit(tmp_path, mode, refused):
+    sysctl = tmp_path / "overcommit_memory"
+    sysctl.write_text(f"{mode}\n")
+    if refused:
+        with pytest.raises(
+            HostCannotIsolate, match=r"vm.overcommit_memory is 2.*sysctl -w vm.overcommit_memory=0"
+        ):
+            check_overcommit(sysctl)
+    else:
+        check_overcommit(sysctl)
+    with pytest.raises(HostCannotIsolate, match="cannot read"):
+        check_overcommit(tmp_path / "absent")
+
+
+def test_this_host_is_one_a_pool_starts_on():
+    """The suite's hosts keep the kernel's default (else every pool here would have been refused)."""
+    assert OVERCOMMIT.read_text().strip() != "2"
+    check_overcommit()
