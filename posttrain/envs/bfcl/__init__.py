@@ -36,6 +36,13 @@ Python ``!=`` in the sandbox) and every result of the truth's calls of the turn 
 results of all the model's calls so far (a multiset, any order). The episode passes when every
 turn passes (reward 1, else 0); a turn force-quit at ``max_steps_per_turn`` (BFCL's 20) fails it.
 Only executed state and results count: nothing the model writes as text is read as a result.
+Extra calls cost nothing when they leave the state as it is (BFCL's design, kept for agreement
+with its checker), so a request to read something is met by reading everything: of the 97
+multi_turn_base tasks whose ground truth calls a tool without required arguments (``ls``,
+``get_watchlist``, ...), the ground truth without those calls passes 1, and with every such
+getter called in every turn instead (not the logouts or ``releaseBrakePedal``) passes 87
+(tests/envs/test_bfcl_attacks2.py). Neither the final answer's text nor the number of calls is
+judged.
 
 ``check_calls`` replays given call sequences (per turn, per step) in one job and judges them the
 same way: the agreement test (tests/envs/test_bfcl_multiturn.py) compares it with BFCL's checker.
