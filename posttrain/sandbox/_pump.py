@@ -198,10 +198,31 @@ class _Feeder:
             self.fd = None
 
 
+_NULL: list[int] = []  # /dev/null, opened once (``_drop``)
+
+
+def _drop(fd: int) -> int:
+    """Move what the pipe ``fd`` holds to /dev/null in the kernel (splice: no copy, no buffer);
+    the number of bytes, 0 at EOF. Raises BlockingIOError when it holds nothing yet."""
+    if not _NULL:
+        _NULL.append(os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC))
+    return os.splice(fd, _NULL[0], 1 << 20, flags=os.SPLICE_F_NONBLOCK)
+
+
 def _read(fd: int, cap: Capture) -> bool:
-    """Read one chunk into ``cap``; True at EOF (the fd is then closed)."""
+    """Read one chunk into ``cap``; True at EOF (the fd is then closed). Once ``cap`` is full, what
+    follows is dropped in the kernel (``_drop``), never copied here: an ``exec`` job that flooded its
+    stdout past the cap (5 GB in 3 s by ``vmsplice``, at 0.1 cores) kept this thread copying and
+    discarding it, host CPU outside every cgroup of the job: 0.6 s in those 3 s, twice the job's own
+    quota; dropped, 0.38 s (the wake-ups remain, one per pipe's worth: 64 KiB)."""
     try:
-        chunk = os.read(fd, 1 << 16)
+        if cap.size >= cap.cap:
+            if _drop(fd):
+                cap.touched = cap.truncated = True
+                return False
+            chunk = b""
+        else:
+            chunk = os.read(fd, 1 << 16)
     except BlockingIOError:
         return False
     if chunk:

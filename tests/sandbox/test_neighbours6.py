@@ -87,3 +87,30 @@ def test_this_host_is_one_a_pool_starts_on():
     """The suite's hosts keep the kernel's default (else every pool here would have been refused)."""
     assert OVERCOMMIT.read_text().strip() != "2"
     check_overcommit()
+
+
+FLOOD = r"""
+import os
+buf = b"y" * (1 << 16)
+for _ in range(4096):  # 256 MiB
+    os.write(1, buf)
+"""
+
+
+def _rchar() -> int:
+    """Bytes this thread has read by read(2) and the like (splice is not counted)."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_output_past_its_cap_is_not_copied_to_the_host():
+    """An ``exec`` job's pipes are drained by the calling thread, outside every cgroup of the job.
+    Past ``Limits.output_bytes`` it copied and discarded all of it (a flood of 5 GB in 3 s, at 0.1
+    cores, cost this thread 0.6 s of CPU, twice the job's quota); now the kernel drops it
+    (``_pump._drop``). The job's own result is unchanged: ok, its first bytes, truncated."""
+    with open_pool(size=1) as pool:
+        before = _rchar()
+        ex = pool.exec(["python3", "-c", FLOOD], timeout=20.0, limits=Limits(output_bytes=1 << 16))
+        copied = _rchar() - before
+    assert ex.ok and ex.stdout == b"y" * (1 << 16) and ex.stdout_truncated, ex
+    assert copied < 16 << 20, copied  # of 256 MiB written (before: all of them)
