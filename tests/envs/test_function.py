@@ -46,6 +46,9 @@ def dodges(prompt, completion, **data):
 def lopsided(prompt, completion, **data):
     return Verdict("fail", 1.0, feedback="wrong, full marks anyway")
 
+def nearly(prompt, completion, **data):
+    return Verdict("fail", 1.0 - 1e-10, feedback="wrong, a pass's reward anyway")
+
 def always(prompt, completion, **data):
     return 1.0
 
@@ -105,6 +108,8 @@ def test_a_returned_verdict_is_used_and_an_infra_verdict_refused(user_module, ca
     assert "only posttrain reports infrastructure failures" in capsys.readouterr().err
     lopsided = VERIFY(_task(f"{user_module}:lopsided"), "x")  # a fail that would pass the task: refused
     assert (lopsided.outcome, lopsided.reward, lopsided.error_class) == ("fail", 0.0, "reward_function:verdict")
+    nearly = VERIFY(_task(f"{user_module}:nearly"), "x")  # a fail within the pass tolerance of 1: refused too
+    assert (nearly.outcome, nearly.reward, nearly.error_class) == ("fail", 0.0, "reward_function:verdict")
 
 
 def verify_as_the_service_does(task, response, tries: int = 3):

@@ -49,6 +49,8 @@ from posttrain.verify._deadline import CheckPool, Outcome
 NAME = "function"
 DOMAIN_KEYS = frozenset({"data", "reward"})
 CPU_BUDGET_S = 5.0
+PASS_AT = 1.0 - 1e-9
+"""The reward at which a task passes; a function's fail verdict at or above it is refused (it would pass)."""
 _WORKER = "posttrain.envs.function._worker"
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED = frozenset({"prompt", "completion", "prompts", "completions"})
@@ -113,9 +115,9 @@ def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Ve
         if v["outcome"] == "infra_error":
             why, line = "infra", (f"reward function {f} returned an infra_error verdict on task {task.id} (only "
                                   "posttrain reports infrastructure failures)")
-        elif v["outcome"] == "fail" and float(v["reward"]) >= 1.0:
-            why, line = "verdict", (f"reward function {f} returned a fail verdict with reward 1 on task {task.id} (a "
-                                    "full reward is a pass: the task would pass on a fail)")
+        elif v["outcome"] == "fail" and float(v["reward"]) >= PASS_AT:
+            why, line = "verdict", (f"reward function {f} returned a fail verdict with reward {v['reward']!r} on task {task.id} "
+                                    f"(a reward of {PASS_AT!r} or more is a pass: the task would pass on a fail)")
         else:
             return float(v["reward"]), None
     else:
@@ -156,7 +158,7 @@ def verify_function(task: Task, response: str) -> Verdict:
             feedback.append(out.result["verdict"]["feedback"])
     reward = sum(w * v for w, v in scores) / sum(w for w, _ in scores)
     reward = min(1.0, max(0.0, reward))
-    passed = reward >= 1.0 - 1e-9
+    passed = reward >= PASS_AT
     text = "\n".join(feedback) or f"Reward {reward:.3f}" + ("" if len(terms) == 1 else f" ({len(terms)} functions)")
     return Verdict(outcome="pass" if passed else "fail", reward=1.0 if passed else reward, feedback=text,
                    error_class=None if passed else "wrong_answer", evidence={"rewards": evidence},
