@@ -41,7 +41,8 @@ What is isolated, for every job:
 - resources: per-slot cgroup memory (+swap), pids and cpu quota (v1 or v2, under this process's
   own cgroup); rlimits on CPU time, file size, open files, core dumps.
 - syscalls: seccomp denies network sockets other than AF_UNIX, ptrace, mount, namespace
-  creation, keyctl, bpf, perf_event_open, io_uring, Linux AIO, huge pages, module/kexec, TIOCSTI
+  creation, keyctl, bpf, perf_event_open, io_uring, Linux AIO, huge pages, secret memory
+  (``memfd_secret``: it splits the host's direct map for good), module/kexec, TIOCSTI
   (``_seccomp.py``).
 - lifetime: a wall-clock timeout kills the job's process group and everything in its slot, by
   cgroup (v1: freeze, kill, thaw; v2: ``cgroup.kill``), until the slot holds only its fork-server;

@@ -17,6 +17,12 @@ other sandbox, of this pool or another, and the host's own processes with EAGAIN
 Huge pages (``MAP_HUGETLB``, ``MFD_HUGETLB``, ``SHM_HUGETLB``) answer EPERM: they come from the
 host's one pool (``vm.nr_hugepages``), outside the memory cgroup; on a host that reserves some, a
 job that took them left a job of another pool ENOMEM. (Transparent huge pages are unaffected.)
+``memfd_secret`` answers ENOSYS, as on a kernel built without secret memory: each page of it is
+taken out of the kernel's direct map of all RAM, which splits the 1 GiB and 2 MiB pages that map
+it, for good (nothing merges them back when the page is freed). One job of 4 MiB, its pages spread
+over RAM, left this host's 24 GiB mapped by 1 GiB pages at 4 GiB (DirectMap4k 20 MiB -> 862 MiB,
+DirectMap2M 2 -> 21 GiB) after it ended: every later kernel access to memory, for every process
+on the host, costs more TLB misses until a reboot.
 
 Changing another process: every process of a slot runs as uid 65534, so the kernel would let a
 job set the fork-server's rlimits, nice value, CPU affinity, scheduler or I/O priority, and every
@@ -101,6 +107,7 @@ def seccomp_bpf() -> bytes:
         f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     f.add_rule(sc.ERRNO(errno.ENOSYS), "io_setup")  # the host's one aio count (module docstring)
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "memfd_secret")  # splits the host's direct map for good (same)
     for name, arg, flag in _HUGETLB:  # the host's one pool of huge pages (module docstring)
         f.add_rule(deny, name, sc.Arg(arg, sc.MASKED_EQ, flag, flag))
     for name, arg in _SELF_ONLY:

@@ -114,3 +114,24 @@ def test_output_past_its_cap_is_not_copied_to_the_host():
         copied = _rchar() - before
     assert ex.ok and ex.stdout == b"y" * (1 << 16) and ex.stdout_truncated, ex
     assert copied < 16 << 20, copied  # of 256 MiB written (before: all of them)
+
+
+SECRET = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.syscall(447, 0)  # memfd_secret(0); no page of it is touched here
+print(fd, ctypes.get_errno())
+"""
+
+
+def test_a_job_cannot_take_pages_out_of_the_hosts_direct_map():
+    """``memfd_secret``: each page of secret memory is taken out of the kernel's direct map of all RAM,
+    splitting the 1 GiB and 2 MiB pages that map it for good. One job of 4 MiB left this host's 24 GiB
+    mapped by 1 GiB pages at 4 GiB after it ended (DirectMap4k 20 MiB -> 862 MiB): every kernel access
+    to memory on the host costs more TLB misses until a reboot. Now it answers ENOSYS, as on a kernel
+    without secret memory (before: an fd, on both paths)."""
+    with open_pool(size=1) as pool:
+        fork = pool.run_python(SECRET, timeout=10.0)
+        fresh = pool.exec(["python3", "-c", SECRET], timeout=10.0)
+    for ex in (fork, fresh):
+        assert ex.ok and ex.stdout == b"-1 38\n", ex
