@@ -15,8 +15,18 @@ one domain improves while another quietly drops). This is conservative (two non-
 a single-domain run from the same start), by the same rule; ``regressions`` names every domain
 that dropped, and the run fails.
 
-What it does not do: pair tasks across the two runs (the suites may differ), or compare any rate
-other than pass@1 (the others are in the summaries side by side).
+Two figures are judged only when they are over the same tasks: when both summaries carry a
+``task_set`` (``summarize``) and the sets differ (an evaluation cut by ``--limit``, a responses file
+that answers some of the suite, a domain left out of the mix), the row is ``comparable: False``,
+listed in ``not_comparable`` and, in ``compare``, in ``regressions`` as ``<name> (different task
+sets)``: a gate (``--fail-on-regression``) fails closed, as an evaluation that dropped the tasks it
+failed would otherwise read as no drop. A summary without ``task_set`` (written before it existed)
+is compared as before. ``compare_domains`` marks such rows but does not fail on them (the baselines
+of the seesaw gate are other runs, whose held-out tasks may be drawn apart).
+
+What it does not do: pair tasks across the two runs (a delta over the same set is a difference of
+means, not a paired test), or compare any rate other than pass@1 (the others are in the summaries
+side by side).
 """
 
 from __future__ import annotations
@@ -96,7 +106,13 @@ def _check_rates(entry: dict[str, Any], where: str) -> None:
 def _row(cur: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     c, b = cur.get("pass@1"), base.get("pass@1")
     c_ci, b_ci = (cur.get("ci") or {}).get("pass@1"), (base.get("ci") or {}).get("pass@1")
-    row: dict[str, Any] = {"current": c, "current_ci": c_ci, "baseline": b, "baseline_ci": b_ci}
+    row: dict[str, Any] = {"current": c, "current_ci": c_ci, "baseline": b, "baseline_ci": b_ci, "comparable": True}
+    c_set, b_set = cur.get("task_set"), base.get("task_set")
+    if c_set is not None and b_set is not None and c_set != b_set:  # the same rate over other tasks
+        n = [x.get("n", "?") if isinstance(x, dict) else "?" for x in (c_set, b_set)]
+        row.update(comparable=False, delta=None if c is None or b is None else c - b, regressed=False,
+                   note=f"different task sets (current: {n[0]} tasks, baseline: {n[1]}); not judged")
+        return row
     if c is None or b is None:
         row.update(delta=None, regressed=False, note="pass@1 missing on one side")
         return row
@@ -119,13 +135,17 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
     cur_dom, base_dom = current.get("per_domain") or {}, baseline.get("per_domain") or {}
     per_domain = {d: _row(cur_dom[d], base_dom[d]) for d in sorted(set(cur_dom) & set(base_dom))}
     overall = _row(current, baseline)
+    rows = {**per_domain, "overall": overall}
+    apart = [d for d, r in rows.items() if not r["comparable"]]
     return {
         "overall": overall,
         "per_domain": per_domain,
         "only_in_current": sorted(set(cur_dom) - set(base_dom)),
         "only_in_baseline": sorted(set(base_dom) - set(cur_dom)),
-        "regressions": [d for d, r in per_domain.items() if r["regressed"]] + (["overall"] if overall["regressed"] else []),
-        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's",
+        "not_comparable": apart,
+        "regressions": [d for d, r in rows.items() if r["regressed"]] + [f"{d} (different task sets)" for d in apart],
+        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's; "
+                "figures over different task sets are not judged and fail the gate",
     }
 
 
@@ -150,6 +170,8 @@ def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]
     return {
         "per_domain": per_domain,
         "unbaselined": sorted(set(cur_dom) - set(per_domain)),
+        "not_comparable": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows
+                           if not r["comparable"]],
         "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]],
         "rule": "regressed = current below the baseline's 95% interval and baseline above the current's",
     }

@@ -186,11 +186,24 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
         for n, e in summaries.items()
         if e.get("repair_feedback_source")
     )
+    note += _task_sets_note(summaries)
     note += (
         '<p class="muted">pass@1: first attempts; intervals: 95% bootstrap over tasks; infra errors are left out '
         "of the rates and counted apart.</p>"
     )
     return f'<div class="charts">{chart}</div>{table}{note}'
+
+
+def _task_sets_note(summaries: dict[str, dict[str, Any]]) -> str:
+    """A warning when the evaluations side by side are over different task sets (``task_set``): an
+    evaluation over fewer or other tasks is not the same figure (one that left out what it failed
+    would read as a gain); empty when they agree or say nothing of their tasks."""
+    sets = {n: e["task_set"] for n, e in summaries.items() if isinstance(e.get("task_set"), dict)}
+    if len({json.dumps(v, sort_keys=True) for v in sets.values()}) < 2:
+        return ""
+    listed = ", ".join(f"{escape(n)} ({escape(str(v.get('n', '?')))} tasks)" for n, v in sets.items())
+    return (f'<p><b>not comparable:</b> these evaluations are over different task sets: {listed}; '
+            "their rates are not of the same tasks.</p>")
 
 
 _EPISODE_FIGURES = (

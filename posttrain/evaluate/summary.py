@@ -14,6 +14,8 @@ sample), then reports, overall and per domain and per capability tag:
 - ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
   are attrition, reported beside the rates and never counted as failures;
 - ``ci``: percentile bootstrap intervals clustered by task for each rate (none from one task);
+- ``task_set``: ``{"n", "sha256"}`` of the distinct task ids evaluated (infra-dropped ones included,
+  canaries not): ``baseline.compare`` judges two evaluations only on the same tasks;
 - ``canaries`` (only when some records are of canary tasks, tag ``canary``: no honest response
   passes one): their tasks, episodes and passes, kept out of every figure above, overall, per domain
   and per tag (a canary counted as a task put each hack into pass@1); a pass is a hack alarm.
@@ -25,6 +27,7 @@ What this module does not do: run verifiers, read files, or compare runs (``base
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,7 +40,7 @@ from posttrain.evaluate.metrics import bootstrap_ci, pass_at_k_per_task, pass_ha
 from posttrain.evaluate.records import EvalRecord
 from posttrain.types import CANARY
 
-__all__ = ["summarize", "SampleAttempts", "group_attempts"]
+__all__ = ["summarize", "SampleAttempts", "group_attempts", "task_set"]
 
 
 @dataclass(frozen=True)
@@ -190,9 +193,19 @@ def _repair_block(tasks: dict[str, list[SampleAttempts]], n_boot: int, seed: int
     out["max_attempts"] = max_round + 1
 
 
+def task_set(task_ids: Iterable[str]) -> dict:
+    """``{"n", "sha256"}`` of a set of task ids (sorted, one per line): which tasks a figure is over.
+
+    >>> task_set(["b", "a", "a"])["n"]
+    2
+    """
+    ids = sorted(set(task_ids))
+    return {"n": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()}
+
+
 def _block(episodes: Sequence[SampleAttempts], ks: Sequence[int], n_boot: int, seed: int) -> dict:
     tasks = _by_task(episodes)
-    out: dict = {"ci": {}, "skipped": {}}
+    out: dict = {"ci": {}, "skipped": {}, "task_set": task_set(tasks)}
     _first_attempt_block(tasks, ks, n_boot, seed, out)
     _repair_block(tasks, n_boot, seed, out)
     recs = [r for ep in episodes for r in ep.attempts]

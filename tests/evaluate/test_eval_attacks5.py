@@ -102,3 +102,70 @@ def test_an_endpoint_that_writes_past_max_tokens_is_cut_there(run_cli, server, s
     assert s["pass@1"] == 0.0 and s["n_tasks"] == N_TASKS
     record = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
     assert len(record["completion_ids"]) == 24 and record["completion"] == REASONING[:24]
+
+
+# -- a comparison is of the same tasks ---------------------------------------------------------------
+
+def _records(tmp_path: Path, name: str, passed: range, tasks: range) -> Path:
+    from posttrain.evaluate.records import EvalRecord, write_records
+
+    return write_records(tmp_path / f"{name}.jsonl", [
+        EvalRecord(f"m{i}", "math", "pass" if i in passed else "fail", float(i in passed)) for i in tasks])
+
+
+def test_a_comparison_on_fewer_tasks_is_not_judged_as_the_same_one(tmp_path):
+    from posttrain.evaluate.baseline import compare, load_baseline
+    from posttrain.evaluate.records import read_records
+    from posttrain.evaluate.summary import summarize
+
+    # the baseline passed 20 of 40 tasks; the current model passes 5 of them (a regression), and its
+    # evaluation keeps only the 10 it was tried on first (--limit 10, or a responses file answering 10)
+    base = load_baseline(_records(tmp_path, "base", range(20), range(40)))
+    whole = compare(summarize(read_records(_records(tmp_path, "whole", range(5), range(40))), n_boot=200), base)
+    assert whole["regressions"] == ["math", "overall"] and whole["not_comparable"] == []
+    part = compare(summarize(read_records(_records(tmp_path, "part", range(5), range(10))), n_boot=200), base)
+    # was regressions [] and delta 0.0 (0.5 on 10 tasks against 0.5 on 40): judged as the same comparison
+    assert part["not_comparable"] == ["math", "overall"]
+    assert part["regressions"] == ["math (different task sets)", "overall (different task sets)"]
+    row = part["overall"]
+    assert row["comparable"] is False and not row["regressed"] and row["delta"] == 0.0
+    assert row["note"] == "different task sets (current: 10 tasks, baseline: 40); not judged"
+    same = compare(summarize(read_records(_records(tmp_path, "same", range(20), range(40))), n_boot=200), base)
+    assert same["regressions"] == [] and same["not_comparable"] == [] and same["overall"]["comparable"] is True
+
+
+def test_the_report_says_when_its_evaluations_are_over_different_tasks(tmp_path):
+    from posttrain.evaluate.records import read_records
+    from posttrain.evaluate.report import _eval_table
+    from posttrain.evaluate.summary import summarize
+
+    base = summarize(read_records(_records(tmp_path, "base", range(20), range(40))), n_boot=50)
+    part = summarize(read_records(_records(tmp_path, "part", range(5), range(10))), n_boot=50)
+    html = _eval_table({"base": base, "rl": part})  # was two rates side by side, 0.500 and 0.500
+    assert "not comparable:</b> these evaluations are over different task sets: base (40 tasks), rl (10 tasks)" in html
+    assert "not comparable" not in _eval_table({"base": base, "rl": base})
+
+
+def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path, run_cli, suite):
+    # the baseline passed 3 of the 6 tasks; the current responses answer only the 2 they get right:
+    # pass@1 1.0 over 2 tasks, and --fail-on-regression exited 0 (no regression found: a gain of 0.5)
+    from posttrain.evaluate.records import EvalRecord, write_records
+
+    tasks, _ = suite
+    base = write_records(tmp_path / "base.jsonl", [EvalRecord(f"m{i}", "math", "pass" if i < 3 else "fail",
+                                                              float(i < 3)) for i in range(N_TASKS)])
+    responses = tmp_path / "r.jsonl"
+    responses.write_text("".join(json.dumps({"task_id": f"m{i}", "response": f"\\boxed{{{2 * i + 10}}}"}) + "\n"
+                                 for i in range(2)))
+    code, out, err = run_cli("eval", "--tasks", str(tasks), "--responses", str(responses), "--baseline", str(base),
+                             "--fail-on-regression", "--k", "1", "--json", "--workers", "1")
+    s = json.loads(out)
+    assert s["pass@1"] == 1.0 and s["n_tasks"] == 2 and "no response for 4 task(s)" in err
+    assert code == 1 and s["baseline"]["regressions"] == ["math (different task sets)", "overall (different task sets)"]
+    full = tmp_path / "full.jsonl"  # the same responses, the others answered wrong: compared, not regressed
+    full.write_text(responses.read_text() + "".join(json.dumps({"task_id": f"m{i}", "response": "\\boxed{0}"}) + "\n"
+                                                    for i in range(2, N_TASKS)))
+    code, out, err = run_cli("eval", "--tasks", str(tasks), "--responses", str(full), "--baseline", str(base),
+                             "--fail-on-regression", "--k", "1", "--json", "--workers", "1")
+    assert code == 0, err
+    assert json.loads(out)["baseline"]["not_comparable"] == []
