@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import random
+import shlex
 import shutil
 import time
 import warnings
@@ -41,6 +42,7 @@ from posttrain.cli._header import embedded_spec, run_header
 from posttrain.cli._progress import progress_bar
 from posttrain.cli._ranks import RankSpec, local_world, ranks
 from posttrain.cli._service import domain_hooks, pool_for, sandbox_of
+from posttrain.cli._stage_check import stage_checkpoint_problem
 from posttrain.config import parse_config, to_dict
 from posttrain.envs import is_feedback_only, model_prompt, task_to_record
 from posttrain.errors import ConfigError, UserError
@@ -337,6 +339,7 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
         if changed:
             raise UserError(f"{cfg_path}: the run was started with a different recipe (changed: {', '.join(changed)}); "
                             f"--resume needs the same recipe: drop the changes, or start over with another --out")
+        check_stage_checkpoints(out, recipe)
         return resumed_recipe(out, recipe)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -344,6 +347,23 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
     except OSError as e:  # an existing file, a path under a file, a read-only parent
         raise UserError(f"--out {out}: cannot create the run directory there ({e.strerror or e})") from None
     return recipe
+
+
+def check_stage_checkpoints(out: Path, recipe: Recipe) -> None:
+    """Refuse ``--resume`` of an unfinished run one of whose finished stage checkpoints is not whole (a
+    truncated weights or JSON file: ``_stage_check``), naming the file, before anything is re-run or
+    rewritten; a finished run is left alone (``--resume`` loads nothing from it)."""
+    if is_finished(out):
+        return
+    order = ["base", *recipe.stages]
+    for i, stage in enumerate(order):
+        path = out / "checkpoints" / stage
+        if not _stage_done(path) or (why := stage_checkpoint_problem(path)) is None:
+            continue
+        later = [out / "checkpoints" / name for s in order[i:] for name in (s, f"{s}-state")]  # rl-state: RL's resume
+        redo = [str(p) for p in later if p.exists()]
+        raise UserError(f"{why}; --resume cannot load the {stage} checkpoint: start over with another --out, or "
+                        f"remove {shlex.join(redo)} to train {'them' if len(redo) > 1 else 'it'} again")
 
 
 def resumed_recipe(out: Path, recipe: Recipe) -> Recipe:

@@ -1,0 +1,84 @@
+"""Bad input a fourth fuzz of the CLI found getting through (after test_bad_inputs.py,
+test_bad_input_values.py and test_cli_bad_input3.py): each is one line naming the file or flag, exit
+2, before any work, and nothing already written changes.
+
+Before: ``--resume`` of a run whose finished stage checkpoint was truncated (weights or a JSON file)
+re-evaluated the demonstrator (rewriting RUN/eval/demonstrator.jsonl) and the stages before, then
+raised safetensors' or json's traceback (exit 1) when it loaded that stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import save_file
+from test_bad_inputs import snapshot
+
+from posttrain.cli._stage_check import stage_checkpoint_problem
+from posttrain.cli.pipeline import prepare_run_dir
+from posttrain.config import to_dict
+from posttrain.errors import UserError
+from posttrain.train.recipe import EMBEDDED_RECIPE, load_recipe
+
+RECIPE = load_recipe(EMBEDDED_RECIPE)
+
+
+def _checkpoint(path: Path) -> Path:
+    """A finished stage checkpoint as ``save_pretrained`` leaves one: JSON files and safetensors weights."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 8}\n')
+    (path / "tokenizer.json").write_text('{"version": "1.0", "model": {"vocab": {"a": 0}}}\n')
+    (path / "posttrain.json").write_text('{"chat": false}\n')
+    save_file({"w": torch.arange(64, dtype=torch.float32), "b": torch.ones(3)}, str(path / "model.safetensors"))
+    (path / "DONE").write_text("ok\n")
+    return path
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch) -> Path:
+    """An unfinished run of the embedded recipe: base and sft done, rl not."""
+    monkeypatch.chdir(tmp_path)
+    out = Path("r")
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(to_dict(RECIPE), sort_keys=False))
+    (out / "eval").mkdir()
+    (out / "eval" / "base.jsonl").write_text('{"task_id": "m1"}\n')
+    for stage in ("base", "sft"):
+        _checkpoint(out / "checkpoints" / stage)
+    return out
+
+
+def _truncate(path: Path, size: int) -> None:
+    with path.open("r+b") as fh:
+        fh.truncate(size)
+
+
+@pytest.mark.parametrize(("stage", "name", "size", "needle"), [
+    ("sft", "model.safetensors", 300, "r/checkpoints/sft/model.safetensors: truncated: its header lists 268 bytes "
+                                      "of tensors, the file holds"),
+    ("sft", "model.safetensors", 40, "r/checkpoints/sft/model.safetensors: truncated or not safetensors (a header of"),
+    ("sft", "model.safetensors", 3, "r/checkpoints/sft/model.safetensors: truncated (3 bytes, not even a header)"),
+    ("sft", "tokenizer.json", 20, "r/checkpoints/sft/tokenizer.json: not readable JSON (JSONDecodeError"),
+    ("base", "config.json", 10, "r/checkpoints/base/config.json: not readable JSON"),
+], ids=["weights-tensors-cut", "weights-header-cut", "weights-empty", "tokenizer-json", "base-config"])
+def test_resume_of_a_truncated_stage_checkpoint_is_one_line_before_any_work(run, stage, name, size, needle):
+    _truncate(run / "checkpoints" / stage / name, size)
+    before = snapshot(run)
+    with pytest.raises(UserError) as e:
+        prepare_run_dir(run, RECIPE, resume=True)
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg, msg
+    redo = "r/checkpoints/base r/checkpoints/sft to train them" if stage == "base" else "r/checkpoints/sft to train it"
+    assert f"--resume cannot load the {stage} checkpoint: start over with another --out, or remove {redo}" in msg, msg
+    assert snapshot(run) == before
+
+
+def test_a_whole_checkpoint_and_one_without_weights(tmp_path):
+    whole = _checkpoint(tmp_path / "whole")
+    assert stage_checkpoint_problem(whole) is None
+    (whole / "model.safetensors").unlink()
+    assert stage_checkpoint_problem(whole) == f"{whole}: holds no weights (no .safetensors file)"
+
