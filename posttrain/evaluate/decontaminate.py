@@ -3,8 +3,10 @@
     posttrain tasks decontaminate train.jsonl eval.jsonl --n 13 --out clean/
 
 Each task record contributes its prompt and its solutions (``reference``, ``canonical_solution``,
-``answer``, ``solution``). Text is normalized (lowercased, every run of non-alphanumeric
-characters becomes one space) and cut into word n-grams, 13 by default as in the GPT-3 paper's
+``answer``, ``solution``). Text is folded first (``fold``: a copy written with zero-width characters,
+soft hyphens, accents, fullwidth letters or Cyrillic and Greek look-alikes of Latin letters reads as
+the text it copies), then normalized (lowercased, every run of non-alphanumeric characters becomes one
+space) and cut into word n-grams, 13 by default as in the GPT-3 paper's
 decontamination (Brown et al. 2020, appendix C). A prompt shorter than n words is compared whole
 (an exact duplicate); a solution shorter than n words is not compared (different problems share
 short answers such as "88").
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ from posttrain.tasks._decontaminate import ngrams, normalize
 __all__ = [
     "TEXT_FIELDS",
     "Overlap",
+    "fold",
     "normalize",
     "ngrams",
     "record_grams",
@@ -45,6 +49,28 @@ __all__ = [
 
 TEXT_FIELDS = ("prompt", "reference", "canonical_solution", "answer", "solution")
 """The fields of a task record compared across splits: the prompt and its solutions."""
+
+
+_LOOKALIKES = str.maketrans(
+    "АВЕКМНОРСТХУаеіјосрхуѕԁԛԝһӏ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαικνορτυχ",
+    "ABEKMHOPCTXYaeijocpxysdqwhl" "ABEZHIKMNOPTYXaikvoptux",
+)
+"""Cyrillic and Greek letters drawn as Latin ones (a prompt re-spelt with them reads the same to a person)."""
+
+
+def fold(text: str) -> str:
+    """``text`` as decontamination reads it: compatibility forms as their letters (fullwidth, ligatures),
+    format characters (zero-width spaces and joiners, soft hyphens) and combining marks (accents)
+    dropped, Cyrillic and Greek look-alikes of Latin letters as those letters, lowercased. A copy of a
+    prompt spelt so is the prompt; two problems stay two (nothing else changes).
+
+    >>> fold("Wh\u200bat is tw\u043e p\u00adlus \uff54hree?")
+    'what is two plus three?'
+    """
+    if text.isascii():  # nothing to fold (most prompts): no per-character pass
+        return text.lower()
+    kept = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    return unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES).lower()
 
 
 @dataclass(frozen=True)
@@ -70,7 +96,7 @@ def record_grams(record: Mapping[str, Any], n: int) -> set[str]:
     for key in TEXT_FIELDS:
         value = record.get(key)
         if isinstance(value, str) and value.strip():
-            grams |= ngrams(value, n, whole_if_short=key == "prompt")
+            grams |= ngrams(fold(value), n, whole_if_short=key == "prompt")
     return grams
 
 
@@ -143,13 +169,15 @@ def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 
     by the rule the run's pool was built with (``posttrain.tasks.find_contamination``: the same prompt as
     shown, or most of its distinctive n-grams in one training task), so a run's own held-out split
     (RUN/tasks/eval.jsonl) is never refused for what its build judged two problems (the quickstart's
-    ``67-x=0. x=`` and ``-67+x=0. x=``, a generator's template text)."""
+    ``67-x=0. x=`` and ``-67+x=0. x=``, a generator's template text). Both sides are compared as
+    ``fold`` reads them (what each task shows the model, and its reference), so a copy re-spelt with
+    zero-width characters or look-alike letters is the task it copies."""
     from posttrain.tasks import find_contamination, load_tasks
 
     refuse_directory(train_path, "a task file")
     if not Path(train_path).is_file():
         raise UserError(f"{train_path}: task file not found")
-    overlaps = find_contamination(load_tasks(train_path), tasks, n=n)
+    overlaps = find_contamination(_folded(load_tasks(train_path)), _folded(tasks), n=n)
     if overlaps:
         shown = "; ".join(f"{o.eval_id} ~ {o.train_id}" for o in overlaps[:5])
         raise UserError(
@@ -157,6 +185,16 @@ def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 
             f"(near-duplicates by normalized {n}-grams: {shown}); refusing to score a contaminated suite. "
             f"Run 'posttrain tasks decontaminate {train_path} EVAL --out DIR' and evaluate on the clean file"
         )
+
+
+def _folded(tasks: Sequence[Any]) -> list[Any]:
+    """Each task as ``fold`` reads what it shows the model (``model_prompt``) and its reference, as a
+    task of no registered domain (shown its prompt as it is)."""
+    from posttrain.envs import model_prompt
+    from posttrain.types import Task
+
+    return [Task(id=t.id, domain="decontaminate:folded", prompt=fold(model_prompt(t)), fields={},
+                 reference=None if t.reference is None else fold(t.reference)) for t in tasks]
 
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:

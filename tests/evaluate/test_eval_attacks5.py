@@ -1,6 +1,7 @@
-"""Adversarial reads of evaluation as the endpoint of the model under test: a server that writes more
-tokens than the evaluation allows, or whose text is not what its token ids say, is scored on what it
-was asked for; and a comparison of two evaluations on different task sets is never judged as one."""
+"""Adversarial reads of evaluation: a served model that writes past the evaluation's token budget is
+scored on what it was asked for; two evaluations over different task sets are never judged as one
+comparison (a gate fails closed, the report says so); a held-out task re-spelt in other characters
+(zero-width, soft hyphens, look-alike letters) is still the training task it copies."""
 
 from __future__ import annotations
 
@@ -169,3 +170,30 @@ def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path,
                              "--fail-on-regression", "--k", "1", "--json", "--workers", "1")
     assert code == 0, err
     assert json.loads(out)["baseline"]["not_comparable"] == []
+
+
+# -- decontamination reads a copy re-spelt in other characters as the copy ---------------------------
+
+RESPELT = {
+    "zero-width": lambda s: " ".join(w[:1] + "\u200b" + w[1:] if len(w) > 2 else w for w in s.split(" ")),
+    "soft hyphen": lambda s: " ".join(w[:1] + "\u00ad" + w[1:] if len(w) > 2 else w for w in s.split(" ")),
+    "look-alikes": lambda s: s.translate(str.maketrans("aeoAEO", "\u0430\u0435\u043e\u0410\u0415\u041e")),
+}
+
+
+@pytest.mark.parametrize("how", sorted(RESPELT))
+def test_a_held_out_split_respelt_from_the_training_pool_is_refused(tmp_path, how):
+    import dataclasses
+
+    from posttrain.envs import get_domain, task_to_record
+    from posttrain.errors import UserError
+    from posttrain.evaluate.decontaminate import check_clean_split
+
+    train = get_domain("math").generate_tasks(20, seed=0)
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(task_to_record(t)) + "\n" for t in train))
+    copies = [dataclasses.replace(t, id=f"{t.id}-copy", prompt=RESPELT[how](t.prompt)) for t in train]
+    assert all(c.prompt != t.prompt for c, t in zip(copies, train, strict=True))
+    with pytest.raises(UserError, match="20 of 20 eval tasks overlap"):  # was clean: 0 of 20
+        check_clean_split(path, copies)
+    check_clean_split(path, get_domain("math").generate_tasks(20, seed=1))  # other problems stay clean
