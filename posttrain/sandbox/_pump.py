@@ -203,10 +203,16 @@ _NULL: list[int] = []  # /dev/null, opened once (``_drop``)
 
 def _drop(fd: int) -> int:
     """Move what the pipe ``fd`` holds to /dev/null in the kernel (splice: no copy, no buffer);
-    the number of bytes, 0 at EOF. Raises BlockingIOError when it holds nothing yet."""
+    the number of bytes, 0 at EOF. Raises BlockingIOError when it holds nothing yet. Where splice
+    fails otherwise (never seen), it reads and discards instead: never a new error for the job."""
     if not _NULL:
         _NULL.append(os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC))
-    return os.splice(fd, _NULL[0], 1 << 20, flags=os.SPLICE_F_NONBLOCK)
+    try:
+        return os.splice(fd, _NULL[0], 1 << 20, flags=os.SPLICE_F_NONBLOCK)
+    except BlockingIOError:
+        raise
+    except OSError:
+        return len(os.read(fd, 1 << 16))
 
 
 def _read(fd: int, cap: Capture) -> bool:
