@@ -35,9 +35,9 @@ _HERE = Path(__file__).resolve().parent
 ZYGOTE_FILES = ("_zygote.py", "_pump.py", "_wipe.py")
 FILE_MAX = Path("/proc/sys/fs/file-max")
 FILE_COST_B = 256
-OVERCOMMIT = Path("/proc/sys/vm/overcommit_memory")
 """Kernel memory a job pays per open file it holds, at least, charged to its memory cgroup (~430
 bytes measured: the file and the mapping that holds it without an fd)."""
+OVERCOMMIT = Path("/proc/sys/vm/overcommit_memory")
 
 
 @dataclass(frozen=True)
