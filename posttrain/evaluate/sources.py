@@ -13,7 +13,8 @@ token-level ``Sampler``s; and ``posttrain eval``'s episodes, through the episode
 A *model* here is what the runner needs of one: ``sampler()``, ``tokenizer``, ``encode_prompt(text)``.
 ``Policy`` has them; ``EndpointModel`` gives them to a server that takes prompt token ids
 (``/v1/completions``, vLLM with ``--logprobs-mode processed_logprobs``; ``policy/_endpoint.py``),
-held to a local sampler's budget (``HeldEndpoint``: ids past ``max_new_tokens`` are cut there).
+held to what a local sampler gives (``HeldEndpoint``: ids past ``max_new_tokens`` are cut there, the
+text scored is the ids decoded, never the server's own ``text``).
 With ``chat=True`` (an ``EndpointModel``) or a chat ``Policy`` (``Policy.chat``), a prompt is the
 tokenizer's chat template over one user message (``ChatTemplate.render``), still sent as ids, and a
 repair episode's feedback is a user turn of the same template (``prompt_chat``, ``RepairEnv``).
@@ -84,15 +85,19 @@ class EndpointModel:
 
 @dataclass(frozen=True)
 class HeldEndpoint:
-    """An endpoint's sampler held to the budget a local sampler keeps: at most ``max_new_tokens`` ids
-    per completion. The ids (and logprobs) of a server that writes past ``max_tokens`` are cut there,
-    as a local sampler would have stopped (``stop_reason`` ``length``), and the text scored is the cut
-    ids decoded without special tokens (a local sampler's ``text``): its answer after the budget would
-    pass where the same model held to the budget (no answer yet) fails.
+    """An endpoint's sampler held to what a local sampler gives: at most ``max_new_tokens`` ids per
+    completion, and its ``text`` those ids decoded without special tokens (``Generation.text``).
 
-    What it does not check: that a server's ``text`` is what its ids decode to (within the budget the
-    text is the server's), that the logprobs are of the distribution sampled (``EndpointSampler``), or
-    what a server does between the request and its ids (an internal best-of-n looks like a sample)."""
+    The ids (and logprobs) of a server that writes past ``max_tokens`` are cut there, as a local
+    sampler would have stopped (``stop_reason`` ``length``): its answer after the budget would pass
+    where the same model held to the budget (no answer yet) fails. A server's own ``text`` is never
+    scored: the ids are what the record keeps, what the logprobs are of and what a repair episode's
+    context goes on from, so a reply whose text holds a right answer and whose ids a wrong one is
+    graded on the wrong one (a server's text and its ids decoded differ only where it is not the
+    model's output; whitespace a tokenizer cannot spell is lost, as it is to a local sampler).
+
+    What it does not check: that the logprobs are of the distribution sampled (``EndpointSampler``),
+    or what a server does between the request and its ids (an internal best-of-n looks like a sample)."""
 
     endpoint: Any
     tokenizer: Any
@@ -102,10 +107,10 @@ class HeldEndpoint:
         for g in self.endpoint.generate(prompt_ids, params):
             cap = params.max_new_tokens
             if len(g.completion_ids) > cap:
-                ids = g.completion_ids[:cap]
-                g = dataclasses.replace(g, completion_ids=ids, logprobs=g.logprobs[:cap], stop_reason="length",
-                                        text=self.tokenizer.decode(list(ids), skip_special_tokens=True))
-            out.append(g)
+                g = dataclasses.replace(g, completion_ids=g.completion_ids[:cap], logprobs=g.logprobs[:cap],
+                                        stop_reason="length")
+            text = self.tokenizer.decode(list(g.completion_ids), skip_special_tokens=True)
+            out.append(g if text == g.text else dataclasses.replace(g, text=text))
         return out
 
 

@@ -1,7 +1,8 @@
 """Adversarial reads of evaluation: a served model that writes past the evaluation's token budget is
-scored on what it was asked for; two evaluations over different task sets are never judged as one
-comparison (a gate fails closed, the report says so); a held-out task re-spelt in other characters
-(zero-width, soft hyphens, look-alike letters) is still the training task it copies."""
+scored on what it was asked for, and one whose reply's text is not its token ids on its ids; two
+evaluations over different task sets are never judged as one comparison (a gate fails closed, the
+report says so); a held-out task re-spelt in other characters (zero-width, soft hyphens, look-alike
+letters) is still the training task it copies."""
 
 from __future__ import annotations
 
@@ -31,14 +32,17 @@ class _Handler(BaseHTTPRequestHandler):
     - ``honest``: a short right answer within ``max_tokens``;
     - ``verbose``: a right answer after reasoning past ``max_tokens`` (a server that ignores it; an
       honest server cut at ``max_tokens`` has no answer yet);
-    - ``verbose-cut``: the same reasoning, honestly cut at ``max_tokens`` (finish_reason length)."""
+    - ``verbose-cut``: the same reasoning, honestly cut at ``max_tokens`` (finish_reason length);
+    - ``two-faced``: the right answer as its ``text``, a wrong one as its ``token_ids`` (and logprobs)."""
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         right = f"\\boxed{{{_answer(TOK.decode(body['prompt']))}}}"
         finish = "stop"
-        text = right if body["model"] == "honest" else REASONING + right
+        text = right if body["model"] in ("honest", "two-faced") else REASONING + right
         ids = [*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id]
+        if body["model"] == "two-faced":
+            ids = [*TOK("\\boxed{0}", add_special_tokens=False)["input_ids"], TOK.eos_token_id]
         if body["model"] == "verbose-cut":
             ids, finish = ids[: body["max_tokens"]], "length"
             text = TOK.decode(ids, skip_special_tokens=True)
@@ -103,6 +107,17 @@ def test_an_endpoint_that_writes_past_max_tokens_is_cut_there(run_cli, server, s
     assert s["pass@1"] == 0.0 and s["n_tasks"] == N_TASKS
     record = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
     assert len(record["completion_ids"]) == 24 and record["completion"] == REASONING[:24]
+
+
+def test_an_endpoint_whose_text_is_not_its_ids_is_graded_on_its_ids(run_cli, server, suite, tmp_path):
+    # the right answer as the reply's text, a wrong one (\boxed{0}) as its token ids: the text was
+    # graded (6 of 6) while the record's ids and logprobs, and a repair episode's context, hold the wrong
+    # answer; the ids decoded are what a local sampler's text is (Generation.text)
+    code, s, err = _eval(run_cli, server, suite, "two-faced", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert s["pass@1"] == 0.0 and s["n_tasks"] == N_TASKS
+    record = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
+    assert record["completion"] == "\\boxed{0}" and record["outcome"] == "fail"
 
 
 # -- a comparison is of the same tasks ---------------------------------------------------------------
