@@ -200,11 +200,16 @@ def _print_block(name: str, s: dict[str, Any]) -> None:
     if isinstance(s.get("noop"), dict) and "pass@1" in s["noop"]:
         print(f"  no-op baseline               pass@1 {s['noop']['pass@1']:.3f}")
     base = s.get("baseline")
-    if isinstance(base, dict):
+    if isinstance(base, dict):  # a row not compared prints its note, never a bare delta
         for dom, row in {"overall": base["overall"], **base["per_domain"]}.items():
-            if row.get("delta") is not None:
+            pair = " -> ".join("-" if row.get(k) is None else f"{row[k]:.3f}" for k in ("baseline", "current"))
+            if row.get("comparable", True) is False:
+                print(f"  vs baseline {dom:<16} {pair}  NOT COMPARABLE: {row.get('note')} (fails a regression gate)")
+            elif row.get("delta") is not None:
                 flag = "  REGRESSED" if row["regressed"] else ""
-                print(f"  vs baseline {dom:<16} {row['baseline']:.3f} -> {row['current']:.3f} ({row['delta']:+.3f}){flag}")
+                print(f"  vs baseline {dom:<16} {pair} ({row['delta']:+.3f}){flag}")
+            elif row.get("note"):
+                print(f"  vs baseline {dom:<16} {pair}  not compared: {row['note']}")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -187,6 +187,23 @@ def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path,
     assert json.loads(out)["baseline"]["not_comparable"] == []
 
 
+def test_a_gate_that_fails_on_different_task_sets_says_why(tmp_path, run_cli, suite):
+    # printed (no --json): the row read "0.500 -> 1.000 (+0.500)" and the run exited 1, no line saying why
+    from posttrain.evaluate.records import EvalRecord, write_records
+
+    tasks, _ = suite
+    base = write_records(tmp_path / "base.jsonl", [EvalRecord(f"m{i}", "math", "pass" if i < 3 else "fail",
+                                                              float(i < 3)) for i in range(N_TASKS)])
+    responses = tmp_path / "r.jsonl"
+    responses.write_text("".join(json.dumps({"task_id": f"m{i}", "response": f"\\boxed{{{2 * i + 10}}}"}) + "\n"
+                                 for i in range(2)))
+    code, out, err = run_cli("eval", "--tasks", str(tasks), "--responses", str(responses), "--baseline", str(base),
+                             "--fail-on-regression", "--k", "1", "--workers", "1")
+    assert code == 1
+    line = next(x for x in out.splitlines() if "vs baseline overall" in x)
+    assert "NOT COMPARABLE: different task sets (current: 2 tasks, baseline: 6)" in line and "+0.500" not in line
+
+
 # -- decontamination reads a copy re-spelt in other characters as the copy ---------------------------
 
 RESPELT = {
