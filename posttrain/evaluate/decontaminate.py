@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError, refuse_directory
-from posttrain.tasks._decontaminate import ngrams, normalize
+from posttrain.tasks._decontaminate import fold, ngrams, normalize
 
 __all__ = [
     "TEXT_FIELDS",
@@ -49,28 +48,6 @@ __all__ = [
 
 TEXT_FIELDS = ("prompt", "reference", "canonical_solution", "answer", "solution")
 """The fields of a task record compared across splits: the prompt and its solutions."""
-
-
-_LOOKALIKES = str.maketrans(
-    "АВЕКМНОРСТХУаеіјосрхуѕԁԛԝһӏ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαικνορτυχ",
-    "ABEKMHOPCTXYaeijocpxysdqwhl" "ABEZHIKMNOPTYXaikvoptux",
-)
-"""Cyrillic and Greek letters drawn as Latin ones (a prompt re-spelt with them reads the same to a person)."""
-
-
-def fold(text: str) -> str:
-    """``text`` as decontamination reads it: compatibility forms as their letters (fullwidth, ligatures),
-    format characters (zero-width spaces and joiners, soft hyphens) and combining marks (accents)
-    dropped, Cyrillic and Greek look-alikes of Latin letters as those letters, lowercased. A copy of a
-    prompt spelt so is the prompt; two problems stay two (nothing else changes).
-
-    >>> fold("Wh\u200bat is tw\u043e p\u00adlus \uff54hree?")
-    'what is two plus three?'
-    """
-    if text.isascii():  # nothing to fold (most prompts): no per-character pass
-        return text.lower()
-    kept = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
-    return unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES).lower()
 
 
 @dataclass(frozen=True)

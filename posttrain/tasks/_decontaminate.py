@@ -21,6 +21,10 @@ generated tasks need, each measured:
   0.38 between distinct problems of those generators; 1.0 for the duplicates the example
   recipes' generated code and tool tasks have).
 
+Both readings (the verbatim prompt and the words) see text as ``fold`` gives it: a copy written with
+zero-width characters, soft hyphens, accents, fullwidth letters or Cyrillic and Greek look-alikes of
+Latin letters is the text it copies (each such copy of 200 generated math or code tasks was clean).
+
 Solutions (``reference``) count with the prompt's grams (a short answer alone is not compared).
 ``check_pools(train, eval, mode)`` refuses an overlap (``ConfigError`` with the count and the first
 example) or, with ``mode="drop"``, returns the training tasks without the contaminated ones and
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -51,13 +56,37 @@ _SPACE = re.compile(r"\s+")
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
 
+_LOOKALIKES = str.maketrans(
+    "АВЕКМНОРСТХУаеіјосрхуѕԁԛԝһӏ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαικνορτυχ",
+    "ABEKMHOPCTXYaeijocpxysdqwhl" "ABEZHIKMNOPTYXaikvoptux",
+)
+"""Cyrillic and Greek letters drawn as Latin ones (a prompt re-spelt with them reads the same to a person)."""
+
+
+def fold(text: str) -> str:
+    """``text`` as decontamination reads it: compatibility forms as their letters (fullwidth, ligatures),
+    format characters (zero-width spaces and joiners, soft hyphens) and combining marks (accents)
+    dropped, Cyrillic and Greek look-alikes of Latin letters as those letters, lowercased. A copy of a
+    prompt spelt so is the prompt; two problems stay two (nothing else changes).
+
+    >>> fold("Wh\u200bat is tw\u043e p\u00adlus \uff54hree?")
+    'what is two plus three?'
+    """
+    if text.isascii():  # nothing to fold (most prompts): no per-character pass
+        return text.lower()
+    kept = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    return unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES).lower()
+
+
 def normalize(text: str) -> list[str]:
-    """Lowercased words with punctuation and whitespace runs removed.
+    """Folded (``fold``) words with punctuation and whitespace runs removed.
 
     >>> normalize("Compute  2+3, then PRINT it!")
     ['compute', '2', '3', 'then', 'print', 'it']
+    >>> normalize("C\u043emp\u200bute  2+3")
+    ['compute', '2', '3']
     """
-    return _NON_ALNUM.sub(" ", text.lower()).split()
+    return _NON_ALNUM.sub(" ", fold(text)).split()
 
 
 def ngrams(text: str, n: int = 13, *, whole_if_short: bool = True) -> set[str]:
@@ -142,7 +171,7 @@ class _Index:
 
 
 def _verbatim(text: str) -> str:
-    return _SPACE.sub(" ", text).strip().casefold()
+    return _SPACE.sub(" ", fold(text)).strip().casefold()
 
 
 def _shown(task: Task) -> str:
