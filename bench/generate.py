@@ -196,7 +196,7 @@ def long_episode(arm: str, notes: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         policy = load_policy(build_embedded_default(Path(d) / "m"))
     encode = lambda text: policy.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    tasks = ENV.generate_level(1, level=notes, seed=0)
+    tasks = ENV.generate_level(1, level=notes, seed=0, fact_first=True)
     eps = [(tasks[0], RecallEpisode(policy.encode_prompt, encode), "g", i) for i in range(4)]
     cp = ContextPolicy(budget=256) if arm == "managed" else ContextPolicy(budget=10**9, manage=False)
     sampler = FastSampler(policy.model, policy.tokenizer)

@@ -4,8 +4,9 @@
                            [--train-per-level 100] [--eval-per-level 32] [--loss all|action]
                            [--arms plain,managed] [--threads 1] [--out FILE]
 
-The recall domain (posttrain/envs/recall): a fact is given as the first observation of an episode,
-L notes follow (each with a distractor number), then the question about the fact. Two arms, the
+The recall domain (posttrain/envs/recall), its ``fact_first`` family: a fact is given as the first
+observation of an episode, L notes follow (each with a distractor number), then the question about
+the fact (the domain's other generated tasks also state other keys' codes, before the fact and after). Two arms, the
 same everything but the context policy (``posttrain.rollout.ContextPolicy``), at the same budget
 of ``--budget`` tokens the model sees per turn:
 
@@ -119,7 +120,8 @@ def one_run(seed: int, arm: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         policy = load_policy(build_embedded_default(Path(d) / "m", seed=seed))
     cp = context_policy(arm, args.budget)
-    train = [t for level in args.train_levels for t in ENV.generate_level(args.train_per_level, level=level, seed=seed)]
+    train = [t for level in args.train_levels
+             for t in ENV.generate_level(args.train_per_level, level=level, seed=seed, fact_first=True)]
     demos = demonstrations(policy, train, cp, seed, args.loss)
     losses: list[float] = []
     train_sft(policy, demos, SFTParams(steps=args.steps, batch_size=32, lr=args.lr, seed=seed),
@@ -127,7 +129,7 @@ def one_run(seed: int, arm: str, args: argparse.Namespace) -> dict[str, Any]:
     sampler = FastSampler(policy.model, policy.tokenizer)
     success, peak = {}, 0
     for level in args.levels:
-        tasks = ENV.generate_level(args.eval_per_level, level=level, seed=1000 + seed)
+        tasks = ENV.generate_level(args.eval_per_level, level=level, seed=1000 + seed, fact_first=True)
         eps = run_episodes(sampler, tasks, policy, cp)
         success[level] = sum(e.reward for e in eps) / len(eps)
         peak = max(peak, *(e.peak_context for e in eps))

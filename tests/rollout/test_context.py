@@ -58,7 +58,7 @@ class Reader:
     (True, "rule", True, True),      # and the index finds it
 ])
 def test_management_keeps_an_early_fact_within_the_same_budget(policy, manage, summarize, retrieval, passes):
-    tasks = ENV.generate_level(3, level=24, seed=0)
+    tasks = ENV.generate_level(3, level=24, seed=0, fact_first=True)
     cp = ContextPolicy(budget=260, manage=manage, summarize=summarize, retrieval=retrieval, summary_chars=40)
     eps = run_managed(Reader(policy.tokenizer), episodes(policy, tasks), SamplingParams(max_new_tokens=8), cp,
                       encoders(policy)[1], max_turns=30)
@@ -68,7 +68,7 @@ def test_management_keeps_an_early_fact_within_the_same_budget(policy, manage, s
 
 
 def test_a_search_is_answered_from_the_index(policy):
-    [task] = ENV.generate_level(1, level=24, seed=1)
+    [task] = ENV.generate_level(1, level=24, seed=1, fact_first=True)
     cp = ContextPolicy(budget=200, summarize="rule", retrieval=True, summary_chars=8)  # the summary loses it
     [ep] = run_managed(Reader(policy.tokenizer), episodes(policy, [task]), SamplingParams(max_new_tokens=8), cp,
                        encoders(policy)[1], max_turns=30)
@@ -80,7 +80,7 @@ def test_a_search_is_answered_from_the_index(policy):
 
 @pytest.mark.parametrize("summarize", ["rule", "policy"])
 def test_rows_are_exactly_what_the_model_saw(policy, summarize):
-    tasks = ENV.generate_level(2, level=12, seed=2)
+    tasks = ENV.generate_level(2, level=12, seed=2, fact_first=True)
     cp = ContextPolicy(budget=160, summarize=summarize, keep_recent=2, summary_tokens=16)
     sampler = FastSampler(policy.model, policy.tokenizer)
     eps = run_managed(sampler, episodes(policy, tasks, n=2), SamplingParams(max_new_tokens=12, seed=0), cp,
@@ -103,7 +103,7 @@ def test_rows_are_exactly_what_the_model_saw(policy, summarize):
 
 
 def test_unmanaged_context_grows_with_the_episode(policy):
-    [task] = ENV.generate_level(1, level=30, seed=3)
+    [task] = ENV.generate_level(1, level=30, seed=3, fact_first=True)
     sizes = {}
     for manage in (False, True):
         budget = 10_000 if not manage else 200

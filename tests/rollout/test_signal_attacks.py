@@ -32,7 +32,7 @@ WEIGHTINGS = {
 }
 ESTIMATORS = [(name, std, dedup) for name in ADVANTAGES for std in (True, False) for dedup in (False, True)]
 TOK = build_char_tokenizer()
-[TASK] = ENV.generate_level(1, level=2, seed=3)
+[TASK] = ENV.generate_level(1, level=2, seed=3, fact_first=True)
 WRONG = "1111" if TASK.fields["value"] != "1111" else "2222"
 MAX_NEW, BUDGET = 24, 240
 

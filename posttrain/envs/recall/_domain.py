@@ -1,17 +1,26 @@
-"""The recall domain (long horizon): a fact is given in the first note, ``len(notes)`` notes follow,
+"""The recall domain (long horizon): a fact is given among a few notes, ``len(notes)`` notes follow,
 then a question about the fact.
 
 Task fields (docs/tasks.md): ``key`` (what the fact names: "the locker code"), ``value`` (4 digits),
-``notes`` (the notes that follow the fact, strings). As an episode (``RecallEpisode``) the prompt
-is the instructions; each reply (any text) gets the next observation: the fact, each note, then the
-question, whose answer is verified. As a single response (``render_prompt``) the prompt holds
-everything at once.
+``notes`` (the notes that follow the fact, strings) and, optional, ``before`` (notes shown before
+the fact; none when absent). As an episode (``RecallEpisode``) the prompt is the instructions; each
+reply (any text) gets the next observation: the notes before, the fact, each note, then the question,
+whose answer is verified. As a single response (``render_prompt``) the prompt holds everything at
+once.
 
 Verification: the answer's 4-digit numbers must be exactly one, equal to ``value`` (``check_answer``).
 Listing many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
-numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw.
+numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw. The
+generated tasks also state other keys' codes before the fact and after it (``The door code is
+5123.``), so neither the first number of the context, nor the first or last code stated, is the
+answer: only the question's key tells which code it asks for (before them, every generated fact
+was the first number of its episode, and answering that passed 190 of 190 tasks).
 
 Levels: ``generate_level(n, level=L)`` puts L notes between the fact and the question (1..64).
+``fact_first=True`` generates the tasks the long-horizon comparison (``posttrain bench recall``,
+README "Long episodes") and the long-episode memory measure were run on: the fact is the first
+observation and no other key is stated, the earliest observation being what a rule summary keeps
+longest; their figures are for that family.
 """
 
 from __future__ import annotations
@@ -25,16 +34,22 @@ from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
 from posttrain.types import Observation, StepResult, Task, Verdict, Verifier
 
 NAME = "recall"
-DOMAIN_KEYS = frozenset({"key", "value", "notes"})
+DOMAIN_KEYS = frozenset({"key", "value", "notes", "before"})
 INTRO = "Read each note and reply ok. At the end, answer the question with the number only."
 _NUMBER = re.compile(r"(?<!\d)\d{4}(?!\d)")
 _KEYS = ("locker code", "door code", "bike lock code", "safe code", "room number", "badge number")
+_MORE_KEYS = ("gate code", "alarm code", "parking spot", "desk number", "phone extension", "ticket number")
+"""Keys only the generated tasks with other keys' codes use (``fact_first`` draws from ``_KEYS``)."""
 _THINGS = ("the boxes", "the lamps", "the chairs", "the forms", "the keys", "the cups", "the maps")
 _PLACES = ("hall", "shelf", "desk", "attic", "garage", "office", "porch")
 
 
-def fact_line(key: str, value: str) -> str:
-    return f"Note 0: The {key} is {value}."
+def fact_line(key: str, value: str, index: int = 0) -> str:
+    return f"Note {index}: {fact_text(key, value)}"
+
+
+def fact_text(key: str, value: str) -> str:
+    return f"The {key} is {value}."
 
 
 def note_line(i: int, note: str) -> str:
@@ -73,10 +88,8 @@ class RecallEpisode:
         self.shown = 0
 
     def reset(self, task: Task) -> Observation:
-        key = task.fields["key"]
         self.task, self.shown = task, 0
-        self.pieces = ["\n" + fact_line(key, task.fields["value"]),
-                       *(note_line(i + 1, n) for i, n in enumerate(task.fields["notes"])), question(key)]
+        self.pieces = [*_pieces(task), question(task.fields["key"])]
         return Observation(tuple(self.encode_prompt(INTRO)), INTRO)
 
     def step(self, action: Any) -> StepResult:
@@ -113,12 +126,14 @@ class RecallDomain:
         notes = reader.present("notes")
         if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
             raise reader.fail("notes", "a list of strings", notes)
-        return parse_common(reader, {"key": key, "value": value, "notes": list(notes)}, reference=value)
+        before = reader.record.get("before", [])
+        if not isinstance(before, list) or not all(isinstance(n, str) for n in before):
+            raise reader.fail("before", "a list of strings (notes shown before the fact)", before)
+        fields = {"key": key, "value": value, "notes": list(notes)} | ({"before": list(before)} if before else {})
+        return parse_common(reader, fields, reference=value)
 
     def render_prompt(self, task: Task) -> str:
-        notes = task.fields["notes"]
-        return (INTRO + "\n" + fact_line(task.fields["key"], task.fields["value"])
-                + "".join(note_line(i + 1, n) for i, n in enumerate(notes)) + question(task.fields["key"]))
+        return INTRO + "".join(_pieces(task)) + question(task.fields["key"])
 
     def make_verifier(self, pool: Any | None = None) -> Verifier:
         return guard(NAME, check_answer)
@@ -127,37 +142,88 @@ class RecallDomain:
         return ""
 
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
-        """Answers that must fail: every number at once, the last number seen, the question echoed."""
+        """Answers that must fail: every number at once, the first or last number seen, the first or
+        last code stated, the question echoed."""
         [task] = self.generate_level(1, level=6, seed=99)
-        last = _NUMBER.findall(self.render_prompt(task).split("Question")[0])[-1]
+        seen = self.render_prompt(task).split("Question")[0]
+        numbers, codes = _NUMBER.findall(seen), re.findall(r"The [a-z ]+ is (\d{4})\.", seen)
         every = " ".join(f"{i:04d}" for i in range(10000))
-        return [("every 4-digit number", task, every), ("the last number of the notes", task, last),
+        return [("every 4-digit number", task, every), ("the last number of the notes", task, numbers[-1]),
+                ("the first number of the episode", task, numbers[0]),
+                ("the first code stated", task, codes[0]), ("the last code stated", task, codes[-1]),
                 ("the question echoed", task, question(task.fields["key"])),
-                ("the fact with another number beside it", task, f"{task.fields['value']} or {last}")]
+                ("the fact with another number beside it", task, f"{task.fields['value']} or {numbers[-1]}")]
 
     def level_range(self) -> tuple[int, int]:
         return 1, 64
 
-    def generate_level(self, n: int, *, level: int, seed: int = 0) -> list[Task]:
+    def generate_level(self, n: int, *, level: int, seed: int = 0, fact_first: bool = False) -> list[Task]:
+        """``n`` tasks with ``level`` notes between the fact and the question; ``fact_first``: the
+        comparison's family (module docstring), the tasks of before it had other keys."""
         rng = random.Random(f"recall-{seed}-{level}")
-        return [_generate_one(rng, f"recall-{seed}-L{level}-{i}", level) for i in range(n)]
+        return [_generate_one(rng, f"recall-{seed}-L{level}-{i}", level, fact_first) for i in range(n)]
 
     def generate_tasks(self, n: int, seed: int = 0) -> list[Task]:
         rng = random.Random(f"recall-{seed}")
         return [_generate_one(rng, f"recall-gen-{seed}-{i}", rng.randint(2, 12)) for i in range(n)]
 
 
-def _generate_one(rng: random.Random, tid: str, level: int) -> Task:
-    key = rng.choice(_KEYS)
-    value = f"{rng.randint(1000, 9999)}"
-    notes = []
-    for _ in range(level):
+def _pieces(task: Task) -> list[str]:
+    """The observations before the question: the notes before the fact, the fact, the notes after,
+    numbered from 0 in the order shown."""
+    before, notes = task.fields.get("before", []), task.fields["notes"]
+    at = len(before)
+    return [*(note_line(i, n) for i, n in enumerate(before)),
+            "\n" + fact_line(task.fields["key"], task.fields["value"], at),
+            *(note_line(at + 1 + i, n) for i, n in enumerate(notes))]
+
+
+def _other(rng: random.Random, value: str) -> str:
+    other = f"{rng.randint(1000, 9999)}"
+    while other == value:
         other = f"{rng.randint(1000, 9999)}"
-        while other == value:
-            other = f"{rng.randint(1000, 9999)}"
-        notes.append(f"{rng.choice(_THINGS).capitalize()} went to the {rng.choice(_PLACES)}, shelf {other}.")
-    return Task(id=tid, domain=NAME, prompt=INTRO + "\n" + fact_line(key, value), fields={"key": key, "value": value,
-                "notes": notes}, reference=value, difficulty=float(level))
+    return other
+
+
+def _thing_note(rng: random.Random, value: str) -> str:
+    other = _other(rng, value)
+    return f"{rng.choice(_THINGS).capitalize()} went to the {rng.choice(_PLACES)}, shelf {other}."
+
+
+def _beside(rng: random.Random, note: str, code: str) -> str:
+    """One note holding both, in a random order."""
+    return f"{note} {code}" if rng.random() < 0.5 else f"{code} {note}"
+
+
+def _generate_one(rng: random.Random, tid: str, level: int, fact_first: bool = False) -> Task:
+    if fact_first:  # the comparison's family, draw for draw as it was generated
+        key = rng.choice(_KEYS)
+        value = f"{rng.randint(1000, 9999)}"
+        before, notes = [], [_thing_note(rng, value) for _ in range(level)]
+    else:
+        # other keys' codes: 1-4 before the fact, 1-4 after it (in random notes, a note holding one
+        # or more), among thing notes: the fact is no fixed one of the codes counted from either end,
+        # and the first number of the episode is never it; only the question's key tells
+        keys = [*_KEYS, *_MORE_KEYS]
+        rng.shuffle(keys)
+        key, others = keys[0], keys[1:]
+        value = f"{rng.randint(1000, 9999)}"
+        notes = [_thing_note(rng, value) for _ in range(level)]
+        n_before, n_after = rng.randint(1, 4), rng.randint(1, 4)
+        before = [_thing_note(rng, value) for _ in range(rng.randint(0, 2))]
+        for k in others[:n_before]:
+            code = fact_text(k, _other(rng, value))
+            alone = rng.random() < 0.5
+            before.insert(rng.randint(0, len(before)), code if alone else _beside(rng, _thing_note(rng, value), code))
+        plain = set(range(level))  # notes still without a code
+        for k in others[n_before:n_before + n_after]:
+            code, at = fact_text(k, _other(rng, value)), rng.randrange(level)
+            alone = at in plain and rng.random() < 0.8
+            notes[at] = code if alone else _beside(rng, notes[at], code)
+            plain.discard(at)
+    shown = INTRO + "".join(note_line(i, n) for i, n in enumerate(before)) + "\n" + fact_line(key, value, len(before))
+    fields: dict[str, Any] = {"key": key, "value": value, "notes": notes} | ({"before": before} if before else {})
+    return Task(id=tid, domain=NAME, prompt=shown, fields=fields, reference=value, difficulty=float(level))
 
 
 ENV = RecallDomain()
