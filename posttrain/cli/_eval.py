@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -175,10 +176,22 @@ def _check_eval_out(out: str) -> None:
     if (path / "config.yaml").is_file():
         raise UserError(f"--out {out}: is a posttrain run (config.yaml), whose summary.json this would replace; "
                         f"evaluate it with --run {out} (results go to its eval/), or choose a new directory")
+    run = next((os.path.relpath(p) for p in path.absolute().parents if _is_run(p)), None)
+    if run is not None:  # RUN/eval/records.jsonl would be a model named "records" in its report and audit
+        raise UserError(f"--out {out}: is inside the posttrain run {run}, whose report and audit read the files in "
+                        f"it; evaluate the run with --run {run} (results go to its eval/), or choose a directory "
+                        f"outside it")
     held = [name for name in (*EVAL_OUT_FILES, "views/eval") if (path / name).exists()]
     if held:
         raise UserError(f"--out {out}: already holds {', '.join(held)} (an earlier evaluation's); choose a new or "
                         f"empty directory, or remove them")
+
+
+def _is_run(path: Path) -> bool:
+    """A posttrain run directory: the pipeline's config.yaml and what it writes beside it (a folder of
+    someone's project with a config.yaml of its own is not one)."""
+    return (path / "config.yaml").is_file() and any((path / name).exists() for name in ("checkpoints", "tasks",
+                                                                                         "summary.json"))
 
 
 def _validate_sampling(args: argparse.Namespace) -> None:

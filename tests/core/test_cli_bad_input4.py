@@ -4,7 +4,8 @@ test_bad_input_values.py and test_cli_bad_input3.py): each is one line naming th
 
 Before: ``--resume`` of a run whose finished stage checkpoint was truncated (weights or a JSON file)
 re-evaluated the demonstrator (rewriting RUN/eval/demonstrator.jsonl) and the stages before, then
-raised safetensors' or json's traceback (exit 1) when it loaded that stage.
+raised safetensors' or json's traceback (exit 1) when it loaded that stage. ``eval --out`` a folder
+inside a run (RUN/eval, a checkpoint) wrote its records among the run's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 from safetensors.torch import save_file
 from test_bad_inputs import snapshot
 
+from posttrain.cli import main
 from posttrain.cli._stage_check import stage_checkpoint_problem
 from posttrain.cli.pipeline import prepare_run_dir
 from posttrain.config import to_dict
@@ -81,4 +83,19 @@ def test_a_whole_checkpoint_and_one_without_weights(tmp_path):
     assert stage_checkpoint_problem(whole) is None
     (whole / "model.safetensors").unlink()
     assert stage_checkpoint_problem(whole) == f"{whole}: holds no weights (no .safetensors file)"
+
+
+@pytest.mark.parametrize("where", ["r/eval", "r/checkpoints/sft", "r/eval/new"], ids=["eval", "checkpoint", "below"])
+def test_eval_out_inside_a_run_is_refused(run, capsys, where):
+    """Before: ``eval --out RUN/eval`` wrote records.jsonl and noop.jsonl there, which the run's report and
+    audit then read as two more models ("records", "noop"); ``--out`` a checkpoint put them beside its weights."""
+    Path("t.jsonl").write_text('{"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2"}\n')
+    Path("resp.jsonl").write_text('{"task_id": "m1", "response": "\\\\boxed{2}"}\n')
+    before = snapshot(run)
+    code = main(["eval", "--responses", "resp.jsonl", "--tasks", "t.jsonl", "--out", where])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--out {where}: is inside the posttrain run r, whose report and audit read the files in it; evaluate the " \
+           "run with --run r" in err, err
+    assert snapshot(run) == before
 
