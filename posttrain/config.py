@@ -290,7 +290,14 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b=value`` overrides (value parsed as YAML) to a nested mapping, in place."""
+    """Apply ``a.b=value`` overrides (value parsed as YAML) to a nested mapping, in place.
+
+    A key given twice with two values (``rl.steps=5`` then ``rl.steps=6``; ``--backend`` and a
+    ``--set sched.backend``), or a section given after a key in it (``rl.steps=5`` then ``rl={lr: 1}``,
+    which drops it), is a ``ConfigError`` naming both, as a key given twice in a recipe file is: which one
+    the run used was the order's accident. The same value twice, and a key after its section, are fine.
+    """
+    given: dict[tuple[str, ...], tuple[str, Any]] = {}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. rl.steps=50")
@@ -303,10 +310,24 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 raise ConfigError(f"override {item!r}: {part!r} is not a section")
             node = child
         try:
-            node[parts[-1]] = parse_yaml(raw)
+            value = parse_yaml(raw)
         except yaml.YAMLError as e:
             raise ConfigError(f"override {item!r}: the value is not valid YAML: {' '.join(str(e).split())}") from None
+        _check_not_given(given, tuple(parts), item, value)
+        node[parts[-1]] = value
     return data
+
+
+def _check_not_given(given: dict[tuple[str, ...], tuple[str, Any]], key: tuple[str, ...], item: str, value: Any) -> None:
+    """``apply_overrides``' rule against an override that silently undoes an earlier one; records ``key``."""
+    for earlier, (text, old) in given.items():
+        if earlier == key and old != value:
+            raise ConfigError(f"override {item!r}: {'.'.join(key)} is given twice ({text!r} before it); give each key "
+                              "once")
+        if len(earlier) > len(key) and earlier[: len(key)] == key:
+            raise ConfigError(f"override {item!r}: replaces all of {'.'.join(key)}, dropping {text!r} given before "
+                              f"it; give {'.'.join(earlier)} inside it, or after it")
+    given[key] = (item, value)
 
 
 def to_dict(obj: Any) -> Any:

@@ -5,7 +5,8 @@ test_bad_input_values.py and test_cli_bad_input3.py): each is one line naming th
 Before: ``--resume`` of a run whose finished stage checkpoint was truncated (weights or a JSON file)
 re-evaluated the demonstrator (rewriting RUN/eval/demonstrator.jsonl) and the stages before, then
 raised safetensors' or json's traceback (exit 1) when it loaded that stage. ``eval --out`` a folder
-inside a run (RUN/eval, a checkpoint) wrote its records among the run's.
+inside a run (RUN/eval, a checkpoint) wrote its records among the run's. ``--set`` of one key twice
+(or ``--backend`` against ``--set sched.backend``) ran with the later value, silently.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from test_bad_inputs import snapshot
 from posttrain.cli import main
 from posttrain.cli._stage_check import stage_checkpoint_problem
 from posttrain.cli.pipeline import prepare_run_dir
-from posttrain.config import to_dict
+from posttrain.config import apply_overrides, to_dict
 from posttrain.errors import UserError
 from posttrain.train.recipe import EMBEDDED_RECIPE, load_recipe
 
@@ -98,4 +99,35 @@ def test_eval_out_inside_a_run_is_refused(run, capsys, where):
     assert f"--out {where}: is inside the posttrain run r, whose report and audit read the files in it; evaluate the " \
            "run with --run r" in err, err
     assert snapshot(run) == before
+
+
+@pytest.mark.parametrize(("sets", "needle"), [
+    (["rl.steps=5", "rl.steps=6"], "override 'rl.steps=6': rl.steps is given twice ('rl.steps=5' before it); give each "
+                                   "key once"),
+    (["rl.steps=5", "rl={lr: 0.1}"], "override 'rl={lr: 0.1}': replaces all of rl, dropping 'rl.steps=5' given before "
+                                     "it; give rl.steps inside it, or after it"),
+    (["sched.backend=ray", "--backend", "local"], "override 'sched.backend=local': sched.backend is given twice "
+                                                   "('sched.backend=ray' before it)"),
+], ids=["same-key", "section-after-key", "backend-flag"])
+def test_overrides_that_undo_each_other_are_refused(tmp_path, monkeypatch, capsys, sets, needle):
+    """Before: the later one won silently (rl.steps 6; rl.steps back at the recipe's value; --backend local)."""
+    monkeypatch.chdir(tmp_path)
+
+    def started(*args, **kwargs):  # a recipe let through: fail here, not after minutes of training
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("posttrain.cli.pipeline.run_recipe", started)
+    argv = ["run", str(EMBEDDED_RECIPE), "--out", "out"]
+    for s in sets:
+        argv += [s] if s.startswith("--") or argv[-1] == "--backend" else ["--set", s]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overrides_that_agree_or_refine_still_apply():
+    data = apply_overrides({}, ["rl.steps=5", "rl.steps=5", "sft={lr: 0.1, epochs: 2}", "sft.epochs=3"])
+    assert data == {"rl": {"steps": 5}, "sft": {"lr": 0.1, "epochs": 3}}
 
