@@ -6,7 +6,8 @@ Before: ``--resume`` of a run whose finished stage checkpoint was truncated (wei
 re-evaluated the demonstrator (rewriting RUN/eval/demonstrator.jsonl) and the stages before, then
 raised safetensors' or json's traceback (exit 1) when it loaded that stage. ``eval --out`` a folder
 inside a run (RUN/eval, a checkpoint) wrote its records among the run's. ``--set`` of one key twice
-(or ``--backend`` against ``--set sched.backend``) ran with the later value, silently.
+(or ``--backend`` against ``--set sched.backend``) ran with the later value, silently. ``eval --seed``
+past 2**64 raised torch's OverflowError after the model loaded.
 """
 
 from __future__ import annotations
@@ -130,4 +131,17 @@ def test_overrides_that_undo_each_other_are_refused(tmp_path, monkeypatch, capsy
 def test_overrides_that_agree_or_refine_still_apply():
     data = apply_overrides({}, ["rl.steps=5", "rl.steps=5", "sft={lr: 0.1, epochs: 2}", "sft.epochs=3"])
     assert data == {"rl": {"steps": 5}, "sft": {"lr": 0.1, "epochs": 3}}
+
+
+@pytest.mark.parametrize("seed", [str(10**20), "-1"], ids=["overflow", "negative"])
+def test_eval_seed_outside_what_torch_takes_is_refused(tmp_path, monkeypatch, capsys, seed):
+    """Before: ``eval --model CKPT --seed 10**20`` loaded the model, then raised torch's "Overflow when unpacking
+    long long" (a traceback, exit 1); a negative seed was taken. ``generate`` refused both already."""
+    monkeypatch.chdir(tmp_path)
+    Path("t.jsonl").write_text('{"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2"}\n')
+    Path("resp.jsonl").write_text('{"task_id": "m1", "response": "2"}\n')
+    code = main(["eval", "--responses", "resp.jsonl", "--tasks", "t.jsonl", "--seed", seed])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"posttrain eval: --seed must be an integer in [0, 4294967296), got {seed}" in err, err
 
