@@ -119,6 +119,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         _check_run_dir(run_dir)
     first = Path(args.run_dirs[0])
     check_out_file(Path(args.out) if args.out else first / ("report.html" if len(args.run_dirs) == 1 else "compare.html"))
+    if args.out and Path(args.out).suffix.lower() not in (".html", ".htm"):  # RUN/summary.json became a web page
+        raise UserError(f"--out {args.out}: expected a file name ending in .html (the report is one HTML page, "
+                        f"written over any file of that name)")
     print(write_report(args.run_dirs if len(args.run_dirs) > 1 else first, args.out))
     return 0
 

@@ -7,7 +7,8 @@ re-evaluated the demonstrator (rewriting RUN/eval/demonstrator.jsonl) and the st
 raised safetensors' or json's traceback (exit 1) when it loaded that stage. ``eval --out`` a folder
 inside a run (RUN/eval, a checkpoint) wrote its records among the run's. ``--set`` of one key twice
 (or ``--backend`` against ``--set sched.backend``) ran with the later value, silently. ``eval --seed``
-past 2**64 raised torch's OverflowError after the model loaded.
+past 2**64 raised torch's OverflowError after the model loaded. ``report --out`` any name wrote the
+HTML page over it (a run's summary.json, a task file).
 """
 
 from __future__ import annotations
@@ -145,3 +146,16 @@ def test_eval_seed_outside_what_torch_takes_is_refused(tmp_path, monkeypatch, ca
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"posttrain eval: --seed must be an integer in [0, 4294967296), got {seed}" in err, err
 
+
+@pytest.mark.parametrize("out", ["r/summary.json", "r/config.yaml", "tasks.jsonl"], ids=["summary", "config", "tasks"])
+def test_report_out_that_is_not_an_html_name_is_refused(run, capsys, out):
+    """Before: ``report RUN --out RUN/summary.json`` wrote the HTML page over the run's summary (the run then
+    unreadable: report and --resume failed on it); ``--out tasks.jsonl`` over a task file."""
+    (run / "summary.json").write_text('{"eval": {}}\n')
+    Path("tasks.jsonl").write_text('{"id": "m1"}\n')
+    before = snapshot(run.parent)
+    code = main(["report", "r", "--out", out])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"--out {out}: expected a file name ending in .html" in err, err
+    assert snapshot(run.parent) == before
