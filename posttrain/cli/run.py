@@ -182,12 +182,28 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
         print(message, file=sys.stderr)
         return 130
     print_summary(console, summary, out)
-    regressed = (summary.get("regression") or {}).get("regressions") or []
-    if regressed:  # the seesaw gate (eval.baselines): one line, exit 1
-        print(f"posttrain: regression: {', '.join(regressed)} dropped below its baseline beyond both 95% intervals "
-              f"(summary.json: regression)", file=sys.stderr)
+    line = gate_line(summary.get("regression") or {})
+    if line:  # the seesaw gate (eval.baselines): one line, exit 1
+        print(line, file=sys.stderr)
         return 1
     return 0
+
+
+def gate_line(gate: dict[str, Any]) -> str | None:
+    """The seesaw gate's one line (``compare_domains``' result), or None when it passed.
+
+    >>> gate_line({"regressions": ["math (a)", "code (b) (different task sets)"], "not_comparable": ["code (b)"]})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    'posttrain: regression: math (a) dropped below its baseline beyond both 95% intervals;
+     code (b) was evaluated on other tasks than its baseline (not judged) (summary.json: regression)'
+    """
+    if not gate.get("regressions"):
+        return None
+    apart = list(gate.get("not_comparable") or [])
+    dropped = [name for name in gate["regressions"] if name not in {f"{a} (different task sets)" for a in apart}]
+    said = [f"{', '.join(dropped)} dropped below its baseline beyond both 95% intervals"] if dropped else []
+    said += [f"{', '.join(apart)} was evaluated on other tasks than its baseline (not judged)"] if apart else []
+    return f"posttrain: regression: {'; '.join(said)} (summary.json: regression)"
 
 
 def check_holds_no_other_files(out: Path) -> None:

@@ -152,8 +152,10 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
 def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Each domain of ``current`` (a summary) against every baseline summary (``{name: summary}``)
     that has it: ``per_domain[d]`` lists one row per such baseline (``compare``'s row plus
-    ``baseline_run``); ``regressions`` names ``domain (baseline)`` for each drop beyond both intervals.
-    A domain no baseline evaluated is listed in ``unbaselined``.
+    ``baseline_run``); ``regressions`` names ``domain (baseline)`` for each drop beyond both intervals,
+    and ``domain (baseline) (different task sets)`` for each row over other tasks than the baseline's
+    (``not_comparable``: not judged, so the gate fails closed, as ``compare``'s). A domain no baseline
+    evaluated is listed in ``unbaselined``.
 
     >>> cur = {"per_domain": {"math": {"pass@1": 0.2, "ci": {"pass@1": [0.1, 0.3]}}, "code": {"pass@1": 0.5}}}
     >>> single = {"per_domain": {"math": {"pass@1": 0.8, "ci": {"pass@1": [0.7, 0.9]}}}}
@@ -167,11 +169,13 @@ def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]
         for name, base in baselines.items():
             if d in (base.get("per_domain") or {}):
                 per_domain.setdefault(d, []).append({**_row(cur_dom[d], base["per_domain"][d]), "baseline_run": name})
+    apart = [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if not r["comparable"]]
     return {
         "per_domain": per_domain,
         "unbaselined": sorted(set(cur_dom) - set(per_domain)),
-        "not_comparable": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows
-                           if not r["comparable"]],
-        "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]],
-        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's",
+        "not_comparable": apart,
+        "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]]
+        + [f"{name} (different task sets)" for name in apart],
+        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's; "
+                "a domain evaluated on other tasks than its baseline is not judged and fails the gate",
     }

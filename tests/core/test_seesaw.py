@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from posttrain.cli.run import gate_line
 from posttrain.errors import ConfigError
 from posttrain.evaluate.baseline import compare_domains
 from posttrain.train.recipe import load_recipe
@@ -28,6 +29,23 @@ def test_each_domain_is_held_to_every_baseline_that_evaluated_it() -> None:
     assert gate["unbaselined"] == ["json"]
     no_interval = compare_domains(_summary(math=(0.1, 0.0, 0.2)), {"old": {"per_domain": {"math": {"pass@1": 0.9}}}})
     assert no_interval["regressions"] == [] and "not judged" in no_interval["per_domain"]["math"][0]["note"]
+
+
+
+def test_a_baseline_over_other_tasks_fails_the_gate_closed() -> None:
+    """The same rate over other held-out tasks says nothing of a seesaw: the row is not judged, and
+    the gate fails with a line that says so (before, such a row passed the gate unjudged)."""
+    current = _summary(math=(0.50, 0.40, 0.60), code=(0.30, 0.20, 0.40))
+    current["per_domain"]["math"]["task_set"] = {"n": 6, "sha256": "a"}
+    base = _summary(math=(0.50, 0.40, 0.60))
+    base["per_domain"]["math"]["task_set"] = {"n": 6, "sha256": "b"}
+    gate = compare_domains(current, {"math-only": base})
+    assert gate["not_comparable"] == ["math (math-only)"]
+    assert gate["regressions"] == ["math (math-only) (different task sets)"]
+    assert gate_line(gate) == ("posttrain: regression: math (math-only) was evaluated on other tasks than its "
+                               "baseline (not judged) (summary.json: regression)")
+    base["per_domain"]["math"]["task_set"] = {"n": 6, "sha256": "a"}
+    assert gate_line(compare_domains(current, {"math-only": base})) is None
 
 
 def test_baselines_are_read_when_the_recipe_is_parsed(tmp_path: Path) -> None:
