@@ -59,6 +59,7 @@ from posttrain.sched._jobs import (
     Verify,
     verifier_bug,
 )
+from posttrain.sched._memory import memory_limit_mb
 from posttrain.sched._ray import RayBackend, check_reachable, local_cluster, ray_backend, ray_session
 from posttrain.sched._rules import Breaker, Estimator, SchedPolicy
 from posttrain.sched._service import (
@@ -93,6 +94,7 @@ __all__ = [
     "Ticket",
     "Verify",
     "local_cluster",
+    "memory_limit_mb",
     "ray_backend",
     "ray_session",
     "verifier_bug",

@@ -145,12 +145,43 @@ class ModelConfig:
         if self.name == "embedded" and self.hidden_size % 8:
             raise ConfigError(f"model.hidden_size: expected a multiple of 8 (4 heads of an even width), "
                               f"got {self.hidden_size}")
+        if self.name == "embedded":
+            _check_embedded_fits(self)
+        if self.lora is not None and self.hidden_size is not None and self.lora.r > self.hidden_size:
+            raise ConfigError(f"model.lora.r: expected at most the model's width, model.hidden_size "
+                              f"{self.hidden_size} (a rank above it adds nothing), got {self.lora.r}")
 
     @property
     def architecture(self) -> dict[str, int | None]:
         """``hidden_size``, ``num_layers``, ``max_positions``: the embedded default's sizes, or another
         model's own as its config.json gives them (None where it does not, or for a hub name)."""
         return {"hidden_size": self.hidden_size, "num_layers": self.num_layers, "max_positions": self.max_positions}
+
+
+EMBEDDED_VOCAB = 101
+"""The embedded default's vocabulary (its character tokenizer's 97 characters and 4 specials), for
+``_check_embedded_fits``' estimate."""
+
+
+def _check_embedded_fits(cfg: ModelConfig) -> None:
+    """Refuse, when the recipe is parsed, an embedded default too large for this machine's memory (the
+    memory this process may use: physical, or its cgroup's limit): its parameters (12 h^2 per layer:
+    attention with half-width keys and values, an MLP 3 h wide; tied embeddings) at 16 bytes each
+    to train on the CPU (float32 weights, gradients, Adam's two moments), 4 to build it on the host
+    for another device. Before, ``model.hidden_size: 100000000`` wrote RUN/config.yaml and then ran
+    out of memory building the model."""
+    from posttrain.sched import memory_limit_mb
+
+    assert cfg.hidden_size is not None and cfg.num_layers is not None
+    params = 12 * cfg.num_layers * cfg.hidden_size**2 + EMBEDDED_VOCAB * cfg.hidden_size
+    need_mb = params * (16 if cfg.device == "cpu" else 4) / 2**20
+    limit_mb = memory_limit_mb()
+    if need_mb > limit_mb:
+        raise ConfigError(
+            f"model.hidden_size {cfg.hidden_size}, model.num_layers {cfg.num_layers}: the embedded default "
+            f"would have {params:.3g} parameters, {need_mb / 1024:.3g} GiB to "
+            + ("train on the CPU" if cfg.device == "cpu" else "build on the host")
+            + f", more than the {limit_mb / 1024:.3g} GiB this process may use; expected a smaller model")
 
 
 def _recorded_sizes(cfg: ModelConfig, path: Path) -> dict[str, int | None]:

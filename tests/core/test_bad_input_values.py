@@ -75,10 +75,18 @@ RUN_CASES = [
     (["run", str(EMBEDDED_RECIPE), "--out", LONG], "a file name too long for the filesystem (300 characters)"),
     (["eval", "--model", f"/{LONG}", "--tasks", "t.jsonl"], "a file name too long"),
     (["report", LONG], "a file name too long"),
+    # before: config.yaml was written, then the model build ran out of memory (or peft's did)
+    (["run", str(EMBEDDED_RECIPE), "--out", "out", "--set", "model.hidden_size=100000000"],
+     "the embedded default would have 2.4e+17 parameters"),
+    (["run", str(EMBEDDED_RECIPE), "--out", "out", "--set", "model.num_layers=100000000"],
+     "GiB to train on the CPU, more than the"),
+    (["run", str(EMBEDDED_RECIPE), "--out", "out", "--set", "model.lora={r: 100000000}"],
+     "model.lora.r: expected at most the model's width, model.hidden_size 128"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "needle"), RUN_CASES, ids=["lr", "model", "out", "eval-model", "report"])
+@pytest.mark.parametrize(("argv", "needle"), RUN_CASES,
+                         ids=["lr", "model", "out", "eval-model", "report", "width", "depth", "lora-rank"])
 def test_a_bad_recipe_value_or_path_is_one_line_exit_2(tmp_path, monkeypatch, capsys, argv, needle):
     monkeypatch.chdir(tmp_path)
     code = main(argv)
