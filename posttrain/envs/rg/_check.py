@@ -16,7 +16,12 @@ One request is one response to one task: ``{"generator", "spec", "question", "an
    every other option scores 0.1-0.7; a wrong format gets 0.01-0.05; a coin_flip probability
    that starts with the oracle's digits gets 1.0 by its prefix rule), so the partial score is
    kept in ``evidence.rg_score`` for analysis and the reward is binary;
-4. ``HARDENED`` generators (``_hardened.py``) whose scorer gives a full score to an answer that is
+4. a wrong answer to a task of a generator whose answers are few (``_names.FEW_ANSWERS``: Yes/No,
+   True/False, on/off/undetermined, small counts) ends a repair episode (``evidence["final"]``,
+   ``Verdict.ends_repair``): told "wrong", the answer is among the few left, and cycling them blind
+   passed every repair episode with as many attempts as answers (a composite's task: the generator it
+   came from decides; a format failure, which says nothing of the answer, is still repaired);
+5. ``HARDENED`` generators (``_hardened.py``) whose scorer gives a full score to an answer that is
    not one (every option at once, any non-empty text, the reference followed by more) check that
    answer again with a stricter rule of their own, or replace the scorer.
 
@@ -34,6 +39,7 @@ from typing import Any
 
 from posttrain.envs._base import fail, passed
 from posttrain.envs.rg._hardened import EMPTY_ANSWERS, HARDENED, Rule
+from posttrain.envs.rg._names import FEW_ANSWERS
 from posttrain.strict_json import after_reasoning
 
 OPEN, CLOSE = "<answer>", "</answer>"
@@ -148,4 +154,6 @@ def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
         return passed("Correct.", evidence).to_json()
     if refusal is not None:
         evidence["refused"] = refusal
+    if source in FEW_ANSWERS:
+        evidence["final"] = True  # Verdict.ends_repair: told wrong, the answer is among the few left
     return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0}).to_json()
