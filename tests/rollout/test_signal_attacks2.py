@@ -11,10 +11,10 @@ feedback named the gold passed all four). Measured outside the suite over 30 gen
 of math, json, tool, function, recall, doc and files and every rg generator (the noop's failure, then
 each echo -- the line, each quoted piece, each number, each boxed or tagged -- as an attempt): 0 passes
 (two rg tasks whose feedback holds the word "no" passed by it, the gold by chance). What this file
-does not pin (report of the read that wrote it): a blind enumeration of a closed answer set passes
-repair episodes of the rg generators whose answer is one of two or three words (``True``/``False``,
-``Yes``/``No``, ``1``/``0``; acre and mahjong_puzzle of three) in 100 of 100 tasks with as many
-attempts, their verifiers not marking such a fail ``Verdict.ends_repair`` as doc's does.
+does not pin: a blind enumeration of a closed answer set, which passed repair episodes of the rg
+generators whose answer is one of two or three words in 100 of 100 tasks with as many attempts; a
+wrong answer to such a generator now ends the episode (``Verdict.ends_repair``, as doc's does), and
+tests/envs/test_rg_repair_guess.py pins it.
 """
 
 from __future__ import annotations
