@@ -39,6 +39,19 @@ def _prompt_ids(chat: bool) -> dict[tuple[int, ...], str]:
 FIRST = {**_prompt_ids(False), **_prompt_ids(True)}
 
 
+def send_completion(handler: BaseHTTPRequestHandler, text: str, ids: list[int], finish: str = "stop",
+                    **extra: object) -> None:
+    """Answer a /v1/completions request as vLLM does: one choice, its text, ids and logprobs (-0.5 each)."""
+    choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish, "stop_reason": None,
+              "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
+    data = json.dumps({"object": "text_completion", "choices": [choice], **extra}).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class _Handler(BaseHTTPRequestHandler):
     seen: list[dict] = []
 
@@ -68,15 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(text)
 
     def _reply(self, text: str) -> None:
-        ids = [*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id]
-        choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": "stop", "stop_reason": None,
-                  "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
-        data = json.dumps({"object": "text_completion", "choices": [choice]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_completion(self, text, [*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id])
 
     def log_message(self, *args):
         pass

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from test_endpoint import send_completion
 
 from posttrain.policy import build_char_tokenizer
 
@@ -46,15 +47,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body["model"] == "verbose-cut":
             ids, finish = ids[: body["max_tokens"]], "length"
             text = TOK.decode(ids, skip_special_tokens=True)
-        choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish, "stop_reason": None,
-                  "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
-        data = json.dumps({"object": "text_completion", "choices": [choice],
-                           "usage": {"completion_tokens": 1}}).encode()  # usage is never read
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_completion(self, text, ids, finish, usage={"completion_tokens": 1})  # usage is never read
 
     def log_message(self, *args):
         pass
@@ -162,17 +155,23 @@ def test_the_report_says_when_its_evaluations_are_over_different_tasks(tmp_path)
     assert "not comparable" not in _eval_table({"base": base, "rl": base})
 
 
-def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path, run_cli, suite):
-    # the baseline passed 3 of the 6 tasks; the current responses answer only the 2 they get right:
-    # pass@1 1.0 over 2 tasks, and --fail-on-regression exited 0 (no regression found: a gain of 0.5)
+def _half_answered(tmp_path: Path) -> tuple[Path, Path]:
+    """A baseline that passed 3 of the 6 tasks, and responses to only the 2 tasks they get right."""
     from posttrain.evaluate.records import EvalRecord, write_records
 
-    tasks, _ = suite
     base = write_records(tmp_path / "base.jsonl", [EvalRecord(f"m{i}", "math", "pass" if i < 3 else "fail",
                                                               float(i < 3)) for i in range(N_TASKS)])
     responses = tmp_path / "r.jsonl"
     responses.write_text("".join(json.dumps({"task_id": f"m{i}", "response": f"\\boxed{{{2 * i + 10}}}"}) + "\n"
                                  for i in range(2)))
+    return base, responses
+
+
+def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path, run_cli, suite):
+    # the baseline passed 3 of the 6 tasks; the current responses answer only the 2 they get right:
+    # pass@1 1.0 over 2 tasks, and --fail-on-regression exited 0 (no regression found: a gain of 0.5)
+    tasks, _ = suite
+    base, responses = _half_answered(tmp_path)
     code, out, err = run_cli("eval", "--tasks", str(tasks), "--responses", str(responses), "--baseline", str(base),
                              "--fail-on-regression", "--k", "1", "--json", "--workers", "1")
     s = json.loads(out)
@@ -189,14 +188,8 @@ def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path,
 
 def test_a_gate_that_fails_on_different_task_sets_says_why(tmp_path, run_cli, suite):
     # printed (no --json): the row read "0.500 -> 1.000 (+0.500)" and the run exited 1, no line saying why
-    from posttrain.evaluate.records import EvalRecord, write_records
-
     tasks, _ = suite
-    base = write_records(tmp_path / "base.jsonl", [EvalRecord(f"m{i}", "math", "pass" if i < 3 else "fail",
-                                                              float(i < 3)) for i in range(N_TASKS)])
-    responses = tmp_path / "r.jsonl"
-    responses.write_text("".join(json.dumps({"task_id": f"m{i}", "response": f"\\boxed{{{2 * i + 10}}}"}) + "\n"
-                                 for i in range(2)))
+    base, responses = _half_answered(tmp_path)
     code, out, err = run_cli("eval", "--tasks", str(tasks), "--responses", str(responses), "--baseline", str(base),
                              "--fail-on-regression", "--k", "1", "--workers", "1")
     assert code == 1
