@@ -107,7 +107,10 @@ def seccomp_bpf() -> bytes:
         f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     f.add_rule(sc.ERRNO(errno.ENOSYS), "io_setup")  # the host's one aio count (module docstring)
-    f.add_rule(sc.ERRNO(errno.ENOSYS), "memfd_secret")  # splits the host's direct map for good (same)
+    try:
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "memfd_secret")  # splits the host's direct map for good (same)
+    except (ValueError, RuntimeError, OSError):
+        pass  # a libseccomp older than 2.5.2 cannot name it (as _DENY_ALWAYS' unknown names)
     for name, arg, flag in _HUGETLB:  # the host's one pool of huge pages (module docstring)
         f.add_rule(deny, name, sc.Arg(arg, sc.MASKED_EQ, flag, flag))
     for name, arg in _SELF_ONLY:
