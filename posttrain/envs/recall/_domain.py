@@ -75,8 +75,8 @@ def check_answer(task: Task, response: str) -> Verdict:
 
 class RecallEpisode:
     """One recall episode (an ``Env`` of the episode runner): the prompt is the instructions; each
-    reply gets the next piece as an observation: the fact, then each note, then the question, whose
-    answer is verified. The fact is an observation, not the prompt: a context manager that pins the
+    reply gets the next piece as an observation: the notes before the fact (``before``), the fact,
+    each note after it, then the question, whose answer is verified. The fact is an observation, not the prompt: a context manager that pins the
     prompt does not pin the fact."""
 
     def __init__(self, encode_prompt: Any, encode: Any) -> None:
@@ -159,7 +159,7 @@ class RecallDomain:
 
     def generate_level(self, n: int, *, level: int, seed: int = 0, fact_first: bool = False) -> list[Task]:
         """``n`` tasks with ``level`` notes between the fact and the question; ``fact_first``: the
-        comparison's family (module docstring), the tasks of before it had other keys."""
+        long-horizon comparison's family (module docstring): the fact first, no other key's code."""
         rng = random.Random(f"recall-{seed}-{level}")
         return [_generate_one(rng, f"recall-{seed}-L{level}-{i}", level, fact_first) for i in range(n)]
 
