@@ -65,7 +65,8 @@ def test_a_job_of_64_mib_commits_more_than_the_hosts_commit_limit():
             watcher.join()
     assert ex.ok and ex.stdout == f"{n}\n".encode(), ex
     assert ex.peak_memory_bytes is not None and ex.peak_memory_bytes < 64 << 20
-    assert peak[0] - before > 0.9 * n * chunk > _meminfo("CommitLimit")
+    # 0.6: other processes of the host (a parallel test) may release commitments meanwhile
+    assert peak[0] - before > 0.6 * n * chunk > _meminfo("CommitLimit")
 
 
 @pytest.mark.parametrize(("mode", "refused"), [("0", False), ("1", False), ("2", True)])
