@@ -202,6 +202,13 @@ OUTLINE_TRICKS = [
     ("a 12-gon through $fa and $fs, not $fn",
      {_BODY: "cylinder(d = 60, h = 7.5, $fn = 0, $fa = 30, $fs = 1)",
       _CONE: "cylinder(h = 2.5, d1 = 60, d2 = 55, $fn = 0, $fa = 30, $fs = 1)"}),
+    # the second stop hook's read (stop 47): the same prism drawn without cylinder(), and turned
+    ("a 12-gon turned from its profile by rotate_extrude",
+     {_BODY: "rotate_extrude($fn = 12) square([30, 7.5])"}),
+    ("a 12-gon extruded from a 2D circle of 12 segments",
+     {_BODY: "linear_extrude(height = 7.5) circle(d = 60, $fn = 12)"}),
+    ("a 12-gon turned 15 degrees, its corners where the flats were",
+     {_BODY: "rotate([0, 0, 15]) cylinder(d = 60, h = 7.5, $fn = 12)"}),
 ]
 
 
