@@ -73,7 +73,7 @@ def record_grams(record: Mapping[str, Any], n: int) -> set[str]:
     for key in TEXT_FIELDS:
         value = record.get(key)
         if isinstance(value, str) and value.strip():
-            grams |= ngrams(fold(value), n, whole_if_short=key == "prompt")
+            grams |= ngrams(value, n, whole_if_short=key == "prompt")  # ngrams reads it folded (normalize)
     return grams
 
 
@@ -147,14 +147,14 @@ def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 
     shown, or most of its distinctive n-grams in one training task), so a run's own held-out split
     (RUN/tasks/eval.jsonl) is never refused for what its build judged two problems (the quickstart's
     ``67-x=0. x=`` and ``-67+x=0. x=``, a generator's template text). Both sides are compared as
-    ``fold`` reads them (what each task shows the model, and its reference), so a copy re-spelt with
-    zero-width characters or look-alike letters is the task it copies."""
+    ``fold`` reads them (``find_contamination`` folds what each task shows the model, and its
+    reference), so a copy re-spelt with zero-width characters or look-alike letters is the task it copies."""
     from posttrain.tasks import find_contamination, load_tasks
 
     refuse_directory(train_path, "a task file")
     if not Path(train_path).is_file():
         raise UserError(f"{train_path}: task file not found")
-    overlaps = find_contamination(_folded(load_tasks(train_path)), _folded(tasks), n=n)
+    overlaps = find_contamination(load_tasks(train_path), tasks, n=n)
     if overlaps:
         shown = "; ".join(f"{o.eval_id} ~ {o.train_id}" for o in overlaps[:5])
         raise UserError(
@@ -162,16 +162,6 @@ def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 
             f"(near-duplicates by normalized {n}-grams: {shown}); refusing to score a contaminated suite. "
             f"Run 'posttrain tasks decontaminate {train_path} EVAL --out DIR' and evaluate on the clean file"
         )
-
-
-def _folded(tasks: Sequence[Any]) -> list[Any]:
-    """Each task as ``fold`` reads what it shows the model (``model_prompt``) and its reference, as a
-    task of no registered domain (shown its prompt as it is)."""
-    from posttrain.envs import model_prompt
-    from posttrain.types import Task
-
-    return [Task(id=t.id, domain="decontaminate:folded", prompt=fold(model_prompt(t)), fields={},
-                 reference=None if t.reference is None else fold(t.reference)) for t in tasks]
 
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:
