@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,29 +42,59 @@ class StepError(RuntimeError):
         super().__init__(re.sub(r"\s*\n\s*", " ", message).strip())
 
 
-_CRASH = re.compile(r"verifier crashed: (\w+): ")
+_CRASH = re.compile(r"verifier crashed: ([A-Za-z_][\w.]*): ")
 _RESOURCE_ERRORS = (OSError, EOFError, MemoryError)
 """A verifier that raised one of these may have met a failing resource (a pipe, the memory, a file
 limit): its message repeats without the response being the cause (issue 21's broken pipe)."""
+_BUG_KINDS = (ValueError, TypeError, LookupError, ArithmeticError, AttributeError, AssertionError, NameError,
+              SyntaxError)
+"""A library's exception (not a builtin) is a bug of the verifier when it is one of these kinds: a parser's
+refusal (``json.JSONDecodeError``, sympy's ``SympifyError``, ``tomllib.TOMLDecodeError``, ``binascii.Error``:
+ValueErrors), ``decimal.InvalidOperation`` (ArithmeticError). Other library kinds (a client's connection error,
+a broken process pool, the sandbox's own errors) stay infra: their repeating says nothing of the response."""
+
+
+def _exception_type(name: str) -> type | None:
+    """The exception class a crash line names: a builtin's bare name, or a library's dotted one
+    (``json.decoder.JSONDecodeError``, as ``traceback`` writes it) looked up among the modules already
+    imported (never imported here); None when it names no class that is loaded."""
+    if "." not in name:
+        kind = getattr(builtins, name, None)
+        return kind if isinstance(kind, type) else None
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:i]))
+        if obj is None:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+        return obj if isinstance(obj, type) else None
+    return None
 
 
 def verifier_bug(verdict: Verdict | None) -> str | None:
     """The crash line of a verifier that raised a programming error (``infra:verifier_crash``, as
-    ``envs.guard`` and the batch hooks write it: ``"<domain> verifier crashed: ValueError: ..."``, the
-    type a builtin exception other than the resource kinds), else None. The same line on every try of
-    one response is the verifier's bug, not infra: retried and dropped, the response went unscored
-    (its group dropped, evaluation's denominators short of it), a way out of a verdict.
+    ``envs.guard`` and the batch hooks write it: ``"<domain> verifier crashed: ValueError: ..."``), else
+    None. A programming error: a builtin exception other than the resource kinds, or a library's whose
+    class is of a programming kind (``_BUG_KINDS``: a ``json.decoder.JSONDecodeError``). The same line on
+    every try of one response is the verifier's bug, not infra: retried and dropped, the response went
+    unscored (its group dropped, evaluation's denominators short of it), a way out of a verdict.
 
     >>> verifier_bug(Verdict.infra("m verifier crashed: KeyError: 'x'", error_class="infra:verifier_crash"))
     "m verifier crashed: KeyError: 'x'"
+    >>> verifier_bug(Verdict.infra("m verifier crashed: json.decoder.JSONDecodeError: Expecting value: line 1",
+    ...                            error_class="infra:verifier_crash"))
+    'm verifier crashed: json.decoder.JSONDecodeError: Expecting value: line 1'
     >>> verifier_bug(Verdict.infra("m verifier crashed: BrokenPipeError: [Errno 32]", error_class="infra:verifier_crash"))
     """
     if verdict is None or verdict.error_class != "infra:verifier_crash":
         return None
     line = str(verdict.evidence.get("detail", ""))
     m = _CRASH.search(line)
-    kind = getattr(builtins, m.group(1), None) if m else None
+    kind = _exception_type(m.group(1)) if m else None
     if not (isinstance(kind, type) and issubclass(kind, Exception)) or issubclass(kind, _RESOURCE_ERRORS):
+        return None
+    if kind.__module__ != "builtins" and not issubclass(kind, _BUG_KINDS):
         return None
     return line
 
