@@ -1,0 +1,41 @@
+"""A helper's sixth adversarial read of the doc verifier and generator, each a standing case (real generated
+tasks, the real checker; no mocks).
+
+- The operating margin's decimal: cost and opex were drawn as whole percents of revenue, so every
+  operating margin was a whole percent and the one decimal the question asks for was always 0 (400 of 400
+  golds ended in ".0"). A policy with the two right cells passed by a rough ratio to the whole percent
+  (3 significant digits of each cell: 400 of 400; 2 digits: 240 of 400). Cost and opex are now drawn in
+  hundredths of a percent: the decimal is any digit (".0" in 38 of 400) and the rough ratio passes about
+  as often as that (38 of 400).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import ROUND_HALF_UP, Decimal
+
+from posttrain.envs import get_domain
+from posttrain.envs.doc._check import check_doc
+
+ENV = get_domain("doc")
+
+
+def _rough(quote: str) -> Decimal:
+    """A cell read to 3 significant digits (``1,218,100`` -> 1,220,000)."""
+    value = Decimal(quote.replace(",", ""))
+    return value.scaleb(-value.adjusted() + 2).quantize(Decimal(1)).scaleb(value.adjusted() - 2)
+
+
+def test_the_operating_margin_needs_its_decimal() -> None:
+    tasks = ENV.generate_params(60, level=2, seed=0, params={"kinds": ["margin"], "filler": 0})
+    whole = passed = honest = 0
+    for task in tasks:
+        f, ref = task.fields, json.loads(str(task.reference))
+        whole += f["answer"]["number"].endswith(".0")
+        income, revenue = (_rough(c["quote"]) for c in ref["evidence"])
+        guess = (income / revenue * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+        rough = json.dumps({**ref, "answer": f"{guess}.0", "scale": "percent"})
+        passed += check_doc(f["document"], f["answer"], f["evidence"], rough, f.get("program")).passed
+        honest += check_doc(f["document"], f["answer"], f["evidence"], str(task.reference), f.get("program")).passed
+    assert honest == 60, honest
+    assert whole <= 0.3 * 60 and passed <= 0.3 * 60, (whole, passed)  # before: 60 and 60 of 60
