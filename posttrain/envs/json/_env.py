@@ -13,7 +13,9 @@ Verification (each failure is ``fail``, reward 0):
    ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
 3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``), numbers by
    exact value; a key absent from ``expected`` is rejected unless the schema at that place
-   explicitly allows extra keys (``additionalProperties`` set to ``true`` or a schema).
+   explicitly allows extra keys (``additionalProperties`` set to ``true`` or a schema) and does
+   not declare it (in ``properties`` or by ``patternProperties``): a declared property that
+   ``expected`` leaves out must be left out.
 
 ``format`` credit (``{"format": 1.0}``) only for a document that fails step 3 alone, and not when
 it equals ``expected`` once its numbers are rounded to floats (``1e-400`` for ``0``: issue 14's
@@ -35,6 +37,7 @@ from __future__ import annotations
 import decimal
 import json
 import random
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,11 +63,22 @@ DOMAIN_KEYS = frozenset({"schema", "expected"})
 CPU_BUDGET_S = 5.0
 
 
-def _extra_keys_allowed(schema: Any) -> bool:
+def _extra_key_allowed(schema: Any, key: str) -> bool:
+    """Whether ``key``, absent from ``expected``, may appear: only as an *additional* property (one the
+    schema at that place does not declare in ``properties`` or match by ``patternProperties``) where
+    the schema explicitly allows those. A declared property the task expects absent is not extra: a
+    guess in it (a nickname, an email the text never gives) would pass where leaving it out does too,
+    so filling every uncertain field would never cost and sometimes pay."""
     if not isinstance(schema, Mapping):
         return False
     extra = schema.get("additionalProperties")
-    return extra is True or isinstance(extra, Mapping)
+    if not (extra is True or isinstance(extra, Mapping)):
+        return False
+    props = schema.get("properties")
+    if isinstance(props, Mapping) and key in props:
+        return False
+    patterns = schema.get("patternProperties")
+    return not (isinstance(patterns, Mapping) and any(re.search(p, key) for p in patterns))
 
 
 def _sub_schema(schema: Any, key: str | int) -> Any:
@@ -96,10 +110,9 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
         for key in expected:
             if key not in got:
                 return f"{path}: missing key {key!r}"
-        if not _extra_keys_allowed(schema):
-            for key in got:
-                if key not in expected:
-                    return f"{path}: unexpected key {key!r}"
+        for key in got:
+            if key not in expected and not _extra_key_allowed(schema, key):
+                return f"{path}: unexpected key {key!r}"
         for key in expected:
             diff = first_difference(expected[key], got[key], _sub_schema(schema, key), f"{path}.{key}")
             if diff:

@@ -1,0 +1,72 @@
+"""A seventh read of the json and tool verifiers as a reward-hacking policy would read them.
+
+Found, and pinned here:
+
+- json, a declared property the task expects absent, filled with a guess, where the schema allows
+  extra keys (``additionalProperties: true`` or a schema): the value check let every key absent
+  from ``expected`` through there, declared or not, so a guess in an optional field the text never
+  gives (a nickname, a pet's name) passed as leaving it out did. Filling every uncertain field never
+  cost and sometimes paid (a hedge that teaches hallucinated fields). Over 300 generated tasks made
+  open (``/tmp`` script, seed 708): 300 of 300 guesses passed before, 221 of 221 in a nested
+  object; 0 after, while leaving the field out, an undeclared extra key, and the gold pass 300 of 300.
+
+Held (300 generated tasks of each domain, seed 707, and counts in the commit message): trailing
+prose, ``<answer>`` tags, tilde / one-line / unclosed fences, lookalike, NBSP, ZWJ and NFD names,
+all pets, values typed as strings; in tool: calls inside reasoning only, a legacy ``function_call``
+beside an empty ``tool_calls``, a call list inside one tag, the time with a trailing newline (its
+pattern's ``$`` allows one; the value check does not), ``max_stops`` other than its default.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from posttrain.envs import get_domain
+from posttrain.envs.json._env import check_json
+
+JSON = get_domain("json")
+
+
+def _open(task: Any) -> tuple[dict[str, Any], Any]:
+    """A generated task as a task file might write it: extra keys allowed, an optional ``nickname``
+    declared (the text never gives one), pets as objects with an optional ``name``."""
+    schema = json.loads(json.dumps(task.fields["schema"]))
+    schema["properties"]["nickname"] = {"type": "string"}
+    schema["properties"]["pets"]["items"] = {
+        "type": "object", "properties": {"kind": {"type": "string"}, "name": {"type": "string"}},
+        "required": ["kind"], "additionalProperties": {"type": "string"}}
+    schema["patternProperties"] = {"^x_": {"type": "string"}}
+    schema["additionalProperties"] = True
+    expected = {**task.fields["expected"], "pets": [{"kind": p} for p in task.fields["expected"]["pets"]]}
+    record = {"id": task.id, "domain": "json", "prompt": task.prompt, "schema": schema, "expected": expected}
+    parsed = JSON.parse_task(record, "test")
+    return parsed.fields["schema"], parsed.fields["expected"]
+
+
+TASKS = [_open(t) for t in JSON.generate_tasks(12, seed=708)]
+PETS = next((s, e) for s, e in TASKS if e["pets"])
+
+
+@pytest.mark.parametrize(("schema", "expected"), TASKS)
+def test_a_guess_in_a_declared_field_expected_absent_fails(schema: dict[str, Any], expected: Any) -> None:
+    for guess in ({"nickname": expected["name"][:3]}, {"x_note": "a"}):
+        verdict = check_json(schema, expected, json.dumps({**expected, **guess}))
+        assert (verdict.outcome, verdict.error_class) == ("fail", "wrong_answer"), (guess, verdict.feedback)
+
+
+def test_a_guess_in_a_nested_declared_field_fails() -> None:
+    schema, expected = PETS
+    guessed = {**expected, "pets": [{**p, "name": "Rex"} for p in expected["pets"]]}
+    assert check_json(schema, expected, json.dumps(guessed)).error_class == "wrong_answer"
+
+
+@pytest.mark.parametrize(("schema", "expected"), TASKS)
+def test_the_gold_and_an_undeclared_extra_key_still_pass(schema: dict[str, Any], expected: Any) -> None:
+    assert check_json(schema, expected, json.dumps(expected)).passed
+    assert check_json(schema, expected, json.dumps({**expected, "note": "x"})).passed
+    if expected["pets"]:
+        extra = {**expected, "pets": [{**p, "colour": "grey"} for p in expected["pets"]]}
+        assert check_json(schema, expected, json.dumps(extra)).passed
