@@ -7,6 +7,11 @@ tasks, the real checker; no mocks).
   (3 significant digits of each cell: 400 of 400; 2 digits: 240 of 400). Cost and opex are now drawn in
   hundredths of a percent: the decimal is any digit (".0" in 38 of 400) and the rough ratio passes about
   as often as that (38 of 400).
+- A level-1 total copied from the income statement: level 1 had two segments, so "the combined revenue
+  of the A and B segments" was the company's revenue, printed in the income statement. With the two
+  segment cells cited verbatim, the Revenue cell times 1,000 passed 200 of 200 level-1 total questions
+  (levels 2-4: 0 of 200 each) without the addition or the millions table's unit. Level 1 now has three
+  segments: 0 of 200.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from posttrain.envs import get_domain
 from posttrain.envs.doc._check import check_doc
+from posttrain.envs.doc._document import parse_document
 
 ENV = get_domain("doc")
 
@@ -39,3 +45,18 @@ def test_the_operating_margin_needs_its_decimal() -> None:
         honest += check_doc(f["document"], f["answer"], f["evidence"], str(task.reference), f.get("program")).passed
     assert honest == 60, honest
     assert whole <= 0.3 * 60 and passed <= 0.3 * 60, (whole, passed)  # before: 60 and 60 of 60
+
+
+def test_a_level_one_total_is_not_the_printed_revenue() -> None:
+    tasks = ENV.generate_params(30, level=1, seed=0, params={"kinds": ["total"], "filler": 0})
+    copied = honest = 0
+    for task in tasks:
+        f, ref = task.fields, json.loads(str(task.reference))
+        income = next(t for t in parse_document(f["document"]).tables.values()
+                      if t.title == "Consolidated statement of income")
+        year = task.prompt.split("fiscal ")[1].split("?")[0]
+        revenue = next(r for r in income.rows if r[0] == "Revenue")[income.columns.index(year)]
+        copy = json.dumps({**ref, "answer": int(revenue.replace(",", "")) * 1000, "scale": ""})
+        copied += check_doc(f["document"], f["answer"], f["evidence"], copy, f.get("program")).passed
+        honest += check_doc(f["document"], f["answer"], f["evidence"], str(task.reference), f.get("program")).passed
+    assert honest == 30 and copied == 0, (honest, copied)  # before: 30 of 30 copied

@@ -24,7 +24,7 @@ scale, or text), the facts the answer rests on and, for arithmetic, a FinQA-styl
 | covenant | the margin cost (the margin a leverage condition sets, times total debt) | 1 clause, 2 cells |
 | dividend | the total dividend (the per-share amount a net-income condition sets, times the shares) | 1 clause, 2 cells |
 
-Levels 1-5 set the years (2-5), segments (2-6), filler (0 to ~100k+ tokens in all) and the kinds drawn
+Levels 1-5 set the years (2-5), segments (3-6), filler (0 to ~100k+ tokens in all) and the kinds drawn
 (1: figure, total; 2: + growth, margin; 3: + restated; 4-5: + contradiction, covenant, dividend). The
 text is ASCII so that the PDF rendering (core fonts) holds every character.
 """
@@ -40,7 +40,9 @@ from typing import Any
 PAGE_CHARS = 3200
 LEVELS = (1, 2, 3, 4, 5)
 _YEARS = (2, 3, 3, 4, 5)
-_SEGMENTS = (2, 3, 4, 5, 6)
+_SEGMENTS = (3, 3, 4, 5, 6)
+"""Segments per level; at least 3, so that no two segments a total question adds make up all of revenue
+(with 2, the level-1 total was the income statement's Revenue: copied, it passed 200 of 200)."""
 _FILLER = (5, 18, 60, 180, 620)
 """Filler notes per level: reports of about 8k, 20k, 60k, 160k and 480k characters (2k to 120k tokens)."""
 
