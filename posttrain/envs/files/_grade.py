@@ -347,10 +347,18 @@ def feedback_text(located: Sequence[Located], named: Collection[str]) -> str:
 # ---------------------------------------------------------------- process signals (episodes)
 
 WRITE_TOOLS = frozenset({"write_file", "edit"})
-PASSAGE_WORDS = 4
-"""Words of a passage (``input_passages``): consecutive lines (a SQLite row) are joined until they hold as many."""
+PASSAGE_WORDS = 8
+"""Words of a passage (``input_passages``): consecutive lines (a SQLite row) are joined until they hold as
+many. Four were too few: a passage of four words could be made of what every task of its kind holds
+(``Status: open`` then ``Owner: Ada`` of a note, an item file's ``location`` of ``W1`` in ``Lyon``, a
+customer row ``1|Ada Okafor|France``), and a policy that printed the generator's words in turn, reading
+no input, earned process.inspected for 503 of 1,000 generated tasks (every inventory, notes and
+sqlite task); eight reach into what is drawn per file (a follow-up's week, a quantity, the next row)."""
 MAX_PASSAGES = 2000
 _WORD = re.compile(r"[A-Za-z0-9]+")
+_INSERT = re.compile(r'INSERT\s+INTO\s+(?:"(?:[^"]|"")*"|\S+?)\s*VALUES', re.IGNORECASE)
+"""The head of a SQL dump's row (``INSERT INTO "orders" VALUES(...)``): what a dump prints between two rows,
+left out of a result before it is read for passages, so a dump shows consecutive rows as a query does."""
 _SQLITE = b"SQLite format 3\x00"
 
 
@@ -387,8 +395,8 @@ def input_passages(data: bytes, known: str = "") -> frozenset[str]:
     of a truncated ``item-B-130.json``: echoed from its name, not read). Empty for an input with
     nothing to show.
 
-    >>> sorted(input_passages(b"id,name\\n1,Ada Lovelace\\n2,Alan Turing\\n", known="id name"))
-    [' 1 Ada Lovelace 2 Alan Turing ', ' id name 1 Ada Lovelace ']
+    >>> sorted(input_passages(b"id,name\\n1,Ada Lovelace\\n2,Alan Turing\\n3,Grace Hopper\\n", known="id name"))
+    [' 1 Ada Lovelace 2 Alan Turing 3 Grace Hopper ', ' id name 1 Ada Lovelace 2 Alan Turing ']
     """
     lines = [_words(line).strip() for line in _lines(data)[:MAX_PASSAGES]]
     out: set[str] = set()
@@ -442,7 +450,7 @@ def process_signals(inputs: Mapping[str, Collection[str]], targets: Sequence[str
                         if c.wrote or c.ok and c.tool in WRITE_TOOLS and c.path in targets), len(calls))
     judged = [passages for passages in inputs.values() if passages]
     if judged:
-        seen = [_words(c.shown) for c in calls[:first_write] if c.ok]
+        seen = [_words(_INSERT.sub(" ", c.shown)) for c in calls[:first_write] if c.ok]
         out["process.inspected"] = sum(any(p in s for p in passages for s in seen) for passages in judged) / len(judged)
     failed = [i for i, c in enumerate(calls) if not c.ok]
     if failed:
