@@ -8,19 +8,31 @@ safetensors' or json's traceback. ``stage_checkpoint_problem`` reads what loadin
 JSON file parses; every safetensors header parses and the tensors it lists fit in the file) without
 loading a tensor: milliseconds, however large the model.
 
+A copy cut short also leaves files out whole: ``config.json`` (the load cannot build the model), a
+shard of sharded weights or their index (``model.safetensors.index.json``), which the load found only
+when it opened them. And an index whose ``weight_map`` names a shard that does not hold the tensor
+loaded without it: transformers initialised the tensor afresh (a "MISSING" line in its load report)
+and the run went on with a model that was not the stage's.
+
 Covered: truncation, a JSON file that does not parse, weights missing, a safetensors header that is
-not one. Not covered: weights whose bytes are whole but wrong (bit rot inside a tensor), and a
+not one, ``config.json`` missing, a shard missing or not holding what its index names, shards without
+their index. Not covered: weights whose bytes are whole but wrong (bit rot inside a tensor), and a
 config that parses but does not match the weights (the load itself says so).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
 _MAX_HEADER = 100 * 2**20
 """safetensors' own limit on a header's size."""
+
+CONFIG = "config.json"
+INDEX_SUFFIX = ".safetensors.index.json"
+_SHARD = re.compile(r"-\d+-of-\d+\.safetensors$")
 
 
 def stage_checkpoint_problem(path: Path) -> str | None:
@@ -37,13 +49,37 @@ def stage_checkpoint_problem(path: Path) -> str | None:
     weights = [p for p in files if p.suffix == ".safetensors"]
     if not weights and not any(p.suffix == ".bin" for p in files):
         return f"{path}: holds no weights (no .safetensors file)"
+    if not (path / CONFIG).is_file():
+        return f"{path / CONFIG}: missing (the load cannot build the model without it)"
+    headers: dict[str, set[str]] = {}
     for f in weights:
-        if (why := _safetensors_problem(f)) is not None:
-            return f"{f}: {why}"
+        header = _safetensors_header(f)
+        if isinstance(header, str):
+            return f"{f}: {header}"
+        headers[f.name] = header
+    return _index_problem(path, files, headers)
+
+
+def _index_problem(path: Path, files: list[Path], headers: dict[str, set[str]]) -> str | None:
+    """Every shard an index names is there and holds the tensors it names; shards have their index."""
+    indexes = [p for p in files if p.name.endswith(INDEX_SUFFIX)]
+    if not indexes and (shard := next((n for n in headers if _SHARD.search(n)), None)) is not None:
+        return f"{path / ('model' + INDEX_SUFFIX)}: missing (the index of the sharded weights, {shard} among them)"
+    for index in indexes:
+        data = json.loads(index.read_text(encoding="utf-8"))  # parsed once already: it is JSON
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict):
+            return f"{index}: not an index of weights (no 'weight_map' object)"
+        for tensor, shard in weight_map.items():
+            if not isinstance(shard, str) or shard not in headers:
+                return f"{path / str(shard)}: missing (named by {index.name} for {tensor})"
+            if tensor not in headers[shard]:
+                return f"{index}: names {shard} for {tensor}, which that shard does not hold"
     return None
 
 
-def _safetensors_problem(f: Path) -> str | None:
+def _safetensors_header(f: Path) -> set[str] | str:
+    """The tensor names ``f``'s header lists, or what makes it unloadable."""
     try:
         size = f.stat().st_size
         with f.open("rb") as fh:
@@ -65,4 +101,4 @@ def _safetensors_problem(f: Path) -> str | None:
     have = size - 8 - n
     if need > have:
         return f"truncated: its header lists {need:,} bytes of tensors, the file holds {have:,}"
-    return None
+    return {k for k in header if k != "__metadata__"}
