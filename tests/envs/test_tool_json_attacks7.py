@@ -9,6 +9,12 @@ Found, and pinned here:
   cost and sometimes paid (a hedge that teaches hallucinated fields). Over 300 generated tasks made
   open (``/tmp`` script, seed 708): 300 of 300 guesses passed before, 221 of 221 in a nested
   object; 0 after, while leaving the field out, an undeclared extra key, and the gold pass 300 of 300.
+- tool, a task whose gold call fails its own tool's parameters (``unit: "kelvin"`` against the
+  enum, ``time: "7:00"`` against the pattern, ``amount: "100"`` for a number) was accepted: the gold
+  then failed as ``schema`` (0) while any valid wrong call earned ``format`` credit, so failing
+  differently paid. json refuses an ``expected`` its schema rejects; tool now refuses such a gold at
+  load. Over 300 generated tasks with one gold argument broken (seed 710): 300 accepted before, 0
+  after; the 300 as generated still load.
 
 Held (300 generated tasks of each domain, seed 707, and counts in the commit message): trailing
 prose, ``<answer>`` tags, tilde / one-line / unclosed fences, lookalike, NBSP, ZWJ and NFD names,
@@ -26,8 +32,9 @@ import pytest
 
 from posttrain.envs import get_domain
 from posttrain.envs.json._env import check_json
+from posttrain.errors import TaskError
 
-JSON = get_domain("json")
+JSON, TOOL = get_domain("json"), get_domain("tool")
 
 
 def _open(task: Any) -> tuple[dict[str, Any], Any]:
@@ -70,3 +77,33 @@ def test_the_gold_and_an_undeclared_extra_key_still_pass(schema: dict[str, Any],
     if expected["pets"]:
         extra = {**expected, "pets": [{**p, "colour": "grey"} for p in expected["pets"]]}
         assert check_json(schema, expected, json.dumps(extra)).passed
+
+
+TOOL_TASKS = TOOL.generate_tasks(40, seed=710)
+BROKEN = {"unit": "kelvin", "time": "7:00", "amount": "100", "date": None, "city": 7}
+
+
+def _record(task: Any, expected_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": task.id, "domain": "tool", "prompt": task.prompt, "tools": task.fields["tools"],
+            "expected_calls": expected_calls}
+
+
+def test_a_tool_gold_that_fails_its_own_schema_is_refused() -> None:
+    for task in TOOL_TASKS:
+        first, *rest = task.fields["expected_calls"]
+        key = next(k for k in first["arguments"] if k in BROKEN)
+        broken = {**first, "arguments": {**first["arguments"], key: BROKEN[key]}}
+        with pytest.raises(TaskError, match="satisfy the tool's parameters|strict JSON"):
+            TOOL.parse_task(_record(task, [broken, *rest]), "test")
+        unknown = {**first, "arguments": {**first["arguments"], "zz_extra": 1}}
+        with pytest.raises(TaskError, match="unknown parameter"):
+            TOOL.parse_task(_record(task, [unknown, *rest]), "test")
+
+
+def test_generated_golds_and_an_optional_parameter_s_dead_alternative_still_load() -> None:
+    for task in TOOL_TASKS:
+        assert TOOL.parse_task(_record(task, task.fields["expected_calls"]), "test").fields["expected_calls"]
+    flights = next(t for t in TOOL_TASKS if any(e["name"] == "search_flights" for e in t.fields["expected_calls"]))
+    calls = [{**e, "alternatives": {"max_stops": [None, 1]}} if e["name"] == "search_flights" else e
+             for e in flights.fields["expected_calls"]]  # BFCL lists a wrong-typed value for an optional one
+    assert TOOL.parse_task(_record(flights, calls), "test")

@@ -7,7 +7,11 @@ Task fields (docs/tasks.md):
   {param: [accepted values]}, "optional": [param, ...]}`` (only ``name`` is required; an optional
   parameter may be omitted, and if given must equal its accepted values, or, where the gold gives
   none, its schema's ``default``: omitting it asks for the default; with neither it is free,
-  ``_calls.with_defaults``); an empty
+  ``_calls.with_defaults``); the gold call (``arguments``, and each required parameter only in
+  ``alternatives`` at its first value; an optional one left out) must satisfy its tool's
+  parameters, or the task is refused (as json refuses
+  an ``expected`` its schema rejects: the gold would fail where a valid wrong call earns
+  ``format`` credit); an empty
   list makes an *abstention* task: the right answer calls no tool (none attempted, valid or
   not) and says so in a final answer; the empty response, the domain's no-op, fails it;
 - ``ordered`` (default false): whether the calls must come in the listed order.
@@ -43,9 +47,10 @@ import jsonschema
 
 from posttrain.envs._base import RecordReader, parse_common
 from posttrain.envs._env import EpisodeContext
-from posttrain.envs.tool._calls import NAME, make_tool_verifier
+from posttrain.envs.tool._calls import NAME, _argument_problem, make_tool_verifier
 from posttrain.envs.tool._episode import ToolEpisodeEnv
 from posttrain.policy import tool_specs
+from posttrain.strict_json import StrictJSONError, loads_strict, to_exact
 from posttrain.types import Task, Verifier
 from posttrain.verify.json_schema import validator_for
 
@@ -174,6 +179,19 @@ def _check_expected(reader: RecordReader, where: str, e: Any, specs: Mapping[str
         raise reader.fail(f"{where}.alternatives", "an object of non-empty lists", alts)
     if not isinstance(e.get("optional", []), list):
         raise reader.fail(f"{where}.optional", "a list of parameter names", e.get("optional"))
+    optional = set(e.get("optional") or [])
+    gold = {**{p: values[0] for p, values in alts.items() if p not in optional}, **(e.get("arguments") or {})}
+    try:  # task data: strict JSON (no NaN), no cap
+        loads_strict(json.dumps(gold, allow_nan=True), max_chars=None, max_depth=None)
+    except StrictJSONError as err:
+        raise reader.fail(f"{where}.arguments", f"strict JSON ({err})", gold) from None
+    params = specs[e["name"]]
+    free = optional - set(gold)  # may be left out: the gold need not hold one
+    if isinstance(params.get("required"), list) and free & set(params["required"]):
+        params = {**params, "required": [r for r in params["required"] if r not in free]}
+    problem = _argument_problem(params, to_exact(gold))
+    if problem:  # the gold would fail as "schema" (0) where any valid wrong call earns format credit
+        raise reader.fail(f"{where}.arguments", f"arguments that satisfy the tool's parameters ({problem})", gold)
 
 
 ENV = ToolEnv()
