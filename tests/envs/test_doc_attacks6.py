@@ -12,6 +12,8 @@ tasks, the real checker; no mocks).
   segment cells cited verbatim, the Revenue cell times 1,000 passed 200 of 200 level-1 total questions
   (levels 2-4: 0 of 200 each) without the addition or the millions table's unit. Level 1 now has three
   segments: 0 of 200.
+- Standing cases (held before): the right amount under scale words the rules do not name, or spelled
+  with other digit groupings, is a ``format`` fail (0 of 297 generated tasks passed each, levels 1-5).
 """
 
 from __future__ import annotations
@@ -60,3 +62,25 @@ def test_a_level_one_total_is_not_the_printed_revenue() -> None:
         copied += check_doc(f["document"], f["answer"], f["evidence"], copy, f.get("program")).passed
         honest += check_doc(f["document"], f["answer"], f["evidence"], str(task.reference), f.get("program")).passed
     assert honest == 30 and copied == 0, (honest, copied)  # before: 30 of 30 copied
+
+
+def test_other_spellings_of_the_right_amount_are_format_fails() -> None:
+    """Standing cases (each held before): the right amount with a scale word the rules do not name, or
+    spelled with other digit groupings, a tilde or an exponent in a string, is a ``format`` fail with no
+    format credit; the same amount as a JSON number in scientific notation is the amount and passes."""
+    task = ENV.generate_params(1, level=2, seed=0, params={"kinds": ["figure"], "filler": 0})[0]
+    f, ref = task.fields, json.loads(str(task.reference))
+    gold = Decimal(f["answer"]["number"])
+    exponent = f"{gold.scaleb(-3)}E3"  # the amount exactly, in scientific notation
+
+    def verdict(answer: str, scale: str | None):
+        response = json.dumps({**ref, "answer": answer, "scale": scale})
+        return check_doc(f["document"], f["answer"], f["evidence"], response)
+
+    for answer, scale in ((str(gold), None), (str(gold), "USD"), (str(gold / 1000), "thousands"),
+                          (f"{gold:,}".replace(",", " "), ""), (f"{gold:,}".replace(",", "."), ""),
+                          (f"~{gold}", ""), (exponent, "")):
+        got = verdict(answer, scale)
+        assert got.error_class == "format" and got.components["format"] == 0.0, (answer, scale)
+    exact = json.dumps({**ref, "answer": 0, "scale": ""}).replace('"answer": 0', f'"answer": {exponent}')
+    assert check_doc(f["document"], f["answer"], f["evidence"], exact).passed
