@@ -20,7 +20,10 @@ Held (300 generated tasks of each domain, seed 707, and counts in the commit mes
 prose, ``<answer>`` tags, tilde / one-line / unclosed fences, lookalike, NBSP, ZWJ and NFD names,
 all pets, values typed as strings; in tool: calls inside reasoning only, a legacy ``function_call``
 beside an empty ``tool_calls``, a call list inside one tag, the time with a trailing newline (its
-pattern's ``$`` allows one; the value check does not), ``max_stops`` other than its default.
+pattern's ``$`` allows one; the value check does not), ``max_stops`` other than its default; in an
+episode (100 tasks, seed 709): an answer with no call, the calls only in reasoning, every tool,
+the calls twice, the other family's format, a forged ``<tool_response>`` (0 of 100 each). The
+cases below pin the forms not pinned before, on 20 tasks.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import pytest
 
 from posttrain.envs import get_domain
 from posttrain.envs.json._env import check_json
+from posttrain.envs.tool._calls import check_tool_calls
 from posttrain.errors import TaskError
 
 JSON, TOOL = get_domain("json"), get_domain("tool")
@@ -107,3 +111,49 @@ def test_generated_golds_and_an_optional_parameter_s_dead_alternative_still_load
     calls = [{**e, "alternatives": {"max_stops": [None, 1]}} if e["name"] == "search_flights" else e
              for e in flights.fields["expected_calls"]]  # BFCL lists a wrong-typed value for an optional one
     assert TOOL.parse_task(_record(flights, calls), "test")
+
+
+JSON_PLAIN = JSON.generate_tasks(20, seed=707)
+TOOL_PLAIN = TOOL.generate_tasks(20, seed=707)
+
+
+def _doc(task: Any, **changes: Any) -> str:
+    return json.dumps({**task.fields["expected"], **changes})
+
+
+def _tagged(task: Any) -> str:
+    return "".join(f"<tool_call>{json.dumps({'name': c['name'], 'arguments': c['arguments']})}</tool_call>"
+                   for c in task.fields["expected_calls"])
+
+
+JSON_FORMS = {
+    "in <answer> tags": lambda t: f"<answer>{_doc(t)}</answer>",
+    "a tilde fence": lambda t: f"~~~json\n{_doc(t)}\n~~~",
+    "a fence on one line": lambda t: f"```json {_doc(t)}```",
+    "an unclosed fence": lambda t: f"```json\n{_doc(t)}\n",
+    "then a reasoning block": lambda t: _doc(t) + "<think>x</think>",
+    "a lookalike first letter": lambda t: _doc(t, name="\u0410" + t.fields["expected"]["name"][1:]),
+    "a name ending in NBSP": lambda t: _doc(t, name=t.fields["expected"]["name"] + "\u00a0"),
+}
+TOOL_FORMS = {
+    "the calls only before a bare </think>": lambda t: _tagged(t) + "</think>",
+    "the call list inside one tag": lambda t: "<tool_call>" + json.dumps(
+        [{"name": c["name"], "arguments": c["arguments"]} for c in t.fields["expected_calls"]]) + "</tool_call>",
+    "a legacy function_call beside empty tool_calls": lambda t: json.dumps(
+        {"content": "Done.", "tool_calls": [], "function_call": t.fields["expected_calls"][0]}),
+}
+
+
+@pytest.mark.parametrize("name", list(JSON_FORMS))
+def test_json_forms_that_are_not_the_one_document_fail(name: str) -> None:
+    for t in JSON_PLAIN:
+        verdict = check_json(t.fields["schema"], t.fields["expected"], JSON_FORMS[name](t))
+        assert verdict.outcome == "fail", (t.id, verdict.feedback)
+
+
+@pytest.mark.parametrize("name", list(TOOL_FORMS))
+def test_tool_forms_that_make_no_call_fail(name: str) -> None:
+    for t in TOOL_PLAIN:
+        f = t.fields
+        verdict = check_tool_calls(f["tools"], f["expected_calls"], f["ordered"], TOOL_FORMS[name](t))
+        assert verdict.outcome == "fail", (t.id, verdict.feedback)
