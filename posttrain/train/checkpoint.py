@@ -2,7 +2,8 @@
 
 Layout of a checkpoint directory ``DIR``::
 
-    DIR/latest                 text: the name of the newest complete checkpoint (e.g. "step-000012")
+    DIR/latest                 the name of the newest complete checkpoint: JSON {"name": "step-000012",
+                               "step": 12} as a save writes it, or the bare name as a person writes it
     DIR/step-000012/model/     model.save_pretrained (safetensors) + tokenizer.save_pretrained
                                (+ posttrain.json: how its prompts are rendered, when given)
     DIR/step-000012/state.pt   optimizer, scheduler and RNG states (torch.save, loaded weights_only)
@@ -15,7 +16,9 @@ any moment leaves either the old ``latest`` or the new one, never a half-written
 that name; leftover temp directories are ignored and removed by the next save. ``load_latest``
 verifies the manifest and raises ``CheckpointError`` (a ``UserError``) naming the file and the
 problem when the checkpoint ``latest`` points to is corrupt or partial; older checkpoints are never
-deleted in that case. ``keep_last`` prunes older complete checkpoints after a successful save.
+deleted in that case. ``latest`` names a ``step-N`` directory of ``DIR`` only (never a path out of it:
+a neighbour run's checkpoint), and the manifest lists every file of the checkpoint, no more and no
+fewer (an unlisted ``model/*.safetensors`` would be loaded over the saved weights). ``keep_last`` prunes older complete checkpoints after a successful save.
 ``commit_dir`` publishes any directory the same way (the run pipeline's per-stage checkpoints).
 
 RNG states restored: Python ``random``, NumPy's global generator, torch CPU and (when present) CUDA.
@@ -31,6 +34,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +49,8 @@ from posttrain.errors import UserError
 LATEST = "latest"
 MANIFEST = "MANIFEST.json"
 FORMAT_VERSION = 1
+_NAME = re.compile(r"step-\d{6,}")
+"""What ``latest`` may name: a checkpoint directory of its own ``DIR`` (``_name``)."""
 
 
 class CheckpointError(UserError):
@@ -241,23 +247,34 @@ def _verify(path: Path) -> dict[str, Any]:
     if not manifest_path.is_file():
         raise CheckpointError(f"checkpoint {path} is partial: {MANIFEST} is missing")
     try:
-        manifest = json.loads(manifest_path.read_text())
-        files = manifest["files"]
-    except (ValueError, KeyError) as e:
-        raise CheckpointError(f"checkpoint {path} is corrupt: {MANIFEST} is unreadable ({e})") from e
-    for rel, want in files.items():
+        files = json.loads(manifest_path.read_text())["files"]
+        sizes = {str(rel): (int(want["size"]), str(want["sha256"])) for rel, want in files.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {MANIFEST} is unreadable "
+                              f"({type(e).__name__}: {e})") from None
+    on_disk = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()} - {MANIFEST}
+    if unlisted := sorted(on_disk - sizes.keys()):
+        raise CheckpointError(f"checkpoint {path} is corrupt: {unlisted[0]} is not in its {MANIFEST} (a file the "
+                              "save did not write)")
+    for rel in ("state.json", "state.pt"):
+        if rel not in sizes:
+            raise CheckpointError(f"checkpoint {path} is corrupt: its {MANIFEST} does not list {rel}")
+    for rel, (size, sha) in sizes.items():
         p = path / rel
         if not p.is_file():
             raise CheckpointError(f"checkpoint {path} is partial: {rel} is missing")
-        if p.stat().st_size != want["size"]:
-            raise CheckpointError(
-                f"checkpoint {path} is corrupt: {rel} has {p.stat().st_size} bytes, expected {want['size']}"
-            )
-        if _sha256(p) != want["sha256"]:
+        if p.stat().st_size != size:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {rel} has {p.stat().st_size} bytes, expected {size}")
+        if _sha256(p) != sha:
             raise CheckpointError(
                 f"checkpoint {path} is corrupt: {rel} does not match its sha256 in {MANIFEST}"
             )
-    return json.loads((path / "state.json").read_text())
+    try:
+        meta = json.loads((path / "state.json").read_text())
+        int(meta["step"]), dict(meta["sampler_state"]), dict(meta["extra"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt: state.json ({type(e).__name__}: {e})") from None
+    return meta
 
 
 def _older_good(directory: Path, than: str) -> str:
@@ -265,10 +282,27 @@ def _older_good(directory: Path, than: str) -> str:
         if p.name < than:
             try:
                 _verify(p)
-                return f"; the last good checkpoint is {p} (write its name into {directory / LATEST} to resume from it)"
+                return f"; the last good checkpoint is {p} (write its name {p.name} into {directory / LATEST} to resume from it)"
             except CheckpointError:
                 continue
     return "; no older good checkpoint exists"
+
+
+def _latest_name(pointer: Path) -> str:
+    """The checkpoint ``latest`` names: JSON ``{"name": ...}`` or a bare ``step-N`` line, never a path."""
+    try:
+        text = pointer.read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{pointer} is unreadable ({type(e).__name__}: {e})") from None
+    if _NAME.fullmatch(text):
+        return text
+    try:
+        name = json.loads(text)["name"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{pointer} is corrupt (expected JSON with a 'name', or a bare step-N name): {e}") from None
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise CheckpointError(f"{pointer} names {name!r}, not a checkpoint of its directory (a step-N name)")
+    return name
 
 
 def load_latest(directory: str | Path) -> Checkpoint | None:
@@ -281,10 +315,7 @@ def load_latest(directory: str | Path) -> Checkpoint | None:
     pointer = directory / LATEST
     if not pointer.exists():
         return None
-    try:
-        name = json.loads(pointer.read_text())["name"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{pointer} is corrupt (expected JSON with a 'name'): {e}") from e
+    name = _latest_name(pointer)
     path = directory / name
     if not path.is_dir():
         raise CheckpointError(f"{pointer} names {name}, which does not exist" + _older_good(directory, name))
