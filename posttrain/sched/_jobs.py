@@ -21,6 +21,7 @@ import builtins
 import re
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,7 @@ class StepError(RuntimeError):
         super().__init__(re.sub(r"\s*\n\s*", " ", message).strip())
 
 
-_CRASH = re.compile(r"verifier crashed: ([A-Za-z_][\w.]*): ")
+_CRASH = re.compile(r"verifier crashed: ([A-Za-z_][\w.]*)(?::\s|$)")
 _RESOURCE_ERRORS = (OSError, EOFError, MemoryError)
 """A verifier that raised one of these may have met a failing resource (a pipe, the memory, a file
 limit): its message repeats without the response being the cause (issue 21's broken pipe)."""
@@ -74,8 +75,9 @@ def _exception_type(name: str) -> type | None:
 
 def verifier_bug(verdict: Verdict | None) -> str | None:
     """The crash line of a verifier that raised a programming error (``infra:verifier_crash``, as
-    ``envs.guard`` and the batch hooks write it: ``"<domain> verifier crashed: ValueError: ..."``), else
-    None. A programming error: a builtin exception other than the resource kinds, or a library's whose
+    ``envs.guard`` and the batch hooks write it: ``"<domain> verifier crashed: ValueError: ..."``; or
+    ``infra:worker`` with that line, as ``crash_verdict`` writes it for a hook that raised past guard),
+    else None (a worker's or backend's own failure has no such line). A programming error: a builtin exception other than the resource kinds, or a library's whose
     class is of a programming kind (``_BUG_KINDS``: a ``json.decoder.JSONDecodeError``). The same line on
     every try of one response is the verifier's bug, not infra: retried and dropped, the response went
     unscored (its group dropped, evaluation's denominators short of it), a way out of a verdict.
@@ -87,16 +89,44 @@ def verifier_bug(verdict: Verdict | None) -> str | None:
     'm verifier crashed: json.decoder.JSONDecodeError: Expecting value: line 1'
     >>> verifier_bug(Verdict.infra("m verifier crashed: BrokenPipeError: [Errno 32]", error_class="infra:verifier_crash"))
     """
-    if verdict is None or verdict.error_class != "infra:verifier_crash":
+    if verdict is None or verdict.error_class not in ("infra:verifier_crash", "infra:worker"):
         return None
     line = str(verdict.evidence.get("detail", ""))
     m = _CRASH.search(line)
     kind = _exception_type(m.group(1)) if m else None
-    if not (isinstance(kind, type) and issubclass(kind, Exception)) or issubclass(kind, _RESOURCE_ERRORS):
+    if not (isinstance(kind, type) and issubclass(kind, Exception | SystemExit)) or issubclass(kind, _RESOURCE_ERRORS):
         return None
     if kind.__module__ != "builtins" and not issubclass(kind, _BUG_KINDS):
         return None
     return line
+
+
+def crash_verdict(domain: str, error: BaseException) -> Verdict:
+    """The ``infra:worker`` verdict of a domain's hook that raised ``error`` (``verify_with``), its line in
+    ``envs.guard``'s words (``"<domain> verifier crashed: <type>: <message>"``): ``verifier_bug`` reads
+    it as it reads guard's ``infra:verifier_crash``."""
+    line = traceback.format_exception_only(type(error), error)[-1].strip()
+    return Verdict.infra(f"{domain} verifier crashed: {line}", error_class="infra:worker")
+
+
+def verify_with(hooks: DomainHooks, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
+    """Verdicts of ``pairs`` by ``domain``'s hooks (its batch hook for several), where the tries run (a
+    ``LocalBackend``, a Ray pool actor). A hook that raises -- one ``guard`` did not wrap (a plugin's), or
+    a ``SystemExit`` (argparse on a response, a ``sys.exit``), which goes past ``guard`` and would end the
+    worker thread and leave the job's future unsettled -- gives ``crash_verdict`` (for every pair of a
+    batch): infra while its line differs between tries, the verifier's bug (``verifier_bug``) when not."""
+    if len(pairs) > 1 and hooks.batch is not None:
+        try:
+            return hooks.batch.verify_batch(pairs)
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a crash of the hook is a verdict (docstring)
+            return [crash_verdict(domain, e)] * len(pairs)
+    out = []
+    for task, response in pairs:
+        try:
+            out.append(hooks.verify(task, response))
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a crash of the hook is a verdict (docstring)
+            out.append(crash_verdict(domain, e))
+    return out
 
 
 class GroupDropped(Exception):

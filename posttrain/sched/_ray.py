@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError
-from posttrain.sched._jobs import HooksFactory
+from posttrain.sched._jobs import HooksFactory, verify_with
 from posttrain.types import Task, Verdict
 
 
@@ -63,10 +63,7 @@ class SandboxPoolActor:
         return batch.max_batch if batch is not None else 1
 
     def verify(self, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
-        hooks = self.hooks[domain]
-        if len(pairs) > 1 and hooks.batch is not None:
-            return hooks.batch.verify_batch(pairs)
-        return [hooks.verify(task, response) for task, response in pairs]
+        return verify_with(self.hooks[domain], domain, pairs)
 
 
 class RayBackend:

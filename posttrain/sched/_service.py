@@ -71,6 +71,7 @@ from posttrain.sched._jobs import (
     StepError,
     Verify,
     verifier_bug,
+    verify_with,
 )
 from posttrain.sched._memory import memory_limit_mb
 from posttrain.sched._rules import SchedPolicy
@@ -108,10 +109,7 @@ class LocalBackend:
         return batch.max_batch if batch is not None else 1
 
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
-        hooks = self.hooks[domain]
-        if len(pairs) > 1 and hooks.batch is not None:
-            return hooks.batch.verify_batch(pairs)
-        return [hooks.verify(task, response) for task, response in pairs]
+        return verify_with(self.hooks[domain], domain, pairs)
 
     def close(self) -> None:
         pass
@@ -249,7 +247,7 @@ class Service:
         start = self._now()
         try:
             [verdict] = self.backend.verify(w, task.domain, [(task, response)])
-        except Exception as e:  # noqa: BLE001 - a crash of the verifier or worker is infra, never a score
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a crash of the worker is infra, never a score
             verdict = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:worker")
         duration = self._now() - start
         with self._cond:
@@ -388,13 +386,19 @@ class Service:
                     outcome: StepResult = first.run()
                 except StepError as e:  # the environment's own error: its caller gets it, not a retry
                     return [e]
+                except SystemExit as e:  # past the runner's ``except Exception``: the environment's own, too
+                    error = StepError(f"task {first.task.id!r}: its environment's step raised SystemExit: {e.code} "
+                                      "(an exit inside the environment's code), not infra")
+                    error.__cause__ = e
+                    return [error]
                 return [outcome]
             pairs = [(p.job.task, p.job.response) for p in items if isinstance(p.job, Verify)]
             verdicts = self.backend.verify(w, first.task.domain, pairs)
             if len(verdicts) != len(pairs):
                 raise RuntimeError(f"{len(pairs)} pairs in, {len(verdicts)} verdicts out")
             return list(verdicts)
-        except Exception as e:  # noqa: BLE001 - a crash of the verifier or worker is infra, retried
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a crash of the backend or worker is infra, retried;
+            # SystemExit too: uncaught, it ended this worker's thread and the job's future never settled
             bad = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:worker")
             if isinstance(first, Step):  # the runner restarts the episode
                 return [StepResult(Observation(()), bad, True)]
