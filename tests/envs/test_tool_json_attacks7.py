@@ -15,6 +15,12 @@ Found, and pinned here:
   differently paid. json refuses an ``expected`` its schema rejects; tool now refuses such a gold at
   load. Over 300 generated tasks with one gold argument broken (seed 710): 300 accepted before, 0
   after; the 300 as generated still load.
+- json and tool, ``format`` that jsonschema checks only with optional packages (``date-time``,
+  ``time``, ``duration``, ``uri``, ``hostname``, ...): none installed, so every string passed
+  (``"tomorrow"`` as a date-time, ``"see website"`` as a uri). A free tool argument so written
+  passed, and a json document earned ``format`` credit. Over the generated tasks with such a field
+  added (seed 711): a free argument of each of 5 formats 97 of 97 before, 0 after (well-formed 97
+  of 97); json ``format`` credit 300 of 300 before, 0 after. ``verify.json_schema`` checks them now.
 
 Held (300 generated tasks of each domain, seed 707, and counts in the commit message): trailing
 prose, ``<answer>`` tags, tilde / one-line / unclosed fences, lookalike, NBSP, ZWJ and NFD names,
@@ -37,6 +43,7 @@ from posttrain.envs import get_domain
 from posttrain.envs.json._env import check_json
 from posttrain.envs.tool._calls import check_tool_calls
 from posttrain.errors import TaskError
+from posttrain.verify.json_schema import schema_error, validator_for
 
 JSON, TOOL = get_domain("json"), get_domain("tool")
 
@@ -157,3 +164,42 @@ def test_tool_forms_that_make_no_call_fail(name: str) -> None:
         f = t.fields
         verdict = check_tool_calls(f["tools"], f["expected_calls"], f["ordered"], TOOL_FORMS[name](t))
         assert verdict.outcome == "fail", (t.id, verdict.feedback)
+
+
+FORMS_OF = {  # format: (well-formed values, values of no such form)
+    "date-time": (["2026-01-01T10:00:00Z", "2024-02-29t23:59:60.5+05:30"],
+                  ["tomorrow", "2026-01-01T10:00:00", "2026-02-30T10:00:00Z", "\u0662026-01-01T10:00:00Z"]),
+    "time": (["10:00:00Z", "23:59:59.1-01:00"], ["9am", "25:00:00Z", "10:00:00"]),
+    "duration": (["P1D", "PT1H30M", "P2W", "P1Y2M3DT4H5M6S"], ["two hours", "P", "PT", "P1H"]),
+    "uri": (["https://example.com/a?b=c#d", "mailto:a@b.c", "urn:isbn:1"], ["see website", "/relative", "http://a b"]),
+    "hostname": (["example.com", "localhost", "a-b.c."], ["not a host!", "-bad-", "a..b", "x" * 64 + ".com"]),
+    "json-pointer": (["", "/a/b", "/a~0b/~1"], ["a/b", "/a~2"]),
+}
+
+
+@pytest.mark.parametrize("fmt", list(FORMS_OF))
+def test_formats_are_checked_without_optional_packages(fmt: str) -> None:
+    validator = validator_for({"type": "string", "format": fmt})
+    good, bad = FORMS_OF[fmt]
+    assert [v for v in good if schema_error(validator, v)] == []
+    assert [v for v in bad if not schema_error(validator, v)] == []
+
+
+def test_a_free_argument_or_a_field_of_no_such_form_fails() -> None:
+    task = next(t for t in TOOL_TASKS if [e["name"] for e in t.fields["expected_calls"]] == ["search_flights"])
+    tools = json.loads(json.dumps(task.fields["tools"]))
+    for tool in tools:
+        if tool["function"]["name"] == "search_flights":
+            tool["function"]["parameters"]["properties"]["depart"] = {"type": "string", "format": "date-time"}
+    (gold,) = task.fields["expected_calls"]
+    expected = [{**gold, "optional": [*gold["optional"], "depart"]}]
+    for value, passes in (("tomorrow", False), ("2026-01-01T09:00:00Z", True)):
+        call = {"name": "search_flights", "arguments": {**gold["arguments"], "depart": value}}
+        verdict = check_tool_calls(tools, expected, False, f"<tool_call>{json.dumps(call)}</tool_call>")
+        assert verdict.passed is passes and verdict.error_class in (None, "schema"), (value, verdict.feedback)
+    t = JSON_PLAIN[0]
+    schema = {**t.fields["schema"], "properties": {**t.fields["schema"]["properties"], "seen": {
+        "type": "string", "format": "date-time"}}, "required": [*t.fields["schema"]["required"], "seen"]}
+    expected_doc = {**t.fields["expected"], "seen": "2026-01-01T09:00:00Z"}
+    verdict = check_json(schema, expected_doc, json.dumps({**expected_doc, "seen": "tomorrow"}))
+    assert (verdict.error_class, verdict.components.get("format", 0.0)) == ("schema", 0.0)
