@@ -297,6 +297,19 @@ def test_repair_feedback_then_pass_and_the_same_submission_is_not_graded_twice(p
     env.close()
 
 
+def test_a_wrong_answer_that_ends_the_episode_does_not_offer_another_attempt(pool, chat):
+    def verify(task, response):
+        return fail("Wrong: the answer is the other branch.", "wrong", {"final": True})
+
+    env = WorkspaceEnv(spec(max_attempts=3, feedback=True), chat=chat, pool=pool, verify=verify,
+                       limits=AgentLimits(max_steps=10))
+    _, results = play(env, chat, [tool(chat, "write_file", path="notes.txt", content="yes\n"), tool(chat, "submit")])
+    assert results[1].done and results[1].verdict.ends_repair
+    said = results[1].calls[0].result
+    assert "Not accepted (attempt 1 of 3)." in said and "submit again" not in said
+    env.close()
+
+
 def test_each_budget_grades_the_workspace_as_it_is(pool, chat, monkeypatch):
     write = tool(chat, "bash", command="echo done > notes.txt")
     env = WorkspaceEnv(spec(), chat=chat, pool=pool, verify=toy_verify, limits=AgentLimits(max_steps=2))

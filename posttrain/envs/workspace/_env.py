@@ -399,14 +399,14 @@ class WorkspaceEnv:
 
 
 def _result_text(verdict: Verdict, attempt: int, spec: WorkspaceSpec) -> str:
-    """The submit call's result the model reads (only when the episode goes on: a failed attempt
-    with attempts left)."""
+    """The submit call's result as the record keeps it (the model reads it only when the episode goes on:
+    a failed attempt with attempts left, and not one whose wrong answer ends the episode)."""
     if verdict.passed:
         return "Accepted."
     left = spec.max_attempts - attempt
     head = f"Not accepted (attempt {attempt} of {spec.max_attempts})."
     more = (f" You may fix it and submit again ({left} attempt{'s' if left != 1 else ''} left)."
-            if spec.feedback and left > 0 else "")
+            if spec.feedback and left > 0 and not verdict.ends_repair else "")
     return f"{head}{more}\n{verdict.feedback}".rstrip()
 
 
