@@ -21,6 +21,12 @@ Found, and pinned here:
   passed, and a json document earned ``format`` credit. Over the generated tasks with such a field
   added (seed 711): a free argument of each of 5 formats 97 of 97 before, 0 after (well-formed 97
   of 97); json ``format`` credit 300 of 300 before, 0 after. ``verify.json_schema`` checks them now.
+- tool, an abstention task passed by a call in another model family's format: Llama 3.1's
+  ``<function=get_weather>{...}</function>``, or a pythonic ``get_weather(city='Paris')`` in prose,
+  decode as no call (the codec reads Hermes and OpenAI calls), and the text says something, so the
+  garbled call was credited as declining (reward-hacking.md JSON-04). Over the shipped abstention
+  task and 300 generated tasks made abstentions (seed 712): 301 of 301 each before, 0 after; an
+  honest refusal, one naming ``get_weather()`` too, passes 301 of 301.
 
 Held (300 generated tasks of each domain, seed 707, and counts in the commit message): trailing
 prose, ``<answer>`` tags, tilde / one-line / unclosed fences, lookalike, NBSP, ZWJ and NFD names,
@@ -41,8 +47,10 @@ import pytest
 
 from posttrain.envs import get_domain
 from posttrain.envs.json._env import check_json
+from posttrain.envs.tool import ToolEpisodeEnv
 from posttrain.envs.tool._calls import check_tool_calls
 from posttrain.errors import TaskError
+from posttrain.policy import ChatTemplate, Generation, build_char_tokenizer
 from posttrain.verify.json_schema import schema_error, validator_for
 
 JSON, TOOL = get_domain("json"), get_domain("tool")
@@ -203,3 +211,37 @@ def test_a_free_argument_or_a_field_of_no_such_form_fails() -> None:
     expected_doc = {**t.fields["expected"], "seen": "2026-01-01T09:00:00Z"}
     verdict = check_json(schema, expected_doc, json.dumps({**expected_doc, "seen": "tomorrow"}))
     assert (verdict.error_class, verdict.components.get("format", 0.0)) == ("schema", 0.0)
+
+
+ABSTAIN = [TOOL.parse_task({"id": f"abstain-{i}", "domain": "tool", "prompt": "Tell me a joke.",
+                            "tools": t.fields["tools"], "expected_calls": []}, "test") for i, t in enumerate(TOOL_PLAIN)]
+WRITTEN = {
+    "a Llama 3.1 <function=> call": lambda n: f'<function={n}>{{"city": "Paris"}}</function>',
+    "a pythonic call in prose": lambda n: f"Let me check that: {n}(city='Paris')",
+    "a pythonic call with a literal": lambda n: f'Sure. {n}("Paris")',
+}
+DECLINED = ["None of these tools can tell a joke.", "No tool fits: {n}() only does what its name says."]
+
+
+def _first_tool(task: Any) -> str:
+    return task.fields["tools"][0]["function"]["name"]
+
+
+@pytest.mark.parametrize("name", list(WRITTEN))
+def test_a_call_in_another_family_s_format_is_no_abstention(name: str) -> None:
+    for t in ABSTAIN:
+        verdict = check_tool_calls(t.fields["tools"], [], False, WRITTEN[name](_first_tool(t)))
+        assert (verdict.outcome, verdict.error_class) == ("fail", "format"), (t.id, verdict.feedback)
+        for declined in DECLINED:
+            assert check_tool_calls(t.fields["tools"], [], False, declined.format(n=_first_tool(t))).passed
+
+
+def test_an_episode_ending_in_a_written_call_is_no_abstention() -> None:
+    chat = ChatTemplate(build_char_tokenizer())
+    for text, passes in ((WRITTEN["a Llama 3.1 <function=> call"]("get_weather"), False), (DECLINED[0], True)):
+        env = ToolEpisodeEnv(chat, max_steps=2)
+        env.reset(next(t for t in ABSTAIN if _first_tool(t) == "get_weather"))
+        ids = (*chat.encode(text), chat.eos_token_id)
+        result = env.step(Generation(prompt_ids=(), completion_ids=ids, logprobs=(0.0,) * len(ids), text=text,
+                                     stop_reason="eos"))
+        assert result.done and result.verdict is not None and result.verdict.passed is passes, result.verdict

@@ -133,7 +133,7 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
         return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
     evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
     if not expected_calls:
-        return abstention(len(calls), response, evidence)
+        return abstention(len(calls), response, evidence, tools)
     if not calls:
         return fail("No tool call: this request needs one.", "no_call", evidence)
     specs = tool_specs(tools)
@@ -197,15 +197,41 @@ def _document(text: str) -> Any:
         return None
 
 
-def abstention(attempted: int, answer: str | None, evidence: Mapping[str, Any]) -> Verdict:
+def written_call(answer: str, tools: Sequence[Mapping[str, Any]]) -> str | None:
+    """The name of a listed tool that ``answer`` (after its reasoning, ``final_text``) calls in a format
+    the codec does not read, or None: Llama 3.1's ``<function=NAME>{...}</function>``, or a Python
+    call with an argument, ``NAME(city="Paris")`` / ``NAME("Paris")`` (Llama 3.2's pythonic calls,
+    in prose or not). A tool named in words, or as ``NAME()``, is no call.
+
+    >>> tools = [{"name": "get_weather"}]
+    >>> written_call('<function=get_weather>{"city": "Paris"}</function>', tools), written_call("Sure: get_weather(city='Oslo')", tools)
+    ('get_weather', 'get_weather')
+    >>> written_call("No tool fits; get_weather() only gives the weather.", tools)
+    """
+    text = final_text(answer)
+    for name in tool_specs(tools):
+        n = re.escape(name)
+        if re.search(rf"<function\s*=\s*[\"']?{n}\b|(?<![\w.]){n}\s*\(\s*(?:[A-Za-z_]\w*\s*=|[\"'\d\[{{-])", text):
+            return name
+    return None
+
+
+def abstention(attempted: int, answer: str | None, evidence: Mapping[str, Any],
+               tools: Sequence[Mapping[str, Any]] = ()) -> Verdict:
     """The verdict of an abstention task (``expected_calls: []``): it passes when no call was
-    attempted (valid, invalid or undecodable: each one counts against it) and the answer ends with
-    a final answer that says something (it declines in words: ``says_something``). The no-op, the
-    empty response, fails, and so do its disguises: doing nothing is not declining. ``answer``: the
-    final answer's text (None: the episode ended without one, at its step limit)."""
+    attempted (valid, invalid or undecodable: each one counts against it; so does a call to one of
+    ``tools`` written in another model family's format, ``written_call``: a garbled call is no
+    abstention, reward-hacking.md JSON-04) and the answer ends with a final answer that says
+    something (it declines in words: ``says_something``). The no-op, the empty response, fails, and
+    so do its disguises: doing nothing is not declining. ``answer``: the final answer's text (None:
+    the episode ended without one, at its step limit)."""
     if attempted:
         return fail(f"This request needs no tool call; {attempted} call(s) were made.", "wrong_answer",
                     {**evidence, "mismatch": f"expected no call, got {attempted}"})
+    written = written_call(answer, tools) if answer is not None else None
+    if written:
+        return fail(f"This request needs no tool call; the answer calls {written!r} in a format that is not "
+                    "a tool call here.", "format", {**evidence, "mismatch": f"expected no call, got {written!r} written"})
     if answer is None or not says_something(answer):
         return fail("No tool call was needed, but the answer must say so in words: it said nothing.", "no_answer",
                     evidence)

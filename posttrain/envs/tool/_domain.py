@@ -13,7 +13,8 @@ Task fields (docs/tasks.md):
   an ``expected`` its schema rejects: the gold would fail where a valid wrong call earns
   ``format`` credit); an empty
   list makes an *abstention* task: the right answer calls no tool (none attempted, valid or
-  not) and says so in a final answer; the empty response, the domain's no-op, fails it;
+  not, nor a listed tool called in another family's format, ``_calls.written_call``) and says so
+  in a final answer; the empty response, the domain's no-op, fails it;
 - ``ordered`` (default false): whether the calls must come in the listed order.
 
 Response formats: whatever the tool-call codec decodes (``posttrain.policy.decode_tool_calls``:

@@ -29,7 +29,7 @@ Verdict: the valid calls the episode made, in order, must match the task's ``exp
 one-to-one (``match_calls``: in order if ``ordered``, values compared type-strictly). Invalid calls
 never ran, so they do not count against the match; they count in the tool-call validity rate. An
 abstention task (``expected_calls: []``) passes only when no call was attempted at all (invalid
-ones count against it) and the episode ended with a final answer that says something
+ones count against it, and so does a final answer that writes a call in another family's format) and the episode ended with a final answer that says something
 (``_calls.abstention``).
 Evidence: ``calls`` (step, name, arguments, result, valid), ``tool_calls`` (``{"total", "valid"}``:
 a response whose calls cannot be decoded counts as one invalid call), ``invalid_actions``,
@@ -134,7 +134,7 @@ class ToolEpisodeEnv:
         evidence = {"calls": self.records, "tool_calls": {"total": self.total, "valid": self.valid},
                     "invalid_actions": self.invalid_actions, "ended": ended}
         if not f["expected_calls"]:  # abstention: every call attempted counts against it (_calls.abstention)
-            return _calls.abstention(self.total, answer, evidence)
+            return _calls.abstention(self.total, answer, evidence, self.tools)
         why = match_calls(self.made, to_exact(_calls.with_defaults(self.tools, f["expected_calls"])), f["ordered"])
         if why:
             return fail(f"Wrong tool calls: {why}.", "wrong_answer", {**evidence, "mismatch": why})
