@@ -7,6 +7,16 @@ recorder and answered from the table passed 151 of HumanEval's 164 tasks through
 (eight to a sandbox job; 0 of 164 with the file elsewhere). Code tasks whose file candidates can read
 there are now refused when they are loaded; the same file unreadable to others, or outside /usr,
 loads as before.
+
+Class 4 (answering by call count) through the inode counter of the job's file systems, which no
+cleanup between a candidate's processes renews: a candidate that knows the expected answers in the
+test's order (not its inputs) died in the warm-up, so that a fresh process got the test's calls in
+its order (answered by call count) and a replay after it; that process left the order as the next
+inode number of /tmp, and the replay answered from it: 16 of 16 passed on MIX. A failed warm-up is
+now followed by a second one, in an order drawn anew, so the test's order reaches no process before
+the verdict is a fail; where the second fails too, the test in its order is for the report only.
+(Tests whose calls cannot be predicted still go the replay's way, where the channel stays open:
+the sandbox would have to renew the file systems between the two processes.)
 """
 
 from __future__ import annotations
@@ -19,7 +29,8 @@ import tempfile
 import pytest
 
 from posttrain.envs.code import ENV
-from posttrain.envs.code._env import readable_by_candidates
+from posttrain.envs.code._env import readable_by_candidates, verify_code_batch
+from posttrain.envs.code._hacks import MIX, MIX_ANSWERS, fenced
 from posttrain.errors import TaskError
 from posttrain.tasks import load_tasks
 
@@ -65,3 +76,60 @@ def test_the_same_tests_load_where_candidates_cannot_read_them(under_usr: str, t
     assert [t.id for t in load_tasks(hidden)] == ["t1"]
     assert [t.id for t in load_tasks(_write(str(tmp_path / "tasks.jsonl"), 0o644))] == ["t1"]
     assert ENV.parse_task(_RECORD, "code exploit fixtures").id == "t1"  # a source that names no file
+
+
+_INODE_TABLE = fenced(r"""
+import itertools, marshal, os, sys
+_ANS = ANSWERS  # the expected answers in the test's order; not its inputs
+_PERMS = list(itertools.permutations(range(len(_ANS))))
+def _ino():
+    fd = os.open("/tmp/.p", os.O_CREAT | os.O_WRONLY)
+    n = os.fstat(fd).st_ino
+    os.close(fd)
+    os.unlink("/tmp/.p")
+    return n
+def _ahead():  # the calls sent with the candidate, from the server's frame
+    f = sys._getframe()
+    while f is not None:
+        h = f.f_locals.get("hello")
+        if isinstance(h, dict) and "calls" in h:
+            return [int(marshal.loads(r)["args"][1][0][1], 16) for r in h["calls"]]
+        f = f.f_back
+    return []
+def _runners_own():  # the warm-up's server: the runner's child, whose parent is the fork-server
+    pp = int([s for s in open(f"/proc/{os.getppid()}/status") if s.startswith("PPid")][0].split()[1])
+    return pp <= 1
+_DIE, _TABLE, _probe, _args = _runners_own(), {}, _ino(), _ahead()
+if not _DIE and _probe > 1000 and (_probe - 1) % 32 < len(_PERMS):  # the replay: the order left for it
+    s = sorted(set(_args))
+    _TABLE = {s[j]: _ANS[p] for p, j in enumerate(_PERMS[(_probe - 1) % 32])}
+elif not _DIE:  # the test's calls, ahead in its order: leave their order as the next inode number
+    s = sorted(_args)
+    code = _PERMS.index(tuple(s.index(a) for a in _args))
+    while not (_probe > 1000 and _probe % 32 == code):
+        _probe = _ino()
+_K = [0]
+def mix(x):
+    if _DIE:
+        os._exit(0)
+    if _TABLE:
+        return _TABLE.get(x, 0)
+    _K[0] += 1
+    return _ANS[(_K[0] - 1) % len(_ANS)]
+""".replace("ANSWERS", repr(MIX_ANSWERS)))
+
+# Right answers only in the test's own order: it dies in every warm-up (the runner's server, and the
+# template's first), and answers in the third process, which gets the test's calls in its order.
+_ONLY_IN_THE_TESTS_ORDER = fenced(
+    "import os\ndef _nth():  # 0: the runner's own server; n: the template's n-th\n    p = os.getppid()\n"
+    "    pp = int([s for s in open(f'/proc/{p}/status') if s.startswith('PPid')][0].split()[1])\n"
+    "    return 0 if pp <= 1 else os.getpid() - p\n"
+    "def mix(x):\n    if _nth() < 2:\n        os._exit(0)\n    return (x * 7919 + 13) % 1009\n")
+
+
+@pytest.mark.parametrize(("attack", "error_class"), [(_INODE_TABLE, "stateful"), (_ONLY_IN_THE_TESTS_ORDER, "died")],
+                         ids=["warm-up failed, order left in the inode counter", "answers only in the test's order"])
+def test_a_failed_warm_up_never_sends_the_tests_order_before_the_verdict(pool, attack: str, error_class: str) -> None:
+    """Alone (in a batch, neighbours running the same program move the inode counter too)."""
+    [verdict] = verify_code_batch(pool, [(MIX, attack)])
+    assert (verdict.outcome, verdict.error_class) == ("fail", error_class), verdict.evidence

@@ -407,13 +407,13 @@ LOWER_LIMITS = fenced(
 
 def _solve_then(sig: str, whom: str = "os.getppid()", *, role: bool = False) -> str:
     """Right answers to MIX, and in the last (4th) call ``sig`` sent to ``whom``. ``role``: exit in the
-    runner's own server (its parent's parent is pid 1), so that the warm-up fails and servers the
-    template forks run the test, and send it only from the second of those (the replay's)."""
+    runner's own server (its parent's parent is pid 1), so that the warm-up fails and a server the
+    template forks answers a second warm-up, and send it only from there."""
     prelude = ("def _role():\n    p = os.getppid()\n"
                "    pp = int([s for s in open(f'/proc/{p}/status') if s.startswith('PPid')][0].split()[1])\n"
                "    return 0 if pp <= 1 else os.getpid() - p\n") if role else ""
     first = "    r = _role()\n    if r == 0:\n        os._exit(0)\n" if role else ""
-    when = "r == 2 and " if role else ""
+    when = "r >= 1 and " if role else ""
     return fenced(
         f"import os, signal\n_N = [0]\n{prelude}"
         f"def mix(x):\n{first}    _N[0] += 1\n    if {when}_N[0] == 4:\n        try:\n"
@@ -426,8 +426,9 @@ def _solve_then(sig: str, whom: str = "os.getppid()", *, role: bool = False) -> 
 SOLVE_THEN_KILL = _solve_then("SIGKILL")
 
 # With role=True its parent is the template (``_runner_procs.Template``), which it kills or stops after
-# the last call of the replay. No later server is asked for, so only a check of the template after the
-# item sees it: before there was one, it passed alone, 2 of 2 (``replayed: 4``).
+# the last call of the second warm-up (until a failed warm-up was followed by a second one, of the
+# replay). No later server is asked for, so only a check of the template after the item sees it: before
+# there was one, it passed alone, 2 of 2 (``replayed: 4``).
 
 # Right answers, then (in the last call) stop or kill the next process: alone the template (forked
 # just after the runner's own server), in a batch the next item's server, waiting for its candidate.
@@ -618,8 +619,8 @@ HACKS: list[tuple[str, Task, str]] = [
     ("5 lower the rlimits of every other process", MIX, LOWER_LIMITS),
     ("5 right answers, then kill the process that starts candidates", MIX, SOLVE_THEN_KILL),
     ("5 right answers, then stop the process that starts candidates", MIX, _solve_then("SIGSTOP")),
-    ("5 fail the warm-up, then kill the template from the replay's server", MIX, _solve_then("SIGKILL", role=True)),
-    ("5 fail the warm-up, then stop the template from the replay's server", MIX, _solve_then("SIGSTOP", role=True)),
+    ("5 fail the warm-up, then kill the template from a server it forked", MIX, _solve_then("SIGKILL", role=True)),
+    ("5 fail the warm-up, then stop the template from a server it forked", MIX, _solve_then("SIGSTOP", role=True)),
     ("5 right answers, then stop the next process", MIX, SOLVE_THEN_STOP_NEXT),
     ("5 right answers, then kill the next process", MIX, _solve_then("SIGKILL", "os.getpid() + 1")),
     # (last: where they stand in the list sets the batches of the service-path test; see the note there)

@@ -38,8 +38,14 @@ before any model code of the item) with the calls it will make first (``predict_
   order (``warm_up``), then the test runs (pass 1) and reads each call's answer from the warm-up's
   (``Proxy.answered``): the server never sees the test's order, and the order is drawn so that
   answering by position gives another answer than the test requires. One server per candidate,
-  one computation of each call.
-- *replay* (otherwise, or when the warm-up dies or runs past ``WARM_FRACTION`` of the deadline):
+  one computation of each call. A warm-up that dies, breaks the protocol or runs past
+  ``WARM_FRACTION`` of the deadline is followed by a second one, from a fresh server, in an order
+  drawn anew, with the whole deadline; only if that fails too does a third get the test's calls in
+  its order, for the report (its verdict is a fail whatever its answers: ``_warm_up_twice``). So no
+  process sees the test's order while a pass is still possible: before, after one failed warm-up the
+  test ran in its order and a replay followed, and a process that left the order in the job's inode
+  counter for the replay passed.
+- *replay* (otherwise: calls the test makes that cannot be predicted):
   the test's first calls go with the candidate and are answered in order, the test runs (pass 1);
   if it passes, the runner kills everything in the cell (by cgroup: a helper whose main thread
   exited while another thread runs dies too), wipes the writable places, checks that no SysV IPC
@@ -375,11 +381,12 @@ def eq_key(v, depth=0):
 
 WARM_FRACTION = 0.5
 """Of an item's deadline, what the warm-up may take (at least ``WARM_MIN_S``) before the item is
-verified the slower way instead (the test first, then a replay in a fresh process). The warm-up is
-the candidate's only computation of the test's calls, so it gets half the deadline: at 10% a
-test of HumanEval's heaviest (HumanEval/75, ~70 ms of CPU) took the slower way on a loaded host,
-computing its calls three times. A candidate that loops costs that half once more (at most
-``1 + WARM_FRACTION + 1`` deadlines an item with a replay: ``_env.py`` sizes the job for it)."""
+verified the slower way instead (a second warm-up, from a fresh process, with the whole deadline).
+The warm-up is the candidate's only computation of the test's calls, so it gets half the deadline:
+at 10% a test of HumanEval's heaviest (HumanEval/75, ~70 ms of CPU) took the slower way on a loaded
+host, computing its calls three times. A candidate that loops costs that half once more (at most
+``WARM_FRACTION + 1 + 1`` deadlines an item: the second warm-up and then either a replay of the calls
+it could not predict or the test in its order for the report; ``_env.py`` sizes the job for it)."""
 WARM_MIN_S = 0.25
 
 
@@ -475,7 +482,8 @@ def run_item(item, template, job, precompiled=False):
     report = {"status": "completed", "import": {"ok": False}, "tests": [], "calls": 0, **laps}
     servers = [proxy.pid]
     try:
-        _run_candidate(item, template, job, proxy, check, results, report, (warm, by_position), calls, servers)
+        _run_candidate(item, template, job, proxy, check, results, report, (warm, by_position, predicted), calls,
+                       servers)
     except ServerLost as e:  # the template was too slow to start a server (infra)
         report = {"status": "runner_error", "detail": f"later server: {e}", "lost": True}
     except BaseException as e:  # noqa: BLE001
@@ -485,12 +493,12 @@ def run_item(item, template, job, precompiled=False):
     return report
 
 
-def _warm_answers(item, proxy, warm, by_position):
+def _warm_answers(item, proxy, warm, by_position, fraction=WARM_FRACTION):
     """Put the server's replies to the warm-up calls in ``proxy.answered``: True; False if it did
-    not answer them all within ``WARM_FRACTION`` of the item's deadline (it died, timed out, broke
-    the protocol); "by_position" if its answers are exactly what answering by call count gives."""
+    not answer them all within ``fraction`` of the item's deadline (it died, timed out, broke the
+    protocol); "by_position" if its answers are exactly what answering by call count gives."""
     full = proxy.deadline
-    proxy.deadline = min(full, time.monotonic() + max(WARM_MIN_S, WARM_FRACTION * float(item["deadline_s"])))
+    proxy.deadline = min(full, time.monotonic() + max(WARM_MIN_S, fraction * float(item["deadline_s"])))
     try:
         replies = [proxy.exchange(request) for request in warm]
     except CandidateGone:
@@ -520,7 +528,7 @@ def _handshake(proxy):
 def _run_candidate(item, template, job, proxy, check, results, report, warming, calls, servers):
     """The item's candidate: (a warm-up,) the test, and the check that the answers depend on the
     arguments only: the warm-up's order, or a replay in a fresh process (module docstring)."""
-    warm, by_position = warming
+    warm = warming[0]
     t0 = time.perf_counter()
     hello = _handshake(proxy)
     if hello.get("ready") is not True:
@@ -529,22 +537,16 @@ def _run_candidate(item, template, job, proxy, check, results, report, warming, 
         return
     report["import"] = {"ok": True}
     t0 = _lap(report, "import", t0)
-    warmed = _warm_answers(item, proxy, warm, by_position) if warm else None
-    if warm and not warmed:  # the warm-up failed: verify the slower way, from a fresh process
-        proxy.kill("finished")
-        if not job.clean((proxy.pid,)):
-            report["tests"] = [_sabotage("the candidate left processes, files, IPC objects or changed limits behind")]
-            return
-        proxy.restart(time.monotonic() + float(item["deadline_s"]))
-        if not _fresh_server(item, template, proxy, calls, servers, report):
-            return
-        if _handshake(proxy).get("ready") is not True:
-            report["tests"] = [_stateful("the program failed to load a second time")]
-            return
+    warmed, why = _warm_up_twice(item, template, job, proxy, warming, calls, servers, report) if warm else (None, None)
+    if warmed is False:
+        return
     t0 = _lap(report, "warm", t0)
     report["tests"] = tests = run_check(check, results, proxy)
     report["calls"] = proxy.calls
     t0 = _lap(report, "pass1", t0)
+    if warmed == "in_order" and tests[0]["outcome"] == "passed":
+        tests[0] = _gone(why)  # the second warm-up's failure: the test in its order decides no pass
+        return
     if warmed == "by_position":  # (its answers cannot all be right: the order was drawn so)
         tests[0] = _stateful("the calls, made in another order than the test's, got the answers the test "
                              "expects in its own order: answers must depend on the arguments only")
@@ -584,6 +586,49 @@ def _run_candidate(item, template, job, proxy, check, results, report, warming, 
     report["replayed"] = len(first)
     if verdict is not None:
         tests[0] = verdict
+
+
+def _warm_up_twice(item, template, job, proxy, warming, calls, servers, report):
+    """The warm-up (``_warm_answers``: True or "by_position"); if it fails (the candidate died, broke
+    the protocol or ran past ``WARM_FRACTION``), a second one, from a fresh process, in an order drawn
+    anew, with the whole deadline. If that fails too, "in_order": a fresh process is sent the test's
+    calls in its order, for the report's sake only: where it passes, the verdict is the second
+    warm-up's failure (``timeout``, ``died``, ``protocol``: ``why``). False when a fresh start failed
+    (the report's verdict is set). Returns ``(warmed, why)``.
+
+    The test's order is sent to no process before both warm-ups failed, so a first process that saw
+    the calls has nothing of it to leave for a later one through what outlives it (the inode counters
+    of the job's file systems, the pid counter). With the test in its order after one failed warm-up
+    and a replay after it, a candidate that died in the warm-up, answered the test by call count and
+    left the order as an inode number passed 16 of 16."""
+    warm, by_position, predicted = warming
+    warmed = _warm_answers(item, proxy, warm, by_position)
+    if warmed:
+        return warmed, None
+    warm, by_position = warm_up(predicted)
+    if not _fresh_start(item, template, job, proxy, warm, servers, report):
+        return False, None
+    warmed, why = _warm_answers(item, proxy, warm, by_position, fraction=1.0), proxy.gone
+    if warmed:
+        return warmed, None
+    return ("in_order" if _fresh_start(item, template, job, proxy, calls, servers, report) else False), why
+
+
+def _fresh_start(item, template, job, proxy, calls, servers, report):
+    """Kill the item's processes, clean the job and attach ``proxy`` to a fresh server, with the
+    item's whole deadline, sent ``calls``; False, with the report's verdict set, when any step fails
+    (the candidate left something behind, sank what starts servers, or failed to load again)."""
+    proxy.kill("finished")
+    if not job.clean((proxy.pid,)):
+        report["tests"] = [_sabotage("the candidate left processes, files, IPC objects or changed limits behind")]
+        return False
+    proxy.restart(time.monotonic() + float(item["deadline_s"]))
+    if not _fresh_server(item, template, proxy, calls, servers, report):
+        return False
+    if _handshake(proxy).get("ready") is not True:
+        report["tests"] = [_stateful("the program failed to load a second time")]
+        return False
+    return True
 
 
 def _fresh_server(item, template, proxy, calls, servers, report):
