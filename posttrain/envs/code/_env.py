@@ -551,13 +551,14 @@ def readable_by_candidates(path: str) -> bool:
     return True
 
 
+_RECORD_SUFFIX_RE = re.compile(r"(?::\d+|\[\d+\])$")
+
+
 def _tests_file(source: str) -> str | None:
     """The file a task was read from (``source``: a path, or ``path:line`` / ``path[i]`` as the task
     loader names a record), if candidates can read it in the sandbox (``readable_by_candidates``)."""
-    for path in dict.fromkeys((source, re.sub(r"(?::\d+|\[\d+\])$", "", source))):
-        if readable_by_candidates(path):
-            return path
-    return None
+    path = _RECORD_SUFFIX_RE.sub("", source)  # (one cached look per file, not one per record)
+    return path if readable_by_candidates(path) else None
 
 
 def _check_source(reader: RecordReader, field: str) -> str:
