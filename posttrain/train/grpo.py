@@ -100,7 +100,14 @@ from posttrain.train._overlap import (
 )
 from posttrain.train._runlog import JsonlWriter
 from posttrain.train._step import LossSpec, PolicyBatch, policy_update, row_temperature
-from posttrain.train.checkpoint import load_latest, load_weights, restore, rng_state, save_checkpoint
+from posttrain.train.checkpoint import (
+    CheckpointError,
+    load_latest,
+    load_weights,
+    restore,
+    rng_state,
+    save_checkpoint,
+)
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Rollout, Task, Trajectory
 from posttrain.verify.rewards import RewardWeights
@@ -562,11 +569,16 @@ def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
     ckpt = load_latest(ckpt_dir)
     if ckpt is None:
         return 0, None
+    try:  # first: another run's RL state (copied in, or a run of another seed) is refused before any load
+        sampler.load_state(ckpt.sampler_state)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{ckpt.path / 'state.json'}: its sampler state is not this run's "
+                              f"({type(e).__name__}: {e}); resume the run that wrote it, or start over with "
+                              "another --out") from None
     if dp is None:
         restore(ckpt, model, optimizer, scheduler)
     else:
         _dist.restore(ckpt, model, optimizer, scheduler, dp)
-    sampler.load_state(ckpt.sampler_state)
     if "sched" in ckpt.extra:  # estimates and breakers: the resumed service chooses as before
         service.load_state_dict(ckpt.extra["sched"])
     if adaptive is not None and "adaptive" in ckpt.extra:  # absent: switched on since, every task starts afresh

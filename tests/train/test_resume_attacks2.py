@@ -1,0 +1,78 @@
+"""RL state that is not this run's: one line naming the file.
+
+A real tiny GRPO run (a 1-layer Llama, the math verifier through the service, PPO's critic and a KL
+reference on) writes ``RUN/checkpoints/rl-state``; each case copies it and edits the copy.
+
+- Another run's RL state (its seed differs) resumed with ``ValueError``'s traceback (exit 1) that
+  named neither the file nor the run; now a ``CheckpointError`` naming ``state.json`` and both seeds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from posttrain.envs import get_domain
+from posttrain.errors import UserError
+from posttrain.policy import load_policy
+from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service
+from posttrain.train._critic import Critic
+from posttrain.train.checkpoint import CheckpointError, load_latest
+from posttrain.train.grpo import train_grpo
+from posttrain.train.recipe import RLConfig
+from posttrain.types import Task
+from posttrain.verify.rewards import RewardWeights
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "policy"))
+from _chat_models import qwen_char_tokenizer  # noqa: E402
+from test_chat_prompts import tiny_llama_dir  # noqa: E402
+
+TASKS = [Task(id=f"m{i}", domain="math", prompt=f"{i}+1?", fields={"answer": str(i + 1)}) for i in range(2)]
+CFG = RLConfig(steps=1, prompts_per_step=2, group_size=2, max_new_tokens=4, checkpoint_every=1, kl_coef=0.05,
+               algorithm="ppo")
+
+
+def _train(model: Path, run: Path, *, seed: int, resume: bool = False) -> None:
+    policy = load_policy(model, chat=False)
+    critic = Critic(Path(policy.path), policy.tokenizer.pad_token_id, lr=1e-3)
+    hooks = {"math": DomainHooks(get_domain("math").make_verifier(None))}
+    with Service(LocalBackend(hooks), SchedPolicy(max_tries=2, backoff_s=0.01)) as svc:
+        train_grpo(policy, TASKS, svc, CFG, reward_weights=RewardWeights(), out=run, seed=seed, critic=critic,
+                   resume=resume)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, Path]:
+    """The model and a run (seed 0) with one RL checkpoint, its reference and its critic beside it."""
+    root = tmp_path_factory.mktemp("rl")
+    model = tiny_llama_dir(root / "model", qwen_char_tokenizer())
+    _train(model, root / "run", seed=0)
+    state = root / "run" / "checkpoints" / "rl-state"
+    assert (state / "reference.pt").is_file() and (state / "critic-1.pt").is_file()
+    return model, root / "run"
+
+
+def _copy(run: Path, dst: Path) -> Path:
+    return Path(shutil.copytree(run, dst))
+
+
+def test_another_runs_rl_state_is_one_line_naming_state_json(run, tmp_path):
+    model, src = run
+    other = _copy(src, tmp_path / "other")
+    with pytest.raises(CheckpointError) as e:  # this run's seed is 1; the RL state's sampler was seeded 0
+        _train(model, other, seed=1, resume=True)
+    msg = str(e.value)
+    assert "state.json" in msg and "seed 0" in msg and "1" in msg and "\n" not in msg, msg
+    assert isinstance(e.value, UserError)  # the CLI's one line and exit 2
+    assert load_latest(other / "checkpoints" / "rl-state").step == 1  # nothing written over
+
+
+def test_the_whole_run_resumes(run, tmp_path):
+    model, src = run
+    d = _copy(src, tmp_path / "whole")
+    _train(model, d, seed=0, resume=True)  # finished: resumes at step 1 and stops there
+    assert load_latest(d / "checkpoints" / "rl-state").step == 1
