@@ -7,12 +7,16 @@ loss. Values are aligned with ``token_logprobs``: position t holds V of the stat
 (the hidden state at t-1), so advantages and log-probs index the same tokens.
 
 Exact resume: ``save(dir, step)`` writes ``critic-<step>.pt`` (weights + optimizer) atomically
-before the trainer's checkpoint of that step; ``load(dir, step)`` restores the matching one.
+before the trainer's checkpoint of that step, whose manifest lists it (``critic_file``: a copy cut
+short is refused when the checkpoint is verified); ``load(dir, step)`` restores the matching one, and
+one that does not load (a checkpoint saved before its manifest listed the critic) is a
+``CheckpointError`` naming it.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import torch
@@ -74,17 +78,27 @@ class Critic:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".critic-{step}.pt.tmp"
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, tmp)
-        os.replace(tmp, directory / f"critic-{step}.pt")
+        os.replace(tmp, critic_file(directory, step))
         for old in sorted(directory.glob("critic-*.pt"), key=_step_of)[:-3]:  # the trainer keeps 2 checkpoints
             old.unlink()
 
     def load(self, directory: Path, step: int) -> None:
-        path = directory / f"critic-{step}.pt"
+        path = critic_file(directory, step)
         if not path.exists():
             raise CheckpointError(f"{path}: the PPO critic of step {step} is missing; cannot resume exactly")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise CheckpointError(f"{path}: does not load as the PPO critic ({type(e).__name__}: {first}): cut "
+                                  "short, or not this run's; cannot resume exactly") from None
+
+
+def critic_file(directory: Path, step: int) -> Path:
+    """The critic file the checkpoint of ``step`` in ``directory`` resumes with."""
+    return directory / f"critic-{step}.pt"
 
 
 def _step_of(p: Path) -> int:

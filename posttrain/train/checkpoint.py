@@ -8,7 +8,9 @@ Layout of a checkpoint directory ``DIR``::
                                (+ posttrain.json: how its prompts are rendered, when given)
     DIR/step-000012/state.pt   optimizer, scheduler and RNG states (torch.save, loaded weights_only)
     DIR/step-000012/state.json step, sampler_state, extra (JSON)
-    DIR/step-000012/MANIFEST.json  size and sha256 of every file above, written last
+    DIR/step-000012/MANIFEST.json  size and sha256 of every file above, written last, and of the files
+                               of DIR the checkpoint needs beside it (``beside``: RL's reference.pt,
+                               the PPO critic's critic-12.pt), written before it
 
 A checkpoint is written into ``DIR/.tmp-step-000012-<pid>``, fsynced, renamed into place with
 ``os.replace``, and only then is ``latest`` replaced (also write-then-rename). A process killed at
@@ -18,7 +20,9 @@ verifies the manifest and raises ``CheckpointError`` (a ``UserError``) naming th
 problem when the checkpoint ``latest`` points to is corrupt or partial; older checkpoints are never
 deleted in that case. ``latest`` names a ``step-N`` directory of ``DIR`` only (never a path out of it:
 a neighbour run's checkpoint), and the manifest lists every file of the checkpoint, no more and no
-fewer (an unlisted ``model/*.safetensors`` would be loaded over the saved weights). ``keep_last`` prunes older complete checkpoints after a successful save.
+fewer (an unlisted ``model/*.safetensors`` would be loaded over the saved weights), and the files of
+``DIR`` it was saved with (``beside``): one of them cut short or replaced is refused by ``load_latest``
+too, naming it. ``keep_last`` prunes older complete checkpoints after a successful save.
 ``commit_dir`` publishes any directory the same way (the run pipeline's per-stage checkpoints).
 
 RNG states restored: Python ``random``, NumPy's global generator, torch CPU and (when present) CUDA.
@@ -36,7 +40,7 @@ import os
 import random
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,8 @@ MANIFEST = "MANIFEST.json"
 FORMAT_VERSION = 1
 _NAME = re.compile(r"step-\d{6,}")
 """What ``latest`` may name: a checkpoint directory of its own ``DIR`` (``_name``)."""
+_BESIDE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+"""What a manifest's ``beside`` may name: a file of the checkpoint's own ``DIR`` (never a path)."""
 
 
 class CheckpointError(UserError):
@@ -145,6 +151,7 @@ def save_checkpoint(
     keep_last: int | None = 3,
     rng: Mapping[str, Any] | None = None,
     chat: bool | None = None,
+    beside: Sequence[str] = (),
 ) -> Path:
     """Write a complete checkpoint for ``step`` atomically, point ``latest`` at it, prune old ones.
 
@@ -155,12 +162,16 @@ def save_checkpoint(
     ``model/`` as a stage checkpoint records it (``posttrain.policy.record_chat``), so that
     ``posttrain eval --model DIR/step-N/model`` renders them alike; None: no record. ``optimizer``:
     the optimizer, or its state dict as ``optimizer.state_dict()`` gives it (a sharded run's,
-    ``train._dist.save_state``). Returns the checkpoint's path.
+    ``train._dist.save_state``). ``beside``: names of files of ``directory``, written before, that
+    resuming this checkpoint reads (RL's reference, the PPO critic of this step); the manifest holds
+    their sizes and sha256 as it does its own files'. Returns the checkpoint's path.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}")
+    if bad := [n for n in beside if not _BESIDE.fullmatch(n) or not (directory / n).is_file()]:
+        raise ValueError(f"beside names {bad[0]!r}, not a file of {directory}")
     for stale in directory.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a process killed mid-save
     name = _name(step)
@@ -200,8 +211,10 @@ def save_checkpoint(
         for p in sorted(tmp.rglob("*"))
         if p.is_file()
     }
+    near = {n: {"size": (directory / n).stat().st_size, "sha256": _sha256(directory / n)} for n in beside}
     (tmp / MANIFEST).write_text(
-        json.dumps({"format": FORMAT_VERSION, "files": files}, indent=1, sort_keys=True)
+        json.dumps({"format": FORMAT_VERSION, "files": files, **({"beside": near} if near else {})},
+                   indent=1, sort_keys=True)
     )
     final = commit_dir(tmp, directory / name)  # re-saving a step (after a resume) replaces it whole
     _write_json_atomic(directory / LATEST, {"name": name, "step": step})
@@ -247,8 +260,9 @@ def _verify(path: Path) -> dict[str, Any]:
     if not manifest_path.is_file():
         raise CheckpointError(f"checkpoint {path} is partial: {MANIFEST} is missing")
     try:
-        files = json.loads(manifest_path.read_text())["files"]
-        sizes = {str(rel): (int(want["size"]), str(want["sha256"])) for rel, want in files.items()}
+        manifest = json.loads(manifest_path.read_text())
+        sizes = {str(rel): (int(want["size"]), str(want["sha256"])) for rel, want in manifest["files"].items()}
+        near = {str(n): (int(want["size"]), str(want["sha256"])) for n, want in manifest.get("beside", {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"checkpoint {path} is corrupt: {MANIFEST} is unreadable "
                               f"({type(e).__name__}: {e})") from None
@@ -259,22 +273,29 @@ def _verify(path: Path) -> dict[str, Any]:
     for rel in ("state.json", "state.pt"):
         if rel not in sizes:
             raise CheckpointError(f"checkpoint {path} is corrupt: its {MANIFEST} does not list {rel}")
-    for rel, (size, sha) in sizes.items():
-        p = path / rel
-        if not p.is_file():
-            raise CheckpointError(f"checkpoint {path} is partial: {rel} is missing")
-        if p.stat().st_size != size:
-            raise CheckpointError(f"checkpoint {path} is corrupt: {rel} has {p.stat().st_size} bytes, expected {size}")
-        if _sha256(p) != sha:
-            raise CheckpointError(
-                f"checkpoint {path} is corrupt: {rel} does not match its sha256 in {MANIFEST}"
-            )
+    for rel, want in sizes.items():
+        _check_file(path, path / rel, rel, *want)
+    if bad := next((n for n in near if not _BESIDE.fullmatch(n)), None):
+        raise CheckpointError(f"checkpoint {path} is corrupt: its {MANIFEST} lists {bad!r} beside it, not a file "
+                              f"of {path.parent}")
+    for name, want in near.items():
+        _check_file(path, path.parent / name, f"{path.parent / name} (saved beside it)", *want)
     try:
         meta = json.loads((path / "state.json").read_text())
         int(meta["step"]), dict(meta["sampler_state"]), dict(meta["extra"])
     except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"checkpoint {path} is corrupt: state.json ({type(e).__name__}: {e})") from None
     return meta
+
+
+def _check_file(path: Path, p: Path, shown: str, size: int, sha: str) -> None:
+    """The file ``p`` of checkpoint ``path`` is there with the size and sha256 its manifest gives."""
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {path} is partial: {shown} is missing")
+    if p.stat().st_size != size:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {shown} has {p.stat().st_size} bytes, expected {size}")
+    if _sha256(p) != sha:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {shown} does not match its sha256 in {MANIFEST}")
 
 
 def _older_good(directory: Path, than: str) -> str:

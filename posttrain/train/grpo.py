@@ -53,6 +53,7 @@ import copy
 import dataclasses
 import functools
 import math
+import pickle
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -82,7 +83,7 @@ from posttrain.tasks import TaskPool, TaskSampler, canary_metrics, domain_metric
 from posttrain.train import _dist
 from posttrain.train._batch import trajectory_rows
 from posttrain.train._credit import Groups, process_advantages, rewards_of, without_canaries
-from posttrain.train._critic import Critic
+from posttrain.train._critic import Critic, critic_file
 from posttrain.train._dist import DataParallel
 from posttrain.train._logprobs import token_logprobs
 from posttrain.train._optim import LOW_PRECISION, adamw
@@ -111,6 +112,9 @@ from posttrain.train.checkpoint import (
 from posttrain.train.recipe import RLConfig
 from posttrain.types import Rollout, Task, Trajectory
 from posttrain.verify.rewards import RewardWeights
+
+REFERENCE = "reference.pt"
+"""The KL reference (the policy RL started from), saved once beside the checkpoints, each of which lists it."""
 
 
 @dataclass(frozen=True)
@@ -584,7 +588,10 @@ def _resume(ckpt_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
     if adaptive is not None and "adaptive" in ckpt.extra:  # absent: switched on since, every task starts afresh
         adaptive.load_state(ckpt.extra["adaptive"])
     if ref_model is not None:  # the reference is the policy RL started from, saved beside
-        ref_model.load_state_dict(_dist.whole_state(model) if ckpt.step == 0 else _load_ref(ckpt_dir))
+        if ckpt.step == 0:
+            ref_model.load_state_dict(_dist.whole_state(model))
+        else:
+            _load_ref(ref_model, ckpt_dir)
     if critic is not None:
         critic.load(ckpt_dir, ckpt.step)
     return ckpt.step, ckpt.extra.get("overlap", {"max_staleness": 0, "queued": []})
@@ -617,7 +624,9 @@ def _save(ckpt_dir: Path, done: int, policy: Policy, optimizer: torch.optim.Opti
                     extra={"finished": done == cfg.steps, "sched": after["sched"],
                            "overlap": batches_to_json(in_flight, cfg.max_staleness), **ranks,
                            **({"adaptive": after["adaptive"]} if "adaptive" in after else {})}, keep_last=2,
-                    chat=policy.chat is not None)
+                    chat=policy.chat is not None, beside=[
+                        *([REFERENCE] if (ckpt_dir / REFERENCE).is_file() else []),  # written at step 0 (kl_coef > 0)
+                        *([critic_file(ckpt_dir, done).name] if critic is not None else [])])
 
 
 def step_metrics(groups: Groups, tasks: Sequence[Task], rewards: torch.Tensor,
@@ -674,8 +683,16 @@ def warn_if_degenerate(metrics: Mapping[str, float]) -> None:
 
 def _ref_path(ckpt_dir: Path) -> Path:
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    return ckpt_dir / "reference.pt"
+    return ckpt_dir / REFERENCE
 
 
-def _load_ref(ckpt_dir: Path) -> dict[str, torch.Tensor]:
-    return torch.load(_ref_path(ckpt_dir), map_location="cpu", weights_only=True)
+def _load_ref(ref_model: torch.nn.Module, ckpt_dir: Path) -> None:
+    """The reference saved beside the checkpoints into ``ref_model``; ``CheckpointError`` naming the file
+    when it does not load (a checkpoint saved before its manifest listed the reference)."""
+    path = _ref_path(ckpt_dir)
+    try:
+        ref_model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except (RuntimeError, EOFError, OSError, ValueError, TypeError, pickle.UnpicklingError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckpointError(f"{path}: does not load as the KL reference ({type(e).__name__}: {first}): cut short, or "
+                              "not this run's; cannot resume exactly") from None

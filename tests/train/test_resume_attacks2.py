@@ -1,14 +1,19 @@
-"""RL state that is not this run's: one line naming the file.
+"""RL state that is not this run's, or cut short: one line naming the file.
 
 A real tiny GRPO run (a 1-layer Llama, the math verifier through the service, PPO's critic and a KL
 reference on) writes ``RUN/checkpoints/rl-state``; each case copies it and edits the copy.
 
 - Another run's RL state (its seed differs) resumed with ``ValueError``'s traceback (exit 1) that
   named neither the file nor the run; now a ``CheckpointError`` naming ``state.json`` and both seeds.
+- ``reference.pt`` and ``critic-N.pt`` sit beside the step directories, outside every manifest: one
+  cut short passed ``load_latest`` and failed at the load with torch's traceback (after the pipeline
+  had re-evaluated the stages before RL); now the checkpoint's manifest lists them, so ``load_latest``
+  (which the pipeline calls before any work) names the file.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -69,6 +74,33 @@ def test_another_runs_rl_state_is_one_line_naming_state_json(run, tmp_path):
     assert "state.json" in msg and "seed 0" in msg and "1" in msg and "\n" not in msg, msg
     assert isinstance(e.value, UserError)  # the CLI's one line and exit 2
     assert load_latest(other / "checkpoints" / "rl-state").step == 1  # nothing written over
+
+
+@pytest.mark.parametrize("name", ["reference.pt", "critic-1.pt"])
+def test_a_truncated_file_beside_the_checkpoint_is_refused_by_load_latest(run, tmp_path, name):
+    _, src = run
+    d = _copy(src, tmp_path / "cut")
+    f = d / "checkpoints" / "rl-state" / name
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(CheckpointError) as e:
+        load_latest(d / "checkpoints" / "rl-state")
+    msg = str(e.value)
+    assert name in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("name", ["reference.pt", "critic-1.pt"])
+def test_a_truncated_file_of_an_older_manifest_is_refused_at_its_load(run, tmp_path, name):
+    """A checkpoint saved before its manifest listed the files beside it: the load itself names the file."""
+    model, src = run
+    d = _copy(src, tmp_path / "old")
+    manifest = d / "checkpoints" / "rl-state" / "step-000001" / "MANIFEST.json"
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k != "beside"}))
+    f = d / "checkpoints" / "rl-state" / name
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(CheckpointError) as e:
+        _train(model, d, seed=0, resume=True)
+    msg = str(e.value)
+    assert msg.startswith(str(f)) and "\n" not in msg, msg
 
 
 def test_the_whole_run_resumes(run, tmp_path):
