@@ -10,13 +10,19 @@ gives per domain the episodes, groups (a task at a step), pass rate (of episodes
 attempt), zero-variance groups and canary passes; the latest RL checkpoint's sampler state gives
 the pool's own estimates when the run used ``kind: pool`` (else each task's pass rate over its
 episodes stands in) for the difficulty histogram (ten bins of estimated pass rate, per domain),
-and the curricula's levels. ``format_stats(stats)`` is the text.
+and the curricula's levels. ``format_stats(stats)`` is the text. That checkpoint is the one its
+``latest`` names as a resume reads it (``checkpoint_name``: a ``step-N`` directory of its own, never a
+path into a neighbour run); a ``latest`` that names none is a ``UserError`` naming it.
+
+``checkpoint_name(text)`` is the one reading of a checkpoint directory's ``latest``, here (not in
+``posttrain.train.checkpoint``, which uses it) because tasks sit below train.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +31,24 @@ from typing import Any
 from posttrain.errors import TaskError, UserError
 
 BINS = 10
+CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
+"""What a checkpoint directory's ``latest`` may name: a ``step-N`` directory of that directory, never a path."""
+
+
+def checkpoint_name(text: str) -> str:
+    """The checkpoint a ``latest`` file's ``text`` names: JSON ``{"name": "step-000012", ...}`` as
+    ``posttrain.train.checkpoint`` writes it, or the bare name as a person writes it. ``ValueError``
+    saying what it holds instead (worded to follow the file's name), e.g. a path out of the directory."""
+    text = text.strip()
+    if CHECKPOINT_NAME.fullmatch(text):
+        return text
+    try:
+        name = json.loads(text)["name"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"is corrupt (expected JSON with a 'name', or a bare step-N name): {e}") from None
+    if not isinstance(name, str) or not CHECKPOINT_NAME.fullmatch(name):
+        raise ValueError(f"names {name!r}, not a checkpoint of its directory (a step-N name)")
+    return name
 
 
 @dataclass(frozen=True)
@@ -163,13 +187,22 @@ def _last_attempts(path: Path) -> dict[tuple[int, str, int], dict[str, Any]]:
 
 
 def _sampler_state(run: Path) -> Mapping[str, Any] | None:
-    """The sampler state of the RL checkpoint ``latest`` names (``{"name": "step-000012", ...}``, as
-    ``posttrain.train.checkpoint`` writes it), or None (no checkpoint, or not readable)."""
-    ckpts = run / "checkpoints" / "rl-state"
+    """The sampler state of the RL checkpoint ``latest`` names (``checkpoint_name``), or None (no
+    checkpoint, or its state.json not readable); ``UserError`` naming ``latest`` when it names none."""
+    pointer = run / "checkpoints" / "rl-state" / "latest"
+    if not pointer.exists():
+        return None
     try:
-        name = json.loads((ckpts / "latest").read_text())["name"]
-        return json.loads((ckpts / str(name) / "state.json").read_text()).get("sampler_state")
-    except (OSError, ValueError, KeyError, TypeError):
+        text = pointer.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{pointer} is unreadable ({type(e).__name__})") from None
+    try:
+        name = checkpoint_name(text)
+    except ValueError as e:
+        raise UserError(f"{pointer} {e}") from None
+    try:
+        return json.loads((pointer.parent / name / "state.json").read_text()).get("sampler_state")
+    except (OSError, ValueError, AttributeError):
         return None
 
 

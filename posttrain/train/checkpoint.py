@@ -49,12 +49,11 @@ import numpy as np
 import torch
 
 from posttrain.errors import UserError
+from posttrain.tasks._stats import checkpoint_name
 
 LATEST = "latest"
 MANIFEST = "MANIFEST.json"
 FORMAT_VERSION = 1
-_NAME = re.compile(r"step-\d{6,}")
-"""What ``latest`` may name: a checkpoint directory of its own ``DIR`` (``_name``)."""
 _BESIDE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 """What a manifest's ``beside`` may name: a file of the checkpoint's own ``DIR`` (never a path)."""
 
@@ -310,20 +309,16 @@ def _older_good(directory: Path, than: str) -> str:
 
 
 def _latest_name(pointer: Path) -> str:
-    """The checkpoint ``latest`` names: JSON ``{"name": ...}`` or a bare ``step-N`` line, never a path."""
+    """The checkpoint ``latest`` names: JSON ``{"name": ...}`` or a bare ``step-N`` line, never a path
+    (``checkpoint_name``, which ``posttrain tasks stats`` reads it with too)."""
     try:
-        text = pointer.read_text().strip()
+        text = pointer.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{pointer} is unreadable ({type(e).__name__}: {e})") from None
-    if _NAME.fullmatch(text):
-        return text
     try:
-        name = json.loads(text)["name"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{pointer} is corrupt (expected JSON with a 'name', or a bare step-N name): {e}") from None
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise CheckpointError(f"{pointer} names {name!r}, not a checkpoint of its directory (a step-N name)")
-    return name
+        return checkpoint_name(text)
+    except ValueError as e:
+        raise CheckpointError(f"{pointer} {e}") from None
 
 
 def load_latest(directory: str | Path) -> Checkpoint | None:

@@ -1,4 +1,4 @@
-"""RL state that is not this run's, or cut short: one line naming the file.
+"""RL state that is not this run's, cut short, or named by an edited ``latest``: one line naming the file.
 
 A real tiny GRPO run (a 1-layer Llama, the math verifier through the service, PPO's critic and a KL
 reference on) writes ``RUN/checkpoints/rl-state``; each case copies it and edits the copy.
@@ -9,6 +9,9 @@ reference on) writes ``RUN/checkpoints/rl-state``; each case copies it and edits
   cut short passed ``load_latest`` and failed at the load with torch's traceback (after the pipeline
   had re-evaluated the stages before RL); now the checkpoint's manifest lists them, so ``load_latest``
   (which the pipeline calls before any work) names the file.
+- ``posttrain tasks stats`` read ``latest`` itself: a bare ``step-N`` (a form ``load_latest`` resumes)
+  was "no checkpoint", and ``../`` was followed into a neighbour run's checkpoint; now it reads
+  ``latest`` as a resume does, and refuses a name out of its directory naming the file.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from posttrain.cli import main
 from posttrain.envs import get_domain
 from posttrain.errors import UserError
 from posttrain.policy import load_policy
 from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service
+from posttrain.tasks import run_stats
 from posttrain.train._critic import Critic
 from posttrain.train.checkpoint import CheckpointError, load_latest
 from posttrain.train.grpo import train_grpo
@@ -108,3 +113,36 @@ def test_the_whole_run_resumes(run, tmp_path):
     d = _copy(src, tmp_path / "whole")
     _train(model, d, seed=0, resume=True)  # finished: resumes at step 1 and stops there
     assert load_latest(d / "checkpoints" / "rl-state").step == 1
+
+
+# -- posttrain tasks stats ----------------------------------------------------------------------------
+
+
+def _stats_run(root: Path, latest: str, estimate: float) -> Path:
+    """A run directory with one trajectory and an RL checkpoint whose pool estimates task t at ``estimate``."""
+    (root / "trajectories").mkdir(parents=True)
+    (root / "trajectories" / "rl.jsonl").write_text(json.dumps(
+        {"step": 0, "task_id": "t", "domain": "math", "outcome": "pass"}) + "\n")
+    state = root / "checkpoints" / "rl-state"
+    (state / "step-000001").mkdir(parents=True)
+    (state / "step-000001" / "state.json").write_text(json.dumps(
+        {"step": 1, "extra": {}, "sampler_state": {"kind": "pool", "difficulty": {"tasks": {"t": [estimate, 1]}}}}))
+    (state / "latest").write_text(latest)
+    return root
+
+
+def test_stats_reads_a_bare_latest_name_as_a_resume_does(tmp_path):
+    a = _stats_run(tmp_path / "a", "step-000001\n", 0.05)
+    stats = run_stats(a)
+    assert stats.estimates == "the pool's estimates" and stats.domains["math"].histogram[0] == 1
+
+
+def test_stats_does_not_follow_latest_into_a_neighbour_run(tmp_path, capsys):
+    _stats_run(tmp_path / "b", json.dumps({"name": "step-000001"}), 0.95)
+    a = _stats_run(tmp_path / "a", json.dumps({"name": "../../../b/checkpoints/rl-state/step-000001"}), 0.05)
+    with pytest.raises(UserError) as e:
+        run_stats(a)
+    msg = str(e.value)
+    assert str(a / "checkpoints" / "rl-state" / "latest") in msg and "step-N" in msg and "\n" not in msg, msg
+    assert main(["tasks", "stats", str(a)]) == 2  # posttrain tasks stats: its one line, exit 2
+    assert capsys.readouterr().err.strip() == f"posttrain: error: {msg}"
