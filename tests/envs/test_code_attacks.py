@@ -392,10 +392,13 @@ def test_eq_key_never_separates_equal_values() -> None:
 
 @given(st.lists(st.sampled_from([1, 2, 3, "a", (1,)]), min_size=1, max_size=10))
 def test_the_warm_up_order_defeats_answering_by_position(expected: list) -> None:
-    """Whatever the test's expected values, a candidate that answers the warm-up's calls by position
-    (with the expected values in test order, repeats included) gives some call another answer than
-    the test requires, whenever the answers are not all equal."""
+    """Whatever the test's expected values, the warm-up asks each distinct call ``warm_repeats``
+    times, enough copies for ``WARM_SEQUENCES`` arrangements with different expected answers (or
+    ``WARM_MAX_REPEATS``), and a candidate that answers its calls by position (with the expected
+    values in test order, repeats included, cyclically) gives some call another answer than the test
+    requires, whenever the answers are not all equal."""
     import marshal
+    from math import factorial
 
     predicted = [(marshal.dumps({"args": runner.encode([i]), "kwargs": runner.encode({})}, 2), runner.eq_key(v))
                  for i, v in enumerate(expected)]
@@ -404,8 +407,21 @@ def test_the_warm_up_order_defeats_answering_by_position(expected: list) -> None
         assert (warm, by_position) == ([], None)
         return
     required = dict(predicted)
-    assert by_position == [key for _, key in predicted][: len(warm)]
-    assert sorted(warm) == sorted(required) and [required[r] for r in warm] != by_position
+    r = len(warm) // len(required)
+    assert sorted(warm) == sorted(list(required) * r)
+    in_order = [key for _, key in predicted]
+    assert by_position == [in_order[i % len(in_order)] for i in range(len(warm))]
+    assert [required[c] for c in warm] != by_position
+    answers = [required[c] for c in required]
+
+    def sequences(copies: int) -> int:
+        n = factorial(copies * len(answers))
+        for a in set(answers):
+            n //= factorial(copies * answers.count(a))
+        return n
+
+    assert sequences(r) >= runner.WARM_SEQUENCES or r == runner.WARM_MAX_REPEATS
+    assert r == 1 or sequences(r - 1) < runner.WARM_SEQUENCES  # the fewest copies: only small tests pay
 
 
 @pytest.mark.slow

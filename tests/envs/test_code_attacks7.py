@@ -17,11 +17,21 @@ now followed by a second one, in an order drawn anew, so the test's order reache
 the verdict is a fail; where the second fails too, the test in its order is for the report only.
 (Tests whose calls cannot be predicted still go the replay's way, where the channel stays open:
 the sandbox would have to renew the file systems between the two processes.)
+
+Class 4 at two distinct calls: the warm-up's order was drawn to differ from the test's, and with two
+calls the only other order is the reverse, so a candidate that knew the expected answers in test
+order answered the reversed sequence by call count and passed, 64 of 64 (three calls: a fixed
+rotation, 15 of 64). The warm-up now asks each distinct call enough times for 20 arrangements or
+more (two calls: 3 times each), drawn uniformly; copies of one call must get equal answers. After:
+15 of 192 for the reversed sequence (the one arrangement of 19 it fits), 1 of 192 for the rotation; a
+candidate that answers each distinct call alike but guesses which answer is whose passes as often as
+a guess from its arguments alone can (1 in 2, 1 in 6), which no order of calls can prevent.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import shutil
 import tempfile
@@ -29,8 +39,9 @@ import tempfile
 import pytest
 
 from posttrain.envs.code import ENV
+from posttrain.envs.code import _runner as runner
 from posttrain.envs.code._env import readable_by_candidates, verify_code_batch
-from posttrain.envs.code._hacks import MIX, MIX_ANSWERS, fenced
+from posttrain.envs.code._hacks import MIX, MIX_ANSWERS, _task, fenced
 from posttrain.errors import TaskError
 from posttrain.tasks import load_tasks
 
@@ -133,3 +144,48 @@ def test_a_failed_warm_up_never_sends_the_tests_order_before_the_verdict(pool, a
     """Alone (in a batch, neighbours running the same program move the inode counter too)."""
     [verdict] = verify_code_batch(pool, [(MIX, attack)])
     assert (verdict.outcome, verdict.error_class) == ("fail", error_class), verdict.evidence
+
+
+_XS = (3, 17)
+_ANS = [(x * 7919 + 13) % 1009 for x in _XS]
+_TWO = _task("mix2", 'def mix(x: int) -> int:\n    """Return (x * 7919 + 13) % 1009."""\n', "mix",
+             "def check(candidate):\n" + "".join(f"    assert candidate({x}) == {a}\n" for x, a in zip(_XS, _ANS, strict=True)),
+             "    return (x * 7919 + 13) % 1009\n")
+# The expected answers in reverse test order, by call count (the only order other than the test's).
+_REVERSED = fenced(f"_A = {_ANS[::-1]!r}\n_N = [0]\ndef mix(x):\n    _N[0] += 1\n    return _A[(_N[0] - 1) % 2]\n")
+# Each distinct argument alike: the first seen gets the test's second answer.
+_FIRST_SEEN_REVERSED = fenced(f"_A = {_ANS[::-1]!r}\n_T = {{}}\ndef mix(x):\n    if x not in _T:\n"
+                              "        _T[x] = _A[len(_T) % 2]\n    return _T[x]\n")
+
+
+def test_the_warm_up_of_two_calls_is_one_of_nineteen_arrangements_drawn_uniformly() -> None:
+    predicted = [(marshal.dumps({"args": runner.encode([x]), "kwargs": runner.encode({})}, 2), runner.eq_key(a))
+                 for x, a in zip(_XS, _ANS, strict=True)]
+    first = predicted[0][0]
+    seen, first_first = set(), 0
+    for _ in range(2000):
+        warm, by_position = runner.warm_up(predicted)
+        keys = [dict(predicted)[r] for r in warm]
+        assert sorted(warm) == sorted([r for r, _ in predicted] * 3) and keys != by_position
+        seen.add(tuple(keys))
+        first_first += warm[0] == first
+    assert len(seen) == 19  # C(6, 3) - the one that answering by position gives
+    assert 800 < first_first < 1100  # 9 of 19 begin with the test's first call: no side to guess
+
+
+def test_answering_two_calls_by_reversed_call_count_fails(pool) -> None:
+    """Before: 8 of 8 passed (the warm-up's order was always the reverse). Now it fits 1 arrangement
+    of 19: at most 4 of 7 pass (chance ~1e-5), the rest fail ``stateful`` (copies of one call got
+    different answers); the reference beside them passes."""
+    *cheats, reference = verify_code_batch(pool, [(_TWO, _REVERSED)] * 7 + [(_TWO, _TWO.reference)])
+    assert reference.passed, reference.evidence
+    assert sum(v.passed for v in cheats) <= 4, [v.error_class for v in cheats]
+    assert {v.error_class for v in cheats if not v.passed} == {"stateful"}
+
+
+def test_guessing_whose_answer_is_whose_passes_no_more_than_a_guess(pool) -> None:
+    """Before: 16 of 16 passed (the first call seen was always the test's second). Now half of them,
+    on average: never 16 of 16 but by chance (~1.5e-5); the rest fail the test's assertion."""
+    verdicts = [v for _ in range(2) for v in verify_code_batch(pool, [(_TWO, _FIRST_SEEN_REVERSED)] * 8)]
+    assert sum(v.passed for v in verdicts) < 16
+    assert {v.error_class for v in verdicts if not v.passed} == {"assertion"}

@@ -34,11 +34,12 @@ before any model code of the item) with the calls it will make first (``predict_
 ``assert candidate(<literals>) == <literal>``). Then one of two ways:
 
 - *warm-up* (when every call of the test is predicted with the literal its answer must equal, and
-  those differ: most HumanEval tests): the server answers the distinct calls in a secret shuffled
-  order (``warm_up``), then the test runs (pass 1) and reads each call's answer from the warm-up's
-  (``Proxy.answered``): the server never sees the test's order, and the order is drawn so that
-  answering by position gives another answer than the test requires. One server per candidate,
-  one computation of each call. A warm-up that dies, breaks the protocol or runs past
+  those differ: most HumanEval tests): the server answers the distinct calls, each as many times
+  as makes 20 or more arrangements (``warm_repeats``: once each from four different answers on), in
+  a secret arrangement drawn uniformly (``warm_up``); copies of one call must get equal answers;
+  then the test runs (pass 1) and reads each call's answer from the warm-up's (``Proxy.answered``):
+  the server never sees the test's order, and the arrangement is never the one that answering by
+  position would fit. One server per candidate. A warm-up that dies, breaks the protocol or runs past
   ``WARM_FRACTION`` of the deadline is followed by a second one, from a fresh server, in an order
   drawn anew, with the whole deadline; only if that fails too does a third get the test's calls in
   its order, for the report (its verdict is a fail whatever its answers: ``_warm_up_twice``). So no
@@ -390,17 +391,57 @@ it could not predict or the test in its order for the report; ``_env.py`` sizes 
 WARM_MIN_S = 0.25
 
 
+WARM_SEQUENCES = 20
+"""The warm-up asks each distinct call ``warm_repeats`` times, so that its calls can be arranged in at
+least this many ways that differ in their expected answers: a candidate that answers by call count
+(with the expected answers in test order, known from feedback; not the inputs) must guess the
+arrangement, drawn uniformly. With two distinct calls asked once each the only order other than
+the test's was its reverse, which such a candidate answered: 64 of 64 passed."""
+WARM_MAX_REPEATS = 4
+WARM_COPY_BYTES = MAX_MESSAGE_BYTES // 16
+"""Copies of the calls are made only while the warm-up's requests stay under this many bytes (they go
+with the candidate in one message): a test whose literal arguments are megabytes gets its calls once
+each, as before the copies."""
+
+
+def warm_repeats(answers):
+    """How many times the warm-up asks each distinct call (``answers``: their expected ``eq_key``s):
+    the least ``r`` (at most ``WARM_MAX_REPEATS``) for which the ``r`` copies of each can be arranged
+    in ``WARM_SEQUENCES`` sequences of expected answers or more. Two distinct calls with different
+    answers: 3; three: 2; four or more: 1 (once each, as before: only small tests pay calls); more
+    where answers repeat (five calls, four answers ``False``: 2)."""
+    import math
+
+    counts = {}
+    for a in answers:
+        counts[a] = counts.get(a, 0) + 1
+    r = 1
+    while r < WARM_MAX_REPEATS:
+        sequences = math.factorial(r * len(answers))
+        for c in counts.values():
+            sequences //= math.factorial(r * c)
+        if sequences >= WARM_SEQUENCES:
+            break
+        r += 1
+    return r
+
+
 def warm_up(predicted):
-    """The calls a server answers first, in a secret shuffled order, before the test runs (``predicted``:
+    """The calls a server answers first, in a secret arrangement, before the test runs (``predicted``:
     ``predict_calls``), and the expected answers (``eq_key``) that answering them by position gives;
     ``([], None)`` when that proves nothing (module docstring).
 
-    Only when every call is known with the literal its answer must equal, and those differ: the
-    order is then drawn (``replay_order``) so that, read in it, the expected answers differ from
-    what a candidate answering by position would give: the expected answers in test order. The
-    test then reads each call's answer from the warm-up (``Proxy.answered``): a candidate whose
-    warm-up answers pass the test answered each call by its arguments, since it could not know a
-    call's place in the test (the server never sees the test's order)."""
+    Only when every call is known with the literal its answer must equal, and those differ. Each
+    distinct call is asked ``warm_repeats`` times, in an arrangement drawn uniformly from
+    ``os.urandom``, redrawn while its expected answers equal what a candidate answering by position
+    gives (the expected answers in test order, repeats included, repeated cyclically to the warm-up's
+    length: ``by_position``). Answers to the copies of one call must agree (``_warm_answers``); the
+    test then reads each call's answer from the warm-up (``Proxy.answered``): the server never sees
+    the test's order. A candidate that answers by call count gives its copies different answers or
+    the wrong ones, and one that answers each distinct call alike but does not compute it must guess
+    which expected answer is whose: uniform arrangements leave it no better odds than a program that
+    guesses from its arguments alone (1 in 2 for two distinct answers, 1 in 6 for three), which no
+    order of calls can prevent."""
     import random
 
     if not predicted or any(key is None for _, key in predicted):
@@ -411,9 +452,16 @@ def warm_up(predicted):
     distinct = list(keys)
     if len({keys[r] for r in distinct}) < 2:
         return [], None  # every answer equal: answering by position gives them
-    by_position = [key for _, key in predicted][: len(distinct)]
-    order = replay_order([keys[r] for r in distinct], random.Random(os.urandom(16)), by_position)
-    return [distinct[i] for i in order], by_position
+    copies = warm_repeats([keys[r] for r in distinct])
+    size = sum(len(r) for r in distinct)  # (the calls go with the candidate, in one message)
+    warm = distinct * max(1, min(copies, WARM_COPY_BYTES // max(1, size)))
+    in_order = [key for _, key in predicted]
+    by_position = [in_order[i % len(in_order)] for i in range(len(warm))]
+    rng = random.Random(os.urandom(16))
+    rng.shuffle(warm)
+    while [keys[r] for r in warm] == by_position:  # (at least two sequences exist: answers differ)
+        rng.shuffle(warm)
+    return warm, by_position
 
 
 def _wrap_assert(stmt):
@@ -496,7 +544,8 @@ def run_item(item, template, job, precompiled=False):
 def _warm_answers(item, proxy, warm, by_position, fraction=WARM_FRACTION):
     """Put the server's replies to the warm-up calls in ``proxy.answered``: True; False if it did
     not answer them all within ``fraction`` of the item's deadline (it died, timed out, broke the
-    protocol); "by_position" if its answers are exactly what answering by call count gives."""
+    protocol); "unequal" if two copies of one call got different answers (``reply_key``);
+    "by_position" if its answers are exactly what answering by call count gives."""
     full = proxy.deadline
     proxy.deadline = min(full, time.monotonic() + max(WARM_MIN_S, fraction * float(item["deadline_s"])))
     try:
@@ -505,7 +554,11 @@ def _warm_answers(item, proxy, warm, by_position, fraction=WARM_FRACTION):
         return False
     finally:
         proxy.deadline = full
-    proxy.answered = dict(zip(warm, replies, strict=True))
+    proxy.answered, unequal = {}, False
+    for request, reply in zip(warm, replies, strict=True):
+        unequal |= reply_key(proxy.answered.setdefault(request, reply)) != reply_key(reply)
+    if unequal:
+        return "unequal"
     try:
         if [eq_key(decode(r["ok"])) if "ok" in r else None for r in replies] == by_position:
             return "by_position"
@@ -546,6 +599,9 @@ def _run_candidate(item, template, job, proxy, check, results, report, warming, 
     t0 = _lap(report, "pass1", t0)
     if warmed == "in_order" and tests[0]["outcome"] == "passed":
         tests[0] = _gone(why)  # the second warm-up's failure: the test in its order decides no pass
+        return
+    if warmed == "unequal":
+        tests[0] = _stateful("two calls with equal arguments got different answers")
         return
     if warmed == "by_position":  # (its answers cannot all be right: the order was drawn so)
         tests[0] = _stateful("the calls, made in another order than the test's, got the answers the test "
