@@ -194,8 +194,10 @@ def _stages(r: Recipe) -> str:
 
 
 def resume_point(r: Recipe, out: Path) -> str | None:
-    """``resumed at stage X step N`` for a run that is resumed in ``out``; None when it had not started."""
-    from posttrain.train.checkpoint import load_latest
+    """``resumed at stage X step N`` for a run that is resumed in ``out``; None when it had not started.
+    RL state whose task sampler another seed drew (another run's, copied in) is a ``CheckpointError``
+    here, before the stages before RL are evaluated again (``train_grpo`` would refuse it only then)."""
+    from posttrain.train.checkpoint import CheckpointError, load_latest
 
     ckpts = out / "checkpoints"
     for stage in ["base", *r.stages]:
@@ -206,6 +208,11 @@ def resume_point(r: Recipe, out: Path) -> str | None:
         if stage == "rl":
             latest = load_latest(ckpts / "rl-state")
             if latest is not None:
+                seed = latest.sampler_state.get("seed")
+                if seed is not None and seed != r.seed:  # RL state copied in from another run: before any work
+                    raise CheckpointError(f"{latest.path / 'state.json'}: its task sampler was seeded {seed}, this "
+                                          f"run's seed is {r.seed}: it is another run's RL state; resume the run "
+                                          "that wrote it, or start over with another --out")
                 return f"resumed at stage rl step {latest.step} ({latest.path})"
         return f"resumed at stage {stage} step 0 ({stage} is checkpointed at its end only)"
     return "resumed at stage eval (every training stage was finished)"

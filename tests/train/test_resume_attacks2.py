@@ -146,3 +146,19 @@ def test_stats_does_not_follow_latest_into_a_neighbour_run(tmp_path, capsys):
     assert str(a / "checkpoints" / "rl-state" / "latest") in msg and "step-N" in msg and "\n" not in msg, msg
     assert main(["tasks", "stats", str(a)]) == 2  # posttrain tasks stats: its one line, exit 2
     assert capsys.readouterr().err.strip() == f"posttrain: error: {msg}"
+
+
+def test_the_cli_refuses_another_runs_rl_state_before_any_work(run, tmp_path):
+    """The header's resume point reads the RL state's sampler seed before the stages before RL run
+    again (``train_grpo`` refused it only after they had)."""
+    from posttrain.cli._header import resume_point
+    from posttrain.train.recipe import Recipe
+
+    _, src = run
+    other = _copy(src, tmp_path / "other")
+    (other / "checkpoints" / "base").mkdir()
+    (other / "checkpoints" / "base" / "DONE").write_text("")
+    assert resume_point(Recipe(stages=("rl",), seed=0), other).startswith("resumed at stage rl step 1")
+    with pytest.raises(CheckpointError, match=r"state\.json: its task sampler was seeded 0, this run's seed is 1") as e:
+        resume_point(Recipe(stages=("rl",), seed=1), other)
+    assert "\n" not in str(e.value)
