@@ -22,7 +22,9 @@ per batch of k:
    order, each pool walking the order with its own cursor (a new shuffle per pass).
 
 Pools: a task's estimated pass rate (``Difficulty``: its groups' EMA, its setting's estimate
-before that) at least ``easy_above`` is easy, at most ``hard_below`` hard, else normal. With a
+before that) at least ``easy_above`` is easy, at most ``hard_below`` hard, else normal. A curriculum
+source is normal while its controller can move its level the way its setting's estimate points
+(``stream_pool``): hard only at its lowest level, easy only at its highest. With a
 filter, a task whose last ``after`` groups all passed entirely (saturated) or all failed entirely
 (impossible) leaves the mix until ``revisit_every`` steps have passed, then comes back for a
 group; if every task of the mix is filtered, they all come back (a run never stalls on its pool).
@@ -174,9 +176,20 @@ class TaskPool:
             for t in tasks.tasks:
                 if t.id not in self.filtered:
                     out[self.pool_of(t)].add(d)
-        for d, stream in self.streams.items():
-            out[self._class_of(self.difficulty.setting_estimate(d, stream.level))].add(d)
+        for d in self.streams:
+            out[self.stream_pool(d)].add(d)
         return out
+
+    def stream_pool(self, domain: str) -> str:
+        """The pool of a curriculum source: its setting's class only where its controller cannot move
+        the level that way (hard at its lowest level, easy at its highest), else normal. A stream sent
+        to a pool with a small (or no) share got too few groups for its window, so one failed group at
+        a level kept the source out of the mix at that level, and one passed group at level 0 kept it
+        at level 0: the controller, fed, lowers or raises the level instead."""
+        stream = self.streams[domain]
+        pool = self._class_of(self.difficulty.setting_estimate(domain, stream.level))
+        movable = pool == "hard" and stream.level > stream.lo or pool == "easy" and stream.level < stream.hi
+        return "normal" if movable else pool
 
     def _pool_for_slot(self, members: Mapping[str, set[str]]) -> str:
         stratify = self.spec.stratify
