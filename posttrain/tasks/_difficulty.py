@@ -108,6 +108,11 @@ class Difficulty:
             if s[3] < step:
                 self._fold(s)
 
+    def setting_step(self, domain: str, difficulty: float | None) -> int | None:
+        """The step of the last group of the setting ``domain`` at ``difficulty`` (None: never observed)."""
+        s = self._settings.get(setting(Task(id="", domain=domain, prompt="", fields={}, difficulty=difficulty)))
+        return None if s is None else int(s[3])
+
     def task(self, task: Task) -> float:
         """The estimated pass rate of ``task`` (its prior until it is observed)."""
         entry = self._tasks.get(task.id)

@@ -28,6 +28,10 @@ source is normal while its controller can move its level the way its setting's e
 filter, a task whose last ``after`` groups all passed entirely (saturated) or all failed entirely
 (impossible) leaves the mix until ``revisit_every`` steps have passed, then comes back for a
 group; if every task of the mix is filtered, they all come back (a run never stalls on its pool).
+A pool whose share is 0 (``easy_fraction`` or ``hard_fraction`` left at 0) is never drawn from, so
+the estimates that put a task there would never move again: a task in it whose estimate rests on no
+group of the last ``revisit_every`` steps (the filter's, else ``FilterSpec``'s default; an unseen
+task: its setting's groups) counts as normal until a group of it is observed (``stale``).
 
 ``observe`` updates the estimates, the filter and the curricula; canaries are never observed (an
 honest policy fails them, and that says nothing of its difficulty). Everything is a function of
@@ -46,7 +50,7 @@ from typing import Any
 
 from posttrain.tasks._curriculum import Stream
 from posttrain.tasks._difficulty import Difficulty
-from posttrain.tasks._spec import SamplerSpec
+from posttrain.tasks._spec import FilterSpec, SamplerSpec
 from posttrain.types import Task
 
 CLASSES = ("easy", "normal", "hard")
@@ -129,6 +133,8 @@ class TaskPool:
         """pool -> its credit: the share of slots each pool is owed (stratify)."""
         self.credits = {c: dict.fromkeys(self.domains, 0.0) for c in CLASSES}
         """pool -> domain -> its round-robin credit within that pool."""
+        self.seen: dict[str, int] = {}
+        """task id -> the step of its last observed group (a stale estimate comes back: module docstring)."""
         self.filtered: dict[str, tuple[str, int]] = {}
         """task id -> (saturated | impossible, the step it was filtered at)."""
         self.step = 0
@@ -189,7 +195,8 @@ class TaskPool:
         stream = self.streams[domain]
         pool = self._class_of(self.difficulty.setting_estimate(domain, stream.level))
         movable = pool == "hard" and stream.level > stream.lo or pool == "easy" and stream.level < stream.hi
-        return "normal" if movable else pool
+        last = self.difficulty.setting_step(domain, stream.level)
+        return "normal" if movable or self._stale(pool, last) else pool
 
     def _pool_for_slot(self, members: Mapping[str, set[str]]) -> str:
         stratify = self.spec.stratify
@@ -242,8 +249,23 @@ class TaskPool:
         return "easy" if p >= stratify.easy_above else "hard" if p <= stratify.hard_below else "normal"
 
     def pool_of(self, task: Task) -> str:
-        """easy | normal | hard by the task's estimated pass rate (normal without stratify)."""
-        return self._class_of(self.difficulty.task(task)) if self.spec.stratify is not None else "normal"
+        """easy | normal | hard by the task's estimated pass rate (normal without stratify); normal
+        while it is ``stale`` in a pool with no share."""
+        if self.spec.stratify is None:
+            return "normal"
+        pool = self._class_of(self.difficulty.task(task))
+        last = self.seen.get(task.id)
+        return "normal" if self._stale(pool, self.difficulty.setting_step(task.domain, task.difficulty)
+                                       if last is None else last) else pool
+
+    def _stale(self, pool: str, last: int | None) -> bool:
+        """Whether an estimate in ``pool``, last moved by a group of step ``last`` (None: never), comes
+        back to normal: ``pool`` has no share, and ``revisit_every`` steps have passed."""
+        stratify = self.spec.stratify
+        if stratify is None or pool == "normal" or (stratify.easy_fraction if pool == "easy" else stratify.hard_fraction):
+            return False
+        revisit = (self.spec.filter or FilterSpec()).revisit_every
+        return self.step - (0 if last is None else last) >= revisit
 
     def _revisit(self) -> None:
         spec = self.spec.filter
@@ -263,6 +285,7 @@ class TaskPool:
             rate = self.difficulty.observe(task, group, step=self.step)
             if rate is None:
                 continue
+            self.seen[task.id] = self.step
             if task.domain in self.streams:
                 self.streams[task.domain].observe(task, rate, step=self.step)
             elif self.spec.filter is not None:
@@ -293,7 +316,7 @@ class TaskPool:
         return {"kind": "pool", "seed": self.seed, "step": self.step, "pool_credits": dict(self.pool_credits),
                 "credits": {c: dict(v) for c, v in self.credits.items()},
                 "canary": [self.canary_credit, self.canary_cursor],
-                "filtered": {tid: list(v) for tid, v in self.filtered.items()},
+                "filtered": {tid: list(v) for tid, v in self.filtered.items()}, "seen": dict(self.seen),
                 "difficulty": self.difficulty.state_dict(),
                 "sets": {d: s.state_dict() for d, s in self.sets.items()},
                 "streams": {d: s.state_dict() for d, s in self.streams.items()}}
@@ -310,6 +333,7 @@ class TaskPool:
         self.credits = {c: {d: float(v) for d, v in ds.items()} for c, ds in state["credits"].items()}
         self.canary_credit, self.canary_cursor = float(state["canary"][0]), int(state["canary"][1])
         self.filtered = {tid: (str(v[0]), int(v[1])) for tid, v in state["filtered"].items()}
+        self.seen = {tid: int(v) for tid, v in state.get("seen", {}).items()}  # absent before 2026-12-06
         self.difficulty.load_state_dict(state["difficulty"])
         for d, s in state["sets"].items():
             self.sets[d].load_state_dict(s)
