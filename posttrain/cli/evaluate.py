@@ -210,7 +210,10 @@ def _print_block(name: str, s: dict[str, Any]) -> None:
                 print(f"  vs baseline {dom:<16} {pair}  NOT COMPARABLE: {row.get('note')} (fails a regression gate)")
             elif row.get("delta") is not None:
                 flag = "  REGRESSED" if row["regressed"] else ""
+                flag += f": {row['note']}" if row["regressed"] and row.get("note") else ""
                 print(f"  vs baseline {dom:<16} {pair} ({row['delta']:+.3f}){flag}")
+            elif row.get("regressed"):  # no pass@1 now (every sample an infra error), judged on infra_as_fail
+                print(f"  vs baseline {dom:<16} {pair}  REGRESSED: {row.get('note')}")
             elif row.get("note"):
                 print(f"  vs baseline {dom:<16} {pair}  not compared: {row['note']}")
 

@@ -24,6 +24,14 @@ failed would otherwise read as no drop. A summary without ``task_set`` (written 
 is compared as before. ``compare_domains`` marks such rows but does not fail on them (the baselines
 of the seesaw gate are other runs, whose held-out tasks may be drawn apart).
 
+Infra errors leave a sample out of pass@1 (attrition, not failure), so a model that sends the
+verifier into infra errors on the tasks it fails reads a higher pass@1 over the same task set. A
+current summary with infra-dropped first attempts carries ``infra_as_fail`` (those samples as
+failures); a row whose pass@1 is not flagged is flagged when that figure regressed by the same rule,
+with a ``note`` saying so (a current pass@1 missing because every sample was an infra error too).
+Genuine infra flakiness on a few samples moves that figure little; it fails a gate only when the
+lost samples could hide a drop beyond both intervals.
+
 What it does not do: pair tasks across the two runs (a delta over the same set is a difference of
 means, not a paired test), or compare any rate other than pass@1 (the others are in the summaries
 side by side).
@@ -115,13 +123,32 @@ def _row(cur: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
         return row
     if c is None or b is None:
         row.update(delta=None, regressed=False, note="pass@1 missing on one side")
-        return row
-    row["delta"] = c - b
-    if not (c_ci and b_ci):
-        row.update(regressed=False, note="no interval on one side; not judged")
-        return row
-    row["regressed"] = bool(c < b_ci[0] and b > c_ci[1])
+    else:
+        row["delta"] = c - b
+        if not (c_ci and b_ci):
+            row.update(regressed=False, note="no interval on one side; not judged")
+        else:
+            row["regressed"] = bool(c < b_ci[0] and b > c_ci[1])
+    if not row["regressed"] and (why := _regressed_infra_as_fail(cur, b, b_ci)) is not None:
+        row.update(regressed=True, note=why)
     return row
+
+
+def _regressed_infra_as_fail(cur: dict[str, Any], b: Any, b_ci: Any) -> str | None:
+    """Why the current figure regressed once its infra-dropped first attempts count as failures
+    (``summarize``'s ``infra_as_fail``), by the same rule; None if it did not, or cannot be judged.
+    Infra errors leave a sample out of pass@1's denominator, so a model that sends the verifier into
+    infra errors on the tasks it fails read a higher pass@1 (all of them: no pass@1, not judged)."""
+    worst = cur.get("infra_as_fail")
+    if not isinstance(worst, dict) or not _number(b) or not b_ci:
+        return None
+    w, w_ci = worst.get("pass@1"), (worst.get("ci") or {}).get("pass@1")
+    if not _number(w) or not (isinstance(w_ci, list) and len(w_ci) == 2 and all(map(_number, w_ci))):
+        return None
+    if not (w < b_ci[0] and b > w_ci[1]):
+        return None
+    return (f"regressed with its infra-dropped samples counted as failures (pass@1 {w:.3f} "
+            f"[{w_ci[0]:.3f}, {w_ci[1]:.3f}]): infra errors where it fails are not a gain")
 
 
 def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:

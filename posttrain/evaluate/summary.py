@@ -13,6 +13,11 @@ sample), then reports, overall and per domain and per capability tag:
 - ``mean_attempts_to_success``;
 - ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
   are attrition, reported beside the rates and never counted as failures;
+- ``infra_as_fail`` (only when some first attempts were never scored): ``{"pass@1", "ci"}`` with
+  those samples counted as failures, over every task (infra-dropped ones included): the figure a
+  model would read if what it sent the verifier into infra errors had failed. Not a rate of its own
+  (infra is attrition); ``baseline.compare`` judges a regression on it too, so a model that crashes
+  the verifier on the tasks it fails cannot lift pass@1 past a gate;
 - ``ci``: percentile bootstrap intervals clustered by task for each rate (none from one task);
 - ``task_set``: ``{"n", "sha256"}`` of the distinct task ids evaluated (infra-dropped ones included,
   canaries not): ``baseline.compare`` judges two evaluations only on the same tasks;
@@ -130,9 +135,10 @@ def _ci(out: dict, key: str, values: Sequence[float], n_boot: int, seed: int) ->
 def _first_attempt_block(
     tasks: dict[str, list[SampleAttempts]], ks: Sequence[int], n_boot: int, seed: int, out: dict
 ) -> None:
-    n, c = [], []
+    n, c, worst = [], [], []
     for eps in tasks.values():
         scored = [ep.attempts[0] for ep in eps if not ep.attempts[0].is_infra_error]
+        worst.append(sum(r.passed for r in scored) / len(eps))  # its infra-dropped samples as failures
         if scored:
             n.append(len(scored))
             c.append(sum(r.passed for r in scored))
@@ -140,6 +146,9 @@ def _first_attempt_block(
     out["n_samples"] = int(sum(n))
     out["passed"] = int(sum(c))
     out["infra_dropped_tasks"] = len(tasks) - len(n)
+    if int(sum(n)) < sum(len(eps) for eps in tasks.values()):  # some first attempts never scored
+        out["infra_as_fail"] = {"pass@1": float(np.mean(worst)), "ci": {}}
+        _ci(out["infra_as_fail"], "pass@1", worst, n_boot, seed)
     if not n:
         return
     n_arr, c_arr = np.array(n), np.array(c)
