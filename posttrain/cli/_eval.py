@@ -290,7 +290,7 @@ def _protocol(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Any]:
     """What makes two evaluations comparable; ``eval --run`` files are named after it, never mixed."""
     if args.tasks:
         source = str(args.tasks)
-    elif args.suite or not (Path(args.run) / "tasks" / "eval.jsonl").is_file():
+    elif args.suite or not args.run or not (Path(args.run) / "tasks" / "eval.jsonl").is_file():
         source = args.suite or "humaneval"
     else:
         source = "RUN/tasks/eval.jsonl"
@@ -406,6 +406,8 @@ def _score(
     records, stats = _records(args, tasks, service, model, stage)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
+    if not args.responses:  # how it was sampled: --baseline compares only evaluations sampled alike
+        summary["eval_protocol"] = _protocol(args, tasks)
     if stats is not None:
         from posttrain.evaluate.sources import episode_figures
 

@@ -32,6 +32,13 @@ with a ``note`` saying so (a current pass@1 missing because every sample was an 
 Genuine infra flakiness on a few samples moves that figure little; it fails a gate only when the
 lost samples could hide a drop beyond both intervals.
 
+Nor when they were sampled otherwise: both summaries' ``eval_protocol`` (``posttrain eval`` states
+it in its summary, a run's summary.json beside its entries) are held to the same ``SETTINGS``
+(temperature, max_new_tokens, chat, max_turns, each where both state it); a row of an evaluation
+sampled with other settings is ``comparable: False`` and fails a gate as ``<name> (different
+settings)`` (a greedy evaluation at 512 tokens read against a run's temperature-1 figure at 24 tokens
+as a gain). A summary without ``eval_protocol`` (responses, an older file) is compared as before.
+
 What it does not do: pair tasks across the two runs (a delta over the same set is a difference of
 means, not a paired test), or compare any rate other than pass@1 (the others are in the summaries
 side by side).
@@ -57,8 +64,9 @@ def _pick(data: dict[str, Any], where: str) -> dict[str, Any]:
     if isinstance(evals, dict) and evals:
         name = "rl" if "rl" in evals else list(evals)[-1]
         entry = evals[name]
-        if isinstance(entry, dict) and "pass@1" in entry:
-            return {**entry, "baseline_model": name}
+        if isinstance(entry, dict) and "pass@1" in entry:  # the run's settings, stated once beside its entries
+            protocol = {"eval_protocol": data["eval_protocol"]} if isinstance(data.get("eval_protocol"), dict) else {}
+            return {**protocol, **entry, "baseline_model": name}
     raise UserError(f"{where}: no evaluation summary found (expected 'pass@1' or an 'eval' entry with one)")
 
 
@@ -111,7 +119,24 @@ def _check_rates(entry: dict[str, Any], where: str) -> None:
         raise UserError(f"{where}: 'ci.pass@1' must be [lo, hi] in [0, 1], got {bounds!r:.60}")
 
 
-def _row(cur: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+SETTINGS = ("temperature", "max_new_tokens", "chat", "max_turns")
+"""The ``eval_protocol`` keys that change what pass@1 measures (greedy against sampled, a longer
+completion cap, another prompt rendering or step limit); two evaluations that state different
+values are not compared. ``samples_per_task`` and ``seed`` are left out: another number of i.i.d.
+draws, or other draws, estimate the same rate."""
+
+
+def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
+    """The ``SETTINGS`` two summaries' ``eval_protocol`` both state and differ on, as one phrase
+    (``temperature: current 0.0, baseline 1.0``); None when none differ or a side states none."""
+    c, b = current.get("eval_protocol"), baseline.get("eval_protocol")
+    if not isinstance(c, dict) or not isinstance(b, dict):
+        return None
+    apart = [f"{k}: current {c[k]!r}, baseline {b[k]!r}" for k in SETTINGS if k in c and k in b and c[k] != b[k]]
+    return "; ".join(apart) or None
+
+
+def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None) -> dict[str, Any]:
     c, b = cur.get("pass@1"), base.get("pass@1")
     c_ci, b_ci = (cur.get("ci") or {}).get("pass@1"), (base.get("ci") or {}).get("pass@1")
     row: dict[str, Any] = {"current": c, "current_ci": c_ci, "baseline": b, "baseline_ci": b_ci, "comparable": True}
@@ -119,7 +144,12 @@ def _row(cur: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     if c_set is not None and b_set is not None and c_set != b_set:  # the same rate over other tasks
         n = [x.get("n", "?") if isinstance(x, dict) else "?" for x in (c_set, b_set)]
         row.update(comparable=False, delta=None if c is None or b is None else c - b, regressed=False,
+                   apart="different task sets",
                    note=f"different task sets (current: {n[0]} tasks, baseline: {n[1]}); not judged")
+        return row
+    if settings is not None:  # the same tasks, another rate (greedy against sampled, another length cap)
+        row.update(comparable=False, delta=None if c is None or b is None else c - b, regressed=False,
+                   apart="different settings", note=f"different settings ({settings}); not judged")
         return row
     if c is None or b is None:
         row.update(delta=None, regressed=False, note="pass@1 missing on one side")
@@ -160,8 +190,9 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
     True
     """
     cur_dom, base_dom = current.get("per_domain") or {}, baseline.get("per_domain") or {}
-    per_domain = {d: _row(cur_dom[d], base_dom[d]) for d in sorted(set(cur_dom) & set(base_dom))}
-    overall = _row(current, baseline)
+    settings = _settings_apart(current, baseline)
+    per_domain = {d: _row(cur_dom[d], base_dom[d], settings) for d in sorted(set(cur_dom) & set(base_dom))}
+    overall = _row(current, baseline, settings)
     rows = {**per_domain, "overall": overall}
     apart = [d for d, r in rows.items() if not r["comparable"]]
     return {
@@ -170,9 +201,9 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
         "only_in_current": sorted(set(cur_dom) - set(base_dom)),
         "only_in_baseline": sorted(set(base_dom) - set(cur_dom)),
         "not_comparable": apart,
-        "regressions": [d for d, r in rows.items() if r["regressed"]] + [f"{d} (different task sets)" for d in apart],
+        "regressions": [d for d, r in rows.items() if r["regressed"]] + [f"{d} ({rows[d]['apart']})" for d in apart],
         "rule": "regressed = current below the baseline's 95% interval and baseline above the current's; "
-                "figures over different task sets are not judged and fail the gate",
+                "figures over different task sets or sampled with different settings are not judged and fail the gate",
     }
 
 
@@ -195,14 +226,16 @@ def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]
     for d in sorted(cur_dom):
         for name, base in baselines.items():
             if d in (base.get("per_domain") or {}):
-                per_domain.setdefault(d, []).append({**_row(cur_dom[d], base["per_domain"][d]), "baseline_run": name})
-    apart = [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if not r["comparable"]]
+                row = _row(cur_dom[d], base["per_domain"][d], _settings_apart(current, base))
+                per_domain.setdefault(d, []).append({**row, "baseline_run": name})
+    apart = [(f"{d} ({r['baseline_run']})", r["apart"]) for d, rows in per_domain.items() for r in rows
+             if not r["comparable"]]
     return {
         "per_domain": per_domain,
         "unbaselined": sorted(set(cur_dom) - set(per_domain)),
-        "not_comparable": apart,
+        "not_comparable": [name for name, _ in apart],
         "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]]
-        + [f"{name} (different task sets)" for name in apart],
+        + [f"{name} ({why})" for name, why in apart],
         "rule": "regressed = current below the baseline's 95% interval and baseline above the current's; "
                 "a domain evaluated on other tasks than its baseline is not judged and fails the gate",
     }

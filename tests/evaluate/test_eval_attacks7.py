@@ -1,11 +1,15 @@
 """Adversarial reads of evaluation honesty: a model that sends the verifier into infra errors on the
 tasks it fails (infra is attrition, left out of pass@1's denominator) is judged by a regression gate
-as if those samples had failed."""
+as if those samples had failed; an evaluation sampled with other settings than its baseline (greedy
+against temperature 1, 512 tokens against 24) is not read as the same comparison."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+
+import pytest
 
 from posttrain.evaluate.baseline import compare
 from posttrain.evaluate.records import EvalRecord
@@ -70,3 +74,59 @@ def test_an_honest_model_with_a_few_infra_errors_is_not_flagged():
     assert gate["regressions"] == [] and not gate["overall"]["regressed"]
     assert "infra_as_fail" not in _summary(BASE)  # nothing lost: no such figure
 
+
+# -- a baseline sampled otherwise ---------------------------------------------------------------------
+
+
+def _run_baseline(tmp_path):
+    """A run's summary.json as the pipeline writes it: the held-out pass@1 of each model, the settings
+    (eval_protocol: the recipe's eval defaults, temperature 1.0 and 24 tokens) stated once beside them."""
+    run = tmp_path / "run"
+    run.mkdir()
+    protocol = {"split": "held-out", "samples_per_task": 1, "temperature": 1.0, "max_new_tokens": 24}
+    (run / "summary.json").write_text(json.dumps({"eval": {"rl": _summary(BASE)}, "eval_protocol": protocol}))
+    return run
+
+
+def _cli_protocol(*argv: str) -> dict:
+    """The eval_protocol ``posttrain eval`` states for these flags (``_score`` puts it in the summary)."""
+    import argparse
+
+    from posttrain.cli._eval import _protocol, _resolve_length, _validate_sampling
+    from posttrain.cli.evaluate import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["eval", *argv])
+    _resolve_length(args)
+    _validate_sampling(args)
+    return _protocol(args, [])
+
+
+def test_a_baseline_sampled_with_other_settings_is_not_judged(tmp_path):
+    from posttrain.evaluate.baseline import load_baseline
+
+    base = load_baseline(_run_baseline(tmp_path))
+    assert base["eval_protocol"]["temperature"] == 1.0  # the run's settings come with its entry
+    # the documented CI check: posttrain eval --model ckpt --baseline runs/prev (greedy, 512 tokens by default)
+    greedy = _cli_protocol("--model", "ckpt")  # no --suite, --tasks or --run: raised TypeError on Path(None)
+    assert (greedy["temperature"], greedy["max_new_tokens"]) == (0.0, 512)
+    # the model regressed (15 of 40 where the baseline had 20 at temperature 1), greedy with room reads 22
+    cur = {**_summary({f"m{i}": ["pass" if i < 22 else "fail"] for i in range(40)}), "eval_protocol": greedy}
+    gate = compare(cur, base)
+    # was comparable, delta +0.05, regressions []: another rate read as the same one
+    assert gate["not_comparable"] == ["math", "overall"]
+    assert gate["regressions"] == ["math (different settings)", "overall (different settings)"]
+    row = gate["overall"]
+    assert row["comparable"] is False and not row["regressed"]
+    assert row["note"] == ("different settings (temperature: current 0.0, baseline 1.0; max_new_tokens: current 512, "
+                           "baseline 24); not judged")
+    alike = {**cur, "eval_protocol": _cli_protocol("--model", "ckpt", "--temperature", "1", "--max-new-tokens", "24",
+                                                   "--n", "4", "--seed", "3")}
+    same = compare(alike, base)  # sampled alike (other draws, more of them): judged
+    assert same["not_comparable"] == [] and same["regressions"] == [] and same["overall"]["delta"] == pytest.approx(0.05)
+    from posttrain.evaluate.baseline import compare_domains
+
+    seesaw = compare_domains(cur, {"runs/prev": base})
+    assert seesaw["regressions"] == ["math (runs/prev) (different settings)"]
+    assert compare(_summary(BASE), base)["not_comparable"] == []  # a side that states no settings: as before
