@@ -42,6 +42,7 @@ from posttrain.errors import UserError
 from posttrain.evaluate._curves import curves_html
 from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
 from posttrain.evaluate._svg import bar_chart
+from posttrain.evaluate.baseline import SETTINGS
 from posttrain.evaluate.records import EvalRecord, read_records
 from posttrain.evaluate.summary import summarize
 from posttrain.strict_json import finite_float
@@ -110,11 +111,15 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
+    """Each evaluation of a run, with the ``eval_protocol`` it was sampled under where the run states
+    one (summary.json's, beside its entries; ``RUN/eval/summary@<tag>.json``'s for ``<model>@<tag>``
+    records of ``posttrain eval --run``)."""
     out: dict[str, dict[str, Any]] = {}
     given = data.summary.get("eval", {}) if isinstance(data.summary.get("eval"), dict) else {}
+    stated = data.summary.get("eval_protocol")
     for name, entry in given.items():
         if isinstance(entry, dict):
-            out[name] = entry
+            out[name] = {"eval_protocol": stated, **entry} if isinstance(stated, dict) else entry
     for name, recs in data.evals.items():
         if name not in out and recs:
             try:
@@ -122,7 +127,23 @@ def _eval_summaries(data: RunData) -> dict[str, dict[str, Any]]:
             except UserError as e:  # "records: ..." -- which records
                 path = data.run_dir / "eval" / f"{name}.jsonl"
                 raise UserError(f"{path}: {str(e).removeprefix('records: ')}") from None
+            if (protocol := _tagged_protocol(data.run_dir, name)) is not None:
+                out[name]["eval_protocol"] = protocol
     return out
+
+
+def _tagged_protocol(run_dir: Path, name: str) -> dict[str, Any] | None:
+    """The ``eval_protocol`` of ``RUN/eval/summary@<tag>.json`` for records named ``<model>@<tag>``;
+    None when there is no such file or it states none (the page still draws the rates)."""
+    if "@" not in name:
+        return None
+    path = run_dir / "eval" / f"summary@{name.split('@', 1)[1]}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    protocol = data.get("eval_protocol") if isinstance(data, dict) else None
+    return protocol if isinstance(protocol, dict) else None
 
 
 def _cell(entry: dict[str, Any], key: str) -> str:
@@ -187,6 +208,7 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
         if e.get("repair_feedback_source")
     )
     note += _task_sets_note(summaries)
+    note += _settings_note(summaries)
     note += (
         '<p class="muted">pass@1: first attempts; intervals: 95% bootstrap over tasks; infra errors are left out '
         "of the rates and counted apart.</p>"
@@ -204,6 +226,25 @@ def _task_sets_note(summaries: dict[str, dict[str, Any]]) -> str:
     listed = ", ".join(f"{escape(n)} ({escape(str(v.get('n', '?')))} tasks)" for n, v in sets.items())
     return (f'<p><b>not comparable:</b> these evaluations are over different task sets: {listed}; '
             "their rates are not of the same tasks.</p>")
+
+
+def _settings_note(summaries: dict[str, dict[str, Any]]) -> str:
+    """A warning when the evaluations side by side were sampled with different settings (their
+    ``eval_protocol``'s ``baseline.SETTINGS``: greedy against temperature 1, 512 tokens against 24):
+    not the same rate, as ``compare`` does not judge them; empty when those that state a setting agree."""
+    stated = {n: e["eval_protocol"] for n, e in summaries.items() if isinstance(e.get("eval_protocol"), dict)}
+    apart = []
+    for key in SETTINGS:
+        values = {n: p[key] for n, p in stated.items() if key in p}
+        distinct: list[Any] = []  # by equality: a recipe's temperature 1 is the command line's 1.0
+        for v in values.values():
+            distinct += [] if v in distinct else [v]
+        if len(distinct) > 1:
+            apart.append(f"{key}: " + ", ".join(f"{escape(n)} {escape(json.dumps(v))}" for n, v in values.items()))
+    if not apart:
+        return ""
+    return (f'<p><b>not comparable:</b> these evaluations were sampled with different settings ({"; ".join(apart)}); '
+            "their rates are not the same measure.</p>")
 
 
 _EPISODE_FIGURES = (

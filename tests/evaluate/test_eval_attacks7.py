@@ -130,3 +130,25 @@ def test_a_baseline_sampled_with_other_settings_is_not_judged(tmp_path):
     seesaw = compare_domains(cur, {"runs/prev": base})
     assert seesaw["regressions"] == ["math (runs/prev) (different settings)"]
     assert compare(_summary(BASE), base)["not_comparable"] == []  # a side that states no settings: as before
+
+
+def _run_dir(root, name: str, npass: int, temperature: float, max_new_tokens: int):
+    run = root / name
+    run.mkdir()
+    protocol = {"samples_per_task": 1, "temperature": temperature, "max_new_tokens": max_new_tokens}
+    summary = _summary({f"m{i}": ["pass" if i < npass else "fail"] for i in range(40)})
+    (run / "summary.json").write_text(json.dumps({"eval": {"rl": summary}, "eval_protocol": protocol}))
+    return run
+
+
+def test_the_report_says_when_its_evaluations_were_sampled_otherwise(tmp_path):
+    from posttrain.evaluate.report import write_report
+
+    greedy = _run_dir(tmp_path, "greedy", 22, 0.0, 512)
+    sampled = _run_dir(tmp_path, "sampled", 20, 1, 24)  # a recipe's temperature 1: the same as 1.0
+    html = write_report([greedy, sampled], tmp_path / "compare.html").read_text()
+    # was two bars on the same axes, 0.550 and 0.500, and no word of how each was sampled
+    assert ("<b>not comparable:</b> these evaluations were sampled with different settings (temperature: "
+            "greedy: rl 0.0, sampled: rl 1; max_new_tokens: greedy: rl 512, sampled: rl 24)") in html
+    alike = _run_dir(tmp_path, "alike", 22, 1.0, 24)
+    assert "sampled with different settings" not in write_report([alike, sampled], tmp_path / "same.html").read_text()
