@@ -7,7 +7,8 @@ meaning in every entry (``scale_by_std``, ``ddof``, ``eps``).
 
 NaN rewards (infrastructure errors, DESIGN.md "three outcomes, never two") are *excluded*: group
 statistics (mean, std, leave-one-out baseline) are computed over the finite rewards only, and a NaN
-reward gets advantage 0. The caller must also zero that sample's ``loss_mask`` so that it adds
+reward gets advantage 0. An infinite reward is a ``ValueError`` (the reward's bug): left out as NaN
+is, a failure scored -inf got advantage 0 where one scored 0 got -0.71 ([1, 0, -inf], GRPO). The caller must also zero that sample's ``loss_mask`` so that it adds
 neither gradient nor tokens to the normalizers (``train.grpo.build_batch`` does).
 A group with fewer than two finite rewards has no baseline information: all its advantages are 0
 (SkyRL's choice; verl instead returns the raw reward for G=1). So has a group whose finite rewards
@@ -77,6 +78,12 @@ def _check(rewards: Tensor) -> None:
         raise ValueError(f"rewards must be (N prompts, G samples), got shape {tuple(rewards.shape)}")
     if not rewards.is_floating_point():
         raise ValueError(f"rewards must be a float tensor, got {rewards.dtype}")
+    if bool(torch.isinf(rewards).any()):
+        # NaN alone means infra; an infinite reward left out like one gave a failure scored -inf
+        # advantage 0 and no place in its group's baseline (its row still trained, with 0)
+        where = [tuple(ix) for ix in torch.isinf(rewards).nonzero().tolist()[:3]]
+        raise ValueError(f"rewards must be finite or NaN (infra error), got +-inf at (group, sample) {where}: "
+                         "the reward's bug, never an infra error")
 
 
 def grpo_advantages(
