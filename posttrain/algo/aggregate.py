@@ -8,6 +8,14 @@ modes, named after verl's ``agg_loss``:
   local normalizer).
 - ``seq_mean_token_mean``: mean over sequences of each sequence's token mean. The original GRPO
   objective (Shao et al. 2024, arXiv:2402.03300, eq. 3); TRL ``loss_type="grpo"``; required by GSPO.
+  Its length bias (Dr.GRPO's point): each token of a sequence is pushed by ``A / |o|``, so a failure
+  that runs long is pushed down less per token. In one batch [pass, wrong in 5 tokens, wrong in 50
+  cut at max_new_tokens] the 50-token failure's tokens get 1/10 of the 5-token one's push (ppo_clip,
+  cispo, gspo alike), where every other mode gives both the same. With ``reward.length`` (1, max_tokens
+  60, buffer 40: -0.75 for the 50 tokens) its advantage is -0.95 against the short one's -0.09 and its
+  per-token push the same again: in this mode the length penalty is what keeps a failure from paying
+  for running long. ``token_mean`` (the recipe's default) has no such bias
+  (tests/algo/test_escape_attacks.py).
 - ``seq_mean_token_sum``: mean over sequences of each sequence's token sum (no length
   normalization; verl ``seq-mean-token-sum``).
 - ``seq_mean_token_sum_norm``: ``sum(L m) / (N_seqs * norm_const)`` with a *fixed* constant (e.g.
