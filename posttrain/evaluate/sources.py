@@ -174,7 +174,9 @@ def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, flo
     turns, attempts, tokens after the prompt, truncation rate and tool calls (means over ``stats``,
     one ``runner_episodes`` result each, weighted by their episode counts), and the tool-call
     validity rate (valid calls / all calls; None when no call was made). When no episode used every
-    attempt allowed (all passed sooner), success within them is success within the most used.
+    attempt allowed (all passed sooner), success within them is success within the most used. The
+    pass rates are None when the summary has none (every first attempt an infra error: no rate, as
+    in the summary; a model that sends the verifier into infra errors everywhere is no traceback).
 
     >>> f = episode_figures({"pass@1": 0.2, "max_attempts": 3, "repair@2": 0.7, "mean_attempts_to_success": 1.9},
     ...                     [{"turns": 2.0, "tool_calls": 2.0, "tool_calls_valid": 1.0, "episodes": 4.0},
@@ -193,9 +195,10 @@ def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, flo
     used = int(summary.get("max_attempts", 1)) - 1  # the most feedback rounds any episode had
     rounds = used if max_attempts is None else max_attempts - 1
     within = min(rounds, used)
+    first = summary.get("pass@1")  # None when no first attempt was scored (every one an infra error)
     return {
-        "first_attempt_pass_rate": summary["pass@1"],
-        "post_repair_pass_rate": summary.get(f"repair@{within}", summary["pass@1"]) if within else summary["pass@1"],
+        "first_attempt_pass_rate": first,
+        "post_repair_pass_rate": summary.get(f"repair@{within}", first) if within else first,
         "post_repair_key": f"repair@{rounds}" if rounds else "pass@1",
         "mean_attempts_to_success": summary.get("mean_attempts_to_success"),
         **means,

@@ -152,3 +152,14 @@ def test_the_report_says_when_its_evaluations_were_sampled_otherwise(tmp_path):
             "greedy: rl 0.0, sampled: rl 1; max_new_tokens: greedy: rl 512, sampled: rl 24)") in html
     alike = _run_dir(tmp_path, "alike", 22, 1.0, 24)
     assert "sampled with different settings" not in write_report([alike, sampled], tmp_path / "same.html").read_text()
+
+
+def test_episode_figures_of_an_evaluation_with_no_scored_first_attempt_are_none():
+    from posttrain.evaluate.sources import episode_figures
+
+    # every first attempt an infra error: the summary has no pass@1; a repair evaluation's figures
+    # raised KeyError 'pass@1' (posttrain eval, and the pipeline's evaluation after training)
+    s = _summary({f"m{i}": ["infra_error"] for i in range(3)})
+    assert "pass@1" not in s and s["infra_as_fail"]["pass@1"] == 0.0
+    f = episode_figures({**s, "max_attempts": 1}, [{"turns": 1.0, "episodes": 3.0}], max_attempts=3)
+    assert f["first_attempt_pass_rate"] is None and f["post_repair_pass_rate"] is None and f["turns"] == 1.0
