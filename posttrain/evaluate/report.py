@@ -156,6 +156,15 @@ def _cell(entry: dict[str, Any], key: str) -> str:
     return f"<td>{v:.3f}</td>"
 
 
+def _infra_as_fail_cell(entry: dict[str, Any]) -> str:
+    """pass@1 with the evaluation's infra-dropped first attempts as failures (``summarize``'s
+    ``infra_as_fail``): pass@1 itself when none was dropped, a dash when a summary lost some but
+    predates the figure. Beside pass@1 so that infra errors where a model fails do not read as a gain."""
+    if isinstance(entry.get("infra_as_fail"), dict):
+        return _cell(entry["infra_as_fail"], "pass@1")
+    return _cell(entry, "pass@1") if entry.get("infra_dropped_samples") == 0 else '<td class="muted">–</td>'
+
+
 def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
     if not summaries:
         return '<p class="muted">No evaluation yet (RUN/summary.json or RUN/eval/*.jsonl).</p>'
@@ -163,10 +172,11 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
         {k for e in summaries.values() for k in e if k.startswith(("pass@", "pass^", "repair@"))},
         key=lambda k: (k[:5], int(k.split("@")[-1].split("^")[-1]) if k[-1].isdigit() else 0),
     )
-    head = "".join(f"<th>{escape(k)}</th>" for k in rate_keys)
+    lost = any(isinstance(e.get("infra_as_fail"), dict) for e in summaries.values())
+    head = "".join(f"<th>{escape(k)}</th>" for k in rate_keys) + ("<th>pass@1, infra as fail</th>" if lost else "")
     rows = []
     for name, e in summaries.items():
-        cells = "".join(_cell(e, k) for k in rate_keys)
+        cells = "".join(_cell(e, k) for k in rate_keys) + (_infra_as_fail_cell(e) if lost else "")
         rows.append(
             f"<tr><th>{escape(name)}</th>{cells}<td>{e.get('n_tasks', '–')}</td>"
             f"<td>{e.get('infra_errors', 0)}</td><td>{e.get('hack_flagged', 0)}</td></tr>"

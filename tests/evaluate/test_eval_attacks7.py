@@ -163,3 +163,18 @@ def test_episode_figures_of_an_evaluation_with_no_scored_first_attempt_are_none(
     assert "pass@1" not in s and s["infra_as_fail"]["pass@1"] == 0.0
     f = episode_figures({**s, "max_attempts": 1}, [{"turns": 1.0, "episodes": 3.0}], max_attempts=3)
     assert f["first_attempt_pass_rate"] is None and f["post_repair_pass_rate"] is None and f["turns"] == 1.0
+
+
+def test_the_report_and_the_printed_summary_show_pass_at_1_with_infra_as_fail():
+    from posttrain.cli.evaluate import _print_block
+    from posttrain.evaluate.report import _eval_table
+
+    base, cheat = _summary(BASE), _summary(CRASHES)
+    html = _eval_table({"base": base, "rl": cheat})
+    # was rl's pass@1 1.000 beside base's 0.500, with "35" in the infra errors column the only hint
+    assert "<th>pass@1, infra as fail</th>" in html and "<td>0.125 <span" in html
+    assert "infra as fail" not in _eval_table({"base": base})  # nothing lost: no column
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _print_block("eval", cheat)
+    assert "  pass@1, infra as fail        0.125 [" in out.getvalue() and "(35 first attempts never scored)" in out.getvalue()
