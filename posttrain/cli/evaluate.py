@@ -195,9 +195,12 @@ def _print_block(name: str, s: dict[str, Any]) -> None:
     for k in rates:
         label = k + (f" (feedback: {s.get('repair_feedback_source')})" if k.startswith("repair@") else "")
         print(f"  {label:<28} {_fmt_rate(s, k)}")
-    if isinstance(s.get("infra_as_fail"), dict) and "pass@1" in s["infra_as_fail"]:  # what infra may hide
-        print(f"  {'pass@1, infra as fail':<28} {_fmt_rate(s['infra_as_fail'], 'pass@1')}  "
-              f"({s.get('infra_dropped_samples', 0)} first attempts never scored)")
+    worst = s.get("infra_as_fail")
+    if isinstance(worst, dict):  # what infra errors may hide: each rate with the episodes they ended as failures
+        for k in (k for k in worst if k.startswith(("pass@", "pass^", "repair@"))):
+            lost = f"{s.get('infra_errors', 0)} infra errors" if k.startswith("repair@") else \
+                f"{s.get('infra_dropped_samples', 0)} first attempts never scored"
+            print(f"  {k + ', infra as fail':<28} {_fmt_rate(worst, k)}  ({lost})")
     for k, why in (s.get("skipped") or {}).items():
         print(f"  {k:<28} skipped: {why}")
     for dom, d in (s.get("per_domain") or {}).items():

@@ -13,11 +13,12 @@ sample), then reports, overall and per domain and per capability tag:
 - ``mean_attempts_to_success``;
 - ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
   are attrition, reported beside the rates and never counted as failures;
-- ``infra_as_fail`` (only when some first attempts were never scored): ``{"pass@1", "ci"}`` with
-  those samples counted as failures, over every task (infra-dropped ones included): the figure a
-  model would read if what it sent the verifier into infra errors had failed. Not a rate of its own
-  (infra is attrition); ``baseline.compare`` judges a regression on it too, so a model that crashes
-  the verifier on the tasks it fails cannot lift pass@1 past a gate;
+- ``infra_as_fail`` (only when an infra error ended some episode before any pass): the rates above
+  (pass@k, pass^k, repair@r, with ``ci``) with those episodes counted as failures, over every task
+  and episode (infra-dropped ones included): the figures a model would read if what it sent the
+  verifier into infra errors had failed. Not rates of their own (infra is attrition);
+  ``baseline.compare`` judges a regression on its pass@1 too, so a model that crashes the verifier
+  on the tasks it fails cannot lift pass@1 past a gate;
 - ``ci``: percentile bootstrap intervals clustered by task for each rate (none from one task);
 - ``task_set``: ``{"n", "sha256"}`` of the distinct task ids evaluated (infra-dropped ones included,
   canaries not): ``baseline.compare`` judges two evaluations only on the same tasks;
@@ -135,10 +136,9 @@ def _ci(out: dict, key: str, values: Sequence[float], n_boot: int, seed: int) ->
 def _first_attempt_block(
     tasks: dict[str, list[SampleAttempts]], ks: Sequence[int], n_boot: int, seed: int, out: dict
 ) -> None:
-    n, c, worst = [], [], []
+    n, c = [], []
     for eps in tasks.values():
         scored = [ep.attempts[0] for ep in eps if not ep.attempts[0].is_infra_error]
-        worst.append(sum(r.passed for r in scored) / len(eps))  # its infra-dropped samples as failures
         if scored:
             n.append(len(scored))
             c.append(sum(r.passed for r in scored))
@@ -146,9 +146,6 @@ def _first_attempt_block(
     out["n_samples"] = int(sum(n))
     out["passed"] = int(sum(c))
     out["infra_dropped_tasks"] = len(tasks) - len(n)
-    if int(sum(n)) < sum(len(eps) for eps in tasks.values()):  # some first attempts never scored
-        out["infra_as_fail"] = {"pass@1": float(np.mean(worst)), "ci": {}}
-        _ci(out["infra_as_fail"], "pass@1", worst, n_boot, seed)
     if not n:
         return
     n_arr, c_arr = np.array(n), np.array(c)
@@ -163,6 +160,37 @@ def _first_attempt_block(
             hat = pass_hat_k_per_task(n_arr, c_arr, k)
             out[f"pass^{k}"] = float(hat.mean())
             _ci(out, f"pass^{k}", hat, n_boot, seed)
+
+
+def _infra_as_fail_block(
+    tasks: dict[str, list[SampleAttempts]], ks: Sequence[int], n_boot: int, seed: int, out: dict
+) -> None:
+    """``out["infra_as_fail"]``, only when an infra error ended some episode before any pass: every
+    rate with such episodes counted as failures, over every task and episode (pass@k and pass^k where
+    every task has >= k episodes; repair@r: passed within r rounds / episodes). The rates above
+    leave those samples out (attrition), so a model that sends the verifier into infra errors where
+    it fails reads them higher (pass^2 1.0 from 5 passes and 5 infra errors: 0.222 here)."""
+    if not any(ep.infra_stop is not None for eps in tasks.values() for ep in eps):
+        return
+    worst: dict = {"ci": {}}
+    n = np.array([len(eps) for eps in tasks.values()])
+    c = np.array([sum(ep.attempts[0].passed for ep in eps) for eps in tasks.values()])
+    for k in sorted(set(ks)):
+        if n.min() >= k:
+            per_task = pass_at_k_per_task(n, c, k)
+            worst[f"pass@{k}"] = float(per_task.mean())
+            _ci(worst, f"pass@{k}", per_task, n_boot, seed)
+            if k > 1:
+                hat = pass_hat_k_per_task(n, c, k)
+                worst[f"pass^{k}"] = float(hat.mean())
+                _ci(worst, f"pass^{k}", hat, n_boot, seed)
+    max_round = max(len(ep.attempts) - 1 for eps in tasks.values() for ep in eps)
+    for r in range(1, max_round + 1):
+        per_task = [float(np.mean([ep.first_pass is not None and ep.first_pass <= r for ep in eps]))
+                    for eps in tasks.values()]
+        worst[f"repair@{r}"] = float(np.mean(per_task))
+        _ci(worst, f"repair@{r}", per_task, n_boot, seed)
+    out["infra_as_fail"] = worst
 
 
 def _repair_rate(eps: Sequence[SampleAttempts], r: int) -> float | None:
@@ -217,6 +245,7 @@ def _block(episodes: Sequence[SampleAttempts], ks: Sequence[int], n_boot: int, s
     out: dict = {"ci": {}, "skipped": {}, "task_set": task_set(tasks)}
     _first_attempt_block(tasks, ks, n_boot, seed, out)
     _repair_block(tasks, n_boot, seed, out)
+    _infra_as_fail_block(tasks, ks, n_boot, seed, out)
     recs = [r for ep in episodes for r in ep.attempts]
     out["infra_errors"] = sum(r.is_infra_error for r in recs) + sum(ep.retried_infra for ep in episodes)
     out["infra_dropped_samples"] = sum(ep.attempts[0].is_infra_error for ep in episodes)

@@ -178,3 +178,23 @@ def test_the_report_and_the_printed_summary_show_pass_at_1_with_infra_as_fail():
     with contextlib.redirect_stdout(out):
         _print_block("eval", cheat)
     assert "  pass@1, infra as fail        0.125 [" in out.getvalue() and "(35 first attempts never scored)" in out.getvalue()
+
+
+def test_pass_hat_k_and_repair_at_r_with_infra_as_fail():
+    # 10 samples a task: 5 pass, and the 5 the model fails it sends into infra errors
+    s = summarize(_records({f"m{i}": ["pass"] * 5 + ["infra_error"] * 5 for i in range(2)}), ks=(1, 2), n_boot=100)
+    assert s["pass^2"] == 1.0 and s["pass@1"] == 1.0  # the rates leave infra out (attrition), as documented
+    assert s["infra_as_fail"]["pass^2"] == pytest.approx(10 / 45) and s["infra_as_fail"]["pass@1"] == 0.5
+    # repair: every first attempt fails; 2 of 10 repairs pass and the other 8 end in infra errors
+    recs = [EvalRecord(f"r{t}", "code", "fail", 0.0, sample_idx=i) for t in range(2) for i in range(10)]
+    recs += [EvalRecord(f"r{t}", "code", "pass" if i < 2 else "infra_error", 1.0 if i < 2 else None, sample_idx=i,
+                        attempt=1, feedback_source="error") for t in range(2) for i in range(10)]
+    r = summarize(recs, ks=(1,), n_boot=100)
+    assert r["repair@1"] == 1.0  # Kaplan-Meier: the 8 are censored, the 2 seen all passed
+    assert r["infra_as_fail"]["repair@1"] == pytest.approx(0.2) and r["infra_as_fail"]["pass@1"] == 0.0
+    from posttrain.cli.evaluate import _print_block
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _print_block("eval", r)
+    assert "  repair@1, infra as fail      0.200" in out.getvalue() and "(16 infra errors)" in out.getvalue()
