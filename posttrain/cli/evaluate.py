@@ -26,7 +26,7 @@ from typing import Any
 
 from posttrain.errors import UserError
 
-__all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit"]
+__all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit", "regressions_of"]
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -161,8 +161,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     else:
         _print_summary(summary)
-    regressions = (summary.get("baseline") or {}).get("regressions") or []
-    return 1 if (args.fail_on_regression and regressions) else 0
+    return 1 if (args.fail_on_regression and regressions_of(summary)) else 0
+
+
+def regressions_of(summary: dict[str, Any]) -> list[str]:
+    """Every regression ``--baseline`` found: one evaluation's rows, or each checkpoint's of a whole
+    run (``eval --run``, ``{"eval": {name: summary}}``: ``<name>: <row>``; the gate read only the
+    top level, where a whole run has none, and exited 0 on any drop).
+
+    >>> regressions_of({"eval": {"sft": {"baseline": {"regressions": ["code"]}}, "rl": {}}, "eval_protocol": {}})
+    ['sft: code']
+    """
+    if "eval" in summary and "pass@1" not in summary:
+        return [f"{name}: {row}" for name, s in summary["eval"].items() if isinstance(s, dict)
+                for row in (s.get("baseline") or {}).get("regressions") or []]
+    return list((summary.get("baseline") or {}).get("regressions") or [])
 
 
 def _fmt_rate(s: dict[str, Any], key: str) -> str:

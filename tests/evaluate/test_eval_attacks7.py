@@ -198,3 +198,24 @@ def test_pass_hat_k_and_repair_at_r_with_infra_as_fail():
     with contextlib.redirect_stdout(out):
         _print_block("eval", r)
     assert "  repair@1, infra as fail      0.200" in out.getvalue() and "(16 infra errors)" in out.getvalue()
+
+
+def test_a_whole_run_evaluation_fails_the_gate_on_any_checkpoints_regression():
+    import doctest
+
+    import posttrain.cli.evaluate as cli
+
+    # posttrain eval --run RUN --baseline B --fail-on-regression: a whole run's summary is {"eval": {name:
+    # summary}}, each with its own comparison; the gate read summary["baseline"] (none there) and exited
+    # 0 with both checkpoints REGRESSED (/tmp script: tiny model, 2 HumanEval tasks, records baseline 2/2)
+    base = _summary(BASE)
+    whole = {"eval": {"base": {**base, "baseline": compare(base, base)},
+                      "rl": {**_summary(HONEST), "baseline": compare(_summary(HONEST), base)}},
+             "eval_protocol": {"temperature": 0.0}}
+    assert cli.regressions_of(whole) == ["rl: math", "rl: overall"]
+    assert cli.regressions_of({**base, "baseline": compare(base, base)}) == []
+    runner = doctest.DocTestRunner()
+    for example in doctest.DocTestFinder().find(cli.regressions_of, globs={"regressions_of": cli.regressions_of}):
+        runner.run(example)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0 and result.attempted == 1
