@@ -219,6 +219,9 @@ def _print_block(name: str, s: dict[str, Any]) -> None:
     for dom, d in (s.get("per_domain") or {}).items():
         if "pass@1" in d:
             print(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks)")
+        else:  # a domain lost to infra errors is said, not left out of the list
+            print(f"  domain {dom:<21} no pass@1: every first attempt an infra error "
+                  f"({d.get('infra_dropped_tasks', 0)} tasks)")
     if isinstance(s.get("noop"), dict) and "pass@1" in s["noop"]:
         print(f"  no-op baseline               pass@1 {s['noop']['pass@1']:.3f}")
     base = s.get("baseline")

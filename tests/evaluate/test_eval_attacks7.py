@@ -63,6 +63,8 @@ def test_a_domain_whose_every_sample_was_an_infra_error_is_judged():
         _print_block("eval", {**cur, "baseline": compare(cur, base)})
     line = next(x for x in out.getvalue().splitlines() if "vs baseline code" in x)
     assert "REGRESSED: regressed with its infra-dropped samples counted as failures" in line
+    # the per-domain list left the domain out (only domains with a pass@1 were printed)
+    assert "  domain code                  no pass@1: every first attempt an infra error (40 tasks)" in out.getvalue()
 
 
 def test_an_honest_model_with_a_few_infra_errors_is_not_flagged():
