@@ -128,11 +128,16 @@ draws, or other draws, estimate the same rate."""
 
 def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
     """The ``SETTINGS`` two summaries' ``eval_protocol`` both state and differ on, as one phrase
-    (``temperature: current 0.0, baseline 1.0``); None when none differ or a side states none."""
+    (``temperature: current 0.0, baseline 1.0``); None when none differ or a side states none. Two
+    ``posttrain eval`` protocols are also held to the same ``episodes`` (agent against single: a task
+    answered once against one answered over several tool turns)."""
     c, b = current.get("eval_protocol"), baseline.get("eval_protocol")
     if not isinstance(c, dict) or not isinstance(b, dict):
         return None
-    apart = [f"{k}: current {c[k]!r}, baseline {b[k]!r}" for k in SETTINGS if k in c and k in b and c[k] != b[k]]
+    if "max_attempts" in c and "max_attempts" in b:  # both posttrain eval's: it states episodes for agent ones only
+        c, b = {"episodes": None, **c}, {"episodes": None, **b}  # (single or repair: the same first attempts)
+    apart = [f"{k}: current {c[k]!r}, baseline {b[k]!r}" for k in ("episodes", *SETTINGS)
+             if k in c and k in b and c[k] != b[k]]
     return "; ".join(apart) or None
 
 

@@ -132,6 +132,14 @@ def test_a_baseline_sampled_with_other_settings_is_not_judged(tmp_path):
     seesaw = compare_domains(cur, {"runs/prev": base})
     assert seesaw["regressions"] == ["math (runs/prev) (different settings)"]
     assert compare(_summary(BASE), base)["not_comparable"] == []  # a side that states no settings: as before
+    # two posttrain eval results: agent episodes (several tool turns) against single answers
+    single = {**_summary(BASE), "eval_protocol": _cli_protocol("--model", "ckpt")}
+    agent = {**cur, "eval_protocol": _cli_protocol("--model", "ckpt", "--episodes", "agent")}
+    assert compare(agent, single)["regressions"] == ["math (different settings)", "overall (different settings)"]
+    assert compare(agent, single)["overall"]["note"] == ("different settings (episodes: current 'agent', baseline "
+                                                         "None); not judged")
+    assert compare({**single, "eval_protocol": _cli_protocol("--model", "ckpt", "--max-attempts", "3")},
+                   single)["not_comparable"] == []  # repair: the same first attempts (pass@1 is theirs)
 
 
 def _run_dir(root, name: str, npass: int, temperature: float, max_new_tokens: int):
