@@ -4,11 +4,16 @@
   underscore, at module or class level) of every module the diff changes keeps its signature:
   the same parameters, kinds and number of defaults, compared by AST; a public name the diff
   removes breaks it too. New public names are allowed.
-- ``add_unit_tests``: the diff adds at least one test function (``test_*`` in a test file) that
-  fails on the unchanged repository and passes with the change: both runs in the sandbox under
-  the same harness, the new tests only. Test changes are dropped from the graded run (the
-  verifier's tests decide the verdict), so a new test never helps the verdict; this check only
-  asks that the change came with one that catches it.
+- ``add_unit_tests``: the diff adds test functions (``test_*`` in a test file) that pass with the
+  change, and at least one of them catches the bug: it fails on the unchanged repository (each
+  source file the diff changes there with a comment line added: the same code, other bytes) and,
+  when the task has a reference, passes with the reference's source fix in place of the diff's.
+  Each run is in the sandbox under the same harness, the new tests only. Test changes are dropped
+  from the graded run (the verifier's tests decide the verdict), so a new test never helps the
+  verdict; this check only asks that the change came with one that catches the bug. A test of the
+  diff rather than of the issue does not count: one that asserts a name the diff adds fails with
+  the reference, one that asserts a changed file's bytes (its hash, its size) passes on the
+  unchanged code with the comment. Not stopped: a test that asserts the buggy line's text is gone.
 
 A broken constraint turns a pass into a ``fail`` (error class ``constraint:<name>``) whose feedback
 names the constraint and what broke it. Free-text constraints are shown to the model, not checked.
@@ -139,6 +144,29 @@ def check_constraints(pool: Any, task: Task, response: str, verdict: Verdict) ->
     return verdict
 
 
+BEFORE_MARK = b"\n# (the unchanged repository, for the add_unit_tests check)\n"
+"""Added to each source file the diff changes, in the run on the unchanged repository: the same code
+in other bytes, so a new test that asserts a file's bytes changed (a hash, a size) passes there and
+catches nothing."""
+
+
+def _reference_sources(task: Task, initial: Mapping[str, bytes]) -> tuple[dict[str, bytes], set[str]] | None:
+    """``(the reference's source files after its fix, the paths it touches)`` (its test changes left
+    out), or None when the task has no reference diff that applies."""
+    from posttrain.envs.repo._diff import DiffError, extract_diff
+
+    diff = extract_diff(task.reference or "")
+    if diff is None:
+        return None
+    try:
+        patches = [fp for fp in parse_diff(diff) if all(classify(p) == "source" for p in fp.paths)]
+        touched = {p for fp in patches for p in fp.paths}
+        fixed = apply_patches({p: initial[p].decode("utf-8") for p in touched if p in initial}, patches)
+    except (DiffError, UnicodeDecodeError):
+        return None
+    return {p: t.encode() for p, t in fixed.items()}, touched
+
+
 def _check_added_tests(pool: Any, task: Task, verdict: Verdict, initial: Mapping[str, bytes],
                        before: Mapping[str, str], after: Mapping[str, str]) -> Verdict:
     from posttrain.envs.repo._grade import read_report, run_harness, sandbox_infra
@@ -150,22 +178,36 @@ def _check_added_tests(pool: Any, task: Task, verdict: Verdict, initial: Mapping
         return fail("Constraint add_unit_tests broken: the diff adds no test function (def test_...) to a test "
                     "file.", "constraint:add_unit_tests", evidence, {"format": 1.0, "process": 1.0})
     tests = {p: t.encode() for p, t in after.items() if is_test_path(p)}
-    base = {**verifier_tree(task.fields), **dependency_files(task.fields), **tests}
-    fixed = {**base, **{p: t.encode() for p, t in after.items()}}
+    verifier = {**verifier_tree(task.fields), **dependency_files(task.fields)}
+    sources = {p for p in after if not is_test_path(p)}
+    marked = {p: verifier[p] + BEFORE_MARK for p in sources if p in verifier and p.endswith(".py")}
+    runs: dict[str, tuple[dict[str, bytes], set[str]]] = {
+        "before": ({**verifier, **marked, **tests}, set()),
+        "after": ({**verifier, **tests, **{p: t.encode() for p, t in after.items()}}, sources)}
+    reference = _reference_sources(task, initial)
+    if reference is not None:
+        fixed, touched = reference
+        tree = {p: v for p, v in verifier.items() if p not in touched}
+        runs["reference"] = ({**tree, **fixed, **tests}, set())
     outcomes = {}
-    for name, tree in (("before", base), ("after", fixed)):
-        changed = {p for p in after if not is_test_path(p) and name == "after"}
+    for name, (tree, changed) in runs.items():
         ex, nonce = run_harness(pool, task, tree, changed, new)
         if ex.outcome == "infra_error":
             return sandbox_infra(ex, evidence)
         final = read_report(ex.report, nonce).final or {"passed": set()}
         outcomes[name] = {t for t in new if t in final["passed"]}
-    evidence["new_tests_pass_before"] = sorted(outcomes["before"])
-    evidence["new_tests_pass_after"] = sorted(outcomes["after"])
-    catches = [t for t in new if t in outcomes["after"] and t not in outcomes["before"]]
+    for name in outcomes:
+        evidence[f"new_tests_pass_{name}"] = sorted(outcomes[name])
+    catches = [t for t in new if t in outcomes["after"] and t not in outcomes["before"]
+               and t in outcomes.get("reference", {t})]
     if catches and outcomes["after"] == set(new):
         return verdict
-    why = ("none of them fails on the unchanged repository" if outcomes["after"] == set(new)
-           else f"{len(set(new) - outcomes['after'])} of them fail with the change")
+    if outcomes["after"] != set(new):
+        why = f"{len(set(new) - outcomes['after'])} of them fail with the change"
+    elif reference is not None and any(t not in outcomes["before"] for t in new):
+        why = ("each one that fails on the unchanged repository also fails with the reference fix: they test "
+               "the diff, not the issue")
+    else:
+        why = "none of them fails on the unchanged repository"
     return fail(f"Constraint add_unit_tests broken: the diff adds {len(new)} test(s), but {why}.",
                 "constraint:add_unit_tests", evidence, {"format": 1.0, "process": 1.0})
