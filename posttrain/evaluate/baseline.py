@@ -32,6 +32,11 @@ with a ``note`` saying so (a current pass@1 missing because every sample was an 
 Genuine infra flakiness on a few samples moves that figure little; it fails a gate only when the
 lost samples could hide a drop beyond both intervals.
 
+Nor when the same ids asked other questions: both summaries' ``task_prompts`` (a hash of each id
+with its prompt; absent from records written without prompts) must agree, else the row is
+``comparable: False`` and fails a gate as ``<name> (different task prompts)`` (a task file edited to
+easier questions under the same ids read as a gain).
+
 Nor when they were sampled otherwise: both summaries' ``eval_protocol`` (``posttrain eval`` states
 it in its summary, a run's summary.json beside its entries) are held to the same ``SETTINGS``
 (temperature, max_new_tokens, chat, max_turns, each where both state it); a row of an evaluation
@@ -151,6 +156,12 @@ def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None)
         row.update(comparable=False, delta=None if c is None or b is None else c - b, regressed=False,
                    apart="different task sets",
                    note=f"different task sets (current: {n[0]} tasks, baseline: {n[1]}); not judged")
+        return row
+    c_prompts, b_prompts = cur.get("task_prompts"), base.get("task_prompts")
+    if c_prompts is not None and b_prompts is not None and c_prompts != b_prompts:  # the same ids, other questions
+        row.update(comparable=False, delta=None if c is None or b is None else c - b, regressed=False,
+                   apart="different task prompts",
+                   note="the same task ids asking other prompts (an edited or regenerated task file); not judged")
         return row
     if settings is not None:  # the same tasks, another rate (greedy against sampled, another length cap)
         row.update(comparable=False, delta=None if c is None or b is None else c - b, regressed=False,

@@ -229,10 +229,15 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
 def _task_sets_note(summaries: dict[str, dict[str, Any]]) -> str:
     """A warning when the evaluations side by side are over different task sets (``task_set``): an
     evaluation over fewer or other tasks is not the same figure (one that left out what it failed
-    would read as a gain); empty when they agree or say nothing of their tasks."""
+    would read as a gain), or over the same ids asking other prompts (``task_prompts``: an edited task
+    file); empty when they agree or say nothing of their tasks."""
     sets = {n: e["task_set"] for n, e in summaries.items() if isinstance(e.get("task_set"), dict)}
     if len({json.dumps(v, sort_keys=True) for v in sets.values()}) < 2:
-        return ""
+        prompts = {n: e["task_prompts"] for n, e in summaries.items() if isinstance(e.get("task_prompts"), dict)}
+        if len({json.dumps(v, sort_keys=True) for v in prompts.values()}) < 2:
+            return ""
+        return (f'<p><b>not comparable:</b> these evaluations ask other prompts under the same task ids: '
+                f'{", ".join(escape(n) for n in prompts)}; their rates are not of the same tasks.</p>')
     listed = ", ".join(f"{escape(n)} ({escape(str(v.get('n', '?')))} tasks)" for n, v in sets.items())
     return (f'<p><b>not comparable:</b> these evaluations are over different task sets: {listed}; '
             "their rates are not of the same tasks.</p>")

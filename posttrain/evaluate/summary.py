@@ -13,6 +13,8 @@ sample), then reports, overall and per domain and per capability tag:
 - ``mean_attempts_to_success``;
 - ``infra_errors`` (records), ``infra_dropped_samples`` and ``infra_dropped_tasks``: infra errors
   are attrition, reported beside the rates and never counted as failures;
+- ``task_prompts``: ``{"sha256"}`` of each task id with its prompt (absent when a record states no
+  prompt): the same ids over other questions (an edited task file) are other tasks to ``compare``;
 - ``infra_as_fail`` (only when an infra error ended some episode before any pass): the rates above
   (pass@k, pass^k, repair@r, with ``ci``) with those episodes counted as failures, over every task
   and episode (infra-dropped ones included): the figures a model would read if what it sent the
@@ -34,6 +36,7 @@ What this module does not do: run verifiers, read files, or compare runs (``base
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -46,7 +49,7 @@ from posttrain.evaluate.metrics import bootstrap_ci, pass_at_k_per_task, pass_ha
 from posttrain.evaluate.records import EvalRecord
 from posttrain.types import CANARY
 
-__all__ = ["summarize", "SampleAttempts", "group_attempts", "task_set"]
+__all__ = ["summarize", "SampleAttempts", "group_attempts", "task_prompts", "task_set"]
 
 
 @dataclass(frozen=True)
@@ -240,9 +243,26 @@ def task_set(task_ids: Iterable[str]) -> dict:
     return {"n": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()}
 
 
+def task_prompts(episodes: Sequence[SampleAttempts]) -> dict | None:
+    """``{"sha256"}`` of each task id with the prompt its first attempts were asked (sorted pairs): which
+    questions a figure is over, beyond their ids (an edited task file keeps its ids, a hand-written
+    one may reuse them); None when a record states no prompt (records written by hand).
+
+    >>> from posttrain.evaluate.records import EvalRecord
+    >>> task_prompts(group_attempts([EvalRecord("t", "math", "pass", 1.0)])) is None
+    True
+    """
+    pairs = sorted({(ep.task_id, ep.attempts[0].prompt) for ep in episodes})
+    if not pairs or not all(prompt for _, prompt in pairs):
+        return None
+    return {"sha256": hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode()).hexdigest()}
+
+
 def _block(episodes: Sequence[SampleAttempts], ks: Sequence[int], n_boot: int, seed: int) -> dict:
     tasks = _by_task(episodes)
     out: dict = {"ci": {}, "skipped": {}, "task_set": task_set(tasks)}
+    if (prompts := task_prompts(episodes)) is not None:
+        out["task_prompts"] = prompts
     _first_attempt_block(tasks, ks, n_boot, seed, out)
     _repair_block(tasks, n_boot, seed, out)
     _infra_as_fail_block(tasks, ks, n_boot, seed, out)

@@ -229,3 +229,25 @@ def test_a_whole_run_evaluation_fails_the_gate_on_any_checkpoints_regression():
         runner.run(example)
     result = runner.summarize(verbose=False)
     assert result.failed == 0 and result.attempted == 1
+
+
+def test_the_same_task_ids_asking_other_questions_are_not_judged_as_the_same_tasks():
+    def asked(questions: dict[str, str], passed: int) -> dict:
+        return summarize([EvalRecord(t, "math", "pass" if i < passed else "fail", float(i < passed), prompt=q)
+                          for i, (t, q) in enumerate(questions.items())], ks=(1,), n_boot=300)
+
+    hard = {f"m{i}": f"Find the {i}th prime above 10**{i}." for i in range(40)}
+    easy = {f"m{i}": f"What is {i} + 1?" for i in range(40)}  # the task file edited, its ids kept
+    base = asked(hard, 20)
+    assert compare(asked(hard, 5), base)["regressions"] == ["math", "overall"]
+    gate = compare(asked(easy, 22), base)
+    # was comparable (task_set is of ids alone), delta +0.05, regressions []
+    assert gate["regressions"] == ["math (different task prompts)", "overall (different task prompts)"]
+    assert gate["overall"]["note"] == ("the same task ids asking other prompts (an edited or regenerated task file); "
+                                       "not judged")
+    assert compare(asked(hard, 22), base)["not_comparable"] == []
+    from posttrain.evaluate.report import _eval_table
+
+    assert "ask other prompts under the same task ids: base, rl" in _eval_table({"base": base, "rl": asked(easy, 22)})
+    assert "not comparable" not in _eval_table({"base": base, "rl": asked(hard, 22)})
+    assert "task_prompts" not in _summary(BASE)  # records without prompts (written by hand): compared as before
