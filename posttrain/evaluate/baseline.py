@@ -197,6 +197,12 @@ def _regressed_infra_as_fail(cur: dict[str, Any], b: Any, b_ci: Any) -> str | No
             f"[{w_ci[0]:.3f}, {w_ci[1]:.3f}]): infra errors where it fails are not a gain")
 
 
+RULE = ("regressed = current below the baseline's 95% interval and baseline above the current's, by its pass@1 "
+        "or by its pass@1 with infra-dropped samples as failures; figures over different task sets or prompts, or "
+        "sampled with different settings, are not judged and fail the gate")
+"""The rule ``compare`` and ``compare_domains`` state with their rows."""
+
+
 def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
     """Per-domain pass@1 against the baseline, with ``regressions`` listing domains that dropped.
 
@@ -218,8 +224,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
         "only_in_baseline": sorted(set(base_dom) - set(cur_dom)),
         "not_comparable": apart,
         "regressions": [d for d, r in rows.items() if r["regressed"]] + [f"{d} ({rows[d]['apart']})" for d in apart],
-        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's; "
-                "figures over different task sets or sampled with different settings are not judged and fail the gate",
+        "rule": RULE,
     }
 
 
@@ -252,6 +257,5 @@ def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]
         "not_comparable": [name for name, _ in apart],
         "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]]
         + [f"{name} ({why})" for name, why in apart],
-        "rule": "regressed = current below the baseline's 95% interval and baseline above the current's; "
-                "a domain evaluated on other tasks than its baseline is not judged and fails the gate",
+        "rule": RULE,
     }
