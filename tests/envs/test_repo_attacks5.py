@@ -10,7 +10,14 @@ passes with the reference's source fix in place of the diff's (the marker does n
 unchanged repository with a comment line added to each file the diff changes (the hash passes there): 0 of
 12 each; the honest test 5 of 5 and the example task's gold still pass.
 
-Budget: ~4 s on 2 cores (two verdicts, four harness runs each).
+- the kernel resolved a relative path from ``posix.getcwd()``, which raises once the working directory is
+  removed; the code under test that made a directory its working directory, removed it and opened a
+  relative path made the kernel report its own error: an infra error (excluded from the update, better than
+  the 0 of an honest wrong answer), 20 of 20 pack tasks with the prelude at the top of the bug file. Now a
+  ``cut_short`` fail, as an honest failure (no path is known: ``..`` from a removed directory still reaches
+  its old parents, so the kernel cannot let the open through unchecked).
+
+Budget: ~5 s on 2 cores (two verdicts, four harness runs each, and one run).
 """
 
 from __future__ import annotations
@@ -75,3 +82,23 @@ def test_a_test_of_the_diff_is_not_a_test_of_the_bug(verdicts):
     assert v.evidence["new_tests_pass_after"] == [marker, hashed], v.evidence
     assert v.evidence["new_tests_pass_before"] == [hashed], v.evidence
     assert v.evidence["new_tests_pass_reference"] == [hashed], v.evidence
+
+
+REMOVED_CWD = '''import os
+
+os.makedirs("/tmp/gone")
+os.chdir("/tmp/gone")
+os.rmdir("/tmp/gone")
+try:
+    open("x")
+except OSError:
+    pass
+'''
+
+
+def test_a_removed_working_directory_is_the_runs_fail_never_an_infra_error(pool):
+    verify = get_domain("repo").make_verifier(pool)
+    diff = render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": REMOVED_CWD + "\n\n" + PRICING})
+    v = verify(ENV.parse_task(fixture_record(), "t"), response_of(diff))
+    assert (v.outcome, v.error_class) == ("fail", "cut_short"), v.evidence
+    assert "working directory removed" in v.feedback and v.components == {"outcome": 0.0, "format": 1.0}, v

@@ -386,7 +386,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
     def resolve(path: str) -> str:
         """An absolute path with every symlink followed, by lstat/readlink alone (no library code)."""
         if not startswith(path, "/"):
-            path = getcwd() + "/" + path
+            try:
+                path = getcwd() + "/" + path
+            except OSError:  # removed: '..' from it still reaches its old parents, so no path is known
+                die("the grader's check of a relative path found the working directory removed", kind="cut_short")
         parts, done, hops = [p for p in split(path, "/") if p and p != "."], [], 0
         while parts:
             part = parts.pop(0)
