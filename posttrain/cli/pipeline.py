@@ -507,7 +507,9 @@ def _run_held(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool, sour
 def regression_gate(recipe: Recipe, summary: Mapping[str, Any]) -> dict[str, Any]:
     """The last model's held-out pass@1 per domain against ``eval.baselines`` (``compare_domains``)."""
     last = [s for s in ("base", *recipe.stages) if s != "rm" and s in summary["eval"]][-1]
-    gate = compare_domains(summary["eval"][last], {p: load_baseline(p) for p in recipe.eval.baselines})
+    protocol = {"eval_protocol": summary["eval_protocol"]} if isinstance(summary.get("eval_protocol"), dict) else {}
+    current = {**protocol, **summary["eval"][last]}  # its settings, held to each baseline run's
+    gate = compare_domains(current, {p: load_baseline(p) for p in recipe.eval.baselines})
     return {"model": last, **gate}
 
 

@@ -192,18 +192,28 @@ def _run(recipe_path: Path, args: argparse.Namespace, command: list[str]) -> int
 def gate_line(gate: dict[str, Any]) -> str | None:
     """The seesaw gate's one line (``compare_domains``' result), or None when it passed.
 
-    >>> gate_line({"regressions": ["math (a)", "code (b) (different task sets)"], "not_comparable": ["code (b)"]})
-    ... # doctest: +NORMALIZE_WHITESPACE
+    >>> gate_line({"regressions": ["math (a)", "code (b) (different task sets)", "json (b) (different settings)"],
+    ...            "not_comparable": ["code (b)", "json (b)"]})  # doctest: +NORMALIZE_WHITESPACE
     'posttrain: regression: math (a) dropped below its baseline beyond both 95% intervals;
-     code (b) was evaluated on other tasks than its baseline (not judged) (summary.json: regression)'
+     code (b) was evaluated on other tasks than its baseline (not judged);
+     json (b) was sampled with other settings than its baseline (not judged) (summary.json: regression)'
     """
     if not gate.get("regressions"):
         return None
     apart = list(gate.get("not_comparable") or [])
-    dropped = [name for name in gate["regressions"] if name not in {f"{a} (different task sets)" for a in apart}]
+    why = {name: entry[len(name) + 2:-1] for name in apart for entry in gate["regressions"]
+           if entry.startswith(f"{name} (") and entry.endswith(")") and entry[len(name) + 2:-1] in _APART}
+    dropped = [name for name in gate["regressions"] if not any(name == f"{a} ({w})" for a, w in why.items())]
     said = [f"{', '.join(dropped)} dropped below its baseline beyond both 95% intervals"] if dropped else []
-    said += [f"{', '.join(apart)} was evaluated on other tasks than its baseline (not judged)"] if apart else []
+    for reason, words in _APART.items():
+        names = [a for a in apart if why.get(a, "different task sets") == reason]
+        said += [f"{', '.join(names)} was {words} than its baseline (not judged)"] if names else []
     return f"posttrain: regression: {'; '.join(said)} (summary.json: regression)"
+
+
+_APART = {"different task sets": "evaluated on other tasks", "different task prompts": "asked other prompts",
+          "different settings": "sampled with other settings"}
+"""``compare_domains``' reasons for a row it did not judge, as ``gate_line`` says them."""
 
 
 def check_holds_no_other_files(out: Path) -> None:

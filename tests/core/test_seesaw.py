@@ -48,6 +48,26 @@ def test_a_baseline_over_other_tasks_fails_the_gate_closed() -> None:
     assert gate_line(compare_domains(current, {"math-only": base})) is None
 
 
+def test_the_run_s_settings_are_held_to_each_baseline_run_s(tmp_path: Path) -> None:
+    """``regression_gate`` gives the run's ``eval_protocol`` with its figures, so a baseline run sampled
+    otherwise (greedy against temperature 1) is not judged and the gate says why (before, the run's
+    settings were left out and such a row was judged as comparable)."""
+    from posttrain.cli.pipeline import regression_gate
+
+    def run_summary(temperature: float, p: float) -> dict:
+        return {"eval": {"rl": {"pass@1": p, **_summary(math=(p, p - 0.1, p + 0.1))}},
+                "eval_protocol": {"temperature": temperature, "max_new_tokens": 24}}
+
+    base = tmp_path / "math-only.json"
+    base.write_text(json.dumps(run_summary(0.0, 0.5)))
+    recipe = load_recipe(ROOT / "configs" / "tiny-grpo.yaml", [f"eval.baselines=[{base}]", "stages=[rl]"])
+    gate = regression_gate(recipe, run_summary(1.0, 0.5))
+    assert gate["not_comparable"] == [f"math ({base})"]
+    assert gate_line(gate) == (f"posttrain: regression: math ({base}) was sampled with other settings than its "
+                               "baseline (not judged) (summary.json: regression)")
+    assert regression_gate(recipe, run_summary(0.0, 0.5))["regressions"] == []
+
+
 def test_baselines_are_read_when_the_recipe_is_parsed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"eval.baselines\[0\]: --baseline: .*nothing"):
         load_recipe(ROOT / "configs" / "tiny-grpo.yaml", [f"eval.baselines=[{tmp_path / 'nothing'}]"])
