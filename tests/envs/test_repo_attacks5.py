@@ -17,7 +17,16 @@ unchanged repository with a comment line added to each file the diff changes (th
   ``cut_short`` fail, as an honest failure (no path is known: ``..`` from a removed directory still reaches
   its old parents, so the kernel cannot let the open through unchecked).
 
-Budget: ~5 s on 2 cores (two verdicts, four harness runs each, and one run).
+- the kernel checks a path when its ``open`` event fires, before the system call resolves it: a thread of
+  the code under test changed where the path led in between. ``os.chdir("/work")`` from a thread just
+  after the check of ``open("tests/test_hidden.py")`` from a decoy working directory read the withheld test
+  (then answered its cases): 6 of 8 runs passed every listed test; ``/tmp/A`` (holding a symlink to
+  ``/work/tests``) renamed onto ``/tmp/cur`` just after the check of ``/tmp/cur/l/test_hidden.py``: 2 of 8.
+  The code under test may no longer change its working directory, make a symlink or rename a directory
+  (0 of 8 each: ``tamper``; ``os.symlink`` goes the way ``os.chdir`` does); a verifier test still may
+  (the honest answer's run above has one).
+
+Budget: ~5 s on 2 cores (two verdicts, four harness runs each, and three runs; 8 s at a load of 4).
 """
 
 from __future__ import annotations
@@ -51,6 +60,16 @@ def test_changed():
     path = pathlib.Path(__file__).resolve().parents[1] / "shop" / "pricing.py"
     assert hashlib.sha256(path.read_bytes()).hexdigest() != {hashlib.sha256(PRICING.encode()).hexdigest()!r}
 '''
+PATHS_TEST = '''import os
+
+
+def test_chdir_and_symlink(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    os.rename(tmp_path / "a", tmp_path / "b")
+    os.symlink(tmp_path / "b", tmp_path / "l")
+    monkeypatch.chdir(tmp_path / "l")
+    assert os.path.samefile(".", tmp_path / "b")
+'''
 ANSWERS = {"honest": (FIXED, {"tests/test_added.py": HONEST}),
            "cheats": (FIXED + "\n_fixed = True\n", {"tests/test_added.py": MARKER, "tests/test_changed.py": HASH})}
 
@@ -58,7 +77,10 @@ ANSWERS = {"honest": (FIXED, {"tests/test_added.py": HONEST}),
 @pytest.fixture(scope="module")
 def verdicts(pool):
     verify = get_domain("repo").make_verifier(pool)
-    task = ENV.parse_task({**fixture_record(), "constraints": ["add_unit_tests"]}, "t")
+    record = fixture_record()
+    record["repo"] = {"files": {**FILES, "tests/test_paths.py": PATHS_TEST}}
+    record["pass_to_pass"] = [*record["pass_to_pass"], "tests/test_paths.py::test_chdir_and_symlink"]
+    task = ENV.parse_task({**record, "constraints": ["add_unit_tests"]}, "t")
     out = {}
     for name, (source, tests) in ANSWERS.items():
         diff = render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": source}) + render_diff({}, tests)
@@ -69,6 +91,7 @@ def verdicts(pool):
 def test_an_honest_new_test_meets_the_constraint(verdicts):
     assert not {"tests/test_added.py", "tests/test_changed.py"} & set(FILES)
     assert verdicts["honest"].passed, verdicts["honest"].feedback
+    assert verdicts["honest"].evidence["tests"]["tests/test_paths.py::test_chdir_and_symlink"] == "passed"
 
 
 def test_a_test_of_the_diff_is_not_a_test_of_the_bug(verdicts):
@@ -84,21 +107,50 @@ def test_a_test_of_the_diff_is_not_a_test_of_the_bug(verdicts):
     assert v.evidence["new_tests_pass_reference"] == [hashed], v.evidence
 
 
-REMOVED_CWD = '''import os
+IN_TMP_TEST = '''from shop.pricing import total
 
-os.makedirs("/tmp/gone")
-os.chdir("/tmp/gone")
-os.rmdir("/tmp/gone")
-try:
-    open("x")
-except OSError:
-    pass
+
+def test_total_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert total([1.0, 2.0]) == 3.0
+'''
+REMOVED_CWD = '''
+
+_total = total
+
+
+def total(*args, **kwargs):
+    import os
+
+    os.rmdir(os.getcwd())  # the working directory a verifier test chose (the code may not chdir itself)
+    try:
+        open("x")
+    except OSError:
+        pass
+    return _total(*args, **kwargs)
 '''
 
 
 def test_a_removed_working_directory_is_the_runs_fail_never_an_infra_error(pool):
     verify = get_domain("repo").make_verifier(pool)
-    diff = render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": REMOVED_CWD + "\n\n" + PRICING})
-    v = verify(ENV.parse_task(fixture_record(), "t"), response_of(diff))
+    record = fixture_record()
+    record["repo"] = {"files": {**FILES, "tests/test_in_tmp.py": IN_TMP_TEST}}
+    record["fail_to_pass"] = ["tests/test_in_tmp.py::test_total_in_tmp"]
+    record["pass_to_pass"] = []
+    diff = render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": PRICING + REMOVED_CWD})
+    v = verify(ENV.parse_task(record, "t"), response_of(diff))
     assert (v.outcome, v.error_class) == ("fail", "cut_short"), v.evidence
     assert "working directory removed" in v.feedback and v.components == {"outcome": 0.0, "format": 1.0}, v
+
+
+NAMESPACE = {"os.chdir": 'os.makedirs("/tmp/decoy")\nos.chdir("/tmp/decoy")\n',
+             "renamed the directory": 'os.makedirs("/tmp/A")\nos.rename("/tmp/A", "/tmp/cur")\n'}
+
+
+@pytest.mark.parametrize("what", list(NAMESPACE))
+def test_the_code_under_test_may_not_change_where_a_checked_path_leads(pool, what):
+    verify = get_domain("repo").make_verifier(pool)
+    code = "import os\n\n" + NAMESPACE[what] + "\n\n" + PRICING
+    v = verify(ENV.parse_task(fixture_record(), "t"), response_of(render_diff({"shop/pricing.py": PRICING},
+                                                                              {"shop/pricing.py": code})))
+    assert (v.outcome, v.error_class) == ("fail", "tamper") and what in v.feedback, v.feedback

@@ -87,6 +87,13 @@ NESTED_DENIED = frozenset({"compile", "exec", "code.__new__", "marshal.loads", "
 FILE_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown",
                          "os.utime", "os.link", "shutil.rmtree", "shutil.move", "shutil.copyfile",
                          "os.chflags"})
+NAMESPACE_EVENTS = frozenset({"os.symlink", "os.chdir"})
+"""Events that change where a path leads (with ``os.rename`` of a directory): the kernel checks a path when
+its ``open`` event fires, before the system call resolves it, and a thread of the code under test that
+flipped a directory in between (renamed ``/tmp/A``, holding a symlink to ``/work/tests``, onto the path it
+had just checked as a decoy) read the withheld test: 1 of 4 runs passed every listed test. Denied to the
+code under test: with no symlink, directory rename or working-directory change of its own, a path it
+checked names the same file when it is opened."""
 SPAWN = "_posixsubprocess.fork_exec"
 """The event of the harness's ``fork_exec`` (``_install_spawn_guard``): the C function starts a program
 with no audit event of its own."""
@@ -521,6 +528,19 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 if (real in protected_files or real in protected_dirs) and candidate_on_stack(caller):
                     die(f"the code under test changed {path}, which the grader trusts by its name (a test or an "
                         f"unchanged file of the repository, or their directory)")
+
+    def on_rename(caller: object, args: tuple) -> None:
+        """A directory renamed by the code under test (``NAMESPACE_EVENTS``): denied."""
+        path = path_of(args[0]) if len_(args) else None
+        if path is None or not candidate_on_stack(caller):
+            return
+        for real in places(path, caller):
+            try:
+                mode = lstat(real).st_mode
+            except OSError:
+                continue
+            if mode & 0o170000 == 0o040000:
+                die(f"the code under test renamed the directory {path}, which changes where a checked path leads")
 
     def on_frame(event: str, caller: object, args: tuple) -> None:
         if not candidate_on_stack(caller):
@@ -1109,6 +1129,11 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             handler(event, caller, args)
         elif event in FILE_EVENTS:
             on_file_event(caller, args)
+            if event == "os.rename":
+                on_rename(caller, args)
+        elif event in NAMESPACE_EVENTS:
+            if candidate_on_stack(caller):
+                die(f"the code under test used {event}, which changes where a checked path leads")
         elif event in SPAWN_EVENTS:
             on_spawn(event, caller, args)
         elif event == BUILTIN:
@@ -1128,7 +1153,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
         if event == "object.__getattr__" and len_(args) == 2 and type_(args[1]) is str_ and \
                 args[1] in FRAME_ATTRS:
             die("a frame was requested while the grader ran")
-        if startswith(event, "posttrain.") or event in FILE_EVENTS or event in NESTED_DENIED:
+        if startswith(event, "posttrain.") or event in FILE_EVENTS or event in NESTED_DENIED or \
+                event in NAMESPACE_EVENTS:
             die(f"{event} while the grader ran")  # the kernel does none of these itself
         if event == "open" and len_(args) and type_(args[0]) is not int_:
             path = path_of(args[0])
