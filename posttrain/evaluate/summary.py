@@ -156,13 +156,19 @@ def _first_attempt_block(
         if n_arr.min() < k:
             out["skipped"][f"pass@{k}"] = f"needs >= {k} scored samples on every task; the fewest is {n_arr.min()}"
             continue
-        per_task = pass_at_k_per_task(n_arr, c_arr, k)
-        out[f"pass@{k}"] = float(per_task.mean())
-        _ci(out, f"pass@{k}", per_task, n_boot, seed)
-        if k > 1:
-            hat = pass_hat_k_per_task(n_arr, c_arr, k)
-            out[f"pass^{k}"] = float(hat.mean())
-            _ci(out, f"pass^{k}", hat, n_boot, seed)
+        _rates_at_k(out, n_arr, c_arr, k, n_boot, seed)
+
+
+def _rates_at_k(out: dict, n: np.ndarray, c: np.ndarray, k: int, n_boot: int, seed: int) -> None:
+    """``out``'s pass@k (and pass^k for k > 1) with their intervals, from each task's ``n`` scored
+    samples and ``c`` passes (every task has at least k)."""
+    per_task = pass_at_k_per_task(n, c, k)
+    out[f"pass@{k}"] = float(per_task.mean())
+    _ci(out, f"pass@{k}", per_task, n_boot, seed)
+    if k > 1:
+        hat = pass_hat_k_per_task(n, c, k)
+        out[f"pass^{k}"] = float(hat.mean())
+        _ci(out, f"pass^{k}", hat, n_boot, seed)
 
 
 def _infra_as_fail_block(
@@ -180,13 +186,7 @@ def _infra_as_fail_block(
     c = np.array([sum(ep.attempts[0].passed for ep in eps) for eps in tasks.values()])
     for k in sorted(set(ks)):
         if n.min() >= k:
-            per_task = pass_at_k_per_task(n, c, k)
-            worst[f"pass@{k}"] = float(per_task.mean())
-            _ci(worst, f"pass@{k}", per_task, n_boot, seed)
-            if k > 1:
-                hat = pass_hat_k_per_task(n, c, k)
-                worst[f"pass^{k}"] = float(hat.mean())
-                _ci(worst, f"pass^{k}", hat, n_boot, seed)
+            _rates_at_k(worst, n, c, k, n_boot, seed)
     max_round = max(len(ep.attempts) - 1 for eps in tasks.values() for ep in eps)
     for r in range(1, max_round + 1):
         per_task = [float(np.mean([ep.first_pass is not None and ep.first_pass <= r for ep in eps]))
