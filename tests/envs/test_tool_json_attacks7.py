@@ -245,3 +245,24 @@ def test_an_episode_ending_in_a_written_call_is_no_abstention() -> None:
         result = env.step(Generation(prompt_ids=(), completion_ids=ids, logprobs=(0.0,) * len(ids), text=text,
                                      stop_reason="eos"))
         assert result.done and result.verdict is not None and result.verdict.passed is passes, result.verdict
+
+
+# The stop hook's read, as a policy would (each a standing case; the first failed before its fix).
+_WEATHER = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather.", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("answer", ["functions.get_weather(city='Paris')", "Sure: tools.get_weather('Paris')"])
+def test_a_namespaced_written_call_is_no_abstention(answer: str) -> None:
+    """OpenAI's harmony form names a tool ``functions.NAME``; the written-call check skipped a name
+    after a dot, so ``functions.get_weather(city='Paris')`` passed an abstention task as a refusal."""
+    verdict = check_tool_calls(_WEATHER, [], False, answer)
+    assert (verdict.outcome, verdict.error_class) == ("fail", "format"), verdict.feedback
+    assert check_tool_calls(_WEATHER, [], False, "No: get_weather() only gives the weather.").passed
+
+
+def test_a_guess_in_a_field_declared_by_pattern_fails_where_extra_keys_are_allowed() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": True,
+              "patternProperties": {"^x_": {"type": "string"}}}
+    assert check_json(schema, {"name": "Ada"}, '{"name": "Ada", "x_nick": "Addy"}').error_class == "wrong_answer"
+    assert check_json(schema, {"name": "Ada"}, '{"name": "Ada", "nick": "Addy"}').passed  # an undeclared extra

@@ -201,7 +201,8 @@ def written_call(answer: str, tools: Sequence[Mapping[str, Any]]) -> str | None:
     """The name of a listed tool that ``answer`` (after its reasoning, ``final_text``) calls in a format
     the codec does not read, or None: Llama 3.1's ``<function=NAME>{...}</function>``, or a Python
     call with an argument, ``NAME(city="Paris")`` / ``NAME("Paris")`` (Llama 3.2's pythonic calls,
-    in prose or not). A tool named in words, or as ``NAME()``, is no call.
+    in prose or not), a namespace before it included (``functions.NAME(...)``, as OpenAI's harmony
+    format writes calls). A tool named in words, or as ``NAME()``, is no call.
 
     >>> tools = [{"name": "get_weather"}]
     >>> written_call('<function=get_weather>{"city": "Paris"}</function>', tools), written_call("Sure: get_weather(city='Oslo')", tools)
@@ -211,7 +212,7 @@ def written_call(answer: str, tools: Sequence[Mapping[str, Any]]) -> str | None:
     text = final_text(answer)
     for name in tool_specs(tools):
         n = re.escape(name)
-        if re.search(rf"<function\s*=\s*[\"']?{n}\b|(?<![\w.]){n}\s*\(\s*(?:[A-Za-z_]\w*\s*=|[\"'\d\[{{-])", text):
+        if re.search(rf"<function\s*=\s*[\"']?{n}\b|(?<!\w){n}\s*\(\s*(?:[A-Za-z_]\w*\s*=|[\"'\d\[{{-])", text):
             return name
     return None
 
