@@ -189,3 +189,15 @@ def test_guessing_whose_answer_is_whose_passes_no_more_than_a_guess(pool) -> Non
     verdicts = [v for _ in range(2) for v in verify_code_batch(pool, [(_TWO, _FIRST_SEEN_REVERSED)] * 8)]
     assert sum(v.passed for v in verdicts) < 16
     assert {v.error_class for v in verdicts if not v.passed} == {"assertion"}
+
+
+# The stop hook's read: the warm-up's copies are a tell (an argument seen twice), so a candidate that
+# answers by call count dies at its first repeat, in both warm-ups, and answers the third process, the
+# only one that gets the test's calls once each in its order: the verdict is the second warm-up's.
+_DIES_AT_A_REPEAT = fenced(f"import os\n_A = {_ANS!r}\n_S = []\ndef mix(x):\n    if x in _S:\n        os._exit(0)\n"
+                           "    _S.append(x)\n    return _A[len(_S) - 1]\n")
+
+
+def test_dying_at_the_warm_up_s_first_repeat_to_answer_in_test_order_fails(pool) -> None:
+    [verdict] = verify_code_batch(pool, [(_TWO, _DIES_AT_A_REPEAT)])
+    assert (verdict.outcome, verdict.error_class) == ("fail", "died"), verdict.evidence
