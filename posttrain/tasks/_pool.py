@@ -195,8 +195,7 @@ class TaskPool:
         stream = self.streams[domain]
         pool = self._class_of(self.difficulty.setting_estimate(domain, stream.level))
         movable = pool == "hard" and stream.level > stream.lo or pool == "easy" and stream.level < stream.hi
-        last = self.difficulty.setting_step(domain, stream.level)
-        return "normal" if movable or self._stale(pool, last) else pool
+        return "normal" if movable or self._stale(pool, lambda: self.difficulty.setting_step(domain, stream.level)) else pool
 
     def _pool_for_slot(self, members: Mapping[str, set[str]]) -> str:
         stratify = self.spec.stratify
@@ -254,18 +253,21 @@ class TaskPool:
         if self.spec.stratify is None:
             return "normal"
         pool = self._class_of(self.difficulty.task(task))
-        last = self.seen.get(task.id)
-        return "normal" if self._stale(pool, self.difficulty.setting_step(task.domain, task.difficulty)
-                                       if last is None else last) else pool
+        seen = self.seen.get(task.id)
+        last = (lambda: self.difficulty.setting_step(task.domain, task.difficulty)) if seen is None else (lambda: seen)
+        return "normal" if self._stale(pool, last) else pool
 
-    def _stale(self, pool: str, last: int | None) -> bool:
-        """Whether an estimate in ``pool``, last moved by a group of step ``last`` (None: never), comes
-        back to normal: ``pool`` has no share, and ``revisit_every`` steps have passed."""
+    def _stale(self, pool: str, last: Callable[[], int | None]) -> bool:
+        """Whether an estimate in ``pool``, last moved by a group of step ``last()`` (None: never), comes
+        back to normal: ``pool`` has no share, and ``revisit_every`` steps have passed. ``last`` is asked
+        only then (``pool_of`` runs for every task of the mix at every draw; the normal pool and pools
+        with a share need no step looked up)."""
         stratify = self.spec.stratify
         if stratify is None or pool == "normal" or (stratify.easy_fraction if pool == "easy" else stratify.hard_fraction):
             return False
         revisit = (self.spec.filter or FilterSpec()).revisit_every
-        return self.step - (0 if last is None else last) >= revisit
+        step = last()
+        return self.step - (0 if step is None else step) >= revisit
 
     def _revisit(self) -> None:
         spec = self.spec.filter
