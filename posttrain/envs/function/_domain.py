@@ -16,7 +16,9 @@ imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 p
   its range, not a number, or a ``fail`` verdict with reward 1 (which would pass the task): a ``fail`` (reward 0, error class ``reward_function:<why>``), with one line that
   names the function and the task, in the feedback and once per function and reason on stderr
   (your function is broken, or a completion breaks it: either way the completion is not scored
-  as if it had passed, and it cannot get itself dropped from the update as an infra error);
+  as if it had passed, and it cannot get itself dropped from the update as an infra error); what a
+  function echoes of the completion (an exception's message, a verdict's feedback) is kept with any
+  lone surrogate (``\ud800``) escaped (``strict_json.as_text``), so the run's UTF-8 records hold it;
 - only the worker not starting, or starved of CPU by a loaded machine, is an ``infra_error``.
 
 The task's reward is the weighted mean of its functions' scaled values; it passes when that is 1
@@ -43,6 +45,7 @@ from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_comm
 from posttrain.envs._defaults import record_default, record_defaults
 from posttrain.envs.function._spec import RewardTerm, as_terms, terms_json
 from posttrain.errors import ConfigError
+from posttrain.strict_json import as_text
 from posttrain.types import Task, Verdict
 from posttrain.verify._deadline import CheckPool, Outcome
 
@@ -94,16 +97,17 @@ def _tell(function: str, why: str, line: str) -> None:
 def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Verdict | None]:
     """``(scaled value, None)``, or ``(None, the verdict to return)`` for a refused value."""
     f, lo, hi = term.function, term.range[0], term.range[1]
+    detail = as_text(out.detail)  # an exception's message may hold the completion's lone surrogate
     if out.is_infra:
-        return None, Verdict.infra(f"reward function {f}: {out.detail}", error_class=f"infra:{out.status}")
+        return None, Verdict.infra(f"reward function {f}: {detail}", error_class=f"infra:{out.status}")
     why, line = None, ""
     if out.status == "raised":
-        why, line = f"raised:{out.detail.split(':', 1)[0]}", f"reward function {f} raised {out.detail} on task {task.id}"
+        why, line = f"raised:{detail.split(':', 1)[0]}", f"reward function {f} raised {detail} on task {task.id}"
     elif out.status == "cpu_exceeded":
         why, line = "timeout", (f"reward function {f} used its {CPU_BUDGET_S:g} s CPU budget (its subprocesses' "
                                 f"included) on task {task.id}")
     elif out.status == "stalled":
-        why, line = "timeout", f"reward function {f} waited past its wall limit on task {task.id} ({out.detail})"
+        why, line = "timeout", f"reward function {f} waited past its wall limit on task {task.id} ({detail})"
     elif out.status == "crashed":
         why, line = "crash", f"reward function {f} killed its worker twice on task {task.id}"
     elif "bad_type" in out.result:
@@ -127,7 +131,7 @@ def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Ve
         else:
             return (x - lo) / (hi - lo), None
     _tell(f, why.split(":")[0], line)
-    return None, fail(line + ".", f"reward_function:{why}", {"function": f, "detail": out.detail})
+    return None, fail(line + ".", f"reward_function:{why}", {"function": f, "detail": detail})
 
 
 @functools.lru_cache(maxsize=1024)
@@ -155,7 +159,7 @@ def verify_function(task: Task, response: str) -> Verdict:
         scores.append((term.weight, value))
         evidence[term.function] = round(value, 6)
         if "verdict" in out.result and out.result["verdict"]["feedback"]:
-            feedback.append(out.result["verdict"]["feedback"])
+            feedback.append(as_text(out.result["verdict"]["feedback"]))  # it may echo a lone surrogate
     reward = sum(w * v for w, v in scores) / sum(w for w, _ in scores)
     reward = min(1.0, max(0.0, reward))
     passed = reward >= PASS_AT

@@ -1,0 +1,58 @@
+"""A completion attacking a user's reward function through what the function echoes, and a user's
+function broken in ways a run must name as the user's own (posttrain.envs.function).
+
+- A lone surrogate (``\\ud800``, which JSON's escape decodes to) in the completion, echoed by the
+  function into an exception's message or a verdict's feedback: the verdict held it raw, and the
+  run's UTF-8 records could not be written (``evaluate/records.py``: the eval crashed on one
+  completion). Measured before the fix over 40 generated tasks with two echoing functions: 80 of 80
+  verdicts unwritable; after: 0 of 80, each still a fail."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from posttrain.envs import get_domain
+
+DOMAIN = get_domain("function")
+VERIFY = DOMAIN.make_verifier(None)
+
+USER_MODULE = '''
+from posttrain.types import Verdict
+
+def echo(prompt, completion, answer, mode, **data):
+    ok = completion.strip() == answer
+    if mode == "raise" and not ok:
+        raise ValueError(f"cannot read {completion}")
+    if mode == "verdict":
+        return Verdict("pass" if ok else "fail", 1.0 if ok else 0.0, feedback=f"you said {completion}")
+    return 1.0 if ok else 0.0
+'''
+
+
+@pytest.fixture(scope="module")
+def echo(tmp_path_factory):
+    """``reward_attack3:echo``, a module of the user's in the directory the checks run from."""
+    where = tmp_path_factory.mktemp("user")
+    (where / "reward_attack3.py").write_text(USER_MODULE)
+    old = os.getcwd()
+    os.chdir(where)
+    yield "reward_attack3:echo"
+    os.chdir(old)
+
+
+def _task(reward: str, mode: str, tid: str = "t"):
+    return DOMAIN.parse_task({"id": tid, "prompt": "What is 3 + 4?", "reward": reward,
+                              "data": {"answer": "7", "mode": mode}, "reference": "7"}, "test")
+
+
+@pytest.mark.parametrize("mode", ["raise", "verdict"])
+def test_a_lone_surrogate_the_function_echoes_fails_in_a_verdict_records_can_hold(echo, mode: str) -> None:
+    task = _task(echo, mode)
+    assert VERIFY(task, "7").passed
+    verdict = VERIFY(task, "8\ud800")
+    json.dumps(verdict.to_json(), ensure_ascii=False).encode()  # the run's records are UTF-8
+    assert verdict.outcome == "fail" and verdict.reward == 0.0
+    assert "\\ud800" in verdict.feedback  # escaped, still shown
