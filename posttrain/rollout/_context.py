@@ -166,14 +166,20 @@ class ManagedContext:
         return (head + kept)[-budget:] if len(head) + len(kept) > budget else head + kept
 
     def search(self, query: str) -> str:
-        """The older observation that best matches ``query`` (bm25s), or a line saying there is none."""
+        """The older observation that best matches ``query`` (bm25s), or a line saying there is none.
+        Any query is answered, never raised: older observations with no word bm25s indexes (one
+        character, stopwords, punctuation: ``"7"``, ``"."``) match nothing (bm25s raises on an
+        index with no vocabulary, which took the whole batch down from one episode's search)."""
         import bm25s
 
         if not self._docs:
             return "no earlier notes"
         if self._index is None:
+            corpus = bm25s.tokenize(self._docs, show_progress=False)
+            if not corpus.vocab:
+                return "no match"
             self._index = bm25s.BM25()
-            self._index.index(bm25s.tokenize(self._docs, show_progress=False), show_progress=False)
+            self._index.index(corpus, show_progress=False)
         tokens = bm25s.tokenize([query], show_progress=False)
         if not tokens.vocab:
             return "no match"
