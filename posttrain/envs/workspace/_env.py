@@ -83,7 +83,13 @@ Take = Callable[[Workspace, Mapping[str, Any]], "str | Verdict"]
 grade): what the domain grades, taken host-side from the workspace, as its verifier's response text."""
 
 RESULT_CHARS = 2000
-"""A tool result keeps this many characters in records (the model saw it whole)."""
+"""A tool result keeps its first this many characters in records (the model saw it whole)..."""
+RESULT_TAIL_CHARS = 200
+"""...and its last this many: where the kit says how a command ended (``[exit status 1]``, a timeout, a
+memory kill). Kept by its head alone, a failed command whose output passed ``RESULT_CHARS`` read as a
+success in the records that a domain's process signals read: files' ``process.recovered`` never saw
+the failure, so a failure said loudly (3,000 characters printed first) earned the credit that the same
+failure said quietly lost (40 of 40 generated files tasks, process 1.0 against 0.5)."""
 SUBMISSION_CHARS = 20000
 """A kept submission (``WorkspaceSpec.keep_submission``) keeps this many characters."""
 MAX_STEPS = 400
@@ -419,7 +425,8 @@ def _with_evidence(verdict: Verdict, *, calls: int | None = None, valid: int | N
 
 
 def _record(call: Any, text: str, ok: bool, t0: float) -> ToolCallRecord:
-    clipped = text if len(text) <= RESULT_CHARS else text[:RESULT_CHARS] + f"\n[... {len(text) - RESULT_CHARS} more]"
+    cut = len(text) - RESULT_CHARS - RESULT_TAIL_CHARS
+    clipped = text if cut <= 0 else f"{text[:RESULT_CHARS]}\n[... {cut} more ...]\n{text[-RESULT_TAIL_CHARS:]}"
     # as_text: a refused call's arguments may hold lone surrogates, which a UTF-8 record cannot
     return ToolCallRecord(as_text(call.name), as_text(to_plain(dict(call.arguments))), clipped, ok,
                           time.monotonic() - t0)

@@ -1,0 +1,43 @@
+"""A policy attacking the workspace kit's episodes (fourth round), on the real sandbox and generated tasks:
+what the episode's records say of a call is what the call did, whatever the call printed.
+
+Steps are played as a scripted agent plays them (``agent_play.play``: each call written in the chat
+template's format, decoded back from its ids, and stepped)."""
+
+from __future__ import annotations
+
+import pytest
+from agent_play import play
+
+from posttrain.envs import get_domain
+from posttrain.envs.workspace import SUBMIT
+from posttrain.envs.workspace._env import RESULT_CHARS
+
+FILES = get_domain("files")
+
+
+@pytest.fixture(scope="module")
+def files_verify():
+    return FILES.make_verifier(None)
+
+
+def _bash(command: str) -> dict:
+    return {"name": "bash", "arguments": {"command": command}}
+
+
+def test_a_failure_said_loudly_is_still_a_failure_in_the_records(pool, files_verify) -> None:
+    """The oracle's calls, then a ``bash`` that fails, said quietly or after 3,000 characters of output. A
+    record kept a result's first ``RESULT_CHARS`` characters only, and the kit says how a command ended
+    on its last line (``[exit status 2]``): the loud failure read as a success, files'
+    ``process.recovered`` never saw it, and failing loudly paid the process credit that failing quietly
+    lost (40 of 40 generated tasks before: process 1.0 against 0.5; 0 of 40 after)."""
+    task = FILES.generate_tasks(1, seed=11)[0]
+    calls = [c for c in FILES.scripted_agents()["oracle"](task) if c["name"] != "submit"]
+    loud_command = "python3 -c \"print('checking ' * 300)\"; ls no-such-file"
+    quiet = play(pool, task, [*calls, _bash("ls no-such-file"), SUBMIT], files_verify)
+    loud = play(pool, task, [*calls, _bash(loud_command), SUBMIT], files_verify)
+    record = loud.calls[-2]
+    assert len(record.result) < 2 * RESULT_CHARS and record.result.endswith("[exit status 2]")
+    assert quiet.first.passed and loud.first.passed
+    assert quiet.first.components["process.recovered"] == loud.first.components["process.recovered"] == 0.0
+    assert loud.first.components["process"] == quiet.first.components["process"] < 1.0
