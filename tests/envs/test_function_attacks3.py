@@ -5,7 +5,13 @@ function broken in ways a run must name as the user's own (posttrain.envs.functi
   function into an exception's message or a verdict's feedback: the verdict held it raw, and the
   run's UTF-8 records could not be written (``evaluate/records.py``: the eval crashed on one
   completion). Measured before the fix over 40 generated tasks with two echoing functions: 80 of 80
-  verdicts unwritable; after: 0 of 80, each still a fail."""
+  verdicts unwritable; after: 0 of 80, each still a fail.
+- The user's own bugs, named as such: numpy's ``np.bool_`` was refused as "returned bool, not a
+  number" (numpy names its type ``bool``), every completion a fail under a line that contradicts
+  the docs (a bool is taken); it is read as the bool it is. ``None`` (TRL's "does not apply") is
+  named with what it means in TRL. A function that breaks on a task's own reference (TRL's
+  conversational ``c[0]["content"]`` on a text completion) was warned at load only as "a task's
+  reference does not get full marks"; the warning now says it is a configuration error and why."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import os
 import pytest
 
 from posttrain.envs import get_domain
+from posttrain.envs.function import noop_problems
 
 DOMAIN = get_domain("function")
 VERIFY = DOMAIN.make_verifier(None)
@@ -28,6 +35,13 @@ def echo(prompt, completion, answer, mode, **data):
         raise ValueError(f"cannot read {completion}")
     if mode == "verdict":
         return Verdict("pass" if ok else "fail", 1.0 if ok else 0.0, feedback=f"you said {completion}")
+    if mode == "numpy":
+        import numpy as np
+        return np.bool_(ok)
+    if mode == "none":
+        return None
+    if mode == "chat":  # TRL's conversational form: completions are lists of messages there
+        return 1.0 if completion[0]["content"] == answer else 0.0
     return 1.0 if ok else 0.0
 '''
 
@@ -56,3 +70,18 @@ def test_a_lone_surrogate_the_function_echoes_fails_in_a_verdict_records_can_hol
     json.dumps(verdict.to_json(), ensure_ascii=False).encode()  # the run's records are UTF-8
     assert verdict.outcome == "fail" and verdict.reward == 0.0
     assert "\\ud800" in verdict.feedback  # escaped, still shown
+
+
+def test_numpy_bools_are_read_and_none_is_named_as_trls(echo) -> None:
+    task = _task(echo, "numpy")
+    assert VERIFY(task, "7").passed and VERIFY(task, "8").outcome == "fail"
+    verdict = VERIFY(_task(echo, "none"), "7")
+    assert verdict.error_class == "reward_function:type" and "returned None (TRL's" in verdict.feedback
+
+
+def test_a_function_broken_on_the_reference_is_named_a_configuration_error(echo) -> None:
+    task = _task(echo, "chat", tid="chat-1")
+    verdict = VERIFY(task, "7")
+    assert verdict.error_class == "reward_function:raised:TypeError" and "not chat messages" in verdict.feedback
+    [line] = [x for x in noop_problems([task]) if "reference" in x]
+    assert "breaks on the reference of task chat-1, a configuration error" in line and "TypeError" in line

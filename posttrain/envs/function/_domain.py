@@ -103,6 +103,8 @@ def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Ve
     why, line = None, ""
     if out.status == "raised":
         why, line = f"raised:{detail.split(':', 1)[0]}", f"reward function {f} raised {detail} on task {task.id}"
+        if detail.startswith("TypeError: string indices must be integers"):
+            line += " (the completion is text, not chat messages: TRL's conversational c[0]['content'] does not apply)"
     elif out.status == "cpu_exceeded":
         why, line = "timeout", (f"reward function {f} used its {CPU_BUDGET_S:g} s CPU budget (its subprocesses' "
                                 f"included) on task {task.id}")
@@ -267,8 +269,9 @@ class FunctionDomain:
 
 def noop_problems(tasks: Sequence[Task], *, sample: int = 16) -> list[str]:
     """Warnings for a run's function tasks, per reward function, from up to ``sample`` tasks each:
-    the empty completion gets full marks (the function cannot tell a no-op from a solution), or no
-    task has a reference (nothing shows that a right answer scores 1)."""
+    the empty completion gets full marks (the function cannot tell a no-op from a solution), no
+    task has a reference (nothing shows that a right answer scores 1), or a reference does not get
+    full marks (``_reference_problem``: a function that breaks on it is named a configuration error)."""
     by_fn: dict[str, list[Task]] = {}
     for t in tasks:
         if t.domain == NAME:
@@ -285,9 +288,24 @@ def noop_problems(tasks: Sequence[Task], *, sample: int = 16) -> list[str]:
         if not any(t.reference for t in group):
             out.append(f"reward function {fn}: no task it scores has a reference, so nothing shows that a right "
                        "answer scores 1")
-        elif not all(verify_function(t, str(t.reference)).passed for t in picked if t.reference):
-            out.append(f"reward function {fn}: a task's reference does not get full marks")
+        else:
+            out += _reference_problem(fn, [t for t in picked if t.reference])
     return out
+
+
+def _reference_problem(fn: str, tasks: Sequence[Task]) -> list[str]:
+    """The first of ``tasks`` whose reference does not get full marks, as one warning: when the
+    function breaks on it (raises, returns NaN, a type, ...), the user's configuration is at fault,
+    and every completion of its tasks is scored the same fail."""
+    for t in tasks:
+        v = verify_function(t, str(t.reference))
+        if v.passed:
+            continue
+        if (v.error_class or "").startswith("reward_function:"):
+            return [f"reward function {fn} breaks on the reference of task {t.id}, a configuration error (the "
+                    f"function or the task's data), not a completion's: {v.feedback}"]
+        return [f"reward function {fn}: the reference of task {t.id} scores {v.reward:.3f}, not full marks"]
+    return []
 
 
 ENV = FunctionDomain()

@@ -5,7 +5,8 @@ one ``package.module:function``: ``warm_up()`` imports it before the worker says
 an import is never charged to a check's CPU budget), ``handle_check(request)`` calls it on one
 ``{"prompt", "completion", "data"}`` and returns one of ``{"value": x}`` (a finite or non-finite
 float: the client judges it), ``{"verdict": ...}`` (a ``posttrain.types.Verdict``), or
-``{"bad_type": name}``. An exception propagates: the worker reports it as ``raised`` with its
+``{"bad_type": name}`` (numpy's scalars and 0-d arrays are
+read as the Python values they hold; a refused type is named with its module: ``numpy.ndarray``). An exception propagates: the worker reports it as ``raised`` with its
 class, and the client scores the response a fail (the function is the user's code; what a
 completion makes it raise is the completion's doing).
 
@@ -84,12 +85,18 @@ def encode(value: Any) -> dict[str, Any]:
         return {"bad_type": value.name}
     if isinstance(value, Verdict):
         return {"verdict": value.to_json()}
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        value = value.item()  # numpy's scalars (np.bool_, np.float32) and 0-d arrays, as Python's
     if isinstance(value, bool):
         return {"value": 1.0 if value else 0.0}
     if isinstance(value, numbers.Real):
         x = float(value)
         return {"value": x} if math.isfinite(x) else {"nonfinite": repr(x)}
-    return {"bad_type": type(value).__name__}
+    if value is None:
+        return {"bad_type": "None (TRL's 'this function does not apply': here every function of a task scores "
+                            "each of its completions)"}
+    kind = type(value)
+    return {"bad_type": kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"}
 
 
 def warm_up() -> None:
