@@ -6,14 +6,18 @@ template's format, decoded back from its ids, and stepped)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from agent_play import play
+from agent_play import CHAT, action, call, play
 
 from posttrain.envs import get_domain
-from posttrain.envs.workspace import SUBMIT
+from posttrain.envs.workspace import SUBMIT, AgentLimits, WorkspaceEnv
 from posttrain.envs.workspace._env import RESULT_CHARS
+from posttrain.tasks._load import load_tasks
 
-FILES = get_domain("files")
+FILES, REPO = get_domain("files"), get_domain("repo")
+REPO_EXAMPLES = load_tasks(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "repo.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +45,22 @@ def test_a_failure_said_loudly_is_still_a_failure_in_the_records(pool, files_ver
     assert quiet.first.passed and loud.first.passed
     assert quiet.first.components["process.recovered"] == loud.first.components["process.recovered"] == 0.0
     assert loud.first.components["process"] == quiet.first.components["process"] < 1.0
+
+
+def test_an_empty_word_in_a_command_is_the_agents_error_result(pool) -> None:
+    """``run_tests(tests=[""])``: the sandbox refuses an empty word in a command (``LimitsError``), which
+    came out of the step as the runner's ``StepError``: one call lost the batch, every other episode's
+    too (14 of 14 example repo tasks before, 0 after). Now the agent's error result; the episode goes on
+    to its own verdict."""
+    task = REPO_EXAMPLES[0]
+    env = WorkspaceEnv(REPO.workspace_spec(task), chat=CHAT, pool=pool, verify=REPO.make_verifier(pool),
+                       limits=AgentLimits(max_steps=5))
+    env.reset(task)
+    try:
+        first = env.step(action(CHAT.write_tool_calls([call("run_tests", tests=["", "tests"])])))
+        assert not first.done and first.calls[0].result.startswith("Error: a command cannot hold an empty word")
+        env.snapshot()
+        last = env.step(action(CHAT.write_tool_calls([SUBMIT])))
+    finally:
+        env.close()
+    assert last.verdict is not None and not last.verdict.passed and not last.verdict.is_infra_error

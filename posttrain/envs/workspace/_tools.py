@@ -19,9 +19,9 @@ environment's: grading). A domain adds its own the same way (doc: ``read_pdf``).
 Arguments are checked against the tool's schema before it runs (``check_arguments``): a call with
 an unknown or missing argument, one of the wrong type, or a string that is not text (a lone
 surrogate, which JSON's ``\\ud800`` decodes to and UTF-8 cannot encode), never runs and counts as an
-invalid call. A command holding a NUL is an error result: whatever a call's arguments hold costs
-the agent its call, never an exception out of the step (the runner's ``StepError``, which loses
-the batch).
+invalid call. A command holding a NUL or an empty word is an error result: whatever a call's
+arguments hold costs the agent its call, never an exception out of the step (the runner's
+``StepError``, which loses the batch).
 """
 
 from __future__ import annotations
@@ -159,9 +159,15 @@ def repo_path(path: str) -> str:
 def run_command(ctx: ToolContext, argv: Sequence[str], timeout: float) -> str:
     """``argv`` in a fresh job of the workspace (stderr into stdout): its normalized output, then
     its exit status, timeout or memory kill when not a clean exit. A NUL in ``argv`` (no command
-    can hold one) is a ``WorkspaceError``: the agent's error result."""
+    can hold one) or an empty word (which the sandbox refuses) is a ``WorkspaceError``: the agent's
+    error result. The sandbox's refusal was a ``LimitsError`` out of the step, the runner's
+    ``StepError``: ``run_tests(tests=[""])`` lost the batch, every other episode's too (14 of 14
+    example repo tasks)."""
     if any("\0" in word for word in argv):
         raise WorkspaceError("a command cannot hold a NUL character")
+    if not all(argv):
+        raise WorkspaceError(f"a command cannot hold an empty word (word {[*argv].index('') + 1} of {len(argv)}: "
+                             f"{cut_middle(quote(argv), 300)})")
     envs = [f"{k}={v}" for k, v in ctx.env.items()]
     cmd = ["/usr/bin/env", *envs, "/bin/bash", "-c", 'exec 2>&1; exec "$@"', "bash", *argv]
     ex = ctx.workspace.exec(cmd, timeout=timeout, limits=ctx.limits)
