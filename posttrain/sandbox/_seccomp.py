@@ -22,7 +22,13 @@ taken out of the kernel's direct map of all RAM, which splits the 1 GiB and 2 Mi
 it, for good (nothing merges them back when the page is freed). One job of 4 MiB, its pages spread
 over RAM, left this host's 24 GiB mapped by 1 GiB pages at 4 GiB (DirectMap4k 20 MiB -> 862 MiB,
 DirectMap2M 2 -> 21 GiB) after it ended: every later kernel access to memory, for every process
-on the host, costs more TLB misses until a reboot.
+on the host, costs more TLB misses until a reboot. ``sync`` and ``syncfs`` answer 0 and do nothing:
+they wrote back the dirty pages of every file system of the host (``syncfs`` on a file of the
+read-only /usr: those of its host file system), I/O outside every cgroup of the job that the caller
+waits for uninterruptibly. A 0.3 s job calling ``sync`` ran 1.0 s while it wrote back the host's
+1.5 GB of dirty pages, SIGKILL-ed at its deadline; with more, or a slower disk, it outlives
+``kill_all``'s deadline and its own timeout becomes an infra error. What a job can write is on
+tmpfs, where both are no-ops anyway (``fsync`` of its own files stays allowed).
 
 Changing another process: every process of a slot runs as uid 65534, so the kernel would let a
 job set the fork-server's rlimits, nice value, CPU affinity, scheduler or I/O priority, and every
@@ -107,6 +113,8 @@ def seccomp_bpf() -> bytes:
         f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     f.add_rule(sc.ERRNO(errno.ENOSYS), "io_setup")  # the host's one aio count (module docstring)
+    for name in ("sync", "syncfs"):  # the host's writeback (same): 0, nothing done
+        f.add_rule(sc.ERRNO(0), name)
     try:
         f.add_rule(sc.ERRNO(errno.ENOSYS), "memfd_secret")  # splits the host's direct map for good (same)
     except (ValueError, RuntimeError, OSError):

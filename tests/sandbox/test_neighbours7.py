@@ -1,0 +1,97 @@
+"""Host-wide work a job may not do outside its cgroups: a seventh read as a candidate (issue 21).
+
+Writeback: ``sync()`` writes back the dirty pages of every file system of the host, and ``syncfs`` on
+any fd (a file of the read-only /usr) those of its host file system: I/O for the whole host, outside
+every cgroup of the job, that the caller waits for uninterruptibly. One ``sync()`` in a job of this
+host wrote back the host's 1.7 GB of dirty pages in 1.1 s; SIGKILL-ed at its deadline, the job lives
+until that writeback ends (a 0.3 s job calling ``sync`` in a loop beside 1.5 GB of dirty pages ran
+1.0 s forked, 0.7 s in ``exec``), and on a host with a slower disk or a big checkpoint being written
+that is past ``kill_all``'s deadline: "processes of the job survived SIGKILL", an infra error for its
+own timeout. Everything a job can write is on tmpfs, where both are no-ops, so now both answer 0 and
+do nothing (``_seccomp``): 40 of 40 calls (sync, syncfs; forked, exec) wrote back a dirty host file
+before, 0 of 40 after, and the 0.3 s job ends at 0.31 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import tempfile
+
+import pytest
+
+from posttrain.sandbox import open_pool
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_CACHESTAT = 451  # cachestat(2), Linux 6.5 (one number on every architecture)
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
+
+
+def _dirty_pages(path: str) -> int:
+    """How many of the file's pages are dirty in the host's page cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = _Stat()
+        if _libc.syscall(_CACHESTAT, fd, ctypes.byref(_Range(0, 0)), ctypes.byref(st), 0) != 0:
+            pytest.skip(f"cachestat: {os.strerror(ctypes.get_errno())}")
+        return st.dirty
+    finally:
+        os.close(fd)
+
+
+SYNC = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open("/usr", os.O_RDONLY)
+r = libc.syncfs(fd)
+os.sync()
+print(r)
+"""
+
+
+@pytest.fixture(scope="module")
+def dirty_file():
+    """A file on a host file system with writeback (/var/tmp, the temp directory or the checkout's),
+    and a function that dirties it and returns its dirty pages."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in ("/var/tmp", tempfile.gettempdir(), here):
+        try:
+            fd, path = tempfile.mkstemp(prefix=".posttrain-dirty-", dir=d)
+        except OSError:
+            continue
+        os.close(fd)
+
+        def dirty(path: str = path) -> int:  # (no O_TRUNC: ext4 writes back a truncated file at close)
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, os.urandom(1 << 20), 0)
+            finally:
+                os.close(fd)
+            return _dirty_pages(path)
+
+        try:
+            if dirty() > 0:
+                yield path, dirty
+                return
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    pytest.skip("no file system here keeps dirty pages (all tmpfs?)")
+
+
+def test_a_job_cannot_write_back_the_hosts_dirty_pages(dirty_file):
+    path, dirty = dirty_file
+    with open_pool(size=1) as pool:
+        for run in (lambda: pool.run_python(SYNC, timeout=10.0), lambda: pool.exec(["python3", "-c", SYNC])):
+            assert dirty() > 0
+            ex = run()
+            assert ex.ok and ex.stdout == b"0\n", ex
+            assert _dirty_pages(path) > 0, "the job wrote back the host's dirty pages"
