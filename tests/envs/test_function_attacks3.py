@@ -11,7 +11,12 @@ function broken in ways a run must name as the user's own (posttrain.envs.functi
   the docs (a bool is taken); it is read as the bool it is. ``None`` (TRL's "does not apply") is
   named with what it means in TRL. A function that breaks on a task's own reference (TRL's
   conversational ``c[0]["content"]`` on a text completion) was warned at load only as "a task's
-  reference does not get full marks"; the warning now says it is a configuration error and why."""
+  reference does not get full marks"; the warning now says it is a configuration error and why.
+- A completion run by the user's function (a code reward) that forks and exits: its child,
+  reparented away from the check worker, kept running after the check passed, beside every later
+  check, its CPU charged to none (up to the worker's 300 s ``RLIMIT_CPU`` backstop). Before: 1 of 1
+  such children alive after its check; after: 0 of 1 (killed before the reply). A helper process the
+  function starts and keeps is below the worker, and stays."""
 
 from __future__ import annotations
 
@@ -27,7 +32,12 @@ DOMAIN = get_domain("function")
 VERIFY = DOMAIN.make_verifier(None)
 
 USER_MODULE = '''
+import subprocess
+import sys
+
 from posttrain.types import Verdict
+
+_helper = None
 
 def echo(prompt, completion, answer, mode, **data):
     ok = completion.strip() == answer
@@ -40,6 +50,13 @@ def echo(prompt, completion, answer, mode, **data):
         return np.bool_(ok)
     if mode == "none":
         return None
+    if mode == "exec":  # runs the completion, as a code reward does
+        run = subprocess.run([sys.executable, "-c", completion], stdout=subprocess.DEVNULL, timeout=10)
+        return 1.0 if run.returncode == 0 else 0.0
+    if mode == "helper":  # a helper process started on the first call and kept
+        global _helper
+        _helper = _helper or subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"])
+        return 1.0 if _helper.poll() is None else 0.0
     if mode == "chat":  # TRL's conversational form: completions are lists of messages there
         return 1.0 if completion[0]["content"] == answer else 0.0
     return 1.0 if ok else 0.0
@@ -85,3 +102,21 @@ def test_a_function_broken_on_the_reference_is_named_a_configuration_error(echo)
     assert verdict.error_class == "reward_function:raised:TypeError" and "not chat messages" in verdict.feedback
     [line] = [x for x in noop_problems([task]) if "reference" in x]
     assert "breaks on the reference of task chat-1, a configuration error" in line and "TypeError" in line
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def test_a_process_the_completion_leaves_running_is_killed_with_its_check(echo, tmp_path) -> None:
+    pid_file = tmp_path / "child.pid"
+    completion = ("import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(30)\n"
+                  f"else:\n    open({str(pid_file)!r}, 'w').write(str(pid))\n")
+    assert VERIFY(_task(echo, "exec"), completion).passed
+    assert _state(int(pid_file.read_text())) in ("gone", "Z")
+    helper = _task(echo, "helper")
+    assert VERIFY(helper, "x").passed and VERIFY(helper, "x").passed  # its own child: kept between checks

@@ -8,7 +8,9 @@ float: the client judges it), ``{"verdict": ...}`` (a ``posttrain.types.Verdict`
 ``{"bad_type": name}`` (numpy's scalars and 0-d arrays are
 read as the Python values they hold; a refused type is named with its module: ``numpy.ndarray``). An exception propagates: the worker reports it as ``raised`` with its
 class, and the client scores the response a fail (the function is the user's code; what a
-completion makes it raise is the completion's doing).
+completion makes it raise is the completion's doing). After a check that started a process, the
+processes of the worker's group that are no longer below it (a completion the function ran forked
+and exited: its child was reparented away) are killed before the reply (``reap_strays``).
 
 ``python -m posttrain.envs.function._worker --probe package.module:function`` prints the
 function's form (``{"style": "single" | "batched"}``) or ``{"error": why}`` on one JSON line.
@@ -99,15 +101,104 @@ def encode(value: Any) -> dict[str, Any]:
     return {"bad_type": kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"}
 
 
+def _processes() -> dict[int, tuple[int, int, bytes]]:
+    """``{pid: (parent pid, process group, state)}`` of every process this one can see."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            out[int(name)] = (int(fields[1]), int(fields[2]), fields[0])
+    return out
+
+
+def strays() -> set[int]:
+    """Live processes of this worker's process group that are not below it: what a check's
+    subprocess left running as it exited (a completion that forks and returns: its child is
+    reparented away from the worker, so the check's CPU accounting no longer sees it). Empty unless
+    this process leads its own group (a check worker, started in a new session): elsewhere the group
+    is a shell's or a test runner's, whose other members are none of ours."""
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return set()
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    below, stack = {me}, [me]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            if c not in below:
+                below.add(c)
+                stack.append(c)
+    return {pid for pid, (_, group, state) in procs.items() if group == me and pid not in below and state != b"Z"}
+
+
+_EXIT_WAIT_S = 5.0
+_spared: set[int] = set()
+"""Strays that were there once the function was imported (a server its module daemonized): kept."""
+
+
+def _child_activity() -> tuple[float, ...]:
+    """What changes when this process reaps a child (``RUSAGE_CHILDREN``): a check that started none
+    needs no look for strays."""
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (u.ru_utime, u.ru_stime, float(u.ru_minflt), float(u.ru_nvcsw), float(u.ru_nivcsw))
+
+
+def _has_children() -> bool:
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                if f.read().strip():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def reap_strays() -> None:
+    """Kill the strays a check left (``strays``), so that a completion run by the user's function
+    cannot leave a process spinning beside the next checks (up to the 300 s of CPU that the worker's
+    ``RLIMIT_CPU`` backstop lets a child have). Not covered: a process that also left the group
+    (``setsid``, ``setpgid``)."""
+    import signal
+    import time
+
+    killed = strays() - _spared
+    for pid in killed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + _EXIT_WAIT_S  # a SIGKILL lands when its process next runs: wait for it
+    while killed and time.monotonic() < deadline:
+        procs = _processes()
+        killed = {pid for pid in killed if pid in procs and procs[pid][2] != b"Z"}
+        if killed:
+            time.sleep(0.01)
+
+
 def warm_up() -> None:
     global _loaded
     _loaded = load(os.environ[ENV_VAR])
+    _spared.update(strays())
 
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     assert _loaded is not None, "warm_up() runs first"
     fn, style = _loaded
-    return encode(call(fn, style, request["prompt"], request["completion"], request["data"]))
+    before = _child_activity()
+    try:
+        return encode(call(fn, style, request["prompt"], request["completion"], request["data"]))
+    finally:
+        if os.getpgrp() == os.getpid() and (_child_activity() != before or _has_children()):
+            reap_strays()
 
 
 def _probe_main(function: str) -> int:
