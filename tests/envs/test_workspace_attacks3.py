@@ -64,3 +64,16 @@ def test_an_empty_word_in_a_command_is_the_agents_error_result(pool) -> None:
     finally:
         env.close()
     assert last.verdict is not None and not last.verdict.passed and not last.verdict.is_infra_error
+
+
+def test_a_command_longer_than_the_kernel_takes_is_the_agents_error_result(pool, files_verify) -> None:
+    """A ``bash`` command of 140,000 characters and a ``list_dir`` of such a path: one word over the
+    kernel's ``MAX_ARG_STRLEN`` failed the sandbox's launch (E2BIG), an infra step result that the same
+    action, stepped again from the snapshot, gave again until the group was dropped (45 of 45 such calls
+    on 20 tasks of files, doc, cad and repo before, 0 after)."""
+    task = FILES.generate_tasks(1, seed=3)[0]
+    long = "x" * 132_000
+    played = play(pool, task, [call("bash", command=f"echo {long} | wc -c"), call("list_dir", path=long), SUBMIT],
+                  files_verify)
+    assert all(c.result.startswith("Error: the command is too long") for c in played.calls[:2])
+    assert played.verdicts and not any(v.is_infra_error for v in played.verdicts)

@@ -19,9 +19,9 @@ environment's: grading). A domain adds its own the same way (doc: ``read_pdf``).
 Arguments are checked against the tool's schema before it runs (``check_arguments``): a call with
 an unknown or missing argument, one of the wrong type, or a string that is not text (a lone
 surrogate, which JSON's ``\\ud800`` decodes to and UTF-8 cannot encode), never runs and counts as an
-invalid call. A command holding a NUL or an empty word is an error result: whatever a call's
-arguments hold costs the agent its call, never an exception out of the step (the runner's
-``StepError``, which loses the batch).
+invalid call. A command holding a NUL or an empty word, or longer than a command line holds, is an
+error result: whatever a call's arguments hold costs the agent its call, never an exception out of
+the step (the runner's ``StepError``, which loses the batch) nor an infra error (which drops its group).
 """
 
 from __future__ import annotations
@@ -156,11 +156,24 @@ def repo_path(path: str) -> str:
 # -- commands --------------------------------------------------------------------------------------
 
 
+MAX_WORD_BYTES = (128 << 10) - 1
+"""The longest word a command may hold, in UTF-8 bytes: the kernel's ``MAX_ARG_STRLEN`` (128 KiB, its
+NUL included). A longer one (``bash`` with a 140,000-character command, ``list_dir`` of such a path,
+``run_tests`` of such an id) failed the sandbox's launch (E2BIG): an infra step result, the same action
+stepped again from the snapshot and failing again, until the runner dropped the group (the agent's
+action escaped its verdict: 45 of 45 such calls on 20 tasks of files, doc, cad and repo)."""
+MAX_COMMAND_BYTES = 1 << 20
+"""What a command's words and its environment's variables may hold together: half the kernel's
+``ARG_MAX`` (2 MiB here), which the sandbox's own launch arguments share (2.1 MB of words failed the
+launch as above)."""
+
+
 def run_command(ctx: ToolContext, argv: Sequence[str], timeout: float) -> str:
     """``argv`` in a fresh job of the workspace (stderr into stdout): its normalized output, then
     its exit status, timeout or memory kill when not a clean exit. A NUL in ``argv`` (no command
-    can hold one) or an empty word (which the sandbox refuses) is a ``WorkspaceError``: the agent's
-    error result. The sandbox's refusal was a ``LimitsError`` out of the step, the runner's
+    can hold one), an empty word (which the sandbox refuses) or a command longer than the kernel
+    takes (``MAX_WORD_BYTES``, ``MAX_COMMAND_BYTES``) is a ``WorkspaceError``: the agent's error
+    result. The sandbox's refusal was a ``LimitsError`` out of the step, the runner's
     ``StepError``: ``run_tests(tests=[""])`` lost the batch, every other episode's too (14 of 14
     example repo tasks)."""
     if any("\0" in word for word in argv):
@@ -169,6 +182,12 @@ def run_command(ctx: ToolContext, argv: Sequence[str], timeout: float) -> str:
         raise WorkspaceError(f"a command cannot hold an empty word (word {[*argv].index('') + 1} of {len(argv)}: "
                              f"{cut_middle(quote(argv), 300)})")
     envs = [f"{k}={v}" for k, v in ctx.env.items()]
+    sizes = [len(w.encode("utf-8", "surrogatepass")) for w in argv]
+    total = sum(sizes) + len(argv) + sum(len(e.encode("utf-8", "surrogatepass")) + 1 for e in envs)
+    if max(sizes) > MAX_WORD_BYTES or total > MAX_COMMAND_BYTES:
+        raise WorkspaceError(f"the command is too long ({max(sizes)} bytes in its longest word, {total} in all; a "
+                             f"command line holds at most {MAX_WORD_BYTES} and {MAX_COMMAND_BYTES}): write a long "
+                             "script or list to a file (write_file) and run that file")
     cmd = ["/usr/bin/env", *envs, "/bin/bash", "-c", 'exec 2>&1; exec "$@"', "bash", *argv]
     ex = ctx.workspace.exec(cmd, timeout=timeout, limits=ctx.limits)
     if ex.outcome == "infra_error":
