@@ -16,7 +16,11 @@ function broken in ways a run must name as the user's own (posttrain.envs.functi
   reparented away from the check worker, kept running after the check passed, beside every later
   check, its CPU charged to none (up to the worker's 300 s ``RLIMIT_CPU`` backstop). Before: 1 of 1
   such children alive after its check; after: 0 of 1 (killed before the reply). A helper process the
-  function starts and keeps is below the worker, and stays."""
+  function starts and keeps is below the worker, and stays.
+- A function that raises ValueError on the completions it cannot read (their doing) and KeyError on
+  others (the user's bug): stderr said only the first ("once per function and reason", the reason
+  being "raised"), so the bug was never told beyond each verdict's feedback; each exception class
+  is now told once. Before: 1 of the 2 lines; after: 2 of 2."""
 
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ _helper = None
 
 def echo(prompt, completion, answer, mode, **data):
     ok = completion.strip() == answer
+    if mode == "raise" and completion == "key":
+        return {"7": 1.0}[completion]  # the user's bug, on some completions only
     if mode == "raise" and not ok:
         raise ValueError(f"cannot read {completion}")
     if mode == "verdict":
@@ -120,3 +126,14 @@ def test_a_process_the_completion_leaves_running_is_killed_with_its_check(echo, 
     assert _state(int(pid_file.read_text())) in ("gone", "Z")
     helper = _task(echo, "helper")
     assert VERIFY(helper, "x").passed and VERIFY(helper, "x").passed  # its own child: kept between checks
+
+
+def test_each_exception_class_of_a_function_is_told_once(echo, capsys, monkeypatch) -> None:
+    from posttrain.envs.function import _domain
+
+    monkeypatch.setattr(_domain, "_told", set())
+    task = _task(echo, "raise", tid="told")
+    assert [VERIFY(task, c).error_class for c in ("8", "key", "9")] == [
+        "reward_function:raised:ValueError", "reward_function:raised:KeyError", "reward_function:raised:ValueError"]
+    err = [line for line in capsys.readouterr().err.splitlines() if "reward_attack3:echo raised" in line]
+    assert len(err) == 2 and "ValueError" in err[0] and "KeyError" in err[1]

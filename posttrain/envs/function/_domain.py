@@ -14,7 +14,8 @@ imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 p
 - it raises, runs past its CPU budget (its subprocesses' CPU counts), waits past its wall limit (30 s:
   asleep on a subprocess that runs the completion, say), dies, returns NaN, infinity, a value outside
   its range, not a number, or a ``fail`` verdict with reward 1 (which would pass the task): a ``fail`` (reward 0, error class ``reward_function:<why>``), with one line that
-  names the function and the task, in the feedback and once per function and reason on stderr
+  names the function and the task, in the feedback and once per function and reason (an exception's
+  class is a reason of its own) on stderr
   (your function is broken, or a completion breaks it: either way the completion is not scored
   as if it had passed, and it cannot get itself dropped from the update as an infra error); what a
   function echoes of the completion (an exception's message, a verdict's feedback) is kept with any
@@ -132,7 +133,7 @@ def _value(term: RewardTerm, task: Task, out: Outcome) -> tuple[float | None, Ve
             why, line = "range", f"reward function {f} returned {x!r} on task {task.id}, outside its range [{lo:g}, {hi:g}]"
         else:
             return (x - lo) / (hi - lo), None
-    _tell(f, why.split(":")[0], line)
+    _tell(f, why, line)  # per exception class: a completion's ValueError must not hide the function's KeyError
     return None, fail(line + ".", f"reward_function:{why}", {"function": f, "detail": detail})
 
 
