@@ -48,6 +48,11 @@ the kernel runs the host's helper, as root, outside the sandbox and its cgroups,
 and feeds it the process's memory; 1 is the kernel's own "no pipe dump" value (the recursion guard
 of ``umh_coredump_setup``), and under the page size no file dump is written either. A job that
 could lower it to 0 could crash in a loop to burn the host's CPU and disk outside its limits.
+
+Arguments the kernel reads as 32-bit ints (a resource, ``which``, advice, an ioctl request) are
+compared on their low 32 bits (``_int_eq``): seccomp sees the whole 64-bit register, and a raw
+``setrlimit`` with resource ``(1 << 32) | RLIMIT_CORE`` got past an EQ rule and lowered the limit to
+0. A pid compared ``NE 0`` needs no mask: any bit set above 32 is denied, the safe side.
 """
 
 from __future__ import annotations
@@ -97,6 +102,14 @@ _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
 
 
+def _int_eq(sc, arg: int, value: int):  # noqa: ANN001, ANN202 - pyseccomp's module and Arg
+    """Argument ``arg`` equals ``value`` as the kernel reads it, a 32-bit int: seccomp compares all 64
+    bits of a register, so an EQ rule missed ``(1 << 32) | value``, which the kernel took for ``value``
+    (a raw ``setrlimit`` with resource ``(1 << 32) | RLIMIT_CORE`` lowered RLIMIT_CORE to 0; the same
+    for ``fadvise64``'s advice; CVE-2019-10063 for ``ioctl``'s request)."""
+    return sc.Arg(arg, sc.MASKED_EQ, 0xFFFFFFFF, value)
+
+
 @functools.lru_cache(maxsize=1)
 def seccomp_bpf() -> bytes:
     """The compiled BPF program (cached). Raises HostCannotIsolate without libseccomp."""
@@ -121,8 +134,7 @@ def seccomp_bpf() -> bytes:
     f.add_rule(sc.ERRNO(errno.ENOSYS), "io_setup")  # the host's one aio count (module docstring)
     for name in ("sync", "syncfs"):  # the host's writeback (same): 0, nothing done
         f.add_rule(sc.ERRNO(0), name)
-    # the host's page cache (same); the kernel reads advice as an int: the bits above 32 are not compared
-    f.add_rule(sc.ERRNO(0), "fadvise64", sc.Arg(3, sc.MASKED_EQ, 0xFFFFFFFF, _FADV_DONTNEED))
+    f.add_rule(sc.ERRNO(0), "fadvise64", _int_eq(sc, 3, _FADV_DONTNEED))  # the host's page cache (same)
     try:
         f.add_rule(sc.ERRNO(errno.ENOSYS), "memfd_secret")  # splits the host's direct map for good (same)
     except (ValueError, RuntimeError, OSError):
@@ -131,13 +143,13 @@ def seccomp_bpf() -> bytes:
         f.add_rule(deny, name, sc.Arg(arg, sc.MASKED_EQ, flag, flag))
     for name, arg in _SELF_ONLY:
         f.add_rule(deny, name, sc.Arg(arg, sc.NE, 0))
-    f.add_rule(deny, "setpriority", sc.Arg(0, sc.EQ, _PRIO_USER))
-    f.add_rule(deny, "ioprio_set", sc.Arg(0, sc.EQ, _IOPRIO_WHO_USER))
+    f.add_rule(deny, "setpriority", _int_eq(sc, 0, _PRIO_USER))
+    f.add_rule(deny, "ioprio_set", _int_eq(sc, 0, _IOPRIO_WHO_USER))
     f.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0), sc.Arg(2, sc.NE, 0))  # another pid, new limits
-    f.add_rule(deny, "prlimit64", sc.Arg(1, sc.EQ, _RLIMIT_CORE), sc.Arg(2, sc.NE, 0))  # (module docstring)
-    f.add_rule(deny, "setrlimit", sc.Arg(0, sc.EQ, _RLIMIT_CORE))
+    f.add_rule(deny, "prlimit64", _int_eq(sc, 1, _RLIMIT_CORE), sc.Arg(2, sc.NE, 0))  # (module docstring)
+    f.add_rule(deny, "setrlimit", _int_eq(sc, 0, _RLIMIT_CORE))
     for req in (_TIOCSTI, _TIOCLINUX):
-        f.add_rule(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, req))
+        f.add_rule(deny, "ioctl", _int_eq(sc, 1, req))
     with tempfile.TemporaryFile() as tmp:
         f.export_bpf(tmp)
         tmp.seek(0)
