@@ -11,10 +11,17 @@ once.
 Verification: the answer's 4-digit numbers must be exactly one, equal to ``value`` (``check_answer``).
 Listing many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
 numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw. The
-generated tasks also state other keys' codes before the fact and after it (``The door code is
-5123.``), so neither the first number of the context, nor the first or last code stated, is the
-answer: only the question's key tells which code it asks for (before them, every generated fact
-was the first number of its episode, and answering that passed 190 of 190 tasks).
+generated tasks also state 3-10 other keys' codes around the fact (``The door code is 5123.``), at
+least one before it and one after, each alone in its note as the fact is, as dense after the fact
+as before it: only the question's key tells which code it asks for. Before, every generated fact
+was the first number of its episode (answering that passed 190 of 190 tasks); then it was the one
+code always alone, the last of a dense run at the start, and "the last code stated alone in the
+first 7 notes" passed 58 % of ``generate_tasks`` and 93 % at level 64 (a key-blind classifier on
+rank, gaps and note: 75 % and 94 %); now no rule by place passes more than a third (the classifier
+30 % and 20 %; tests/envs/test_recall_attacks2.py). Not covered: a rule that knows the level counts
+``level`` notes back from the question, which is what a level is; at levels 1 and 2, whose notes
+after the fact are often fewer than the codes after it and then hold several each, the last code
+alone in its note is the fact in 78 % and 45 % of tasks.
 
 Levels: ``generate_level(n, level=L)`` puts L notes between the fact and the question (1..64).
 ``fact_first=True`` generates the tasks the long-horizon comparison (``posttrain bench recall``,
@@ -190,37 +197,38 @@ def _thing_note(rng: random.Random, value: str) -> str:
     return f"{rng.choice(_THINGS).capitalize()} went to the {rng.choice(_PLACES)}, shelf {other}."
 
 
-def _beside(rng: random.Random, note: str, code: str) -> str:
-    """One note holding both, in a random order."""
-    return f"{note} {code}" if rng.random() < 0.5 else f"{code} {note}"
-
-
 def _generate_one(rng: random.Random, tid: str, level: int, fact_first: bool = False) -> Task:
     if fact_first:  # the comparison's family, draw for draw as it was generated
         key = rng.choice(_KEYS)
         value = f"{rng.randint(1000, 9999)}"
         before, notes = [], [_thing_note(rng, value) for _ in range(level)]
     else:
-        # other keys' codes: 1-4 before the fact, 1-4 after it (in random notes, a note holding one
-        # or more), among thing notes: the fact is no fixed one of the codes counted from either end,
-        # and the first number of the episode is never it; only the question's key tells
+        # 3-10 other keys' codes around the fact, at least one on each side, each alone in its note
+        # as the fact is, as dense after the fact as before it (a thing note or none between two
+        # codes, at random): the fact is no fixed code counted from either end, no fixed note, not
+        # the last of a run at the start; only the question's key tells. Where the level has fewer
+        # notes than codes after the fact (levels 1-3), its notes hold several codes each
         keys = [*_KEYS, *_MORE_KEYS]
         rng.shuffle(keys)
         key, others = keys[0], keys[1:]
         value = f"{rng.randint(1000, 9999)}"
-        notes = [_thing_note(rng, value) for _ in range(level)]
-        n_before, n_after = rng.randint(1, 4), rng.randint(1, 4)
+        n_other = rng.randint(3, 10)
+        n_after = rng.randint(1, n_other - 1)
+        codes = [fact_text(k, _other(rng, value)) for k in others[:n_other]]
         before = [_thing_note(rng, value) for _ in range(rng.randint(0, 2))]
-        for k in others[:n_before]:
-            code = fact_text(k, _other(rng, value))
-            alone = rng.random() < 0.5
-            before.insert(rng.randint(0, len(before)), code if alone else _beside(rng, _thing_note(rng, value), code))
-        plain = set(range(level))  # notes still without a code
-        for k in others[n_before:n_before + n_after]:
-            code, at = fact_text(k, _other(rng, value)), rng.randrange(level)
-            alone = at in plain and rng.random() < 0.8
-            notes[at] = code if alone else _beside(rng, notes[at], code)
-            plain.discard(at)
+        for code in codes[: n_other - n_after]:
+            before += [code, _thing_note(rng, value)] if rng.random() < 0.5 else [code]
+        notes: list[str] = []
+        room = level - n_after  # thing notes the codes after the fact may have between them
+        for i, code in enumerate(codes[n_other - n_after :]):
+            if room > 0 and rng.random() < 0.5:
+                notes.append(_thing_note(rng, value))
+                room -= 1
+            if len(notes) < level:
+                notes.append(code)
+            else:  # more codes than notes: stacked, in turn, on the notes holding codes
+                notes[i % level] += " " + code
+        notes += [_thing_note(rng, value) for _ in range(level - len(notes))]
     shown = INTRO + "".join(note_line(i, n) for i, n in enumerate(before)) + "\n" + fact_line(key, value, len(before))
     fields: dict[str, Any] = {"key": key, "value": value, "notes": notes} | ({"before": before} if before else {})
     return Task(id=tid, domain=NAME, prompt=shown, fields=fields, reference=value, difficulty=float(level))
