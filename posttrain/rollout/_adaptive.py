@@ -8,14 +8,22 @@ observed difficulty (adaptive compute).
   (1 - distinct completions / G). ``diversity_metrics(groups)``: their means over a step's groups,
   for metrics.jsonl.
 - ``dedup_advantages(groups, rewards, estimator)``: identical completions (same ids) within a group
-  count once in its baseline: the advantages are the estimator's over the group's *distinct*
-  completions -- (r - mean_distinct) / std_distinct for GRPO -- and every copy is trained with its
-  first copy's advantage (same completion, same verdict, same advantage). Example: rewards
-  [1, 1, 1, 0] for completions [A, A, A, B]: without dedup A's three copies get +0.5 each and B -1.5
-  (GRPO, ddof 1); with dedup +0.707 each and B -0.707. A group whose completions are all one is
-  zero-variance either way. Copies are the same actions turn by turn *judged alike* (same verdicts,
-  same cut): identical actions an environment judged otherwise (a flaky test, a command's random
-  output) are two distinct completions, each with its own verdict's advantage, never the first's.
+  count once in its baseline, and a repeat never raises an advantage: each sample gets the lesser
+  of the estimator's advantage over the group's *distinct* completions (its first copy's: same
+  completion, same verdict) and the estimator's over all of them (as without dedup). Copies of a
+  failure pay what the distinct view makes them pay: [pass, fail, fail, copy of the fail] gives the
+  fails -0.577 each where a distinct fourth failure costs -0.5 (GRPO, ddof 1), and a failure mode
+  repeated 7 times beside one pass gives the pass +0.707 (not +2.47) and each fail -0.707 (not
+  -0.354). Copies of a pass earn no more than distinct passes, and never soften the group's
+  failures: [1, 1, 1, 0] for completions [A, A, A, B] keeps +0.5 for each A and -1.5 for B. Over
+  the distinct completions alone A got +0.707 each (3 x 0.707 = 2.12 against 1.5) and B -0.707:
+  a policy that repeated its passing answer verbatim, and varied its failures by a trailing token,
+  had its failures pushed down half as hard and its passes pushed up twice as hard without solving
+  more (66 of 75 groups of 4, 8 and 16 under the three estimators;
+  tests/rollout/test_adaptive_attacks.py). A group whose completions are all one is zero-variance
+  either way. Copies are the same actions turn by turn *judged alike* (same verdicts, same cut):
+  identical actions an environment judged otherwise (a flaky test, a command's random output) are
+  two distinct completions, each with its own verdict's advantage, never the first's.
   Copies are never masked: a copy with no gradient of its own escaped the negative advantage of the
   failure it repeats (advantage 0 where answering wrong got -0.5 in [pass, fail, fail, copy of a
   fail]; docs/contracts.md, "Reward accounting").
@@ -198,7 +206,8 @@ def first_copies(groups: Sequence[Sequence[Trajectory]]) -> Tensor:  # (N, G) lo
 def dedup_advantages(groups: Sequence[Sequence[Trajectory]], rewards: Tensor,
                      estimator: Callable[[Tensor], Tensor]) -> Tensor:  # (N, G)
     """``estimator``'s advantages of ``rewards`` (N, G) over each group's distinct completions, every
-    copy given its first copy's (module docstring): no copy escapes its verdict's advantage.
+    copy given its first copy's, each capped by its advantage over the whole group (module
+    docstring): no copy escapes its verdict's advantage, and repeating a completion never raises one.
 
     >>> from posttrain.types import Turn
     >>> import torch
@@ -206,9 +215,11 @@ def dedup_advantages(groups: Sequence[Sequence[Trajectory]], rewards: Tensor,
     >>> dedup_advantages([[t((5,)), t((6,)), t((6,))]], torch.tensor([[1.0, 0.0, 0.0]]), lambda r: r - 0.5).tolist()
     [[0.5, -0.5, -0.5]]
     """
+    import torch
+
     first = first_copies(groups).reshape(rewards.shape)
-    adv = estimator(_first_copies_only(rewards, first)[0])
-    return adv.gather(1, first.to(adv.device))
+    distinct = estimator(_first_copies_only(rewards, first)[0])
+    return torch.minimum(distinct.gather(1, first.to(distinct.device)), estimator(rewards))
 
 
 def dedup_rewards(groups: Sequence[Sequence[Trajectory]], rewards: Tensor) -> tuple[Tensor, Tensor]:

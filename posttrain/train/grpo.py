@@ -214,7 +214,8 @@ def group_advantages(groups: Groups, rewards: torch.Tensor, cfg: RLConfig, *,
 
     ``kl_term`` (N, G): ``-beta * KL`` of each row (``rl.kl_placement: reward``), ``rewards`` without it.
     The advantage is the rewards' plus the KL term's centred by the same estimator without the std
-    scaling: the sum, exactly, where the estimator is linear (no std), and a KL difference is never
+    scaling: the sum, exactly, where the estimator is linear (no std) and ``rl.dedup`` is off (with it,
+    each part is capped by its advantage without dedup on its own), and a KL difference is never
     divided by a reward std. Scaled with the rewards, a group failing alike (rewards that differ only by
     beta * KL, ~1e-3) got full-size advantages from its KL alone: an empty answer, nearest the
     reference, +0.95 where a wrong one got +0.78 (GRPO), and RLOO's leave-one-out std gave a pass +1478."""

@@ -47,8 +47,12 @@ def test_dedup_counts_each_distinct_completion_once_in_the_advantage():
     deduped, keep = dedup_rewards(groups, rewards)  # the baseline's view
     assert keep.tolist() == [[True, False, False, True]]
     assert ADVANTAGES["grpo"](deduped).tolist()[0] == pytest.approx([0.70710, 0.0, 0.0, -0.70710], abs=1e-4)
-    adv = dedup_advantages(groups, rewards, ADVANTAGES["grpo"])  # every copy its first copy's
-    assert adv.tolist()[0] == pytest.approx([0.70710, 0.70710, 0.70710, -0.70710], abs=1e-4)
+    adv = dedup_advantages(groups, rewards, ADVANTAGES["grpo"])  # every copy its first copy's, capped by
+    # the plain one: copies of a pass never earn more than distinct passes, nor soften the failure
+    assert adv.tolist()[0] == pytest.approx([0.5, 0.5, 0.5, -1.5], abs=1e-5)
+    fails = [[traj((5, 6)), traj((7,), 0.0), traj((7,), 0.0), traj((7,), 0.0)]]  # copies of a failure
+    assert dedup_advantages(fails, torch.tensor([[1.0, 0.0, 0.0, 0.0]]), ADVANTAGES["grpo"]).tolist()[0] == \
+        pytest.approx([0.70710, -0.70710, -0.70710, -0.70710], abs=1e-4)  # pay more than distinct ones' -0.5
     assert torch.equal(group_advantages(groups, rewards, RLConfig(dedup=True)), adv)  # what the trainer applies
     batch = build_batch(groups, rewards, pad_id=0)  # the copies are trained, never masked
     assert batch.loss_mask.sum(-1).tolist() == [2.0, 2.0, 2.0, 1.0]

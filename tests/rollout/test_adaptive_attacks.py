@@ -96,3 +96,32 @@ def test_a_group_s_duplicates_move_its_temperature_but_no_advantage():
                            group_advantages([hot], rewards, RLConfig(dedup=dedup)))
     s.observe(["t"], [[episode((7,) * k) for k in range(1, 9)]])
     assert s.settings(["t"])[0][0] == 1.0  # distinct again: back to base, never below
+
+
+def _group(n_pass, n_fail, *, pass_copies, fail_copies):
+    """A group of ``n_pass`` passes then ``n_fail`` failures; copies are one completion repeated, else
+    each member adds a trailing token (9: a space) per index: the same answer, not a copy."""
+    passes = [episode((5, 6) + (() if pass_copies else (9,) * i), "pass") for i in range(n_pass)]
+    fails = [episode((7,) + (() if fail_copies else (9,) * i)) for i in range(n_fail)]
+    return passes + fails
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "rloo", "reinforce_pp"])
+def test_repeating_a_completion_never_raises_an_advantage(advantage):
+    """rl.dedup: a policy that repeats its passing answer verbatim and varies its failures by a trailing
+    token solves no more than one whose completions all differ; no advantage of it is higher (its
+    failures pushed down as hard, its passes up no harder), and a failure's copies pay at least what
+    a distinct failure does. Over the distinct completions alone 22 of 25 of these groups paid the
+    lever under each estimator (G = 8, 4 passes: failures -0.447 where distinct ones got -0.935, the
+    passes +7.2 in all where distinct ones got +3.7)."""
+    cfg, plain_cfg = RLConfig(dedup=True, advantage=advantage), RLConfig(dedup=False, advantage=advantage)
+    for size in (4, 8, 16):
+        for n_pass in range(1, size):
+            honest = _group(n_pass, size - n_pass, pass_copies=False, fail_copies=False)
+            rewards = torch.tensor([[t.reward for t in honest]])
+            plain = group_advantages([honest], rewards, plain_cfg)
+            assert torch.equal(group_advantages([honest], rewards, cfg), plain)  # nothing repeated
+            for pass_copies, fail_copies in ((True, False), (True, True), (False, True)):
+                lever = _group(n_pass, size - n_pass, pass_copies=pass_copies, fail_copies=fail_copies)
+                adv = group_advantages([lever], rewards, cfg)
+                assert (adv <= plain + 1e-6).all(), (size, n_pass, pass_copies, fail_copies, adv, plain)
