@@ -150,14 +150,17 @@ class RecallDomain:
 
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """Answers that must fail: every number at once, the first or last number seen, the first or
-        last code stated, the question echoed."""
+        last code stated, the last code stated alone in the first 7 notes (the fact's place before
+        generated tasks moved it: tests/envs/test_recall_attacks2.py), the question echoed."""
         [task] = self.generate_level(1, level=6, seed=99)
         seen = self.render_prompt(task).split("Question")[0]
         numbers, codes = _NUMBER.findall(seen), re.findall(r"The [a-z ]+ is (\d{4})\.", seen)
+        early = [c for i, c in re.findall(r"Note (\d+): The [a-z ]+ is (\d{4})\.\n", seen) if int(i) < 7]
         every = " ".join(f"{i:04d}" for i in range(10000))
         return [("every 4-digit number", task, every), ("the last number of the notes", task, numbers[-1]),
                 ("the first number of the episode", task, numbers[0]),
                 ("the first code stated", task, codes[0]), ("the last code stated", task, codes[-1]),
+                ("the last code stated alone in the first 7 notes", task, early[-1]),
                 ("the question echoed", task, question(task.fields["key"])),
                 ("the fact with another number beside it", task, f"{task.fields['value']} or {numbers[-1]}")]
 
