@@ -39,11 +39,14 @@ What is isolated, for every job:
   ``_fs.MAX_INODES`` inodes). No /etc, no /home, no /root, no host /tmp; nothing else is writable.
 - environment: cleared (PATH, HOME, TMPDIR, LANG only); no host variable leaks in.
 - resources: per-slot cgroup memory (+swap), pids and cpu quota (v1 or v2, under this process's
-  own cgroup); rlimits on CPU time, file size, open files, core dumps.
+  own cgroup); rlimits on CPU time, file size, open files, core dumps, real-time priority and
+  nice (both 0).
 - syscalls: seccomp denies network sockets other than AF_UNIX, ptrace, mount, namespace
   creation, keyctl, bpf, perf_event_open, io_uring, Linux AIO, huge pages, secret memory
   (``memfd_secret``: it splits the host's direct map for good), module/kexec, TIOCSTI
-  (``_seccomp.py``).
+  (``_seccomp.py``); ``sync``/``syncfs`` and ``posix_fadvise(DONTNEED)`` answer 0 and do nothing
+  (they wrote back, or dropped from the page cache, the host's files, outside the job's cgroups);
+  32-bit arguments (rlimit resources, advice, ioctl requests) are compared on their low 32 bits.
 - lifetime: a wall-clock timeout kills the job's process group and everything in its slot, by
   cgroup (v1: freeze, kill, thaw; v2: ``cgroup.kill``), until the slot holds only its fork-server;
   after every job all of its processes are killed and its file systems replaced; outputs are

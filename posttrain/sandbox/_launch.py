@@ -4,7 +4,9 @@ Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
 
     posix_spawn /bin/sh  (root)   join the slot's cgroups by writing $$ to cgroup.procs
       exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=1 (``_seccomp``: no core
-                                 dump at all, to a file or to a ``core_pattern`` pipe)
+                                 dump at all, to a file or to a ``core_pattern`` pipe), RTPRIO=0
+                                 and NICE=0 whatever the host's are (a real-time scheduling class
+                                 would run past the slot's cpu quota on a v2 host)
       exec setpriv               drop to the slot's own uid (``_uids``: one per slot, never
                                  shared with another slot or pool), no supplementary groups:
                                  unprivileged *outside* the sandbox too
@@ -232,7 +234,7 @@ def launcher_argv(
     return [
         tools.sh, "-c", script, "sh", *wrap,
         tools.prlimit, f"--cpu={cpu}", f"--fsize={fsize if fsize is not None else 'unlimited'}",
-        f"--nofile={nofile}:{nofile}", "--core=1", "--",
+        f"--nofile={nofile}:{nofile}", "--core=1", "--rtprio=0", "--nice=0", "--",
         tools.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
         tools.bwrap, *bwrap_options, "--", *command,
     ]  # fmt: skip
