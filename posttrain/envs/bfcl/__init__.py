@@ -26,7 +26,10 @@ Calls: each is dispatched by name to the backend method of that name with its JS
 and returns an error result; a backend exception is the result ``"Error during execution: ..."``
 (BFCL's text); a step whose job does not finish (timeout, memory) returns that error for each of
 its calls and leaves the state as it was. Arguments are not checked against the tool schemas
-(BFCL does not check them either: the backend decides).
+(BFCL does not check them either: the backend decides). A call gets a fresh copy of each mutable
+default it leaves out (``post_tweet``'s ``mentions=[]``, which ``mention`` extends in place): BFCL's
+checker shares one list between every bare post of its process, the model's and the truth's, and
+passes a mention nobody asked for (tests/envs/test_bfcl_attacks3.py); here the state check sees it.
 
 Verdict (``Judgement``, ``judge_turn``): BFCL's ``multi_turn_checker``. At the end of each user turn
 the ground truth's calls of that turn run on the truth's own instances (carried the same way); the

@@ -80,6 +80,23 @@ def result_text(value):
     return str(value)
 
 
+def fresh_defaults(method, args):
+    """``args`` with a fresh copy of each mutable default the call leaves out. ``post_tweet(content,
+    tags=[], mentions=[])`` stores its default list in the tweet, and ``mention`` extends it in place:
+    one list for every bare post of the process, the model's and the ground truth's alike, so a
+    mention the model added showed in the truth's tweets too (the state check blinded)."""
+    f = getattr(method, "__func__", None)
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return args
+    positional = f.__defaults__ or ()
+    first = code.co_argcount - len(positional)
+    defaults = {code.co_varnames[first + i]: d for i, d in enumerate(positional)}
+    defaults.update(f.__kwdefaults__ or {})
+    missing = {k: copy.deepcopy(v) for k, v in defaults.items() if k not in args and type(v) in (list, dict, set)}
+    return {**args, **missing} if missing else args
+
+
 def execute(instances, methods, calls):
     results = []
     for call in calls:
@@ -89,7 +106,8 @@ def execute(instances, methods, calls):
             results.append(f"{ERROR}unknown function {name!r}: not one of this task's tools")
             continue
         try:
-            results.append(result_text(getattr(instances[cls], name)(**args)))
+            method = getattr(instances[cls], name)
+            results.append(result_text(method(**fresh_defaults(method, args))))
         except Exception as e:
             results.append(f"{ERROR}{e}")
     return results
