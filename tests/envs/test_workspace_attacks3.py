@@ -77,3 +77,16 @@ def test_a_command_longer_than_the_kernel_takes_is_the_agents_error_result(pool,
                   files_verify)
     assert all(c.result.startswith("Error: the command is too long") for c in played.calls[:2])
     assert played.verdicts and not any(v.is_infra_error for v in played.verdicts)
+
+
+def test_a_file_name_that_is_not_utf8_is_the_agents_fail_not_infra(pool) -> None:
+    """``printf > $'notes\\xff.txt'`` beside the work: the host reads the name as a lone surrogate, which the
+    repo diff carried to the verifier, which crashed on it: an infra error on every try, the group dropped
+    (14 of 14 example repo tasks with the oracle's fix before, 0 after). Now the attempt is the agent's
+    ``ungradable`` fail, naming the file."""
+    task = REPO_EXAMPLES[0]
+    played = play(pool, task, [call("bash", command="printf 'todo\\n' > $'notes\\xff.txt'"), SUBMIT],
+                  REPO.make_verifier(pool))
+    verdict = played.first
+    assert verdict.outcome == "fail" and verdict.error_class == "ungradable", verdict
+    assert "notes\\xff.txt" in verdict.feedback and "not UTF-8" in verdict.feedback

@@ -10,6 +10,10 @@ files only (``Workspace.read_file``).
 ``keep(path)`` drops what the domain does not grade (caches, the environment's own directories)
 before any file is read; the kept files are read up to ``max_bytes`` in all (16 MiB), past which the
 workspace cannot be graded (``WorkspaceError``: the environment fails the attempt as ``ungradable``).
+So can a kept path whose name is not UTF-8 (``printf x > $'notes\xff.txt'``: the host reads it as a
+lone surrogate, ``'notes\udcff.txt'``), which no diff or JSON a grader reads can carry: in a repo
+diff it crashed the verifier, an infra error on every try (the group dropped; 14 of 14 example repo
+tasks), where it is the agent's fail.
 
 >>> # changes = workspace_changes(ws, initial_tree, keep=lambda p: not p.startswith(".cache/"))
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
+from posttrain.strict_json import is_text
 
 
 class _Special:
@@ -38,13 +43,16 @@ MAX_BYTES = 16 << 20
 def workspace_changes(ws: Workspace, initial: Mapping[str, bytes], *, keep: Callable[[str], bool] = lambda path: True,
                       max_bytes: int = MAX_BYTES) -> dict[str, bytes | None | _Special]:
     """``{path: bytes | None | SPECIAL}`` for every kept path whose content differs from ``initial``
-    (module docstring); ``WorkspaceError`` when the layers hold more entries than a grader reads, or
-    the kept files more than ``max_bytes`` bytes."""
+    (module docstring); ``WorkspaceError`` when the layers hold more entries than a grader reads, the
+    kept files more than ``max_bytes`` bytes, or a kept path is not UTF-8."""
     out: dict[str, bytes | None | _Special] = {}
     budget = max_bytes
     for path in sorted(ws.changed_paths()):
         if not keep(path):
             continue
+        if not is_text(path):
+            shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise WorkspaceError(f"the file name '{shown}' is not UTF-8 text: rename or delete it")
         try:
             data: bytes | None | _Special = ws.read_file(path, max_bytes=budget)
             budget -= len(data)  # type: ignore[arg-type]
