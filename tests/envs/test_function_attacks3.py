@@ -20,7 +20,12 @@ function broken in ways a run must name as the user's own (posttrain.envs.functi
 - A function that raises ValueError on the completions it cannot read (their doing) and KeyError on
   others (the user's bug): stderr said only the first ("once per function and reason", the reason
   being "raised"), so the bug was never told beyond each verdict's feedback; each exception class
-  is now told once. Before: 1 of the 2 lines; after: 2 of 2."""
+  is now told once. Before: 1 of the 2 lines; after: 2 of 2.
+- A task whose ``data`` the function cannot be called with (``exact_match`` without ``answer``; a
+  key that a function without ``**data`` does not take) parsed, and every completion, the reference
+  included, failed as ``raised:TypeError``: the model charged for the record's error. It is now a
+  ``TaskError`` at load naming the field, the function and the key (before: 2 of 2 parsed; after:
+  0 of 2)."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import pytest
 
 from posttrain.envs import get_domain
 from posttrain.envs.function import noop_problems
+from posttrain.errors import TaskError
 
 DOMAIN = get_domain("function")
 VERIFY = DOMAIN.make_verifier(None)
@@ -43,7 +49,7 @@ from posttrain.types import Verdict
 
 _helper = None
 
-def echo(prompt, completion, answer, mode, **data):
+def echo(prompt, completion, answer, mode):
     ok = completion.strip() == answer
     if mode == "raise" and completion == "key":
         return {"7": 1.0}[completion]  # the user's bug, on some completions only
@@ -137,3 +143,13 @@ def test_each_exception_class_of_a_function_is_told_once(echo, capsys, monkeypat
         "reward_function:raised:ValueError", "reward_function:raised:KeyError", "reward_function:raised:ValueError"]
     err = [line for line in capsys.readouterr().err.splitlines() if "reward_attack3:echo raised" in line]
     assert len(err) == 2 and "ValueError" in err[0] and "KeyError" in err[1]
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    ({"mode": "plain"}, "(it requires answer)"),
+    ({"answer": "7", "mode": "plain", "level": 3}, "has no **data, not level"),
+])
+def test_data_the_function_cannot_take_is_the_records_error(echo, data, says) -> None:
+    with pytest.raises(TaskError, match="field 'data'") as e:
+        DOMAIN.parse_task({"id": "d", "prompt": "p", "reward": echo, "data": data}, "test")
+    assert says in str(e.value) and "reward_attack3:echo" in str(e.value)

@@ -4,7 +4,10 @@ task's data (TRL's ``reward_funcs``), run under the verifier contract.
 Task fields (docs/tasks.md, "function"): ``prompt``; ``data`` (an object: the keyword arguments the
 function gets besides ``prompt`` and ``completion``, a dataset's other columns); ``reward`` (one
 ``package.module:function``, or a list of them or of ``{function, weight, range}``), which a
-record may leave to its recipe's top-level ``reward:`` (``default_reward``).
+record may leave to its recipe's top-level ``reward:`` (``default_reward``). A ``data`` that a
+function cannot be called with (a keyword it requires is missing; a key it does not take, when it has
+no ``**data``) is the record's ``TaskError`` at load, naming the key: otherwise every completion, the
+reference included, would fail as ``raised:TypeError``.
 
 Verification, per function of the task, each in a ``posttrain.verify._deadline`` worker that
 imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 per function):
@@ -44,7 +47,7 @@ from typing import Any
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common
 from posttrain.envs._defaults import record_default, record_defaults
-from posttrain.envs.function._spec import RewardTerm, as_terms, terms_json
+from posttrain.envs.function._spec import RewardTerm, as_terms, keywords, terms_json
 from posttrain.errors import ConfigError
 from posttrain.strict_json import as_text
 from posttrain.types import Task, Verdict
@@ -210,8 +213,13 @@ class FunctionDomain:
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
         reader = RecordReader(record, source, NAME)
         reader.check_keys(DOMAIN_KEYS)
-        fields = {"data": _data(reader), "reward": terms_json(_terms(reader))}
-        return parse_common(reader, fields)
+        data, terms = _data(reader), _terms(reader)
+        for term in terms:  # a call that cannot bind raises TypeError on every completion: the record's error
+            problem = keywords(term.function).problem(list(data))
+            if problem:
+                raise reader.fail("data", f"keyword arguments {term.function} can be called with ({problem})",
+                                  sorted(data))
+        return parse_common(reader, {"data": data, "reward": terms_json(terms)})
 
     def render_prompt(self, task: Task) -> str:
         return task.prompt

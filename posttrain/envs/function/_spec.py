@@ -115,8 +115,37 @@ def terms_json(terms: Sequence[RewardTerm]) -> list[dict[str, Any]]:
     return [t.to_json() for t in terms]
 
 
+@dataclass(frozen=True)
+class Keywords:
+    """The keyword arguments a reward function takes besides the prompt and the completion (a task's
+    ``data``): ``required`` (no default), ``accepted`` (by name), ``any`` (it has ``**data``)."""
+
+    required: tuple[str, ...]
+    accepted: tuple[str, ...]
+    any: bool
+
+    def problem(self, keys: Sequence[str]) -> str | None:
+        """Why a task's ``data`` with ``keys`` cannot be passed (the call would raise TypeError on
+        every completion, its reference included), or None."""
+        missing = [k for k in self.required if k not in keys]
+        if missing:
+            return f"it requires {', '.join(missing)}"
+        unknown = [] if self.any else sorted(set(keys) - set(self.accepted))
+        if unknown:
+            return f"it takes {', '.join(self.accepted) or 'none'} and has no **data, not {', '.join(unknown)}"
+        return None
+
+
 _probed: dict[str, Style | ConfigError] = {}
+_keywords: dict[str, Keywords] = {}
 _probe_lock = threading.Lock()
+
+
+def keywords(function: str) -> Keywords:
+    """The keyword arguments ``function`` takes (``probe`` it first; ``ConfigError`` as it says)."""
+    probe(function)
+    with _probe_lock:
+        return _keywords[function]
 
 
 def probe(function: str) -> Style:
@@ -146,4 +175,6 @@ def _run_probe(function: str) -> Style | ConfigError:
         return ConfigError(f"{function}: the import probe failed (exit {r.returncode}): {tail[:200]}")
     if "error" in reply:
         return ConfigError(f"{function}: {reply['error']}")
+    with _probe_lock:
+        _keywords[function] = Keywords(tuple(reply["required"]), tuple(reply["accepted"]), bool(reply["any"]))
     return reply["style"]

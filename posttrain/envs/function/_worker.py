@@ -13,7 +13,8 @@ processes of the worker's group that are no longer below it (a completion the fu
 and exited: its child was reparented away) are killed before the reply (``reap_strays``).
 
 ``python -m posttrain.envs.function._worker --probe package.module:function`` prints the
-function's form (``{"style": "single" | "batched"}``) or ``{"error": why}`` on one JSON line.
+function's form (``{"style": "single" | "batched"}``, with the keyword arguments it takes:
+``keywords``) or ``{"error": why}`` on one JSON line.
 """
 
 from __future__ import annotations
@@ -201,12 +202,22 @@ def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
             reap_strays()
 
 
+def keywords(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The keyword arguments ``fn`` takes after its first two parameters: ``required`` (no default),
+    ``accepted`` (by name) and ``any`` (it has ``**data``)."""
+    params = list(inspect.signature(fn).parameters.values())[2:]
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY)]
+    return {"required": [p.name for p in named if p.default is p.empty],
+            "accepted": [p.name for p in named if p.kind != p.POSITIONAL_ONLY],
+            "any": any(p.kind == p.VAR_KEYWORD for p in params)}
+
+
 def _probe_main(function: str) -> int:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what the user's module prints on import goes to stderr, not into the reply
     try:
-        _, style = load(function)
-        out.write(json.dumps({"style": style}) + "\n")
+        fn, style = load(function)
+        out.write(json.dumps({"style": style, **keywords(fn)}) + "\n")
     except ValueError as e:
         out.write(json.dumps({"error": str(e)}) + "\n")
     out.flush()
