@@ -184,7 +184,7 @@ def run_command(ctx: ToolContext, argv: Sequence[str], timeout: float) -> str:
     envs = [f"{k}={v}" for k, v in ctx.env.items()]
     sizes = [len(w.encode("utf-8", "surrogatepass")) for w in argv]
     total = sum(sizes) + len(argv) + sum(len(e.encode("utf-8", "surrogatepass")) + 1 for e in envs)
-    if max(sizes) > MAX_WORD_BYTES or total > MAX_COMMAND_BYTES:
+    if max(sizes, default=0) > MAX_WORD_BYTES or total > MAX_COMMAND_BYTES:
         raise WorkspaceError(f"the command is too long ({max(sizes)} bytes in its longest word, {total} in all; a "
                              f"command line holds at most {MAX_WORD_BYTES} and {MAX_COMMAND_BYTES}): write a long "
                              "script or list to a file (write_file) and run that file")
