@@ -90,3 +90,26 @@ def test_a_file_name_that_is_not_utf8_is_the_agents_fail_not_infra(pool) -> None
     verdict = played.first
     assert verdict.outcome == "fail" and verdict.error_class == "ungradable", verdict
     assert "notes\\xff.txt" in verdict.feedback and "not UTF-8" in verdict.feedback
+
+
+def test_a_file_name_with_a_line_break_is_refused_not_graded_as_another_file(pool) -> None:
+    """A name ``"notes\\n+++ b/pkg/x.py"`` (in a directory ``"notes\\n+++ b"``) wrote a diff header of its own
+    into repo's take: what was graded (an empty ``notes``) was not what the workspace held. Refused now,
+    naming the file."""
+    task = REPO_EXAMPLES[0]
+    played = play(pool, task, [call("bash", command="printf 'x\\n' > $'notes\\n+++ b'"), SUBMIT],
+                  REPO.make_verifier(pool))
+    verdict = played.first
+    assert verdict.outcome == "fail" and verdict.error_class == "refused", verdict
+    assert "line break" in verdict.feedback
+
+
+def test_an_edit_of_a_file_holding_a_form_feed_is_graded_as_it_stands() -> None:
+    """repo's take split a file's lines with ``str.splitlines``, which also breaks at a form feed (a page
+    break between a module's sections), ``\\x85``, ``\\u2028``...; the grader splits at ``\\n`` only: the
+    honest edit of such a file did not apply (``patch_does_not_apply``), a new one was graded otherwise."""
+    from posttrain.envs.repo._diff import apply_patches, parse_diff, render_diff
+
+    before = {"m.py": "a = 1\n\x0c\nb = '\u2028'\nc = 3\n"}
+    for after in ({"m.py": "a = 2\n\x0c\nb = '\u2028'\nc = 3\n"}, {"m.py": "a\x0cb\n", "n.py": "x = '\x85'"}):
+        assert apply_patches(dict(before), parse_diff(render_diff(before, after))) == after

@@ -370,6 +370,19 @@ def apply_patches(tree: Mapping[str, str], patches: Sequence[FilePatch]) -> dict
     return out
 
 
+def _lines(text: str) -> list[str]:
+    r"""``text``'s lines, each with its ``\n``, split at ``\n`` only, as ``parse_diff`` and
+    ``apply_patches`` read them. ``str.splitlines`` also breaks at a form feed, a lone ``\r``,
+    ``\x1c``-``\x1e``, ``\x85``, ``\u2028``/``\u2029``: a file holding one (a form feed between a
+    module's sections) was graded otherwise than it stood, and an edit of it did not apply.
+
+    >>> _lines("a\x0cb\nc")
+    ['a\x0cb\n', 'c']
+    """
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def render_diff(before: Mapping[str, str], after: Mapping[str, str], *, context: int = 3) -> str:
     """A unified diff (git style paths) that turns ``before`` into ``after``.
 
@@ -387,7 +400,7 @@ def render_diff(before: Mapping[str, str], after: Mapping[str, str], *, context:
         a, b = before.get(path), after.get(path)
         if a == b:
             continue
-        diff = difflib.unified_diff((a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
+        diff = difflib.unified_diff(_lines(a or ""), _lines(b or ""),
                                     "/dev/null" if a is None else f"a/{path}",
                                     "/dev/null" if b is None else f"b/{path}", n=context)
         for line in diff:

@@ -66,6 +66,9 @@ def take_diff(initial: Mapping[str, bytes]) -> Take:
         before: dict[str, str] = {}
         after: dict[str, str] = {}
         for path, data in changes.items():
+            if "\n" in path or "\r" in path:  # a diff header of its own: what is graded is not the workspace
+                return fail(f"Submission refused: the file name {path!r} holds a line break, which no diff can carry; "
+                            "rename it.", "refused", {"refused": [[path, "line_break"]]}, DETECTED)
             if data is SPECIAL:
                 return fail(f"Submission refused: {path} is a symbolic link or special file; the grader takes regular "
                             "files only.", "refused", {"refused": [[path, "symlink"]]}, DETECTED)
