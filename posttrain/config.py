@@ -149,6 +149,8 @@ def check_out_dir(path: str | Path, what: str = "--out") -> Path:
 
 def check_out_file(path: str | Path, what: str = "--out") -> Path:
     """``check_out_dir`` for an output file: not a directory, and its folder can be made and written."""
+    if not str(path):  # Path("") is ".": the file would be the current directory
+        raise UserError(f"{what} '': expected a file name")
     p = Path(path)
     if p.is_dir():
         raise UserError(f"{what} {p}: is a directory; expected a file name")

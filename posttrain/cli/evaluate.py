@@ -118,7 +118,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for run_dir in args.run_dirs:
         _check_run_dir(run_dir)
     first = Path(args.run_dirs[0])
-    check_out_file(Path(args.out) if args.out else first / ("report.html" if len(args.run_dirs) == 1 else "compare.html"))
+    check_out_file(args.out if args.out is not None else first / ("report.html" if len(args.run_dirs) == 1
+                                                                   else "compare.html"))
     if args.out and Path(args.out).suffix.lower() not in (".html", ".htm"):  # RUN/summary.json became a web page
         raise UserError(f"--out {args.out}: expected a file name ending in .html (the report is one HTML page, "
                         f"written over any file of that name)")

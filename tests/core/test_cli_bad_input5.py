@@ -1,0 +1,62 @@
+"""Bad input a sweep of every subcommand found still getting through (a helper's read, after
+test_cli_bad_input3.py and 4): each is one line naming the culprit, exit 2, before any work, and
+nothing in the workspace changes.
+
+Before: ``report RUN --out ''`` raised IsADirectoryError (a traceback); ``eval --out ''`` and
+``eval --run ''`` were dropped silently (exit 0, nothing written, no overlap check), and
+``tasks decontaminate --out ''`` wrote its three files into the current directory, over any of the
+same name (``run --out ''`` has been refused since test_cli_bad_input3.py); ``eval --domain cdoe``
+passed unnoticed when every record names its own (``verify`` and ``tasks validate`` refuse it);
+``tasks.sampler.weights`` whose sum overflows a float (1e308 twice) drew 39 of 40 tasks from one
+domain instead of half from each, silently.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_bad_inputs import snapshot
+
+from posttrain.cli import main
+from posttrain.train.recipe import EMBEDDED_RECIPE
+
+RECIPE = str(EMBEDDED_RECIPE)
+MATH = {"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2", "reference": "\\boxed{2}"}
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    w = tmp_path / "ws"
+    w.mkdir()
+    (w / "good.jsonl").write_text(json.dumps(MATH) + "\n")
+    (w / "resp.jsonl").write_text(json.dumps({"task_id": "m1", "response": "\\boxed{2}"}) + "\n")
+    (w / "good.clean.jsonl").write_text("the user's own file\n")  # what decontaminate --out '' wrote over
+    (w / "run").mkdir()
+    (w / "run" / "summary.json").write_text("{}\n")
+    monkeypatch.chdir(w)
+
+    def started(*args, **kwargs):  # a recipe let through: fail here, not after minutes of training
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("posttrain.cli.pipeline.run_recipe", started)
+    return w
+
+
+EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
+CASES = [
+    pytest.param(["report", "run", "--out", ""], "--out '': expected a file name", id="report-out-empty"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), CASES)
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(ws, capsys, argv, needle):
+    before = snapshot(ws)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
+    assert snapshot(ws) == before
+
