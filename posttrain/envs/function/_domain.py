@@ -10,7 +10,10 @@ no ``**data``) is the record's ``TaskError`` at load, naming the key: otherwise 
 reference included, would fail as ``raised:TypeError``.
 
 Verification, per function of the task, each in a ``posttrain.verify._deadline`` worker that
-imported it once (5 s of CPU a call, 2 GiB of address space; its own pool of 2 per function):
+imported it once (5 s of CPU a call, 2 GiB of address space; its own pool per function, as many
+workers as the host has CPUs, started as checks come: checks that wait on their wall limit queued
+on two workers past a Ray backend's wait, 9 stalls at once on one node, which dropped the group as
+infra where each is the completion's fail):
 
 - it returns a number in its declared ``range`` (default [0, 1]), a bool, or a ``Verdict``: that
   value, scaled to [0, 1] by the range;
@@ -38,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import random
 import re
 import sys
@@ -80,7 +84,8 @@ def pool_for(function: str) -> CheckPool:
 
     with _pools_lock:
         if function not in _pools:
-            _pools[function] = CheckPool(_WORKER, cpu_budget_s=CPU_BUDGET_S, env={ENV_VAR: function})
+            _pools[function] = CheckPool(_WORKER, size=max(2, os.cpu_count() or 2), cpu_budget_s=CPU_BUDGET_S,
+                                         env={ENV_VAR: function})
         return _pools[function]
 
 
