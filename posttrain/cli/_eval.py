@@ -130,7 +130,23 @@ def _most_that_fits(added: Any, room: int, upto: int) -> int | None:
     return lo or None
 
 
+_NAMED = (("responses", "a responses file"), ("model", "a model directory"), ("endpoint", "a URL"),
+          ("agent", "an agent's name"), ("model_name", "a model name"), ("tokenizer", "a tokenizer path or name"),
+          ("run", "a run directory"), ("tasks", "a task file"), ("domain", "a domain name"),
+          ("baseline", "a run or results directory, summary.json or records .jsonl"), ("out", "a directory name"))
+"""Flags whose empty value (``--out ''``) was read as not given: no output, no overlap check, the default suite."""
+
+
+def _check_not_empty(args: argparse.Namespace) -> None:
+    """Refuse a flag of ``_NAMED`` given as the empty string."""
+    empty = next((f"--{name.replace('_', '-')} '': expected {what}" for name, what in _NAMED
+                  if getattr(args, name, None) == ""), None)
+    if empty:
+        raise UserError(empty)
+
+
 def _validate(args: argparse.Namespace) -> None:
+    _check_not_empty(args)
     given = [f"--{name.replace('_', '-')}" for name in ("responses", "model", "endpoint", "agent") if getattr(args, name)]
     if len(given) > 1:
         raise UserError(f"posttrain eval: give one of --responses, --model, --endpoint, --agent; got {', '.join(given)}")

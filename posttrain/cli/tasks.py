@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
     d.add_argument("train", type=Path, help="training task file")
     d.add_argument("eval", type=Path, help="evaluation task file")
     d.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
-    d.add_argument("--out", type=Path, default=None, help="directory for the overlap report")
+    d.add_argument("--out", default=None, help="directory for the overlap report")
     d.set_defaults(func=_cmd_decontaminate)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

@@ -46,6 +46,12 @@ def ws(tmp_path, monkeypatch):
 EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
 CASES = [
     pytest.param(["report", "run", "--out", ""], "--out '': expected a file name", id="report-out-empty"),
+    pytest.param([*EVAL, "--out", ""], "--out '': expected a directory name", id="eval-out-empty"),
+    pytest.param([*EVAL, "--run", ""], "--run '': expected a run directory", id="eval-run-empty"),
+    pytest.param(["eval", "--responses", "resp.jsonl", "--tasks", ""], "--tasks '': expected a task file",
+                 id="eval-tasks-empty"),
+    pytest.param(["tasks", "decontaminate", "good.jsonl", "good.jsonl", "--out", ""], "--out '': expected a directory name",
+                 id="decontaminate-out-empty"),
 ]
 
 
