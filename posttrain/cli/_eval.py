@@ -146,7 +146,10 @@ def _check_not_empty(args: argparse.Namespace) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
+    from posttrain.cli.tasks import check_domain_flag
+
     _check_not_empty(args)
+    check_domain_flag(args.domain)  # also when every record names its own, as verify and tasks validate
     given = [f"--{name.replace('_', '-')}" for name in ("responses", "model", "endpoint", "agent") if getattr(args, name)]
     if len(given) > 1:
         raise UserError(f"posttrain eval: give one of --responses, --model, --endpoint, --agent; got {', '.join(given)}")

@@ -52,6 +52,8 @@ CASES = [
                  id="eval-tasks-empty"),
     pytest.param(["tasks", "decontaminate", "good.jsonl", "good.jsonl", "--out", ""], "--out '': expected a directory name",
                  id="decontaminate-out-empty"),
+    pytest.param([*EVAL, "--domain", "cdoe"], "--domain cdoe: unknown domain 'cdoe' (did you mean code?)",
+                 id="eval-domain"),
 ]
 
 
