@@ -151,6 +151,9 @@ def test_edit_replaces_one_exact_snippet_and_names_absent_or_repeated(ws):
     out = call(ws, edit_tool(), path="pkg/mod.py", old="def g():\n    return 1", new="def g():\n    return 3")
     assert out == "Edited pkg/mod.py: replaced 2 line(s) at line 5 with 2."
     assert ws.read_file("pkg/mod.py").endswith(b"def g():\n    return 3\n")
+    ws.write_file("latin.txt", b"caf\xe9 au lait\nprice = 1\n")  # not UTF-8: its other bytes stay as they were
+    assert call(ws, edit_tool(), path="latin.txt", old="price = 1", new="price = 2").startswith("Edited latin.txt")
+    assert ws.read_file("latin.txt") == b"caf\xe9 au lait\nprice = 2\n"
 
 
 def test_list_dir_shows_the_tree_without_caches(ws):

@@ -245,11 +245,14 @@ MAX_READ_BYTES = 4 << 20
 """The largest file ``read_file`` and ``edit`` open (a job can make large sparse files)."""
 
 
-def _read_text(ws: Workspace, path: str) -> str:
+def _read_text(ws: Workspace, path: str, errors: str = "replace") -> str:
+    """The file as text; bytes that are not UTF-8 as U+FFFD (what an agent reads), or, for ``edit``,
+    with ``errors="surrogateescape"``: written back as they were (a Latin-1 file's other bytes once
+    became U+FFFD at every edit)."""
     data = ws.read_file(path, max_bytes=MAX_READ_BYTES)
     if b"\0" in data[:8192]:
         raise WorkspaceError(f"{path} is a binary file ({len(data)} bytes)")
-    return data.decode("utf-8", "replace")
+    return data.decode("utf-8", errors)
 
 
 def _read_file(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
@@ -306,7 +309,7 @@ def _edit(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
     path, old, new = repo_path(arguments["path"]), arguments["old"], arguments["new"]
     if not old:
         return "Error: `old` is empty; give the exact text to replace (or use write_file)."
-    text = _read_text(ctx.workspace, path)
+    text = _read_text(ctx.workspace, path, "surrogateescape")  # old and new hold no surrogate (refused)
     count = text.count(old)
     if count == 0:
         loose = " ".join(old.split()) in " ".join(text.split())
@@ -316,7 +319,7 @@ def _edit(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
         return (f"Error: the text to replace appears {count} times in {path}; include more surrounding lines so "
                 "that it is unique. Nothing changed.")
     at = text.index(old)
-    ctx.workspace.write_file(path, (text[:at] + new + text[at + len(old):]).encode())
+    ctx.workspace.write_file(path, (text[:at] + new + text[at + len(old):]).encode("utf-8", "surrogateescape"))
     first = text.count("\n", 0, at) + 1
     return f"Edited {path}: replaced {len(old.splitlines())} line(s) at line {first} with {len(new.splitlines())}."
 
