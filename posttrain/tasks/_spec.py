@@ -130,6 +130,9 @@ class SamplerSpec:
             bad = next((k for k, v in w.items() if not math.isfinite(v)), None)
             if bad is not None:
                 raise ConfigError(f"{where}.{bad}: expected a finite weight")
+            if not math.isfinite(sum(w.values())):  # the pool's round-robin adds them up: inf - inf drew one domain
+                raise ConfigError(f"{where}: the weights add up to more than a float holds (inf); expected weights "
+                                  f"whose sum is finite (only their ratios count)")
 
     def weights_at(self, step: int) -> Mapping[str, float] | None:
         """The domain weights in force at ``step`` (the schedule interpolated), or None."""

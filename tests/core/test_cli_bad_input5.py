@@ -44,6 +44,7 @@ def ws(tmp_path, monkeypatch):
 
 
 EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
+POOL = "tasks.sampler={kind: pool, weights: {math: 1e308, code: 1e308}}"
 CASES = [
     pytest.param(["report", "run", "--out", ""], "--out '': expected a file name", id="report-out-empty"),
     pytest.param([*EVAL, "--out", ""], "--out '': expected a directory name", id="eval-out-empty"),
@@ -54,6 +55,9 @@ CASES = [
                  id="decontaminate-out-empty"),
     pytest.param([*EVAL, "--domain", "cdoe"], "--domain cdoe: unknown domain 'cdoe' (did you mean code?)",
                  id="eval-domain"),
+    pytest.param(["run", RECIPE, "--out", "out", "--set", POOL],
+                 "tasks.sampler: weights: the weights add up to more than a float holds (inf); expected weights "
+                 "whose sum is finite", id="pool-weights-overflow"),
 ]
 
 
@@ -68,3 +72,13 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(ws, capsys, argv, need
     assert needle in err, err
     assert snapshot(ws) == before
 
+
+def test_large_weights_that_add_up_still_draw_in_their_ratio():
+    """The refusal is of a sum that overflows, not of large weights: 3e307 : 1e307 draws 3 : 1."""
+    from posttrain.tasks._pool import TaskPool
+    from posttrain.tasks._spec import SamplerSpec
+    from posttrain.types import Task
+
+    tasks = [Task(id=f"{d}{i}", domain=d, prompt="", fields={}) for d in ("a", "b") for i in range(20)]
+    pool = TaskPool(tasks, seed=0, spec=SamplerSpec(kind="pool", weights={"a": 3e307, "b": 1e307}))
+    assert [t.domain for t in pool.next(40, step=0)].count("a") == 30
