@@ -389,17 +389,23 @@ class Workspace:
         """Write ``path`` into the current layer (the next ``exec`` sees it)."""
         p = self._check(path)
         with self._lock:
+            shown = self._lookup(p)
+            if shown is not None and not shown.is_symlink() and shown.is_dir():  # in any layer, as in a file system
+                raise WorkspaceError(f"workspace path {path!r} is a directory")
             cur = self.upper
             for part in p.parts[:-1]:
                 cur = cur / part
                 hides_lower = False
-                if cur.is_symlink() or (cur.exists() and not cur.is_dir()):
-                    hides_lower = _is_whiteout(os.lstat(cur))
-                    os.unlink(cur)  # a whiteout or a file in the upper layer: replaced by a dir
+                if os.path.lexists(cur) and (cur.is_symlink() or not cur.is_dir()):
+                    # a whiteout, a file or a link in the upper layer, replaced by a dir: it hid whatever the
+                    # layers below hold at this path (a directory the job deleted or replaced), and so must
+                    # the new directory, or that directory's old files came back
+                    hides_lower = True
+                    os.unlink(cur)
                 if not cur.exists():
                     cur.mkdir()
                     os.chown(cur, self.uid, self.uid)
-                    if hides_lower:  # a deleted directory stays deleted below the new one
+                    if hides_lower:
                         os.setxattr(cur, _OPAQUE[0], b"y")
             target = cur / p.parts[-1]
             if target.is_symlink() or (target.exists() and not target.is_file()):

@@ -65,6 +65,20 @@ def test_write_into_a_deleted_directory_keeps_old_files_deleted(pool):
             ws.read_file("d/a")
 
 
+def test_write_into_a_directory_a_job_replaced_by_a_file_keeps_its_old_files_gone(pool):
+    """A job's file or link in place of a directory hid that directory's files; a new directory made there
+    by ``write_file`` showed them again (``d/a`` came back). Writing a file over a directory of any
+    layer is refused, as a file system's open would (one of the upper layer was, one below replaced)."""
+    with Workspace(pool, {"d/a": "1", "e/k": "2", "l/x": "3"}) as ws:
+        assert ws.exec(["sh", "-c", "rm -r d l && echo f > d && ln -s /tmp l"]).ok
+        ws.write_file("d/new", "n")
+        ws.write_file("l/new", "n")
+        assert ws.exec(["ls", "d", "l"]).stdout == b"d:\nnew\n\nl:\nnew\n"
+        with pytest.raises(WorkspaceError, match="is a directory"):
+            ws.write_file("e", "now a file")
+        assert ws.read_file("e/k") == b"2"
+
+
 @pytest.mark.parametrize("initial", [{"big.bin": b"x" * (2 << 20)}, "missing-dir"])
 def test_a_failed_constructor_leaks_no_mount_or_cgroup(pool, tmp_path, initial):
     """A Workspace whose constructor fails after mounting (initial files larger than its tmpfs, an
