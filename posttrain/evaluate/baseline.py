@@ -7,8 +7,12 @@ summary), or a records JSONL (summarized here). ``compare(current, baseline)`` l
 
 A domain *regressed* when it dropped beyond both intervals: the current value is below the
 baseline's interval and the baseline value is above the current interval (the seesaw effect:
-one domain improves while another quietly drops). This is conservative (two non-overlapping
-95% intervals); a drop inside the noise is reported as a delta, not flagged.
+one domain improves while another quietly drops); a drop inside the noise is reported as a delta,
+not flagged. Each value outside the other's interval is weaker than two intervals apart: two
+identical models at a 0.5 rate, one sample on each of 5 to 50 tasks, were flagged 1.5-4% of the time.
+Each interval is judged at least as wide as the Wilson interval of its rate over its ``n_samples``
+(``_judged_ci``; stated in the row as ``*_judged_ci`` where it widened): resampling a few tasks that
+agree gives a zero-width interval (2 tasks at 10 of 10 samples: ``[1.0, 1.0]``).
 
 ``compare_domains(current, baselines)`` is the seesaw gate of a multi-domain run (recipe key
 ``eval.baselines``): each domain of ``current`` against the baseline that evaluated it (typically
@@ -52,6 +56,7 @@ side by side).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -174,24 +179,50 @@ def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None)
         if not (c_ci and b_ci):
             row.update(regressed=False, note="no interval on one side; not judged")
         else:
-            row["regressed"] = bool(c < b_ci[0] and b > c_ci[1])
-    if not row["regressed"] and (why := _regressed_infra_as_fail(cur, b, b_ci)) is not None:
+            c_j, b_j = _judged_ci(c, c_ci, cur.get("n_samples")), _judged_ci(b, b_ci, base.get("n_samples"))
+            row["regressed"] = bool(c < b_j[0] and b > c_j[1])
+            if (c_j, b_j) != (c_ci, b_ci):
+                row.update(current_judged_ci=c_j, baseline_judged_ci=b_j)
+    if not row["regressed"] and (why := _regressed_infra_as_fail(cur, base, b_ci)) is not None:
         row.update(regressed=True, note=why)
     return row
 
 
-def _regressed_infra_as_fail(cur: dict[str, Any], b: Any, b_ci: Any) -> str | None:
+def _wilson(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a rate seen over ``n`` Bernoulli trials."""
+    d = 1 + z * z / n
+    mid, half = (rate + z * z / (2 * n)) / d, z / d * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def _judged_ci(rate: float, ci: list[float], n_samples: Any) -> list[float]:
+    """The interval a regression is judged by: the stated (task-bootstrap) one widened to at least the
+    Wilson interval of the rate over its ``n_samples`` scored samples. Two figures over the same tasks
+    differ by their samples' noise, which is at most that of ``n_samples`` i.i.d. draws at the same mean;
+    resampling a few tasks that agree (2 tasks at 10 of 10) gives a zero-width interval that read 9 of 10
+    per task as a regression (an identical model at a 0.9 rate failed a gate 12% of the time, 2 tasks x
+    10 samples; 1.3% widened). Left as stated where ``n_samples`` is missing (an older summary)."""
+    if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
+        return ci
+    lo, hi = _wilson(rate, n_samples)
+    return [min(ci[0], lo), max(ci[1], hi)]
+
+
+def _regressed_infra_as_fail(cur: dict[str, Any], base: dict[str, Any], b_ci: Any) -> str | None:
     """Why the current figure regressed once its infra-dropped first attempts count as failures
     (``summarize``'s ``infra_as_fail``), by the same rule; None if it did not, or cannot be judged.
     Infra errors leave a sample out of pass@1's denominator, so a model that sends the verifier into
     infra errors on the tasks it fails read a higher pass@1 (all of them: no pass@1, not judged)."""
-    worst = cur.get("infra_as_fail")
+    worst, b = cur.get("infra_as_fail"), base.get("pass@1")
     if not isinstance(worst, dict) or not _number(b) or not b_ci:
         return None
     w, w_ci = worst.get("pass@1"), (worst.get("ci") or {}).get("pass@1")
     if not _number(w) or not (isinstance(w_ci, list) and len(w_ci) == 2 and all(map(_number, w_ci))):
         return None
-    if not (w < b_ci[0] and b > w_ci[1]):
+    n, dropped = cur.get("n_samples"), cur.get("infra_dropped_samples")
+    w_n = n + dropped if isinstance(n, int) and isinstance(dropped, int) else None  # every first attempt
+    w_j, b_j = _judged_ci(w, w_ci, w_n), _judged_ci(b, b_ci, base.get("n_samples"))
+    if not (w < b_j[0] and b > w_j[1]):
         return None
     return (f"regressed with its infra-dropped samples counted as failures (pass@1 {w:.3f} "
             f"[{w_ci[0]:.3f}, {w_ci[1]:.3f}]): infra errors where it fails are not a gain")
