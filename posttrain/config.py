@@ -92,9 +92,14 @@ Seed = Annotated[int, Range(ge=0, lt=2**32)]
 
 
 class _YAML12Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``3e-3`` / ``1E5`` as floats (YAML 1.2 core schema), and refuses a
+    """SafeLoader that also reads ``3e-3`` / ``1E5`` as floats (YAML 1.2 core schema), refuses a
     key given twice in one mapping (PyYAML keeps the later value, silently: ``rl.steps`` written in
-    two places ran with one of them)."""
+    two places ran with one of them), and refuses aliases that recurse or expand too far
+    (``_check_expansion``)."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expansion(node)  # before a value is built: a "billion laughs" is refused in linear time
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first: dict[Any, int] = {}
@@ -111,6 +116,39 @@ class _YAML12Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_YAML_NODES = 100_000
+"""The most nodes a recipe (or a ``--set`` value) may hold with every alias expanded: the largest
+shipped recipe holds a few hundred. A few anchors that each repeat the one before (a "billion
+laughs") build a tree of 9**9 strings from 9 short lines, which a consumer that walks it (the task
+source's cache key, ``json.dumps``) never finished."""
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse an alias that refers to the node it is inside (a cycle), or a tree whose expanded size
+    is over ``MAX_YAML_NODES``; counted over shared nodes once each, so the check is linear in the text."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_:
+            raise yaml.YAMLError(f"the anchor at line {node.start_mark.line + 1} holds an alias to itself (a "
+                                 "recursive anchor)")
+        open_.add(id(node))
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else \
+            node.value if isinstance(node, yaml.SequenceNode) else []
+        total = 1 + sum(size(c) for c in children)
+        open_.discard(id(node))
+        if total > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"aliases expand to more than {MAX_YAML_NODES:,} nodes (the anchor at line "
+                                 f"{node.start_mark.line + 1}); write the values out instead")
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
 _YAML12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
@@ -119,8 +157,9 @@ _YAML12Loader.add_implicit_resolver(
 
 
 def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` with YAML 1.2 numbers (``3e-3`` is a float); a duplicate key, or nesting
-    deeper than the parser's recursion takes, is a ``yaml.YAMLError`` like any other.
+    """``yaml.safe_load`` with YAML 1.2 numbers (``3e-3`` is a float); a duplicate key, nesting
+    deeper than the parser's recursion takes, a recursive anchor, or aliases that expand past
+    ``MAX_YAML_NODES`` is a ``yaml.YAMLError`` like any other.
 
     >>> parse_yaml("lr: 3e-3")
     {'lr': 0.003}
