@@ -250,8 +250,11 @@ class Scheduler:
 
     def take_more(self, first: Ticket, n: int, now: float) -> list[Ticket]:
         """Up to ``n`` more ready jobs of ``first``'s domain and lane, to run in one batch with it
-        (each passes over the jobs ``next`` left waiting for memory, within their bound)."""
-        if n <= 0 or first.probe:
+        (each passes over the jobs ``next`` left waiting for memory, within their bound). A retried job
+        (an infra try behind it) runs alone: it joins no batch and takes none into its own, so one
+        response that makes its whole batch infra costs its neighbours one try at most, never their
+        group (and is itself judged alone on its retry)."""
+        if n <= 0 or first.probe or first.tries > 1:
             return []
         heap, out, other = self._lanes[first.lane], [], []
         while heap and len(out) < n and len(other) < 4 * n:
@@ -259,7 +262,7 @@ class Scheduler:
             t = entry[-1]
             if t.group in self.dropped_groups:
                 self.skipped.append(t)
-            elif t.domain == first.domain and self.fits(t) and not self._starving(self._memory_waiting):
+            elif t.domain == first.domain and t.tries == 0 and self.fits(t) and not self._starving(self._memory_waiting):
                 self._start(t)
                 self._pass_over(self._memory_waiting)
                 out.append(t)

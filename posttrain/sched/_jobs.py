@@ -113,13 +113,21 @@ def verify_with(hooks: DomainHooks, domain: str, pairs: Sequence[tuple[Task, str
     """Verdicts of ``pairs`` by ``domain``'s hooks (its batch hook for several), where the tries run (a
     ``LocalBackend``, a Ray pool actor). A hook that raises -- one ``guard`` did not wrap (a plugin's), or
     a ``SystemExit`` (argparse on a response, a ``sys.exit``), which goes past ``guard`` and would end the
-    worker thread and leave the job's future unsettled -- gives ``crash_verdict`` (for every pair of a
-    batch): infra while its line differs between tries, the verifier's bug (``verifier_bug``) when not."""
+    worker thread and leave the job's future unsettled -- gives ``crash_verdict`` for its pair: infra
+    while its line differs between tries, the verifier's bug (``verifier_bug``) when not.
+
+    A batch hook that raises verifies each pair of the batch alone, by the one-at-a-time hook: one
+    response that breaks the batch (a ``MemoryError`` from the largest item, a parser's refusal) costs
+    that response its own verdict, never its neighbours' (before, every pair got the crash's infra
+    verdict; retried in batches again, the response that broke them went unscored, its group dropped,
+    and so did the neighbours' whose tries ran out beside it). Not covered: a batch hook that returns
+    an infra verdict for every pair without raising (the service retries those jobs alone:
+    ``Scheduler.take_more``)."""
     if len(pairs) > 1 and hooks.batch is not None:
         try:
             return hooks.batch.verify_batch(pairs)
-        except (Exception, SystemExit) as e:  # noqa: BLE001 - a crash of the hook is a verdict (docstring)
-            return [crash_verdict(domain, e)] * len(pairs)
+        except (Exception, SystemExit):  # noqa: BLE001 - each pair alone below (docstring)
+            pass
     out = []
     for task, response in pairs:
         try:

@@ -1,0 +1,59 @@
+"""One candidate's response that breaks its domain's batch hook must cost that candidate its own verdict,
+never its neighbours' (the rule: whatever a candidate does costs it its own verdict, never another's).
+
+Before: a batch hook that raised (a plugin's ``verify_batch`` over the real math verifier, meeting a
+response it cannot hold: a ``MemoryError``, a resource kind, so infra) gave every pair of the batch the
+same ``infra:worker`` verdict, and the retries were batched again with the same response: each honest
+neighbour's tries ran out beside it and its whole group was dropped, unscored (``/tmp/h4/count_batch.py``:
+honest groups dropped beside one bad response). Now a batch hook that raises verifies each pair of the
+batch alone (``verify_with``), and a job retried after an infra try runs alone (``Scheduler.take_more``
+takes no retried job into another's batch, and a retried job takes none into its own).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from posttrain.envs import get_domain, guard
+from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service, Verify
+from posttrain.types import BatchVerifier, Task, Verdict
+
+POLICY = SchedPolicy(max_tries=3, backoff_s=0.0, breaker_threshold=99)
+BAD = "\\boxed{" + "9" * 5000 + "}"
+
+
+def _tasks(n: int) -> list[Task]:
+    return [Task(id=f"m{i}", domain="math", prompt=f"{i}+1?", fields={"answer": str(i + 1)}) for i in range(n)]
+
+
+def _hooks(*, raises: bool) -> DomainHooks:
+    """The real math verifier, and a plugin's batch hook over it that holds every response of the batch in
+    one buffer sized by the longest (a test double of a batch that allocates per its largest item): past
+    its size it raises ``MemoryError`` (``raises``) or, as ``BatchVerifier`` allows, gives every pair an
+    infra verdict."""
+    real = guard("math", get_domain("math").make_verifier(None))
+
+    def verify_batch(pairs):
+        if max(len(r) for _, r in pairs) > 1000:
+            if raises:
+                raise MemoryError("the batch's buffer")
+            return [Verdict.infra("the batch's buffer ran out", error_class="infra:batch")] * len(pairs)
+        return [real(t, r) for t, r in pairs]
+
+    return DomainHooks(real, BatchVerifier(max_batch=4, verify_batch=verify_batch))
+
+
+@pytest.mark.parametrize("raises", [True, False], ids=["batch-raises", "batch-gives-infra"])
+def test_a_response_that_breaks_its_batch_gets_its_own_fail_and_drops_no_neighbour(raises):
+    """Before (``/tmp/h4/count_batch.py``, 40 runs of 1-4 such responses among 12 honest ones, 4 tries):
+    raising, 100 of 100 bad responses went unscored (their groups dropped, never their fail) and 50 of 480
+    honest ones were dropped beside them; giving infra, likewise (see the commit)."""
+    tasks = _tasks(8)
+    jobs = [Verify(t, BAD, f"bad{i}", 0) for i, t in enumerate(tasks[:2])]
+    jobs += [Verify(t, f"\\boxed{{{i + 1}}}", f"honest{i}", 0) for i, t in enumerate(tasks)]
+    with Service(LocalBackend({"math": _hooks(raises=raises)}), POLICY) as svc:
+        out = svc.run_jobs(jobs)
+    bad, honest = out.results[:2], out.results[2:]
+    assert out.dropped_groups == frozenset(), out.dropped_groups
+    assert [v.outcome for v in bad] == ["fail", "fail"], bad
+    assert all(v.passed for v in honest), honest
