@@ -10,7 +10,8 @@ passed unnoticed when every record names its own (``verify`` and ``tasks validat
 ``tasks.sampler.weights`` whose sum overflows a float (1e308 twice) drew 39 of 40 tasks from one
 domain instead of half from each, silently; a recipe whose anchors repeat each other (a "billion
 laughs", 9**9 strings from 9 lines) in a generator's params hung in the task source's json.dumps,
-and a recursive anchor (``rl=&a [*a]``) reached a consumer that recursed.
+and a recursive anchor there (``params: &p {a: [*p]}``) raised ValueError: Circular reference
+detected.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ BOMB = ("tasks:\n  eval: [{generator: rg/basic_arithmetic, n: 5}]\n  train:\n   
         "n: 5, params: {l0: &l0 [x, x, x, x, x, x, x, x, x], " + ", ".join(
             f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)) + "}}\n")
 """A "billion laughs": 9**9 strings from one line, where the source's cache key (json.dumps) never finished."""
+CYCLE = ("tasks:\n  eval: [{generator: rg/basic_arithmetic, n: 5}]\n  train:\n"
+         "    - {generator: rg/basic_arithmetic, n: 5, params: &p {a: [*p]}}\n")
+"""Before: ValueError: Circular reference detected, from the same json.dumps (a traceback, exit 1)."""
 
 
 @pytest.fixture
@@ -40,6 +44,7 @@ def ws(tmp_path, monkeypatch):
     (w / "resp.jsonl").write_text(json.dumps({"task_id": "m1", "response": "\\boxed{2}"}) + "\n")
     (w / "good.clean.jsonl").write_text("the user's own file\n")  # what decontaminate --out '' wrote over
     (w / "bomb.yaml").write_text(BOMB)
+    (w / "cycle.yaml").write_text(CYCLE)
     (w / "run").mkdir()
     (w / "run" / "summary.json").write_text("{}\n")
     monkeypatch.chdir(w)
@@ -65,8 +70,8 @@ CASES = [
                  id="eval-domain"),
     pytest.param(["run", "bomb.yaml", "--out", "out"], "bomb.yaml: not valid YAML: aliases expand to more than "
                  "100,000 nodes", id="recipe-alias-bomb"),
-    pytest.param(["run", RECIPE, "--out", "out", "--set", "rl=&a [*a]"], "the anchor at line 1 holds an alias to "
-                 "itself (a recursive anchor)", id="set-recursive-anchor"),
+    pytest.param(["run", "cycle.yaml", "--out", "out"], "cycle.yaml: not valid YAML: the anchor at line 4 holds an "
+                 "alias to itself (a recursive anchor)", id="recipe-recursive-anchor"),
     pytest.param(["run", RECIPE, "--out", "out", "--set", POOL],
                  "tasks.sampler: weights: the weights add up to more than a float holds (inf); expected weights "
                  "whose sum is finite", id="pool-weights-overflow"),
