@@ -346,7 +346,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         node = data
         parts = key.strip().split(".")
         for part in parts[:-1]:
-            child = node.setdefault(part, {})
+            if node.get(part) is None:  # ``rl:`` with nothing under it is the section at its defaults
+                node[part] = {}
+            child = node[part]
             if not isinstance(child, dict):
                 raise ConfigError(f"override {item!r}: {part!r} is not a section")
             node = child

@@ -99,3 +99,12 @@ def test_large_weights_that_add_up_still_draw_in_their_ratio():
     tasks = [Task(id=f"{d}{i}", domain=d, prompt="", fields={}) for d in ("a", "b") for i in range(20)]
     pool = TaskPool(tasks, seed=0, spec=SamplerSpec(kind="pool", weights={"a": 3e307, "b": 1e307}))
     assert [t.domain for t in pool.next(40, step=0)].count("a") == 30
+
+
+def test_a_key_of_an_empty_section_may_be_set():
+    """``rl:`` with nothing under it (every key commented out) is the section at its defaults, as the
+    recipe reads it; ``--set rl.steps=3`` was refused with "'rl' is not a section" (exit 2)."""
+    from posttrain.config import apply_overrides
+
+    assert apply_overrides({"rl": None, "model": {"lora": None}}, ["rl.steps=3", "model.lora.r=8"]) == \
+        {"rl": {"steps": 3}, "model": {"lora": {"r": 8}}}
