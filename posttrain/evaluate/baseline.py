@@ -12,7 +12,9 @@ not flagged. Each value outside the other's interval is weaker than two interval
 identical models at a 0.5 rate, one sample on each of 5 to 50 tasks, were flagged 1.5-4% of the time.
 Each interval is judged at least as wide as the Wilson interval of its rate over its ``n_samples``
 (``_judged_ci``; stated in the row as ``*_judged_ci`` where it widened): resampling a few tasks that
-agree gives a zero-width interval (2 tasks at 10 of 10 samples: ``[1.0, 1.0]``).
+agree gives a zero-width interval (2 tasks at 10 of 10 samples: ``[1.0, 1.0]``). A figure over one
+task has no such interval; two such figures are judged by their samples' Wilson intervals, flagged
+only when those are apart (``_one_task_apart``).
 
 ``compare_domains(current, baselines)`` is the seesaw gate of a multi-domain run (recipe key
 ``eval.baselines``): each domain of ``current`` against the baseline that evaluated it (typically
@@ -178,6 +180,9 @@ def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None)
         row["delta"] = c - b
         if not (c_ci and b_ci):
             row.update(regressed=False, note="no interval on one side; not judged")
+            if (apart := _one_task_apart(cur, base)) is not None:
+                row.update(regressed=apart, note="one task: judged by its samples' Wilson intervals, "
+                           + ("apart" if apart else "overlapping"))
         else:
             c_j, b_j = _judged_ci(c, c_ci, cur.get("n_samples")), _judged_ci(b, b_ci, base.get("n_samples"))
             row["regressed"] = bool(c < b_j[0] and b > c_j[1])
@@ -206,6 +211,23 @@ def _judged_ci(rate: float, ci: list[float], n_samples: Any) -> list[float]:
         return ci
     lo, hi = _wilson(rate, n_samples)
     return [min(ci[0], lo), max(ci[1], hi)]
+
+
+def _one_task_apart(cur: dict[str, Any], base: dict[str, Any]) -> bool | None:
+    """Whether one task's current pass@1 dropped with its samples' 95% Wilson intervals apart (the
+    current's above end below the baseline's lower end); None unless both sides are over one task with
+    scored samples. A task-bootstrap interval of one task is that task (none is stated), so such a row
+    was never judged: a domain of one task at 10 of 10 samples, then 0 of 10, passed a gate. Samples of
+    one task are i.i.d., so their interval is sound; apart, not each value outside the other's, since
+    one sample each side (1 of 1, then 0 of 1) is no evidence (identical models: at most 0.3% apart,
+    up to 20 samples each side at any rate; 5 of 5 then 0 of 5 always is)."""
+    sides = []
+    for s in (cur, base):
+        n, rate = s.get("n_samples"), s.get("pass@1")
+        if s.get("n_tasks") != 1 or not isinstance(n, int) or isinstance(n, bool) or n < 1 or not _number(rate):
+            return None
+        sides.append(_wilson(rate, n))
+    return sides[0][1] < sides[1][0]
 
 
 def _regressed_infra_as_fail(cur: dict[str, Any], base: dict[str, Any], b_ci: Any) -> str | None:

@@ -74,3 +74,30 @@ def test_sampling_noise_of_many_samples_does_not_widen_a_wide_task_interval():
              for t in range(40) for s, o in enumerate(["pass" if t < 10 else "fail"] * 5)]
     row = compare(summarize(worse, ks=(1,), n_boot=300), summarize(recs, ks=(1,), n_boot=300))["overall"]
     assert row["regressed"] is True and "judged_ci" not in json.dumps(row)
+
+
+# -- a domain of one task: no interval from resampling tasks, so it was never judged ----------------
+
+def test_a_one_task_evaluation_that_fails_every_sample_fails_the_gate(run_cli, suite):
+    """One task, 10 of 10 samples, then 0 of 10: no task-bootstrap interval on either side, so the row
+    read ``not judged`` and --fail-on-regression exited 0 on a collapse. Its samples are i.i.d. draws
+    of one task: judged by their Wilson intervals, apart only on a real drop (6/10 against 7/10 is not,
+    tests/evaluate/test_eval_attacks3.py)."""
+    _write(suite / "one.jsonl", [{"id": "m1", "domain": "math", "answer": "2",
+                                  "prompt": "1+1? Put your final answer in \\boxed{}."}])
+    right = _write(suite / "right.jsonl", [{"task_id": "m1", "response": "\\boxed{2}"}] * 10)
+    wrong = _write(suite / "wrong.jsonl", [{"task_id": "m1", "response": "\\boxed{3}"}] * 10)
+    assert run_cli("eval", "--tasks", str(suite / "one.jsonl"), "--responses", str(right),
+                   "--out", str(suite / "one-base"))[0] == 0
+    code, out, err = run_cli("eval", "--tasks", str(suite / "one.jsonl"), "--responses", str(wrong),
+                             "--out", str(suite / "one-now"), "--baseline", str(suite / "one-base"),
+                             "--fail-on-regression")
+    assert code == 1, out + err
+    row = json.loads((suite / "one-now" / "summary.json").read_text())["baseline"]["per_domain"]["math"]
+    assert row["regressed"] is True and row["current_ci"] is None and "one task" in row["note"]
+
+
+def test_one_task_with_a_single_sample_each_side_is_still_not_a_regression():
+    one = {"pass@1": 1.0, "ci": {}, "n_tasks": 1, "n_samples": 1, "per_domain": {}}
+    row = compare({**one, "pass@1": 0.0}, one)["overall"]
+    assert row["regressed"] is False and row["delta"] == -1.0
