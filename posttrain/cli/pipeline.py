@@ -43,7 +43,7 @@ from posttrain.cli._progress import progress_bar
 from posttrain.cli._ranks import RankSpec, local_world, ranks
 from posttrain.cli._service import domain_hooks, pool_for, sandbox_of
 from posttrain.cli._stage_check import stage_checkpoint_problem
-from posttrain.config import parse_config, to_dict
+from posttrain.config import parse_config, parse_yaml, to_dict
 from posttrain.envs import is_feedback_only, model_prompt, task_to_record
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.baseline import compare_domains, load_baseline
@@ -287,7 +287,7 @@ def _with_defaults(saved: Any) -> dict[str, Any]:
         full = to_dict(parse_config(Recipe, saved))
     except (ConfigError, TypeError, ValueError):  # a key since removed or renamed: compare as saved
         return saved
-    return yaml.safe_load(yaml.safe_dump(full, sort_keys=False))
+    return parse_yaml(yaml.safe_dump(full, sort_keys=False))
 
 
 def hold_run_dir(out: Path) -> int:
@@ -319,7 +319,7 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
         if not resume:
             raise UserError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
         try:
-            saved = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
+            saved = parse_yaml(cfg_path.read_text(encoding="utf-8"))  # an alias bomb: refused, not expanded
         except yaml.YAMLError as e:
             raise UserError(f"{cfg_path}: not valid YAML ({str(e).splitlines()[0]}); the run cannot be resumed") from None
         except (OSError, UnicodeDecodeError) as e:  # a file the run did not write (it writes UTF-8 YAML)
@@ -329,7 +329,7 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
             kind = "empty" if saved is None else f"a YAML {type(saved).__name__}"
             raise UserError(f"{cfg_path}: not a saved recipe ({kind}, expected a mapping of sections); the run cannot "
                             "be resumed")
-        as_saved = yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
+        as_saved = parse_yaml(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
         changed = recipe_changes(_with_defaults(saved), as_saved)
         if _stage_done(out / "checkpoints" / "base"):  # model.chat is judged by the run's record instead
             changed = [c for c in changed if not c.startswith("model.chat ")]
@@ -441,8 +441,10 @@ def is_finished(out: Path) -> bool:
     stage check also catches directories where an older posttrain let eval write it.
     """
     try:
-        stages = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))["stages"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        stages = parse_yaml((out / "config.yaml").read_text(encoding="utf-8"))["stages"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return False  # not a run's config.yaml: prepare_run_dir names what is wrong with it
+    if not isinstance(stages, list) or not all(isinstance(s, str) for s in stages):
         return False
     ckpts = out / "checkpoints"
     return (out / "summary.json").is_file() and all(_stage_done(ckpts / s) for s in ["base", *stages])

@@ -108,3 +108,29 @@ def test_a_key_of_an_empty_section_may_be_set():
 
     assert apply_overrides({"rl": None, "model": {"lora": None}}, ["rl.steps=3", "model.lora.r=8"]) == \
         {"rl": {"steps": 3}, "model": {"lora": {"r": 8}}}
+
+
+
+def test_resume_of_a_run_whose_config_is_an_alias_bomb(tmp_path):
+    """Before: ``--resume`` read RUN/config.yaml with yaml.safe_load and listed its seed as changed,
+    formatting the 9**9-string value into the message (hung; killed at 60 s)."""
+    from posttrain.cli.pipeline import is_finished, prepare_run_dir
+    from posttrain.errors import UserError
+    from posttrain.train.recipe import Recipe
+
+    (tmp_path / "config.yaml").write_text(BOMB.replace("tasks:", "stages: [sft]\nseed:", 1))
+    with pytest.raises(UserError, match=r"config.yaml: not valid YAML \(aliases expand to more than 100,000 nodes"):
+        prepare_run_dir(tmp_path, Recipe(), resume=True)
+    assert not is_finished(tmp_path)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe", b"stages: [[sft]]\n"], ids=["not-utf8", "stage-not-a-name"])
+def test_a_config_that_is_not_a_runs_is_not_a_finished_run(tmp_path, content):
+    """Before: ``quickstart --resume`` picked its run with is_finished, whose read of a config.yaml that
+    is not UTF-8 raised UnicodeDecodeError, and of a stage that is a list TypeError (tracebacks, exit 1),
+    before prepare_run_dir could refuse it in one line (test_cli_bad_input3)."""
+    from posttrain.cli.pipeline import is_finished
+
+    (tmp_path / "config.yaml").write_bytes(content)
+    (tmp_path / "summary.json").write_text("{}\n")
+    assert not is_finished(tmp_path)
