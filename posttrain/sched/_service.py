@@ -215,6 +215,8 @@ class Service:
         self._watch: dict[JobKey, list[Attempt]] = {}
         self._solo = itertools.count()
         self._nested_slots = itertools.count()
+        self._here = threading.local()
+        """``worker``: the slot of the worker thread this is (unset outside the workers)."""
         self._closed = False
         self._t0 = time.monotonic()
         self._threads = [threading.Thread(target=self._work, args=(w,), name=f"sched-{w}", daemon=True)
@@ -234,16 +236,23 @@ class Service:
     def verify_nested(self, task: Task, response: str) -> Verdict:
         """Verify ``response`` from inside a running job (a ``Step`` whose environment judges an
         attempt): the nested lane. The try runs at once in the calling thread, on the backend (a
-        ``LocalBackend``: this process; a ``RayBackend``: a pool actor of the cluster, slots taken in
-        turn), never queued: a step holds its worker while it verifies, so queued behind other jobs
-        it could wait for workers that all wait the same way. One try, recorded (``attempts``, group
+        ``LocalBackend``: this process; a ``RayBackend``: a pool actor of the cluster), never queued: a
+        step holds its worker while it verifies, so queued behind other jobs it could wait for workers
+        that all wait the same way. The try takes the slot of the worker that runs the step (a caller
+        outside the service's workers: slots taken in turn): that slot is idle while its worker runs the
+        step. Before, slots were taken in turn, and a quick right answer's try was sent to a node whose
+        workers all ran long verifications: it queued past its pool actor's concurrency, its wait ran
+        out and it came back infra (the episode restarted, its group dropped when its tries ran out),
+        while its own node had a slot free. One try, recorded (``attempts``, group
         ``NESTED``; ``stats()["nested"]``); an infra error is the step's, and the runner restarts the
         episode on it (``rollout.run_batch``), as for the step's other infra failures. No cache (the
         episode's environment keeps its own), no breaker (the step's job has one)."""
         if not self.backend.serves(task.domain):
             raise ValueError(f"task {task.id!r}: no verifier for domain {task.domain!r} in this service")
-        with self._cond:
-            w = next(self._nested_slots) % len(self.backend.nodes)
+        w = getattr(self._here, "worker", None)
+        if w is None:
+            with self._cond:
+                w = next(self._nested_slots) % len(self.backend.nodes)
         start = self._now()
         try:
             [verdict] = self.backend.verify(w, task.domain, [(task, response)])
@@ -353,6 +362,7 @@ class Service:
     # -- the workers ----------------------------------------------------------------------------
 
     def _work(self, w: int) -> None:
+        self._here.worker = w
         while True:
             with self._cond:
                 while True:

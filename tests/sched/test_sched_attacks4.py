@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from posttrain.envs import get_domain, guard
-from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service, Verify
-from posttrain.types import BatchVerifier, Task, Verdict
+from posttrain.sched import DomainHooks, LocalBackend, SchedPolicy, Service, Step, Verify
+from posttrain.types import BatchVerifier, Observation, StepResult, Task, Verdict
 
 POLICY = SchedPolicy(max_tries=3, backoff_s=0.0, breaker_threshold=99)
 BAD = "\\boxed{" + "9" * 5000 + "}"
@@ -57,3 +57,29 @@ def test_a_response_that_breaks_its_batch_gets_its_own_fail_and_drops_no_neighbo
     assert out.dropped_groups == frozenset(), out.dropped_groups
     assert [v.outcome for v in bad] == ["fail", "fail"], bad
     assert all(v.passed for v in honest), honest
+
+
+def test_a_step_verifies_on_its_own_worker_s_slot_not_on_a_busy_node_s():
+    """A nested verification (a repair or agent step judging its attempt) runs on the slot of the worker
+    that runs the step: on a Ray backend that slot's node has a free place in its pool actor. Before, slots
+    were taken in turn: on a two-node cluster a quick right answer's try was sent to the node whose workers
+    ran long verifications, queued past its actor's concurrency, and its wait ran out: infra, the episode
+    restarted, its group dropped when its tries ran out (``/tmp/h4/count_nested_ray.py``: 4 of 20 before, 0
+    of 20 after). Here, on a local backend of 4 slots, the slot each nested try took is recorded."""
+    real = guard("math", get_domain("math").make_verifier(None))
+    backend = LocalBackend({"math": DomainHooks(real)})
+    backend.nodes = ["local"] * 4
+    task = _tasks(1)[0]
+    with Service(backend, POLICY) as svc:
+        svc.verify_nested(task, "\\boxed{1}")  # from outside the workers: a slot in turn
+
+        def step():
+            verdict = svc.verify_nested(task, "\\boxed{1}")
+            return StepResult(Observation(()), verdict, True)
+
+        for i in range(8):
+            assert svc.submit(Step(task, step, f"s{i}", 0)).result(timeout=10).verdict.passed
+        tries = list(svc.attempts)
+    nested = [a.worker for a in tries if a.group_id == "~nested"][1:]
+    steps = [a.worker for a in tries if a.group_id.startswith("s")]
+    assert nested == steps, (nested, steps)
