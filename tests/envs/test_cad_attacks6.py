@@ -129,7 +129,8 @@ def test_every_generated_disc_states_its_body_below_its_chamfer_and_its_cone() -
         cone = [{"axis": "z", "at": [0, 0, t - c / 2], "d": dia, "span": [t - c, t], "d2": dia - 2 * c}] if c else []
         assert task.fields["round_bodies"] == [{"axis": "z", "at": [0, 0, (t - c) / 2], "d": dia,
                                                 "span": [0, t - c]}, *cone]
-    assert all(t.fields["round_bodies"] == [] for t in tasks if t.metadata["generator"] != "cad/disc")
+    # other parts state only their rounded vertical edges, each a quarter (test_cad_attacks7.py)
+    assert all("quadrant" in b for t in tasks if t.metadata["generator"] != "cad/disc" for b in t.fields["round_bodies"])
     canaries = [t for t in ENV.canary_tasks(30, seed=3) if t.metadata["generator"] == "cad/disc"]
     assert all(t.fields["round_bodies"] for t in canaries)
     # A gold without its chamfer has the plain cylinder there: no cone stated (it was infra:gold).

@@ -9,8 +9,8 @@ fails) and ``holes`` (default none: the round holes and slots the prompt states,
 diameter within max(0.1 mm, 2 %) on its axis, ``_holes.py``; the generator lists every one it
 makes) and ``rounds`` (default none: the round outer features, hubs and bosses, each held round to
 its diameter from outside, ``_holes._round_problem``) and ``round_bodies`` (default none, in the form
-of ``rounds``: a disc's outline, held round likewise to OpenSCAD's default faceting for its radius,
-``_holes.body_checks``). The reference, unless the record gives one, is the gold in a fenced block.
+of ``rounds``: a disc's outline, or with a ``quadrant`` a plate's or block's rounded vertical edge, held
+round likewise to OpenSCAD's default faceting for its radius, ``_holes.body_checks``). The reference, unless the record gives one, is the gold in a fenced block.
 
 >>> task = ENV.parse_task({"id": "c1", "prompt": "A 10 mm cube on the origin.", "gold": "cube(10);"}, "doc")
 >>> task.fields["iou"], task.fields["tolerance_mm"], task.fields["holes"], task.reference

@@ -31,7 +31,7 @@ Then the specification, every failing line reported at once (the first names the
   and sits on its axis, at any faceting (``_holes.py``): the shape check alone passed a 3 mm hole
   drawn 1.8 or 4.2 mm; and each round outer feature it states (``rounds``: a hub, a boss) is round
   to its diameter from outside (``_holes._round_problem``): the shape check alone passed a hub drawn
-  with ``$fn = 8``; a round body (``round_bodies``: a disc's outline) comes in ``rounds`` with its
+  with ``$fn = 8``; a round body (``round_bodies``: a disc's outline, a rounded edge's quarter) comes in ``rounds`` with its
   ``segments`` (``_holes.body_checks``). The gold must have them too (else the task is broken: ``gold_error``).
 
 The verdict's ``components``: ``outcome`` (1 only for a pass) and ``format`` (1 once the gate

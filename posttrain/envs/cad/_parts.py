@@ -77,9 +77,10 @@ class Part:
     intro: str
     features: list[Feature]
     outline: list[tuple[str | None, dict[str, object]]] = field(default_factory=list)
-    """The base's round outline (a disc's), as ``_hole`` writes it, each with the feature that makes it
-    (None: the base; "chamfer": its cone): held round from outside to OpenSCAD's default faceting for its
-    radius (``round_bodies``)."""
+    """The base's round outline (a disc's; a plate's or block's rounded vertical edges, each a quarter
+    circle: ``quadrant``), as ``_hole`` writes it, each with the feature that makes it (None: the base;
+    "chamfer": its cone; "edges": the rounding): held round from outside to OpenSCAD's default faceting
+    for its radius (``round_bodies``)."""
 
     def script(self, without: str | None = None) -> str:
         """The gold script; ``without`` leaves one feature out (the ablation tests)."""
@@ -183,6 +184,8 @@ class _Slab:
     chamfer: float = 0.0
     side_z: float = 0.0
     """Top of the highest cross hole (a block's pocket and step stay above it)."""
+    step_z: float = 0.0
+    """Where a block's step along its +X top edge begins (0: no step): its rounded +X edges end there."""
     cross: list[Rect] = field(default_factory=list)
     """Footprints of the cross holes (vertical through-holes keep clear of them; a pocket above may not)."""
 
@@ -208,6 +211,22 @@ def _slab_edge(rng: random.Random, s: _Slab, kind: str) -> bool:
     s.features.append(Feature("edges", f"All four top edges are chamfered {_n(c)} mm x 45 degrees (the top face "
                               f"is {_n(s.w - 2 * c)} x {_n(s.d - 2 * c)} mm).", base=base))
     return True
+
+
+def _edge_bodies(s: _Slab) -> list[tuple[str | None, dict[str, object]]]:
+    """The rounded vertical edges as round bodies (``Part.outline``): each a quarter circle (``quadrant``,
+    its corner's signs in X and Y) of the rounding's radius about its centre, up to the top face or, at a
+    block's +X edges, to its step. None without a rounding (a chamfer is held by the shape check: its
+    2.5-3 mm legs are thicker than 1 mm)."""
+    if not s.round_r:
+        return []
+    r = s.round_r
+    cx, cy = s.w / 2 - r, s.d / 2 - r
+    bodies: list[tuple[str | None, dict[str, object]]] = []
+    for sx, sy in itertools.product((-1, 1), repeat=2):
+        top = s.step_z if sx > 0 and s.step_z else s.t
+        bodies.append(("edges", {**_hole("z", (sx * cx, sy * cy, top / 2), 2 * r, (0, top)), "quadrant": [sx, sy]}))
+    return bodies
 
 
 def _corner_obstacles(s: _Slab) -> None:
@@ -340,7 +359,7 @@ def plate(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         return None
     intro = (f"A rectangular plate {_n(w)} mm long (X), {_n(d)} mm wide (Y) and {_n(t)} mm thick (Z), centred on "
              "the origin in X and Y with its bottom face on Z = 0.")
-    return Part("plate", _box(-w / 2, -d / 2, 0, w, d, t), intro, s.features)
+    return Part("plate", _box(-w / 2, -d / 2, 0, w, d, t), intro, s.features, outline=_edge_bodies(s))
 
 
 def _block_cross(rng: random.Random, s: _Slab, axis: str) -> bool:
@@ -370,6 +389,7 @@ def _block_step(rng: random.Random, s: _Slab) -> bool:
                               f"{_n(s.w / 2 - sw)}.", subs=[_box(s.w / 2 - sw, -s.d / 2 - 1, s.t - sh, sw + 1,
                                                                  s.d + 2, sh + 1)]))
     s.layout.taken.append((s.w / 2 - sw, -s.d / 2, s.w / 2, s.d / 2))
+    s.step_z = s.t - sh
     return True
 
 
@@ -409,7 +429,7 @@ def block(rng: random.Random, names: tuple[str, ...]) -> Part | None:
         return None
     intro = (f"A rectangular block {_n(w)} mm long (X), {_n(d)} mm wide (Y) and {_n(h)} mm tall (Z), centred on "
              "the origin in X and Y and standing on Z = 0.")
-    return Part("block", _box(-w / 2, -d / 2, 0, w, d, h), intro, s.features)
+    return Part("block", _box(-w / 2, -d / 2, 0, w, d, h), intro, s.features, outline=_edge_bodies(s))
 
 
 # ---------------------------------------------------------------- disc
