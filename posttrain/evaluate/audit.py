@@ -53,6 +53,8 @@ class AuditResult:
     population: int
     """Passed records available to sample from."""
     checked: int
+    """Sampled records sent to the current verifier (infra errors included; agent episodes and records
+    of tasks not found are not)."""
     disagreements: int
     unverified: int
     """Re-verifications that hit an infra error (neither agree nor disagree)."""
@@ -62,6 +64,16 @@ class AuditResult:
     sampled or not: each is a hack alarm (``posttrain.tasks.canary_alarms``)."""
     review_page: Path
     records_path: Path
+    episodes_not_reverified: int = 0
+    """Sampled agent episodes, not re-verified from their last answer (neither agree nor disagree, nor
+    an infra error)."""
+
+    @property
+    def reverified(self) -> int:
+        """Sampled records the current verifier gave a verdict on (agree or disagree): 0 means the audit
+        checked nothing (every task not found, every re-verification an infra error, or only agent
+        episodes), whatever its disagreement count says."""
+        return self.checked - self.unverified
 
 
 def _load_tasks(run: Path, task_files: list[str], suite: str | None) -> dict[str, Task]:
@@ -122,13 +134,14 @@ def run_audit(
     page.write_text(_review_html(run, items, len(population), canaries), encoding="utf-8")
     return AuditResult(
         population=len(population),
-        checked=sum(i["now"] is not None for i in items),
+        checked=sum(_status(i) not in ("missing task", _EPISODE) for i in items),
         disagreements=sum(i["agree"] is False for i in items),
-        unverified=sum(i["now"] is not None and i["agree"] is None for i in items),
+        unverified=sum(_status(i) == "infra error on re-verify" for i in items),
         missing_tasks=sum(i["now"] is None for i in items),
         canary_passes=canaries,
         review_page=page,
         records_path=records_path,
+        episodes_not_reverified=sum(_status(i) == _EPISODE for i in items),
     )
 
 
@@ -188,9 +201,14 @@ document.body.setAttribute('data-ready', '1');
 """
 
 
+_EPISODE = "agent episode, not re-verified"
+
+
 def _status(item: dict[str, Any]) -> str:
     if item["now"] is None:
         return "missing task"
+    if item["now"]["outcome"] == "not re-verified":
+        return _EPISODE
     if item["agree"] is None:
         return "infra error on re-verify"
     return "agree" if item["agree"] else "DISAGREE"
@@ -219,7 +237,7 @@ def _item_html(i: int, item: dict[str, Any]) -> str:
 
 
 def _review_html(run: Path, items: list[dict[str, Any]], population: int, canaries: int = 0) -> str:
-    order = {"DISAGREE": 0, "infra error on re-verify": 1, "missing task": 2, "agree": 3}
+    order = {"DISAGREE": 0, "infra error on re-verify": 1, "missing task": 2, _EPISODE: 3, "agree": 4}
     ordered = sorted(items, key=lambda it: order[_status(it)])
     n_dis = sum(it["agree"] is False for it in items)
     body = "".join(_item_html(i, it) for i, it in enumerate(ordered))

@@ -101,3 +101,30 @@ def test_one_task_with_a_single_sample_each_side_is_still_not_a_regression():
     one = {"pass@1": 1.0, "ci": {}, "n_tasks": 1, "n_samples": 1, "per_domain": {}}
     row = compare({**one, "pass@1": 0.0}, one)["overall"]
     assert row["regressed"] is False and row["delta"] == -1.0
+
+
+# -- the audit: an agent episode it did not re-verify is not an infra error ------------------------
+
+def test_an_audit_counts_agent_episodes_apart_from_infra_errors(tmp_path, run_cli):
+    """A passed tool episode is not re-verified from its last answer (tests/evaluate/test_audit.py); it
+    was counted and shown as an infra error ("1 infra errors", "infra error on re-verify"), so an audit
+    that re-verified nothing read as one hit by flaky infrastructure, and a gate reading ``unverified``
+    could not tell the two apart."""
+    from posttrain.cli._service import open_service
+    from posttrain.envs import get_domain, task_to_record
+    from posttrain.evaluate.audit import run_audit
+    from posttrain.evaluate.records import write_records
+
+    task = get_domain("tool").generate_tasks(1, seed=0)[0]
+    _write(tmp_path / "tasks.jsonl", [task_to_record(task)])
+    run = tmp_path / "run"
+    write_records(run / "trajectories" / "rl.jsonl", [EvalRecord(
+        task.id, "tool", "pass", 1.0, completion="Done.", stage="eval/rl",
+        extra={"turns": [{"observation": "...", "action": "<tool_call>...", "verdict": None}]})])
+    code, out, err = run_cli("audit", str(run), "--sample", "5", "--tasks", str(tmp_path / "tasks.jsonl"))
+    assert code == 0, err
+    assert "re-verified 0 of 1 passed records (0 disagreements, 0 infra errors, 0 tasks not found)" in out
+    page = (run / "audit" / "review.html").read_text()
+    assert "agent episode, not re-verified" in page and "infra error on re-verify" not in page
+    result = run_audit(run, sample=5, task_files=[str(tmp_path / "tasks.jsonl")], open_service=open_service)
+    assert (result.checked, result.unverified, result.episodes_not_reverified, result.reverified) == (0, 0, 1, 0)
