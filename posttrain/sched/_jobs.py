@@ -194,6 +194,14 @@ class DomainHooks:
 
     verify: Verifier
     batch: BatchVerifier | None = None
+    replay: bool = True
+    """Whether a verdict may be replayed, for the rest of the run, to a later job of the same (task id,
+    response) (the service's verdict cache). False for a domain whose verdict is a draw and not a function
+    of (task, response): the candidate's program runs (its own coin, its timing), or the verifier draws a
+    secret per verification (the code domain's call arrangement). There a replayed lucky pass is a pass
+    forever for repeating the response verbatim (``/tmp/h4/count_cache.py``: a coin-flipping code answer
+    that once passed passed 60 of 60 repeats, 31 of 50 verified afresh), so each later job is verified
+    afresh. Identical jobs in flight together still share one verification (a group's copies)."""
 
 
 HooksFactory = Callable[[Sequence[str], Any], Mapping[str, DomainHooks]]

@@ -62,6 +62,9 @@ class SandboxPoolActor:
         batch = self.hooks[domain].batch
         return batch.max_batch if batch is not None else 1
 
+    def replays(self, domain: str) -> bool:
+        return self.hooks[domain].replay
+
     def verify(self, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
         return verify_with(self.hooks[domain], domain, pairs)
 
@@ -106,12 +109,17 @@ class RayBackend:
         if not self.actors:
             raise RuntimeError(f"Ray cluster at {address}: no alive node with a CPU")
         self._max_batch = {d: ray.get(self.actors[0].max_batch.remote(d)) for d in domains}
+        self._replays = {d: ray.get(self.actors[0].replays.remote(d)) for d in domains}
 
     def serves(self, domain: str) -> bool:
         return domain in self._max_batch
 
     def max_batch(self, domain: str) -> int:
         return self._max_batch.get(domain, 1)
+
+    def replays(self, domain: str) -> bool:
+        """Whether ``domain``'s verdicts may be cached (``DomainHooks.replay``, as the nodes' hooks say)."""
+        return self._replays.get(domain, True)
 
     def _call(self, worker: int, method: str, *args: Any, timeout_s: float) -> Any:
         """``actor.method(*args)``, waited for ``timeout_s`` at most: a try that hangs (an actor that

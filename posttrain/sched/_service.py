@@ -12,8 +12,9 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
   counts them. A dropped sample is never scored;
 - for ``Verify`` jobs only: the verdict cache and deduplication of identical (task id, response)
   (a duplicate waits for the first and is settled with it; an infra error is never cached; when the
-  first's group is dropped, the duplicate runs on its own), and batching through a domain's
-  ``BatchVerifier``;
+  first's group is dropped, the duplicate runs on its own; a domain whose verdict is a draw,
+  ``DomainHooks(replay=False)``, is never cached: a later identical job is verified afresh), and
+  batching through a domain's ``BatchVerifier``;
 - lanes, priorities, breakers and admission by a memory budget (``_core.py``; the budget:
   ``SchedPolicy.memory_budget_mb``, by default 75% of the memory this process may use for a
   ``LocalBackend``: physical memory, or its cgroup's limit (v1 or v2) where smaller);
@@ -87,6 +88,8 @@ class Backend(Protocol):
 
     def max_batch(self, domain: str) -> int: ...
 
+    def replays(self, domain: str) -> bool: ...
+
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]: ...
 
     def close(self) -> None: ...
@@ -107,6 +110,10 @@ class LocalBackend:
     def max_batch(self, domain: str) -> int:
         batch = self.hooks[domain].batch if domain in self.hooks else None
         return batch.max_batch if batch is not None else 1
+
+    def replays(self, domain: str) -> bool:
+        """Whether ``domain``'s verdicts may be cached (``DomainHooks.replay``)."""
+        return domain not in self.hooks or self.hooks[domain].replay
 
     def verify(self, worker: int, domain: str, pairs: Sequence[tuple[Task, str]]) -> list[Verdict]:
         return verify_with(self.hooks[domain], domain, pairs)
@@ -454,7 +461,7 @@ class Service:
             self._settle(p.lead, None, f"task {job.task.id!r} sample {job.sample_idx}: {t.tries} tries, last {error_class}")
             self._run_followers_alone(p)
             return
-        if isinstance(job, Verify) and isinstance(result, Verdict):
+        if isinstance(job, Verify) and isinstance(result, Verdict) and self.backend.replays(job.task.domain):
             self._cache[(job.task.id, job.response)] = result
         for waiter in p.everyone:
             self._settle(waiter, result)

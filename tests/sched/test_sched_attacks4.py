@@ -83,3 +83,25 @@ def test_a_step_verifies_on_its_own_worker_s_slot_not_on_a_busy_node_s():
     nested = [a.worker for a in tries if a.group_id == "~nested"][1:]
     steps = [a.worker for a in tries if a.group_id.startswith("s")]
     assert nested == steps, (nested, steps)
+
+
+@pytest.mark.parametrize("replay", [True, False], ids=["replayed", "a-draw"])
+def test_a_domain_whose_verdict_is_a_draw_is_verified_afresh_on_each_repeat(replay):
+    """A verdict that is a draw (the candidate's program ran, the verifier drew a secret) replayed for the
+    rest of the run made one lucky pass a pass forever for repeating the response verbatim
+    (``/tmp/h4/count_cache.py``, real code domain, a coin-flipping answer: 60 of 60 repeats after a first
+    pass passed, 31 of 50 when verified afresh). ``DomainHooks(replay=False)``: every later job is verified
+    afresh; identical jobs in flight together still share one verification."""
+    real, calls = guard("math", get_domain("math").make_verifier(None)), []
+
+    def counted(task, response):
+        calls.append(response)
+        return real(task, response)
+
+    task = _tasks(1)[0]
+    with Service(LocalBackend({"math": DomainHooks(counted, replay=replay)}), POLICY) as svc:
+        for step in range(3):
+            out = svc.run_jobs([Verify(task, "\\boxed{1}", f"g{step}", i) for i in range(4)]).results
+            assert all(v.passed for v in out)
+        hits = svc.stats()["cache_hits"]
+    assert (len(calls), hits) == ((1, 8) if replay else (3, 0)), (len(calls), hits)
