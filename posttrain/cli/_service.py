@@ -36,7 +36,9 @@ def domain_hooks(domains: Sequence[str], pool: Any | None) -> dict[str, DomainHo
     for d in sorted(set(domains)):
         domain = get_domain(d)
         batch = domain.make_batch_verifier(pool) if isinstance(domain, HasBatchVerifier) else None
-        out[d] = DomainHooks(domain.make_verifier(pool), batch)
+        # a domain whose verdict is a draw (``verdict_is_a_draw``, optional: a plugin's default is no) has
+        # a pass replayed only once confirmed (``sched.Service``): a lucky pass was a pass for ever
+        out[d] = DomainHooks(domain.make_verifier(pool), batch, replay=not getattr(domain, "verdict_is_a_draw", False))
     return out
 
 

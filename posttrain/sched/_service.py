@@ -12,8 +12,11 @@ the scheduler core (``_core.py``) for its next job. What the service owns, once,
   counts them. A dropped sample is never scored;
 - for ``Verify`` jobs only: the verdict cache and deduplication of identical (task id, response)
   (a duplicate waits for the first and is settled with it; an infra error is never cached; when the
-  first's group is dropped, the duplicate runs on its own; a domain whose verdict is a draw,
-  ``DomainHooks(replay=False)``, is never cached: a later identical job is verified afresh), and
+  first's group is dropped, the duplicate runs on its own; in a domain whose verdict is a draw,
+  ``DomainHooks(replay=False)``, a fail is cached (the candidate's own loss) and a pass only once
+  the response has passed ``CONFIRM_PASSES`` fresh verifications in a row, each later identical job
+  verified afresh until then: a draw that passes with p is replayed as a pass with p ** 3, so a
+  guessed secret is not a pass for ever, while an honest response costs three verifications), and
   batching through a domain's ``BatchVerifier``;
 - lanes, priorities, breakers and admission by a memory budget (``_core.py``; the budget:
   ``SchedPolicy.memory_budget_mb``, by default 75% of the memory this process may use for a
@@ -175,6 +178,9 @@ MEMORY_SHARE = 0.75
 """A local service's default memory budget: this share of the memory this process may use (physical
 memory, or its cgroup's limit where smaller: ``_memory.py``)."""
 
+CONFIRM_PASSES = 3
+"""Fresh passes in a row after which a pass of a domain whose verdict is a draw is replayed."""
+
 ATTEMPTS_KEPT = 100_000
 """How many of the latest tries ``Service.attempts`` keeps (diagnostics, the bench, tests)."""
 
@@ -215,6 +221,8 @@ class Service:
         self._pending: dict[int, _Pending] = {}
         self._inflight: dict[tuple[str, str], _Pending] = {}
         self._cache: dict[tuple[str, str], Verdict] = {}
+        self._passes: Counter[tuple[str, str]] = Counter()
+        """Fresh passes in a row of a response whose domain's verdict is a draw (not cached yet)."""
         self._group_sizes: Counter[str] = Counter()
         self._group_keys: dict[str, list[JobKey]] = {}
         self._group_live: dict[str, set[JobKey]] = {}
@@ -461,10 +469,24 @@ class Service:
             self._settle(p.lead, None, f"task {job.task.id!r} sample {job.sample_idx}: {t.tries} tries, last {error_class}")
             self._run_followers_alone(p)
             return
-        if isinstance(job, Verify) and isinstance(result, Verdict) and self.backend.replays(job.task.domain):
-            self._cache[(job.task.id, job.response)] = result
+        if isinstance(job, Verify) and isinstance(result, Verdict):
+            self._remember(job, result)
         for waiter in p.everyone:
             self._settle(waiter, result)
+
+    def _remember(self, job: Verify, verdict: Verdict) -> None:
+        """Cache ``verdict`` for later identical jobs: always where the domain's verdicts are a function of
+        (task, response); where they are a draw, a fail at once and a pass after ``CONFIRM_PASSES`` in a
+        row (module docstring). An infra error never reaches here."""
+        pair = (job.task.id, job.response)
+        if self.backend.replays(job.task.domain) or not verdict.passed:
+            self._cache[pair] = verdict
+            self._passes.pop(pair, None)
+            return
+        self._passes[pair] += 1
+        if self._passes[pair] >= CONFIRM_PASSES:
+            self._cache[pair] = verdict
+            del self._passes[pair]
 
     def _run_followers_alone(self, p: _Pending) -> None:
         """The job a duplicate waited for will give no result (its group was dropped): the first of

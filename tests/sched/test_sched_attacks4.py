@@ -91,7 +91,8 @@ def test_a_domain_whose_verdict_is_a_draw_is_verified_afresh_on_each_repeat(repl
     rest of the run made one lucky pass a pass forever for repeating the response verbatim
     (``/tmp/h4/count_cache.py``, real code domain, a coin-flipping answer: 60 of 60 repeats after a first
     pass passed, 31 of 50 when verified afresh). ``DomainHooks(replay=False)``: every later job is verified
-    afresh; identical jobs in flight together still share one verification."""
+    afresh until it has passed ``CONFIRM_PASSES`` (3) times in a row, then replayed; a fail is replayed at
+    once (the candidate's own loss); identical jobs in flight together still share one verification."""
     real, calls = guard("math", get_domain("math").make_verifier(None)), []
 
     def counted(task, response):
@@ -100,8 +101,21 @@ def test_a_domain_whose_verdict_is_a_draw_is_verified_afresh_on_each_repeat(repl
 
     task = _tasks(1)[0]
     with Service(LocalBackend({"math": DomainHooks(counted, replay=replay)}), POLICY) as svc:
-        for step in range(3):
+        for step in range(5):
             out = svc.run_jobs([Verify(task, "\\boxed{1}", f"g{step}", i) for i in range(4)]).results
             assert all(v.passed for v in out)
+            svc.run_jobs([Verify(task, "\\boxed{2}", f"w{step}", i) for i in range(2)])  # a fail: replayed
         hits = svc.stats()["cache_hits"]
-    assert (len(calls), hits) == ((1, 8) if replay else (3, 0)), (len(calls), hits)
+    assert calls.count("\\boxed{2}") == 1
+    assert (calls.count("\\boxed{1}"), hits) == ((1, 16 + 8) if replay else (3, 8 + 8)), (len(calls), hits)
+
+
+def test_the_wiring_marks_the_domains_whose_verdict_is_a_draw():
+    """code, repo and function run what the candidate wrote (or a user's function that may sample): their
+    hooks replay a pass only once confirmed; a domain whose verdict is a function of the response (math)
+    and a plugin that says nothing replay at once."""
+    from posttrain.cli._service import domain_hooks
+
+    hooks = domain_hooks(["math", "function"], None)
+    assert hooks["math"].replay and not hooks["function"].replay
+    assert get_domain("code").verdict_is_a_draw and get_domain("repo").verdict_is_a_draw

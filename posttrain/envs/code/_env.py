@@ -577,6 +577,10 @@ class CodeEnv:
 
     name = NAME
     needs_sandbox = True
+    verdict_is_a_draw = True
+    """Not a function of (task, response): the candidate's program runs (its own coin, its timing) and the runner
+    draws a secret call arrangement per verification. The service replays a pass only after three in a row
+    (``sched.Service``)."""
 
     def capabilities(self) -> tuple[str, ...]:
         """The capability labels of ``posttrain tasks list`` (functions run against their tests in the sandbox)."""

@@ -210,6 +210,9 @@ class FunctionDomain:
 
     name = NAME
     needs_sandbox = False
+    verdict_is_a_draw = True
+    """Not a function of (task, response): a user's reward function may sample (a judge model) or run the
+    completion. The service replays a pass only after three in a row (``sched.Service``)."""
 
     def capabilities(self) -> tuple[str, ...]:
         """The capability labels of ``posttrain tasks list`` (the user's reward function decides)."""

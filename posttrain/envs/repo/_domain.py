@@ -51,6 +51,9 @@ class RepoEnv(WorkspaceEpisodes):
 
     name = NAME
     needs_sandbox = True
+    verdict_is_a_draw = True
+    """Not a function of (task, response): the candidate's code runs under the tests (its own coin, its timing).
+    The service replays a pass only after three in a row (``sched.Service``)."""
     episode_wall_s = EPISODE_WALL_S
 
     def parse_task(self, record: Mapping[str, Any], source: str) -> Task:
