@@ -127,10 +127,12 @@ def test_resume_of_a_run_whose_config_is_an_alias_bomb(tmp_path):
 @pytest.mark.parametrize("content", [b"\xff\xfe", b"stages: [[sft]]\n"], ids=["not-utf8", "stage-not-a-name"])
 def test_a_config_that_is_not_a_runs_is_not_a_finished_run(tmp_path, content):
     """Before: ``quickstart --resume`` picked its run with is_finished, whose read of a config.yaml that
-    is not UTF-8 raised UnicodeDecodeError, and of a stage that is a list TypeError (tracebacks, exit 1),
-    before prepare_run_dir could refuse it in one line (test_cli_bad_input3)."""
-    from posttrain.cli.pipeline import is_finished
+    is not UTF-8 raised UnicodeDecodeError, and of a stage that is a list (once the base stage is done)
+    TypeError (tracebacks, exit 1), before prepare_run_dir could refuse it in one line (test_cli_bad_input3)."""
+    from posttrain.cli.pipeline import DONE, is_finished
 
     (tmp_path / "config.yaml").write_bytes(content)
     (tmp_path / "summary.json").write_text("{}\n")
+    (tmp_path / "checkpoints" / "base").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "base" / DONE).write_text("")  # the base stage finished: the stages are read
     assert not is_finished(tmp_path)
