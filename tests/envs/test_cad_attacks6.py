@@ -89,7 +89,8 @@ PRISMS = [("cad-l3-31-0", 12, "holes", "a chamfered 70 mm disc with counterbored
 def test_a_disc_drawn_as_a_coarse_prism_fails_its_round_body(verify, task_id: str, fn: int, first: str,
                                                              name: str) -> None:
     v = _verdict(verify, _discs()[task_id], _body_faceted(_discs()[task_id], fn))
-    assert (v.outcome, v.error_class) == ("fail", first), (name, v.outcome, v.error_class, v.feedback)
+    # a 12-gon's flats, 1.7 mm deep on a 70 mm disc, also hold the shape check's turned cube (_mesh.DIAGONALS)
+    assert v.outcome == "fail" and v.error_class in {first, "shape"}, (name, v.outcome, v.error_class, v.feedback)
     assert "the round body of diameter" in v.feedback and "as round as 30 segments" in v.feedback, v.feedback
 
 
@@ -102,7 +103,7 @@ CONES = [("cad-l3-31-0", 12, "a 70 mm disc's 3 mm chamfer as a 12-gon"),
 @pytest.mark.parametrize(("task_id", "fn", "name"), CONES, ids=[c[2] for c in CONES])
 def test_a_chamfer_cone_drawn_as_a_coarse_pyramid_fails(verify, task_id: str, fn: int, name: str) -> None:
     v = _verdict(verify, _discs()[task_id], _cone_faceted(_discs()[task_id], fn))
-    assert (v.outcome, v.error_class) == ("fail", "holes"), (name, v.outcome, v.error_class, v.feedback)
+    assert v.outcome == "fail" and v.error_class in {"holes", "shape"}, (name, v.outcome, v.error_class, v.feedback)
     assert re.search(r"the round body of diameter [\d.]+ mm .* mm to [\d.]+ mm", v.feedback), v.feedback
 
 
@@ -187,7 +188,8 @@ def test_a_shipped_disc_drawn_as_a_12_gon_fails(verify) -> None:
     """cad-l1-2024-1 (a 70 mm disc with bolts) at ``$fn = 12`` passed before its record stated its body."""
     task = _shipped()["cad-l1-2024-1"]
     v = _verdict(verify, task, _body_faceted(task, 12))
-    assert (v.outcome, v.error_class) == ("fail", "holes"), (v.outcome, v.error_class, v.feedback)
+    assert v.outcome == "fail" and v.error_class in {"holes", "shape"}, (v.outcome, v.error_class, v.feedback)
+    assert "the round body of diameter 70 mm" in v.feedback, v.feedback
     assert _verdict(verify, task, task.fields["gold"]).passed
 
 

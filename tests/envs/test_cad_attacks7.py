@@ -10,6 +10,11 @@ faceting for its radius as a disc's outline is (``_holes._round_problem``): 0 of
 13 at 12 (each a 5 mm rounding, whose flats are within the tolerance); the 13 golds pass at their own
 faceting, at 16, at 128 and at OpenSCAD's default, and 63 more (47 generated tasks with rounded edges, 4 of
 them with a step, and 16 canaries) at their own (counted outside the suite).
+
+A second passed: a 45-degree face drawn far from where it is stated. The shape check's cube was axis-aligned,
+so a band along a 45-degree face had to be 1.41 mm thick across before it failed: a plate's 2.5 mm top
+chamfer drawn 0.6 mm, a bracket's fillet strip with legs 1.9 mm short. The cube is now turned 45 degrees
+about each axis too (``_mesh.DIAGONALS``).
 """
 
 from __future__ import annotations
@@ -96,3 +101,45 @@ def test_a_generated_blocks_rounded_edges_drawn_as_a_bevel_fail(pool) -> None:
     v = ENV.make_verifier(pool)(task, fenced(task.fields["gold"].replace("offset(r = 6)", "offset(r = 6, $fn = 8)")))
     assert (v.outcome, v.error_class) == ("fail", "holes"), (v.outcome, v.error_class, v.feedback)
     assert v.feedback.count("the rounded edge of radius 6 mm") == 4, v.feedback
+
+
+# The shape check's cube was axis-aligned only: a band along a 45-degree face must be 1.41 mm thick across
+# before it holds one, so a plate's 2.5 mm top chamfer drawn 0.6 mm passed 4 of 4 chamfered plates (seeds
+# 31 and 7, 6 tasks a level), and a bracket's fillet strip with legs 1.9 mm short 9 of 9 (0 of 13 now, the
+# strips and gussets); the cube is now also turned 45 degrees about each axis (``_mesh.DIAGONALS``).
+def _chamfered(c: float, w: float = 60.0, d: float = 40.0, t: float = 8.0):
+    """A w x d x t plate, its four top edges chamfered ``c`` x 45 degrees (as the generator draws it)."""
+    import manifold3d as m3
+
+    return m3.Manifold.batch_hull([m3.Manifold.cube((w, d, t - c)).translate((-w / 2, -d / 2, 0.0)),
+                                   m3.Manifold.cube((w - 2 * c, d - 2 * c, t)).translate((c - w / 2, c - d / 2, 0.0))])
+
+
+def _shape(part, gold) -> list[str]:
+    from posttrain.envs.cad._mesh import Overlap, shape_lines
+
+    inter, missing, extra = part ^ gold, gold - part, part - gold
+    return shape_lines(Overlap(inter, missing, extra, inter.volume(), missing.volume(), extra.volume()), 0.5)
+
+
+@pytest.mark.parametrize(("drawn", "fails"), [(0.6, True), (1.0, True), (1.2, False), (2.5, False)])
+def test_a_45_degree_chamfer_drawn_much_smaller_fails_the_shape_check(drawn: float, fails: bool) -> None:
+    """Of a 2.5 mm chamfer, 0.6 and 1 mm fail (1.34 and 1.06 mm of band across), 1.2 passes (0.92 mm)."""
+    from posttrain.envs.cad._mesh import _erode
+
+    lines = _shape(_chamfered(drawn), _chamfered(2.5))
+    assert bool(lines) == fails, lines
+    assert not fails or "material extra around" in lines[0]
+    if drawn == 0.6:  # the axis-aligned cube alone fits nowhere in it: what passed
+        assert _erode(_chamfered(drawn) - _chamfered(2.5), 0.5).is_empty()
+
+
+def test_a_coarser_faceting_still_passes_the_turned_cube() -> None:
+    """A 100 mm disc with a 3 mm chamfer at ``$fn = 16`` (flats 0.96 mm deep) against the gold's 48."""
+    import manifold3d as m3
+
+    def disc(n: int):
+        return m3.Manifold.cylinder(7.0, 50.0, circular_segments=n) + m3.Manifold.cylinder(
+            3.0, 50.0, 47.0, circular_segments=n).translate((0.0, 0.0, 7.0))
+
+    assert _shape(disc(16), disc(48)) == []

@@ -24,7 +24,9 @@ Then the specification, every failing line reported at once (the first names the
 - ``topology``: the same genus (holes through the part, summed over bodies) as the gold;
 - ``iou``: exact volume IoU with the gold, V(A n G) / V(A u G), at least ``iou`` (default 0.95);
 - ``shape``: no region of missing (G - A) or extra (A - G) material contains a cube of side
-  2 x ``tolerance_mm`` (eroded by the cube's corners, a superset of the exact erosion): a hole
+  2 x ``tolerance_mm``, axis-aligned or turned 45 degrees about one axis (``DIAGONALS``: a 45-degree
+  chamfer drawn 1.9 mm short passed the axis-aligned cube) (eroded by the cube's corners, a superset of
+  the exact erosion): a hole
   moved by 2 mm or a missing 2 mm chamfer fails even where the IoU stays above 0.99; facets of a
   coarser ``$fn`` (slivers well under a millimetre thick) pass;
 - ``holes``: each hole the task states (its ``holes`` field) has its diameter within max(0.1 mm, 2 %)
@@ -257,13 +259,34 @@ def _erode(region: Any, half: float) -> Any:
     return region
 
 
+DIAGONALS = ((0.0, 0.0, 45.0), (45.0, 0.0, 0.0), (0.0, 45.0, 0.0))
+"""The turns (degrees about X, Y, Z) under which a region is eroded again when the axis-aligned cube fits
+nowhere: a cube turned 45 degrees about each axis. A band along a 45-degree face is 1.41 mm thick across
+before an axis-aligned cube of 1 mm fits in it, so a plate's 2.5 mm top chamfer drawn 0.6 mm (1.34 mm of
+band across) and a bracket's 3 mm fillet strip drawn 1.1 mm passed the shape check (4 of 4 chamfered plates,
+9 of 9 strips)."""
+
+
+def _core(region: Any, half: float) -> Any:
+    """``region`` eroded by a cube of half-side ``half`` (``_erode``), or, where that leaves nothing, by the
+    cube turned 45 degrees about one axis (``DIAGONALS``, the first that leaves something), turned back."""
+    core = _erode(region, half)
+    if not core.is_empty():
+        return core
+    for turn in DIAGONALS:
+        core = _erode(region.rotate(turn), half)
+        if not core.is_empty():
+            return core.rotate(tuple(-a for a in turn))  # one axis: the inverse turn is the negated angle
+    return core
+
+
 def shape_lines(o: Overlap, tol: float) -> list[str]:
     """Where material is missing or extra in a region thicker than ``2 * tol`` (a line for each)."""
     lines = []
     for what, region in (("missing", o.missing), ("extra", o.extra)):
         if region.is_empty():
             continue
-        core = _erode(region, tol)  # the whole region: decomposing hundreds of slivers first costs 5x more
+        core = _core(region, tol)  # the whole region: decomposing hundreds of slivers first costs 5x more
         blobs = [] if core.is_empty() else sorted((b for b in core.decompose() if b.volume() > 0),
                                                   key=lambda b: -b.volume())
         if not blobs:
