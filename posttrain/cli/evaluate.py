@@ -12,7 +12,8 @@
     posttrain audit runs/q --sample 50                # runs/q/audit/review.html
 
 Exit codes: 0 done; 1 ``--fail-on-regression`` found a regression (eval) or the audit found a
-disagreement or a passing canary; 2 bad input (one line naming the file, field or value).
+disagreement or a passing canary, or re-verified nothing (every sampled task not found, every
+re-verification an infra error); 2 bad input (one line naming the file, field or value).
 Not here: the metric maths (``metrics``/``summary``), scoring (``runner``), generation (``sources``).
 """
 
@@ -136,14 +137,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
     check_out_dir(Path(args.run_dir) / "audit", "audit directory")
     result = run_audit(args.run_dir, sample=args.sample, seed=args.seed, task_files=args.tasks, suite=args.suite,
                        open_service=open_service)
+    episodes = f", {result.episodes_not_reverified} agent episodes not re-verified" if result.episodes_not_reverified else ""
     print(
         f"audit: re-verified {result.checked} of {result.population} passed records "
-        f"({result.disagreements} disagreements, {result.unverified} infra errors, {result.missing_tasks} tasks not found)"
+        f"({result.disagreements} disagreements, {result.unverified} infra errors, {result.missing_tasks} tasks not "
+        f"found{episodes})"
     )
+    # Nothing checked is no verdict: a gate reading the exit status passed a run whose sampled passes were
+    # never verified (every task not found, every re-verification an infra error). Agent episodes alone are
+    # not re-verifiable by design (their last answer is not the episode), said above, and stay exit 0.
+    unchecked = result.reverified == 0 and (result.missing_tasks or result.unverified)
+    if unchecked:
+        print("audit: nothing was re-verified (pass --tasks FILE or --suite for the run's tasks, or rerun once the "
+              "verifier's infrastructure is back)")
     if result.canary_passes:
         print(f"hack alarm: {result.canary_passes} passing attempt(s) on canary tasks (no honest response passes one)")
     print(f"review page: {result.review_page}")
-    return 1 if result.disagreements or result.canary_passes else 0
+    return 1 if result.disagreements or result.canary_passes or unchecked else 0
 
 
 def _check_run_dir(run_dir: str) -> None:

@@ -58,8 +58,8 @@ def test_audit_sample_is_seeded_and_errors_are_clear(tmp_path, run_cli):
     run_cli("audit", str(run), "--sample", "3", "--seed", "7", "--suite", "humaneval")
     again = [json.loads(x)["record"]["task_id"] for x in (run / "audit" / "audit.jsonl").read_text().splitlines()]
     assert first == again
-    code, out, _ = run_cli("audit", str(run), "--sample", "2")
-    assert code == 0 and "2 tasks not found" in out
+    code, out, _ = run_cli("audit", str(run), "--sample", "2")  # no task source: nothing was checked
+    assert code == 1 and "2 tasks not found" in out and "nothing was re-verified" in out
     code, _, err = run_cli("audit", str(tmp_path / "empty"), "--sample", "2")
     assert code == 2 and "run directory not found" in err
 

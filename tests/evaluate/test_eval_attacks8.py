@@ -123,7 +123,8 @@ def test_an_audit_counts_agent_episodes_apart_from_infra_errors(tmp_path, run_cl
         extra={"turns": [{"observation": "...", "action": "<tool_call>...", "verdict": None}]})])
     code, out, err = run_cli("audit", str(run), "--sample", "5", "--tasks", str(tmp_path / "tasks.jsonl"))
     assert code == 0, err
-    assert "re-verified 0 of 1 passed records (0 disagreements, 0 infra errors, 0 tasks not found)" in out
+    assert ("re-verified 0 of 1 passed records (0 disagreements, 0 infra errors, 0 tasks not found, 1 agent "
+            "episodes not re-verified)") in out
     page = (run / "audit" / "review.html").read_text()
     assert "agent episode, not re-verified" in page and "infra error on re-verify" not in page
     result = run_audit(run, sample=5, task_files=[str(tmp_path / "tasks.jsonl")], open_service=open_service)
