@@ -111,11 +111,11 @@ def test_a_domain_whose_verdict_is_a_draw_is_verified_afresh_on_each_repeat(repl
 
 
 def test_the_wiring_marks_the_domains_whose_verdict_is_a_draw():
-    """code, repo and function run what the candidate wrote (or a user's function that may sample): their
+    """code, repo, cad and function run what the candidate wrote (or a user's function that may sample): their
     hooks replay a pass only once confirmed; a domain whose verdict is a function of the response (math)
     and a plugin that says nothing replay at once."""
     from posttrain.cli._service import domain_hooks
 
     hooks = domain_hooks(["math", "function"], None)
     assert hooks["math"].replay and not hooks["function"].replay
-    assert get_domain("code").verdict_is_a_draw and get_domain("repo").verdict_is_a_draw
+    assert all(get_domain(d).verdict_is_a_draw for d in ("code", "repo", "cad"))  # cad: rands() unseeded
