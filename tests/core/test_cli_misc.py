@@ -34,6 +34,14 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"posttrain {posttrain.__version__}"
 
 
+def test_python_dash_m_posttrain_is_the_command():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "posttrain", "--version"], capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout.strip()) == (0, f"posttrain {posttrain.__version__}"), p.stderr[-500:]
+
+
 def test_generate_prompts_text_and_json(tiny, capsys):
     args = ["generate", str(tiny), "--prompt", "1+1=", "--prompt", "def f():", "--max-new-tokens", "5"]
     assert main([*args, "--n", "2", "--temperature", "1.0", "--seed", "3", "--json"]) == 0
