@@ -5,11 +5,12 @@
 Each task record contributes its prompt and its solutions (``reference``, ``canonical_solution``,
 ``answer``, ``solution``). Text is folded first (``fold``: a copy written with zero-width characters,
 soft hyphens, accents, fullwidth letters or Cyrillic and Greek look-alikes of Latin letters reads as
-the text it copies), then normalized (lowercased, every run of non-alphanumeric characters becomes one
-space) and cut into word n-grams, 13 by default as in the GPT-3 paper's
-decontamination (Brown et al. 2020, appendix C). A prompt shorter than n words is compared whole
-(an exact duplicate); a solution shorter than n words is not compared (different problems share
-short answers such as "88").
+the text it copies, and a number in one spelling: ``4.0``, ``04``, ``+4`` and Arabic-Indic ``٤`` read
+``4``, ``1,000`` and ``1 000`` read ``1000``, while ``0.5`` and ``5`` stay two), then normalized
+(lowercased, every run of non-alphanumeric characters becomes one space) and cut into word n-grams,
+13 by default as in the GPT-3 paper's decontamination (Brown et al. 2020, appendix C). A prompt
+shorter than n words is compared whole (an exact duplicate); a solution shorter than n words is not
+compared (different problems share short answers such as "88").
 An eval record is contaminated when any of its n-grams occurs in any train record.
 
 ``--out DIR`` writes ``DIR/<train>.decontaminated.jsonl`` (train minus every record that overlaps
@@ -148,7 +149,8 @@ def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 
     (RUN/tasks/eval.jsonl) is never refused for what its build judged two problems (the quickstart's
     ``67-x=0. x=`` and ``-67+x=0. x=``, a generator's template text). Both sides are compared as
     ``fold`` reads them (``find_contamination`` folds what each task shows the model, and its
-    reference), so a copy re-spelt with zero-width characters or look-alike letters is the task it copies."""
+    reference), so a copy re-spelt with zero-width characters, look-alike letters or its numbers written
+    otherwise (``4.0`` for ``4``, ``1,000`` for ``1000``) is the task it copies."""
     from posttrain.tasks import find_contamination, load_tasks
 
     refuse_directory(train_path, "a task file")

@@ -23,7 +23,12 @@ generated tasks need, each measured:
 
 Both readings (the verbatim prompt and the words) see text as ``fold`` gives it: a copy written with
 zero-width characters, soft hyphens, accents, fullwidth letters or Cyrillic and Greek look-alikes of
-Latin letters is the text it copies (each such copy of 200 generated math or code tasks was clean).
+Latin letters is the text it copies (each such copy of 200 generated math or code tasks was clean),
+and so is a copy whose numbers are re-spelt (``fold_numbers``: ``4x + -7 = 17`` written
+``4.0x + -7.0 = 17.0``, with leading zeros or signs ``+``, or in Arabic-Indic digits; ``1000`` written
+``1,000``; 0 of 200 generated math tasks so copied were caught before it, 200 now). Numbers that differ
+stay apart (``0.5`` and ``5``, ``3.10`` and ``3.1``, a version ``1.2.3``), but ``12345`` reads as the
+list ``12 345``; ``1e3`` and ``1000``, and ``0.5`` and ``0.50``, are still two spellings.
 
 Solutions (``reference``) count with the prompt's grams (a short answer alone is not compared).
 ``check_pools(train, eval, mode)`` refuses an overlap (``ConfigError`` with the count and the first
@@ -63,19 +68,60 @@ _LOOKALIKES = str.maketrans(
 """Cyrillic and Greek letters drawn as Latin ones (a prompt re-spelt with them reads the same to a person)."""
 
 
+_MARKS = str.maketrans({**dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63", "-"), "\u066b": ".", "\u066c": ","})
+"""Hyphens, dashes and the minus sign as ``-`` (a short prompt is compared with its symbols), and the
+Arabic decimal and thousands separators as ``.`` and ``,``."""
+
+_NUMBER = re.compile(r"(?<![\w.)\]])(?<!\d[,_])\+?(\d{1,3}(?:([,_ ])\d{3})(?:\2\d{3})*|\d+)(?:\.(\d+))?(?!\d|\.\d)")
+"""A number standing alone (not inside a word such as ``x2`` or a dotted run such as ``1.2.3``, and
+not the second of ``1,02``): an optional sign ``+`` (not after an operand: ``2+3`` keeps it), the
+integer part with or without groups of thousands (``1,000``, ``1_000``, ``1 000``), a fraction."""
+
+
+def _number(m: re.Match[str]) -> str:
+    digits = re.sub(r"[,_ ]", "", m.group(1)).lstrip("0") or "0"
+    head = len(digits) % 3 or 3
+    whole = " ".join([digits[:head], *(digits[i : i + 3] for i in range(head, len(digits), 3))])
+    frac = m.group(3)
+    return whole if not frac or not frac.strip("0") else f"{whole}.{frac}"
+
+
+def fold_numbers(text: str) -> str:
+    """Each number of ``text`` in one spelling: no leading zeros, sign ``+`` or fraction of zeros, and
+    thousands grouped by spaces (``+1,000.00``, ``001000``, ``1_000`` and ``1000`` read ``1 000``: the
+    words that ``normalize`` makes of ``1,000``, so a list ``12,345`` and ``12 345`` stays one). Other
+    fractions stay as written (``0.5`` and ``5``, ``3.10`` and ``3.1`` stay apart), and so do numbers
+    inside words, dotted runs (versions ``1.2.3``, dates ``01.05.2024``) and lists written ``1,2``;
+    ``1e3`` stays ``1e3``.
+
+    >>> fold_numbers("4.0x + -7.00 = +017; 1,000 or 1000 or 1_000; 12345.50; 0.5 5 3.10 v1.2.3 2+3 x2")
+    '4x + -7 = 17; 1 000 or 1 000 or 1 000; 12 345.50; 0.5 5 3.10 v1.2.3 2+3 x2'
+    """
+    return _NUMBER.sub(_number, text)
+
+
 def fold(text: str) -> str:
     """``text`` as decontamination reads it: compatibility forms as their letters (fullwidth, ligatures),
-    format characters (zero-width spaces and joiners, soft hyphens) and combining marks (accents)
-    dropped, Cyrillic and Greek look-alikes of Latin letters as those letters, lowercased. A copy of a
-    prompt spelt so is the prompt; two problems stay two (nothing else changes).
+    digits of any script as ASCII digits, format characters (zero-width spaces and joiners, soft
+    hyphens) and combining marks (accents) dropped, Cyrillic and Greek look-alikes of Latin letters as
+    those letters, dashes and the minus sign as ``-``, lowercased, and numbers in one spelling
+    (``fold_numbers``: ``4.0`` is ``4``, ``1000`` is ``1,000``). A copy of a prompt spelt so is the
+    prompt; two problems stay two (nothing else changes).
 
     >>> fold("Wh\u200bat is tw\u043e p\u00adlus \uff54hree?")
     'what is two plus three?'
+    >>> fold("Solve \u0664x \u2212 7.0 = 1,000")
+    'solve 4x - 7 = 1 000'
     """
-    if text.isascii():  # nothing to fold (most prompts): no per-character pass
-        return text.lower()
-    kept = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
-    return unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES).lower()
+    if text.isascii():  # nothing to fold but numbers (most prompts): no per-character pass
+        return fold_numbers(text.lower())
+    kept = "".join(_ascii_digit(c) for c in unicodedata.normalize("NFKD", text)
+                   if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    return fold_numbers(unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES).translate(_MARKS).lower())
+
+
+def _ascii_digit(c: str) -> str:
+    return str(unicodedata.decimal(c)) if not c.isascii() and c.isdecimal() else c
 
 
 def normalize(text: str) -> list[str]:
