@@ -8,13 +8,24 @@ summary), or a records JSONL (summarized here). ``compare(current, baseline)`` l
 A domain *regressed* when it dropped beyond both intervals: the current value is below the
 baseline's interval and the baseline value is above the current interval (the seesaw effect:
 one domain improves while another quietly drops); a drop inside the noise is reported as a delta,
-not flagged. Each value outside the other's interval is weaker than two intervals apart: two
-identical models at a 0.5 rate, one sample on each of 5 to 50 tasks, were flagged 1.5-4% of the time.
+not flagged. Each value outside the other's interval is weaker than two intervals apart, and about a
+one-sided test at 5-8%: two identical models, one sample on each of 20 tasks, were flagged 7.7% of
+the time at a 0.5 rate (4.8% at uniform per-task rates).
 Each interval is judged at least as wide as the Wilson interval of its rate over its ``n_samples``
 (``_judged_ci``; stated in the row as ``*_judged_ci`` where it widened): resampling a few tasks that
 agree gives a zero-width interval (2 tasks at 10 of 10 samples: ``[1.0, 1.0]``). A figure over one
 task has no such interval; two such figures are judged by their samples' Wilson intervals, flagged
 only when those are apart (``_one_task_apart``).
+
+A gate judges all its rows at once, and two identical models fail it when any row is flagged: with
+the 95% intervals, 10 domains x 20 tasks x 1 sample at a 0.5 rate flagged some domain 56% of the
+time (28% at uniform per-task rates). So when a gate judges ``m`` comparable rows (its domains, plus
+``compare``'s overall row unless that is its one domain again), each judged interval's half-widths
+are multiplied by ``family_widening(m)`` (``sqrt(2) * z(1 - 0.05 / m) / 1.96``; 1 for one row, the
+rule as before) and floored at that many standard errors of its samples at both sides' pooled rate;
+the row and the output's ``family`` (``rows``, ``widening``) state it. Identical models then fail a
+gate of 3 to 22 domains about 5% of the time or less; the price is power on small drops among many
+domains (docs/evaluation.md has the figures).
 
 ``compare_domains(current, baselines)`` is the seesaw gate of a multi-domain run (recipe key
 ``eval.baselines``): each domain of ``current`` against the baseline that evaluated it (typically
@@ -60,13 +71,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from posttrain.errors import UserError
 from posttrain.evaluate.records import read_records
 from posttrain.evaluate.summary import summarize
 
-__all__ = ["load_baseline", "compare", "compare_domains"]
+__all__ = ["load_baseline", "compare", "compare_domains", "family_widening"]
 
 
 def _pick(data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -153,7 +165,7 @@ def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | 
     return "; ".join(apart) or None
 
 
-def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None) -> dict[str, Any]:
+def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None, widen: float = 1.0) -> dict[str, Any]:
     c, b = cur.get("pass@1"), base.get("pass@1")
     c_ci, b_ci = (cur.get("ci") or {}).get("pass@1"), (base.get("ci") or {}).get("pass@1")
     row: dict[str, Any] = {"current": c, "current_ci": c_ci, "baseline": b, "baseline_ci": b_ci, "comparable": True}
@@ -180,57 +192,101 @@ def _row(cur: dict[str, Any], base: dict[str, Any], settings: str | None = None)
         row["delta"] = c - b
         if not (c_ci and b_ci):
             row.update(regressed=False, note="no interval on one side; not judged")
-            if (apart := _one_task_apart(cur, base)) is not None:
+            if (apart := _one_task_apart(cur, base, widen)) is not None:
                 row.update(regressed=apart, note="one task: judged by its samples' Wilson intervals, "
                            + ("apart" if apart else "overlapping"))
         else:
-            c_j, b_j = _judged_ci(c, c_ci, cur.get("n_samples")), _judged_ci(b, b_ci, base.get("n_samples"))
+            c_n, b_n = cur.get("n_samples"), base.get("n_samples")
+            pooled = _pooled(c, c_n, b, b_n)
+            c_j, b_j = _judged_ci(c, c_ci, c_n, widen, pooled), _judged_ci(b, b_ci, b_n, widen, pooled)
             row["regressed"] = bool(c < b_j[0] and b > c_j[1])
             if (c_j, b_j) != (c_ci, b_ci):
                 row.update(current_judged_ci=c_j, baseline_judged_ci=b_j)
-    if not row["regressed"] and (why := _regressed_infra_as_fail(cur, base, b_ci)) is not None:
+    if not row["regressed"] and (why := _regressed_infra_as_fail(cur, base, b_ci, widen)) is not None:
         row.update(regressed=True, note=why)
     return row
 
 
+FAMILY_ALPHA = 0.05
+"""The false-flag rate a whole gate aims at for two identical models, however many rows it judges."""
+
+
+def family_widening(m: int) -> float:
+    """The factor each judged interval's half-widths are multiplied by when a gate judges ``m`` rows
+    at once (its comparable domain rows, plus ``compare``'s overall row unless that is its one domain
+    again): 1 for one row (the 95% intervals as stated), else ``sqrt(2) * z(1 - FAMILY_ALPHA / m) / z(0.975)``
+    (``_judged_ci`` also floors a widened interval at the pooled rate's standard errors).
+
+    Why: with two intervals of equal half-width ``z * s``, "each value outside the other's interval"
+    flags a difference beyond ``z * s``, whose noise is ``sqrt(2) * s``: one row at ``z = 1.96``
+    false-flags about 8% one-sidedly, and a gate over 10 identical domains flagged some domain half the
+    time. Scaled so that ``z = sqrt(2) * z(1 - FAMILY_ALPHA / m)``, each row false-flags about
+    ``FAMILY_ALPHA / m`` (Bonferroni: the overall row and the domains share samples, which it allows
+    for) and the gate about ``FAMILY_ALPHA`` or less. Normal approximation: a bootstrap interval's two
+    sides are each scaled, and a few tasks' discrete rates land on either side of it."""
+    if m <= 1:
+        return 1.0
+    return max(1.0, math.sqrt(2) * NormalDist().inv_cdf(1 - FAMILY_ALPHA / m) / NormalDist().inv_cdf(0.975))
+
+
 def _wilson(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a rate seen over ``n`` Bernoulli trials."""
+    """The Wilson score interval of a rate seen over ``n`` Bernoulli trials (95% at the default ``z``)."""
     d = 1 + z * z / n
     mid, half = (rate + z * z / (2 * n)) / d, z / d * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n))
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def _judged_ci(rate: float, ci: list[float], n_samples: Any) -> list[float]:
-    """The interval a regression is judged by: the stated (task-bootstrap) one widened to at least the
-    Wilson interval of the rate over its ``n_samples`` scored samples. Two figures over the same tasks
-    differ by their samples' noise, which is at most that of ``n_samples`` i.i.d. draws at the same mean;
-    resampling a few tasks that agree (2 tasks at 10 of 10) gives a zero-width interval that read 9 of 10
-    per task as a regression (an identical model at a 0.9 rate failed a gate 12% of the time, 2 tasks x
-    10 samples; 1.3% widened). Left as stated where ``n_samples`` is missing (an older summary)."""
+def _judged_ci(rate: float, ci: list[float], n_samples: Any, widen: float = 1.0,
+               pooled: float | None = None) -> list[float]:
+    """The interval a regression is judged by: the stated (task-bootstrap) one, each half-width times
+    ``widen`` (``family_widening``: 1 for a single comparison), widened to at least the Wilson interval
+    of the rate over its ``n_samples`` scored samples (at ``widen`` times 1.96). Two figures over the same
+    tasks differ by their samples' noise, which is at most that of ``n_samples`` i.i.d. draws at the same
+    mean; resampling a few tasks that agree (2 tasks at 10 of 10) gives a zero-width interval that read
+    9 of 10 per task as a regression (an identical model at a 0.9 rate failed a gate 12% of the time, 2
+    tasks x 10 samples; 1.3% widened). Widened for a family (``widen`` above 1), it is also at least
+    ``widen * 1.96`` standard errors of ``n_samples`` draws at ``pooled`` (both sides' rate together):
+    identical models agree on one rate, and a side that landed far from it (3 of 10, against 7 of 10)
+    reads its own noise as smaller than it is, which in the tails a family judges by flagged identical
+    models about twice as often as intended. The floors are left out where ``n_samples`` is missing (an
+    older summary)."""
+    lo, hi = (ci[0], ci[1]) if widen == 1.0 else (max(0.0, rate - widen * (rate - ci[0])),
+                                                    min(1.0, rate + widen * (ci[1] - rate)))
     if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 1:
-        return ci
-    lo, hi = _wilson(rate, n_samples)
-    return [min(ci[0], lo), max(ci[1], hi)]
+        return ci if widen == 1.0 else [lo, hi]
+    w_lo, w_hi = _wilson(rate, n_samples, 1.96 * widen)
+    if widen != 1.0 and pooled is not None:
+        half = 1.96 * widen * math.sqrt(pooled * (1 - pooled) / n_samples)
+        w_lo, w_hi = min(w_lo, max(0.0, rate - half)), max(w_hi, min(1.0, rate + half))
+    return [min(ci[0], lo, w_lo), max(ci[1], hi, w_hi)]
 
 
-def _one_task_apart(cur: dict[str, Any], base: dict[str, Any]) -> bool | None:
+def _pooled(c: float, c_n: Any, b: float, b_n: Any) -> float | None:
+    """Both sides' rate over all their samples; None where either count is missing."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (c_n, b_n)):
+        return None
+    return (c * c_n + b * b_n) / (c_n + b_n)
+
+
+def _one_task_apart(cur: dict[str, Any], base: dict[str, Any], widen: float = 1.0) -> bool | None:
     """Whether one task's current pass@1 dropped with its samples' 95% Wilson intervals apart (the
     current's above end below the baseline's lower end); None unless both sides are over one task with
     scored samples. A task-bootstrap interval of one task is that task (none is stated), so such a row
     was never judged: a domain of one task at 10 of 10 samples, then 0 of 10, passed a gate. Samples of
     one task are i.i.d., so their interval is sound; apart, not each value outside the other's, since
     one sample each side (1 of 1, then 0 of 1) is no evidence (identical models: at most 0.3% apart,
-    up to 20 samples each side at any rate; 5 of 5 then 0 of 5 always is)."""
+    up to 20 samples each side at any rate; 5 of 5 then 0 of 5 always is). ``widen`` scales z as in
+    ``_judged_ci``."""
     sides = []
     for s in (cur, base):
         n, rate = s.get("n_samples"), s.get("pass@1")
         if s.get("n_tasks") != 1 or not isinstance(n, int) or isinstance(n, bool) or n < 1 or not _number(rate):
             return None
-        sides.append(_wilson(rate, n))
+        sides.append(_wilson(rate, n, 1.96 * widen))
     return sides[0][1] < sides[1][0]
 
 
-def _regressed_infra_as_fail(cur: dict[str, Any], base: dict[str, Any], b_ci: Any) -> str | None:
+def _regressed_infra_as_fail(cur: dict[str, Any], base: dict[str, Any], b_ci: Any, widen: float = 1.0) -> str | None:
     """Why the current figure regressed once its infra-dropped first attempts count as failures
     (``summarize``'s ``infra_as_fail``), by the same rule; None if it did not, or cannot be judged.
     Infra errors leave a sample out of pass@1's denominator, so a model that sends the verifier into
@@ -243,16 +299,19 @@ def _regressed_infra_as_fail(cur: dict[str, Any], base: dict[str, Any], b_ci: An
         return None
     n, dropped = cur.get("n_samples"), cur.get("infra_dropped_samples")
     w_n = n + dropped if isinstance(n, int) and isinstance(dropped, int) else None  # every first attempt
-    w_j, b_j = _judged_ci(w, w_ci, w_n), _judged_ci(b, b_ci, base.get("n_samples"))
+    pooled = _pooled(w, w_n, b, base.get("n_samples"))
+    w_j, b_j = _judged_ci(w, w_ci, w_n, widen, pooled), _judged_ci(b, b_ci, base.get("n_samples"), widen, pooled)
     if not (w < b_j[0] and b > w_j[1]):
         return None
     return (f"regressed with its infra-dropped samples counted as failures (pass@1 {w:.3f} "
             f"[{w_ci[0]:.3f}, {w_ci[1]:.3f}]): infra errors where it fails are not a gain")
 
 
-RULE = ("regressed = current below the baseline's 95% interval and baseline above the current's, by its pass@1 "
-        "or by its pass@1 with infra-dropped samples as failures; figures over different task sets or prompts, or "
-        "sampled with different settings, are not judged and fail the gate")
+RULE = ("regressed = current below the baseline's judged interval and baseline above the current's, by its pass@1 "
+        "or by its pass@1 with infra-dropped samples as failures; judged intervals are the 95% ones for one row, "
+        "widened by family.widening when a gate judges family.rows rows at once (about 5% false flags in all for "
+        "identical models); figures over different task sets or prompts, or sampled with different settings, "
+        "are not judged and fail the gate")
 """The rule ``compare`` and ``compare_domains`` state with their rows."""
 
 
@@ -266,9 +325,13 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
     """
     cur_dom, base_dom = current.get("per_domain") or {}, baseline.get("per_domain") or {}
     settings = _settings_apart(current, baseline)
-    per_domain = {d: _row(cur_dom[d], base_dom[d], settings) for d in sorted(set(cur_dom) & set(base_dom))}
-    overall = _row(current, baseline, settings)
-    rows = {**per_domain, "overall": overall}
+    pairs = {**{d: (cur_dom[d], base_dom[d]) for d in sorted(set(cur_dom) & set(base_dom))}, "overall": (current, baseline)}
+    # the rows this gate judges at once; the overall row of one domain on both sides is that domain's again
+    same = len(cur_dom) == 1 and set(cur_dom) == set(base_dom)
+    m = sum(_row(c, b, settings)["comparable"] for d, (c, b) in pairs.items() if not (same and d == "overall"))
+    widen = family_widening(m)
+    rows = {d: _row(c, b, settings, widen) for d, (c, b) in pairs.items()}
+    overall, per_domain = rows["overall"], {d: r for d, r in rows.items() if d != "overall"}
     apart = [d for d, r in rows.items() if not r["comparable"]]
     return {
         "overall": overall,
@@ -277,6 +340,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
         "only_in_baseline": sorted(set(base_dom) - set(cur_dom)),
         "not_comparable": apart,
         "regressions": [d for d, r in rows.items() if r["regressed"]] + [f"{d} ({rows[d]['apart']})" for d in apart],
+        "family": {"rows": m, "widening": widen},
         "rule": RULE,
     }
 
@@ -296,12 +360,13 @@ def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]
     (['math (runs/math-only)'], ['code'])
     """
     cur_dom = current.get("per_domain") or {}
+    pairs = [(d, name, cur_dom[d], base["per_domain"][d], _settings_apart(current, base))
+             for d in sorted(cur_dom) for name, base in baselines.items() if d in (base.get("per_domain") or {})]
+    m = sum(_row(c, b, settings)["comparable"] for _, _, c, b, settings in pairs)  # the rows this gate judges at once
+    widen = family_widening(m)
     per_domain: dict[str, list[dict[str, Any]]] = {}
-    for d in sorted(cur_dom):
-        for name, base in baselines.items():
-            if d in (base.get("per_domain") or {}):
-                row = _row(cur_dom[d], base["per_domain"][d], _settings_apart(current, base))
-                per_domain.setdefault(d, []).append({**row, "baseline_run": name})
+    for d, name, c, b, settings in pairs:
+        per_domain.setdefault(d, []).append({**_row(c, b, settings, widen), "baseline_run": name})
     apart = [(f"{d} ({r['baseline_run']})", r["apart"]) for d, rows in per_domain.items() for r in rows
              if not r["comparable"]]
     return {
@@ -310,5 +375,6 @@ def compare_domains(current: dict[str, Any], baselines: dict[str, dict[str, Any]
         "not_comparable": [name for name, _ in apart],
         "regressions": [f"{d} ({r['baseline_run']})" for d, rows in per_domain.items() for r in rows if r["regressed"]]
         + [f"{name} ({why})" for name, why in apart],
+        "family": {"rows": m, "widening": widen},
         "rule": RULE,
     }
