@@ -72,6 +72,22 @@ def snapshot(root: Path) -> dict[str, tuple]:
     return out
 
 
+def assert_refused_in_one_line(capsys, root: Path, argv: list[str], needle: str) -> None:
+    """``posttrain ARGV`` exits 2 with one stderr line holding ``needle``, no traceback, and nothing under
+    ``root`` changed."""
+    before = snapshot(root)
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
+    assert snapshot(root) == before
+
+
 ISSUE_12_RECIPE_VALUES = [
     "rl.lr=-0.001", "rl.critic_lr=-1", "eval.max_new_tokens=0", "model.hidden_size=-64", "sft.pack_len=0",
     "eval.samples_per_task=0", "rl.clip_low=-1", "sandbox.workers=-1", "rl.gae_lambda=5", "rl.max_grad_norm=-1",
@@ -153,18 +169,7 @@ def _fill(words: list[str], ro: Path | None) -> list[str]:
 @pytest.mark.parametrize(("argv", "needle"), CASES)
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(ws, capsys, argv, needle):
     root, ro = ws
-    argv, needle = _fill(argv, ro), _fill([needle], ro)[0]
-    before = snapshot(root)
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's own errors
-        code = e.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
-    assert needle in err, err
-    assert snapshot(root) == before
+    assert_refused_in_one_line(capsys, root, _fill(argv, ro), _fill([needle], ro)[0])
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import snapshot
+from test_bad_inputs import assert_refused_in_one_line, snapshot
 
 from posttrain.cli import main, recipe_doc
 from posttrain.config import parse_yaml
@@ -83,14 +83,7 @@ CASES = [
 
 @pytest.mark.parametrize(("argv", "needle"), CASES)
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(ws, capsys, argv, needle):
-    before = snapshot(ws)
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
-    assert needle in err, err
-    assert snapshot(ws) == before
+    assert_refused_in_one_line(capsys, ws, argv, needle)
 
 
 def test_a_merge_key_may_still_be_overridden():
