@@ -460,7 +460,8 @@ class RLConfig:
     """sampler fast: a task sampled again drafts with its previous completions (SPEC-RL), exactly."""
     dedup: bool = False
     """Identical completions of a group count once in its baseline: the advantage is over its distinct
-    completions, and every copy is trained with its first copy's advantage, never masked
+    completions, every copy is trained with its first copy's advantage, never masked, and a repeat never
+    raises an advantage (each sample gets the lesser of that and its advantage without dedup)
     (posttrain/rollout/_adaptive.py; grpo only: refused with ppo, which has no group baseline)."""
     adaptive_temperature: AdaptiveTemperatureConfig | None = None
     """A sampling temperature per task, raised while its groups repeat themselves, each row scored at
