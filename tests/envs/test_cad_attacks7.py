@@ -103,6 +103,38 @@ def test_a_generated_blocks_rounded_edges_drawn_as_a_bevel_fail(pool) -> None:
     assert v.feedback.count("the rounded edge of radius 6 mm") == 4, v.feedback
 
 
+_STEP_HOLE_POCKET = """  translate([-18.5, 0, 19.5]) rotate([0, 90, 0]) cylinder(d = 6, h = 37);
+  translate([10.5, -13.5, 27]) cube([8, 27, 14]);
+  translate([-6, -4.5, 38]) cube([12, 9, 3]);
+}
+"""
+_OTHER_ROUNDINGS = {  # the stop hook's read: the rounding built otherwise than the gold's offset, coarse
+    "hull of octagonal corner posts": ("hull() for (x = [-12.5, 12.5], y = [-7.5, 7.5]) "
+                                       "translate([x, y, 0]) cylinder(r = 5, h = 40, $fn = 8);", "holes"),
+    "minkowski with a hexagon": ("minkowski() { translate([0, 0, 20]) cube([25, 15, 39.999], center = true); "
+                                 "cylinder(r = 5, h = 0.001, $fn = 6); }", "dimensions"),
+    "45-degree chamfers for roundings": ("linear_extrude(height = 40) offset(delta = 5, chamfer = true) "
+                                         "square([25, 15], center = true);", "holes"),
+}
+
+
+@pytest.mark.skipif(shutil.which("openscad") is None, reason="openscad is not installed (make domain-deps)")
+@pytest.mark.parametrize("body", list(_OTHER_ROUNDINGS))
+def test_rounded_edges_built_another_way_are_held_round_too(pool, body: str) -> None:
+    """examples/tasks/cad.jsonl's cad-l4-2024-1 (edges rounded 5 mm, a hole, a step, a pocket) with its
+    rounding built another way than the gold's ``offset``: the quadrant check reads the part, not the
+    script, so each fails (a hexagon's minkowski already on the bounding box)."""
+    from pathlib import Path
+
+    from posttrain.tasks._load import load_tasks
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "cad.jsonl"
+    task = next(t for t in load_tasks(examples) if t.id == "cad-l4-2024-1")
+    script, error_class = _OTHER_ROUNDINGS[body]
+    v = ENV.make_verifier(pool)(task, fenced(f"$fn = 48;\ndifference() {{\n  {script}\n{_STEP_HOLE_POCKET}"))
+    assert (v.outcome, v.error_class) == ("fail", error_class), (v.outcome, v.error_class, v.feedback)
+
+
 # The shape check's cube was axis-aligned only: a band along a 45-degree face must be 1.41 mm thick across
 # before it holds one, so a plate's 2.5 mm top chamfer drawn 0.6 mm passed 4 of 4 chamfered plates (seeds
 # 31 and 7, 6 tasks a level), and a bracket's fillet strip with legs 1.9 mm short 9 of 9 (0 of 13 now, the
