@@ -361,6 +361,16 @@ def test_pack_task_ids_are_unique():
     assert "cachetools-keys-binop-26-15-2" in {t.id for t in tasks}
 
 
+def test_a_pack_task_whose_tests_copy_thousands_of_objects_passes_its_reference(verify):
+    """``id()`` is an audited event, and ``copy.deepcopy`` and ``pickle`` call it for every object: the tlru
+    tasks' ``*_maxsize`` tests (a 2,000-item cache copied, deep-copied, pickled) took 45-60 s of the task's
+    60 s under the kernel, and this task's reference ran out of time in CI; 2.4 s now."""
+    task = next(t for t in ENV.generate_tasks(289, seed=0) if t.id == "cachetools-init-return_none-728-12")
+    assert any(t.endswith("test_deepcopy_maxsize") for t in task.fields["pass_to_pass"])
+    v = verify(task, str(task.reference))
+    assert v.outcome == "pass", v.feedback
+
+
 # -- red-team regressions (2026-07): code that reaches the grader's trust by another route -------
 
 

@@ -1165,8 +1165,8 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
                 die("a file the grader guards was opened while it ran")
 
     def hook(event: str, args: tuple) -> None:
-        if type_(event) is not str_:
-            return
+        if type_(event) is not str_ or event == "builtins.id":
+            return  # (no check reads id(): at ~0.2 ms a hook call, deepcopy's 42,000 took 20 s of a 60 s run)
         me = get_ident()
         if me in busy:
             nested(event, args)
@@ -1485,13 +1485,14 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
               _getset_get=getset_get, _func=types.FunctionType, _names=names, _plain=dict, _prop=property,
               _reader=reader_ok, _qualname=qualname_of, _registered=registered_ids,
               _hooks=frozenset({"__getattr__", "__getattribute__"}), _methods=(staticmethod, classmethod),
-              _startswith=str.startswith, _getter=foreign_getter) -> tuple:
+              _startswith=str.startswith, _getter=foreign_getter, known=False) -> tuple:
         """``(problem, values)``: what an instance of a Python class holds (its ``__dict__``'s values, its
         slots, read through the C descriptors; a class attribute of a class the standard library did not
         define before the run) when one of its classes answers comparisons in Python code, which reads them:
         ``Fraction``'s ``==`` and ``float()`` read ``_numerator``, which held an object that always agrees (6 of
         6). A property or ``__getattr__`` such a value reads through must be the standard library's, the
-        tests' or the pristine repository's."""
+        tests' or the pristine repository's. ``known``: this guard call already read ``t``'s readers and found
+        them fine (what an instance holds is still read, instance by instance)."""
         klasses = [k for k in _mro(t) if not _static(k)]
         if not any(_type(key) is _str and key in _names and _type(d) is _func
                    for k in klasses for key, d in _list(_items(_dict(k)))):
@@ -1517,10 +1518,10 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
                 elif own or kind in _methods or _type(key) is _str and _startswith(key, "__") and key not in _hooks:
                     continue
                 elif kind is _prop or kind is _func and key in _hooks:
-                    fn = d if kind is _func else d.fget
+                    fn = None if known else d if kind is _func else d.fget
                     if fn is not None and not _reader(fn):
                         return f"{_qualname(klass)}.{key} reads an attribute through code the diff added", []
-                elif kind is not _func and _getter(d, kind) is not None:
+                elif kind is not _func and not known and _getter(d, kind) is not None:
                     return f"{_qualname(klass)}.{key} reads an attribute through a descriptor the diff added", []
                 elif kind is not _func:
                     out.append(d)  # a class attribute an instance reads
@@ -1535,6 +1536,10 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
         ``__eq__`` ran in a set lookup) and subclasses found by the C subtype test (``isinstance`` reads
         a ``__class__`` property, which set ``__eq__`` on the class after its check)."""
         todo, seen, n = [value], _set(), 0
+        checked = {}  # id -> type: a type whose methods and readers this call found the repository's own. Reading
+        # a function's __code__ is an audit event, and the kernel's hook walks the stack at each: 2,000 items of
+        # one class in a cache took 11-23 s of a 60 s test run (cachetools' *_maxsize tests). Nothing of the
+        # value's runs inside the guard (its docstring), so a type is read once a call.
         while todo and n < _max:
             v = todo.pop()
             n += 1
@@ -1542,11 +1547,14 @@ def _make_guard(pristine: frozenset, test_files: frozenset, pristine_classes: fr
             if _id(t) in _scalars or _id(v) in seen:
                 continue
             seen.add(_id(v))
-            problem = _own(t) or _matcher(v, t)
+            known = checked.get(_id(t)) is t
+            problem = (None if known else _own(t)) or _matcher(v, t)
             if problem is None and not _static(t):
-                problem, held = _state(v, t)
+                problem, held = _state(v, t, known=known)
                 todo.extend(held)
-            if problem is not None:
+            if problem is None:
+                checked[_id(t)] = t
+            else:
                 raise _error(f"posttrain's repo grader: a value the test compares answers through a "
                              f"method the diff added ({problem})")
             if _subclass(_approx_base, t):
