@@ -72,27 +72,28 @@ _stop.append(1)
 ADDRESS_SPACE = '''import resource
 
 _soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-with open("/proc/self/statm") as _fh:
-    _vm = int(_fh.read().split()[0]) * 4096
-_keep = []
-try:
-    resource.setrlimit(resource.RLIMIT_AS, (_vm + (4 << 20), _hard))
+for _margin in (4 << 20, 1 << 20, 16 << 20):  # a round that lands ends the run; a later one tries another margin
+    with open("/proc/self/statm") as _fh:
+        _vm = int(_fh.read().split()[0]) * 4096
+    _keep = []
     try:
-        while True:
-            _keep.append([None] * 8)
-    except MemoryError:
-        pass
-    for _k in range(2000):  # free a little, then open: the grader's check allocates in what is left
-        for _j in range(_k % 7):
-            if _keep:
-                _keep.pop()
+        resource.setrlimit(resource.RLIMIT_AS, (_vm + _margin, _hard))
         try:
-            open(__file__).close()
+            while True:
+                _keep.append([None] * 8)
         except MemoryError:
             pass
-finally:
-    _keep = None
-    resource.setrlimit(resource.RLIMIT_AS, (_soft, _hard))
+        for _k in range(2000):  # free a little, then open: the grader's check allocates in what is left
+            for _j in range(_k % 7):
+                if _keep:
+                    _keep.pop()
+            try:
+                open(__file__).close()
+            except MemoryError:
+                pass
+    finally:
+        _keep = None
+        resource.setrlimit(resource.RLIMIT_AS, (_soft, _hard))
 '''
 CUT_SHORT = {"a recursion limit just above an audited operation": (RECURSION_LIMIT, "RecursionError"),
              "interrupt_main from a thread": (INTERRUPT_MAIN, "KeyboardInterrupt"),
