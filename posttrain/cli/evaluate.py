@@ -32,7 +32,7 @@ __all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit", "regressions_of"]
 
 def _ks(text: str) -> tuple[int, ...]:
     try:
-        ks = tuple(int(p) for p in text.split(",") if p.strip())
+        ks = tuple(int(p) for p in text.split(","))  # (int() takes surrounding spaces; an empty part is refused)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,5,10, got {text!r}") from None
     if not ks or any(k < 1 for k in ks):

@@ -125,6 +125,8 @@ def run_stats(run_dir: str | Path) -> RunStats:
     path = run / "trajectories" / "rl.jsonl"
     if not run.is_dir():
         raise UserError(f"{run}: no such run directory")
+    if path.is_dir():
+        raise UserError(f"{run}: {path.relative_to(run)} is a directory, expected the RL trajectories file")
     if not path.is_file():
         raise UserError(f"{run}: no RL trajectories ({path.relative_to(run)} is missing: did the run reach RL?)")
     episodes = _last_attempts(path)

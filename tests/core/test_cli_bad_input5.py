@@ -11,7 +11,8 @@ passed unnoticed when every record names its own (``verify`` and ``tasks validat
 domain instead of half from each, silently; a recipe whose anchors repeat each other (a "billion
 laughs", 9**9 strings from 9 lines) in a generator's params hung in the task source's json.dumps,
 and a recursive anchor there (``params: &p {a: [*p]}``) raised ValueError: Circular reference
-detected.
+detected. Later: ``tasks stats`` called a ``trajectories/rl.jsonl`` that is a directory "missing", and
+``eval --k 1,,5`` dropped the empty part (read as 1,5).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def ws(tmp_path, monkeypatch):
     (w / "cycle.yaml").write_text(CYCLE)
     (w / "run").mkdir()
     (w / "run" / "summary.json").write_text("{}\n")
+    (w / "dirrun" / "trajectories" / "rl.jsonl").mkdir(parents=True)
     monkeypatch.chdir(w)
 
     def started(*args, **kwargs):  # a recipe let through: fail here, not after minutes of training
@@ -74,6 +76,10 @@ CASES = [
     pytest.param(["run", RECIPE, "--out", "out", "--set", POOL],
                  "tasks.sampler: weights: the weights add up to more than a float holds (inf); expected weights "
                  "whose sum is finite", id="pool-weights-overflow"),
+    pytest.param(["tasks", "stats", "dirrun"], "dirrun: trajectories/rl.jsonl is a directory, expected the RL "
+                 "trajectories file", id="stats-trajectories-a-directory"),  # (before: "is missing")
+    pytest.param([*EVAL, "--k", "1,,5"], "argument --k: expected comma-separated integers like 1,5,10, got '1,,5'",
+                 id="eval-k-empty-part"),  # (before: read as 1,5)
 ]
 
 
