@@ -14,12 +14,18 @@
 - ``episode_metrics``: per-episode means over ``Trajectory``s (turns, attempts, tokens after the
   prompt, truncation rate, tool calls made and valid); ``tool_call_validity`` their ratio.
 
+Inputs are checked, not coerced: a count, a k, a repair round that is not a whole number (a rate
+passed as a pass count, a pass flag as a round, k = 1.5) and a per-task value that is not finite are
+a ``ValueError``, never a figure (``int`` truncated c = 0.5 to 0 passes).
+
 What this module does not do: read records, decide what is an infra error (the caller drops
 those before counting, and reports them beside the rates), or weight tasks (every task counts 1).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from math import comb
 
@@ -40,16 +46,62 @@ __all__ = [
 ]
 
 
-def _check_counts(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> None:
+def _whole(value: object, what: str) -> int:
+    """``value`` as an int when it is a whole number of any numeric type (an int, a numpy integer, a
+    float such as 5.0: numpy may hold counts as floats); a bool (a flag is not a count), a fraction (a
+    rate passed as a count, which ``int`` truncated to a wrong figure), NaN or an infinity is refused."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if not (math.isfinite(value) and float(value).is_integer()):
+        raise ValueError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def _integer(value: object, what: str) -> int:
+    """``value`` when it is of an integer type (numpy's too), not a bool: a k or an r names a figure
+    (``pass@k``), so 1.5 and 2.0 are refused rather than read."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _counts(
+    n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int
+) -> tuple[list[int], list[int], int]:
+    """``n``, ``c`` and ``k`` as ints, checked: whole counts with 0 <= c <= n and n >= k >= 1."""
     if len(n) != len(c):
         raise ValueError(f"n and c must have the same length, got {len(n)} and {len(c)}")
+    k = _integer(k, "k")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    for ni, ci in zip(n, c, strict=True):
+    ns = [_whole(ni, "each task's sample count n") for ni in n]
+    cs = [_whole(ci, "each task's pass count c") for ci in c]
+    for ni, ci in zip(ns, cs, strict=True):
         if not (0 <= ci <= ni):
             raise ValueError(f"each task needs 0 <= c <= n, got n={ni}, c={ci}")
         if ni < k:
             raise ValueError(f"pass@{k} needs at least {k} samples per task, got a task with n={ni}")
+    return ns, cs, k
+
+
+def _rounds(first_pass_attempt: Sequence[int | None]) -> list[int | None]:
+    """Each episode's first passing round as an int (None: never passed); a bool (a pass flag, whose
+    False read as "passed at round 0"), a negative or a fractional round is refused."""
+    out: list[int | None] = []
+    for a in first_pass_attempt:
+        if a is None:
+            out.append(None)
+            continue
+        try:
+            r = _whole(a, "a round")
+        except ValueError:
+            r = -1
+        if r < 0:
+            raise ValueError(f"each episode's first passing round must be a whole number >= 0 or None, got {a!r}")
+        out.append(r)
+    return out
 
 
 def _estimator(n: int, c: int, k: int) -> float:
@@ -65,8 +117,8 @@ def pass_at_k_per_task(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndar
     >>> pass_at_k_per_task([5, 5], [0, 5], 1).tolist()
     [0.0, 1.0]
     """
-    _check_counts(n, c, k)
-    return np.array([_estimator(int(ni), int(ci), k) for ni, ci in zip(n, c, strict=True)], dtype=np.float64)
+    ns, cs, k = _counts(n, c, k)
+    return np.array([_estimator(ni, ci, k) for ni, ci in zip(ns, cs, strict=True)], dtype=np.float64)
 
 
 def pass_at_k(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> float:
@@ -86,10 +138,8 @@ def pass_hat_k_per_task(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.nda
     >>> pass_hat_k_per_task([4], [2], 2).tolist()
     [0.16666666666666666]
     """
-    _check_counts(n, c, k)
-    return np.array(
-        [comb(int(ci), k) / comb(int(ni), k) for ni, ci in zip(n, c, strict=True)], dtype=np.float64
-    )
+    ns, cs, k = _counts(n, c, k)
+    return np.array([comb(ci, k) / comb(ni, k) for ni, ci in zip(ns, cs, strict=True)], dtype=np.float64)
 
 
 def pass_hat_k(n: Sequence[int] | np.ndarray, c: Sequence[int] | np.ndarray, k: int) -> float:
@@ -112,12 +162,14 @@ def repair_at_r(first_pass_attempt: Sequence[int | None], r: int) -> float:
     >>> repair_at_r([0, 1, None, 2], 1)
     0.5
     """
+    r = _integer(r, "r")
     if r < 0:
         raise ValueError(f"r must be >= 0, got {r}")
-    if len(first_pass_attempt) == 0:
+    rounds = _rounds(first_pass_attempt)
+    if not rounds:
         raise ValueError("repair@r of zero episodes is undefined")
-    hits = sum(1 for a in first_pass_attempt if a is not None and a <= r)
-    return hits / len(first_pass_attempt)
+    hits = sum(1 for a in rounds if a is not None and a <= r)
+    return hits / len(rounds)
 
 
 def mean_attempts_to_success(first_pass_attempt: Sequence[int | None]) -> float | None:
@@ -126,7 +178,7 @@ def mean_attempts_to_success(first_pass_attempt: Sequence[int | None]) -> float 
     >>> mean_attempts_to_success([0, 1, None])
     1.5
     """
-    wins = [a + 1 for a in first_pass_attempt if a is not None]
+    wins = [a + 1 for a in _rounds(first_pass_attempt) if a is not None]
     return sum(wins) / len(wins) if wins else None
 
 
@@ -149,6 +201,10 @@ def bootstrap_ci(
     values = np.asarray(per_task, dtype=np.float64)
     if values.size == 0:
         raise ValueError("a confidence interval of zero tasks is undefined")
+    if not np.isfinite(values).all():
+        raise ValueError(f"each task's value must be finite, got {float(values[~np.isfinite(values)][0])}")
+    if _integer(n_boot, "n_boot") < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     rng = np.random.default_rng(seed)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -291,8 +292,11 @@ def summarize(
     >>> s["pass@1"], s["n_tasks"], s["per_domain"]["code"]["passed"]
     (0.5, 2, 1)
     """
+    if any(isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral) for k in ks):
+        raise UserError(f"ks must be integers (each names a pass@k), got {list(ks)}")
     if any(k < 1 for k in ks):
         raise UserError(f"ks must all be >= 1, got {list(ks)}")
+    ks = [int(k) for k in ks]
     episodes = group_attempts(records)
     if not episodes:
         raise UserError("records: nothing to summarize (no records)")
