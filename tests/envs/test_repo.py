@@ -30,6 +30,7 @@ from posttrain.envs.repo._diff import (
     parse_diff,
     render_diff,
 )
+from posttrain.envs.repo._gen import load_packs, validate_pack
 from posttrain.envs.repo._hacks import FILES, FIXED, PRICING, fixture_record
 from posttrain.envs.repo._mutate import OPERATORS, mutate, mutation_sites
 from posttrain.envs.repo._swebench import swebench_record, swebench_records
@@ -369,6 +370,16 @@ def test_a_pack_task_whose_tests_copy_thousands_of_objects_passes_its_reference(
     assert any(t.endswith("test_deepcopy_maxsize") for t in task.fields["pass_to_pass"])
     v = verify(task, str(task.reference))
     assert v.outcome == "pass", v.feedback
+
+
+def test_a_pack_rebuild_drops_a_task_whose_reference_takes_too_long(pool):
+    """``validate_pack`` keeps a reference that runs within a share of its timeout (a loaded CI host runs
+    several times slower than the builder) and drops one past it, naming the times."""
+    rec = next(r for r in load_packs() if r["id"] == "inflection-init-compare-102-7")
+    logged: list[str] = []
+    assert validate_pack(pool, ENV, [rec], logged.append, base=False) == [rec]
+    assert validate_pack(pool, ENV, [rec], logged.append, base=False, max_share=1e-4) == []
+    assert len(logged) == 1 and "reference took" in logged[0] and "of its 60 s" in logged[0], logged
 
 
 # -- red-team regressions (2026-07): code that reaches the grader's trust by another route -------
