@@ -19,7 +19,14 @@ per batch of k:
    that is chosen is passed over (counted in ``skipped``) and the slot goes to the next;
 4. **within the domain**: a curriculum source hands out its next task (``Stream``: its pool is
    that of its current setting); a task set takes that pool's next task in a seeded shuffled
-   order, each pool walking the order with its own cursor (a new shuffle per pass).
+   order, each pool walking the order with its own cursor (a new shuffle per pass). In one step
+   (every ``next`` of it: the batch and its refills) a task set with n tasks (all of them: every
+   pool, filtered too) draws a task at most ceil(m / n) times in its m draws: once each while
+   m <= n. A task set with no task of the pool under that cap passes its turn (as a skipped domain
+   does); where no domain of the pool has one, the weights decide alone. So a policy that fails
+   every task of a domain but one it knows by heart, leaving that one all the domain has in its
+   pool, gets it once a step, not in the domain's whole share of each batch; while a domain's
+   tasks are in the pool, the weights hold exactly.
 
 Pools: a task's estimated pass rate (``Difficulty``: its groups' EMA, its setting's estimate
 before that) at least ``easy_above`` is easy, at most ``hard_below`` hard, else normal. A curriculum
@@ -142,6 +149,12 @@ class TaskPool:
         self.canary_cursor = 0
         self.skipped = 0
         """Draws passed over because their domain was in ``skip`` (a metric; not state)."""
+        self.drawn: dict[str, int] = {}
+        """task id -> its draws at ``drawn_step`` (task sets; module docstring, 4). Not state: a
+        checkpoint is taken between steps, and a step's first ``next`` starts afresh."""
+        self.domain_draws: dict[str, int] = {}
+        """task-set domain -> its draws at ``drawn_step``."""
+        self.drawn_step: int | None = None
 
     def known_tasks(self) -> list[Task]:
         """The fixed tasks this pool can hand out (task sets and canaries; a curriculum's are made as it goes)."""
@@ -153,6 +166,8 @@ class TaskPool:
         """The next ``k`` tasks (module docstring); ``step`` is the RL step they are for."""
         if step is not None:
             self.step = step
+        if self.drawn_step != self.step:
+            self.drawn, self.domain_draws, self.drawn_step = {}, {}, self.step
         self.difficulty.advance(self.step)
         self._revisit()
         out: list[Task] = []
@@ -162,29 +177,51 @@ class TaskPool:
                 self.canary_credit -= 1.0
                 out.append(self.canaries[self.canary_cursor % len(self.canaries)])
                 self.canary_cursor += 1
-        members = self._members()
+        members, counts = self._members()
         if not any(members.values()):  # every task filtered: they all come back
             self.filtered.clear()
-            members = self._members()
+            members, counts = self._members()
         weights = self._weights()
         while len(out) < k:
             pool = self._pool_for_slot(members)
-            domain = self._domain_for_slot(pool, members[pool], weights, skip)
-            task = self._take(domain, pool)
+            in_pool = counts[pool]
+            domain = self._domain_for_slot(pool, members[pool], weights, skip, lambda d, in_pool=in_pool: (
+                d in self.streams or min(n for n, many in in_pool[d].items() if many) <= self._round(d)))
+            capped = domain is not None
+            if domain is None:  # no domain of the pool has a task under its cap: the weights alone
+                domain = self._domain_for_slot(pool, members[pool], weights, skip, lambda d: True)
+                assert domain is not None, pool
+            task = self._take(domain, pool, capped=capped)
             assert task is not None, (domain, pool)  # members says the pool has one
+            if domain in self.sets:
+                n = self.drawn.get(task.id, 0)
+                self.drawn[task.id], self.domain_draws[domain] = n + 1, self.domain_draws.get(domain, 0) + 1
+                in_pool[domain][n] -= 1
+                in_pool[domain][n + 1] = in_pool[domain].get(n + 1, 0) + 1
             out.append(task)
         return out
 
-    def _members(self) -> dict[str, set[str]]:
-        """pool -> the domains that have a task in it now (not filtered). One pool without stratify."""
+    def _members(self) -> tuple[dict[str, set[str]], dict[str, dict[str, dict[int, int]]]]:
+        """pool -> the domains that have a task in it now (not filtered; one pool without stratify),
+        and pool -> task-set domain -> draws this step -> how many of those tasks were drawn so often."""
         out: dict[str, set[str]] = {c: set() for c in CLASSES}
+        counts: dict[str, dict[str, dict[int, int]]] = {c: {} for c in CLASSES}
         for d, tasks in self.sets.items():
             for t in tasks.tasks:
                 if t.id not in self.filtered:
-                    out[self.pool_of(t)].add(d)
+                    pool = self.pool_of(t)
+                    out[pool].add(d)
+                    by_draws = counts[pool].setdefault(d, {})
+                    n = self.drawn.get(t.id, 0)
+                    by_draws[n] = by_draws.get(n, 0) + 1
         for d in self.streams:
             out[self.stream_pool(d)].add(d)
-        return out
+        return out, counts
+
+    def _round(self, domain: str) -> int:
+        """How often a task of the task set ``domain`` may have been drawn this step to be drawn again
+        (module docstring, 4): every task once before any twice, counting all of the domain's tasks."""
+        return self.domain_draws.get(domain, 0) // len(self.sets[domain].tasks)
 
     def stream_pool(self, domain: str) -> str:
         """The pool of a curriculum source: its setting's class only where its controller cannot move
@@ -212,13 +249,18 @@ class TaskPool:
         return pool
 
     def _domain_for_slot(self, pool: str, eligible: set[str], weights: Mapping[str, float],
-                         skip: Collection[str]) -> str:
-        """Smooth weighted round-robin over the domains of ``pool`` (module docstring, 3)."""
+                         skip: Collection[str], under_cap: Callable[[str], bool]) -> str | None:
+        """Smooth weighted round-robin over the domains of ``pool`` (module docstring, 3), passing over
+        a domain with no task of ``pool`` ``under_cap`` this step (4); None where no domain drawn from
+        has one."""
         candidates = [d for d in self.domains if d in eligible]
         usable = [d for d in candidates if d not in skip] or candidates
         w = {d: weights.get(d, 0.0) for d in candidates}
         if not any(w[d] > 0 for d in usable):  # the pool's domains all weighted 0 now: alike, rather than none
             w = dict.fromkeys(candidates, 1.0)
+        fresh = {d for d in usable if under_cap(d)}
+        if not any(w[d] > 0 for d in fresh):
+            return None
         credits = self.credits[pool]
         while True:
             total = sum(w.values())
@@ -226,20 +268,22 @@ class TaskPool:
                 credits[d] += w[d]
             domain = max(candidates, key=lambda d: (credits[d], -self.domains.index(d)))
             credits[domain] -= total
-            if domain in usable:
+            if domain in fresh:
                 return domain
-            self.skipped += 1
+            self.skipped += domain not in usable
 
     def _weights(self) -> dict[str, float]:
         given = self.spec.weights_at(self.step)
         return {d: (1.0 if given is None else float(given.get(d, 1.0))) for d in self.domains}
 
-    def _take(self, domain: str, pool: str) -> Task | None:
+    def _take(self, domain: str, pool: str, *, capped: bool) -> Task | None:
         if domain in self.streams:
             return self.streams[domain].next()
+        cap = self._round(domain) if capped else None
         if self.spec.stratify is None:
-            return self.sets[domain].take("normal", lambda t: t.id not in self.filtered)
-        return self.sets[domain].take(pool, lambda t: t.id not in self.filtered and self.pool_of(t) == pool)
+            pool = "normal"
+        return self.sets[domain].take(pool, lambda t: t.id not in self.filtered and (
+            cap is None or self.drawn.get(t.id, 0) <= cap) and (self.spec.stratify is None or self.pool_of(t) == pool))
 
     def _class_of(self, p: float) -> str:
         stratify = self.spec.stratify
