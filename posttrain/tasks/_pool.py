@@ -55,6 +55,7 @@ import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from posttrain.errors import TaskError
 from posttrain.tasks._curriculum import Stream
 from posttrain.tasks._difficulty import Difficulty
 from posttrain.tasks._spec import FilterSpec, SamplerSpec
@@ -134,6 +135,11 @@ class TaskPool:
         if unknown:
             raise ValueError(f"weights: {unknown[0]!r} is not a domain of the training pool "
                              f"({', '.join(self.domains)})")
+        for d in self.domains:  # the priors' scale (level_prior): (3, 1) divided by zero, (2, 1) made every level easy
+            scale = levels(d)
+            if scale is not None and not scale[0] <= scale[1]:
+                raise TaskError(f"{d}: level_range() is {tuple(scale)}; expected (easiest, hardest) with "
+                                f"easiest <= hardest")
         self.canaries = list(canaries)
         self.difficulty = Difficulty(ema=spec.ema, levels=levels)
         self.pool_credits = dict.fromkeys(CLASSES, 0.0)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
+import pytest
+
+from posttrain.errors import TaskError
 from posttrain.tasks import FilterSpec, SamplerSpec, StratifySpec, TaskPool
 from posttrain.types import Task
 
@@ -60,3 +63,13 @@ def test_a_domain_smaller_than_its_share_draws_each_task_once_before_any_twice()
                         spec=SamplerSpec(kind="pool", weights={"a": 3, "b": 1}))
     drawn = [t.domain for s in range(10) for t in weighted.next(8, step=s)]
     assert (drawn.count("a"), drawn.count("b")) == (60, 20)
+
+
+def test_a_domain_whose_levels_run_backwards_is_refused_in_one_line() -> None:
+    """A plugin whose ``level_range()`` is (hardest, easiest): (3, 1) divided by zero at the first draw
+    (ZeroDivisionError); (2, 1) put every level's prior at 1.0, so all its unseen tasks were easy and
+    the domain silently left the normal pool. Now the pool refuses it, naming the domain."""
+    tasks = [Task(id=f"b-{i}", domain="b", prompt="", fields={}, difficulty=i % 3) for i in range(6)]
+    for levels in ((3, 1), (2, 1), (float("nan"), 2)):
+        with pytest.raises(TaskError, match=r"^b: level_range\(\) is .*easiest <= hardest"):
+            TaskPool(tasks, seed=0, spec=SamplerSpec(kind="pool", stratify=StratifySpec()), levels=lambda d, lv=levels: lv)
