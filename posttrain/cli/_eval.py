@@ -425,7 +425,9 @@ def _score(
     records, stats = _records(args, tasks, service, model, stage)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
-    if not args.responses:  # how it was sampled: --baseline compares only evaluations sampled alike
+    if args.responses:  # a file that answers only what it gets right reads 1.0 over those: the count it left out
+        summary["unanswered_tasks"] = len({t.id for t in tasks} - used)
+    else:  # how it was sampled: --baseline compares only evaluations sampled alike
         summary["eval_protocol"] = _protocol(args, tasks)
     if stats is not None:
         from posttrain.evaluate.sources import episode_figures

@@ -176,6 +176,7 @@ def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path,
                              "--fail-on-regression", "--k", "1", "--json", "--workers", "1")
     s = json.loads(out)
     assert s["pass@1"] == 1.0 and s["n_tasks"] == 2 and "no response for 4 task(s)" in err
+    assert s["unanswered_tasks"] == 4  # (summary.json said nothing of the 4 before: read alone, 1.0 of all)
     assert code == 1 and s["baseline"]["regressions"] == ["math (different task sets)", "overall (different task sets)"]
     full = tmp_path / "full.jsonl"  # the same responses, the others answered wrong: compared, not regressed
     full.write_text(responses.read_text() + "".join(json.dumps({"task_id": f"m{i}", "response": "\\boxed{0}"}) + "\n"
@@ -183,7 +184,7 @@ def test_a_gate_fails_when_the_responses_leave_out_the_tasks_they_fail(tmp_path,
     code, out, err = run_cli("eval", "--tasks", str(tasks), "--responses", str(full), "--baseline", str(base),
                              "--fail-on-regression", "--k", "1", "--json", "--workers", "1")
     assert code == 0, err
-    assert json.loads(out)["baseline"]["not_comparable"] == []
+    assert json.loads(out)["baseline"]["not_comparable"] == [] and json.loads(out)["unanswered_tasks"] == 0
 
 
 def test_a_gate_that_fails_on_different_task_sets_says_why(tmp_path, run_cli, suite):
