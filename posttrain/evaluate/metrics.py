@@ -43,26 +43,33 @@ __all__ = [
     "bootstrap_ci",
     "episode_metrics",
     "tool_call_validity",
+    "is_integer",
 ]
 
 
+def is_integer(value: object) -> bool:
+    """Whether ``value`` is of an integer type (numpy's too) and not a bool (a flag is not a count)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+def _is_whole(value: object) -> bool:
+    """An integer (``is_integer``) or a finite float holding one (5.0: numpy may hold counts as floats); a
+    fraction (a rate passed as a count, which ``int`` truncated to a wrong figure) is not."""
+    return is_integer(value) or (isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+                                 and math.isfinite(value) and float(value).is_integer())
+
+
 def _whole(value: object, what: str) -> int:
-    """``value`` as an int when it is a whole number of any numeric type (an int, a numpy integer, a
-    float such as 5.0: numpy may hold counts as floats); a bool (a flag is not a count), a fraction (a
-    rate passed as a count, which ``int`` truncated to a wrong figure), NaN or an infinity is refused."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{what} must be a whole number, got {value!r}")
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if not (math.isfinite(value) and float(value).is_integer()):
+    """``value`` as an int when it is a whole number (``_is_whole``), else a ``ValueError`` naming it."""
+    if not _is_whole(value):
         raise ValueError(f"{what} must be a whole number, got {value!r}")
     return int(value)
 
 
 def _integer(value: object, what: str) -> int:
-    """``value`` when it is of an integer type (numpy's too), not a bool: a k or an r names a figure
-    (``pass@k``), so 1.5 and 2.0 are refused rather than read."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+    """``value`` when it is of an integer type (``is_integer``): a k or an r names a figure (``pass@k``),
+    so 1.5 and 2.0 are refused rather than read."""
+    if not is_integer(value):
         raise ValueError(f"{what} must be an integer, got {value!r}")
     return int(value)
 
@@ -89,19 +96,10 @@ def _counts(
 def _rounds(first_pass_attempt: Sequence[int | None]) -> list[int | None]:
     """Each episode's first passing round as an int (None: never passed); a bool (a pass flag, whose
     False read as "passed at round 0"), a negative or a fractional round is refused."""
-    out: list[int | None] = []
     for a in first_pass_attempt:
-        if a is None:
-            out.append(None)
-            continue
-        try:
-            r = _whole(a, "a round")
-        except ValueError:
-            r = -1
-        if r < 0:
+        if a is not None and not (_is_whole(a) and a >= 0):
             raise ValueError(f"each episode's first passing round must be a whole number >= 0 or None, got {a!r}")
-        out.append(r)
-    return out
+    return [None if a is None else int(a) for a in first_pass_attempt]
 
 
 def _estimator(n: int, c: int, k: int) -> float:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import numbers
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from fractions import Fraction
 import numpy as np
 
 from posttrain.errors import UserError
-from posttrain.evaluate.metrics import bootstrap_ci, pass_at_k_per_task, pass_hat_k_per_task
+from posttrain.evaluate.metrics import bootstrap_ci, is_integer, pass_at_k_per_task, pass_hat_k_per_task
 from posttrain.evaluate.records import EvalRecord
 from posttrain.types import CANARY
 
@@ -292,7 +291,7 @@ def summarize(
     >>> s["pass@1"], s["n_tasks"], s["per_domain"]["code"]["passed"]
     (0.5, 2, 1)
     """
-    if any(isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral) for k in ks):
+    if not all(is_integer(k) for k in ks):
         raise UserError(f"ks must be integers (each names a pass@k), got {list(ks)}")
     if any(k < 1 for k in ks):
         raise UserError(f"ks must all be >= 1, got {list(ks)}")
