@@ -11,7 +11,9 @@ pair. The learning rate warms up linearly then decays with a cosine.
 
 Launch: part of ``posttrain run RECIPE --out DIR`` (stage ``sft``); the loop is ``train_sft``.
 With ``sft.pack_len`` the examples of a batch are packed into rows without padding (each attends
-only to itself); the loss is identical to the padded path (tests/core/test_sft.py).
+only to itself); the loss is identical to the padded path (tests/core/test_sft.py). An example is
+never split across rows: one longer than ``pack_len`` is a ``UserError`` before the first step
+(``check_pack_len``), not at whichever step first draws it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from posttrain.algo.sft import pack_sequences, sft_loss
+from posttrain.errors import UserError
 from posttrain.policy import Policy
 from posttrain.train._batch import collate_rows
 from posttrain.train._logprobs import packed_token_logprobs, token_logprobs
@@ -106,6 +109,21 @@ def encode_demonstrations(policy: Policy, demos: Sequence[Demonstration]
     return rows, masks, prompt_lens
 
 
+def check_pack_len(rows: Sequence[Sequence[int]], demos: Sequence[Demonstration], pack_len: int | None) -> None:
+    """``UserError`` naming the longest demonstration when it does not fit one packed row of
+    ``pack_len`` tokens (every step draws its batch at random, so a late draw would stop the run
+    midway)."""
+    if pack_len is None or not rows:
+        return
+    at = max(range(len(rows)), key=lambda i: len(rows[i]))
+    if len(rows[at]) > pack_len:
+        d = demos[at]
+        what = f"episode {d.task_id!r}" if isinstance(d, Trajectory) else f"prompt {d[0]!r:.40}"
+        raise UserError(f"sft.pack_len: demonstration {at} ({what}) is {len(rows[at])} tokens with EOS, more than "
+                        f"pack_len={pack_len} (an example is never split across rows); raise sft.pack_len to at "
+                        f"least {len(rows[at])} or shorten it")
+
+
 def cosine_with_warmup(steps: int, warmup_frac: float) -> Callable[[int], float]:
     """LR multiplier: linear warmup over ``warmup_frac`` of the steps, then cosine to 0."""
     warmup = max(1, int(warmup_frac * steps))
@@ -130,6 +148,7 @@ def train_sft(
     if not demos:
         raise ValueError("SFT needs at least one demonstration")
     rows, masks, prompt_lens = encode_demonstrations(policy, demos)
+    check_pack_len(rows, demos, params.pack_len)
     model = policy.model
     model.train()
     optimizer = adamw(model.parameters(), lr=params.lr)
