@@ -111,12 +111,14 @@ def _token_id(token: Any) -> int:
     """``"token_id:42"`` -> 42 (vLLM's ``return_tokens_as_token_ids`` form)."""
     if not isinstance(token, str) or not token.startswith("token_id:"):
         raise ValueError(f"expected tokens as 'token_id:<id>' (return_tokens_as_token_ids), got {token!r}")
-    return int(token.removeprefix("token_id:"))
+    return _int(int(token.removeprefix("token_id:")))
 
 
 def _int(x: Any) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise ValueError(f"expected token_ids to be integers, got {x!r}")
+    """A token id as the server gave it: an integer >= 0 (a negative one is no token; the tokenizer's
+    decode raised OverflowError on it, a traceback instead of the server named)."""
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise ValueError(f"expected token ids to be integers >= 0, got {x!r}")
     return x
 
 
