@@ -5,8 +5,8 @@
 1. tokenize each pair once, never again: the prompt as the policy encodes it for sampling
    (``encode_prompt``: ``Policy.encode_prompt``, chat template included; by default plain text with
    BOS, as TRL), completions end with EOS;
-2. reference sequence log-probs, once, without gradient (``ref_model``; with LoRA and no
-   ``ref_model``, the same model with its adapters disabled);
+2. reference sequence log-probs, once, without gradient and in eval mode (``reference_logps``:
+   ``ref_model``; with LoRA and no ``ref_model``, the same model with its adapters disabled);
 3. per optimizer step (``_pairwise.train_pairs``, the loop the reward model shares): policy
    sequence log-probs of chosen and rejected rows, the preference loss
    (``posttrain.algo.PREFERENCE_LOSSES``: sigmoid DPO or IPO), backward over micro-batches
@@ -14,7 +14,9 @@
 4. metrics: loss, implicit-reward accuracy and margin.
 
 Sequence log-prob = sum over completion tokens (IPO: mean, as TRL). Matches TRL's DPOTrainer
-sigmoid loss to 1e-6 (tests/algo/test_trl_golden.py). Not here: multi-GPU, reference-free
+sigmoid loss to 1e-6 (tests/algo/test_trl_golden.py). The policy is scored in train mode, so a
+model's own dropout applies to it, as in SFT and RL (TRL's ``DPOConfig.disable_dropout`` turns it
+off; the Qwen2/Llama configs used here have none). Not here: multi-GPU, reference-free
 variants (SimPO/ORPO), padding-free packing.
 """
 
@@ -142,6 +144,34 @@ def _reference(model: nn.Module, ref_model: nn.Module | None) -> Callable[[], Ab
     return model.disable_adapter  # LoRA: the base weights are the reference
 
 
+def reference_logps(
+    model: nn.Module,
+    ref_model: nn.Module | None,
+    pairs: Sequence[EncodedPair],
+    pad_id: int,
+    *,
+    micro_batch_size: int,
+    average: bool = False,
+) -> tuple[Tensor, Tensor]:  # chosen (P,), rejected (P,), no gradient
+    """The reference's sequence log-probs (``sequence_logps``): ``ref_model``, or with None (LoRA)
+    ``model`` with its adapters disabled. Always in eval mode, whatever mode the network came in
+    (restored after): a reference scored with dropout on is noise the loss then chases
+    (``model.train()`` left a LoRA run's reference off by up to 0.08 nats a pair at dropout 0.5)."""
+    net = ref_model if ref_model is not None else model
+    was_training = net.training
+    net.eval()
+    chosen, rejected = [], []
+    try:
+        with torch.no_grad(), _reference(model, ref_model)():
+            for s in range(0, len(pairs), micro_batch_size):
+                c, r = sequence_logps(net, pairs[s : s + micro_batch_size], pad_id, average=average)
+                chosen.append(c)
+                rejected.append(r)
+    finally:
+        net.train(was_training)
+    return torch.cat(chosen), torch.cat(rejected)
+
+
 def train_dpo(
     model: nn.Module,
     ref_model: nn.Module | None,
@@ -174,14 +204,8 @@ def train_dpo(
     encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     average = cfg.loss == "ipo"
-    ref_net = ref_model if ref_model is not None else model
-    ref_c, ref_r = [], []
-    with torch.no_grad(), _reference(model, ref_model)():
-        for s in range(0, len(encoded), cfg.micro_batch_size):
-            c, r = sequence_logps(ref_net, encoded[s : s + cfg.micro_batch_size], pad, average=average)
-            ref_c.append(c)
-            ref_r.append(r)
-    ref_chosen, ref_rejected = torch.cat(ref_c), torch.cat(ref_r)
+    ref_chosen, ref_rejected = reference_logps(model, ref_model, encoded, pad, micro_batch_size=cfg.micro_batch_size,
+                                               average=average)
     loss_fn = PREFERENCE_LOSSES[cfg.loss]
 
     def pair_losses(mi: Sequence[int]) -> tuple[Tensor, dict[str, Tensor]]:

@@ -1,6 +1,7 @@
 """SFT, DPO and reward-model training read as a user with bad data would hit them: each hole a
 tiny real Qwen2 model (tests/algo/_tiny.py) showed, pinned with its own failing verdict."""
 
+import copy
 import sys
 from pathlib import Path
 
@@ -12,7 +13,11 @@ from _tiny import make_model, make_tokenizer  # noqa: E402
 
 from posttrain.errors import UserError  # noqa: E402
 from posttrain.policy import Policy  # noqa: E402
+from posttrain.train._lora import LoraSpec, apply_lora  # noqa: E402
+from posttrain.train.dpo import PreferencePair, encode_pairs, reference_logps, sequence_logps  # noqa: E402
 from posttrain.train.sft import SFTParams, train_sft  # noqa: E402
+
+PAIRS = [PreferencePair(f"{a}+{b}=", str(a + b), str(a + b + 1)) for a in range(4) for b in range(3)]
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +38,28 @@ def test_a_demonstration_longer_than_pack_len_is_refused_before_the_first_step(t
                   log=lambda m: steps.append(m["step"]))
     assert steps == [] and all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
     train_sft(policy, demos[:6], SFTParams(steps=1, batch_size=2, lr=1e-2, pack_len=16))  # the ones that fit train
+
+
+def _dropout_model(tok, p: float = 0.5):
+    model = make_model(tok)
+    for m in model.modules():
+        if hasattr(m, "attention_dropout"):
+            m.attention_dropout = p  # Qwen2 attention reads it (functional dropout) only in train mode
+    return model.train()
+
+
+def test_the_dpo_reference_is_scored_without_dropout_whatever_mode_the_model_is_in(tok):
+    """With LoRA the reference is the model itself, adapters off, in whatever mode it came in: a model
+    in train mode (``from_config`` leaves it so) had its reference scored with dropout, up to 0.08 nats
+    a pair off its eval-mode value at dropout 0.5, noise the loss then chases. Now eval mode, restored."""
+    enc = encode_pairs(tok, PAIRS, max_len=64)
+    model = _dropout_model(tok)
+    with torch.no_grad():
+        want_c, want_r = sequence_logps(copy.deepcopy(model).eval(), enc, tok.pad_token_id)
+    lora = apply_lora(model, LoraSpec(r=4))
+    got_c, got_r = reference_logps(lora, None, enc, tok.pad_token_id, micro_batch_size=4)
+    assert lora.training  # restored
+    assert torch.allclose(got_c, want_c, atol=1e-5) and torch.allclose(got_r, want_r, atol=1e-5)
+    ref = _dropout_model(tok)  # a separate reference in train mode: the same, and left as it came
+    got_c, _ = reference_logps(model, ref, enc, tok.pad_token_id, micro_batch_size=12)
+    assert ref.training and torch.allclose(got_c, want_c, atol=1e-5)
