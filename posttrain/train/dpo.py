@@ -89,7 +89,9 @@ PromptEncoder = Callable[[str], Sequence[int]]
 def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
                  encode_prompt: PromptEncoder | None = None) -> list[EncodedPair]:
     """Tokenize once: the prompt with ``encode_prompt`` (None: plain text, + BOS when the tokenizer
-    has one), completions + EOS.
+    has one), completions + EOS. A pair whose chosen and rejected are the same tokens is a
+    ``UserError`` naming it: it carries no preference (DPO and Bradley-Terry losses log 2 with zero
+    gradient) yet counts in its step's normalization and as a miss in the accuracy.
 
     Pass the sampling policy's ``encode_prompt`` so that a pair is scored after the very ids its
     completions were sampled from (a chat run's prompts are the chat template's rendering).
@@ -114,6 +116,9 @@ def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
                 prompt = [bos, *prompt]
         chosen = [*tokenizer(p.chosen, add_special_tokens=False)["input_ids"], eos]
         rejected = [*tokenizer(p.rejected, add_special_tokens=False)["input_ids"], eos]
+        if chosen == rejected:  # log 2 and no gradient: it only dilutes its step and reads as a wrong guess
+            raise UserError(f"pair {i} (prompt {p.prompt!r:.40}): chosen and rejected are the same {len(chosen)} "
+                            f"tokens; a pair must prefer one completion over a different one")
         if len(prompt) + max(len(chosen), len(rejected)) > max_len:
             raise UserError(
                 f"pair {i}: {len(prompt)} prompt + {max(len(chosen), len(rejected))} tokens > max_len={max_len}"

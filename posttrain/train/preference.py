@@ -76,8 +76,8 @@ def build_pairs(
 
 
 def pair_from_group(task: Task, group: Sequence[Rollout]) -> PreferencePair | None:
-    """A passing sample (else the reference) over a failing one, after the prompt the policy was
-    shown (``model_prompt``); None if nothing failed.
+    """A passing sample (else the reference) over a failing one with another text, after the prompt
+    the policy was shown (``model_prompt``); None if nothing else failed.
 
     >>> from posttrain.types import Verdict
     >>> t = Task(id="t", domain="math", prompt="x=", fields={}, reference="1")
@@ -86,8 +86,9 @@ def pair_from_group(task: Task, group: Sequence[Rollout]) -> PreferencePair | No
     PreferencePair(prompt='x=', chosen='1', rejected='2')
     """
     passed = [r.text for r in group if r.verdict is not None and r.verdict.passed]
-    failed = [r.text for r in group if r.verdict is not None and r.verdict.outcome == "fail"]
     chosen = passed[0] if passed else task.reference
+    # a text that both passed and failed (a verifier timing out under load) prefers nothing over itself
+    failed = [r.text for r in group if r.verdict is not None and r.verdict.outcome == "fail" and r.text != chosen]
     if not failed or chosen is None:
         return None
     return PreferencePair(prompt=model_prompt(task), chosen=chosen, rejected=failed[0])

@@ -15,7 +15,9 @@ from posttrain.errors import UserError  # noqa: E402
 from posttrain.policy import Policy  # noqa: E402
 from posttrain.train._lora import LoraSpec, apply_lora  # noqa: E402
 from posttrain.train.dpo import PreferencePair, encode_pairs, reference_logps, sequence_logps  # noqa: E402
+from posttrain.train.preference import pair_from_group  # noqa: E402
 from posttrain.train.sft import SFTParams, train_sft  # noqa: E402
+from posttrain.types import Rollout, Task, Verdict  # noqa: E402
 
 PAIRS = [PreferencePair(f"{a}+{b}=", str(a + b), str(a + b + 1)) for a in range(4) for b in range(3)]
 
@@ -63,3 +65,21 @@ def test_the_dpo_reference_is_scored_without_dropout_whatever_mode_the_model_is_
     ref = _dropout_model(tok)  # a separate reference in train mode: the same, and left as it came
     got_c, _ = reference_logps(model, ref, enc, tok.pad_token_id, micro_batch_size=12)
     assert ref.training and torch.allclose(got_c, want_c, atol=1e-5)
+
+
+def test_a_pair_that_prefers_a_completion_over_itself_is_refused(tok):
+    """chosen == rejected gave DPO a flat log 2 loss (gradient norm 4e-9 over 2 epochs), a 0.0
+    reward accuracy, and the same for the reward model (``encode_pairs`` is shared); pairs of the
+    pipeline got one whenever one text both passed and failed (a verifier timing out under load)."""
+    same = PreferencePair("1+1=", "2", "2")
+    with pytest.raises(UserError, match=r"pair 1 \(prompt '1\+1='\): chosen and rejected are the same 2 tokens"):
+        encode_pairs(tok, [PAIRS[0], same], max_len=64)
+    task = Task(id="t", domain="math", prompt="1+1=", fields={}, reference="2")
+
+    def rollout(text: str, outcome: str) -> Rollout:
+        return Rollout("t", 0, (), (), (), text, "stop", Verdict(outcome=outcome, reward=float(outcome == "pass")))
+
+    assert pair_from_group(task, [rollout("3", "pass"), rollout("3", "fail")]) is None
+    assert pair_from_group(task, [rollout("2", "fail")]) is None  # the reference itself failed: nothing to prefer
+    pair = pair_from_group(task, [rollout("3", "pass"), rollout("3", "fail"), rollout("4", "fail")])
+    assert pair == PreferencePair("1+1=", "3", "4")
