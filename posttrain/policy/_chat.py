@@ -193,15 +193,21 @@ class ChatTemplate:
                       ) -> None:
         """Raise ``ChatTemplateError`` now, before any work, where ``observation_ids`` would raise in
         an episode whose observations are ``role`` messages ("user": repair feedback; "tool": tool
-        results). Probe: a question, an answer with a ``<think>`` block (and a call, for "tool"),
-        then one ``role`` message."""
+        results). Probe: a question, an answer (a call, for "tool") in each shape a policy may give
+        it -- after a ``<think>`` block, with no block, with an empty one --, then one ``role`` message.
+
+        The shape is the policy's: real Qwen3 renders a last assistant turn with no reasoning as
+        ``<think>\\n\\n</think>\\n\\n`` + content, and the same turn before a tool result as content
+        alone, so a template probed only with reasoning passed here and then raised mid-episode, at
+        the first answer without it (a ``StepError`` out of the runner: the run ended)."""
         call = ('<tool_call>{"name": "f", "arguments": {}}</tool_call>' if self.family == "hermes" else
                 '{"name": "f", "arguments": {}}')
-        answer = "<think>\nr\n</think>\n\n" + ("4" if role == "user" else call)
-        parse = self.parse_tool_calls(answer)
-        messages = [{"role": "user", "content": "q"}, self.assistant_message(parse)]
+        body = "4" if role == "user" else call
         new = {"role": "user", "content": "f"} if role == "user" else tool_result_message("r", tool_call_id="call_0")
-        self.observation_ids(messages, [*self.encode(answer), self.eos_token_id], [new], tools=tools)
+        for reasoning in ("<think>\nr\n</think>\n\n", "", "<think>\n\n</think>\n\n"):
+            answer = reasoning + body
+            messages = [{"role": "user", "content": "q"}, self.assistant_message(self.parse_tool_calls(answer))]
+            self.observation_ids(messages, [*self.encode(answer), self.eos_token_id], [new], tools=tools)
 
     def write_tool_calls(self, calls: Sequence[Mapping[str, Any]]) -> str:
         """Calls ``{"name", "arguments"}`` written as this template's family writes them (the inverse
