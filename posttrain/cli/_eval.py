@@ -373,11 +373,12 @@ task's index, as the pipeline's evaluations are."""
 
 
 def _records(args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
-             ) -> tuple[list[EvalRecord], list[dict[str, float]] | None]:
+             ) -> tuple[list[EvalRecord], list[dict[str, float]] | None, dict[str, float] | None]:
     """The records of one evaluation (``--responses`` scored as given; a model's samples through the
     episode runner, single answers and episodes alike, records derived from the trajectories), in
-    chunks of ``CHUNK_PROMPTS`` prompts, and the episodes' statistics (one per chunk) when they were
-    multi-turn (repair: ``--max-attempts`` > 1; agent)."""
+    chunks of ``CHUNK_PROMPTS`` prompts, the episodes' statistics (one per chunk) when they were
+    multi-turn (repair: ``--max-attempts`` > 1; agent), and an ``--endpoint``'s cost
+    (``EndpointSampler.usage``: its requests, the seconds waited on them, the ids it returned)."""
     from posttrain.cli._progress import progress_bar
 
     if args.responses:
@@ -391,7 +392,7 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
                 part = responses[start : start + CHUNK_PROMPTS]
                 records += score_responses(tasks, part, service, stage=stage, source=args.responses)
                 advance(start + len(part))
-        return records, None
+        return records, None, None
     from posttrain.evaluate.sources import prompt_chat, runner_episodes
 
     if (why := tasks_problem(args.kind, tasks)) is not None:  # before the model loads
@@ -415,14 +416,14 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
             records += part_records
             stats += [part_stats] if is_multi_turn(args.kind) else []
             advance(start + len(part))
-    return records, stats or None
+    return records, stats or None, sampled.endpoint.usage() if args.endpoint else None
 
 
 def _score(
     args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
 ) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
     before = service.stats()
-    records, stats = _records(args, tasks, service, model, stage)
+    records, stats, cost = _records(args, tasks, service, model, stage)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
     if args.responses:  # a file that answers only what it gets right reads 1.0 over those: the count it left out
@@ -434,6 +435,8 @@ def _score(
 
         allowed = attempts_allowed(args.kind, tasks, max_attempts=args.max_attempts if args.max_attempts > 1 else None)
         summary["episodes"] = episode_figures(summary, stats, max_attempts=allowed)
+    if cost is not None:  # the records' wall_s holds no generation time: a server's is seen only here
+        summary["endpoint"] = cost
     noop = noop_baseline([t for t in tasks if t.id in used], service)
     summary["noop"] = compact(summarize(noop, ks=(1,)))
     summary["sched"] = _sched_summary(service, before)

@@ -205,6 +205,19 @@ def _canary_line(name: str, s: dict[str, Any]) -> str | None:
             "task(s) passed (no honest response passes one; kept out of every rate)")
 
 
+def _endpoint_line(s: dict[str, Any]) -> str | None:
+    """An ``--endpoint``'s cost (``summary["endpoint"]``), None without one.
+
+    >>> _endpoint_line({"endpoint": {"requests": 4, "request_s": 1.5, "completion_tokens": 40}})
+    'endpoint: 4 requests, 1.5 s waited on them, 40 completion tokens returned'
+    """
+    cost = s.get("endpoint")
+    if not isinstance(cost, dict):
+        return None
+    return (f"endpoint: {cost.get('requests', 0)} requests, {cost.get('request_s', 0.0):.1f} s waited on them, "
+            f"{cost.get('completion_tokens', 0)} completion tokens returned")
+
+
 def _canary_lines(summary: dict[str, Any]) -> list[str]:
     blocks = summary["eval"] if "eval" in summary and "pass@1" not in summary else {"eval": summary}
     return [line for name, s in blocks.items() if (line := _canary_line(name, s)) is not None]
@@ -214,7 +227,7 @@ def _print_block(name: str, s: dict[str, Any]) -> None:
     rates = [k for k in s if k.startswith(("pass@", "pass^", "repair@"))]
     print(f"{name}: {s.get('n_tasks', 0)} tasks, {s.get('n_samples', 0)} scored samples, "
           f"{s.get('infra_errors', 0)} infra errors (attrition, not failures)")
-    if (line := _canary_line(name, s)) is not None:
+    for line in (x for x in (_canary_line(name, s), _endpoint_line(s)) if x is not None):
         print(f"  {line}")
     for k in rates:
         label = k + (f" (feedback: {s.get('repair_feedback_source')})" if k.startswith("repair@") else "")

@@ -15,6 +15,10 @@ The server must report logprobs of the distribution it sampled from (temperature
 applied): vLLM does with ``--logprobs-mode processed_logprobs``; its default reports raw-logit
 logprobs, which would make every importance ratio wrong. The client cannot check this.
 
+Cost: ``usage()`` counts what the sampler was answered (requests, seconds waited on them, completion
+ids), for ``posttrain eval``'s summary: the one place an endpoint's generation time is seen (a server
+that draws several samples and returns its best looks like one sample, but not in time per token).
+
 Not here: chat completions (templates are rendered to ids by posttrain, not by the server), HTTP
 retries (a failed request is a ``UserError`` naming the URL).
 """
@@ -24,6 +28,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -56,6 +62,19 @@ class EndpointSampler:
         if not base.endswith("/completions"):
             base = (base if base.endswith("/v1") else base + "/v1") + "/completions"
         self.url, self.model, self.concurrency, self.timeout = base, model, max(1, concurrency), timeout
+        self._lock = threading.Lock()
+        self._usage: dict[str, float] = {"requests": 0, "request_s": 0.0, "completion_tokens": 0}
+
+    def usage(self) -> dict[str, float]:
+        """What the server answered so far: ``requests``, ``request_s`` (seconds from each request
+        sent to its reply read, summed: concurrent requests overlap), ``completion_tokens`` (the ids
+        it returned, before any cut at ``max_tokens``). A request that failed is not counted.
+
+        >>> EndpointSampler("http://127.0.0.1:8000", "m").usage()
+        {'requests': 0, 'request_s': 0.0, 'completion_tokens': 0}
+        """
+        with self._lock:
+            return {**self._usage, "request_s": round(self._usage["request_s"], 4)}
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
         jobs = [(list(p), None if params.seed is None else params.seed + i) for i, p in enumerate(prompt_ids)]
@@ -75,7 +94,9 @@ class EndpointSampler:
             body["top_k"] = params.top_k
         if seed is not None:
             body["seed"] = seed
+        start = time.monotonic()
         choice = self._choice(self._post(body))
+        waited = time.monotonic() - start
         try:
             lp = choice["logprobs"]
             given = choice.get("token_ids")
@@ -94,6 +115,10 @@ class EndpointSampler:
             reason = "stop" if isinstance(choice.get("stop_reason"), str) else "eos"
         else:
             raise UserError(f"endpoint {self.url}: finish_reason must be 'stop' or 'length', got {finish!r}")
+        with self._lock:
+            self._usage["requests"] += 1
+            self._usage["request_s"] += waited
+            self._usage["completion_tokens"] += len(ids)
         return Generation(prompt_ids=tuple(prompt), completion_ids=ids, logprobs=logprobs, text=text,
                           stop_reason=reason)
 
