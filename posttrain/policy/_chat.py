@@ -252,11 +252,13 @@ class ChatTemplate:
 
     def _delta_after_assistant(self, new: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None) -> str:
         """The fallback delta: ``new`` rendered after a fixed user + assistant exchange, found by the
-        assistant's content (independent of how the template rewrites that turn's header)."""
+        assistant's content (independent of how the template rewrites that turn's header): its first
+        occurrence, since ``new`` may hold the sentinel too (a tool result that quotes the policy's
+        call, ``unknown tool 'PTsentinel7q'``: found last, it raised mid-episode)."""
         base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
         text = self.render_text([*base, *new], tools=tools, add_generation_prompt=True)
         close = self._close_text(base[:1], tools)
-        at = text.rfind(_SENTINEL)
+        at = text.find(_SENTINEL)
         if at < 0 or not text[at + len(_SENTINEL):].startswith(close):
             raise ChatTemplateError(f"chat template of {self._name()}: cannot render new messages after an "
                                     "assistant turn as an appended delta")

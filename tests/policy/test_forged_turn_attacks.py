@@ -219,3 +219,22 @@ def test_each_tricky_call_is_one_outcome_for_the_episode_and_the_verifier(qwen2,
     decoded = [(c["name"], c["arguments"]) for c in verdict.evidence["calls"]]
     assert decoded == [(c.name, dict(c.arguments)) for c in parse.calls]
     assert (env.valid == len(parse.calls)) == (want in ("call", "valid")) and verdict.passed == (want == "call")
+
+
+def test_the_append_fallback_finds_its_own_sentinel_not_one_the_policy_wrote():
+    """``on_rewrite="append"`` renders the new messages after a fixed exchange whose assistant content
+    is a sentinel, found by searching the text; a call named with that sentinel comes back quoted in
+    the tool result (``unknown tool '...'``), and found last it raised ``ChatTemplateError`` mid-episode
+    (4 of 9 calls raised before: 2 names x 2 no-reasoning shapes). Now the observation is the tool result."""
+    from posttrain.policy._chat import _SENTINEL
+
+    chat = ChatTemplate(qwen_char_tokenizer(QWEN3_REAL), on_rewrite="append")
+    for name in (_SENTINEL, f"x {_SENTINEL} y"):
+        text = RIGHT.replace('"get_weather"', f'"{name}"')
+        env = ToolEpisodeEnv(chat, max_steps=2)
+        env.reset(TASK)
+        result = env.step(sampled(chat, text))
+        assert not result.done and env.invalid_actions == 0 and env.valid == 0
+        obs = chat.tokenizer.decode(list(result.observation.ids))
+        assert obs.startswith("\n<|im_start|>user\n<tool_response>\n") and f"unknown tool '{name}'" in obs
+        assert obs.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
