@@ -66,6 +66,7 @@ OnRewrite = Literal["error", "append"]
 Message = Mapping[str, Any]
 
 _SENTINEL = "PTsentinel7q"  # assistant content used to find what the template writes around a turn
+_TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>")  # what parsing reads in an action's text
 _UNSUPPORTED = {  # template text -> the format it teaches, which this module does not parse
     "<function=": "Qwen3-Coder XML calls (<function=...>)",
     "[TOOL_CALLS]": "Mistral [TOOL_CALLS]",
@@ -194,7 +195,8 @@ class ChatTemplate:
         """Raise ``ChatTemplateError`` now, before any work, where ``observation_ids`` would raise in
         an episode whose observations are ``role`` messages ("user": repair feedback; "tool": tool
         results). Probe: a question, an answer (a call, for "tool") in each shape a policy may give
-        it -- after a ``<think>`` block, with no block, with an empty one --, then one ``role`` message.
+        it -- after a ``<think>`` block, with no block, with an empty one --, then one ``role`` message;
+        and its tags must survive the samplers' decode (not special tokens: ``_check_read_as_written``).
 
         The shape is the policy's: real Qwen3 renders a last assistant turn with no reasoning as
         ``<think>\\n\\n</think>\\n\\n`` + content, and the same turn before a tool result as content
@@ -206,8 +208,23 @@ class ChatTemplate:
         new = {"role": "user", "content": "f"} if role == "user" else tool_result_message("r", tool_call_id="call_0")
         for reasoning in ("<think>\nr\n</think>\n\n", "", "<think>\n\n</think>\n\n"):
             answer = reasoning + body
+            self._check_read_as_written(answer)
             messages = [{"role": "user", "content": "q"}, self.assistant_message(self.parse_tool_calls(answer))]
             self.observation_ids(messages, [*self.encode(answer), self.eos_token_id], [new], tools=tools)
+
+    def _check_read_as_written(self, answer: str) -> None:
+        """Raise ``ChatTemplateError`` when the reasoning or call tags of ``answer`` are special tokens of
+        the tokenizer: every sampler gives an action's text decoded with ``skip_special_tokens=True``,
+        so a right ``<tool_call>`` read as bare JSON was an unreadable call in an episode (0 reward) while
+        the one-turn verifier, family-blind, passed the same text; a special ``<think>`` left the
+        reasoning in the answer (vLLM's hermes parser turns ``skip_special_tokens`` off for such models)."""
+        seen = self.tokenizer.decode(self.encode(answer), skip_special_tokens=True)
+        lost = [tag for tag in _TAGS if tag in answer and tag not in seen]
+        if lost:
+            raise ChatTemplateError(
+                f"{self._name()}: the tokenizer marks {lost} as special tokens, and an action's text is decoded "
+                "without special tokens, so a response's reasoning and calls would not be read as written; "
+                "register them as added tokens that are not special")
 
     def write_tool_calls(self, calls: Sequence[Mapping[str, Any]]) -> str:
         """Calls ``{"name", "arguments"}`` written as this template's family writes them (the inverse

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -277,3 +278,25 @@ def test_the_append_fallback_finds_its_own_sentinel_not_one_the_policy_wrote():
         obs = chat.tokenizer.decode(list(result.observation.ids))
         assert obs.startswith("\n<|im_start|>user\n<tool_response>\n") and f"unknown tool '{name}'" in obs
         assert obs.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_call_and_reasoning_tags_that_are_special_tokens_are_refused_before_any_episode():
+    """Some models mark ``<tool_call>`` special (vLLM's hermes parser turns ``skip_special_tokens`` off
+    for them); every sampler here decodes an action without special tokens, so the right call,
+    sampled with the tag tokens, read as bare JSON: an unreadable call in the episode, a pass for the
+    one-turn verifier on the same text. ``check_appends`` refuses such a tokenizer (and a special
+    ``<think>``) up front; it passed before."""
+    for tags in (["<tool_call>", "</tool_call>"], ["<think>", "</think>"]):
+        tok = qwen_char_tokenizer(QWEN2_TEMPLATE)
+        tok.add_special_tokens({"additional_special_tokens": tags})
+        chat = ChatTemplate(tok)
+        ids = chat.encode(RIGHT)
+        text = tok.decode(ids, skip_special_tokens=True)  # the action's text, as every sampler gives it
+        if tags[0] == "<tool_call>":
+            env = ToolEpisodeEnv(chat, max_steps=2)
+            env.reset(TASK)
+            env.step(Generation((), (*ids, chat.eos_token_id), (0.0,) * (len(ids) + 1), text, "eos"))
+            assert env.invalid_actions == 1 and check_tool_calls(TOOLS, EXPECTED, False, text).passed
+        for role in ("tool", "user") if tags[0] == "<think>" else ("tool",):  # repair reads no calls
+            with pytest.raises(ChatTemplateError, match=re.escape(f"marks {tags!r} as special tokens")):
+                chat.check_appends(role, tools=TOOLS)
