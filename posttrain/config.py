@@ -15,7 +15,8 @@ Non-finite floats (.nan, .inf) are refused everywhere. Nothing is instantiated b
 config (no Hydra ``_target_``, no exec).
 
 YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 rules make it the
-string "3e-3"), in recipe files and in ``--set`` values alike; a key given twice in one mapping is
+string "3e-3"), ``010`` is ten (1.1: octal 8), and ``1:30``, ``1_000`` and ``0b101`` are strings (1.1:
+90, 1000 and 5), in recipe files and in ``--set`` values alike; a key given twice in one mapping is
 an error there too (PyYAML keeps the later value, silently), and so is nesting too deep to parse.
 
 ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
@@ -149,11 +150,32 @@ def _check_expansion(root: yaml.Node) -> None:
     size(root)
 
 
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_YAML12Loader.yaml_implicit_resolvers = {  # PyYAML's YAML 1.1 number rules out, the 1.2 core schema's in
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_YAML12Loader.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
 _YAML12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    _FLOAT,
+    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
     list("-+.0123456789"),
 )
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """A YAML 1.2 integer: decimal (``010`` is ten), ``0o`` octal or ``0x`` hex. PyYAML's 1.1 rules read
+    ``010`` as 8, ``1:30`` as 90 (base 60) and ``1_000`` as 1000: ``rl.steps: 010`` ran 8 steps; they are
+    strings now, which a numeric field refuses by name."""
+    text = loader.construct_scalar(node)
+    try:
+        return int(text[2:], 8 if text[1] == "o" else 16) if text[:2] in ("0o", "0x") else int(text, 10)
+    except ValueError:  # an explicit ``!!int`` on something else
+        raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 integer",
+                                                node.start_mark) from None
+
+
+_YAML12Loader.add_constructor(_INT, _construct_int)
 
 
 def parse_yaml(text: str) -> Any:

@@ -1,0 +1,63 @@
+"""Recipe values a field-by-field fuzz of the shipped recipes found accepted or crashing, each now one
+ConfigError naming its field, before any work (the fuzz itself, over thousands of cases, is outside the
+suite). Parsed in-process (``parse_yaml`` + ``parse_config``); one case goes through the real CLI."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posttrain.config import parse_config, parse_yaml
+from posttrain.errors import ConfigError
+from posttrain.train.recipe import Recipe
+
+
+def parse(text: str) -> Recipe:
+    return parse_config(Recipe, parse_yaml(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        # YAML 1.1 numbers PyYAML read silently: base 60, underscores, binary
+        ("rl: {steps: 1:30}", "rl.steps: expected an integer, got '1:30'"),
+        ("seed: 1_000", "seed: expected an integer, got '1_000'"),
+        ("rl: {lr: 1:30.5}", "rl.lr: expected a number, got '1:30.5'"),
+        ("eval: {samples_per_task: 0b11}", "eval.samples_per_task: expected an integer, got '0b11'"),
+    ],
+)
+def test_fuzzed_value_is_refused_by_name(text, needle):
+    with pytest.raises(ConfigError) as e:
+        parse(text)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("text", "value"), [("010", 10), ("0o17", 15), ("0x1f", 31), ("+12", 12), ("09", 9)])
+def test_integers_read_as_yaml_1_2(text, value):
+    # YAML 1.1 read 010 as octal 8: rl.steps: 010 ran 8 steps
+    assert parse(f"rl: {{steps: {text}}}").rl.steps == value
+
+
+def test_floats_and_words_unchanged():
+    r = parse("sft: {lr: 3e-3, epochs: .5}\nrl: {lr: 1.0E-4}\ntracking: {tensorboard: yes}")
+    assert (r.sft.lr, r.sft.epochs, r.rl.lr, r.tracking.tensorboard) == (3e-3, 0.5, 1e-4, True)
+    with pytest.raises(yaml.YAMLError, match="not a YAML 1.2 integer"):
+        parse_yaml("seed: !!int 0b1")
+
+
+def test_bad_recipe_on_a_run_directory_exits_2_and_keeps_it(tmp_path: Path):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    kept = {out / "config.yaml": "seed: 0\n", out / "summary.json": "{}", out / "checkpoints" / "w": "x"}
+    for p, text in kept.items():
+        p.write_text(text)
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("rl:\n  steps: 1:30\n")
+    proc = subprocess.run([sys.executable, "-m", "posttrain", "run", str(recipe), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rl.steps: expected an integer, got '1:30'" in lines[0] and str(recipe) in lines[0]
+    assert {p: p.read_text() for p in kept} == kept and sorted(out.rglob("*")) == sorted([*kept, out / "checkpoints"])
