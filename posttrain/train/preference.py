@@ -12,7 +12,8 @@ prompt ids their completions were sampled from.
 - stage ``dpo``: ``train_dpo`` on those pairs, the policy as it entered the stage as reference.
 - stage ``rm``: ``train_rm`` (a value head on the same backbone) on those pairs; RL then adds
   ``rl.reward_model_weight * sigmoid(score)`` as the ``rm`` reward component (RLHF), next to the
-  verifier's outcome.
+  verifier's outcome (``RewardModelScorer``: a completion cut before its EOS is scored with it, as
+  the pairs were encoded).
 
 Not here: human preference data files (a ``PreferencePair`` list is the seam where they plug in).
 """
@@ -114,15 +115,25 @@ def run_rm(base_dir: Path, policy: Policy, pairs: Sequence[PreferencePair], cfg:
 
 
 class RewardModelScorer:
-    """Scores sampled (prompt, completion) token ids with a trained reward model: sigmoid(score)."""
+    """Scores sampled (prompt, completion) token ids with a trained reward model: sigmoid(score).
 
-    def __init__(self, path: Path, pad_id: int) -> None:
-        from transformers import AutoModelForSequenceClassification
+    A completion is scored as the reward model was trained (``encode_pairs``: every completion ends
+    with EOS, a pair's truncated sample too): one that stopped without EOS (cut at the token cap)
+    gets it appended. Read at its last token instead, it is scored at a position the model never
+    learned: a wrong answer left unfinished beat the right one 22-61% of the time on a tiny reward
+    model that put it below the right one, finished, only 11-31% of the time, an opening for a
+    policy that learns never to stop."""
+
+    def __init__(self, path: Path, pad_id: int, *, eos_id: int | None = None) -> None:
+        """``eos_id``: None reads it from the tokenizer saved with the reward model (``run_rm``)."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.model = AutoModelForSequenceClassification.from_pretrained(str(path)).eval()
         self.pad_id = pad_id
+        self.eos_id = int(AutoTokenizer.from_pretrained(str(path)).eos_token_id if eos_id is None else eos_id)
 
     def __call__(self, rollouts: Sequence[Rollout]) -> torch.Tensor:  # (B,) in (0, 1)
-        scores = score_rows(self.model, [r.prompt_ids for r in rollouts], [r.completion_ids for r in rollouts],
-                            pad_id=self.pad_id)
+        eos = self.eos_id
+        completions = [c if c and c[-1] == eos else (*c, eos) for c in (r.completion_ids for r in rollouts)]
+        scores = score_rows(self.model, [r.prompt_ids for r in rollouts], completions, pad_id=self.pad_id)
         return torch.sigmoid(scores)

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "algo"))
-from _tiny import make_model, make_tokenizer  # noqa: E402
+from _tiny import make_model, make_tokenizer, save_model  # noqa: E402
 
 from posttrain.errors import UserError  # noqa: E402
 from posttrain.policy import Policy  # noqa: E402
 from posttrain.train._lora import LoraSpec, apply_lora  # noqa: E402
 from posttrain.train.dpo import PreferencePair, encode_pairs, reference_logps, sequence_logps  # noqa: E402
-from posttrain.train.preference import pair_from_group  # noqa: E402
+from posttrain.train.preference import RewardModelScorer, pair_from_group  # noqa: E402
+from posttrain.train.rm import make_reward_model  # noqa: E402
 from posttrain.train.sft import SFTParams, train_sft  # noqa: E402
 from posttrain.types import Rollout, Task, Verdict  # noqa: E402
 
@@ -83,3 +84,21 @@ def test_a_pair_that_prefers_a_completion_over_itself_is_refused(tok):
     assert pair_from_group(task, [rollout("2", "fail")]) is None  # the reference itself failed: nothing to prefer
     pair = pair_from_group(task, [rollout("3", "pass"), rollout("3", "fail"), rollout("4", "fail")])
     assert pair == PreferencePair("1+1=", "3", "4")
+
+
+def test_the_reward_model_scores_an_unfinished_completion_as_it_was_trained(tok, tmp_path):
+    """The reward model learns on completions that end with EOS (``encode_pairs``, a truncated pair
+    sample too); RL scored a completion cut at the token cap at its last token, a position it never
+    learned: on tiny reward models trained on 36 sums each, the wrong answer left unfinished outscored
+    the right one on 89 of 216 tasks, finished on 42. Now it is scored with EOS appended (42 of 216)."""
+    rm = make_reward_model(save_model(tmp_path / "base"))
+    rm.save_pretrained(tmp_path / "rm")
+    tok.save_pretrained(tmp_path / "rm")
+    scorer = RewardModelScorer(tmp_path / "rm", pad_id=tok.pad_token_id)
+    [e] = encode_pairs(tok, [PreferencePair("1+1=", "2", "3")], max_len=64)
+
+    def rollout(ids: tuple[int, ...]) -> Rollout:
+        return Rollout("t", 0, e.prompt_ids, ids, (0.0,) * len(ids), "", "length")
+
+    unfinished, finished, right = scorer([rollout(e.rejected_ids[:-1]), rollout(e.rejected_ids), rollout(e.chosen_ids)])
+    assert e.rejected_ids[-1] == tok.eos_token_id and float(unfinished) == float(finished) != float(right)
