@@ -348,6 +348,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if "\x00" in value:  # no path, name or address holds one: open() raised ValueError at run time
+            raise ConfigError(f"{where}: expected a string without NUL characters, got {value!r}")
         return value
     raise ConfigError(f"{where}: unsupported field type {tp!r}")
 

@@ -26,6 +26,10 @@ def parse(text: str) -> Recipe:
         ("seed: 1_000", "seed: expected an integer, got '1_000'"),
         ("rl: {lr: 1:30.5}", "rl.lr: expected a number, got '1:30.5'"),
         ("eval: {samples_per_task: 0b11}", "eval.samples_per_task: expected an integer, got '0b11'"),
+        # a NUL in a path: open() raised ValueError after the parse
+        ("tasks: {train: [{file: \"a\\0b.jsonl\"}], eval: [{generator: math, n: 2}]}",
+         "tasks.train[0].file: expected a string without NUL characters"),
+        ("eval: {baselines: [\"runs/a\\0\"]}", "eval.baselines[0]: expected a string without NUL"),
     ],
 )
 def test_fuzzed_value_is_refused_by_name(text, needle):
