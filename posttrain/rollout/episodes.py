@@ -302,20 +302,25 @@ def gives_feedback(kind: EpisodeKind) -> bool:
 def chat_problem(kind: EpisodeKind, tokenizer: Any, prompt_chat: ChatTemplate | None) -> str | None:
     """Why the model's chat template cannot hold episodes of ``kind``, or None: agent episodes need
     the model's template to append tool results; repair feedback on chat-rendered prompts
-    (``prompt_chat``: their template) a user turn (``ChatTemplate.check_appends``). Checked before
-    any episode, so that the error is the user's, never an infra error mid-episode."""
+    (``prompt_chat``: their template) a user turn (``ChatTemplate.check_appends``). An agent's
+    environment also answers an unreadable call, or an answer with no call, with a user turn (the tool
+    and workspace environments do), so agent episodes need both. Checked before any episode, so that
+    the error is the user's, never an infra error mid-episode."""
     role = _ROLES[kind]
     if role is None or (role == "user" and prompt_chat is None):
         return None
-    try:
-        (prompt_chat if role == "user" and prompt_chat is not None else ChatTemplate(tokenizer)).check_appends(role)
-    except UserError as e:
-        return f"{_APPENDS[role]}: {e}"
+    chat = prompt_chat if role == "user" and prompt_chat is not None else ChatTemplate(tokenizer)
+    for needed in (role, "user") if role == "tool" else (role,):
+        try:
+            chat.check_appends(needed)
+        except UserError as e:
+            return f"{_APPENDS[needed] if needed == role else _APPENDS['agent_user']}: {e}"
     return None
 
 
 _APPENDS = {"user": "repair feedback as a user turn on chat-rendered prompts (plain text: --no-chat, model.chat: false)",
-            "tool": "tool results as tool messages through the model's chat template"}
+            "tool": "tool results as tool messages through the model's chat template",
+            "agent_user": "an agent's feedback on an unreadable call as a user turn through the model's chat template"}
 
 
 def tasks_problem(kind: EpisodeKind, tasks: Sequence[Task]) -> str | None:

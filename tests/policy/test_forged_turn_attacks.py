@@ -300,3 +300,23 @@ def test_call_and_reasoning_tags_that_are_special_tokens_are_refused_before_any_
         for role in ("tool", "user") if tags[0] == "<think>" else ("tool",):  # repair reads no calls
             with pytest.raises(ChatTemplateError, match=re.escape(f"marks {tags!r} as special tokens")):
                 chat.check_appends(role, tools=TOOLS)
+
+
+def test_an_agent_template_must_append_the_user_turn_its_environment_sends_for_an_unreadable_call():
+    """The tool and workspace environments answer an unreadable call (or no call) with a user turn, not
+    a tool result: a template that appends tool results but rewrites earlier turns before a user one
+    (Qwen3's rule for reasoning) passed ``chat_problem("agent")`` and then raised ``ChatTemplateError``
+    mid-episode at the first malformed call after reasoning (a ``StepError`` that ends the run). The
+    check now asks for both roles; a Qwen2-style template passes it and plays the same episode."""
+    from posttrain.rollout.episodes import chat_problem
+
+    malformed = SHAPES["reasoning"] + RIGHT[:40]
+    qwen3 = ChatTemplate(qwen_char_tokenizer(QWEN3_THINK_TEMPLATE))
+    with pytest.raises(ChatTemplateError):  # what the check keeps from happening mid-episode
+        play(qwen3, [malformed, "Done."])
+    why = chat_problem("agent", qwen3.tokenizer, None)
+    assert why is not None and "user turn" in why and "rewrites earlier turns" in why
+    qwen2 = ChatTemplate(qwen_char_tokenizer(QWEN2_TEMPLATE))
+    assert chat_problem("agent", qwen2.tokenizer, None) is None
+    _, said, verdict = play(qwen2, [malformed, "Done."])
+    assert "could not be read" in said[0] and not verdict.passed
