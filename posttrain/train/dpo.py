@@ -73,6 +73,8 @@ class DPOConfig(PairTraining):
             raise ConfigError(f"dpo.beta: must be > 0, got {self.beta}")
         if not 0.0 <= self.label_smoothing < 0.5:
             raise ConfigError(f"dpo.label_smoothing: expected [0, 0.5), got {self.label_smoothing}")
+        if self.label_smoothing and self.loss != "sigmoid":  # the loss itself raises, after the reference pass
+            raise ConfigError(f"dpo.label_smoothing: cDPO is defined for loss sigmoid only, not {self.loss!r}; set it to 0")
 
 
 @dataclass(frozen=True)

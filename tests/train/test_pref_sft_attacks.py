@@ -11,10 +11,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "algo"))
 from _tiny import make_model, make_tokenizer, save_model  # noqa: E402
 
-from posttrain.errors import UserError  # noqa: E402
+from posttrain.errors import ConfigError, UserError  # noqa: E402
 from posttrain.policy import Policy  # noqa: E402
 from posttrain.train._lora import LoraSpec, apply_lora  # noqa: E402
-from posttrain.train.dpo import PreferencePair, encode_pairs, reference_logps, sequence_logps  # noqa: E402
+from posttrain.train.dpo import DPOConfig, PreferencePair, encode_pairs, reference_logps, sequence_logps  # noqa: E402
 from posttrain.train.preference import RewardModelScorer, pair_from_group  # noqa: E402
 from posttrain.train.rm import make_reward_model  # noqa: E402
 from posttrain.train.sft import SFTParams, train_sft  # noqa: E402
@@ -102,3 +102,12 @@ def test_the_reward_model_scores_an_unfinished_completion_as_it_was_trained(tok,
 
     unfinished, finished, right = scorer([rollout(e.rejected_ids[:-1]), rollout(e.rejected_ids), rollout(e.chosen_ids)])
     assert e.rejected_ids[-1] == tok.eos_token_id and float(unfinished) == float(finished) != float(right)
+
+
+def test_label_smoothing_with_ipo_is_refused_when_the_recipe_is_read():
+    """dpo.loss ipo with dpo.label_smoothing > 0 was accepted, then ``posttrain run`` evaluated the base
+    model, sampled pairs and ran the reference pass before the loss raised a ValueError (traceback,
+    exit 1). Now a ConfigError when the config is built (exit 2, no run directory)."""
+    with pytest.raises(ConfigError, match="dpo.label_smoothing: cDPO is defined for loss sigmoid only, not 'ipo'"):
+        DPOConfig(loss="ipo", label_smoothing=0.1)
+    assert DPOConfig(loss="sigmoid", label_smoothing=0.1).label_smoothing == 0.1 and DPOConfig(loss="ipo").beta > 0
