@@ -115,14 +115,16 @@ class ChatTemplate:
     def render_text(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
                     add_generation_prompt: bool = True) -> str:
         """The template's text for ``messages`` (and ``tools``), as ``apply_chat_template`` writes it.
-        A template that fails on them (``raise_exception``, a missing field) is a ``ChatTemplateError``."""
+        A template that fails on them (``raise_exception``, a missing field, or a Python error of its
+        expressions: DeepSeek-V3's adds a string to a call's arguments given as an object, a ``TypeError``)
+        is a ``ChatTemplateError``, one line, not a traceback."""
         from jinja2 import TemplateError
 
         try:
             return self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages], tools=list(tools) if tools else None, tokenize=False,
                 add_generation_prompt=add_generation_prompt)
-        except TemplateError as e:
+        except (TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
             roles = [m.get("role") for m in messages]
             raise ChatTemplateError(f"chat template of {self._name()} failed on messages with roles {roles}: "
                                     f"{type(e).__name__}: {e}") from None

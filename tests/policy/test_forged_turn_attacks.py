@@ -320,3 +320,15 @@ def test_an_agent_template_must_append_the_user_turn_its_environment_sends_for_a
     assert chat_problem("agent", qwen2.tokenizer, None) is None
     _, said, verdict = play(qwen2, [malformed, "Done."])
     assert "could not be read" in said[0] and not verdict.passed
+
+
+def test_a_template_whose_expressions_raise_is_one_chat_template_error():
+    """DeepSeek-V3's template adds a string to a call's arguments, an object here: jinja raises the
+    ``TypeError`` itself, which escaped ``render_text`` (only ``TemplateError`` was caught) as a
+    traceback at the run's start. It is a ``ChatTemplateError`` naming the roles and the error."""
+    adds = ("{%- for m in messages %}{%- if m.tool_calls %}{{ '<call>' + m.tool_calls[0].function.arguments }}"
+            "{%- else %}{{ m.role + ': ' + m.content }}{%- endif %}{%- endfor %}")
+    chat = ChatTemplate(qwen_char_tokenizer(adds))
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    with pytest.raises(ChatTemplateError, match=r"roles \['user', 'assistant'\]: TypeError: can only concatenate"):
+        chat.render_text([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}])
