@@ -268,6 +268,11 @@ def parse_config(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C
         full = f"{where}.{key}" if where else str(key)
         raise ConfigError(f"unknown key {full!r}{hint}; known keys here: {', '.join(fields)}")
     kwargs = {name: _coerce(hints[name], value, f"{where}.{name}" if where else name) for name, value in data.items()}
+    required = [name for name, f in fields.items() if name not in kwargs and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING]
+    if required:  # else cls() raised TypeError ("missing 1 required positional argument"), a traceback
+        raise ConfigError(f"{where or cls.__name__}: missing key {required[0]!r}; expected a mapping with "
+                          f"{', '.join(repr(n) for n in required)}")
     try:
         return cls(**kwargs)
     except ConfigError as e:  # our own configs' __post_init__ name their fields, most of them fully
@@ -303,6 +308,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
         sections = [a for a in args if dataclasses.is_dataclass(a)]
         if isinstance(value, Mapping) and len(sections) == 1:  # a mapping is that section: its own message
             return _coerce(sections[0], value, where)
+        lists = [a for a in args if get_origin(a) is tuple]
+        if isinstance(value, list | tuple) and len(lists) == 1:  # a list is that list: its item's own message
+            return _coerce(lists[0], value, where)
         errors = []
         for arg in (a for a in args if a is not type(None)):
             try:

@@ -30,6 +30,11 @@ def parse(text: str) -> Recipe:
         ("tasks: {train: [{file: \"a\\0b.jsonl\"}], eval: [{generator: math, n: 2}]}",
          "tasks.train[0].file: expected a string without NUL characters"),
         ("eval: {baselines: [\"runs/a\\0\"]}", "eval.baselines[0]: expected a string without NUL"),
+        # a list item without its required key: a TypeError traceback from the dataclass
+        ("tasks: {sampler: {kind: pool, schedule: [null]}}", "tasks.sampler.schedule[0]: missing key 'step'"),
+        ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
+         "tasks.sampler.schedule[0]: missing key 'step'"),
+        ("reward: [{weight: 2}]", "reward[0]: missing key 'function'"),
     ],
 )
 def test_fuzzed_value_is_refused_by_name(text, needle):
