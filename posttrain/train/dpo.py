@@ -89,11 +89,12 @@ PromptEncoder = Callable[[str], Sequence[int]]
 
 
 def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
-                 encode_prompt: PromptEncoder | None = None) -> list[EncodedPair]:
+                 encode_prompt: PromptEncoder | None = None, key: str = "max_len") -> list[EncodedPair]:
     """Tokenize once: the prompt with ``encode_prompt`` (None: plain text, + BOS when the tokenizer
     has one), completions + EOS. A pair whose chosen and rejected are the same tokens is a
     ``UserError`` naming it: it carries no preference (DPO and Bradley-Terry losses log 2 with zero
-    gradient) yet counts in its step's normalization and as a miss in the accuracy.
+    gradient) yet counts in its step's normalization and as a miss in the accuracy. ``key``: the
+    recipe key of ``max_len`` that a too-long pair's error names (``dpo.max_len``).
 
     Pass the sampling policy's ``encode_prompt`` so that a pair is scored after the very ids its
     completions were sampled from (a chat run's prompts are the chat template's rendering).
@@ -122,9 +123,8 @@ def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
             raise UserError(f"pair {i} (prompt {p.prompt!r:.40}): chosen and rejected are the same {len(chosen)} "
                             f"tokens; a pair must prefer one completion over a different one")
         if len(prompt) + max(len(chosen), len(rejected)) > max_len:
-            raise UserError(
-                f"pair {i}: {len(prompt)} prompt + {max(len(chosen), len(rejected))} tokens > max_len={max_len}"
-            )
+            raise UserError(f"pair {i} (prompt {p.prompt!r:.40}): {len(prompt)} prompt + {max(len(chosen), len(rejected))} "
+                            f"completion tokens > {key}={max_len}; raise {key} or shorten the pair")
         out.append(EncodedPair(tuple(prompt), tuple(chosen), tuple(rejected)))
     return out
 
@@ -208,7 +208,7 @@ def train_dpo(
         ref_model = copy.deepcopy(model)
     if ref_model is not None:
         ref_model.eval().requires_grad_(False)
-    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt)
+    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt, key=f"{cfg.section}.max_len")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     average = cfg.loss == "ipo"
     ref_chosen, ref_rejected = reference_logps(model, ref_model, encoded, pad, micro_batch_size=cfg.micro_batch_size,

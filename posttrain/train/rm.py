@@ -120,7 +120,7 @@ def train_rm(
     merge = cfg.lora is not None and not hasattr(model, "peft_config")
     if merge:
         model = apply_lora(model, cfg.lora, task_type="SEQ_CLS")
-    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt)
+    encoded = encode_pairs(tokenizer, pairs, max_len=cfg.max_len, encode_prompt=encode_prompt, key=f"{cfg.section}.max_len")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def pair_losses(mi: Sequence[int]) -> tuple[Tensor, dict[str, Tensor]]:

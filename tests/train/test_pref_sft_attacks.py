@@ -14,7 +14,14 @@ from _tiny import make_model, make_tokenizer, save_model  # noqa: E402
 from posttrain.errors import ConfigError, UserError  # noqa: E402
 from posttrain.policy import Policy  # noqa: E402
 from posttrain.train._lora import LoraSpec, apply_lora  # noqa: E402
-from posttrain.train.dpo import DPOConfig, PreferencePair, encode_pairs, reference_logps, sequence_logps  # noqa: E402
+from posttrain.train.dpo import (  # noqa: E402
+    DPOConfig,
+    PreferencePair,
+    encode_pairs,
+    reference_logps,
+    sequence_logps,
+    train_dpo,
+)
 from posttrain.train.preference import RewardModelScorer, pair_from_group  # noqa: E402
 from posttrain.train.rm import make_reward_model  # noqa: E402
 from posttrain.train.sft import SFTParams, train_sft  # noqa: E402
@@ -111,3 +118,11 @@ def test_label_smoothing_with_ipo_is_refused_when_the_recipe_is_read():
     with pytest.raises(ConfigError, match="dpo.label_smoothing: cDPO is defined for loss sigmoid only, not 'ipo'"):
         DPOConfig(loss="ipo", label_smoothing=0.1)
     assert DPOConfig(loss="sigmoid", label_smoothing=0.1).label_smoothing == 0.1 and DPOConfig(loss="ipo").beta > 0
+
+
+def test_a_pair_over_max_len_names_the_recipe_key_and_its_prompt(tok):
+    """The pipeline's dpo stage stopped with 'pair 0: 11 prompt + 11 tokens > max_len=16': no recipe
+    key, no prompt to find it by. Now both. (It still fails only after sampling its pairs: the recipe
+    is not checked against dpo.max_len when it is read.)"""
+    with pytest.raises(UserError, match=r"pair 1 \(prompt '0\+1='\): 5 prompt \+ 40 completion tokens > dpo.max_len=32"):
+        train_dpo(make_model(tok), None, tok, [PAIRS[0], PreferencePair("0+1=", "1" * 39, "2")], DPOConfig(max_len=32))
