@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import torch
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from posttrain.config import (
     Fraction,
@@ -134,6 +135,7 @@ class ModelConfig:
                 raise ConfigError(f"model.name: {self.name!r} is not a model directory (no config.json)")
             sizes = _recorded_sizes(self, path)
         else:  # a hub name: its architecture is known once it is loaded
+            _check_hub_name(self.name)
             sizes = {"hidden_size": None, "num_layers": None, "max_positions": None}
             given = next((k for k in sizes if self.architecture[k] is not None), None)
             if given is not None:
@@ -203,6 +205,18 @@ def _recorded_sizes(cfg: ModelConfig, path: Path) -> dict[str, int | None]:
             raise ConfigError(f"model.{key}: {given} sizes the embedded default, but model.name {cfg.name} is a model "
                               f"of its own: its {key} is {has}; remove model.{key} (or --set model.{key}=null)")
     return own
+
+
+def _check_hub_name(name: str) -> None:
+    """A ``model.name`` that is not a local path must be a hub id (``NAME`` or ``ORG/NAME``, huggingface_hub's
+    ``validate_repo_id``): before, ``"  "`` or a name with a newline passed the parse, the run wrote its
+    directory, and from_pretrained's own error came after."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ConfigError(f"model.name: {name!r} is neither a local model directory nor a hub name; expected "
+                          f"a path (./dir, /abs/dir, ~/dir) or NAME / ORG/NAME (letters, digits, '-', '_', '.')"
+                          ) from None
 
 
 def _looks_like_path(name: str) -> bool:

@@ -30,6 +30,9 @@ def parse(text: str) -> Recipe:
         ("tasks: {train: [{file: \"a\\0b.jsonl\"}], eval: [{generator: math, n: 2}]}",
          "tasks.train[0].file: expected a string without NUL characters"),
         ("eval: {baselines: [\"runs/a\\0\"]}", "eval.baselines[0]: expected a string without NUL"),
+        # a model name that is neither a directory nor a hub id: from_pretrained's error came after the run dir
+        ("model: {name: '   '}", "model.name: '   ' is neither a local model directory nor a hub name"),
+        ("model: {name: \"org/my\\nmodel\"}", "model.name: 'org/my\\nmodel' is neither"),
         # a list item without its required key: a TypeError traceback from the dataclass
         ("tasks: {sampler: {kind: pool, schedule: [null]}}", "tasks.sampler.schedule[0]: missing key 'step'"),
         ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
