@@ -93,7 +93,8 @@ def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
     """Tokenize once: the prompt with ``encode_prompt`` (None: plain text, + BOS when the tokenizer
     has one), completions + EOS. A pair whose chosen and rejected are the same tokens is a
     ``UserError`` naming it: it carries no preference (DPO and Bradley-Terry losses log 2 with zero
-    gradient) yet counts in its step's normalization and as a miss in the accuracy. ``key``: the
+    gradient) yet counts in its step's normalization and as a miss in the accuracy; so is one whose
+    prompt encodes to no tokens (its first completion token could not be scored). ``key``: the
     recipe key of ``max_len`` that a too-long pair's error names (``dpo.max_len``).
 
     Pass the sampling policy's ``encode_prompt`` so that a pair is scored after the very ids its
@@ -117,6 +118,9 @@ def encode_pairs(tokenizer, pairs: Sequence[PreferencePair], *, max_len: int,
             prompt = list(tokenizer(p.prompt, add_special_tokens=False)["input_ids"])
             if bos is not None:
                 prompt = [bos, *prompt]
+        if not prompt:  # token 0 has nothing to be predicted from: the first completion token would go unscored
+            raise UserError(f"pair {i}: the prompt {p.prompt!r:.40} encodes to no tokens and the tokenizer has no "
+                            f"BOS; the first completion token could not be scored")
         chosen = [*tokenizer(p.chosen, add_special_tokens=False)["input_ids"], eos]
         rejected = [*tokenizer(p.rejected, add_special_tokens=False)["input_ids"], eos]
         if chosen == rejected:  # log 2 and no gradient: it only dilutes its step and reads as a wrong guess

@@ -126,3 +126,19 @@ def test_a_pair_over_max_len_names_the_recipe_key_and_its_prompt(tok):
     is not checked against dpo.max_len when it is read.)"""
     with pytest.raises(UserError, match=r"pair 1 \(prompt '0\+1='\): 5 prompt \+ 40 completion tokens > dpo.max_len=32"):
         train_dpo(make_model(tok), None, tok, [PAIRS[0], PreferencePair("0+1=", "1" * 39, "2")], DPOConfig(max_len=32))
+
+
+def test_an_empty_prompt_without_bos_is_refused_where_its_first_token_would_go_unscored():
+    """A tokenizer without BOS (Qwen2's) and an empty prompt: the row starts with the completion, and
+    position 0 is never scored. DPO's pair ('', '7', '8') then compared only log p(EOS | 7) with
+    log p(EOS | 8), never 7 with 8; SFT counted the unscored token in its mean (packed: a ValueError
+    mid-run). Now a UserError naming the pair or demonstration."""
+    tok = make_tokenizer()
+    tok.bos_token = None
+    with pytest.raises(UserError, match=r"pair 0: the prompt '' encodes to no tokens"):
+        encode_pairs(tok, [PreferencePair("", "7", "8")], max_len=64)
+    policy = Policy(make_model(tok), tok)
+    with pytest.raises(UserError, match=r"demonstration 1 \(prompt ''\): no prompt token before its first trained"):
+        train_sft(policy, [("1+1=", "2"), ("", "7")], SFTParams(steps=1, batch_size=2, lr=1e-2))
+    [e] = encode_pairs(tok, [PreferencePair("1", "7", "8")], max_len=64)  # one prompt token is enough
+    assert len(e.prompt_ids) == 1
