@@ -96,7 +96,8 @@ def encode_demonstrations(policy: Policy, demos: Sequence[Demonstration]
                           ) -> tuple[list[list[int]], list[list[float]], list[int]]:
     """Each demonstration as (ids, loss mask, prompt length): a pair is tokenized once, an episode
     is taken as it is (``Trajectory.ids`` / ``loss_mask``: its actions only). One whose first token
-    is trained (nothing before it to predict it from) is a ``UserError`` naming it."""
+    is trained (nothing before it to predict it from), or that trains no token, is a ``UserError``
+    naming it."""
     rows, masks, prompt_lens = [], [], []
     for i, d in enumerate(demos):
         if isinstance(d, Trajectory):
@@ -104,10 +105,12 @@ def encode_demonstrations(policy: Policy, demos: Sequence[Demonstration]
         else:
             prompt, response = policy.encode_prompt(d[0]), policy.encode_completion(d[1])
             ids, mask, n = [*prompt, *response], [0.0] * len(prompt) + [1.0] * len(response), len(prompt)
+        what = f"episode {d.task_id!r}" if isinstance(d, Trajectory) else f"prompt {d[0]!r:.40}"
         if mask and mask[0]:  # token 0 has nothing to be predicted from: it would count in the loss unscored
-            what = f"episode {d.task_id!r}" if isinstance(d, Trajectory) else f"prompt {d[0]!r:.40}"
             raise UserError(f"demonstration {i} ({what}): no prompt token before its first trained token (an empty "
                             f"prompt and a tokenizer without BOS); the first token could not be learned")
+        if not any(mask):  # a batch of only such rows reported loss 0.0, a perfect fit of nothing
+            raise UserError(f"demonstration {i} ({what}): no token to learn (an episode without actions)")
         rows.append(ids)
         masks.append(mask)
         prompt_lens.append(n)

@@ -24,7 +24,7 @@ from posttrain.train.dpo import (  # noqa: E402
 )
 from posttrain.train.preference import RewardModelScorer, pair_from_group  # noqa: E402
 from posttrain.train.rm import make_reward_model  # noqa: E402
-from posttrain.train.sft import SFTParams, train_sft  # noqa: E402
+from posttrain.train.sft import SFTParams, demonstration_episode, train_sft  # noqa: E402
 from posttrain.types import Rollout, Task, Verdict  # noqa: E402
 
 PAIRS = [PreferencePair(f"{a}+{b}=", str(a + b), str(a + b + 1)) for a in range(4) for b in range(3)]
@@ -142,3 +142,12 @@ def test_an_empty_prompt_without_bos_is_refused_where_its_first_token_would_go_u
         train_sft(policy, [("1+1=", "2"), ("", "7")], SFTParams(steps=1, batch_size=2, lr=1e-2))
     [e] = encode_pairs(tok, [PreferencePair("1", "7", "8")], max_len=64)  # one prompt token is enough
     assert len(e.prompt_ids) == 1
+
+
+def test_a_demonstration_with_nothing_to_learn_is_refused(tok):
+    """An episode without actions trains no token: SFT on it alone reported loss 0.0 (a perfect fit of
+    nothing) and grad norm 0 at every step. Now a UserError naming it."""
+    policy = Policy(make_model(tok), tok)
+    with pytest.raises(UserError, match=r"demonstration 1 \(episode 'b'\): no token to learn"):
+        train_sft(policy, [demonstration_episode("a", [([1, 5], [7, 2])]), demonstration_episode("b", [([1, 5, 6], [])])],
+                  SFTParams(steps=1, batch_size=2, lr=1e-2))
