@@ -2,6 +2,7 @@
 tiny real Qwen2 model (tests/algo/_tiny.py) showed, pinned with its own failing verdict."""
 
 import copy
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from posttrain.train.dpo import (  # noqa: E402
     train_dpo,
 )
 from posttrain.train.preference import RewardModelScorer, pair_from_group  # noqa: E402
-from posttrain.train.rm import make_reward_model  # noqa: E402
+from posttrain.train.rm import make_reward_model, score_rows  # noqa: E402
 from posttrain.train.sft import SFTParams, demonstration_episode, train_sft  # noqa: E402
 from posttrain.types import Rollout, Task, Verdict  # noqa: E402
 
@@ -151,3 +152,21 @@ def test_a_demonstration_with_nothing_to_learn_is_refused(tok):
     with pytest.raises(UserError, match=r"demonstration 1 \(episode 'b'\): no token to learn"):
         train_sft(policy, [demonstration_episode("a", [([1, 5], [7, 2])]), demonstration_episode("b", [([1, 5, 6], [])])],
                   SFTParams(steps=1, batch_size=2, lr=1e-2))
+
+
+def test_a_completion_scores_the_same_in_either_half_of_the_batch(tok, tmp_path):
+    """Standing case (held before): chosen rows go first and rejected second, and DPO packs both after
+    one shared prompt; a row's log-prob and reward-model score do not depend on that slot (swapped
+    pairs give exactly the swapped values), so neither loss can learn the position for the label."""
+    pairs = [PreferencePair(f"what is {a} plus {b}? ", str(a + b), str(a + b + 1) * 3) for a in range(3) for b in range(3)]
+    enc = encode_pairs(tok, pairs, max_len=128)
+    swapped = [dataclasses.replace(e, chosen_ids=e.rejected_ids, rejected_ids=e.chosen_ids) for e in enc]
+    model = make_model(tok).eval()
+    with torch.no_grad():
+        (c, r), (c2, r2) = sequence_logps(model, enc, tok.pad_token_id), sequence_logps(model, swapped, tok.pad_token_id)
+    assert torch.equal(c, r2) and torch.equal(r, c2) and not torch.equal(c, r)
+    rm = make_reward_model(save_model(tmp_path)).eval()
+    prompts = [e.prompt_ids for e in enc] * 2
+    s = score_rows(rm, prompts, [e.chosen_ids for e in enc] + [e.rejected_ids for e in enc], pad_id=tok.pad_token_id)
+    s2 = score_rows(rm, prompts, [e.rejected_ids for e in enc] + [e.chosen_ids for e in enc], pad_id=tok.pad_token_id)
+    assert torch.allclose(s, s2.roll(len(enc)), atol=1e-6)
