@@ -55,7 +55,6 @@ from posttrain.evaluate.summary import summarize
 from posttrain.evaluate.views import write_views
 from posttrain.policy import (
     CHAT_RECORD,
-    ChatTemplate,
     Policy,
     RayRollout,
     SpecConfig,
@@ -72,6 +71,7 @@ from posttrain.policy import (
 from posttrain.rollout.episodes import (
     MULTI_TURN,
     EpisodeKind,
+    agent_chat,
     agent_script,
     attempts_allowed,
     is_multi_turn,
@@ -726,7 +726,7 @@ def episode_demonstrations(kind: EpisodeKind, policy: Policy, train: Sequence[Ta
 
 
 def _agent_scripts(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator) -> dict[str, Any]:
-    chat = ChatTemplate(policy.tokenizer)
+    chat = agent_chat(policy.tokenizer)
     try:
         return {t.id: agent_script(chat, t) for t in train}
     except ValueError as e:

@@ -197,7 +197,7 @@ def _repair(model: EpisodeModel, *, service: Service | None, verify: Verifier, p
 
 def _agent(model: EpisodeModel, *, verify: Verifier, pool: Any | None, max_steps: int | None,
            max_tokens: int | None, **_: Any) -> tuple[Callable[[Task, str, int], Env], Callable[[Task], Env]]:
-    ctx = EpisodeContext(ChatTemplate(model.tokenizer), pool, max_steps or AGENT_STEPS, verify, max_tokens)
+    ctx = EpisodeContext(agent_chat(model.tokenizer), pool, max_steps or AGENT_STEPS, verify, max_tokens)
 
     def restart(task: Task) -> Env:
         return _episodes_of(task.domain).episode_env(task, ctx)
@@ -309,18 +309,43 @@ def chat_problem(kind: EpisodeKind, tokenizer: Any, prompt_chat: ChatTemplate | 
     role = _ROLES[kind]
     if role is None or (role == "user" and prompt_chat is None):
         return None
-    chat = prompt_chat if role == "user" and prompt_chat is not None else ChatTemplate(tokenizer)
-    for needed in (role, "user") if role == "tool" else (role,):
+    if role == "tool":
         try:
-            chat.check_appends(needed)
+            agent_chat(tokenizer)
         except UserError as e:
-            return f"{_APPENDS[needed] if needed == role else _APPENDS['agent_user']}: {e}"
+            return f"{_APPENDS[role]}: {e}"
+        return None
+    try:
+        (prompt_chat if prompt_chat is not None else ChatTemplate(tokenizer)).check_appends(role)
+    except UserError as e:
+        return f"{_APPENDS[role]}: {e}"
     return None
 
 
+def agent_chat(tokenizer: Any) -> ChatTemplate:
+    """The ``ChatTemplate`` agent episodes render with. Their environments append tool results, and a
+    user turn for an unreadable call or an answer with no call (the tool and workspace environments),
+    so the template must append both (``check_appends``). One that rewrites earlier turns as it goes
+    (Qwen3 drops the ``<think>`` blocks before the last user message, and writes an answer with no
+    reasoning one way last and another way before a tool result) gets ``on_rewrite="append"``: each
+    observation is the template's rendering of the new messages appended to what was sampled, as verl
+    and TRL keep the full reasoning in a multi-turn rollout; the context is then no longer the
+    template's rendering of the whole conversation (docs/contracts.md). Raises ``ChatTemplateError``
+    where neither holds (no end of turn found, call tags that are special tokens, ...)."""
+    chat = ChatTemplate(tokenizer)
+    try:
+        for role in ("tool", "user"):
+            chat.check_appends(role)
+        return chat
+    except UserError:
+        appended = ChatTemplate(tokenizer, on_rewrite="append")
+        for role in ("tool", "user"):
+            appended.check_appends(role)
+        return appended
+
+
 _APPENDS = {"user": "repair feedback as a user turn on chat-rendered prompts (plain text: --no-chat, model.chat: false)",
-            "tool": "tool results as tool messages through the model's chat template",
-            "agent_user": "an agent's feedback on an unreadable call as a user turn through the model's chat template"}
+            "tool": "tool results, and a user turn for an unreadable call, through the model's chat template"}
 
 
 def tasks_problem(kind: EpisodeKind, tasks: Sequence[Task]) -> str | None:

@@ -302,22 +302,32 @@ def test_call_and_reasoning_tags_that_are_special_tokens_are_refused_before_any_
                 chat.check_appends(role, tools=TOOLS)
 
 
-def test_an_agent_template_must_append_the_user_turn_its_environment_sends_for_an_unreadable_call():
+def test_agent_episodes_append_what_a_rewriting_template_cannot_render_and_any_answer_shape_plays():
     """The tool and workspace environments answer an unreadable call (or no call) with a user turn, not
     a tool result: a template that appends tool results but rewrites earlier turns before a user one
     (Qwen3's rule for reasoning) passed ``chat_problem("agent")`` and then raised ``ChatTemplateError``
-    mid-episode at the first malformed call after reasoning (a ``StepError`` that ends the run). The
-    check now asks for both roles; a Qwen2-style template passes it and plays the same episode."""
-    from posttrain.rollout.episodes import chat_problem
+    mid-episode at the first malformed call after reasoning (a ``StepError`` that ends the run). Agent
+    episodes now render through ``agent_chat``: the template's own rendering where it appends both
+    roles, else ``on_rewrite="append"`` -- so real Qwen3 runs agent episodes in every answer shape, as
+    verl and TRL keep the full reasoning. A Qwen2-style template keeps its exact rendering."""
+    from posttrain.rollout.episodes import agent_chat, chat_problem
 
     malformed = SHAPES["reasoning"] + RIGHT[:40]
     qwen3 = ChatTemplate(qwen_char_tokenizer(QWEN3_THINK_TEMPLATE))
-    with pytest.raises(ChatTemplateError):  # what the check keeps from happening mid-episode
+    with pytest.raises(ChatTemplateError):  # what the episode did with the template's own rendering
         play(qwen3, [malformed, "Done."])
-    why = chat_problem("agent", qwen3.tokenizer, None)
-    assert why is not None and "user turn" in why and "rewrites earlier turns" in why
-    qwen2 = ChatTemplate(qwen_char_tokenizer(QWEN2_TEMPLATE))
-    assert chat_problem("agent", qwen2.tokenizer, None) is None
+    for template in (QWEN3_THINK_TEMPLATE, QWEN3_REAL):
+        tok = qwen_char_tokenizer(template)
+        assert chat_problem("agent", tok, None) is None
+        chat = agent_chat(tok)
+        assert chat.on_rewrite == "append"
+        _, said, verdict = play(chat, [malformed, "Done."])
+        assert "could not be read" in said[0] and not verdict.passed
+        for shape in SHAPES.values():
+            context, said, verdict = play(chat, [shape + RIGHT, "Done."])
+            assert verdict.passed and "get_weather" in said[0]
+    qwen2 = agent_chat(qwen_char_tokenizer(QWEN2_TEMPLATE))
+    assert qwen2.on_rewrite == "error" and chat_problem("agent", qwen2.tokenizer, None) is None
     _, said, verdict = play(qwen2, [malformed, "Done."])
     assert "could not be read" in said[0] and not verdict.passed
 
