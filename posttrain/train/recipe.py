@@ -665,6 +665,11 @@ class Recipe:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
+        width = self.model.hidden_size
+        for key, lora in (("dpo.lora", self.dpo.lora), ("rm.lora", self.rm.lora)):  # model.lora: ModelConfig's
+            if lora is not None and width is not None and lora.r > width:  # 10**30 was a TypeError at the stage
+                raise ConfigError(f"{key}.r: expected at most the model's width, model.hidden_size {width} (a rank "
+                                  f"above it adds nothing), got {lora.r}")
         if len(set(self.stages)) != len(self.stages):
             raise ConfigError(f"stages: each stage may run once, got {list(self.stages)}")
         if self.rl.reward_model_weight > 0 and not ("rm" in self.stages and "rl" in self.stages

@@ -33,6 +33,10 @@ def parse(text: str) -> Recipe:
         # a model name that is neither a directory nor a hub id: from_pretrained's error came after the run dir
         ("model: {name: '   '}", "model.name: '   ' is neither a local model directory nor a hub name"),
         ("model: {name: \"org/my\\nmodel\"}", "model.name: 'org/my\\nmodel' is neither"),
+        # a LoRA rank past the model's width, checked for model.lora only: 10**30 was a TypeError at the stage
+        ("dpo: {lora: {r: 1000000000000000000000000000000}}", "dpo.lora.r: expected at most the model's width"),
+        ("model: {hidden_size: 32}\nrm: {lora: {r: 33}}", "rm.lora.r: expected at most the model's width, "
+         "model.hidden_size 32 (a rank above it adds nothing), got 33"),
         # a list item without its required key: a TypeError traceback from the dataclass
         ("tasks: {sampler: {kind: pool, schedule: [null]}}", "tasks.sampler.schedule[0]: missing key 'step'"),
         ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
