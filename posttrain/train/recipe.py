@@ -931,11 +931,32 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
             demo_len, demo = lengths[at], demos[at][0] + demos[at][1]
         if demo_len + 1 > need:
             need, what = demo_len + 1, f"the longest SFT demonstration ({demo!r:.40}) is {demo_len + 1} tokens with EOS"
+        _check_pack_len(recipe.sft, demo_len + 1, demo, facts.positions)
     if need > facts.positions:
         fix = "raise model.max_positions" if cfg.name == "embedded" else "use a model with more positions"
         key = "model.max_positions" if cfg.name == "embedded" else f"model.name: {facts.positions_key}"
         raise ConfigError(f"{key}: the model has {facts.positions} positions, the recipe needs {need}: "
                           f"{what}; {fix}, or shorten the tasks or {key_new}")
+
+
+def _check_pack_len(cfg: SFTConfig, longest: int, demo: str, positions: int) -> None:
+    """``sft.pack_len`` against the SFT demonstrations when the recipe is parsed: at least the longest
+    one with EOS (``train.sft.check_pack_len`` refused it when the stage started, after the run had
+    written its directory and evaluated the base model; counted here as ``check_model`` counts, never
+    more than SFT's rows), and at most ``sft.batch_size`` x the model's positions (a step's whole batch
+    fits in one row of that many tokens: more is padding; 10**30 was a TypeError from torch.full at
+    the stage)."""
+    if cfg.pack_len is None:
+        return
+    if longest > cfg.pack_len:
+        raise ConfigError(f"sft.pack_len: the longest SFT demonstration ({demo!r:.40}) is {longest} tokens with EOS, "
+                          f"more than pack_len={cfg.pack_len} (an example is never split across rows); raise "
+                          f"sft.pack_len to at least {longest}")
+    most = cfg.batch_size * positions
+    if cfg.pack_len > most:
+        raise ConfigError(f"sft.pack_len: expected at most sft.batch_size x the model's positions ({cfg.batch_size} x "
+                          f"{positions} = {most}: a step's whole batch fits in one row of that many tokens), "
+                          f"got {cfg.pack_len}")
 
 
 def _check_chat_template(recipe: Recipe, tokenizer: Any) -> None:

@@ -2,6 +2,7 @@
 ConfigError naming its field, before any work (the fuzz itself, over thousands of cases, is outside the
 suite). Parsed in-process (``parse_yaml`` + ``parse_config``); one case goes through the real CLI."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,20 @@ def test_bad_recipe_on_a_run_directory_exits_2_and_keeps_it(tmp_path: Path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "rl.steps: expected an integer, got '1:30'" in lines[0] and str(recipe) in lines[0]
     assert {p: p.read_text() for p in kept} == kept and sorted(out.rglob("*")) == sorted([*kept, out / "checkpoints"])
+
+
+@pytest.mark.parametrize(
+    ("pack_len", "needle"),
+    [
+        # 10**30: torch.full's TypeError in the sft stage, after the run wrote its directory and evaluated the base
+        (10**30, "sft.pack_len: expected at most sft.batch_size x the model's positions (32 x 256 = 8192"),
+        # shorter than a demonstration: refused when the sft stage started, after the same work
+        (10, "sft.pack_len: the longest SFT demonstration"),
+    ],
+)
+def test_pack_len_is_checked_against_the_demonstrations_at_parse(pack_len, needle):
+    from posttrain.train.recipe import EMBEDDED_RECIPE, load_recipe
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load_recipe(EMBEDDED_RECIPE, [f"sft.pack_len={pack_len}", "tasks.n_train_per_domain=20",
+                                      "tasks.n_eval_per_domain=5"])
