@@ -38,6 +38,9 @@ def parse(text: str) -> Recipe:
         ("dpo: {lora: {r: 1000000000000000000000000000000}}", "dpo.lora.r: expected at most the model's width"),
         ("model: {hidden_size: 32}\nrm: {lora: {r: 33}}", "rm.lora.r: expected at most the model's width, "
          "model.hidden_size 32 (a rank above it adds nothing), got 33"),
+        # sampled as evaluations are (range(n) episodes per task at once), without eval's cap
+        ("pairs: {samples_per_task: 1000000000000000000000000000000}",
+         "pairs.samples_per_task: expected at most 1024 (as eval.samples_per_task), got 1,000,"),
         # a list item without its required key: a TypeError traceback from the dataclass
         ("tasks: {sampler: {kind: pool, schedule: [null]}}", "tasks.sampler.schedule[0]: missing key 'step'"),
         ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
