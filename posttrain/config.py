@@ -235,7 +235,7 @@ def _check_creatable(p: Path, what: str) -> None:
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing file or a non-mapping top level is a ConfigError."""
+    """Read a YAML mapping; a missing file, an empty one or a non-mapping top level is a ConfigError."""
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{p}: is a directory, expected a recipe YAML file")
@@ -247,8 +247,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: cannot read the recipe ({e})") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {' '.join(str(e).split())}") from None
-    if data is None:
-        data = {}
+    if data is None:  # an empty file (or only comments) ran every default: the quickstart, 1,200 tasks, for an hour
+        raise ConfigError(f"{p}: the recipe is empty; expected a mapping of sections (`{{}}` runs every default)")
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of sections, got {type(data).__name__}")
     return data

@@ -98,3 +98,16 @@ def test_pack_len_is_checked_against_the_demonstrations_at_parse(pack_len, needl
     with pytest.raises(ConfigError, match=re.escape(needle)):
         load_recipe(EMBEDDED_RECIPE, [f"sft.pack_len={pack_len}", "tasks.n_train_per_domain=20",
                                       "tasks.n_eval_per_domain=5"])
+
+
+@pytest.mark.parametrize("text", ["", "# a comment only\n", "---\n"])
+def test_an_empty_recipe_file_is_refused(tmp_path: Path, text: str):
+    # it ran every default (the quickstart) and exited 0
+    from posttrain.config import load_yaml
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"{recipe}: the recipe is empty; expected a mapping of sections")):
+        load_yaml(recipe)
+    recipe.write_text("{}")
+    assert load_yaml(recipe) == {}
