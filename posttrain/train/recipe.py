@@ -219,6 +219,20 @@ def _check_hub_name(name: str) -> None:
                           ) from None
 
 
+def _check_hub_model(name: str) -> None:
+    """A hub name's config.json can be read (from the local cache, or fetched: the weights come when the
+    run loads them). Before, a name not on the hub, or not cached on a machine without network, wrote
+    RUN/config.yaml and failed when the run loaded the model (54 s of retries offline, then exit 2)."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as e:
+        said = " ".join(str(e).split())
+        raise ConfigError(f"model.name: cannot read the config of hub model {name!r} (neither in the local cache nor "
+                          f"fetched): {said[:300]}") from None
+
+
 def _looks_like_path(name: str) -> bool:
     """A local path rather than a hub id ("org/model"): absolute, ./ ../ ~, or present on disk."""
     return name.startswith(("/", ".", "~")) or Path(name).exists() or name.count("/") > 1
@@ -894,6 +908,7 @@ def check_model(recipe: Recipe, prompts: Sequence[str], demos: Sequence[tuple[st
         except UserError as e:
             raise ConfigError(f"model.name: {e}") from None
     else:
+        _check_hub_model(cfg.name)
         return
     _check_chat_template(recipe, facts.tokenizer)
     chat = check_chat(recipe, facts.tokenizer, "the embedded default's tokenizer" if cfg.name == "embedded"
