@@ -222,6 +222,7 @@ class SandboxPool(Protocol):
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,
+        hide: Sequence[str] = (),
     ) -> Execution: ...
 
     def close(self) -> None: ...

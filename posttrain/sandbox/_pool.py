@@ -237,9 +237,12 @@ class LocalSandboxPool:
         stdin: bytes | str | None = None,
         timeout: float = 10.0,
         limits: Limits | None = None,
+        hide: Sequence[str] = (),
     ) -> Execution:
-        """Run ``cmd`` (argv; PATH is /usr/local/bin:/usr/bin:/bin) in a fresh sandbox, cwd /work."""
-        return self.exec_in(cmd, files=files, stdin=stdin, timeout=timeout, limits=limits)
+        """Run ``cmd`` (argv; PATH is /usr/local/bin:/usr/bin:/bin) in a fresh sandbox, cwd /work.
+        ``hide``: importable names (a repository task's packages) whose copies under the host's /usr
+        the job does not see (``_hide``)."""
+        return self.exec_in(cmd, files=files, stdin=stdin, timeout=timeout, limits=limits, hide=hide)
 
     def exec_in(
         self,
@@ -250,6 +253,7 @@ class LocalSandboxPool:
         timeout: float = 10.0,
         limits: Limits | None = None,
         room: Room | None = None,
+        hide: Sequence[str] = (),
     ) -> Execution:
         """``exec``, or a workspace's job in its own ``room`` (its cgroups, uid and overlay). A
         workspace's job is never rerun (its layers keep what it did): starved, it timed out."""
@@ -265,7 +269,7 @@ class LocalSandboxPool:
 
         def once() -> tuple[Execution, bool]:
             try:
-                return slot.run(cmd, (names, blobs), data, timeout, limits, room)
+                return slot.run(cmd, (names, blobs), data, timeout, limits, room, tuple(hide))
             except OSError as e:
                 return Execution.infra(f"exec slot error: {e}"), False
 

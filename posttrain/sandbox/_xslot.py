@@ -16,6 +16,7 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import SlotCgroup
 from posttrain.sandbox._fs import JobPlaces
+from posttrain.sandbox._hide import hide_args
 from posttrain.sandbox._pump import Capture, close_all, pump
 from posttrain.sandbox._seccomp import seccomp_fd
 from posttrain.sandbox._starve import maybe_starved, sched_of
@@ -74,18 +76,19 @@ class ExecSlot:
         self.claim.release()
 
     def run(self, cmd: list[str], files: tuple[list[str], list[bytes]], stdin: bytes, timeout: float,
-            limits: Limits, room: Room | None = None) -> tuple[Execution, bool]:  # fmt: skip
+            limits: Limits, room: Room | None = None, hide: Sequence[str] = ()) -> tuple[Execution, bool]:  # fmt: skip
         """Run one job in this slot's cgroups, or in ``room``'s (a workspace's own cgroups, uid and
         mounts: what its jobs keep is charged there, not to whichever slot ran last). ``files``
         (names, contents) are written to a fresh /work first (not with a room). Returns the
-        Execution and whether it timed out looking starved (``_starve``)."""
+        Execution and whether it timed out looking starved (``_starve``). ``hide``: importable names
+        whose copies under the host's /usr the job does not see (``_hide``)."""
         uid = room.uid if room is not None else self.claim.uid
         sizes = {"work": self.pool.workspace_bytes, "tmp": limits.tmp_mb * _MiB, "shm": limits.tmp_mb * _MiB}
         places = JobPlaces(self.pool.root / f"x{self.index}-{secrets.token_hex(4)}", uid, sizes, stable=False)
         try:
             places.fresh()
             _write_files(places.path("work"), files, uid)
-            ex, starved = self._launch(cmd, places, stdin, timeout, limits, room, uid)
+            ex, starved = self._launch(cmd, places, stdin, timeout, limits, room, uid, hide)
         finally:  # the kernel frees what it left: CPU time of this thread (not wall: the host may be busy)
             t0 = time.thread_time()
             with contextlib.suppress(OSError), (room.cg if room is not None else self.cg).charged():
@@ -99,7 +102,7 @@ class ExecSlot:
         return ex, starved
 
     def _launch(self, cmd: list[str], places: JobPlaces, stdin: bytes, timeout: float, limits: Limits,
-                room: Room | None, uid: int) -> tuple[Execution, bool]:  # fmt: skip
+                room: Room | None, uid: int, hide: Sequence[str] = ()) -> tuple[Execution, bool]:  # fmt: skip
         cg = room.cg if room is not None else self.cg
         extra_mb = room.kept_mb if room is not None else 0
         cg.set_limits((limits.memory_mb + extra_mb) * _MiB, limits.pids + 4, limits.cpu_cores)
@@ -118,7 +121,7 @@ class ExecSlot:
         where = places.bwrap_places()
         if room is not None:
             where["work"] = room.work
-        opts = _launch.bwrap_args(**where, seccomp_fd=4, as_pid_1=True)  # type: ignore[arg-type]
+        opts = _launch.bwrap_args(**where, seccomp_fd=4, extra=hide_args(hide), as_pid_1=True)  # type: ignore[arg-type]
         script = 'printf x >&5 || exit 125; exec 4<&- 5>&-; cd /work || exit 2; unset OLDPWD; "$@"; exit $?'
         marker = ["/bin/sh", "-c", script, "sh", *cmd]
         argv = _launch.launcher_argv(

@@ -143,11 +143,14 @@ class Workspace:
         initial: str | os.PathLike | Mapping[str, bytes | str] | None = None,
         *,
         storage_mb: int = 1024,
+        hide: Sequence[str] = (),
     ):
         if isinstance(storage_mb, bool) or not isinstance(storage_mb, int) or not 1 <= storage_mb <= 1 << 20:
             raise LimitsError(f"Workspace storage_mb must be an integer in [1, {1 << 20}], got {storage_mb!r}")
         self.pool = pool
         self.storage_mb = storage_mb
+        self.hide = tuple(hide)
+        """Importable names whose copies under the host's /usr its jobs do not see (``_hide``)."""
         self.inodes = min(LAYER_INODES, storage_mb * _MiB // INODE_BYTES)
         """Inodes the layers may hold together (module docstring)."""
         self._lock = threading.Lock()
@@ -262,7 +265,7 @@ class Workspace:
             kept_mb = self.storage_mb + -(-self.inodes * INODE_BYTES // _MiB)
             room = Room(self._cg, self.uid, kept_mb, ["--bind", str(self._merged), "/work"],
                         overlay_wrap(self.pool.tools, str(self._root), base, options))
-            return self.pool.exec_in(cmd, stdin=stdin, timeout=timeout, limits=limits, room=room)
+            return self.pool.exec_in(cmd, stdin=stdin, timeout=timeout, limits=limits, room=room, hide=self.hide)
 
     def _room_for_overlay(self) -> None:
         """Give the current attempt's tmpfs ``RESERVE_INODES`` more when its jobs left fewer free

@@ -257,6 +257,37 @@ def hidden_files(task_fields: Mapping[str, Any]) -> list[str]:
     return sorted({fp.path for fp in parse_diff(task_fields["test_patch"]) if fp.new is not None})
 
 
+def project_modules(task_fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """The importable names the task's repository provides: each package (a directory with an
+    ``__init__.py``) and module file (not a test, ``setup.py``, ``conftest.py``) directly under a
+    ``python_path`` directory. Copies of them on the host's /usr are hidden from the task's sandbox
+    jobs (``sandbox._hide``): an installed or vendored copy of the project holds the code a mutation
+    broke.
+
+    >>> project_modules({"repo": {"files": {"src/pkg/__init__.py": "", "src/pkg/a.py": "",
+    ...     "tools.py": "", "setup.py": "", "tests/test_a.py": ""}},
+    ...     "environment": {"python_path": ["src", "."]}})
+    ('pkg', 'tools')
+    """
+    tree = initial_tree(task_fields)
+    roots = [p.strip("/") for p in task_fields["environment"].get("python_path", ["."])]
+    names: set[str] = set()
+    for path in tree:
+        for root in roots:
+            prefix = "" if root in ("", ".") else root + "/"
+            if not path.startswith(prefix):
+                continue
+            parts = path[len(prefix):].split("/")
+            if is_test_path(path):
+                continue
+            if len(parts) == 2 and parts[1] == "__init__.py":
+                names.add(parts[0])
+            elif len(parts) == 1 and parts[0].endswith(".py") and parts[0] not in ("setup.py", "conftest.py",
+                                                                                     "noxfile.py"):
+                names.add(parts[0][:-3])
+    return tuple(sorted(n for n in names if n.isidentifier()))
+
+
 def test_file_of(test_id: str) -> str:
     """The file part of a pytest node id (``tests/test_x.py::T::test_y[1]`` -> ``tests/test_x.py``)."""
     return test_id.split("::", 1)[0]

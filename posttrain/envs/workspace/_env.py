@@ -134,6 +134,9 @@ class WorkspaceSpec:
     """Whether each graded submission (at most ``SUBMISSION_CHARS`` of it) goes into its verdict's
     evidence as ``submission``: the episode's records carry it (``extra["submission"]``) for the
     report's pictures of it (cad: renders beside the gold, ``HasViews``)."""
+    hide: tuple[str, ...] = ()
+    """Importable names whose copies under the host's /usr the commands do not see (a repository
+    task's packages: an installed or vendored copy holds the code a mutation broke; ``sandbox._hide``)."""
     process: Callable[[Sequence[ToolCallRecord], Verdict], Mapping[str, float]] | None = None
     """Optional: reward components from the episode's calls so far (what was read before the first
     write, recovery after an error, ...) and the attempt's verdict (a domain pays no process credit to
@@ -231,7 +234,7 @@ class WorkspaceEnv:
         if self.workspace is not None:
             self.workspace.close()
         self.task = task
-        self.workspace = Workspace(self.pool, self.spec.initial, storage_mb=self.spec.storage_mb)
+        self.workspace = Workspace(self.pool, self.spec.initial, storage_mb=self.spec.storage_mb, hide=self.spec.hide)
         self.ctx = ToolContext(self.workspace, self.spec.env, self.spec.command_limits, self.spec.command_timeout_s,
                                self.spec.max_command_timeout_s, self.spec.output_chars)
         self.state = _State(tuple(self.spec.messages()))
