@@ -150,14 +150,31 @@ def _int(x: Any) -> int:
 def post_json(url: str, body: dict[str, Any], *, timeout: float, label: str) -> dict[str, Any]:
     """POST ``body`` to an OpenAI-compatible ``url`` (``OPENAI_API_KEY`` as the bearer token, if
     set) and return the JSON object it answers; any failure is one ``UserError`` line that starts
-    with ``label`` and the URL."""
+    with ``label`` and the URL. ``timeout`` bounds each wait for bytes (a server that generates
+    before it answers sends nothing until then) and twice it the whole request: a server that
+    trickles its reply a byte at a time held a request for ever within the per-read timeout."""
     headers = {"Content-Type": "application/json"}
     if key := os.environ.get("OPENAI_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    done: list[bytes | BaseException] = []
+
+    def fetch() -> None:
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                done.append(resp.read())
+        except BaseException as e:  # handed to the caller's thread
+            done.append(e)
+
+    worker = threading.Thread(target=fetch, name="posttrain-endpoint-request", daemon=True)
+    worker.start()
+    worker.join(2 * timeout)
+    if not done:  # the thread ends with its socket's next timeout; the run ends on this error
+        raise UserError(f"{label} {url}: no whole reply within {2 * timeout:g} s (a reply that trickles in)")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            payload = resp.read()
+        if isinstance(done[0], BaseException):
+            raise done[0]
+        payload = done[0]
     except urllib.error.HTTPError as e:
         detail = e.read()[:300].decode("utf-8", "replace")
         raise UserError(f"{label} {url}: HTTP {e.code} {e.reason}: {detail}") from None

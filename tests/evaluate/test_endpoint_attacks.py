@@ -17,6 +17,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -71,6 +72,16 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if mode == "hang":
             RELEASE.wait(10)
+            return None
+        if mode == "trickle":  # a byte every 0.1 s: never silent for the per-read timeout
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            for _ in range(100):
+                if RELEASE.wait(0.1):
+                    break
+                self.wfile.write(b" ")
+                self.wfile.flush()
             return None
         wrong = {"length": ("\\boxed{0}", _ids("\\boxed{0}")[:-1], "length"),
                  "content-filter": ("", [], "content_filter"),
@@ -166,3 +177,14 @@ def test_a_server_that_never_answers_is_a_clear_error_at_the_timeout(server):
     prompt = TOK("1+11? Put your final answer in \\boxed{}.", add_special_tokens=False)["input_ids"]
     with pytest.raises(UserError, match=r"endpoint .*/v1/completions: request failed \(.*timed out"):
         sampler.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=8))
+
+
+def test_a_server_that_trickles_its_reply_is_a_clear_error_at_twice_the_timeout(server):
+    """A byte every 0.1 s kept a request with a 0.3 s timeout waiting 5.7 s, and for ever with a longer
+    reply (the timeout bounds each read); the whole request now has twice the timeout."""
+    sampler = EndpointSampler(server, "trickle", timeout=0.3)
+    prompt = TOK("1+11? Put your final answer in \\boxed{}.", add_special_tokens=False)["input_ids"]
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match=r"endpoint .*/v1/completions: no whole reply within 0.6 s"):
+        sampler.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=8))
+    assert time.monotonic() - t0 < 3.0
