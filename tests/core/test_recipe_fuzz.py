@@ -1,6 +1,8 @@
 """Recipe values a field-by-field fuzz of the shipped recipes found accepted or crashing, each now one
 ConfigError naming its field, before any work (the fuzz itself, over thousands of cases, is outside the
-suite). Parsed in-process (``parse_yaml`` + ``parse_config``); one case goes through the real CLI."""
+suite: /tmp/fuzz/fuzz.py in the commits that added these). Parsed in-process (``parse_yaml`` +
+``parse_config``, ``load_recipe`` where the check needs the demonstrations); one case goes through the
+real CLI, against a run directory it must leave as it was."""
 
 import re
 import subprocess
@@ -111,3 +113,14 @@ def test_an_empty_recipe_file_is_refused(tmp_path: Path, text: str):
         load_yaml(recipe)
     recipe.write_text("{}")
     assert load_yaml(recipe) == {}
+
+
+def test_a_baseline_that_is_not_utf8_is_named(tmp_path: Path):
+    # load_baseline's read raised UnicodeDecodeError: a traceback at parse
+    from posttrain.train.recipe import EMBEDDED_RECIPE, load_recipe
+
+    bad = tmp_path / "summary.jsonl"
+    bad.write_bytes(b'{"id": "\xff\xfe"}\n')
+    with pytest.raises(ConfigError, match=re.escape(f"eval.baselines[0]: {bad}: cannot read it as a run directory")):
+        load_recipe(EMBEDDED_RECIPE, [f"eval.baselines=[{bad}]", "tasks.n_train_per_domain=20",
+                                      "tasks.n_eval_per_domain=5"])
