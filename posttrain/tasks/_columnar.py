@@ -89,7 +89,11 @@ def _shards(path: Path, split: str | None) -> list[Path]:
         if not files or missing:
             raise UserError(f"{path}: state.json names {'no data files' if not files else f'missing {missing[0].name}'}")
         return files
-    files = sorted(p for p in path.rglob("*.parquet") if split is None or p.name.startswith(split))
+    try:  # a dataset's shards sit at most three folders down (data/, <config>/<split>/); not a walk of `/`
+        files = sorted(p for depth in range(4) for p in path.glob("*/" * depth + "*.parquet")
+                       if split is None or p.name.startswith(split))
+    except OSError as e:
+        raise UserError(f"{path}: cannot search it for *.parquet ({e.strerror or e})") from None
     if not files:
         raise UserError(f"{path}: a directory with no dataset (no state.json, dataset_dict.json or "
                         f"*.parquet{f' starting with {split!r}' if split else ''})")

@@ -107,8 +107,9 @@ class SamplerSpec:
     """Weights that change with the step (points in increasing step order), instead of ``weights``."""
     canary_rate: Annotated[float, Range(ge=0, le=0.5)] = 0.0
     """The share of draws that are canaries (tasks no honest response passes; any pass is a hack alarm)."""
-    canaries_per_domain: PositiveInt = 8
-    """Canary tasks built per domain that can have them (``HasCanaries``)."""
+    canaries_per_domain: Annotated[int, Range(ge=1, le=4096)] = 8
+    """Canary tasks built per domain that can have them (``HasCanaries``); at most 4,096 (all are built
+    when the recipe is read: 10**30 hung there)."""
     ema: Annotated[float, Range(gt=0, le=1)] = 0.3
     """Weight of the newest group in the pass-rate estimates (``posttrain.tasks._difficulty``)."""
 

@@ -48,6 +48,9 @@ def parse(text: str) -> Recipe:
         ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
          "tasks.sampler.schedule[0]: missing key 'step'"),
         ("reward: [{weight: 2}]", "reward[0]: missing key 'function'"),
+        # every canary is built when the recipe is read: 10**30 hung there
+        ("tasks: {sampler: {kind: pool, canaries_per_domain: 1000000000000000000000000000000}}",
+         "tasks.sampler.canaries_per_domain: expected an integer in [1, 4096]"),
     ],
 )
 def test_fuzzed_value_is_refused_by_name(text, needle):
@@ -124,3 +127,13 @@ def test_a_baseline_that_is_not_utf8_is_named(tmp_path: Path):
     with pytest.raises(ConfigError, match=re.escape(f"eval.baselines[0]: {bad}: cannot read it as a run directory")):
         load_recipe(EMBEDDED_RECIPE, [f"eval.baselines=[{bad}]", "tasks.n_train_per_domain=20",
                                       "tasks.n_eval_per_domain=5"])
+
+
+def test_a_directory_task_source_is_searched_shallowly_for_a_dataset():
+    """``file: /`` walked the whole file system for ``*.parquet`` (a pyarrow test file three levels into a
+    virtualenv, or a FileNotFoundError traceback from /proc); a dataset's shards sit at most three folders down."""
+    from posttrain.errors import UserError
+    from posttrain.tasks._columnar import _shards
+
+    with pytest.raises(UserError, match=r"^/: a directory with no dataset \(no state.json"):
+        _shards(Path("/"), None)
