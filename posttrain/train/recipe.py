@@ -697,6 +697,14 @@ class Recipe:
                               f"id, and a curriculum source's tasks are made as it goes; use rl.max_staleness: 0")
         if self.rl.kl_coef > 0 and "sft" not in self.stages and self.model.name == "embedded":
             raise ConfigError("rl.kl_coef > 0 needs a reference policy: run the sft stage or load a trained model")
+        weights = self.reward_weights
+        if weights.length and weights.max_tokens is not None and "rl" in self.stages and \
+                self.rl.episodes == "single" and weights.max_tokens > self.rl.most_new_tokens:
+            # a completion is cut at the cap before the penalty reaches -1: running long paid part of it
+            raise ConfigError(f"reward.max_tokens: {weights.max_tokens} is above the completion cap "
+                              f"{self.rl.most_new_tokens} (rl.max_new_tokens, or rl.adaptive_budget.high), so a "
+                              f"completion cut at the cap gets only part of the length penalty; set it at most "
+                              f"{self.rl.most_new_tokens} (DAPO: the generation cap)")
         if not isinstance(self.reward, RewardWeights):
             try:
                 as_terms(self.reward)

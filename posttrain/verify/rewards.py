@@ -44,7 +44,8 @@ class RewardWeights:
     length: NonNegativeFloat = 0.0
     """Weight of the length penalty in [-1, 0] (0 = off)."""
     max_tokens: PositiveInt | None = None
-    """The completion budget the length penalty is measured against."""
+    """The completion budget the length penalty is measured against (single-turn RL: at most the completion
+    cap, ``rl.max_new_tokens``, so that a completion cut there gets the whole penalty)."""
     overlong_buffer: NonNegativeInt = 0
     """Tokens before ``max_tokens`` where the penalty ramps linearly from 0 to -1."""
 

@@ -48,6 +48,9 @@ def parse(text: str) -> Recipe:
         ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
          "tasks.sampler.schedule[0]: missing key 'step'"),
         ("reward: [{weight: 2}]", "reward[0]: missing key 'function'"),
+        # DAPO's penalty against a budget the sampler never reaches: a completion cut at the cap paid part of it
+        ("rl: {max_new_tokens: 32}\nreward: {length: 1.0, max_tokens: 64, overlong_buffer: 16}",
+         "reward.max_tokens: 64 is above the completion cap 32"),
         # every canary is built when the recipe is read: 10**30 hung there
         ("tasks: {sampler: {kind: pool, canaries_per_domain: 1000000000000000000000000000000}}",
          "tasks.sampler.canaries_per_domain: expected an integer in [1, 4096]"),
