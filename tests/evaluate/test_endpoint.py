@@ -39,6 +39,17 @@ def _prompt_ids(chat: bool) -> dict[tuple[int, ...], str]:
 FIRST = {**_prompt_ids(False), **_prompt_ids(True)}
 
 
+def write_math_suite(root: Path, tokenizer, n_tasks: int) -> tuple[Path, str]:
+    """``n_tasks`` sums ``i+(i+10)?`` as a math task file under ``root`` and the tokenizer saved beside it:
+    (the task file, the tokenizer's directory), what an ``eval --endpoint`` test passes."""
+    tokenizer.save_pretrained(root / "tok")
+    tasks = root / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"m{i}", "domain": "math", "answer": str(2 * i + 10),
+                                         "prompt": f"{i}+{i + 10}? Put your final answer in \\boxed{{}}."}) + "\n"
+                             for i in range(n_tasks)))
+    return tasks, str(root / "tok")
+
+
 def send_completion(handler: BaseHTTPRequestHandler, text: str, ids: list[int], finish: str = "stop",
                     **extra: object) -> None:
     """Answer a /v1/completions request as vLLM does: one choice, its text, ids and logprobs (-0.5 each)."""

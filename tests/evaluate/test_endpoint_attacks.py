@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_endpoint import send_completion
+from test_endpoint import send_completion, write_math_suite
 
 from posttrain.errors import UserError
 from posttrain.policy import EndpointSampler, SamplingParams, build_char_tokenizer
@@ -117,13 +117,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("suite")
-    TOK.save_pretrained(root / "tok")
-    tasks = root / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"id": f"m{i}", "domain": "math", "answer": str(2 * i + 10),
-                                         "prompt": f"{i}+{i + 10}? Put your final answer in \\boxed{{}}."}) + "\n"
-                             for i in range(N_TASKS)))
-    return tasks, str(root / "tok")
+    return write_math_suite(tmp_path_factory.mktemp("suite"), TOK, N_TASKS)
 
 
 def _eval(run_cli, server, suite, model: str, *extra: str) -> tuple[int, str, str]:
