@@ -111,6 +111,8 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise UserError(f"--baseline: {path}: not valid JSON ({e.msg})") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise UserError(f"--baseline: {path}: cannot read it ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
         raise UserError(f"--baseline: {path}: expected a JSON object")
     picked = _pick(data, f"--baseline {path}")

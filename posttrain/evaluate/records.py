@@ -230,18 +230,23 @@ def parse_record(obj: Any, where: str) -> EvalRecord:
 def read_records(path: str | Path) -> list[EvalRecord]:
     """Read and validate a records JSONL file (blank lines skipped).
 
-    Raises ``UserError`` naming the file and line for a missing file, bad JSON or a bad field.
+    Raises ``UserError`` naming the file and line for a missing file, bytes that are not UTF-8, bad
+    JSON or a bad field.
     """
     path = Path(path)
     refuse_directory(path, "a records .jsonl file")
     if not path.is_file():
         raise UserError(f"{path}: records file not found")
     out: list[EvalRecord] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:  # a traceback here, in report, audit and --baseline alike
+                raise UserError(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:

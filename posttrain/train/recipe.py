@@ -860,9 +860,6 @@ def check_inputs(recipe: Recipe) -> tuple[list[Task], list[Task]]:
             load_baseline(path)
         except UserError as e:
             raise ConfigError(f"eval.baselines[{i}]: {e}") from None
-        except (UnicodeDecodeError, OSError) as e:  # past load_baseline's own checks: a file that is not UTF-8
-            raise ConfigError(f"eval.baselines[{i}]: {path}: cannot read it as a run directory or `posttrain eval` "
-                              f"results ({type(e).__name__}: {e})") from None
     lora = recipe.model.lora
     if "rl" in recipe.stages and recipe.rl.max_staleness > 0 and lora is not None and lora.dropout > 0:
         raise ConfigError(f"rl.max_staleness: {recipe.rl.max_staleness} generates while the update trains, and "

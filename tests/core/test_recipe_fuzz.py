@@ -122,12 +122,12 @@ def test_an_empty_recipe_file_is_refused(tmp_path: Path, text: str):
 
 
 def test_a_baseline_that_is_not_utf8_is_named(tmp_path: Path):
-    # load_baseline's read raised UnicodeDecodeError: a traceback at parse
+    # read_records raised UnicodeDecodeError: a traceback at parse (and in report, audit, eval --baseline)
     from posttrain.train.recipe import EMBEDDED_RECIPE, load_recipe
 
     bad = tmp_path / "summary.jsonl"
     bad.write_bytes(b'{"id": "\xff\xfe"}\n')
-    with pytest.raises(ConfigError, match=re.escape(f"eval.baselines[0]: {bad}: cannot read it as a run directory")):
+    with pytest.raises(ConfigError, match=re.escape(f"eval.baselines[0]: {bad}:1: not UTF-8 (byte 0xff at column 9)")):
         load_recipe(EMBEDDED_RECIPE, [f"eval.baselines=[{bad}]", "tasks.n_train_per_domain=20",
                                       "tasks.n_eval_per_domain=5"])
 
