@@ -272,14 +272,12 @@ def project_modules(task_fields: Mapping[str, Any]) -> tuple[str, ...]:
     tree = initial_tree(task_fields)
     roots = [p.strip("/") for p in task_fields["environment"].get("python_path", ["."])]
     names: set[str] = set()
-    for path in tree:
+    for path in (p for p in tree if not is_test_path(p)):
         for root in roots:
             prefix = "" if root in ("", ".") else root + "/"
             if not path.startswith(prefix):
                 continue
             parts = path[len(prefix):].split("/")
-            if is_test_path(path):
-                continue
             if len(parts) == 2 and parts[1] == "__init__.py":
                 names.add(parts[0])
             elif len(parts) == 1 and parts[0].endswith(".py") and parts[0] not in ("setup.py", "conftest.py",
