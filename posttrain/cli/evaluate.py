@@ -219,8 +219,12 @@ def _endpoint_line(s: dict[str, Any]) -> str | None:
 
 
 def _canary_lines(summary: dict[str, Any]) -> list[str]:
+    """What ``--json`` also says on stderr, where a reader of stdout alone would miss it: canary passes,
+    and infra errors (attrition the rates leave out, said as the table's first line says it)."""
     blocks = summary["eval"] if "eval" in summary and "pass@1" not in summary else {"eval": summary}
-    return [line for name, s in blocks.items() if (line := _canary_line(name, s)) is not None]
+    lines = [line for name, s in blocks.items() if (line := _canary_line(name, s)) is not None]
+    return lines + [f"{name}: {s['infra_errors']} infra errors (attrition, not failures)"
+                    for name, s in blocks.items() if isinstance(s, dict) and s.get("infra_errors")]
 
 
 def _print_block(name: str, s: dict[str, Any]) -> None:

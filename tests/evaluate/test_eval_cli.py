@@ -168,3 +168,13 @@ def test_a_run_without_checkpoints_is_one_line(tmp_path, run_cli):
     (run / "checkpoints").mkdir(parents=True)
     code, _, err = run_cli("eval", "--run", str(run), "--suite", "humaneval", "--limit", "1")
     assert code == 2 and err.count("\n") == 1 and "--run: no policy checkpoints under" in err, err
+
+
+def test_json_says_infra_errors_on_stderr_as_it_says_canary_passes():
+    # --json printed the summary alone: a CI that reads stdout missed the attrition the table's first line says
+    from posttrain.cli.evaluate import _canary_lines
+    one = {"pass@1": 0.5, "n_tasks": 4, "infra_errors": 3}
+    assert _canary_lines(one) == ["eval: 3 infra errors (attrition, not failures)"]
+    run = {"eval": {"sft": {"pass@1": 1.0, "infra_errors": 0}, "rl": {"pass@1": 0.0, "infra_errors": 2}}}
+    assert _canary_lines(run) == ["rl: 2 infra errors (attrition, not failures)"]
+    assert _canary_lines({"pass@1": 1.0, "infra_errors": 0}) == []
