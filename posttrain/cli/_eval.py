@@ -222,6 +222,10 @@ def _validate_sampling(args: argparse.Namespace) -> None:
     if args.endpoint and not args.tokenizer:
         raise UserError("posttrain eval: --endpoint needs --tokenizer PATH_OR_NAME (the served model's tokenizer: "
                         "prompts are sent as its token ids)")
+    if args.endpoint_timeout is not None and not args.endpoint:
+        raise UserError("posttrain eval: --endpoint-timeout is for --endpoint")
+    if args.endpoint_timeout is not None and not 0 < args.endpoint_timeout <= 86400:
+        raise UserError(f"posttrain eval: --endpoint-timeout must be seconds in (0, 86400], got {args.endpoint_timeout}")
     if args.tokenizer and not (args.endpoint or args.agent):
         raise UserError("posttrain eval: --tokenizer is for --endpoint or --agent (a --model brings its own)")
     if args.chat is not None and args.responses:
@@ -351,7 +355,9 @@ def _model(args: argparse.Namespace, model: str | None) -> Any:
         from posttrain.evaluate.sources import EndpointModel
         from posttrain.policy import EndpointSampler
 
-        return EndpointModel(EndpointSampler(args.endpoint, args.model_name), _tokenizer(args), chat=bool(args.chat))
+        timeout = {} if args.endpoint_timeout is None else {"timeout": args.endpoint_timeout}
+        return EndpointModel(EndpointSampler(args.endpoint, args.model_name, **timeout), _tokenizer(args),
+                             chat=bool(args.chat))
     from posttrain.policy import load_policy
 
     return load_policy(model, chat=args.chat)

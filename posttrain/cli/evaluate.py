@@ -53,6 +53,9 @@ def register(subparsers: Any) -> None:
                      help="a scripted agent played through the same episodes as a model (--episodes agent, workspace "
                      "domains such as repo): noop, oracle, or a domain's cheat agent (posttrain.envs.workspace)")
     src.add_argument("--model-name", metavar="NAME", help="model name sent to --endpoint")
+    src.add_argument("--endpoint-timeout", type=float, default=None, metavar="S",
+                     help="--endpoint: seconds to wait for the server's next bytes (default 120); a whole reply gets "
+                     "twice that. A request past it ends the evaluation (never a failed attempt)")
     src.add_argument("--tokenizer", metavar="PATH_OR_NAME",
                      help="--endpoint's tokenizer (prompts go out as its token ids, completions come back as ids)")
     src.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,

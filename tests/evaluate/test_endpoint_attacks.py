@@ -173,6 +173,14 @@ def test_a_server_that_never_answers_is_a_clear_error_at_the_timeout(server):
         sampler.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=8))
 
 
+def test_the_timeout_is_a_flag_of_eval(run_cli, server, suite):
+    code, out, err = _eval(run_cli, server, suite, "hang", "--endpoint-timeout", "0.2")
+    assert code == 2 and out == "" and "timed out" in err.splitlines()[-1]
+    for bad, why in (("0", "must be seconds in (0, 86400], got 0.0"), ("nan", "got nan")):
+        code, _, err = _eval(run_cli, server, suite, "honest", "--endpoint-timeout", bad)
+        assert code == 2 and err.strip().endswith(why), err
+
+
 def test_a_server_that_trickles_its_reply_is_a_clear_error_at_twice_the_timeout(server):
     """A byte every 0.1 s kept a request with a 0.3 s timeout waiting 5.7 s, and for ever with a longer
     reply (the timeout bounds each read); the whole request now has twice the timeout."""
