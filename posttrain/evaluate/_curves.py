@@ -11,10 +11,9 @@ smoothing slider above them drives ``_page.CHART_SCRIPT``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 from typing import TYPE_CHECKING, Any
 
-from posttrain.evaluate._svg import PALETTE, line_chart
+from posttrain.evaluate._svg import PALETTE, as_text, line_chart
 from posttrain.strict_json import finite_float
 
 if TYPE_CHECKING:
@@ -87,10 +86,10 @@ def _stage_curves(stage: str, runs: Sequence[RunData], colors: dict[str, str]) -
         (flat if _flat(series) else live).append((title, line_chart(title, series, colors=fixed), series))
     steps = sorted({x for rs in rows.values() for row in rs if (x := finite_float(row.get("step"))) is not None})
     span = f"steps {int(steps[0]):,}-{int(steps[-1]):,}, " if steps else ""
-    html = (f'<h3>stage {escape(stage)} <span class="muted">({span}{sum(len(rs) for rs in rows.values()):,} '
+    html = (f'<h3>stage {as_text(stage)} <span class="muted">({span}{sum(len(rs) for rs in rows.values()):,} '
             f'rows)</span></h3><div class="charts">{"".join(c for _, c, _ in live)}</div>')
     if flat:
-        said = ", ".join(f"{escape(title)} = {next(iter(s.values()))[0][1]:.4g}" for title, _, s in flat)
+        said = ", ".join(f"{as_text(title)} = {next(iter(s.values()))[0][1]:.4g}" for title, _, s in flat)
         html += (f'<details class="flat"><summary>{len(flat)} panel(s) with nothing to say, constant over the stage: '
                  f'{said}</summary><div class="charts">{"".join(c for _, c, _ in flat)}</div></details>')
     return html

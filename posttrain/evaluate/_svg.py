@@ -13,10 +13,42 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 
-__all__ = ["line_chart", "bar_chart", "nice_ticks", "tick_labels"]
+__all__ = ["line_chart", "bar_chart", "nice_ticks", "tick_labels", "as_text"]
+
+# Characters that do not show as themselves: C0/C1 controls (NUL, ESC, BEL), bidi embeddings, overrides,
+# isolates and marks (U+202E turns the rest of a line around), zero-width ones, BOM, lone surrogates.
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u115f\u1160\u180e\u200b-\u200f"
+                     "\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff]")
+_BREAKS = re.compile("[\t\n\r]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    c = ord(match.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def as_text(value: object, *, limit: int | None = 200, multiline: bool = False) -> str:
+    """``value`` (model or task-file text) as HTML text that shows as itself: markup escaped (quotes
+    too, so it may sit in an attribute), and each character that would not show -- controls (NUL, ESC),
+    bidi overrides and isolates, zero-width characters, lone surrogates -- written as its escape
+    (``\\u202e``), so two ids differing only there read apart and none turns its line around; tabs and
+    line breaks too unless ``multiline``. Past ``limit`` characters (None: no limit) it is cut, saying
+    how much more there was. Covered: what the text shows; not covered: what it says.
+
+    >>> print(as_text('<b x="1">task\\u200b-1\\u202e</b>'))
+    &lt;b x=&quot;1&quot;&gt;task\\u200b-1\\u202e&lt;/b&gt;
+    >>> print(as_text("a\\nb: 1.0"), as_text("x" * 9, limit=4))
+    a\\x0ab: 1.0 xxxx… (5 more chars)
+    """
+    text = str(value)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit} more chars)"
+    text = _HIDDEN.sub(_visible, text)
+    return escape(text if multiline else _BREAKS.sub(_visible, text))
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")
@@ -85,7 +117,7 @@ def _y_range(lo: float, hi: float) -> tuple[float, float]:
 
 def _svg(title: str, body: list[str], extra: str = "") -> str:
     return (f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
-            f'aria-label="{escape(title)}"{extra}>{"".join(body)}</svg>')
+            f'aria-label="{as_text(title)}"{extra}>{"".join(body)}</svg>')
 
 
 def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: str = "step",
@@ -111,7 +143,7 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
     def sy(y: float) -> float:
         return box[3] - (y - y0) / (y1 - y0) * (box[3] - box[1])
 
-    parts = [f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{escape(title)}</text>',
+    parts = [f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{as_text(title)}</text>',
              f'<line x1="{box[0]}" y1="{box[3]}" x2="{box[2]}" y2="{box[3]}" class="ax"/>',
              f'<line x1="{box[0]}" y1="{box[1]}" x2="{box[0]}" y2="{box[3]}" class="ax"/>']
     y_ticks = nice_ticks(y0, y1, most=5)
@@ -122,17 +154,17 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
     for t, label in zip(x_ticks, [str(int(t)) for t in x_ticks] if integer else tick_labels(x_ticks), strict=True):
         parts.append(f'<line x1="{sx(t):.1f}" y1="{box[3]}" x2="{sx(t):.1f}" y2="{box[3] + 3}" class="ax"/>'
                      f'<text x="{sx(t):.1f}" y="{box[3] + 14}" text-anchor="middle" class="tk xt">{label}</text>')
-    parts.append(f'<text x="{box[2]}" y="{H - 4}" text-anchor="end" class="tk">{escape(x_label)}</text>')
+    parts.append(f'<text x="{box[2]}" y="{H - 4}" text-anchor="end" class="tk">{as_text(x_label)}</text>')
     legend = []
     for i, (name, pts) in enumerate(clean.items()):
         color = (colors or {}).get(name) or PALETTE[i % len(PALETTE)]
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         data = escape(json.dumps([[x, y] for x, y in pts], separators=(",", ":")))
         parts.append(f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.8" points="{path}" '
-                     f'data-name="{escape(name)}" data-xy="{data}"/>')
+                     f'data-name="{as_text(name)}" data-xy="{data}"/>')
         if len(pts) == 1:
             parts.append(f'<circle cx="{sx(pts[0][0]):.1f}" cy="{sy(pts[0][1]):.1f}" r="3" fill="{color}"/>')
-        legend.append(f'<span><i style="background:{color}"></i>{escape(name)}</span>')
+        legend.append(f'<span><i style="background:{color}"></i>{as_text(name)}</span>')
     parts.append(f'<line class="guide" x1="0" y1="{box[1]}" x2="0" y2="{box[3]}" visibility="hidden"/>')
     frame = f' data-frame="{x0} {x1} {y0} {y1} {box[0]} {box[1]} {box[2]} {box[3]}"'
     return (f'<figure class="chart-box">{_svg(title, parts, frame)}'
@@ -156,7 +188,7 @@ def bar_chart(
         return H - PAD_B - y / top * (H - PAD_T - PAD_B)
 
     parts = [
-        f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{escape(title)}</text>',
+        f'<text x="{W / 2}" y="16" text-anchor="middle" class="ct">{as_text(title)}</text>',
         f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" class="ax"/>',
     ]
     ticks = nice_ticks(0.0, top, most=5, integer=integer)
@@ -171,7 +203,7 @@ def bar_chart(
         hover = f"{label}: {value:.4g}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
         parts.append(
             f'<rect class="bar" x="{x:.1f}" y="{sy(value):.1f}" width="{bw:.1f}" height="{max(sy(0) - sy(value), 0):.1f}" '
-            f'fill="{color}"><title>{escape(hover)}</title></rect>'
+            f'fill="{color}"><title>{as_text(hover)}</title></rect>'
         )
         if ci is not None:
             cx = x + bw / 2
@@ -181,6 +213,6 @@ def bar_chart(
                 f'<line x1="{cx - 5:.1f}" y1="{sy(ci[1]):.1f}" x2="{cx + 5:.1f}" y2="{sy(ci[1]):.1f}" class="eb"/>'
             )
         parts.append(
-            f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 14}" text-anchor="middle" class="tk">{escape(label[:14])}</text>'
+            f'<text x="{x + bw / 2:.1f}" y="{H - PAD_B + 14}" text-anchor="middle" class="tk">{as_text(label if len(label) <= 14 else label[:13] + "…")}</text>'
         )
     return _svg(title, parts)

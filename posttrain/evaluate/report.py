@@ -34,14 +34,13 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError
 from posttrain.evaluate._curves import curves_html
 from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
-from posttrain.evaluate._svg import bar_chart
+from posttrain.evaluate._svg import as_text, bar_chart
 from posttrain.evaluate.baseline import SETTINGS
 from posttrain.evaluate.records import EvalRecord, read_records
 from posttrain.evaluate.summary import summarize
@@ -52,6 +51,8 @@ __all__ = ["write_report", "load_run", "render_report", "RunData", "Panel", "add
 
 _MAX_EXAMPLES_PER_KIND = 12
 _MAX_TEXT = 4000
+_MAX_TURNS = 40
+_MAX_CALLS = 20
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "eval", "trajectories")
 """What a run directory holds from its start (config.yaml) or later; a directory with none of them is no run."""
 
@@ -173,13 +174,13 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
         key=lambda k: (k[:5], int(k.split("@")[-1].split("^")[-1]) if k[-1].isdigit() else 0),
     )
     lost = any(isinstance(e.get("infra_as_fail"), dict) for e in summaries.values())
-    head = "".join(f"<th>{escape(k)}</th>" for k in rate_keys) + ("<th>pass@1, infra as fail</th>" if lost else "")
+    head = "".join(f"<th>{as_text(k)}</th>" for k in rate_keys) + ("<th>pass@1, infra as fail</th>" if lost else "")
     rows = []
     for name, e in summaries.items():
         cells = "".join(_cell(e, k) for k in rate_keys) + (_infra_as_fail_cell(e) if lost else "")
         rows.append(
-            f"<tr><th>{escape(name)}</th>{cells}<td>{e.get('n_tasks', '–')}</td>"
-            f"<td>{e.get('infra_errors', 0)}</td><td>{e.get('hack_flagged', 0)}</td></tr>"
+            f"<tr><th>{as_text(name)}</th>{cells}<td>{as_text(e.get('n_tasks', '–'))}</td>"
+            f"<td>{as_text(e.get('infra_errors', 0))}</td><td>{as_text(e.get('hack_flagged', 0))}</td></tr>"
         )
     table = (
         f'<table class="eval"><tr><th>model</th>{head}<th>tasks</th><th>infra errors</th><th>hack flags</th></tr>'
@@ -190,8 +191,9 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
     for name, e in summaries.items():
         for dom, d in sorted((e.get("per_domain") or {}).items()):
             dom_rows.append(
-                f"<tr><th>{escape(name)}</th><td>{escape(dom)}</td>{_cell(d, 'pass@1')}"
-                f"<td>{d.get('n_tasks', '–')}</td><td>{d.get('passed', '–')}</td><td>{d.get('infra_errors', 0)}</td></tr>"
+                f"<tr><th>{as_text(name)}</th><td>{as_text(dom)}</td>{_cell(d, 'pass@1')}"
+                f"<td>{as_text(d.get('n_tasks', '–'))}</td><td>{as_text(d.get('passed', '–'))}</td>"
+                f"<td>{as_text(d.get('infra_errors', 0))}</td></tr>"
             )
     if dom_rows:
         table += (
@@ -208,11 +210,11 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
     chart = bar_chart("pass@1 (first attempt), 95% CI clustered by task", bars, y_max=1.0)
     noop = {n: e["noop"] for n, e in summaries.items() if isinstance(e.get("noop"), dict)}
     note = "".join(  # a floor the summary does not have (every no-op verification an infra error) is not 0
-        f'<p class="muted">no-op baseline ({escape(n)}): pass@1 = {finite_float(v.get("pass@1")):.3f}</p>'
+        f'<p class="muted">no-op baseline ({as_text(n)}): pass@1 = {finite_float(v.get("pass@1")):.3f}</p>'
         for n, v in noop.items() if finite_float(v.get("pass@1")) is not None
     )
     note += "".join(
-        f'<p class="muted">{escape(n)}: repair@r rounds saw feedback of kind <b>{escape(str(e["repair_feedback_source"]))}</b> '
+        f'<p class="muted">{as_text(n)}: repair@r rounds saw feedback of kind <b>{as_text(str(e["repair_feedback_source"]))}</b> '
         "(success within r feedback rounds; not an i.i.d. pass@k)</p>"
         for n, e in summaries.items()
         if e.get("repair_feedback_source")
@@ -237,8 +239,8 @@ def _task_sets_note(summaries: dict[str, dict[str, Any]]) -> str:
         if len({json.dumps(v, sort_keys=True) for v in prompts.values()}) < 2:
             return ""
         return (f'<p><b>not comparable:</b> these evaluations ask other prompts under the same task ids: '
-                f'{", ".join(escape(n) for n in prompts)}; their rates are not of the same tasks.</p>')
-    listed = ", ".join(f"{escape(n)} ({escape(str(v.get('n', '?')))} tasks)" for n, v in sets.items())
+                f'{", ".join(as_text(n) for n in prompts)}; their rates are not of the same tasks.</p>')
+    listed = ", ".join(f"{as_text(n)} ({as_text(str(v.get('n', '?')))} tasks)" for n, v in sets.items())
     return (f'<p><b>not comparable:</b> these evaluations are over different task sets: {listed}; '
             "their rates are not of the same tasks.</p>")
 
@@ -255,7 +257,7 @@ def _settings_note(summaries: dict[str, dict[str, Any]]) -> str:
         for v in values.values():
             distinct += [] if v in distinct else [v]
         if len(distinct) > 1:
-            apart.append(f"{key}: " + ", ".join(f"{escape(n)} {escape(json.dumps(v))}" for n, v in values.items()))
+            apart.append(f"{key}: " + ", ".join(f"{as_text(n)} {as_text(json.dumps(v))}" for n, v in values.items()))
     if not apart:
         return ""
     return (f'<p><b>not comparable:</b> these evaluations were sampled with different settings ({"; ".join(apart)}); '
@@ -274,12 +276,12 @@ def _episodes_table(summaries: dict[str, dict[str, Any]]) -> str:
     figures = {n: e["episodes"] for n, e in summaries.items() if isinstance(e.get("episodes"), dict)}
     if not figures:
         return ""
-    head = "".join(f"<th>{escape(label)}</th>" for label, _ in _EPISODE_FIGURES)
+    head = "".join(f"<th>{as_text(label)}</th>" for label, _ in _EPISODE_FIGURES)
     rows = []
     for name, f in figures.items():
         cells = "".join('<td class="muted">–</td>' if finite_float(f.get(k)) is None else f"<td>{finite_float(f.get(k)):.3f}</td>"
                         for _, k in _EPISODE_FIGURES)
-        rows.append(f"<tr><th>{escape(name)}</th>{cells}</tr>")
+        rows.append(f"<tr><th>{as_text(name)}</th>{cells}</tr>")
     return ('<h3>Episodes</h3><table class="eval episodes"><tr><th>model</th>' + head + "</tr>" + "".join(rows)
             + '</table><p class="muted">post-repair: success within every attempt allowed; tool-call validity: '
               "calls that parse and name a tool with valid arguments / all calls (– when none was made).</p>")
@@ -329,24 +331,24 @@ def _histograms(groups: dict[str, Sequence[EvalRecord]]) -> str:
 
 
 def _clip(text: str) -> str:
-    return escape(text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + f"\n… ({len(text) - _MAX_TEXT} more chars)")
+    return as_text(text, limit=_MAX_TEXT, multiline=True)
 
 
 def _episode_html(source: str, key: tuple, recs: Sequence[EvalRecord]) -> str:
     stage, step, task_id, sample_idx = key
     kind = _episode_kind(recs)
     head = (
-        f'<span class="badge {kind}">{kind}</span> {escape(source)} · task <b>{escape(task_id)}</b> · '
+        f'<span class="badge {kind}">{kind}</span> {as_text(source)} · task <b><bdi>{as_text(task_id)}</bdi></b> · '
         f"sample {sample_idx}" + (f" · step {step}" if step >= 0 else "") + f" · {len(recs)} attempt(s)"
     )
     parts = [f"<h4>prompt</h4><pre>{_clip(recs[0].prompt)}</pre>"]
     for r in recs:
-        flags = f' <span class="badge hack">{escape(", ".join(r.hack_flags))}</span>' if r.hack_flags else ""
+        flags = f' <span class="badge hack">{as_text(", ".join(r.hack_flags))}</span>' if r.hack_flags else ""
         reward = "null" if r.reward is None else f"{r.reward:.3g}"
         parts.append(
-            f'<div class="attempt"><h4>attempt {r.attempt} (feedback in context: {escape(r.feedback_source)}) → '
-            f'<span class="badge {"infra" if r.is_infra_error else r.outcome}">{escape(r.outcome)}</span> '
-            f"reward {reward}{' · ' + escape(r.error_class) if r.error_class else ''}{flags}</h4>"
+            f'<div class="attempt"><h4>attempt {r.attempt} (feedback in context: {as_text(r.feedback_source)}) → '
+            f'<span class="badge {"infra" if r.is_infra_error else r.outcome}">{as_text(r.outcome)}</span> '
+            f"reward {reward}{' · ' + as_text(r.error_class) if r.error_class else ''}{flags}</h4>"
             + (_turns_html(r.extra["turns"]) if isinstance(r.extra.get("turns"), list)
                else f"<pre>{_clip(r.completion)}</pre>")
             + (f'<div class="fb">feedback:<pre>{_clip(r.feedback)}</pre></div>' if r.feedback else "")
@@ -358,18 +360,20 @@ def _episode_html(source: str, key: tuple, recs: Sequence[EvalRecord]) -> str:
 def _turns_html(turns: Sequence[Any]) -> str:
     """Each turn of a multi-turn record (``turns``, docs/records.md): observation, action, verdict."""
     rows = []
-    for i, t in enumerate(turns):
+    for i, t in enumerate(turns[:_MAX_TURNS]):
         if not isinstance(t, dict):
             continue
         obs = t.get("observation")
         verdict = t.get("verdict")
-        badge = (f'<span class="badge {"infra" if verdict == "infra_error" else escape(str(verdict))}">'
-                 f"{escape(str(verdict))}</span>" if verdict else '<span class="muted">no verdict</span>')
+        badge = (f'<span class="badge {"infra" if verdict == "infra_error" else as_text(str(verdict))}">'
+                 f"{as_text(str(verdict))}</span>" if verdict else '<span class="muted">no verdict</span>')
         rows.append(
             f'<tr class="turn"><td>{i}</td>'
             f"<td>{'<span class=muted>(the prompt)</span>' if obs is None else '<pre>' + _clip(str(obs)) + '</pre>'}</td>"
             f"<td><pre>{_clip(str(t.get('action', '')))}</pre>{_calls_html(t.get('calls'))}</td><td>{badge}"
-            f"{' · ' + escape(str(t['stop_reason'])) if t.get('stop_reason') else ''}</td></tr>")
+            f"{' · ' + as_text(str(t['stop_reason'])) if t.get('stop_reason') else ''}</td></tr>")
+    if len(turns) > _MAX_TURNS:  # a model's thousand turns do not bury the page's other rows
+        rows.append(f'<tr><td colspan="4" class="muted">… {len(turns) - _MAX_TURNS} more turns not shown</td></tr>')
     return ('<table class="review turns"><tr><th>turn</th><th>observation</th><th>action</th><th>verdict</th></tr>'
             + "".join(rows) + "</table>")
 
@@ -380,15 +384,19 @@ def _calls_html(calls: Any) -> str:
     if not isinstance(calls, list) or not calls:
         return ""
     rows = []
-    for c in calls:
+    for c in calls[:_MAX_CALLS]:
         if not isinstance(c, dict):
             continue
+        given = c.get("arguments")
         args = ", ".join(f"{k}={v!r}" if len(repr(v)) <= 80 else f"{k}=<{len(str(v))} chars>"
-                         for k, v in (c.get("arguments") or {}).items())
+                         for k, v in given.items()) if isinstance(given, dict) else repr(given)
         state = "ran" if c.get("ok") else "refused"
-        rows.append(f'<div class="call"><b>{escape(str(c.get("name")))}</b>({escape(args)}) '
-                    f'<span class="muted">{state} · {float(c.get("seconds") or 0):.2f} s</span>'
+        seconds = finite_float(c.get("seconds"))
+        rows.append(f'<div class="call"><b>{as_text(c.get("name"))}</b>({as_text(args, limit=400)}) '
+                    f'<span class="muted">{state} · {"?" if seconds is None else f"{seconds:.2f}"} s</span>'
                     f'<pre>{_clip(str(c.get("result", "")))}</pre></div>')
+    if len(calls) > _MAX_CALLS:
+        rows.append(f'<p class="muted">… {len(calls) - _MAX_CALLS} more calls not shown</p>')
     return "".join(rows)
 
 
@@ -412,7 +420,7 @@ def _trajectories(groups: dict[str, Sequence[EvalRecord]]) -> str:
         '<label>show <select id="kind-filter"><option value="all">all</option>'
         '<option value="fail">failures</option><option value="infra">infra errors</option>'
         '<option value="hack">hack flags</option><option value="pass">passes</option></select></label> '
-        f'<span class="muted">episodes in files: {escape(counts)}; showing up to {_MAX_EXAMPLES_PER_KIND} '
+        f'<span class="muted">episodes in files: {as_text(counts)}; showing up to {_MAX_EXAMPLES_PER_KIND} '
         'of each kind per file, latest steps first</span> <span id="shown" class="muted"></span>'
     )
     return select + "".join(picked)
@@ -423,10 +431,10 @@ def _sched_table(summary: dict[str, Any], label: str = "") -> str:
     sched = summary.get("sched")
     if not isinstance(sched, dict):
         return ""
-    counts = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in sched.items() if finite_float(v) is not None)
+    counts = "".join(f"<tr><th>{as_text(k)}</th><td>{v}</td></tr>" for k, v in sched.items() if finite_float(v) is not None)
     breakers = sched.get("breakers") if isinstance(sched.get("breakers"), dict) else {}
-    states = "".join(f"<tr><th>breaker {escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in breakers.items())
-    head = f"<h3>{escape(label)}</h3>" if label else ""
+    states = "".join(f"<tr><th>breaker {as_text(str(k))}</th><td>{as_text(str(v))}</td></tr>" for k, v in breakers.items())
+    head = f"<h3>{as_text(label)}</h3>" if label else ""
     return f'{head}<table class="eval">{counts}{states}</table>'
 
 
@@ -491,8 +499,8 @@ def add_panel(title: str, render: Callable[[Sequence[RunData]], str], *, order: 
 
 
 def _broken(title: str, error: Exception) -> Panel:
-    return Panel(title, lambda runs: f'<p class="muted">this panel did not load: {escape(type(error).__name__)}: '
-                                     f"{escape(str(error)[:300])}</p>")
+    return Panel(title, lambda runs: f'<p class="muted">this panel did not load: {as_text(type(error).__name__)}: '
+                                     f"{as_text(error, limit=300)}</p>")
 
 
 def report_panels() -> list[Panel]:
@@ -512,21 +520,21 @@ def _section(panel: Panel, runs: Sequence[RunData]) -> str:
     try:
         body = panel.render(runs)
     except Exception as e:  # noqa: BLE001 - one line in its section, never a failed report
-        body = f'<p class="muted">this panel failed: {escape(type(e).__name__)}: {escape(str(e)[:300])}</p>'
-    return f"<h2>{escape(panel.title)}</h2>{body}" if body else ""
+        body = f'<p class="muted">this panel failed: {as_text(type(e).__name__)}: {as_text(e, limit=300)}</p>'
+    return f"<h2>{as_text(panel.title)}</h2>{body}" if body else ""
 
 
 def render_report(data: RunData | Sequence[RunData]) -> str:
     """The HTML text of the report of one run, or of several compared (``write_report`` writes it)."""
     runs = [data] if isinstance(data, RunData) else list(data)
-    configs = "".join(f"<details><summary>resolved config of {escape(r.label)} (config.yaml)</summary>"
-                      f"<pre>{escape(r.config_text)}</pre></details>" for r in runs if r.config_text)
+    configs = "".join(f"<details><summary>resolved config of {as_text(r.label)} (config.yaml)</summary>"
+                      f"<pre>{as_text(r.config_text, limit=None, multiline=True)}</pre></details>" for r in runs if r.config_text)
     title = "posttrain report: " + " vs ".join(r.label for r in runs)
-    where = "<br>".join(escape(str(r.run_dir)) for r in runs)
+    where = "<br>".join(as_text(r.run_dir, limit=None) for r in runs)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f'<h1>{escape(title)}</h1><p class="muted">{where}</p>{configs}'
+        f"<title>{as_text(title, limit=None)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{as_text(title, limit=None)}</h1><p class="muted">{where}</p>{configs}'
         + "".join(_section(p, runs) for p in report_panels())
         + f"<script>{SCRIPT}</script><script>{CHART_SCRIPT}</script></body></html>"
     )

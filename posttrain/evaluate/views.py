@@ -16,10 +16,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
+from posttrain.evaluate._svg import as_text
 from posttrain.evaluate.records import EvalRecord
 from posttrain.evaluate.report import Panel, RunData
 from posttrain.types import Task
@@ -89,26 +89,31 @@ def _image(path: Path) -> str:
     if not path.is_file():
         return '<span class="muted">(none)</span>'
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{escape(path.name)}" width="192" src="data:image/png;base64,{data}">'
+    return f'<img alt="{as_text(path.name)}" width="192" src="data:image/png;base64,{data}">'
+
+
+def _own_file(name: Any) -> bool:
+    """Whether an index entry names a file of its own stage's folder (never ``../..``, never a path)."""
+    return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name
 
 
 def _stage_table(stage_dir: Path) -> str:
     try:
         entries = json.loads((stage_dir / "index.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return f'<p class="muted">{escape(stage_dir.name)}: unreadable index.json</p>'
+        return f'<p class="muted">{as_text(stage_dir.name)}: unreadable index.json</p>'
     rows = []
     for e in entries if isinstance(entries, list) else []:
         if not isinstance(e, dict):
             continue
         verdict = str(e.get("outcome", "?")) + (f" ({e['error_class']})" if e.get("error_class") else "")
-        cells = [_image(stage_dir / str(e[k])) if isinstance(e.get(k), str) else '<span class="muted">(none)</span>'
+        cells = [_image(stage_dir / e[k]) if _own_file(e.get(k)) else '<span class="muted">(none)</span>'
                  for k in ("gold", "candidate")]
-        note = f'<br><span class="muted">{escape(str(e["error"]))}</span>' if e.get("error") else ""
-        rows.append(f"<tr><td>{escape(str(e.get('task_id', '?')))}<br>attempt {escape(str(e.get('attempt', 0)))}</td>"
-                    f"<td>{escape(verdict)}{note}</td><td>{cells[0]}</td><td>{cells[1]}</td></tr>")
+        note = f'<br><span class="muted">{as_text(str(e["error"]))}</span>' if e.get("error") else ""
+        rows.append(f"<tr><td>{as_text(str(e.get('task_id', '?')))}<br>attempt {as_text(str(e.get('attempt', 0)))}</td>"
+                    f"<td>{as_text(verdict)}{note}</td><td>{cells[0]}</td><td>{cells[1]}</td></tr>")
     head = "<tr><th>task</th><th>verdict</th><th>gold</th><th>answer</th></tr>"
-    return f"<h3>{escape(stage_dir.name)}</h3><table>{head}{''.join(rows)}</table>"
+    return f"<h3>{as_text(stage_dir.name)}</h3><table>{head}{''.join(rows)}</table>"
 
 
 def _views_panel(runs: Sequence[RunData]) -> str:
@@ -116,7 +121,7 @@ def _views_panel(runs: Sequence[RunData]) -> str:
     for run in runs:
         stages = sorted(p.parent for p in (run.run_dir / "views").glob("*/index.json"))
         if stages:
-            label = f"<h3>{escape(run.label)}</h3>" if len(runs) > 1 else ""
+            label = f"<h3>{as_text(run.label)}</h3>" if len(runs) > 1 else ""
             parts.append(label + "".join(_stage_table(s) for s in stages))
     return "".join(parts)
 
