@@ -123,10 +123,12 @@ def _svg(title: str, body: list[str], extra: str = "") -> str:
 def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], *, x_label: str = "step",
                colors: Mapping[str, str] | None = None) -> str:
     """One line chart with its legend (a ``<figure>``); ``series`` maps a legend name to (x, y) points.
-    NaN/inf points are skipped; "" when nothing is left. ``colors`` fixes a series' colour (the same
+    NaN/inf points are not drawn, and the legend says how many a series lost (a run whose reward went NaN
+    does not read as a clean line); "" when nothing is left. ``colors`` fixes a series' colour (the same
     run or domain keeps its colour across charts)."""
     clean = {name: sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y))
              for name, pts in series.items()}
+    lost = {name: len(pts) - len(clean[name]) for name, pts in series.items()}
     clean = {k: v for k, v in clean.items() if v}
     if not clean:
         return ""
@@ -164,7 +166,10 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
                      f'data-name="{as_text(name)}" data-xy="{data}"/>')
         if len(pts) == 1:
             parts.append(f'<circle cx="{sx(pts[0][0]):.1f}" cy="{sy(pts[0][1]):.1f}" r="3" fill="{color}"/>')
-        legend.append(f'<span><i style="background:{color}"></i>{as_text(name)}</span>')
+        note = f' <b class="lost">({lost[name]} NaN/inf not drawn)</b>' if lost[name] else ""
+        legend.append(f'<span><i style="background:{color}"></i>{as_text(name)}{note}</span>')
+    legend += [f'<span><i></i>{as_text(name)} <b class="lost">(all {n} NaN/inf, not drawn)</b></span>'
+               for name, n in lost.items() if n and name not in clean]
     parts.append(f'<line class="guide" x1="0" y1="{box[1]}" x2="0" y2="{box[3]}" visibility="hidden"/>')
     frame = f' data-frame="{x0} {x1} {y0} {y1} {box[0]} {box[1]} {box[2]} {box[3]}"'
     return (f'<figure class="chart-box">{_svg(title, parts, frame)}'

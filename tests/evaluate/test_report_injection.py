@@ -89,6 +89,16 @@ def test_odd_tool_calls_are_a_row_not_a_failed_panel(tmp_path: Path) -> None:
     assert "this panel failed" not in page and "[&#x27;rm&#x27;, &#x27;-rf&#x27;]" in page and "t2" in page
 
 
+def test_nan_metrics_and_flat_domains_read_as_they_are(tmp_path: Path) -> None:
+    rows = [{"step": s, "reward_mean": v, "loss": float("nan"), "pass_rate/a": 1.0, "pass_rate/b": 0.0,
+             "name\nb: 0.9999": 0.1 * s} for s, v in enumerate([0.1, float("nan"), float("inf"), 0.2])]
+    page = render_report(load_run(_run(tmp_path, [_rec("t")], rows)))
+    assert "(2 NaN/inf not drawn)" in page  # the reward's line does not read as clean
+    assert "no finite value:</b> loss (4 NaN/inf)" in page  # an all-NaN loss is said, not left out
+    assert "pass rate per domain = (a 1, b 0)" in page  # not "= 1": b is constant at 0
+    assert 'data-name="name\\x0ab: 0.9999"' in page  # no second line "b: 0.9999" in the hover
+
+
 def test_views_index_names_only_its_own_files(tmp_path: Path) -> None:
     (tmp_path / "secret.png").write_bytes(b"\x89PNG secret")
     stage = tmp_path / "run" / "views" / "rl"
