@@ -14,6 +14,7 @@ redraws in place; elsewhere (a log file, CI) rich prints it once when the phase 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -34,7 +35,25 @@ console = Console(stderr=True, soft_wrap=True)
 WIDTH = 16
 """Descriptions are padded to this width, so that the bars of a run's phases line up."""
 
-__all__ = ["WIDTH", "RateColumn", "console", "progress_bar"]
+__all__ = ["WIDTH", "RateColumn", "console", "plain", "progress_bar"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ud800-\udfff]")
+
+
+def plain(text: str) -> str:
+    """``text`` (a phase named after a task file, an eval set or a model) as it shows on a terminal:
+    each control character (ESC, BEL, ``\\r``: colours, OSC 8 links, a line overwritten), bidi
+    override, zero-width character or lone surrogate written as its escape.
+
+    >>> print(plain("eval \\x1b]8;;http://x\\x07ok\\r"))
+    eval \\x1b]8;;http://x\\x07ok\\x0d
+    """
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    c = ord(match.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 class RateColumn(ProgressColumn):
@@ -62,9 +81,10 @@ class RateColumn(ProgressColumn):
 
 @contextmanager
 def progress_bar(description: str, total: int, *, unit: str = "step") -> Iterator[Callable[[int], None]]:
-    """A bar on stderr with done/total, elapsed, rate and time left; yields ``advance_to(done)``."""
-    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    """A bar on stderr with done/total, elapsed, rate and time left; yields ``advance_to(done)``. The
+    description shows as text (``plain``; rich markup in it is not read)."""
+    cols = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             RateColumn(unit), TextColumn("eta"), TimeRemainingColumn())
     with Progress(*cols, console=console, transient=False) as bar:
-        tid = bar.add_task(description.ljust(WIDTH), total=total)
+        tid = bar.add_task(plain(description).ljust(WIDTH), total=total)  # shown as given: no [link=...] markup
         yield lambda done: bar.update(tid, completed=done)

@@ -4,13 +4,16 @@ show the text as text and never let it change how a row or a number reads."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from posttrain.cli import _progress
 from posttrain.evaluate.report import load_run, render_report, write_report
 from posttrain.evaluate.views import VIEWS_PANEL
 
@@ -107,3 +110,13 @@ def test_views_index_names_only_its_own_files(tmp_path: Path) -> None:
     (tmp_path / "run" / "config.yaml").write_text("seed: 0\n")
     page = VIEWS_PANEL.render([load_run(tmp_path / "run")])
     assert "base64" not in page and "a\\u202e" in page
+
+
+def test_progress_bar_shows_a_description_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(_progress, "console", Console(file=out, force_terminal=True, width=200))
+    with _progress.progress_bar("eval \x1b]8;;http://evil\x07x\x1b]8;;\x07 [link=http://e2]y[/link] \x1b[32mPASS\r", 1) as done:
+        done(1)
+    text = out.getvalue()
+    assert "http://evil\x07" not in text and "\x1b]8" not in text and "\x1b[32mPASS" not in text
+    assert "[link=http://e2]y[/link]" in text and "\\x1b[32mPASS\\x0d" in text
