@@ -18,6 +18,8 @@ YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 r
 string "3e-3"), ``010`` is ten (1.1: octal 8), and ``1:30``, ``1_000`` and ``0b101`` are strings (1.1:
 90, 1000 and 5), in recipe files and in ``--set`` values alike; a key given twice in one mapping is
 an error there too (PyYAML keeps the later value, silently), and so is nesting too deep to parse.
+Written back with ``yaml.safe_dump`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
+(``0o17``, ``1e3``, ``-.5``) is quoted, so what is written reads back as the same string.
 
 ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
 the command line: refused in one line before any work when it is the wrong kind, lies under a
@@ -151,16 +153,24 @@ def _check_expansion(root: yaml.Node) -> None:
 
 
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_YAML12_NUMBERS = (
+    (_INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")),
+    (_FLOAT, re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+                        r"|\.(?:nan|NaN|NAN))$"), list("-+.0123456789")),
+)
 _YAML12Loader.yaml_implicit_resolvers = {  # PyYAML's YAML 1.1 number rules out, the 1.2 core schema's in
     first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_YAML12Loader.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
-_YAML12Loader.add_implicit_resolver(
-    _FLOAT,
-    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
-    list("-+.0123456789"),
-)
+for _tag, _rx, _first in _YAML12_NUMBERS:
+    _YAML12Loader.add_implicit_resolver(_tag, _rx, _first)
+    # The writer of RUN/config.yaml (and of recipes in tests and scripts) is ``yaml.safe_dump``, which
+    # quotes a string only where YAML 1.1 reads another type: ``0o17``, ``1e3``, ``-.5`` went out plain
+    # and ``parse_yaml`` read them back as 15, 1000.0, -0.5 (a str field refused its own run's config; two
+    # keys ``1e3`` and ``+1e3`` made it a duplicate key). Kept on SafeDumper's own copy of the resolvers
+    # (PyYAML copies them on first add), so its output quotes what either schema reads as a number, and
+    # reads back the same under both; SafeLoader and the other classes are unchanged.
+    yaml.SafeDumper.add_implicit_resolver(_tag, _rx, _first)
 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
