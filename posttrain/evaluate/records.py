@@ -25,7 +25,6 @@ from typing import Any
 
 import posttrain
 from posttrain.errors import UserError, refuse_directory
-from posttrain.strict_json import is_text
 from posttrain.types import Task, Trajectory, Verdict
 
 __all__ = ["EvalRecord", "OUTCOMES", "feedback_source_after", "read_records", "record_from_verdict", "task_record",
@@ -232,7 +231,7 @@ def read_records(path: str | Path) -> list[EvalRecord]:
     """Read and validate a records JSONL file (blank lines skipped).
 
     Raises ``UserError`` naming the file and line for a missing file, bytes that are not UTF-8, bad
-    JSON, a string that is not text (a lone surrogate, which JSON can spell) or a bad field.
+    JSON or a bad field.
     """
     path = Path(path)
     refuse_directory(path, "a records .jsonl file")
@@ -252,8 +251,6 @@ def read_records(path: str | Path) -> list[EvalRecord]:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise UserError(f"{where}: not valid JSON ({e.msg})") from None
-            if "\\u" in line and not is_text(obj):  # JSON may spell one; no page, digest or file can hold it
-                raise UserError(f"{where}: a string holds a lone surrogate (such as \\ud800), which is not text")
             out.append(parse_record(obj, where))
     return out
 
