@@ -23,12 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import torch
 
-from posttrain.config import PositiveFloat, PositiveInt
+from posttrain.config import PositiveFloat, PositiveInt, Range
 from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError
+from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
 from posttrain.policy import Policy, SamplingParams
 from posttrain.rollout import as_rollout
 from posttrain.rollout.episodes import make_episodes, sample_tasks
@@ -40,8 +42,9 @@ from posttrain.types import Rollout, Task
 
 @dataclass(frozen=True)
 class PairsConfig:
-    samples_per_task: PositiveInt = 4
-    """Completions sampled per training task to find a passing and a failing one."""
+    samples_per_task: Annotated[int, Range(ge=1, le=MAX_SAMPLES_PER_TASK)] = 4
+    """Completions sampled per training task to find a passing and a failing one; capped as
+    eval.samples_per_task (sampled as evaluations are: every one held at once)."""
     max_tasks: PositiveInt = 400
     """Training tasks used to build pairs (the first ones of the pool)."""
     temperature: PositiveFloat = 1.0

@@ -684,9 +684,6 @@ class Recipe:
             if lora is not None and width is not None and lora.r > width:  # 10**30 was a TypeError at the stage
                 raise ConfigError(f"{key}.r: expected at most the model's width, model.hidden_size {width} (a rank "
                                   f"above it adds nothing), got {lora.r}")
-        if self.pairs.samples_per_task > MAX_SAMPLES_PER_TASK:  # sampled as evaluations are: every one held at once
-            raise ConfigError(f"pairs.samples_per_task: expected at most {MAX_SAMPLES_PER_TASK} (as "
-                              f"eval.samples_per_task), got {self.pairs.samples_per_task:,}")
         if len(set(self.stages)) != len(self.stages):
             raise ConfigError(f"stages: each stage may run once, got {list(self.stages)}")
         if self.rl.reward_model_weight > 0 and not ("rm" in self.stages and "rl" in self.stages

@@ -42,7 +42,7 @@ def parse(text: str) -> Recipe:
          "model.hidden_size 32 (a rank above it adds nothing), got 33"),
         # sampled as evaluations are (range(n) episodes per task at once), without eval's cap
         ("pairs: {samples_per_task: 1000000000000000000000000000000}",
-         "pairs.samples_per_task: expected at most 1024 (as eval.samples_per_task), got 1,000,"),
+         "pairs.samples_per_task: expected an integer in [1, 1024], got 1000000000000000000000000000000"),
         # a list item without its required key: a TypeError traceback from the dataclass
         ("tasks: {sampler: {kind: pool, schedule: [null]}}", "tasks.sampler.schedule[0]: missing key 'step'"),
         ("tasks: {sampler: {kind: pool, schedule: [{weights: {math: 1}}]}}",
