@@ -29,7 +29,8 @@ did, so a run's samples are unchanged); ``seed=None`` continues the global strea
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -115,6 +116,27 @@ class _Record:
         return done
 
 
+@contextmanager
+def _own_generation_config(model: torch.nn.Module, config: Any) -> Iterator[None]:
+    """``config`` as the generation config of every transformers model in ``model`` (a peft model's
+    base too) for the duration: ``generate`` fills each field that the config it is given leaves None
+    from the model's own ``generation_config`` (transformers >= 5: a checkpoint's repetition_penalty,
+    min_p, suppress_tokens, stop_strings, ...). A repetition penalty or suppressed tokens would change
+    the logprobs recorded; a min_p or top_h, applied after our processor, would change the tokens
+    sampled and not the logprobs recorded for them (an off-policy sample)."""
+    from transformers import GenerationMixin
+
+    owners = [m for m in model.modules() if isinstance(m, GenerationMixin)]
+    saved = [m.generation_config for m in owners]
+    for m in owners:
+        m.generation_config = config
+    try:
+        yield
+    finally:
+        for m, own in zip(owners, saved, strict=True):
+            m.generation_config = own
+
+
 class LocalSampler:
     """A transformers causal LM as a ``Sampler``.
 
@@ -153,8 +175,8 @@ class LocalSampler:
         device = next(self.model.parameters()).device
         log = _StepLog(params, self.tokenizer, width)
         greedy = params.temperature == 0
-        # A full GenerationConfig, so that no default of the model's own generation_config (a
-        # repetition penalty, a top_k of 50, ...) changes the distribution behind our back.
+        # Our processor is the whole distribution: no top_k of 50, and (_own_generation_config) no
+        # repetition penalty or min_p of the checkpoint's generation_config.json.
         config = GenerationConfig(
             do_sample=not greedy, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=params.max_new_tokens,
             eos_token_id=self.eos_token_id, pad_token_id=self.pad_token_id,
@@ -162,11 +184,12 @@ class LocalSampler:
         was_training = self.model.training
         self.model.eval()
         try:
-            sequences = self.model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config,
-                logits_processor=LogitsProcessorList([_Process(log)]),
-                stopping_criteria=StoppingCriteriaList([_Record(log)]),
-            )
+            with _own_generation_config(self.model, config):
+                sequences = self.model.generate(
+                    input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config,
+                    logits_processor=LogitsProcessorList([_Process(log)]),
+                    stopping_criteria=StoppingCriteriaList([_Record(log)]),
+                )
         finally:
             self.model.train(was_training)
         new = sequences[:, width:].cpu()  # (B, L)
