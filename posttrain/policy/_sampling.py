@@ -13,6 +13,11 @@ from posttrain.errors import UserError
 from posttrain.strict_json import finite_number
 from posttrain.types import Generation
 
+MIN_TEMPERATURE = 1e-5
+"""The smallest temperature above 0. Below it ``logits / temperature`` can overflow fp32 (1e-38: NaN
+logprobs from ``FastSampler``, an error from ``LocalSampler``), and vLLM samples greedily (its
+``_SAMPLING_EPS``), so backends would disagree; 0 is greedy decoding."""
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -23,7 +28,7 @@ class SamplingParams:
     """
 
     temperature: float = 1.0
-    """0 means greedy decoding."""
+    """0 means greedy decoding; else at least ``MIN_TEMPERATURE``."""
     top_p: float = 1.0
     """Nucleus sampling: keep the smallest set of tokens whose probability reaches ``top_p``; 1 = off."""
     top_k: int = 0
@@ -38,8 +43,8 @@ class SamplingParams:
         def bad(name: str, expected: str) -> UserError:
             return UserError(f"sampling: {name} must be {expected}, got {getattr(self, name)!r}")
 
-        if not finite_number(self.temperature) or self.temperature < 0:
-            raise bad("temperature", "a number >= 0")
+        if not finite_number(self.temperature) or self.temperature < 0 or 0 < self.temperature < MIN_TEMPERATURE:
+            raise bad("temperature", f"0 (greedy) or a number >= {MIN_TEMPERATURE:g}")
         if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
             raise bad("top_p", "a number in (0, 1]")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:

@@ -7,12 +7,16 @@ Each case failed before its fix (commit messages give the figures).
 """
 
 
+import math
+
 import pytest
 import torch
 from _tiny_lm import TEST_DEVICE, tiny_llama
 from test_sampler_conformance import recompute
 
-from posttrain.policy import LocalSampler, SamplingParams, build_char_tokenizer
+from posttrain.errors import UserError
+from posttrain.policy import FastSampler, LocalSampler, SamplingParams, build_char_tokenizer
+from posttrain.policy._sampling import MIN_TEMPERATURE
 
 PROMPTS = ["12+3=", "def f(x):\n", "a", "The fox"]
 
@@ -45,3 +49,18 @@ def test_the_checkpoint_s_generation_config_does_not_reach_the_local_sampler(lm)
     for g in gens:
         ref = recompute(model, g.prompt_ids, g.completion_ids, params)
         assert torch.allclose(torch.tensor(g.logprobs, dtype=torch.float64), ref, atol=1e-4)
+
+
+def test_a_temperature_that_overflows_the_logits_is_refused(lm):
+    """At 1e-38, ``logits / T`` overflowed fp32: FastSampler returned NaN logprobs (into the loss),
+    LocalSampler raised a RuntimeError. Now a ``UserError`` naming the field; the smallest
+    temperature allowed samples with finite logprobs (the greedy completion, here)."""
+    model, tok = lm
+    for t in (1e-38, 1e-6):
+        with pytest.raises(UserError, match="temperature"):
+            SamplingParams(temperature=t)
+    prompts = [tok(p)["input_ids"] for p in PROMPTS]
+    cold = FastSampler(model, tok).generate(prompts, SamplingParams(temperature=MIN_TEMPERATURE, max_new_tokens=6, seed=0))
+    greedy = FastSampler(model, tok).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=6))
+    assert all(math.isfinite(x) for g in cold for x in g.logprobs)
+    assert [g.completion_ids for g in cold] == [g.completion_ids for g in greedy]
