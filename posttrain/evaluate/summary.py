@@ -239,8 +239,8 @@ def task_set(task_ids: Iterable[str]) -> dict:
     >>> task_set(["b", "a", "a"])["n"]
     2
     """
-    ids = sorted(set(task_ids))
-    return {"n": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()}
+    ids = sorted(set(task_ids))  # surrogatepass: a hand-written id JSON spells as \ud800 has a digest too
+    return {"n": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode("utf-8", "surrogatepass")).hexdigest()}
 
 
 def task_prompts(episodes: Sequence[SampleAttempts]) -> dict | None:
@@ -255,7 +255,7 @@ def task_prompts(episodes: Sequence[SampleAttempts]) -> dict | None:
     pairs = sorted({(ep.task_id, ep.attempts[0].prompt) for ep in episodes})
     if not pairs or not all(prompt for _, prompt in pairs):
         return None
-    return {"sha256": hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode()).hexdigest()}
+    return {"sha256": hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()}
 
 
 def _block(episodes: Sequence[SampleAttempts], ks: Sequence[int], n_boot: int, seed: int) -> dict:

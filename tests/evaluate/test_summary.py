@@ -125,3 +125,10 @@ def test_a_tag_listed_twice_counts_its_episodes_once():
     tag = s["per_tag"]["algebra"]
     assert (tag["n_samples"], tag["passed"], tag["infra_errors"]) == (2, 1, 1)
     assert tag["pass@2"] == s["pass@2"] == 1.0 and tag["pass@1"] == s["pass@1"] == 0.5
+
+
+def test_a_task_id_that_is_not_text_still_has_a_digest():
+    # a record JSON-escaping \ud800 as its task id made the report's Evaluation panel fail on the digest
+    from posttrain.evaluate.summary import task_set
+    assert task_set(["\ud800"])["sha256"] != task_set(["\ud801"])["sha256"]
+    assert task_set(["a"])["sha256"] == task_set(["a", "a"])["sha256"]
