@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from posttrain.evaluate._svg import PALETTE, line_chart
+from posttrain.evaluate._svg import PALETTE, as_text, line_chart
 from posttrain.evaluate.records import read_records
 from posttrain.evaluate.report import Panel, RunData, _episode_html  # loaded by the report, after it
 from posttrain.strict_json import finite_float
@@ -97,7 +97,7 @@ def _canary_panel(runs: Sequence[RunData]) -> str:
         for i, (name, r) in enumerate(passes):
             anchor = f"alarm-{re.sub(r'[^A-Za-z0-9_-]', '-', run.label)}-{i}"
             rows.append(f'<tr><td><a href="#{anchor}">{escape(name)}</a></td><td>{r.step if r.step is not None else ""}'
-                        f"</td><td>{escape(r.task_id)}</td><td>{escape(r.domain)}</td><td>{r.sample_idx}</td>"
+                        f"</td><td><bdi>{as_text(r.task_id)}</bdi></td><td>{as_text(r.domain)}</td><td>{r.sample_idx}</td>"
                         f"<td>{r.attempt}</td></tr>")
             step = -1 if r.step is None else int(r.step)
             shown.append(f'<div id="{anchor}">{_episode_html(name, (r.stage, step, r.task_id, r.sample_idx), [r])}</div>')

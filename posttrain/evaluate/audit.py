@@ -33,6 +33,7 @@ from typing import Any
 
 from posttrain.errors import UserError, refuse_directory
 from posttrain.evaluate._page import CSS
+from posttrain.evaluate._svg import as_text
 from posttrain.evaluate.records import EvalRecord, read_records, record_from_verdict, verifier_version
 from posttrain.evaluate.runner import load_suite
 from posttrain.rollout.episodes import is_episode_record
@@ -214,6 +215,11 @@ def _status(item: dict[str, Any]) -> str:
     return "agree" if item["agree"] else "DISAGREE"
 
 
+_TEXT = 20_000
+"""Characters of a prompt, completion or feedback the review page shows (a 10 MB completion made a page no
+browser opens); the rest is counted, not shown."""
+
+
 def _item_html(i: int, item: dict[str, Any]) -> str:
     rec, now = item["record"], item["now"] or {}
     status = _status(item)
@@ -222,14 +228,16 @@ def _item_html(i: int, item: dict[str, Any]) -> str:
     return (
         f'<details class="traj item" data-kind="{kind}" data-task="{escape(rec["task_id"])}" '
         f'data-source="{escape(item["source"])}"{" open" if status == "DISAGREE" else ""}>'
-        f'<summary><span class="badge {kind}">{escape(status)}</span> {escape(item["source"])} · task '
-        f'<b>{escape(rec["task_id"])}</b> · sample {rec["sample_idx"]} · attempt {rec["attempt"]}</summary>'
+        f'<summary><span class="badge {kind}">{escape(status)}</span> {as_text(item["source"])} · task '
+        f'<b><bdi>{as_text(rec["task_id"])}</bdi></b> · sample {rec["sample_idx"]} · attempt {rec["attempt"]}</summary>'
         f'<table class="review"><tr><th></th><th>stored</th><th>now</th></tr>'
         f'<tr><th>outcome</th><td>{escape(rec["outcome"])}</td><td>{escape(str(now.get("outcome", "–")))}</td></tr>'
         f'<tr><th>verifier</th><td>{escape(rec["verifier_version"])}</td><td>{escape(str(now.get("verifier_version", "–")))}</td></tr>'
-        f'<tr><th>hack flags</th><td>{escape(", ".join(rec["hack_flags"]))}</td><td>{escape(", ".join(now.get("hack_flags", [])))}</td></tr>'
-        f'<tr><th>feedback</th><td>{escape(rec["feedback"])}</td><td>{escape(str(now.get("feedback", "")))}</td></tr></table>'
-        f'<h4>prompt</h4><pre>{escape(rec["prompt"])}</pre><h4>completion</h4><pre>{escape(rec["completion"])}</pre>'
+        f'<tr><th>hack flags</th><td>{as_text(", ".join(rec["hack_flags"]))}</td><td>{as_text(", ".join(now.get("hack_flags", [])))}</td></tr>'
+        f'<tr><th>feedback</th><td>{as_text(rec["feedback"], limit=_TEXT, multiline=True)}</td>'
+        f'<td>{as_text(now.get("feedback", ""), limit=_TEXT, multiline=True)}</td></tr></table>'
+        f'<h4>prompt</h4><pre>{as_text(rec["prompt"], limit=_TEXT, multiline=True)}</pre>'
+        f'<h4>completion</h4><pre>{as_text(rec["completion"], limit=_TEXT, multiline=True)}</pre>'
         f'<p><label><input type="radio" name="{name}" value="right"> looks right</label> '
         f'<label><input type="radio" name="{name}" value="wrong"> looks wrong</label></p>'
         f'<textarea rows="2" cols="80" placeholder="notes"></textarea></details>'

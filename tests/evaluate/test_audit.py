@@ -82,3 +82,14 @@ def test_tool_episodes_are_not_re_verified_from_their_last_answer(tmp_path, run_
     (item,) = [json.loads(line) for line in (run / "audit" / "audit.jsonl").read_text().splitlines()]
     assert item["agree"] is None and "an agent episode" in item["note"]
     assert "0 disagreements" in out
+
+
+def test_the_review_page_shows_model_text_as_text():
+    # a bidi override in a task id turned its summary line around; a huge completion made a page no browser opens
+    from posttrain.evaluate.audit import _TEXT, _item_html
+    rec = {"task_id": "t-\u202essap", "sample_idx": 0, "attempt": 0, "outcome": "fail", "verifier_version": "v",
+           "hack_flags": [], "feedback": "f", "prompt": "p", "completion": "<b>x</b>" + "y" * (3 * _TEXT)}
+    page = _item_html(0, {"record": rec, "now": {"outcome": "fail"}, "agree": True, "source": "rl"})
+    assert "\u202e" not in page.split('data-source')[1] and "t-\\u202essap" in page
+    assert "<b>x</b>" not in page and len(page) < 2 * _TEXT and f"({2 * _TEXT + 8} more chars)" in page
+    assert 'data-task="t-\u202essap"' in page  # the export keeps the id itself
