@@ -230,45 +230,54 @@ def _canary_lines(summary: dict[str, Any]) -> list[str]:
                     for name, s in blocks.items() if isinstance(s, dict) and s.get("infra_errors")]
 
 
+def _say(line: str) -> None:
+    """A line of the evaluation's table, shown as text (``_progress.plain``): names, domains and notes can
+    come from a task, checkpoint or baseline file, where ESC, ``\\r`` or a bidi override would restyle a
+    line, overwrite it or turn it around."""
+    from posttrain.cli._progress import plain
+
+    print(plain(line))
+
+
 def _print_block(name: str, s: dict[str, Any]) -> None:
     rates = [k for k in s if k.startswith(("pass@", "pass^", "repair@"))]
-    print(f"{name}: {s.get('n_tasks', 0)} tasks, {s.get('n_samples', 0)} scored samples, "
+    _say(f"{name}: {s.get('n_tasks', 0)} tasks, {s.get('n_samples', 0)} scored samples, "
           f"{s.get('infra_errors', 0)} infra errors (attrition, not failures)")
     for line in (x for x in (_canary_line(name, s), _endpoint_line(s)) if x is not None):
-        print(f"  {line}")
+        _say(f"  {line}")
     for k in rates:
         label = k + (f" (feedback: {s.get('repair_feedback_source')})" if k.startswith("repair@") else "")
-        print(f"  {label:<28} {_fmt_rate(s, k)}")
+        _say(f"  {label:<28} {_fmt_rate(s, k)}")
     worst = s.get("infra_as_fail")
     if isinstance(worst, dict):  # what infra errors may hide: each rate with the episodes they ended as failures
         for k in (k for k in worst if k.startswith(("pass@", "pass^", "repair@"))):
             lost = f"{s.get('infra_errors', 0)} infra errors" if k.startswith("repair@") else \
                 f"{s.get('infra_dropped_samples', 0)} first attempts never scored"
-            print(f"  {k + ', infra as fail':<28} {_fmt_rate(worst, k)}  ({lost})")
+            _say(f"  {k + ', infra as fail':<28} {_fmt_rate(worst, k)}  ({lost})")
     for k, why in (s.get("skipped") or {}).items():
-        print(f"  {k:<28} skipped: {why}")
+        _say(f"  {k:<28} skipped: {why}")
     for dom, d in (s.get("per_domain") or {}).items():
         if "pass@1" in d:
-            print(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks)")
+            _say(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks)")
         else:  # a domain lost to infra errors is said, not left out of the list
-            print(f"  domain {dom:<21} no pass@1: every first attempt an infra error "
+            _say(f"  domain {dom:<21} no pass@1: every first attempt an infra error "
                   f"({d.get('infra_dropped_tasks', 0)} tasks)")
     if isinstance(s.get("noop"), dict) and "pass@1" in s["noop"]:
-        print(f"  no-op baseline               pass@1 {s['noop']['pass@1']:.3f}")
+        _say(f"  no-op baseline               pass@1 {s['noop']['pass@1']:.3f}")
     base = s.get("baseline")
     if isinstance(base, dict):  # a row not compared prints its note, never a bare delta
         for dom, row in {"overall": base["overall"], **base["per_domain"]}.items():
             pair = " -> ".join("-" if row.get(k) is None else f"{row[k]:.3f}" for k in ("baseline", "current"))
             if row.get("comparable", True) is False:
-                print(f"  vs baseline {dom:<16} {pair}  NOT COMPARABLE: {row.get('note')} (fails a regression gate)")
+                _say(f"  vs baseline {dom:<16} {pair}  NOT COMPARABLE: {row.get('note')} (fails a regression gate)")
             elif row.get("delta") is not None:
                 flag = "  REGRESSED" if row["regressed"] else ""
                 flag += f": {row['note']}" if row["regressed"] and row.get("note") else ""
-                print(f"  vs baseline {dom:<16} {pair} ({row['delta']:+.3f}){flag}")
+                _say(f"  vs baseline {dom:<16} {pair} ({row['delta']:+.3f}){flag}")
             elif row.get("regressed"):  # no pass@1 now (every sample an infra error), judged on infra_as_fail
-                print(f"  vs baseline {dom:<16} {pair}  REGRESSED: {row.get('note')}")
+                _say(f"  vs baseline {dom:<16} {pair}  REGRESSED: {row.get('note')}")
             elif row.get("note"):
-                print(f"  vs baseline {dom:<16} {pair}  not compared: {row['note']}")
+                _say(f"  vs baseline {dom:<16} {pair}  not compared: {row['note']}")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -245,33 +245,38 @@ def _follow(tr: Torchrun) -> int:
 
 
 def print_summary(console: Console, summary: dict[str, Any], out: Path) -> None:
-    """The held-out pass@1 table, per model and domain, and where the report is."""
+    """The held-out pass@1 table, per model and domain, and where the report is. Names and paths are shown
+    as text (``Text`` of ``_progress.plain``): never read as rich markup, never with a control character."""
+    from rich.text import Text
+
+    from posttrain.cli._progress import plain
+
     evals = summary["eval"]
     domains = sorted({d for e in evals.values() for d in e.get("per_domain", {})})
     if len(domains) > 6:  # many domains: a row each (as columns they do not fit a terminal)
         table = Table(title="held-out pass@1 (passed / attempts)")
         table.add_column("domain")
         for name in evals:
-            table.add_column(name, justify="right")
+            table.add_column(Text(plain(name)), justify="right")
         table.add_row("overall", *(f"{e['pass@1']:.3f}" for e in evals.values()))
         for d in domains:
             cells = [e["per_domain"].get(d) for e in evals.values()]
-            table.add_row(d, *(f"{c['pass@1']:.3f} ({c['passed']}/{c['n_samples']})" if c else "-" for c in cells))
+            table.add_row(Text(plain(d)), *(f"{c['pass@1']:.3f} ({c['passed']}/{c['n_samples']})" if c else "-" for c in cells))
         console.print(table)
         console.print(f"run directory: {out}\nsummary: {out / 'summary.json'}\nreport: {out / 'report.html'}",
-                      soft_wrap=True)
+                      soft_wrap=True, markup=False, highlight=False)
         return
     table = Table(title="held-out pass@1 (passed / attempts)")
     table.add_column("model")
     table.add_column("overall", justify="right")
     for d in domains:
-        table.add_column(d, justify="right")
+        table.add_column(Text(plain(d)), justify="right")
     for name, e in evals.items():
         cells = [f"{e['pass@1']:.3f}"]
         for d in domains:
             pd = e["per_domain"].get(d)
             cells.append(f"{pd['pass@1']:.3f} ({pd['passed']}/{pd['n_samples']})" if pd else "-")
-        table.add_row(name, *cells)
+        table.add_row(Text(plain(name)), *cells)
     console.print(table)
     console.print(f"run directory: {out}\nsummary: {out / 'summary.json'}\nreport: {out / 'report.html'}",
-                  soft_wrap=True)
+                  soft_wrap=True, markup=False, highlight=False)

@@ -120,3 +120,22 @@ def test_progress_bar_shows_a_description_as_text(monkeypatch: pytest.MonkeyPatc
     text = out.getvalue()
     assert "http://evil\x07" not in text and "\x1b]8" not in text and "\x1b[32mPASS" not in text
     assert "[link=http://e2]y[/link]" in text and "\\x1b[32mPASS\\x0d" in text
+
+
+def test_the_cli_tables_show_names_as_text(capsys):
+    # rich read a name as markup ([bold] vanished, [link=...] made a link); ESC and \r reached the terminal
+    from pathlib import Path
+
+    from posttrain.cli.evaluate import _print_block
+    from posttrain.cli.run import print_summary
+
+    buf = io.StringIO()
+    per = {"math\x1b[31m": {"pass@1": 1.0, "passed": 1, "n_samples": 1, "n_tasks": 1}}
+    print_summary(Console(file=buf, width=200), {"eval": {"[bold]base": {"pass@1": 0.5, "per_domain": per}}},
+                  Path("runs/[red]x"))
+    shown = buf.getvalue()
+    assert "[bold]base" in shown and "math\\x1b[31m" in shown and "runs/[red]x/report.html" in shown
+    assert "\x1b" not in shown
+    _print_block("ck\rpass", {"pass@1": 0.0, "n_tasks": 1, "per_domain": per})
+    out = capsys.readouterr().out
+    assert "\r" not in out and "\x1b" not in out and "ck\\x0dpass" in out
