@@ -5,8 +5,9 @@ the loop that makes it.
 
 - ``PairTraining``: lr, epochs, batch and micro-batch size, clipping, max length, seed, LoRA; the
   recipe's ``dpo`` and ``rm`` sections are this plus their own keys (``DPOConfig``, ``RMConfig``).
-- ``train_pairs``: per epoch, the pairs in a seeded random order; per optimizer step, ``batch_size``
-  pairs in micro-batches of ``micro_batch_size``, each micro-batch's per-pair losses summed and
+- ``train_pairs``: in train mode, each module's own mode restored after; per epoch, the pairs in a
+  seeded random order; per optimizer step, ``batch_size`` pairs in micro-batches of
+  ``micro_batch_size``, each micro-batch's per-pair losses summed and
   divided by the step's pair count (so the gradient does not depend on the micro-batch size), the
   gradient clipped, an AdamW step (skipped when the gradient norm is not finite). The loss itself
   is the caller's (``PairLosses``): DPO's against its reference, the reward model's Bradley-Terry.
@@ -73,13 +74,26 @@ def train_pairs(
     *,
     log: Callable[[dict[str, float]], None] | None = None,
 ) -> dict[str, float]:
-    """Train ``model`` in place on ``n_pairs`` pairs (module docstring); returns the last epoch's
-    means over its steps (``loss`` and each metric of ``pair_losses``) and ``steps``. ``log`` gets
-    each step's values and its ``grad_norm``."""
+    """Train ``model`` in place on ``n_pairs`` pairs (module docstring), in train mode; returns the last
+    epoch's means over its steps (``loss`` and each metric of ``pair_losses``) and ``steps``. ``log``
+    gets each step's values and its ``grad_norm``. Each module is handed back in the mode it came in
+    (per module: a peft wrapper is a new module in train mode around a caller's model in eval mode);
+    left in train mode, a reward model loaded in eval mode then scored with dropout on (``score_rows``
+    after ``train_rm``: the same rows 0.05 apart at attention dropout 0.5)."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.train()
+    try:
+        return _train_pairs(model, n_pairs, cfg, pair_losses, log=log)
+    finally:
+        for m, training in modes:
+            m.train(training)
+
+
+def _train_pairs(model: nn.Module, n_pairs: int, cfg: PairTraining, pair_losses: PairLosses, *,
+                 log: Callable[[dict[str, float]], None] | None) -> dict[str, float]:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = adamw(params, lr=cfg.lr, weight_decay=0.01)  # torch's AdamW default
     gen = torch.Generator().manual_seed(cfg.seed)
-    model.train()
     metrics: dict[str, float] = {}
     for _epoch in range(cfg.epochs):
         order = torch.randperm(n_pairs, generator=gen).tolist()
