@@ -157,6 +157,10 @@ class FastSampler:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         fwd = make_forward(self.model) if self.lean else HFForward(self.model)
         last = fwd.prefill(ids, mask, positions)  # (U, V)
+        for r in rows:  # a token the model cannot emit is never accepted: a previous rollout ends before it
+            if r.previous:
+                r.previous = r.previous[: next((j for j, t in enumerate(r.previous) if not 0 <= t < last.shape[-1]),
+                                               len(r.previous))]
         sel = torch.tensor(which, dtype=torch.long, device=device)
         fwd.select(sel)
         mask = mask[sel]  # (B, T) 1 where the cache holds a real token

@@ -64,3 +64,22 @@ def test_a_temperature_that_overflows_the_logits_is_refused(lm):
     greedy = FastSampler(model, tok).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=6))
     assert all(math.isfinite(x) for g in cold for x in g.logprobs)
     assert [g.completion_ids for g in cold] == [g.completion_ids for g in greedy]
+
+
+def test_a_previous_rollout_with_ids_the_model_cannot_emit_is_reused_up_to_them(lm):
+    """Rollout reuse with a previous completion holding an id outside the model's vocabulary (another
+    tokenizer's rollout, a negative id) raised IndexError from the gather of its draft probability.
+    Such a token has probability 0, so it is never accepted: the draft ends before it, and the
+    samples are exactly those of no draft at all where it comes first."""
+    model, tok = lm
+    vocab = model.get_output_embeddings().weight.shape[0]
+    prompts = [tok(p)["input_ids"] for p in PROMPTS]
+    params = SamplingParams(temperature=1.0, max_new_tokens=8, seed=0)
+    greedy = FastSampler(model, tok).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=8))
+    plain = FastSampler(model, tok).generate(prompts, params)
+    first = FastSampler(model, tok).generate(prompts, params, previous=[(vocab,), (-1,), (vocab + 7, 5), None])
+    assert [(g.completion_ids, g.logprobs) for g in first] == [(g.completion_ids, g.logprobs) for g in plain]
+    later = [(*g.completion_ids[:3], vocab, *g.completion_ids[3:]) for g in greedy]
+    for g in FastSampler(model, tok).generate(prompts, params, previous=later):
+        ref = recompute(model, g.prompt_ids, g.completion_ids, params)
+        assert torch.allclose(torch.tensor(g.logprobs, dtype=torch.float64), ref, atol=1e-4)
