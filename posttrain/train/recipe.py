@@ -128,7 +128,11 @@ class ModelConfig:
         if self.name == "embedded":
             sizes = {"hidden_size": 128, "num_layers": 2, "max_positions": 256}
         elif _looks_like_path(self.name):
-            path = Path(self.name).expanduser()
+            try:
+                path = Path(self.name).expanduser()
+            except RuntimeError:  # ``~someone/model`` for a user this machine has not: a traceback before
+                raise ConfigError(f"model.name: no such model directory {self.name!r} (no home directory for "
+                                  f"{self.name.split('/')[0]!r})") from None
             if not path.is_dir():
                 raise ConfigError(f"model.name: no such model directory {self.name!r}")
             if not (path / "config.json").is_file():

@@ -17,6 +17,7 @@ import pytest
 
 from posttrain.cli.pipeline import prepare_run_dir
 from posttrain.config import parse_config, parse_yaml
+from posttrain.errors import ConfigError
 from posttrain.train.recipe import Recipe
 
 AWKWARD = ("0o17", "1e3", "-.5", "1.5e3", "+1e3", "0x1F", "yes", "off", "null", "~", "1:30", ".inf", "2026-12-06", "")
@@ -41,3 +42,10 @@ def test_config_yaml_reads_back_as_the_recipe(recipe: Recipe, tmp_path: Path) ->
     assert saved["eval"]["baselines"] == list(AWKWARD)
     assert list(saved["tasks"]["sampler"]["weights"]) == [s for s in AWKWARD if s]
     assert parse_config(Recipe, saved) == recipe
+
+
+def test_a_model_path_under_an_unknown_home_is_one_line() -> None:
+    """``model.name: ~nosuchuser/m`` raised RuntimeError from ``Path.expanduser`` (a traceback)."""
+    with pytest.raises(ConfigError, match=r"^model.name: no such model directory '~nosuchuser/m' \(no home "
+                                          r"directory for '~nosuchuser'\)$"):
+        parse_config(Recipe, {"model": {"name": "~nosuchuser/m"}})
