@@ -15,7 +15,9 @@ Layout of a checkpoint directory ``DIR``::
 A checkpoint is written into ``DIR/.tmp-step-000012-<pid>``, fsynced, renamed into place with
 ``os.replace``, and only then is ``latest`` replaced (also write-then-rename). A process killed at
 any moment leaves either the old ``latest`` or the new one, never a half-written checkpoint under
-that name; leftover temp directories are ignored and removed by the next save. ``load_latest``
+that name; leftover temp directories are ignored and removed by the next save. A save that fails
+(a full disk: ENOSPC or a quota) removes its half-written copy at once, so the space it took is
+free again, and a full disk is one ``CheckpointError`` naming the directory, ``latest`` untouched. ``load_latest``
 verifies the manifest and raises ``CheckpointError`` (a ``UserError``) naming the file and the
 problem when the checkpoint ``latest`` points to is corrupt or partial; older checkpoints are never
 deleted in that case. ``latest`` names a ``step-N`` directory of ``DIR`` only (never a path out of it:
@@ -34,6 +36,7 @@ Not covered: RNG objects owned by user code (``torch.Generator`` instances, ``np
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -173,8 +176,48 @@ def save_checkpoint(
         raise ValueError(f"beside names {bad[0]!r}, not a file of {directory}")
     for stale in directory.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a process killed mid-save
+    for stale in directory.glob(f".{LATEST}.tmp-*"):
+        stale.unlink(missing_ok=True)  # a pointer killed before its rename
     name = _name(step)
     tmp = directory / f".tmp-{name}-{os.getpid()}"
+    try:
+        final = _write(directory, tmp, name, model=model, tokenizer=tokenizer, optimizer=optimizer,
+                       scheduler=scheduler, step=step, sampler_state=sampler_state, extra=extra, rng=rng, chat=chat,
+                       beside=beside)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint would hold the space that ran out
+        for left in directory.glob(f".{LATEST}.tmp-{os.getpid()}"):
+            left.unlink(missing_ok=True)
+        if not _disk_full(e):
+            raise
+        raise CheckpointError(f"{directory}: no space left on the device while saving checkpoint {name} "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); the half-written "
+                              f"copy was removed and {directory / LATEST} still names the last complete checkpoint: "
+                              "free space, then --resume") from None
+    if keep_last is not None:
+        _prune(directory, keep_last, keep=name)
+    return final
+
+
+def _disk_full(e: BaseException) -> bool:
+    """Whether ``e`` (or the error it was raised in the handling of) is a full disk or quota: torch.save
+    raises a RuntimeError whose context holds the OSError, safetensors an error naming "os error 28"."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if getattr(x, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "os error 28" in str(x) \
+                or "No space left on device" in str(x):
+            return True
+        x = x.__cause__ or x.__context__
+    return False
+
+
+def _write(directory: Path, tmp: Path, name: str, *, model: torch.nn.Module, tokenizer: Any | None,
+           optimizer: torch.optim.Optimizer | Mapping[str, Any] | None, scheduler: Any | None, step: int,
+           sampler_state: Mapping[str, Any] | None, extra: Mapping[str, Any] | None,
+           rng: Mapping[str, Any] | None, chat: bool | None, beside: Sequence[str]) -> Path:
+    """``save_checkpoint``'s writes: the checkpoint into ``tmp``, renamed to ``directory/name``, then ``latest``."""
     model_dir = tmp / "model"
     model_dir.mkdir(parents=True)
     model.save_pretrained(model_dir, safe_serialization=True)
@@ -184,16 +227,17 @@ def save_checkpoint(
         from posttrain.policy import record_chat
 
         record_chat(model_dir, chat)
-    torch.save(
-        {
-            "format": FORMAT_VERSION,
-            "optimizer": (optimizer.state_dict() if isinstance(optimizer, torch.optim.Optimizer)
-                          else None if optimizer is None else dict(optimizer)),
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": dict(rng) if rng is not None else rng_state(),
-        },
-        tmp / "state.pt",
-    )
+    with open(tmp / "state.pt", "wb") as f:  # a file object: a full disk's OSError stays in the error torch raises
+        torch.save(
+            {
+                "format": FORMAT_VERSION,
+                "optimizer": (optimizer.state_dict() if isinstance(optimizer, torch.optim.Optimizer)
+                              else None if optimizer is None else dict(optimizer)),
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                "rng": dict(rng) if rng is not None else rng_state(),
+            },
+            f,
+        )
     meta = {
         "format": FORMAT_VERSION,
         "step": step,
@@ -217,8 +261,6 @@ def save_checkpoint(
     )
     final = commit_dir(tmp, directory / name)  # re-saving a step (after a resume) replaces it whole
     _write_json_atomic(directory / LATEST, {"name": name, "step": step})
-    if keep_last is not None:
-        _prune(directory, keep_last, keep=name)
     return final
 
 

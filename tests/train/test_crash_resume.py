@@ -9,18 +9,27 @@ wrong: silently 3 (a trajectory line lost, 15 of 16; rl step 0's metrics row los
 that is a string). Now each is one ``UserError`` naming ``file:line``, the file byte for byte as it
 was; the last line a kill cut short (no line end) is still dropped, and lines past the checkpoint.
 
+Full disk (``train.checkpoint.save_checkpoint``): before, ENOSPC mid-checkpoint was a traceback
+(torch's "unexpected pos" RuntimeError, the OSError hidden in its context) and left the half-written
+copy holding the space that ran out. Now it is one ``CheckpointError`` naming the directory, the
+copy removed, ``latest`` and the last checkpoint intact (needs a tmpfs: root, else skipped).
+
 Kill points (SIGKILL at every write, rename and fsync of a tiny ``posttrain run``, then ``--resume``)
 are swept outside the suite; tests/e2e/test_run.py pins one kill -9 mid-step.
 """
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from posttrain.errors import UserError
 from posttrain.train._runlog import JsonlWriter, truncate_after
+from posttrain.train.checkpoint import CheckpointError, load_latest, restore, save_checkpoint
 
 
 def _log(path: Path, steps: list[int]) -> None:
@@ -51,3 +60,51 @@ def test_a_line_cut_by_the_kill_is_dropped_and_a_damaged_or_doubled_one_is_refus
         with pytest.raises(UserError, match=re.escape(f"metrics.jsonl{says}")):
             truncate_after(log, stage="rl", step=2)
         assert log.read_text() == text, f"{name}: the file was changed"
+
+
+class _Weights(torch.nn.Module):
+    """128 x 128 weights saved as ``save_pretrained`` saves them (safetensors): a checkpoint of ~200 KiB
+    with AdamW's two moments (no transformers or optimizer import: 3 s alone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(128, 128)
+
+    def save_pretrained(self, directory: Path, safe_serialization: bool = True) -> None:
+        from safetensors.torch import save_file
+
+        save_file(self.state_dict(), str(Path(directory) / "model.safetensors"))
+
+
+@pytest.fixture()
+def tmpfs(tmp_path):
+    """A 352 KiB tmpfs: one checkpoint fits, the next fills it in its state.pt (root only)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=352k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def test_a_full_disk_mid_checkpoint_is_one_line_and_the_last_checkpoint_resumes(tmpfs):
+    torch.manual_seed(0)
+    model = _Weights()
+    moments = {"exp_avg": torch.randn(128, 128), "exp_avg_sq": torch.rand(128, 128)}  # AdamW's, as a sharded
+    optim = {"state": {0: {"step": torch.tensor(1.0), **moments}}, "param_groups": [{"lr": 0.01, "params": [0]}]}
+    save = dict(model=model, tokenizer=None, optimizer=optim, scheduler=None, keep_last=None)  # run passes it
+    save_checkpoint(tmpfs, step=1, **save)
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.proj.weight.add_(1.0)  # a step later
+    with pytest.raises(CheckpointError, match=r"no space left on the device while saving checkpoint step-000002 "
+                                              r"\(RuntimeError"):  # torch.save's, the OSError in its context
+        save_checkpoint(tmpfs, step=2, **save)
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["latest", "step-000001"]  # the half copy removed
+    ckpt = load_latest(tmpfs)
+    assert ckpt is not None and ckpt.step == 1
+    restore(ckpt, model)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in want.items())
+    state = torch.load(ckpt.path / "state.pt", weights_only=True)["optimizer"]["state"][0]
+    assert all(torch.equal(state[k], v) for k, v in moments.items())
