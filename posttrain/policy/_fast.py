@@ -115,6 +115,8 @@ class FastSampler:
         pad = tokenizer.pad_token_id
         self.pad_token_id = self.eos_token_id if pad is None else int(pad)
         self.stats = SpecStats()
+        self.reuse_cap = speculation.reuse_len if speculation else 64
+        """Most previous-rollout tokens verified per row and step (``SpecConfig.reuse_len``)."""
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams, *,
@@ -213,6 +215,7 @@ class FastSampler:
             logp = self._logp(fwd.step(fed, mask, step_pos), params)  # (B, K+1, V)
             n_draft = torch.tensor([len(d) for d in drafts], dtype=torch.long, device=device)
             u = self._uniforms(len(rows), device)[[r.slot for r in active]]  # each row its own draws
+            assert k < u.shape[1], "a draft's uniform would also sample the next token"
             acc, nxt = verify(logp, fed[:, 1:], n_draft, torch.cat([u[:, :k], u[:, -1:]], 1), greedy=greedy)
             self.stats.steps += 1
             acc_l = acc.tolist()
@@ -226,10 +229,9 @@ class FastSampler:
             new_ids, new_lp = [], []
             nxt_l, lp_next_l = nxt.tolist(), lp_next.tolist()
             lp_fed_l = lp_fed.tolist() if lp_fed is not None else None
-            cap = self.spec.reuse_len if self.spec else 64
             for i, (d, a) in enumerate(zip(drafts, acc_l, strict=True)):
                 if is_reuse[i] and d and a == len(d):
-                    active[i].reuse_k = min(2 * active[i].reuse_k, cap)
+                    active[i].reuse_k = min(2 * active[i].reuse_k, self.reuse_cap)
                 new_ids.append([*d[:a], nxt_l[i]])
                 new_lp.append([*(lp_fed_l[i][:a] if a else []), lp_next_l[i]])
             self._emit(active, new_ids, new_lp, params)
@@ -261,7 +263,7 @@ class FastSampler:
     def _uniforms(self, n: int, device: torch.device) -> Tensor:  # (n, R)
         """One step's uniforms for every row the batch started with, whether it still runs or not: a
         row's draws depend on its own step count only, never on which other rows have finished."""
-        most = 1 + (max(self.spec.draft_len, self.spec.reuse_len) if self.spec else 64)
+        most = 1 + max(self.spec.draft_len if self.spec else 0, self.reuse_cap)
         return torch.rand(n, most + 1).to(device)
 
     def _logp(self, logits: Tensor, params: SamplingParams) -> Tensor:  # (..., V) -> (..., V) fp32
@@ -272,7 +274,9 @@ class FastSampler:
     def _drafts(self, r: _Row, room: int, *, reuse_only: bool) -> list[int]:
         """Reuse first (while the row agrees with its previous rollout), else n-gram drafting."""
         if r.previous:
-            d = reuse_draft(r.ids, r.previous, min(room, r.reuse_k))
+            # never past reuse_len (REUSE_START may exceed it): a draft j needs its own uniform, apart
+            # from the one that samples the next token (_uniforms has 1 + reuse_len + 1 a row)
+            d = reuse_draft(r.ids, r.previous, min(room, r.reuse_k, self.reuse_cap))
             if d or reuse_only:
                 return d
         if reuse_only or self.spec is None or not r.ids:

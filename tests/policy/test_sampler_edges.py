@@ -7,6 +7,7 @@ Each case failed before its fix (commit messages give the figures).
 """
 
 
+import dataclasses
 import math
 
 import pytest
@@ -15,7 +16,7 @@ from _tiny_lm import TEST_DEVICE, tiny_llama
 from test_sampler_conformance import recompute
 
 from posttrain.errors import UserError
-from posttrain.policy import FastSampler, LocalSampler, SamplingParams, build_char_tokenizer
+from posttrain.policy import FastSampler, LocalSampler, SamplingParams, SpecConfig, build_char_tokenizer
 from posttrain.policy._sampling import MIN_TEMPERATURE
 
 PROMPTS = ["12+3=", "def f(x):\n", "a", "The fox"]
@@ -83,3 +84,26 @@ def test_a_previous_rollout_with_ids_the_model_cannot_emit_is_reused_up_to_them(
     for g in FastSampler(model, tok).generate(prompts, params, previous=later):
         ref = recompute(model, g.prompt_ids, g.completion_ids, params)
         assert torch.allclose(torch.tensor(g.logprobs, dtype=torch.float64), ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("spec", [SpecConfig(ngram=False, reuse_len=3), SpecConfig(draft_len=2, reuse_len=2)],
+                         ids=["reuse3", "reuse2-draft2"])
+def test_rollout_reuse_never_verifies_more_than_reuse_len(lm, spec):
+    """Reuse verified REUSE_START = 8 tokens first whatever ``reuse_len`` said, while each step draws
+    1 + max(draft_len, reuse_len) + 1 uniforms a row: below 8 the 8th draft's acceptance uniform was
+    also the one that sampled the next token (reuse_len 4, T 0.1: chi-square p = 1e-20 against plain
+    sampling, 4,000 rows; 0.06-0.97 after), or there were too few (reuse_len 2, draft_len 2: a
+    RuntimeError). Now at most reuse_len a step; logprobs stay the target's."""
+    model, tok = lm
+    prompts = [tok(p)["input_ids"] for p in PROMPTS]
+    greedy = FastSampler(model, tok).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=16))
+    sampler = FastSampler(model, tok, speculation=spec)
+    params = SamplingParams(temperature=0.05, max_new_tokens=16, seed=0)  # drafts all but always accepted
+    for prompt, g in zip(prompts, greedy, strict=True):  # one row a call: its steps are its own
+        before = dataclasses.replace(sampler.stats)
+        [out] = sampler.generate([prompt], params, previous=[g.completion_ids])
+        steps, drafted = sampler.stats.steps - before.steps, sampler.stats.reuse_drafted - before.reuse_drafted
+        assert drafted <= 1 + spec.reuse_len * steps  # 1: the first token, verified on the prefill
+        ref = recompute(model, out.prompt_ids, out.completion_ids, params)
+        assert torch.allclose(torch.tensor(out.logprobs, dtype=torch.float64), ref, atol=1e-4)
+    assert sampler.stats.reuse_accepted > 0
