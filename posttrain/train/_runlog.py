@@ -57,9 +57,9 @@ def truncate_after(path: Path, *, stage: str, step: int) -> None:
 
     The last line, cut short by a kill (no line end), is dropped too. ``UserError`` naming
     ``path:line``, ``path`` untouched, for any other line that is not a JSON object with an integer
-    ``step`` (where present), for a line of ``stage`` whose step is below the step of a line of
-    ``stage`` before it (lines written twice: a resume that appended without truncating), and for a
-    file that is not UTF-8 text.
+    ``step`` (where present), for a kept line of ``stage`` whose step is below the step of a kept
+    line of ``stage`` before it (lines written twice: a resume that appended without truncating), and
+    for a file that is not UTF-8 text.
     """
     if not path.exists():
         return
@@ -70,7 +70,7 @@ def truncate_after(path: Path, *, stage: str, step: int) -> None:
                         "rewrite it (the file is left as it is)") from None
     lines = text.splitlines()
     keep = []
-    last: tuple[int, int] | None = None  # (line number, step) of the stage's last line so far
+    last: tuple[int, int] | None = None  # (line number, step) of the stage's last kept line so far
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -86,13 +86,13 @@ def truncate_after(path: Path, *, stage: str, step: int) -> None:
             raise UserError(f"{path}:{n}: {what}, which the run never writes; resuming cannot tell which step it "
                             "belongs to (the file is left as it is)")
         if rec.get("stage") == stage:
+            if rec.get("step", -1) >= step:
+                continue  # past the checkpoint: the resumed run writes it again
             if last is not None and rec.get("step", -1) < last[1]:
                 raise UserError(f"{path}:{n}: step {rec.get('step', -1)} of stage {stage} after step {last[1]} "
                                 f"(line {last[0]}): lines written twice; resuming would count those steps again "
                                 "(the file is left as it is)")
             last = (n, rec.get("step", -1))
-            if rec.get("step", -1) >= step:
-                continue
         keep.append(line)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:

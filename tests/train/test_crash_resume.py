@@ -53,7 +53,7 @@ def test_a_line_cut_by_the_kill_is_dropped_and_a_damaged_or_doubled_one_is_refus
         "middle": ("".join([lines[0], lines[1][:9] + "\n", *lines[2:]]), ":2: not a JSON line"),
         "array": ("".join([lines[0], "[1, 2]\n", *lines[2:]]), ":2: not a JSON object"),
         "step": ("".join([lines[0], lines[1].replace('"step": 0', '"step": "0"'), *lines[2:]]), ":2: its step '0'"),
-        "doubled": ("".join([*lines, lines[1]]), ":5: step 0 of stage rl after step 2 (line 4)"),
+        "doubled": ("".join([*lines, lines[1]]), ":5: step 0 of stage rl after step 1 (line 3)"),
     }
     for name, (text, says) in damaged.items():
         log.write_text(text)
