@@ -14,7 +14,9 @@ scheduler's per-step overhead dominates on a CPU. This loop keeps what pays:
   the exact rule -- prompt-lookup drafts once at most ``SpecConfig.tail_rows`` rows still run, and
   a previous rollout of the prompt as the draft (rollout reuse, ``previous=``) at any batch size.
   Rejected draft positions stay in the cache as holes masked out of attention (position ids are
-  explicit), so rows of one batch may accept different numbers of drafts.
+  explicit), so rows of one batch may accept different numbers of drafts. A sliding window counts
+  cache slots, holes included: on such a model drafts are fed only while the cache, every token
+  still to come included, stays inside the window (``attention_window``).
 
 What it returns is what ``LocalSampler`` returns (``Generation``: ids, logprobs under the sampling
 distribution ``softmax(top_p(top_k(logits / T)))``, text, stop reason; tests/policy's conformance
@@ -117,6 +119,8 @@ class FastSampler:
         self.stats = SpecStats()
         self.reuse_cap = speculation.reuse_len if speculation else 64
         """Most previous-rollout tokens verified per row and step (``SpecConfig.reuse_len``)."""
+        self.window = attention_window(model)
+        """The model's smallest attention window (None: every layer sees every earlier token)."""
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams, *,
@@ -198,8 +202,10 @@ class FastSampler:
                 active = [active[k] for k in keep]
             drafts, is_reuse = [], []
             tail = self.spec is not None and self.spec.ngram and len(active) <= self.spec.tail_rows
+            slack = self._window_slack(mask.shape[1], active, params)
             for r in active:
                 room = params.max_new_tokens - len(r.ids) - 1  # the step also samples one token of its own
+                room = room if slack is None else min(room, slack)
                 d = self._drafts(r, room, reuse_only=not tail) if room > 0 and r.reason is None else []
                 drafts.append(d)
                 is_reuse.append(bool(r.previous) and reuse_draft(r.ids, r.previous, 1) != [])
@@ -236,6 +242,16 @@ class FastSampler:
                 new_lp.append([*(lp_fed_l[i][:a] if a else []), lp_next_l[i]])
             self._emit(active, new_ids, new_lp, params)
             pending = nxt
+
+    def _window_slack(self, slots: int, rows: Sequence[_Row], params: SamplingParams) -> int | None:
+        """Most drafts a row may be fed this step on a windowed model (None: any). A rejected draft
+        leaves a hole in the cache and transformers masks a window by cache slot, so a hole inside
+        the window would push an earlier token out of it: drafts are fed only while the cache,
+        holes and every token still to come included, stays shorter than the window."""
+        if self.window is None:
+            return None
+        to_come = max((params.max_new_tokens - len(r.ids) for r in rows if r.reason is None), default=0)
+        return self.window - 1 - slots - to_come
 
     def _static(self, fwd: Any, rows: Sequence[_Row], device: torch.device) -> bool:
         """Whether this batch decodes with fixed shapes: the lean forward, nothing to draft (no
@@ -316,6 +332,30 @@ class FastSampler:
         assert r.reason is not None
         return Generation(prompt_ids=tuple(r.prompt), completion_ids=tuple(r.ids), logprobs=tuple(r.logp),
                           text=self.tokenizer.decode(r.ids, skip_special_tokens=True), stop_reason=r.reason)
+
+
+def attention_window(model: torch.nn.Module) -> int | None:
+    """The smallest number of recent cache slots some attention layer of ``model`` sees (a sliding
+    window: Mistral, Gemma 2/3, Qwen2 with use_sliding_window; a chunk: Llama 4), None where every
+    layer sees every earlier token. transformers masks such a window by cache slot, not by position:
+    a rejected draft's hole inside it shifted tokens out (window 4, n-gram drafts: logprobs 2.2
+    away from a teacher-forced forward pass)."""
+    cfg = getattr(model, "config", None)
+    if cfg is not None and hasattr(cfg, "get_text_config"):
+        cfg = cfg.get_text_config()
+    if cfg is None:
+        return None
+    windows = [w for w in (getattr(cfg, "sliding_window", None), getattr(cfg, "attention_chunk_size", None))
+               if isinstance(w, int) and w > 0]
+    if not windows:
+        return None
+    layer_types = getattr(cfg, "layer_types", None)
+    if getattr(cfg, "attention_chunk_size", None) is None and (
+        (layer_types and all(t == "full_attention" for t in layer_types))
+        or (not layer_types and getattr(cfg, "use_sliding_window", True) is False)
+    ):
+        return None  # a window named, used by no layer (Qwen2's sliding_window without use_sliding_window)
+    return min(windows)
 
 
 class ReuseSampler:

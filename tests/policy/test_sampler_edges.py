@@ -107,3 +107,28 @@ def test_rollout_reuse_never_verifies_more_than_reuse_len(lm, spec):
         ref = recompute(model, out.prompt_ids, out.completion_ids, params)
         assert torch.allclose(torch.tensor(out.logprobs, dtype=torch.float64), ref, atol=1e-4)
     assert sampler.stats.reuse_accepted > 0
+
+
+@pytest.mark.parametrize("window", [4, 40])
+def test_drafts_on_a_sliding_window_model_keep_its_logprobs(window):
+    """transformers masks a sliding window by cache slot, and a rejected draft leaves a hole in the
+    cache: holes inside the window pushed earlier tokens out of it (window 4: logprobs 2.2 away from a
+    teacher-forced forward pass; 50: 0.37). Drafts are now fed only while the whole cache stays shorter
+    than the window (40: some steps still draft)."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tok = build_char_tokenizer()
+    config = MistralConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                           num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
+                           sliding_window=window, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    model = MistralForCausalLM(config).eval().to(TEST_DEVICE)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+    prompts = [tok(p)["input_ids"] for p in ["abcabcabcabc", "1+1=", "0123456789 0123456789"]] * 2
+    params = SamplingParams(temperature=0.7, max_new_tokens=16, seed=0)
+    sampler = FastSampler(model, tok, speculation=SpecConfig(tail_rows=100))
+    for g in sampler.generate(prompts, params):
+        ref = recompute(model, g.prompt_ids, g.completion_ids, params)
+        assert torch.allclose(torch.tensor(g.logprobs, dtype=torch.float64), ref, atol=1e-4), window
+    assert (sampler.stats.drafted > 0) == (window == 40)
