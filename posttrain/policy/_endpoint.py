@@ -89,9 +89,13 @@ class EndpointSampler:
             "temperature": params.temperature, "top_p": params.top_p, "stop": list(params.stop),
             "logprobs": 1, "return_token_ids": True, "return_tokens_as_token_ids": True,
             "include_stop_str_in_output": True,
+            # every knob of the distribution said, neutral where ours is off: a vLLM server fills a field
+            # left out from the checkpoint's generation_config.json (Qwen2.5-Instruct's top_k 20 and
+            # repetition_penalty 1.05), so the endpoint sampled another distribution than the run asked
+            # for. top_k -1 is "off" to every vLLM (0 is to recent ones only).
+            "top_k": params.top_k or -1, "min_p": 0.0, "repetition_penalty": 1.0,
+            "presence_penalty": 0.0, "frequency_penalty": 0.0,
         }
-        if params.top_k:
-            body["top_k"] = params.top_k
         if seed is not None:
             body["seed"] = seed
         start = time.monotonic()

@@ -159,6 +159,10 @@ def test_completions_endpoint_pass_at_k(server, tokenizer_dir, run_cli, tmp_path
     assert len(_Handler.seen) == 16
     body = _Handler.seen[0]["body"]
     assert body["model"] == "half" and body["max_tokens"] == 512 and body["temperature"] == 0.8
+    # every knob said, neutral: a vLLM server fills a field left out from the checkpoint's generation_config.json
+    neutral = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+               "frequency_penalty": 0.0}
+    assert {k: body.get(k) for k in neutral} == neutral
     sent = {tuple(x["body"]["prompt"]) for x in _Handler.seen}  # ids go out (requests run concurrently)
     assert sent == {tuple(EndpointModel(None, TOK).encode_prompt(model_prompt(t))) for t in TASKS}
     record = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])

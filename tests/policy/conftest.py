@@ -48,7 +48,7 @@ class SamplerServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def complete(self, body: dict) -> dict:
-        params = SamplingParams(temperature=body["temperature"], top_p=body["top_p"], top_k=body.get("top_k", 0),
+        params = SamplingParams(temperature=body["temperature"], top_p=body["top_p"], top_k=max(body.get("top_k", 0), 0),  # -1: off, as vLLM reads it
                                 max_new_tokens=body["max_tokens"], stop=tuple(body["stop"]), seed=body.get("seed"))
         with self.lock:  # the local sampler draws from torch's global generator
             [g] = self.sampler.generate([body["prompt"]], params)
