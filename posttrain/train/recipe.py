@@ -627,8 +627,10 @@ class SchedConfig:
     ray_address: str | None = None
     """ray: the cluster's address (HOST:PORT of ``ray start --head``); null = a one-node cluster of the
     run's own on this machine (own temp dir and port), stopped when the run ends."""
-    rollout_workers: PositiveInt = 1
-    """ray: rollout actors; the prompts of each generate call are split between them."""
+    rollout_workers: Annotated[int, Range(ge=1, le=256)] = 1
+    """ray: rollout actors; the prompts of each generate call are split between them. At most 256:
+    each is a process holding the model, started at once when the RL stage starts (10**30 built the
+    list of actors forever there, after SFT had run)."""
 
     def __post_init__(self) -> None:
         if self.ray_address is not None and self.backend != "ray":
