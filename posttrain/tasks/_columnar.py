@@ -22,6 +22,7 @@ Not here: what a record means (``posttrain.tasks._load.parse_record``, the domai
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -89,15 +90,41 @@ def _shards(path: Path, split: str | None) -> list[Path]:
         if not files or missing:
             raise UserError(f"{path}: state.json names {'no data files' if not files else f'missing {missing[0].name}'}")
         return files
-    try:  # a dataset's shards sit at most three folders down (data/, <config>/<split>/); not a walk of `/`
-        files = sorted(p for depth in range(4) for p in path.glob("*/" * depth + "*.parquet")
-                       if split is None or p.name.startswith(split))
+    try:  # the directory itself must list; below it, a folder that cannot (gone, /proc's) is passed over
+        os.listdir(path)
     except OSError as e:
         raise UserError(f"{path}: cannot search it for *.parquet ({e.strerror or e})") from None
+    files = sorted(p for p in _parquet_files(path) if split is None or p.name.startswith(split))
     if not files:
         raise UserError(f"{path}: a directory with no dataset (no state.json, dataset_dict.json or "
                         f"*.parquet{f' starting with {split!r}' if split else ''})")
     return files
+
+
+def _parquet_files(root: Path, depth: int = 3) -> list[Path]:
+    """``*.parquet`` files in ``root`` and at most ``depth`` folders down (a dataset's shards sit in data/
+    or <config>/<split>/; ``file: /`` walked the whole file system), following links as ``glob`` does. A
+    folder that cannot be listed -- gone mid-walk, a /proc entry -- is passed over: a glob over / raised
+    EINVAL from /proc now and then. Hidden names are left out, as ``glob``'s ``*`` leaves them."""
+    found, level = [], [root]
+    for d in range(depth + 1):
+        below = []
+        for folder in level:
+            try:
+                with os.scandir(folder) as it:
+                    entries = [e for e in it if not e.name.startswith(".")]  # as glob's "*": no hidden names
+            except OSError:
+                continue
+            for e in entries:
+                try:
+                    if e.name.endswith(".parquet") and e.is_file():
+                        found.append(Path(e.path))
+                    elif d < depth and e.is_dir():
+                        below.append(e.path)
+                except OSError:
+                    continue
+        level = below
+    return found
 
 
 def _json(path: Path) -> dict[str, Any]:
