@@ -29,7 +29,7 @@ from posttrain.policy._chat import (
     has_chat_template,
     prompt_template,
 )
-from posttrain.policy._sampling import Sampler, SamplingParams, context_length
+from posttrain.policy._sampling import MIN_TEMPERATURE, Sampler, SamplingParams, context_length
 from posttrain.policy._toolcalls import (
     MAX_CALLS,
     TOOL_FAMILIES,
@@ -103,6 +103,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CHAT_RECORD",
     "MAX_CALLS",
+    "MIN_TEMPERATURE",
     "TOOL_FAMILIES",
     "Architecture",
     "ChatSetting",

@@ -27,11 +27,11 @@ from typing import Annotated
 
 import torch
 
-from posttrain.config import PositiveFloat, PositiveInt, Range
+from posttrain.config import PositiveInt, Range
 from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError
 from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
-from posttrain.policy import Policy, SamplingParams
+from posttrain.policy import MIN_TEMPERATURE, Policy, SamplingParams
 from posttrain.rollout import as_rollout
 from posttrain.rollout.episodes import make_episodes, sample_tasks
 from posttrain.sched import Service
@@ -47,8 +47,9 @@ class PairsConfig:
     eval.samples_per_task (sampled as evaluations are: every one held at once)."""
     max_tasks: PositiveInt = 400
     """Training tasks used to build pairs (the first ones of the pool)."""
-    temperature: PositiveFloat = 1.0
-    """Sampling temperature for the pair candidates."""
+    temperature: Annotated[float, Range(ge=MIN_TEMPERATURE)] = 1.0
+    """Sampling temperature for the pair candidates (a sampler refuses one below 1e-5, where logits / T
+    overflow)."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap for the pair candidates."""
 

@@ -47,6 +47,7 @@ from posttrain.envs.function import RewardTerm, as_terms, default_reward, noop_p
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.baseline import load_baseline
 from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
+from posttrain.policy import MIN_TEMPERATURE
 from posttrain.rollout import episodes as kinds
 from posttrain.sandbox import MAX_POOL_SIZE
 from posttrain.tasks import (
@@ -395,8 +396,9 @@ class RLConfig:
     """Tasks sampled per step."""
     group_size: PositiveInt = 8
     """G: samples per task; advantages are relative within the group."""
-    temperature: PositiveFloat = 1.0
-    """Sampling temperature (logprobs are taken at this temperature); with adaptive_temperature, each
+    temperature: Annotated[float, Range(ge=MIN_TEMPERATURE)] = 1.0
+    """Sampling temperature, at least 1e-5 (logprobs are taken at this temperature; below it logits / T
+    overflow, and a sampler refuses it -- after the stages before RL had run); with adaptive_temperature, each
     task's first."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap; completions cut here finish with reason "length"; with adaptive_budget,
@@ -588,7 +590,7 @@ class EvalConfig:
     samples_per_task: Annotated[int, Range(ge=1, le=MAX_SAMPLES_PER_TASK)] = 4
     """i.i.d. samples per held-out task; pass@1 is their mean success (unbiased)."""
     temperature: NonNegativeFloat = 1.0
-    """Sampling temperature for evaluation: the policy as trained samples (0 = greedy)."""
+    """Sampling temperature for evaluation: the policy as trained samples (0 = greedy; else at least 1e-5)."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap at evaluation (per attempt)."""
     episodes: Literal["single", "repair", "agent", "tool"] = "single"
@@ -608,6 +610,9 @@ class EvalConfig:
     (exit 1, after its summary and report) when a domain dropped beyond both 95% intervals."""
 
     def __post_init__(self) -> None:
+        if 0 < self.temperature < MIN_TEMPERATURE:  # a sampler refuses it, after training
+            raise ConfigError(f"eval.temperature: expected 0 (greedy) or a number >= {MIN_TEMPERATURE:g}, "
+                              f"got {self.temperature}")
         object.__setattr__(self, "episodes", kinds.episode_kind(self.episodes, where="eval.episodes"))
         if (why := kinds.limits_problem(self.episodes, max_turns=self.max_turns)) is not None:
             raise ConfigError(f"eval.max_turns: {why} (eval.episodes)")

@@ -22,3 +22,17 @@ def test_ray_rollout_workers_are_bounded() -> None:
     with pytest.raises(ConfigError, match=r"^sched.rollout_workers: expected an integer in \[1, 256\], got 10{30}$"):
         parse_config(Recipe, {"sched": {"backend": "ray", "rollout_workers": 10**30}})
     assert parse_config(Recipe, {"sched": {"backend": "ray", "rollout_workers": 256}}).sched.rollout_workers == 256
+
+
+@pytest.mark.parametrize(("section", "value", "message"), [
+    ("rl", 1e-38, r"^rl.temperature: expected a number >= 1e-05, got 1e-38$"),
+    ("pairs", 1e-9, r"^pairs.temperature: expected a number >= 1e-05, got 1e-09$"),
+    ("eval", 1e-38, r"^eval.temperature: expected 0 \(greedy\) or a number >= 1e-05, got 1e-38$"),
+])
+def test_a_temperature_a_sampler_refuses_is_refused_at_parse(section: str, value: float, message: str) -> None:
+    """A temperature in (0, 1e-5) passed the recipe and was refused by the sampler at the stage that
+    sampled (logits / T overflowed): after SFT, or after the whole run for eval."""
+    with pytest.raises(ConfigError, match=message):
+        parse_config(Recipe, {section: {"temperature": value}})
+    assert parse_config(Recipe, {section: {"temperature": 1e-5}})
+    assert parse_config(Recipe, {"eval": {"temperature": 0}}).eval.temperature == 0
