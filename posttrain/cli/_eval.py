@@ -173,8 +173,9 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
     if args.run and not Path(args.run).is_dir():
         raise UserError(f"--run: {args.run} is not a directory")
-    if args.temperature is not None and not 0 <= args.temperature < float("inf"):
-        raise UserError(f"posttrain eval: --temperature must be a number >= 0, got {args.temperature}")
+    if args.temperature is not None and not (args.temperature == 0 or 1e-5 <= args.temperature < float("inf")):
+        raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= 1e-05 (the samplers' "
+                        f"least), got {args.temperature}")
     if not 0 <= args.seed < 2**32:  # generate's and a recipe's range; torch's manual_seed overflowed after the load
         raise UserError(f"posttrain eval: --seed must be an integer in [0, 4294967296), got {args.seed}")
     if args.model:

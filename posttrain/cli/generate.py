@@ -75,8 +75,9 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"generate: --n must be <= {MAX_SAMPLES_PER_TASK} (samples per prompt), got {args.n}")
     if not 0 <= args.seed < 2**32:  # a recipe's seed range; torch's manual_seed overflowed (a traceback) past 2**64
         raise UserError(f"generate: --seed must be an integer in [0, 4294967296), got {args.seed}")
-    if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise UserError(f"generate: --temperature must be a number >= 0, got {args.temperature}")
+    if args.temperature is not None and not (args.temperature == 0 or 1e-5 <= args.temperature < math.inf):
+        raise UserError(f"generate: --temperature must be 0 (greedy) or a number >= 1e-05 (the samplers' least), "
+                        f"got {args.temperature}")
 
 
 def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:

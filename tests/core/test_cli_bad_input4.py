@@ -147,6 +147,18 @@ def test_eval_seed_outside_what_torch_takes_is_refused(tmp_path, monkeypatch, ca
     assert f"posttrain eval: --seed must be an integer in [0, 4294967296), got {seed}" in err, err
 
 
+@pytest.mark.parametrize("temperature", ["1e-38", "-1", "inf"])
+def test_eval_temperature_a_sampler_refuses_is_refused_first(tmp_path, monkeypatch, capsys, temperature):
+    """1e-38 passed the flag check and the sampler refused it once the model had loaded."""
+    monkeypatch.chdir(tmp_path)
+    Path("t.jsonl").write_text('{"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2"}\n')
+    Path("resp.jsonl").write_text('{"task_id": "m1", "response": "2"}\n')
+    code = main(["eval", "--responses", "resp.jsonl", "--tasks", "t.jsonl", "--temperature", temperature])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "posttrain eval: --temperature must be 0 (greedy) or a number >= 1e-05" in err, err
+
+
 @pytest.mark.parametrize("out", ["r/summary.json", "r/config.yaml", "tasks.jsonl"], ids=["summary", "config", "tasks"])
 def test_report_out_that_is_not_an_html_name_is_refused(run, capsys, out):
     """Before: ``report RUN --out RUN/summary.json`` wrote the HTML page over the run's summary (the run then

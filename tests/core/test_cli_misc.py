@@ -74,8 +74,9 @@ def test_generate_from_a_task_file(tiny, tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--n", "0"], "--n must be >= 1"),
     (["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
-    (["--temperature", "-1"], "--temperature must be a number >= 0"),
-    (["--temperature", "nan"], "--temperature must be a number >= 0"),
+    (["--temperature", "-1"], "--temperature must be 0 (greedy) or a number >= 1e-05"),
+    (["--temperature", "nan"], "--temperature must be 0 (greedy) or a number >= 1e-05"),
+    (["--temperature", "1e-38"], "--temperature must be 0 (greedy) or a number >= 1e-05"),
     (["--max-new-tokens", "500"], "exceeds the model's 64 positions"),
 ])
 def test_generate_bad_numbers_are_one_line(tiny, capsys, extra, message):
