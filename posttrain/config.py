@@ -18,7 +18,7 @@ YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 r
 string "3e-3"), ``010`` is ten (1.1: octal 8), and ``1:30``, ``1_000`` and ``0b101`` are strings (1.1:
 90, 1000 and 5), in recipe files and in ``--set`` values alike; a key given twice in one mapping is
 an error there too (PyYAML keeps the later value, silently), and so is nesting too deep to parse.
-Written back with ``yaml.safe_dump`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
+Written back with ``dump_yaml`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
 (``0o17``, ``1e3``, ``-.5``) is quoted, so what is written reads back as the same string.
 
 ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
@@ -162,15 +162,28 @@ _YAML12Loader.yaml_implicit_resolvers = {  # PyYAML's YAML 1.1 number rules out,
     first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+class _YAML12Dumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that also quotes a string YAML 1.2 reads as a number (``dump_yaml``)."""
+
+
 for _tag, _rx, _first in _YAML12_NUMBERS:
     _YAML12Loader.add_implicit_resolver(_tag, _rx, _first)
-    # The writer of RUN/config.yaml (and of recipes in tests and scripts) is ``yaml.safe_dump``, which
-    # quotes a string only where YAML 1.1 reads another type: ``0o17``, ``1e3``, ``-.5`` went out plain
-    # and ``parse_yaml`` read them back as 15, 1000.0, -0.5 (a str field refused its own run's config; two
-    # keys ``1e3`` and ``+1e3`` made it a duplicate key). Kept on SafeDumper's own copy of the resolvers
-    # (PyYAML copies them on first add), so its output quotes what either schema reads as a number, and
-    # reads back the same under both; SafeLoader and the other classes are unchanged.
-    yaml.SafeDumper.add_implicit_resolver(_tag, _rx, _first)
+    _YAML12Dumper.add_implicit_resolver(_tag, _rx, _first)  # PyYAML copies the resolvers on a class's first add
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML that ``parse_yaml`` reads back as the same values, keys in their order.
+    ``yaml.safe_dump`` quotes a string only where YAML 1.1 reads another type: ``0o17``, ``1e3``, ``-.5``
+    went out plain and came back 15, 1000.0, -0.5 (a str field refused its own run's config; two keys
+    ``1e3`` and ``+1e3`` made RUN/config.yaml a duplicate key). Here a string either schema reads as a
+    number is quoted too; nothing else about ``safe_dump`` changes, for posttrain or anyone else.
+
+    >>> parse_yaml(dump_yaml({"name": "1e3", "n": 3})), parse_yaml(yaml.safe_dump({"name": "1e3"}))
+    ({'name': '1e3', 'n': 3}, {'name': 1000.0})
+    """
+    return yaml.dump(data, Dumper=_YAML12Dumper, sort_keys=False)
 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:

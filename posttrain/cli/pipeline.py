@@ -43,7 +43,7 @@ from posttrain.cli._progress import progress_bar
 from posttrain.cli._ranks import RankSpec, local_world, ranks
 from posttrain.cli._service import domain_hooks, pool_for, sandbox_of
 from posttrain.cli._stage_check import stage_checkpoint_problem
-from posttrain.config import parse_config, parse_yaml, to_dict
+from posttrain.config import dump_yaml, parse_config, parse_yaml, to_dict
 from posttrain.envs import is_feedback_only, model_prompt, task_to_record
 from posttrain.errors import ConfigError, UserError
 from posttrain.evaluate.baseline import compare_domains, load_baseline
@@ -287,7 +287,7 @@ def _with_defaults(saved: Any) -> dict[str, Any]:
         full = to_dict(parse_config(Recipe, saved))
     except (ConfigError, TypeError, ValueError):  # a key since removed or renamed: compare as saved
         return saved
-    return parse_yaml(yaml.safe_dump(full, sort_keys=False))
+    return parse_yaml(dump_yaml(full))
 
 
 def hold_run_dir(out: Path) -> int:
@@ -329,7 +329,7 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
             kind = "empty" if saved is None else f"a YAML {type(saved).__name__}"
             raise UserError(f"{cfg_path}: not a saved recipe ({kind}, expected a mapping of sections); the run cannot "
                             "be resumed")
-        as_saved = parse_yaml(yaml.safe_dump(resolved, sort_keys=False))  # compare like with like
+        as_saved = parse_yaml(dump_yaml(resolved))  # compare like with like
         changed = recipe_changes(_with_defaults(saved), as_saved)
         if _stage_done(out / "checkpoints" / "base"):  # model.chat is judged by the run's record instead
             changed = [c for c in changed if not c.startswith("model.chat ")]
@@ -343,7 +343,7 @@ def prepare_run_dir(out: Path, recipe: Recipe, *, resume: bool) -> Recipe:
         return resumed_recipe(out, recipe)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _write_atomic(cfg_path, yaml.safe_dump(resolved, sort_keys=False))
+        _write_atomic(cfg_path, dump_yaml(resolved))
     except OSError as e:  # an existing file, a path under a file, a read-only parent
         raise UserError(f"--out {out}: cannot create the run directory there ({e.strerror or e})") from None
     return recipe

@@ -1,7 +1,7 @@
 """RUN/config.yaml reads back as the recipe that was run: every text field, however much it looks
 like a number, a bool, a null or a date, is the same string after write -> read.
 
-The writer is the pipeline's (``prepare_run_dir``: ``yaml.safe_dump`` of ``to_dict(recipe)``); the reader
+The writer is the pipeline's (``prepare_run_dir``: ``config.dump_yaml`` of ``to_dict(recipe)``); the reader
 is ``parse_yaml`` (YAML 1.2 numbers) then ``parse_config``. PyYAML's dumper quotes what YAML 1.1 reads
 as another type, so ``0o17``, ``1e3``, ``-.5`` and ``1.5e3`` went out plain and came back 15, 1000.0,
 -0.5 and 1500.0: a str field then refused its own run's config, and a ``Mapping[str, ...]`` key turned
