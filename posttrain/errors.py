@@ -37,3 +37,16 @@ def refuse_directory(path: str | Path, expected: str) -> None:
     "not found", which would be wrong about it): ``expected`` names the file, e.g. "a task file"."""
     if Path(path).is_dir():
         raise UserError(f"{path}: is a directory, expected {expected}")
+
+
+def user_path(path: str | Path, what: str) -> Path:
+    """``path`` with ``~`` and ``~user`` expanded; ``UserError`` naming ``what`` (a flag or key) when the
+    user has no home directory here (``Path.expanduser`` raises ``RuntimeError``: a traceback before).
+
+    >>> user_path("/tmp/x", "--model").name
+    'x'
+    """
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise UserError(f"{what}: {str(path)!r}: no home directory for {str(path).split('/')[0]!r}") from None

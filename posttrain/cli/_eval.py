@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.cli._service import open_service, sandbox_of
-from posttrain.errors import UserError
+from posttrain.errors import UserError, user_path
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
 from posttrain.evaluate.records import EvalRecord, write_records
@@ -90,7 +90,7 @@ def _check_lengths(args: argparse.Namespace, tasks: list[Task], length: str, *, 
     from posttrain.policy import measure_prompts  # imports torch: not for the three above
 
     models = [args.model] if args.model else [str(c) for c in _policies_of(args.run, quiet=True)] if args.run else []
-    if not models or not Path(models[0]).expanduser().is_dir():  # a hub name: checked as it loads
+    if not models or not user_path(models[0], "--model").is_dir():  # a hub name: checked as it loads
         return
     kind = episode_kind(args)
     multi = is_multi_turn(kind)
@@ -102,7 +102,7 @@ def _check_lengths(args: argparse.Namespace, tasks: list[Task], length: str, *, 
 
     prompts = [model_prompt(t) for t in tasks]
     for model in models:
-        m = measure_prompts(Path(model).expanduser(), prompts, chat=args.chat)
+        m = measure_prompts(user_path(model, "--model"), prompts, chat=args.chat)
         if m.positions is None or m.longest + added(args.max_new_tokens) <= m.positions:
             continue
         fits = _most_that_fits(added, m.positions - m.longest, args.max_new_tokens)
@@ -251,7 +251,7 @@ def episode_kind(args: argparse.Namespace) -> EpisodeKind:
 
 def _check_model_dir(model: str) -> None:
     """A ``--model`` that names a path must be a checkpoint directory (``org/name`` goes to the hub loader)."""
-    path = Path(model).expanduser()
+    path = user_path(model, "--model")
     if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or path.exists()):
         return
     if not path.exists():

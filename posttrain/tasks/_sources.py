@@ -58,7 +58,7 @@ from posttrain.envs import (
     model_prompt,
 )
 from posttrain.envs._defaults import defaults_key
-from posttrain.errors import ConfigError, TaskError, UserError, refuse_directory
+from posttrain.errors import ConfigError, TaskError, UserError, refuse_directory, user_path
 from posttrain.tasks._columnar import is_columnar, map_columns
 from posttrain.tasks._decontaminate import check_pools
 from posttrain.tasks._load import iter_task_records, parse_record
@@ -243,7 +243,7 @@ def load_source(source: TaskSource, *, seed: int, key: str) -> tuple[list[Task],
 
 def _load_cached(source: TaskSource, seed: int) -> _Loaded:
     if source.file is not None:
-        path = Path(source.file).expanduser()
+        path = user_path(source.file, "file")
         try:
             st = path.stat()
         except OSError:

@@ -171,3 +171,17 @@ def test_report_out_that_is_not_an_html_name_is_refused(run, capsys, out):
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"--out {out}: expected a file name ending in .html" in err, err
     assert snapshot(run.parent) == before
+
+
+def test_a_home_directory_this_machine_has_not_is_one_line(tmp_path, monkeypatch, capsys):
+    """``~nosuchuser/...`` made Path.expanduser raise RuntimeError: a traceback from a task source's
+    ``file`` and from ``eval --model``."""
+    monkeypatch.chdir(tmp_path)
+    Path("r.yaml").write_text("tasks:\n  train: [{file: ~nosuchuser/t.jsonl}]\n  eval: [{file: ~nosuchuser/t.jsonl}]\n")
+    assert main(["run", "r.yaml", "--out", "out"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("tasks.train[0]: file: '~nosuchuser/t.jsonl': no home directory for '~nosuchuser'"), err
+    assert not Path("out").exists()
+    assert main(["eval", "--model", "~nosuchuser/m", "--suite", "humaneval"]) == 2
+    assert capsys.readouterr().err.strip() == "posttrain: error: --model: '~nosuchuser/m': no home directory for " \
+                                              "'~nosuchuser'"
