@@ -87,7 +87,7 @@ from posttrain.train._critic import Critic
 from posttrain.train._dist import DataParallel
 from posttrain.train._lora import apply_lora
 from posttrain.train._runlog import JsonlWriter, truncate_after
-from posttrain.train.checkpoint import commit_dir
+from posttrain.train.checkpoint import CheckpointError, commit_dir, disk_full
 from posttrain.train.grpo import EpisodeSpec, train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
 from posttrain.train.recipe import (
@@ -252,13 +252,22 @@ def _stage_done(path: Path) -> bool:
 
 
 def _save_stage(stage_dir: Path, write: Callable[[Path], Any]) -> None:
-    """``write(tmp)`` fills a fresh temporary directory, which becomes ``stage_dir`` (with DONE) in one rename."""
+    """``write(tmp)`` fills a fresh temporary directory, which becomes ``stage_dir`` (with DONE) in one rename.
+    A full disk on the way is one ``CheckpointError`` naming ``stage_dir``, the half-written copy removed
+    (it was a traceback, the copy left holding the space that ran out)."""
     tmp = stage_dir.with_name(f".tmp-{stage_dir.name}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted run
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    write(tmp)  # creates tmp when it saves (a stage interrupted while training leaves nothing)
-    (tmp / DONE).write_text("ok\n")
-    commit_dir(tmp, stage_dir)
+    try:
+        write(tmp)  # creates tmp when it saves (a stage interrupted while training leaves nothing)
+        (tmp / DONE).write_text("ok\n")
+        commit_dir(tmp, stage_dir)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not disk_full(e):
+            raise
+        raise CheckpointError(f"{stage_dir}: no space left on the device while saving the stage's checkpoint; the "
+                              "half-written copy was removed: free space, then --resume") from None
 
 
 def recipe_changes(saved: Mapping[str, Any], recipe: Mapping[str, Any], prefix: str = "") -> list[str]:

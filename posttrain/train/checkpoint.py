@@ -188,7 +188,7 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint would hold the space that ran out
         for left in directory.glob(f".{LATEST}.tmp-{os.getpid()}"):
             left.unlink(missing_ok=True)
-        if not _disk_full(e):
+        if not disk_full(e):
             raise
         raise CheckpointError(f"{directory}: no space left on the device while saving checkpoint {name} "
                               f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); the half-written "
@@ -199,7 +199,7 @@ def save_checkpoint(
     return final
 
 
-def _disk_full(e: BaseException) -> bool:
+def disk_full(e: BaseException) -> bool:
     """Whether ``e`` (or the error it was raised in the handling of) is a full disk or quota: torch.save
     raises a RuntimeError whose context holds the OSError, safetensors an error naming "os error 28"."""
     seen: set[int] = set()

@@ -108,3 +108,38 @@ def test_a_full_disk_mid_checkpoint_is_one_line_and_the_last_checkpoint_resumes(
     assert all(torch.equal(model.state_dict()[k], v) for k, v in want.items())
     state = torch.load(ckpt.path / "state.pt", weights_only=True)["optimizer"]["state"][0]
     assert all(torch.equal(state[k], v) for k, v in moments.items())
+
+
+def test_a_full_disk_mid_stage_checkpoint_is_one_line_and_leaves_no_copy(tmpfs):
+    """The pipeline's stage checkpoint (sft/, rl/): a traceback before, its .tmp-<stage> copy left on
+    the full disk."""
+    from posttrain.cli.pipeline import _save_stage
+
+    def write(tmp: Path) -> None:
+        tmp.mkdir()
+        (tmp / "weights.bin").write_bytes(b"\0" * (512 * 1024))  # more than the 352 KiB there is
+
+    with pytest.raises(CheckpointError, match=r"/sft: no space left on the device while saving the stage's "):
+        _save_stage(tmpfs / "sft", write)
+    assert list(tmpfs.iterdir()) == []
+
+
+def test_a_report_cut_mid_write_leaves_the_page_it_had(tmp_path, monkeypatch):
+    """A kill while report.html was written kept half a page for good (the resume says the run is
+    finished and only checks that the page exists): the page is written beside it, then renamed."""
+    from posttrain.evaluate.report import write_report
+
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    page = write_report(tmp_path)
+    whole = page.read_text()
+
+    def cut(self: Path, text: str, **kw: object) -> int:  # the write dies halfway, as a kill would end it
+        with open(self, "w", **kw) as f:
+            f.write(text[: len(text) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", cut)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(tmp_path)
+    monkeypatch.undo()
+    assert page.read_text() == whole and sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "report.html"]
