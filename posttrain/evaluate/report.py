@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -568,5 +569,12 @@ def write_report(run_dir: str | Path | Sequence[str | Path], out: str | Path | N
     runs = _unique_labels([load_run(d) for d in dirs])
     path = Path(out) if out is not None else runs[0].run_dir / ("report.html" if len(runs) == 1 else "compare.html")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(runs), encoding="utf-8")
+    # whole or not at all: a run killed mid-write kept half a page for good (its summary.json was
+    # written, so the resume said "already finished" and only checks that the page exists)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(render_report(runs), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
