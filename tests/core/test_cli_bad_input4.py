@@ -138,24 +138,25 @@ def test_overrides_that_agree_or_refine_still_apply():
 def test_eval_seed_outside_what_torch_takes_is_refused(tmp_path, monkeypatch, capsys, seed):
     """Before: ``eval --model CKPT --seed 10**20`` loaded the model, then raised torch's "Overflow when unpacking
     long long" (a traceback, exit 1); a negative seed was taken. ``generate`` refused both already."""
+    err = _eval_flag_error(tmp_path, monkeypatch, capsys, "--seed", seed)
+    assert f"posttrain eval: --seed must be an integer in [0, 4294967296), got {seed}" in err, err
+
+
+def _eval_flag_error(tmp_path, monkeypatch, capsys, *flags: str) -> str:
+    """The one stderr line (exit 2) of an eval of one scored response with ``flags``."""
     monkeypatch.chdir(tmp_path)
     Path("t.jsonl").write_text('{"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2"}\n')
     Path("resp.jsonl").write_text('{"task_id": "m1", "response": "2"}\n')
-    code = main(["eval", "--responses", "resp.jsonl", "--tasks", "t.jsonl", "--seed", seed])
+    code = main(["eval", "--responses", "resp.jsonl", "--tasks", "t.jsonl", *flags])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert f"posttrain eval: --seed must be an integer in [0, 4294967296), got {seed}" in err, err
+    return err
 
 
 @pytest.mark.parametrize("temperature", ["1e-38", "-1", "inf"])
 def test_eval_temperature_a_sampler_refuses_is_refused_first(tmp_path, monkeypatch, capsys, temperature):
     """1e-38 passed the flag check and the sampler refused it once the model had loaded."""
-    monkeypatch.chdir(tmp_path)
-    Path("t.jsonl").write_text('{"id": "m1", "domain": "math", "prompt": "1+1?", "answer": "2"}\n')
-    Path("resp.jsonl").write_text('{"task_id": "m1", "response": "2"}\n')
-    code = main(["eval", "--responses", "resp.jsonl", "--tasks", "t.jsonl", "--temperature", temperature])
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    err = _eval_flag_error(tmp_path, monkeypatch, capsys, "--temperature", temperature)
     assert "posttrain eval: --temperature must be 0 (greedy) or a number >= 1e-05" in err, err
 
 
