@@ -11,16 +11,20 @@ cachetools pack tasks and of all 55 inflection tasks were in such a copy.
 
 ``hide_args(names)``: bwrap options that mount an empty read-only tmpfs over every directory under
 /usr named like one of the importable ``names`` (``cachetools``) and /dev/null over every module
-file ``<name>.py`` and its compiled ``__pycache__/<name>.*.pyc``, at the top of an import root: a
-package whose parent is no package, a module beside no ``__init__.py`` -- where an installed or
-vendored copy sits; a subpackage named so (``_pytest/config``) is another project's part, and hiding
-it broke pytest. The index of /usr is built once per process (about 1.5 s for 120k files). Never
-hidden: standard-library names, what the repository harness imports (``HARNESS_NAMES``), a path
-inside another hidden one (its mount point would be gone).
+file ``<name>.py`` and its compiled ``<name>.pyc`` (in ``__pycache__``, or sourceless beside it), at
+the top of an import root: a package whose parent is no package -- its ``__init__`` as source or as
+bytecode only -- a directory of Python files only with no ``__init__`` (a namespace-style copy), a
+module beside no ``__init__`` -- where an installed or vendored copy sits; a subpackage named so
+(``_pytest/config``) is another project's part, and hiding it broke pytest. The index of /usr is
+built once per process (well under 2 s for 120k files); a copy gone since is not mounted over.
+Never hidden: standard-library names, what the repository harness imports (``HARNESS_NAMES``), a
+path inside another hidden one (its mount point would be gone), a directory holding an
+interpreter's own libraries.
 
-Not covered: a copy under another name (a vendored package renamed), inside an archive (a wheel, a
-zip), a compiled extension module, or a symbolic link named like the project to a directory named
-otherwise.
+Not covered: a copy under another name (a vendored package renamed, a hard link), one vendored as a
+subpackage of another package (``pip/_vendor/<name>``: hiding every subpackage of the name would
+break other projects' ``utils`` or ``config``), inside an archive (a wheel, a zip), a compiled
+extension module, or a symbolic link named like the project to a directory named otherwise.
 """
 
 from __future__ import annotations
@@ -42,32 +46,53 @@ HARNESS_NAMES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "packagin
 dependencies); a task built on one of these projects keeps the host's copy visible."""
 
 
-def _is_package(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "__init__.py"))
+_MARKERS = frozenset({"__init__.py", "__init__.pyc"})
+"""What makes a directory a package to the import system (``__init__.pyc``: one shipped as bytecode only)."""
+
+
+def _code(name: str) -> bool:
+    """Whether a file named ``name`` is Python code an import reads: source, or bytecode (a ``__pycache__``
+    entry, or a sourceless ``name.pyc`` that ``import`` loads where no ``name.py`` is)."""
+    return name.endswith((".py", ".pyc"))
 
 
 def _build(root: str) -> dict[str, tuple[tuple[str, bool], ...]]:
-    """Top-level copies only: a package whose parent is no package, a module file (or its bytecode)
-    beside no ``__init__.py``. A subpackage or submodule named so (``_pytest/config``,
-    ``logging/config.py``) is another project's part, and hiding it would break that project."""
+    """Top-level copies only: a directory whose parent is no package and that is one (an ``__init__``, as
+    source or bytecode only) or holds Python files and nothing else (a namespace-style copy with no
+    ``__init__``; never ``/usr/bin``, which holds scripts among programs), a module file (source or
+    bytecode) beside no ``__init__``. A subpackage or submodule named so
+    (``_pytest/config``, ``logging/config.py``) is another project's part, and hiding it would break
+    that project; so would hiding a directory that holds an interpreter's own libraries (one with
+    ``os.py``, a ``site-packages`` or ``dist-packages`` below it: ``/usr/lib`` for a project named
+    ``lib``), which is never hidden."""
     found: dict[str, list[tuple[str, bool]]] = defaultdict(list)
-    for here, dirs, files in os.walk(root, followlinks=False):
-        package = "__init__.py" in files
-        if not package:
-            for d in dirs:
-                path = os.path.join(here, d)
-                if d.isidentifier() and not os.path.islink(path) and _is_package(path):
-                    found[d].append((path, True))
-        compiled = os.path.basename(here) == "__pycache__"
-        if package or (compiled and _is_package(os.path.dirname(here))):
+    packages: set[str] = set()
+    protected: set[str] = set()
+    for here, _dirs, files in os.walk(root, followlinks=False):  # top-down: a parent before its children
+        name, parent = os.path.basename(here), os.path.dirname(here)
+        package = not _MARKERS.isdisjoint(files)
+        if package:
+            packages.add(here)
+        if name in ("site-packages", "dist-packages") or "os.py" in files:
+            up = here
+            while up.startswith(root) and up not in protected:
+                protected.add(up)
+                up = os.path.dirname(up)
+        namespace = bool(files) and all(_code(f) or f.endswith(".pyi") or f == "py.typed" for f in files)
+        if here != root and name.isidentifier() and name != "__pycache__" and parent not in packages \
+                and (package or namespace):  # a namespace-style copy holds Python and nothing else (not /usr/bin)
+            found[name].append((here, True))
+        compiled = name == "__pycache__"
+        if package or (compiled and parent in packages):
             continue
         for f in files:
             stem = f.split(".", 1)[0]
-            if (f.endswith(".py") and f[:-3].isidentifier()) or (compiled and f.endswith(".pyc")):
+            if (f.endswith(".py") and f[:-3].isidentifier()) or (f.endswith(".pyc") and (compiled or
+                                                                                      f[:-4].isidentifier())):
                 path = os.path.join(here, f)
                 if not os.path.islink(path):
                     found[stem].append((path, False))
-    return {k: tuple(v) for k, v in found.items()}
+    return {k: tuple(c for c in v if c[0] not in protected) for k, v in found.items()}
 
 
 def host_copies(names: Iterable[str], root: str = "/usr") -> list[tuple[str, bool]]:
@@ -89,9 +114,12 @@ def host_copies(names: Iterable[str], root: str = "/usr") -> list[tuple[str, boo
 
 
 def hide_args(names: Iterable[str], root: str = "/usr") -> list[str]:
-    """bwrap options that hide ``host_copies(names)`` from a job (after /usr is bound)."""
+    """bwrap options that hide ``host_copies(names)`` from a job (after /usr is bound): those still
+    there, as the index is built once per process and /usr may change under a long run."""
     out: list[str] = []
     for path, is_dir in host_copies(names, root):
+        if not (os.path.isdir(path) if is_dir else os.path.isfile(path)):  # gone since the index was built
+            continue  # (bwrap cannot mount over a missing path: every job of the task was an infra error)
         out += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path] if is_dir else ["--ro-bind", "/dev/null", path]
     return out
 

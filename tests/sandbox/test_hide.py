@@ -82,3 +82,20 @@ def test_repo_tasks_hide_their_projects_packages():
     assert {p: project_modules(t.fields) for p, t in by_project.items()} == {
         "toolz": ("tlz", "toolz"), "cachetools": ("cachetools",), "inflection": ("inflection",)}
     assert workspace_spec(by_project["inflection"]).hide == ("inflection",)
+
+
+def test_a_copy_gone_since_the_index_was_built_is_not_mounted_over(tmp_path):
+    """The index is built once per process; a copy removed after it (an upgrade under a long run, another
+    test's planted copy) made bwrap fail on every job of the task: each an infra error."""
+    (tmp_path / "a" / "probe").mkdir(parents=True)
+    (tmp_path / "a" / "probe" / "__init__.py").write_text("x")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "probe.py").write_text("x")
+    root = str(tmp_path)
+    forget_index()
+    try:
+        assert len(hide_args(["probe"], root)) == 9  # a directory: 6 options, a module file: 3
+        shutil.rmtree(tmp_path / "a")
+        assert hide_args(["probe"], root) == ["--ro-bind", "/dev/null", f"{root}/b/probe.py"]
+    finally:
+        forget_index()
