@@ -14,7 +14,6 @@ redraws in place; elsewhere (a log file, CI) rich prints it once when the phase 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -31,13 +30,14 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from posttrain.shown import visible
+
 console = Console(stderr=True, soft_wrap=True)
 WIDTH = 16
 """Descriptions are padded to this width, so that the bars of a run's phases line up."""
 
 __all__ = ["WIDTH", "RateColumn", "console", "plain", "progress_bar"]
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ud800-\udfff]")
 
 
 def plain(text: str) -> str:
@@ -48,12 +48,7 @@ def plain(text: str) -> str:
     >>> print(plain("eval \\x1b]8;;http://x\\x07ok\\r"))
     eval \\x1b]8;;http://x\\x07ok\\x0d
     """
-    return _CONTROL.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    c = ord(match.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return visible(text)
 
 
 class RateColumn(ProgressColumn):

@@ -13,22 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from html import escape
 
+from posttrain.shown import visible
+
 __all__ = ["line_chart", "bar_chart", "nice_ticks", "tick_labels", "as_text"]
-
-# Characters that do not show as themselves: C0/C1 controls (NUL, ESC, BEL), bidi embeddings, overrides,
-# isolates and marks (U+202E turns the rest of a line around), zero-width ones, BOM, lone surrogates.
-_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u115f\u1160\u180e\u200b-\u200f"
-                     "\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ud800-\udfff]")
-_BREAKS = re.compile("[\t\n\r]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    c = ord(match.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def as_text(value: object, *, limit: int | None = 200, multiline: bool = False) -> str:
@@ -47,8 +37,8 @@ def as_text(value: object, *, limit: int | None = 200, multiline: bool = False) 
     text = str(value)
     if limit is not None and len(text) > limit:
         text = f"{text[:limit]}… ({len(text) - limit} more chars)"
-    text = _HIDDEN.sub(_visible, text)
-    return escape(text if multiline else _BREAKS.sub(_visible, text))
+    return escape(visible(text, breaks=multiline))
+
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")
