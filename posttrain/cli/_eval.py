@@ -31,6 +31,7 @@ from posttrain.evaluate.runner import (
 )
 from posttrain.evaluate.summary import summarize
 from posttrain.evaluate.views import write_views
+from posttrain.policy import MIN_TEMPERATURE
 from posttrain.rollout import episodes as kinds
 from posttrain.rollout.episodes import (
     EpisodeKind,
@@ -173,9 +174,10 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
     if args.run and not Path(args.run).is_dir():
         raise UserError(f"--run: {args.run} is not a directory")
-    if args.temperature is not None and not (args.temperature == 0 or 1e-5 <= args.temperature < float("inf")):
-        raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= 1e-05 (the samplers' "
-                        f"least), got {args.temperature}")
+    t = args.temperature
+    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t < float("inf")):
+        raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the "
+                        f"samplers' least), got {t}")
     if not 0 <= args.seed < 2**32:  # generate's and a recipe's range; torch's manual_seed overflowed after the load
         raise UserError(f"posttrain eval: --seed must be an integer in [0, 4294967296), got {args.seed}")
     if args.model:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError, refuse_directory
+from posttrain.policy import MIN_TEMPERATURE
 
 __all__ = ["register", "cmd_generate", "why_not_a_policy"]
 
@@ -75,9 +76,10 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"generate: --n must be <= {MAX_SAMPLES_PER_TASK} (samples per prompt), got {args.n}")
     if not 0 <= args.seed < 2**32:  # a recipe's seed range; torch's manual_seed overflowed (a traceback) past 2**64
         raise UserError(f"generate: --seed must be an integer in [0, 4294967296), got {args.seed}")
-    if args.temperature is not None and not (args.temperature == 0 or 1e-5 <= args.temperature < math.inf):
-        raise UserError(f"generate: --temperature must be 0 (greedy) or a number >= 1e-05 (the samplers' least), "
-                        f"got {args.temperature}")
+    t = args.temperature
+    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t < math.inf):
+        raise UserError(f"generate: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the samplers' "
+                        f"least), got {t}")
 
 
 def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:
