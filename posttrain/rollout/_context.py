@@ -37,14 +37,14 @@ Not here: the recipe keys (phase 2 of issue 25), a learned retriever.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from posttrain.envs import Env
-from posttrain.types import Generation, Observation, Task, Trajectory, Turn, Verdict
+from posttrain.rollout._runner import sample_by_cap
+from posttrain.types import Observation, Task, Trajectory, Turn, Verdict
 
 if TYPE_CHECKING:  # the sampler module imports torch; an evaluation of a scripted agent needs neither
     from posttrain.policy import Sampler, SamplingParams
@@ -277,7 +277,7 @@ def _run_managed(sampler: Sampler, episodes: Sequence[tuple[Task, Env, str, int]
             continue
         contexts = [s[2].context() for s in live]
         caps = [int(min(params.max_new_tokens, _room(s[0], max_tokens))) for s in live]
-        gens = _generate(sampler, contexts, params, caps, seed_offset=rnd)
+        gens = sample_by_cap(sampler, contexts, params, [max(c, 1) for c in caps], seed_offset=rnd)
         for (ep, env, ctx), seen, g in zip(live, contexts, gens, strict=True):
             ep.peak_context = max(ep.peak_context, len(seen) + len(g.completion_ids))
             searching = policy.manage and policy.retrieval and g.text.lstrip().startswith(SEARCH_PREFIX)
@@ -307,28 +307,13 @@ def _summary_round(sampler: Sampler, live: list, params: SamplingParams, policy:
     for _, _, ctx in live:
         contexts.append([*ctx._fit([*ctx.prompt.ids, *ctx.summary_ids], ctx.summarized),
                          *ctx.encode(SUMMARY_PROMPT)][-policy.budget :])
-    gens = _generate(sampler, contexts, params, [policy.summary_tokens] * len(live), seed_offset=seed_offset)
+    gens = sample_by_cap(sampler, contexts, params, [max(policy.summary_tokens, 1)] * len(live),
+                         seed_offset=seed_offset)
     for (ep, _, ctx), seen, g in zip(live, contexts, gens, strict=True):
         ep.rows.append(Row(tuple(seen), g.completion_ids, g.logprobs, g.stop_reason, "summary", g.text))
         ep.tokens += len(g.completion_ids)
         ep.peak_context = max(ep.peak_context, len(seen) + len(g.completion_ids))
         ctx.fold(summary_ids=g.completion_ids)
-
-
-def _generate(sampler: Sampler, contexts: list[list[int]], params: SamplingParams, caps: list[int], *,
-              seed_offset: int) -> list[Generation]:
-    """One ``generate`` call per token cap, each with its own seed (``seed + 7919 * round + group``, as
-    ``rollout._runner`` seeds its turns): one seed for every call re-drew the same numbers, so rows
-    of two cap groups, and an episode's successive turns, sampled from the same draws (the same first
-    token in 200 of 200 seeds for one context under caps 8 and 4). Round 0's first call keeps ``seed``."""
-    out: list[Generation | None] = [None] * len(contexts)
-    for j, cap in enumerate(sorted(set(caps), reverse=True)):
-        rows = [i for i, c in enumerate(caps) if c == cap]
-        seed = None if params.seed is None else params.seed + 7919 * seed_offset + j
-        sub = dataclasses.replace(params, max_new_tokens=max(cap, 1), seed=seed)
-        for i, g in zip(rows, sampler.generate([contexts[i] for i in rows], sub), strict=True):
-            out[i] = g
-    return [g for g in out if g is not None]
 
 
 def _room(ep: ManagedEpisode, max_tokens: int | None) -> float:

@@ -246,13 +246,22 @@ def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, 
             *, seed_offset: int) -> list[Generation]:
     """One ``generate`` call per distinct token cap (one call in all when no budget binds)."""
     caps = [int(min(params.max_new_tokens, _room(s, max_tokens))) for s in states]
-    out: list[Generation | None] = [None] * len(states)
+    return sample_by_cap(sampler, [s.context for s in states], params, caps, seed_offset=seed_offset)
+
+
+def sample_by_cap(sampler: Sampler, contexts: Sequence[Sequence[int]], params: SamplingParams, caps: Sequence[int],
+                  *, seed_offset: int) -> list[Generation]:
+    """``contexts`` sampled with ``params``, row ``i`` to at most ``caps[i]`` new tokens: one ``generate``
+    call per distinct cap, each with its own seed, ``seed + 7919 x seed_offset + j`` for the ``j``-th
+    cap (largest first): one seed for every call re-drew the same numbers, so rows of two caps, and an
+    episode's successive rounds, sampled from the same draws. Round 0 of an unbudgeted batch is exactly
+    one ``generate(params)``: same seed, same samples."""
+    out: list[Generation | None] = [None] * len(contexts)
     for j, cap in enumerate(sorted(set(caps), reverse=True)):
         rows = [i for i, c in enumerate(caps) if c == cap]
-        # round 0 of an unbudgeted batch is exactly one generate(params): same seed, same samples
         seed = None if params.seed is None else params.seed + 7919 * seed_offset + j
         sub = dataclasses.replace(params, max_new_tokens=cap, seed=seed)
-        for i, g in zip(rows, sampler.generate([states[i].context for i in rows], sub), strict=True):
+        for i, g in zip(rows, sampler.generate([contexts[i] for i in rows], sub), strict=True):
             out[i] = g
     return [g for g in out if g is not None]
 

@@ -117,16 +117,16 @@ def test_unmanaged_context_grows_with_the_episode(policy):
 def test_each_call_of_a_round_draws_its_own_numbers(policy):
     # one seed for every generate call: the same context under caps 8 and 4 began with the same token
     # in 200 of 200 seeds, where two rows of one call agree as often as the distribution makes them
-    from posttrain.rollout._context import _generate
+    from posttrain.rollout._runner import sample_by_cap
 
     sampler = FastSampler(policy.model, policy.tokenizer)
     ctx = policy.encode_prompt("Count:")
     same = 0
     for seed in range(24):
-        a, b = _generate(sampler, [ctx, ctx], SamplingParams(temperature=1.5, max_new_tokens=8, seed=seed),
-                         [8, 4], seed_offset=0)
-        c = _generate(sampler, [ctx], SamplingParams(temperature=1.5, max_new_tokens=8, seed=seed), [8],
-                      seed_offset=1)[0]
+        a, b = sample_by_cap(sampler, [ctx, ctx], SamplingParams(temperature=1.5, max_new_tokens=8, seed=seed),
+                             [8, 4], seed_offset=0)
+        c = sample_by_cap(sampler, [ctx], SamplingParams(temperature=1.5, max_new_tokens=8, seed=seed), [8],
+                          seed_offset=1)[0]
         same += a.completion_ids[:4] == b.completion_ids[:4]
         same += a.completion_ids == c.completion_ids
     assert same <= 8, same  # before: 48 of 48
