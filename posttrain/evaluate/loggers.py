@@ -131,9 +131,14 @@ def _as_code(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
+_MLFLOW_SPELLED = {"@": "_at_", "^": "_hat_"}
+"""The characters of our own metric names that MLflow refuses, each spelled its own way: pass@4 and
+pass^4 are two metrics (their one "_" would have been one key, MLflow mixing both series)."""
+
+
 def _mlflow_key(key: str) -> str:
-    # MLflow keys allow alphanumerics, _ - . / and space; others (pass@1, pass^k) become "_".
-    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
+    # MLflow keys allow alphanumerics, _ - . / and space; @ and ^ are spelled (pass_at_1, pass_hat_4), others "_".
+    return "".join(c if c.isalnum() or c in "_-./ " else _MLFLOW_SPELLED.get(c, "_") for c in key)
 
 
 class MLflowLogger:

@@ -52,15 +52,18 @@ def test_mlflow_local_store_holds_the_metrics(tmp_path):
     import mlflow
 
     lg = make_loggers(tmp_path / "myrun", tensorboard=False, mlflow=True)
-    lg.log(1, {"pass@1": 0.25, "loss": 2.0})
+    lg.log(1, {"pass@1": 0.25, "loss": 2.0, "pass@4": 0.75, "pass^4": 0.125})
     lg.log(2, {"pass@1": 0.5})
     lg.close()
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'myrun' / 'mlflow.db').resolve()}")
     exp = client.get_experiment_by_name("posttrain")
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.run_name == "myrun" and run.info.status == "FINISHED"
-    hist = client.get_metric_history(run.info.run_id, "pass_1")
+    hist = client.get_metric_history(run.info.run_id, "pass_at_1")
     assert [(m.step, m.value) for m in hist] == [(1, 0.25), (2, 0.5)]
+    # pass@k and pass^k are two series, never one key holding both
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "pass_at_4")] == [0.75]
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "pass_hat_4")] == [0.125]
 
 
 HAS_WANDB = importlib.util.find_spec("wandb") is not None
@@ -164,7 +167,7 @@ def test_every_tracker_gets_the_same_metrics_config_and_artefacts(tmp_path, monk
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{(run / 'mlflow.db').resolve()}")
     (mrun,) = client.search_runs([client.get_experiment_by_name("posttrain").experiment_id])
     got = sorted((k, m.step, m.value) for k in mrun.data.metrics for m in client.get_metric_history(mrun.info.run_id, k))
-    assert got == sorted((k.replace("@", "_"), s, v) for k, s, v in want)
+    assert got == sorted((k.replace("@", "_at_"), s, v) for k, s, v in want)
     assert mrun.data.params["rl.steps"] == "2" and mrun.data.params["seed"] == "3"
     assert sorted(a.path for a in client.list_artifacts(mrun.info.run_id)) == ["config.yaml", "report.html",
                                                                              "summary.json"]
