@@ -7,9 +7,11 @@ NaN/Infinity, no overflow, no duplicate keys, numbers as the exact decimals they
      "evidence": [{"location": {"page": 4, "table": "Table 1", "row": "Net income", "column": "2023"},
                    "quote": "12,345"}]}
 
-- ``answer``: a number (a JSON number, or a string of one number such as ``"12,345.5"``) when the
-  question asks for one, with ``scale`` one of ``""``, ``thousand``, ``million``, ``billion``,
-  ``percent`` (default ``""``); text (a string, or a list of strings for several spans) otherwise.
+- ``answer``: a number (a JSON number, or a string of one number such as ``"12,345.5"``; a negative one
+  with a minus, ``-1,234``, ``−1,234`` (U+2212) or an en dash ``–1,234``, or in parentheses as the
+  document's tables print it, ``(1,234)``: ``as_number``) when the question asks for one, with ``scale``
+  one of ``""``, ``thousand``, ``million``, ``billion``, ``percent`` (default ``""``); text (a string, or a
+  list of strings for several spans) otherwise.
 - ``evidence``: each item a location (``_document``: a table cell or a section on a page) and the
   value quoted from it; at most ``MAX_CITATIONS``.
 
@@ -62,7 +64,9 @@ SCALES: dict[str, Decimal] = {"": Decimal(1), "thousand": Decimal(1000), "millio
 MAX_CITATIONS = 16
 MAX_RESPONSE_CHARS = 100_000
 MAX_MAGNITUDE = Decimal(10) ** 30
-_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_DIGITS = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_MINUS = "-\u2212\u2013"  # hyphen-minus, the minus sign, the en dash (typeset finance's minus)
+_NUMBER_RE = re.compile(rf"(?P<minus>[{_MINUS}]?)(?P<digits>{_DIGITS})|\( ?(?P<negative>{_DIGITS}) ?\)")
 _RESPONSE_KEYS = {"answer", "scale", "evidence"}
 _HINT = ('Reply with one JSON object {"answer": ..., "scale": ..., "evidence": [{"location": {...}, "quote": ...}]} '
          "as the task describes.")
@@ -71,8 +75,20 @@ _HINT = ('Reply with one JSON object {"answer": ..., "scale": ..., "evidence": [
 def as_number(value: Any) -> Decimal | None:
     """A JSON number or a string of exactly one number, as an exact Decimal; None for anything else.
 
+    A string's number is its digits (grouped by commas in threes, or not; a decimal point) with at most
+    one sign: a minus against the first digit, written ``-``, U+2212 (the minus sign) or U+2013 (the en
+    dash, which typeset statements use as a minus; before a lone number it can be nothing else), or
+    parentheses around the whole number, accounting's negative and the document tables' own
+    (``_gen.thousands``), a space inside each allowed (FinQA's tables print ``( 210 )``). Not read (None:
+    a ``format`` fail): two signs (``-(1,234)``, ``(-1,234)``: a double negative or a redundant one, two
+    readings), a parenthesis without its pair, a sign apart from the digits (``- 1,234``, a Markdown
+    bullet), the figure dash and the em dash (a table's em dash is nil, not minus), a percent sign (the
+    scale says percent) and any other word or number beside it.
+
     >>> as_number(12), as_number("12,345.5"), as_number("12 or 13"), as_number(True)
     (Decimal('12'), Decimal('12345.5'), None, None)
+    >>> as_number("(1,234)"), as_number("\u22121,234.5"), as_number("( 210 )"), as_number("-(1,234)")
+    (Decimal('-1234'), Decimal('-1234.5'), Decimal('-210'), None)
     """
     if isinstance(value, bool):
         return None
@@ -80,9 +96,13 @@ def as_number(value: Any) -> Decimal | None:
         return Decimal(value)
     if isinstance(value, Decimal):
         return value if value.is_finite() else None
-    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
-        return Decimal(value.strip().replace(",", ""))
-    return None
+    if not isinstance(value, str):
+        return None
+    m = _NUMBER_RE.fullmatch(value.strip())
+    if m is None:
+        return None
+    negative = m["negative"] is not None or bool(m["minus"])
+    return Decimal(("-" if negative else "") + (m["negative"] or m["digits"]).replace(",", ""))
 
 
 def fold(value: Decimal, scale: str) -> Decimal | None:
