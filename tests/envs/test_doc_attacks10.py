@@ -12,7 +12,7 @@ All held before this file: it pins them.
   the figure and restated kinds are one printed cell (a look-up, 60 of 60 by design); the constant 0
   passes a contradiction where the two figures agree (6 of 60, ``test_doc_priors`` holds it under 30%).
 - Hedged or decorated spellings of the right amount not pinned elsewhere (a range in words or with a
-  dash, plus-minus, basis points, the Unicode minus, a one-item list, an object, two numbers on two
+  dash, plus-minus, basis points, a one-item list, an object, two numbers on two
   lines or split by ``;`` or ``|``): each a ``format`` fail with no format credit.
 - A text answer (TAT-QA's spans) as both answers of a yes/no question, a part or a superset of the span,
   or a span repeated: each a wrong answer, and a wrong yes/no ends a repair.
@@ -84,8 +84,9 @@ def test_hedged_or_decorated_spellings_of_the_right_amount_are_format_fails(comp
     gold = Decimal(task.fields["answer"]["number"])
     other = gold - 100_000
     assert _verdict(task, f"{gold:,}").passed and _verdict(task, format(gold, "f")).passed
+    assert _verdict(task, "\u2212" + str(-gold)).passed  # the minus sign is a minus (test_doc_attacks11.py)
     for form in (f"between {gold} and {other}", f"{gold} to {other}", f"{gold}\u2013{other}", f"{gold}\u00b1100000",
-                 f"{gold} bp", "\u2212" + str(-gold), [str(gold)], {"value": str(gold)}, f"{gold}\n{other}",
+                 f"{gold} bp", [str(gold)], {"value": str(gold)}, f"{gold}\n{other}",
                  f"{gold};{other}", f"{gold}|{other}", f"{gold}  {other}"):
         got = _verdict(task, form)
         assert (got.outcome, got.error_class, got.components["format"]) == ("fail", "format", 0.0), form

@@ -116,7 +116,9 @@ def test_odd_number_forms_and_quotes_of_the_prompt_fail(verify_doc) -> None:
     ref = json.loads(str(task.reference))
     answer, cite = ref["answer"], ref["evidence"][0]
     assert verify_doc(task, json.dumps({**ref, "answer": f"\uff10{answer}"})).passed  # NFKC digits: the same number
-    for form in (f"{answer * 2}/2", f"+{answer}", f"({answer})", f"{answer}-{answer}", f"{answer} USD"):
+    # accounting's parentheses are a negative (test_doc_attacks11.py): the other sign, a wrong answer
+    assert verify_doc(task, json.dumps({**ref, "answer": f"({answer})"})).error_class == "wrong_answer"
+    for form in (f"{answer * 2}/2", f"+{answer}", f"{answer}-{answer}", f"{answer} USD"):
         verdict = verify_doc(task, json.dumps({**ref, "answer": form}))
         assert verdict.error_class == "format" and verdict.components["format"] == 0.0, form
     page = task.fields["document"].split("<!-- page 2 -->")[0][-3000:]
