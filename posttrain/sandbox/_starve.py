@@ -73,14 +73,25 @@ def maybe_starved(sched: dict, timeout: float, limits: Limits) -> bool:
     sufficient. ``sched``: the job's CPU seconds, and of the process that waited longest for a
     CPU at a priority it kept (``longest_wait``): how long it waited, whether it lowered its
     priority (then it is the longest wait of all, and the filter says no), and how long it lived
-    (evidence only)."""
+    (evidence only). True when ``filter_misses`` finds nothing missing."""
+    return not filter_misses(sched, timeout, limits)
+
+
+def filter_misses(sched: dict, timeout: float, limits: Limits) -> tuple[str, ...]:
+    """Which conditions of ``maybe_starved`` ``sched`` misses, each with its measured value and
+    its bound (empty: the job looks starved). A number missing from ``sched`` misses its condition:
+    a reply without the numbers is never starved."""
     budget = timeout * min(limits.cpu_cores, 1.0)
-    waited = float(sched.get("run_delay_s", 0.0))
-    return (
-        not sched.get("deprioritized", True)
-        and float(sched.get("cpu_s", budget)) < 0.25 * budget
-        and waited > 0.3 * timeout
-    )
+    cpu, waited = float(sched.get("cpu_s", budget)), float(sched.get("run_delay_s", 0.0))
+    misses = []
+    if sched.get("deprioritized", True):
+        misses.append("deprioritized: the process judged lowered its own priority (or none was read)")
+    if not cpu < 0.25 * budget:
+        misses.append(f"cpu_s {cpu:.3f} is not under {0.25 * budget:.3f} (a quarter of its CPU budget)")
+    if not waited > 0.3 * timeout:
+        misses.append(f"run_delay_s {waited:.3f} is not over {0.3 * timeout:.3f} (30% of the timeout; "
+                      f"it lived {float(sched.get('alive_s', 0.0)):.3f} s)")  # fmt: skip
+    return tuple(misses)
 
 
 def stop_runnable(pids: Iterable[int], within_s: float = SETTLE_S) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.sandbox import Execution, Limits
+from posttrain.sandbox import Execution, Limits, _xslot, _zslot
 from posttrain.sandbox._probes_fair import SELF_STARVE, self_starvation
-from posttrain.sandbox._starve import longest_wait, maybe_starved
+from posttrain.sandbox._starve import filter_misses, longest_wait, maybe_starved
 
 
 def _hogs(n: int, nice: int) -> list[subprocess.Popen]:
@@ -64,6 +64,27 @@ def test_self_starvation_payload_times_out_and_prints_its_answer(pool1):
     assert ex.timed_out and ex.stdout.startswith(b"wrong answer"), ex
 
 
+def _read_by_the_filter(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the job-side filter was given each time a slot asked it (the real filter, its inputs
+    recorded): the numbers, and which of its conditions they missed; for a failure's message."""
+    readings: list[str] = []
+
+    def recorded(sched: dict, timeout: float, limits: Limits) -> bool:
+        misses = filter_misses(sched, timeout, limits)
+        numbers = {k: sched.get(k) for k in ("cpu_s", "run_delay_s", "alive_s", "deprioritized")}
+        readings.append(f"{numbers}: " + ("; ".join(misses) or "looks starved"))
+        return maybe_starved(sched, timeout, limits)
+
+    for slot in (_zslot, _xslot):
+        monkeypatch.setattr(slot, "maybe_starved", recorded)
+    return readings
+
+
+def _not_starved(readings: list[str], asked: list[bool]) -> str:
+    return (f"not judged starved by the job's side: {readings[-1:] or 'the filter was never asked'}"
+            f" (the host's probe said {asked})")  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.cpu_hog
 def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, monkeypatch):
@@ -79,6 +100,7 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
         return asked[-1]
 
     monkeypatch.setattr(pool1.probe, "overloaded", overloaded)
+    readings = _read_by_the_filter(monkeypatch)
     hogs = _hogs(2 * len(os.sched_getaffinity(0)), -20)
     try:
         time.sleep(0.2)
@@ -87,7 +109,7 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
             ex = pool1.run_python(src, timeout=1.0)
             took = time.monotonic() - t0
             assert ex.outcome == "error" and ex.timed_out, ex
-            assert asked[:1] == [True], asked  # judged starved by the job's side, then by the host's
+            assert asked[:1] == [True], _not_starved(readings, asked)  # by the job's side, then by the host's
             assert took > 2.0, took  # a run, the wait for the host, a rerun
         before = len(asked)
         niced = pool1.run_python("import os\nos.nice(19)\nwhile True: pass", timeout=1.0)
@@ -96,7 +118,7 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
         before = len(asked)
         ex = pool1.exec(["sh", "-c", "while :; do :; done"], timeout=2.0)
         assert (ex.outcome == "error" and ex.timed_out) or "did not start" in (ex.infra_detail or ""), ex
-        assert not ex.timed_out or asked[before : before + 1] == [True], asked  # rerun too
+        assert not ex.timed_out or asked[before : before + 1] == [True], _not_starved(readings, asked)  # rerun too
     finally:
         _stop(hogs)
     ex = pool1.run_python("import time; time.sleep(5)", timeout=1.0)  # sleeping is never starved
