@@ -17,7 +17,9 @@ A checkpoint is written into ``DIR/.tmp-step-000012-<pid>``, fsynced, renamed in
 any moment leaves either the old ``latest`` or the new one, never a half-written checkpoint under
 that name; leftover temp directories are ignored and removed by the next save. A save that fails
 (a full disk: ENOSPC or a quota) removes its half-written copy at once, so the space it took is
-free again, and a full disk is one ``CheckpointError`` naming the directory, ``latest`` untouched. ``load_latest``
+free again, and a full disk (or a write the device refused: EIO, a read-only filesystem, permissions) is
+one ``CheckpointError`` naming the directory, ``latest`` untouched; a ``UserError`` is never taken
+for a full disk by ``disk_full`` (its own line is kept, not replaced by a caller's). ``load_latest``
 verifies the manifest and raises ``CheckpointError`` (a ``UserError``) naming the file and the
 problem when the checkpoint ``latest`` points to is corrupt or partial; older checkpoints are never
 deleted in that case. ``latest`` names a ``step-N`` directory of ``DIR`` only (never a path out of it:
@@ -188,12 +190,14 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint would hold the space that ran out
         for left in directory.glob(f".{LATEST}.tmp-{os.getpid()}"):
             left.unlink(missing_ok=True)
-        if not disk_full(e):
+        full = disk_full(e)
+        if (cause := e if full else _device_error(e)) is None:
             raise
-        raise CheckpointError(f"{directory}: no space left on the device while saving checkpoint {name} "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); the half-written "
+        what, then = ("no space left on the device", "free space") if full else ("cannot write", "fix that")
+        raise CheckpointError(f"{directory}: {what} while saving checkpoint {name} ({type(cause).__name__}: "
+                              f"{str(cause).splitlines()[0] if str(cause) else ''}); the half-written "
                               f"copy was removed and {directory / LATEST} still names the last complete checkpoint: "
-                              "free space, then --resume") from None
+                              f"{then}, then --resume") from None
     if keep_last is not None:
         _prune(directory, keep_last, keep=name)
     return final
@@ -201,7 +205,11 @@ def save_checkpoint(
 
 def disk_full(e: BaseException) -> bool:
     """Whether ``e`` (or the error it was raised in the handling of) is a full disk or quota: torch.save
-    raises a RuntimeError whose context holds the OSError, safetensors an error naming "os error 28"."""
+    raises a RuntimeError whose context holds the OSError, safetensors an error naming "os error 28".
+    A ``UserError`` is not: it has said what happened in its own line (a full disk at a checkpoint, at a
+    run log's append), which a caller saying "full disk" again would replace."""
+    if isinstance(e, UserError):
+        return False
     seen: set[int] = set()
     x: BaseException | None = e
     while x is not None and id(x) not in seen:
@@ -211,6 +219,24 @@ def disk_full(e: BaseException) -> bool:
             return True
         x = x.__cause__ or x.__context__
     return False
+
+
+_DEVICE = (errno.EIO, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM)
+"""Errors of a write the device or the directory refused (besides a full disk): the checkpoint's one line."""
+
+
+def _device_error(e: BaseException) -> OSError | None:
+    """The ``OSError`` of a write the device refused (``_DEVICE``) that ``e`` is, or was raised in the
+    handling of (torch.save's RuntimeError holds it in its context); None for any other error (a bug:
+    its traceback)."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if isinstance(x, OSError) and x.errno in _DEVICE:
+            return x
+        x = x.__cause__ or x.__context__
+    return None
 
 
 def _write(directory: Path, tmp: Path, name: str, *, model: torch.nn.Module, tokenizer: Any | None,
