@@ -290,6 +290,38 @@ def _write(directory: Path, tmp: Path, name: str, *, model: torch.nn.Module, tok
     return final
 
 
+def save_beside(obj: Any, path: Path) -> None:
+    """``torch.save(obj)`` into ``path`` as a checkpoint's files are written: into a temporary file
+    beside it (``.NAME.tmp-<pid>``, those a killed save left removed first), fsynced, renamed over
+    ``path``. A process killed at any moment leaves the old ``path`` (or none) or the new one, never
+    a cut one; a full disk (or a write the device refused) is one ``CheckpointError`` naming ``path``,
+    the temporary file removed and ``path`` as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.tmp-*"):
+        stale.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:  # a file object: a full disk's OSError stays in the error torch raises
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself survives a crash
+        finally:
+            os.close(fd)
+    except Exception as e:
+        tmp.unlink(missing_ok=True)
+        full = disk_full(e)
+        if (cause := e if full else _device_error(e)) is None:
+            raise
+        raise CheckpointError(f"{path}: {'no space left on the device' if full else 'cannot write'} while saving it "
+                              f"({type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}); the "
+                              f"half-written copy was removed and {path.name} is as it was: "
+                              f"{'free space' if full else 'fix that'}, then --resume") from None
+
+
 def commit_dir(tmp: str | Path, final: str | Path) -> Path:
     """Publish the fully written directory ``tmp`` as ``final`` in one rename, after an fsync.
 

@@ -107,6 +107,7 @@ from posttrain.train.checkpoint import (
     load_weights,
     restore,
     rng_state,
+    save_beside,
     save_checkpoint,
 )
 from posttrain.train.recipe import RLConfig
@@ -114,7 +115,10 @@ from posttrain.types import Rollout, Task, Trajectory
 from posttrain.verify.rewards import RewardWeights
 
 REFERENCE = "reference.pt"
-"""The KL reference (the policy RL started from), saved once beside the checkpoints, each of which lists it."""
+"""The KL reference (the policy RL started from), saved once beside the checkpoints, each of which lists it.
+Written at step 0 from the start weights (again by a run resumed before its first checkpoint), beside
+and renamed (``save_beside``); from a later checkpoint it is loaded, never rebuilt -- its manifest's
+sha256 names the one the run started from, and a cut or replaced file is ``load_latest``'s one line."""
 
 
 @dataclass(frozen=True)
@@ -427,8 +431,8 @@ def train_grpo(
     torch.manual_seed(seed if dp is None else seed + dp.rank)  # ranks sample with streams of their own
     start, in_flight = (_resume(ckpt_dir, model, optimizer, scheduler, sampler, service, ref_model, critic, adaptive, dp)
                         if resume else (0, None))
-    if ref_model is not None and start == 0 and writes:
-        torch.save(ref_model.state_dict(), _ref_path(ckpt_dir))
+    if ref_model is not None and start == 0 and writes:  # written beside, renamed: a kill leaves no cut file
+        save_beside(ref_model.state_dict(), _ref_path(ckpt_dir))
 
     def sample(step: int, version: int, generator: Sampler) -> tuple[list[Task], list[list[Trajectory]], dict[str, float]]:
         """One step's batch, the generator's work (``_overlap.Generate``): tasks drawn, G episodes each

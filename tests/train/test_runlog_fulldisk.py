@@ -1,4 +1,4 @@
-"""A full disk while the run appends to its logs, or rewrites one on --resume:
+"""A full disk while the run appends to its logs, or rewrites one on --resume, or saves the KL reference:
 one line naming the file, nothing written before lost, no cut line left, and the resume after space
 is freed exact (a real tmpfs that fills: root, else skipped).
 
@@ -12,6 +12,10 @@ by "checkpoints/rl: ... while saving the stage's checkpoint". A tiny ``posttrain
 "RUN/trajectories/rl.jsonl: no space left on the device while appending to the run's log ...", the
 lines of that write taken back; ``--resume`` once the tmpfs is grown: 192 of 192 trajectory lines
 and the RL weights equal to an uninterrupted run's, before and after.
+
+``reference.pt`` was ``torch.save``'d in place: SIGKILL mid-save left a cut reference.pt in 5 of 5
+kills, and a full disk left the cut file holding the space; now it is written beside and renamed
+(``checkpoint.save_beside``): 0 of 5, the old file as it was.
 """
 
 import json
@@ -20,10 +24,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from posttrain.errors import UserError
 from posttrain.train._runlog import JsonlWriter, truncate_after
-from posttrain.train.checkpoint import disk_full
+from posttrain.train.checkpoint import CheckpointError, disk_full, save_beside
 
 
 @pytest.fixture()
@@ -83,3 +88,14 @@ def test_a_full_disk_while_resume_rewrites_a_log_leaves_it_as_it_was(small):
         truncate_after(log, stage="rl", step=5)
     assert str(e.value).startswith(f"{log}: no space left on the device while rewriting the run's log"), str(e.value)
     assert log.read_bytes() == before and sorted(p.name for p in small.iterdir()) == ["metrics.jsonl", "other"]
+
+
+def test_a_full_disk_saving_the_reference_leaves_the_old_one_and_no_copy(small):
+    path = small / "reference.pt"
+    save_beside({"w": torch.zeros(4)}, path)
+    old = path.read_bytes()
+    (small / ".reference.pt.tmp-1").write_bytes(b"cut")  # left by a save killed mid-write
+    with pytest.raises(CheckpointError) as e:
+        save_beside({"w": torch.zeros(64 * 1024)}, path)  # 256 KiB on a 64 KiB disk
+    assert str(e.value).startswith(f"{path}: no space left on the device while saving it"), str(e.value)
+    assert path.read_bytes() == old and sorted(p.name for p in small.iterdir()) == ["reference.pt"]
