@@ -21,7 +21,10 @@ file, field or value and what was expected. An environment's own error during ep
 step and the exception; ``POSTTRAIN_TRACEBACK=1`` prints its traceback first (a plugin author's
 view). Ctrl-C prints one line and exits 130 (``run`` and ``quickstart`` name the ``--resume``
 command that continues). What third parties print that says nothing to a user is kept out
-(``quiet_third_parties``), and posttrain's own warnings are one line each.
+(``quiet_third_parties``), and posttrain's own warnings are one line each. Every error and warning
+line is written as it shows (``posttrain.shown.visible``): a control or bidi character a value
+carries (an ESC, a U+202E, a CR from a file name or a task id) is its escape, never a terminal's
+command; a message without one prints as it is.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from posttrain import __version__
 from posttrain.cli._service import domain_hooks, open_service, pool_for
 from posttrain.errors import RunFailure, UserError
 from posttrain.sched import StepError
+from posttrain.shown import visible
 
 __all__ = ["build_parser", "domain_hooks", "main", "open_service", "pool_for"]
 
@@ -60,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with its errors on one line, like every other bad input (subcommands inherit it)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {visible(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +95,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
                   file: TextIO | None = None, line: str | None = None) -> None:
     """posttrain's own warnings as one line (``posttrain: warning: ...``), not Python's file:line and
     source; anyone else's as Python shows them."""
-    text = f"posttrain: warning: {message}\n" if os.path.abspath(filename).startswith(_PACKAGE + os.sep) \
+    text = f"posttrain: warning: {visible(str(message))}\n" if os.path.abspath(filename).startswith(_PACKAGE + os.sep) \
         else warnings.formatwarning(message, category, filename, lineno, line)
     try:
         (file or sys.stderr).write(text)
@@ -122,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UserError as e:
-        print(f"posttrain: error: {e}", file=sys.stderr)
+        print(f"posttrain: error: {visible(str(e))}", file=sys.stderr)
         return 2
     except (StepError, RunFailure) as e:
         if os.environ.get("POSTTRAIN_TRACEBACK") == "1":
             traceback.print_exception(e)
-        print(f"posttrain: error: {e} (POSTTRAIN_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        print(f"posttrain: error: {visible(str(e))} (POSTTRAIN_TRACEBACK=1 shows the traceback)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("posttrain: interrupted", file=sys.stderr)
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if e.errno != errno.ENAMETOOLONG:
             raise
         name = str(e.filename)
-        print(f"posttrain: error: {name[:60]}...: a file name too long for the filesystem ({len(name)} "
+        print(f"posttrain: error: {visible(name[:60])}...: a file name too long for the filesystem ({len(name)} "
               "characters)", file=sys.stderr)
         return 2
 
