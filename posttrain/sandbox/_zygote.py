@@ -55,7 +55,7 @@ CHANNEL = 10
 CELLS_AT = 200  # where this process keeps the cells' fds (clear of the fds jobs arrive with)
 MQUEUE = "/dev/mqueue"  # POSIX message queues of this ipc namespace (bwrap --mqueue)
 PR_SET_DUMPABLE = 4
-DEATH_WAIT_S = 1.0  # how long a timed-out job's runnable processes get to die before they are measured
+DEATH_WAIT_S = 1.0  # how long a timed-out job's runnable processes get to stop before they are measured
 STOP_TICK_S = 0.25  # how often a running job's main process is checked for being stopped
 STOP_CPU_S = 0.1  # CPU its processes may use, once it is seen stopped, before the job is ended
 SOCKETS_GC_S = 0.5  # how long the kernel's collector gets to take a job's sockets in flight (``collect_sockets``)
@@ -256,28 +256,40 @@ def sweep() -> None:
                 break
 
 
+def _signal(send, target: int, sig: int) -> None:
+    try:
+        send(target, sig)
+    except OSError:
+        pass
+
+
 def kill_measured(pid: int) -> tuple[float, float, bool]:
-    """Kill a timed-out job and measure it: of its process that waited for a CPU the longest (as
-    ``_pump.longest_wait`` picks it), how long it waited and lived, and whether it lowered its own
-    priority (``_starve.maybe_starved``).
+    """Stop a timed-out job, measure it, then kill it: of its process that waited for a CPU the
+    longest (as ``_pump.longest_wait`` picks it), how long it waited and lived, and whether it
+    lowered its own priority (``_starve.maybe_starved``).
 
     The kernel adds a runnable process's current wait to its ``run_delay`` only when it next gets a
     CPU. Under hogs that starve it, that is every few hundred ms, so read alive the spinner of a
-    starved job showed a quarter to a half of its wait and the job was not judged starved. So a
-    process runnable at the deadline is killed and read as a zombie (its last wait counted: the one
-    to die), for at most ``DEATH_WAIT_S``; this process, the namespace's init, reaps it later.
+    starved job showed a quarter to a half of its wait and the job was not judged starved. So every
+    process of the job is stopped (SIGSTOP: it cannot be caught, and a runnable process stops only
+    once it gets a CPU, which counts its last wait) and read once none is runnable, for at most
+    ``DEATH_WAIT_S``; then all are killed. (Killed before they were read, a dying parent that was
+    waiting for its child reaped it if the child died first, the kernel's wait4 reaping a zombie
+    child with SIGKILL already pending, and the child's wait went with it: the job read as one
+    that slept, and a job the host starved had timed out on its own: 4 runs of 74 under nice -20
+    hogs. A stopped parent reaps nothing, and a stopped child is no zombie to reap.)
     """
-    runnable = [p for p in _others() if proc_state(p) == b"R"]
-    for target, kill in ((pid, os.killpg), *((p, os.kill) for p in runnable)):
-        try:
-            kill(target, signal.SIGKILL)
-        except OSError:
-            pass
+    _signal(os.killpg, pid, signal.SIGSTOP)  # its group at once: none of it runs between two signals
+    stopped: set[int] = set()
     end = time.monotonic() + DEATH_WAIT_S
-    while runnable and time.monotonic() < end:
-        runnable = [p for p in runnable if proc_state(p) not in (b"Z", b"X", b"")]
-        if runnable:
-            time.sleep(0.005)
+    while True:
+        pids = _others()
+        for other in set(pids) - stopped:  # (and what it forked meanwhile, while time is left)
+            _signal(os.kill, other, signal.SIGSTOP)
+            stopped.add(other)
+        if time.monotonic() >= end or not any(proc_state(p) == b"R" for p in pids):
+            break
+        time.sleep(0.005)
     with open("/proc/uptime", "rb") as f:
         now = float(f.read().split()[0])
     waits = []
@@ -286,6 +298,9 @@ def kill_measured(pid: int) -> tuple[float, float, bool]:
             waits.append(proc_sched(other, now, BASE["nice"], BASE["scheduler"][0])[:3])
         except (OSError, ValueError, IndexError):
             continue
+    _signal(os.killpg, pid, signal.SIGKILL)
+    for other in _others():
+        _signal(os.kill, other, signal.SIGKILL)
     return longest_wait(waits)
 
 
