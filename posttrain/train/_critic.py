@@ -15,7 +15,6 @@ one that does not load (a checkpoint saved before its manifest listed the critic
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from posttrain.algo import aggregate, gae
 from posttrain.algo.value import value_loss
 from posttrain.train._optim import adamw
 from posttrain.train._step import PolicyBatch
-from posttrain.train.checkpoint import CheckpointError
+from posttrain.train.checkpoint import CheckpointError, save_beside
 from posttrain.train.rm import make_reward_model, token_values
 
 
@@ -75,10 +74,9 @@ class Critic:
         return {"value_loss": total, "value_grad_norm": grad_norm}
 
     def save(self, directory: Path, step: int) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".critic-{step}.pt.tmp"
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, tmp)
-        os.replace(tmp, critic_file(directory, step))
+        # beside and renamed, fsynced: a kill leaves no cut file, a full disk one line naming it
+        save_beside({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()},
+                    critic_file(directory, step))
         for old in sorted(directory.glob("critic-*.pt"), key=_step_of)[:-3]:  # the trainer keeps 2 checkpoints
             old.unlink()
 
