@@ -29,25 +29,28 @@ hf_logging.disable_progress_bar()
 # A test marked ``cpu_hog`` runs spinners at nice -20 (the starvation tests): for its seconds every other
 # process on the host gets ~1% of a CPU. CI saw a SIGKILLed process of the other xdist worker's test still
 # running afterwards and a 0.4 s job measured at 0.44 s. Such a test holds this lock alone; every other
-# test holds it shared, so none runs beside one (a wait of seconds, a few times a suite).
+# test holds it shared, so none runs beside one (a wait of seconds, a few times a suite). The lock is
+# held around an item's whole protocol, so the module- and session-scoped fixtures it sets up (a
+# sandbox pool starting) or tears down are inside it too: an autouse fixture, function-scoped, came
+# after them.
 import fcntl  # noqa: E402
+import tempfile  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def _hog_lock_fd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    root = tmp_path_factory.getbasetemp()
-    shared = root.parent if root.name.startswith("popen-gw") else root  # one file for all xdist workers
-    fd = os.open(shared / "cpu-hog.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    yield fd
-    os.close(fd)
-
-
-@pytest.fixture(autouse=True)
-def _apart_from_cpu_hogs(request: pytest.FixtureRequest, _hog_lock_fd: int) -> Iterator[None]:
-    hog = request.node.get_closest_marker("cpu_hog") is not None
-    fcntl.flock(_hog_lock_fd, fcntl.LOCK_EX if hog else fcntl.LOCK_SH)
-    yield
-    fcntl.flock(_hog_lock_fd, fcntl.LOCK_UN)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one run
+    if run is None:  # one process: nothing runs beside the test
+        yield
+        return
+    fd = os.open(Path(tempfile.gettempdir()) / f"posttrain-cpu-hog-{run}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        hog = item.get_closest_marker("cpu_hog") is not None
+        fcntl.flock(fd, fcntl.LOCK_EX if hog else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
