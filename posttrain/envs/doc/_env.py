@@ -201,28 +201,32 @@ class DocEnv(WorkspaceEpisodes):
         per report, 0-1000: 0 is the level's shortest report) and ``pdf`` (every task shows the PDF's
         text layer, or none does). A bad level or param is a ``ValueError`` naming it."""
         params = dict(params or {})
-        unknown = sorted(set(params) - {"kinds", "filler", "pdf"})
+        unknown = sorted(set(params) - {"kinds", "filler", "pdf"}, key=str)
         if unknown:
-            raise ValueError(f"doc: unknown generator param(s) {unknown}; allowed: filler, kinds, pdf")
+            raise ValueError(f"doc: params.{str(unknown[0])[:80]}: unknown generator param; expected filler, kinds "
+                             f"or pdf")
         if level is not None and level not in LEVELS:
             raise ValueError(f"doc: level must be in {LEVELS[0]}..{LEVELS[-1]}, got {level!r}")
         levels = [level] if level is not None else [1, 2, 3, 4]
-        kinds = params.get("kinds")
-        if kinds is not None:
-            if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
-                raise ValueError(f"doc: params.kinds must be a non-empty list of question kinds, got {kinds!r}")
+        kinds = params.get("kinds", ())
+        if "kinds" in params:
+            if not isinstance(kinds, list) or not kinds or len(kinds) > len(QUESTIONS) * 10 \
+                    or not all(isinstance(k, str) for k in kinds):
+                raise ValueError(f"doc: params.kinds: expected a non-empty list of question kinds "
+                                 f"({', '.join(QUESTIONS)}), got {_shown(kinds)}")
             for k in kinds:
                 where = [lv for lv in LEVELS if k in LEVEL_KINDS[lv]]
                 if not where:
-                    raise ValueError(f"doc: params.kinds: unknown kind {k!r}; kinds: {', '.join(QUESTIONS)}")
+                    raise ValueError(f"doc: params.kinds: unknown kind {_shown(k)}; kinds: {', '.join(QUESTIONS)}")
                 if any(lv not in where for lv in levels):
                     raise ValueError(f"doc: params.kinds: {k!r} needs level {where[0]} or more")
         filler = params.get("filler")
-        if filler is not None and (isinstance(filler, bool) or not isinstance(filler, int) or not 0 <= filler <= 1000):
-            raise ValueError(f"doc: params.filler must be a whole number in 0..1000, got {filler!r}")
+        if "filler" in params and (isinstance(filler, bool) or not isinstance(filler, int) or not 0 <= filler <= 1000):
+            raise ValueError(f"doc: params.filler: expected a whole number in 0..1000 (filler notes per report), "
+                             f"got {_shown(filler)}")
         pdf = params.get("pdf")
-        if pdf is not None and not isinstance(pdf, bool):
-            raise ValueError(f"doc: params.pdf must be true or false, got {pdf!r}")
+        if "pdf" in params and not isinstance(pdf, bool):
+            raise ValueError(f"doc: params.pdf: expected true or false, got {_shown(pdf)}")
         rng = random.Random(f"doc-params-{level}-{seed}")
         out = []
         for i in range(n):
@@ -312,3 +316,9 @@ def quote_of(document: str, loc: Mapping[str, Any]) -> str:
 
 
 ENV = DocEnv()
+
+
+def _shown(value: Any) -> str:
+    """A param's value for a message: its repr, cut at 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

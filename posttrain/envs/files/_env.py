@@ -155,15 +155,17 @@ class FilesEnv(WorkspaceEpisodes):
         ``kinds`` (the kinds of work to draw from: sales, contacts, inventory, notes, merge, sqlite; at
         level 5 two of them share a workspace). A bad level or param is a ``ValueError`` naming it."""
         params = dict(params or {})
-        unknown = sorted(set(params) - {"kinds"})
+        unknown = sorted(set(params) - {"kinds"}, key=str)
         if unknown:
-            raise ValueError(f"files: unknown generator param(s) {unknown}; allowed: kinds")
+            raise ValueError(f"files: params.{str(unknown[0])[:80]}: unknown generator param; expected kinds")
         if level is not None and level not in LEVELS:
             raise ValueError(f"files: level must be in {LEVELS[0]}..{LEVELS[-1]}, got {level!r}")
         kinds = params.get("kinds")
-        if kinds is not None and (not isinstance(kinds, list) or not kinds
+        if "kinds" in params and (not isinstance(kinds, list) or not kinds or len(kinds) > len(KINDS) * 10
                                   or not all(isinstance(k, str) and k in KINDS for k in kinds)):
-            raise ValueError(f"files: params.kinds must be a non-empty list of {', '.join(KINDS)}, got {kinds!r}")
+            text = repr(kinds)
+            raise ValueError(f"files: params.kinds: expected a non-empty list of {', '.join(KINDS)}, "
+                             f"got {text if len(text) <= 80 else text[:77] + '...'}")
         rng = random.Random(f"files-params-{level}-{seed}")
         out = []
         for i in range(n):

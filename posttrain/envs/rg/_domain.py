@@ -140,13 +140,16 @@ class RgDomain:
                         params: Mapping[str, Any] | None = None) -> list[Task]:
         """``n`` tasks at ``level`` (None: the default configuration) with ``params`` on top.
 
-        Raises ``ValueError`` in one line naming the generator, the level or field, and why."""
+        Raises ``ValueError`` in one line naming the generator, the level or field, and why; a
+        param's type and bounds are checked before anything is made (``_config.check_params``)."""
+        from posttrain.envs.rg._config import check_params
         from posttrain.envs.rg._generate import generate
 
         spec: dict[str, Any] = {}
         if level is not None:
             spec["level"] = level
         if params:
+            check_params(self.generator, params, level=level)
             spec["params"] = json.loads(json.dumps(dict(params)))
         return [self._task(e, spec, f"rg-{self.generator}-{_variant(spec)}-{seed}-{i}", ())
                 for i, e in enumerate(generate(self.generator, spec, n=n, seed=seed))]

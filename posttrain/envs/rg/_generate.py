@@ -81,7 +81,12 @@ def generate_here(name: str, spec: Mapping[str, Any], *, n: int, seed: int, salt
 
     draws = HARDENED.get(name, _NO_RULE).draws
     config = build_config(name, spec, seed=rg_seed(name, spec, seed, salt), size=draws * max(n, 1) + 16)
-    dataset = DATASETS[name][0](config=config)
+    try:
+        dataset = DATASETS[name][0](config=config)
+    except Exception as e:  # noqa: BLE001 - a configuration the generator cannot start from (spell_backward's
+        # data_file naming no file of the package), said in one line like build_config's refusals
+        raise ValueError(f"rg/{name}: {describe_spec(spec)}: the generator refuses its configuration: "
+                         f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
     dropped: Counter[str] = Counter()
     out = balanced(_kept(name, spec, dataset, config.size, dropped=dropped), n)
     if len(out) < n:
