@@ -100,11 +100,16 @@ def _fsync_tree(root: Path) -> None:
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
     for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_dir(d)
+
+
+def _fsync_dir(d: Path) -> None:
+    """fsync directory ``d``: the names created or renamed in it survive a crash."""
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def rng_state() -> dict[str, Any]:
@@ -306,11 +311,7 @@ def save_beside(obj: Any, path: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself survives a crash
-        finally:
-            os.close(fd)
+        _fsync_dir(path.parent)  # the rename itself survives a crash
     except Exception as e:
         tmp.unlink(missing_ok=True)
         full = disk_full(e)
@@ -337,11 +338,7 @@ def commit_dir(tmp: str | Path, final: str | Path) -> Path:
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(tmp, final)
-    fd = os.open(final.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a crash
-    finally:
-        os.close(fd)
+    _fsync_dir(final.parent)  # the rename itself survives a crash
     return final
 
 

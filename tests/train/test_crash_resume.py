@@ -19,9 +19,7 @@ are swept outside the suite; tests/e2e/test_run.py pins one kill -9 mid-step.
 """
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,15 +75,9 @@ class _Weights(torch.nn.Module):
 
 
 @pytest.fixture()
-def tmpfs(tmp_path):
+def tmpfs(tmpfs_of):
     """A 352 KiB tmpfs: one checkpoint fits, the next fills it in its state.pt (root only)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=352k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=True)
+    return tmpfs_of("352k")
 
 
 def test_a_full_disk_mid_checkpoint_is_one_line_and_the_last_checkpoint_resumes(tmpfs):

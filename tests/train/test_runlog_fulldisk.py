@@ -19,8 +19,6 @@ kills, and a full disk left the cut file holding the space; now it is written be
 """
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,15 +30,9 @@ from posttrain.train.checkpoint import CheckpointError, disk_full, save_beside
 
 
 @pytest.fixture()
-def small(tmp_path):
+def small(tmpfs_of):
     """A 64 KiB tmpfs (root only), unmounted after."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=True)
+    return tmpfs_of("64k")
 
 
 def _rows(step: int) -> list[dict[str, object]]:
