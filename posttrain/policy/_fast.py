@@ -49,7 +49,7 @@ from torch import Tensor
 
 from posttrain.errors import UserError
 from posttrain.policy._lean import HFForward, make_forward
-from posttrain.policy._sampler import Generation, SamplingParams, process_logits
+from posttrain.policy._sampler import Generation, SamplingParams, StopCache, process_logits
 from posttrain.policy._spec import SpecConfig, ngram_draft, reuse_draft, verify
 from posttrain.types import StopReason
 
@@ -117,6 +117,7 @@ class FastSampler:
         pad = tokenizer.pad_token_id
         self.pad_token_id = self.eos_token_id if pad is None else int(pad)
         self.stats = SpecStats()
+        self._stops = StopCache(tokenizer)
         self.reuse_cap = speculation.reuse_len if speculation else 64
         """Most previous-rollout tokens verified per row and step (``SpecConfig.reuse_len``)."""
         self.window = attention_window(model)
@@ -309,8 +310,9 @@ class FastSampler:
 
     def _emit(self, rows: Sequence[_Row], ids: Sequence[Sequence[int]], logp: Sequence[Sequence[float]],
               params: SamplingParams) -> None:
-        """Append each row's new tokens one by one, stopping it at EOS, a stop string or the length cap."""
-        window = 4 * max((len(s) for s in params.stop), default=0) + 8
+        """Append each row's new tokens one by one, stopping it at EOS, a stop string (``StopStrings``:
+        the rule and the checks ``LocalSampler`` has) or the length cap."""
+        stop = self._stops.get(params.stop)
         for r, new, lps in zip(rows, ids, logp, strict=True):
             if r.reason is not None:  # finished, still in the batch until enough others finish
                 continue
@@ -319,8 +321,7 @@ class FastSampler:
                 r.logp.append(lp)
                 if t == self.eos_token_id:
                     r.reason = "eos"
-                elif params.stop and any(s in self.tokenizer.decode(r.ids[-window:], skip_special_tokens=True)
-                                         for s in params.stop):
+                elif stop is not None and stop.hit(r.ids):
                     r.reason = "stop"
                 elif len(r.ids) >= params.max_new_tokens:
                     r.reason = "length"

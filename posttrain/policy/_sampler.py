@@ -18,9 +18,10 @@ scores the full ``softmax(logits / temperature)`` would then see a biased ratio 
 with ``top_p=1, top_k=0`` only.
 
 How sampling stops, per row (``Generation.stop_reason``): ``"eos"`` (the EOS token, kept as the last
-completion id), ``"stop"`` (a stop string appeared in the decoded completion; ids are kept through
-the token that completed it, and ``text`` is the decoding of those ids, so it contains the stop
-string) or ``"length"`` (``max_new_tokens``).
+completion id), ``"stop"`` (a stop string appeared in the decoded completion, ``SamplingParams.stop``
+and ``StopStrings`` give the exact rule; ids are kept through the token that completed it, and
+``text`` is the decoding of those ids, so it contains the stop string) or ``"length"``
+(``max_new_tokens``).
 
 Randomness: ``seed`` seeds torch's global generator once per call (as ``Policy.generate`` always
 did, so a run's samples are unchanged); ``seed=None`` continues the global stream.
@@ -39,7 +40,7 @@ from posttrain.errors import UserError
 from posttrain.policy._sampling import Sampler, SamplingParams
 from posttrain.types import Generation
 
-__all__ = ["LocalSampler", "Sampler", "SamplingParams", "process_logits"]
+__all__ = ["LocalSampler", "Sampler", "SamplingParams", "StopCache", "StopStrings", "process_logits"]
 
 
 def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:  # (B, V) -> (B, V)
@@ -66,18 +67,72 @@ def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor
     return scores
 
 
+class StopStrings:
+    """The stop-string rule of ``SamplingParams.stop`` for one tokenizer: ``hit(ids)`` is whether
+    ``tokenizer.decode(ids, skip_special_tokens=True)`` -- the completion's ``Generation.text`` --
+    contains a stop string. Called after each token, so the first hit is the token that completed it.
+
+    Decoding the whole completion at every token would cost its length squared; ``hit`` decodes the
+    last ``4 * len(longest stop) + 8`` tokens that the decoding keeps (``skipped``: the ids it drops,
+    special tokens, are passed over however many there are), and confirms a hit on the whole
+    decoding. A stop string of c characters is at most 4c bytes, each kept token gives at least
+    one, and a string a token completes ends in that token: the window holds it. Not covered: a
+    tokenizer whose kept tokens decode to nothing, or whose decoding of a token depends on text
+    more than the window before it.
+    """
+
+    def __init__(self, tokenizer: Any, stop: tuple[str, ...], skipped: frozenset[int]) -> None:
+        self.tokenizer, self.stop, self.skipped = tokenizer, stop, skipped
+        self.window = 4 * max(len(s) for s in stop) + 8
+
+    def hit(self, ids: Sequence[int]) -> bool:
+        tail: list[int] = []
+        for t in reversed(ids):
+            if t not in self.skipped:
+                tail.append(t)
+                if len(tail) == self.window:
+                    break
+        if not any(s in self.tokenizer.decode(tail[::-1], skip_special_tokens=True) for s in self.stop):
+            return False
+        if len(tail) < self.window:
+            return True  # the window was the whole completion
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return any(s in text for s in self.stop)
+
+
+class StopCache:
+    """A sampler's ``StopStrings`` per stop tuple, over the ids its tokenizer's decoding skips (found
+    once: the special and added tokens that decode to nothing with ``skip_special_tokens=True``)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.skipped: frozenset[int] | None = None
+        self.last: StopStrings | None = None
+
+    def get(self, stop: tuple[str, ...]) -> StopStrings | None:
+        """None where there are no stop strings."""
+        if not stop:
+            return None
+        if self.skipped is None:
+            tok = self.tokenizer
+            found = set(getattr(tok, "all_special_ids", None) or ()) | set(getattr(tok, "added_tokens_decoder", None) or ())
+            self.skipped = frozenset(i for i in found if tok.decode([i], skip_special_tokens=True) == "")
+        if self.last is None or self.last.stop != stop:
+            self.last = StopStrings(self.tokenizer, stop, self.skipped)
+        return self.last
+
+
 class _StepLog:
     """Shared state of one ``model.generate`` call: the processed scores of the current step, the
     logprob of each sampled token, and the step at which a row's completion hit a stop string."""
 
-    def __init__(self, params: SamplingParams, tokenizer: Any, width: int) -> None:
-        self.params, self.tokenizer, self.width = params, tokenizer, width
+    def __init__(self, params: SamplingParams, width: int, eos: int, stop: StopStrings | None) -> None:
+        self.params, self.width, self.eos, self.stop = params, width, eos, stop
         self.logp: torch.Tensor | None = None  # (B, V) log-softmax of the current step's scores
         self.picked: list[torch.Tensor] = []  # one (B,) per step
         self.stopped_at: dict[int, int] = {}  # row -> index of the token that completed a stop string
-        # A stop string of c characters spans at most c tokens of >= 1 character; byte-level tokens
-        # can be partial characters, hence the margin.
-        self.window = 4 * max((len(s) for s in params.stop), default=0) + 8
+        self.rows: list[list[int]] = []  # each row's completion ids so far (stop strings only)
+        self.ended: set[int] = set()  # rows that sampled EOS (generate pads them from then on)
 
 
 class _Process:
@@ -102,15 +157,21 @@ class _Record:
         log = self.log
         log.picked.append(log.logp.gather(-1, input_ids[:, -1:]).squeeze(-1))  # (B,)
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        if log.params.stop:
+        if log.stop is not None:
             step = input_ids.shape[1] - log.width - 1
-            tails = input_ids[:, max(log.width, input_ids.shape[1] - log.window) :].tolist()
-            for row, tail in enumerate(tails):
+            if not log.rows:
+                log.rows = [[] for _ in range(input_ids.shape[0])]
+            for row, t in enumerate(input_ids[:, -1].tolist()):
                 if row in log.stopped_at:
                     done[row] = True
                     continue
-                text = log.tokenizer.decode(tail, skip_special_tokens=True)
-                if any(s in text for s in log.params.stop):
+                if row in log.ended:
+                    continue
+                if t == log.eos:
+                    log.ended.add(row)
+                    continue
+                log.rows[row].append(t)
+                if log.stop.hit(log.rows[row]):
                     log.stopped_at[row] = step
                     done[row] = True
         return done
@@ -151,6 +212,7 @@ class LocalSampler:
         self.eos_token_id = int(tokenizer.eos_token_id)
         pad = tokenizer.pad_token_id
         self.pad_token_id = self.eos_token_id if pad is None else int(pad)
+        self._stops = StopCache(tokenizer)
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
@@ -173,7 +235,7 @@ class LocalSampler:
             input_ids[i, width - len(ids) :] = torch.tensor(ids)
             attention[i, width - len(ids) :] = 1
         device = next(self.model.parameters()).device
-        log = _StepLog(params, self.tokenizer, width)
+        log = _StepLog(params, width, self.eos_token_id, self._stops.get(params.stop))
         greedy = params.temperature == 0
         # Our processor is the whole distribution: no top_k of 50, and (_own_generation_config) no
         # repetition penalty or min_p of the checkpoint's generation_config.json.

@@ -35,7 +35,16 @@ class SamplingParams:
     """Keep the ``top_k`` most likely tokens; 0 = off."""
     max_new_tokens: int = 64
     stop: tuple[str, ...] = ()
-    """Stop strings: sampling of a row stops once its decoded completion contains one of them."""
+    """Stop strings: sampling of a row stops at the first token after which its decoded completion
+    contains one of them, the decoding being ``tokenizer.decode(completion_ids, skip_special_tokens=True)``
+    (``Generation.text``): special tokens between a stop string's parts are skipped and do not hide it,
+    a stop string may span tokens or end inside one, a character whose bytes span tokens counts once
+    complete, and the prompt is no part of it (a stop string begun in the prompt does not stop a row).
+    The completion keeps every id through that token, so ``text`` contains the stop string and may run
+    past it. ``LocalSampler`` and ``FastSampler`` follow this rule (``_sampler.StopStrings``: how, and the
+    tokenizers it does not cover); vLLM decodes the completion after the prompt's tokens, so it
+    differs where that context changes the completion's first characters (a sentencepiece leading
+    space, a character begun in the prompt)."""
     seed: int | None = None
     """Seeds torch's global generator once per call; ``None`` continues its stream."""
 
