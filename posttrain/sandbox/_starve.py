@@ -49,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from posttrain.sandbox._cgroup import SlotCgroup
@@ -97,47 +97,65 @@ def filter_misses(sched: dict, timeout: float, limits: Limits) -> tuple[str, ...
     return tuple(misses)
 
 
-def stop_runnable(pids: Iterable[int], within_s: float = SETTLE_S) -> None:
-    """SIGSTOP the runnable ones of ``pids`` and wait (at most ``within_s``) until they have stopped.
+def threads_of(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` (none once it is gone): ``/proc/<tid>`` reads a thread's own
+    state and CPU wait, ``/proc/<pid>`` only its main thread's."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def stop_runnable(pids: Callable[[], Iterable[int]], within_s: float = SETTLE_S) -> None:
+    """SIGSTOP the processes of ``pids()`` with a runnable thread, again each round (``pids`` is
+    listed each round: what they fork meanwhile), until none is runnable, for at most ``within_s``.
 
     The kernel adds a runnable process's current wait for a CPU to its ``run_delay`` only when it
     next gets one. Under the hogs that starve it that is every few hundred ms, so read while it waits,
     a starved job's spinner showed a quarter to a half of its wait and the job was not judged starved
     (its timeout became its own). To stop, each must get a CPU once: then its wait is all counted.
+    Stopped once each, a process another of the job's continued (SIGCONT in a loop) ran on for the
+    whole ``within_s`` (as the fork-server's ``kill_measured`` saw); each round stops what runs again.
     The caller kills them after reading."""
-    runnable = [p for p in pids if proc_state(p) == b"R"]
-    for pid in runnable:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGSTOP)
     end = time.monotonic() + within_s
-    while runnable and time.monotonic() < end:
-        runnable = [p for p in runnable if proc_state(p) == b"R"]
-        if runnable:
-            time.sleep(0.005)
+    while True:
+        runnable = {pid for pid in pids() if any(proc_state(t) == b"R" for t in threads_of(pid))}
+        if not runnable or time.monotonic() >= end:
+            return
+        for pid in runnable:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)  # the whole process: every thread of it stops
+        time.sleep(0.005)
 
 
 def sched_of(cg: SlotCgroup, exclude: Iterable[int] = ()) -> dict:
     """What ``maybe_starved`` needs, read by the host from the job's processes in ``cg`` (but
     ``exclude``) before it kills them: their CPU time (with that of the children they reaped), and
-    of the one ``longest_wait`` picks (the longest wait for a CPU at a priority kept), how long it
-    waited and lived and whether it runs at a lower priority than this process (``proc_sched``).
-    The runnable ones are stopped first (``stop_runnable``), so the caller must kill them. (The
-    fork-server measures its own jobs; this is for exec jobs, and for a job the fork-server did not
-    end in time.)"""
+    of the thread ``longest_wait`` picks (the longest wait for a CPU at a priority kept; each thread
+    read, not only a process's main one) how long it waited and lived and whether it runs at a lower
+    priority than this process (``proc_sched``). The runnable ones are stopped first
+    (``stop_runnable``), so the caller must kill them. (The fork-server measures its own jobs; this
+    is for exec jobs, and for a job the fork-server did not end in time.)"""
     base_nice, base_policy = os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0)
     skip = set(exclude)
-    pids = [p for p in cg.pids_inside() if p not in skip]
-    stop_runnable(pids)
+
+    def inside() -> list[int]:
+        return [p for p in cg.pids_inside() if p not in skip]
+
+    stop_runnable(inside)
     with open("/proc/uptime", "rb") as f:
         now = float(f.read().split()[0])
     cpu, waits = 0.0, []
-    for pid in pids:
+    for pid in inside():
         try:
-            run_delay, life, lowered, used = proc_sched(pid, now, base_nice, base_policy)
+            cpu += proc_sched(pid, now, base_nice, base_policy)[3]  # the process's, its threads' together
         except (OSError, ValueError, IndexError):
             continue
-        cpu += used
-        waits.append((run_delay, life, lowered))
+        for tid in threads_of(pid):
+            try:
+                waits.append(proc_sched(tid, now, base_nice, base_policy)[:3])
+            except (OSError, ValueError, IndexError):
+                continue
     delay, alive, lowered = longest_wait(waits)
     return {"cpu_s": cpu, "run_delay_s": delay, "alive_s": alive, "deprioritized": lowered}
 
