@@ -9,9 +9,8 @@
   sampled at different temperatures: ``rl.adaptive_temperature``).
 - ``token_logprobs_and_entropy``: the same plus each scored position's entropy (for metrics).
 - Shared-prefix packing: rows of one carried group (a GRPO group) are scored in one packed row
-  ``[prompt, c_1, ..., c_G]`` (or a few rows of a few completions each) whose prompt is computed
-  once (``_shared_groups``, ``_shared_prefix_logprobs``), when ``ForwardCost`` finds it cheaper
-  than the plain padded pass; the same values and gradients as scoring each row alone.
+  ``[prompt, c_1, ..., c_G]`` whose prompt is computed once (``_shared_groups``,
+  ``_shared_prefix_logprobs``); the same values and gradients as scoring each row alone.
 - ``packed_token_logprobs(model, packed)``: the same for rows packed by ``pack_sequences`` (SFT).
 
 Rows are right-padded (``posttrain.train._batch.collate``); position ids are computed from the
@@ -20,8 +19,6 @@ the optimizer step (``_step.py``), LoRA (``_lora.py``).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -155,58 +152,17 @@ def _scored_logprobs(
 SHARED_ROW_MAX_TOKENS = 2048
 """Longest packed row ``[prompt, c_1, ..., c_k]`` of the shared-prefix path (its attention mask is dense)."""
 
-SHARED_MARGIN = 1.0
-"""The shared path is taken when its modelled cost is below this fraction of the plain pass's
-(fitted with ``ATTENTION_PAIR_OPS``: the packing's own work, the dense mask and the gathers, is
-small next to the forward it saves)."""
 
-ATTENTION_PAIR_OPS = 20.0
-"""Cost of one (query, key) pair of one head, beyond the 4 * head_dim FLOPs of ``q.k`` and
-``p.v``: the mask, the softmax and their backward, which run at memory speed. Fitted on the CPU
-(1 thread, forward + backward) over prompt 8-512 x completion 16-256 x G 4-16, on the embedded
-default and a random Qwen2 of hidden 256 and 4 layers: the choice is within 0.2% of the fastest
-measured option over the 54 points (0 to 20 choose alike; 40 costs 0.7%, 160 2%)."""
-
-
-@dataclass(frozen=True)
-class ForwardCost:
-    """The model's forward + backward cost of a batch of rows, in FLOP-equivalents: each row of
-    width W costs ``W * per_token + W**2 * per_pair`` (the linear layers per token; attention per
-    query-key pair, dense: a padded or masked pair costs as much as a real one). The LM head and the
-    embeddings are left out: both paths apply them to the same positions."""
-
-    per_token: float
-    per_pair: float
-
-    @classmethod
-    def of(cls, config: object | None) -> ForwardCost:
-        """From a transformers config (its text config for multimodal ones): hidden size, layers,
-        heads, key-value heads, head dim and intermediate size (a gated MLP); a missing field takes
-        a Llama-like default. ``None``: the linear layers only (the token count decides)."""
-        if config is None:
-            return cls(per_token=1.0, per_pair=0.0)
-        if hasattr(config, "get_text_config"):
-            config = config.get_text_config()
-        d = int(getattr(config, "hidden_size", 0) or 0)
-        layers = int(getattr(config, "num_hidden_layers", 1) or 1)
-        heads = int(getattr(config, "num_attention_heads", 1) or 1)
-        kv = int(getattr(config, "num_key_value_heads", None) or heads)
-        dh = int(getattr(config, "head_dim", None) or max(d // heads, 1))
-        f = int(getattr(config, "intermediate_size", None) or 4 * d)
-        linear = d * heads * dh + 2 * d * kv * dh + heads * dh * d + 3 * d * f  # q, k, v, o; gate, up, down
-        return cls(per_token=2.0 * layers * linear, per_pair=layers * heads * (4.0 * dh + ATTENTION_PAIR_OPS))
-
-    def rows(self, n: int, width: int) -> float:
-        """The cost of ``n`` rows of ``width`` tokens."""
-        return n * (width * self.per_token + width * width * self.per_pair)
-
-
-def _shared_plan(
-    input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, groups: Tensor, max_width: int
+def _shared_groups(
+    input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, groups: Tensor
 ) -> list[tuple[int, list[int]]] | None:
-    """The carried groups as packed rows [(prefix_len, rows)], each at most ``max_width`` tokens
-    long (a row longer than that alone goes alone); None when no packed row holds two rows, or
-    packing does not apply (a row that is not right-padded)."""
+    """The carried groups (``groups[i]``: row i's group, e.g. a GRPO group from
+    ``Trajectory.group_id``) as [(prefix_len, rows)]: rows of a group share the tokens before
+    their first scored one (the prompt), each packed row at most SHARED_ROW_MAX_TOKENS long. None
+    when sharing would not save >= 20% of the padded tokens, or does not apply (a row that is not
+    right-padded). Groups are never guessed from tokens; a carried group whose rows do not all
+    start with the same prompt (an environment that renders each episode's start its own way) is
+    not shared: each of its rows is scored alone (same values either way)."""
     real = attention_mask > 0
     n = real.sum(-1)  # (B,)
     if not bool((real == (torch.arange(real.shape[1], device=real.device) < n[:, None])).all()):
@@ -221,6 +177,7 @@ def _shared_plan(
             by_group.setdefault(g, []).append(i)
     ids = input_ids.tolist()
     out: list[tuple[int, list[int]]] = []
+    widths: list[int] = []
     split = []
     for rows in by_group.values():
         p = min(first[i] for i in rows)
@@ -230,48 +187,19 @@ def _shared_plan(
         chunk, width = [], p
         for i in rows:
             length = last[i] - p
-            if chunk and width + length > max_width:
+            if chunk and width + length > SHARED_ROW_MAX_TOKENS:
                 out.append((p, chunk))
+                widths.append(width)
                 chunk, width = [], p
             chunk.append(i)
             width += length
         out.append((p, chunk))
-    return out if any(len(rows) > 1 for _, rows in out) else None
-
-
-def _plan_width(plan: list[tuple[int, list[int]]], loss_mask: Tensor) -> int:
-    """The width of the packed rows of ``plan`` (``_shared_prefix_logprobs`` pads them to the longest)."""
-    scored = loss_mask > 0
-    last = (scored * torch.arange(1, scored.shape[1] + 1, device=scored.device)).amax(-1).tolist()
-    return max(p + sum(last[i] - p for i in rows) for p, rows in plan)
-
-
-def _shared_groups(
-    input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, groups: Tensor, cost: ForwardCost | None = None
-) -> list[tuple[int, list[int]]] | None:
-    """The carried groups (``groups[i]``: row i's group, e.g. a GRPO group from
-    ``Trajectory.group_id``) as [(prefix_len, rows)]: rows of a group share the tokens before
-    their first scored one (the prompt), packed into rows of at most SHARED_ROW_MAX_TOKENS, or of
-    a half, a quarter, ... of it: whichever ``cost`` (``ForwardCost``; None: the token count, no
-    attention term) finds cheapest. None when the cheapest packing costs at least ``SHARED_MARGIN``
-    times the plain padded pass (B rows of T tokens), or packing does not apply. A deterministic
-    function of the shapes, the prompts' tokens and the config (a resumed run chooses as before).
-
-    Groups are never guessed from tokens; a carried group whose rows do not all start with the
-    same prompt (an environment that renders each episode's start its own way) is not shared: each
-    of its rows is scored alone (same values either way)."""
-    cost = cost or ForwardCost.of(None)
-    best, best_cost = None, SHARED_MARGIN * cost.rows(*input_ids.shape)
-    cap = SHARED_ROW_MAX_TOKENS
-    while cap >= 16:
-        plan = _shared_plan(input_ids, attention_mask, loss_mask, groups, cap)
-        if plan is None:
-            break  # a smaller cap packs no more
-        c = cost.rows(len(plan), _plan_width(plan, loss_mask))
-        if c < best_cost:
-            best, best_cost = plan, c
-        cap //= 2
-    return best
+        widths.append(width)
+    plain_cost = int(has.sum()) * max(last[i] for i in range(len(last)) if has[i]) if bool(has.any()) else 0
+    shared_cost = len(out) * max(widths, default=0)
+    if not any(len(rows) > 1 for _, rows in out):
+        return None
+    return out if shared_cost <= 0.8 * plain_cost else None
 
 
 def _shared_prefix_logprobs(
@@ -351,10 +279,8 @@ def token_logprobs_and_entropy(
     ``groups``: rows of one group (carried by the caller, e.g. from ``Trajectory.group_id``; never
     guessed from tokens) are scored in one packed row whose prompt is computed once
     (``_shared_prefix_logprobs``; same values and gradients), when a ``loss_mask`` is given, the
-    model's attention takes dense masks (sdpa/eager), and it costs less than the plain pass by
-    ``ForwardCost`` (linear layers per token plus attention per query-key pair, from the model's
-    config: a packed row's attention grows with the square of its whole width); otherwise (and with
-    ``groups=None``) the plain batched forward runs.
+    model's attention takes dense masks (sdpa/eager), and it saves >= 20% of the padded tokens;
+    otherwise (and with ``groups=None``) the plain batched forward runs.
     """
     if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
         raise ValueError(
@@ -370,7 +296,7 @@ def token_logprobs_and_entropy(
     if groups is not None and loss_mask is not None and _takes_dense_masks(model):
         if groups.shape != input_ids.shape[:1]:
             raise ValueError(f"groups has shape {tuple(groups.shape)}, expected ({input_ids.shape[0]},)")
-        shared = _shared_groups(input_ids, attention_mask, loss_mask, groups, ForwardCost.of(getattr(model, "config", None)))
+        shared = _shared_groups(input_ids, attention_mask, loss_mask, groups)
         if shared is not None:
             return _shared_prefix_logprobs(model, input_ids, loss_mask, shared, temperature)
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
