@@ -2,6 +2,8 @@
 written as its escape, for a web page (``evaluate._svg.as_text``) and a terminal
 (``cli._progress.plain``) alike.
 
+``clipped``: a value's ``repr`` cut to a length, for a one-line message that quotes what it was given.
+
 Such characters: C0/C1 controls (NUL, ESC, BEL), bidi embeddings, overrides, isolates and marks
 (U+202E turns the rest of a line around), zero-width ones and fillers, variation selectors, BOM,
 interlinear annotation marks, lone surrogates; tabs and line breaks too, unless kept. Covered: what
@@ -32,3 +34,14 @@ def visible(text: str, *, breaks: bool = False) -> str:
     """
     text = _HIDDEN.sub(_escape, text)
     return text if breaks else _BREAKS.sub(_escape, text)
+
+
+def clipped(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (its end ``...`` where cut), for a message that
+    quotes a value it was given (a recipe's param, a list item) on one line.
+
+    >>> clipped("abc"), clipped("x" * 100, 10)
+    ("'abc'", "'xxxxxx...")
+    """
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -46,6 +46,7 @@ from posttrain.envs.doc._document import (
 )
 from posttrain.envs.doc._gen import LEVELS, build_report
 from posttrain.envs.doc._questions import LEVEL_KINDS, QUESTIONS, Question
+from posttrain.shown import clipped
 from posttrain.types import Task, TaskLimits, Verdict, Verifier
 from posttrain.verify._deadline import shared_pool, verdict_of
 
@@ -213,20 +214,20 @@ class DocEnv(WorkspaceEpisodes):
             if not isinstance(kinds, list) or not kinds or len(kinds) > len(QUESTIONS) * 10 \
                     or not all(isinstance(k, str) for k in kinds):
                 raise ValueError(f"doc: params.kinds: expected a non-empty list of question kinds "
-                                 f"({', '.join(QUESTIONS)}), got {_shown(kinds)}")
+                                 f"({', '.join(QUESTIONS)}), got {clipped(kinds)}")
             for k in kinds:
                 where = [lv for lv in LEVELS if k in LEVEL_KINDS[lv]]
                 if not where:
-                    raise ValueError(f"doc: params.kinds: unknown kind {_shown(k)}; kinds: {', '.join(QUESTIONS)}")
+                    raise ValueError(f"doc: params.kinds: unknown kind {clipped(k)}; kinds: {', '.join(QUESTIONS)}")
                 if any(lv not in where for lv in levels):
                     raise ValueError(f"doc: params.kinds: {k!r} needs level {where[0]} or more")
         filler = params.get("filler")
         if "filler" in params and (isinstance(filler, bool) or not isinstance(filler, int) or not 0 <= filler <= 1000):
             raise ValueError(f"doc: params.filler: expected a whole number in 0..1000 (filler notes per report), "
-                             f"got {_shown(filler)}")
+                             f"got {clipped(filler)}")
         pdf = params.get("pdf")
         if "pdf" in params and not isinstance(pdf, bool):
-            raise ValueError(f"doc: params.pdf: expected true or false, got {_shown(pdf)}")
+            raise ValueError(f"doc: params.pdf: expected true or false, got {clipped(pdf)}")
         rng = random.Random(f"doc-params-{level}-{seed}")
         out = []
         for i in range(n):
@@ -316,9 +317,3 @@ def quote_of(document: str, loc: Mapping[str, Any]) -> str:
 
 
 ENV = DocEnv()
-
-
-def _shown(value: Any) -> str:
-    """A param's value for a message: its repr, cut at 80 characters."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

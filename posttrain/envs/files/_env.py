@@ -52,6 +52,7 @@ from posttrain.envs.files._workspace import (
     encode_file,
     pristine_state,
 )
+from posttrain.shown import clipped
 from posttrain.types import Task, Verdict, Verifier
 from posttrain.verify._deadline import shared_pool, verdict_of
 
@@ -163,9 +164,8 @@ class FilesEnv(WorkspaceEpisodes):
         kinds = params.get("kinds")
         if "kinds" in params and (not isinstance(kinds, list) or not kinds or len(kinds) > len(KINDS) * 10
                                   or not all(isinstance(k, str) and k in KINDS for k in kinds)):
-            text = repr(kinds)
             raise ValueError(f"files: params.kinds: expected a non-empty list of {', '.join(KINDS)}, "
-                             f"got {text if len(text) <= 80 else text[:77] + '...'}")
+                             f"got {clipped(kinds)}")
         rng = random.Random(f"files-params-{level}-{seed}")
         out = []
         for i in range(n):

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from posttrain.config import PositiveFloat
 from posttrain.errors import ConfigError
+from posttrain.shown import clipped
 from posttrain.strict_json import finite_number
 from posttrain.verify._deadline import child_env
 
@@ -97,9 +98,8 @@ def as_terms(spec: Any) -> tuple[RewardTerm, ...]:
         if isinstance(item, str):
             item = {"function": item}
         if not isinstance(item, dict) or "function" not in item or set(item) - {"function", "weight", "range"}:
-            shown = repr(item) if len(repr(item)) <= 80 else repr(item)[:77] + "..."
             raise ConfigError(f"{where + ': ' if where else ''}expected 'package.module:function' or "
-                              f"{{function, weight, range}}, got {shown}")
+                              f"{{function, weight, range}}, got {clipped(item)}")
         problem = term_problem(item["function"], item.get("weight", 1.0), item.get("range", [0.0, 1.0]))
         if problem:
             raise ConfigError(f"{where}.{problem}" if where else problem)

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.envs.rg._names import GENERATORS, LOWEST_LEVEL
+from posttrain.shown import clipped
 
 COMPOSITE_DEFAULT = ({"name": "basic_arithmetic", "weight": 1.0, "config": {}},
                      {"name": "letter_counting", "weight": 1.0, "config": {}},
@@ -141,7 +142,7 @@ def check_params(name: str, params: Mapping[str, Any], *, level: int | None = No
             continue
         expected = _type_problem(name, key, value, hints[key])
         if expected is not None:
-            raise ValueError(f"{where}.{key}: expected {expected}, got {_shown(value)}")
+            raise ValueError(f"{where}.{key}: expected {expected}, got {clipped(value)}")
     pairs = [(k, _partner(k)) for k in hints if _partner(k) in hints and (k in params or _partner(k) in params)]
     if not pairs:
         return
@@ -153,7 +154,7 @@ def check_params(name: str, params: Mapping[str, Any], *, level: int | None = No
                 (high, f"at least {low} ({_number(lo)})")
             spec = {"params": params} if level is None or at != "params" else {"level": level, "params": params}
             raise ValueError(f"rg/{name if at == 'params' else 'composite'}: {describe_spec(spec)}: the generator "
-                             f"refuses its configuration: {at}.{key}: expected {side}, got {_shown(params[key])}")
+                             f"refuses its configuration: {at}.{key}: expected {side}, got {clipped(params[key])}")
 
 
 def _partner(key: str) -> str | None:
@@ -183,15 +184,10 @@ def _check_datasets(raw: Any, at: str) -> None:
         weight = item.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1e6:
             raise ValueError(f"rg/composite: {at}.datasets[{i}].weight: expected a finite number in (0, 1e6], "
-                             f"got {_shown(weight)}")
+                             f"got {clipped(weight)}")
         config, sub = item.get("config") or {}, item.get("name")
         if isinstance(config, Mapping) and sub in GENERATORS and sub != "composite":
             check_params(sub, config, at=f"{at}.datasets[{i}].config")
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _type_problem(name: str, key: str, value: Any, hint: Any) -> str | None:
