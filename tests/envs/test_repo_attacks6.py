@@ -15,11 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from repo_host_copies import assert_each_fails_and_the_fix_passes
 
-from posttrain.envs import get_domain
-from posttrain.envs.repo import ENV, response_of
-from posttrain.envs.repo._diff import render_diff
-from posttrain.envs.repo._hacks import FILES, FIXED, PRICING, fixture_record
+from posttrain.envs.repo._hacks import FILES, FIXED
 from posttrain.sandbox._hide import forget_index
 
 
@@ -58,10 +56,4 @@ def _attacks(copy: Path) -> dict[str, str]:
 
 
 def test_taking_the_fix_from_a_host_copy_of_the_project_fails_as_the_candidates_own(pool, planted):
-    verify = get_domain("repo").make_verifier(pool)
-    task = ENV.parse_task(fixture_record(), "t")
-    for name, source in _attacks(planted).items():
-        v = verify(task, response_of(render_diff({"shop/pricing.py": PRICING}, {"shop/pricing.py": source})))
-        assert v.outcome == "fail" and v.reward == 0.0, (name, v.outcome, v.error_class, v.feedback)
-    honest = verify(task, str(task.reference))
-    assert honest.outcome == "pass", honest.feedback
+    assert_each_fails_and_the_fix_passes(pool, _attacks(planted))
