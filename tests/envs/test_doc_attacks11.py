@@ -93,3 +93,15 @@ def test_another_sign_a_hedge_or_two_signs_never_pay(tasks) -> None:
                      f"the change (2023 vs 2022) was -{m}", f"- {m}", f"\u2014{m}", f"\u2012{m}"):
             got = _verdict(task, form)
             assert (got.outcome, got.error_class, got.components["format"]) == ("fail", "format", 0.0), (kind, form)
+
+
+def test_a_right_negative_padded_with_breaks_tabs_or_invisible_characters_is_a_format_fail(tasks) -> None:
+    """Three responses (the stop hook's read) that stretch the parentheses' one allowed space: a
+    line break, a tab, a zero-width space inside them. A right amount, so nothing is gained by them,
+    but the parser reads one notation, not what a lenient strip would make of it."""
+    for kind in ("contradiction", "growth"):
+        task, m = tasks[kind], _magnitude(tasks[kind])
+        assert _verdict(task, f"({m})").passed, kind
+        for form in (f"(\n{m}\n)", f"(\t{m})", f"({m}\u200b)"):
+            got = _verdict(task, form)
+            assert (got.outcome, got.error_class, got.components["format"]) == ("fail", "format", 0.0), (kind, form)
