@@ -253,8 +253,9 @@ def _stage_done(path: Path) -> bool:
 
 def _save_stage(stage_dir: Path, write: Callable[[Path], Any]) -> None:
     """``write(tmp)`` fills a fresh temporary directory, which becomes ``stage_dir`` (with DONE) in one rename.
-    A full disk on the way is one ``CheckpointError`` naming ``stage_dir``, the half-written copy removed
-    (it was a traceback, the copy left holding the space that ran out)."""
+    A full disk on the way is one ``CheckpointError`` naming ``stage_dir`` and quoting the write that failed
+    (``_full_disk_line``), the half-written copy removed (it was a traceback, the copy left holding the space
+    that ran out); the stages saved before it stay as they were."""
     tmp = stage_dir.with_name(f".tmp-{stage_dir.name}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted run
     tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -266,8 +267,24 @@ def _save_stage(stage_dir: Path, write: Callable[[Path], Any]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         if not disk_full(e):
             raise
-        raise CheckpointError(f"{stage_dir}: no space left on the device while saving the stage's checkpoint; the "
-                              "half-written copy was removed: free space, then --resume") from None
+        raise CheckpointError(f"{stage_dir}: no space left on the device while saving the stage's checkpoint "
+                              f"({_full_disk_line(e)}); the half-written copy was removed: free space, then "
+                              "--resume") from None
+
+
+def _full_disk_line(e: BaseException) -> str:
+    """``Type: first line`` of the deepest error in ``e``'s chain that says the disk is full: the OSError
+    under torch's RuntimeError, safetensors' "os error 28". An OSError raised at ``open`` names its file in
+    that line; one raised by the write itself names none, so the stage's directory is the closest name."""
+    full, seen = e, set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if disk_full(x):
+            full = x
+        x = x.__cause__ or x.__context__
+    text = str(full).splitlines()[0] if str(full) else ""
+    return f"{type(full).__name__}: {text}"
 
 
 def recipe_changes(saved: Mapping[str, Any], recipe: Mapping[str, Any], prefix: str = "") -> list[str]:
