@@ -14,17 +14,22 @@ cachetools pack tasks and of all 55 inflection tasks were in such a copy.
 file ``<name>.py`` and its compiled ``<name>.pyc`` (in ``__pycache__``, or sourceless beside it), at
 the top of an import root: a package whose parent is no package -- its ``__init__`` as source or as
 bytecode only -- a directory of Python files only with no ``__init__`` (a namespace-style copy), a
-module beside no ``__init__`` -- where an installed or vendored copy sits; a subpackage named so
-(``_pytest/config``) is another project's part, and hiding it broke pytest. The index of /usr is
-built once per process (well under 2 s for 120k files); a copy gone since is not mounted over.
-Never hidden: standard-library names, what the repository harness imports (``HARNESS_NAMES``), a
-path inside another hidden one (its mount point would be gone), a directory holding an
-interpreter's own libraries.
+module beside no ``__init__`` -- where an installed or vendored copy sits; or in a vendoring
+directory (``pip/_vendor/<name>``, ``wheel/vendored``, ``py/_vendored_packages``, ``extern``,
+``third_party``: ``VENDOR_DIRS``), package or not. Any other subpackage named so (``_pytest/config``)
+is another project's part, and hiding it broke pytest. The index of /usr is built once per process
+(well under 2 s for 120k files); a copy gone since is not mounted over. Never hidden:
+standard-library names, what the repository harness imports (``HARNESS_NAMES``), a path inside
+another hidden one (its mount point would be gone), a directory holding an interpreter's own
+libraries.
 
-Not covered: a copy under another name (a vendored package renamed, a hard link), one vendored as a
-subpackage of another package (``pip/_vendor/<name>``: hiding every subpackage of the name would
-break other projects' ``utils`` or ``config``), inside an archive (a wheel, a zip), a compiled
-extension module, or a symbolic link named like the project to a directory named otherwise.
+Not covered: a copy under another name (a vendored package renamed, ``setuptools/_distutils``, a hard
+link), one vendored as a subpackage of another package in a directory of a name not in
+``VENDOR_DIRS`` (``urllib3/packages/six.py``, ``scipy/_lib/decorator.py``: ``packages``, ``_lib`` or
+``external`` hold their own project's code as often as others', gcloud's ``packages/flags.py``),
+inside an archive (a wheel, a zip), a compiled extension module, or a symbolic link named like the
+project to a directory named otherwise. A job that runs a program whose vendored copy was hidden
+(pip, for a task built on one of pip's vendored projects) sees that program fail.
 """
 
 from __future__ import annotations
@@ -41,9 +46,21 @@ _INDEX: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {}
 
 
 HARNESS_NAMES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli",
-                           "pygments", "colorama"})
+                           "pygments", "colorama", "attr", "apipkg", "_distutils_hack"})
 """Never hidden: what the repository harness itself imports from the host (pytest and its
-dependencies); a task built on one of these projects keeps the host's copy visible."""
+dependencies: Debian 12's pytest 7.2 imports ``attr``, and ``py``, which imports its vendored
+``py/_vendored_packages/apipkg``; ``_distutils_hack``, which setuptools' ``.pth`` file imports at every
+start); a task built on one of these projects keeps the host's copy visible."""
+
+
+VENDOR_DIRS = frozenset({"_vendor", "vendor", "_vendored", "vendored", "_vendored_packages", "vendored_packages",
+                         "extern", "_extern", "externals", "_externals", "third_party", "_third_party",
+                         "thirdparty", "_thirdparty"})
+"""Names of the directories where packages keep copies of other projects (pip and setuptools ``_vendor``,
+wheel and botocore ``vendored``, py ``_vendored_packages``, setuptools ``extern``, scikit-learn
+``externals``, ray ``thirdparty``, the Google Cloud SDK ``third_party``): a package or module in one,
+named like the project, is a copy of it, even where the directory is a package. Not ``packages`` or
+``external``, which hold their own project's code as often as others' (module docstring)."""
 
 
 _MARKERS = frozenset({"__init__.py", "__init__.pyc"})
@@ -57,14 +74,14 @@ def _code(name: str) -> bool:
 
 
 def _build(root: str) -> dict[str, tuple[tuple[str, bool], ...]]:
-    """Top-level copies only: a directory whose parent is no package and that is one (an ``__init__``, as
-    source or bytecode only) or holds Python files and nothing else (a namespace-style copy with no
-    ``__init__``; never ``/usr/bin``, which holds scripts among programs), a module file (source or
-    bytecode) beside no ``__init__``. A subpackage or submodule named so
-    (``_pytest/config``, ``logging/config.py``) is another project's part, and hiding it would break
-    that project; so would hiding a directory that holds an interpreter's own libraries (one with
-    ``os.py``, a ``site-packages`` or ``dist-packages`` below it: ``/usr/lib`` for a project named
-    ``lib``), which is never hidden."""
+    """Top-level copies and vendored ones: a directory whose parent is no package or is a vendoring
+    directory (``VENDOR_DIRS``) and that is a package (an ``__init__``, as source or bytecode only) or
+    holds Python files and nothing else (a namespace-style copy with no ``__init__``; never ``/usr/bin``,
+    which holds scripts among programs), a module file (source or bytecode) beside no ``__init__`` or in
+    a vendoring directory. Any other subpackage or submodule named so (``_pytest/config``,
+    ``logging/config.py``) is another project's part, and hiding it would break that project; so would
+    hiding a directory that holds an interpreter's own libraries (one with ``os.py``, a ``site-packages``
+    or ``dist-packages`` below it: ``/usr/lib`` for a project named ``lib``), which is never hidden."""
     found: dict[str, list[tuple[str, bool]]] = defaultdict(list)
     packages: set[str] = set()
     protected: set[str] = set()
@@ -79,18 +96,19 @@ def _build(root: str) -> dict[str, tuple[tuple[str, bool], ...]]:
                 protected.add(up)
                 up = os.path.dirname(up)
         namespace = bool(files) and all(_code(f) or f.endswith(".pyi") or f == "py.typed" for f in files)
-        if here != root and name.isidentifier() and name != "__pycache__" and parent not in packages \
+        vendored = os.path.basename(parent) in VENDOR_DIRS  # a copy of another project, package or not
+        if here != root and name.isidentifier() and name != "__pycache__" and (parent not in packages or vendored) \
                 and (package or namespace):  # a namespace-style copy holds Python and nothing else (not /usr/bin)
             found[name].append((here, True))
         compiled = name == "__pycache__"
-        if package or (compiled and parent in packages):
+        if (package and name not in VENDOR_DIRS) or (compiled and parent in packages and not vendored):
             continue
         for f in files:
             stem = f.split(".", 1)[0]
             if (f.endswith(".py") and f[:-3].isidentifier()) or (f.endswith(".pyc") and (compiled or
                                                                                       f[:-4].isidentifier())):
                 path = os.path.join(here, f)
-                if not os.path.islink(path):
+                if not os.path.islink(path) and stem != "__init__":  # a vendoring package's own
                     found[stem].append((path, False))
     return {k: tuple(c for c in v if c[0] not in protected) for k, v in found.items()}
 
