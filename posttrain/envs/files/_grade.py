@@ -6,8 +6,8 @@ a pristine copy first (``_workspace.apply_writes``); an agent's workspace (phase
 as a final state without following links. Problems, in the order checked:
 
 1. ``not_regular``: any path that is not a regular file with one link (a symlink, a fifo, a
-   device, a hard link) fails, wherever it is: regular files only, so nothing resolves outside the
-   workspace and no target is read through a link;
+   device, a hard link, a directory where a workspace file was) fails, wherever it is: regular files
+   only, so nothing resolves outside the workspace and no target is read through a link;
 2. ``missing`` / ``wrong_content`` / ``wrong_format``: each target must hold what the task asks
    (``json``: one strict UTF-8 JSON document equal in value, type-strictly, numbers exactly, key order
    free; ``csv``: UTF-8 that parses to exactly these rows, any quoting, line endings and blank lines at
@@ -51,7 +51,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from posttrain.envs.files._workspace import Entry, check_path
+from posttrain.envs.files._workspace import Entry, check_path, tree_problem
 from posttrain.strict_json import StrictJSONError, json_equal, json_type, loads_strict, to_exact
 
 Format = Literal["json", "csv", "text", "bytes", "absent"]
@@ -70,7 +70,18 @@ class Target:
 
 
 def parse_targets(raw: Any, pristine: Mapping[str, bytes]) -> list[Target]:
-    """The targets of a record's ``targets`` field; ``ValueError`` names the path and what is wrong."""
+    """The targets of a record's ``targets`` field; ``ValueError`` names the path and what is wrong.
+
+    Their files and the workspace's must make one tree: a target under a workspace file or another
+    target, or over a directory of the workspace, cannot be written in place of it (a response's
+    writes go in path order, ``data`` before ``data/a.csv`` is deleted; an episode's directory where a
+    file was is ``not_regular``), and such a task failed every response, the right one too.
+
+    >>> parse_targets({"notes.md/x": {"format": "text", "content": "a"}}, {"notes.md": b"k"})
+    Traceback (most recent call last):
+    ...
+    ValueError: the targets and the workspace's files must make one tree: 'notes.md' is a file, so 'notes.md/x' cannot be
+    """
     if not isinstance(raw, Mapping) or not raw:
         raise ValueError('expected an object {path: {"format": ..., ...} | {"absent": true}} with at least one path')
     out = []
@@ -79,6 +90,9 @@ def parse_targets(raw: Any, pristine: Mapping[str, bytes]) -> list[Target]:
         if problem:
             raise ValueError(f"path {path!r}: {problem}")
         out.append(_parse_target(path, spec, pristine))
+    problem = tree_problem(dict.fromkeys([*pristine, *(t.path for t in out if t.format != "absent")]))
+    if problem:
+        raise ValueError(f"the targets and the workspace's files must make one tree: {problem}")
     return out
 
 
@@ -248,7 +262,7 @@ Located = tuple[str, Problem]
 def grade_located(targets: Sequence[Target], pristine: Mapping[str, bytes],
                   final: Mapping[str, Entry]) -> list[Located]:
     """``grade_final_state``'s problems, each with the path it is about."""
-    return _not_regular(final) + _target_problems(targets, final) + _collateral(targets, pristine, final)
+    return _not_regular(final, pristine) + _target_problems(targets, final) + _collateral(targets, pristine, final)
 
 
 def grade_final_state(targets: Sequence[Target], pristine: Mapping[str, bytes],
@@ -257,11 +271,17 @@ def grade_final_state(targets: Sequence[Target], pristine: Mapping[str, bytes],
     return [problem for _, problem in grade_located(targets, pristine, final)]
 
 
-def _not_regular(final: Mapping[str, Entry]) -> list[Located]:
+def _not_regular(final: Mapping[str, Entry], pristine: Mapping[str, bytes]) -> list[Located]:
+    """Every entry that is not a regular file with one link, and every directory where a workspace file
+    was: a kept file replaced by a directory is neither deleted nor changed as ``_collateral`` reads
+    them (it looks at files), and passed as untouched (an agent's final state, read back, can hold one)."""
     problems: list[Located] = []
     for path in sorted(final):
         entry = final[path]
-        if entry.kind == "symlink":
+        if entry.kind == "dir" and path in pristine:
+            problems.append((path, ("not_regular", f"{path} is a directory where a file was; only regular files "
+                                                   "may be left in the workspace")))
+        elif entry.kind == "symlink":
             problems.append((path, ("not_regular", f"{path} is a symbolic link (to {entry.link[:80]!r}); "
                                                    "only regular files may be left in the workspace")))
         elif entry.kind == "other":
