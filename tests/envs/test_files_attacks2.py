@@ -12,12 +12,14 @@ Two holes, both fixed in ``_grade.py``:
   another target, a target over a directory) was accepted, and then failed every response, the
   reference too (``format``: the write is refused); it is now refused at parse time, naming the field.
 
-The rest held (85 single-response and 27 episode attacks, 0 passed): another encoding, a byte-order
-mark or compression of a target, CSV in another dialect, text with look-alike spaces, line breaks or
-digits, moves that change bytes on the way, paths that alias a target (case, a trailing space, a
-zero-width joiner, a fullwidth slash), reasoning-block and fence tricks; in episodes a socket left
-behind, a database switched to WAL by its reader, a directory of scratch made unreadable, a daemon
-left to write after the submit. Honest variants of the right work still pass.
+The rest held (53 single-response and 14 episode attacks, none passed; 7 generic ones over 500
+generated tasks, 4,645 responses, none passed): another encoding, a byte-order mark or compression of
+a target, CSV in another dialect, text with look-alike spaces, line breaks or digits, moves that change
+bytes on the way, paths that alias a target (case, a trailing space, a zero-width joiner, a fullwidth
+slash), reasoning-block and fence tricks; in episodes a socket left behind, a database switched to WAL
+by its reader, a directory of scratch made unreadable, a daemon left to write after the submit. Honest
+variants of the right work (9 single responses, 13 episodes touching only metadata or putting back
+what they changed) still pass.
 """
 
 from __future__ import annotations
