@@ -12,10 +12,13 @@ Verification (each failure is ``fail``, reward 0):
 2. it validates against ``schema`` (``jsonschema``, with format checking), on exact numbers:
    ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
 3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``), numbers by
-   exact value; a key absent from ``expected`` is rejected unless the schema at that place
-   explicitly allows extra keys (``additionalProperties`` set to ``true`` or a schema) and does
-   not declare it (in ``properties`` or by ``patternProperties``): a declared property that
-   ``expected`` leaves out must be left out.
+   exact value; a key absent from ``expected`` is rejected unless a schema applying at that place
+   (its own, and what it applies there: ``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else``,
+   dependent schemas, a local ``$ref``) explicitly allows extra keys (``additionalProperties`` set
+   to ``true`` or a schema) and none declares it (in ``properties``, by ``patternProperties``, in
+   ``required``, as a dependency, by ``propertyNames``' enum): a declared property that
+   ``expected`` leaves out must be left out. Where a ``$ref`` leads outside the schema, no key is
+   extra there.
 
 ``format`` credit (``{"format": 1.0}``) only for a document that fails step 3 alone, and not when
 it equals ``expected`` once its numbers are rounded to floats (``1e-400`` for ``0``: issue 14's
@@ -40,16 +43,20 @@ import random
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
+from referencing.exceptions import Unresolvable
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
 from posttrain.strict_json import (
+    MAX_JSON_DEPTH,
     StrictJSONError,
     extract_json_text,
     json_equal,
     json_type,
     loads_strict,
+    nesting,
     to_exact,
     to_floats,
     to_plain,
@@ -63,25 +70,110 @@ DOMAIN_KEYS = frozenset({"schema", "expected"})
 CPU_BUDGET_S = 5.0
 
 
-def _extra_key_allowed(schema: Any, key: str) -> bool:
-    """Whether ``key``, absent from ``expected``, may appear: only as an *additional* property (one the
-    schema at that place does not declare in ``properties`` or match by ``patternProperties``) where
-    the schema explicitly allows those. A declared property the task expects absent is not extra: a
-    guess in it (a nickname, an email the text never gives) would pass where leaving it out does too,
-    so filling every uncertain field would never cost and sometimes pay."""
-    if not isinstance(schema, Mapping):
-        return False
-    extra = schema.get("additionalProperties")
-    if not (extra is True or isinstance(extra, Mapping)):
-        return False
-    props = schema.get("properties")
-    if isinstance(props, Mapping) and key in props:
-        return False
+_APPLIED_HERE = ("allOf", "anyOf", "oneOf", "if", "then", "else")
+"""Keywords whose subschemas apply to the same place of the document as the schema holding them."""
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    """The subschema a local reference (``#``, ``#/$defs/person``, ``#person`` for an ``$anchor``) names in
+    ``root``, or None (another document, a pointer to nothing): what this module cannot follow."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return _anchored(root, ref[1:]) if ref.startswith("#") else None
+    node = root
+    for part in ref[2:].split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _anchored(root: Any, name: str) -> Any:
+    """The subschema of ``root`` whose ``$anchor`` or ``$dynamicAnchor`` is ``name`` (or whose ``$id`` is
+    ``#name``, drafts 6-7), or None."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if name and name in (node.get("$anchor"), node.get("$dynamicAnchor")) or node.get("$id") == f"#{name}":
+                return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _place(schemas: list[Any], root: Any) -> list[Mapping[str, Any]] | None:
+    """Every schema that applies at one place of the document: ``schemas``, what they apply there in turn
+    (``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else``, dependent schemas, local references), each once;
+    None when one refers where ``_resolve`` cannot follow (then no key counts as undeclared there)."""
+    out: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    stack = list(schemas)
+    while stack:
+        schema = stack.pop()
+        if not isinstance(schema, Mapping) or id(schema) in seen:
+            continue
+        seen.add(id(schema))
+        out.append(schema)
+        for word in _APPLIED_HERE:
+            sub = schema.get(word)
+            stack.extend(sub if isinstance(sub, list) else [sub])
+        for word in ("dependentSchemas", "dependencies"):
+            sub = schema.get(word)
+            stack.extend(sub.values() if isinstance(sub, Mapping) else [])
+        for word in _REFS:
+            ref = schema.get(word)
+            if isinstance(ref, str):
+                target = _resolve(root, ref)
+                if target is None:
+                    return None
+                stack.append(target)
+    return out
+
+
+def _declares(schema: Mapping[str, Any], key: str) -> bool:
+    """Whether ``schema`` names ``key`` as a property: in ``properties``, by ``patternProperties``, in
+    ``required``, as a dependency (either side), or among the names ``propertyNames`` allows by enum/const."""
+    props, required = schema.get("properties"), schema.get("required")  # draft 3: a property's required is a bool
+    if (isinstance(props, Mapping) and key in props) or (isinstance(required, list) and key in required):
+        return True
     patterns = schema.get("patternProperties")
-    return not (isinstance(patterns, Mapping) and any(re.search(p, key) for p in patterns))
+    if isinstance(patterns, Mapping) and any(re.search(p, key) for p in patterns):
+        return True
+    for word in ("dependentRequired", "dependentSchemas", "dependencies"):
+        deps = schema.get(word)
+        if isinstance(deps, Mapping) and (key in deps or any(key == v or (isinstance(v, list) and key in v)
+                                                             for v in deps.values())):
+            return True
+    names = schema.get("propertyNames")
+    return isinstance(names, Mapping) and (key in (names.get("enum") or ()) or names.get("const") == key)
+
+
+def _extra_key_allowed(place: list[Mapping[str, Any]] | None, key: str) -> bool:
+    """Whether ``key``, absent from ``expected``, may appear: only as an *additional* property, where a
+    schema applying at that place (``place``: the place's own and what it applies there through ``allOf``,
+    ``$ref``, ``if``/``then``, ...) explicitly allows those (``additionalProperties`` true or a schema)
+    and none declares it. A declared property the task expects absent is not extra: a guess in it (a
+    nickname, an email the text never gives) would pass where leaving it out does too, so filling every
+    uncertain field would never cost and sometimes pay; declared through ``allOf`` or a ``$ref``, it did
+    (tests/envs/test_json_attacks8.py)."""
+    if place is None:
+        return False
+    if not any(s.get("additionalProperties") is True or isinstance(s.get("additionalProperties"), Mapping)
+               for s in place):
+        return False
+    return not any(_declares(s, key) for s in place)
 
 
 def _sub_schema(schema: Any, key: str | int) -> Any:
+    """The schema for ``schema``'s item ``key`` (an array index or a property name), or {}."""
     if not isinstance(schema, Mapping):
         return {}
     if isinstance(key, int):
@@ -89,12 +181,31 @@ def _sub_schema(schema: Any, key: str | int) -> Any:
         if isinstance(prefix, list) and key < len(prefix):
             return prefix[key]
         items = schema.get("items")
+        if isinstance(items, list):  # drafts before 2020-12: the tuple form, then additionalItems
+            return items[key] if key < len(items) else schema.get("additionalItems", {})
         return items if isinstance(items, Mapping) else {}
     props = schema.get("properties")
     if isinstance(props, Mapping) and key in props:
         return props[key]
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, Mapping):
+        for pattern, sub in patterns.items():
+            if re.search(pattern, key):
+                return sub
     extra = schema.get("additionalProperties")
     return extra if isinstance(extra, Mapping) else {}
+
+
+def _sub_place(place: list[Mapping[str, Any]] | None, key: str | int, root: Any) -> list[Mapping[str, Any]] | None:
+    """The schemas applying at item ``key`` of a place: each schema's own for it (``_sub_schema``) and,
+    for a property, every ``patternProperties`` schema it matches."""
+    if place is None:
+        return None
+    subs = [_sub_schema(s, key) for s in place]
+    if isinstance(key, str):
+        subs += [sub for s in place if isinstance(s.get("patternProperties"), Mapping)
+                 for pattern, sub in s["patternProperties"].items() if re.search(pattern, key)]
+    return _place(subs, root)
 
 
 def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> str | None:
@@ -103,6 +214,20 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
     >>> first_difference({"a": 1}, {"a": 1, "b": 2}, {})
     "$: unexpected key 'b'"
     """
+    return _difference(expected, got, schema, (), path)
+
+
+def _place_at(root: Any, trail: tuple[str | int, ...]) -> list[Mapping[str, Any]] | None:
+    """The schemas applying at the place ``trail`` (property names and indexes) leads to from ``root``:
+    worked out only where a response has a key ``expected`` lacks, so a right answer costs no more."""
+    place = _place([root], root)
+    for key in trail:
+        place = _sub_place(place, key, root)
+    return place
+
+
+def _difference(expected: Any, got: Any, root: Any, trail: tuple[str | int, ...], path: str) -> str | None:
+    """``first_difference`` at the place ``trail`` of the document."""
     te, tg = json_type(expected), json_type(got)
     if te != tg:
         return f"{path}: expected a {te}, got a {tg}"
@@ -110,11 +235,14 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
         for key in expected:
             if key not in got:
                 return f"{path}: missing key {key!r}"
-        for key in got:
-            if key not in expected and not _extra_key_allowed(schema, key):
-                return f"{path}: unexpected key {key!r}"
+        extra = [key for key in got if key not in expected]
+        if extra:
+            place = _place_at(root, trail)
+            for key in extra:
+                if not _extra_key_allowed(place, key):
+                    return f"{path}: unexpected key {key!r}"
         for key in expected:
-            diff = first_difference(expected[key], got[key], _sub_schema(schema, key), f"{path}.{key}")
+            diff = _difference(expected[key], got[key], root, (*trail, key), f"{path}.{key}")
             if diff:
                 return diff
         return None
@@ -122,7 +250,7 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
         if len(expected) != len(got):
             return f"{path}: expected {len(expected)} items, got {len(got)}"
         for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-            diff = first_difference(e, g, _sub_schema(schema, i), f"{path}[{i}]")
+            diff = _difference(e, g, root, (*trail, i), f"{path}[{i}]")
             if diff:
                 return diff
         return None
@@ -195,12 +323,22 @@ class JsonEnv:
             validator = validator_for(schema)
         except jsonschema.SchemaError as e:
             raise reader.fail("schema", f"a valid JSON Schema ({_schema_problem(e)})", show_got=False) from None
+        except RecursionError:  # jsonschema checks a schema recursively: ~100 nested properties
+            raise reader.fail("schema", "a JSON Schema nested less deeply (checking it exceeded Python's "
+                              "recursion limit)", show_got=False) from None
         expected = reader.present("expected")
+        if nesting(expected) > MAX_JSON_DEPTH:  # no response may nest deeper (strict_json), so none could match
+            raise reader.fail("expected", f"a value nested at most {MAX_JSON_DEPTH} arrays and objects deep "
+                              "(a response nested deeper is refused)", show_got=False)
         try:
             loads_strict(json.dumps(expected, allow_nan=True), max_chars=None, max_depth=None)  # task data: no cap
         except StrictJSONError as e:
             raise reader.fail("expected", f"strict JSON ({e})", expected) from None
-        problem = schema_error(validator, to_exact(expected))
+        try:
+            problem = schema_error(validator, to_exact(expected))
+        except Unresolvable as e:  # a $ref to nothing ('#/nope', another document): the schema's fault
+            raise reader.fail("schema", f"a valid JSON Schema (a $ref that does not resolve: {e})",
+                              show_got=False) from None
         if problem:
             raise reader.fail("expected", f"a value that satisfies the schema ({problem})", expected)
         return parse_common(reader, {"schema": dict(schema), "expected": expected})
