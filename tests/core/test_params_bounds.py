@@ -26,6 +26,18 @@ def _load(generator: str, params: dict, n: int = 2) -> int:
     ("rg/basic_arithmetic", {"operators": []}, r"params\.operators: expected a non-empty list .* of strings"),
     ("rg/composite", {"datasets": [{"name": "basic_arithmetic", "config": {"max_digits": 10**30}}]},
      r"params\.datasets\[0\]\.config\.max_digits: expected a whole number in \[0, 10\]"),
+    # an inner dataset's unknown key: said as the outer one is (it was the inner config's TypeError,
+    # "__init__() got an unexpected keyword argument"); its seed would replace the one derived from the source's
+    ("rg/composite", {"datasets": [{"name": "basic_arithmetic", "config": {"max_termz": 3}}]},
+     r"rg/composite: params\.datasets\[0\]\.config: unknown field\(s\) \['max_termz'\]; basic_arithmetic's "
+     r"fields: min_terms, max_terms, .*, whitespace$"),
+    ("rg/composite", {"datasets": [{"name": "spell_backward", "config": {"seed": 3}}]},
+     r"params\.datasets\[0\]\.config\.seed: set by the task source \(seed of the source\), not a param$"),
+    ("rg/composite", {"datasets": [{"name": "basic_arithmetic", "config": 5}]},
+     r"params\.datasets\[0\]\.config: expected a mapping of basic_arithmetic's fields, got 5$"),
+    ("rg/composite", {"datasets": [{"name": "basic_arithmetic", "config": {"min_terms": 5, "max_terms": 3}}]},
+     r"rg/composite: params\.datasets\[0\]\.config \{'min_terms': 5, 'max_terms': 3\}: the generator refuses its "
+     r"configuration: params\.datasets\[0\]\.config\.min_terms: expected at most max_terms \(3\), got 5$"),
     ("doc", {"filler": None}, r"^tasks.train\[0\]: doc: params\.filler: expected a whole number in 0\.\.1000"),
     ("files", {"sizes": 3}, r"files: params\.sizes: unknown generator param; expected kinds$"),
 ])

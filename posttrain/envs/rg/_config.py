@@ -76,13 +76,7 @@ def build_config(name: str, spec: Mapping[str, Any], *, seed: int, size: int) ->
             curriculum.set_global_level(level)
             made = curriculum.generate_configuration()
             base = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
-    for key in RESERVED:
-        if key in params:
-            raise ValueError(f"rg/{name}: params.{key}: set by the task source ({key} of the source), not a param")
-    known = config_fields(name)
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise ValueError(f"rg/{name}: params: unknown field(s) {unknown}; the generator's fields: {', '.join(known)}")
+    _check_keys(name, params, owner=name, at="params")
     if name == "composite":
         params.setdefault("datasets", [dict(d) for d in COMPOSITE_DEFAULT])
         params["datasets"] = _dataset_specs(params["datasets"])
@@ -96,6 +90,21 @@ def build_config(name: str, spec: Mapping[str, Any], *, seed: int, size: int) ->
         raise ValueError(f"rg/{name}: {describe_spec(spec)}: the generator refuses its configuration: "
                          f"{type(e).__name__}: {_first_line(e)}") from None
     return config
+
+
+def _check_keys(name: str, params: Mapping[str, Any], *, owner: str, at: str) -> None:
+    """``ValueError`` for a reserved key or one that is no field of generator ``name``, said at ``at``
+    (``params``, or a composite's ``params.datasets[0].config``) of generator ``owner``, with the
+    fields there are. An inner dataset's unknown key was the composite's TypeError from the inner
+    config's constructor, its seed taken over the one the composite derives from the source's."""
+    for key in RESERVED:
+        if key in params:
+            raise ValueError(f"rg/{owner}: {at}.{key}: set by the task source ({key} of the source), not a param")
+    known = config_fields(name)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        whose = "the generator's" if owner == name else f"{name}'s"
+        raise ValueError(f"rg/{owner}: {at}: unknown field(s) {unknown}; {whose} fields: {', '.join(known)}")
 
 
 BOUND_FACTOR = 2
@@ -152,8 +161,8 @@ def check_params(name: str, params: Mapping[str, Any], *, level: int | None = No
         if _plain_number(lo) and _plain_number(hi) and lo > hi:
             key, side = (low, f"at most {high} ({_number(hi)})") if low in params else \
                 (high, f"at least {low} ({_number(lo)})")
-            spec = {"params": params} if level is None or at != "params" else {"level": level, "params": params}
-            raise ValueError(f"rg/{name if at == 'params' else 'composite'}: {describe_spec(spec)}: the generator "
+            given = describe_spec({"level": level, "params": params}) if at == "params" else f"{at} {dict(params)}"
+            raise ValueError(f"rg/{name if at == 'params' else 'composite'}: {given}: the generator "
                              f"refuses its configuration: {at}.{key}: expected {side}, got {clipped(params[key])}")
 
 
@@ -289,8 +298,12 @@ def _dataset_specs(raw: Any) -> list[Any]:
             raise ValueError(f"rg/composite: params.datasets[{i}]: expected {{name, weight, config}}, got {item!r:.80}")
         if item["name"] not in GENERATORS or item["name"] == "composite":
             raise ValueError(f"rg/composite: params.datasets[{i}].name: unknown generator {item['name']!r}")
-        out.append(DatasetSpec(name=item["name"], weight=float(item.get("weight", 1.0)),
-                               config=dict(item.get("config") or {})))
+        config = item.get("config") or {}
+        if not isinstance(config, Mapping):
+            raise ValueError(f"rg/composite: params.datasets[{i}].config: expected a mapping of {item['name']}'s "
+                             f"fields, got {clipped(config)}")
+        _check_keys(item["name"], config, owner="composite", at=f"params.datasets[{i}].config")
+        out.append(DatasetSpec(name=item["name"], weight=float(item.get("weight", 1.0)), config=dict(config)))
     return out
 
 
