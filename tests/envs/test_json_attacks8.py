@@ -14,7 +14,10 @@ Found, and pinned here (each case failed before its fix):
 - task files a load crashed on with a traceback, not a line naming the field: a ``$ref`` that does
   not resolve (``_WrappedReferencingError``), a schema ~100 properties deep and an ``expected``
   ~600 deep (``RecursionError``). And an ``expected`` nested deeper than 100 loaded silently, though
-  no response may nest deeper than 100 (``strict_json.MAX_JSON_DEPTH``): a task none could pass.
+  no response may nest deeper than 100 (``strict_json.MAX_JSON_DEPTH``): a task none could pass. A
+  ``$schema`` that is not a string (``AttributeError``). A ``multipleOf`` of ``0.01`` with an expected
+  ``10**40`` (or ``1e-30`` with ``123456789.5``): the load checked it at Python's default 28 digits and
+  raised ``DivisionImpossible``, where the worker's 4,000 digits check it exactly.
 
 Held (0 passes over 60 generated tasks, seed 77, never ``infra_error``): a name in NFD with a
 combining accent, with a zero-width space, with a Cyrillic look-alike letter; a key with a zero-width
@@ -111,13 +114,26 @@ def _deep_schema(depth: int) -> dict[str, Any]:
         (_deep_schema(100), {}, "field 'schema': expected a JSON Schema nested less deeply"),
         ({}, _nested(101, 1), "field 'expected': expected a value nested at most 100"),
         ({}, _nested(600, 1), "field 'expected': expected a value nested at most 100"),
+        ({"$schema": 5}, 1, "field 'schema': expected a JSON Schema whose \\$schema is a URI string, got 5"),
+        ({"multipleOf": 1e-300}, 10**4200, "field 'expected': expected a value whose multipleOf quotient has at most"),
     ],
     ids=["pointer to nothing", "no such anchor", "another document", "schema too deep", "expected 101 deep",
-         "expected 600 deep"],
+         "expected 600 deep", "$schema not a string", "multipleOf past 4000 digits"],
 )
 def test_a_task_the_verifier_cannot_check_is_refused_by_name(schema: Any, expected: Any, match: str) -> None:
     with pytest.raises(TaskError, match=match):
         _task(schema, expected)
+
+
+@pytest.mark.parametrize(("multiple_of", "expected"), [(0.01, 10**40), (1e-30, 123456789.5), (1e-300, 1)])
+def test_a_small_multiple_of_loads_and_is_checked_exactly(multiple_of: float, expected: Any) -> None:
+    """The load checked ``multipleOf`` at Python's default 28 digits (``DivisionImpossible``, a traceback);
+    the worker checks at 4,000, and so does the load now."""
+    t = _task({"type": "number", "multipleOf": multiple_of}, expected)
+    text = json.dumps(expected)
+    assert VERIFY(t, text).passed and VERIFY(t, text + "e0").passed
+    off = text + ("" if "." in text else ".") + "0" * 300 + "1"  # 1e-301 more: no multiple of it
+    assert VERIFY(t, off).error_class == "schema"
 
 
 def test_an_expected_value_100_deep_loads_and_its_gold_passes() -> None:

@@ -68,6 +68,9 @@ from posttrain.verify.json_schema import schema_error, validator_for
 NAME = "json"
 DOMAIN_KEYS = frozenset({"schema", "expected"})
 CPU_BUDGET_S = 5.0
+EXACT_DIGITS = 4000
+"""Decimal precision of the schema check (the worker's and a task's load): ``multipleOf`` on exact numbers up
+to 1e308 never rounds (Python's default 28 digits raised ``DivisionImpossible`` on ``0.01`` and ``1e40``)."""
 
 
 _APPLIED_HERE = ("allOf", "anyOf", "oneOf", "if", "then", "else")
@@ -288,7 +291,7 @@ def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdi
 
 def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker side of ``make_json_verifier``: one request in, one verdict (as JSON) out."""
-    decimal.getcontext().prec = 4000  # multipleOf on exact numbers up to 1e308 never rounds
+    decimal.getcontext().prec = EXACT_DIGITS
     return check_json(request["schema"], request["expected"], request["response"]).to_json()
 
 
@@ -319,6 +322,8 @@ class JsonEnv:
         schema = reader.present("schema")
         if not isinstance(schema, Mapping):
             raise reader.fail("schema", "a JSON Schema object", schema)
+        if not isinstance(schema.get("$schema", ""), str):  # jsonschema raised AttributeError on it
+            raise reader.fail("schema", "a JSON Schema whose $schema is a URI string", schema["$schema"])
         try:
             validator = validator_for(schema)
         except jsonschema.SchemaError as e:
@@ -335,10 +340,14 @@ class JsonEnv:
         except StrictJSONError as e:
             raise reader.fail("expected", f"strict JSON ({e})", expected) from None
         try:
-            problem = schema_error(validator, to_exact(expected))
+            with decimal.localcontext(prec=EXACT_DIGITS):  # as the worker checks a response
+                problem = schema_error(validator, to_exact(expected))
         except Unresolvable as e:  # a $ref to nothing ('#/nope', another document): the schema's fault
             raise reader.fail("schema", f"a valid JSON Schema (a $ref that does not resolve: {e})",
                               show_got=False) from None
+        except decimal.InvalidOperation:  # multipleOf whose quotient has more than EXACT_DIGITS digits
+            raise reader.fail("expected", f"a value whose multipleOf quotient has at most {EXACT_DIGITS} digits",
+                              expected) from None
         if problem:
             raise reader.fail("expected", f"a value that satisfies the schema ({problem})", expected)
         return parse_common(reader, {"schema": dict(schema), "expected": expected})
