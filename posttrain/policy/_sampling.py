@@ -41,10 +41,12 @@ class SamplingParams:
     a stop string may span tokens or end inside one, a character whose bytes span tokens counts once
     complete, and the prompt is no part of it (a stop string begun in the prompt does not stop a row).
     The completion keeps every id through that token, so ``text`` contains the stop string and may run
-    past it. ``LocalSampler`` and ``FastSampler`` follow this rule (``_sampler.StopStrings``: how, and the
-    tokenizers it does not cover); vLLM decodes the completion after the prompt's tokens, so it
-    differs where that context changes the completion's first characters (a sentencepiece leading
-    space, a character begun in the prompt)."""
+    past it. ``LocalSampler``, ``FastSampler`` and ``VllmSampler`` follow this rule (``_sampler.StopStrings``:
+    how, and the tokenizers it does not cover). vLLM itself matches on its decoding after the prompt's
+    tokens, which differs where that context changes the completion's first characters (a
+    sentencepiece leading space, a character begun in the prompt): ``VllmSampler`` checks each row
+    again, cutting it or resuming it (``_vllm.py``); ``EndpointSampler`` reports a server's stops as
+    they come."""
     seed: int | None = None
     """Seeds torch's global generator once per call; ``None`` continues its stream."""
 

@@ -10,6 +10,21 @@ sampled with seed ``seed + i`` (as ``EndpointSampler``), so a seeded call is rep
 sharing: the engine caches whole KV blocks (blocks of 32 tokens on the CPU), and the G copies of a
 group's prompt in one call share them: the prompt is computed once (``prefix_stats``).
 
+Stop strings follow posttrain's rule (``SamplingParams.stop``, ``_sampler.StopStrings``, as
+``LocalSampler`` and ``FastSampler``): a row stops at the first token after which
+``Generation.text``, the completion decoded alone, contains a stop string. vLLM matches on its own
+incremental decoding, which it starts after the prompt's tokens, so where the prompt changes the
+completion's first characters the two differ: a sentencepiece leading space ("▁b" is " b" after
+a prompt, "b" alone) or a character whose bytes span the prompt's end (vLLM reads the character,
+``text`` U+FFFD). So every row is checked again on its ids, token by token as the local samplers
+check (``_follow_stop_rule``): where the rule stops it before vLLM did (a stop string with U+FFFD;
+a stop string across a resumed row's resume point, which the resumed request's vLLM never sees),
+its ids are cut there; where vLLM stopped it and the rule does not, the row is resumed (a new
+request: the prompt and the ids so far, the tokens left, a seed derived from the row's) and
+checked again, until the rule stops it, it samples EOS or it has ``max_new_tokens``. The ids and
+logprobs stay the engine's sampled tokens and their logprobs; whether a row stops depends only on
+its ids so far, so cutting or resuming it samples what one request under the rule would.
+
 Weights follow the trainer (``push``): the trainer's state dict is written as safetensors into the
 engine's model directory and the engine reloads it in place (``collective_rpc("reload_weights")``,
 the update that works on the CPU backend, dependencies.md), then its prefix cache is reset. Each
@@ -25,6 +40,7 @@ generate); one engine per sampler; the worker's errors are ``UserError`` lines n
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -38,7 +54,7 @@ from typing import Any
 import torch
 
 from posttrain.errors import UserError
-from posttrain.policy._sampler import Generation, SamplingParams
+from posttrain.policy._sampler import Generation, SamplingParams, StopCache, StopStrings
 from posttrain.types import StopReason
 
 WORKER = Path(__file__).with_name("_vllm_worker.py")
@@ -72,6 +88,7 @@ class VllmSampler:
             raise UserError("sampling: the tokenizer has no eos token; completions could never stop")
         self.tokenizer, self.check_atol, self.timeout_s = tokenizer, check_atol, timeout_s
         self.eos_token_id = int(tokenizer.eos_token_id)
+        self._stops = StopCache(tokenizer)
         self._dir = Path(tempfile.mkdtemp(prefix="posttrain-vllm-"))
         tokenizer.save_pretrained(self._dir)
         config = copy.deepcopy(model.config)
@@ -101,14 +118,53 @@ class VllmSampler:
             raise UserError("sampling: every prompt needs at least one token, got an empty one")
         if not prompt_ids:
             return []
-        seeds = [None if params.seed is None else params.seed + i for i in range(len(prompt_ids))]
-        outs: list[dict[str, Any]] = []
-        for start, end in self._chunks(prompt_ids):
+        prompts = [[int(t) for t in p] for p in prompt_ids]
+        seeds = [None if params.seed is None else params.seed + i for i in range(len(prompts))]
+        rows = self._sample(prompts, [params.max_new_tokens] * len(prompts), seeds, params)
+        stops = self._stops.get(params.stop)
+        if stops is not None:
+            self._follow_stop_rule(prompts, rows, seeds, params, stops)
+        return [Generation(prompt_ids=tuple(p), completion_ids=tuple(ids), logprobs=tuple(lps), stop_reason=reason,
+                           text=self.tokenizer.decode(ids, skip_special_tokens=True))
+                for p, (ids, lps, reason) in zip(prompt_ids, rows, strict=True)]
+
+    def _sample(self, prompts: list[list[int]], max_tokens: list[int], seeds: list[int | None],
+                params: SamplingParams) -> list[_Row]:
+        """One engine request per prompt (``max_tokens`` and ``seeds`` per prompt), sent in ``_chunks``."""
+        rows: list[_Row] = []
+        for start, end in self._chunks(prompts):
             body = {"temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
-                    "max_tokens": params.max_new_tokens, "stop": list(params.stop), "seeds": seeds[start:end]}
-            prompts = [list(map(int, p)) for p in prompt_ids[start:end]]
-            outs += self._call("generate", prompts=prompts, params=body)["outputs"]
-        return [self._generation(p, o) for p, o in zip(prompt_ids, outs, strict=True)]
+                    "stop": list(params.stop), "max_tokens": max_tokens[start:end], "seeds": seeds[start:end]}
+            rows += [_row(o) for o in self._call("generate", prompts=prompts[start:end], params=body)["outputs"]]
+        return rows
+
+    def _follow_stop_rule(self, prompts: list[list[int]], rows: list[_Row], seeds: list[int | None],
+                          params: SamplingParams, stops: StopStrings) -> None:
+        """Make each row of ``rows`` (in place) stop where ``stops`` says (module docstring): cut a row
+        at the first token after which its decoding contains a stop string; resume a row vLLM stopped
+        on a stop string its decoding lacks. Each round resumes the rows still open in one call and
+        adds at least one token to each, so at most ``max_new_tokens`` rounds (one, nearly always)."""
+        checked = [0] * len(rows)  # leading ids of each row known to complete no stop string
+        todo = list(range(len(rows)))
+        while todo:
+            resume = []
+            for i in todo:
+                ids, lps, reason = rows[i]
+                cut = _first_stop(stops, ids, checked[i], len(ids) - (reason == "eos"))  # EOS: not text
+                if cut is not None:
+                    rows[i] = (ids[:cut], lps[:cut], "stop")
+                elif reason == "stop" and len(ids) < params.max_new_tokens:
+                    checked[i] = len(ids)
+                    resume.append(i)
+                elif reason == "stop":
+                    rows[i] = (ids, lps, "length")
+            if resume:
+                more = self._sample([prompts[i] + rows[i][0] for i in resume],
+                                    [params.max_new_tokens - len(rows[i][0]) for i in resume],
+                                    [_resume_seed(seeds[i], len(rows[i][0])) for i in resume], params)
+                for i, (ids, lps, reason) in zip(resume, more, strict=True):
+                    rows[i] = (rows[i][0] + ids, rows[i][1] + lps, reason)
+            todo = resume
 
     def _chunks(self, prompt_ids: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
         """Consecutive slices whose prompts (and one decode token each) fit in one engine step: vLLM's
@@ -208,17 +264,40 @@ class VllmSampler:
     def _tail(self) -> str:
         return " | ".join(self._stderr[-5:])
 
-    def _generation(self, prompt: Sequence[int], out: dict[str, Any]) -> Generation:
-        ids = tuple(int(i) for i in out["ids"])
-        reason: StopReason
-        if out["finish_reason"] == "length":
-            reason = "length"
-        elif out["stop_reason"] is not None:
-            reason = "stop"
-        else:
-            reason = "eos"
-        return Generation(prompt_ids=tuple(prompt), completion_ids=ids, logprobs=tuple(float(x) for x in out["logprobs"]),
-                          text=self.tokenizer.decode(list(ids), skip_special_tokens=True), stop_reason=reason)
+
+_Row = tuple[list[int], list[float], StopReason]
+"""One row as sampled so far: completion ids, their logprobs, and why the engine stopped it."""
+
+
+def _row(out: dict[str, Any]) -> _Row:
+    """A worker's output as a row: ``stop`` where vLLM matched a stop string, ``eos``, or ``length``."""
+    reason: StopReason
+    if out["finish_reason"] == "length":
+        reason = "length"
+    elif out["stop_reason"] is not None:
+        reason = "stop"
+    else:
+        reason = "eos"
+    return [int(i) for i in out["ids"]], [float(x) for x in out["logprobs"]], reason
+
+
+def _first_stop(stops: StopStrings, ids: list[int], start: int, end: int) -> int | None:
+    """The smallest n in (``start``, ``end``] for which ``stops`` stops after ``ids[:n]``, else None."""
+    prefix = ids[:start]
+    for t in ids[start:end]:
+        prefix.append(t)
+        if stops.hit(prefix):
+            return len(prefix)
+    return None
+
+
+def _resume_seed(seed: int | None, done: int) -> int | None:
+    """The seed of a row resumed after ``done`` tokens: fixed by the row's seed and ``done`` (a seeded
+    call stays reproducible), and mixed, so that it is no other row's seed (``seed + i``) in practice."""
+    if seed is None:
+        return None
+    digest = hashlib.blake2b(f"{seed}:{done}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1  # below 2**63: a torch generator's seed
 
 
 class VllmWeights:

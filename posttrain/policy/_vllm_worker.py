@@ -9,8 +9,9 @@ engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: 3 s to start 
 and ``collective_rpc`` reaches the model runner directly).
 
 Requests (``op``) and answers:
-- ``generate`` {prompts: [[ids]], params: {temperature, top_p, top_k, max_tokens, stop, seeds}} ->
-  {outputs: [{ids, logprobs, text, finish_reason, stop_reason}]}: the sampled ids and the logprob of
+- ``generate`` {prompts: [[ids]], params: {temperature, top_p, top_k, stop, max_tokens: [n], seeds}} ->
+  {outputs: [{ids, logprobs, text, finish_reason, stop_reason}]} (``max_tokens`` and ``seeds``: one
+  per prompt; ``VllmSampler`` resumes rows with fewer tokens left): the sampled ids and the logprob of
   each under the sampling distribution (``logprobs_mode="processed_logprobs"``: after temperature,
   top-k and top-p), the EOS token kept as the last id.
 - ``reload`` {path} -> {ok}: ``collective_rpc("reload_weights", weights_path=path)`` (the only
@@ -58,9 +59,9 @@ def main() -> int:
     def generate(req: dict) -> dict:
         p = req["params"]
         params = [SamplingParams(temperature=p["temperature"], top_p=p["top_p"], top_k=p["top_k"] or -1,
-                                 max_tokens=p["max_tokens"], stop=p["stop"] or None, seed=seed, logprobs=0,
+                                 max_tokens=n, stop=p["stop"] or None, seed=seed, logprobs=0,
                                  include_stop_str_in_output=True, skip_special_tokens=True, detokenize=True)
-                  for seed in p["seeds"]]
+                  for n, seed in zip(p["max_tokens"], p["seeds"], strict=True)]
         outs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in req["prompts"]], params, use_tqdm=False)
         answers = []
         for out in outs:
