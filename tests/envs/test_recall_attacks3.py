@@ -1,6 +1,13 @@
 """A third read of the recall verifier as a reward-hacking policy would read it: hedges and echoes
 (tests/envs/test_recall_attacks.py and test_recall_attacks2.py pin the answers chosen by place).
 
+Found, and pinned here: the verifier read the whole response, reasoning included, where math, rg and
+json read what follows it (``strict_json.after_reasoning``, docs/tasks.md "Reasoning"). A reasoning
+model's right answer after thoughts that named the codes it weighed held several numbers: 0 of 400
+generated tasks passed (``<think>...</think>`` or a block the template opened), 400 of 400 now; and a
+response all reasoning (``<think>8020</think>``, an unclosed ``<think>8020``, ``8020</think>``) passed
+400 of 400 with no answer given, 0 now.
+
 Held, over 400 generated tasks (200 of ``generate_tasks``, seed 41, and 40 at each of levels 1, 2, 3,
 8 and 64, seed 42): 0 passes for every 4-digit number seen, every code, every fact restated, the codes
 joined into one run, comma- or dash-separated, the last code stated, the last number, the whole
@@ -105,3 +112,16 @@ def test_only_the_reply_to_the_question_is_verified_in_an_episode() -> None:
     while not (step := env.step(_say(task.reference))).done:
         pass
     assert step.verdict.passed
+
+
+def test_the_answer_is_what_follows_the_reasoning() -> None:
+    for task in TASKS:
+        value, key, (_, _, codes) = task.reference, task.fields["key"], _seen(task)
+        wrong = next(c for c in reversed(codes) if c != value)
+        weighed = f"The codes I saw: {', '.join(codes)}. It asks for the {key}."
+        assert VERIFY(task, f"<think>{weighed}</think>\n{value}").passed, task.id
+        assert VERIFY(task, f"{weighed}</think>{value}").passed, task.id  # the template opened the block
+        for answer in (f"<think>{value}</think>{wrong}", f"<think>{' '.join(codes)}</think>", f"<think>{value}</think>",
+                       f"<think>{value}", f"{value}</think>"):
+            v = VERIFY(task, answer)
+            assert (v.outcome, v.reward) == ("fail", 0.0), (task.id, answer, v)

@@ -8,8 +8,9 @@ reply (any text) gets the next observation: the notes before, the fact, each not
 whose answer is verified. As a single response (``render_prompt``) the prompt holds everything at
 once.
 
-Verification: the answer's 4-digit numbers must be exactly one, equal to ``value`` (``check_answer``).
-Listing many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
+Verification: the answer's 4-digit numbers must be exactly one, equal to ``value`` (``check_answer``); the
+answer is what follows the response's reasoning (a ``<think>`` block), as in the other domains. Listing
+many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
 numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw. The
 generated tasks also state 3-10 other keys' codes around the fact (``The door code is 5123.``), at
 least one before it and one after, each alone in its note as the fact is, as dense after the fact
@@ -38,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
+from posttrain.strict_json import after_reasoning
 from posttrain.types import Observation, StepResult, Task, Verdict, Verifier
 
 NAME = "recall"
@@ -68,8 +70,11 @@ def question(key: str) -> str:
 
 
 def check_answer(task: Task, response: str) -> Verdict:
-    """Exactly one 4-digit number in the answer, equal to the task's ``value``."""
-    found = sorted(set(_NUMBER.findall(response)))
+    """Exactly one 4-digit number in the answer, equal to the task's ``value``. The answer is what follows
+    the response's reasoning (``strict_json.after_reasoning``), as in math, rg and json: read whole, a
+    reasoning model's right answer after thoughts that weighed the other codes held several numbers and
+    failed every generated task; a number drafted there is no second answer, nor an answer at all."""
+    found = sorted(set(_NUMBER.findall(after_reasoning(response))))
     evidence = {"numbers": found[:8]}
     if not found:
         return fail("No 4-digit number in the answer.", "format", evidence)
