@@ -450,7 +450,7 @@ def decide_chat(recipe: Recipe, *, say: bool = True) -> Recipe:
 
     name = recipe.model.name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        tokenizer = AutoTokenizer.from_pretrained(model_source(recipe))
     except OSError as e:
         raise UserError(f"cannot load model {name!r}: {e.__class__.__name__}: {str(e).splitlines()[0]}") from None
     why = chat_unusable(tokenizer, repair=uses_repair_feedback(recipe))
@@ -657,7 +657,15 @@ def build_base(recipe: Recipe, path: Path) -> None:
         build_embedded_default(path, seed=recipe.seed, spec=embedded_spec(recipe.model))
         record_chat(path, resolve_chat(recipe.model.chat_setting, build_char_tokenizer()))
     else:
-        load_policy(recipe.model.name, chat=recipe.model.chat_setting).save(path)
+        load_policy(model_source(recipe), chat=recipe.model.chat_setting).save(path)
+
+
+def model_source(recipe: Recipe) -> str:
+    """``model.name`` as ``from_pretrained`` takes it: ``~`` expanded, as the recipe's parse expanded it
+    when it checked the directory (``ModelConfig``) and as a task source's ``file`` is. Before, a
+    ``~/models/x`` that the parse accepted reached ``from_pretrained`` as written, which read it as a
+    hub id: "Repo id must be in the form 'repo_name' or 'namespace/repo_name'"."""
+    return os.path.expanduser(recipe.model.name)
 
 
 def run_stage(stage: str, policy: Policy, pools: TaskPools, demo: generators.Demonstrator, service: Service,
