@@ -137,7 +137,7 @@ def test_an_answer_that_fails_in_form_is_a_failed_attempt(run_cli, server, suite
     s = json.loads(out)
     assert s["n_tasks"] == N_TASKS and s["infra_errors"] == 0 and "infra_as_fail" not in s
     assert s["pass@1"] == (1.0 if mode == "honest" else 0.5)
-    if mode == "honest":  # its cost: the records' wall_s holds no generation time
+    if mode == "honest":  # its cost: the server's request time is seen only in the summary
         cost = s["endpoint"]
         assert cost["requests"] == N_TASKS and cost["request_s"] > 0
         assert cost["completion_tokens"] == sum(len(_ids(f"\\boxed{{{2 * i + 10}}}")) for i in range(N_TASKS))
