@@ -1,8 +1,9 @@
 """The long-horizon recall domain: a fact given early is needed many turns later.
 
 - ``_domain.py``: the task schema (a fact, the notes that follow it, the question), the prompt, the
-  verifier, no-op, exploit fixtures, generators with levels (level = notes between the fact and
-  the question), and ``RecallEpisode``, the episode environment that shows one note per turn.
+  verifier, no-op, exploit fixtures, generators with levels (the higher, the more notes between
+  the fact and the question: ``fact_distances``), and ``RecallEpisode``, the episode environment
+  that shows one note per turn.
 
 >>> from posttrain.envs.recall import ENV
 >>> ENV.name, ENV.needs_sandbox

@@ -12,23 +12,28 @@ Verification: the answer's 4-digit numbers must be exactly one, equal to ``value
 answer is what follows the response's reasoning (a ``<think>`` block), as in the other domains. Listing
 many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
 numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw. The
-generated tasks also state 3-10 other keys' codes around the fact (``The door code is 5123.``), at
-least one before it and one after, each alone in its note as the fact is, as dense after the fact
-as before it: only the question's key tells which code it asks for. Before, every generated fact
-was the first number of its episode (answering that passed 190 of 190 tasks); then it was the one
-code always alone, the last of a dense run at the start, and "the last code stated alone in the
-first 7 notes" passed 58 % of ``generate_tasks`` and 93 % at level 64 (a key-blind classifier on
-rank, gaps and note: 75 % and 94 %); now no rule by place passes more than a third (the classifier
-30 % and 20 %; tests/envs/test_recall_attacks2.py). Not covered: a rule that knows the level counts
-``level`` notes back from the question, which is what a level is; at levels 1 and 2, whose notes
-after the fact are often fewer than the codes after it and then hold several each, the last code
-alone in its note is the fact in 78 % and 45 % of tasks.
+generated tasks also state 5-9 other keys' codes around the fact (``The door code is 5123.``), each
+alone in its note as the fact is: 4-6 codes (the fact one of them, drawn at random) in the notes
+``fact_distances(level)`` before the question, 1-2 after those and 1-2 before: only the question's
+key tells which code it asks for. Before, every generated fact was the first number of its episode
+(answering that passed 190 of 190 tasks); then the last code stated alone in the first 7 notes (58 %
+of ``generate_tasks``, 93 % at level 64); then the fact was exactly ``level`` notes before the
+question, and the curriculum trains one level at a time: "the code L notes back" passed 350 of 350
+tasks at each of levels 1, 2, 4, 8, 16 and 64, and at levels 1-2 the last code alone in its note
+was the fact in 81 % and 41 % (several codes shared the few notes after it). Now, at each of those
+levels, the code L, L-1 or L+1 notes back, the code nearest L back, the first at least L back, the
+last alone, the middle one, the distance that paid most on another seed, and a key-blind
+classifier on distance, rank, gap and note pass 0-25 % (about one in 4-6 at best;
+tests/envs/test_recall_levels.py), and no rule by place more than a third of a mix of levels
+(tests/envs/test_recall_attacks2.py).
 
-Levels: ``generate_level(n, level=L)`` puts L notes between the fact and the question (1..64).
+Levels: ``generate_level(n, level=L)`` puts the fact ``fact_distances(L)`` notes before the question:
+L to L + max(6, L // 4) - 1 (levels 1..64), so the fact is further back, on average, level by level.
 ``fact_first=True`` generates the tasks the long-horizon comparison (``posttrain bench recall``,
 README "Long episodes") and the long-episode memory measure were run on: the fact is the first
-observation and no other key is stated, the earliest observation being what a rule summary keeps
-longest; their figures are for that family.
+observation, exactly L notes before the question, and no other key is stated, the earliest
+observation being what a rule summary keeps longest; their figures are for that family, generated
+draw for draw as before.
 """
 
 from __future__ import annotations
@@ -173,8 +178,9 @@ class RecallDomain:
         return 1, 64
 
     def generate_level(self, n: int, *, level: int, seed: int = 0, fact_first: bool = False) -> list[Task]:
-        """``n`` tasks with ``level`` notes between the fact and the question; ``fact_first``: the
-        long-horizon comparison's family (module docstring): the fact first, no other key's code."""
+        """``n`` tasks whose fact is ``fact_distances(level)`` notes before the question; ``fact_first``:
+        the long-horizon comparison's family (module docstring): the fact first, exactly ``level`` notes
+        before the question, no other key's code."""
         rng = random.Random(f"recall-{seed}-{level}")
         return [_generate_one(rng, f"recall-{seed}-L{level}-{i}", level, fact_first) for i in range(n)]
 
@@ -205,38 +211,51 @@ def _thing_note(rng: random.Random, value: str) -> str:
     return f"{rng.choice(_THINGS).capitalize()} went to the {rng.choice(_PLACES)}, shelf {other}."
 
 
+def fact_distances(level: int) -> range:
+    """The notes a generated task of level ``level`` puts between the fact and the question (not
+    ``fact_first``): ``level`` to ``level + max(6, level // 4) - 1``, the fact one of the 4-6 codes
+    stated there, drawn at random; the further back the harder, on average, level by level."""
+    return range(level, level + max(6, level // 4))
+
+
+def _among_codes(rng: random.Random, level: int) -> tuple[str, str, list[str], list[str]]:
+    """(key, value, notes before the fact, notes after it) of a generated task: 4-6 codes, the fact
+    one of them drawn at random, in the notes ``fact_distances(level)`` before the question, 1-2 other
+    codes after them (closer to the question) and 1-2 before, each alone in its note as the fact is,
+    other notes a thing. Counting notes back from the question, even knowing the level, finds a code
+    no more often than any other of its 4-6: only the question's key tells which."""
+    keys = [*_KEYS, *_MORE_KEYS]
+    rng.shuffle(keys)
+    key, others = keys[0], iter(keys[1:])
+    value = f"{rng.randint(1000, 9999)}"
+    window = fact_distances(level)
+    held = rng.sample(window, rng.randint(4, 6))
+    fact_at = rng.choice(held)
+    after = set(rng.sample(range(level), rng.randint(1, min(2, level))))
+    seq = [_thing_note(rng, value) for _ in range(rng.randint(0, 2))]
+    for _ in range(rng.randint(1, 2)):  # codes before the notes the fact may be in
+        seq.append(fact_text(next(others), _other(rng, value)))
+        if rng.random() < 0.5:
+            seq.append(_thing_note(rng, value))
+    at = -1
+    for j in range(window.stop - 1, -1, -1):  # j: the notes between this one and the question
+        if j == fact_at:
+            at = len(seq)
+            seq.append("")
+        elif j in held or j in after:
+            seq.append(fact_text(next(others), _other(rng, value)))
+        else:
+            seq.append(_thing_note(rng, value))
+    return key, value, seq[:at], seq[at + 1:]
+
+
 def _generate_one(rng: random.Random, tid: str, level: int, fact_first: bool = False) -> Task:
     if fact_first:  # the comparison's family, draw for draw as it was generated
         key = rng.choice(_KEYS)
         value = f"{rng.randint(1000, 9999)}"
         before, notes = [], [_thing_note(rng, value) for _ in range(level)]
     else:
-        # 3-10 other keys' codes around the fact, at least one on each side, each alone in its note
-        # as the fact is, as dense after the fact as before it (a thing note or none between two
-        # codes, at random): the fact is no fixed code counted from either end, no fixed note, not
-        # the last of a run at the start; only the question's key tells. Where the level has fewer
-        # notes than codes after the fact (levels 1-3), its notes hold several codes each
-        keys = [*_KEYS, *_MORE_KEYS]
-        rng.shuffle(keys)
-        key, others = keys[0], keys[1:]
-        value = f"{rng.randint(1000, 9999)}"
-        n_other = rng.randint(3, 10)
-        n_after = rng.randint(1, n_other - 1)
-        codes = [fact_text(k, _other(rng, value)) for k in others[:n_other]]
-        before = [_thing_note(rng, value) for _ in range(rng.randint(0, 2))]
-        for code in codes[: n_other - n_after]:
-            before += [code, _thing_note(rng, value)] if rng.random() < 0.5 else [code]
-        notes: list[str] = []
-        room = level - n_after  # thing notes the codes after the fact may have between them
-        for i, code in enumerate(codes[n_other - n_after :]):
-            if room > 0 and rng.random() < 0.5:
-                notes.append(_thing_note(rng, value))
-                room -= 1
-            if len(notes) < level:
-                notes.append(code)
-            else:  # more codes than notes: stacked, in turn, on the notes holding codes
-                notes[i % level] += " " + code
-        notes += [_thing_note(rng, value) for _ in range(level - len(notes))]
+        key, value, before, notes = _among_codes(rng, level)
     shown = INTRO + "".join(note_line(i, n) for i, n in enumerate(before)) + "\n" + fact_line(key, value, len(before))
     fields: dict[str, Any] = {"key": key, "value": value, "notes": notes} | ({"before": before} if before else {})
     return Task(id=tid, domain=NAME, prompt=shown, fields=fields, reference=value, difficulty=float(level))
