@@ -22,6 +22,13 @@ form, not everything the RFCs say (a ``uri``'s parts are not parsed one by one).
 >>> schema_error(validator_for({"format": "date-time"}), "tomorrow")
 "$: 'tomorrow' is not a 'date-time'"
 
+Where a schema declares a property, and what applies at one place of a document: ``applying``
+(a place's schemas and what they apply there: ``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else``,
+dependent schemas, local ``$ref``s), ``applying_at_item`` (the schemas of a property or array item),
+``declares``. The json domain reads them for which keys are extra, the tool domain for which
+parameters a tool declares and their defaults: a property declared only through ``allOf`` or a
+``$ref`` is declared all the same.
+
 Not here: strict parsing (``strict_json``), what a domain does with an error (its verifier).
 """
 
@@ -34,12 +41,22 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
+import referencing.jsonschema
+from jsonschema_specifications import REGISTRY as META_SCHEMAS
+from referencing.exceptions import Unresolvable
+
+EXACT_DIGITS = 4000
+"""Decimal precision of the schema check (the worker's and a task's load): ``multipleOf`` on exact numbers up
+to 1e308 never rounds (Python's default 28 digits raised ``DivisionImpossible`` on ``0.01`` and ``1e40``)."""
 
 
 def validator_for(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
-    """A validator of ``schema`` (its ``$schema`` draft, default 2020-12), checking formats too.
+    """A validator of ``schema`` (its ``$schema`` draft, default 2020-12), checking formats too; a
+    ``jsonschema.SchemaError`` where ``schema`` is not a valid schema, a ``$ref`` in it included that
+    names nothing (``unresolved_ref``).
 
     It validates *exact* JSON values (``strict_json.to_exact``: Decimals, no floats); the
     schema's own numbers are made exact the same way. Checked and built once per distinct schema
@@ -136,8 +153,39 @@ def _cached_validator(schema_text: str) -> jsonschema.protocols.Validator:
     schema = json.loads(schema_text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
+    ref = unresolved_ref(schema)
+    if ref is not None:
+        raise jsonschema.SchemaError(f"a $ref that does not resolve: {ref!r}")
     exact_schema = json.loads(schema_text, parse_float=Decimal)
     return _exact_class(cls)(exact_schema, format_checker=_format_checker(cls))
+
+
+def unresolved_ref(schema: Any) -> str | None:
+    """The first ``$ref`` (or 2020-12 ``$dynamicRef``) of ``schema`` that names nothing in it nor among JSON
+    Schema's meta-schemas, or None. Each is looked up where validation would (after the ``$id``s above it), without retrieving
+    anything: jsonschema checks a reference only once a value reaches it, so a ``$ref`` to nothing
+    in a branch the gold never takes loaded, and a response that took it failed on the task's fault
+    (or, for ``http://...``, had the checker try the network). References inside keywords no draft
+    knows are never followed, and not looked up here."""
+    if not isinstance(schema, Mapping):
+        return None
+    dialect = schema.get("$schema")
+    draft = referencing.jsonschema.DRAFT202012
+    spec = referencing.jsonschema.specification_with(dialect, default=draft) if isinstance(dialect, str) else draft
+    words = ("$ref", "$dynamicRef") if spec is draft else ("$ref",)  # a $dynamicRef starts where a $ref would
+    root = spec.create_resource(schema)
+    stack = [(META_SCHEMAS.resolver_with_root(root), root)]
+    while stack:
+        resolver, resource = stack.pop()
+        for word in words if isinstance(resource.contents, Mapping) else ():
+            ref = resource.contents.get(word)
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable:
+                    return ref
+        stack.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
+    return None
 
 
 def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
@@ -151,3 +199,125 @@ def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> st
     e = errors[0]
     path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
     return f"{path}: {e.message[:200]}"
+
+
+_APPLIED_HERE = ("allOf", "anyOf", "oneOf", "if", "then", "else")
+"""Keywords whose subschemas apply to the same place of the document as the schema holding them."""
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    """The subschema a local reference (``#``, ``#/$defs/person``, ``#person`` for an ``$anchor``) names in
+    ``root``, or None (another document, a pointer to nothing): what this module cannot follow."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return _anchored(root, ref[1:]) if ref.startswith("#") else None
+    node = root
+    for part in ref[2:].split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _anchored(root: Any, name: str) -> Any:
+    """The subschema of ``root`` whose ``$anchor`` or ``$dynamicAnchor`` is ``name`` (or whose ``$id`` is
+    ``#name``, drafts 6-7), or None."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            if name and name in (node.get("$anchor"), node.get("$dynamicAnchor")) or node.get("$id") == f"#{name}":
+                return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def applying(schemas: list[Any], root: Any) -> list[Mapping[str, Any]] | None:
+    """Every schema that applies at one place of the document: ``schemas``, what they apply there in turn
+    (``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else``, dependent schemas, local references), each once;
+    None when one refers where ``_resolve`` cannot follow (what is declared there cannot be told)."""
+    out: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    stack = list(schemas)
+    while stack:
+        schema = stack.pop()
+        if not isinstance(schema, Mapping) or id(schema) in seen:
+            continue
+        seen.add(id(schema))
+        out.append(schema)
+        for word in _APPLIED_HERE:
+            sub = schema.get(word)
+            stack.extend(sub if isinstance(sub, list) else [sub])
+        for word in ("dependentSchemas", "dependencies"):
+            sub = schema.get(word)
+            stack.extend(sub.values() if isinstance(sub, Mapping) else [])
+        for word in _REFS:
+            ref = schema.get(word)
+            if isinstance(ref, str):
+                target = _resolve(root, ref)
+                if target is None:
+                    return None
+                stack.append(target)
+    return out
+
+
+def declares(schema: Mapping[str, Any], key: str) -> bool:
+    """Whether ``schema`` names ``key`` as a property: in ``properties``, by ``patternProperties``, in
+    ``required``, as a dependency (either side), or among the names ``propertyNames`` allows by enum/const."""
+    props, required = schema.get("properties"), schema.get("required")  # draft 3: a property's required is a bool
+    if (isinstance(props, Mapping) and key in props) or (isinstance(required, list) and key in required):
+        return True
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, Mapping) and any(re.search(p, key) for p in patterns):
+        return True
+    for word in ("dependentRequired", "dependentSchemas", "dependencies"):
+        deps = schema.get(word)
+        if isinstance(deps, Mapping) and (key in deps or any(key == v or (isinstance(v, list) and key in v)
+                                                             for v in deps.values())):
+            return True
+    names = schema.get("propertyNames")
+    return isinstance(names, Mapping) and (key in (names.get("enum") or ()) or names.get("const") == key)
+
+
+def _item_schema(schema: Any, key: str | int) -> Any:
+    """The schema for ``schema``'s item ``key`` (an array index or a property name), or {}."""
+    if not isinstance(schema, Mapping):
+        return {}
+    if isinstance(key, int):
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list) and key < len(prefix):
+            return prefix[key]
+        items = schema.get("items")
+        if isinstance(items, list):  # drafts before 2020-12: the tuple form, then additionalItems
+            return items[key] if key < len(items) else schema.get("additionalItems", {})
+        return items if isinstance(items, Mapping) else {}
+    props = schema.get("properties")
+    if isinstance(props, Mapping) and key in props:
+        return props[key]
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, Mapping):
+        for pattern, sub in patterns.items():
+            if re.search(pattern, key):
+                return sub
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, Mapping) else {}
+
+
+def applying_at_item(place: list[Mapping[str, Any]] | None, key: str | int, root: Any) -> list[Mapping[str, Any]] | None:
+    """The schemas applying at item ``key`` of a place: each schema's own for it (``_item_schema``) and,
+    for a property, every ``patternProperties`` schema it matches."""
+    if place is None:
+        return None
+    subs = [_item_schema(s, key) for s in place]
+    if isinstance(key, str):
+        subs += [sub for s in place if isinstance(s.get("patternProperties"), Mapping)
+                 for pattern, sub in s["patternProperties"].items() if re.search(pattern, key)]
+    return applying(subs, root)

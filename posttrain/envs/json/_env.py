@@ -40,10 +40,8 @@ from __future__ import annotations
 import decimal
 import json
 import random
-import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
 
 import jsonschema
 from referencing.exceptions import Unresolvable
@@ -63,100 +61,18 @@ from posttrain.strict_json import (
 )
 from posttrain.types import Task, Verdict
 from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
-from posttrain.verify.json_schema import schema_error, validator_for
+from posttrain.verify.json_schema import (
+    EXACT_DIGITS,
+    applying,
+    applying_at_item,
+    declares,
+    schema_error,
+    validator_for,
+)
 
 NAME = "json"
 DOMAIN_KEYS = frozenset({"schema", "expected"})
 CPU_BUDGET_S = 5.0
-EXACT_DIGITS = 4000
-"""Decimal precision of the schema check (the worker's and a task's load): ``multipleOf`` on exact numbers up
-to 1e308 never rounds (Python's default 28 digits raised ``DivisionImpossible`` on ``0.01`` and ``1e40``)."""
-
-
-_APPLIED_HERE = ("allOf", "anyOf", "oneOf", "if", "then", "else")
-"""Keywords whose subschemas apply to the same place of the document as the schema holding them."""
-_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
-
-
-def _resolve(root: Any, ref: str) -> Any:
-    """The subschema a local reference (``#``, ``#/$defs/person``, ``#person`` for an ``$anchor``) names in
-    ``root``, or None (another document, a pointer to nothing): what this module cannot follow."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        return _anchored(root, ref[1:]) if ref.startswith("#") else None
-    node = root
-    for part in ref[2:].split("/"):
-        part = unquote(part).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
-
-
-def _anchored(root: Any, name: str) -> Any:
-    """The subschema of ``root`` whose ``$anchor`` or ``$dynamicAnchor`` is ``name`` (or whose ``$id`` is
-    ``#name``, drafts 6-7), or None."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            if name and name in (node.get("$anchor"), node.get("$dynamicAnchor")) or node.get("$id") == f"#{name}":
-                return node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
-
-
-def _place(schemas: list[Any], root: Any) -> list[Mapping[str, Any]] | None:
-    """Every schema that applies at one place of the document: ``schemas``, what they apply there in turn
-    (``allOf``/``anyOf``/``oneOf``, ``if``/``then``/``else``, dependent schemas, local references), each once;
-    None when one refers where ``_resolve`` cannot follow (then no key counts as undeclared there)."""
-    out: list[Mapping[str, Any]] = []
-    seen: set[int] = set()
-    stack = list(schemas)
-    while stack:
-        schema = stack.pop()
-        if not isinstance(schema, Mapping) or id(schema) in seen:
-            continue
-        seen.add(id(schema))
-        out.append(schema)
-        for word in _APPLIED_HERE:
-            sub = schema.get(word)
-            stack.extend(sub if isinstance(sub, list) else [sub])
-        for word in ("dependentSchemas", "dependencies"):
-            sub = schema.get(word)
-            stack.extend(sub.values() if isinstance(sub, Mapping) else [])
-        for word in _REFS:
-            ref = schema.get(word)
-            if isinstance(ref, str):
-                target = _resolve(root, ref)
-                if target is None:
-                    return None
-                stack.append(target)
-    return out
-
-
-def _declares(schema: Mapping[str, Any], key: str) -> bool:
-    """Whether ``schema`` names ``key`` as a property: in ``properties``, by ``patternProperties``, in
-    ``required``, as a dependency (either side), or among the names ``propertyNames`` allows by enum/const."""
-    props, required = schema.get("properties"), schema.get("required")  # draft 3: a property's required is a bool
-    if (isinstance(props, Mapping) and key in props) or (isinstance(required, list) and key in required):
-        return True
-    patterns = schema.get("patternProperties")
-    if isinstance(patterns, Mapping) and any(re.search(p, key) for p in patterns):
-        return True
-    for word in ("dependentRequired", "dependentSchemas", "dependencies"):
-        deps = schema.get(word)
-        if isinstance(deps, Mapping) and (key in deps or any(key == v or (isinstance(v, list) and key in v)
-                                                             for v in deps.values())):
-            return True
-    names = schema.get("propertyNames")
-    return isinstance(names, Mapping) and (key in (names.get("enum") or ()) or names.get("const") == key)
 
 
 def _extra_key_allowed(place: list[Mapping[str, Any]] | None, key: str) -> bool:
@@ -172,43 +88,7 @@ def _extra_key_allowed(place: list[Mapping[str, Any]] | None, key: str) -> bool:
     if not any(s.get("additionalProperties") is True or isinstance(s.get("additionalProperties"), Mapping)
                for s in place):
         return False
-    return not any(_declares(s, key) for s in place)
-
-
-def _sub_schema(schema: Any, key: str | int) -> Any:
-    """The schema for ``schema``'s item ``key`` (an array index or a property name), or {}."""
-    if not isinstance(schema, Mapping):
-        return {}
-    if isinstance(key, int):
-        prefix = schema.get("prefixItems")
-        if isinstance(prefix, list) and key < len(prefix):
-            return prefix[key]
-        items = schema.get("items")
-        if isinstance(items, list):  # drafts before 2020-12: the tuple form, then additionalItems
-            return items[key] if key < len(items) else schema.get("additionalItems", {})
-        return items if isinstance(items, Mapping) else {}
-    props = schema.get("properties")
-    if isinstance(props, Mapping) and key in props:
-        return props[key]
-    patterns = schema.get("patternProperties")
-    if isinstance(patterns, Mapping):
-        for pattern, sub in patterns.items():
-            if re.search(pattern, key):
-                return sub
-    extra = schema.get("additionalProperties")
-    return extra if isinstance(extra, Mapping) else {}
-
-
-def _sub_place(place: list[Mapping[str, Any]] | None, key: str | int, root: Any) -> list[Mapping[str, Any]] | None:
-    """The schemas applying at item ``key`` of a place: each schema's own for it (``_sub_schema``) and,
-    for a property, every ``patternProperties`` schema it matches."""
-    if place is None:
-        return None
-    subs = [_sub_schema(s, key) for s in place]
-    if isinstance(key, str):
-        subs += [sub for s in place if isinstance(s.get("patternProperties"), Mapping)
-                 for pattern, sub in s["patternProperties"].items() if re.search(pattern, key)]
-    return _place(subs, root)
+    return not any(declares(s, key) for s in place)
 
 
 def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> str | None:
@@ -223,9 +103,9 @@ def first_difference(expected: Any, got: Any, schema: Any, path: str = "$") -> s
 def _place_at(root: Any, trail: tuple[str | int, ...]) -> list[Mapping[str, Any]] | None:
     """The schemas applying at the place ``trail`` (property names and indexes) leads to from ``root``:
     worked out only where a response has a key ``expected`` lacks, so a right answer costs no more."""
-    place = _place([root], root)
+    place = applying([root], root)
     for key in trail:
-        place = _sub_place(place, key, root)
+        place = applying_at_item(place, key, root)
     return place
 
 
