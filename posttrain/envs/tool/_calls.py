@@ -25,19 +25,55 @@ from posttrain.strict_json import (
 )
 from posttrain.types import Task, Verdict, Verifier
 from posttrain.verify._deadline import CheckPool, shared_pool, verdict_of
-from posttrain.verify.json_schema import schema_error, validator_for
+from posttrain.verify.json_schema import (
+    EXACT_DIGITS,
+    applying,
+    applying_at_item,
+    declares,
+    schema_error,
+    validator_for,
+)
 
 NAME = "tool"
 CPU_BUDGET_S = 5.0
 
 
+def _top(params: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The schemas that apply to a call's arguments: the tool's parameters and what they apply there
+    (``allOf``, a local ``$ref``, ``if``/``then``, ...: ``json_schema.applying``); the parameters alone
+    where a reference leads outside them."""
+    return applying([params], params) or [params]
+
+
 def _argument_problem(params: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
-    props = params.get("properties") or {}
-    if params.get("additionalProperties") is not True:
-        unknown = sorted(set(args) - set(props))
+    """Why ``args`` are not valid arguments of a tool with these ``params``, or None: a parameter no
+    schema applying there declares (unless one allows any with ``additionalProperties: true``), or the
+    schema's first error. A parameter declared through ``allOf`` or a ``$ref`` is declared: it was
+    "unknown", and a right call that gave it failed."""
+    top = _top(params)
+    if not any(s.get("additionalProperties") is True for s in top):
+        unknown = sorted(p for p in args if not any(declares(s, p) for s in top))
         if unknown:
             return f"unknown parameter(s) {unknown}"
     return schema_error(validator_for(params), dict(args))
+
+
+def schema_defaults(params: Mapping[str, Any], param: str) -> list[Any] | None:
+    """The distinct ``default``s the schemas applying at parameter ``param`` give (its own, and through
+    ``allOf``/``anyOf``, a ``$ref``, a top-level ``allOf``'s ``properties``: ``json_schema.applying``);
+    None where a reference there leads outside the tool's parameters (what it says is unknown).
+
+    >>> schema_defaults({"$defs": {"n": {"type": "integer", "default": 0}}, "properties": {"k": {"$ref": "#/$defs/n"}}}, "k")
+    [0]
+    """
+    place = applying_at_item(_top(params), param, params)
+    if place is None:
+        return None
+    out: list[Any] = []
+    for s in place:
+        if "default" in s and not any(json_equal(s["default"], d) for d in out):
+            out.append(s["default"])
+    return out
 
 
 def _accepted(expected: Mapping[str, Any], param: str) -> list[Any] | None:
@@ -55,17 +91,19 @@ def with_defaults(tools: Sequence[Mapping[str, Any]], expected_calls: Sequence[M
     ``optional``, in neither ``arguments`` nor ``alternatives``) pinned to its schema's ``default``:
     omitting it asks the tool for the default, so a call that gives it must give the default
     (``unit: "fahrenheit"`` where the default is celsius, ``max_stops: 3`` for a direct-flight
-    search, is a different call). Covered: a ``default`` in the tool's top-level ``properties``. A
-    parameter with no gold value and no such default stays free: the task says any value does. A
+    search, is a different call). The default is the one any schema applying at the parameter gives
+    (``schema_defaults``: in ``properties``, or through ``allOf``/``anyOf`` or a ``$ref``; read from the
+    top-level ``properties`` only, a default behind a ``$ref`` left the parameter free and any guess
+    passed). A parameter with no gold value and no default stays free: the task says any value does
+    (a task's load refuses one whose schema gives several defaults, or leads outside the parameters). A
     pinned optional parameter must equal its value (``call_mismatch``); a wrong type fails the schema."""
     specs = tool_specs(tools)
     out = []
     for e in expected_calls:
-        props = (specs.get(e["name"]) or {}).get("properties") or {}
-        free = [p for p in e.get("optional") or [] if _accepted(e, p) is None
-                and isinstance(props.get(p), Mapping) and "default" in props[p]]
-        out.append({**e, "alternatives": {**(e.get("alternatives") or {}), **{p: [props[p]["default"]] for p in free}}}
-                   if free else dict(e))
+        params = specs.get(e["name"])
+        pinned = {p: defaults for p in e.get("optional") or [] if _accepted(e, p) is None
+                  and isinstance(params, Mapping) and (defaults := schema_defaults(params, p))}
+        out.append({**e, "alternatives": {**(e.get("alternatives") or {}), **pinned}} if pinned else dict(e))
     return out
 
 
@@ -252,7 +290,7 @@ def handle_check(request: Mapping[str, Any]) -> dict[str, Any]:
     tool episode's step (``kind: "calls"``: ``{"problems": call_problems(...)}``)."""
     import decimal
 
-    decimal.getcontext().prec = 4000  # multipleOf on exact numbers up to 1e308 never rounds
+    decimal.getcontext().prec = EXACT_DIGITS  # multipleOf on exact numbers up to 1e308 never rounds
     if request.get("kind") == "calls":
         return {"problems": call_problems(request["tools"], request["response"])}
     verdict = check_tool_calls(request["tools"], request["expected_calls"], request["ordered"], request["response"])

@@ -39,6 +39,7 @@ message; BFCL's stateful backends are ``posttrain.envs.bfcl``.
 
 from __future__ import annotations
 
+import decimal
 import json
 import random
 from collections.abc import Mapping
@@ -48,12 +49,12 @@ import jsonschema
 
 from posttrain.envs._base import RecordReader, parse_common
 from posttrain.envs._env import EpisodeContext
-from posttrain.envs.tool._calls import NAME, _argument_problem, make_tool_verifier
+from posttrain.envs.tool._calls import NAME, _argument_problem, make_tool_verifier, schema_defaults
 from posttrain.envs.tool._episode import ToolEpisodeEnv
 from posttrain.policy import tool_specs
-from posttrain.strict_json import StrictJSONError, loads_strict, to_exact
+from posttrain.strict_json import MAX_JSON_DEPTH, StrictJSONError, loads_strict, nesting, to_exact
 from posttrain.types import Task, Verifier
-from posttrain.verify.json_schema import validator_for
+from posttrain.verify.json_schema import EXACT_DIGITS, validator_for
 
 DOMAIN_KEYS = frozenset({"tools", "expected_calls", "ordered"})
 
@@ -153,12 +154,20 @@ def _check_tools(reader: RecordReader, tools: list[Any]) -> dict[str, Mapping[st
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             raise reader.fail(f"tools[{i}]", "an OpenAI function schema with a 'name'", tool)
         params = fn.get("parameters", {"type": "object"})
+        if not isinstance(params, Mapping):  # true is a schema, but no object of named parameters
+            raise reader.fail(f"tools[{i}].parameters", "a JSON Schema object", params)
+        if not isinstance(params.get("$schema", ""), str):  # jsonschema raised AttributeError on it
+            raise reader.fail(f"tools[{i}].parameters", "a JSON Schema whose $schema is a URI string",
+                              params["$schema"])
         try:
             validator_for(params)
         except (jsonschema.SchemaError, AttributeError, TypeError) as e:
             problem = e.message if isinstance(e, jsonschema.SchemaError) else str(e).splitlines()[0]
             raise reader.fail(f"tools[{i}].parameters", f"a valid JSON Schema ({problem})",
                               show_got=False) from None
+        except RecursionError:  # jsonschema checks a schema recursively: ~100 nested properties
+            raise reader.fail(f"tools[{i}].parameters", "a JSON Schema nested less deeply (checking it "
+                              "exceeded Python's recursion limit)", show_got=False) from None
     specs = tool_specs(tools)
     if len(specs) != len(tools):
         raise reader.fail("tools", "unique function names", [t.get("function", t).get("name") for t in tools])
@@ -180,17 +189,35 @@ def _check_expected(reader: RecordReader, where: str, e: Any, specs: Mapping[str
         raise reader.fail(f"{where}.alternatives", "an object of non-empty lists", alts)
     if not isinstance(e.get("optional", []), list):
         raise reader.fail(f"{where}.optional", "a list of parameter names", e.get("optional"))
-    optional = set(e.get("optional") or [])
+    _check_gold(reader, where, e, specs[e["name"]])
+
+
+def _check_gold(reader: RecordReader, where: str, e: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    """Refuse an expected call (``where``) no call could match: its gold (``arguments``, each required
+    parameter's first alternative) nested deeper than a call may be, not strict JSON, or failing the
+    tool's ``params``; or an optional parameter it leaves unpinned whose default cannot be told."""
+    alts, optional = e.get("alternatives") or {}, set(e.get("optional") or [])
+    for field, values in (("arguments", [e.get("arguments") or {}]),
+                          ("alternatives", [{p: v} for p, vs in alts.items() for v in vs])):
+        if any(nesting(v) > MAX_JSON_DEPTH for v in values):  # no call may nest deeper (strict_json): none could match
+            raise reader.fail(f"{where}.{field}", f"arguments nested at most {MAX_JSON_DEPTH} arrays and objects "
+                              "deep, the object itself included (a call nested deeper is refused)", show_got=False)
     gold = {**{p: values[0] for p, values in alts.items() if p not in optional}, **(e.get("arguments") or {})}
     try:  # task data: strict JSON (no NaN), no cap
         loads_strict(json.dumps(gold, allow_nan=True), max_chars=None, max_depth=None)
     except StrictJSONError as err:
         raise reader.fail(f"{where}.arguments", f"strict JSON ({err})", gold) from None
-    params = specs[e["name"]]
     free = optional - set(gold)  # may be left out: the gold need not hold one
     if isinstance(params.get("required"), list) and free & set(params["required"]):
         params = {**params, "required": [r for r in params["required"] if r not in free]}
-    problem = _argument_problem(params, to_exact(gold))
+    with decimal.localcontext(prec=EXACT_DIGITS):  # as the worker: 0.01 and 1e40 raised DivisionImpossible at 28
+        problem = _argument_problem(params, to_exact(gold))
+    for p in sorted(free - set(alts)):  # left out, it asks for the default: with_defaults pins it
+        defaults = schema_defaults(params, p)
+        if defaults is None or len(defaults) > 1:
+            said = "leads outside the tool's parameters" if defaults is None else f"gives the defaults {defaults}"
+            raise reader.fail(f"{where}.optional", "parameters whose schema gives at most one default "
+                              f"(that of {p!r} {said})", sorted(optional))
     if problem:  # the gold would fail as "schema" (0) where any valid wrong call earns format credit
         raise reader.fail(f"{where}.arguments", f"arguments that satisfy the tool's parameters ({problem})", gold)
 
