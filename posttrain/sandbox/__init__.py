@@ -33,8 +33,11 @@ What is isolated, for every job:
   ``CommitLimit``, which a memory cgroup does not charge (a job of 64 MiB committed 1,024 GiB); a
   pool refuses such a host (``_launch.check_overcommit``); the default modes keep no such count.
 - file system: only /usr (read-only) plus /lib, /bin symlinks, a fresh /proc of the job's pid
-  namespace, a minimal read-only /dev (its /dev/mqueue read-only too: queues are made and removed
-  by ``mq_open``/``mq_unlink``), and /work, /tmp, /dev/shm writable: each a tmpfs of the
+  namespace (its /proc/sys read-only: the sysctls of the slot's pid and IPC namespaces, such as
+  ``kernel.pid_max`` and ``msgmni``, were the job's to write, and outlived it in a fork-server
+  slot: a job that set ``pid_max`` to 301 failed every later job of its slot), a minimal
+  read-only /dev (its /dev/mqueue read-only too: queues are made and removed by
+  ``mq_open``/``mq_unlink``), and /work, /tmp, /dev/shm writable: each a tmpfs of the
   job's own, mounted for it and unmounted after it (``_fs.py``; size-capped, at most
   ``_fs.MAX_INODES`` inodes). No /etc, no /home, no /root, no host /tmp; nothing else is writable.
 - environment: cleared (PATH, HOME, TMPDIR, LANG only); no host variable leaks in.

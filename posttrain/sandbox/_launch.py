@@ -12,7 +12,7 @@ Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
                                  unprivileged *outside* the sandbox too
       exec bwrap                 user/pid/net/mount/ipc/uts/cgroup namespaces, uid 65534 inside,
                                  all caps dropped, nested userns disabled, new session,
-                                 die-with-parent, read-only /usr, the job's own tmpfs at /work,
+                                 die-with-parent, read-only /usr and /proc/sys, the job's own tmpfs at /work,
                                  /tmp and /dev/shm (``_fs``), read-only /dev with the slot's own
                                  capped /dev/pts (``_fs.MAX_PTYS``), clean environment, seccomp
                                  filter
@@ -163,12 +163,19 @@ def bwrap_args(
     workspace's overlay). /dev/mqueue is read-only: its root is the sandbox uid's, and in a
     fork-server slot a job's ``chmod``/``utime`` of it reached the next job (two 64-bit times and
     12 mode bits, which no wipe restored); queues are made and removed by ``mq_open``/``mq_unlink``,
-    which the read-only mount does not stop."""
+    which the read-only mount does not stop. /proc/sys is read-only: the sysctls of the sandbox's own
+    pid and IPC namespaces (``kernel.pid_max``, ``ns_last_pid``, ``msgmni``, ``shmmni``, ``sem``,
+    ``fs.mqueue.queues_max`` ...) were writable by the job, as the namespaces' owner, and in a
+    fork-server slot they outlive it: a job that set ``pid_max`` to 301 after 400 forks failed every
+    later job of its slot at its first ``fork`` (EAGAIN), one that set ``msgmni``/``shmmni``/``sem``/
+    ``queues_max`` to 0 failed their ``msgget``/``shmget``/``semget``/``mq_open``. The bind's source is
+    the host's /proc/sys, which shows what the new /proc's does: the kernel picks each sysctl's
+    namespace from the reading process, not from the mount."""
     args = [
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-        "--proc", "/proc",
+        "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
         "--dev", "/dev", "--dev-bind", pts, "/dev/pts", "--bind", shm, "/dev/shm",
         "--mqueue", "/dev/mqueue", "--remount-ro", "/dev/mqueue",
         "--remount-ro", "/dev",
