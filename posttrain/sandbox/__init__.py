@@ -43,7 +43,8 @@ What is isolated, for every job:
 - environment: cleared (PATH, HOME, TMPDIR, LANG only); no host variable leaks in.
 - resources: per-slot cgroup memory (+swap), pids and cpu quota (v1 or v2, under this process's
   own cgroup); rlimits on CPU time, file size, open files, core dumps, real-time priority and
-  nice (both 0).
+  nice (both 0), locked memory (64 KiB: ``mlock`` of a /usr file pinned the host's cache, charged
+  to whoever read it first, another pool's slot among them).
 - syscalls: seccomp denies network sockets other than AF_UNIX, ptrace, mount, namespace
   creation, keyctl, bpf, perf_event_open, io_uring, Linux AIO, huge pages, secret memory
   (``memfd_secret``: it splits the host's direct map for good), module/kexec, TIOCSTI

@@ -6,7 +6,9 @@ Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
       exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=1 (``_seccomp``: no core
                                  dump at all, to a file or to a ``core_pattern`` pipe), RTPRIO=0
                                  and NICE=0 whatever the host's are (a real-time scheduling class
-                                 would run past the slot's cpu quota on a v2 host)
+                                 would run past the slot's cpu quota on a v2 host), MEMLOCK 64 KiB
+                                 (``MEMLOCK_B``: locked pages of the host's files are charged to
+                                 no cgroup of the job's)
       exec setpriv               drop to the slot's own uid (``_uids``: one per slot, never
                                  shared with another slot or pool), no supplementary groups:
                                  unprivileged *outside* the sandbox too
@@ -40,6 +42,15 @@ FILE_COST_B = 256
 """Kernel memory a job pays per open file it holds, at least, charged to its memory cgroup (~430
 bytes measured: the file and the mapping that holds it without an fd)."""
 OVERCOMMIT = Path("/proc/sys/vm/overcommit_memory")
+MEMLOCK_B = 64 << 10
+"""RLIMIT_MEMLOCK of every sandboxed process (the kernel's default before 5.16), whatever the host's.
+
+``mlock`` of a mapping of a /usr file pins pages of the host's page cache, which stay charged to
+whichever cgroup read them first, another pool's slot among them: a job of one pool (32 processes
+at the host's 8 MiB each) made 206 MiB of the host's cache unevictable, and 33 of the 96 MiB of a
+slot of another pool that had read the same file, while its own cgroup held 31 MiB. On a host that
+runs with ``ulimit -l unlimited`` (RDMA and NCCL want it) there was no bound at all. 64 KiB still
+lets a program lock a secret's few pages."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +252,8 @@ def launcher_argv(
     return [
         tools.sh, "-c", script, "sh", *wrap,
         tools.prlimit, f"--cpu={cpu}", f"--fsize={fsize if fsize is not None else 'unlimited'}",
-        f"--nofile={nofile}:{nofile}", "--core=1", "--rtprio=0", "--nice=0", "--",
+        f"--nofile={nofile}:{nofile}", "--core=1", "--rtprio=0", "--nice=0",
+        f"--memlock={MEMLOCK_B}:{MEMLOCK_B}", "--",
         tools.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
         tools.bwrap, *bwrap_options, "--", *command,
     ]  # fmt: skip

@@ -1,4 +1,6 @@
-"""A job cannot change the sysctls of its slot's namespaces, which outlive it in a fork-server slot.
+"""Kernel state that no cgroup charges to the job, and that outlives it or reaches another pool.
+
+Sysctls: a job cannot change the sysctls of its slot's namespaces, which outlive it in a fork-server slot.
 
 The sandbox's pid and IPC namespaces are owned by the slot's user namespace, so their sysctls
 (``kernel.pid_max``, ``kernel.ns_last_pid``, ``kernel.msgmni``, ``shmmni``, ``sem``,
@@ -8,9 +10,24 @@ the pid namespace one free pid: every later job of its slot failed at its first 
 the honest job's verdict ``error``); one that set the IPC limits to 0 failed their ``msgget``,
 ``shmget`` (ENOSPC), ``semget`` (EINVAL) and ``mq_open`` (ENOSPC). /proc/sys is now read-only in
 the sandbox (``_launch.bwrap_args``), as the rest of the host's kernel settings always were.
+
+Locked memory: ``mlock`` of a mapping of a /usr file pins pages of the host's page cache, which stay
+charged to the cgroup that read them first. At the host's RLIMIT_MEMLOCK (8 MiB a process here, no
+bound on hosts run with ``ulimit -l unlimited``) a job of one pool made the pages a slot of another
+pool had read unevictable there (33 of that slot's 96 MiB with 6 processes); every sandboxed process
+now has 64 KiB (``_launch.MEMLOCK_B``).
 """
 
 from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from posttrain.sandbox import open_pool
 
 HOSTILE = r"""
 import os
@@ -71,3 +88,83 @@ def test_a_job_cannot_change_the_sysctls_its_slots_next_jobs_run_under(pool1):
         after = pool1.run_python(HONEST, timeout=20)
         assert after.ok and after.stdout == before.stdout, (hostile.stdout, after)
     assert hostile.stdout == b"7 []\n", hostile.stdout
+
+
+PIN = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+fd = os.open(FILE, os.O_RDONLY)
+addr = libc.mmap(None, SIZE, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+big = libc.mlock(addr, SIZE)
+err = ctypes.get_errno()
+small = libc.mlock(libc.mmap(None, 4096, 3, 0x22, -1, 0), 4096)  # a private anonymous page: a secret's
+open("/tmp/held", "w").write(f"{big} {err} {small}")
+while not os.path.exists("/tmp/done"):
+    time.sleep(0.01)
+"""
+SIZE = 4 << 20
+
+
+def _largest_stdlib_file() -> Path:
+    """A file of /usr that no one maps or reads while the test runs: the largest of Python's stdlib."""
+    found = [
+        p
+        for d in Path("/usr/lib").glob("python3*")
+        for p in d.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    ]
+    big = max(found, key=lambda p: p.stat().st_size)
+    assert big.stat().st_size >= SIZE, f"no file of {SIZE} bytes in /usr/lib/python3*: {big}"
+    return big
+
+
+def _unevictable_mib(pool) -> float:
+    for d in pool._all_z[0].cg.dirs.values():
+        stat = d / "memory.stat"
+        if stat.exists():
+            return int(dict(line.split() for line in stat.read_text().splitlines())["unevictable"]) / (
+                1 << 20
+            )
+    raise AssertionError(f"no memory.stat in {pool._all_z[0].cg.dirs}")
+
+
+@pytest.fixture(scope="module")
+def two_pools():
+    with open_pool(size=1) as a, open_pool(size=1) as b:
+        yield a, b
+
+
+def test_a_job_cannot_pin_the_page_cache_another_pool_read(two_pools):
+    a, b = two_pools
+    victim = _largest_stdlib_file()
+    fd = os.open(victim, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # so that the other pool's read is charged to it
+    finally:
+        os.close(fd)
+    read = b.run_python(f"open({str(victim)!r}, 'rb').read({SIZE})", timeout=20)
+    assert read.ok, read
+    tmp = a._all_z[0].places.path("tmp")
+    result = {}
+    job = threading.Thread(
+        target=lambda: result.update(
+            ex=a.run_python(PIN.replace("FILE", repr(str(victim))).replace("SIZE", str(SIZE)), timeout=20)
+        )
+    )
+    job.start()
+    try:
+        end = time.monotonic() + 15
+        while not (tmp / "held").exists() and job.is_alive() and time.monotonic() < end:
+            time.sleep(0.01)
+        held = (tmp / "held").read_text() if (tmp / "held").exists() else result
+        pinned = _unevictable_mib(b)
+    finally:
+        (tmp / "done").write_text("")
+        job.join()
+    assert result["ex"].ok, result["ex"]
+    big, err, small = map(int, held.split())
+    assert pinned < 0.5, f"{pinned:.1f} MiB of the other pool's slot unevictable (mlock: {big}, errno {err})"
+    assert (big, err, small) == (-1, 12, 0), held  # ENOMEM past 64 KiB; a page still locks
