@@ -322,10 +322,10 @@ def test_a_reply_of_colliding_hashes_is_refused_before_it_is_built(tag: str) -> 
 
     values = [["int", format(k * ((1 << 61) - 1), "x")] for k in range(1, 20_000)]
     reply = ["dict", [[v, ["none"]] for v in values]] if tag == "dict" else [tag, values]
-    start = time.monotonic()
+    start = time.process_time()  # CPU, not wall: a loaded host's waits are no part of the build's cost
     with pytest.raises(ValueError, match="colliding"):
         runner.decode(reply)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0  # 0.03 s refused; building the set costs seconds
     few = [["int", format(k * ((1 << 61) - 1), "x")] for k in range(1, MAX_COLLISIONS)]
     assert len(runner.decode(["set", few + [["int", format(k, "x")] for k in range(50_000)]])) == 50_000 + len(few)
 
