@@ -338,10 +338,10 @@ def test_colliding_hashes_spread_over_many_sets_share_one_budget() -> None:
 
     many = ["set", [["frozenset", [["int", format(k * ((1 << 61) - 1), "x")] for k in range(1, 1_000)]
                      + [["int", format(j, "x")]]] for j in range(200)]]
-    start = time.monotonic()
+    start = time.process_time()  # CPU, not wall, as above
     with pytest.raises(ValueError, match="colliding"):
         runner.decode(many)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
     honest = ["set", [["frozenset", [["int", format(j * 1_000 + k, "x")] for k in range(1_000)]] for j in range(200)]]
     assert len(runner.decode(honest)) == 200
 
