@@ -66,12 +66,21 @@ def _resolve_length(args: argparse.Namespace) -> str:
     if config is not None and config.is_file():
         import yaml
 
+        # a config.yaml that does not read is refused: before, the run's length was dropped for the
+        # default, silently (a run of eval.max_new_tokens 24 evaluated at 512)
         try:
             recipe = yaml.safe_load(config.read_text(encoding="utf-8"))
-            value = recipe["eval"]["max_new_tokens"]
-        except (OSError, yaml.YAMLError, KeyError, TypeError):
-            value = None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        except (OSError, ValueError, yaml.YAMLError) as e:  # ValueError: UnicodeDecodeError
+            raise UserError(f"{config}: cannot read the run's recipe ({type(e).__name__}); it gives eval.max_new_tokens: "
+                            "pass --max-new-tokens N, or restore the file") from None
+        section = recipe.get("eval") if isinstance(recipe, dict) else None
+        value = section.get("max_new_tokens") if isinstance(section, dict) else None
+        if not isinstance(recipe, dict) or (value is not None and not (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+            where = "expected a mapping (the resolved recipe)" if not isinstance(recipe, dict) else \
+                f"eval.max_new_tokens is {value!r}, expected an integer >= 1"
+            raise UserError(f"{config}: {where}; pass --max-new-tokens N, or restore the file")
+        if value is not None:
             args.max_new_tokens = value
             return f"--max-new-tokens {value} (the recipe's eval.max_new_tokens, {config})"
     args.max_new_tokens = DEFAULT_MAX_NEW_TOKENS

@@ -44,12 +44,16 @@ def register(subparsers: Any) -> None:
 
 
 def why_not_a_policy(path: str | Path) -> str | None:
-    """None when ``path`` holds a causal LM to sample from; else why not (also used by ``eval --run``)."""
+    """None when ``path`` holds a causal LM to sample from; else why not (also used by ``eval --run``,
+    which skips a reward model). A config.json that does not read is a ``UserError`` naming it, never
+    a checkpoint to skip: ``eval --run`` skipped a cut one with a note and exited 0 without it."""
     cfg_path = Path(path) / "config.json"
     try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        return f"{cfg_path} is unreadable ({e.__class__.__name__})"
+        detail = (getattr(e, "strerror", None) or str(e).splitlines()[0]) if str(e) else ""
+        raise UserError(f"{cfg_path}: not readable JSON ({e.__class__.__name__}: {detail}); expected the model's "
+                        "config") from None
     archs = [str(a) for a in cfg.get("architectures") or []] if isinstance(cfg, dict) else []
     if archs and not any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
         kind = "a reward model" if any(a.endswith("ForSequenceClassification") for a in archs) else "not a causal LM"
@@ -90,7 +94,8 @@ def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:
 
     refuse_directory(args.tasks, "a task file (--tasks)")
     if not Path(args.tasks).is_file():
-        raise UserError(f"generate: --tasks {args.tasks}: no such file")
+        what = "not a regular file (a FIFO or a device)" if Path(args.tasks).exists() else "no such file"
+        raise UserError(f"generate: --tasks {args.tasks}: {what}; expected a task file (JSON/JSONL)")
     tasks = load_tasks(args.tasks)
     if not tasks:
         raise UserError(f"generate: no tasks in {args.tasks}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posttrain.errors import UserError
+from posttrain.errors import UserError, refuse_directory
 from posttrain.evaluate._curves import curves_html
 from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
 from posttrain.evaluate._svg import as_text, bar_chart
@@ -73,19 +73,37 @@ class RunData:
 
 
 def _read_jsonl_dicts(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a run's log, one a line. Its last line cut short (no line end: the run is
+    writing it, or a kill cut it) is left out, as ``--resume`` leaves it out; any other line that is
+    not a JSON object, or bytes that are not UTF-8, a ``UserError`` naming ``path:line`` (before: a
+    cut last line was refused, a report of a run in progress with it, and a stray byte was
+    UnicodeDecodeError's traceback)."""
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    lines = path.read_bytes().split(b"\n")  # the part after the last line end: b"" when it ends whole
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if lineno == len(lines):  # no line end after it: cut short
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
+            raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
     return rows
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -97,18 +115,19 @@ def load_run(run_dir: str | Path) -> RunData:
     if not any((run / name).exists() for name in RUN_FILES):
         raise UserError(f"{run}: not a posttrain run directory (it has none of {', '.join(RUN_FILES)}); "
                         "give the --out directory of a `posttrain run`")
+    refuse_directory(run / "metrics.jsonl", "the run's metrics.jsonl")  # was passed over: a report without curves
     metrics = _read_jsonl_dicts(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
     summary: dict[str, Any] = {}
     if (run / "summary.json").is_file():
         try:
-            summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+            summary = json.loads(_read_text(run / "summary.json"))
         except json.JSONDecodeError as e:
             raise UserError(f"{run / 'summary.json'}: not valid JSON ({e.msg})") from None
         if not isinstance(summary, dict):
             raise UserError(f"{run / 'summary.json'}: expected a JSON object")
     evals = {p.stem: tuple(read_records(p)) for p in sorted((run / "eval").glob("*.jsonl"))}
     trajs = {p.stem: tuple(read_records(p)) for p in sorted((run / "trajectories").glob("*.jsonl"))}
-    config = (run / "config.yaml").read_text(encoding="utf-8") if (run / "config.yaml").is_file() else ""
+    config = _read_text(run / "config.yaml") if (run / "config.yaml").is_file() else ""
     return RunData(run, tuple(metrics), summary, evals, trajs, config, run.name)
 
 

@@ -23,6 +23,7 @@ Not here: vLLM/SGLang backends; ``EndpointSampler`` talks to them over HTTP.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,17 +217,18 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
 
     >>> # policy = load_policy("runs/quickstart/checkpoints/rl")
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     where = str(name_or_path)
     if Path(where).is_dir():
         check_tokenizer_files(Path(where))
+        check_model_files(Path(where))
+    tokenizer = _load_tokenizer(where)
+    check_eos(tokenizer, where)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where)
-        check_eos(tokenizer, where)
         model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
-    except OSError as e:
-        raise UserError(f"cannot load model {where!r}: {e.__class__.__name__}: {str(e).splitlines()[0]}") from e
+    except Exception as e:  # the files' fault whatever the kind: transformers and torch raise many on bad files
+        raise UserError(f"cannot load model {where!r}: {_one_line(e)}") from e
     model.to(device)
     if chat is None:
         chat = bool(Path(where).is_dir() and recorded_chat(where))
@@ -260,6 +262,110 @@ def check_tokenizer_files(path: Path) -> None:
                         f"save the tokenizer next to the model (tokenizer.save_pretrained)")
 
 
+def _one_line(e: BaseException) -> str:
+    """``Kind: message`` of a third party's error on one line (some put the cause on the next), clipped."""
+    text = " ".join(str(e).split())
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _load_tokenizer(where: str, **kwargs: Any) -> Any:
+    """``AutoTokenizer.from_pretrained(where)``, its failure a ``UserError`` naming ``where``: a
+    tokenizer.json or tokenizer_config.json that is cut, not JSON or not an object raised json's,
+    transformers' KeyError or AttributeError as a traceback."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(where, **kwargs)
+    except Exception as e:  # the files' fault whatever the kind (JSONDecodeError, KeyError, AttributeError, ...)
+        raise UserError(f"{where}: cannot load the tokenizer ({_one_line(e)})") from None
+
+
+def _weight_shapes(path: Path) -> dict[str, tuple[tuple[int, ...], Path]] | None:
+    """Each tensor the directory's safetensors weights hold: its shape and file, from the headers alone
+    (the files its index names, else every ``*.safetensors``); None when it has none (``.bin``
+    weights: the load reads those). A file cut short or not safetensors is a ``UserError`` naming it."""
+    from safetensors import safe_open
+
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+            files = sorted({path / name for name in weight_map.values()})
+        except (OSError, ValueError, AttributeError, TypeError) as e:
+            raise UserError(f"{index}: not an index of weights ({_one_line(e)}); expected a 'weight_map' of tensor "
+                            "names to files") from None
+    else:
+        files = sorted(path.glob("*.safetensors"))
+    if not files:
+        return None
+    shapes: dict[str, tuple[tuple[int, ...], Path]] = {}
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                for name in fh.keys():
+                    shapes[name] = (tuple(fh.get_slice(name).get_shape()), f)
+        except Exception as e:  # SafetensorError (truncated, not safetensors), OSError (missing, a directory)
+            raise UserError(f"{f}: not readable safetensors weights ({_one_line(e)}); a copy cut short, or a file "
+                            "save_pretrained did not write") from None
+    return shapes
+
+
+def check_model_files(path: Path) -> None:
+    """A ``UserError`` naming the file when the local model directory ``path`` cannot give the model
+    its config.json describes, read without loading a weight (milliseconds plus an empty,
+    meta-device build of the model): a config transformers cannot build (no or an unknown
+    ``model_type``, a field of the wrong type, zero heads, a negative size), a safetensors file cut
+    short or not one, tensors of another shape than the config gives, or none of the described
+    model's tensors at all (``model_type`` naming another architecture). Before, each surfaced from
+    ``from_pretrained`` as a traceback, and the last loaded with every weight initialised afresh: a
+    silently different model. A config with vastly more layers than its weights (10**6 layers)
+    hung in the build; it is refused from the sizes alone."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    cfg_path = path / "config.json"
+    arch = read_architecture(path)  # config.json parses to an object, or a UserError naming it
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers' checks of the file raise many kinds (ValueError, TypeError, ZeroDivisionError)
+        raise UserError(f"{cfg_path}: not a model config transformers can read ({_one_line(e)})") from None
+    shapes = _weight_shapes(path)
+    if shapes is None:
+        return
+    held = sum(math.prod(shape) for shape, _ in shapes.values())
+    if arch.hidden_size and arch.num_layers and arch.num_layers * arch.hidden_size**2 > 16 * max(held, 1):
+        # each layer has at least hidden_size**2 parameters (its query projection), and packed weights
+        # hold at most 16 per element: a config past that does not describe these weights
+        raise UserError(f"{cfg_path}: {arch.num_layers:,} layers of hidden size {arch.hidden_size} describe at least "
+                        f"{arch.num_layers * arch.hidden_size**2:,} parameters, the weights hold {held:,}")
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # what a model class logs as it is built ("add is_decoder=True") is not ours to show
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # the config's values: RuntimeError (a negative size), ValueError (not a causal LM), ...
+        raise UserError(f"{cfg_path}: transformers cannot build the model it describes ({_one_line(e)})") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    prefix = f"{model.base_model_prefix}."
+    matched = 0
+    for name, (shape, f) in shapes.items():
+        # a base model's checkpoint names its tensors without the prefix; transformers adds it on load
+        hit = next((n for n in (name, prefix + name, name.removeprefix(prefix)) if n in expected), None)
+        if hit is None:
+            continue
+        matched += 1
+        if expected[hit] != shape:
+            raise UserError(f"{f}: tensor {name} has shape {list(shape)}, the {type(model).__name__} that {cfg_path} "
+                            f"describes has {list(expected[hit])} there (config and weights of different models)")
+    if not matched:
+        raise UserError(f"{path}: none of the {len(shapes)} tensors of its weights belongs to the {type(model).__name__} "
+                        f"that config.json describes (model_type {config.model_type!r}); expected names such as "
+                        f"{next(iter(expected), '?')}, found {next(iter(shapes))}")
+
+
 def check_eos(tokenizer: Any, where: str) -> None:
     """A ``UserError`` naming ``where`` when the tokenizer has no EOS token (completions end with it)."""
     if tokenizer.eos_token_id is None:
@@ -270,10 +376,9 @@ def check_eos(tokenizer: Any, where: str) -> None:
 def inspect_model(path: str | Path) -> ModelFacts:
     """The ``ModelFacts`` of a local model directory, read without loading its weights.
 
-    Raises ``UserError`` naming the path and what is missing: config.json, the tokenizer, an EOS token.
+    Raises ``UserError`` naming the path and what is missing or unusable: config.json, the weights
+    (``check_model_files``), the tokenizer, an EOS token.
     """
-    from transformers import AutoTokenizer
-
     path = Path(path)
     cfg_path = path / "config.json"
     try:
@@ -281,11 +386,8 @@ def inspect_model(path: str | Path) -> ModelFacts:
     except (OSError, ValueError) as e:
         raise UserError(f"{cfg_path}: cannot read the model's config ({getattr(e, 'strerror', None) or e})") from None
     check_tokenizer_files(path)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError, KeyError) as e:
-        raise UserError(f"{path}: cannot load the tokenizer ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-                        ) from None
+    check_model_files(path)
+    tokenizer = _load_tokenizer(str(path), local_files_only=True)
     check_eos(tokenizer, str(path))
     for key in POSITION_KEYS:
         value = config.get(key) if isinstance(config, dict) else None
