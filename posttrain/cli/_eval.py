@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.cli._service import open_service, sandbox_of
-from posttrain.errors import UserError, user_path
+from posttrain.errors import UserError, refuse_directory, user_path
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
 from posttrain.evaluate.records import EvalRecord, write_records
@@ -274,6 +274,11 @@ def _check_model_dir(model: str) -> None:
 def _tasks(args: argparse.Namespace) -> list[Task]:
     from posttrain.tasks import load_tasks
 
+    if args.run:  # a directory: the held-out one fell back to humaneval silently, the train one was "not found"
+        refuse_directory(Path(args.run) / "tasks" / "train.jsonl", "the run's training task file (the overlap "
+                         "check reads it)")
+        if not (args.tasks or args.suite):
+            refuse_directory(Path(args.run) / "tasks" / "eval.jsonl", "the run's held-out task file")
     if args.tasks:
         tasks = load_tasks(args.tasks, domain=args.domain)
     elif args.suite:

@@ -10,7 +10,8 @@ traceback (exit 1); a ``model_type`` naming another architecture (bert over Llam
 with every weight initialised afresh and sampled (exit 0, a silently different model); 10**6 layers
 in config.json hung building the model. ``eval --run`` skipped a checkpoint whose config.json was cut
 (a note, exit 0, the checkpoint not evaluated) and, with RUN/config.yaml not YAML, sampled 512 new
-tokens instead of the recipe's length, silently. ``report`` raised UnicodeDecodeError's traceback on
+tokens instead of the recipe's length, silently; RUN/tasks/eval.jsonl a directory fell back to humaneval,
+and RUN/tasks/train.jsonl a directory skipped the overlap check as "not found". ``report`` raised UnicodeDecodeError's traceback on
 a stray byte in metrics.jsonl, config.yaml or summary.json, refused a metrics.jsonl whose last line a
 run in progress (or a kill) left without its line end, which ``--resume`` drops, and drew no curves,
 silently, when metrics.jsonl was a directory.
@@ -159,3 +160,15 @@ def test_report_of_a_run_writing_its_log_leaves_the_cut_line_out(run, capsys):
     assert (run / "report.html").is_file()
     (run / "metrics.jsonl").write_text('{"stage": "rl", "step": 2, "lo\n' + whole)
     assert_refused_in_one_line(capsys, run.parent, ["report", str(run)], "r/metrics.jsonl:1: not valid JSON")
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("eval.jsonl", "r/tasks/eval.jsonl: is a directory, expected the run's held-out task file"),
+    ("train.jsonl", "r/tasks/train.jsonl: is a directory, expected the run's training task file"),
+], ids=["held-out", "train"])
+def test_eval_run_refuses_a_task_file_that_is_a_directory(run, capsys, name, needle):
+    """Before: a held-out directory fell back to the humaneval suite, and a train directory was "not
+    found; train/eval overlap not checked" (a note, then the evaluation), silently or nearly."""
+    (run / "tasks" / name).unlink(missing_ok=True)
+    (run / "tasks" / name).mkdir()
+    assert_refused_in_one_line(capsys, run.parent, ["eval", "--run", str(run)], needle)
