@@ -505,6 +505,7 @@ def run_recipe(recipe: Recipe, out: Path, *, resume: bool = False, source: str |
 
 def _run_held(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool, source: str | None) -> dict[str, Any]:
     """``run_recipe`` once this process holds ``out`` (``hold_run_dir``)."""
+    fresh = resume and not (out / "config.yaml").exists()  # --resume where no run began: a first launch, or a typo
     recipe = prepare_run_dir(out, recipe, resume=resume)
     summary_path = out / "summary.json"
     if resume and is_finished(out):
@@ -514,8 +515,10 @@ def _run_held(recipe: Recipe, out: Path, pools: TaskPools, *, resume: bool, sour
         return json.loads(summary_path.read_text())
     try:
         decided = decide_chat(recipe, say=False)
-        for line in run_header(recipe, bool(decided.model.chat), out, pools.train, pools.eval, resume=resume,
-                               source=source):
+        if fresh:
+            console.print(f"--resume: no run in {out} to resume; starting one there", markup=False, highlight=False)
+        for line in run_header(recipe, bool(decided.model.chat), out, pools.train, pools.eval,
+                               resume=resume and not fresh, source=source):
             console.print(line, markup=False, highlight=False)
         summary = _run_stages(decided, out, pools, resume=resume)
         if recipe.eval.baselines:  # the seesaw gate (eval.baselines): the run's last model, per domain

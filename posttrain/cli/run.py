@@ -12,6 +12,8 @@ bar with its rate and time left; the held-out pass@1 table goes to stdout.
 Ctrl-C (or SIGTERM) stops a run with one line naming the exact ``--resume`` command, exit 130;
 what was written stays (checkpoints are atomic). ``posttrain quickstart --resume`` without
 ``--out`` continues the latest unfinished ``runs/quickstart*`` (the one an interrupted quickstart made).
+``--resume`` where no run began in ``--out`` starts one there and says so first (a job script that
+always passes it; a mistyped ``--out`` shows in that line).
 """
 
 from __future__ import annotations

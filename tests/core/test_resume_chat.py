@@ -165,3 +165,13 @@ def test_a_run_on_a_template_auto_cannot_use_resumes_under_auto(ws, capsys, tmp_
     records = [json.loads(x) for x in (ws / "out" / "eval" / "sft.jsonl").read_text().splitlines()]
     assert [r["prompt_ids"] for r in records] == [tok("2+1?")["input_ids"], tok("3+1?")["input_ids"]]
     assert json.loads((ws / "out" / "checkpoints" / "sft" / CHAT_RECORD).read_text()) == {"chat": False}
+
+
+def test_resume_where_no_run_began_says_it_starts_one(ws, capsys):
+    """``--resume`` into a directory no run began in (a first launch of a job script that always passes
+    it, or a mistyped --out) starts the run and says so; it printed "resumed at stage base step 0"."""
+    assert main(["run", "r.yaml", "--out", "typo", "--resume"]) == 0
+    said = capsys.readouterr()
+    assert "--resume: no run in typo to resume; starting one there" in said.out + said.err
+    assert "resumed at stage" not in said.out + said.err
+    assert (ws / "typo" / "summary.json").exists()
