@@ -140,3 +140,20 @@ def test_a_directory_task_source_is_searched_shallowly_for_a_dataset():
 
     with pytest.raises(UserError, match=r"^/: a directory with no dataset \(no state.json"):
         _shards(Path("/"), None)
+
+
+def test_a_huge_recipe_file_is_refused_before_it_is_parsed(tmp_path: Path):
+    """A 100 MB recipe (a comment) took 59 s of YAML parsing to be refused; its size is read first."""
+    import time
+
+    from posttrain.config import MAX_RECIPE_BYTES, load_yaml
+
+    recipe = tmp_path / "r.yaml"
+    with recipe.open("wb") as f:
+        f.write(b"# " + b"x" * (MAX_RECIPE_BYTES + 1) + b"\n")
+    start = time.process_time()
+    with pytest.raises(ConfigError, match=re.escape(f"{recipe}: {MAX_RECIPE_BYTES + 4:,} bytes; a recipe is at most 4 MiB")):
+        load_yaml(recipe)
+    assert time.process_time() - start < 0.5  # parsing it costs ~2 s of CPU
+    recipe.write_text("# " + "x" * 100_000 + "\nstages: [sft]\n")  # under the cap: read as before
+    assert load_yaml(recipe) == {"stages": ["sft"]}
