@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from _tiny_lm import TEST_DEVICE, tiny_llama
+from _tiny_lm import TEST_DEVICE, need_vllm, tiny_llama
 
 from posttrain.policy import EndpointSampler, LocalSampler, SamplingParams, build_char_tokenizer
 from posttrain.policy._fast import FastSampler
@@ -86,21 +86,6 @@ def serve() -> Iterator:
     yield start
     for s in servers:
         s.__exit__()
-
-
-def need_vllm() -> None:
-    """Skip (outside CI) when the vLLM environment is not built; in CI its absence fails."""
-    import os
-
-    from posttrain.errors import UserError
-    from posttrain.policy._vllm import vllm_python
-
-    try:
-        vllm_python()
-    except UserError as e:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(e))
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ cases (stop "ab", "abcd", "a\U0001f600"; 0 to 40 special tokens between) ran on 
 """
 
 import pytest
-import torch
-from _tiny_lm import TEST_DEVICE
+from _tiny_lm import TEST_DEVICE, chain_model
 
 from posttrain.policy import FastSampler, LocalSampler, SamplingParams, SpecConfig
 
@@ -46,29 +45,6 @@ def specials(tok, n):
     return [tok.convert_tokens_to_ids(f"<s{i}>") for i in range(n)]
 
 
-def chain_model(tok, script):
-    """A Llama whose greedy next token after ``script[i]`` is ``script[i + 1]`` (tokens distinct)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    assert len(set(script)) == len(script)
-    v = len(tok)
-    hidden = v + (-v) % 4
-    config = LlamaConfig(vocab_size=v, hidden_size=hidden, intermediate_size=8, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                         tie_word_embeddings=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.model.embed_tokens.weight.copy_(torch.eye(v, hidden))
-        layer = model.model.layers[0]
-        layer.self_attn.o_proj.weight.zero_()
-        layer.mlp.down_proj.weight.zero_()
-        model.lm_head.weight.zero_()
-        for a, b in zip(script, script[1:], strict=False):
-            model.lm_head.weight[b, a] = 1.0
-    return model.to(TEST_DEVICE)
-
-
 def expected(tok, completion, stop, max_new):
     """The documented rule, written out: the first prefix whose decoding contains a stop string."""
     for n in range(1, min(len(completion), max_new) + 1):
@@ -78,7 +54,7 @@ def expected(tok, completion, stop, max_new):
 
 
 def run(tok, prompt, completion, stop, max_new=32):
-    model = chain_model(tok, [*prompt[-1:], *completion])
+    model = chain_model(tok, [[*prompt[-1:], *completion]]).to(TEST_DEVICE)
     params = SamplingParams(temperature=0.0, max_new_tokens=max_new, stop=stop)
     want = expected(tok, completion, stop, max_new)
     samplers = [LocalSampler(model, tok), FastSampler(model, tok), FastSampler(model, tok, static=True),

@@ -14,10 +14,9 @@ has from the first token, did not stop it at all. All 7 tests below failed; the 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from _tiny_lm import chain_model, need_vllm
 
 from posttrain.policy import LocalSampler, SamplingParams
 
@@ -37,44 +36,14 @@ def llama_style_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
 
 
-def chain_model(tok, chains):
-    """A Llama whose greedy next token after ``chain[i]`` is ``chain[i + 1]``, for each chain (one-hot
-    embeddings, the layer's outputs zeroed, ``lm_head`` maps each token to the next); head dim 32."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    v, hidden = len(tok), 64
-    assert v <= hidden and len({t for c in chains for t in c[:-1]}) == sum(len(c) - 1 for c in chains)
-    config = LlamaConfig(vocab_size=v, hidden_size=hidden, intermediate_size=8, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                         tie_word_embeddings=False, eos_token_id=tok.eos_token_id)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.model.embed_tokens.weight.copy_(torch.eye(v, hidden))
-        layer = model.model.layers[0]
-        layer.self_attn.o_proj.weight.zero_()
-        layer.mlp.down_proj.weight.zero_()
-        model.lm_head.weight.zero_()
-        for chain in chains:
-            for a, b in zip(chain, chain[1:], strict=False):
-                model.lm_head.weight[b, a] = 1.0
-    return model
-
-
 @pytest.fixture(scope="module")
 def scripted():
     """(engine, model, tokenizer, cases): one engine for the module; each case a (prompt, completion)
-    whose completion the model continues greedily, EOS last. Skipped as conftest's ``need_vllm``
-    skips (a function-scoped fixture there): only outside CI, where the vLLM environment is not built."""
-    from posttrain.errors import UserError
-    from posttrain.policy._vllm import VllmSampler, vllm_python
+    whose completion the model continues greedily, EOS last. Skipped by ``need_vllm``: only outside CI,
+    where the vLLM environment is not built."""
+    from posttrain.policy._vllm import VllmSampler
 
-    try:
-        vllm_python()
-    except UserError as e:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(e))
+    need_vllm()
     tok = llama_style_tokenizer()
     c = tok.convert_tokens_to_ids
     han = [c(f"<0x{b:02X}>") for b in HAN]
@@ -82,7 +51,7 @@ def scripted():
         "space": ([c("q")], [c("▁b"), c("x"), c("y"), c("▁"), c("b"), c("z"), tok.eos_token_id]),
         "split": ([c("▁q"), han[0]], [*han[1:], c("a"), c("c"), c("▁a"), tok.eos_token_id]),
     }
-    model = chain_model(tok, [[*p[-1:], *comp] for p, comp in cases.values()])
+    model = chain_model(tok, [[*p[-1:], *comp] for p, comp in cases.values()], hidden=64, positions=64)
     with VllmSampler(model, tok, max_model_len=64) as engine:
         yield engine, model, tok, cases
 
