@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,22 +237,31 @@ def read_records(path: str | Path) -> list[EvalRecord]:
     refuse_directory(path, "a records .jsonl file")
     if not path.is_file():
         raise UserError(f"{path}: records file not found")
-    out: list[EvalRecord] = []
+    return [parse_record(obj, where) for where, obj in json_lines(path)]
+
+
+def json_lines(path: Path, *, cut_last: bool = False) -> Iterator[tuple[str, Any]]:
+    """``(path:line, value)`` of each line of a JSONL file that is not blank, read as it goes. Bytes
+    that are not UTF-8 (a traceback here, in report, audit and --baseline alike, before) or a line that
+    is not JSON: a ``UserError`` naming ``path:line``. ``cut_last``: a last line with no line end after
+    it that is not JSON (a writer mid-line, or a kill) is left out, as ``--resume`` leaves it out of a
+    run's logs."""
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             where = f"{path}:{lineno}"
             try:
                 line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:  # a traceback here, in report, audit and --baseline alike
+            except UnicodeDecodeError as e:
                 raise UserError(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as e:
+                if cut_last and not raw.endswith(b"\n"):  # only the last line can lack its line end
+                    continue
                 raise UserError(f"{where}: not valid JSON ({e.msg})") from None
-            out.append(parse_record(obj, where))
-    return out
+            yield where, value
 
 
 def write_records(path: str | Path, records: Iterable[EvalRecord]) -> Path:

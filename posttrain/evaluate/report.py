@@ -43,7 +43,7 @@ from posttrain.evaluate._curves import curves_html
 from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
 from posttrain.evaluate._svg import as_text, bar_chart
 from posttrain.evaluate.baseline import SETTINGS
-from posttrain.evaluate.records import EvalRecord, read_records
+from posttrain.evaluate.records import EvalRecord, json_lines, read_records
 from posttrain.evaluate.summary import summarize
 from posttrain.strict_json import finite_float
 
@@ -79,22 +79,9 @@ def _read_jsonl_dicts(path: Path) -> list[dict[str, Any]]:
     cut last line was refused, a report of a run in progress with it, and a stray byte was
     UnicodeDecodeError's traceback)."""
     rows = []
-    lines = path.read_bytes().split(b"\n")  # the part after the last line end: b"" when it ends whole
-    for lineno, raw in enumerate(lines, 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise UserError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            if lineno == len(lines):  # no line end after it: cut short
-                continue
-            raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+    for where, row in json_lines(path, cut_last=True):
         if not isinstance(row, dict):
-            raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
         rows.append(row)
     return rows
 
