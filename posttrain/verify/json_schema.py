@@ -271,7 +271,10 @@ def applying(schemas: list[Any], root: Any) -> list[Mapping[str, Any]] | None:
 
 def declares(schema: Mapping[str, Any], key: str) -> bool:
     """Whether ``schema`` names ``key`` as a property: in ``properties``, by ``patternProperties``, in
-    ``required``, as a dependency (either side), or among the names ``propertyNames`` allows by enum/const."""
+    ``required``, as a dependency (either side), or by a ``propertyNames`` that is more than ``true``/``{}``:
+    a schema that says which names may appear names each it lets through (one it does not fails the
+    schema). By enum or const alone before: a guessed ``nickname`` that a ``propertyNames`` pattern or an
+    ``anyOf`` of consts allowed passed where leaving it out did (tests/envs/test_json_attacks9.py)."""
     props, required = schema.get("properties"), schema.get("required")  # draft 3: a property's required is a bool
     if (isinstance(props, Mapping) and key in props) or (isinstance(required, list) and key in required):
         return True
@@ -284,7 +287,7 @@ def declares(schema: Mapping[str, Any], key: str) -> bool:
                                                              for v in deps.values())):
             return True
     names = schema.get("propertyNames")
-    return isinstance(names, Mapping) and (key in (names.get("enum") or ()) or names.get("const") == key)
+    return isinstance(names, Mapping) and bool(names)
 
 
 def _item_schema(schema: Any, key: str | int) -> Any:
