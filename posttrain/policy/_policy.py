@@ -331,8 +331,8 @@ def check_model_files(path: Path) -> None:
     except Exception as e:  # transformers' checks of the file raise many kinds (ValueError, TypeError, ZeroDivisionError)
         raise UserError(f"{cfg_path}: not a model config transformers can read ({_one_line(e)})") from None
     shapes = _weight_shapes(path)
-    if shapes is None:
-        return
+    if shapes is None or getattr(config, "quantization_config", None) is not None:
+        return  # .bin weights; quantized ones are stored packed, in other shapes than an empty build's
     held = sum(math.prod(shape) for shape, _ in shapes.values())
     if arch.hidden_size and arch.num_layers and arch.num_layers * arch.hidden_size**2 > 16 * max(held, 1):
         # each layer has at least hidden_size**2 parameters (its query projection), and packed weights

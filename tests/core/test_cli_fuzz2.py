@@ -172,3 +172,27 @@ def test_eval_run_refuses_a_task_file_that_is_a_directory(run, capsys, name, nee
     (run / "tasks" / name).unlink(missing_ok=True)
     (run / "tasks" / name).mkdir()
     assert_refused_in_one_line(capsys, run.parent, ["eval", "--run", str(run)], needle)
+
+
+def test_quantized_weights_are_not_judged_by_an_empty_builds_shapes(tiny, tmp_path):
+    """A quantized checkpoint stores its weights packed (bitsandbytes: a 4-bit q_proj as uint8 of
+    another shape): with ``quantization_config`` in config.json the shapes are not compared; without
+    it, the same packed tensor is another model's (the stop hook's read of check_model_files)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from posttrain.errors import UserError
+    from posttrain.policy._policy import check_model_files
+
+    model = tmp_path / "q"
+    shutil.copytree(tiny, model)
+    state = load_file(str(model / "model.safetensors"))
+    name = next(k for k in state if k.endswith("q_proj.weight"))
+    state[name] = torch.zeros(state[name].numel() // 2, 1, dtype=torch.uint8)
+    save_file(state, str(model / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(UserError, match=f"tensor {name} has shape"):
+        check_model_files(model)
+    config = json.loads((model / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    (model / "config.json").write_text(json.dumps(config))
+    check_model_files(model)
