@@ -59,7 +59,7 @@ def run_header(given: Recipe, chat: bool, out: Path, train: Sequence[Task], held
     file and its overrides (the first line, when given)."""
     cfg = given.model
     embedded = cfg.name == "embedded"
-    tokenizer = build_char_tokenizer() if embedded else _tokenizer(cfg.name)
+    tokenizer = build_char_tokenizer() if embedded else _tokenizer(str(Path(cfg.name).expanduser()))
     lines = [] if source is None else [f"recipe     {source}"]
     lines += [f"model      {_model(cfg)}",
              f"tokenizer  {_tokenizer_words(tokenizer, embedded)}",

@@ -26,3 +26,15 @@ def test_a_model_under_home_is_loaded_where_the_parse_found_it(tmp_path, monkeyp
     assert (tmp_path / "base" / "model.safetensors").read_bytes() == (made / "model.safetensors").read_bytes()
     with pytest.raises(ConfigError, match=r": model\.name: no such model directory '~/models/nope'$"):
         load_recipe(EMBEDDED_RECIPE, ["model.name=~/models/nope"])
+
+
+def test_the_run_header_reads_the_tokenizer_under_home(tmp_path, monkeypatch):
+    """The header's tokenizer line read ``~/models/x`` as a hub id too: "tokenizer (loaded when the
+    run starts)" in place of the tokenizer's own words."""
+    from posttrain.cli._header import run_header
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    build_embedded_default(tmp_path / "home" / "models" / "x", seed=0)
+    recipe = load_recipe(EMBEDDED_RECIPE, ["model.name=~/models/x"])
+    [line] = [x for x in run_header(recipe, False, tmp_path / "run", [], [], resume=False) if x.startswith("tokenizer")]
+    assert "loaded when the run starts" not in line, line
