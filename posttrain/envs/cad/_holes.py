@@ -20,8 +20,11 @@ the domain's default tolerance):
   diagonal (they lie on a chord) are dropped; every vertex left must lie at the stated radius from
   the axis (a slot: from the nearer of its two end centres) within the tolerance, except where
   ``ignore`` says another feature cuts the wall (a keyway in a bore); and no edge of the loop may
-  come closer to the axis than the inscribed radius of the coarsest faceting OpenSCAD makes by
-  default (5 segments, r cos 36 degrees);
+  come closer to the axis than the inscribed radius of the coarsest faceting a hole of its radius may
+  have (``round_segments``: OpenSCAD's default for the radius, at most ``ROUND_SEGMENTS``, less the
+  tolerance; a hub's bound). Held to 5 segments at every radius, the gold with its 4-9 mm holes drawn
+  with ``$fn = 5`` passed 5 of 8 generated tasks with holes (a 9 mm hole 7.28 mm across its flats:
+  19 % narrow where the diameter is held to 2 %);
 - the wall between them: every vertex of the part in that stretch and within ``REACH_MM`` of the
   hole's radius must be on the radius (the right hole has none there: its wall's vertices are where
   it ends). A hole changed between stations (a band of another diameter, a step, a groove) has
@@ -32,8 +35,9 @@ the domain's default tolerance):
   through-hole closed by a skin in that margin, its genus given back by a pinhole, passed.
 
 A hole drawn to another diameter, or off its axis by more than the tolerance, in any part of its
-span more than ``MARGIN_MM`` from the ends, fails at every faceting; the right hole passes at every
-faceting of 5 segments or more. The gold's own check is the same every verify: it is kept per
+span more than ``MARGIN_MM`` from the ends, fails at every faceting; the right hole passes at
+OpenSCAD's default faceting for its radius and at any finer one (10 segments or more at every radius,
+5 for a hole under 3.2 mm). The gold's own check is the same every verify: it is kept per
 mesh (``hole_lines`` memoises by a digest of the mesh and the holes).
 
 A hole, as the task's ``holes`` field lists it (``_gen.py`` writes them for every round hole and
@@ -351,7 +355,7 @@ def _slice_problem(cut: _Slice, hole: dict[str, Any], station: float) -> str | N
         wall = wall[~np.all((wall >= lo) & (wall <= hi), axis=1)]
     radius = np.minimum(np.linalg.norm(wall - a, axis=1), np.linalg.norm(wall - b, axis=1))
     inner = _edges_to_segment(loop, a, b)
-    if len(radius) and np.abs(radius - r).max() <= tol and inner >= COARSEST * r - tol:
+    if len(radius) and np.abs(radius - r).max() <= tol and inner >= math.cos(math.pi / round_segments(r)) * r - tol:
         return None
     corners = f"its wall's corners are {_across(radius)}" if len(radius) else "none of its wall's corners is the hole's"
     return (f"{where}: measured from the stated axis, {corners} and its narrowest point {2 * inner:.2f} mm "
