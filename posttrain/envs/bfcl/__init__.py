@@ -25,8 +25,9 @@ Calls: each is dispatched by name to the backend method of that name with its JS
 (BFCL builds a Python string and ``eval``s it); a name outside the task's tool list is never run
 and returns an error result; a backend exception is the result ``"Error during execution: ..."``
 (BFCL's text); a step whose job does not finish (timeout, memory) returns that error for each of
-its calls and leaves the state as it was. Arguments are not checked against the tool schemas
-(BFCL does not check them either: the backend decides). A call gets a fresh copy of each mutable
+its calls and leaves the state as it was; the second such job of an episode ends it, failed
+(``MAX_UNFINISHED_JOBS``: each holds a sandbox slot for up to 20 s). Arguments are not checked
+against the tool schemas (BFCL does not check them either: the backend decides). A call gets a fresh copy of each mutable
 default it leaves out (``post_tweet``'s ``mentions=[]``, which ``mention`` extends in place): BFCL's
 checker shares one list between every bare post of its process, the model's and the truth's, and
 passes a mention nobody asked for (tests/envs/test_bfcl_attacks3.py); here the state check sees it.

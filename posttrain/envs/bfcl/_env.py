@@ -16,6 +16,12 @@ from posttrain.types import Generation, Observation, StepResult, Task, Verdict
 MAX_STEPS_PER_TURN = 20
 """BFCL's ``MAXIMUM_STEP_LIMIT``: a turn with more steps that call tools is force-quit (the task fails)."""
 EVIDENCE_RESULT_CHARS = 1000
+MAX_UNFINISHED_JOBS = 2
+"""Backend jobs of one episode that may not finish (timeout, memory, a state too large) before the
+episode ends, failed. Each holds a sandbox slot for up to ``JOB_TIMEOUT_S`` (20 s: a logarithm to a
+billion digits): without a cap, a policy repeating such a call held a slot for every step of every
+turn, up to 7 turns x 20 steps x 20 s = 47 minutes for one episode that could not pass. The first is
+an error result the model may recover from (BFCL's behaviour); the second ends the episode."""
 
 
 def plain_arguments(value: Any) -> Any:
@@ -56,6 +62,8 @@ class BfclEnv:
     (BFCL's "failed to decode: proceed to next turn"): the turn ends, is judged against the ground
     truth's turn, and the next user message follows; after the last turn the episode is done with
     its verdict. A turn with more than ``max_steps_per_turn`` calling steps ends the episode, failed,
+    and so does the ``MAX_UNFINISHED_JOBS``-th backend job that does not finish (its calls' or its
+    state's doing: a timeout, the memory limit),
     so an episode takes at most user turns x (``max_steps_per_turn`` + 1) actions (``episode_actions``
     of the domain: the runner's cap follows from it).
 
@@ -86,6 +94,7 @@ class BfclEnv:
         self.results: list[str] = []  # every result of the episode, for BFCL's response check
         self.records: list[dict[str, Any]] = []
         self.invalid_actions = 0
+        self.unfinished = 0  # backend jobs that did not finish (MAX_UNFINISHED_JOBS)
         self.calls_made = self.calls_valid = 0  # the tool-call validity rate (call_is_valid)
         self.specs = tool_specs(self.tools)
         self.judgement = Judgement()
@@ -113,6 +122,7 @@ class BfclEnv:
                                                          "steps with tool calls (BFCL force-quits the task)"))
             return StepResult(Observation(()), self._verdict(), True)
         assert self.task is not None
+        ended = False
         try:
             job = run_job(self.pool, self.root, self.task, [{"kind": "calls", "calls": [c.to_json() for c in calls]}],
                           model_state=self.model_state, dump=True)
@@ -120,6 +130,7 @@ class BfclEnv:
             self.model_state = job.model_state
         except CallsFailed as e:  # the state stays as it was before these calls
             results = [f"Error during execution: {e}"] * len(calls)
+            ended = self._unfinished_ends_episode(e)
         self.called = True
         self.results += results
         self.calls_made += len(calls)
@@ -127,6 +138,8 @@ class BfclEnv:
         for c, r in zip(calls, results, strict=True):
             self.records.append({"turn": self.turn, "step": self.steps, "name": c.name,
                                  "arguments": dict(c.arguments), "result": r[:EVIDENCE_RESULT_CHARS]})
+        if ended:
+            return StepResult(Observation(()), self._verdict(), True)
         new = [tool_result_message(r, tool_call_id=f"call_{i}", name=c.name)
                for i, (c, r) in enumerate(zip(calls, results, strict=True))]
         return StepResult(self._observe(action, new), None, False)
@@ -140,6 +153,8 @@ class BfclEnv:
             self.truth_state = job.truth_state
             failure = judge_turn(self.turn, truth, self.called, self.results, job.ops[0])
         except CallsFailed as e:
+            if self._unfinished_ends_episode(e):
+                return StepResult(Observation(()), self._verdict(), True)
             failure = ("backend", f"turn {self.turn + 1}: {e}")
         self.judgement.add(self.turn, failure)
         self.turn, self.steps, self.called = self.turn + 1, 0, False
@@ -148,6 +163,15 @@ class BfclEnv:
             return StepResult(Observation(()), self._verdict(), True)
         new = [dict(m) for m in turns[self.turn]]
         return StepResult(self._observe(action, new), None, False)
+
+    def _unfinished_ends_episode(self, e: CallsFailed) -> bool:
+        """Count a job that did not finish; at ``MAX_UNFINISHED_JOBS`` the turn fails and the episode ends."""
+        self.unfinished += 1
+        if self.unfinished < MAX_UNFINISHED_JOBS:
+            return False
+        self.judgement.add(self.turn, ("backend", f"turn {self.turn + 1}: {self.unfinished} backend jobs of this "
+                                                  f"episode did not finish (the last: {e})"))
+        return True
 
     def _observe(self, action: Generation, new: Sequence[dict[str, Any]]) -> Observation:
         ids = self.turns.observe(new)
