@@ -77,3 +77,25 @@ def test_the_9_mm_hole_passes_at_10_segments_and_at_openscads_default(verify, fn
     task = _tasks()["cad-l3-31-2"]
     v = _verdict(verify, task, _holes_faceted(task, fn))
     assert v.passed, (fn, v.error_class, v.feedback)
+
+
+def _pentagon_widened(task: Task) -> str:
+    """The gold with each stated hole a pentagon whose flats reach the hole's circle (its diameter over
+    cos 36 degrees): the narrowest point right, the corners 1.24 r out."""
+    sizes = {h["d"] for h in task.fields["holes"]}
+    return re.sub(r"cylinder\(d = ([\d.]+), h = ([\d.]+)\)",
+                  lambda m: f"cylinder(d = {float(m[1]) / 0.80902:.4f}, h = {m[2]}, $fn = 5)"
+                  if float(m[1]) in sizes else m[0], task.fields["gold"])
+
+
+# The stop hook's read of 2f585b2, as a policy would answer its bound: coarser prisms than a pentagon's
+# that OpenSCAD's default does not make at 9 mm, and a pentagon widened until its flats meet the circle.
+COARSE = [(6, "a hexagon"), (8, "an octagon"), ("widened", "a pentagon whose flats reach the circle")]
+
+
+@pytest.mark.parametrize(("fn", "name"), COARSE, ids=[c[1] for c in COARSE])
+def test_the_9_mm_hole_as_a_coarser_prism_than_the_default_fails(verify, fn, name: str) -> None:
+    task = _tasks()["cad-l3-31-2"]
+    script = _pentagon_widened(task) if fn == "widened" else _holes_faceted(task, fn)
+    v = _verdict(verify, task, script)
+    assert v.outcome == "fail" and "holes" in v.evidence.get("problems", ()), (name, v.error_class, v.feedback)
