@@ -33,7 +33,7 @@ import json
 import time
 
 import pytest
-from test_bfcl_multiturn import _episode, _task
+from test_bfcl_multiturn import _actions, _episode, _task, _truth
 
 from posttrain.envs import bfcl
 from posttrain.envs.bfcl import ENV, _backend
@@ -65,6 +65,32 @@ def test_a_policy_repeating_a_call_that_never_finishes_ends_its_episode(pool, ta
     assert len(results) == 2 and all(r.startswith("Error during execution: the backend job") for r in results), results
     assert time.monotonic() - start < 30
 
+
+
+# The stop hook's read of 4466275, as a policy would answer the cap: one slip is still recoverable, the
+# count is the episode's (not a turn's), and the cut episode is a plain fail that keeps its reward 0.
+def _math_task(tasks):
+    return next(t for t in tasks if "MathAPI" in t.fields["involved_classes"])
+
+
+def test_one_unfinished_job_then_the_ground_truth_passes(pool, tasks, monkeypatch) -> None:
+    tasks, root = tasks
+    monkeypatch.setattr(_backend, "JOB_TIMEOUT_S", 2.0)
+    task = _math_task(tasks)
+    traj, env = _episode(pool, root, task, [SLOW, *_actions(_truth(task))])
+    [verdict] = traj.verdicts
+    assert env.unfinished == 1 and verdict.passed, (verdict.error_class, verdict.feedback)
+
+
+def test_unfinished_jobs_in_two_turns_end_the_episode_as_a_plain_fail(pool, tasks, monkeypatch) -> None:
+    tasks, root = tasks
+    monkeypatch.setattr(_backend, "JOB_TIMEOUT_S", 2.0)
+    task = next(t for t in tasks if "MathAPI" in t.fields["involved_classes"] and len(t.fields["turns"]) >= 2)
+    traj, env = _episode(pool, root, task, [SLOW, "Done.", SLOW, *["Done."] * len(task.fields["turns"])])
+    [verdict] = traj.verdicts
+    assert env.unfinished == 2 and len(traj.turns) == 3, (env.unfinished, len(traj.turns))  # cut at the second
+    assert "turn 2: 2 backend jobs of this episode did not finish" in json.dumps(verdict.evidence["turns"])
+    assert (verdict.outcome, verdict.reward, verdict.is_infra_error) == ("fail", 0.0, False), verdict
 
 CALLS_ALONE = {
     "a directory copied into itself, then find and du": [
