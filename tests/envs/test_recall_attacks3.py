@@ -125,3 +125,16 @@ def test_the_answer_is_what_follows_the_reasoning() -> None:
                        f"<think>{value}", f"{value}</think>"):
             v = VERIFY(task, answer)
             assert (v.outcome, v.reward) == ("fail", 0.0), (task.id, answer, v)
+
+
+def test_a_second_reasoning_block_hides_no_hedge() -> None:
+    """The stop hook's read of f35cc1f as a policy: only the response's leading reasoning is set aside.
+    A block after a wrong answer, a second block after an empty first, and a second close tag each leave
+    the hedge (or the wrong code) in the answer."""
+    for task in TASKS:
+        value, (_, _, codes) = task.reference, _seen(task)
+        wrong = next(c for c in reversed(codes) if c != value)
+        for answer in (f"{wrong} <think>{value}</think>", f"<think></think><think>{value}</think>{wrong}",
+                       f"{value}</think>{wrong}</think>"):
+            v = VERIFY(task, answer)
+            assert (v.outcome, v.reward) == ("fail", 0.0), (task.id, answer, v)
