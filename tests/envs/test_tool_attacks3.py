@@ -43,7 +43,7 @@ FLIGHTS = sum(e["name"] == "search_flights" for t in TASKS for e in t.fields["ex
 def _reshaped(params: dict[str, Any], form: str) -> dict[str, Any]:
     """A generated tool's ``params`` with the same meaning, written through ``form``."""
     props, p = params["properties"], copy.deepcopy(params)
-    if form in ("$ref", "allOf", "anyOf"):  # each parameter's own schema behind the keyword
+    if form in ("$ref", "allOf", "anyOf", "oneOf"):  # each parameter's own schema behind the keyword
         if form == "$ref":
             p["$defs"] = {name: s for name, s in props.items()}
         p["properties"] = {name: {"$ref": f"#/$defs/{name}"} if form == "$ref" else {form: [s]}
@@ -51,13 +51,21 @@ def _reshaped(params: dict[str, Any], form: str) -> dict[str, Any]:
         return p
     if form == "top allOf":  # additionalProperties: false would see no sibling properties here
         return {"type": "object", "allOf": [{"properties": props, "required": params["required"]}]}
+    if form == "top if/then":  # an "if" every value meets: its "then" applies
+        return {"type": "object", "if": {}, "then": {"properties": props, "required": params["required"]}}
+    if form == "top dependentSchemas":  # the rest declared once the first required parameter is given
+        first = params["required"][0]
+        return {"type": "object", "properties": {first: props[first]}, "required": params["required"],
+                "dependentSchemas": {first: {"properties": {k: v for k, v in props.items() if k != first}}}}
     if form == "top $ref":
         return {"$ref": "#/$defs/args", "$defs": {"args": p}}
     assert form == "top $anchor", form
     return {"$ref": "#args", "$defs": {"a": {**p, "$anchor": "args"}}}
 
 
-FORMS = ("$ref", "allOf", "anyOf", "top allOf", "top $ref", "top $anchor")
+FORMS = ("$ref", "allOf", "anyOf", "top allOf", "top $ref", "top $anchor",
+         # the stop hook's read of f0a35f7: three more forms a task may write, each a policy's guess at the default
+         "oneOf", "top if/then", "top dependentSchemas")
 
 
 def _load(task: Any, form: str) -> Any:
