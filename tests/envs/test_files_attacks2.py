@@ -75,6 +75,24 @@ def test_a_kept_file_replaced_by_a_directory_is_not_regular() -> None:
     assert grade_final_state(targets, pristine, {**right, "new": Entry("dir")}) == []  # an empty folder: no file
 
 
+
+@pytest.mark.parametrize(("name", "swap", "kinds"), [
+    ("a target as a directory holding its content", {"out.txt": Entry("dir"), "out.txt/x": Entry("file", b"done\n")},
+     {"missing", "collateral"}),
+    ("a kept file as a directory holding itself", {"keep.md": Entry("dir"), "keep.md/keep.md": Entry("file", b"k\n")},
+     {"not_regular", "collateral"}),
+    ("a deleted file as a directory holding its bytes",
+     {"old.csv": Entry("dir"), "old.csv/old.csv": Entry("file", b"a\n")}, {"not_regular", "wrong_content", "collateral"}),
+])
+def test_a_directory_that_holds_the_file_it_replaced_fails(name: str, swap: dict, kinds: set) -> None:
+    """The stop hook's read of 13bb8d1 as a policy: a directory in a file's place that holds the file's
+    bytes one level down is still the file's absence, and what it holds is collateral."""
+    pristine = {"keep.md": b"k\n", "old.csv": b"a\n"}
+    targets = parse_targets({"out.txt": {"format": "text", "content": "done\n"}, "old.csv": {"absent": True}}, pristine)
+    right = {"out.txt": Entry("file", b"done\n"), "keep.md": Entry("file", b"k\n")}
+    problems = grade_final_state(targets, pristine, {**right, **swap})
+    assert {kind for kind, _ in problems} == kinds, (name, problems)
+
 @pytest.mark.parametrize(("targets", "why"), [
     ({"README.md/x.txt": {"format": "text", "content": "a"}}, "'README.md' is a file, so 'README.md/x.txt'"),
     ({"README.md": {"absent": True}, "README.md/x.txt": {"format": "text", "content": "a"}}, "'README.md' is a file"),
