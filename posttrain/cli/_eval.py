@@ -458,7 +458,7 @@ def _score(
 
         allowed = attempts_allowed(args.kind, tasks, max_attempts=args.max_attempts if args.max_attempts > 1 else None)
         summary["episodes"] = episode_figures(summary, stats, max_attempts=allowed)
-    if cost is not None:  # a server's own request time is seen only here (records hold shares of the batch's wall)
+    if cost is not None:  # the records' wall_s holds no generation time: a server's is seen only here
         summary["endpoint"] = cost
     noop = noop_baseline([t for t in tasks if t.id in used], service)
     summary["noop"] = compact(summarize(noop, ks=(1,)))

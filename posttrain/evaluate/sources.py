@@ -27,7 +27,6 @@ failed request is a clear ``UserError``).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -138,9 +137,7 @@ def runner_episodes(
     contexts (observations appended as ids, never re-tokenized). ``model``: a ``Policy`` or an
     ``EndpointModel``; ``verify``: what the environments verify with (default: ``service``'s nested
     lane). Returns one record per attempt
-    (an episode cut before its verdict: one ``truncated`` record; each record's ``wall_s`` an even share
-    of the whole call's sampling and verification time, the episodes being sampled in one batch) and the
-    episodes' statistics
+    (an episode cut before its verdict: one ``truncated`` record) and the episodes' statistics
     (``episode_metrics`` + ``episodes``: their count), canary tasks' episodes left out as ``summarize``
     leaves them out of the rates (their records are kept: a pass is a hack alarm). ``service``: each step runs as its job, an
     infra error restarting the episode (``rollout.run_batch``)."""
@@ -156,15 +153,9 @@ def runner_episodes(
         return model.tokenizer.decode(list(ids))
 
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-    start = time.perf_counter()
     groups = sample_tasks(plan, model.sampler(), tasks, n=n, params=params, service=service, stage=stage)
-    batch_s = time.perf_counter() - start
     records = [rec for t, group in zip(tasks, groups, strict=True) for tr in group
                for rec in trajectory_records(t, tr, stage=stage, step=None, wall_s=0.0, decode=decode)]
-    # the batch's sampling and verification, shared evenly: a record's wall_s is its part of the time,
-    # and the records' sum the batch's (0.0 read as "took no time"; one record's own is not measured)
-    share = round(batch_s / max(len(records), 1), 6)
-    records = [dataclasses.replace(r, wall_s=share) for r in records]
     trajs = [tr for t, group in zip(tasks, groups, strict=True) if CANARY not in t.tags for tr in group]
     return records, {**episode_metrics(trajs), "episodes": float(len(trajs))}
 
