@@ -50,10 +50,14 @@ def tasks():
     return bfcl.load_tasks("multi_turn_base", root=root), root
 
 
+def _math_task(tasks):
+    return next(t for t in tasks if "MathAPI" in t.fields["involved_classes"])
+
+
 def test_a_policy_repeating_a_call_that_never_finishes_ends_its_episode(pool, tasks, monkeypatch) -> None:
     tasks, root = tasks
     monkeypatch.setattr(_backend, "JOB_TIMEOUT_S", 2.0)
-    task = next(t for t in tasks if "MathAPI" in t.fields["involved_classes"])
+    task = _math_task(tasks)
     actions = [SLOW] * 6 + ["Done."] * len(task.fields["turns"])
     start = time.monotonic()
     traj, env = _episode(pool, root, task, actions)
@@ -69,10 +73,6 @@ def test_a_policy_repeating_a_call_that_never_finishes_ends_its_episode(pool, ta
 
 # The stop hook's read of 4466275, as a policy would answer the cap: one slip is still recoverable, the
 # count is the episode's (not a turn's), and the cut episode is a plain fail that keeps its reward 0.
-def _math_task(tasks):
-    return next(t for t in tasks if "MathAPI" in t.fields["involved_classes"])
-
-
 def test_one_unfinished_job_then_the_ground_truth_passes(pool, tasks, monkeypatch) -> None:
     tasks, root = tasks
     monkeypatch.setattr(_backend, "JOB_TIMEOUT_S", 2.0)
