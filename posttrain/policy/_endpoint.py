@@ -11,6 +11,22 @@ seed, logprobs: 1, return_token_ids: true, return_tokens_as_token_ids: true,
 include_stop_str_in_output: true``. Read back: ``choices[0].text``, the ids, ``logprobs.token_logprobs``,
 ``finish_reason`` ("length", or "stop" with ``stop_reason`` a string for a stop string, else EOS).
 
+Stop strings: with the served model's ``tokenizer`` (``posttrain eval`` has it, to render prompts),
+a row stops by posttrain's rule (``SamplingParams.stop``, ``_sampler.StopStrings``, as ``LocalSampler``
+and ``VllmSampler``): at the first token after which ``Generation.text``, the completion ids decoded
+alone, contains a stop string, and ``text`` is that decoding. A server matches on its own decoding,
+begun after the prompt's tokens (vLLM), which differs where the prompt changes the completion's first
+characters (a sentencepiece leading space: "▁b" is " b" to the server, "b" in ``text``; a character
+whose bytes span the prompt's end). So each reply is checked again on its ids, token by token: where
+the rule stops it before the server did, its ids and logprobs are cut at the token that completed the
+stop string; where the server stopped on a string the rule does not see, the row is resumed (a new
+request: the prompt and the ids so far, the tokens left, a seed derived from the row's, as
+``VllmSampler`` does) until the rule stops it, EOS, or ``max_new_tokens`` (then ``length``). A server's
+stop is never taken for the rule's: a stop reported where ``text`` has no stop string would cut an
+answer short that a local sampler lets the model finish. Without a tokenizer the server's stops and
+``text`` are taken as they come (the per-token texts vLLM can return are each token decoded alone,
+not the completion's decoding, so the rule cannot be read from them).
+
 The server must report logprobs of the distribution it sampled from (temperature, top-k, top-p
 applied): vLLM does with ``--logprobs-mode processed_logprobs``; its default reports raw-logit
 logprobs, which would make every importance ratio wrong. The client cannot check this.
@@ -38,19 +54,22 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from posttrain.errors import UserError
-from posttrain.policy._sampler import SamplingParams
+from posttrain.policy._sampler import SamplingParams, StopCache, StopStrings
+from posttrain.policy._vllm import _first_stop, _resume_seed
 from posttrain.types import Generation, StopReason
 
 
 class EndpointSampler:
     """Sample from ``{base_url}/v1/completions``; ``OPENAI_API_KEY``, when set, is sent as a Bearer token.
+    ``tokenizer``: the served model's, to stop rows by posttrain's stop-string rule (module docstring).
 
     >>> s = EndpointSampler("http://127.0.0.1:8000", "my-model")
     >>> s.url
     'http://127.0.0.1:8000/v1/completions'
     """
 
-    def __init__(self, base_url: str, model: str, *, concurrency: int = 8, timeout: float = 120.0) -> None:
+    def __init__(self, base_url: str, model: str, *, concurrency: int = 8, timeout: float = 120.0,
+                 tokenizer: Any = None) -> None:
         try:
             parts = urllib.parse.urlsplit(base_url)
             parts.port  # noqa: B018 - a port that is not a number in 0-65535 raises here, not at the first request
@@ -62,6 +81,8 @@ class EndpointSampler:
         if not base.endswith("/completions"):
             base = (base if base.endswith("/v1") else base + "/v1") + "/completions"
         self.url, self.model, self.concurrency, self.timeout = base, model, max(1, concurrency), timeout
+        self.tokenizer = tokenizer
+        self._stops = None if tokenizer is None else StopCache(tokenizer)
         self._lock = threading.Lock()
         self._usage: dict[str, float] = {"requests": 0, "request_s": 0.0, "completion_tokens": 0}
 
@@ -80,12 +101,44 @@ class EndpointSampler:
         jobs = [(list(p), None if params.seed is None else params.seed + i) for i, p in enumerate(prompt_ids)]
         if any(not p for p, _ in jobs):
             raise UserError("sampling: every prompt needs at least one token, got an empty one")
+        stops = None if self._stops is None else self._stops.get(params.stop)
         with ThreadPoolExecutor(max_workers=self.concurrency) as ex:
-            return list(ex.map(lambda job: self._one(job[0], job[1], params), jobs))
+            return list(ex.map(lambda job: self._one(job[0], job[1], params, stops), jobs))
 
-    def _one(self, prompt: list[int], seed: int | None, params: SamplingParams) -> Generation:
+    def _one(self, prompt: list[int], seed: int | None, params: SamplingParams, stops: StopStrings | None) -> Generation:
+        """One row: the server's reply, held to the stop-string rule where ``stops`` is given (module
+        docstring). Each resumed request adds at least one id or ends the row, so at most
+        ``max_new_tokens`` rounds (one, nearly always)."""
+        ids, logprobs, reason, text = self._request(prompt, seed, params.max_new_tokens, params)
+        if self.tokenizer is None:
+            return Generation(prompt_ids=tuple(prompt), completion_ids=tuple(ids), logprobs=tuple(logprobs),
+                              text=text, stop_reason=reason)
+        checked = 0  # leading ids known to complete no stop string
+        while stops is not None:
+            cut = _first_stop(stops, ids, checked, len(ids) - (reason == "eos"))  # EOS: not text
+            if cut is not None:
+                ids, logprobs, reason = ids[:cut], logprobs[:cut], "stop"
+                break
+            if reason != "stop":
+                break
+            if len(ids) >= params.max_new_tokens:
+                reason = "length"
+                break
+            checked = len(ids)
+            more, more_lps, reason, _ = self._request(prompt + ids, _resume_seed(seed, len(ids)),
+                                                      params.max_new_tokens - len(ids), params)
+            ids, logprobs = ids + more, logprobs + more_lps
+            if not more:  # a server that answers a resumed row with nothing: the row ends as it says
+                break
+        return Generation(prompt_ids=tuple(prompt), completion_ids=tuple(ids), logprobs=tuple(logprobs),
+                          text=self.tokenizer.decode(ids, skip_special_tokens=True), stop_reason=reason)
+
+    def _request(self, prompt: list[int], seed: int | None, max_tokens: int,
+                 params: SamplingParams) -> tuple[list[int], list[float], StopReason, str]:
+        """One ``/v1/completions`` request: the completion's ids, their logprobs, why the server
+        stopped (``stop`` where it reports a stop string), and its ``text``."""
         body: dict[str, Any] = {
-            "model": self.model, "prompt": prompt, "max_tokens": params.max_new_tokens,
+            "model": self.model, "prompt": prompt, "max_tokens": max_tokens,
             "temperature": params.temperature, "top_p": params.top_p, "stop": list(params.stop),
             "logprobs": 1, "return_token_ids": True, "return_tokens_as_token_ids": True,
             "include_stop_str_in_output": True,
@@ -104,8 +157,8 @@ class EndpointSampler:
         try:
             lp = choice["logprobs"]
             given = choice.get("token_ids")
-            ids = tuple(_token_id(t) for t in lp["tokens"]) if given is None else tuple(_int(x) for x in given)
-            logprobs = tuple(float(x) for x in lp["token_logprobs"])
+            ids = [_token_id(t) for t in lp["tokens"]] if given is None else [_int(x) for x in given]
+            logprobs = [float(x) for x in lp["token_logprobs"]]
             text, finish = choice["text"], choice["finish_reason"]
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"endpoint {self.url}: choices[0] lacks token ids or logprobs ({e}): "
@@ -123,8 +176,7 @@ class EndpointSampler:
             self._usage["requests"] += 1
             self._usage["request_s"] += waited
             self._usage["completion_tokens"] += len(ids)
-        return Generation(prompt_ids=tuple(prompt), completion_ids=ids, logprobs=logprobs, text=text,
-                          stop_reason=reason)
+        return ids, logprobs, reason, text
 
     def _choice(self, data: dict[str, Any]) -> dict[str, Any]:
         choices = data.get("choices")
