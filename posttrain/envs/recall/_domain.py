@@ -27,6 +27,13 @@ classifier on distance, rank, gap and note pass 0-25 % (about one in 4-6 at best
 tests/envs/test_recall_levels.py), and no rule by place more than a third of a mix of levels
 (tests/envs/test_recall_attacks2.py).
 
+A generated task's ``prompt`` is ``render_prompt``'s text: what a single response is shown, so that
+nothing which shows or compares ``Task.prompt`` (task files, eval records and reports, the check that
+refuses demonstrations on held-out prompts) tells more than the policy sees. Before, it was the
+instructions and the notes through the fact's line: its last number was the answer in 776 of 776
+generated tasks (tests/envs/test_recall_prompt.py). ``fact_first`` tasks keep their prompt (the
+instructions and the fact, their first note: a place the family tells anyway).
+
 Levels: ``generate_level(n, level=L)`` puts the fact ``fact_distances(L)`` notes before the question:
 L to L + max(6, L // 4) - 1 (levels 1..64), so the fact is further back, on average, level by level.
 ``fact_first=True`` generates the tasks the long-horizon comparison (``posttrain bench recall``,
@@ -192,10 +199,12 @@ class RecallDomain:
 def _pieces(task: Task) -> list[str]:
     """The observations before the question: the notes before the fact, the fact, the notes after,
     numbered from 0 in the order shown."""
-    before, notes = task.fields.get("before", []), task.fields["notes"]
+    return _lines(task.fields["key"], task.fields["value"], task.fields.get("before", []), task.fields["notes"])
+
+
+def _lines(key: str, value: str, before: list[str], notes: list[str]) -> list[str]:
     at = len(before)
-    return [*(note_line(i, n) for i, n in enumerate(before)),
-            "\n" + fact_line(task.fields["key"], task.fields["value"], at),
+    return [*(note_line(i, n) for i, n in enumerate(before)), "\n" + fact_line(key, value, at),
             *(note_line(at + 1 + i, n) for i, n in enumerate(notes))]
 
 
@@ -250,13 +259,14 @@ def _among_codes(rng: random.Random, level: int) -> tuple[str, str, list[str], l
 
 
 def _generate_one(rng: random.Random, tid: str, level: int, fact_first: bool = False) -> Task:
-    if fact_first:  # the comparison's family, draw for draw as it was generated
+    if fact_first:  # the comparison's family, draw for draw and byte for byte as it was generated
         key = rng.choice(_KEYS)
         value = f"{rng.randint(1000, 9999)}"
         before, notes = [], [_thing_note(rng, value) for _ in range(level)]
-    else:
+        shown = INTRO + "\n" + fact_line(key, value)  # its fact is its first note: the prompt tells no place
+    else:  # the prompt is what a single response is shown (``render_prompt``), never one ending at the fact
         key, value, before, notes = _among_codes(rng, level)
-    shown = INTRO + "".join(note_line(i, n) for i, n in enumerate(before)) + "\n" + fact_line(key, value, len(before))
+        shown = INTRO + "".join(_lines(key, value, before, notes)) + question(key)
     fields: dict[str, Any] = {"key": key, "value": value, "notes": notes} | ({"before": before} if before else {})
     return Task(id=tid, domain=NAME, prompt=shown, fields=fields, reference=value, difficulty=float(level))
 
