@@ -2,13 +2,15 @@
 installed into the workspace, a local wheelhouse instead of a network.
 
 The sandbox has Debian's ``/usr/bin/python3`` (read-only ``/usr``, no ``python`` name, pip refusing
-system installs under PEP 668) and ``HOME=/work``. ``python_environment`` gives a workspace:
+system installs under PEP 668), and a command's ``HOME`` is fresh each command (``_tools.HOME``).
+``python_environment`` gives a workspace:
 
 - ``.posttrain/bash_env`` (read by every ``bash -c`` through ``BASH_ENV``): ``python`` and ``pip``
   as shell functions over ``/usr/bin/python3``;
-- ``pip install NAME`` installs into the user site ``/work/.local`` (``PIP_USER``; Python reads that
-  site in every later command, since ``HOME=/work``), from the wheelhouse at ``.wheelhouse/`` when
-  the task ships one (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), with no cache and no version check;
+- ``pip install NAME`` installs into the user site ``/work/.local`` (``PIP_USER``, and
+  ``PYTHONUSERBASE``: Python reads that site in every later command; it followed ``HOME=/work``
+  once, and a command's own ``HOME`` lost what the one before installed), from the wheelhouse at
+  ``.wheelhouse/`` when the task ships one (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), with no cache and no version check;
 - ``PYTHONPATH``: the project's import roots (``src``, ...), ``PYTHONDONTWRITEBYTECODE``.
 
 What a grader takes must leave these out (``ENV_DIRS``): they are the environment's, not the work.
@@ -43,7 +45,7 @@ def python_environment(python_path: Sequence[str] = (".",), *, wheelhouse: bool 
     """
     roots = [f"/work/{p}".rstrip("/.") if p != "." else "/work" for p in python_path]
     env = {"BASH_ENV": "/work/.posttrain/bash_env", "PYTHONPATH": ":".join(roots), "PYTHONDONTWRITEBYTECODE": "1",
-           "PIP_USER": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_NO_CACHE_DIR": "1",
+           "PYTHONUSERBASE": "/work/.local", "PIP_USER": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_NO_CACHE_DIR": "1",
            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
     if wheelhouse:
         env.update({"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": f"/work/{WHEELHOUSE}"})

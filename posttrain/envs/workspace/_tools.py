@@ -39,6 +39,15 @@ from posttrain.sandbox import Limits, Workspace, WorkspaceError
 from posttrain.strict_json import is_text
 
 WORK = "/work"
+HOME = "/tmp/home"
+"""Every command's ``HOME``: a directory of the job's own ``/tmp`` (fresh each command, made before the
+command runs), never the workspace. The sandbox's ``HOME=/work`` put what everyday tools keep there into
+the graded tree: ``python3 -i``, ``sqlite3 -interactive``, ``bash -i`` and ``git config --global`` left
+``.python_history``, ``.sqlite_history``, ``.bash_history`` and ``.gitconfig``, a tool's ``~/.cache`` or
+``~/.config`` its files, and the files grader counted each as a file the task did not ask for (6 of 10
+such commands failed an otherwise right episode, 0 of 10 with this ``HOME``). What is written there is
+gone when the command ends: nothing of it is graded, nor can hide anything (a target written under
+``~`` is not the target). A domain's ``env`` may set its own ``HOME``."""
 MAX_FILE_CHARS = 12_000
 """Characters of a file ``read_file`` shows at once (a larger file is shown by line ranges; a longer
 line is cut in the middle: shown whole, a 1 MB line was a 1M-token observation, and 64 reads of a
@@ -55,7 +64,7 @@ class ToolContext:
 
     workspace: Workspace
     env: Mapping[str, str] = field(default_factory=dict)
-    """Environment variables of every command (besides the sandbox's PATH, HOME=/work, TMPDIR, LANG)."""
+    """Environment variables of every command (besides the sandbox's PATH, TMPDIR, LANG, and ``HOME``)."""
     limits: Limits = field(default_factory=lambda: Limits(memory_mb=1024, pids=128, tmp_mb=256,
                                                           output_bytes=1 << 18))
     default_timeout_s: float = 60.0
@@ -181,14 +190,15 @@ def run_command(ctx: ToolContext, argv: Sequence[str], timeout: float) -> str:
     if not all(argv):
         raise WorkspaceError(f"a command cannot hold an empty word (word {[*argv].index('') + 1} of {len(argv)}: "
                              f"{cut_middle(quote(argv), 300)})")
-    envs = [f"{k}={v}" for k, v in ctx.env.items()]
+    envs = [f"{k}={v}" for k, v in {"HOME": HOME, **ctx.env}.items()]
     sizes = [len(w.encode("utf-8", "surrogatepass")) for w in argv]
     total = sum(sizes) + len(argv) + sum(len(e.encode("utf-8", "surrogatepass")) + 1 for e in envs)
     if max(sizes, default=0) > MAX_WORD_BYTES or total > MAX_COMMAND_BYTES:
         raise WorkspaceError(f"the command is too long ({max(sizes)} bytes in its longest word, {total} in all; a "
                              f"command line holds at most {MAX_WORD_BYTES} and {MAX_COMMAND_BYTES}): write a long "
                              "script or list to a file (write_file) and run that file")
-    cmd = ["/usr/bin/env", *envs, "/bin/bash", "-c", 'exec 2>&1; exec "$@"', "bash", *argv]
+    cmd = ["/usr/bin/env", *envs, "/bin/bash", "-c", 'mkdir -p -- "$HOME" 2>/dev/null; exec 2>&1; exec "$@"', "bash",
+           *argv]
     ex = ctx.workspace.exec(cmd, timeout=timeout, limits=ctx.limits)
     if ex.outcome == "infra_error":
         raise ToolInfraError(str(ex.infra_detail))
@@ -223,7 +233,8 @@ def _bash(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
 def bash_tool() -> Tool:
     """``bash(command, timeout=60)``: a command in the repository, in a fresh sandbox each call."""
     return Tool("bash", "Run a bash command in the repository (the current directory, /work). Each call starts a "
-                "fresh shell: files persist, processes and `cd` do not. No network.",
+                "fresh shell: the repository's files persist; processes, `cd`, /tmp and HOME (/tmp/home) do not. "
+                "No network.",
                 _schema({"command": {"type": "string", "description": "the command"},
                          "timeout": {"type": "integer", "description": "seconds (default 60)"}}, ["command"]), _bash)
 
