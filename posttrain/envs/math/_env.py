@@ -22,7 +22,10 @@ Verification, in order; each step's failure is a ``fail`` with reward 0:
    integral: ``form:integer``, ``form:number``, ``form:closed``, ``form:set``, ...; issue 21);
    under an instruction to simplify, an expression no longer than the gold (``_simplify.py``:
    ``3x+2x`` for ``5x`` is ``form:expression``); so too, without the word, where a value of the
-   prompt has the gold's value ("Evaluate $\\frac{x^2-1}{x-1}$", gold ``x+1``: ``copied_question``);
+   prompt has the gold's value ("Evaluate $\\frac{x^2-1}{x-1}$", gold ``x+1``: ``copied_question``),
+   and a right box that copies a value of the prompt the form reader names as work but cannot
+   measure ("What is $\\binom{n}{2}$?" answered ``\\binom{n}{2}``: ``_prompt.copies_unread_value``)
+   is ``form:<form>``;
    case-sensitive symbols, and values compared exactly (decimals as the rationals they spell,
    big integers never through floats); approximately only within the task's ``tolerance``. A box
    that does not parse is ``unparseable``; one that uses up the checker's CPU budget is
@@ -59,7 +62,13 @@ from posttrain.envs.math._check import (
 )
 from posttrain.envs.math._form import FORMS, SHAPES, infer_form, is_name
 from posttrain.envs.math._poly import POLYNOMIAL_FORMS
-from posttrain.envs.math._prompt import instructed_form, is_echo, question_values, simplify_question
+from posttrain.envs.math._prompt import (
+    copies_unread_value,
+    instructed_form,
+    is_echo,
+    question_values,
+    simplify_question,
+)
 from posttrain.envs.math._read import read
 from posttrain.strict_json import after_reasoning
 from posttrain.types import Task, Verdict, Verifier
@@ -175,6 +184,10 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
             return fail("The boxed answer took too long to compare; simplify it.", "answer_timeout", evidence)
         if eq.status != "ok":
             return fail(_feedback(eq.status, eq.detail), eq.status, evidence)
+        if eq.equal and form not in POLYNOMIAL_FORMS and copies_unread_value(task.prompt, content, gold):
+            status = f"form:{form or infer_form(gold)}"  # the question's own work, which the reader cannot measure
+            evidence["detail"] = "the question's own expression"
+            return fail(_feedback(status, "the question's own expression"), status, evidence)
         if eq.equal:
             return passed("Correct.", evidence)
         return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0})

@@ -32,6 +32,12 @@ question fails (docs/tasks.md, "Answer forms").
   where one has the gold's value, the question asks for the gold's form of it as "Simplify"
   does ("Evaluate $\\frac{x^2-1}{x-1}$", "What is $2x + 3x$?"), and the verifier measures the
   answer so (``_env.copied_question``): the question, copied or rearranged, took the reward.
+- ``copies_unread_value``: a right box that copies a value of the prompt's math that the form
+  reader names as work but does not read (``|x| + |x|``, ``\\binom{n}{2}``), which neither the
+  measure nor ``is_echo`` (only under an instruction) sees.
+
+The prompt's math is each ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` and display environment
+(``\\begin{equation}``, ``align*``, ...: ``_MATH_RE``).
 """
 
 from __future__ import annotations
@@ -60,7 +66,12 @@ _FORM_PHRASE_RE = re.compile(r"\b(?:in|into|as|the)\s+(?:its\s+)?(expanded|facto
 on may stand before it, so it has no echo check)."""
 _INSTRUCTED = {"expand": "expanded", "factor": "factored", "factorise": "factored", "factorize": "factored",
                "expanded": "expanded", "factored": "factored", "factorised": "factored", "factorized": "factored"}
-_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_DISPLAY_ENVS = r"(?:equation|align|gather|multline|flalign|displaymath|math)\*?"
+_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
+                      rf"|\\begin\{{{_DISPLAY_ENVS}\}}(.+?)\\end\{{{_DISPLAY_ENVS}\}}", re.DOTALL)
+"""A prompt's math: ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` and the display environments
+(``\\begin{equation}...``: before they were read, "Evaluate \\begin{equation}\\frac{x^2-1}{x-1}
+\\end{equation}" took its own expression for the gold ``x+1``)."""
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the prompt, asked at every check
@@ -113,8 +124,8 @@ def simplify_question(prompt: str) -> frozenset[str] | None:
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the prompt, asked at every check
 def question_values(prompt: str) -> tuple[str, ...]:
-    """Each value with a variable in the prompt's math (each ``$...$``, ``\\(...\\)`` or
-    ``\\[...\\]``, or each side of a relation in it) that the form reader reads: what a box may
+    """Each value with a variable in the prompt's math (each span ``_MATH_RE`` finds, or each side
+    of a relation in it) that the form reader reads: what a box may
     copy from a question that asks to compute, evaluate or find an expression without the word
     "simplify" ("Evaluate $\\frac{x^2-1}{x-1}$", gold ``x+1``). The verifier measures an answer as
     under "Simplify" where one of these has the gold's value (``_env.copied_question``).
@@ -133,6 +144,51 @@ def question_values(prompt: str) -> tuple[str, ...]:
             if readable and part not in out:
                 out.append(part)
     return tuple(out)
+
+
+def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
+    """Whether ``answer``, or a side of it, is a value of the prompt's math that the form reader does
+    not read (``|x| + |x|``, ``\\binom{n}{2}``, ``\\max(x, x)``, ``\\gcd(2n, 4n)``, a determinant: work
+    it names, or a spelling it does not know), copied as the question wrote it (up to spacing, as
+    ``_key`` compares), where the gold is written otherwise. Asked of an answer the checker found
+    equal to the gold: the prompt then gave the gold's value as work still to do, whatever its
+    wording. ``question_values`` (measured by ``_env.copied_question``) and ``is_echo`` (only under an
+    instruction) miss such a value: without an instruction, "What is $\\binom{n}{2}$?" (gold
+    ``\\frac{n(n-1)}{2}``) took ``\\binom{n}{2}`` and "What is $|x| + |x|$?" (gold ``2|x|``) its own
+    expression. Only the copy is caught: a value the reader does not read has no size to measure
+    (``|x| \\cdot 2`` passes, ``\\binom{n}{2} \\cdot 1`` too, as ``\\binom n2`` does).
+
+    >>> copies_unread_value("What is $|x| + |x|$?", "|x|+|x|", "2|x|"), copies_unread_value(
+    ...     "What is $|x| + |x|$?", "2|x|", "2|x|")
+    (True, False)
+    """
+    unread = _unread_keys(prompt)
+    if not unread:
+        return False
+    text = normalise(answer)
+    parts, relations = split_relations(text)
+    gold_parts, _ = split_relations(normalise(gold))
+    golds = {_key(gold)[0], *(_key(p)[0] for p in gold_parts if p)}
+    for part in parts if relations else [text]:  # a relation is never read whole: its sides are the values
+        key, readable = _key(part)
+        if part and not readable and key in unread and key not in golds:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _unread_keys(prompt: str) -> frozenset[str]:
+    """The ``_key`` of each math span of the prompt (of each side, where it is a relation) that the
+    form reader does not read."""
+    keys: set[str] = set()
+    for match in _MATH_RE.finditer(prompt):
+        text = normalise(next(g for g in match.groups() if g is not None))
+        parts, relations = split_relations(text)
+        for part in parts if relations else [text]:
+            key, readable = _key(part) if part else ("", True)
+            if not readable:
+                keys.add(key)
+    return frozenset(keys)
 
 
 def is_echo(prompt: str, answer: str, gold: str) -> bool:
