@@ -6,12 +6,14 @@
 - The prompt is the instruction and the list of files (path and size); the tools are the kit's
   (``bash``, ``read_file``, ``write_file``, ``edit``, ``list_dir``) and ``submit``; a ``bash`` result whose
   command changed a target first is headed ``[wrote <paths>]`` (``marking_writes``). Commands run with
-  ``PYTHONDONTWRITEBYTECODE=1``: a script the agent runs leaves no ``__pycache__`` to count as collateral.
+  ``PYTHONDONTWRITEBYTECODE=1``: a script the agent runs leaves no ``__pycache__`` to count as collateral
+  (and the kit's ``HOME``, ``/tmp/home``, fresh each command: no ``.python_history`` either).
 - ``submit``: ``take_final_state`` lists, host-side, every path the layers above the initial state
   touch (``Workspace.changed_paths``: no command the agent controls) and reads each one's merged view
   without following links, regular files only, at most ``MAX_WORKSPACE_BYTES`` in all (read in path
   order, stopping past the budget: many sparse files cost the host nothing). A link, fifo or device
-  left anywhere fails at once (``not_regular``, the grader's own sentence); otherwise the changes go
+  left anywhere fails at once (``not_regular``, the grader's own sentence), and so does a file whose
+  name no task's file can have (``format``, the file named: ``_name_problem``); otherwise the changes go
   to the files verifier as the single response's JSON (``{path: content | null}``), which applies
   them to a pristine copy of the task's workspace and grades the final state
   (``_grade.grade_final_state``): the same grader, rules and feedback as a single response.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -41,8 +44,23 @@ from posttrain.envs.files._grade import (
     input_passages,
     process_signals,
 )
-from posttrain.envs.files._workspace import MAX_FILES, MAX_WORKSPACE_BYTES, decode_workspace, encode_file
-from posttrain.envs.workspace import Take, Tool, ToolContext, WorkspaceSpec, default_tools, repo_path
+from posttrain.envs.files._workspace import (
+    MAX_FILES,
+    MAX_PATH_BYTES,
+    MAX_WORKSPACE_BYTES,
+    check_path,
+    decode_workspace,
+    encode_file,
+)
+from posttrain.envs.workspace import (
+    Take,
+    Tool,
+    ToolContext,
+    WorkspaceSpec,
+    cut_middle,
+    default_tools,
+    repo_path,
+)
 from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
 from posttrain.types import Task, ToolCallRecord, Verdict
 
@@ -71,6 +89,50 @@ def _not_regular(special: list[str]) -> Verdict:
                 {"not_regular": special, "problems": [f"{c}: {s}" for c, s in problems]})
 
 
+def _name_problem(path: str) -> str | None:
+    """Why a file the workspace holds has a name no task's file can have (``check_path``: a line break or
+    another control character, a backslash, a name not in Unicode NFC, longer than a path may be; or
+    bytes that are not UTF-8), or None. Only the agent makes such a file: every file of a task has a
+    canonical name."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "bytes that are not UTF-8"
+    return check_path(path)
+
+
+def _misnamed(misnamed: Sequence[tuple[str, str]]) -> Verdict:
+    """The verdict on a final state holding files whose names no task's file has (``_name_problem``).
+    They went to the verifier as the single response's JSON, whose refusal the agent read: "Answer
+    format: path 'a\\nb': a control character. Reply with one JSON object mapping each file ...", a reply
+    an episode has no use for (a name of bytes that are not UTF-8 was "a string holds a lone surrogate",
+    naming no file). Naming them gives nothing away: no task's file is among them."""
+    shown = [f"{_shown(p)} ({why})" for p, why in misnamed[:MAX_NAMED]]
+    more = f" and {len(misnamed) - MAX_NAMED} more" if len(misnamed) > MAX_NAMED else ""
+    return fail(f"Files with names no file of the task can have are in the workspace: {'; '.join(shown)}{more}. "
+                "Rename or remove them; names are UTF-8 in Unicode NFC, without control characters or backslashes, "
+                f"at most {MAX_PATH_BYTES} bytes.", "format",
+                {"misnamed": [[_shown(p), why] for p, why in misnamed]})
+
+
+def _shown(path: str) -> str:
+    """A name as feedback shows it: its repr (of its bytes when they are not UTF-8; escaped to ASCII when
+    not NFC, which looks the same as its NFC form printed), cut to ``MAX_NAME_CHARS`` in the middle."""
+    try:
+        path.encode("utf-8")
+        shown = repr(path) if unicodedata.is_normalized("NFC", path) else ascii(path)
+    except UnicodeEncodeError:
+        shown = repr(path.encode("utf-8", "surrogateescape"))
+    return cut_middle(shown, MAX_NAME_CHARS)
+
+
+MAX_NAME_CHARS = 120
+
+
+MAX_NAMED = 6
+"""Misnamed files a verdict's feedback names (then how many more)."""
+
+
 def take_final_state(task: Task) -> Take:
     """The files domain's ``take`` (module docstring): the workspace's changes as the single response's
     JSON, or a ``fail`` verdict (a link or special file, more than the grader reads)."""
@@ -80,6 +142,7 @@ def take_final_state(task: Task) -> Take:
         paths = sorted(ws.changed_paths(limit=4 * MAX_FILES))
         writes: dict[str, Any] = {}
         special: list[str] = []
+        misnamed: list[tuple[str, str]] = []
         total = 0
         for path in paths:
             try:  # never more than the budget left: a sparse file costs the agent nothing, the host its size
@@ -97,10 +160,14 @@ def take_final_state(task: Task) -> Take:
                 special.append(path)
                 continue
             total += len(data)
-            if pristine.get(path) != data:
+            if (why := _name_problem(path)) is not None:
+                misnamed.append((path, why))
+            elif pristine.get(path) != data:
                 writes[path] = encode_file(data)
         if special:
             return _not_regular(special)
+        if misnamed:
+            return _misnamed(misnamed)
         if len(writes) > MAX_FILES:
             return fail(f"{len(writes)} files changed; the grader reads at most {MAX_FILES}.", "format",
                         {"changed": len(writes)})
