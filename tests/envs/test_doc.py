@@ -182,7 +182,7 @@ def test_the_generated_answers_agree_with_the_planted_figures() -> None:
         i = report.facts["years"].index(year)
         assert Decimal(task.fields["answer"]["number"]) == report.facts["seg_rev"][a][i] + report.facts["seg_rev"][b][i]
         pages = [fact["at"][0]["page"] for fact in task.fields["evidence"]]
-        assert pages[0] < pages[1]  # a total across tables on different pages
+        assert pages[0] != pages[1]  # a total across tables on different pages
         for kind in ("total", "contradiction", "covenant", "dividend"):  # the FinQA program computes the gold
             other = build_task(random.Random(seed), 4, "p", kind)
             assert finqa_exe_match(other.fields["program"], float(other.fields["answer"]["number"])), (kind, seed)

@@ -50,9 +50,9 @@ def _guesses(task: Task) -> list[tuple[Decimal, str]]:
     kind = task.tags[1]
     if kind == "figure":
         return [(cells[0], "thousand"), (cells[0], "million"), (cells[0], "")]
-    if kind == "total":  # one table in thousands, the other in millions
+    if kind == "total":  # one table in thousands, the other in millions (either)
         a, b = cells
-        return [(a + b, "thousand"), (a + b, "million"), (a * 1000 + b * 10**6, "")]
+        return [(a + b, "thousand"), (a + b, "million"), (a * 1000 + b * 10**6, ""), (a * 10**6 + b * 1000, "")]
     if kind == "growth":
         a, b = cells
         x = abs(_percent((b - a) / a, 2))

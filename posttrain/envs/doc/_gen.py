@@ -292,17 +292,21 @@ def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[s
               seg_rev: dict, op_income: list[int]) -> None:
     rep.heading("6. Segment information")
     cols = ["In thousands of U.S. dollars", *map(str, years)]
-    rep.facts["table_a"] = rep.table("Segment revenue, product segments", cols,
-                                     [(s, _row(seg_rev[s], "seg_rev", years, extra=(s,))) for s in group_a])
-    if group_b:
-        rep.para("Revenue of the service segments is reported in millions of U.S. dollars, as the service "
-                 "businesses report it to the chief operating decision maker.")
-        for _ in range(2):
-            rep.para(_risk_text(rng))
-        rep.break_page()  # the second revenue table is on a later page than the first
-        colsm = ["In millions of U.S. dollars", *map(str, years)]
-        rep.facts["table_b"] = rep.table("Segment revenue, service segments", colsm,
-                                         [(s, _row(seg_rev[s], "seg_rev", years, millions, (s,))) for s in group_b])
+    # which of the two tables is in millions is drawn: with the service table always the one, a total's
+    # second-named segment (always a service one) times a million and the first times a thousand passed
+    # 300 of 300 total questions without a look at either table's unit
+    in_millions = rng.choice(("product", "service"))
+    for group, name in ((group_a, "product"), (group_b, "service")):
+        if name == "service":
+            rep.para(f"Revenue of the {in_millions} segments is reported in millions of U.S. dollars, as the "
+                     f"{in_millions} businesses report it to the chief operating decision maker.")
+            for _ in range(2):
+                rep.para(_risk_text(rng))
+            rep.break_page()  # the second revenue table is on a later page than the first
+        unit, fmt = ("millions", millions) if name == in_millions else ("thousands", thousands)
+        rep.facts[f"table_{name}"] = rep.table(
+            f"Segment revenue, {name} segments", [f"In {unit} of U.S. dollars", *map(str, years)],
+            [(s, _row(seg_rev[s], "seg_rev", years, fmt, (s,))) for s in group])
     shares = {s: rng.randint(5, 30) for s in seg_rev}
     total = sum(shares.values())
     seg_oi = {}

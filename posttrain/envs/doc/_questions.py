@@ -63,6 +63,8 @@ def _q_total(rng: random.Random, rep: Report) -> Question:
     f = rep.facts
     year = rng.choice(f["years"])
     a, b = rng.choice(f["group_a"]), rng.choice(f["group_b"])
+    if rng.random() < 0.5:  # named in either order: the order says nothing of which table is in millions
+        a, b = b, a
     ca, cb = rep.concept("seg_rev", a, year), rep.concept("seg_rev", b, year)
     total = ca[0].value + cb[0].value
     return Question(f"What was the combined revenue of the {a} and {b} segments in fiscal {year}? Give the amount "
