@@ -362,7 +362,13 @@ def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
     whose feedback gives their number, never which failed (``Visible tests passed; hidden tests
     failed (3 hidden tests, details not shown).``). Evidence ``hidden_failed`` / ``hidden_total``
     carry the count either way (metrics, records); components ``format`` 1 and ``process`` the share
-    of hidden tests passed."""
+    of hidden tests passed. An attack the runner caught in the hidden run (``DETECTED``: answers by
+    call count, a disrupted runner, a forged channel) earns no credit, as one caught in the visible run
+    does not (``_credit``): with the visible tests passed, the verdict has the hidden run's class
+    (feedback still the count only); with them failed, the visible verdict's credit is taken away
+    (evidence ``hidden_detected``). Before, a candidate that answered the visible call honestly and the
+    hidden ones by call count (caught: ``stateful``) kept ``format`` 1 and ``process`` 0.5 where its
+    honest wrong twin had 0.25, and the same attack on a task without hidden tests had 0."""
     if visible.is_infra_error:
         return visible
     if hidden.is_infra_error:  # a visible failure is a fail whatever the hidden run met: never retried for it
@@ -370,10 +376,22 @@ def join_hidden(visible: Verdict, hidden: Verdict, hidden_test: str) -> Verdict:
     total = count_asserts(hidden_test)
     failed = 0 if hidden.passed else _failed_tests(hidden, total)
     evidence = {**visible.evidence, "hidden_failed": failed, "hidden_total": total}
+    caught = hidden.error_class if not hidden.passed and hidden.error_class in DETECTED else None
+    if caught:
+        evidence["hidden_detected"] = caught
     if not (visible.passed and failed):
-        return dataclasses.replace(visible, evidence=evidence)
-    return fail(f"Visible tests passed; hidden tests failed ({total} hidden tests, details not shown).", "hidden_tests",
-                evidence, {"format": 1.0, "process": (total - failed) / total})
+        joined = dataclasses.replace(visible, evidence=evidence)
+        return _no_credit(joined) if caught and joined.outcome == "fail" else joined
+    message = f"Visible tests passed; hidden tests failed ({total} hidden tests, details not shown)."
+    if caught:
+        return fail(message, caught, evidence, {"format": 0.0, "process": 0.0})
+    return fail(message, "hidden_tests", evidence, {"format": 1.0, "process": (total - failed) / total})
+
+
+def _no_credit(verdict: Verdict) -> Verdict:
+    """``verdict`` with its ``format`` and ``process`` components, where it has them, at 0."""
+    zeroed = {k: 0.0 for k in ("format", "process") if k in verdict.components}
+    return dataclasses.replace(verdict, components={**verdict.components, **zeroed})
 
 
 def _failed_tests(verdict: Verdict, total: int) -> int:
