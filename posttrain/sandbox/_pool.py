@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
+from posttrain.sandbox._cpus import CpuTokens
 from posttrain.sandbox._seccomp import seccomp_bpf
 from posttrain.sandbox._starve import HostProbe, recover_s
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
@@ -105,6 +106,7 @@ class LocalSandboxPool:
         self.tools = _launch.find_tools(python)
         self.layout: CgroupLayout = detect_layout()
         self.registry = _registry(self.layout)
+        self.cpu_tokens = CpuTokens(self.registry, usable_cpus())
         self.bpf = seccomp_bpf()
         self._closed = False
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
@@ -180,12 +182,17 @@ class LocalSandboxPool:
                 rerun: bool = True) -> Execution:  # fmt: skip
         """The verdict of a job that may have been starved (``_starve``): its own, unless the host's
         probe is overloaded right after it; then one rerun (once the probe recovers, or after
-        ``recover_s``), whose verdict stands. Without ``rerun`` (a workspace's job) its own."""
-        ex, maybe = run()
-        if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
-            return ex
-        self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
-        return run()[0]
+        ``recover_s``), whose verdict stands. Without ``rerun`` (a workspace's job) its own. It runs
+        only while it holds its CPU tokens (``_cpus``), so that the jobs of every pool on the host
+        together never have more CPU quota than the host has CPUs."""
+        with self.cpu_tokens.held(limits.cpu_cores, lambda: self._closed) as holding:
+            if not holding:
+                return Execution.infra("the pool was closed while the job waited")
+            ex, maybe = run()
+            if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
+                return ex
+            self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
+            return run()[0]
 
     def run_python(
         self,
