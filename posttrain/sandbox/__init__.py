@@ -137,6 +137,9 @@ it; issue 15). What a fork-server job can reach, and why none of it changes anot
   the host shares, a quarter CPU each, so the quotas of the jobs running at once never add up to
   more than the host's CPUs (a pool's spinning jobs timed out an honest job of another pool, 8 of
   8); a job waits for its tokens before it starts, which is no part of its timeout.
+- a host's memory shortage is not its out-of-memory error (``_starve.HOST_OOM``): the OOM killer
+  takes sandboxed jobs first (``oom_score_adj`` 1000), and a job it killed while its slot's own
+  limit was never hit gets one rerun whose verdict stands.
 
 Timing-dependent rules, each with its margin, each tested idle and beside a nice-19 spinner per CPU
 (``_probes_fair.cpu_hogs``; tests/sandbox/test_starvation.py, test_fresh_fs.py):

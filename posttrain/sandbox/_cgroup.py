@@ -267,6 +267,7 @@ class SlotCgroup:
         self._pids: int | None = None
         self._cpu: float | None = None
         self._oom_fd = -1  # kept open: one pread per job instead of open + read + close
+        self._failcnt_fds: list[int] = []  # v1: memory.failcnt, memory.memsw.failcnt, kept open too
         self._peak_fd = -1  # v2: memory.peak resets only for reads through the fd that wrote it
         self._locks: list[int] = []  # one flock per directory, held until it is removed (module docstring)
         self.cells: list[Cell] = []
@@ -339,6 +340,16 @@ class SlotCgroup:
 
     def oom_kills(self) -> int:
         """How many processes the kernel OOM killer has killed in this slot so far."""
+        return self.oom_counts()[0]
+
+    def oom_counts(self) -> tuple[int, int]:
+        """(processes the OOM killer killed in this slot, times the slot's own memory limit was hit)
+        so far. The first counts kills of any OOM killer: a host out of memory, or a cgroup above the
+        slot's at its limit, kills sandboxed processes first (the fork-server gives each job
+        ``oom_score_adj`` 1000), whatever they used; only a kill while the second rose is the job's
+        own (v1: ``failcnt`` of memory and memory+swap, which a charge refused at the slot's limit
+        raises; v2: ``memory.events``' ``oom``, the slot's own out-of-memory events)."""
+        kills = hits = 0
         try:
             if self._oom_fd < 0:
                 name = "memory.oom_control" if self.layout.version == 1 else "memory.events"
@@ -347,10 +358,17 @@ class SlotCgroup:
             for line in text.splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
-                    return int(value)
-        except OSError:
+                    kills = int(value)
+                elif key == "oom" and self.layout.version == 2:
+                    hits = int(value)
+            if self.layout.version == 1:
+                if not self._failcnt_fds:
+                    self._failcnt_fds = [os.open(self.dirs["memory"] / name, os.O_RDONLY | os.O_CLOEXEC)
+                                         for name in ("memory.failcnt", "memory.memsw.failcnt")]  # fmt: skip
+                hits = sum(int(os.pread(fd, 64, 0)) for fd in self._failcnt_fds)
+        except (OSError, ValueError):
             pass
-        return 0
+        return kills, hits
 
     def peak_memory(self) -> int | None:
         d = self.dirs["memory"]
@@ -483,10 +501,11 @@ class SlotCgroup:
 
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup directories (retrying while memory drains)."""
-        for fd in (self._oom_fd, self._peak_fd):
+        for fd in (self._oom_fd, self._peak_fd, *self._failcnt_fds):
             if fd >= 0:
                 os.close(fd)
         self._oom_fd = self._peak_fd = -1
+        self._failcnt_fds = []
         if self.dirs:
             self.kill_all()
         for cell in self.cells:

@@ -30,7 +30,7 @@ from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
 from posttrain.sandbox._cpus import CpuTokens
 from posttrain.sandbox._seccomp import seccomp_bpf
-from posttrain.sandbox._starve import HostProbe, recover_s
+from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
 from posttrain.sandbox._uids import claim_uid
 from posttrain.sandbox._wipe import remove_tree
@@ -178,17 +178,21 @@ class LocalSandboxPool:
         if self._closed:
             raise PoolClosed("the sandbox pool is closed")
 
-    def _judged(self, run: Callable[[], tuple[Execution, bool]], timeout: float, limits: Limits,
+    def _judged(self, run: Callable[[], tuple[Execution, Rerun]], timeout: float, limits: Limits,
                 rerun: bool = True) -> Execution:  # fmt: skip
         """The verdict of a job that may have been starved (``_starve``): its own, unless the host's
         probe is overloaded right after it; then one rerun (once the probe recovers, or after
-        ``recover_s``), whose verdict stands. Without ``rerun`` (a workspace's job) its own. It runs
+        ``recover_s``), whose verdict stands; so does a job the OOM killer killed for the host's
+        shortage, not its slot's limit (``_starve.HOST_OOM``), at once. Without ``rerun`` (a
+        workspace's job) its own. It runs
         only while it holds its CPU tokens (``_cpus``), so that the jobs of every pool on the host
         together never have more CPU quota than the host has CPUs."""
         with self.cpu_tokens.held(limits.cpu_cores, lambda: self._closed) as holding:
             if not holding:
                 return Execution.infra("the pool was closed while the job waited")
             ex, maybe = run()
+            if rerun and maybe == HOST_OOM:  # killed for the host's shortage, not its own limit
+                return run()[0]
             if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
                 return ex
             self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
@@ -220,7 +224,7 @@ class LocalSandboxPool:
         data = _stdin_bytes(stdin)
         slot = self._zygotes.get()
 
-        def once() -> tuple[Execution, bool]:
+        def once() -> tuple[Execution, Rerun]:
             if self._closed:
                 return Execution.infra("the pool was closed while the job waited"), False
             try:
@@ -274,7 +278,7 @@ class LocalSandboxPool:
         data = _stdin_bytes(stdin)
         slot = self._execs.get()
 
-        def once() -> tuple[Execution, bool]:
+        def once() -> tuple[Execution, Rerun]:
             try:
                 return slot.run(cmd, (names, blobs), data, timeout, limits, room, tuple(hide))
             except OSError as e:

@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from posttrain.sandbox._cgroup import SlotCgroup
 from posttrain.sandbox._pump import longest_wait, proc_sched, proc_state
@@ -59,6 +59,16 @@ if TYPE_CHECKING:
     from posttrain.sandbox._types import Limits
 
 _MiB = 1 << 20
+HOST_OOM: Final = "host_oom"
+"""What a slot's run says, in place of "maybe starved", of a job the OOM killer killed for no limit of
+its slot (``SlotCgroup.oom_counts``): a host, or a cgroup above the pool, out of memory kills sandboxed
+processes first, whatever they used (the fork-server gives each job ``oom_score_adj`` 1000). A job of
+10 MiB, one of 16 spinning threads, was killed so on the test host when another process there took
+21 GiB, and judged out of memory: an error, its own. It gets one rerun, as a starved job does, whose
+verdict stands (so no way of failing buys anything: a job cannot make the host run out of memory
+with memory its cgroups charge, and were it to, its rerun is judged as any job)."""
+Rerun = bool | str
+"""The second of a slot's run: whether the job timed out looking starved, or ``HOST_OOM``."""
 PROBE_S = 0.15
 BUSY_SHARE = 0.4
 RECOVER_STEP_S = 0.5

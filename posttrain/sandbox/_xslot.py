@@ -27,11 +27,11 @@ from posttrain.sandbox._fs import JobPlaces
 from posttrain.sandbox._hide import hide_args
 from posttrain.sandbox._pump import Capture, close_all, pump
 from posttrain.sandbox._seccomp import seccomp_fd
-from posttrain.sandbox._starve import maybe_starved, sched_of
+from posttrain.sandbox._starve import HOST_OOM, Rerun, maybe_starved, sched_of
 from posttrain.sandbox._types import Execution, Limits, classify, cpu_seconds
 from posttrain.sandbox._uids import claim_uid
 from posttrain.sandbox._wipe import remove_tree
-from posttrain.sandbox._zslot import FREE_GRACE_S
+from posttrain.sandbox._zslot import FREE_GRACE_S, _oom
 
 if TYPE_CHECKING:
     from posttrain.sandbox._pool import LocalSandboxPool
@@ -76,7 +76,7 @@ class ExecSlot:
         self.claim.release()
 
     def run(self, cmd: list[str], files: tuple[list[str], list[bytes]], stdin: bytes, timeout: float,
-            limits: Limits, room: Room | None = None, hide: Sequence[str] = ()) -> tuple[Execution, bool]:  # fmt: skip
+            limits: Limits, room: Room | None = None, hide: Sequence[str] = ()) -> tuple[Execution, Rerun]:  # fmt: skip
         """Run one job in this slot's cgroups, or in ``room``'s (a workspace's own cgroups, uid and
         mounts: what its jobs keep is charged there, not to whichever slot ran last). ``files``
         (names, contents) are written to a fresh /work first (not with a room). Returns the
@@ -102,12 +102,12 @@ class ExecSlot:
         return ex, starved
 
     def _launch(self, cmd: list[str], places: JobPlaces, stdin: bytes, timeout: float, limits: Limits,
-                room: Room | None, uid: int, hide: Sequence[str] = ()) -> tuple[Execution, bool]:  # fmt: skip
+                room: Room | None, uid: int, hide: Sequence[str] = ()) -> tuple[Execution, Rerun]:  # fmt: skip
         cg = room.cg if room is not None else self.cg
         extra_mb = room.kept_mb if room is not None else 0
         cg.set_limits((limits.memory_mb + extra_mb) * _MiB, limits.pids + 4, limits.cpu_cores)
         cg.reset_peak()
-        oom_before = cg.oom_kills()
+        oom_before = cg.oom_counts()
         # sh is the namespace's pid 1 (--as-pid-1) and runs the command as its child. bwrap's own
         # init would do the same, but bwrap's monitor exits without reaping that init, leaving a
         # zombie for the host's pid 1 to reap (if it ever does), charged to this slot's pids limit
@@ -153,7 +153,7 @@ class ExecSlot:
             cg.kill_all()
 
     def _supervise(self, cg: SlotCgroup, pid: int, reaped: list[int], pipes: list[tuple[int, int]], stdin: bytes,
-                   t0: float, timeout: float, limits: Limits, oom_before: int) -> tuple[Execution, bool]:  # fmt: skip
+                   t0: float, timeout: float, limits: Limits, oom_before: tuple[int, int]) -> tuple[Execution, Rerun]:  # fmt: skip
         caps = {pipes[i][0]: Capture(limits.output_bytes) for i in (1, 2, 3)}
         mark = Capture(16)
         caps[pipes[4][0]] = mark
@@ -195,7 +195,7 @@ class ExecSlot:
             return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration), False
         if not clean:
             return Execution.infra("processes of the job survived SIGKILL", duration_s=duration), False
-        oom = cg.oom_kills() > oom_before
+        oom, host_oom = _oom(oom_before, cg.oom_counts())
         code = os.waitstatus_to_exitcode(status)
         # bwrap reports a program killed by signal N as exit status 128 + N.
         exit_code, sig = (code, None) if 0 <= code <= 128 or code > 159 else (None, code - 128)
@@ -216,7 +216,7 @@ class ExecSlot:
             report=rep.value() if rep.touched else None,
             report_truncated=rep.truncated,
         )
-        return ex, timed_out and maybe_starved(sched, timeout, limits)
+        return ex, HOST_OOM if host_oom else timed_out and maybe_starved(sched, timeout, limits)
 
 
 def _write_files(work: Path, files: tuple[list[str], list[bytes]], uid: int) -> None:

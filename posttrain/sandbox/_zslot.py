@@ -32,7 +32,7 @@ from posttrain.sandbox._cgroup import SlotCgroup
 from posttrain.sandbox._fs import JobPlaces
 from posttrain.sandbox._pump import FrameError, send_frame, wait_for
 from posttrain.sandbox._seccomp import seccomp_fd
-from posttrain.sandbox._starve import maybe_starved, sched_of
+from posttrain.sandbox._starve import HOST_OOM, Rerun, maybe_starved, sched_of
 from posttrain.sandbox._types import Execution, Limits, classify, cpu_seconds
 from posttrain.sandbox._uids import claim_uid
 from posttrain.sandbox.errors import HostCannotIsolate
@@ -79,6 +79,13 @@ def _read_capped(fd: int, cap: int) -> tuple[bytes, bool, int]:
     return b"".join(parts), size > cap, size
 
 
+def _oom(before: tuple[int, int], after: tuple[int, int]) -> tuple[bool, bool]:
+    """(the OOM killer killed a process of the slot, and not for the slot's own limit: the host's or
+    a parent cgroup's shortage, no doing of the job's) between two ``SlotCgroup.oom_counts``."""
+    killed = after[0] > before[0]
+    return killed, killed and after[1] <= before[1]
+
+
 class Retry(Exception):
     """The slot failed before the job started: restart it and run the job there once more."""
 
@@ -102,7 +109,7 @@ class ZygoteSlot:
         self.chan: socket.socket | None = None
         self.log: tempfile._TemporaryFileWrapper | None = None
         self.jobs = 0
-        self.oom_seen = 0
+        self.oom_seen = (0, 0)  # the slot's (OOM kills, own limit hits) after its last job
         self.keep: set[int] = set()  # host pids of bwrap's monitor and the fork-server
 
     @property
@@ -157,7 +164,7 @@ class ZygoteSlot:
                 "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
             ) from e
         self.jobs = 0
-        self.oom_seen = self.cg.oom_kills()
+        self.oom_seen = self.cg.oom_counts()
         self.keep = set(self.cg.pids_inside())
         if not header.get("ready"):
             self.stop()
@@ -228,7 +235,7 @@ class ZygoteSlot:
         return killed
 
     def run(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
-            limits: Limits, cells: int) -> tuple[Execution, bool]:  # fmt: skip
+            limits: Limits, cells: int) -> tuple[Execution, Rerun]:  # fmt: skip
         """The job's Execution, and whether it timed out looking starved (``_starve``)."""
         for attempt in (0, 1):
             try:
@@ -240,7 +247,7 @@ class ZygoteSlot:
         raise AssertionError("unreachable")
 
     def _run_once(self, source: bytes, names: list[str], blobs: list[bytes], stdin: bytes, timeout: float,
-                  limits: Limits, cells: int) -> tuple[Execution, bool]:  # fmt: skip
+                  limits: Limits, cells: int) -> tuple[Execution, Rerun]:  # fmt: skip
         if self.pid is None:
             self.start()
         # +2: the slot also holds bwrap's monitor process and the fork-server itself.
@@ -286,37 +293,37 @@ class ZygoteSlot:
                 os.close(fd)
 
     def _no_reply(self, e: FrameError, fds: list[int], limits: Limits, timeout: float,
-                  duration: float) -> tuple[Execution, bool]:  # fmt: skip
+                  duration: float) -> tuple[Execution, Rerun]:  # fmt: skip
         """The fork-server died, or did not answer past the job's deadline. Out of memory in the
         slot is the job's doing (its files and processes filled the slot until the kernel killed the
         fork-server too); a fork-server that hangs past the deadline is recycled and the job timed
         out (the host's probe decides whether it was starved); anything else (a kill from outside,
         a host problem) is an infra error."""
         detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
-        oom = self.cg.oom_kills() > self.oom_seen
+        oom, host_oom = _oom(self.oom_seen, self.cg.oom_counts())
         hung = duration >= timeout and "timed out" in str(e)
         self.stop()
         if oom or hung:
             ex = self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=hung and not oom,
                                  oom=oom, duration=duration, peak=None)  # fmt: skip
-            return ex, hung and not oom
+            return ex, HOST_OOM if host_oom else hung and not oom
         return Execution.infra(detail, duration_s=duration), False
 
     def _result(self, reply: dict, killed: int, fds: list[int], timeout: float, limits: Limits,
-                waited: float) -> tuple[Execution, bool]:  # fmt: skip
+                waited: float) -> tuple[Execution, Rerun]:  # fmt: skip
         self.jobs += 1
         if "zygote_error" in reply:
             raise Retry(f"fork-server error: {reply['zygote_error']}")
         free_s = self._fresh_places()
         if not reply.get("clean", False) or self.jobs >= self.pool.recycle_every:
             self.stop()  # restarted lazily by the next job
-        oom_now = self.cg.oom_kills()  # one read per job: the count after the last job is cached
-        oom, self.oom_seen = oom_now > self.oom_seen, oom_now
+        oom_now = self.cg.oom_counts()  # one read per job: the counts after the last job are cached
+        (oom, host_oom), self.oom_seen = _oom(self.oom_seen, oom_now), oom_now
         if "slot_error" in reply:  # what broke the slot after the fork is the job's doing
             self.stop()
             ex = self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=oom,
                                  duration=waited, peak=None)  # fmt: skip
-            return ex, False
+            return ex, HOST_OOM if host_oom else False
         # Killed here past its deadline: timed out, even if the fork-server saw only the death. And
         # the cleanup of what it left counts as its time (``FREE_GRACE_S`` aside).
         duration = float(reply["duration_s"])
@@ -325,7 +332,7 @@ class ZygoteSlot:
         timed_out = bool(reply["timed_out"]) or killed > 0 or late
         ex = self._execution(fds, limits, exit_code=exit_code, sig=sig, timed_out=timed_out, oom=oom,
                              duration=duration + free_s, peak=int(reply["maxrss"]))  # fmt: skip
-        return ex, timed_out and not late and maybe_starved(reply, timeout, limits)
+        return ex, HOST_OOM if host_oom else timed_out and not late and maybe_starved(reply, timeout, limits)
 
     def _fresh_places(self) -> float:
         """New file systems for the next job (the slot is recycled if that fails); the CPU seconds
