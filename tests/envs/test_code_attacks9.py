@@ -10,13 +10,18 @@ call honestly and the hidden calls by call count (caught: ``stateful``) scored `
 tests 0 (under the conformance weightings: up to 1.5 against 1.25). Now the joined verdict carries the
 hidden run's class and no credit, and its feedback is still the count only.
 
+And the no-op: the empty response earns no credit, but a body that does nothing (``pass``, ``...``, a
+comment, ``return None``, ``raise NotImplementedError``, the prompt copied into a fence) kept
+``format`` 1: 9 such responses scored up to 1.0 under the conformance weightings, now 0; a wrong
+program and what adds code beside an idle body keep their credit.
+
 Real sandbox; each case is one verdict (two runner items).
 """
 
 from __future__ import annotations
 
 from posttrain.envs import get_domain
-from posttrain.envs.code._hacks import MIX_ANSWERS, fenced
+from posttrain.envs.code._hacks import MIX, MIX_ANSWERS, fenced
 from posttrain.envs.conformance import WEIGHTINGS
 from posttrain.verify.rewards import combine
 
@@ -58,3 +63,28 @@ def test_an_honest_wrong_program_and_the_reference_keep_their_verdicts(code_veri
     assert "hidden_detected" not in wrong.evidence
     right = code_verifier(TASK, fenced("def mix(x):\n    return (x * 7919 + 13) % 1009\n"))
     assert right.passed, (right.error_class, right.evidence)
+
+
+IDLE = {"pass": "    pass\n", "ellipsis": "    ...\n", "a comment": "# TODO\n", "return": "    return\n",
+        "return None": "    return None\n", "raise": "    raise NotImplementedError('later')\n",
+        "the prompt fenced": fenced(MIX.prompt), "the prompt fenced, with pass": fenced(MIX.prompt + "    pass"),
+        "a bare definition": "def mix(x):\n    pass\n"}
+"""Responses that add nothing that could answer: each kept ``format`` 1 (up to 1.0 under the conformance
+weightings) where the empty response, the no-op, has 0."""
+
+
+def test_a_body_that_does_nothing_is_the_no_op(code_verifier) -> None:
+    for name, response in IDLE.items():
+        v = code_verifier(MIX, response)
+        assert v.outcome == "fail" and all(combine(v, w).total == 0.0 for w in WEIGHTINGS), (name, v.components)
+
+
+def test_what_could_answer_keeps_its_credit(code_verifier) -> None:
+    """A wrong program, a helper beside an idle body, a rebinding of the name: attempts, as before; and
+    one nested deeper than ``ast.dump`` can recurse (it compiles and runs): its own fail, never the
+    verifier's crash (an infra error for its whole batch)."""
+    for response in ("    return 563\n", "    pass\n\ndef helper(x):\n    return x\n",
+                     "    pass\nmix = lambda x: 563\n", fenced("import math\ndef mix(x):\n    pass"),
+                     "    return 0" + "+0" * 1000 + "\n"):
+        v = code_verifier(MIX, response)
+        assert v.outcome == "fail" and v.components["format"] == 1.0, (response, v.components)

@@ -327,14 +327,56 @@ def _credit(verdict: Verdict, task: Task, response: str) -> Verdict:
     added code to the prompt and failed as a wrong program does; the no-op (the empty response:
     the prompt's bare signature, whose tests fail) and the runner's detections earn 0 under any
     weights. (Before, the no-op got format 1, and an answer by call count format 1 and process 1:
-    its first pass passed every assertion.)"""
+    its first pass passed every assertion.) A response that adds only a body that does nothing
+    (``pass``, ``...``, a comment, ``return None``, ``raise NotImplementedError``, the prompt copied
+    into a fence: ``_does_nothing``) is the no-op too: each kept format 1 where the empty response
+    had 0."""
     if verdict.outcome != "fail" or not ({"format", "process"} & set(verdict.components)):
         return verdict
     blocks = _FENCE_RE.findall(response)
     answer = blocks[-1][1] if blocks else response  # what the response gives beside the prompt (extract_program)
-    if answer.strip() and verdict.error_class not in DETECTED:
+    if answer.strip() and verdict.error_class not in DETECTED and not _does_nothing(task, response):
         return verdict
     return dataclasses.replace(verdict, components={**verdict.components, "format": 0.0, "process": 0.0})
+
+
+def _does_nothing(task: Task, response: str) -> bool:
+    """Whether the candidate module of ``response`` is the prompt's, give or take definitions of the
+    entry point whose bodies do nothing (``_is_idle``) and statements the prompt already has: the
+    response added no code that could answer. Conservative: anything else it adds (a helper, a
+    decorator, a statement, another binding of the name) counts as an attempt, as before."""
+    entry = str(task.fields.get("entry_point", ""))
+    program = _parses(extract_program(task.prompt, response)[0])
+    prompt = _parses(task.prompt) or _parses(task.prompt.rstrip() + "\n    pass\n")
+    if program is None or prompt is None:
+        return False
+    try:
+        return _rest(program, entry) <= _rest(prompt, entry)
+    except RecursionError:  # ast.dump of a statement nested deeper than Python's limit (a sum of 1,000 terms)
+        return False
+
+
+def _rest(tree: ast.Module, entry: str) -> frozenset[str]:
+    """The top-level statements of ``tree`` (as ``ast.dump``s) but the idle definitions of ``entry``."""
+    return frozenset(ast.dump(node) for node in tree.body if not (
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry and not node.decorator_list
+        and all(_is_idle(st) for st in node.body)))
+
+
+def _is_idle(statement: ast.stmt) -> bool:
+    """A statement of a body that does nothing: ``pass``, a constant (a docstring, ``...``), ``return``
+    / ``return None``, ``raise NotImplementedError`` (with constant arguments or none)."""
+    if isinstance(statement, ast.Pass):
+        return True
+    if isinstance(statement, ast.Expr):
+        return isinstance(statement.value, ast.Constant)
+    if isinstance(statement, ast.Return):
+        return statement.value is None or (isinstance(statement.value, ast.Constant) and statement.value.value is None)
+    if isinstance(statement, ast.Raise) and statement.cause is None:
+        exc = statement.exc.func if isinstance(statement.exc, ast.Call) and all(
+            isinstance(a, ast.Constant) for a in statement.exc.args) and not statement.exc.keywords else statement.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
 
 
 def _with_test(task: Task, test: str) -> Task:
