@@ -223,10 +223,15 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
     if Path(where).is_dir():
         check_tokenizer_files(Path(where))
         check_model_files(Path(where))
-    tokenizer = _load_tokenizer(where)
+        hub: dict[str, Any] = {}
+    else:
+        hub = hub_source(where)
+    tokenizer = _load_tokenizer(where, **hub)
     check_eos(tokenizer, where)
     try:
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
+        # transformers 5.25 does not pass local_files_only on to its adapter lookup: say it twice
+        adapter = {"adapter_kwargs": {"local_files_only": True}} if hub else {}
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **hub, **adapter)
     except Exception as e:  # the files' fault whatever the kind: transformers and torch raise many on bad files
         raise UserError(f"cannot load model {where!r}: {_one_line(e)}") from e
     model.to(device)
@@ -236,6 +241,45 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
         return Policy(model, tokenizer, path=where, chat=resolve_chat(chat, tokenizer))
     except ChatTemplateError as e:
         raise UserError(f"{where}: chat-rendered prompts: {e}") from None
+
+
+HUB_PROBE_S = 5.0
+"""How long ``hub_source`` waits to connect to the hub before it calls it unreachable."""
+
+
+def hub_source(name: str) -> dict[str, Any]:
+    """``from_pretrained``'s keywords for a hub name that is not a local directory: none when the hub
+    can be reached, ``local_files_only`` when it cannot (or ``HF_HUB_OFFLINE`` is set) and the model
+    is in the Hugging Face cache; else a ``UserError`` naming the model and the real cause. Without a
+    network, huggingface_hub retried a name it had not cached for about 50 s, printing each retry,
+    before its one line. A proxy in the environment is trusted to reach the hub (no probe)."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except HFValidationError as e:
+        raise UserError(f"model {name}: not a local directory, nor a Hugging Face model name ({e})") from None
+    where = f"not a local directory and not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+    if constants.HF_HUB_OFFLINE:
+        if cached:
+            return {"local_files_only": True}
+        raise UserError(f"model {name}: {where}, and HF_HUB_OFFLINE is set")
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return {}
+    url = urlsplit(constants.ENDPOINT)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        socket.create_connection((url.hostname or "", port), timeout=HUB_PROBE_S).close()
+    except (OSError, ValueError) as e:
+        if cached:
+            return {"local_files_only": True}
+        raise UserError(f"model {name}: {where}, and the hub {constants.ENDPOINT} cannot be reached ({e})") from None
+    return {}
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
