@@ -10,7 +10,9 @@ import by the code under test. On this project's test host the fixed lines of 49
 cachetools pack tasks and of all 55 inflection tasks were in such a copy.
 
 ``hide_args(names)``: bwrap options that mount an empty read-only tmpfs over every directory under
-/usr named like one of the importable ``names`` (``cachetools``) and /dev/null over every module
+/usr named like one of the importable ``names`` (``cachetools``) or holding an installed distribution's
+metadata of that name (``cachetools-8.0.2.dist-info``: its ``RECORD`` hashes the original files,
+``METADATA``) and /dev/null over every module
 file ``<name>.py`` and its compiled ``<name>.pyc`` (in ``__pycache__``, or sourceless beside it), at
 the top of an import root: a package whose parent is no package -- its ``__init__`` as source or as
 bytecode only -- a directory of Python files only with no ``__init__`` (a namespace-style copy), a
@@ -23,7 +25,8 @@ standard-library names, what the repository harness imports (``HARNESS_NAMES``),
 another hidden one (its mount point would be gone), a directory holding an interpreter's own
 libraries.
 
-Not covered: a copy under another name (a vendored package renamed, ``setuptools/_distutils``, a hard
+Not covered: a copy under another name (a vendored package renamed, a distribution named unlike its
+package (``PyYAML``: ``yaml``), ``setuptools/_distutils``, a hard
 link), one vendored as a subpackage of another package in a directory of a name not in
 ``VENDOR_DIRS`` (``urllib3/packages/six.py``, ``scipy/_lib/decorator.py``: ``packages``, ``_lib`` or
 ``external`` hold their own project's code as often as others', gcloud's ``packages/flags.py``),
@@ -35,6 +38,7 @@ project to a directory named otherwise. A job that runs a program whose vendored
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections import defaultdict
@@ -65,6 +69,18 @@ named like the project, is a copy of it, even where the directory is a package. 
 
 _MARKERS = frozenset({"__init__.py", "__init__.pyc"})
 """What makes a directory a package to the import system (``__init__.pyc``: one shipped as bytecode only)."""
+
+
+METADATA = (".dist-info", ".egg-info")
+"""Directories an installer writes beside a package (``cachetools-8.0.2.dist-info``): its ``RECORD``
+holds every installed file's sha256, so with the project's source hidden it still told the original
+of a mutated file -- an oracle a policy could try each one-token inverse of the bug against (a
+generated task's mutation is one token), key-blind. Hidden with the copy they describe."""
+
+
+def _dist_key(dist: str) -> str:
+    """The index key of distribution ``dist``'s metadata directories (its normalised name, PEP 503)."""
+    return "dist:" + re.sub(r"[-_.]+", "_", dist).lower()
 
 
 def _code(name: str) -> bool:
@@ -100,6 +116,8 @@ def _build(root: str) -> dict[str, tuple[tuple[str, bool], ...]]:
         if here != root and name.isidentifier() and name != "__pycache__" and (parent not in packages or vendored) \
                 and (package or namespace):  # a namespace-style copy holds Python and nothing else (not /usr/bin)
             found[name].append((here, True))
+        if name.endswith(METADATA) and here != root:  # a distribution's record of its files, hashes included
+            found[_dist_key(name.rsplit(".", 1)[0].split("-", 1)[0])].append((here, True))
         compiled = name == "__pycache__"
         if (package and name not in VENDOR_DIRS) or (compiled and parent in packages and not vendored):
             continue
@@ -123,7 +141,7 @@ def host_copies(names: Iterable[str], root: str = "/usr") -> list[tuple[str, boo
         if root not in _INDEX:
             _INDEX[root] = _build(root)
         index = _INDEX[root]
-    paths = sorted({p for n in wanted for p in index.get(n, ())})
+    paths = sorted({p for n in wanted for key in (n, _dist_key(n)) for p in index.get(key, ())})
     out: list[tuple[str, bool]] = []
     for path, is_dir in paths:  # sorted: a directory comes before what is inside it
         if not any(path.startswith(d + os.sep) for d, dir_ in out if dir_):

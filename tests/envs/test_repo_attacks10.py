@@ -1,0 +1,66 @@
+"""An installed copy's metadata as an answer key: ``<project>-<version>.dist-info/RECORD`` under /usr.
+
+A project pip installed as root keeps, beside its package, a ``RECORD`` with every file's sha256.
+``_hide`` hid the package but not its metadata, and a generated task's bug is one mutation at one
+site: a policy in its workspace could hash each one-site mutation of the buggy file (``mutate`` at
+every site of it: a swapped comparison, ``and``/``or``, an inverted ``if`` undo themselves) and keep
+the one whose digest ``RECORD`` lists, key-blind, whenever the host's version is the task's. The
+metadata directories are hidden with the package they describe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+from posttrain.sandbox._hide import forget_index, host_copies
+
+
+def test_the_index_finds_a_distributions_metadata_by_its_normalised_name(tmp_path):
+    for rel in ("lib/probe_pkg-1.0.dist-info/RECORD", "lib/Probe.Pkg-2.0.dist-info/RECORD",
+                "lib/probe_pkg.egg-info/SOURCES.txt", "lib/probe_pkg_two-1.0.dist-info/RECORD",
+                "lib/other-1.0.dist-info/RECORD"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    root = str(tmp_path)
+    assert host_copies(["probe_pkg"], root) == [  # (nothing of these was hidden before)
+        (f"{root}/lib/Probe.Pkg-2.0.dist-info", True), (f"{root}/lib/probe_pkg-1.0.dist-info", True),
+        (f"{root}/lib/probe_pkg.egg-info", True)]
+    assert host_copies(["pytest", "json"], root) == []
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """A made-up project installed under /usr/local: its package and its ``RECORD`` (root only)."""
+    name = f"ptrecord_{secrets.token_hex(4)}"
+    top = Path(f"/usr/local/share/posttrain-record-test-{name}")
+    original = b"def half(x):\n    return x / 2\n"
+    try:
+        (top / name).mkdir(parents=True)
+    except OSError as e:
+        pytest.skip(f"cannot write under /usr/local ({e})")
+    try:
+        (top / name / "__init__.py").write_bytes(original)
+        info = top / f"{name}-1.0.dist-info"
+        info.mkdir()
+        digest = hashlib.sha256(original).hexdigest()
+        (info / "RECORD").write_text(f"{name}/__init__.py,sha256={digest},{len(original)}\n")
+        os.chmod(top, 0o755)
+        forget_index()
+        yield name, info / "RECORD", digest
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+        forget_index()
+
+
+def test_a_job_hiding_a_project_cannot_read_its_record_of_hashes(pool, planted):
+    name, record, digest = planted
+    look = ["cat", str(record)]
+    assert digest in pool.exec(look, timeout=30).stdout.decode()  # what a job saw before, with or without hiding
+    hidden = pool.exec(look, timeout=30, hide=[name])
+    assert digest not in hidden.stdout.decode() and hidden.exit_code != 0, hidden
