@@ -7,8 +7,9 @@ reads it (``_env.copied_question``, test_math_attacks5). It did not where the re
 as work but does not read it (``|x| + |x|``, ``\\binom{n}{2}``, ``\\max(x, x)``, ``\\gcd``, ``!``, a
 determinant), nor where the question stood in ``\\begin{equation}...\\end{equation}`` (or ``align*``,
 ``displaymath``, ...), which ``_prompt._MATH_RE`` did not read as math. Measured with the probes
-below: 21 of 23 copies passed (the two others were caught by the simplify measure and the expand form,
-which read the expression anyway); now 0 of 23 pass, and the honest spellings of each gold (11)
+below: 22 of 24 copies passed (the two others were caught by the simplify measure and the expand form,
+which read the expression anyway); now 0 of 24 pass, and the honest spellings of each gold (13, two
+of them the prompt's value in another spelling of the gold's sign: ``|x|`` for ``\\lvert x \\rvert``)
 still do.
 
 Real verifier, real checker workers; each case is one verdict.
@@ -45,6 +46,7 @@ UNREAD_COPIES = [
     ("Find $y$ if $y = |x| + |x|$.", "y = 2|x|", "y = |x|+|x|"),
     ("What is $\\binom{n}{2}$?", "\\frac{n(n-1)}{2}", "\\binom{n}{2}"),
     ("What is $\\binom{n}{1}$?", "n", "\\binom{n}{1}"),
+    ("What is $\\tbinom{n}{2}$?", "\\frac{n(n-1)}{2}", "\\tbinom{n}{2}"),
     ("Evaluate $\\binom{n}{2} + \\binom{n}{2}$.", "n(n-1)", "\\binom{n}{2} + \\binom{n}{2}"),
     ("What is $\\binom{n+1}{2} - \\binom{n}{2}$?", "n", "\\binom{n+1}{2} - \\binom{n}{2}"),
     ("What is $\\frac{(n+1)!}{n!}$?", "n+1", "\\frac{(n+1)!}{n!}"),
@@ -97,6 +99,8 @@ HONEST = [
     ("Simplify: $y = \\frac{x}{2}$.", "y = 0.5x", "y = \\frac{x}{2}"),
     ("What is $|x|$ when $x = |x|$?", "|x|", "|x|"),
     ("Expand \\begin{equation}(x+1)^2\\end{equation}", "x^2+2x+1", "1 + 2x + x^2"),
+    ("Recall that $|x|$ is the absolute value of $x$. What is $\\sqrt{x^2}$?", "\\lvert x \\rvert", "|x|"),
+    ("What is $\\tbinom{n}{2}$?", "\\binom{n}{2}", "\\tbinom{n}{2}"),
 ]
 """(prompt, gold, box): right answers, some of them spelled as the prompt spells a value."""
 

@@ -168,12 +168,21 @@ def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
     text = normalise(answer)
     parts, relations = split_relations(text)
     gold_parts, _ = split_relations(normalise(gold))
-    golds = {_key(gold)[0], *(_key(p)[0] for p in gold_parts if p)}
+    golds = {_key(_synonyms(g))[0] for g in (gold, *gold_parts) if g}
     for part in parts if relations else [text]:  # a relation is never read whole: its sides are the values
         key, readable = _key(part)
-        if part and not readable and key in unread and key not in golds:
+        if part and not readable and key in unread and _key(_synonyms(part))[0] not in golds:
             return True
     return False
+
+
+_SYNONYMS_RE = re.compile(r"\\(?:lvert|rvert|vert)(?![A-Za-z])|\\[dt]binom(?![A-Za-z])")
+
+
+def _synonyms(key: str) -> str:
+    """A text with the spellings of one sign made one (``\\lvert x \\rvert`` is ``|x|``, ``\\dbinom``
+    is ``\\binom``): the gold's spelling of the copied value is the answer, not a copy."""
+    return _SYNONYMS_RE.sub(lambda m: "\\binom" if m.group().endswith("binom") else "|", key)
 
 
 @functools.lru_cache(maxsize=4096)
