@@ -87,7 +87,7 @@ from posttrain.train._critic import Critic
 from posttrain.train._dist import DataParallel
 from posttrain.train._lora import apply_lora
 from posttrain.train._runlog import JsonlWriter, truncate_after
-from posttrain.train.checkpoint import CheckpointError, commit_dir, disk_full
+from posttrain.train.checkpoint import CheckpointError, commit_dir, disk_full, disk_full_error
 from posttrain.train.grpo import EpisodeSpec, train_grpo
 from posttrain.train.preference import RewardModelScorer, build_pairs, run_dpo, run_rm
 from posttrain.train.recipe import (
@@ -273,16 +273,10 @@ def _save_stage(stage_dir: Path, write: Callable[[Path], Any]) -> None:
 
 
 def _full_disk_line(e: BaseException) -> str:
-    """``Type: first line`` of the deepest error in ``e``'s chain that says the disk is full: the OSError
-    under torch's RuntimeError, safetensors' "os error 28". An OSError raised at ``open`` names its file in
-    that line; one raised by the write itself names none, so the stage's directory is the closest name."""
-    full, seen = e, set()
-    x: BaseException | None = e
-    while x is not None and id(x) not in seen:
-        seen.add(id(x))
-        if disk_full(x):
-            full = x
-        x = x.__cause__ or x.__context__
+    """``Type: first line`` of the deepest error in ``e``'s chain that says the disk is full
+    (``disk_full_error``). An OSError raised at ``open`` names its file in that line; one raised by
+    the write itself names none, so the stage's directory is the closest name."""
+    full = disk_full_error(e) or e
     text = str(full).splitlines()[0] if str(full) else ""
     return f"{type(full).__name__}: {text}"
 

@@ -195,8 +195,8 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint would hold the space that ran out
         for left in directory.glob(f".{LATEST}.tmp-{os.getpid()}"):
             left.unlink(missing_ok=True)
-        full = disk_full(e)
-        if (cause := e if full else _device_error(e)) is None:
+        full = disk_full_error(e)
+        if (cause := full or _device_error(e)) is None:
             raise
         what, then = ("no space left on the device", "free space") if full else ("cannot write", "fix that")
         raise CheckpointError(f"{directory}: {what} while saving checkpoint {name} ({type(cause).__name__}: "
@@ -213,17 +213,24 @@ def disk_full(e: BaseException) -> bool:
     raises a RuntimeError whose context holds the OSError, safetensors an error naming "os error 28".
     A ``UserError`` is not: it has said what happened in its own line (a full disk at a checkpoint, at a
     run log's append), which a caller saying "full disk" again would replace."""
+    return disk_full_error(e) is not None
+
+
+def disk_full_error(e: BaseException) -> BaseException | None:
+    """The deepest error of ``e``'s chain that says the disk is full (``disk_full``), the one a line
+    quotes: torch.save's own RuntimeError says "unexpected pos 704 vs 598", the OSError in its context
+    "[Errno 28] No space left on device". None when no error does, or ``e`` is a ``UserError``."""
     if isinstance(e, UserError):
-        return False
-    seen: set[int] = set()
+        return None
+    full, seen = None, set()
     x: BaseException | None = e
     while x is not None and id(x) not in seen:
         seen.add(id(x))
         if getattr(x, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "os error 28" in str(x) \
                 or "No space left on device" in str(x):
-            return True
+            full = x
         x = x.__cause__ or x.__context__
-    return False
+    return full
 
 
 _DEVICE = (errno.EIO, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM)
@@ -314,8 +321,8 @@ def save_beside(obj: Any, path: Path) -> None:
         _fsync_dir(path.parent)  # the rename itself survives a crash
     except Exception as e:
         tmp.unlink(missing_ok=True)
-        full = disk_full(e)
-        if (cause := e if full else _device_error(e)) is None:
+        full = disk_full_error(e)
+        if (cause := full or _device_error(e)) is None:
             raise
         raise CheckpointError(f"{path}: {'no space left on the device' if full else 'cannot write'} while saving it "
                               f"({type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}); the "
