@@ -192,3 +192,20 @@ def test_a_cached_hub_model_still_loads_without_the_hub(ws, hub, tmp_path):
     with _within(10):
         policy = load_policy("tiny-org/tiny")
     assert policy.model.config.hidden_size == 16
+
+
+OUT_CASES = [
+    pytest.param(["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl", "--out"], id="eval"),
+    pytest.param(["run", "r.yaml", "--out"], id="run"),
+    pytest.param(["tasks", "decontaminate", "good.jsonl", "good.jsonl", "--out"], id="decontaminate"),
+]
+
+
+@pytest.mark.parametrize("link", ["nowhere", "loop"])
+@pytest.mark.parametrize("argv", OUT_CASES)
+def test_an_out_that_is_a_link_to_nothing_is_refused_before_any_work(ws, capsys, argv, link):
+    """Before: ``eval --out`` evaluated, then raised FileExistsError's traceback making the directory
+    (the evaluation lost); ``run --out`` started the run."""
+    (ws / "r.yaml").write_text("seed: 1\n")
+    os.symlink("nowhere" if link == "nowhere" else "out", ws / "out")
+    assert_refused_in_one_line(capsys, ws, [*argv, "out"], "--out out: a symbolic link to nothing (or a loop)")
