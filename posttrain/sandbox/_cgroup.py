@@ -104,6 +104,10 @@ workspace needs ~0.4 s of CPU to go, which took 9-15 s beside the tests' nice -2
 that was an infra error, 3 of 3)."""
 
 
+OWN_LIMIT_SLACK = 4 << 20
+"""How near its limit a v1 slot's watermark must come for an OOM kill there to be its own
+(``SlotCgroup.own_limit_hit``): a charge refused at the limit leaves usage within a per-CPU charge
+batch of it (64 pages)."""
 REGISTRY = "posttrain-uids"  # below the hierarchy's root: see ``_uids``
 
 
@@ -267,7 +271,6 @@ class SlotCgroup:
         self._pids: int | None = None
         self._cpu: float | None = None
         self._oom_fd = -1  # kept open: one pread per job instead of open + read + close
-        self._failcnt_fds: list[int] = []  # v1: memory.failcnt, memory.memsw.failcnt, kept open too
         self._peak_fd = -1  # v2: memory.peak resets only for reads through the fd that wrote it
         self._locks: list[int] = []  # one flock per directory, held until it is removed (module docstring)
         self.cells: list[Cell] = []
@@ -343,12 +346,11 @@ class SlotCgroup:
         return self.oom_counts()[0]
 
     def oom_counts(self) -> tuple[int, int]:
-        """(processes the OOM killer killed in this slot, times the slot's own memory limit was hit)
-        so far. The first counts kills of any OOM killer: a host out of memory, or a cgroup above the
-        slot's at its limit, kills sandboxed processes first (the fork-server gives each job
-        ``oom_score_adj`` 1000), whatever they used; only a kill while the second rose is the job's
-        own (v1: ``failcnt`` of memory and memory+swap, which a charge refused at the slot's limit
-        raises; v2: ``memory.events``' ``oom``, the slot's own out-of-memory events)."""
+        """(processes the OOM killer killed in this slot, the slot's own out-of-memory events) so far.
+        The first counts kills of any OOM killer: a host out of memory, or a cgroup above the slot's
+        at its limit, kills sandboxed processes first (the fork-server gives each job
+        ``oom_score_adj`` 1000), whatever they used. The second is v2's ``memory.events`` ``oom``;
+        v1 counts no such events (0; ``own_limit_hit`` reads its watermarks instead)."""
         kills = hits = 0
         try:
             if self._oom_fd < 0:
@@ -359,16 +361,28 @@ class SlotCgroup:
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
                     kills = int(value)
-                elif key == "oom" and self.layout.version == 2:
+                elif key == "oom":
                     hits = int(value)
-            if self.layout.version == 1:
-                if not self._failcnt_fds:
-                    self._failcnt_fds = [os.open(self.dirs["memory"] / name, os.O_RDONLY | os.O_CLOEXEC)
-                                         for name in ("memory.failcnt", "memory.memsw.failcnt")]  # fmt: skip
-                hits = sum(int(os.pread(fd, 64, 0)) for fd in self._failcnt_fds)
         except (OSError, ValueError):
             pass
         return kills, hits
+
+    def own_limit_hit(self, before: tuple[int, int], after: tuple[int, int]) -> bool:
+        """Whether the slot's own memory limit was reached between two ``oom_counts`` (an OOM kill
+        then is the job's own; else the host's shortage). v2: its ``oom`` events rose. v1: its memory
+        or memory+swap watermark came within ``OWN_LIMIT_SLACK`` of the limit (v1 counts no events, and
+        this kernel's ``failcnt`` stayed 0 through a slot's own OOM kills). The caller resets them
+        (``reset_peak``); one left high by an earlier job errs on the job's side: its own verdict."""
+        if self.layout.version == 2:
+            return after[1] > before[1]
+        if self._memory is None:
+            return True
+        d = self.dirs["memory"]
+        try:
+            peak = max(int(_read(d / f"memory.{k}max_usage_in_bytes")) for k in ("", "memsw."))
+        except (OSError, ValueError):
+            return True
+        return peak >= self._memory - OWN_LIMIT_SLACK
 
     def peak_memory(self) -> int | None:
         d = self.dirs["memory"]
@@ -393,6 +407,7 @@ class SlotCgroup:
         with contextlib.suppress(OSError):
             if self.layout.version == 1:
                 _write(d / "memory.max_usage_in_bytes", "0")
+                _write(d / "memory.memsw.max_usage_in_bytes", "0")
             else:
                 os.write(self._peak(), b"0")
 
@@ -501,11 +516,10 @@ class SlotCgroup:
 
     def destroy(self) -> None:
         """Kill what is left and remove the cgroup directories (retrying while memory drains)."""
-        for fd in (self._oom_fd, self._peak_fd, *self._failcnt_fds):
+        for fd in (self._oom_fd, self._peak_fd):
             if fd >= 0:
                 os.close(fd)
         self._oom_fd = self._peak_fd = -1
-        self._failcnt_fds = []
         if self.dirs:
             self.kill_all()
         for cell in self.cells:

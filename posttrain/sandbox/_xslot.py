@@ -195,7 +195,8 @@ class ExecSlot:
             return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration), False
         if not clean:
             return Execution.infra("processes of the job survived SIGKILL", duration_s=duration), False
-        oom, host_oom = _oom(oom_before, cg.oom_counts())
+        peak = cg.peak_memory()  # (before ``_oom``, which resets it after a kill)
+        oom, host_oom = _oom(cg, oom_before, cg.oom_counts())
         code = os.waitstatus_to_exitcode(status)
         # bwrap reports a program killed by signal N as exit status 128 + N.
         exit_code, sig = (code, None) if 0 <= code <= 128 or code > 159 else (None, code - 128)
@@ -210,7 +211,7 @@ class ExecSlot:
             stdout_truncated=out.truncated,
             stderr_truncated=err.truncated,
             duration_s=duration,
-            peak_memory_bytes=cg.peak_memory(),
+            peak_memory_bytes=peak,
             timed_out=timed_out,
             oom_killed=oom,
             report=rep.value() if rep.touched else None,

@@ -79,11 +79,14 @@ def _read_capped(fd: int, cap: int) -> tuple[bytes, bool, int]:
     return b"".join(parts), size > cap, size
 
 
-def _oom(before: tuple[int, int], after: tuple[int, int]) -> tuple[bool, bool]:
+def _oom(cg: SlotCgroup, before: tuple[int, int], after: tuple[int, int]) -> tuple[bool, bool]:
     """(the OOM killer killed a process of the slot, and not for the slot's own limit: the host's or
     a parent cgroup's shortage, no doing of the job's) between two ``SlotCgroup.oom_counts``."""
     killed = after[0] > before[0]
-    return killed, killed and after[1] <= before[1]
+    host = killed and not cg.own_limit_hit(before, after)
+    if killed:
+        cg.reset_peak()  # (an exec slot resets it before each job; a fork-server slot only here)
+    return killed, host
 
 
 class Retry(Exception):
@@ -300,7 +303,7 @@ class ZygoteSlot:
         out (the host's probe decides whether it was starved); anything else (a kill from outside,
         a host problem) is an infra error."""
         detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
-        oom, host_oom = _oom(self.oom_seen, self.cg.oom_counts())
+        oom, host_oom = _oom(self.cg, self.oom_seen, self.cg.oom_counts())
         hung = duration >= timeout and "timed out" in str(e)
         self.stop()
         if oom or hung:
@@ -318,7 +321,7 @@ class ZygoteSlot:
         if not reply.get("clean", False) or self.jobs >= self.pool.recycle_every:
             self.stop()  # restarted lazily by the next job
         oom_now = self.cg.oom_counts()  # one read per job: the counts after the last job are cached
-        (oom, host_oom), self.oom_seen = _oom(self.oom_seen, oom_now), oom_now
+        (oom, host_oom), self.oom_seen = _oom(self.cg, self.oom_seen, oom_now), oom_now
         if "slot_error" in reply:  # what broke the slot after the fork is the job's doing
             self.stop()
             ex = self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=oom,

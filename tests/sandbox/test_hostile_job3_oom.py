@@ -91,3 +91,21 @@ def test_a_job_killed_for_a_shortage_above_its_slot_is_run_again(short_cgroup: P
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["killed"] >= 1, got  # the shortage did kill the job once
     assert got == {**got, "outcome": "ok", "oom_killed": False, "stdout": "done\n"}, got
+
+
+@pytest.mark.parametrize("path", ["run_python", "exec"])
+def test_a_job_over_its_own_limit_is_out_of_memory_once(path: str):
+    """Its own kill is its own verdict, at once: no rerun (the first form of the rule above read v1's
+    ``failcnt``, which this kernel left at 0 through a slot's own OOM kills, and ran each such job twice)."""
+    from posttrain.sandbox import Limits, open_pool
+
+    hog = "x = bytearray(200 << 20)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\n"
+    with open_pool(size=1) as pool:
+        slot = pool._all_z[0] if path == "run_python" else pool._all_x[0]
+        before = slot.cg.oom_kills()
+        if path == "run_python":
+            ex = pool.run_python(hog, limits=Limits(memory_mb=64))
+        else:
+            ex = pool.exec(["python3", "-c", hog], limits=Limits(memory_mb=64))
+        assert ex.outcome == "error" and ex.oom_killed, ex
+        assert slot.cg.oom_kills() == before + 1
