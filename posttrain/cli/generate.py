@@ -71,6 +71,13 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"generate: {ckpt} is {why}")
     if not args.prompt and not args.tasks:
         raise UserError("generate: nothing to complete; give --prompt TEXT (repeatable) or --tasks FILE")
+    for i, prompt in enumerate(args.prompt):  # bytes that are not UTF-8 reach argv as lone surrogates
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as e:  # the tokenizer's TypeError was a traceback
+            byte = f"byte 0x{ord(prompt[e.start]) - 0xDC00:02x}" if "\udc80" <= prompt[e.start] <= "\udcff" else \
+                f"{prompt[e.start]!r}"
+            raise UserError(f"generate: --prompt #{i + 1}: not UTF-8 text ({byte} at character {e.start + 1})") from None
     from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
 
     for flag, value in (("--n", args.n), ("--max-new-tokens", args.max_new_tokens)):

@@ -130,9 +130,13 @@ def test_a_gzipped_or_empty_pipe(ws, capsys):
         assert_refused_in_one_line(capsys, ws, ["tasks", "validate", path], f"no tasks in {path}")
 
 
-def test_generate_reads_tasks_from_a_pipe(ws, tmp_path, capsys):
-    tiny = build_embedded_default(tmp_path / "tiny", spec=EmbeddedModelSpec(hidden_size=16, num_layers=1,
-                                                                             max_positions=64))
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return build_embedded_default(tmp_path_factory.mktemp("m") / "tiny",
+                                  spec=EmbeddedModelSpec(hidden_size=16, num_layers=1, max_positions=64))
+
+
+def test_generate_reads_tasks_from_a_pipe(ws, tiny, capsys):
     with _within(60), _pipe((json.dumps(MATH) + "\n").encode()) as path:
         assert main(["generate", str(tiny), "--tasks", path, "--max-new-tokens", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["task_id"] == "m1"
@@ -209,3 +213,10 @@ def test_an_out_that_is_a_link_to_nothing_is_refused_before_any_work(ws, capsys,
     (ws / "r.yaml").write_text("seed: 1\n")
     os.symlink("nowhere" if link == "nowhere" else "out", ws / "out")
     assert_refused_in_one_line(capsys, ws, [*argv, "out"], "--out out: a symbolic link to nothing (or a loop)")
+
+
+def test_a_prompt_of_bytes_that_are_not_utf8_is_one_line(ws, tiny, capsys):
+    """``generate --prompt $'a\\xff'``: Python's argv holds the byte as a lone surrogate. Before: the
+    tokenizer's TypeError (TextEncodeInput must be Union[...]) as a traceback, after the model loaded."""
+    assert_refused_in_one_line(capsys, ws, ["generate", str(tiny), "--prompt", "x", "--prompt", "a\udcff"],
+                               "generate: --prompt #2: not UTF-8 text (byte 0xff at character 2)")
