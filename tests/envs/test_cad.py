@@ -264,7 +264,9 @@ def test_a_hole_is_measured_along_its_span_not_at_one_station() -> None:
     the plate's 6 mm span less 0.5 mm at each end is sliced at 5 stations and every vertex near the wall
     in between must be on it: the band fails, and so do what a policy would try next: bands at each of
     the 5 stations (1.8 or 4.2 mm between), a cone and a twisted wall (no vertex between the ends). A
-    hole right over the measured stretch, off only within 0.5 mm of the faces, passes (the margin)."""
+    hole right over the measured stretch and wider only within 0.5 mm of the faces passes (the margin: a
+    chamfered or counterbored mouth); narrower there, a lip that would stop its fastener, it fails (it
+    passed while the bore's rod was 0.4 r: ``_holes._bore_problem``)."""
     import manifold3d as m3
 
     from posttrain.envs.cad._holes import hole_lines, stations
@@ -280,9 +282,11 @@ def test_a_hole_is_measured_along_its_span_not_at_one_station() -> None:
         assert len(lines) == 1 and "the hole of diameter 3 mm along Z at X = 0, Y = 0" in lines[0], (name, lines)
     assert "between Z = 0.5 and 5.5: its wall has corners 1.80 mm across from the stated axis at Z = 0.60 to " \
         "5.40" in hole_lines(_plate_minus(_bands(1.8, 3, at, 0.2)), _PIN)[0]
-    margins = _bands(1.8, 3, [3.0], 5.1)  # right from Z = 0.45 to 5.55
-    assert hole_lines(_plate_minus(margins), _PIN) == []
-    assert hole_lines(_plate_minus(_bands(1.8, 3, [3.0], 4.9)), _PIN) != []  # from 0.55 to 5.45: not
+    mouths = [m3.Manifold.cylinder(1.45, 2.1, 2.1, 48).translate((0.0, 0.0, z)) for z in (-1.0, 5.55)]
+    assert hole_lines(_plate_minus(_cylinder(3, 48), *mouths), _PIN) == []  # 4.2 mm from the faces to 0.45 in
+    lips = hole_lines(_plate_minus(_bands(1.8, 3, [3.0], 5.1)), _PIN)  # right from Z = 0.45 to 5.55, 1.8 mm out
+    assert len(lips) == 1 and "it is not open 2.33 mm across from Z = 0 to 6, its ends included" in lips[0], lips
+    assert hole_lines(_plate_minus(_bands(4.2, 3, [3.0], 4.9)), _PIN) != []  # from 0.55 to 5.45: not
 
 
 def test_the_golds_hole_check_is_done_once_per_mesh(monkeypatch) -> None:
