@@ -274,7 +274,9 @@ def balanced(entries: Iterable[dict[str, Any]], n: int, *, share: float = MAX_SH
     up: of m entries, ``ceil(share * m)``), an entry over it passed over.
 
     The share rises to 1/k where the generator gives only k < 1/share answers (k counted among the
-    entries read, once ``probe`` have been: a yes/no generator is held to an even split). Entries are
+    entries read, once ``probe`` have been: a yes/no generator is held to an even split). Where the
+    question shows what tells its likely answer (``Rule.tells``), each answer is also held to that share
+    among the entries that show the same. Entries are
     read one at a time, only as many as it takes (a few of number_sequence's top-level entries take
     minutes). Deterministic, and a prefix of a longer draw from the same entries. Where even that
     cannot be met before the entries run out, the passed-over entries fill the rest, in order: the
@@ -299,12 +301,24 @@ def balanced(entries: Iterable[dict[str, Any]], n: int, *, share: float = MAX_SH
         keys = guesses(entry)
         seen.update(keys[:1])
         held = share if len(out) + len(passed) < probe else max(share, 1 / max(len(seen), 1))
-        if any(counts[k] >= math.ceil(held * (len(out) + 1)) for k in keys):
+        told = _told(entry, keys)  # [its group, its answer in the group]: held within the group too
+        if any(counts[k] >= math.ceil(held * (len(out) + 1)) for k in keys) or (
+                told and counts[told[1]] >= math.ceil(held * (counts[told[0]] + 1))):
             passed.append(entry)
             continue
-        counts.update(keys)
+        counts.update(keys + told)
         out.append(entry)
     return out
+
+
+def _told(entry: Mapping[str, Any], keys: list[str]) -> list[str]:
+    """``["told:<what the question shows>", "told:<it>=<answer>"]`` for an entry of a generator whose
+    rule says what tells its answer (``Rule.tells``: circuit_logic's final gate), else none."""
+    rule = HARDENED.get(entry.get("metadata", {}).get("source_dataset"), _NO_RULE)
+    if rule.tells is None or not keys:
+        return []
+    group = f"told:{rule.tells(entry)}"
+    return [group, f"{group}={keys[0]}"]
 
 
 _NO_RULE = Rule()
