@@ -9,6 +9,11 @@ repository verifier; 5-20 s a task). ``_mutate`` now swaps an operator between i
 inverts an ``if`` the way a person writes it; the packs were rebuilt from the same sites (39 tasks'
 patches changed, every one re-validated: the reference passes, the buggy state fails every
 fail-to-pass test and passes every pass-to-pass one), and the rule restores none.
+
+The bug's file was given away too: applying a task's patch moved the file it changed to the end of the
+tree, so a workspace wrote it last -- the highest inode, the newest mtime, the first name ``find`` and
+``ls -U`` list in a tmpfs directory: the bug's file in 12 of 12 pack tasks (toolz has 14 source modules,
+cachetools 7). A patched tree keeps the snapshot's order now, the same for every task of a project.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ import re
 import pytest
 
 from posttrain.envs.repo._diff import is_test_path
+from posttrain.envs.repo._episode import workspace_spec
 from posttrain.envs.repo._gen import PROJECTS, load_packs
 from posttrain.envs.repo._mutate import mutate, mutation_sites
 from posttrain.envs.repo._task import initial_tree
+from posttrain.sandbox import Workspace
 
 _UNWRAP = re.compile(r"^(\s*(?:el)?if )not \((.*)\):(\s*(?:#.*)?)$")
 
@@ -89,3 +96,28 @@ def test_a_swapped_operator_keeps_the_lines_own_text(source, operator, line):
     """Spacing, brackets, comments and lines stay the project's: ``ast.unparse`` rewrote ``(a, )``, dropped
     ``(b)``'s brackets and joined a two-line condition into one (each pointed at the bug's line)."""
     assert _mutant_line(source, operator).splitlines()[0] == line
+
+
+def test_a_patched_tree_keeps_the_snapshots_order():
+    pristine = {p: list(initial_tree({"repo": {"project": p}})) for p in PROJECTS}
+    moved = [rec["id"] for rec in load_packs()
+             if list(initial_tree({"repo": {"project": rec["project"], "patch": rec["patch"]}})) != pristine[rec["project"]]]
+    assert moved == []  # 288 of 289 before (all but one whose file came last anyway)
+
+
+def test_a_workspace_lists_its_files_alike_whichever_holds_the_bug(pool):
+    """Two toolz tasks, bugs in two files: ``find`` (a tmpfs directory's order: newest first) and ``ls -i``
+    (inode order) read the same in both workspaces."""
+    from posttrain.envs.repo import ENV
+
+    by_file = {}
+    for task in ENV.generate_tasks(40, seed=1):
+        if task.fields["repo"]["project"].startswith("toolz"):
+            by_file.setdefault(task.fields["repo"]["patch"].split("\n", 1)[0], task)
+    listings = []
+    for task in list(by_file.values())[:2]:
+        spec = workspace_spec(task)
+        with Workspace(pool, spec.initial, hide=spec.hide) as ws:
+            out = ws.exec(["sh", "-c", "find toolz -name '*.py'; ls -i toolz | sort -n | awk '{print $2}'"], timeout=30)
+            listings.append(out.stdout.decode())
+    assert len(listings) == 2 and listings[0] == listings[1]

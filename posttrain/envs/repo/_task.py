@@ -183,7 +183,10 @@ def _text_tree(tree: Mapping[str, bytes], paths: set[str], where: str) -> dict[s
 
 
 def patch_tree(tree: Mapping[str, bytes], diff: str, where: str) -> dict[str, bytes]:
-    """``tree`` with ``diff`` applied (``TaskError`` naming ``where`` if it does not apply)."""
+    """``tree`` with ``diff`` applied (``TaskError`` naming ``where`` if it does not apply), in ``tree``'s
+    order: a changed file keeps its place. (Moved to the end, a generated task's mutated file was the
+    one a workspace wrote last -- the highest inode, the newest mtime, first in a tmpfs directory's
+    listing: ``ls -U``, ``find`` and ``ls -t`` named the bug's file in 12 of 12 pack tasks.)"""
     try:
         patches = parse_diff(diff)
         touched = {p for fp in patches for p in fp.paths}
@@ -191,8 +194,8 @@ def patch_tree(tree: Mapping[str, bytes], diff: str, where: str) -> dict[str, by
         new = apply_patches(text, patches)
     except DiffError as e:
         raise TaskError(f"{where}: {e}") from None
-    out = {k: v for k, v in tree.items() if k not in touched}
-    out.update({k: v.encode() for k, v in new.items()})
+    out = {k: new[k].encode() if k in touched else v for k, v in tree.items() if k not in touched or k in new}
+    out.update({k: v.encode() for k, v in new.items() if k not in out})  # (added and renamed files last)
     return out
 
 
