@@ -7,8 +7,8 @@ reads it (``_env.copied_question``, test_math_attacks5). It did not where the re
 as work but does not read it (``|x| + |x|``, ``\\binom{n}{2}``, ``\\max(x, x)``, ``\\gcd``, ``!``, a
 determinant), nor where the question stood in ``\\begin{equation}...\\end{equation}`` (or ``align*``,
 ``displaymath``, ...), which ``_prompt._MATH_RE`` did not read as math. Measured with the probes
-below: 22 of 24 copies passed (the two others were caught by the simplify measure and the expand form,
-which read the expression anyway); now 0 of 24 pass, and the honest spellings of each gold (13, two
+below: 23 of 25 copies passed (the two others were caught by the simplify measure and the expand form,
+which read the expression anyway); now 0 of 25 pass, and the honest spellings of each gold (13, two
 of them the prompt's value in another spelling of the gold's sign: ``|x|`` for ``\\lvert x \\rvert``)
 still do.
 
@@ -47,6 +47,7 @@ UNREAD_COPIES = [
     ("What is $\\binom{n}{2}$?", "\\frac{n(n-1)}{2}", "\\binom{n}{2}"),
     ("What is $\\binom{n}{1}$?", "n", "\\binom{n}{1}"),
     ("What is $\\tbinom{n}{2}$?", "\\frac{n(n-1)}{2}", "\\tbinom{n}{2}"),
+    ("What is $\\binom{n}{2}$?", "\\frac{n(n-1)}{2}", "(\\binom{n}{2})"),
     ("Evaluate $\\binom{n}{2} + \\binom{n}{2}$.", "n(n-1)", "\\binom{n}{2} + \\binom{n}{2}"),
     ("What is $\\binom{n+1}{2} - \\binom{n}{2}$?", "n", "\\binom{n+1}{2} - \\binom{n}{2}"),
     ("What is $\\frac{(n+1)!}{n!}$?", "n+1", "\\frac{(n+1)!}{n!}"),

@@ -171,9 +171,24 @@ def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
     golds = {_key(_synonyms(g))[0] for g in (gold, *gold_parts) if g}
     for part in parts if relations else [text]:  # a relation is never read whole: its sides are the values
         key, readable = _key(part)
+        key = _unwrapped(key)
         if part and not readable and key in unread and _key(_synonyms(part))[0] not in golds:
             return True
     return False
+
+
+def _unwrapped(key: str) -> str:
+    """A key without the brackets around all of it (``(\\binom{n}{2})`` is ``\\binom{n}{2}``)."""
+    while len(key) > 2 and (key[0], key[-1]) in (("(", ")"), ("{", "}"), ("[", "]")):
+        depth, inner = 0, key[1:-1]
+        for ch in inner:
+            depth += {"(": 1, "{": 1, "[": 1, ")": -1, "}": -1, "]": -1}.get(ch, 0)
+            if depth < 0:
+                return key
+        if depth:
+            return key
+        key = inner
+    return key
 
 
 _SYNONYMS_RE = re.compile(r"\\(?:lvert|rvert|vert)(?![A-Za-z])|\\[dt]binom(?![A-Za-z])")
@@ -196,7 +211,7 @@ def _unread_keys(prompt: str) -> frozenset[str]:
         for part in parts if relations else [text]:
             key, readable = _key(part) if part else ("", True)
             if not readable:
-                keys.add(key)
+                keys.add(_unwrapped(key))
     return frozenset(keys)
 
 
