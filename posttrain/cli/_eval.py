@@ -288,9 +288,11 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     else:
         tasks = load_suite("humaneval")
     if args.responses:  # refused or warned about now, before the sandbox starts
-        from posttrain.tasks import read_responses, warn_unanswered
+        from posttrain.tasks import warn_unanswered
 
-        answered = {r.task_id for r in read_responses(args.responses)}
+        # read once, scored from here: a pipe (--responses <(...)) reads only once ("no responses" the second time)
+        args.responses_read = read_responses(args.responses)
+        answered = {r.task_id for r in args.responses_read}
         unknown = sorted(answered - {t.id for t in tasks})
         if unknown:
             shown = ", ".join(repr(u) for u in unknown[:5])
@@ -406,7 +408,7 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
 
     if args.responses:
         ids = {t.id for t in tasks}
-        responses = read_responses(args.responses)
+        responses = args.responses_read  # as _tasks read them
         if args.limit:
             responses = [r for r in responses if r.task_id in ids]
         records = []

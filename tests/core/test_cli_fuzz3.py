@@ -220,3 +220,12 @@ def test_a_prompt_of_bytes_that_are_not_utf8_is_one_line(ws, tiny, capsys):
     tokenizer's TypeError (TextEncodeInput must be Union[...]) as a traceback, after the model loaded."""
     assert_refused_in_one_line(capsys, ws, ["generate", str(tiny), "--prompt", "x", "--prompt", "a\udcff"],
                                "generate: --prompt #2: not UTF-8 text (byte 0xff at character 2)")
+
+
+def test_eval_scores_responses_from_a_pipe(ws, capsys):
+    """Before: ``eval --responses <(...)`` read the file twice (to check its ids, then to score it):
+    "no responses in /dev/fd/N", the pipe empty the second time."""
+    line = json.dumps({"task_id": "m1", "response": "\\boxed{2}"}) + "\n"
+    with _within(20), _pipe(line.encode()) as path:
+        assert main(["eval", "--responses", path, "--tasks", "good.jsonl", "--out", "ev"]) == 0, capsys.readouterr().err
+    assert json.loads((ws / "ev" / "records.jsonl").read_text().splitlines()[0])["outcome"] == "pass"
