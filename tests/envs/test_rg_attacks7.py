@@ -43,3 +43,23 @@ def test_circuit_logics_final_gate_tells_no_more_than_a_coin(level: int | None, 
     by_gate = collections.Counter((out_gate(t.prompt), t.fields["answer"]) for t in tasks)
     best = sum(max(by_gate[(g, "0")], by_gate[(g, "1")]) for g in {g for g, _ in by_gate})
     assert passed <= 33 and best <= 33, (passed, best, sorted(by_gate.items()))
+
+
+def test_game_of_life_halting_shows_its_board_whole_or_makes_no_task() -> None:
+    """Its levels 2-3 (boards 50 x 50 and 100 x 100) printed the board as numpy's summary, corners of
+    dead cells around "...": no task showed a live cell, each answer a coin flip. Level 2 is now
+    refused in one line, and an entry whose board is too large to print whole is not kept (a recipe's
+    grid_size: 32 x 32 made 0 of 20, a ValueError in one line)."""
+    from reasoning_gym.factory import DATASETS
+
+    from posttrain.envs.rg._config import build_config
+    from posttrain.envs.rg._hardened import HARDENED
+
+    domain = rg_domain("game_of_life_halting")
+    with pytest.raises(ValueError, match=r"^rg/game_of_life_halting: level 2: expected a level in \[0, 1\]$"):
+        domain.generate_level(1, level=2, seed=5)
+    tasks = [*domain.generate_level(4, level=1, seed=5), *domain.generate_tasks(4, seed=5)]
+    assert all("..." not in t.prompt and t.prompt.count("1") >= 3 for t in tasks)
+    big = build_config("game_of_life_halting", {"params": {"grid_size_x": 32, "grid_size_y": 32}}, seed=5, size=1)
+    entry = DATASETS["game_of_life_halting"][0](config=big)[0]
+    assert "1" not in entry["question"].split("Initial board:")[1] and not HARDENED["game_of_life_halting"].keep(entry)

@@ -323,6 +323,13 @@ def _halting(dataset: Any, answer: str, entry: Entry) -> float:
     return 1.0 if answer.strip().lower() == str(entry["answer"]).strip().lower() else 0.0
 
 
+def _whole_board(entry: Entry) -> bool:
+    """Whether the question shows its board whole: the generator prints it with numpy, which writes a
+    board of more than 1,000 cells (50 x 50 and up: game_of_life_halting's levels 2-3, or a recipe's
+    grid_size) as its corners around "...", no live cell shown: a coin flip for every answer."""
+    return "..." not in entry["question"]
+
+
 def _coin_flip(dataset: Any, answer: str, entry: Entry) -> float:
     """The scorer's tolerance (1e-4), relative, without its prefix-match partial credit. Absolute, it
     passed 0 for a probability under 1e-4 (no heads in 14 flips, 6.1e-05): any rare event's answer."""
@@ -585,7 +592,7 @@ HARDENED: dict[str, Rule] = {
                                 open_answers=True),
     "polynomial_equations": Rule(check=_numbers),
     "sokoban": Rule(check=_fullmatch(r"[LRUD]+", "a sequence of moves L, R, U, D")),
-    "game_of_life_halting": Rule(replace=_halting),
+    "game_of_life_halting": Rule(replace=_halting, keep=_whole_board),
     "coin_flip": Rule(replace=_coin_flip),
     "complex_arithmetic": Rule(check=_finite_complex),
     "gsm_symbolic": Rule(replace=_gsm_number),
