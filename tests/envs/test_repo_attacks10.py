@@ -64,3 +64,39 @@ def test_a_job_hiding_a_project_cannot_read_its_record_of_hashes(pool, planted):
     assert digest in pool.exec(look, timeout=30).stdout.decode()  # what a job saw before, with or without hiding
     hidden = pool.exec(look, timeout=30, hide=[name])
     assert digest not in hidden.stdout.decode() and hidden.exit_code != 0, hidden
+
+
+@pytest.fixture(scope="module")
+def installed_posttrain():
+    """posttrain as ``pip install`` run as root leaves it under /usr: its packs hold every generated
+    task's reference diff."""
+    top = Path(f"/usr/local/share/posttrain-own-test-{secrets.token_hex(4)}")
+    packs = top / "posttrain" / "envs" / "repo" / "data" / "packs"
+    try:
+        packs.mkdir(parents=True)
+    except OSError as e:
+        pytest.skip(f"cannot write under /usr/local ({e})")
+    try:
+        for pkg in (top / "posttrain", top / "posttrain" / "envs", top / "posttrain" / "envs" / "repo"):
+            (pkg / "__init__.py").write_text("")
+        (packs / "toolz-1.2.0.json").write_text('{"reference": "the fixed line"}\n')
+        for here, _dirs, _files in os.walk(top):
+            os.chmod(here, 0o755)
+        forget_index()
+        yield packs / "toolz-1.2.0.json"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+        forget_index()
+
+
+def test_a_repo_tasks_workspace_cannot_read_an_installed_posttrains_packs(pool, installed_posttrain):
+    from posttrain.envs.repo import ENV
+    from posttrain.envs.repo._episode import workspace_spec
+    from posttrain.sandbox import Workspace
+
+    task = ENV.generate_tasks(1, seed=0)[0]
+    spec = workspace_spec(task)
+    assert "the fixed line" in pool.exec(["cat", str(installed_posttrain)], timeout=30).stdout.decode()
+    with Workspace(pool, spec.initial, hide=spec.hide) as ws:  # the agent's cat; the grader hides the same names
+        seen = ws.exec(["cat", str(installed_posttrain)], timeout=30)
+    assert "the fixed line" not in seen.stdout.decode() and seen.exit_code != 0, seen  # read before

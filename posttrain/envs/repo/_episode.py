@@ -26,7 +26,7 @@ from typing import Any
 from posttrain.envs import fail
 from posttrain.envs.repo._diff import render_diff
 from posttrain.envs.repo._grade import DETECTED
-from posttrain.envs.repo._task import _skip, constraints_part, initial_tree, project_modules
+from posttrain.envs.repo._task import _skip, constraints_part, hidden_names, initial_tree
 from posttrain.envs.workspace import (
     ENV_DIRS,
     SPECIAL,
@@ -157,7 +157,7 @@ def workspace_spec(task: Task) -> WorkspaceSpec:
         tools=default_tools(run_tests_tool(task)), take=take_diff(initial), env=variables,
         max_attempts=attempts, feedback=bool(task.fields.get("feedback_loop")) and attempts > 1,
         command_timeout_s=max(60.0, timeout), max_command_timeout_s=max(300.0, timeout),
-        hide=project_modules(task.fields))
+        hide=hidden_names(task.fields))
 
 
 def reference_patches(task: Task) -> dict[str, str | None]:

@@ -52,8 +52,8 @@ from posttrain.envs.repo._task import (
     DEPS_DIR,
     dependency_files,
     hidden_files,
+    hidden_names,
     initial_tree,
-    project_modules,
     verifier_test_files,
     verifier_tree,
 )
@@ -424,7 +424,7 @@ def run_harness(pool: Any, task: Task, tree: Mapping[str, bytes], changed: set[s
     timeout = float(task.fields["environment"]["timeout_sec"]) + HARNESS_START_S
     ex = pool.exec([PYTHON, "-I", "-B", "-c", LOADER], files=dict(tree),
                    stdin=json.dumps(_payload(task, tree, changed, nonce, ids)).encode(), timeout=timeout,
-                   limits=_limits(task), hide=project_modules(task.fields))  # no host copy of the project
+                   limits=_limits(task), hide=hidden_names(task.fields))  # no host copy of the project
     return ex, nonce
 
 

@@ -289,6 +289,18 @@ def project_modules(task_fields: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if n.isidentifier()))
 
 
+OWN_NAMES = ("posttrain",)
+"""Hidden from every repo job as well: posttrain itself, where it is installed under /usr (``pip install``
+as root, a container image), holds every generated task's pristine project (``data/projects``) and
+reference diff (``data/packs``) -- one ``zcat`` from a workspace."""
+
+
+def hidden_names(task_fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the task's sandbox jobs hide from /usr (``sandbox._hide``): the project's own modules
+    (``project_modules``) and ``OWN_NAMES``."""
+    return tuple(sorted({*project_modules(task_fields), *OWN_NAMES}))
+
+
 def test_file_of(test_id: str) -> str:
     """The file part of a pytest node id (``tests/test_x.py::T::test_y[1]`` -> ``tests/test_x.py``)."""
     return test_id.split("::", 1)[0]
