@@ -227,11 +227,17 @@ def _check_hub_name(name: str) -> None:
 def _check_hub_model(name: str) -> None:
     """A hub name's config.json can be read (from the local cache, or fetched: the weights come when the
     run loads them). Before, a name not on the hub, or not cached on a machine without network, wrote
-    RUN/config.yaml and failed when the run loaded the model (54 s of retries offline, then exit 2)."""
+    RUN/config.yaml and failed when the run loaded the model (54 s of retries offline, then exit 2).
+    ``hub_source`` answers first: a name neither cached nor reachable is one line at once (offline it
+    printed huggingface_hub's retries for ~42 s before that line)."""
     from transformers import AutoConfig
 
+    from posttrain.policy import hub_source
+
     try:
-        AutoConfig.from_pretrained(name)
+        AutoConfig.from_pretrained(name, **hub_source(name))
+    except UserError as e:  # not cached and the hub cannot be reached: said at once, not after ~42 s of retries
+        raise ConfigError(f"model.name: {e}") from None
     except (OSError, ValueError) as e:
         said = " ".join(str(e).split())
         raise ConfigError(f"model.name: cannot read the config of hub model {name!r} (neither in the local cache nor "
