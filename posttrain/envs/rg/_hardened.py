@@ -583,6 +583,8 @@ HARDENED: dict[str, Rule] = {
     # 62% of its outputs are 0 (at 4 draws the passed-over 0s filled the rest), and its final gate tells the
     # output: OR 1 in 71 of 74 default entries, AND 0 in 35 of 36, NOR 0 in 41 of 47 (read off the OUT line)
     "circuit_logic": Rule(draws=16, tells=lambda e: e["metadata"]["final_gate"]),
+    # a premise that starts with "All" told "Yes" (41 of 65 default entries), none "No" (26 of 35)
+    "syllogism": Rule(draws=8, tells=lambda e: str(bool(re.search(r"^\d+\. All ", e["question"], re.M)))),
     "countdown": Rule(before=_arithmetic, check=_makes(lambda e: e["metadata"]["target"])),
     "puzzle24": Rule(before=_arithmetic, check=_all(_puzzle24, _makes(lambda e: 24))),
     "polynomial_multiplication": Rule(before=_symbolic),
