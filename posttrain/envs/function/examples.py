@@ -24,8 +24,10 @@ import re
 from typing import Any
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
-_ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox)")
-"""Every box a reader takes for an answer: the math domain reads ``\\fbox`` as it reads ``\\boxed``."""
+_ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox|fcolorbox|colorbox|bbox)")
+"""Every box a reader takes for an answer: the math domain reads ``\\fbox`` as it reads ``\\boxed``;
+``\\fcolorbox`` (a framed box in colour), ``\\colorbox`` (a highlight) and MathJax's ``\\bbox`` mark
+one as plainly: ``\\boxed{7} or \\fcolorbox{red}{white}{8}`` passed 140 of 140 generated boxed tasks."""
 _ANY_ANSWER_TAG = re.compile(r"<answer", re.IGNORECASE)
 """Every answer tag a reader sees: tag names are case-insensitive (HTML), so ``<ANSWER>`` is one too."""
 _ANSWER = re.compile(r"<answer>([^<]*)</answer>")
@@ -41,7 +43,8 @@ def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float
     """1.0 when the completion has exactly one box and it is ``\\boxed{answer}``. Every box counts,
     read or not: ``\\boxed{7} or \\boxed{\\text{8}}`` (a box with braces inside, or ``\\boxed 8``)
     gives two answers and passed on the one the pattern reads; so did ``\\boxed{7} or \\fbox{8}``
-    (``\\fbox`` and ``\\framebox`` are boxes too: the math domain reads ``\\fbox``). A lone
+    (``\\fbox``, ``\\framebox``, ``\\fcolorbox``, ``\\colorbox`` and ``\\bbox`` are boxes too: the math
+    domain reads ``\\fbox``). A lone
     ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0."""
     boxes = _BOXED.findall(completion)
     one = len(_ANY_BOX.findall(completion)) == 1 and len(boxes) == 1
