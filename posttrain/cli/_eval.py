@@ -375,8 +375,9 @@ def _model(args: argparse.Namespace, model: str | None) -> Any:
         from posttrain.policy import EndpointSampler
 
         timeout = {} if args.endpoint_timeout is None else {"timeout": args.endpoint_timeout}
-        return EndpointModel(EndpointSampler(args.endpoint, args.model_name, **timeout), _tokenizer(args),
-                             chat=bool(args.chat))
+        tokenizer = _tokenizer(args)  # the sampler's too: posttrain's stop-string rule on the server's ids
+        return EndpointModel(EndpointSampler(args.endpoint, args.model_name, tokenizer=tokenizer, **timeout),
+                             tokenizer, chat=bool(args.chat))
     from posttrain.policy import load_policy
 
     return load_policy(model, chat=args.chat)

@@ -51,7 +51,8 @@ __all__ = [
 class EndpointModel:
     """A model behind an OpenAI-compatible endpoint, as ``posttrain eval`` samples a ``Policy``.
 
-    >>> # model = EndpointModel(EndpointSampler(url, "my-model"), AutoTokenizer.from_pretrained(path))
+    >>> # tok = AutoTokenizer.from_pretrained(path)
+    >>> # model = EndpointModel(EndpointSampler(url, "my-model", tokenizer=tok), tok)
     """
 
     endpoint: Any

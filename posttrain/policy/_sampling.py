@@ -45,8 +45,9 @@ class SamplingParams:
     how, and the tokenizers it does not cover). vLLM itself matches on its decoding after the prompt's
     tokens, which differs where that context changes the completion's first characters (a
     sentencepiece leading space, a character begun in the prompt): ``VllmSampler`` checks each row
-    again, cutting it or resuming it (``_vllm.py``); ``EndpointSampler`` reports a server's stops as
-    they come."""
+    again, cutting it or resuming it (``_vllm.py``); ``EndpointSampler`` does the same on the
+    server's ids when given the served model's tokenizer (``posttrain eval --endpoint`` gives it
+    ``--tokenizer``'s), and reports a server's stops as they come without one."""
     seed: int | None = None
     """Seeds torch's global generator once per call; ``None`` continues its stream."""
 
