@@ -717,7 +717,7 @@ def run_sft(policy: Policy, train: Sequence[Task], demo: generators.Demonstrator
     kind = demonstration_kind(recipe)
     demos: Sequence[Demonstration]
     if cfg.demonstrations == "demonstrator":
-        demos = [(t.prompt, demo.respond(t)) for t in train]
+        demos = [(model_prompt(t), demo.respond(t)) for t in train]  # what RL and evaluation show, as elsewhere
     elif kind in MULTI_TURN:
         demos = episode_demonstrations(kind, policy, train, service, demo)
     else:  # held-out tasks were checked against the demonstrations when the recipe was parsed
