@@ -1,12 +1,19 @@
-"""A ninth read of the cad verifier as a reward-hacking policy would read it.
+"""A ninth read of the cad verifier as a reward-hacking policy would read it: two holes the last read left.
 
-One passed: a stated through-hole narrowed at its mouths. A hole's slices and its wall check stop ``MARGIN_MM``
+One: a stated through-hole narrowed at its mouths. A hole's slices and its wall check stop ``MARGIN_MM``
 (0.5 mm) short of each end of its span, and the rod that checks it is open end to end was 0.4 r, so a lip
 0.45 mm thick at each face leaving a 10 mm hole open 4.5 mm across (IoU 0.98) passed: on the 45 of 48
 generated tasks with round holes (levels 1-4 of seeds 31, 7, 11 and 5), every such hole so lipped, 40
 passed; 0 now. The rod is now ``_holes.clear_radius``, the bound the slices hold the narrowest point to (the
 coarsest faceting's inscribed radius less the tolerance), over the whole span: a mouth that only widens (a
 chamfer, a counterbore) passes, as do the 48 golds and the 45 with every round hole's mouths chamfered 0.4 mm.
+
+Two: a missing slab whose face leans toward a corner. The shape check's cubes, upright or turned 45 degrees
+about one axis, are 1 mm across only along their faces' normals, so a slab of missing material with its
+normal along a body diagonal held none up to 1.39 mm thick (1.49 mm at the worst lean), where an upright one
+fails from 1 mm. Where no other cube fits, the region is now eroded by a cube 1.1 mm across with a face toward
+each corner (``_mesh.CORNERS``; a plate's chamfer drawn 1.2 of 2.5 mm, pinned passing, holds 1.06 mm where
+its bands meet): such a slab fails from 1.12 mm.
 """
 
 from __future__ import annotations
@@ -91,3 +98,46 @@ def test_a_cross_hole_and_a_slot_lipped_at_one_mouth_fail() -> None:
     stated = [{"axis": "z", "at": [-4.0, 0.0, 0.0], "to": [4.0, 0.0, 0.0], "d": 4.0, "span": [-6.0, 6.0]}]
     assert hole_lines(_block_minus(slot(4, -7, 14)), stated) == []
     assert "it is not open" in hole_lines(_block_minus(slot(4, -7, 12.55), slot(2, 5, 2)), stated)[0]
+
+
+def _slab(normal, thickness: float):
+    """A slab ``thickness`` thick, ``normal`` its face's normal, 16 mm square, centred on the top face of
+    ``_block_minus``'s block: the groove it cuts leaves the block one body."""
+    import manifold3d as m3
+    import numpy as np
+
+    n = np.asarray(normal, dtype=float) / np.linalg.norm(normal)
+    a = np.cross(n, [1.0, 0.0, 0.0] if abs(n[0]) < 0.9 else [0.0, 1.0, 0.0])
+    a /= np.linalg.norm(a)
+    frame = np.hstack([np.stack([a, np.cross(n, a), n], 1), [[0.0], [0.0], [6.0]]])
+    return m3.Manifold.cube((16.0, 16.0, thickness), center=True).transform(frame)
+
+
+# (normal, thickness, fails): the body diagonal and the old check's worst lean passed up to 1.39 and 1.49 mm
+# (now 1.13 and 1.21).
+SLABS = [((1, 1, 1), 1.2, True), ((-1, 1, 1), 1.15, True), ((-0.475, -0.334, 0.814), 1.25, True),
+         ((1, 1, 1), 0.95, False), ((-0.475, -0.334, 0.814), 0.95, False), ((1, 0, 0), 0.95, False),
+         ((1, 0, 0), 1.05, True), ((1, 0, 1), 1.05, True)]
+
+
+@pytest.mark.parametrize(("normal", "thickness", "fails"), SLABS)
+def test_a_missing_slab_leaning_toward_a_corner_fails_from_1_13_mm(normal, thickness: float, fails: bool) -> None:
+    from posttrain.envs.cad._mesh import Overlap, shape_lines
+
+    gold = _block_minus()
+    part = _block_minus(_slab(normal, thickness))
+    inter, missing, extra = part ^ gold, gold - part, part - gold
+    lines = shape_lines(Overlap(inter, missing, extra, inter.volume(), missing.volume(), extra.volume()), 0.5)
+    assert bool(lines) == fails, lines
+    assert not fails or lines[0].startswith("material missing around")
+
+
+@needs_openscad
+def test_a_slab_leaning_toward_a_corner_fails_through_the_verifier(verify) -> None:
+    """cad-block-hole less a 1.2 mm slab, its normal along the body diagonal, a groove 4 mm square in from
+    the top face near a corner (one body, the hole untouched): it passed every check before."""
+    task = example("cad-block-hole")
+    groove = ("intersection() { translate([5.5, 5.5, 3]) cube([4, 4, 7.01]); translate([7.5, 7.5, 10]) "
+              "rotate([0, 54.7356, 45]) cube([30, 30, 1.2], center = true); }\n}")
+    v = _verdict(verify, task, task.fields["gold"].rstrip().removesuffix("}") + groove)
+    assert (v.outcome, v.error_class) == ("fail", "shape"), (v.outcome, v.error_class, v.feedback)
