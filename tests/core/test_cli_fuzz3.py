@@ -151,23 +151,9 @@ def test_a_device_is_refused(ws, capsys):
                                    "null.jsonl: a device or socket, not a file")
 
 
-@pytest.fixture
-def hub(tmp_path, monkeypatch) -> Path:
-    """An empty Hugging Face cache, a hub at a loopback port no one listens on, and no proxy."""
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hub"
-    cache.mkdir()
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(key, raising=False)
-    return cache
-
 
 @pytest.mark.parametrize("offline", [False, True])
-def test_a_model_name_neither_local_nor_cached_fails_fast(ws, hub, monkeypatch, capsys, offline):
+def test_a_model_name_neither_local_nor_cached_fails_fast(ws, closed_hub, monkeypatch, capsys, offline):
     """Before: huggingface_hub's retries, one warning each (about 50 s without a network), then
     "cannot load the tokenizer (OSError: We couldn't connect to ...)"."""
     from huggingface_hub import constants
@@ -176,11 +162,11 @@ def test_a_model_name_neither_local_nor_cached_fails_fast(ws, hub, monkeypatch, 
     why = "HF_HUB_OFFLINE is set" if offline else "the hub http://127.0.0.1:9 cannot be reached ([Errno 111]"
     with _within(30):
         assert_refused_in_one_line(capsys, ws, ["eval", "--model", "nope/x", "--tasks", "good.jsonl"],
-                                   f"model nope/x: not a local directory and not in the Hugging Face cache ({hub}), "
+                                   f"model nope/x: not a local directory and not in the Hugging Face cache ({closed_hub}), "
                                    f"and {why}")
 
 
-def test_a_cached_hub_model_still_loads_without_the_hub(ws, hub, tmp_path):
+def test_a_cached_hub_model_still_loads_without_the_hub(ws, closed_hub, tmp_path):
     """A model in the cache loads from it when the hub cannot be reached (local files only). Before:
     after huggingface_hub's retries (24 s measured; transformers' adapter lookup asks the hub even
     with local_files_only)."""
@@ -188,7 +174,7 @@ def test_a_cached_hub_model_still_loads_without_the_hub(ws, hub, tmp_path):
 
     from posttrain.policy import load_policy
 
-    repo = hub / "models--tiny-org--tiny"
+    repo = closed_hub / "models--tiny-org--tiny"
     build_embedded_default(repo / "snapshots" / "abc123", spec=EmbeddedModelSpec(hidden_size=16, num_layers=1,
                                                                                  max_positions=64))
     (repo / "refs").mkdir()

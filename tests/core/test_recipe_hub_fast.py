@@ -18,16 +18,7 @@ from test_bad_inputs import MATH, assert_refused_in_one_line
 
 
 @pytest.fixture
-def ws(tmp_path, monkeypatch) -> Path:
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(key, raising=False)
+def ws(tmp_path, monkeypatch, closed_hub) -> Path:
     w = tmp_path / "ws"
     w.mkdir()
     (w / "train.jsonl").write_text(json.dumps(MATH) + "\n")
@@ -49,5 +40,5 @@ def test_a_recipe_hub_model_neither_cached_nor_reachable_fails_at_once(ws, monke
     start = time.monotonic()
     assert_refused_in_one_line(capsys, ws, ["run", "r.yaml", "--out", "out"],
                                "model.name: model nope/x: not a local directory and not in the Hugging Face cache "
-                               f"({ws.parent / 'hf-cache'}), and {why}")
+                               f"({ws.parent / 'hub'}), and {why}")
     assert time.monotonic() - start < 20, "retried the hub before its line (~42 s before hub_source)"

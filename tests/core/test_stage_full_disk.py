@@ -7,9 +7,6 @@ alike, and nothing said which library failed how. Now the line ends on the error
 line ("OSError: [Errno 28] No space left on device", safetensors' "... (os error 28)"). The disk is a
 real tmpfs that fills (root only, else skipped)."""
 
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,23 +16,11 @@ from posttrain.errors import UserError
 from posttrain.train.checkpoint import CheckpointError
 
 
-@pytest.fixture()
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 128 KiB tmpfs: the base checkpoint below fits, 512 KiB more does not."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=True)
-
-
 def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_a_full_disk_names_the_stage_and_the_failed_write_and_keeps_the_stage_before(disk):
+def test_a_full_disk_names_the_stage_and_the_failed_write_and_keeps_the_stage_before(small_tmpfs):
     def base(tmp: Path) -> None:
         tmp.mkdir()
         (tmp / "weights.bin").write_bytes(b"\1" * 4096)
@@ -44,24 +29,24 @@ def test_a_full_disk_names_the_stage_and_the_failed_write_and_keeps_the_stage_be
         tmp.mkdir()
         (tmp / "weights.bin").write_bytes(b"\0" * (512 * 1024))  # more than the disk holds
 
-    _save_stage(disk / "base", base)
-    kept = _files(disk)
+    _save_stage(small_tmpfs / "base", base)
+    kept = _files(small_tmpfs)
     with pytest.raises(CheckpointError) as err:
-        _save_stage(disk / "sft", sft)
+        _save_stage(small_tmpfs / "sft", sft)
     line = str(err.value)
     assert isinstance(err.value, UserError) and "\n" not in line  # the CLI's one line, exit 2
-    assert line.startswith(f"{disk / 'sft'}: no space left on the device while saving the stage's checkpoint "
+    assert line.startswith(f"{small_tmpfs / 'sft'}: no space left on the device while saving the stage's checkpoint "
                            "(OSError: [Errno 28] No space left on device); the half-written copy was removed")
-    assert _files(disk) == kept and sorted(p.name for p in disk.iterdir()) == ["base"]  # no .tmp-sft left
-    assert (disk / "base" / DONE).exists()
+    assert _files(small_tmpfs) == kept and sorted(p.name for p in small_tmpfs.iterdir()) == ["base"]  # no .tmp-sft left
+    assert (small_tmpfs / "base" / DONE).exists()
 
 
-def test_a_safetensors_shard_that_does_not_fit_is_quoted(disk):
+def test_a_safetensors_shard_that_does_not_fit_is_quoted(small_tmpfs):
     """The real writer of a stage's model (``save_pretrained``): its error is no OSError, only text."""
     from posttrain.policy import build_embedded_default
 
     with pytest.raises(CheckpointError, match=r"/base: no space left on the device while saving the stage's "
                                               r"checkpoint \(SafetensorError: .*No space left on device \(os error "
                                               r"28\)\); the half-written copy was removed"):
-        _save_stage(disk / "base", lambda tmp: build_embedded_default(tmp, seed=0))
-    assert list(disk.iterdir()) == []
+        _save_stage(small_tmpfs / "base", lambda tmp: build_embedded_default(tmp, seed=0))
+    assert list(small_tmpfs.iterdir()) == []

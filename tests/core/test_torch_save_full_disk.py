@@ -4,10 +4,6 @@ RuntimeError wrapped around it ("[enforce fail at inline_container.cc:672] . une
 598", the line before), and the file saved before stays byte for byte. The disk is a real tmpfs that
 fills (root only, else skipped); test_crash_resume.py holds a checkpoint's state.pt to the same line."""
 
-import os
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,20 +12,8 @@ from posttrain.errors import UserError
 from posttrain.train.checkpoint import CheckpointError, save_beside
 
 
-@pytest.fixture()
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 128 KiB tmpfs: a small tensor fits, 400 KB of them do not."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=True)
-
-
-def test_save_beside_on_a_full_disk_quotes_the_oserror_and_keeps_the_file_before(disk):
-    path = disk / "ref_model.pt"
+def test_save_beside_on_a_full_disk_quotes_the_oserror_and_keeps_the_file_before(small_tmpfs):
+    path = small_tmpfs / "ref_model.pt"
     save_beside({"w": torch.ones(8)}, path)
     before = path.read_bytes()
     with pytest.raises(CheckpointError) as err:
@@ -38,4 +22,4 @@ def test_save_beside_on_a_full_disk_quotes_the_oserror_and_keeps_the_file_before
     assert isinstance(err.value, UserError) and "\n" not in line  # the CLI's one line, exit 2
     assert line.startswith(f"{path}: no space left on the device while saving it (OSError: [Errno 28] No space left "
                            "on device); the half-written copy was removed and ref_model.pt is as it was"), line
-    assert path.read_bytes() == before and [p.name for p in disk.iterdir()] == ["ref_model.pt"]
+    assert path.read_bytes() == before and [p.name for p in small_tmpfs.iterdir()] == ["ref_model.pt"]
