@@ -73,6 +73,24 @@ DISPLAYED_COPIES = [
 ]
 """(prompt, gold, box): the question in a display environment; all but the last two passed before."""
 
+RESPELLED_COPIES = [
+    ("What is $|x| + |x|$?", "2|x|", "\\lvert x\\rvert+\\lvert x\\rvert"),
+    ("What is $|x| + |x|$?", "2|x|", "{|x|}+{|x|}"),
+    ("What is $\\lvert x \\rvert + \\lvert x \\rvert$?", "2|x|", "|x|+|x|"),
+    ("What is $\\binom{n}{2}$?", "\\frac{n(n-1)}{2}", "\\dbinom{n}{2}"),
+    ("What is $\\binom{n}{2} + \\binom{n}{2}$?", "n(n-1)", "{\\binom{n}{2}}+{\\binom{n}{2}}"),
+]
+"""(prompt, gold, box): the copy respelled by a sign's other spelling or a group that changes nothing
+(the stop hook's read of 1446ab3/fe9f793: the first two and the last passed, the copy check compared
+the answer's spelling as written while the prompt's was made one)."""
+
+
+def test_a_respelled_copy_is_the_copy(verify) -> None:
+    verdicts = _outcomes(verify, RESPELLED_COPIES)
+    bad = [(case, v) for case, v in zip(RESPELLED_COPIES, verdicts, strict=True) if v[0] != "fail"
+           or not str(v[1]).startswith("form:")]
+    assert not bad, bad
+
 
 def test_a_copy_of_work_the_reader_cannot_read_is_not_the_answer(verify) -> None:
     verdicts = _outcomes(verify, UNREAD_COPIES)

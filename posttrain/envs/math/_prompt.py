@@ -168,13 +168,21 @@ def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
     text = normalise(answer)
     parts, relations = split_relations(text)
     gold_parts, _ = split_relations(normalise(gold))
-    golds = {_key(_synonyms(g))[0] for g in (gold, *gold_parts) if g}
+    golds = {_plain(_key(_synonyms(g))[0]) for g in (gold, *gold_parts) if g}
     for part in parts if relations else [text]:  # a relation is never read whole: its sides are the values
-        key, readable = _key(part)
-        key = _unwrapped(key)
-        if part and not readable and key in unread and _key(_synonyms(part))[0] not in golds:
+        readable = _key(part)[1]
+        key = _plain(_key(_synonyms(part))[0])
+        if part and not readable and key in unread and key not in golds:
             return True
     return False
+
+
+def _plain(key: str) -> str:
+    """A key as the copy check compares it: unwrapped (``_unwrapped``), then without braces, so a
+    group that changes nothing (``{|x|}+{|x|}``) is the copy it spells. Both sides are compared so
+    (the prompt's values, the gold, the answer), and with ``_synonyms`` first: the question's
+    ``|x| + |x|`` answered ``\\lvert x\\rvert+\\lvert x\\rvert`` or ``{|x|}+{|x|}`` passed as not the copy."""
+    return _unwrapped(key).replace("{", "").replace("}", "")
 
 
 def _unwrapped(key: str) -> str:
@@ -209,9 +217,8 @@ def _unread_keys(prompt: str) -> frozenset[str]:
         text = normalise(next(g for g in match.groups() if g is not None))
         parts, relations = split_relations(text)
         for part in parts if relations else [text]:
-            key, readable = _key(part) if part else ("", True)
-            if not readable:
-                keys.add(_unwrapped(key))
+            if part and not _key(part)[1]:
+                keys.add(_plain(_key(_synonyms(part))[0]))
     return frozenset(keys)
 
 
