@@ -39,6 +39,12 @@ def _outcomes(verify, cases: list[tuple[str, str, str]]) -> list[tuple[str, str 
         return list(ex.map(one, cases))
 
 
+def _not_form_failures(verify, cases: list[tuple[str, str, str]]) -> list:
+    """The cases (with their verdicts) that are not a ``form:`` failure."""
+    return [(case, v) for case, v in zip(cases, _outcomes(verify, cases), strict=True)
+            if v[0] != "fail" or not str(v[1]).startswith("form:")]
+
+
 UNREAD_COPIES = [
     ("What is $|x| + |x|$?", "2|x|", "|x|+|x|"),
     ("What is $|x| + |x|$?", "2|x|", "|x| + |x|"),
@@ -86,24 +92,15 @@ the answer's spelling as written while the prompt's was made one)."""
 
 
 def test_a_respelled_copy_is_the_copy(verify) -> None:
-    verdicts = _outcomes(verify, RESPELLED_COPIES)
-    bad = [(case, v) for case, v in zip(RESPELLED_COPIES, verdicts, strict=True) if v[0] != "fail"
-           or not str(v[1]).startswith("form:")]
-    assert not bad, bad
+    assert _not_form_failures(verify, RESPELLED_COPIES) == []
 
 
 def test_a_copy_of_work_the_reader_cannot_read_is_not_the_answer(verify) -> None:
-    verdicts = _outcomes(verify, UNREAD_COPIES)
-    bad = [(case, v) for case, v in zip(UNREAD_COPIES, verdicts, strict=True) if v[0] != "fail"
-           or not str(v[1]).startswith("form:")]
-    assert not bad, bad
+    assert _not_form_failures(verify, UNREAD_COPIES) == []
 
 
 def test_a_question_in_a_display_environment_is_the_question(verify) -> None:
-    verdicts = _outcomes(verify, DISPLAYED_COPIES)
-    bad = [(case, v) for case, v in zip(DISPLAYED_COPIES, verdicts, strict=True) if v[0] != "fail"
-           or not str(v[1]).startswith("form:")]
-    assert not bad, bad
+    assert _not_form_failures(verify, DISPLAYED_COPIES) == []
 
 
 HONEST = [
