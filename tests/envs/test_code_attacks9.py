@@ -84,7 +84,22 @@ def test_what_could_answer_keeps_its_credit(code_verifier) -> None:
     one nested deeper than ``ast.dump`` can recurse (it compiles and runs): its own fail, never the
     verifier's crash (an infra error for its whole batch)."""
     for response in ("    return 563\n", "    pass\n\ndef helper(x):\n    return x\n",
-                     "    pass\nmix = lambda x: 563\n", fenced("import math\ndef mix(x):\n    pass"),
+                     "    pass\nmix = lambda x: 563\n", fenced("import math\ndef mix(x):\n    return math.isqrt(x)"),
                      "    return 0" + "+0" * 1000 + "\n"):
         v = code_verifier(MIX, response)
         assert v.outcome == "fail" and v.components["format"] == 1.0, (response, v.components)
+
+
+IMPORTED_IDLE = {"an import": fenced("import math\ndef mix(x):\n    pass"),
+                 "a docstring and a from-import": fenced('"""Mixing."""\nfrom typing import Any\ndef mix(x: Any):\n    ...'),
+                 "imports around a raise": fenced("import os, sys\ndef mix(x):\n    raise NotImplementedError\nimport re")}
+"""The stop hook's read of 6797b35, as a policy: an idle body with imports (or a module docstring) beside
+it kept ``format`` 1 as an attempt (all three, up to 1.0 under the conformance weightings); an import
+answers nothing by itself. (test_what_could_answer_keeps_its_credit pinned ``import math`` with ``pass``
+as an attempt; it now pins ``import math`` used by the body.)"""
+
+
+def test_imports_beside_an_idle_body_are_the_no_op(code_verifier) -> None:
+    for name, response in IMPORTED_IDLE.items():
+        v = code_verifier(MIX, response)
+        assert v.outcome == "fail" and all(combine(v, w).total == 0.0 for w in WEIGHTINGS), (name, v.components)

@@ -357,10 +357,13 @@ def _does_nothing(task: Task, response: str) -> bool:
 
 
 def _rest(tree: ast.Module, entry: str) -> frozenset[str]:
-    """The top-level statements of ``tree`` (as ``ast.dump``s) but the idle definitions of ``entry``."""
+    """The top-level statements of ``tree`` (as ``ast.dump``s) but the idle definitions of ``entry`` and
+    what answers nothing by itself: an import, ``pass``, a constant (a docstring). Before, an import
+    beside an idle body (``import math`` then ``def mix(x): pass``) kept ``format`` 1 as an attempt."""
     return frozenset(ast.dump(node) for node in tree.body if not (
         isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry and not node.decorator_list
-        and all(_is_idle(st) for st in node.body)))
+        and all(_is_idle(st) for st in node.body)) and not isinstance(node, (ast.Import, ast.ImportFrom))
+        and not (isinstance(node, (ast.Pass, ast.Expr)) and _is_idle(node)))
 
 
 def _is_idle(statement: ast.stmt) -> bool:
