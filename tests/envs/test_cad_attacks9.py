@@ -141,3 +141,22 @@ def test_a_slab_leaning_toward_a_corner_fails_through_the_verifier(verify) -> No
               "rotate([0, 54.7356, 45]) cube([30, 30, 1.2], center = true); }\n}")
     v = _verdict(verify, task, task.fields["gold"].rstrip().removesuffix("}") + groove)
     assert (v.outcome, v.error_class) == ("fail", "shape"), (v.outcome, v.error_class, v.feedback)
+
+
+def test_three_more_ways_to_leave_a_hole_not_open_fail() -> None:
+    """The stop hook's read of dcf0484, as a policy, at a 6 mm hole through a 12 mm block: a lip inside the
+    0.5 mm margin that covers only one side of the mouth (a crescent leaving the hole 4.8 mm clear on one
+    side; it passed on the old rod), a 0.2 mm membrane across the bore at mid-depth, and the bore drawn
+    0.6 mm off its stated axis. The honest bore passes."""
+    import manifold3d as m3
+
+    stated = [{"axis": "z", "at": [0.0, 0.0, 0.0], "d": 6.0, "span": [-6.0, 6.0]}]
+
+    def bore(d: float, z0: float = -7.0, h: float = 14.0, x: float = 0.0):
+        return m3.Manifold.cylinder(h, d / 2, d / 2, 48).translate((x, 0.0, z0))
+
+    crescent = m3.Manifold.cylinder(0.45, 3.01, 3.01, 48).translate((0.0, 0.0, 5.55)) - bore(6, 5, 2, x=-1.2)
+    assert hole_lines(_block_minus(bore(6)), stated) == []
+    assert "it is not open 5.59 mm across" in hole_lines(_block_minus(bore(6)) + crescent, stated)[0]
+    assert "the part is solid there" in hole_lines(_block_minus(bore(6, -7, 6.9), bore(6, 0.1, 7)), stated)[0]
+    assert "measured from the stated axis" in hole_lines(_block_minus(bore(6, x=0.6)), stated)[0]
