@@ -117,7 +117,9 @@ def _slab(normal, thickness: float):
 # (now 1.13 and 1.21).
 SLABS = [((1, 1, 1), 1.2, True), ((-1, 1, 1), 1.15, True), ((-0.475, -0.334, 0.814), 1.25, True),
          ((1, 1, 1), 0.95, False), ((-0.475, -0.334, 0.814), 0.95, False), ((1, 0, 0), 0.95, False),
-         ((1, 0, 0), 1.05, True), ((1, 0, 1), 1.05, True)]
+         ((1, 0, 0), 1.05, True), ((1, 0, 1), 1.05, True),
+         # the stop hook's read, leans between an axis and the body diagonal: caught by 1.3-1.45 mm (not 1.13)
+         ((1, 1, 0.5), 1.3, True), ((1, 0.5, 0.25), 1.45, True), ((2, 1, 1), 1.45, True)]
 
 
 @pytest.mark.parametrize(("normal", "thickness", "fails"), SLABS)
