@@ -225,6 +225,7 @@ def check_out_dir(path: str | Path, what: str = "--out") -> Path:
     if not str(path):  # Path("") is ".": the run would fill the current directory
         raise UserError(f"{what} '': expected a directory name")
     p = Path(path)
+    _refuse_dangling_link(p, what)
     if p.exists() and not p.is_dir():
         raise UserError(f"{what} {p}: exists and is not a directory")
     _check_creatable(p, what)
@@ -236,10 +237,20 @@ def check_out_file(path: str | Path, what: str = "--out") -> Path:
     if not str(path):  # Path("") is ".": the file would be the current directory
         raise UserError(f"{what} '': expected a file name")
     p = Path(path)
+    _refuse_dangling_link(p, what)
     if p.is_dir():
         raise UserError(f"{what} {p}: is a directory; expected a file name")
     _check_creatable(p, what)
     return p
+
+
+def _refuse_dangling_link(p: Path, what: str) -> None:
+    """A symbolic link that leads nowhere (to nothing, or a loop) is refused by name. It ``exists()``
+    not, so the checks saw a directory to make, and the command failed where it made it (``eval --out``
+    after all its work: FileExistsError's traceback, the evaluation lost)."""
+    if p.is_symlink() and not p.exists():
+        raise UserError(f"{what} {p}: a symbolic link to nothing (or a loop); expected a directory or a name "
+                        f"to create")
 
 
 def _check_creatable(p: Path, what: str) -> None:

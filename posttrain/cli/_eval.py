@@ -203,7 +203,7 @@ def _check_eval_out(out: str) -> None:
     """Refuse, before any work, an ``--out`` that would write over what is there: a run directory
     (its summary.json is the pipeline's; ``--run`` evaluates a run into ``RUN/eval/``) or an earlier
     evaluation's files."""
-    from posttrain.cli._paths import check_out_dir
+    from posttrain.config import check_out_dir
 
     path = check_out_dir(out)
     if (path / "config.yaml").is_file():

@@ -116,7 +116,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from posttrain.cli._paths import check_out_file
+    from posttrain.config import check_out_file
     from posttrain.evaluate.report import write_report
 
     for run_dir in args.run_dirs:
@@ -132,8 +132,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from posttrain.cli._paths import check_out_dir
     from posttrain.cli._service import open_service
+    from posttrain.config import check_out_dir
     from posttrain.evaluate.audit import run_audit
 
     _check_run_dir(args.run_dir)

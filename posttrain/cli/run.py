@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from posttrain.cli._paths import check_out_dir
+from posttrain.config import check_out_dir
 from posttrain.errors import UserError
 
 if TYPE_CHECKING:

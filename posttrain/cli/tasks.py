@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def _cmd_decontaminate(args: argparse.Namespace) -> int:
-    from posttrain.cli._paths import check_out_dir
+    from posttrain.config import check_out_dir
     from posttrain.evaluate.decontaminate import cmd_decontaminate
 
     if args.out is not None:
