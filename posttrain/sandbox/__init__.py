@@ -133,10 +133,6 @@ it; issue 15). What a fork-server job can reach, and why none of it changes anot
   from the inside and got ``infra_error``. Starvation is now the host's to prove: a probe of the
   pool's own, in a sibling cgroup, after the job is dead; and a starved job gets one rerun whose
   verdict stands, so it is never an infra error.
-- its CPU never another pool's (``_cpus.py``): a running job holds CPU tokens that every pool on
-  the host shares, a quarter CPU each, so the quotas of the jobs running at once never add up to
-  more than the host's CPUs (a pool's spinning jobs timed out an honest job of another pool, 8 of
-  8); a job waits for its tokens before it starts, which is no part of its timeout.
 - a host's memory shortage is not its out-of-memory error (``_starve.HOST_OOM``): the OOM killer
   takes sandboxed jobs first (``oom_score_adj`` 1000), and a job it killed while its slot's own
   limit was never hit gets one rerun whose verdict stands.

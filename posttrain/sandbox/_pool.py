@@ -28,7 +28,6 @@ from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
-from posttrain.sandbox._cpus import CpuTokens
 from posttrain.sandbox._seccomp import seccomp_bpf
 from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
@@ -106,7 +105,6 @@ class LocalSandboxPool:
         self.tools = _launch.find_tools(python)
         self.layout: CgroupLayout = detect_layout()
         self.registry = _registry(self.layout)
-        self.cpu_tokens = CpuTokens(self.registry, usable_cpus())
         self.bpf = seccomp_bpf()
         self._closed = False
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
@@ -184,19 +182,14 @@ class LocalSandboxPool:
         probe is overloaded right after it; then one rerun (once the probe recovers, or after
         ``recover_s``), whose verdict stands; so does a job the OOM killer killed for the host's
         shortage, not its slot's limit (``_starve.HOST_OOM``), at once. Without ``rerun`` (a
-        workspace's job) its own. It runs
-        only while it holds its CPU tokens (``_cpus``), so that the jobs of every pool on the host
-        together never have more CPU quota than the host has CPUs."""
-        with self.cpu_tokens.held(limits.cpu_cores, lambda: self._closed) as holding:
-            if not holding:
-                return Execution.infra("the pool was closed while the job waited")
-            ex, maybe = run()
-            if rerun and maybe == HOST_OOM:  # killed for the host's shortage, not its own limit
-                return run()[0]
-            if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
-                return ex
-            self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
+        workspace's job) its own."""
+        ex, maybe = run()
+        if rerun and maybe == HOST_OOM:  # killed for the host's shortage, not its own limit
             return run()[0]
+        if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
+            return ex
+        self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
+        return run()[0]
 
     def run_python(
         self,

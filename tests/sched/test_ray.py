@@ -91,10 +91,7 @@ def test_a_hung_pool_actor_is_waited_for_with_a_timeout_then_retried(address):
     backend = RayBackend(address, domains=["code"], hooks=domain_hooks)
     backend.SLACK_S, backend.WAIT_PER_TIMEOUT = 0.5, 2.0  # a try is waited for 2 x 0.5 + 0.5 s
     (pid,) = backend.actor_pids()
-    # 8 tries, ~12 s: once the actor runs again it first runs the stale tries' jobs, each waiting for
-    # its CPU tokens (sandbox._cpus) behind the other pools of a full suite's run; 4 tries (~6 s)
-    # ran out there once
-    with Service(backend, SchedPolicy(max_tries=8, backoff_s=0.1, breaker_threshold=50)) as svc:
+    with Service(backend, SchedPolicy(max_tries=4, backoff_s=0.1, breaker_threshold=50)) as svc:
         os.kill(pid, signal.SIGSTOP)
         threading.Timer(2.5, os.kill, (pid, signal.SIGCONT)).start()
         out = svc.run_jobs([Verify(quick, "    return a + b\n", "h", 0)])
