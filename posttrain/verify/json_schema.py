@@ -65,6 +65,30 @@ def validator_for(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     return _cached_validator(json.dumps(schema, sort_keys=True))
 
 
+def schema_expected(schema: Any) -> str | None:
+    """None where ``schema`` is a JSON Schema object that ``validator_for`` builds; else what a task's
+    schema was expected to be, one line that ends a ``RecordReader.fail`` ("expected ..."): the json
+    domain's document schema and the tool domain's parameters are checked alike.
+
+    >>> schema_expected({"type": "nonsense"}).split(" (")[0]
+    'a valid JSON Schema'
+    """
+    if not isinstance(schema, Mapping):
+        return "a JSON Schema object"
+    if not isinstance(schema.get("$schema", ""), str):  # jsonschema raised AttributeError on it
+        return f"a JSON Schema whose $schema is a URI string, got {schema['$schema']!r:.60}"
+    try:
+        validator_for(schema)
+    except jsonschema.SchemaError as e:
+        where = "/".join(str(p) for p in e.path)  # the problem whole (never cut mid-sentence), and where
+        return f"a valid JSON Schema ({e.message} at {where})" if where else f"a valid JSON Schema ({e.message})"
+    except (AttributeError, TypeError) as e:  # jsonschema's own crash on a malformed keyword
+        return f"a valid JSON Schema ({str(e).splitlines()[0]})"
+    except RecursionError:  # jsonschema checks a schema recursively: ~100 nested properties
+        return "a JSON Schema nested less deeply (checking it exceeded Python's recursion limit)"
+    return None
+
+
 def _is_exact_integer(checker: Any, instance: Any) -> bool:
     if isinstance(instance, bool):
         return False

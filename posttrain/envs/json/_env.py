@@ -43,7 +43,6 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
 from referencing.exceptions import Unresolvable
 
 from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_common, passed
@@ -67,6 +66,7 @@ from posttrain.verify.json_schema import (
     applying_at_item,
     declares,
     schema_error,
+    schema_expected,
     validator_for,
 )
 
@@ -200,17 +200,10 @@ class JsonEnv:
         reader = RecordReader(record, source, NAME)
         reader.check_keys(DOMAIN_KEYS)
         schema = reader.present("schema")
-        if not isinstance(schema, Mapping):
-            raise reader.fail("schema", "a JSON Schema object", schema)
-        if not isinstance(schema.get("$schema", ""), str):  # jsonschema raised AttributeError on it
-            raise reader.fail("schema", "a JSON Schema whose $schema is a URI string", schema["$schema"])
-        try:
-            validator = validator_for(schema)
-        except jsonschema.SchemaError as e:
-            raise reader.fail("schema", f"a valid JSON Schema ({_schema_problem(e)})", show_got=False) from None
-        except RecursionError:  # jsonschema checks a schema recursively: ~100 nested properties
-            raise reader.fail("schema", "a JSON Schema nested less deeply (checking it exceeded Python's "
-                              "recursion limit)", show_got=False) from None
+        problem = schema_expected(schema)
+        if problem is not None:
+            raise reader.fail("schema", problem, schema, show_got=problem == "a JSON Schema object")
+        validator = validator_for(schema)
         expected = reader.present("expected")
         if nesting(expected) > MAX_JSON_DEPTH:  # no response may nest deeper (strict_json), so none could match
             raise reader.fail("expected", f"a value nested at most {MAX_JSON_DEPTH} arrays and objects deep "
@@ -320,9 +313,3 @@ def _generate_one(rng: random.Random, tid: str) -> Task:
 
 
 ENV = JsonEnv()
-
-
-def _schema_problem(e: jsonschema.SchemaError) -> str:
-    """What is wrong with a task's schema, whole (never cut mid-sentence) and where in it."""
-    where = "/".join(str(p) for p in e.path)
-    return f"{e.message} at {where}" if where else e.message

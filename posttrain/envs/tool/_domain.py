@@ -45,8 +45,6 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
-
 from posttrain.envs._base import RecordReader, parse_common
 from posttrain.envs._env import EpisodeContext
 from posttrain.envs.tool._calls import NAME, _argument_problem, make_tool_verifier, schema_defaults
@@ -54,7 +52,7 @@ from posttrain.envs.tool._episode import ToolEpisodeEnv
 from posttrain.policy import tool_specs
 from posttrain.strict_json import MAX_JSON_DEPTH, StrictJSONError, loads_strict, nesting, to_exact
 from posttrain.types import Task, Verifier
-from posttrain.verify.json_schema import EXACT_DIGITS, validator_for
+from posttrain.verify.json_schema import EXACT_DIGITS, schema_expected
 
 DOMAIN_KEYS = frozenset({"tools", "expected_calls", "ordered"})
 
@@ -154,20 +152,9 @@ def _check_tools(reader: RecordReader, tools: list[Any]) -> dict[str, Mapping[st
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             raise reader.fail(f"tools[{i}]", "an OpenAI function schema with a 'name'", tool)
         params = fn.get("parameters", {"type": "object"})
-        if not isinstance(params, Mapping):  # true is a schema, but no object of named parameters
-            raise reader.fail(f"tools[{i}].parameters", "a JSON Schema object", params)
-        if not isinstance(params.get("$schema", ""), str):  # jsonschema raised AttributeError on it
-            raise reader.fail(f"tools[{i}].parameters", "a JSON Schema whose $schema is a URI string",
-                              params["$schema"])
-        try:
-            validator_for(params)
-        except (jsonschema.SchemaError, AttributeError, TypeError) as e:
-            problem = e.message if isinstance(e, jsonschema.SchemaError) else str(e).splitlines()[0]
-            raise reader.fail(f"tools[{i}].parameters", f"a valid JSON Schema ({problem})",
-                              show_got=False) from None
-        except RecursionError:  # jsonschema checks a schema recursively: ~100 nested properties
-            raise reader.fail(f"tools[{i}].parameters", "a JSON Schema nested less deeply (checking it "
-                              "exceeded Python's recursion limit)", show_got=False) from None
+        problem = schema_expected(params)
+        if problem is not None:
+            raise reader.fail(f"tools[{i}].parameters", problem, params, show_got=problem == "a JSON Schema object")
     specs = tool_specs(tools)
     if len(specs) != len(tools):
         raise reader.fail("tools", "unique function names", [t.get("function", t).get("name") for t in tools])
