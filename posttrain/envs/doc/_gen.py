@@ -31,6 +31,7 @@ text is ASCII so that the PDF rendering (core fonts) holds every character.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,17 +67,40 @@ _RISK_WORDS = ("demand", "pricing", "supply", "currency", "regulation", "cyberse
                "interest rates", "weather")
 
 
-def thousands(usd: int) -> str:
-    """A dollar amount as printed in a table "in thousands": ``12,345`` or ``(1,234)`` when negative."""
-    k = usd // 1000
-    return f"({-k:,})" if k < 0 else f"{k:,}"
+def _printed(usd: int, unit: int, places: int) -> str:
+    """``usd`` in ``unit`` dollars to ``places`` decimals, grouped by commas, negative in parentheses; a
+    ``ValueError`` if those places do not hold it exactly (a table prints the very value its answers use)."""
+    value = Decimal(usd) / unit
+    if value != value.quantize(Decimal(1).scaleb(-places)):
+        raise ValueError(f"${usd:,} does not print exactly in units of ${unit:,} to {places} places")
+    text = format(abs(value), f",.{places}f")
+    return f"({text})" if value < 0 else text
 
 
-def millions(usd: int) -> str:
-    """A dollar amount (a multiple of 100,000) as printed "in millions", one decimal."""
-    tenths = usd // 100_000
-    text = f"{abs(tenths) // 10:,}.{abs(tenths) % 10}"
-    return f"({text})" if tenths < 0 else text
+def thousands(usd: int, places: int = 0) -> str:
+    """A dollar amount as printed in a table "in thousands": ``12,345`` (``12,345.6`` to one place) or
+    ``(1,234)`` when negative."""
+    return _printed(usd, 1000, places)
+
+
+def millions(usd: int, places: int = 1) -> str:
+    """A dollar amount as printed "in millions": ``1,234.5`` to one place, ``1,235`` to none."""
+    return _printed(usd, 1_000_000, places)
+
+
+SEGMENT_PLACES = (0, 1)
+"""The decimal places a segment revenue table prints, drawn for each table apart from its unit (real
+reports print millions with none or one, now and then thousands with one). With millions always to one
+place and thousands to none, "a cell with a decimal point is in millions" found the millions table of
+300 of 300 total questions without a look at its unit; now 72 of 300, and the best rule on the points
+alone (the one cell with a point is in millions, else the first named) 156 of 300, a coin. A third place
+for millions alone would tell again (two places: millions; the best rule on the places alone, 67%). The
+printed size still tells, as it must: a segment in millions prints a thousandth of one in thousands
+(tests/envs/test_doc_attacks13.py's docstring)."""
+_GRAIN = {("thousands", 0): 1000, ("thousands", 1): 100, ("millions", 0): 1_000_000, ("millions", 1): 100_000}
+"""The dollars a segment revenue table's last printed digit stands for: its figures are drawn to that
+grain, so the last digit is any digit (a thousands table to one place, drawn in whole thousands, would
+always end ".0")."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +211,17 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
     company = f"{rng.choice(_NAMES)} {rng.choice(_SUFFIX)}"
     segments = rng.sample(_SEGMENT_NAMES, n_seg)
     group_a, group_b = segments[: (n_seg + 1) // 2], segments[(n_seg + 1) // 2:]
-    seg_rev = {s: [_k(rng, 20_000_000, 900_000_000) for _ in years] for s in segments}
+    # which revenue table is in millions, and the places each prints, are drawn apart (SEGMENT_PLACES)
+    in_millions = rng.choice(("product", "service"))
+    places = {name: rng.choice(SEGMENT_PLACES) for name in ("product", "service")}
+    grain = {s: _GRAIN[("millions" if name == in_millions else "thousands", places[name])]
+             for group, name in ((group_a, "product"), (group_b, "service")) for s in group}
+    seg_rev = {s: [rng.randint(20_000_000 // grain[s], 900_000_000 // grain[s]) * grain[s] for _ in years]
+               for s in segments}
+    fine = [s for s in segments if grain[s] < 1000]
+    for i in range(n_years):  # revenue, printed in whole thousands, is in whole thousands
+        if fine:
+            seg_rev[fine[-1]][i] -= sum(seg_rev[s][i] for s in segments) % 1000
     revenue = [sum(seg_rev[s][i] for s in segments) for i in range(n_years)]
     # cost and opex in hundredths of a percent of revenue: drawn in whole percents, every operating margin
     # was a whole percent (400 of 400 margin golds ended in ".0"), so the one decimal the question asks
@@ -201,7 +235,7 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
     dna = [rng.randint(5_000, 60_000) * 1000 for _ in years]
     ebitda = [oi + d for oi, d in zip(op_income, dna, strict=True)]
     rep = Report(facts={"company": company, "years": years, "segments": segments, "group_a": group_a,
-                        "group_b": group_b, "level": level})
+                        "group_b": group_b, "level": level, "in_millions": in_millions, "places": places})
     f = rep.facts
     f.update(seg_rev=seg_rev, revenue=revenue, op_income=op_income, net=net, ebitda=ebitda)
     restated = level >= 3 and n_years >= 2
@@ -229,7 +263,7 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
 
     _cover(rep, company, years)
     _overview(rep, rng, company, segments)
-    _discussion(rep, rng, years, segments, seg_rev, level)
+    _discussion(rep, rng, years, segments, seg_rev, level, grain)
     rep.heading("3. Consolidated statement of income")
     shown_net, shown_tax = net[:], tax[:]
     note = ""
@@ -284,7 +318,8 @@ def _overview(rep: Report, rng: random.Random, company: str, segments: list[str]
              f"managed separately and is headquartered in {rng.choice(_CITIES)}.")
 
 
-def _discussion(rep: Report, rng: random.Random, years: list[int], segments: list[str], seg_rev: dict, level: int) -> None:
+def _discussion(rep: Report, rng: random.Random, years: list[int], segments: list[str], seg_rev: dict, level: int,
+                grain: dict[str, int]) -> None:
     rep.heading("2. Management's discussion and analysis")
     rep.para(f"Fiscal {years[-1]} was a year of steady execution across the portfolio. The discussion below "
              "covers revenue by segment; amounts are in U.S. dollars.")
@@ -293,7 +328,9 @@ def _discussion(rep: Report, rng: random.Random, years: list[int], segments: lis
         true = seg_rev[seg][-1]
         stated = true
         if level >= 4 and rng.random() < 0.6:
-            stated = true + rng.choice([-1, 1]) * rng.randint(1, 40) * 100_000
+            # off by whole units of the table's last digit, at least 100,000: off by 100,000s from a table in
+            # whole millions, a stated figure's hundred-thousands digit said whether it agreed
+            stated = true + rng.choice([-1, 1]) * rng.randint(1, 40) * max(grain[seg], 100_000)
         sentence = rep.para(f"Revenue of the {seg} segment was ${stated:,} in fiscal {years[-1]}, "
                             f"{'up' if rng.random() < 0.6 else 'down'} on the prior year.")
         claims[seg] = (stated, sentence)
@@ -304,10 +341,10 @@ def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[s
               seg_rev: dict, op_income: list[int]) -> None:
     rep.heading("6. Segment information")
     cols = ["In thousands of U.S. dollars", *map(str, years)]
-    # which of the two tables is in millions is drawn: with the service table always the one, a total's
-    # second-named segment (always a service one) times a million and the first times a thousand passed
-    # 300 of 300 total questions without a look at either table's unit
-    in_millions = rng.choice(("product", "service"))
+    # which of the two tables is in millions is drawn (build_report): with the service table always the
+    # one, a total's second-named segment (always a service one) times a million and the first times a
+    # thousand passed 300 of 300 total questions without a look at either table's unit
+    in_millions, places = rep.facts["in_millions"], rep.facts["places"]
     for group, name in ((group_a, "product"), (group_b, "service")):
         if name == "service":
             rep.para(f"Revenue of the {in_millions} segments is reported in millions of U.S. dollars, as the "
@@ -315,7 +352,8 @@ def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[s
             for _ in range(2):
                 rep.para(_risk_text(rng))
             rep.break_page()  # the second revenue table is on a later page than the first
-        unit, fmt = ("millions", millions) if name == in_millions else ("thousands", thousands)
+        unit, scaled = ("millions", millions) if name == in_millions else ("thousands", thousands)
+        fmt = functools.partial(scaled, places=places[name])
         rep.facts[f"table_{name}"] = rep.table(
             f"Segment revenue, {name} segments", [f"In {unit} of U.S. dollars", *map(str, years)],
             [(s, _row(seg_rev[s], "seg_rev", years, fmt, (s,))) for s in group])
