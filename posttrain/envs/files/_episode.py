@@ -17,6 +17,16 @@
   to the files verifier as the single response's JSON (``{path: content | null}``), which applies
   them to a pristine copy of the task's workspace and grades the final state
   (``_grade.grade_final_state``): the same grader, rules and feedback as a single response.
+  What a checking tool keeps for itself is not taken (``_tool_kept``: a new file under a ``.git``,
+  ``.pytest_cache`` or ``__pycache__`` directory, ``workspace.TOOL_DIRS``, that is neither a file of the
+  task nor a target): ``list_dir`` does not show those, and ``git init`` or one ``pytest`` run beside the
+  right work failed it as collateral (30 of 30 such honest episodes over 6 generated tasks, 0 now).
+  Nothing is hidden by it: a target or a workspace file moved there is missing or deleted all the same.
+- Hard links: a name is read as the file it is (each name its own file, as ``cp`` would have left
+  them); the final state is all that is graded, and no command runs after it. A link cannot leave
+  /work (``ln /tmp/x`` or ``ln /etc/...`` is ``EXDEV``: another file system), a move done as a link
+  that keeps the original leaves a file the task deletes, and a link to a new name is a file the task
+  did not ask for: none passed a task it should fail (6 generated tasks, 19 tries).
 - Process signals (``process_of``): ``process.inspected``, ``process.recovered`` and ``process`` (the
   first scaled by the second: ``_grade.process_signals``) in each verdict's components
   (``reward.process``), none for an attempt caught cheating.
@@ -53,6 +63,7 @@ from posttrain.envs.files._workspace import (
     encode_file,
 )
 from posttrain.envs.workspace import (
+    TOOL_DIRS,
     Take,
     Tool,
     ToolContext,
@@ -137,9 +148,10 @@ def take_final_state(task: Task) -> Take:
     """The files domain's ``take`` (module docstring): the workspace's changes as the single response's
     JSON, or a ``fail`` verdict (a link or special file, more than the grader reads)."""
     pristine = decode_workspace(task.fields["workspace"])
+    known = set(pristine) | set(task.fields["targets"])
 
     def take(ws: Workspace, arguments: Mapping[str, Any]) -> str | Verdict:
-        paths = sorted(ws.changed_paths(limit=4 * MAX_FILES))
+        paths = sorted(p for p in ws.changed_paths(limit=4 * MAX_FILES) if p in known or not _tool_kept(p))
         writes: dict[str, Any] = {}
         special: list[str] = []
         misnamed: list[tuple[str, str]] = []
@@ -174,6 +186,17 @@ def take_final_state(task: Task) -> Take:
         return json.dumps(writes, ensure_ascii=False, sort_keys=True)
 
     return take
+
+
+def _tool_kept(path: str) -> bool:
+    """Whether ``path`` lies under a directory a checking tool keeps for itself (``TOOL_DIRS``: ``.git``,
+    ``.pytest_cache``, ``__pycache__``, ...), at any depth; the name itself is not looked at (a file
+    called ``.git``, a link named ``.pytest_cache``, is taken and graded).
+
+    >>> _tool_kept(".git/objects/ab/cd"), _tool_kept("sub/.pytest_cache/v/x"), _tool_kept(".git")
+    (True, True, False)
+    """
+    return any(part in TOOL_DIRS for part in path.split("/")[:-1])
 
 
 WROTE = "[wrote "

@@ -7,7 +7,9 @@ as a final state without following links. Problems, in the order checked:
 
 1. ``not_regular``: any path that is not a regular file with one link (a symlink, a fifo, a
    device, a hard link, a directory where a workspace file was) fails, wherever it is: regular files
-   only, so nothing resolves outside the workspace and no target is read through a link;
+   only, so nothing resolves outside the workspace and no target is read through a link (a hard link
+   is the ``Entry.links`` of a final state built from a directory: a response makes none, and an
+   episode's take reads each name as the file it is, ``_episode``'s docstring says why that is safe);
 2. ``missing`` / ``wrong_content`` / ``wrong_format``: each target must hold what the task asks
    (``json``: one strict UTF-8 JSON document equal in value, type-strictly, numbers exactly, key order
    free; ``csv``: UTF-8 that parses to exactly these rows, any quoting, line endings and blank lines at

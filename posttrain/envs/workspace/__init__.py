@@ -71,6 +71,7 @@ from posttrain.envs.workspace._env import (
 from posttrain.envs.workspace._normalize import cut_middle, normalize_output
 from posttrain.envs.workspace._python import ENV_DIRS, WHEELHOUSE, python_argv, python_environment
 from posttrain.envs.workspace._tools import (
+    TOOL_DIRS,
     Tool,
     ToolContext,
     ToolInfraError,
@@ -92,6 +93,7 @@ __all__ = [
     "MAX_STEPS",
     "SPECIAL",
     "SUBMIT",
+    "TOOL_DIRS",
     "WHEELHOUSE",
     "AgentLimits",
     "AgentScript",

@@ -14,7 +14,7 @@ environment's: grading). A domain adds its own the same way (doc: ``read_pdf``).
   status, a timeout or a memory kill. A sandbox failure is ``ToolInfraError``: the environment
   turns it into an infra verdict (the runner restores the episode's last snapshot and steps again).
 - Paths are relative to the repository (``/work/x``, ``./x`` and ``x`` are the same file); a path
-  outside it is an error result, not a crash.
+  outside it is an error result, not a crash, and so is one under ``~`` (``repo_path``).
 
 Arguments are checked against the tool's schema before it runs (``check_arguments``): a call with
 an unknown or missing argument, one of the wrong type, or a string that is not text (a lone
@@ -148,12 +148,25 @@ def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
 
 
 def repo_path(path: str) -> str:
-    """A path as the workspace names it (relative, normalized); ``WorkspaceError`` when it leaves it.
+    """A path as the workspace names it (relative, normalized); ``WorkspaceError`` when it leaves it,
+    or when it starts with ``~``, which a shell reads as a home (``~``, ``~/x``, ``~user/x``).
+
+    No file tool has a shell to expand ``~``: ``write_file("~/notes.txt")`` wrote ``/work/~/notes.txt``,
+    a directory named ``~`` in the graded tree (a files task's collateral, and not where the agent meant
+    it), and ``HOME`` (``/tmp/home``) is a command's own, gone when it ends: no file tool can reach it.
+    Refused with why; a ``~`` further in (``a/~b``, ``a~``) is part of a name.
 
     >>> repo_path("/work/pkg/a.py"), repo_path("./pkg//a.py")
     ('pkg/a.py', 'pkg/a.py')
+    >>> repo_path("~/notes.txt")
+    Traceback (most recent call last):
+    ...
+    posttrain.sandbox.errors.WorkspaceError: '~/notes.txt': a file tool does not expand '~' (HOME, /tmp/home, is each command's own and gone when it ends); name the file relative to /work, or use bash
     """
     p = path.strip()
+    if p.startswith("~"):
+        raise WorkspaceError(f"{cut_middle(repr(p), 200)}: a file tool does not expand '~' (HOME, {HOME}, is each "
+                             f"command's own and gone when it ends); name the file relative to {WORK}, or use bash")
     if p == WORK or p.startswith(WORK + "/"):
         p = p[len(WORK):].lstrip("/")
     pp = PurePosixPath(p or ".")
@@ -343,10 +356,15 @@ def edit_tool() -> Tool:
                         ["path", "old", "new"]), _edit)
 
 
+TOOL_DIRS = frozenset({"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".tox"})
+"""Directories that programs an agent runs to check its work keep for themselves (``git init``, pytest's
+cache, an interpreter's bytecode, mypy's, tox's): ``list_dir`` does not show them, and a domain whose
+grader counts files the task did not ask for (files: ``_episode.take_final_state``) does not count what
+they hold either, or an honest check it could not see failed its work."""
+
 _LIST = r"""
 import os, sys
-top, depth = sys.argv[1], int(sys.argv[2])
-skip = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".tox"}
+top, depth, skip = sys.argv[1], int(sys.argv[2]), set(sys.argv[3:])
 if not os.path.isdir(top):
     print(f"Error: {top} is not a directory" if os.path.lexists(top) else f"Error: {top} does not exist")
     sys.exit(0)
@@ -371,7 +389,7 @@ print("\n".join(out) if out else "(empty directory)")
 def _list_dir(ctx: ToolContext, arguments: Mapping[str, Any]) -> str:
     path = repo_path(arguments.get("path") or ".")
     depth = min(max(1, int(arguments.get("depth") or 2)), 6)
-    return run_command(ctx, ["/usr/bin/python3", "-I", "-S", "-c", _LIST, path, str(depth)], 30.0)
+    return run_command(ctx, ["/usr/bin/python3", "-I", "-S", "-c", _LIST, path, str(depth), *sorted(TOOL_DIRS)], 30.0)
 
 
 def list_dir_tool() -> Tool:
