@@ -199,7 +199,7 @@ def test_repair_rounds_run_through_the_episode_runner(server, tokenizer_dir, run
     s = json.loads(out)
     assert s["pass@1"] == 0.0
     assert s["repair@1"] == pytest.approx(1 / 3) and s["repair@2"] == pytest.approx(2 / 3)
-    assert s["repair_feedback_source"] == "hidden_tests"  # HumanEval's own failing assert line was shown
+    assert s["repair_feedback_source"] == "public_tests"  # a visible assert was shown, the hidden ones as a count
     assert s["mean_attempts_to_success"] == pytest.approx(2.5) and s["max_attempts"] == 3
     assert s["episodes"]["turns"] == pytest.approx(8 / 3) and s["episodes"]["truncation_rate"] == 0.0
     lines = [json.loads(x) for x in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
