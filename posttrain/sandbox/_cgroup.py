@@ -104,6 +104,17 @@ workspace needs ~0.4 s of CPU to go, which took 9-15 s beside the tests' nice -2
 that was an infra error, 3 of 3)."""
 
 
+DRAIN_WAIT_S = 10.0
+"""How long writing a lower memory limit waits for memory the slot's last job left charged to drain.
+The kernel lists a killed process in no ``cgroup.procs`` from the moment it starts to exit, before it
+has freed its memory and closed its files, and a detached tmpfs is freed only when nothing holds it
+any more; tmpfs pages and anonymous memory cannot be reclaimed (no swap). So right after a job that
+filled its file systems, the next job's lower limit was refused (v1: EBUSY, the kernel having
+reclaimed what it could; the job an infra error, ``slot error: OSError: [Errno 16]``) or, on v2,
+would have OOM-killed the fork-server in its stead. Each try reclaims what it can."""
+DRAIN_STEP_S = 0.02
+
+
 OWN_LIMIT_SLACK = 4 << 20
 """How near its limit a v1 slot's watermark must come for an OOM kill there to be its own
 (``SlotCgroup.own_limit_hit``): a charge refused at the limit leaves usage within a per-CPU charge
@@ -322,11 +333,36 @@ class SlotCgroup:
             self._cpu = cpu_cores
 
     def _set_memory(self, limit: int) -> None:
+        """Write the memory limit; a lower one waits up to ``DRAIN_WAIT_S`` for what is still charged
+        above it to drain (v1: the last try's EBUSY is raised; v2: written then, as before)."""
+        end = time.monotonic() + DRAIN_WAIT_S
+        while True:
+            try:
+                if self.layout.version == 1:
+                    self._set_memory_v1(limit)
+                    return
+                if self._drained_v2(limit) or time.monotonic() >= end:  # (past it: reclaim, then the OOM killer)
+                    _write(self.dirs["memory"] / "memory.max", str(limit))
+                    _write(self.dirs["memory"] / "memory.swap.max", "0")
+                    return
+            except OSError as e:
+                if e.errno != errno.EBUSY or time.monotonic() >= end:
+                    raise
+            time.sleep(DRAIN_STEP_S)
+
+    def _drained_v2(self, limit: int) -> bool:
+        """v2: whether the slot's usage is within ``limit``, after asking the kernel to reclaim the
+        excess (``memory.reclaim``: EAGAIN when it could not, e.g. tmpfs or anonymous pages without swap)."""
         d = self.dirs["memory"]
-        if self.layout.version == 2:
-            _write(d / "memory.max", str(limit))
-            _write(d / "memory.swap.max", "0")
-            return
+        excess = int(_read(d / "memory.current")) - limit
+        if excess <= 0:
+            return True
+        with contextlib.suppress(OSError):
+            _write(d / "memory.reclaim", str(excess))
+        return int(_read(d / "memory.current")) <= limit
+
+    def _set_memory_v1(self, limit: int) -> None:
+        d = self.dirs["memory"]
         mem, memsw = d / "memory.limit_in_bytes", d / "memory.memsw.limit_in_bytes"
         if not memsw.exists():
             raise HostCannotIsolate(

@@ -17,7 +17,6 @@ again by the next job), the job timed out.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import select
@@ -46,7 +45,6 @@ REPLY_GRACE_S = 2.0  # and then, after killing the job itself, for the fork-serv
 FREE_GRACE_S = 0.05  # cleanup time that never turns a job into a timeout
 ZYGOTE_OVERHEAD = 48 * _MiB  # the fork-server's own memory, charged to the same slot cgroup
 SLOT_TMP_BYTES = 256 * _MiB  # tmpfs /work, /tmp, /dev/shm of a zygote slot (memory-backed, so cgroup-bounded)
-DRAIN_WAIT_S = 10.0
 """How long a restart waits for the last job's memory to leave the slot before writing the default limit:
 its file systems, detached, are freed when the kernel tears down the stopped sandbox's mount namespace,
 which it may finish after the processes are gone (on a loaded machine, after the first write)."""
@@ -126,16 +124,9 @@ class ZygoteSlot:
         # slot until then. A job allowed more than the default limit that filled them and then got the
         # fork-server OOM-killed (no reply: the slot stopped, its places kept) left more charged than
         # the default; writing that limit failed (EBUSY) and every later job here was an infra error.
+        # ``set_limits`` waits for the detached places to be freed (``_cgroup.DRAIN_WAIT_S``).
         self.places.clear()
-        end = time.monotonic() + DRAIN_WAIT_S
-        while True:
-            try:
-                self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
-                break
-            except OSError as e:  # EBUSY: more is charged than the limit, until the detached places are freed
-                if e.errno != errno.EBUSY or time.monotonic() >= end:
-                    raise
-                time.sleep(0.02)
+        self.cg.set_limits(self.pool.default_limits.memory_mb * _MiB + ZYGOTE_OVERHEAD, 256, 1.0)
         chan, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile(prefix="posttrain-zygote-")
         sfd = seccomp_fd(self.pool.bpf)
