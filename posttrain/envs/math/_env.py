@@ -68,6 +68,7 @@ from posttrain.envs.math._prompt import (
     is_echo,
     question_values,
     simplify_question,
+    work_left,
 )
 from posttrain.envs.math._read import read
 from posttrain.strict_json import after_reasoning
@@ -188,6 +189,11 @@ def make_math_verifier(checker: MathChecker | None = None) -> Verifier:
             status = f"form:{form or infer_form(gold)}"  # the question's own work, which the reader cannot measure
             evidence["detail"] = "the question's own expression"
             return fail(_feedback(status, "the question's own expression"), status, evidence)
+        work = work_left(task.prompt, content, gold) if eq.equal and form not in POLYNOMIAL_FORMS else None
+        if work:  # the question's work padded, rearranged or respelled: still to do
+            status = f"form:{form or infer_form(gold)}"
+            evidence["detail"] = f"work still to do ({work})"
+            return fail(_feedback(status, evidence["detail"]), status, evidence)
         if eq.equal:
             return passed("Correct.", evidence)
         return fail("Wrong answer.", "wrong_answer", evidence, {"format": 1.0})

@@ -177,6 +177,58 @@ def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
     return False
 
 
+_WORK_OP_RE = re.compile(r"\\(?:[dt]?binom|choose|max|min|gcd|lcm|det|lfloor|lceil|[bp]?mod|Gamma|zeta)(?![A-Za-z])"
+                         r"|\\begin\s*\{\s*vmatrix\s*\}|\\\||\||!")
+"""The operators of work the form reader names but does not read: ``\\binom``, ``\\max``, ``\\gcd``, a
+determinant, ``\\lfloor``, ``|`` (each bar), ``!``, ... (``_read._EVALUATE``), one name per sign."""
+_WORK_OP_NAMES = {"\\dbinom": "\\binom", "\\tbinom": "\\binom", "\\choose": "\\binom", "\\begin{vmatrix}": "\\det",
+                  "\\mod": "\\bmod", "\\pmod": "\\bmod"}
+
+
+def work_left(prompt: str, answer: str, gold: str) -> str | None:
+    """The operator of work a right ``answer`` still holds where the prompt's math poses work the
+    gold has done, or None: the prompt's math holds more of some operator (``_WORK_OP_RE``:
+    ``\\binom``, ``|``, ``\\max``, ``!``, ...) than the gold, and the answer more of some operator
+    than the gold. The question's work with no-op padding around it (``\\binom{n}{2}+0``,
+    ``1 \\cdot \\binom{n}{2}``, ``\\binom{n}{2}^1``, ``-(-\\binom{n}{2})``, ``|x|+|x|+0`` for ``2|x|``,
+    ``\\max(x, x, x)`` for ``x``), rearranged (``\\gcd(4n, 2n)``) or respelled (``\\binom n2``) is
+    not a copy ``copies_unread_value`` sees, and the reader cannot measure it: each passed. Asked
+    of an answer the checker found equal to the gold, so the work is still to do; an answer with no
+    more of any operator than the gold (``|x| \\cdot 2`` or ``2|x| + 0`` for ``2|x|``) is measured as
+    before, and so is any answer where the prompt poses no such work (``\\binom{n+1}{2}`` for
+    "Find $\\sum_{k=1}^n k$").
+
+    >>> work_left(r"What is $\\binom{n}{2}$?", r"1\\cdot\\binom{n}{2}", r"\\frac{n(n-1)}{2}")
+    '\\\\binom'
+    >>> work_left("What is $|x|+|x|$?", "|x|+|x|+0", "2|x|"), work_left("What is $|x|+|x|$?", r"|x| \\cdot 2", "2|x|")
+    ('|', None)
+    """
+    gold_ops = _work_ops(gold)
+    posed = _posed_work(prompt)
+    if not any(n > gold_ops.get(op, 0) for op, n in posed.items()):
+        return None
+    return next((op for op, n in _work_ops(answer).items() if n > gold_ops.get(op, 0)), None)
+
+
+def _work_ops(text: str) -> dict[str, int]:
+    """How many of each operator of work ``text`` holds (``_WORK_OP_RE``; ``\\lvert`` is ``|``)."""
+    counts: dict[str, int] = {}
+    for match in _WORK_OP_RE.finditer(_synonyms(normalise(text))):
+        op = _WORK_OP_NAMES.get(re.sub(r"\s+", "", match.group()), re.sub(r"\s+", "", match.group()))
+        counts[op] = counts.get(op, 0) + 1
+    return counts
+
+
+@functools.lru_cache(maxsize=4096)
+def _posed_work(prompt: str) -> dict[str, int]:
+    """``_work_ops`` over the prompt's math (each ``_MATH_RE`` span), summed."""
+    counts: dict[str, int] = {}
+    for match in _MATH_RE.finditer(prompt):
+        for op, n in _work_ops(next(g for g in match.groups() if g is not None)).items():
+            counts[op] = counts.get(op, 0) + n
+    return counts
+
+
 def _plain(key: str) -> str:
     """A key as the copy check compares it: unwrapped (``_unwrapped``), then without braces, so a
     group that changes nothing (``{|x|}+{|x|}``) is the copy it spells. Both sides are compared so
