@@ -24,7 +24,8 @@ Verification, in order; each step's failure is a ``fail`` with reward 0:
    ``3x+2x`` for ``5x`` is ``form:expression``); so too, without the word, where a value of the
    prompt has the gold's value ("Evaluate $\\frac{x^2-1}{x-1}$", gold ``x+1``: ``copied_question``),
    and a right box that copies a value of the prompt the form reader names as work but cannot
-   measure ("What is $\\binom{n}{2}$?" answered ``\\binom{n}{2}``: ``_prompt.copies_unread_value``)
+   measure ("What is $\\binom{n}{2}$?" answered ``\\binom{n}{2}``: ``_prompt.copies_unread_value``),
+   or holds such work padded (``\\binom{n}{2}+0``, ``\\max(x, x, x)``: ``_prompt.work_left``),
    is ``form:<form>``;
    case-sensitive symbols, and values compared exactly (decimals as the rationals they spell,
    big integers never through floats); approximately only within the task's ``tolerance``. A box

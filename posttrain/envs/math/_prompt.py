@@ -35,6 +35,9 @@ question fails (docs/tasks.md, "Answer forms").
 - ``copies_unread_value``: a right box that copies a value of the prompt's math that the form
   reader names as work but does not read (``|x| + |x|``, ``\\binom{n}{2}``), which neither the
   measure nor ``is_echo`` (only under an instruction) sees.
+- ``work_left``: a right box that holds more of an operator of work (``\\binom``, ``|``, ``\\max``,
+  ``!``, ...) than the gold, where the prompt's math poses such work: the question's work padded
+  (``\\binom{n}{2}+0``), rearranged (``\\gcd(4n, 2n)``) or respelled, which no copy check sees.
 
 The prompt's math is each ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` and display environment
 (``\\begin{equation}``, ``align*``, ...: ``_MATH_RE``).
@@ -155,8 +158,9 @@ def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
     wording. ``question_values`` (measured by ``_env.copied_question``) and ``is_echo`` (only under an
     instruction) miss such a value: without an instruction, "What is $\\binom{n}{2}$?" (gold
     ``\\frac{n(n-1)}{2}``) took ``\\binom{n}{2}`` and "What is $|x| + |x|$?" (gold ``2|x|``) its own
-    expression. Only the copy is caught: a value the reader does not read has no size to measure
-    (``|x| \\cdot 2`` passes, ``\\binom{n}{2} \\cdot 1`` too, as ``\\binom n2`` does).
+    expression. Only the copy is caught here: a value the reader does not read has no size to
+    measure (``|x| \\cdot 2`` passes); the copy padded or rearranged (``\\binom{n}{2} \\cdot 1``,
+    ``\\max(x, x, x)``) is ``work_left``'s.
 
     >>> copies_unread_value("What is $|x| + |x|$?", "|x|+|x|", "2|x|"), copies_unread_value(
     ...     "What is $|x| + |x|$?", "2|x|", "2|x|")
