@@ -11,16 +11,28 @@ reading it; each a standing case (real generated tasks, the real checker; no moc
 - A stated figure's round digits: a table in whole millions (new with the draw) beside a discussion
   figure off by 100,000s told by its hundred-thousands digit whether the two agreed. The discussion's
   figure is now off by whole units of the table's last printed digit.
+- A dividend's branch from operating income: the hurdle was net income +-10% in whole millions and net
+  income a near-fixed share of operating income (interest $2-30 million whatever the income, tax 18-28%),
+  so the best cut on the hurdle's ratio to operating income (net income unread) picked the dividend in
+  299 of 300 dividend tasks (levels 4-5), to Adjusted EBITDA 281 (a coin: 150). The hurdle is now 1-5%
+  either side of net income (``_gen.HURDLE_OFFSETS``) and interest 5-40% of operating income
+  (``_gen.INTEREST_SHARE``): 182 and 172 of 300.
+- A covenant's ratio on the wrong row: D&A was $5-60 million whatever the revenue, a few percent of
+  operating income, so debt over operating income against the clause's threshold (Adjusted EBITDA unread)
+  picked the margin in 278 of 300 covenant tasks (levels 4-5). D&A is now 5-20% of revenue
+  (``_gen.DNA_SHARE``): 162 of 300, where the constant high margin passes 150 (the wrong row always
+  holds when the ratio is above: it can only err below).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from decimal import Decimal
 
 from posttrain.envs.doc._check import check_doc
-from posttrain.envs.doc._document import parse_document
+from posttrain.envs.doc._document import Document, parse_document
 from posttrain.envs.doc._env import build_task
 from posttrain.envs.doc._gen import build_report
 from posttrain.types import Task
@@ -93,3 +105,52 @@ def test_a_stated_figures_round_digits_do_not_say_whether_it_agrees() -> None:
             assert (stated - cell.value) % grain == 0, (seg, stated, cell)
             checked += stated != cell.value
     assert checked >= N  # disagreements were there to check
+
+
+def _row(doc: Document, title: str, label: str) -> list[Decimal]:
+    table = next(t for t in doc.tables.values() if t.title == title)
+    return [_number(x) for x in next(r for r in table.rows if r[0] == label)[1:]]
+
+
+def _best_cut(values: list[Decimal], high: list[bool]) -> float:
+    """The share of tasks the best single threshold on ``values`` (either way round) sorts right."""
+    best = 0
+    for cut in values:
+        right = sum((v > cut) == h for v, h in zip(values, high, strict=True))
+        best = max(best, right, len(values) - right)
+    return best / len(values)
+
+
+INCOME = "Consolidated statement of income"
+EBITDA = "Reconciliation of Adjusted EBITDA"
+
+
+def test_the_dividend_branch_does_not_show_in_operating_income() -> None:
+    rng = random.Random("doc-attacks13-dividend")
+    tasks = [build_task(rng, 4 + i % 2, f"doc-a13-div-{i}", "dividend", filler=0, pdf=False) for i in range(200)]
+    to_income, to_ebitda, high, exact = [], [], [], 0
+    for task in tasks:
+        doc = parse_document(task.fields["document"])
+        hurdle = Decimal(re.search(r"exceeds \$(\d+) million", task.fields["document"])[1]) * 1000  # type: ignore[index]
+        high.append("multiply(0.40," in task.fields["program"])
+        exact += (_row(doc, INCOME, "Net income")[-1] > hurdle) == high[-1]
+        to_income.append(hurdle / _row(doc, INCOME, "Operating income")[-1])
+        to_ebitda.append(hurdle / _row(doc, EBITDA, "Adjusted EBITDA")[-1])
+    assert exact == 200 and 0.3 <= sum(high) / 200 <= 0.7
+    cuts = _best_cut(to_income, high), _best_cut(to_ebitda, high)
+    assert max(cuts) <= 0.7, cuts  # before: 0.995 and 0.945 over these draws; now 0.615 and 0.59
+
+
+def test_the_covenant_ratio_to_operating_income_is_not_the_ratio_to_adjusted_ebitda() -> None:
+    rng = random.Random("doc-attacks13-covenant")
+    tasks = [build_task(rng, 4 + i % 2, f"doc-a13-cov-{i}", "covenant", filler=0, pdf=False) for i in range(200)]
+    wrong_row = exact = 0
+    for task in tasks:
+        doc = parse_document(task.fields["document"])
+        threshold = Decimal(task.fields["program"].split("greater(#0, ")[1].split(")")[0])
+        high = "2.75%" in task.fields["program"]
+        debt = _row(doc, "Consolidated balance sheet (at fiscal year end)", "Total debt")[-1]
+        exact += (debt / _row(doc, EBITDA, "Adjusted EBITDA")[-1] > threshold) == high
+        wrong_row += (debt / _row(doc, INCOME, "Operating income")[-1] > threshold) == high
+    assert exact == 200
+    assert wrong_row <= 0.65 * 200, wrong_row  # before: 183 of 200; now 103 (the constant high margin: 96)
