@@ -109,8 +109,8 @@ SEGMENT_PLACES = (0, 1)
 """The decimal places a segment revenue table prints, drawn for each table apart from its unit (real
 reports print millions with none or one, now and then thousands with one). With millions always to one
 place and thousands to none, "a cell with a decimal point is in millions" found the millions table of
-300 of 300 total questions without a look at its unit; now 72 of 300, and the best rule on the points
-alone (the one cell with a point is in millions, else the first named) 156 of 300, a coin. A third place
+300 of 300 total questions without a look at its unit; now 78 of 300, and the best rule on the points
+alone (the one cell with a point is in millions, else the first named) 167 of 300, a coin. A third place
 for millions alone would tell again (two places: millions; the best rule on the places alone, 67%). The
 printed size still tells, as it must: a segment in millions prints a thousandth of one in thousands
 (tests/envs/test_doc_attacks13.py's docstring)."""
