@@ -5,7 +5,7 @@ optionally in a fenced ```diff block). ``parse_diff`` reads it strictly (every h
 must match its header); ``classify`` sorts each touched path into what the grader applies
 (``source``), what it drops (``test``: the verifier's tests are restored from the pristine copy)
 and what refuses the whole submission (``git``, ``conftest``, ``config``, ``startup``,
-``cache``, ``protected``); ``apply_patches`` applies file patches to a ``{path: text}`` tree with
+``cache``, ``native``, ``protected``); ``apply_patches`` applies file patches to a ``{path: text}`` tree with
 exact context (a hunk may sit at another line than its header says, never on other text).
 
 Pure functions, no I/O: the grader (``_grade.py``) and the constraint checks call them on the
@@ -18,7 +18,7 @@ host, never in the sandbox.
 'x = 2\\n'
 
 Not supported (refused with a reason): binary patches, symlinks, patches to files that are not
-UTF-8 text.
+UTF-8 text. A git copy (``copy from``/``copy to``, ``git diff -C``) keeps its source file.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = ["DiffError", "FilePatch", "Hunk", "apply_patches", "classify", "extra
 MAX_DIFF_BYTES = 1 << 20
 """The largest diff the grader reads (1 MiB); a longer response is refused as too large."""
 
-REFUSED = ("git", "conftest", "config", "startup", "cache", "protected")
+REFUSED = ("git", "conftest", "config", "startup", "cache", "native", "protected")
 """Path classes that refuse the whole submission (the grader says which path and why)."""
 WHY = {
     "git": "changes the git metadata (.git/): the history must hold nothing after the base commit",
@@ -43,11 +43,18 @@ WHY = {
     "config": "changes the test or build configuration (pytest.ini, tox.ini, setup.cfg, setup.py, pyproject.toml)",
     "startup": "adds or changes interpreter start-up code (sitecustomize, usercustomize, .pth files)",
     "cache": "adds or changes compiled bytecode (__pycache__, .pyc): the interpreter would load it",
+    "native": "adds or changes a compiled extension module (.so, .pyd): import would load it as machine code, "
+              "which no check of the test run sees",
     "protected": "changes a file this task marks protected",
 }
 CONFIG_FILES = frozenset({"pytest.ini", "tox.ini", "setup.cfg", "setup.py", "pyproject.toml", ".pytest.ini",
                           "noxfile.py"})
 TEST_DIRS = frozenset({"tests", "test", "testing"})
+NATIVE_SUFFIXES = (".so", ".pyd")
+"""Suffixes ``import`` loads as an extension module (``importlib.machinery.EXTENSION_SUFFIXES`` all end in one).
+A text patch is not a binary patch: a diff that adds ``pkg/mod.so`` wrote it as a file the sandbox's
+``import pkg.mod`` dlopen()s ahead of ``pkg/mod.py`` ("/work/toolz/recipes.so: file too short" in a pack
+task's run), so an ELF spelled in UTF-8 would run outside the audit-hook kernel."""
 
 
 class DiffError(ValueError):
@@ -77,6 +84,8 @@ class FilePatch:
     hunks: tuple[Hunk, ...] = ()
     binary: bool = False
     symlink: bool = False
+    copy: bool = False
+    """A git copy: ``new`` starts as ``old``'s text and ``old`` stays (a rename removes it)."""
 
     @property
     def path(self) -> str:
@@ -146,7 +155,7 @@ def parse_diff(text: str) -> list[FilePatch]:
             if git_header is not None:
                 out.append(_git_only(git_header, i))
             git_header = {"start": i + 1, "binary": False, "symlink": False, "rename_from": None,
-                          "rename_to": None, "new": False, "deleted": False, "line": line}
+                          "rename_to": None, "copy": False, "new": False, "deleted": False, "line": line}
             i += 1
             continue
         if git_header is not None and not line.startswith("--- "):
@@ -165,7 +174,7 @@ def parse_diff(text: str) -> list[FilePatch]:
         raise DiffError("no file patch (expected '--- a/path' and '+++ b/path' lines)")
     seen: set[str] = set()
     for fp in out:
-        for p in fp.paths:
+        for p in (fp.path,) if fp.copy else fp.paths:  # a copy only reads its source, which git may also patch
             if p in seen:
                 raise DiffError(f"the diff patches {p!r} twice")
             seen.add(p)
@@ -177,10 +186,11 @@ def _git_meta(header: dict, line: str) -> None:
         header["binary"] = True
     elif line.startswith(("new file mode 120000", "new mode 120000", "deleted file mode 120000")):
         header["symlink"] = True
-    elif line.startswith("rename from "):
-        header["rename_from"] = line[len("rename from "):]
-    elif line.startswith("rename to "):
-        header["rename_to"] = line[len("rename to "):]
+    elif line.startswith(("rename from ", "copy from ")):
+        header["rename_from"] = line.split(" ", 2)[2]
+        header["copy"] = line.startswith("copy ")
+    elif line.startswith(("rename to ", "copy to ")):
+        header["rename_to"] = line.split(" ", 2)[2]
     elif line.startswith("new file mode"):
         header["new"] = True
     elif line.startswith("deleted file mode"):
@@ -188,8 +198,8 @@ def _git_meta(header: dict, line: str) -> None:
 
 
 def _git_only(header: dict, end: int) -> FilePatch:
-    """A ``diff --git`` section without ``---``/``+++`` lines: a binary patch, a pure rename, a mode
-    change or an empty new file."""
+    """A ``diff --git`` section without ``---``/``+++`` lines: a binary patch, a pure rename or copy, a
+    mode change or an empty new file."""
     where = f"line {header['start']}"
     m = re.match(r"diff --git (\S+) (\S+)$", header["line"])
     old = new = None
@@ -204,7 +214,8 @@ def _git_only(header: dict, end: int) -> FilePatch:
         old = None
     if header["deleted"]:
         new = None
-    return FilePatch(old, new, (), binary=header["binary"], symlink=header["symlink"])
+    copy = header["copy"] and old is not None and new is not None
+    return FilePatch(old, new, (), binary=header["binary"], symlink=header["symlink"], copy=copy)
 
 
 def _file_patch(lines: list[str], i: int, git_header: dict | None) -> tuple[FilePatch, int]:
@@ -224,7 +235,8 @@ def _file_patch(lines: list[str], i: int, git_header: dict | None) -> tuple[File
         raise DiffError(f"{where}: file patch for {new!r} has no hunk")
     binary = bool(git_header and git_header["binary"])
     symlink = bool(git_header and git_header["symlink"])
-    return FilePatch(old, new, tuple(hunks), binary=binary, symlink=symlink), i
+    copy = bool(git_header and git_header["copy"]) and old is not None and new is not None
+    return FilePatch(old, new, tuple(hunks), binary=binary, symlink=symlink, copy=copy), i
 
 
 def _hunk(lines: list[str], i: int) -> tuple[Hunk, int]:
@@ -278,8 +290,8 @@ def is_test_path(path: str, test_files: Iterable[str] = ()) -> bool:
 def classify(path: str, *, protected: Sequence[str] = (), test_files: Iterable[str] = ()) -> str:
     """``source`` | ``test`` (dropped) | one of ``REFUSED`` (the submission is refused; ``WHY`` says why).
 
-    >>> [classify(p) for p in ("pkg/a.py", "tests/test_a.py", "tests/conftest.py", ".git/HEAD", "x.pth")]
-    ['source', 'test', 'conftest', 'git', 'startup']
+    >>> [classify(p) for p in ("pkg/a.py", "tests/test_a.py", "tests/conftest.py", ".git/HEAD", "x.pth", "pkg/a.so")]
+    ['source', 'test', 'conftest', 'git', 'startup', 'native']
     """
     p = PurePosixPath(path)
     name = p.name
@@ -294,6 +306,8 @@ def classify(path: str, *, protected: Sequence[str] = (), test_files: Iterable[s
         return "startup"
     if "__pycache__" in p.parts or p.suffix in (".pyc", ".pyo"):
         return "cache"
+    if p.suffix in NATIVE_SUFFIXES:
+        return "native"
     if any(fnmatch.fnmatchcase(path, g) or path == g.rstrip("/") or path.startswith(g.rstrip("/") + "/")
            for g in protected):
         return "protected"
@@ -348,7 +362,8 @@ def _find(lines: list[str], old: list[str], want: int) -> int | None:
 
 def apply_patches(tree: Mapping[str, str], patches: Sequence[FilePatch]) -> dict[str, str]:
     """A new ``{path: text}`` tree with ``patches`` applied; ``DiffError`` names the file and hunk that
-    does not apply. Binary and symlink patches are refused here (the grader refuses them earlier)."""
+    does not apply. A copy starts from its source's text in ``tree`` (git's preimage), whatever else the
+    diff does to the source. Binary and symlink patches are refused here (the grader refuses them earlier)."""
     out = dict(tree)
     for fp in patches:
         if fp.binary or fp.symlink:
@@ -358,12 +373,13 @@ def apply_patches(tree: Mapping[str, str], patches: Sequence[FilePatch]) -> dict
                 raise DiffError(f"{fp.new}: the diff adds this file, but it exists")
             out[fp.path] = _apply_hunks(fp.path, "", fp.hunks)
             continue
-        if fp.old not in out:
-            raise DiffError(f"{fp.old}: the diff changes this file, but it does not exist")
-        text = _apply_hunks(fp.old, out.pop(fp.old), fp.hunks)
+        if fp.old not in (tree if fp.copy else out):
+            raise DiffError(f"{fp.old}: the diff {'copies' if fp.copy else 'changes'} this file, but it does not exist")
+        text = _apply_hunks(fp.old, tree[fp.old] if fp.copy else out.pop(fp.old), fp.hunks)  # git copies the preimage
         if fp.new is not None:
             if fp.new != fp.old and fp.new in out:
-                raise DiffError(f"{fp.new}: the diff renames a file onto this one, which exists")
+                raise DiffError(f"{fp.new}: the diff {'copies' if fp.copy else 'renames'} a file onto this one, "
+                                f"which exists")
             out[fp.new] = text
         elif text:
             raise DiffError(f"{fp.old}: the diff deletes this file but its hunks leave text in it")

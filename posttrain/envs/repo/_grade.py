@@ -4,8 +4,8 @@
 
 1. the response's diff (``_diff.extract_diff``; none, or one that does not parse, is a ``fail``);
 2. the diff policy: a path under ``.git/``, a ``conftest.py``, pytest/tox/setup configuration,
-   ``sitecustomize``/``usercustomize``/``.pth``, bytecode, a task-protected file, a binary or a
-   symlink **refuses the submission** (``fail``, class ``refused``, feedback naming the path and
+   ``sitecustomize``/``usercustomize``/``.pth``, bytecode, an extension module (``.so``, even as
+   text), a task-protected file, a binary or a symlink **refuses the submission** (``fail``, class ``refused``, feedback naming the path and
    the rule); changes to test files are **dropped** (the verifier's tests are restored) and said
    so in the feedback;
 3. the source part applied to a fresh copy of the initial state (exact context); then the task's
