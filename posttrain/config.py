@@ -10,8 +10,9 @@ Supported field types: bool, int, float, str, Literal[...], X | None, tuple[X, .
 ``Mapping[str, X]`` (string keys; ``Any`` values are taken as YAML gave them), nested
 dataclasses, and ``Annotated[int | float, Range(...)]``: every numeric field of a recipe declares
 its range in its type (``lr: PositiveFloat``), the way pydantic's ``Annotated[float, Field(gt=0)]``
-does, so the check and the message ("rl.lr: expected a number > 0, got -0.001") come from one place.
-Non-finite floats (.nan, .inf) are refused everywhere. Nothing is instantiated by name from the
+does, so the check and the message ("rl.lr: expected a number in (0, 1], got -0.001") come from one place.
+Non-finite floats (.nan, .inf) are refused everywhere, and so are an integer past 64 bits and a number
+of magnitude above ``MAX_FLOAT`` (``_check_size``: the bound of a field with none of its own). Nothing is instantiated by name from the
 config (no Hydra ``_target_``, no exec).
 
 YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 rules make it the
@@ -30,7 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
+import os
 import re
+import stat
 import tempfile
 import types
 import typing
@@ -92,6 +96,25 @@ Fraction = Annotated[float, Range(ge=0, le=1)]
 """A number in [0, 1]."""
 Seed = Annotated[int, Range(ge=0, lt=2**32)]
 """numpy's seeds are 32-bit and non-negative."""
+LearningRate = Annotated[float, Range(gt=0, le=1)]
+"""An optimizer's learning rate: above 1 (``rl.lr: 1e23`` ran) every AdamW step moves each weight by more
+than the weights' own scale."""
+MAX_STEPS = 10**7
+"""The most optimizer steps (or checkpoint interval) a recipe may ask for: a hundred times the longest
+run anyone would launch on one machine (``rl.steps: 10**22`` ran, its progress bar never to end)."""
+Steps = Annotated[int, Range(ge=1, le=MAX_STEPS)]
+MAX_EPOCHS = 10_000
+Epochs = Annotated[float, Range(gt=0, le=MAX_EPOCHS)]
+"""Passes over a data set: at most ``MAX_EPOCHS`` (``sft.epochs: 1e300`` ran: its step count an integer of
+300 digits)."""
+MAX_TEMPERATURE = 10.0
+"""The hottest sampling temperature: at 10 a model's logits are already near uniform (1e300 was accepted)."""
+MAX_INT = 2**63 - 1
+"""Every integer field fits in 64 bits (torch's and numpy's int64): a larger one overflowed there, after the
+stages before it had run."""
+MAX_FLOAT = 1e12
+"""Every float field's magnitude is at most this (a weight, a coefficient, a bound): 1e300 is accepted by a
+field with no upper bound of its own and overflows to inf where it is squared or summed (``reward.outcome``)."""
 
 
 class _YAML12Loader(yaml.SafeLoader):
@@ -224,6 +247,7 @@ def check_out_dir(path: str | Path, what: str = "--out") -> Path:
     """
     if not str(path):  # Path("") is ".": the run would fill the current directory
         raise UserError(f"{what} '': expected a directory name")
+    _refuse_nul(path, what)
     p = Path(path)
     _refuse_dangling_link(p, what)
     if p.exists() and not p.is_dir():
@@ -236,12 +260,20 @@ def check_out_file(path: str | Path, what: str = "--out") -> Path:
     """``check_out_dir`` for an output file: not a directory, and its folder can be made and written."""
     if not str(path):  # Path("") is ".": the file would be the current directory
         raise UserError(f"{what} '': expected a file name")
+    _refuse_nul(path, what)
     p = Path(path)
     _refuse_dangling_link(p, what)
     if p.is_dir():
         raise UserError(f"{what} {p}: is a directory; expected a file name")
     _check_creatable(p, what)
     return p
+
+
+def _refuse_nul(path: str | Path, what: str) -> None:
+    """No file name holds a NUL character: ``exists()`` called one absent, and the command failed where it
+    made it (``eval --out``: ValueError's traceback after all its work, the evaluation lost)."""
+    if "\x00" in str(path):
+        raise UserError(f"{what} {str(path)!r}: expected a name without NUL characters")
 
 
 def _refuse_dangling_link(p: Path, what: str) -> None:
@@ -274,11 +306,13 @@ MAX_RECIPE_BYTES = 4 << 20
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing file, an empty one or a non-mapping top level is a ConfigError."""
+    if "\x00" in str(path):  # stat() raises ValueError on one
+        raise ConfigError(f"{str(path)!r}: expected a recipe file name without NUL characters")
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{p}: is a directory, expected a recipe YAML file")
     if not p.is_file():
-        raise ConfigError(f"{p}: recipe file not found")
+        raise ConfigError(f"{p}: {_why_not_a_file(p)}")
     if (size := p.stat().st_size) > MAX_RECIPE_BYTES:  # parsed at ~2 MB/s: a 100 MB file took 59 s to refuse
         raise ConfigError(f"{p}: {size:,} bytes; a recipe is at most {MAX_RECIPE_BYTES >> 20} MiB "
                           "(tasks belong in task files the recipe names)")
@@ -293,6 +327,24 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of sections, got {type(data).__name__}")
     return data
+
+
+def _why_not_a_file(p: Path) -> str:
+    """Why ``p``, neither a regular file nor a directory, is not read as a recipe. A dangling or looping
+    symbolic link was "recipe file not found", though ``ls`` lists the name; a pipe (``run <(...)``) too."""
+    try:
+        mode = p.stat().st_mode
+    except OSError as e:
+        if not p.is_symlink():
+            return "recipe file not found" if e.errno in (errno.ENOENT, errno.ENOTDIR) else \
+                f"cannot read the recipe ({e.strerror or e})"
+        if e.errno == errno.ELOOP:
+            return "a symbolic link loop; expected a recipe YAML file"
+        return f"a symbolic link to {os.readlink(p)}, which does not exist; expected a recipe YAML file"
+    if stat.S_ISFIFO(mode):  # the run reads it again: --resume, and each torchrun process
+        return "a pipe or FIFO, which reads only once (--resume and each torchrun process read the recipe again); " \
+               "save it to a file"
+    return "a device or socket, not a file; expected a recipe YAML file"
 
 
 def parse_config(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C:
@@ -333,14 +385,30 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp)).replace("typing.", "")
 
 
-def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch per supported type
+def _check_size(value: float, where: str, expected: str | None) -> None:
+    """``MAX_INT`` and ``MAX_FLOAT``: the bounds of every numeric field, in one line naming ``where`` and
+    the field's own range (``expected``) where it has one."""
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise ConfigError(f"{where}: expected {expected or 'an integer'} that fits in 64 bits (at most "
+                          f"{MAX_INT:,}), got {value:,}")
+    if isinstance(value, float) and abs(value) > MAX_FLOAT:
+        raise ConfigError(f"{where}: expected {expected or 'a number'} of magnitude at most {MAX_FLOAT:g}, got "
+                          f"{value!r}")
+
+
+def _coerce(tp: Any, value: Any, where: str, *, sized: bool = True) -> Any:  # noqa: C901 - one branch per type
+    """``value`` as type ``tp`` (at ``where``), or a ``ConfigError``; ``sized``: check ``_check_size``
+    here (an ``Annotated`` field checks its range first, then the size)."""
     origin = get_origin(tp)
     if origin is Annotated:
         base, *extras = get_args(tp)
-        value = _coerce(base, value, where)
-        for rng in (x for x in extras if isinstance(x, Range)):
+        value = _coerce(base, value, where, sized=False)
+        ranges = [x for x in extras if isinstance(x, Range)]
+        for rng in ranges:
             if not rng.contains(value):
                 raise ConfigError(f"{where}: expected {rng.describe(base)}, got {value!r}")
+        if base in (int, float):
+            _check_size(value, where, ranges[0].describe(base) if ranges else None)
         return value
     if origin in (typing.Union, types.UnionType):
         args = get_args(tp)
@@ -387,12 +455,16 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if sized:
+            _check_size(value, where, None)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         if not finite_number(value):
             raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+        if sized:
+            _check_size(float(value), where, None)
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -418,6 +490,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         key, raw = item.split("=", 1)
         node = data
         parts = key.strip().split(".")
+        if not all(parts):  # ``=3``, ``.seed=3``, ``rl..lr=3``: "unknown key ''", or a section named ''
+            raise ConfigError(f"override {item!r}: the key {key.strip()!r} has an empty part; expected KEY=VALUE with "
+                              f"a dotted key, e.g. rl.steps=50")
         for part in parts[:-1]:
             if node.get(part) is None:  # ``rl:`` with nothing under it is the section at its defaults
                 node[part] = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.cli._service import open_service, sandbox_of
+from posttrain.config import MAX_TEMPERATURE
 from posttrain.errors import UserError, refuse_directory, user_path
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
@@ -184,9 +185,9 @@ def _validate(args: argparse.Namespace) -> None:
     if args.run and not Path(args.run).is_dir():
         raise UserError(f"--run: {args.run} is not a directory")
     t = args.temperature
-    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t < float("inf")):
+    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE):  # a recipe's eval.temperature
         raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the "
-                        f"samplers' least), got {t}")
+                        f"samplers' least) and <= {MAX_TEMPERATURE:g} (past it, logits are near uniform), got {t}")
     if not 0 <= args.seed < 2**32:  # generate's and a recipe's range; torch's manual_seed overflowed after the load
         raise UserError(f"posttrain eval: --seed must be an integer in [0, 4294967296), got {args.seed}")
     if args.model:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
+from posttrain.config import MAX_TEMPERATURE
 from posttrain.errors import UserError, refuse_directory
 from posttrain.policy import MIN_TEMPERATURE
 
@@ -88,9 +88,9 @@ def _check(args: argparse.Namespace) -> None:
     if not 0 <= args.seed < 2**32:  # a recipe's seed range; torch's manual_seed overflowed (a traceback) past 2**64
         raise UserError(f"generate: --seed must be an integer in [0, 4294967296), got {args.seed}")
     t = args.temperature
-    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t < math.inf):
-        raise UserError(f"generate: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the samplers' "
-                        f"least), got {t}")
+    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE):  # a recipe's range
+        raise UserError(f"generate: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the "
+                        f"samplers' least) and <= {MAX_TEMPERATURE:g} (past it, logits are near uniform), got {t}")
 
 
 def _prompts(args: argparse.Namespace) -> list[tuple[str | None, str]]:

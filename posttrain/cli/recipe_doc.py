@@ -29,7 +29,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-from posttrain.config import Range
+from posttrain.config import MAX_FLOAT, Range
 
 MINIMAL_RECIPE = """\
 # recipe.yaml: SFT on your tasks' references, then GRPO against their verifiers, then evaluation
@@ -171,7 +171,8 @@ def recipe_reference() -> str:
            "the dataclasses it nests; do not edit by hand (tests/core/test_recipe_doc.py keeps it in sync) -->", "",
            "A recipe is a YAML file of these keys; every one is optional and has the default shown. Unknown keys, "
            "values of the wrong type or outside their range, and invalid combinations are refused in one line before "
-           "any work (`posttrain run RECIPE --set key=value` overrides one). A complete recipe:", "",
+           "any work (`posttrain run RECIPE --set key=value` overrides one). Every number is also finite, an "
+           f"integer fits in 64 bits and a number's magnitude is at most {MAX_FLOAT:g}. A complete recipe:", "",
            "```yaml", MINIMAL_RECIPE.rstrip("\n"), "```", "",
            "Task files and their fields: docs/tasks.md. What each stage does: docs/contracts.md.", ""]
     order: list[type] = []

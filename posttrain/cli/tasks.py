@@ -68,8 +68,11 @@ def register(subparsers: Any) -> None:
 
 def _cmd_decontaminate(args: argparse.Namespace) -> int:
     from posttrain.config import check_out_dir
+    from posttrain.errors import UserError
     from posttrain.evaluate.decontaminate import cmd_decontaminate
 
+    if args.n < 1:  # before the files are read (a pipe reads once), not at the first n-gram
+        raise UserError(f"tasks decontaminate: --n must be >= 1 (words per n-gram), got {args.n}")
     if args.out is not None:
         check_out_dir(args.out)
 

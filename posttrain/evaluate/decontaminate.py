@@ -117,7 +117,7 @@ def read_task_records(path: str | Path) -> list[dict[str, Any]]:
 
     path = Path(path)
     refuse_directory(path, "a task file")
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # a pipe (``<(...)``) is read too, once; a link to nothing is named
         raise UserError(f"{path}: task file not found")
     out = []
     for where, rec in iter_task_records(path):
@@ -173,7 +173,8 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     """
     n = int(args.n)
     train_path, eval_path = Path(args.train), Path(args.eval)
-    train, eval_ = read_task_records(train_path), read_task_records(eval_path)
+    train = read_task_records(train_path)
+    eval_ = train if eval_path == train_path else read_task_records(eval_path)  # one pipe given twice reads once
     overlaps = find_overlap(train, eval_, n=n)
     bad_eval = {o.eval_index for o in overlaps}
     # the reverse direction names the train records to drop

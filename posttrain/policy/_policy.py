@@ -223,6 +223,7 @@ def load_policy(name_or_path: str | Path, *, device: str = "cpu", dtype: torch.d
     if Path(where).is_dir():
         check_tokenizer_files(Path(where))
         check_model_files(Path(where))
+        check_declared_positions(Path(where))
         hub: dict[str, Any] = {}
     else:
         hub = hub_source(where)
@@ -433,11 +434,35 @@ def inspect_model(path: str | Path) -> ModelFacts:
     check_model_files(path)
     tokenizer = _load_tokenizer(str(path), local_files_only=True)
     check_eos(tokenizer, str(path))
+    key, value = declared_positions(config, cfg_path)
+    return ModelFacts(value, f"{cfg_path} {key}" if key else f"{cfg_path}", tokenizer)
+
+
+def declared_positions(config: Any, cfg_path: str | Path) -> tuple[str | None, int | None]:
+    """``(key, positions)`` a model's config.json declares (the first of ``POSITION_KEYS`` it gives),
+    ``(None, None)`` when it gives none. A value there that is no positive integer is a ``UserError``
+    naming the file and key: it was passed over, and ``generate`` read ``max_position_embeddings: -5``
+    as a limit ("exceeds the model's -5 positions"), eval as no limit at all."""
+    if not isinstance(config, dict):
+        return None, None
     for key in POSITION_KEYS:
-        value = config.get(key) if isinstance(config, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return ModelFacts(value, f"{cfg_path} {key}", tokenizer)
-    return ModelFacts(None, f"{cfg_path}", tokenizer)
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"{cfg_path} {key}: expected a positive integer (the model's positions), got {value!r}")
+        return key, value
+    return None, None
+
+
+def check_declared_positions(path: Path) -> None:
+    """``declared_positions`` of the local model directory ``path`` (a config.json that does not read is
+    left to ``from_pretrained``, whose error names it)."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    declared_positions(config, path / "config.json")
 
 
 @dataclass(frozen=True)

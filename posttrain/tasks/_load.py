@@ -70,6 +70,7 @@ def _kind(path: Path) -> str | None:
             return kind
     if is_pipe(path):
         return None
+    _refuse_unreadable(path, "task")  # a missing file or a device is that, whatever its name
     raise TaskError(f"{path}: unknown task file type; expected .json, .jsonl (optionally .gz), .parquet, "
                     f".arrow or a datasets directory")
 
@@ -82,20 +83,23 @@ def is_pipe(path: str | Path) -> bool:
         return False
 
 
-def _open(path: Path, what: str) -> IO[bytes]:
+def _refuse_unreadable(path: Path, what: str) -> None:
+    """A ``UserError`` for a path that names nothing (a link to nothing, a loop), a directory, or a
+    device or socket; a regular file or a pipe passes."""
     if not path.exists():
         why = "a symbolic link to nothing (or a loop)" if path.is_symlink() else f"no such {what} file"
         raise UserError(f"{path}: {why}")
     if path.is_dir():
         raise UserError(f"{path}: is a directory, expected a .json or .jsonl {what} file")
+    mode = path.stat().st_mode
+    if not stat.S_ISFIFO(mode) and not stat.S_ISREG(mode):
+        raise UserError(f"{path}: a device or socket, not a file; expected a .json or .jsonl {what} file")
+
+
+def _open(path: Path, what: str) -> IO[bytes]:
     try:
-        mode = path.stat().st_mode
-        if stat.S_ISFIFO(mode):
-            fh: IO[bytes] = _open_pipe(path)
-        elif stat.S_ISREG(mode):
-            fh = path.open("rb")
-        else:
-            raise UserError(f"{path}: a device or socket, not a file; expected a .json or .jsonl {what} file")
+        _refuse_unreadable(path, what)
+        fh: IO[bytes] = _open_pipe(path) if stat.S_ISFIFO(path.stat().st_mode) else path.open("rb")
         return gzip.open(fh, "rb") if path.suffix == ".gz" else fh  # type: ignore[return-value]
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None

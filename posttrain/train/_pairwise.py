@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
 
-from posttrain.config import PositiveFloat, PositiveInt, Seed
+from posttrain.config import MAX_EPOCHS, LearningRate, PositiveFloat, PositiveInt, Range, Seed
 from posttrain.errors import ConfigError
 from posttrain.train._lora import LoraSpec
 from posttrain.train._optim import adamw
@@ -34,9 +35,9 @@ from posttrain.train._optim import adamw
 class PairTraining:
     """The optimizer settings of a pass over preference pairs (``train_pairs``)."""
 
-    lr: PositiveFloat = 1e-5
+    lr: LearningRate = 1e-5
     """AdamW learning rate (constant)."""
-    epochs: PositiveInt = 1
+    epochs: Annotated[int, Range(ge=1, le=MAX_EPOCHS)] = 1
     """Passes over the pairs."""
     batch_size: PositiveInt = 8
     """Pairs per optimizer step."""

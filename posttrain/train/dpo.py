@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from posttrain.algo import PREFERENCE_LOSSES, PreferenceLossName, dpo_rewards
-from posttrain.config import PositiveFloat, Range
+from posttrain.config import LearningRate, PositiveFloat, Range
 from posttrain.errors import ConfigError, UserError
 from posttrain.train._batch import collate
 from posttrain.train._logprobs import token_logprobs
@@ -54,7 +54,7 @@ class DPOConfig(PairTraining):
     """The dpo stage: preference optimization against a frozen reference (the pass over the pairs is the
     reward model's too: ``PairTraining``), and its loss."""
 
-    lr: PositiveFloat = 5e-6
+    lr: LearningRate = 5e-6
     """AdamW learning rate (constant)."""
     beta: PositiveFloat = 0.1
     """Strength of the implicit KL to the reference (DPO beta)."""

@@ -27,7 +27,7 @@ from typing import Annotated
 
 import torch
 
-from posttrain.config import PositiveInt, Range
+from posttrain.config import MAX_TEMPERATURE, PositiveInt, Range
 from posttrain.envs import model_prompt
 from posttrain.errors import ConfigError
 from posttrain.evaluate.runner import MAX_SAMPLES_PER_TASK
@@ -47,7 +47,7 @@ class PairsConfig:
     eval.samples_per_task (sampled as evaluations are: every one held at once)."""
     max_tasks: PositiveInt = 400
     """Training tasks used to build pairs (the first ones of the pool)."""
-    temperature: Annotated[float, Range(ge=MIN_TEMPERATURE)] = 1.0
+    temperature: Annotated[float, Range(ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)] = 1.0
     """Sampling temperature for the pair candidates (a sampler refuses one below 1e-5, where logits / T
     overflow)."""
     max_new_tokens: PositiveInt = 24

@@ -25,13 +25,17 @@ import torch
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from posttrain.config import (
+    MAX_TEMPERATURE,
+    Epochs,
     Fraction,
+    LearningRate,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Range,
     Seed,
+    Steps,
     apply_overrides,
     load_yaml,
     parse_config,
@@ -325,11 +329,11 @@ class DemonstratorConfig:
 
 @dataclass(frozen=True)
 class SFTConfig:
-    epochs: PositiveFloat = 3.0
+    epochs: Epochs = 3.0
     """Passes over the demonstrations (fractions allowed)."""
     batch_size: PositiveInt = 32
     """Sequences per optimizer step."""
-    lr: PositiveFloat = 3e-3
+    lr: LearningRate = 3e-3
     """Peak learning rate (AdamW, linear warmup then cosine decay)."""
     warmup_frac: Fraction = 0.05
     """Fraction of steps spent warming up the learning rate."""
@@ -355,7 +359,7 @@ class AdaptiveTemperatureConfig:
     while the group repeats itself (duplicate rate above target_dup), else back down towards
     rl.temperature, never above high."""
 
-    high: PositiveFloat = 1.5
+    high: Annotated[float, Range(gt=0, le=MAX_TEMPERATURE)] = 1.5
     """The most a task's temperature rises to (at least rl.temperature)."""
     target_dup: Annotated[float, Range(ge=0, lt=1)] = 0.25
     """A group whose duplicate rate (1 - distinct completions / G) is above this raises its task's temperature."""
@@ -396,20 +400,20 @@ class RLConfig:
     algorithm: Literal["grpo", "ppo"] = "grpo"
     """grpo: group-relative advantages (see ``advantage``). ppo: a critic (value head on the
     starting policy's backbone) and GAE advantages per token."""
-    steps: PositiveInt = 200
+    steps: Steps = 200
     """Policy updates (one generation batch each)."""
     prompts_per_step: PositiveInt = 16
     """Tasks sampled per step."""
     group_size: PositiveInt = 8
     """G: samples per task; advantages are relative within the group."""
-    temperature: Annotated[float, Range(ge=MIN_TEMPERATURE)] = 1.0
+    temperature: Annotated[float, Range(ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)] = 1.0
     """Sampling temperature, at least 1e-5 (logprobs are taken at this temperature; below it logits / T
     overflow, and a sampler refuses it -- after the stages before RL had run); with adaptive_temperature, each
     task's first."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap; completions cut here finish with reason "length"; with adaptive_budget,
     each task's first."""
-    lr: PositiveFloat = 1e-3
+    lr: LearningRate = 1e-3
     """Learning rate (AdamW, constant after a short warmup)."""
     advantage: Literal["grpo", "rloo", "reinforce_pp"] = "grpo"
     """Advantage estimator (posttrain.algo.ADVANTAGES)."""
@@ -449,11 +453,11 @@ class RLConfig:
     Needs rl.kl_coef 0 or rl.kl_placement reward (a KL term in the loss has a gradient on every row)."""
     max_grad_norm: PositiveFloat = 1.0
     """Gradient clipping (the largest global gradient norm)."""
-    checkpoint_every: PositiveInt = 50
+    checkpoint_every: Steps = 50
     """Save a resumable checkpoint every N steps (and at the end)."""
     gae_lambda: Fraction = 0.95
     """PPO only: GAE lambda (gamma is 1: one outcome reward per completion)."""
-    critic_lr: PositiveFloat = 1e-3
+    critic_lr: LearningRate = 1e-3
     """PPO only: learning rate of the value head and its backbone."""
     reward_model_weight: NonNegativeFloat = 0.0
     """RLHF: weight of the reward model's sigmoid(score) as the "rm" reward component (needs the
@@ -595,7 +599,7 @@ class RLConfig:
 class EvalConfig:
     samples_per_task: Annotated[int, Range(ge=1, le=MAX_SAMPLES_PER_TASK)] = 4
     """i.i.d. samples per held-out task; pass@1 is their mean success (unbiased)."""
-    temperature: NonNegativeFloat = 1.0
+    temperature: Annotated[float, Range(ge=0, le=MAX_TEMPERATURE)] = 1.0
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy; else at least 1e-5)."""
     max_new_tokens: PositiveInt = 24
     """Completion length cap at evaluation (per attempt)."""

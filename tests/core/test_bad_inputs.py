@@ -108,7 +108,7 @@ CASES = [
     pytest.param(["run", "missing.yaml", "--out", "out"], "missing.yaml: recipe file not found", id="run-no-recipe"),
     pytest.param(["run", "bad.yaml", "--out", "out"], "unknown key 'rl.clip_hihg'", id="run-unknown-key"),
     # quickstart: the default directory (runs/quickstart here) must not appear either
-    pytest.param(["quickstart", "--set", "rl.lr=-1"], "rl.lr: expected a number > 0", id="quickstart-lr"),
+    pytest.param(["quickstart", "--set", "rl.lr=-1"], "rl.lr: expected a number in (0, 1]", id="quickstart-lr"),
     pytest.param(["quickstart", "--out", "afile"], "--out afile", id="quickstart-out-file"),
     # eval
     pytest.param(["eval", "--model", "/nonexistent", "--tasks", "good.jsonl"], "--model /nonexistent: no such model directory",
@@ -175,7 +175,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(ws, capsys, argv, need
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["run", RECIPE, "--out", "out", "--set", "rl.lr=-0.001"], "rl.lr: expected a number > 0, got -0.001"),
+        (["run", RECIPE, "--out", "out", "--set", "rl.lr=-0.001"], "rl.lr: expected a number in (0, 1], got -0.001"),
         (["eval", "--model", "/nonexistent", "--tasks", "good.jsonl"], "no such model directory"),
         (["tasks", "validate", "empty.jsonl"], "no tasks in empty.jsonl"),
         (["bench", "nope"], "invalid choice: 'nope'"),

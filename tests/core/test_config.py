@@ -83,8 +83,8 @@ def test_second_quickstart_gets_a_new_default_directory(tmp_path):
 # --- issue 12, section 3: every recipe value is checked at parse time, naming the key and the range
 
 ISSUE_12_VALUES = [
-    ("rl.lr=-0.001", "rl.lr: expected a number > 0, got -0.001"),
-    ("rl.critic_lr=-1", "rl.critic_lr: expected a number > 0"),
+    ("rl.lr=-0.001", "rl.lr: expected a number in (0, 1], got -0.001"),
+    ("rl.critic_lr=-1", "rl.critic_lr: expected a number in (0, 1]"),
     ("eval.max_new_tokens=0", "eval.max_new_tokens: expected an integer >= 1, got 0"),
     ("model.hidden_size=-64", "model.hidden_size: expected an integer >= 8, got -64"),
     ("sft.pack_len=0", "sft.pack_len: expected an integer >= 1, got 0"),

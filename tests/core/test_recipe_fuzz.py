@@ -37,7 +37,7 @@ def parse(text: str) -> Recipe:
         ("model: {name: '   '}", "model.name: '   ' is neither a local model directory nor a hub name"),
         ("model: {name: \"org/my\\nmodel\"}", "model.name: 'org/my\\nmodel' is neither"),
         # a LoRA rank past the model's width, checked for model.lora only: 10**30 was a TypeError at the stage
-        ("dpo: {lora: {r: 1000000000000000000000000000000}}", "dpo.lora.r: expected at most the model's width"),
+        ("dpo: {lora: {r: 1000000000000000000}}", "dpo.lora.r: expected at most the model's width"),  # 10**30: past 64 bits
         ("model: {hidden_size: 32}\nrm: {lora: {r: 33}}", "rm.lora.r: expected at most the model's width, "
          "model.hidden_size 32 (a rank above it adds nothing), got 33"),
         # sampled as evaluations are (range(n) episodes per task at once), without eval's cap
@@ -95,7 +95,7 @@ def test_bad_recipe_on_a_run_directory_exits_2_and_keeps_it(tmp_path: Path):
     ("pack_len", "needle"),
     [
         # 10**30: torch.full's TypeError in the sft stage, after the run wrote its directory and evaluated the base
-        (10**30, "sft.pack_len: expected at most sft.batch_size x the model's positions (32 x 256 = 8192"),
+        (10**18, "sft.pack_len: expected at most sft.batch_size x the model's positions (32 x 256 = 8192"),  # and 10**30
         # shorter than a demonstration: refused when the sft stage started, after the same work
         (10, "sft.pack_len: the longest SFT demonstration"),
     ],

@@ -25,8 +25,8 @@ def test_ray_rollout_workers_are_bounded() -> None:
 
 
 @pytest.mark.parametrize(("section", "value", "message"), [
-    ("rl", 1e-38, r"^rl.temperature: expected a number >= 1e-05, got 1e-38$"),
-    ("pairs", 1e-9, r"^pairs.temperature: expected a number >= 1e-05, got 1e-09$"),
+    ("rl", 1e-38, r"^rl.temperature: expected a number in \[1e-05, 10\], got 1e-38$"),
+    ("pairs", 1e-9, r"^pairs.temperature: expected a number in \[1e-05, 10\], got 1e-09$"),
     ("eval", 1e-38, r"^eval.temperature: expected 0 \(greedy\) or a number >= 1e-05, got 1e-38$"),
 ])
 def test_a_temperature_a_sampler_refuses_is_refused_at_parse(section: str, value: float, message: str) -> None:
