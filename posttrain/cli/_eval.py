@@ -264,6 +264,8 @@ def episode_kind(args: argparse.Namespace) -> EpisodeKind:
 def _check_model_dir(model: str) -> None:
     """A ``--model`` that names a path must be a checkpoint directory (``org/name`` goes to the hub loader)."""
     path = user_path(model, "--model")
+    if path.is_symlink() and not path.exists():  # else a hub name "not in the Hugging Face cache"
+        raise UserError(f"--model {model}: a symbolic link to nothing (or a loop); expected a model directory")
     if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or path.exists()):
         return
     if not path.exists():

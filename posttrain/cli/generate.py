@@ -63,6 +63,8 @@ def why_not_a_policy(path: str | Path) -> str | None:
 
 def _check(args: argparse.Namespace) -> None:
     ckpt = Path(args.checkpoint)
+    if ckpt.is_symlink() and not ckpt.exists():
+        raise UserError(f"generate: {ckpt}: a symbolic link to nothing (or a loop); expected a model directory")
     if not ckpt.exists():
         raise UserError(f"generate: no such model directory: {ckpt}")
     if not ckpt.is_dir() or not (ckpt / "config.json").is_file():

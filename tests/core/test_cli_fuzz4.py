@@ -140,6 +140,11 @@ EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
     pytest.param(["generate", "m", "--prompt", "a", "--temperature", "11"],
                  "generate: --temperature must be 0 (greedy) or a number >= 1e-05 (the samplers' least) and <= 10",
                  id="generate-temperature"),
+    # before: "no such model directory", and eval took it for a hub name "not in the Hugging Face cache"
+    pytest.param(["generate", "gone", "--prompt", "a"], "generate: gone: a symbolic link to nothing (or a loop)",
+                 id="generate-model-link"),
+    pytest.param([*EVAL[:1], "--model", "gone", *EVAL[3:]], "--model gone: a symbolic link to nothing (or a loop)",
+                 id="eval-model-link"),
     # before: "unknown key ''"; ``rl..lr=3`` listed rl's 40 keys for the key ''
     pytest.param(["run", "r.yaml", "--out", "o", "--set", "rl..lr=3"],
                  "override 'rl..lr=3': the key 'rl..lr' has an empty part", id="override-empty-part"),
@@ -147,4 +152,5 @@ EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
 def test_fuzzed_flags_are_one_line(ws, tiny, capsys, argv, needle):
     (ws / "resp.jsonl").write_text(json.dumps({"task_id": "m1", "response": "\\boxed{2}"}) + "\n")
     shutil.copytree(tiny, ws / "m")
+    os.symlink("m-moved", ws / "gone")
     assert_refused_in_one_line(capsys, ws, argv, needle)
