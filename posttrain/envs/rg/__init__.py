@@ -14,6 +14,7 @@ parses a task, and its checks run in a worker process that imports it once.
 - ``_domain.py``: ``RgDomain`` (parse, render, verifier, no-op, levels, capabilities, canaries);
 - ``_check.py``: the check (strict answer extraction, the generator's scorer, binary reward);
 - ``_hardened.py``: the generators whose scorers passed an exploit, and their fixes;
+- ``_life.py``: game_of_life_halting's boards, drawn by posttrain and answered by simulation;
 - ``_config.py``, ``_generate.py``, ``_solvers.py``, ``_fixtures.py``: configurations, entries
   (balanced: no constant or copied number passes over a quarter of them), references for generators
   that store none, exploit fixtures.

@@ -301,9 +301,9 @@ def balanced(entries: Iterable[dict[str, Any]], n: int, *, share: float = MAX_SH
         keys = guesses(entry)
         seen.update(keys[:1])
         held = share if len(out) + len(passed) < probe else max(share, 1 / max(len(seen), 1))
-        told = _told(entry, keys)  # [its group, its answer in the group]: held within the group too
-        if any(counts[k] >= math.ceil(held * (len(out) + 1)) for k in keys) or (
-                told and counts[told[1]] >= math.ceil(held * (counts[told[0]] + 1))):
+        told = _told(entry, keys)  # [a group, its answer in the group, ...]: held within each group too
+        if any(counts[k] >= math.ceil(held * (len(out) + 1)) for k in keys) or any(
+                counts[answer] >= math.ceil(held * (counts[group] + 1)) for group, answer in zip(told[::2], told[1::2], strict=True)):
             passed.append(entry)
             continue
         counts.update(keys + told)
@@ -312,13 +312,15 @@ def balanced(entries: Iterable[dict[str, Any]], n: int, *, share: float = MAX_SH
 
 
 def _told(entry: Mapping[str, Any], keys: list[str]) -> list[str]:
-    """``["told:<what the question shows>", "told:<it>=<answer>"]`` for an entry of a generator whose
-    rule says what tells its answer (``Rule.tells``: circuit_logic's final gate), else none."""
+    """``["told:<what the question shows>", "told:<it>=<answer>", ...]`` for an entry of a generator
+    whose rule says what tells its answer (``Rule.tells``: circuit_logic's final gate; self_reference's
+    numbers, one group each), else none."""
     rule = HARDENED.get(entry.get("metadata", {}).get("source_dataset"), _NO_RULE)
     if rule.tells is None or not keys:
         return []
-    group = f"told:{rule.tells(entry)}"
-    return [group, f"{group}={keys[0]}"]
+    shown = rule.tells(entry)
+    groups = [f"told:{what}" for what in ((shown,) if isinstance(shown, str) else shown)]
+    return [item for group in groups for item in (group, f"{group}={keys[0]}")]
 
 
 _NO_RULE = Rule()

@@ -56,6 +56,11 @@ sweep in tests/envs/test_rg.py). Three kinds of fault, measured on 0.1.25:
   passed 35-42% of its default tasks, the most decimals 36% at level 2, against 22-31% blind. Its
   candidates are shown shuffled and written from their 3 decimals (``shape``), at least 4 a task.
 
+- **The answer told by the board.** game_of_life_halting's only dying patterns are diagonal lines and
+  each of its oscillators has two cells side by side: "False if two live cells touch side by side" passed
+  every task. Its boards are posttrain's (``_life.py``), answered by simulation, and each answer is held
+  to half of the boards with and without such a pair (``tells``).
+
 - **Too few entries to balance.** circuit_logic's outputs are 0 in 62% of its entries: at 4 draws a task
   the entries ran out before ``_generate.balanced`` had its even split, the passed-over 0s filled the
   rest, and "0" passed 19 of 32 default tasks; it draws 8 (``draws``).
@@ -103,10 +108,10 @@ class Rule:
     shape: Callable[[Entry], dict[str, Any]] | None = None
     """The generator's entry as posttrain shows it, made from the generator's (number_format: its
     candidates in an order and a writing that do not give the answer away); deterministic in the entry."""
-    tells: Callable[[Entry], str] | None = None
+    tells: Callable[[Entry], str | tuple[str, ...]] | None = None
     """What the question shows that tells its likely answer without solving it (circuit_logic: the gate
     that makes the output): ``_generate.balanced`` holds each answer to its share among the entries that
-    show the same, as it holds a constant among all."""
+    show the same, as it holds a constant among all; several things shown, each on its own."""
     open_answers: bool = False
     """Any valid answer scores 1 and another task's is often valid here too (propositional_logic: a
     weaker conclusion from the same variables; graph_color: a coloring of a sparse graph; n_queens:
@@ -328,6 +333,31 @@ def _whole_board(entry: Entry) -> bool:
     board of more than 1,000 cells (50 x 50 and up: game_of_life_halting's levels 2-3, or a recipe's
     grid_size) as its corners around "...", no live cell shown: a coin flip for every answer."""
     return "..." not in entry["question"]
+
+
+_COUNTED = re.compile(r"Statement (\d): '(?:At least|At most|Exactly) (\d) of")
+
+
+def _statement_numbers(entry: Entry) -> tuple[str, ...]:
+    """self_reference's ``tells``: whether a statement counts 7 (of the 7), and each of statements 1-4's
+    number, each a group of its own. The answer is the number of consistent truth assignments, so every
+    number tells some: "1 where a 7 is counted, else 4" passed 34-38 of 100 default tasks (seeds 1-3), the
+    best map from statement 1's, 3's or 4's number alone (fit on one seed) 37% of another's, against the
+    25% each answer is held to. Held in each group: 22% and 22-25%."""
+    numbers = _COUNTED.findall(str(entry["question"]))
+    return (f"a 7 counted: {any(n == '7' for _, n in numbers)}", *(f"statement {s}: {n}" for s, n in numbers))
+
+
+def _life_board(entry: Entry) -> dict[str, Any]:
+    from posttrain.envs.rg._life import drawn
+
+    return drawn(entry)
+
+
+def _life_tells(entry: Entry) -> str:
+    from posttrain.envs.rg._life import board_tells
+
+    return board_tells(entry)
 
 
 def _coin_flip(dataset: Any, answer: str, entry: Entry) -> float:
@@ -585,6 +615,8 @@ HARDENED: dict[str, Rule] = {
     "circuit_logic": Rule(draws=16, tells=lambda e: e["metadata"]["final_gate"]),
     # a premise that starts with "All" told "Yes" (41 of 65 default entries), none "No" (26 of 35)
     "syllogism": Rule(draws=8, tells=lambda e: str(bool(re.search(r"^\d+\. All ", e["question"], re.M)))),
+    # "1 where a statement counts 7 of 7, else 4" passed 34, 38, 35 of 100 default tasks (seeds 1-3)
+    "self_reference": Rule(draws=32, tells=_statement_numbers),
     "countdown": Rule(before=_arithmetic, check=_makes(lambda e: e["metadata"]["target"])),
     "puzzle24": Rule(before=_arithmetic, check=_all(_puzzle24, _makes(lambda e: 24))),
     "polynomial_multiplication": Rule(before=_symbolic),
@@ -594,7 +626,10 @@ HARDENED: dict[str, Rule] = {
                                 open_answers=True),
     "polynomial_equations": Rule(check=_numbers),
     "sokoban": Rule(check=_fullmatch(r"[LRUD]+", "a sequence of moves L, R, U, D")),
-    "game_of_life_halting": Rule(replace=_halting, keep=_whole_board),
+    # its own boards told the answer (an oscillator's cells touch side by side, a dying diagonal line's never):
+    # posttrain draws and simulates each board (_life.py), and holds each answer to half of either kind
+    "game_of_life_halting": Rule(replace=_halting, keep=_whole_board, shape=_life_board, tells=_life_tells,
+                                 draws=8),
     "coin_flip": Rule(replace=_coin_flip),
     "complex_arithmetic": Rule(check=_finite_complex),
     "gsm_symbolic": Rule(replace=_gsm_number),
