@@ -28,7 +28,8 @@ by itself. What the harness does about that (docs/repo-verifier-threat-model.md 
   starting one is denied (``subprocess``, ``os.exec*``, ``posix_spawn``, ``os.system``, and
   ``_posixsubprocess.fork_exec``, which has no event of its own and gets the real function from the
   kernel each call); ``_imp.create_builtin`` asks the kernel too, which refuses a fresh
-  ``_signal``/``_posixsubprocess``/``_imp``. A fork keeps the hook. A relative path opened with a
+  ``_signal``/``_posixsubprocess``/``_imp``. A fork keeps the hook. An extension module loads only from
+  the system's ``/usr`` (``EXTENSION_FROM``). A relative path opened with a
   ``dir_fd`` (not in the ``open`` event) is checked from every open directory as well. A withheld
   test's source is read only by its import (a weakref callback of ``functools.partial`` runs stdlib
   code with no changed frame under it), and ``weakref.finalize`` runs as the code under test.
@@ -94,6 +95,13 @@ flipped a directory in between (renamed ``/tmp/A``, holding a symlink to ``/work
 had just checked as a decoy) read the withheld test: 1 of 4 runs passed every listed test. Denied to the
 code under test: with no symlink, directory rename or working-directory change of its own, a path it
 checked names the same file when it is opened."""
+EXTENSION_FROM = "/usr/"
+"""Where a compiled extension module may come from (the ``import`` event of ``_imp.create_dynamic`` names its
+file; a source import's names none). Machine code runs outside this hook: the code under test wrote a
+``.so`` it carried in base64 to /tmp, loaded it with ``importlib.machinery.ExtensionFileLoader``, and its C
+took the hook off the interpreter (``interp->audit_hooks``), read the nonce from the kernel's closure and
+wrote a ``final`` of its own, every test passed: a pack task passed with no fix. A repository or dependency
+that ships its own extension is not gradable by this harness (the packs' projects and wheels are pure Python)."""
 SPAWN = "_posixsubprocess.fork_exec"
 """The event of the harness's ``fork_exec`` (``_install_spawn_guard``): the C function starts a program
 with no audit event of its own."""
@@ -911,6 +919,10 @@ def _make_kernel(cfg: dict, trusted: dict[int, object], entries: list, expected:
             name = args[0] if len_(args) and type_(args[0]) is str_ else ""
             if name in NO_REIMPORT:
                 die(f"the grader's run imports {name} afresh")
+            if len_(args) >= 2 and args[1] is not None:  # a file only where an extension is loaded (a str subclass
+                where = path_of(args[1])  # as ``spec.origin`` is one too: no path the kernel reads)
+                if where is None or not startswith(resolve(where), EXTENSION_FROM):
+                    die(f"a compiled extension module was loaded from {where}: machine code no check of the run sees")
         elif event == "exec":
             on_exec(caller, args)
         elif startswith(event, "marshal."):
