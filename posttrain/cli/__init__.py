@@ -37,6 +37,7 @@ import os
 import sys
 import traceback
 import warnings
+from pathlib import Path
 from typing import NoReturn, TextIO
 
 from posttrain import __version__
@@ -58,6 +59,19 @@ _COMMAND_MODULES = (
     "posttrain.cli.bench",
     "posttrain.cli.generate",
 )
+
+
+def named(text: str) -> str:
+    """argparse ``type`` of a path argument: the empty string is refused (``Path("")`` is ".", the current
+    directory: ``tasks validate ''`` read it as a dataset of its Parquet files, ``report ''`` as a run)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got ''")
+    return text
+
+
+def named_path(text: str) -> Path:
+    """``named``, as a ``Path``."""
+    return Path(named(text))
 
 
 class _Parser(argparse.ArgumentParser):

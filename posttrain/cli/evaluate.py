@@ -42,6 +42,8 @@ def _ks(text: str) -> tuple[int, ...]:
 
 def register(subparsers: Any) -> None:
     """Add ``eval``, ``report`` and ``audit`` to the ``posttrain`` command."""
+    from posttrain.cli import named
+
     p = subparsers.add_parser("eval", help="score a model or responses on a task suite (pass@k, pass^k, repair@r)")
     src = p.add_argument_group("what to evaluate (one of)")
     src.add_argument("--responses", metavar="FILE.jsonl",
@@ -100,13 +102,13 @@ def register(subparsers: Any) -> None:
 
     r = subparsers.add_parser("report", help="write RUN_DIR/report.html (curves, eval table, trajectories); "
                                              "several RUN_DIRs: one page comparing them")
-    r.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    r.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", type=named)
     r.add_argument("--out", metavar="FILE",
                    help="where to write (default RUN_DIR/report.html; several runs: FIRST_RUN_DIR/compare.html)")
     r.set_defaults(func=cmd_report)
 
     a = subparsers.add_parser("audit", help="re-verify a random sample of passed trajectories; write a review page")
-    a.add_argument("run_dir", metavar="RUN_DIR")
+    a.add_argument("run_dir", metavar="RUN_DIR", type=named)
     a.add_argument("--sample", type=int, default=50, metavar="N", help="how many passed records (default 50)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--tasks", action="append", default=[], metavar="FILE",

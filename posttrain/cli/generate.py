@@ -27,11 +27,13 @@ __all__ = ["register", "cmd_generate", "why_not_a_policy"]
 
 def register(subparsers: Any) -> None:
     """Add ``generate`` to the ``posttrain`` command."""
+    from posttrain.cli import named
+
     p = subparsers.add_parser("generate", help="sample completions from a checkpoint for prompts or a task file")
-    p.add_argument("checkpoint", metavar="CKPT", help="a causal-LM checkpoint directory (e.g. RUN/checkpoints/rl)")
+    p.add_argument("checkpoint", metavar="CKPT", type=named, help="a causal-LM checkpoint directory (e.g. RUN/checkpoints/rl)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt", action="append", default=[], metavar="TEXT", help="a prompt (repeatable)")
-    src.add_argument("--tasks", metavar="FILE", help="a task file (JSON/JSONL): one prompt per task")
+    src.add_argument("--tasks", metavar="FILE", type=named, help="a task file (JSON/JSONL): one prompt per task")
     p.add_argument("--n", type=int, default=1, help="samples per prompt (default 1)")
     p.add_argument("--temperature", type=float, help="default 0 (greedy) when --n 1, else 0.8")
     p.add_argument("--max-new-tokens", type=int, default=128, help="default 128")

@@ -39,10 +39,12 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Any) -> None:
+    from posttrain.cli import named_path
+
     p = subparsers.add_parser("tasks", help="check task files; find train/eval overlap")
     sub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
     v = sub.add_parser("validate", help="schema-check task files and run references (pass) and no-ops (fail)")
-    v.add_argument("files", nargs="*", type=Path, metavar="FILE",
+    v.add_argument("files", nargs="*", type=named_path, metavar="FILE",
                    help="task files: JSON, JSONL, Parquet, Arrow or a datasets directory")
     v.add_argument("--no-run", action="store_true", help="only check the schemas; run no verifier")
     v.add_argument("--domain", default=None, metavar="DOMAIN",
@@ -55,11 +57,11 @@ def register(subparsers: Any) -> None:
     ls = sub.add_parser("list", help="every registered domain with its levels and capability labels")
     ls.set_defaults(func=cmd_list)
     st = sub.add_parser("stats", help="a run's task statistics: pass rates, zero variance, difficulty")
-    st.add_argument("run", type=Path, metavar="RUN", help="a run directory (posttrain run --out RUN)")
+    st.add_argument("run", type=named_path, metavar="RUN", help="a run directory (posttrain run --out RUN)")
     st.set_defaults(func=cmd_stats)
     d = sub.add_parser("decontaminate", help="n-gram overlap between a train and an eval task file")
-    d.add_argument("train", type=Path, help="training task file")
-    d.add_argument("eval", type=Path, help="evaluation task file")
+    d.add_argument("train", type=named_path, help="training task file")
+    d.add_argument("eval", type=named_path, help="evaluation task file")
     d.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
     d.add_argument("--out", default=None, help="directory for the overlap report")
     d.set_defaults(func=_cmd_decontaminate)

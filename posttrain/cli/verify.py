@@ -28,15 +28,17 @@ from posttrain.sandbox import MAX_POOL_SIZE
 
 
 def register(subparsers: Any) -> None:
+    from posttrain.cli import named_path
+
     p = subparsers.add_parser(
         "verify",
         help="verify responses against tasks; print Verdict JSON",
         description="Verify one response (--task/--response) or many (--tasks/--responses); prints Verdict JSON.",
     )
-    p.add_argument("--task", type=Path, help="a JSON file with one task")
-    p.add_argument("--response", type=Path, help="a text file with the raw response to --task")
-    p.add_argument("--tasks", type=Path, help="a JSON/JSONL file of tasks")
-    p.add_argument("--responses", type=Path, help='a JSONL file of {"task_id": ..., "response": ...} lines')
+    p.add_argument("--task", type=named_path, help="a JSON file with one task")
+    p.add_argument("--response", type=named_path, help="a text file with the raw response to --task")
+    p.add_argument("--tasks", type=named_path, help="a JSON/JSONL file of tasks")
+    p.add_argument("--responses", type=named_path, help='a JSONL file of {"task_id": ..., "response": ...} lines')
     p.add_argument("--workers", type=int, default=None, help="sandbox pool size (default: the usable CPUs)")
     p.add_argument("--domain", default=None, metavar="DOMAIN",
                    help="domain of task records that name none (code for raw HumanEval files)")

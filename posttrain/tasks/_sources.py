@@ -137,13 +137,7 @@ class TaskSource:
         if (self.file is None) == (self.generator is None):
             raise ConfigError("expected exactly one of 'file' (a task file) or 'generator' (a generator by name)")
         if self.file is not None:
-            for key in ("seed", "level", "params"):
-                if getattr(self, key) is not None:
-                    raise ConfigError(f"{key}: only a generator takes a {key} (a task file is read as it is)")
-            if self.domain is not None:
-                _known_domain(self.domain, "domain")
-            if self.columns is not None and not self.columns:
-                raise ConfigError("columns: expected at least one {field: column}, or no columns key")
+            self._check_file_knobs()
         else:
             if self.domain is not None:
                 raise ConfigError("domain: only a task file takes a default domain (a generator knows its own)")
@@ -162,6 +156,17 @@ class TaskSource:
             elif _find_family(str(self.generator)) is None:
                 raise ConfigError(f"generator: unknown generator {self.generator!r}; expected a domain "
                                   f"({domain_listing()}) or a task family ({', '.join(family_names())})")
+
+    def _check_file_knobs(self) -> None:
+        if not str(self.file).strip():  # Path("") is ".": the current directory was read as a dataset of its *.parquet
+            raise ConfigError(f"file: expected a task file name, got {self.file!r}")
+        for key in ("seed", "level", "params"):
+            if getattr(self, key) is not None:
+                raise ConfigError(f"{key}: only a generator takes a {key} (a task file is read as it is)")
+        if self.domain is not None:
+            _known_domain(self.domain, "domain")
+        if self.columns is not None and not self.columns:
+            raise ConfigError("columns: expected at least one {field: column}, or no columns key")
 
     def _check_curriculum(self) -> None:
         name = str(self.generator)

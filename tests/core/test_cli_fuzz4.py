@@ -154,3 +154,23 @@ def test_fuzzed_flags_are_one_line(ws, tiny, capsys, argv, needle):
     shutil.copytree(tiny, ws / "m")
     os.symlink("m-moved", ws / "gone")
     assert_refused_in_one_line(capsys, ws, argv, needle)
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    # before: ``Path("")`` is "."; tasks validate and verify read the current directory as a dataset (its
+    # bad.parquet: "cannot read as Parquet"), report/audit/stats took it for a run
+    pytest.param(["tasks", "validate", ""], "argument FILE: expected a path, got ''", id="validate"),
+    pytest.param(["verify", "--tasks", "", "--responses", "good.jsonl"], "argument --tasks: expected a path, got ''",
+                 id="verify"),
+    pytest.param(["tasks", "decontaminate", "", "good.jsonl"], "argument train: expected a path, got ''",
+                 id="decontaminate"),
+    pytest.param(["tasks", "stats", ""], "argument RUN: expected a path, got ''", id="stats"),
+    pytest.param(["report", ""], "argument RUN_DIR: expected a path, got ''", id="report"),
+    pytest.param(["audit", ""], "argument RUN_DIR: expected a path, got ''", id="audit"),
+    pytest.param(["generate", "", "--prompt", "a"], "argument CKPT: expected a path, got ''", id="generate"),
+    pytest.param(["run", "r.yaml", "--out", "o", "--set", "tasks={train: [{file: ''}], eval: [{file: good.jsonl}]}"],
+                 "tasks.train[0]: file: expected a task file name, got ''", id="recipe-task-file"),
+])
+def test_an_empty_path_is_not_the_current_directory(ws, capsys, argv, needle):
+    (ws / "bad.parquet").write_bytes(b"PAR1 not parquet")
+    assert_refused_in_one_line(capsys, ws, argv, needle)
