@@ -252,6 +252,8 @@ def _load_cached(source: TaskSource, seed: int) -> _Loaded:
         try:
             st = path.stat()
         except OSError:
+            if path.is_symlink():
+                raise UserError(f"file: {source.file}: a symbolic link to nothing (or a loop)") from None
             raise UserError(f"file: no such task file {source.file}") from None
         if is_pipe(path):  # read at parse time, by the run, and again by --resume: a pipe only once
             raise UserError(f"file: {source.file}: a FIFO or pipe, which reads only once; a recipe's task file is "
@@ -437,6 +439,10 @@ def _records(path: Path) -> Iterator[tuple[int, Mapping]]:
         raise UserError(f"{path}: a FIFO or pipe, which reads only once; a recipe's demonstrations file is read "
                         f"again by the run and by --resume, expected a regular .jsonl file")
     if not path.is_file():
+        if path.is_symlink() and not path.exists():
+            raise UserError(f"{path}: a symbolic link to nothing (or a loop); expected a .jsonl demonstrations file")
+        if path.exists():  # /dev/null was "no such demonstrations file"
+            raise UserError(f"{path}: a device or socket, not a file; expected a .jsonl demonstrations file")
         raise UserError(f"no such demonstrations file {path}")
     if not path.name.removesuffix(".gz").endswith(".jsonl"):
         raise UserError(f"{path}: expected a .jsonl (or .jsonl.gz) demonstrations file")

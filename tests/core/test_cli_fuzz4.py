@@ -174,3 +174,15 @@ def test_fuzzed_flags_are_one_line(ws, tiny, capsys, argv, needle):
 def test_an_empty_path_is_not_the_current_directory(ws, capsys, argv, needle):
     (ws / "bad.parquet").write_bytes(b"PAR1 not parquet")
     assert_refused_in_one_line(capsys, ws, argv, needle)
+
+
+@pytest.mark.parametrize(("override", "needle"), [
+    # before: "no such task file" / "no such demonstrations file", for a name that is there
+    ("tasks={train: [{file: gone.jsonl}], eval: [{file: good.jsonl}]}",
+     "tasks.train[0]: file: gone.jsonl: a symbolic link to nothing (or a loop)"),
+    ("sft.demonstrations=gone.jsonl", "sft.demonstrations: gone.jsonl: a symbolic link to nothing (or a loop)"),
+    ("sft.demonstrations=/dev/null", "sft.demonstrations: /dev/null: a device or socket, not a file"),
+], ids=["task-file-link", "demonstrations-link", "demonstrations-device"])
+def test_a_recipe_file_that_is_a_link_to_nothing_or_a_device_says_so(ws, capsys, override, needle):
+    os.symlink("moved.jsonl", ws / "gone.jsonl")
+    assert_refused_in_one_line(capsys, ws, ["run", "r.yaml", "--out", "o", "--set", override], needle)
