@@ -30,6 +30,9 @@ sample), then reports, overall and per domain and per capability tag:
 
 Infra-error retries: several records for one (task, sample, attempt) are allowed when all but one
 are infra errors (the retries); the scored one counts, the others count as ``infra_errors``.
+Records of one evaluation only: one ``(stage, step)``, one ``verifier_version`` per domain, and each
+task's samples 0..n-1 without gaps (``UserError`` otherwise: another checkpoint's passes mixed in
+under new sample indices, or a failure's lines deleted, read as a higher score).
 What this module does not do: run verifiers, read files, or compare runs (``baseline``).
 """
 
@@ -97,8 +100,47 @@ def _collapse(key: tuple[str, int, int], recs: list[EvalRecord]) -> tuple[EvalRe
     return recs[-1], len(recs) - 1
 
 
+def _one_evaluation(records: Sequence[EvalRecord]) -> None:
+    """``UserError`` unless ``records`` are of one evaluation: one ``(stage, step)`` (one model, one
+    checkpoint) and, per domain, one stated ``verifier_version``. Records of several, under other
+    sample indices, were summed into one figure: a model's failed samples swapped for another
+    checkpoint's passes, or re-graded by another verifier, read as this model's score."""
+    runs = sorted({(r.stage, r.step) for r in records}, key=repr)
+    if len(runs) > 1:
+        shown = ", ".join(f"stage {stage!r} step {step}" for stage, step in runs[:4])
+        raise UserError(f"records: several evaluations in one set ({shown}); "
+                        "summarize one evaluation at a time (one model, one step)")
+    versions: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if r.verifier_version:
+            versions[r.domain].add(r.verifier_version)
+    for domain, found in sorted(versions.items()):
+        if len(found) > 1:
+            raise UserError(f"records: domain {domain!r} was scored by {len(found)} verifier versions "
+                            f"({', '.join(sorted(found)[:4])}); summarize one evaluation at a time "
+                            "(re-verify every record with one verifier: posttrain audit)")
+
+
+def _no_sample_gaps(by_episode: Iterable[tuple[str, int]]) -> None:
+    """``UserError`` when a task's sample indices are not 0, 1, ..., n-1: a sample whose records were
+    left out (a failure's lines deleted) is a sample out of the denominator. Every sample drawn keeps
+    its records, infra errors included (attrition is counted, never a gap)."""
+    samples: dict[str, list[int]] = defaultdict(list)
+    for task_id, sample_idx in by_episode:
+        samples[task_id].append(sample_idx)
+    for task_id, found in sorted(samples.items()):
+        found.sort()
+        if found != list(range(len(found))):
+            shown = ", ".join(map(str, found[:8])) + (", ..." if len(found) > 8 else "")
+            raise UserError(f"records: task {task_id!r} has samples [{shown}]; expected 0, 1, ... without gaps "
+                            "(a sample's records left out)")
+
+
 def group_attempts(records: Iterable[EvalRecord]) -> list[SampleAttempts]:
-    """Group records into episodes; raises ``UserError`` for gaps or duplicate scored attempts."""
+    """Group records into episodes; raises ``UserError`` for records of several evaluations
+    (``_one_evaluation``), sample or attempt gaps, or duplicate scored attempts."""
+    records = list(records)
+    _one_evaluation(records)
     by_key: dict[tuple[str, int, int], list[EvalRecord]] = defaultdict(list)
     for r in records:
         by_key[(r.task_id, r.sample_idx, r.attempt)].append(r)
@@ -108,6 +150,7 @@ def group_attempts(records: Iterable[EvalRecord]) -> list[SampleAttempts]:
         rec, n_retried = _collapse(key, recs)
         by_episode[key[:2]][key[2]] = rec
         retried[key[:2]] += n_retried
+    _no_sample_gaps(by_episode)
     episodes = []
     for (task_id, sample_idx), attempts in sorted(by_episode.items()):
         rounds = sorted(attempts)

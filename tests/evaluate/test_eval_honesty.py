@@ -1,0 +1,69 @@
+"""Records that would make a score read higher than the evaluation gave: records of several
+evaluations mixed into one file (the failed samples of one model, the re-sampled passes of
+another), and samples whose records were left out (a failure's lines deleted by hand). Each is a
+one-line ``UserError`` from ``summarize`` (``posttrain report``, ``eval --baseline FILE.jsonl``),
+never a figure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posttrain.errors import UserError
+from posttrain.evaluate.records import EvalRecord, read_records
+from posttrain.evaluate.summary import summarize
+
+
+def _rec(task: int, outcome: str, sample: int, *, stage: str = "eval", step: int | None = None,
+         version: str = "math@posttrain-0.1.0", domain: str = "math") -> EvalRecord:
+    return EvalRecord(f"t{task}", domain, outcome, None if outcome == "infra_error" else float(outcome == "pass"),
+                      sample_idx=sample, stage=stage, step=step, verifier_version=version)
+
+
+def _honest() -> list[EvalRecord]:
+    """4 tasks x 4 samples, 1 pass each: pass@1 0.25."""
+    return [_rec(t, "pass" if s == 0 else "fail", s) for t in range(4) for s in range(4)]
+
+
+def test_an_honest_evaluation_reads_its_score() -> None:
+    s = summarize(_honest(), ks=(1,))
+    assert s["pass@1"] == 0.25 and s["n_samples"] == 16
+
+
+def test_samples_of_another_evaluation_mixed_in_are_refused() -> None:
+    # the 3 failed samples of each task swapped for passes re-sampled at another checkpoint: read 1.0
+    cherry = [r for r in _honest() if r.passed] + [_rec(t, "pass", s, step=200) for t in range(4) for s in (1, 2, 3)]
+    with pytest.raises(UserError, match=r"several evaluations.*step 200.*step None"):
+        summarize(cherry, ks=(1,))
+    other_model = [r for r in _honest() if r.passed] + [_rec(t, "pass", s, stage="eval/rl") for t in range(4)
+                                                        for s in (1, 2, 3)]
+    with pytest.raises(UserError, match=r"several evaluations.*'eval'.*'eval/rl'"):
+        summarize(other_model, ks=(1,))
+
+
+def test_samples_scored_by_another_verifier_version_are_refused() -> None:
+    # the failures re-verified by another (laxer) verifier version: one domain, two verifiers
+    regraded = [r for r in _honest() if r.passed] + [_rec(t, "pass", s, version="math@posttrain-0.0.9")
+                                                     for t in range(4) for s in (1, 2, 3)]
+    with pytest.raises(UserError, match=r"domain 'math'.*2 verifier versions"):
+        summarize(regraded, ks=(1,))
+    # two domains, each its own verifier: one evaluation
+    mixed = _honest() + [_rec(9, "pass", 0, domain="code", version="code@posttrain-0.1.0")]
+    assert summarize(mixed, ks=(1,))["n_tasks"] == 5
+
+
+def test_a_sample_left_out_of_the_records_is_refused(tmp_path) -> None:
+    # samples 1 and 2 of task t0 (failures) deleted from the file: t0 read 2/2 instead of 1/4
+    path = tmp_path / "records.jsonl"
+    kept = [r for r in _honest() if not (r.task_id == "t0" and r.sample_idx in (1, 2))]
+    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in kept))
+    with pytest.raises(UserError, match=r"task 't0' has samples \[0, 3\]; expected 0, 1, \.\.\. without gaps"):
+        summarize(read_records(path), ks=(1,))
+
+
+def test_infra_retries_and_infra_dropped_samples_are_no_gap() -> None:
+    # a sample whose every try was an infra error keeps its records: attrition, counted, not a gap
+    recs = _honest() + [_rec(0, "infra_error", 4), _rec(0, "infra_error", 4), _rec(1, "infra_error", 1)]
+    s = summarize(recs, ks=(1,))
+    assert s["infra_errors"] == 3 and s["infra_dropped_samples"] == 1 and s["n_samples"] == 16
