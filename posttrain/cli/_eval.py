@@ -154,6 +154,10 @@ def _check_not_empty(args: argparse.Namespace) -> None:
                   if getattr(args, name, None) == ""), None)
     if empty:
         raise UserError(empty)
+    for name in ("responses", "model", "tokenizer", "run", "tasks", "baseline"):
+        value = getattr(args, name, None)
+        if value and Path(value).is_symlink() and not Path(value).exists():  # else "not found", or a hub name
+            raise UserError(f"--{name} {value}: a symbolic link to nothing (or a loop); expected {dict(_NAMED)[name]}")
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -264,8 +268,6 @@ def episode_kind(args: argparse.Namespace) -> EpisodeKind:
 def _check_model_dir(model: str) -> None:
     """A ``--model`` that names a path must be a checkpoint directory (``org/name`` goes to the hub loader)."""
     path = user_path(model, "--model")
-    if path.is_symlink() and not path.exists():  # else a hub name "not in the Hugging Face cache"
-        raise UserError(f"--model {model}: a symbolic link to nothing (or a loop); expected a model directory")
     if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or path.exists()):
         return
     if not path.exists():

@@ -72,7 +72,9 @@ def _verify_one(task_path: Path, response_path: Path, domain: str | None) -> int
     if response_path.is_dir():
         raise UserError(f"{response_path}: is a directory, expected a text file holding the response")
     if not response_path.is_file():
-        raise UserError(f"{response_path}: no such response file")
+        why = "a symbolic link to nothing (or a loop)" if response_path.is_symlink() and not response_path.exists() \
+            else "a device, socket or pipe, not a file" if response_path.exists() else "no such response file"
+        raise UserError(f"{response_path}: {why}")
     try:
         response = response_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:

@@ -145,6 +145,14 @@ EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
                  id="generate-model-link"),
     pytest.param([*EVAL[:1], "--model", "gone", *EVAL[3:]], "--model gone: a symbolic link to nothing (or a loop)",
                  id="eval-model-link"),
+    # before: "cannot load a tokenizer (We couldn't connect to 'https://huggingface.co' ...)", a hub name
+    pytest.param(["eval", "--endpoint", "http://127.0.0.1:9", "--model-name", "x", "--tokenizer", "gone", *EVAL[3:]],
+                 "--tokenizer gone: a symbolic link to nothing (or a loop)", id="eval-tokenizer-link"),
+    # before: "no such response file"
+    pytest.param(["verify", "--task", "good.jsonl", "--response", "gone"], "gone: a symbolic link to nothing (or a loop)",
+                 id="verify-response-link"),
+    pytest.param(["verify", "--task", "good.jsonl", "--response", "/dev/null"],
+                 "/dev/null: a device, socket or pipe, not a file", id="verify-response-device"),
     # before: "unknown key ''"; ``rl..lr=3`` listed rl's 40 keys for the key ''
     pytest.param(["run", "r.yaml", "--out", "o", "--set", "rl..lr=3"],
                  "override 'rl..lr=3': the key 'rl..lr' has an empty part", id="override-empty-part"),
