@@ -259,8 +259,12 @@ def _print_block(name: str, s: dict[str, Any]) -> None:
     for k, why in (s.get("skipped") or {}).items():
         _say(f"  {k:<28} skipped: {why}")
     for dom, d in (s.get("per_domain") or {}).items():
-        if "pass@1" in d:
-            _say(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks)")
+        if "pass@1" in d:  # with what infra errors took out of it: a domain that crashes its verifier where it fails
+            lost = d.get("infra_as_fail")  # reads 1.0 over the tasks left, the overall line diluting it
+            tail = (f"; infra as fail {_fmt_rate(lost, 'pass@1')}: {d.get('infra_dropped_samples', 0)} first attempts "
+                    f"never scored, {d.get('infra_dropped_tasks', 0)} tasks left out"
+                    if isinstance(lost, dict) and "pass@1" in lost else "")
+            _say(f"  domain {dom:<21} pass@1 {_fmt_rate(d, 'pass@1')}  ({d.get('n_tasks', 0)} tasks{tail})")
         else:  # a domain lost to infra errors is said, not left out of the list
             _say(f"  domain {dom:<21} no pass@1: every first attempt an infra error "
                   f"({d.get('infra_dropped_tasks', 0)} tasks)")

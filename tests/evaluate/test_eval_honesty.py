@@ -67,3 +67,15 @@ def test_infra_retries_and_infra_dropped_samples_are_no_gap() -> None:
     recs = _honest() + [_rec(0, "infra_error", 4), _rec(0, "infra_error", 4), _rec(1, "infra_error", 1)]
     s = summarize(recs, ks=(1,))
     assert s["infra_errors"] == 3 and s["infra_dropped_samples"] == 1 and s["n_samples"] == 16
+
+
+def test_a_domain_whose_failures_are_infra_errors_says_so_on_its_line(capsys) -> None:
+    from posttrain.cli.evaluate import _print_summary
+
+    # math: 3 of 10 tasks pass, the other 7 send the verifier into infra errors; code: 10 honest tasks
+    recs = [_rec(t, "pass" if t < 3 else "infra_error", s) for t in range(10) for s in range(2)]
+    recs += [_rec(20 + t, "pass" if t < 5 else "fail", 0, domain="code", version="code@1") for t in range(10)]
+    _print_summary(summarize(recs, ks=(1,)))
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "domain math" in x]
+    assert "pass@1 1.000" in line and "infra as fail 0.300" in line, line
+    assert "14 first attempts never scored, 7 tasks left out" in line, line
