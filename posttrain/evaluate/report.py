@@ -194,18 +194,22 @@ def _eval_table(summaries: dict[str, dict[str, Any]]) -> str:
         + "".join(rows)
         + "</table>"
     )
-    dom_rows = []
-    for name, e in summaries.items():
-        for dom, d in sorted((e.get("per_domain") or {}).items()):
-            dom_rows.append(
-                f"<tr><th>{as_text(name)}</th><td>{as_text(dom)}</td>{_cell(d, 'pass@1')}"
-                f"<td>{as_text(d.get('n_tasks', '–'))}</td><td>{as_text(d.get('passed', '–'))}</td>"
-                f"<td>{as_text(d.get('infra_errors', 0))}</td></tr>"
-            )
+    domains = [(name, dom, d) for name, e in summaries.items()
+               for dom, d in sorted((e.get("per_domain") or {}).items()) if isinstance(d, dict)]
+    # a domain whose failures were infra errors reads high over the tasks left: its infra-as-fail beside it
+    dom_lost = any(isinstance(d.get("infra_as_fail"), dict) for _, _, d in domains)
+    dom_rows = [
+        f"<tr><th>{as_text(name)}</th><td>{as_text(dom)}</td>{_cell(d, 'pass@1')}"
+        + (_infra_as_fail_cell(d) if dom_lost else "")
+        + f"<td>{as_text(d.get('n_tasks', '–'))}</td><td>{as_text(d.get('passed', '–'))}</td>"
+        f"<td>{as_text(d.get('infra_errors', 0))}</td></tr>"
+        for name, dom, d in domains
+    ]
     if dom_rows:
         table += (
             '<h3>Per domain</h3><table class="eval"><tr><th>model</th><th>domain</th><th>pass@1 [95% CI]</th>'
-            "<th>tasks</th><th>passed</th><th>infra errors</th></tr>" + "".join(dom_rows) + "</table>"
+            + ("<th>pass@1, infra as fail</th>" if dom_lost else "")
+            + "<th>tasks</th><th>passed</th><th>infra errors</th></tr>" + "".join(dom_rows) + "</table>"
         )
     table += _episodes_table(summaries)
     bars = []

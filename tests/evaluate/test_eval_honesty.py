@@ -79,3 +79,19 @@ def test_a_domain_whose_failures_are_infra_errors_says_so_on_its_line(capsys) ->
     (line,) = [x for x in capsys.readouterr().out.splitlines() if "domain math" in x]
     assert "pass@1 1.000" in line and "infra as fail 0.300" in line, line
     assert "14 first attempts never scored, 7 tasks left out" in line, line
+
+
+def test_the_reports_domain_table_shows_infra_as_fail_beside_pass_at_1(tmp_path) -> None:
+    from posttrain.evaluate.records import write_records
+    from posttrain.evaluate.report import write_report
+
+    recs = [_rec(t, "pass" if t < 3 else "infra_error", s, stage="eval/rl") for t in range(10) for s in range(2)]
+    recs += [_rec(20 + t, "pass" if t < 5 else "fail", 0, domain="code", version="code@1", stage="eval/rl")
+             for t in range(10)]
+    write_records(tmp_path / "run" / "eval" / "rl.jsonl", recs)
+    html = write_report(tmp_path / "run").read_text(encoding="utf-8")
+    section = html[html.index("<h3>Per domain</h3>"):]
+    section = section[:section.index("</table>")]
+    assert "<th>pass@1, infra as fail</th>" in section
+    math_row = next(row for row in section.split("<tr>") if "<td>math</td>" in row)
+    assert "<td>1.000" in math_row and "<td>0.300" in math_row, math_row  # summary: pass@1 1.0, infra as fail 0.3
