@@ -34,6 +34,8 @@ import errno
 import importlib
 import logging
 import os
+import select
+import signal
 import sys
 import traceback
 import warnings
@@ -130,6 +132,17 @@ def quiet_third_parties() -> None:
     warnings.showwarning = _show_warning
 
 
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (``poll`` says POLLERR): a broken pipe
+    of our own (a sandbox's, a worker's) is not ended quietly."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's captured stdout)
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -150,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("posttrain: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # ``posttrain tasks list | head -1``: the reader is done, as with any Unix tool
+        if not _stdout_gone():
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit fails no more
+        return 128 + signal.SIGPIPE
     except OSError as e:  # a path the user named that no filesystem takes: every check of it raises this
         if e.errno != errno.ENAMETOOLONG:
             raise

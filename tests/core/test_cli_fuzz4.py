@@ -194,3 +194,18 @@ def test_an_empty_path_is_not_the_current_directory(ws, capsys, argv, needle):
 def test_a_recipe_file_that_is_a_link_to_nothing_or_a_device_says_so(ws, capsys, override, needle):
     os.symlink("moved.jsonl", ws / "gone.jsonl")
     assert_refused_in_one_line(capsys, ws, ["run", "r.yaml", "--out", "o", "--set", override], needle)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """``posttrain tasks list | head -1``. Before: BrokenPipeError's traceback (generate --json, eval --json,
+    tasks validate --all-domains alike), then Python's 'Exception ignored' at exit."""
+    import subprocess
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first line is written
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run([sys.executable, "-m", "posttrain", "tasks", "validate", "--all-domains", "--no-run",
+                           "--only", "math"], stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
+    os.close(w)
+    assert proc.stderr == b"" and proc.returncode == 141, proc.stderr.decode()[-800:]
