@@ -34,6 +34,7 @@ from posttrain.envs._env import EpisodeContext
 from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
 from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv
+from posttrain.envs.json._env import second_document
 from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict
 from posttrain.types import Task, TaskLimits, Verdict
 
@@ -61,6 +62,9 @@ def parse_response(response: str) -> list[list[list[Call]]] | str:
         doc = loads_strict(extract_json_text(response))  # after its reasoning, bare or in one fence
     except StrictJSONError as e:
         return f"not JSON ({e})"
+    beside = second_document(response)
+    if beside is not None:  # the fenced calls read, a second array beside them unread: a hedge
+        return f"a second JSON document outside the fenced block ({beside!r}): give exactly one"
     if not isinstance(doc, list) or not all(isinstance(turn, list) for turn in doc):
         return "expected a JSON array with one list of calls per user turn"
     turns: list[list[list[Call]]] = []

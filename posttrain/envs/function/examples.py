@@ -24,10 +24,13 @@ import re
 from typing import Any
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
-_ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox|fcolorbox|colorbox|bbox)")
+_ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox|fcolorbox|colorbox|bbox|enclose|[oO]valbox|doublebox|shadowbox|tcbox)")
 """Every box a reader takes for an answer: the math domain reads ``\\fbox`` as it reads ``\\boxed``;
 ``\\fcolorbox`` (a framed box in colour), ``\\colorbox`` (a highlight) and MathJax's ``\\bbox`` mark
-one as plainly: ``\\boxed{7} or \\fcolorbox{red}{white}{8}`` passed 140 of 140 generated boxed tasks."""
+one as plainly: ``\\boxed{7} or \\fcolorbox{red}{white}{8}`` passed 140 of 140 generated boxed tasks.
+So do MathJax's ``\\enclose{box}{8}`` (any ``\\enclose`` notation), fancybox's ``\\ovalbox``,
+``\\Ovalbox``, ``\\doublebox``, ``\\shadowbox`` and tcolorbox's ``\\tcbox``: each beside ``\\boxed{7}``
+passed 142 of 142 generated boxed tasks (seed 5; tests/envs/test_toolfam_attacks1.py)."""
 _ANY_ANSWER_TAG = re.compile(r"<answer", re.IGNORECASE)
 """Every answer tag a reader sees: tag names are case-insensitive (HTML), so ``<ANSWER>`` is one too."""
 _ANSWER = re.compile(r"<answer>([^<]*)</answer>")

@@ -8,7 +8,8 @@ Verification (each failure is ``fail``, reward 0):
 1. the response is one JSON document: the content of its single fenced block, or the whole text;
    parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01), no lone
    surrogate (``"\\ud800"``: not text, and no UTF-8 record could hold the evidence), every
-   number kept as the exact decimal it spells (``posttrain.strict_json``);
+   number kept as the exact decimal it spells (``posttrain.strict_json``); beside a fenced block,
+   no second document (``second_document``: prose around the block is free, a hedge is not);
 2. it validates against ``schema`` (``jsonschema``, with format checking), on exact numbers:
    ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
 3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``), numbers by
@@ -40,6 +41,7 @@ from __future__ import annotations
 import decimal
 import json
 import random
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +51,7 @@ from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_comm
 from posttrain.strict_json import (
     MAX_JSON_DEPTH,
     StrictJSONError,
+    after_reasoning,
     extract_json_text,
     json_equal,
     json_type,
@@ -73,6 +76,37 @@ from posttrain.verify.json_schema import (
 NAME = "json"
 DOMAIN_KEYS = frozenset({"schema", "expected"})
 CPU_BUDGET_S = 5.0
+
+
+_FENCED = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n.*?```", re.DOTALL)
+"""A fenced block as ``strict_json.extract_json_text`` reads one (its pattern, the block whole)."""
+_TAGGED = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
+_DOCUMENT_START = re.compile(r'\{\s*"|\[\s*[\[{]')
+"""Where a JSON object (``{"``) or an array of objects or arrays starts: a document, not prose."""
+
+
+def text_beside(response: str, *, tags: bool = False) -> str | None:
+    """The answer's text (after its reasoning) outside its fenced blocks (``tags``: outside its
+    ``<tool_call>`` blocks, where it has any), or None where it has no block (it is read whole)."""
+    answer = after_reasoning(response)
+    parts = (_TAGGED if tags and "<tool_call>" in answer else _FENCED).split(answer)
+    return "\n".join(parts) if len(parts) > 1 else None
+
+
+def second_document(response: str, *, tags: bool = False) -> str | None:
+    """The start of a JSON document in the answer outside its one fenced block (``tags``: outside
+    its ``<tool_call>`` blocks, where it has any: ``text_beside``), or None. The reader takes the
+    fenced block (the tagged calls) and leaves the text around it unread, so a second document there
+    was a hedge no check saw: the right document fenced and a wrong one after it passed 300 of 300
+    generated json tasks, the right calls in tags beside wrong calls as an OpenAI message 300 of 300
+    tool tasks (tests/envs/test_toolfam_attacks1.py). Prose around the block stays free.
+
+    >>> second_document('```json\\n{"a": 1}\\n```\\nor {"a": 2}'), second_document('Here:\\n```json\\n{"a": 1}\\n```\\nSee [1].')
+    ('{"a": 2}', None)
+    """
+    outside = text_beside(response, tags=tags)
+    found = None if outside is None else _DOCUMENT_START.search(outside)
+    return None if found is None else outside[found.start():found.start() + 60].strip()
 
 
 def _extra_key_allowed(place: list[Mapping[str, Any]] | None, key: str) -> bool:
@@ -154,6 +188,10 @@ def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdi
     except StrictJSONError as e:
         return fail(f"Answer format: {e}. Reply with exactly one JSON document.", "format",
                     {"reason": str(e)})
+    beside = second_document(response)
+    if beside is not None:
+        return fail("Answer format: a second JSON document outside the fenced block. Reply with exactly one.",
+                    "format", {"reason": f"a second document outside the fenced block: {beside!r}"})
     problem = schema_error(validator_for(schema), value)
     if problem:
         return fail(f"The JSON does not match the schema at {problem}", "schema", {"schema_error": problem})

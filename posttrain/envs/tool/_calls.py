@@ -8,11 +8,13 @@ tool-call codec's (``posttrain.policy.decode_tool_calls``).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.envs._base import fail, guard, passed
+from posttrain.envs.json._env import second_document, text_beside
 from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, tool_specs
 from posttrain.strict_json import (
     StrictJSONError,
@@ -155,6 +157,19 @@ def match_calls(calls: Sequence[ToolCall], expected: Sequence[Mapping[str, Any]]
     return None
 
 
+def _restated(text: str, calls: Sequence[ToolCall]) -> bool:
+    """Whether ``text`` (beside a response's tagged calls) is those same calls again, in the other
+    format: one answer written twice, no second one."""
+    try:
+        again = decode_tool_calls(text)
+    except ToolCallError:
+        return False
+    def key(c: ToolCall) -> str:
+        return json.dumps([c.name, to_plain(dict(c.arguments))], sort_keys=True)
+
+    return sorted(map(key, again)) == sorted(map(key, calls))
+
+
 def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequence[Mapping[str, Any]],
                      ordered: bool, response: str) -> Verdict:
     """Decode, schema-check and match the calls of ``response``, in this process (no deadline).
@@ -170,6 +185,11 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     except ToolCallError as e:
         return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
     evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
+    beside = second_document(response, tags=True) if calls else None
+    if beside is not None and not _restated(text_beside(response, tags=True) or "", calls):
+        # the calls read, and beside them a document a reader takes for other calls: a hedge
+        return fail("Invalid tool call: a second JSON document beside the calls. Write each call once, in one format.",
+                    "format", {**evidence, "reason": f"a second document beside the calls: {beside!r}"})
     if not expected_calls:
         return abstention(len(calls), response, evidence, tools)
     if not calls:
