@@ -129,7 +129,7 @@ to every radius over 3.8 mm); with the tolerance, 10 segments pass and 9 do not.
 _RING_MM = 0.05
 """The width of the ring just inside a round feature's wall that must be all material."""
 _MEMO_SIZE = 64
-_memo: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()
+_memo: OrderedDict[bytes, tuple[tuple[int, str], ...]] = OrderedDict()
 """digest of (mesh, holes) -> lines: the gold's check, which every verify of its task repeats."""
 
 
@@ -510,22 +510,24 @@ def _digest(vertices: np.ndarray, triangles: np.ndarray, holes: Sequence[dict[st
     return h.digest()
 
 
-def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]] = ()) -> list[str]:
-    """One line per stated hole, then per round outer feature, that the part does not have (module
-    docstring). Memoised by a digest of the mesh, the holes and the rounds: the worker checks the
+def hole_problems(manifold: Any, holes: Sequence[dict[str, Any]],
+                  rounds: Sequence[dict[str, Any]] = ()) -> list[tuple[dict[str, Any], str]]:
+    """``(feature, line)`` for each stated hole, then each round outer feature, that the part does not have
+    (module docstring). Memoised by a digest of the mesh, the holes and the rounds: the worker checks the
     gold's before every candidate's."""
     if not holes and not rounds:
         return []
+    features = [*holes, *rounds]
     mesh = manifold.to_mesh()
     vertices = np.asarray(mesh.vert_properties, dtype=float)[:, :3]
     key = _digest(vertices, np.asarray(mesh.tri_verts), [*holes, {"rounds": list(rounds)}])
     if key in _memo:
         _memo.move_to_end(key)
-        return list(_memo[key])
+        return [(features[i], line) for i, line in _memo[key]]
     turned: dict[str, Any] = {}
     slices: dict[tuple[str, float], _Slice] = {}
-    lines = []
-    for hole in holes:
+    found = []
+    for i, hole in enumerate(holes):
         axis = hole["axis"]
         if axis not in turned:
             turned[axis] = _turned(manifold, axis)
@@ -538,15 +540,40 @@ def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]], rounds: Sequence[
                 break
         problem = problem or _wall_problem(vertices, hole) or _bore_problem(turned[axis], hole)
         if problem:
-            lines.append(problem)
-    for feature in rounds:
+            found.append((i, problem))
+    for i, feature in enumerate(rounds, start=len(holes)):
         axis = feature["axis"]
         if axis not in turned:
             turned[axis] = _turned(manifold, axis)
         problem = _round_problem(turned[axis], feature, holes)
         if problem:
-            lines.append(problem)
-    _memo[key] = tuple(lines)
+            found.append((i, problem))
+    _memo[key] = tuple(found)
     while len(_memo) > _MEMO_SIZE:
         _memo.popitem(last=False)
-    return lines
+    return [(features[i], line) for i, line in found]
+
+
+def hole_lines(manifold: Any, holes: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """One line per stated hole, then per round outer feature, that the part does not have (``hole_problems``)."""
+    return [line for _, line in hole_problems(manifold, holes, rounds)]
+
+
+def along(feature: dict[str, Any], points: np.ndarray, tol: float) -> bool:
+    """Whether every point lies where a coarse faceting of ``feature``'s stated round surface puts wrong
+    material: from its axis (a slot's: the segment between its ends) between ``2 * tol`` inside its radius
+    (a polygon drawn on the circle lies inside it; a cone's radius runs from its smaller end's to its larger's;
+    never nearer the axis than half the radius) and ``tol`` outside it, within its span widened by ``2 * tol``
+    (``_mesh.compare`` lists the feature's own line first for such a region: a boss drawn as an octagon)."""
+    u, v, w = FRAMES[feature["axis"]]
+    p = np.asarray(points, dtype=float).reshape(-1, 3)
+    a = np.array(feature["at"], dtype=float)[[u, v]]
+    b = np.array(feature.get("to", feature["at"]), dtype=float)[[u, v]]
+    radius = _to_points(p[:, [u, v]], a, b)
+    r0, r1 = sorted((feature["d"] / 2, feature.get("d2", feature["d"]) / 2))
+    lo, hi = feature["span"]
+    near = ((radius >= max(r0 - 2 * tol, r0 / 2)) & (radius <= r1 + tol) & (p[:, w] >= lo - 2 * tol)
+            & (p[:, w] <= hi + 2 * tol))
+    if "quadrant" in feature:  # a rounded edge's arc is only its quarter
+        near &= ((p[:, [u, v]] - a) * np.array(feature["quadrant"]) >= -tol).all(axis=1)
+    return bool(near.all())
