@@ -12,8 +12,9 @@ Two: a missing slab whose face leans toward a corner. The shape check's cubes, u
 about one axis, are 1 mm across only along their faces' normals, so a slab of missing material with its
 normal along a body diagonal held none up to 1.39 mm thick (1.49 mm at the worst lean), where an upright one
 fails from 1 mm. Where no other cube fits, the region is now eroded by a cube 1.1 mm across with a face toward
-each corner (``_mesh.CORNERS``; a plate's chamfer drawn 1.2 of 2.5 mm, pinned passing, holds 1.06 mm where
-its bands meet): such a slab fails from 1.12 mm.
+each corner (then ``_mesh.CORNERS``; a plate's chamfer drawn 1.2 of 2.5 mm, pinned passing, holds 1.06 mm where
+its bands meet): such a slab fails from 1.12 mm. Since 12406cd a near-round solid (``_mesh.ROUND``) takes
+those cubes' place, and a slab at any lean fails from 1.0-1.1 mm (tests/envs/test_cad_attacks10.py).
 """
 
 from __future__ import annotations
