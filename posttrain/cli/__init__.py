@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit fails no more
         return 128 + signal.SIGPIPE
     except OSError as e:  # a path the user named that no filesystem takes: every check of it raises this
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk is no bug of ours: one line, not a traceback
+            where = f"{visible(str(e.filename))}: " if e.filename else ""
+            print(f"posttrain: error: {where}cannot write ({e.strerror}): free space, or write elsewhere", file=sys.stderr)
+            return 1
         if e.errno != errno.ENAMETOOLONG:
             raise
         name = str(e.filename)

@@ -18,7 +18,7 @@ from typing import Any
 
 from posttrain.cli._service import open_service, sandbox_of
 from posttrain.config import MAX_TEMPERATURE
-from posttrain.errors import UserError, refuse_directory, user_path
+from posttrain.errors import RunFailure, UserError, refuse_directory, user_path
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
 from posttrain.evaluate.records import EvalRecord, write_records
@@ -559,8 +559,22 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     if baseline is not None:
         summary["baseline"] = compare(summary, baseline)
     if args.out:
-        out = Path(args.out)
+        _write_results(Path(args.out), summary, records, noop)
+    return summary
+
+
+def _write_results(out: Path, summary: dict[str, Any], records: list[EvalRecord], noop: list[EvalRecord]) -> None:
+    """``EVAL_OUT_FILES`` under ``out``, all or none: a full disk left a cut records.jsonl (which read as an
+    evaluation of fewer tasks, and made the next ``--out`` there "already holds records.jsonl") and
+    OSError's traceback. ``_check_eval_out`` made sure none of them was there before, so what is removed
+    here is this command's own."""
+    try:
         write_records(out / "records.jsonl", records)
         write_records(out / "noop.jsonl", noop)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return summary
+    except OSError as e:
+        for name in EVAL_OUT_FILES:
+            (out / name).unlink(missing_ok=True)
+        score = summary.get("pass@1")
+        shown = f"; pass@1 was {score:.3f}" if isinstance(score, int | float) else ""
+        raise RunFailure(f"--out {out}: cannot write the results ({e.strerror or e}); none were kept{shown}") from None

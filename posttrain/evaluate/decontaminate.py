@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -130,9 +131,21 @@ def read_task_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    _write_whole(path, (json.dumps(rec, ensure_ascii=False) + "\n" for rec in records))
+
+
+def _write_whole(path: Path, chunks: Iterable[str]) -> None:
+    """``path`` whole or not at all (written beside it, then renamed): a full disk left a cut task file
+    that read as a smaller clean split, and OSError's traceback."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(chunks)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UserError(f"--out {path.parent}: cannot write {path.name} ({e.strerror or e})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _stem(path: Path) -> str:
@@ -206,6 +219,6 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
             "overlapping_train": [o.eval_id for o in bad_train_overlaps],
             "written": {"train": str(train_out), "eval": str(eval_out)},
         }
-        (out_dir / "contamination.json").write_text(json.dumps(report, indent=2) + "\n")
+        _write_whole(out_dir / "contamination.json", [json.dumps(report, indent=2) + "\n"])
         print(f"wrote {train_out} ({len(train) - len(bad_train)} records), {eval_out} ({len(eval_) - len(bad_eval)} records)")
     return 1 if overlaps else 0

@@ -209,3 +209,48 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
                            "--only", "math"], stdout=w, stderr=subprocess.PIPE, env=env, timeout=120)
     os.close(w)
     assert proc.stderr == b"" and proc.returncode == 141, proc.stderr.decode()[-800:]
+
+
+def _big_suite(ws: Path, n: int = 60) -> None:
+    """``n`` math tasks and a response to each, a few KB apiece: more than a 128 KiB disk holds."""
+    filler = "x " * 2000
+    with open(ws / "big.jsonl", "w") as tasks, open(ws / "big-resp.jsonl", "w") as responses:
+        for i in range(n):
+            tasks.write(json.dumps({**MATH, "id": f"t{i}", "prompt": f"{i} {filler}"}) + "\n")
+            responses.write(json.dumps({"task_id": f"t{i}", "response": filler}) + "\n")
+
+
+def test_eval_on_a_full_disk_keeps_no_cut_results(ws, small_tmpfs, capsys):
+    """Before: OSError's traceback, and a cut records.jsonl (an evaluation of fewer tasks, to anyone who read it)
+    that made the next ``--out`` there "already holds records.jsonl"."""
+    _big_suite(ws)
+    code = main(["eval", "--responses", "big-resp.jsonl", "--tasks", "big.jsonl", "--out", str(small_tmpfs / "ev")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err, err
+    assert "cannot write the results (No space left on device); none were kept; pass@1 was 0.000" in err, err
+    assert list((small_tmpfs / "ev").iterdir()) == []
+
+
+def test_decontaminate_on_a_full_disk_keeps_no_cut_file(ws, small_tmpfs, capsys):
+    """Before: OSError's traceback, and a cut big.decontaminated.jsonl: a smaller 'clean' training split."""
+    _big_suite(ws)
+    code = main(["tasks", "decontaminate", "big.jsonl", "good.jsonl", "--out", str(small_tmpfs / "dc")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "cannot write big.decontaminated.jsonl (No space left on device)" in err, err
+    assert list((small_tmpfs / "dc").iterdir()) == []
+
+
+def test_stdout_on_a_full_disk_is_one_line(small_tmpfs):
+    """``posttrain tasks list > FULL/list.txt``. Before: OSError's traceback (No space left on device)."""
+    import subprocess
+    import sys
+
+    (small_tmpfs / "fill").write_bytes(b"\0" * (120 << 10))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with open(small_tmpfs / "list.txt", "wb") as out:
+        proc = subprocess.run([sys.executable, "-m", "posttrain", "tasks", "list"], stdout=out, stderr=subprocess.PIPE,
+                              env=env, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.strip().splitlines() == [
+        "posttrain: error: cannot write (No space left on device): free space, or write elsewhere"], err[-800:]
