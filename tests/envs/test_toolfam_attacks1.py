@@ -7,7 +7,9 @@ Found, and pinned here (each test but the honest ones failed on the code before 
   domain: its ``<tool_call>`` blocks) and left the text around it unread, so the right document
   fenced and a wrong one after it passed 300 of 300 generated json tasks (seed 5), the right calls
   in tags beside the wrong ones as an OpenAI message 300 of 300 tool tasks, a fenced OpenAI message
-  beside a bare wrong one (or a bare array of wrong calls) 300 of 300, and bfcl read the fenced
+  beside a bare wrong one (or a bare array of wrong calls) 300 of 300, the right tags beside the
+  wrong calls written as Python (``get_weather(city='Osloy')``, a call ``written_call`` reads) 300 of
+  300, json's fenced gold beside a wrong Python dict 300 of 300, and bfcl read the fenced
   ground truth beside a wrong array as the ground truth. Each is a format failure now (0 of 300);
   prose around the block, citations (``[1]``) included, stays free (``json._env.second_document``).
 - a second answer in a box ``examples.boxed_match`` did not count: MathJax's ``\\enclose{box}{8}``,
@@ -73,6 +75,9 @@ TOOL_HEDGES = {
                                                       + _openai([_wrong(c) for c in _calls(t)]),
     "right message fenced, wrong array after": lambda t: f"```json\n{_openai(_calls(t))}\n```\nor "
                                                          + json.dumps([_wrong(c) for c in _calls(t)]),
+    "right tags, wrong calls written as Python beside": lambda t: _tags(_calls(t)) + "Or: " + "; ".join(
+        c["name"] + "(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")"
+        for c in map(_wrong, _calls(t))),
 }
 
 
@@ -87,7 +92,8 @@ def test_a_json_answer_with_a_second_document_beside_its_fence_fails() -> None:
     for task in get_domain("json").generate_tasks(N, seed=5):
         wrong = {**task.fields["expected"], "age": task.fields["expected"]["age"] + 1}
         for response in (f"```json\n{task.reference}\n```\n{json.dumps(wrong)}",
-                         f"Here it is:\n```json\n{task.reference}\n```\nIf the age is off: {json.dumps(wrong)}"):
+                         f"Here it is:\n```json\n{task.reference}\n```\nIf the age is off: {json.dumps(wrong)}",
+                         f"```json\n{task.reference}\n```\nor, as a Python dict: {wrong!r}"):
             verdict = check_json(task.fields["schema"], task.fields["expected"], response)
             assert not verdict.passed and verdict.error_class == "format", (task.id, verdict.feedback)
 

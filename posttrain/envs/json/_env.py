@@ -81,8 +81,9 @@ CPU_BUDGET_S = 5.0
 _FENCED = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n.*?```", re.DOTALL)
 """A fenced block as ``strict_json.extract_json_text`` reads one (its pattern, the block whole)."""
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
-_DOCUMENT_START = re.compile(r'\{\s*"|\[\s*[\[{]')
-"""Where a JSON object (``{"``) or an array of objects or arrays starts: a document, not prose."""
+_DOCUMENT_START = re.compile(r"""\{\s*["']|\[\s*[\[{]""")
+"""Where a JSON object (``{"``; ``{'``, a Python dict, reads as one) or an array of objects or arrays
+starts: a document, not prose."""
 
 
 def text_beside(response: str, *, tags: bool = False) -> str | None:

@@ -185,9 +185,10 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     except ToolCallError as e:
         return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
     evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
-    beside = second_document(response, tags=True) if calls else None
-    if beside is not None and not _restated(text_beside(response, tags=True) or "", calls):
-        # the calls read, and beside them a document a reader takes for other calls: a hedge
+    outside = text_beside(response, tags=True) if calls else None
+    beside = None if outside is None else second_document(response, tags=True) or written_call(outside, tools)
+    if beside is not None and not _restated(outside or "", calls):
+        # the calls read, and beside them a document or a written call a reader takes for others: a hedge
         return fail("Invalid tool call: a second JSON document beside the calls. Write each call once, in one format.",
                     "format", {**evidence, "reason": f"a second document beside the calls: {beside!r}"})
     if not expected_calls:
