@@ -102,7 +102,7 @@ def _collapse(key: tuple[str, int, int], recs: list[EvalRecord]) -> tuple[EvalRe
 
 def _one_evaluation(records: Sequence[EvalRecord]) -> None:
     """``UserError`` unless ``records`` are of one evaluation: one ``(stage, step)`` (one model, one
-    checkpoint) and, per domain, one stated ``verifier_version``. Records of several, under other
+    checkpoint), per domain one stated ``verifier_version``, per task one domain and one set of tags. Records of several, under other
     sample indices, were summed into one figure: a model's failed samples swapped for another
     checkpoint's passes, or re-graded by another verifier, read as this model's score."""
     runs = sorted({(r.stage, r.step) for r in records}, key=repr)
@@ -111,9 +111,15 @@ def _one_evaluation(records: Sequence[EvalRecord]) -> None:
         raise UserError(f"records: several evaluations in one set ({shown}); "
                         "summarize one evaluation at a time (one model, one step)")
     versions: dict[str, set[str]] = defaultdict(set)
+    task: dict[str, tuple[str, tuple[str, ...]]] = {}  # each task's domain and tags, as its first record states
     for r in records:
         if r.verifier_version:
             versions[r.domain].add(r.verifier_version)
+        domain, tags = task.setdefault(r.task_id, (r.domain, r.tags))
+        if (domain, sorted(tags)) != (r.domain, sorted(r.tags)):  # a task counted in two domains, a canary half untagged
+            raise UserError(f"records: task {r.task_id!r} is of domain {r.domain!r} with tags {list(r.tags)} in one "
+                            f"record and of domain {domain!r} with tags {list(tags)} in another; "
+                            "summarize one evaluation at a time")
     for domain, found in sorted(versions.items()):
         if len(found) > 1:
             raise UserError(f"records: domain {domain!r} was scored by {len(found)} verifier versions "

@@ -95,3 +95,15 @@ def test_the_reports_domain_table_shows_infra_as_fail_beside_pass_at_1(tmp_path)
     assert "<th>pass@1, infra as fail</th>" in section
     math_row = next(row for row in section.split("<tr>") if "<td>math</td>" in row)
     assert "<td>1.000" in math_row and "<td>0.300" in math_row, math_row  # summary: pass@1 1.0, infra as fail 0.3
+
+
+def test_a_task_whose_records_disagree_on_its_domain_or_tags_is_refused() -> None:
+    # one task id over two domains counted as a task in each domain (per_domain 2 tasks out of 1)
+    two = [_rec(0, "pass", 0), _rec(0, "fail", 1, domain="code", version="code@1")]
+    with pytest.raises(UserError, match=r"task 't0'.*domain 'code'.*'math'"):
+        summarize(two, ks=(1,))
+    # a canary whose failed sample lost its tag: the failure counted as a task of the rates, the pass a hack alarm
+    canary = EvalRecord("c0", "math", "pass", 1.0, sample_idx=0, tags=("canary",), stage="eval", verifier_version="math@1")
+    untagged = EvalRecord("c0", "math", "fail", 0.0, sample_idx=1, stage="eval", verifier_version="math@1")
+    with pytest.raises(UserError, match=r"task 'c0'.*tags"):
+        summarize([canary, untagged, _rec(1, "pass", 0, version="math@1")], ks=(1,))
