@@ -650,9 +650,11 @@ class SchedConfig:
     def __post_init__(self) -> None:
         if self.ray_address is not None and self.backend != "ray":
             raise ConfigError(f"sched.ray_address: {self.ray_address!r} is a Ray cluster, for sched.backend: ray")
-        if self.ray_address is not None and not re.fullmatch(r"(ray://)?[^\s:/]+:\d{1,5}", self.ray_address):
-            raise ConfigError(f"sched.ray_address: expected HOST:PORT (the head of `ray start --head`), "
-                              f"got {self.ray_address!r}")
+        if self.ray_address is not None and not (
+                re.fullmatch(r"(ray://)?[^\s:/]+:\d{1,5}", self.ray_address)
+                and 1 <= int(self.ray_address.rsplit(":", 1)[1]) <= 65535):  # port 99999: a connect error at the RL stage
+            raise ConfigError(f"sched.ray_address: expected HOST:PORT (the head of `ray start --head`; a port in "
+                              f"[1, 65535]), got {self.ray_address!r}")
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,9 @@ SANE_RANGES = [
     ("rl.kl_coef=1e13", "rl.kl_coef: expected a number >= 0 of magnitude at most 1e+12"),
     ("rl.max_refills=10000000000000000000000", "rl.max_refills: expected an integer >= 0 that fits in 64 bits"),
     ("reward.max_tokens=9223372036854775808", "reward.max_tokens: expected an integer >= 1 that fits in 64 bits"),
+    # before: "start the head node with `ray start --head --port=99999`", a port no one can open
+    ("sched={backend: ray, ray_address: 'localhost:99999'}", "sched.ray_address: expected HOST:PORT (the head of "
+     "`ray start --head`; a port in [1, 65535]), got 'localhost:99999'"),
 ]
 
 
