@@ -9,8 +9,9 @@ Found, and pinned here (each test but the honest ones failed on the code before 
   in tags beside the wrong ones as an OpenAI message 300 of 300 tool tasks, a fenced OpenAI message
   beside a bare wrong one (or a bare array of wrong calls) 300 of 300, the right tags beside the
   wrong calls written as Python (``get_weather(city='Osloy')``, a call ``written_call`` reads) 300 of
-  300, json's fenced gold beside a wrong Python dict 300 of 300, and bfcl read the fenced
-  ground truth beside a wrong array as the ground truth. Each is a format failure now (0 of 300);
+  300, the right calls as an OpenAI message whose ``content`` holds wrong ones (as JSON, or written
+  as Python) 300 of 300 each, json's fenced gold beside a wrong Python dict 300 of 300, and bfcl
+  read the fenced ground truth beside a wrong array as the ground truth. Each is a format failure now (0 of 300);
   prose around the block, citations (``[1]``) included, stays free (``json._env.second_document``).
 - a second answer in a box ``examples.boxed_match`` did not count: MathJax's ``\\enclose{box}{8}``,
   fancybox's ``\\ovalbox``/``\\Ovalbox``/``\\doublebox``/``\\shadowbox``, tcolorbox's ``\\tcbox`` beside
@@ -54,14 +55,18 @@ def _wrong(call: dict[str, Any]) -> dict[str, Any]:
     return {"name": call["name"], "arguments": args}
 
 
-def _openai(calls: list[dict[str, Any]]) -> str:
-    return json.dumps({"role": "assistant", "content": None, "tool_calls": [
+def _openai(calls: list[dict[str, Any]], content: str | None = None) -> str:
+    return json.dumps({"role": "assistant", "content": content, "tool_calls": [
         {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
         for i, c in enumerate(calls)]})
 
 
 def _tags(calls: list[dict[str, Any]]) -> str:
     return "".join(f"<tool_call>{json.dumps(c)}</tool_call>\n" for c in calls)
+
+
+def _python(call: dict[str, Any]) -> str:
+    return call["name"] + "(" + ", ".join(f"{k}={v!r}" for k, v in call["arguments"].items()) + ")"
 
 
 def _tool(task: Any, response: str) -> Any:
@@ -76,8 +81,11 @@ TOOL_HEDGES = {
     "right message fenced, wrong array after": lambda t: f"```json\n{_openai(_calls(t))}\n```\nor "
                                                          + json.dumps([_wrong(c) for c in _calls(t)]),
     "right tags, wrong calls written as Python beside": lambda t: _tags(_calls(t)) + "Or: " + "; ".join(
-        c["name"] + "(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")"
-        for c in map(_wrong, _calls(t))),
+        _python(c) for c in map(_wrong, _calls(t))),
+    "an OpenAI message, wrong calls as JSON in its content": lambda t: _openai(
+        _calls(t), "Or: " + json.dumps([_wrong(c) for c in _calls(t)])),
+    "an OpenAI message, a wrong call written as Python in its content": lambda t: _openai(
+        _calls(t), "Or: " + "; ".join(_python(c) for c in map(_wrong, _calls(t)))),
 }
 
 
@@ -111,7 +119,7 @@ def test_honest_answers_with_prose_around_them_pass() -> None:
     included), and after reasoning that drafted another document."""
     for task in get_domain("tool").generate_tasks(N, seed=5):
         calls = _calls(task)
-        for response in (_tags(calls), f"Checking that now.\n{_tags(calls)}Done [1].",
+        for response in (_openai(calls, "Checking that for you [1]."), f"Checking that now.\n{_tags(calls)}Done [1].",
                          f"<think>maybe {json.dumps(_wrong(calls[0]))}?</think>\n```json\n{_openai(calls)}\n```\nSent."):
             assert _tool(task, response).passed, (task.id, response)
     for task in get_domain("json").generate_tasks(N, seed=5):

@@ -106,8 +106,13 @@ def second_document(response: str, *, tags: bool = False) -> str | None:
     ('{"a": 2}', None)
     """
     outside = text_beside(response, tags=tags)
-    found = None if outside is None else _DOCUMENT_START.search(outside)
-    return None if found is None else outside[found.start():found.start() + 60].strip()
+    return None if outside is None else document_in(outside)
+
+
+def document_in(text: str) -> str | None:
+    """The start of a JSON document (or a Python dict) in ``text``, or None: prose, ``[1]`` included."""
+    found = _DOCUMENT_START.search(text)
+    return None if found is None else text[found.start():found.start() + 60].strip()
 
 
 def _extra_key_allowed(place: list[Mapping[str, Any]] | None, key: str) -> bool:

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.envs._base import fail, guard, passed
-from posttrain.envs.json._env import second_document, text_beside
+from posttrain.envs.json._env import document_in, text_beside
 from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, tool_specs
 from posttrain.strict_json import (
     StrictJSONError,
+    after_reasoning,
     extract_json_text,
     json_equal,
     loads_strict,
@@ -157,6 +158,20 @@ def match_calls(calls: Sequence[ToolCall], expected: Sequence[Mapping[str, Any]]
     return None
 
 
+def _text_beside_calls(response: str) -> str | None:
+    """The text a response's calls come with: outside its ``<tool_call>`` blocks or its one fenced
+    block (``json._env.text_beside``), else an OpenAI message's ``content``. A second JSON document or
+    a written call there (``written_call``) is a second answer a reader takes for calls: the right
+    calls beside wrong ones passed 300 of 300 generated tasks in each of these places
+    (tests/envs/test_toolfam_attacks1.py)."""
+    outside = text_beside(response, tags=True)
+    if outside is not None:
+        return outside
+    doc = _document(after_reasoning(response))
+    content = doc.get("content") if isinstance(doc, Mapping) else None
+    return content if isinstance(content, str) else None
+
+
 def _restated(text: str, calls: Sequence[ToolCall]) -> bool:
     """Whether ``text`` (beside a response's tagged calls) is those same calls again, in the other
     format: one answer written twice, no second one."""
@@ -185,8 +200,8 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     except ToolCallError as e:
         return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
     evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
-    outside = text_beside(response, tags=True) if calls else None
-    beside = None if outside is None else second_document(response, tags=True) or written_call(outside, tools)
+    outside = _text_beside_calls(response) if calls else None
+    beside = None if outside is None else document_in(outside) or written_call(outside, tools)
     if beside is not None and not _restated(outside or "", calls):
         # the calls read, and beside them a document or a written call a reader takes for others: a hedge
         return fail("Invalid tool call: a second JSON document beside the calls. Write each call once, in one format.",
