@@ -179,10 +179,11 @@ def _restated(text: str, calls: Sequence[ToolCall]) -> bool:
         again = decode_tool_calls(text)
     except ToolCallError:
         return False
-    def key(c: ToolCall) -> str:
-        return json.dumps([c.name, to_plain(dict(c.arguments))], sort_keys=True)
+    return sorted(map(_call_key, again)) == sorted(map(_call_key, calls))
 
-    return sorted(map(key, again)) == sorted(map(key, calls))
+
+def _call_key(call: ToolCall) -> str:
+    return json.dumps([call.name, to_plain(dict(call.arguments))], sort_keys=True)
 
 
 def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequence[Mapping[str, Any]],
@@ -204,8 +205,9 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     beside = None if outside is None else document_in(outside) or written_call(outside, tools)
     if beside is not None and not _restated(outside or "", calls):
         # the calls read, and beside them a document or a written call a reader takes for others: a hedge
-        return fail("Invalid tool call: a second JSON document beside the calls. Write each call once, in one format.",
-                    "format", {**evidence, "reason": f"a second document beside the calls: {beside!r}"})
+        return fail("Invalid tool call: a second answer beside the calls (a JSON document or a written call). Write "
+                    "each call once, in one format.", "format",
+                    {**evidence, "reason": f"a second answer beside the calls: {beside!r}"})
     if not expected_calls:
         return abstention(len(calls), response, evidence, tools)
     if not calls:
