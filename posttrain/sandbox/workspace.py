@@ -22,7 +22,12 @@ so the job sees the merged tree and all its writes land in the upper layer.
 - ``read_file``/``write_file`` work on the merged view from the host, honouring overlay
   whiteouts (character device 0/0) and opaque directories, without following symlinks out.
 - ``changed_paths()`` lists, from the host's side, the paths the layers above the initial state
-  touch (what a grader takes a diff of: never a listing a job made).
+  touch (what a grader takes a diff of: never a listing a job made); ``changed_paths(dirs=True)``
+  adds the directories they hold and ``.`` (the root), and ``lstat(path)`` / ``lstat(path,
+  initial=True)`` give an entry's mode and owner now and at the start: a ``chmod`` changes no byte
+  (overlay copies the file or directory up, content and all), and only these show it.
+  ``write_file`` keeps the mode of what it replaces or makes a directory over, as a write through
+  the overlay does.
 
 Each workspace has its own storage: a tmpfs of ``storage_mb`` holding its layers, cgroups of its
 own that its jobs run in (memory limit: the job's ``memory_mb`` plus ``storage_mb`` plus what its
@@ -80,6 +85,9 @@ RESERVE_INODES = 16
 mount makes two files in the work dir and removes them (its RENAME_WHITEOUT check), and on a tmpfs with
 none free the mount failed (ENOSPC): the launch, not the job, and so an infra error."""
 _PAGE = 4096
+_MODE_DEPTH = 64
+"""The depth to which ``write_file`` gives a directory it makes the mode of the one below (``changed_paths``
+lists no deeper)."""
 # The overlay is mounted by root (in the launch's own mount namespace), so it keeps its own
 # metadata in trusted.* xattrs, which a job cannot set (user.overlay.* would be a job's to forge).
 _OPAQUE = ("trusted.overlay.opaque",)
@@ -329,6 +337,26 @@ class Workspace:
                 return None
         return None
 
+    def lstat(self, path: str, *, initial: bool = False) -> os.stat_result | None:
+        """The ``lstat`` of ``path`` in the merged view (links not followed), or in the initial state
+        with ``initial``; None where nothing is. ``"."`` is the root (/work), whose mode and owner are
+        the top layer's root's. Its mode and owner are what a grader reads here: a ``chmod`` or
+        ``chown`` changes no byte a ``read_file`` sees."""
+        p = self._check(path)
+        with self._lock:
+            base = self._layer(self.layers[0])
+            if not p.parts:
+                return os.lstat(base if initial else self.upper)
+            if initial:
+                host: Path | None = base / p
+                try:
+                    st = os.lstat(host)
+                except FileNotFoundError:
+                    return None
+                return None if _is_whiteout(st) else st
+            host = self._lookup(p)
+            return None if host is None else os.lstat(host)
+
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """Bytes of ``path`` in the merged view; symlinks are not followed. Nothing at ``path`` is a
         ``WorkspaceFileMissing``; a file longer than ``max_bytes`` (when given) a ``WorkspaceFileTooLarge``
@@ -350,18 +378,21 @@ class Workspace:
                     raise WorkspaceFileTooLarge(f"workspace file {path!r} is {st.st_size} bytes, more than {max_bytes}")
                 return f.read() if max_bytes is None else f.read(max_bytes)
 
-    def changed_paths(self, *, limit: int = 20_000) -> set[str]:
+    def changed_paths(self, *, limit: int = 20_000, dirs: bool = False) -> set[str]:
         """Every path whose merged view may differ from the initial state: each entry of a layer
         above the bottom one that is not a directory (a file, a link, a whiteout), and each path of
         the initial state under one of them or under an opaque directory (hidden by it). Read from
         the host, never by a job; directories are walked without following links. Empty new
         directories are not paths. More than ``limit`` entries, or a path deeper than 64 parts, is a
         ``WorkspaceError`` (a job can make ~2^20 entries a layer; the caller fails what it grades).
+        With ``dirs``, also each directory a layer above the bottom one holds, and ``.``: every
+        directory whose mode or owner may differ (overlay copies a directory up when it or anything
+        under it changes; ``lstat`` tells what each is now).
 
         What the merged view holds at each path is ``read_file``'s (a whiteout: absent)."""
         with self._lock:
             base = self._layer(self.layers[0])
-            out: set[str] = set()
+            out: set[str] = {"."} if dirs else set()
             seen = 0
             for layer in [*self.layers[1:], self.upper]:
                 stack = [""]
@@ -379,6 +410,8 @@ class Workspace:
                                                  "directories")
                         if entry.is_dir(follow_symlinks=False):
                             stack.append(path)
+                            if dirs:
+                                out.add(path)
                             if _is_opaque(Path(entry.path)):
                                 out |= _files_under(base, path)
                             if os.path.lexists(base / path) and not (base / path).is_dir():
@@ -395,8 +428,8 @@ class Workspace:
             shown = self._lookup(p)
             if shown is not None and not shown.is_symlink() and shown.is_dir():  # in any layer, as in a file system
                 raise WorkspaceError(f"workspace path {path!r} is a directory")
-            cur = self.upper
-            for part in p.parts[:-1]:
+            cur, below_too = self.upper, True  # (whether a lower layer may still have a directory at cur)
+            for depth, part in enumerate(p.parts[:-1]):
                 cur = cur / part
                 hides_lower = False
                 if os.path.lexists(cur) and (cur.is_symlink() or not cur.is_dir()):
@@ -406,11 +439,19 @@ class Workspace:
                     hides_lower = True
                     os.unlink(cur)
                 if not cur.exists():
+                    # the directory below, whose mode the new one takes: looked up while there is one, and
+                    # within the depth a grader lists (a 3,000-part path looked each level up: seconds)
+                    below_too = below_too and not hides_lower and depth < _MODE_DEPTH
+                    below = self._lookup(PurePosixPath(*p.parts[:depth + 1])) if below_too else None
+                    below_too = below is not None
                     cur.mkdir()
                     os.chown(cur, self.uid, self.uid)
                     if hides_lower:
                         os.setxattr(cur, _OPAQUE[0], b"y")
+                    elif below is not None and below.is_dir() and not below.is_symlink():  # its mode, as a copy-up
+                        os.chmod(cur, stat.S_IMODE(os.lstat(below).st_mode))
             target = cur / p.parts[-1]
+            below = None if os.path.lexists(target) else shown
             if target.is_symlink() or (target.exists() and not target.is_file()):
                 if target.is_dir() and not target.is_symlink():
                     raise WorkspaceError(f"workspace path {path!r} is a directory")
@@ -421,6 +462,8 @@ class Workspace:
                     raise WorkspaceError(f"workspace path {path!r} is not a regular file")
                 f.write(data.encode() if isinstance(data, str) else data)
             os.chown(target, self.uid, self.uid)
+            if below is not None and below.is_file() and not below.is_symlink():  # the file it replaces: its mode
+                os.chmod(target, stat.S_IMODE(os.lstat(below).st_mode))
 
     def close(self) -> None:
         """Delete every layer this workspace created (an initial directory is left alone)."""

@@ -182,10 +182,11 @@ def test_what_an_episode_leaves_beside_the_right_work_fails(pool, verify, what, 
 
 
 def test_an_episode_that_touches_only_metadata_or_restores_what_it_changed_passes(pool, verify) -> None:
-    """Modes, times, empty folders and a file changed then put back are not the workspace's content."""
+    """Times, empty folders, and a file or mode changed then put back are not the workspace's content (a mode
+    left changed is collateral: tests/envs/test_files_attacks5.py)."""
     task = _task("sqlite", 4)
     restore = ("cp db/shop.sqlite /tmp/k && echo x >> db/shop.sqlite && cp /tmp/k db/shop.sqlite && "
-               "chmod 000 README.md && touch -d 2000-01-01 todo.md && mkdir -p tmp/a && "
+               "chmod 000 README.md && chmod 644 README.md && touch -d 2000-01-01 todo.md && mkdir -p tmp/a && "
                "sqlite3 db/shop.sqlite 'select count(*) from orders' && "
                f"cp -- {shlex.quote('reports/countries.md')} /tmp/r && rm -rf reports && mkdir reports && "
                "cp /tmp/r reports/countries.md")

@@ -8,8 +8,9 @@ file's bytes at a path.
   Reply with one JSON object mapping each file ...", or, for a name that is not UTF-8, "a string holds a
   lone surrogate", naming no file (4 of 4 here). ``take_final_state`` now fails it itself (``format``, as
   before), naming the file and what is wrong with its name.
-- What is metadata, not content (a target and its directory made unreadable, a user xattr, the overlay's
-  own opaque mark set as a user xattr on a directory of the task's files, a timestamp) passes; a target
+- What is metadata, not content (a user xattr, the overlay's own opaque mark set as a user xattr on a
+  directory of the task's files, a timestamp, a target and its directory made unreadable then put back)
+  passes (a mode left changed is collateral: tests/envs/test_files_attacks5.py); a target
   left as a fifo fails ``not_regular`` (standing guards, passing before too: the host reads as root
   without following links, and trusts only ``trusted.overlay.*``, which a job cannot set).
 """
@@ -60,9 +61,10 @@ def test_a_file_no_task_can_name_fails_naming_it(pool, verify, task, command, na
 
 def test_metadata_passes_and_a_fifo_target_does_not(pool, verify, task) -> None:
     [target] = task.fields["targets"]
-    metadata = (f"chmod 000 {target} && touch -d 1970-01-02 {target} && "
+    metadata = (f"touch -d 1970-01-02 {target} && "
                 f"python3 -c \"import os; os.setxattr('{target}', 'user.note', b'1'); "
-                "os.setxattr('data', 'user.overlay.opaque', b'y')\" && chmod 000 reports")
+                "os.setxattr('data', 'user.overlay.opaque', b'y')\" && "
+                f"chmod 000 {target} reports && chmod 755 reports && chmod 644 {target}")
     got = _after_the_work(pool, verify, task, metadata)
     assert got.outcome == "pass", got.evidence.get("problems")
     got = _after_the_work(pool, verify, task, f"rm {target} && mkfifo {target}")
