@@ -112,3 +112,19 @@ def test_workspace_lists_directories_and_write_file_keeps_the_mode_it_replaces(p
         assert modes == {".": "0o755", "a.txt": "0o600", "d": "0o700", "d/c.txt": "0o644"}, modes
         assert oct(ws.lstat("a.txt", initial=True).st_mode & 0o7777) == "0o644"
         assert ws.lstat("d/b.txt") is None and ws.lstat("d/c.txt", initial=True) is None
+
+
+def test_a_target_rewritten_in_place_may_take_a_sane_mode_but_not_an_unreadable_one(pool, verify) -> None:
+    """An atomic write (``mkstemp`` then ``os.replace``) leaves a file the task rewrites 0600: it passes;
+    0000 or 0666 on it does not (before: both passed)."""
+    task = build_task(random.Random("files-attacks5-contacts"), 3, "files-attacks5-contacts", ["contacts"])
+    assert "contacts.csv" in task.fields["workspace"] and "contacts.csv" in task.fields["targets"]
+    atomic = ("python3 -c \"import os, tempfile; d = open('contacts.csv', 'rb').read(); fd, t = tempfile.mkstemp(dir='.'); "
+              "os.write(fd, d); os.close(fd); os.replace(t, 'contacts.csv')\" && ls -l contacts.csv")
+    got = play(pool, task, [*oracle(task)[:-1], call("bash", command=atomic), SUBMIT], verify)
+    assert "-rw------- " in got.calls[-2].result and got.first.passed, (got.calls[-2].result, got.first.evidence)
+    calls = [*oracle(task)[:-1], call("bash", command=atomic + " && chmod 000 contacts.csv"), SUBMIT,
+             call("bash", command="chmod 666 contacts.csv"), SUBMIT]
+    got = play(pool, task, calls, verify)
+    assert [v.evidence.get("modes") for v in got.verdicts] == [["contacts.csv: a rewritten file with mode 0000"],
+                                                                ["contacts.csv: a rewritten file with mode 0666"]]

@@ -26,7 +26,9 @@
   root, so ``chmod 000`` on a file the task leaves alone, on a target or on a directory passed (6 of 6
   generated tasks each), as did ``chmod +x`` or ``4755`` on a kept file. Now every entry the layers
   touch, directories and the root (``.``) included (``Workspace.changed_paths(dirs=True)``, ``lstat``),
-  is looked at: one that was there at the start keeps its mode and owner; a new one is its owner's to
+  is looked at: one that was there at the start keeps its mode and owner, unless the task asks to
+  rewrite it (a file whose content it asks for, which its instruction names: an atomic write through
+  ``mkstemp`` and ``os.replace`` leaves it 0600); a new one, or a rewritten one, is its owner's to
   read and write (a directory's to search too), with no setuid, setgid or sticky bit, not writable by
   everyone, and owned as the workspace is. Anything else fails the attempt at once (``collateral``),
   each path named with its mode then and now: it is the agent's own doing, and says nothing of which
@@ -54,7 +56,7 @@ import json
 import os
 import stat
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from posttrain.envs import fail
@@ -161,6 +163,7 @@ def take_final_state(task: Task) -> Take:
     JSON, or a ``fail`` verdict (a link or special file, more than the grader reads)."""
     pristine = decode_workspace(task.fields["workspace"])
     known = set(pristine) | set(task.fields["targets"])
+    rewritten = frozenset(p for p, t in task.fields["targets"].items() if isinstance(t, Mapping) and "absent" not in t)
 
     def take(ws: Workspace, arguments: Mapping[str, Any]) -> str | Verdict:
         listed = {p for p in ws.changed_paths(limit=4 * MAX_FILES, dirs=True) if p in known or not _tool_kept(p)}
@@ -196,7 +199,7 @@ def take_final_state(task: Task) -> Take:
             return _not_regular(special)
         if misnamed:
             return _misnamed(misnamed)
-        if odd := _metadata(ws, [p for p in paths if p in read], sorted(dirs)):
+        if odd := _metadata(ws, [p for p in paths if p in read], sorted(dirs), rewritten):
             return _modes(odd)
         if len(writes) > MAX_FILES:
             return fail(f"{len(writes)} files changed; the grader reads at most {MAX_FILES}.", "format",
@@ -213,10 +216,11 @@ def _is_dir(st: os.stat_result | None) -> bool:
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 
 
-def _metadata(ws: Workspace, files: Sequence[str], dirs: Sequence[str]) -> list[str]:
+def _metadata(ws: Workspace, files: Sequence[str], dirs: Sequence[str], rewritten: Collection[str]) -> list[str]:
     """What is wrong with the modes and owners of the regular ``files`` and the ``dirs`` the layers
     touch (module docstring), one sentence each naming its path: a path there at the start (the same
-    kind of entry) keeps its mode and owner; a new one must be its owner's to read and write (a
+    kind of entry) keeps its mode and owner, unless it is a target (``rewritten``); a new one, or a
+    target, must be its owner's to read and write (a
     directory's to search), without a setuid, setgid or sticky bit, not writable by everyone, and owned
     as the root was at the start."""
     root = ws.lstat(".", initial=True)
@@ -227,17 +231,18 @@ def _metadata(ws: Workspace, files: Sequence[str], dirs: Sequence[str]) -> list[
         if now is None:
             continue
         mode = stat.S_IMODE(now.st_mode)
-        if then is not None and _is_dir(then) == is_dir:
+        if then is not None and _is_dir(then) == is_dir and (is_dir or path not in rewritten):
             if mode != stat.S_IMODE(then.st_mode):
                 out.append(f"{path}: its mode changed from {stat.S_IMODE(then.st_mode):04o} to {mode:04o}")
             elif (now.st_uid, now.st_gid) != (then.st_uid, then.st_gid):
                 out.append(f"{path}: its owner changed")
             continue
         need = stat.S_IRWXU if is_dir else stat.S_IRUSR | stat.S_IWUSR
+        what = "a new directory" if is_dir else "a rewritten file" if then is not None else "a new file"
         if mode & need != need or mode & (_SPECIAL_BITS | stat.S_IWOTH):
-            out.append(f"{path}: a new {'directory' if is_dir else 'file'} with mode {mode:04o}")
+            out.append(f"{path}: {what} with mode {mode:04o}")
         elif (now.st_uid, now.st_gid) != (root.st_uid, root.st_gid):
-            out.append(f"{path}: a new {'directory' if is_dir else 'file'} owned by another user")
+            out.append(f"{path}: {what} owned by another user")
     return out
 
 
