@@ -256,11 +256,16 @@ def _unwrapped(key: str) -> str:
 
 
 _SYNONYMS_RE = re.compile(r"\\(?:lvert|rvert|vert)(?![A-Za-z])|\\[dt]binom(?![A-Za-z])")
+_NAMED_OP_RE = re.compile(r"\\(?:operatorname\*?|mathrm|rm)\s*\{\s*(gcd|lcm|max|min|det|Gamma|zeta|mod)\s*\}")
+"""An operator of work written by name (``\\operatorname{gcd}``, ``\\mathrm{lcm}``): the sign's own spelling."""
 
 
 def _synonyms(key: str) -> str:
     """A text with the spellings of one sign made one (``\\lvert x \\rvert`` is ``|x|``, ``\\dbinom``
-    is ``\\binom``): the gold's spelling of the copied value is the answer, not a copy."""
+    is ``\\binom``, ``\\operatorname{gcd}`` is ``\\gcd``): the gold's spelling of the copied value is
+    the answer, not a copy, and a copy by another spelling is one (``\\operatorname{gcd}(2n, 4n)`` for
+    ``\\gcd(2n, 4n)`` passed, the check counting only ``\\gcd``)."""
+    key = _NAMED_OP_RE.sub(lambda m: "\\" + m.group(1) + " ", key)
     return _SYNONYMS_RE.sub(lambda m: "\\binom" if m.group().endswith("binom") else "|", key)
 
 
