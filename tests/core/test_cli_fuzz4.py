@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from test_bad_inputs import MATH, assert_refused_in_one_line
+from test_cli_fuzz3 import _pipe
 
 from posttrain.cli import main
 from posttrain.policy import EmbeddedModelSpec, build_embedded_default
@@ -48,24 +46,6 @@ def ws(tmp_path, monkeypatch) -> Path:
 def test_a_recipe_that_is_no_file_says_what_it_is(ws, capsys, make, needle):
     make(ws)
     assert_refused_in_one_line(capsys, ws, ["run", "x.yaml", "--out", "out"], needle)
-
-
-@contextmanager
-def _pipe(data: bytes) -> Iterator[str]:
-    """A pipe a thread writes ``data`` to, by its /dev/fd path (bash's ``<(...)``)."""
-    r, w = os.pipe()
-
-    def write() -> None:
-        with open(w, "wb") as fh:
-            fh.write(data)
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    try:
-        yield f"/dev/fd/{r}"
-    finally:
-        writer.join()
-        os.close(r)
 
 
 def test_decontaminate_reads_pipes(ws, capsys):

@@ -4,6 +4,7 @@ checker pool of its own (closed after), and the outcome of one boxed answer."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from posttrain.envs import get_domain
@@ -31,3 +32,9 @@ def outcome(verify: Verifier, t: Task, answer: str) -> tuple[str, str | None]:
     """The verdict's outcome and error class for ``answer`` boxed."""
     v = verify(t, f"\\boxed{{{answer}}}")
     return v.outcome, v.error_class
+
+
+def outcomes(verify: Verifier, cases: list[tuple[str, str, str]]) -> list[tuple[str, str | None]]:
+    """``outcome`` of each ``(prompt, gold, answer)``, two at a time (the checker pool's size)."""
+    with ThreadPoolExecutor(2) as ex:
+        return list(ex.map(lambda case: outcome(verify, task(case[0], case[1]), case[2]), cases))

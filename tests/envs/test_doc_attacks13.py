@@ -39,25 +39,15 @@ import random
 import re
 from decimal import Decimal
 
+from test_doc_attacks12 import _best_cut, _number, _passes, _row
+
 from posttrain.envs.doc._check import check_doc
-from posttrain.envs.doc._document import Document, parse_document
+from posttrain.envs.doc._document import parse_document
 from posttrain.envs.doc._env import build_task
 from posttrain.envs.doc._gen import build_report
-from posttrain.types import Task
 
 N = 60
 UNITS = {"thousands": Decimal(1000), "millions": Decimal(10) ** 6}
-
-
-def _number(text: str) -> Decimal:
-    value = Decimal(text.strip("()").replace(",", ""))
-    return -value if text.startswith("(") else value
-
-
-def _passes(task: Task, answer: Decimal) -> bool:
-    f = task.fields
-    body = {**json.loads(str(task.reference)), "answer": str(answer), "scale": ""}
-    return check_doc(f["document"], f["answer"], f["evidence"], json.dumps(body), f.get("program")).passed
 
 
 def _by_point(quote: str) -> Decimal:
@@ -113,20 +103,6 @@ def test_a_stated_figures_round_digits_do_not_say_whether_it_agrees() -> None:
             assert (stated - cell.value) % grain == 0, (seg, stated, cell)
             checked += stated != cell.value
     assert checked >= N  # disagreements were there to check
-
-
-def _row(doc: Document, title: str, label: str) -> list[Decimal]:
-    table = next(t for t in doc.tables.values() if t.title == title)
-    return [_number(x) for x in next(r for r in table.rows if r[0] == label)[1:]]
-
-
-def _best_cut(values: list[Decimal], high: list[bool]) -> float:
-    """The share of tasks the best single threshold on ``values`` (either way round) sorts right."""
-    best = 0
-    for cut in values:
-        right = sum((v > cut) == h for v, h in zip(values, high, strict=True))
-        best = max(best, right, len(values) - right)
-    return best / len(values)
 
 
 INCOME = "Consolidated statement of income"

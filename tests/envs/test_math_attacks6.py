@@ -17,10 +17,8 @@ Real verifier, real checker workers; each case is one verdict.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
-from math_cases import math_verifier, task
+from math_cases import math_verifier, outcomes
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +27,9 @@ def verify():
         yield v
 
 
-def _outcomes(verify, cases: list[tuple[str, str, str]]) -> list[tuple[str, str | None]]:
-    def one(case: tuple[str, str, str]) -> tuple[str, str | None]:
-        prompt, gold, answer = case
-        v = verify(task(prompt, gold), f"\\boxed{{{answer}}}")
-        return v.outcome, v.error_class
-
-    with ThreadPoolExecutor(2) as ex:
-        return list(ex.map(one, cases))
-
-
 def _not_form_failures(verify, cases: list[tuple[str, str, str]]) -> list:
     """The cases (with their verdicts) that are not a ``form:`` failure."""
-    return [(case, v) for case, v in zip(cases, _outcomes(verify, cases), strict=True)
+    return [(case, v) for case, v in zip(cases, outcomes(verify, cases), strict=True)
             if v[0] != "fail" or not str(v[1]).startswith("form:")]
 
 
@@ -122,7 +110,7 @@ HONEST = [
 
 
 def test_honest_answers_still_pass(verify) -> None:
-    verdicts = _outcomes(verify, HONEST)
+    verdicts = outcomes(verify, HONEST)
     bad = [(case, v) for case, v in zip(HONEST, verdicts, strict=True) if v[0] != "pass"]
     assert not bad, bad
 
@@ -130,6 +118,6 @@ def test_honest_answers_still_pass(verify) -> None:
 def test_a_wrong_copy_is_still_a_form_failure_and_a_number_gold_keeps_its_form(verify) -> None:
     """The copy check is asked of an answer equal to the gold only; a number gold's form refuses the
     work first, as before."""
-    assert _outcomes(verify, [("What is $|x| + |x|$?", "2|x|", "|x| + 1"),
+    assert outcomes(verify, [("What is $|x| + |x|$?", "2|x|", "|x| + 1"),
                               ("What is $\\binom{5}{2}$?", "10", "\\binom{5}{2}")]) == [
         ("fail", "wrong_answer"), ("fail", "form:number")]

@@ -16,10 +16,8 @@ Real verifier, real checker workers; each case is one verdict.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
-from math_cases import math_verifier, task
+from math_cases import math_verifier, outcomes, task
 
 BINOM = ("What is $\\binom{n}{2}$?", "\\frac{n(n-1)}{2}")
 ABS = ("What is $|x| + |x|$?", "2|x|")
@@ -62,24 +60,14 @@ def verify():
         yield v
 
 
-def _outcomes(verify, cases: list[tuple[str, str, str]]) -> list[tuple[str, str | None]]:
-    def one(case: tuple[str, str, str]) -> tuple[str, str | None]:
-        prompt, gold, answer = case
-        v = verify(task(prompt, gold), f"\\boxed{{{answer}}}")
-        return v.outcome, v.error_class
-
-    with ThreadPoolExecutor(2) as ex:
-        return list(ex.map(one, cases))
-
-
 def test_the_questions_work_padded_is_not_the_answer(verify) -> None:
-    verdicts = _outcomes(verify, PADDED)
+    verdicts = outcomes(verify, PADDED)
     passed = [case for case, v in zip(PADDED, verdicts, strict=True) if v[0] != "fail" or not str(v[1]).startswith("form:")]
     assert passed == []
 
 
 def test_honest_answers_still_pass(verify) -> None:
-    verdicts = _outcomes(verify, HONEST)
+    verdicts = outcomes(verify, HONEST)
     bad = [(case, v) for case, v in zip(HONEST, verdicts, strict=True) if v[0] != "pass"]
     assert not bad, bad
 
