@@ -49,6 +49,29 @@ _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 
+def make_dir(path: Path, mode: int = 0o755) -> None:
+    """``path.mkdir`` with exactly ``mode``, whatever the host process's umask. ``mkdir``'s mode is masked
+    by it: under ``umask 077`` a slot's places were 0700, and every job an infra error (bwrap, as the
+    slot's uid, could not reach its own /dev/pts); under ``umask 0`` a workspace's new directories were
+    0777, collateral to a files grader. A job's entries have the same modes on every host."""
+    path.mkdir(mode=mode)
+    os.chmod(path, mode)
+
+
+def write_exact(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """``path.write_bytes(data)`` with exactly ``mode`` (``make_dir``'s reason), the missing parents made
+    0755 each."""
+    missing = []
+    parent = path.parent
+    while not parent.is_dir():
+        missing.append(parent)
+        parent = parent.parent
+    for d in reversed(missing):
+        make_dir(d)
+    path.write_bytes(data)
+    os.chmod(path, mode)
+
+
 def _check(rc: int, what: str, path: Path | str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
@@ -98,12 +121,12 @@ class JobPlaces:
         self.root, self.uid, self.sizes = root, uid, sizes
         self.mounted: set[str] = set()
         self.pts = root / "pts"
-        root.mkdir(mode=0o755)
+        make_dir(root)
         for name in self.NAMES:
-            (root / name).mkdir(mode=0o755)
+            make_dir(root / name)
             if stable:
                 make_stable_point(root / name)
-        self.pts.mkdir(mode=0o755)
+        make_dir(self.pts)
         mount_devpts(self.pts)
 
     def path(self, name: str) -> Path:

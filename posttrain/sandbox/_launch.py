@@ -2,7 +2,9 @@
 
 Chain per launch (no ``preexec_fn``, which is slow and unsafe with threads)::
 
-    posix_spawn /bin/sh  (root)   join the slot's cgroups by writing $$ to cgroup.procs
+    posix_spawn /bin/sh  (root)   umask 022 whatever the host process's (a job's files have the same
+                                 modes on every host: a files grader reads them), join the slot's
+                                 cgroups by writing $$ to cgroup.procs
       exec prlimit               CPU (soft < hard), FSIZE, NOFILE, CORE=1 (``_seccomp``: no core
                                  dump at all, to a file or to a ``core_pattern`` pipe), RTPRIO=0
                                  and NICE=0 whatever the host's are (a real-time scheduling class
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from posttrain.sandbox._fs import make_dir
 from posttrain.sandbox.errors import HostCannotIsolate
 
 SANDBOX_UID = 65534
@@ -212,7 +215,7 @@ def install_zygote(root: Path) -> Path:
     """Copy the fork-server's files into ``root/sbx`` (world-readable), so that uid 65534 can bind
     them even when the checkout lives under a private directory such as /root."""
     dest = root / "sbx"
-    dest.mkdir(mode=0o755)
+    make_dir(dest)
     for name in ZYGOTE_FILES:
         shutil.copyfile(_HERE / name, dest / name)
         os.chmod(dest / name, 0o644)
@@ -247,7 +250,7 @@ def launcher_argv(
     ``wrap`` runs as root between joining the cgroups and dropping privileges and must end by
     executing its arguments (see ``overlay_wrap``)."""
     join = " ".join(shlex.quote(p) for p in cgroup_procs)
-    script = f'for f in {join}; do echo $$ > "$f" || exit 125; done; exec "$@"'
+    script = f'umask 022; for f in {join}; do echo $$ > "$f" || exit 125; done; exec "$@"'
     cpu = f"{cpu_s}:{cpu_s + 1}" if cpu_s is not None else "unlimited"
     return [
         tools.sh, "-c", script, "sh", *wrap,

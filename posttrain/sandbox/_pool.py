@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
+from posttrain.sandbox._fs import make_dir
 from posttrain.sandbox._seccomp import seccomp_bpf
 from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
@@ -116,7 +117,7 @@ class LocalSandboxPool:
         self._dir, self._dir_lock = _claim_dir()
         self.cg_prefix = self._dir.name
         self._root = self._dir / "root"
-        self._root.mkdir(mode=0o711)
+        make_dir(self._root, 0o711)
         try:
             # The pool's host-side directories (slots' mount points, workspaces) live on a private
             # tmpfs; every job's own files are on tmpfs of their own below it (``_fs``).
@@ -341,7 +342,7 @@ def _claim_dir() -> tuple[Path, int]:
     while True:
         d = tmp / f"posttrain-sbx-{os.getpid()}-{secrets.token_hex(4)}"
         try:
-            d.mkdir(mode=0o711)
+            make_dir(d, 0o711)
         except FileExistsError:
             continue
         break

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import SlotCgroup
-from posttrain.sandbox._fs import JobPlaces
+from posttrain.sandbox._fs import JobPlaces, write_exact
 from posttrain.sandbox._hide import hide_args
 from posttrain.sandbox._pump import Capture, close_all, pump
 from posttrain.sandbox._seccomp import seccomp_fd
@@ -228,8 +228,7 @@ def _write_files(work: Path, files: tuple[list[str], list[bytes]], uid: int) -> 
     for name, data in zip(*files, strict=True):
         path = work / name
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            write_exact(path, data)
         except OSError as e:  # e.g. both "a" and "a/b" given
             raise LimitsError(f"files: cannot write {name!r}: {e.strerror}") from e
     chown_tree(work, uid)

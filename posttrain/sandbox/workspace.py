@@ -62,7 +62,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from posttrain.sandbox._cgroup import SlotCgroup
-from posttrain.sandbox._fs import mount_tmpfs, set_tmpfs_inodes, unmount
+from posttrain.sandbox._fs import make_dir, mount_tmpfs, set_tmpfs_inodes, unmount, write_exact
 from posttrain.sandbox._launch import overlay_wrap
 from posttrain.sandbox._pool import LocalSandboxPool, _mount_tmpfs, _normalize_files, _unmount_and_remove
 from posttrain.sandbox._types import Execution, Limits
@@ -138,6 +138,7 @@ def _world_readable(d: Path) -> bool:
     return d.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) == (stat.S_IROTH | stat.S_IXOTH)
 
 
+
 class Workspace:
     """A copy-on-write workspace; ``initial`` is a directory or files.
 
@@ -183,14 +184,13 @@ class Workspace:
             self._n = 0
             self._host_base: Path | None = None
             self._merged = self._root / "merged"  # the overlay's mount point (see _launch.overlay_wrap)
-            self._merged.mkdir(mode=0o755)
+            make_dir(self._merged)
             os.chown(self._merged, self.uid, self.uid)
             if initial is None or isinstance(initial, Mapping):
                 base = self._new_dir("base")
                 names, blobs = _normalize_files(initial)
                 for name, data in zip(names, blobs, strict=True):
-                    (base / name).parent.mkdir(parents=True, exist_ok=True)
-                    (base / name).write_bytes(data)
+                    write_exact(base / name, data)
                 chown_tree(base, self.uid)
             else:
                 base = Path(initial).resolve()
@@ -199,7 +199,7 @@ class Workspace:
                 if _world_readable(base):
                     self._host_base = base  # bound at <workspace>/base0 for each job (see exec)
                     base = self._root / "base0"
-                    base.mkdir(mode=0o755)
+                    make_dir(base)
                 else:
                     # uid 65534 could not read it: copy it once into a base layer it can read.
                     copy = self._root / "base-copy"
@@ -216,7 +216,7 @@ class Workspace:
     def _new_dir(self, prefix: str) -> Path:
         self._n += 1
         d = self._root / f"{prefix}{self._n}"
-        d.mkdir(mode=0o755)
+        make_dir(d)
         os.chown(d, self.uid, self.uid)
         return d
 
@@ -229,11 +229,11 @@ class Workspace:
         inodes = max(self.inodes - sum(n for _, n in held), RESERVE_INODES)
         self._n += 1
         top = self._root / f"a{self._n}"
-        top.mkdir(mode=0o755)
+        make_dir(top)
         mount_tmpfs(top, size, self.uid, inodes=inodes)
         upper, work = top / "u", top / "w"
         for d in (upper, work):
-            d.mkdir(mode=0o755)
+            make_dir(d)
             os.chown(d, self.uid, self.uid)
         if len(self.layers) > 1:  # /work's own mode is the top layer's root: the last frozen one's, kept
             os.chmod(upper, stat.S_IMODE(os.stat(self.layers[-1]).st_mode))
@@ -444,7 +444,7 @@ class Workspace:
                     below_too = below_too and not hides_lower and depth < _MODE_DEPTH
                     below = self._lookup(PurePosixPath(*p.parts[:depth + 1])) if below_too else None
                     below_too = below is not None
-                    cur.mkdir()
+                    make_dir(cur)
                     os.chown(cur, self.uid, self.uid)
                     if hides_lower:
                         os.setxattr(cur, _OPAQUE[0], b"y")
@@ -456,6 +456,7 @@ class Workspace:
                 if target.is_dir() and not target.is_symlink():
                     raise WorkspaceError(f"workspace path {path!r} is a directory")
                 os.unlink(target)
+            new = not os.path.lexists(target)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
             with os.fdopen(fd, "wb") as f:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -464,6 +465,8 @@ class Workspace:
             os.chown(target, self.uid, self.uid)
             if below is not None and below.is_file() and not below.is_symlink():  # the file it replaces: its mode
                 os.chmod(target, stat.S_IMODE(os.lstat(below).st_mode))
+            elif new:  # 0644 whatever the host process's umask (os.open's mode is masked by it: 0600 under 077)
+                os.chmod(target, 0o644)
 
     def close(self) -> None:
         """Delete every layer this workspace created (an initial directory is left alone)."""
