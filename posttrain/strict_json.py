@@ -243,6 +243,37 @@ def extract_json_text(response: str, *, reasoning: bool = True) -> str:
     return response.strip()
 
 
+_DOCUMENT_START = re.compile(r"""\{\s*["']|\[\s*[\[{]""")
+"""Where a JSON object (``{"``; ``{'``, a Python dict, reads as one) or an array of objects or arrays
+starts: a document, not prose."""
+
+
+def text_beside(response: str) -> str | None:
+    """The answer's text (after its reasoning) outside its fenced block, or None where it has none (the
+    answer is then read whole): what ``extract_json_text`` leaves unread."""
+    outside, blocks = _FENCE_RE.subn("\n", after_reasoning(response))
+    return outside if blocks else None
+
+
+def document_in(text: str) -> str | None:
+    """The start of a JSON document (or a Python dict) in ``text``, or None: prose, ``[1]`` included."""
+    found = _DOCUMENT_START.search(text)
+    return None if found is None else text[found.start():found.start() + 60].strip()
+
+
+def second_document(response: str) -> str | None:
+    """The start of a JSON document in the answer beside its one fenced block (``text_beside``), or
+    None. ``extract_json_text`` reads the block and leaves the text around it unread, so a second
+    document there was a hedge no check saw: the right document fenced and a wrong one after it passed
+    300 of 300 generated json tasks (tests/envs/test_toolfam_attacks1.py). Prose around the block stays free.
+
+    >>> second_document('```json\\n{"a": 1}\\n```\\nor {"a": 2}'), second_document('Here:\\n```json\\n{"a": 1}\\n```\\nSee [1].')
+    ('{"a": 2}', None)
+    """
+    outside = text_beside(response)
+    return None if outside is None else document_in(outside)
+
+
 def json_type(value: Any) -> str:
     if value is None:
         return "null"

@@ -39,6 +39,7 @@ from posttrain.policy._toolcalls import (
     ToolFamily,
     decode_tool_calls,
     parse_tool_calls,
+    text_beside_tags,
     tool_result_message,
     tool_specs,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "context_length",
     "count_parameters",
     "decode_tool_calls",
+    "text_beside_tags",
     "embedded_config",
     "detect_family",
     "has_chat_template",

@@ -41,6 +41,13 @@ _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _CALLISH_RE = re.compile(r"<\s*/?\s*tool_call|\"tool_calls\"|\"function_call\"|\"arguments\"\s*:|\"name\"\s*:")
 
 
+def text_beside_tags(text: str) -> str | None:
+    """``text``'s answer (after its reasoning) outside its ``<tool_call>`` blocks, or None where it has
+    none: what ``decode_tool_calls`` leaves unread beside the calls it takes from the tags."""
+    outside, blocks = _TAG_RE.subn("\n", after_reasoning(text))
+    return outside if blocks else None
+
+
 class ToolCallError(ValueError):
     """The response tried to call tools but the calls cannot be decoded."""
 

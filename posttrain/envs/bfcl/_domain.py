@@ -34,8 +34,7 @@ from posttrain.envs._env import EpisodeContext
 from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
 from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv
-from posttrain.envs.json._env import second_document
-from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict
+from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict, second_document
 from posttrain.types import Task, TaskLimits, Verdict
 
 FIELDS = ("turns", "tools", "methods", "initial_config", "involved_classes", "ground_truth", "category",

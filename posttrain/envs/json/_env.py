@@ -41,7 +41,6 @@ from __future__ import annotations
 import decimal
 import json
 import random
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,12 +50,12 @@ from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_comm
 from posttrain.strict_json import (
     MAX_JSON_DEPTH,
     StrictJSONError,
-    after_reasoning,
     extract_json_text,
     json_equal,
     json_type,
     loads_strict,
     nesting,
+    second_document,
     to_exact,
     to_floats,
     to_plain,
@@ -76,43 +75,6 @@ from posttrain.verify.json_schema import (
 NAME = "json"
 DOMAIN_KEYS = frozenset({"schema", "expected"})
 CPU_BUDGET_S = 5.0
-
-
-_FENCED = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n.*?```", re.DOTALL)
-"""A fenced block as ``strict_json.extract_json_text`` reads one (its pattern, the block whole)."""
-_TAGGED = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
-_DOCUMENT_START = re.compile(r"""\{\s*["']|\[\s*[\[{]""")
-"""Where a JSON object (``{"``; ``{'``, a Python dict, reads as one) or an array of objects or arrays
-starts: a document, not prose."""
-
-
-def text_beside(response: str, *, tags: bool = False) -> str | None:
-    """The answer's text (after its reasoning) outside its fenced blocks (``tags``: outside its
-    ``<tool_call>`` blocks, where it has any), or None where it has no block (it is read whole)."""
-    answer = after_reasoning(response)
-    parts = (_TAGGED if tags and "<tool_call>" in answer else _FENCED).split(answer)
-    return "\n".join(parts) if len(parts) > 1 else None
-
-
-def second_document(response: str, *, tags: bool = False) -> str | None:
-    """The start of a JSON document in the answer outside its one fenced block (``tags``: outside
-    its ``<tool_call>`` blocks, where it has any: ``text_beside``), or None. The reader takes the
-    fenced block (the tagged calls) and leaves the text around it unread, so a second document there
-    was a hedge no check saw: the right document fenced and a wrong one after it passed 300 of 300
-    generated json tasks, the right calls in tags beside wrong calls as an OpenAI message 300 of 300
-    tool tasks (tests/envs/test_toolfam_attacks1.py). Prose around the block stays free.
-
-    >>> second_document('```json\\n{"a": 1}\\n```\\nor {"a": 2}'), second_document('Here:\\n```json\\n{"a": 1}\\n```\\nSee [1].')
-    ('{"a": 2}', None)
-    """
-    outside = text_beside(response, tags=tags)
-    return None if outside is None else document_in(outside)
-
-
-def document_in(text: str) -> str | None:
-    """The start of a JSON document (or a Python dict) in ``text``, or None: prose, ``[1]`` included."""
-    found = _DOCUMENT_START.search(text)
-    return None if found is None else text[found.start():found.start() + 60].strip()
 
 
 def _extra_key_allowed(place: list[Mapping[str, Any]] | None, key: str) -> bool:

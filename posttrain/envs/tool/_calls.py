@@ -14,14 +14,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from posttrain.envs._base import fail, guard, passed
-from posttrain.envs.json._env import document_in, text_beside
-from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, tool_specs
+from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, text_beside_tags, tool_specs
 from posttrain.strict_json import (
     StrictJSONError,
     after_reasoning,
+    document_in,
     extract_json_text,
     json_equal,
     loads_strict,
+    text_beside,
     to_exact,
     to_floats,
     to_plain,
@@ -160,14 +161,15 @@ def match_calls(calls: Sequence[ToolCall], expected: Sequence[Mapping[str, Any]]
 
 def _text_beside_calls(response: str) -> str | None:
     """The text a response's calls come with: outside its ``<tool_call>`` blocks or its one fenced
-    block (``json._env.text_beside``), else an OpenAI message's ``content``. A second JSON document or
+    block (``policy.text_beside_tags``, ``strict_json.text_beside``), else an OpenAI message's ``content``. A second JSON document or
     a written call there (``written_call``) is a second answer a reader takes for calls: the right
     calls beside wrong ones passed 300 of 300 generated tasks in each of these places
     (tests/envs/test_toolfam_attacks1.py)."""
-    outside = text_beside(response, tags=True)
+    answer = after_reasoning(response)
+    outside = text_beside_tags(response) if "<tool_call>" in answer else text_beside(response)
     if outside is not None:
         return outside
-    doc = _document(after_reasoning(response))
+    doc = _document(answer)
     content = doc.get("content") if isinstance(doc, Mapping) else None
     return content if isinstance(content, str) else None
 
