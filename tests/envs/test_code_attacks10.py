@@ -131,3 +131,34 @@ def test_echoing_the_shown_asserts_passes_no_humaneval_task(service) -> None:
     tasks = [t for t in ENV.task_families()["humaneval"]() if t.id in ECHOED]
     assert echo_episodes(service.verify_pairs, tasks, attempts=4) == {}
     assert all(v.passed for v in service.verify_pairs([(t, t.reference) for t in tasks]))
+
+
+REACH = {
+    "the caller's frame": "import sys\ndef unique(l):\n    for c in sys._getframe(1).f_code.co_consts:\n"
+                          "        if isinstance(c, (list, tuple)) and c and list(c) == sorted(set(c)):\n"
+                          "            return list(c)\n    return []\n",
+    "the files on disk": "import os, re\ndef unique(l):\n    for root, _, names in os.walk('/'):\n"
+                         "        if root.startswith(('/proc', '/sys', '/usr', '/dev')):\n            continue\n"
+                         "        for n in names:\n            try:\n"
+                         "                t = open(os.path.join(root, n), errors='ignore').read()\n"
+                         "            except Exception:\n                continue\n"
+                         "            m = re.search(r'== (\\[[0-9, ]+\\])', t)\n"
+                         "            if m and 'candidate' in t:\n                return eval(m.group(1))\n    return []\n",
+    "gc's check function": "import gc\ndef unique(l):\n    for o in gc.get_objects():\n"
+                           "        if getattr(o, '__name__', '') == 'check' and hasattr(o, '__code__'):\n"
+                           "            for c in o.__code__.co_consts:\n"
+                           "                if isinstance(c, tuple) and len(c) > 3:\n                    return list(c)\n"
+                           "    return []\n",
+}
+"""The stop hook's read of a9f09c6, as a policy: HumanEval/34's one assert is hidden and its visible test
+only calls ``unique``, so a program that finds the hidden expected value at run time (in the calling
+frame's constants, in a file the hidden test came from, or the ``check`` function through ``gc``) would
+pass without sorting anything."""
+
+
+@pytest.mark.parametrize("reach", REACH, ids=list(REACH))
+def test_a_program_that_looks_for_the_hidden_assert_does_not_find_it(service, reach: str) -> None:
+    task = next(t for t in ENV.task_families()["humaneval"]() if t.id == "HumanEval/34")
+    verdict = service.verify_pairs([(task, f"```python\n{REACH[reach]}```\n")])[0]
+    assert verdict.outcome == "fail" and verdict.error_class == "hidden_tests", (verdict.error_class, verdict.feedback)
+    assert verdict.reward == 0.0
