@@ -62,7 +62,8 @@ def test_a_fork_storm_of_stopped_zombie_vforked_and_traced_processes_leaves_noth
            "for _ in range(20):\n    if os.fork() == 0:\n        os._exit(0)\n"
            "c = os.fork()\nif c == 0:\n    while True: pass\n"
            "print(libc.ptrace(16, c, 0, 0), ctypes.get_errno(), flush=True)\n"
-           "for _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n        while True:\n"
+           "for _ in range(3):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+           "    if pid == 0:\n        os.setsid()\n        while True:\n"
            "            try:\n                if os.fork() == 0:\n                    os.setsid()\n"
            "            except OSError: pass\nwhile True: pass\n")  # fmt: skip
     ex = _own_timeout_then_clean(pool1, src, 0.4, 3.0)
