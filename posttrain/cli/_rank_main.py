@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
 
-from posttrain.cli._ranks import RankSpec, join, leave, read_spec
+from posttrain.cli._ranks import RankSpec, end_rank, join, leave, read_spec
 from posttrain.cli.pipeline import TaskPools, load_model, run_rl, run_service, seed_everything
 from posttrain.errors import UserError
 from posttrain.sandbox import usable_cpus
@@ -41,12 +42,12 @@ def run_rank(spec: RankSpec, rank: int, world: int, *, local_rank: int, local_wo
         leave()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> NoReturn:
     spec = read_spec(Path(argv[0]))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     run_rank(spec, rank, world, local_rank=int(os.environ.get("LOCAL_RANK", rank)), local_world=world)
-    return 0
+    end_rank(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -331,6 +331,19 @@ def leave() -> None:
     closing the group), then leave the group."""
     dist.barrier()
     dist.destroy_process_group()
+
+
+def end_rank(code: int) -> NoReturn:
+    """End a rank 1..N-1 process once its RL stage has left the group and closed its service: its
+    output flushed, then ``os._exit`` without the interpreter's teardown. Gloo's objects a sharded
+    model still references are otherwise freed while modules are torn down, where a worker thread
+    still joinable aborts the process ("terminate called without an active exception", SIGABRT; CI
+    saw it once in tests/train/test_dist.py; pytorch issues 65231, 179291), and rank 0 would report a
+    finished run's rank as failed. The rank writes nothing into the run, so nothing is lost."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def read_spec(path: Path) -> RankSpec:

@@ -238,11 +238,12 @@ def check_holds_no_other_files(out: Path) -> None:
 def _follow(tr: Torchrun) -> int:
     """Ranks 1..N-1 under torchrun: rank 0's RL stage, once it starts (``cli._ranks.follow``)."""
     from posttrain.cli._rank_main import run_rank
-    from posttrain.cli._ranks import follow
+    from posttrain.cli._ranks import end_rank, follow
 
     spec, store = follow(tr)
     if spec is not None:
         run_rank(spec, tr.rank, tr.world, local_rank=tr.local_rank, local_world=tr.local_world, store=store)
+        end_rank(0)
     return 0
 
 

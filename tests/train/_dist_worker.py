@@ -6,6 +6,7 @@ the metrics and the final full state dict to ``OUT``."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,9 +67,13 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         torch.save({"model": model_state, "optim": optim_state}, out / "state.pt")
         (out / "metrics.json").write_text(json.dumps(metrics))
+    torch.distributed.barrier()  # every rank's last collective done before any leaves
     torch.distributed.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # as posttrain's ranks end (cli._ranks.end_rank): no teardown for gloo to abort in

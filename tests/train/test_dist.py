@@ -28,7 +28,8 @@ def torchrun(out: Path, steps: int, first: int, load: Path | None = None) -> tup
            str(out), str(steps), str(first), *([str(load)] if load else [])]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, (proc.stderr[:3000] + "\n[...]\n" + proc.stderr[-3000:]
+                                  if len(proc.stderr) > 6000 else proc.stderr)  # the ranks' own lines first
     return torch.load(out / "state.pt", weights_only=False), json.loads((out / "metrics.json").read_text())
 
 
