@@ -10,18 +10,21 @@ command lines.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from posttrain.cli._service import open_service, sandbox_of
 from posttrain.config import MAX_TEMPERATURE
 from posttrain.errors import RunFailure, UserError, refuse_directory, user_path
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
-from posttrain.evaluate.records import EvalRecord, write_records
+from posttrain.evaluate.records import EvalRecord, fingerprint_model_dir, write_records
 from posttrain.evaluate.runner import (
     MAX_SAMPLES_PER_TASK,
     compact,
@@ -455,6 +458,7 @@ def _score(
 ) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
     before = service.stats()
     records, stats, cost = _records(args, tasks, service, model, stage)
+    records = _stamped(args, model, records)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
     if args.responses:  # a file that answers only what it gets right reads 1.0 over those: the count it left out
@@ -472,6 +476,34 @@ def _score(
     summary["noop"] = compact(summarize(noop, ks=(1,)))
     summary["sched"] = _sched_summary(service, before)
     return summary, records, noop
+
+
+def _stamped(args: argparse.Namespace, model: str | None, records: list[EvalRecord]) -> list[EvalRecord]:
+    """``records`` with what answered (``model_fingerprint``) and, for samples drawn here, how many per
+    task (``samples_per_task``: ``--n``): ``summarize`` refuses the records of two models read as one
+    (both stage ``eval``, step null) and a task whose last samples' records were left out."""
+    fingerprint = _model_fingerprint(args, model)
+    n = None if args.responses else args.n  # a responses file's own count per task is what it holds
+    return [dataclasses.replace(r, model_fingerprint=fingerprint, samples_per_task=n) for r in records]
+
+
+def _model_fingerprint(args: argparse.Namespace, model: str | None) -> str:
+    """``model_fingerprint`` of the records (docs/records.md): a model directory's ``sha256:<16 hex>``
+    (``fingerprint_model_dir``, read once per evaluation), ``hub:<name>`` for a name the hub loader
+    resolves, ``endpoint:<model name>@<url>`` (any user:password@ left out), ``agent:<name>``, and
+    ``responses:<16 hex>`` of the responses as read (task, sample, text)."""
+    if args.responses:
+        rows = [[r.task_id, r.sample_idx, r.completion] for r in args.responses_read]
+        return "responses:" + hashlib.sha256(json.dumps(rows).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if args.agent:
+        return f"agent:{args.agent}"
+    if args.endpoint:  # the URL requests go to (http://h:8000 and http://h:8000/v1/ are one server)
+        from posttrain.policy import EndpointSampler
+
+        url = urlsplit(EndpointSampler(args.endpoint, args.model_name).url)
+        return f"endpoint:{args.model_name}@{url.scheme}://{url.netloc.rpartition('@')[2]}{url.path}"
+    path = user_path(str(model), "--model")
+    return fingerprint_model_dir(path) if path.is_dir() else f"hub:{model}"
 
 
 def _sched_summary(service: Service, before: dict[str, Any]) -> dict[str, Any]:

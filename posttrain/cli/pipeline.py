@@ -51,7 +51,7 @@ from posttrain.evaluate.loggers import make_loggers, publish_artifacts
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
 from posttrain.evaluate.sources import episode_figures, runner_episodes
-from posttrain.evaluate.summary import summarize
+from posttrain.evaluate.summary import group_attempts, summarize
 from posttrain.evaluate.views import write_views
 from posttrain.policy import (
     CHAT_RECORD,
@@ -216,7 +216,8 @@ def evaluate_canaries(name: str, policy: Policy, tasks: Sequence[Task], service:
                                  max_new_tokens=cfg.max_new_tokens, seed=recipe.seed, stage=f"eval/{name}",
                                  max_turns=None, pool=sandbox_of(service), service=service)
     write_records(out / "canaries" / f"{name}.jsonl", records)
-    return {"episodes": len(records), "passed": sum(r.passed for r in records)}
+    episodes = group_attempts(records)  # summarize's rule: an episode once, whatever its records (retries, attempts)
+    return {"episodes": len(episodes), "passed": sum(ep.first_pass is not None for ep in episodes)}
 
 
 def eval_metrics_row(name: str, summary: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ What it does not do: compute metrics (``summary``) or verify anything (``runner`
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,8 +28,8 @@ import posttrain
 from posttrain.errors import UserError, refuse_directory
 from posttrain.types import Task, Trajectory, Verdict
 
-__all__ = ["EvalRecord", "OUTCOMES", "feedback_source_after", "read_records", "record_from_verdict", "task_record",
-           "trajectory_records", "verifier_version", "write_records"]
+__all__ = ["EvalRecord", "OUTCOMES", "feedback_source_after", "fingerprint_model_dir", "read_records",
+           "record_from_verdict", "task_record", "trajectory_records", "verifier_version", "write_records"]
 
 OUTCOMES = ("pass", "fail", "infra_error")
 
@@ -67,6 +68,13 @@ class EvalRecord:
     stage: str = ""
     """base | sft | rl | eval | demonstrator | ... (who produced it)."""
     step: int | None = None
+    model_fingerprint: str = ""
+    """Which model answered (``model_fingerprint``): ``sha256:<16 hex>`` of a model directory's config
+    and weight files, ``endpoint:...``, ``hub:<name>``, ``agent:<name>``, ``responses:<16 hex>``; empty
+    where the writer states none (training trajectories, records written before it existed)."""
+    samples_per_task: int | None = None
+    """How many samples per task the evaluation drew (``posttrain eval --n``); None where not stated.
+    ``summarize`` refuses a task with fewer (or more) than stated: a sample's records left out."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -101,6 +109,10 @@ class EvalRecord:
             "stage": self.stage,
             "step": self.step,
         }
+        if self.model_fingerprint:  # written where stated only: records of other writers keep their bytes
+            out["model_fingerprint"] = self.model_fingerprint
+        if self.samples_per_task is not None:
+            out["samples_per_task"] = self.samples_per_task
         out.update(self.extra)
         return out
 
@@ -108,6 +120,35 @@ class EvalRecord:
 def verifier_version(domain: str) -> str:
     """The version string stored with each verdict (audits compare against the current one)."""
     return f"{domain}@posttrain-{posttrain.__version__}"
+
+
+_WEIGHTS = (".safetensors", ".bin", ".index.json")
+"""Files of a model directory ``fingerprint_model_dir`` reads besides its configs (sharded weights too)."""
+
+
+def fingerprint_model_dir(path: str | Path) -> str:
+    """``sha256:<16 hex>`` of a model directory: SHA-256 over the sorted ``(name, size, sha256)`` of its
+    ``config.json``, ``generation_config.json`` and weight files (``*.safetensors``, ``*.bin``, their
+    ``*.index.json``), top level, contents read whole (a 1.6 MB test model in milliseconds; a 14 GB
+    checkpoint as fast as the disk reads it, once per evaluation). Two directories holding the same
+    weights are one model; a tokenizer or chat template file is not read (``posttrain.json`` and the
+    eval protocol say how prompts were rendered).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text("{}")
+    >>> fingerprint_model_dir(d)
+    'sha256:4591756ae8916c5e'
+    """
+    path = Path(path)
+    files = []
+    for f in sorted(path.iterdir(), key=lambda p: p.name):
+        if f.is_file() and (f.name in ("config.json", "generation_config.json") or f.name.endswith(_WEIGHTS)):
+            digest = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            files.append([f.name, f.stat().st_size, digest.hexdigest()])
+    return "sha256:" + hashlib.sha256(json.dumps(files).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def record_from_verdict(
@@ -202,6 +243,9 @@ def parse_record(obj: Any, where: str) -> EvalRecord:
     attempt = _typed(where, obj, "attempt", (int,), 0)
     if sample_idx < 0 or attempt < 0:
         raise UserError(f"{where}: sample_idx and attempt must be >= 0, got {sample_idx}, {attempt}")
+    samples_per_task = _typed(where, obj, "samples_per_task", (int,), None)
+    if samples_per_task is not None and samples_per_task < 1:
+        raise UserError(f"{where}: field 'samples_per_task' must be an integer >= 1, got {samples_per_task}")
     return EvalRecord(
         task_id=str(task_id),
         domain=_typed(where, obj, "domain", (str,), "unknown"),
@@ -223,6 +267,8 @@ def parse_record(obj: Any, where: str) -> EvalRecord:
         wall_s=float(_typed(where, obj, "wall_s", (int, float), 0.0) or 0.0),
         stage=_typed(where, obj, "stage", (str,), "") or "",
         step=_typed(where, obj, "step", (int,), None),
+        model_fingerprint=_typed(where, obj, "model_fingerprint", (str,), "") or "",
+        samples_per_task=samples_per_task,
         extra={k: v for k, v in obj.items() if k not in _KNOWN},
     )
 

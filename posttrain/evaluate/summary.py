@@ -30,9 +30,11 @@ sample), then reports, overall and per domain and per capability tag:
 
 Infra-error retries: several records for one (task, sample, attempt) are allowed when all but one
 are infra errors (the retries); the scored one counts, the others count as ``infra_errors``.
-Records of one evaluation only: one ``(stage, step)``, one ``verifier_version`` per domain, and each
-task's samples 0..n-1 without gaps (``UserError`` otherwise: another checkpoint's passes mixed in
-under new sample indices, or a failure's lines deleted, read as a higher score).
+Records of one evaluation only: one ``(stage, step)``, one ``model_fingerprint`` (records that state
+none are one unknown model), one ``verifier_version`` per domain, and each task's samples 0..n-1
+without gaps, as many as the records' ``samples_per_task`` where they state it (``UserError``
+otherwise: another model's or checkpoint's passes mixed in under new sample indices, or a failure's
+lines deleted, trailing ones too, read as a higher score).
 What this module does not do: run verifiers, read files, or compare runs (``baseline``).
 """
 
@@ -127,26 +129,50 @@ def _one_evaluation(records: Sequence[EvalRecord]) -> None:
                             "(re-verify every record with one verifier: posttrain audit)")
 
 
-def _no_sample_gaps(by_episode: Iterable[tuple[str, int]]) -> None:
-    """``UserError`` when a task's sample indices are not 0, 1, ..., n-1: a sample whose records were
-    left out (a failure's lines deleted) is a sample out of the denominator. Every sample drawn keeps
-    its records, infra errors included (attrition is counted, never a gap)."""
+def _one_model(records: Sequence[EvalRecord]) -> int | None:
+    """``UserError`` unless ``records`` state one ``model_fingerprint`` (absent: one unknown model) and
+    one ``samples_per_task``; returns that count (None where not stated). Two models evaluated into one
+    place, or their files concatenated, share stage ``eval`` and step null: summed, one model's failed
+    samples swapped for the other's passes read as one model's pass@k."""
+    models = sorted({r.model_fingerprint for r in records})
+    if len(models) > 1:
+        shown = ", ".join(m or "(none stated)" for m in models[:4]) + (", ..." if len(models) > 4 else "")
+        raise UserError(f"records: samples of {len(models)} models in one set (model_fingerprint {shown}); "
+                        "summarize one model's evaluation at a time")
+    asked = sorted({r.samples_per_task for r in records}, key=repr)
+    if len(asked) > 1:
+        raise UserError(f"records: samples_per_task differs between records ({', '.join(map(str, asked))}); "
+                        "summarize one evaluation at a time")
+    return asked[0] if asked else None
+
+
+def _no_sample_gaps(by_episode: Iterable[tuple[str, int]], asked: int | None) -> None:
+    """``UserError`` when a task's sample indices are not 0, 1, ..., n-1, or n is not ``asked`` (the
+    records' ``samples_per_task``, when they state it): a sample whose records were left out (a
+    failure's lines deleted, the last samples' too) is a sample out of the denominator. Every sample
+    drawn keeps its records, infra errors included (attrition is counted, never a gap)."""
     samples: dict[str, list[int]] = defaultdict(list)
     for task_id, sample_idx in by_episode:
         samples[task_id].append(sample_idx)
     for task_id, found in sorted(samples.items()):
         found.sort()
+        shown = ", ".join(map(str, found[:8])) + (", ..." if len(found) > 8 else "")
         if found != list(range(len(found))):
-            shown = ", ".join(map(str, found[:8])) + (", ..." if len(found) > 8 else "")
             raise UserError(f"records: task {task_id!r} has samples [{shown}]; expected 0, 1, ... without gaps "
                             "(a sample's records left out)")
+        if asked is not None and len(found) != asked:
+            why = "a sample's records left out" if len(found) < asked else "samples of another evaluation mixed in"
+            raise UserError(f"records: task {task_id!r} has {len(found)} samples [{shown}]; its records state "
+                            f"samples_per_task {asked} ({why})")
 
 
 def group_attempts(records: Iterable[EvalRecord]) -> list[SampleAttempts]:
     """Group records into episodes; raises ``UserError`` for records of several evaluations
-    (``_one_evaluation``), sample or attempt gaps, or duplicate scored attempts."""
+    (``_one_evaluation``) or models (``_one_model``), sample or attempt gaps, fewer samples of a task
+    than its records state, or duplicate scored attempts."""
     records = list(records)
     _one_evaluation(records)
+    asked = _one_model(records)
     by_key: dict[tuple[str, int, int], list[EvalRecord]] = defaultdict(list)
     for r in records:
         by_key[(r.task_id, r.sample_idx, r.attempt)].append(r)
@@ -156,7 +182,7 @@ def group_attempts(records: Iterable[EvalRecord]) -> list[SampleAttempts]:
         rec, n_retried = _collapse(key, recs)
         by_episode[key[:2]][key[2]] = rec
         retried[key[:2]] += n_retried
-    _no_sample_gaps(by_episode)
+    _no_sample_gaps(by_episode, asked)
     episodes = []
     for (task_id, sample_idx), attempts in sorted(by_episode.items()):
         rounds = sorted(attempts)
