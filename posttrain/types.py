@@ -27,6 +27,8 @@ Outcome = Literal["pass", "fail", "infra_error"]
 FinishReason = Literal["stop", "length"]
 StopReason = Literal["eos", "stop", "length"]
 """Why sampling of one completion stopped: its EOS token, a stop string, or ``max_new_tokens``."""
+CutBy = Literal["max_turns", "max_tokens", "feedback_overflow"]
+"""The runner's limit that ended an episode before its environment said done (``Trajectory.cut_by``)."""
 
 T = TypeVar("T")
 
@@ -246,10 +248,12 @@ class Trajectory:
     """Cut by the length, step or token budget before the environment said done."""
     policy_version: int = 0
     """The policy that sampled it (the trainer's step count when it was sampled)."""
-    cut_by: Literal["max_turns", "max_tokens"] | None = None
+    cut_by: CutBy | None = None
     """The runner's limit that ended the episode before the environment said done (the step limit
     or the token budget); None when the environment ended it. A last action cut at its own
-    ``max_new_tokens`` alone sets ``truncated`` but not this."""
+    ``max_new_tokens`` alone sets ``truncated`` but not this. ``"feedback_overflow"``: a failed
+    attempt's feedback took the context or budget left, so the next attempt could not be made; the
+    episode is scored on that attempt's verdict (the other cuts score the least a failure can)."""
     temperature: float | None = None
     """The temperature its actions were sampled at (the runner's ``SamplingParams``), which the
     trainer scores them at when it varies by task (``rl.adaptive_temperature``); None where nothing

@@ -62,7 +62,10 @@ result of 12,000 characters grows the context by thousands of tokens, and a vLLM
 prompt longer than its ``max_model_len``, which would end the run): an episode whose context reaches
 it is sampled no further and ends cut (``cut_by="max_tokens"``: the least a failure scores, the
 policy's doing, never infra), and each action after the first is capped to fit (the first is the
-recipe's: ``train.recipe`` refuses prompts and caps the model cannot hold).
+recipe's: ``train.recipe`` refuses prompts and caps the model cannot hold). Where it was a failed
+attempt's feedback that filled it (the attempt judged, another allowed, room left before the
+feedback), the episode ends ``cut_by="feedback_overflow"`` and scores that attempt's verdict, as if
+it were the last attempt (``_cut_by``).
 
 The service's workers (sized from the sandbox pool) set the concurrency. A single-turn batch is
 therefore exactly one ``generate`` call over all prompts, in order.
@@ -91,7 +94,17 @@ from posttrain.policy import Sampler, SamplingParams
 from posttrain.rollout._env import SubmitsSteps
 from posttrain.sandbox.errors import PoolClosed
 from posttrain.sched import GroupDropped, Result, Service, Step, StepError, verifier_bug
-from posttrain.types import Generation, Observation, Rollout, StepResult, Task, Trajectory, Turn, Verdict
+from posttrain.types import (
+    CutBy,
+    Generation,
+    Observation,
+    Rollout,
+    StepResult,
+    Task,
+    Trajectory,
+    Turn,
+    Verdict,
+)
 
 INFRA_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, EOFError, MemoryError, subprocess.SubprocessError,
                                                      PoolClosed)
@@ -189,7 +202,7 @@ def run_batch(
                     if not states[i].done and service.is_dropped(episodes[i].group_id):
                         _end_dropped(states[i], episodes[i].group_id)
                         _close(episodes[i], states[i])
-        return [_trajectory(ep, s, policy_version, max_tokens, params.temperature)
+        return [_trajectory(ep, s, policy_version, max_tokens, max_turns, params.temperature)
                 for ep, s in zip(episodes, states, strict=True)]
     finally:  # every path out: cut episodes, an error of an environment or of the sampler
         for ep, s in zip(episodes, states, strict=False):
@@ -473,12 +486,11 @@ def _end_dropped(s: _State, group_id: str) -> None:
     s.pending, s.done = (), True
 
 
-def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None, temperature: float
-                ) -> Trajectory:
+def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | None, max_turns: int,
+                temperature: float) -> Trajectory:
     verdicts = [t.verdict for t in s.turns if t.verdict is not None]
     reward = verdicts[-1].reward if verdicts else 0.0
     cut = bool(s.turns) and s.turns[-1].stop_reason == "length"
-    cut_by = None if s.done else "max_tokens" if _room(s, max_tokens) <= 0 else "max_turns"
     return Trajectory(
         task_id=ep.task.id,
         group_id=ep.group_id,
@@ -487,9 +499,31 @@ def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | N
         reward=reward,
         truncated=not s.done or cut,
         policy_version=policy_version,
-        cut_by=cut_by,
+        cut_by=_cut_by(s, max_tokens, max_turns),
         temperature=temperature,
     )
+
+
+def _cut_by(s: _State, max_tokens: int | None, max_turns: int) -> CutBy | None:
+    """The runner's limit that ended an unfinished episode (None: its environment ended it).
+
+    ``"feedback_overflow"``: the last action was an attempt judged a failure (neither a pass nor infra)
+    that the environment answered with feedback and another try, the step limit allowed another
+    action, and the room left after the attempt was taken by the feedback (its context or token
+    budget full only once the feedback was appended): the attempt was made and judged, the feedback
+    cannot be shown, so the episode ends on that verdict (``train._credit.episode_reward``). A full
+    budget before the feedback (the attempt itself ran to it) stays ``"max_tokens"``, and the step
+    limit ``"max_turns"``: both cuts score the least a failure can, as ever."""
+    if s.done:
+        return None
+    room = _room(s, max_tokens)
+    if room > 0:
+        return "max_turns"
+    last = s.turns[-1].verdict if s.turns else None
+    if (last is not None and not last.passed and not last.is_infra_error and len(s.turns) < max_turns
+            and room + len(s.pending) > 0):  # the room before the feedback's ids: both caps moved by them
+        return "feedback_overflow"
+    return "max_tokens"
 
 
 def as_rollout(traj: Trajectory) -> Rollout:

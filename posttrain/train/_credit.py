@@ -23,12 +23,17 @@ def episode_reward(traj: Trajectory, weights: RewardWeights) -> RewardBreakdown:
     """The weighted reward of the episode's last verdict (NaN for an infra error); the least a
     failure can score (``failure_floor``) for an episode cut by the runner's limits
     (``Trajectory.cut_by``) or ended with no verdict: being cut, or ending without an answer, never
-    pays more than answering wrong.
+    pays more than answering wrong. An episode cut by a failed attempt's feedback
+    (``"feedback_overflow"``: the next attempt had no room) scores that attempt's verdict, exactly
+    what the attempt gets as the last one allowed: a failing verdict (the runner sets it only on a
+    judged failure), never the cut's floor for an attempt that was made and judged.
 
     The length component counts every action token of the episode."""
     verdicts = traj.verdicts
     if verdicts and verdicts[-1].is_infra_error:
         return combine(verdicts[-1], weights)
+    if traj.cut_by == "feedback_overflow" and verdicts and not verdicts[-1].passed:
+        return _last_verdict_reward(traj, weights)
     if traj.cut_by is not None or not verdicts:
         return failure_floor(weights)
     return _last_verdict_reward(traj, weights)

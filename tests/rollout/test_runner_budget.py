@@ -1,6 +1,7 @@
 """The token budget against observations: an environment's observation that does not fit what is
 left of ``max_tokens`` is never sampled from and never enters the trajectory; the episode ends cut by
-``max_tokens`` (truncated), with the verdict of the last attempt kept. Real tiny model and sampler."""
+``max_tokens`` (truncated), or ``feedback_overflow`` where the attempt left room that the feedback
+took, with the verdict of the last attempt kept. Real tiny model and sampler."""
 
 import sys
 from pathlib import Path
@@ -33,6 +34,12 @@ class LongFeedbackEnv:
         pass
 
 
+def cut_by(left: int) -> str:
+    """The cut of a failed attempt ending the episode with ``left`` tokens of room after it: its
+    feedback took that room (``feedback_overflow``), or the attempt itself left none."""
+    return "feedback_overflow" if left > 0 else "max_tokens"
+
+
 @pytest.mark.parametrize("feedback", [5, 19, 20, 40])
 def test_an_observation_past_the_budget_is_cut_not_appended(feedback):
     tok = build_char_tokenizer()
@@ -45,7 +52,7 @@ def test_an_observation_past_the_budget_is_cut_not_appended(feedback):
     for traj, env in zip(trajs, envs, strict=True):
         after_prompt = len(traj.ids) - len(traj.prompt_ids)
         assert after_prompt <= budget
-        assert traj.cut_by == "max_tokens" and traj.truncated and traj.reward == 0.0
+        assert traj.cut_by == cut_by(budget - after_prompt) and traj.truncated and traj.reward == 0.0
         # the feedback is in the trajectory only where an action followed it
         assert all(len(t.observation_ids) == feedback for t in traj.turns[1:])
         assert after_prompt == sum(env.seen) + feedback * (len(traj.turns) - 1)
@@ -65,7 +72,7 @@ def test_the_context_never_outgrows_the_model(feedback):
     cap = 64
     trajs = run_batch(sampler, runs, SamplingParams(max_new_tokens=10, seed=0), max_turns=20, max_context=cap)
     for traj, env in zip(trajs, envs, strict=True):
-        assert traj.cut_by == "max_tokens" and traj.truncated and traj.reward == 0.0
+        assert traj.cut_by == cut_by(cap - len(traj.ids)) and traj.truncated and traj.reward == 0.0
         sampled_from = len(traj.prompt_ids) + sum(env.seen) + feedback * (len(traj.turns) - 1)
         assert len(traj.ids) == sampled_from <= cap
         assert all(n >= 1 for n in env.seen)

@@ -236,10 +236,12 @@ def test_the_runner_names_the_limit_that_cut_an_episode(tok):
 
     assert all(t.cut_by is None and t.attempts == 3 for t in run(max_turns=3))  # the environment ended them
     assert all(t.cut_by == "max_turns" and t.truncated and t.attempts == 2 for t in run(max_turns=2))
-    by_budget = run(max_turns=3, max_tokens=6)  # 4 action tokens + 11 feedback ids exhaust the budget
+    by_budget = run(max_turns=3, max_tokens=4)  # the 4 action tokens exhaust the budget
     assert all(t.cut_by == "max_tokens" and t.truncated for t in by_budget)
     rewards, _ = rewards_of([by_budget], RewardWeights())
     assert (rewards == 0.0).all() and build_batch([by_budget], rewards, pad_id=0).loss_mask.sum() > 0
+    by_feedback = run(max_turns=3, max_tokens=6)  # 4 action tokens, then 11 feedback ids overflow it
+    assert all(t.cut_by == "feedback_overflow" and t.truncated and t.attempts == 1 for t in by_feedback)
 
 
 def test_a_group_of_multi_turn_episodes_shares_its_prompt_exactly(tok):
