@@ -11,7 +11,7 @@ reading what the document says; each a standing case (real generated tasks, the 
   tenths from one of three thresholds), the earlier years' were drawn apart, so the best cut on the last
   year's debt alone picked the margin in 71% of 300 covenant tasks (levels 4-5), its ratio to the largest
   earlier year's 70%, to revenue (no EBITDA, no threshold read) 78%, a coin 50%. Every year's debt now
-  sits 1 to 6 tenths either side of one of five thresholds (``_gen.LEVERAGE_OFFSETS``): 63%, 64% and 63%;
+  sits 1 to 6 tenths either side of one of five thresholds (``_gen.LEVERAGE_OFFSETS``): 54%, 63% and 64%;
   the exact ratio 100%. A two-way branch keeps its coin: a cut on any one figure stays above 50%.
 """
 
@@ -87,4 +87,4 @@ def test_the_covenant_branch_does_not_show_in_the_debt_alone() -> None:
     assert exact == 300
     assert 0.3 <= sum(high) / 300 <= 0.7
     cuts = _best_cut(last, high), _best_cut(to_peak, high), _best_cut(to_revenue, high)
-    assert max(cuts) <= 0.68, cuts  # before: 0.71, 0.70 and 0.78 over these draws; now 0.63, 0.64, 0.63
+    assert max(cuts) <= 0.68, cuts  # before: 0.71, 0.70 and 0.78 over these draws; now 0.54, 0.63, 0.64

@@ -24,10 +24,10 @@ reading it; each a standing case (real generated tasks, the real checker; no moc
   (``_gen.DNA_SHARE``): 162 of 300, where the constant high margin passes 150 (the wrong row always
   holds when the ratio is above: it can only err below).
 
-Left, measured: the printed size still tells the unit (a segment in millions prints a thousandth of one
-in thousands, and every company's segments are $20-900 million): "under 10,000 is millions" passes 300
-of 300 totals, and so does "the smaller of the two cells is in millions"; a company-size draw would blunt
-the first, not the second. Summing the discussion's dollar figures passes the totals asked about the
+Left, measured: the printed size still told the unit (a segment in millions prints a thousandth of one
+in thousands, and every company's segments were $20-900 million): "under 10,000 is millions" passed 300
+of 300 totals, and so did "the smaller of the two cells is in millions"; now test_doc_attacks14.py
+(``_gen.SEGMENT_SCALE``, ``_gen.MIXED_UNITS``). Summing the discussion's dollar figures passes the totals asked about the
 last fiscal year at levels 1-3 (55 of 55, none else): the discussion states those figures in dollars, a
 reading, and at levels 4-5, where it is off for 60% of segments, it passes 5 of 29.
 """
@@ -115,14 +115,14 @@ def test_the_dividend_branch_does_not_show_in_operating_income() -> None:
     to_income, to_ebitda, high, exact = [], [], [], 0
     for task in tasks:
         doc = parse_document(task.fields["document"])
-        hurdle = Decimal(re.search(r"exceeds \$(\d+) million", task.fields["document"])[1]) * 1000  # type: ignore[index]
+        hurdle = Decimal(re.search(r"exceeds \$([\d.]+) million", task.fields["document"])[1]) * 1000  # type: ignore[index]
         high.append("multiply(0.40," in task.fields["program"])
         exact += (_row(doc, INCOME, "Net income")[-1] > hurdle) == high[-1]
         to_income.append(hurdle / _row(doc, INCOME, "Operating income")[-1])
         to_ebitda.append(hurdle / _row(doc, EBITDA, "Adjusted EBITDA")[-1])
     assert exact == 200 and 0.3 <= sum(high) / 200 <= 0.7
     cuts = _best_cut(to_income, high), _best_cut(to_ebitda, high)
-    assert max(cuts) <= 0.7, cuts  # before: 0.995 and 0.945 over these draws; now 0.615 and 0.59
+    assert max(cuts) <= 0.7, cuts  # before: 0.995 and 0.945 over these draws; now 0.56 and 0.565
 
 
 def test_the_covenant_ratio_to_operating_income_is_not_the_ratio_to_adjusted_ebitda() -> None:
@@ -137,4 +137,4 @@ def test_the_covenant_ratio_to_operating_income_is_not_the_ratio_to_adjusted_ebi
         exact += (debt / _row(doc, EBITDA, "Adjusted EBITDA")[-1] > threshold) == high
         wrong_row += (debt / _row(doc, INCOME, "Operating income")[-1] > threshold) == high
     assert exact == 200
-    assert wrong_row <= 0.65 * 200, wrong_row  # before: 183 of 200; now 103 (the constant high margin: 96)
+    assert wrong_row <= 0.65 * 200, wrong_row  # before: 183 of 200; now 106 (the constant high margin: 98)

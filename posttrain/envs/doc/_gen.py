@@ -2,11 +2,12 @@
 
 A report (``build_report``) is a fictional company's: a cover, a business overview, management's
 discussion (narrative figures, one of them possibly wrong), the income statement, balance sheet and
-cash flows (in thousands), segment revenue in two tables on different pages and scales (thousands and
-millions), segment operating income, an Adjusted EBITDA reconciliation, notes (a restatement of the
-prior year, a credit agreement whose margin depends on leverage, a dividend that depends on net
-income) and filler notes (leases, properties, headcount, quarterly results, risk factors) up to the
-level's length. Pages are cut at about ``PAGE_CHARS`` characters, never inside a table.
+cash flows (in thousands), segment revenue in two tables on different pages, each in thousands or
+millions (``SEGMENT_SCALE``, ``MIXED_UNITS``), segment operating income, an Adjusted EBITDA
+reconciliation, notes (a restatement of the prior year, a credit agreement whose margin depends on
+leverage, a dividend that depends on net income) and filler notes (leases, properties, headcount,
+quarterly results, risk factors) up to the level's length. Pages are cut at about ``PAGE_CHARS``
+characters, never inside a table.
 
 Every printed number is recorded as a ``Cell`` (page, table, row, column, text, exact value in
 dollars, and the concept it shows, so the same fact printed twice is cited from either place).
@@ -16,7 +17,7 @@ scale, or text), the facts the answer rests on and, for arithmetic, a FinQA-styl
 | kind | asks | rests on |
 |---|---|---|
 | figure | one figure in dollars (the table's "in thousands" folded in) | 1 cell |
-| total | two segments' revenue, from tables on different pages and scales | 2 cells |
+| total | two segments' revenue, from tables on different pages (in a quarter, in different units) | 2 cells |
 | growth | change between two years, percent to 2 places | 2 cells |
 | margin | operating income / revenue, percent to 1 place | 2 cells |
 | restated | net income as originally reported, before a restatement | 1 cell of the note's table |
@@ -32,11 +33,10 @@ text is ASCII so that the PDF rendering (core fonts) holds every character.
 from __future__ import annotations
 
 import functools
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 PAGE_CHARS = 3200
@@ -55,13 +55,17 @@ LEVERAGE_OFFSETS = range(1, 7)
 alone drawn (3 to 12 tenths off, three thresholds) and the earlier years' drawn apart from EBITDA, the
 branch showed in the debt without the ratio: the best cut on the last year's debt alone picked it in 78%
 of 300 covenant tasks (levels 4-5), on its ratio to the largest earlier year's 75%, to revenue 80% (a
-coin: 50%). Now 62%, 61% and 65%; the exact ratio always (1 tenth off is far from a rounding)."""
+coin: 50%). Now, over tests/envs/test_doc_attacks12.py's 300, 54%, 63% and 64% (63%, 64% and 66% with
+every company's segments $20-900 million: the debt alone told more before SEGMENT_SCALE); the exact ratio
+always (1 tenth off is far from a rounding)."""
 HURDLE_OFFSETS = range(1, 6)
 """How far (in percent of net income) the dividend's hurdle is from the last year's net income, either
-side, then rounded away from it to whole millions. At 10% either side, with net income 72-82% of operating
-income (the tax rate; interest was small), the best cut on the hurdle's ratio to operating income (net
-income unread) picked the dividend in 299 of 300 dividend tasks (levels 4-5), to Adjusted EBITDA 281 (a
-coin: 150). Now (with INTEREST_SHARE) 182 and 172."""
+side, then rounded away from it to three significant figures in millions, whole millions at most (whole
+millions alone put a small company's hurdle far off: tests/envs/test_doc_attacks14.py). At 10% either
+side, with net income 72-82% of operating income (the tax rate; interest was small), the best cut on the
+hurdle's ratio to operating income (net income unread) picked the dividend in 299 of 300 dividend tasks
+(levels 4-5), to Adjusted EBITDA 281 (a coin: 150). Now (with INTEREST_SHARE and SEGMENT_SCALE)
+182-184 and 179-187 over three draws of 300."""
 INTEREST_SHARE = (500, 4000)
 """Interest expense in hundredths of a percent of operating income (5-40%: interest covered 2.5 to 20
 times). Drawn as $2-30 million whatever the income, it left net income 72-82% of operating income (the
@@ -70,8 +74,9 @@ DNA_SHARE = (500, 2000)
 """Depreciation and amortization in hundredths of a percent of revenue (5-20%). Drawn as $5-60 million
 whatever the revenue, it was a few percent of operating income, so the covenant's ratio taken to
 operating income instead of Adjusted EBITDA (the threshold read, the row not) picked the margin in 278
-of 300 covenant tasks (levels 4-5). Now 162, where the constant high margin passes 150 (above the
-threshold, the ratio to operating income is above too: the wrong row errs only below)."""
+of 300 covenant tasks (levels 4-5). Now 147-170 over three draws of 300, where the constant high margin
+passes 136-159 (above the threshold, the ratio to operating income is above too: the wrong row errs only
+below)."""
 
 _NAMES = ("Northwind", "Bluefield", "Ardent", "Copperline", "Halvorsen", "Meridian", "Quarry Point", "Sable",
           "Tamarack", "Vantage", "Wexford", "Zenith")
@@ -109,11 +114,28 @@ SEGMENT_PLACES = (0, 1)
 """The decimal places a segment revenue table prints, drawn for each table apart from its unit (real
 reports print millions with none or one, now and then thousands with one). With millions always to one
 place and thousands to none, "a cell with a decimal point is in millions" found the millions table of
-300 of 300 total questions without a look at its unit; now 78 of 300, and the best rule on the points
-alone (the one cell with a point is in millions, else the first named) 167 of 300, a coin. A third place
-for millions alone would tell again (two places: millions; the best rule on the places alone, 67%). The
-printed size still tells, as it must: a segment in millions prints a thousandth of one in thousands
-(tests/envs/test_doc_attacks13.py's docstring)."""
+300 of 300 total questions without a look at its unit; now 69-84 of 300 (three draws), and "the one
+cell with a point is in millions, else the first named" 35-44 (167 while one table was always in
+millions, a coin). A third place for millions alone would tell again (two places: millions; the best rule
+on the places alone, 67%). The printed size no longer tells either: SEGMENT_SCALE."""
+SEGMENT_SCALE = (3.0, 5.0)
+"""A company's typical segment revenue as its tables print it: log10 in the company's unit, drawn uniformly
+(1,000 to 100,000), the unit a coin apart from it: thousands ($1-100 million a segment) or millions ($1-100
+billion), as smaller filers report in thousands and larger ones in millions. With every company's segments
+$20-900 million and one table always in millions, a segment in millions printed 20-900 and one in
+thousands 20,000-900,000: "a cell under 10,000 is in millions" and "the smaller of the two is in millions"
+each passed 300 of 300 total questions (levels 1-5) without a look at a unit line. Now the two units print
+the same sizes: 127 and 72 of tests/envs/test_doc_attacks14.py's 300, the best cut on one printed cell 168
+(the commonest pair of units, guessed: 125). What tells is MIXED_UNITS's pairs; and the income statement's
+revenue in thousands, which the segments add up to (a reading, left)."""
+SEGMENT_SPREAD = 0.5
+"""Each segment's revenue each year is the typical one times up to 10**0.5 (about 3) either way."""
+MIXED_UNITS = 0.25
+"""The share of reports whose two segment revenue tables are in different units (one of them, either, in
+the other unit than the company's). Such a pair prints a thousand apart, as any realistic one would, so
+the best rule on the two printed sizes is right on these and a coin on the rest: 198 of
+tests/envs/test_doc_attacks14.py's 300 (72 of them in two units; 66%, where the unit read passes 300).
+With one table always in millions (1.0), that rule passed 300 of 300."""
 _GRAIN = {("thousands", 0): 1000, ("thousands", 1): 100, ("millions", 0): 1_000_000, ("millions", 1): 100_000}
 """The dollars a segment revenue table's last printed digit stands for: its figures are drawn to that
 grain, so the last digit is any digit (a thousands table to one place, drawn in whole thousands, would
@@ -214,6 +236,11 @@ def _k(rng: random.Random, lo: int, hi: int) -> int:
     return rng.randint(lo // 100_000, hi // 100_000) * 100_000
 
 
+def _share(rng: random.Random, usd: int, lo: int, hi: int) -> int:
+    """``lo`` to ``hi`` hundredths of a percent of ``usd``, in whole thousands (at least one thousand)."""
+    return max(1000, usd * rng.randint(lo, hi) // 10_000 // 1000 * 1000)
+
+
 def _row(values: list[int], concept: str | None, years: list[int], fmt: Callable[[int], str] = thousands,
          extra: tuple[Any, ...] = ()) -> list[tuple[str, Decimal, Any]]:
     return [(fmt(v), Decimal(v), (concept, *extra, y) if concept else None) for v, y in zip(values, years, strict=True)]
@@ -228,13 +255,18 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
     company = f"{rng.choice(_NAMES)} {rng.choice(_SUFFIX)}"
     segments = rng.sample(_SEGMENT_NAMES, n_seg)
     group_a, group_b = segments[: (n_seg + 1) // 2], segments[(n_seg + 1) // 2:]
-    # which revenue table is in millions, and the places each prints, are drawn apart (SEGMENT_PLACES)
-    in_millions = rng.choice(("product", "service"))
+    # the company's unit and size, the tables' units and the places each prints: see SEGMENT_SCALE,
+    # MIXED_UNITS and SEGMENT_PLACES
+    home = rng.choice(("thousands", "millions"))
+    units = {"product": home, "service": home}
+    if rng.random() < MIXED_UNITS:
+        units[rng.choice(("product", "service"))] = "millions" if home == "thousands" else "thousands"
+    scale = rng.uniform(*SEGMENT_SCALE) + (3 if home == "thousands" else 6)  # log10 of a typical segment's dollars
     places = {name: rng.choice(SEGMENT_PLACES) for name in ("product", "service")}
-    grain = {s: _GRAIN[("millions" if name == in_millions else "thousands", places[name])]
+    grain = {s: _GRAIN[(units[name], places[name])]
              for group, name in ((group_a, "product"), (group_b, "service")) for s in group}
-    seg_rev = {s: [rng.randint(20_000_000 // grain[s], 900_000_000 // grain[s]) * grain[s] for _ in years]
-               for s in segments}
+    seg_rev = {s: [max(1, round(10 ** (scale + rng.uniform(-SEGMENT_SPREAD, SEGMENT_SPREAD)) / grain[s])) * grain[s]
+                   for _ in years] for s in segments}
     fine = [s for s in segments if grain[s] < 1000]
     for i in range(n_years):  # revenue, printed in whole thousands, is in whole thousands
         if fine:
@@ -254,12 +286,12 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
     dna = [r * rng.randint(*DNA_SHARE) // 10_000 // 1000 * 1000 for r in revenue]
     ebitda = [oi + d for oi, d in zip(op_income, dna, strict=True)]
     rep = Report(facts={"company": company, "years": years, "segments": segments, "group_a": group_a,
-                        "group_b": group_b, "level": level, "in_millions": in_millions, "places": places})
+                        "group_b": group_b, "level": level, "units": units, "places": places})
     f = rep.facts
     f.update(seg_rev=seg_rev, revenue=revenue, op_income=op_income, net=net, ebitda=ebitda)
     restated = level >= 3 and n_years >= 2
     if restated:
-        delta = rng.choice([-1, 1]) * rng.randint(2, 9) * 1_000_000
+        delta = rng.choice([-1, 1]) * max(1000, net[-2] * rng.randint(2, 9) // 100 // 1000 * 1000)
         f["restatement"] = {"year": years[-2], "net": net[-2], "tax": tax[-2], "original_net": net[-2] + delta,
                             "original_tax": tax[-2] - delta}
     clauses = level >= 4
@@ -272,15 +304,19 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
         leverage = [t + side * Decimal(rng.choice(LEVERAGE_OFFSETS)) / 10 for side in sides]
         debt_by_leverage = [int((Decimal(e) * r) // 1000 * 1000) for e, r in zip(ebitda, leverage, strict=True)]
         f["covenant"] = {"threshold": t, "high": Decimal("2.75"), "low": Decimal("1.50"), "above": above}
-        # the hurdle a few percent either side of net income (HURDLE_OFFSETS), in whole millions past it
+        # the hurdle a few percent either side of net income (HURDLE_OFFSETS), rounded away from it to three
+        # significant figures in millions, whole millions at most (in whole millions, a small company's hurdle
+        # sat far from its net income: tests/envs/test_doc_attacks14.py)
         side = 1 if rng.random() < 0.5 else -1
         musd = Decimal(net[-1]) * (1 + side * Decimal(rng.choice(HURDLE_OFFSETS)) / 100) / 1_000_000
-        hurdle = math.ceil(musd) if side > 0 else math.floor(musd)
-        f["dividend"] = {"hurdle_musd": max(hurdle, 1), "high": Decimal("0.40"), "low": Decimal("0.15")}
-    debt = [_k(rng, 50_000_000, 900_000_000) for _ in years]
+        step = Decimal(1).scaleb(min(0, musd.adjusted() - 2))
+        hurdle = musd.quantize(step, rounding=ROUND_CEILING if side > 0 else ROUND_FLOOR)
+        f["dividend"] = {"hurdle_musd": hurdle, "high": Decimal("0.40"), "low": Decimal("0.15")}
+    # balance sheet and cash flow figures a share of revenue (segments run $1 million to $100 billion: SEGMENT_SCALE)
+    debt = [_share(rng, r, 500, 6000) for r in revenue]
     if clauses:
         debt = debt_by_leverage
-    cash = [_k(rng, 10_000_000, 300_000_000) for _ in years]
+    cash = [_share(rng, r, 200, 2000) for r in revenue]
     f.update(debt=debt)
 
     _cover(rep, company, years)
@@ -306,16 +342,16 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
     rep.table("Consolidated balance sheet (at fiscal year end)", cols, [
         ("Cash and equivalents", _row(cash, "cash", years)),
         ("Total debt", _row(debt, "debt", years)),
-        ("Total equity", _row([_k(rng, 200_000_000, 2_000_000_000) for _ in years], "equity", years)),
+        ("Total equity", _row([_share(rng, r, 2000, 12_000) for r in revenue], "equity", years)),
     ])
-    shares = [rng.randint(20_000, 900_000) * 1000 for _ in years]
+    shares = [max(1000, r // rng.randint(5, 100) // 1000 * 1000) for r in revenue]  # $5-100 of revenue a share
     rep.table("Share data", ["In thousands of shares", *map(str, years)],
               [("Shares outstanding at year end", _row(shares, "shares", years))])
     rep.heading("5. Consolidated statement of cash flows")
     rep.table("Consolidated statement of cash flows", cols, [
         ("Net income", _row(shown_net, "net", years)),
         ("Depreciation and amortization", _row(dna, "dna", years)),
-        ("Capital expenditures", _row([-_k(rng, 5_000_000, 90_000_000) for _ in years], "capex", years)),
+        ("Capital expenditures", _row([-_share(rng, r, 100, 800) for r in revenue], "capex", years)),
     ])
     _segments(rep, rng, years, group_a, group_b, seg_rev, op_income)
     rep.heading("7. Non-GAAP measures")
@@ -351,8 +387,10 @@ def _discussion(rep: Report, rng: random.Random, years: list[int], segments: lis
         stated = true
         if level >= 4 and rng.random() < 0.6:
             # off by whole units of the table's last digit, at least 100,000: off by 100,000s from a table in
-            # whole millions, a stated figure's hundred-thousands digit said whether it agreed
-            stated = true + rng.choice([-1, 1]) * rng.randint(1, 40) * max(grain[seg], 100_000)
+            # whole millions, a stated figure's hundred-thousands digit said whether it agreed; at most half the
+            # figure (a segment of a few hundred thousand dollars stated below zero)
+            step = max(grain[seg], 100_000)
+            stated = true + rng.choice([-1, 1]) * rng.randint(1, max(1, min(40, true // step // 2))) * step
         sentence = rep.para(f"Revenue of the {seg} segment was ${stated:,} in fiscal {years[-1]}, "
                             f"{'up' if rng.random() < 0.6 else 'down'} on the prior year.")
         claims[seg] = (stated, sentence)
@@ -363,19 +401,21 @@ def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[s
               seg_rev: dict, op_income: list[int]) -> None:
     rep.heading("6. Segment information")
     cols = ["In thousands of U.S. dollars", *map(str, years)]
-    # which of the two tables is in millions is drawn (build_report): with the service table always the
-    # one, a total's second-named segment (always a service one) times a million and the first times a
-    # thousand passed 300 of 300 total questions without a look at either table's unit
-    in_millions, places = rep.facts["in_millions"], rep.facts["places"]
+    # each table's unit is drawn (build_report): with the service table always the one in millions, a
+    # total's second-named segment (always a service one) times a million and the first times a thousand
+    # passed 300 of 300 total questions without a look at either table's unit
+    units, places = rep.facts["units"], rep.facts["places"]
     for group, name in ((group_a, "product"), (group_b, "service")):
         if name == "service":
-            rep.para(f"Revenue of the {in_millions} segments is reported in millions of U.S. dollars, as the "
-                     f"{in_millions} businesses report it to the chief operating decision maker.")
+            said = [n for n in ("product", "service") if units[n] == "millions"] or ["product", "service"]
+            unit_words = "millions" if units[said[0]] == "millions" else "thousands"
+            rep.para(f"Revenue of the {' and '.join(said)} segments is reported in {unit_words} of U.S. dollars, as "
+                     f"the {' and '.join(said)} businesses report it to the chief operating decision maker.")
             for _ in range(2):
                 rep.para(_risk_text(rng))
             rep.break_page()  # the second revenue table is on a later page than the first
-        unit, scaled = ("millions", millions) if name == in_millions else ("thousands", thousands)
-        fmt = functools.partial(scaled, places=places[name])
+        unit = units[name]
+        fmt = functools.partial(millions if unit == "millions" else thousands, places=places[name])
         rep.facts[f"table_{name}"] = rep.table(
             f"Segment revenue, {name} segments", [f"In {unit} of U.S. dollars", *map(str, years)],
             [(s, _row(seg_rev[s], "seg_rev", years, fmt, (s,))) for s in group])

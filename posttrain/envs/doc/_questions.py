@@ -169,7 +169,7 @@ def _q_dividend(rng: random.Random, rep: Report) -> Question:
                     "in U.S. dollars.", {"number": _usd(per_share * shares[0].value), "scale": ""},
                     [fact, _fact(net), _fact(shares)],
                     [cite, (net[0].location, net[0].text), (shares[0].location, shares[0].text)],
-                    f"greater({_usd(net[0].value)}, {d['hurdle_musd'] * 1_000_000}), "
+                    f"greater({_usd(net[0].value)}, {_usd(d['hurdle_musd'] * 1_000_000)}), "
                     f"multiply({per_share}, {_usd(shares[0].value)})", "dividend")
 
 
