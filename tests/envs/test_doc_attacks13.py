@@ -27,9 +27,9 @@ reading it; each a standing case (real generated tasks, the real checker; no moc
 Left, measured: the printed size still told the unit (a segment in millions prints a thousandth of one
 in thousands, and every company's segments were $20-900 million): "under 10,000 is millions" passed 300
 of 300 totals, and so did "the smaller of the two cells is in millions"; now test_doc_attacks14.py
-(``_gen.SEGMENT_SCALE``, ``_gen.MIXED_UNITS``). Summing the discussion's dollar figures passes the totals asked about the
-last fiscal year at levels 1-3 (55 of 55, none else): the discussion states those figures in dollars, a
-reading, and at levels 4-5, where it is off for 60% of segments, it passes 5 of 29.
+(``_gen.SEGMENT_SCALE``, ``_gen.MIXED_UNITS``). Summing the discussion's dollar figures passes the
+totals asked about the last fiscal year at levels 1-3 (55 of 55, none else): the discussion states those
+figures in dollars, a reading, and at levels 4-5, where it is off for 60% of segments, it passes 5 of 29.
 """
 
 from __future__ import annotations
