@@ -19,7 +19,9 @@ YAML is read as YAML 1.2 reads numbers: ``3e-3`` is a float (PyYAML's YAML 1.1 r
 string "3e-3"), ``010`` is ten (1.1: octal 8), and ``1:30``, ``1_000`` and ``0b101`` are strings (1.1:
 90, 1000 and 5), in recipe files and in ``--set`` values alike; a key given twice in one mapping is
 an error there too (PyYAML keeps the later value, silently), and so is nesting too deep to parse.
-Written back with ``dump_yaml`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
+A plain ``yes``, ``no``, ``on`` or ``off`` (booleans to YAML 1.1, strings to 1.2) is read as 1.1 reads it
+in a boolean field, and refused naming its key anywhere else (a string, a list item, a generator's
+``params``), where neither reading is safe (``find_yaml11_word``). Written back with ``dump_yaml`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
 (``0o17``, ``1e3``, ``-.5``) is quoted, so what is written reads back as the same string.
 
 ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
@@ -224,6 +226,53 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
 _YAML12Loader.add_constructor(_INT, _construct_int)
 
 
+class Yaml11Word(str):
+    """A plain ``yes``, ``no``, ``on`` or ``off`` (PyYAML's case forms): a boolean to YAML 1.1, a string to
+    YAML 1.2. ``parse_yaml`` reads it as this string; ``parse_config`` reads it as YAML 1.1's boolean in a
+    boolean field and refuses it anywhere else (``find_yaml11_word``)."""
+
+    @property
+    def truth(self) -> bool:
+        """What YAML 1.1 reads: ``yes``/``on`` true, ``no``/``off`` false."""
+        return self.lower() in ("yes", "on")
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool | str:
+    """YAML 1.2's booleans are ``true``/``false`` (three case forms); the 1.1-only words are ``Yaml11Word``s."""
+    text = loader.construct_scalar(node)
+    return text.lower() == "true" if text.lower() in ("true", "false") else Yaml11Word(text)
+
+
+_YAML12Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_YAML12Dumper.add_representer(Yaml11Word, yaml.SafeDumper.represent_str)  # quoted: it reads back as a string
+
+
+def find_yaml11_word(data: Any, where: str) -> str | None:
+    """A one-line complaint about the first ``Yaml11Word`` value in ``data`` (named by its dotted path
+    from ``where``), or None. Where no boolean is expected the two YAMLs disagree and neither reading
+    is safe: as 1.1, ``model.name: no`` was the boolean false ("expected a string, got False"); as 1.2,
+    a generator's ``params: {hard: no}`` would be the string "no", which Python takes for true.
+
+    >>> find_yaml11_word(parse_yaml("params: {hard: no}"), "tasks.train[0]")
+    "tasks.train[0].params.hard: no is false to YAML 1.1 and the string 'no' to YAML 1.2; write true or false, or quote it as a string"
+    """
+    if isinstance(data, Yaml11Word):
+        return (f"{where}: {data} is {str(data.truth).lower()} to YAML 1.1 and the string {str(data)!r} to YAML "
+                "1.2; write true or false, or quote it as a string")
+    items = data.items() if isinstance(data, Mapping) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if (found := find_yaml11_word(value, f"{where}[{key}]" if isinstance(data, list) else f"{where}.{key}")):
+            return found
+    return None
+
+
+def _takes_bool(tp: Any) -> bool:
+    """Whether a field of type ``tp`` takes a boolean (``bool``, ``bool | None``, ``bool | Literal["auto"]``)."""
+    if get_origin(tp) is Annotated:
+        return _takes_bool(get_args(tp)[0])
+    return tp is bool or get_origin(tp) in (typing.Union, types.UnionType) and bool in get_args(tp)
+
+
 def parse_yaml(text: str) -> Any:
     """``yaml.safe_load`` with YAML 1.2 numbers (``3e-3`` is a float); a duplicate key, nesting
     deeper than the parser's recursion takes, a recursive anchor, or aliases that expand past
@@ -399,6 +448,10 @@ def _check_size(value: float, where: str, expected: str | None) -> None:
 def _coerce(tp: Any, value: Any, where: str, *, sized: bool = True) -> Any:  # noqa: C901 - one branch per type
     """``value`` as type ``tp`` (at ``where``), or a ``ConfigError``; ``sized``: check ``_check_size``
     here (an ``Annotated`` field checks its range first, then the size)."""
+    if isinstance(value, Yaml11Word):  # a boolean field reads YAML 1.1's; elsewhere the two YAMLs disagree
+        if _takes_bool(tp):
+            return value.truth
+        raise ConfigError(find_yaml11_word(value, where))
     origin = get_origin(tp)
     if origin is Annotated:
         base, *extras = get_args(tp)
@@ -444,7 +497,9 @@ def _coerce(tp: Any, value: Any, where: str, *, sized: bool = True) -> Any:  # n
         if key_tp is not str or bad is not None:
             raise ConfigError(f"{where}: expected string keys, got {bad!r}")
         return {k: _coerce(item_tp, v, f"{where}.{k}") for k, v in value.items()}
-    if tp is Any:
+    if tp is Any:  # taken as YAML gave it, less the words whose reading the two YAMLs dispute
+        if (word := find_yaml11_word(value, where)) is not None:
+            raise ConfigError(word)
         return value
     if dataclasses.is_dataclass(tp):
         return parse_config(tp, value if value is not None else {}, where=where)

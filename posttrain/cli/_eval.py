@@ -203,6 +203,38 @@ def _validate(args: argparse.Namespace) -> None:
         _check_eval_out(args.out)
 
 
+ENDPOINT_CONNECT_S = 10.0
+"""How long ``check_endpoint`` waits for the server (or its proxy) to accept a connection."""
+
+
+def check_endpoint(url: str, *, timeout: float = ENDPOINT_CONNECT_S) -> None:
+    """Connect once to ``--endpoint``'s server, or to the proxy urllib would send its requests through,
+    before any work: a dead server failed at the first request, after the tokenizer and the tasks had
+    loaded and the progress bar had started. Only a connection (no request: the API is the first
+    request's to judge); ``UserError`` in one line naming the URL, the address and why."""
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    from posttrain.policy import EndpointSampler
+
+    EndpointSampler(url, "")  # its checks of the URL, one line each
+    parts = urllib.parse.urlsplit(url)
+    host, port, via = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), ""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host or ""):
+        hop = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port, via = hop.hostname, hop.port or 80, f" (its proxy, {proxy})"
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except TimeoutError:
+        raise UserError(f"--endpoint {url}: no connection to {host}:{port}{via} within {timeout:g} s; start the "
+                        "server, or check the URL") from None
+    except OSError as e:
+        raise UserError(f"--endpoint {url}: cannot connect to {host}:{port}{via} ({e.strerror or e}); start the "
+                        "server, or check the URL") from None
+
+
 EVAL_OUT_FILES = ("records.jsonl", "noop.jsonl", "summary.json")
 """What ``eval --out DIR`` writes (and ``views/eval/``): an earlier evaluation's are not written over."""
 
@@ -568,6 +600,8 @@ def run_eval(args: argparse.Namespace) -> dict[str, Any]:
     given = args.max_new_tokens is not None
     length = _resolve_length(args)
     _validate(args)
+    if args.endpoint:  # the flags first (no connection for a command refused anyway), then the server, then work
+        check_endpoint(args.endpoint, timeout=min(ENDPOINT_CONNECT_S, args.endpoint_timeout or ENDPOINT_CONNECT_S))
     tasks = _tasks(args)
     _check_lengths(args, tasks, length, given=given)
     whole_run = args.run and not (args.responses or args.model or args.endpoint)

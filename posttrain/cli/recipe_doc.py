@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import errno
 import functools
 import inspect
 import json
+import os
 import sys
 import textwrap
 import types
@@ -193,6 +195,25 @@ def recipe_reference() -> str:
 REGENERATE = "python -m posttrain.cli.recipe_doc > docs/recipe.md"
 
 
+def _why_not_a_file(path: Path) -> str:
+    """What ``path``, no regular file, is: a symbolic link to nothing or a loop was "no such file",
+    though ``ls`` lists it; so was a link to a device."""
+    if path.is_dir():
+        return "is a directory, expected the generated file"
+    if path.is_symlink():
+        try:
+            path.stat()
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return "a symbolic link loop; expected the generated file"
+            return f"a symbolic link to {os.readlink(path)}, which does not exist; expected the generated file " \
+                   f"(make it: {REGENERATE})"
+        return f"a symbolic link to {os.readlink(path)}, a device, socket or pipe; expected the generated file"
+    if path.exists():
+        return "a device, socket or pipe, not a file; expected the generated file"
+    return f"no such file (make it: {REGENERATE})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", type=Path, metavar="FILE", help="exit 1 when FILE differs from the generated text")
@@ -202,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(text)
         return 0
     if not args.check.is_file():
-        what = "is a directory, expected the generated file" if args.check.is_dir() else f"no such file (make it: {REGENERATE})"
-        print(f"posttrain: error: --check {args.check}: {what}", file=sys.stderr)
+        print(f"posttrain: error: --check {args.check}: {_why_not_a_file(args.check)}", file=sys.stderr)
         return 2
     if args.check.read_text(encoding="utf-8", errors="replace") != text:  # a file that is not UTF-8 differs too
         print(f"posttrain: {args.check} is out of date with the recipe; regenerate it: {REGENERATE}", file=sys.stderr)

