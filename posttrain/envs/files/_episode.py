@@ -22,6 +22,10 @@
   task nor a target): ``list_dir`` does not show those, and ``git init`` or one ``pytest`` run beside the
   right work failed it as collateral (30 of 30 such honest episodes over 6 generated tasks, 0 now).
   Nothing is hidden by it: a target or a workspace file moved there is missing or deleted all the same.
+  Nor does it count toward the ``4 * MAX_FILES`` paths listed (``workspace.changed_paths``): a tox
+  environment in ``.tox`` (1,672 entries: ``python3 -m venv``) or a ``.git`` of 1,700 objects beside the
+  right work made the listing fail, the attempt ungradable (0 of 6 generated tasks passed each, one per
+  kind; 6 of 6 now). The host still walks at most 20,000 entries in all (``_changes.WALK_LIMIT``).
 - Modes and owners (``_metadata``): a ``chmod`` changes no byte, and the host reads every file as
   root, so ``chmod 000`` on a file the task leaves alone, on a target or on a directory passed (6 of 6
   generated tasks each), as did ``chmod +x`` or ``4755`` on a kept file. Now every entry the layers
@@ -82,8 +86,10 @@ from posttrain.envs.workspace import (
     Tool,
     ToolContext,
     WorkspaceSpec,
+    changed_paths,
     cut_middle,
     default_tools,
+    named,
     repo_path,
 )
 from posttrain.sandbox import Workspace, WorkspaceError, WorkspaceFileMissing, WorkspaceFileTooLarge
@@ -132,9 +138,8 @@ def _misnamed(misnamed: Sequence[tuple[str, str]]) -> Verdict:
     format: path 'a\\nb': a control character. Reply with one JSON object mapping each file ...", a reply
     an episode has no use for (a name of bytes that are not UTF-8 was "a string holds a lone surrogate",
     naming no file). Naming them gives nothing away: no task's file is among them."""
-    shown = [f"{_shown(p)} ({why})" for p, why in misnamed[:MAX_NAMED]]
-    more = f" and {len(misnamed) - MAX_NAMED} more" if len(misnamed) > MAX_NAMED else ""
-    return fail(f"Files with names no file of the task can have are in the workspace: {'; '.join(shown)}{more}. "
+    shown = named([f"{_shown(p)} ({why})" for p, why in misnamed], at_most=MAX_NAMED)
+    return fail(f"Files with names no file of the task can have are in the workspace: {shown}. "
                 "Rename or remove them; names are UTF-8 in Unicode NFC, without control characters or backslashes, "
                 f"at most {MAX_PATH_BYTES} bytes.", "format",
                 {"misnamed": [[_shown(p), why] for p, why in misnamed]})
@@ -155,7 +160,7 @@ MAX_NAME_CHARS = 120
 
 
 MAX_NAMED = 6
-"""Misnamed files a verdict's feedback names (then how many more)."""
+"""Misnamed files, or modes, a verdict's feedback names (then how many more: ``workspace.named``)."""
 
 
 def take_final_state(task: Task) -> Take:
@@ -166,7 +171,7 @@ def take_final_state(task: Task) -> Take:
     rewritten = frozenset(p for p, t in task.fields["targets"].items() if isinstance(t, Mapping) and "absent" not in t)
 
     def take(ws: Workspace, arguments: Mapping[str, Any]) -> str | Verdict:
-        listed = {p for p in ws.changed_paths(limit=4 * MAX_FILES, dirs=True) if p in known or not _tool_kept(p)}
+        listed = changed_paths(ws, keep=lambda p: p in known or not _tool_kept(p), limit=4 * MAX_FILES, dirs=True)
         dirs = {p for p in listed if p not in pristine and _is_dir(ws.lstat(p))}  # a file's path made a dir: read
         paths = sorted(listed - dirs)
         writes: dict[str, Any] = {}
@@ -248,9 +253,8 @@ def _metadata(ws: Workspace, files: Sequence[str], dirs: Sequence[str], rewritte
 
 def _modes(odd: Sequence[str]) -> Verdict:
     """The verdict on a final state whose modes or owners are not as they should be (``_metadata``)."""
-    shown = [cut_middle(s, MAX_NAME_CHARS) for s in odd[:MAX_NAMED]]
-    more = f"; and {len(odd) - MAX_NAMED} more" if len(odd) > MAX_NAMED else ""
-    return fail(f"Modes changed that the task does not ask to change: {'; '.join(shown)}{more}. Leave the mode of "
+    shown = named([cut_middle(s, MAX_NAME_CHARS) for s in odd], at_most=MAX_NAMED)
+    return fail(f"Modes changed that the task does not ask to change: {shown}. Leave the mode of "
                 "every file and directory that was there as it was, and make new ones readable and writable by "
                 "their owner (directories searchable too), with no setuid, setgid or sticky bit, not writable "
                 "by everyone.", "collateral", {"modes": list(odd), "problems": [f"collateral: {s}" for s in odd]})

@@ -14,6 +14,16 @@
   rest as a unified diff against the initial state; the repo verifier then grades that diff alone,
   on a fresh pristine copy in a sandbox job of its own (``_grade.py``). New binary files are left
   out (build artifacts). Nothing else of the workspace reaches the grader.
+- Modes (``workspace.mode_changes``): a diff carries content only, so the graded copy never has a
+  mode the agent set, and a mode is graded for nothing it enables. The execute bit is free (a new
+  script made ``+x``, an atomic rewrite left 0600: both pass). A mode no fix leaves, on a file or
+  directory of the repository, new or old, the root included, is refused as a link is (the grade
+  would be of a tree other than the one left): unreadable or unwritable by its owner (``chmod 000``
+  on a test file, a directory its owner cannot search), setuid, setgid or sticky, writable by
+  everyone. Each of these rode along with a right fix unseen (14 of 14 example tasks each, the
+  diff taken byte for byte the fix's), and a chmod alone read as "the repository's files are
+  unchanged": now the path and both modes are named. What ``graded`` leaves out (``.git``, caches,
+  the environment's directories) is neither looked at nor counted toward the paths listed.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ from posttrain.envs.workspace import (
     WorkspaceSpec,
     command_tool,
     default_tools,
+    mode_changes,
+    named,
     python_argv,
     python_environment,
     workspace_changes,
@@ -85,10 +97,19 @@ def take_diff(initial: Mapping[str, bytes]) -> Take:
                 before[path] = old_text
             if new_text is not None:
                 after[path] = new_text
+        modes = mode_changes(ws, keep=graded)
+        if odd := [m for m in modes if not m.is_sane]:
+            return fail(f"Submission refused: modes no fix leaves: {named([m.reason for m in odd])}. Put them back "
+                        "(the grader takes a diff, which carries no mode): files and directories stay readable and "
+                        "writable by their owner (directories searchable), with no setuid, setgid or sticky bit, "
+                        "not writable by everyone.", "refused", {"refused": [[m.path, "mode"] for m in odd],
+                                                                "modes": [m.reason for m in odd]}, DETECTED)
         diff = render_diff(before, after)
         if not diff:
+            changed = [m.reason for m in modes if m.old is not None]
+            only = f" Only modes changed, which a diff does not carry: {named(changed)}." if changed else ""
             return fail("Nothing to grade: the repository's files are unchanged (what is under "
-                        f"{', '.join(ENV_DIRS)} is the environment's, not the repository's).", "no_diff")
+                        f"{', '.join(ENV_DIRS)} is the environment's, not the repository's).{only}", "no_diff")
         return diff  # raw: a file's own ``` lines sit inside it behind a diff prefix (_diff._FENCE_RE)
 
     return take

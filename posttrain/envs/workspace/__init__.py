@@ -27,9 +27,12 @@ How a domain builds on it (``HasEpisodes.episode_env(task, ctx)`` returns the en
    a sandbox failure ``ToolInfraError``.
 3. ``take``: what your grader grades, taken host-side from the workspace, as the response text your
    ``Verifier`` reads. ``workspace_changes(ws, initial, keep=)`` gives ``{path: bytes | None |
-   SPECIAL}`` from the layers (no command the agent controls); leave out ``ENV_DIRS``. The kit then
-   calls ``verify(task, response)`` (the service's nested lane): the verifier must judge it on a
-   fresh pristine copy of its own, never in this workspace.
+   SPECIAL}`` from the layers (no command the agent controls); leave out ``ENV_DIRS``, which then
+   count toward no limit of paths, only the host's bound on its walk (``changed_paths``).
+   ``mode_changes(ws, keep=)`` gives what a diff cannot carry: each mode that is not as it was, and
+   each new entry's (``ModeChange``: path, both modes, ``reason``, ``is_sane``); what your grader
+   does with them is your rule. The kit then calls ``verify(task, response)`` (the service's nested
+   lane): the verifier must judge it on a fresh pristine copy of its own, never in this workspace.
 4. Scripted agents (optional): ``HasWorkspaceEpisodes.workspace_spec(task)`` and
    ``HasScriptedAgents`` (``scripted_agents()``: ``oracle`` and cheats as ``script(task) ->
    [call, ...]``; ``agent_probes(task)``) make ``ScriptedAgent(chat, tasks, name)``, a ``Sampler``
@@ -59,7 +62,14 @@ from posttrain.envs.workspace._agents import (
     agent_names,
     noop_script,
 )
-from posttrain.envs.workspace._changes import SPECIAL, workspace_changes
+from posttrain.envs.workspace._changes import (
+    SPECIAL,
+    ModeChange,
+    changed_paths,
+    mode_changes,
+    named,
+    workspace_changes,
+)
 from posttrain.envs.workspace._env import (
     MAX_STEPS,
     AgentLimits,
@@ -100,6 +110,7 @@ __all__ = [
     "Call",
     "HasScriptedAgents",
     "HasWorkspaceEpisodes",
+    "ModeChange",
     "ScriptedAgent",
     "ScriptedModel",
     "Take",
@@ -110,12 +121,15 @@ __all__ = [
     "WorkspaceSpec",
     "agent_names",
     "bash_tool",
+    "changed_paths",
     "check_arguments",
     "command_tool",
     "cut_middle",
     "default_tools",
     "edit_tool",
     "list_dir_tool",
+    "mode_changes",
+    "named",
     "noop_script",
     "normalize_output",
     "prompt_ids",
