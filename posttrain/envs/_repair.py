@@ -190,6 +190,14 @@ class RepairEnv:
         ids = self.turns.observe([{"role": "user", "content": text.removeprefix("\n")}])  # the template separates turns
         return StepResult(Observation(tuple(ids), self.chat.tokenizer.decode(ids)), verdict, False)
 
+    @property
+    def attempts_left(self) -> int:
+        """The attempts this episode may still make (the runner's ``feedback_overflow`` reads it)."""
+        if self.task is None:
+            return 0
+        limit = self.max_attempts if self.max_attempts is not None else self.task.limits.max_attempts
+        return max(limit - self.attempts, 0)
+
     def close(self) -> None:
         """Nothing to release: the verifier it calls is the run's (``Env.close``)."""
 

@@ -59,8 +59,9 @@ def rewards_of(
     "rm" (a score that is not finite counts as 0, the least); an infra-error sample stays NaN whatever
     the reward model says. ``attempt_discount ** (attempts - 1)`` scales the success of each episode
     -- every component but the length penalty, which stays whole, so that extra failed attempts never
-    shrink a failure's penalty (``EpisodeSpec``). Component means are of the scored episodes, before
-    the discount.
+    shrink a failure's penalty (``EpisodeSpec``); there a ``"feedback_overflow"`` episode scores the
+    floor (its later attempts, which the discount would have shrunk, never came). Component means are
+    of the scored episodes, before the discount.
     """
     parts = [[episode_reward(t, weights) for t in g] for g in groups]
     parts = [g if all(p.total == p.total for p in g) else [_DROPPED] * len(g) for g in parts]  # NaN: infra
@@ -80,6 +81,10 @@ def rewards_of(
         length = torch.tensor([[p.components["length"] for p in g] for g in parts], dtype=torch.float32)
         factor = torch.tensor([[attempt_discount ** max(t.attempts - 1, 0) for t in g] for g in groups])
         rewards = (rewards - length) * factor + length
+        # an overflow ended before the later attempts that would have discounted its failure: the floor
+        floor = failure_floor(weights).total
+        overflow = torch.tensor([[t.cut_by == "feedback_overflow" for t in g] for g in groups], dtype=torch.bool)
+        rewards = torch.where(overflow & ~torch.isnan(rewards), torch.full_like(rewards, floor), rewards)
     return rewards, means
 
 

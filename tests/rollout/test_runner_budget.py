@@ -17,10 +17,15 @@ from posttrain.types import Observation, StepResult, Task, Verdict  # noqa: E402
 
 
 class LongFeedbackEnv:
-    """Every answer fails and is followed by ``feedback`` tokens of feedback (a repair-style env)."""
+    """Every answer fails and is followed by ``feedback`` tokens of feedback (a repair-style env)
+    ``attempts`` times at most (None: it does not say how many: ``attempts_left`` is None)."""
 
-    def __init__(self, tok, feedback: int):
-        self.tok, self.feedback, self.seen = tok, feedback, []
+    def __init__(self, tok, feedback: int, attempts: int | None = None):
+        self.tok, self.feedback, self.seen, self.attempts = tok, feedback, [], attempts
+
+    @property
+    def attempts_left(self) -> int | None:
+        return None if self.attempts is None else self.attempts - len(self.seen)
 
     def reset(self, task):
         return Observation(tuple(self.tok(task.prompt)["input_ids"]), task.prompt)
@@ -44,7 +49,7 @@ def cut_by(left: int) -> str:
 def test_an_observation_past_the_budget_is_cut_not_appended(feedback):
     tok = build_char_tokenizer()
     sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
-    envs = [LongFeedbackEnv(tok, feedback) for _ in range(3)]
+    envs = [LongFeedbackEnv(tok, feedback, attempts=5) for _ in range(3)]
     runs = [Episode(Task(id=f"t{i}", domain="test", prompt="12+3=", fields={}), env, "g", i)
             for i, env in enumerate(envs)]
     budget, new = 30, 10  # each action is exactly 10 tokens (no EOS in this model's reach)
@@ -66,7 +71,7 @@ def test_the_context_never_outgrows_the_model(feedback):
     and each action after the first is capped to fit; nothing past it is ever sampled from."""
     tok = build_char_tokenizer()
     sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
-    envs = [LongFeedbackEnv(tok, feedback) for _ in range(2)]
+    envs = [LongFeedbackEnv(tok, feedback, attempts=20) for _ in range(2)]
     runs = [Episode(Task(id=f"t{i}", domain="test", prompt="12+3=", fields={}), env, "g", i)
             for i, env in enumerate(envs)]
     cap = 64
@@ -84,3 +89,18 @@ def test_a_policy_s_context_length_is_its_positions(tmp_path):
     policy = load_policy(build_embedded_default(tmp_path / "m"))
     assert context_length(policy) == policy.model.config.max_position_embeddings == 256
     assert context_length(object()) is None
+
+
+@pytest.mark.parametrize("attempts", [None, 6, 5])
+def test_an_overflow_the_step_limit_would_have_cut_anyway_is_max_tokens(attempts):
+    """An environment that does not say how many attempts it has left, or has more than the step limit
+    leaves turns for (6 against 5): failing on would end cut by ``max_turns`` at the floor, so the
+    overflow is no ``feedback_overflow`` (its verdict) but ``max_tokens`` (the floor); 5 attempts in 5
+    turns is a ``feedback_overflow``."""
+    tok = build_char_tokenizer()
+    sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
+    env = LongFeedbackEnv(tok, 25, attempts=attempts)  # 10 action tokens + 25 of feedback > 30
+    [traj] = run_batch(sampler, [Episode(Task(id="t", domain="test", prompt="12+3=", fields={}), env, "g", 0)],
+                       SamplingParams(max_new_tokens=10, seed=0), max_turns=5, max_tokens=30)
+    assert len(traj.ids) - len(traj.prompt_ids) == 10 and len(traj.turns) == 1  # room the feedback took
+    assert traj.cut_by == ("feedback_overflow" if attempts == 5 else "max_tokens")

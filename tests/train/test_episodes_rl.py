@@ -57,6 +57,10 @@ class FeedbackEnv:
         done = ok or self.n >= self.attempts
         return StepResult(Observation(() if done else tuple(self.encode(FEEDBACK)), "" if done else FEEDBACK), verdict, done)
 
+    @property
+    def attempts_left(self) -> int:
+        return self.attempts - self.n
+
     def close(self):
         pass
 

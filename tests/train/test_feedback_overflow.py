@@ -122,3 +122,22 @@ def test_the_other_cuts_still_score_the_floor(policy):
         r = rewards_of([group2], w)[0][0].tolist()
         assert r[0] == pytest.approx(floor) and r[1] == pytest.approx(verdict_reward(group2[1], w))
     assert rewards_of([group2], WEIGHTINGS["format"])[0][0, 1] == pytest.approx(0.2)  # 0, the floor, before
+
+
+@pytest.mark.parametrize("setting", ["discount", "step_limit"])
+def test_padding_never_pays_where_later_attempts_would_cost_more(policy, setting):
+    """An overflow at the first attempt skips the attempts after it. Under ``attempt_discount`` 0.5 a
+    plain wrong answer's second failure is worth half (0.1 under format 0.2): the overflow scores the
+    floor there. With 3 attempts and a step limit of 2, failing plainly ends in a ``max_turns`` cut
+    (the floor): the overflow is no ``feedback_overflow`` there but ``max_tokens``, the floor too.
+    Before, padding got 0.2 against 0.1 and 0.0."""
+    kw = {"attempts": 3, "turns": 2} if setting == "step_limit" else {}
+    discount = 0.5 if setting == "discount" else 1.0
+    padded = play(policy, scripts=[["3"], ["8", "8", "8"], [PAD, "8", "8"]], **kw)
+    plain = play(policy, scripts=[["3"], ["8", "8", "8"], ["8", "8", "8"]], **kw)
+    assert padded[2].attempts == 1 and plain[2].attempts == 2
+    assert padded[2].cut_by == ("max_tokens" if setting == "step_limit" else "feedback_overflow")
+    for label, w in WEIGHTINGS.items():
+        got = float(rewards_of([padded], w, attempt_discount=discount)[0][0, 2])
+        assert got <= float(rewards_of([plain], w, attempt_discount=discount)[0][0, 2]) + 1e-6, label
+        assert got == pytest.approx(failure_floor(w).total), label
