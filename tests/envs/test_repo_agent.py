@@ -26,7 +26,7 @@ from posttrain.tasks._load import load_tasks
 REPO = get_domain("repo")
 EXAMPLES = {t.id: t for t in load_tasks(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "repo.jsonl")}
 SHARED_PROMPT = ("inflection-init-invert_if-102-7", "inflection-init-compare-102-7",  # one line, two bugs
-                 "toolz-functoolz-constant-436-28", "toolz-functoolz-return_none-444-16")  # past a whole read
+                 "toolz-functoolz-binop-539-45", "toolz-functoolz-binop-529-39")  # past a whole read
 CLASS_OF = {
     "edit_tests": "no_source_change", "delete_tests": "no_source_change", "skip_conftest": "refused",
     "outcome_conftest": "refused", "exit_in_init": "not_run", "os_exit_in_init": "no_report",

@@ -15,7 +15,8 @@ only its file is; 3 when the traceback never reaches the bug's file (the bug ret
 value that the test noticed later) and at least two tests fail, or only the file is reached by
 one; 4 when a single test fails far from the bug; one level easier in a one-module project
 (inflection), where the file is never in doubt. Every task's reference is the diff that restores
-the pristine line.
+the pristine line. ``record_of`` withholds about half of a task's failing test functions from the
+workspace when it has two or more (``_withhold.py``: a ``test_patch`` gives them to the verifier).
 
 Rebuild the packs (2 cores: 5-20 minutes a project), or re-check the shipped ones under the
 real grader (``--validate``: the reference must pass within a quarter of the task's timeout, the buggy
@@ -41,6 +42,7 @@ from typing import Any
 from posttrain.envs.repo._diff import is_test_path, render_diff
 from posttrain.envs.repo._mutate import OPERATORS, mutate, mutation_sites
 from posttrain.envs.repo._task import initial_tree
+from posttrain.envs.repo._withhold import WITHHELD_NOTE, issue_errors, withhold
 from posttrain.types import Task
 
 PACKS = Path(__file__).resolve().parent / "data" / "packs"
@@ -239,9 +241,10 @@ def task_level(rec: Mapping[str, Any]) -> int:
 
 
 def record_of(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """The task record of a pack entry."""
+    """The task record of a pack entry, with about half of its failing test functions withheld from the
+    workspace when there are two or more (``_withhold.py``): the prompt names the visible ones only."""
     project = PROJECTS[rec["project"]]
-    return {
+    out = {
         "id": rec["id"], "domain": "repo", "prompt": rec["prompt"],
         "repo": {"project": rec["project"], "patch": rec["patch"]},
         "environment": {"language": "python", "test_command": f"python -m pytest -q {project['tests']}",
@@ -251,6 +254,14 @@ def record_of(rec: Mapping[str, Any]) -> dict[str, Any]:
         "tags": ["generated", rec["operator"], rec["project"].rsplit("-", 1)[0]],
         "feedback_loop": True, "max_attempts": 3,
     }
+    held = withhold(rec, initial_tree({"repo": out["repo"]}))
+    if held is not None:
+        workspace_patch, test_patch, visible = held
+        out["repo"] = {**out["repo"], "patch": rec["patch"] + workspace_patch}
+        out["test_patch"] = test_patch
+        out["prompt"] = _issue(rec["project"], visible, issue_errors(rec["prompt"], visible)).replace(
+            "\n\nFind the bug", f"\n{WITHHELD_NOTE}\n\nFind the bug", 1)
+    return out
 
 
 def generate_tasks(env: Any, n: int, *, seed: int = 0, level: int | None = None) -> list[Task]:
