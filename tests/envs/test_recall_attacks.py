@@ -1,7 +1,9 @@
 """The recall domain read as a policy would: a fact was always the first number of its episode, so
 answering the first number (ignoring the question's key) passed 190 of 190 generated tasks. Generated
-tasks now state other keys' codes before the fact and after it; every answer by place fails or
-passes at most a third, the gold passes all, and an episode shows the notes before the fact first.
+tasks now state other keys' codes before the fact and after it; every answer by place passes at most
+a third (the first or last code stated, as any rule by place, one in 6-10: chance,
+tests/envs/test_recall_attacks4.py), the gold passes all, and an episode shows the notes before the
+fact first.
 ``fact_first`` keeps the long-horizon comparison's family, draw for draw."""
 
 from __future__ import annotations
@@ -43,8 +45,7 @@ def test_no_answer_by_place_passes_more_than_a_third() -> None:
         assert VERIFY(task, task.reference).passed
         for name, answer in _by_place(task).items():
             passes[name] = passes.get(name, 0) + VERIFY(task, answer).passed
-    assert passes["first number"] == 0 and passes["last number"] == 0
-    assert passes["code 1 from the start"] == 0 and passes["code 1 from the end"] == 0
+    assert passes["last number"] == 0  # a thing's shelf: no code is stated in the last L notes
     assert max(passes.values()) <= len(TASKS) / 3, passes
 
 

@@ -4,9 +4,10 @@ in its note, always the last code of a short, dense run of codes at the start, w
 it spread over the rest: "the last code stated alone in the first 7 notes" passed 58 % of
 generated tasks and 93 % at level 64 (and "... in the first 6" 64 %), where the domain claims only
 the key tells. Generated tasks then stated 3-10 other keys' codes around the fact, as dense after
-it as before it; now 5-9, the fact one of 4-6 in the notes ``fact_distances(level)`` before the
-question, each code alone in its note: no place rule passes more than a third of the mix below
-(the best about 0.23), the gold passes all.
+it as before it; then 5-9, the fact one of 4-6 in the notes ``fact_distances(level)`` before the
+question (the best rule here passed about 0.23); now all 6-10 codes are in those notes, each alone
+in its note: no place rule passes more than a fifth of the mix below (at most 60 of 400 measured,
+chance about 0.13: tests/envs/test_recall_attacks4.py), the gold passes all.
 
 A rule that knows the level and counts notes back from the question passed every task at a fixed
 level (the fact was exactly ``level`` notes back), and at levels 1-2 several codes shared a note
@@ -46,14 +47,14 @@ def _key_blind(task) -> dict[str, str]:
     return picks
 
 
-def test_no_key_blind_rule_passes_more_than_a_third() -> None:
+def test_no_key_blind_rule_passes_more_than_a_fifth() -> None:
     passes: dict[str, int] = {}
     for task in TASKS:
         assert VERIFY(task, task.reference).passed
         for name, answer in _key_blind(task).items():
             passes[name] = passes.get(name, 0) + VERIFY(task, answer).passed
     worst = max(passes, key=passes.__getitem__)
-    assert passes[worst] <= len(TASKS) / 3, (worst, passes[worst], len(TASKS))
+    assert passes[worst] <= len(TASKS) / 5, (worst, passes[worst], len(TASKS))
 
 
 def test_every_code_is_alone_in_its_note_and_the_fact_within_its_levels_distances() -> None:

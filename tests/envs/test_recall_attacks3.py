@@ -10,10 +10,11 @@ response all reasoning (``<think>8020</think>``, an unclosed ``<think>8020``, ``
 
 Held, over 400 generated tasks (200 of ``generate_tasks``, seed 41, and 40 at each of levels 1, 2, 3,
 8 and 64, seed 42): 0 passes for every 4-digit number seen, every code, every fact restated, the codes
-joined into one run, comma- or dash-separated, the last code stated, the last number, the whole
+joined into one run, comma- or dash-separated, the last number, the whole
 prompt or the question echoed, all 10,000 4-digit numbers, a forged chat turn that asks and answers
 the question before the real answer (the last code), a tool call naming the key, the last code with
-the others written in full-width digits (``\\d`` reads every script's digits: they count). The gold
+the others written in full-width digits (``\\d`` reads every script's digits: they count). The last
+code stated alone is the fact as often as any code (chance: tests/envs/test_recall_attacks4.py). The gold
 passes in every form a model may write it. ``fact_first`` tasks state no code but the fact (the
 long-horizon comparison's family, by design), so there any code answer is the fact.
 
@@ -58,7 +59,6 @@ def _attacks(task) -> dict[str, str]:
         "the codes joined": "".join(codes),
         "the codes comma-separated": ",".join(codes),
         "the codes dash-separated": "-".join(codes),
-        "the last code": codes[-1],
         "the last number": numbers[-1],
         "the prompt echoed": prompt,
         "the question echoed": question(key),

@@ -3,10 +3,11 @@ The curriculum (posttrain/tasks/_curriculum.py) trains a chunk of tasks at one l
 level L put the fact exactly L notes before the question: "answer the code L notes back" passed 350 of
 350 generated tasks at each of levels 1, 2, 4, 8, 16 and 64, a count a policy could learn in place of
 reading the key. At levels 1 and 2 the last code alone in its note was the fact in 81 % and 41 %.
-Generated tasks now draw the fact among 4-6 codes stated L to L + max(6, L // 4) - 1 notes back
-(``fact_distances``), and every code is alone in its note: at each of those levels no rule below,
-nor the distance that passed most on another seed, passes more than 0.3 of 300 tasks (about 0.2
-measured); the fact's distance still grows with the level."""
+Generated tasks now state every code, 6-10 of them, L to L + max(10, L // 4) - 1 notes back
+(``fact_distances``), the fact one of them drawn at random, each alone in its note: at each of those
+levels no rule below, nor the distance that passed most on another seed, passes more than 0.2 of
+300 tasks (at most 49 measured, chance about 39; with 4-6 codes there and 1-2 around them it was
+about 0.2); the fact's distance still grows with the level."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def test_no_count_back_from_the_question_passes_much_at_a_fixed_level(level: int
         for name, answer in picks.items():
             passes[name] = passes.get(name, 0) + VERIFY(task, answer).passed
     worst = max(passes, key=passes.__getitem__)
-    assert passes[worst] <= 0.3 * N, (level, worst, passes[worst], N)
+    assert passes[worst] <= 0.2 * N, (level, worst, passes[worst], N)
 
 
 def test_the_fact_is_further_back_the_higher_the_level() -> None:

@@ -12,20 +12,25 @@ Verification: the answer's 4-digit numbers must be exactly one, equal to ``value
 answer is what follows the response's reasoning (a ``<think>`` block), as in the other domains. Listing
 many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
 numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw. The
-generated tasks also state 5-9 other keys' codes around the fact (``The door code is 5123.``), each
-alone in its note as the fact is: 4-6 codes (the fact one of them, drawn at random) in the notes
-``fact_distances(level)`` before the question, 1-2 after those and 1-2 before: only the question's
-key tells which code it asks for. Before, every generated fact was the first number of its episode
-(answering that passed 190 of 190 tasks); then the last code stated alone in the first 7 notes (58 %
-of ``generate_tasks``, 93 % at level 64); then the fact was exactly ``level`` notes before the
-question, and the curriculum trains one level at a time: "the code L notes back" passed 350 of 350
-tasks at each of levels 1, 2, 4, 8, 16 and 64, and at levels 1-2 the last code alone in its note
-was the fact in 81 % and 41 % (several codes shared the few notes after it). Now, at each of those
-levels, the code L, L-1 or L+1 notes back, the code nearest L back, the first at least L back, the
-last alone, the middle one, the distance that paid most on another seed, and a key-blind
-classifier on distance, rank, gap and note pass 0-25 % (about one in 4-6 at best;
-tests/envs/test_recall_levels.py), and no rule by place more than a third of a mix of levels
-(tests/envs/test_recall_attacks2.py).
+generated tasks also state 5-9 other keys' codes (``The door code is 5123.``), each alone in its note
+as the fact is, all 6-10 in the notes ``fact_distances(level)`` before the question, the fact one of
+them drawn at random once their places, keys and values are drawn; a task's keys are of one kind
+(they share their last word: "... code" or "... number"), its values distinct, and no thing's shelf
+is a code: only the question's key tells which code it asks for, and a rule that does not read it
+passes 1 / (the number of codes) on average, about 0.13. Before, every generated fact was the first
+number of its episode (answering that passed 190 of 190 tasks); then the last code stated alone in
+the first 7 notes (58 % of ``generate_tasks``, 93 % at level 64); then the fact was exactly
+``level`` notes before the question, and the curriculum trains one level at a time: "the code L
+notes back" passed 350 of 350 tasks at each of levels 1, 2, 4, 8, 16 and 64; then the fact was one
+of 4-6 codes in those notes with 1-2 other codes before and 1-2 after them, so a rule that skipped
+the outer codes passed one in 4-6 where chance was one in 6-10: "the middle code" up to 50 of 200
+tasks of a level, "the first code at least L back" 58 of 200 (0.29), and keys of two kinds let a
+reader of the key's last word pass 82 of 200. Now every rule tried (first, middle, last code, the
+code nearest the question or L notes back, the largest, beside a thing, the rank or distance that
+paid most on another seed, the first code whose key ends as the question's) passes at most 1.12
+times chance over 1,400 tasks of levels 1-64 (tests/envs/test_recall_attacks4.py pins 1.25), at most
+49 of 300 (chance 39) at each of levels 1, 2, 4, 8, 16, 64 (tests/envs/test_recall_levels.py) and 60
+of 400 over a mix of levels (tests/envs/test_recall_attacks2.py).
 
 A generated task's ``prompt`` is ``render_prompt``'s text: what a single response is shown, so that
 nothing which shows or compares ``Task.prompt`` (task files, eval records and reports, the check that
@@ -35,7 +40,7 @@ generated tasks (tests/envs/test_recall_prompt.py). ``fact_first`` tasks keep th
 instructions and the fact, their first note: a place the family tells anyway).
 
 Levels: ``generate_level(n, level=L)`` puts the fact ``fact_distances(L)`` notes before the question:
-L to L + max(6, L // 4) - 1 (levels 1..64), so the fact is further back, on average, level by level.
+L to L + max(10, L // 4) - 1 (levels 1..64), so the fact is further back, on average, level by level.
 ``fact_first=True`` generates the tasks the long-horizon comparison (``posttrain bench recall``,
 README "Long episodes") and the long-episode memory measure were run on: the fact is the first
 observation, exactly L notes before the question, and no other key is stated, the earliest
@@ -47,7 +52,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from posttrain.envs._base import RecordReader, fail, guard, parse_common, passed
@@ -59,8 +64,13 @@ DOMAIN_KEYS = frozenset({"key", "value", "notes", "before"})
 INTRO = "Read each note and reply ok. At the end, answer the question with the number only."
 _NUMBER = re.compile(r"(?<!\d)\d{4}(?!\d)")
 _KEYS = ("locker code", "door code", "bike lock code", "safe code", "room number", "badge number")
-_MORE_KEYS = ("gate code", "alarm code", "parking spot", "desk number", "phone extension", "ticket number")
-"""Keys only the generated tasks with other keys' codes use (``fact_first`` draws from ``_KEYS``)."""
+_KINDS = (("locker code", "door code", "bike lock code", "safe code", "gate code", "alarm code", "garage code",
+           "mailbox code", "vault code", "cabinet code", "shed code", "padlock code"),
+          ("room number", "badge number", "ticket number", "seat number", "table number", "flight number",
+           "platform number", "order number", "account number", "member number", "bus number"))
+"""The keys of the generated tasks with other keys' codes (``fact_first`` draws from ``_KEYS``): a task
+states keys of one kind, which share their last word, so that only the key's own word tells its code
+(keys of both kinds let "the code whose key ends as the question's" pass 41 % where chance was 13 %)."""
 _THINGS = ("the boxes", "the lamps", "the chairs", "the forms", "the keys", "the cups", "the maps")
 _PLACES = ("hall", "shelf", "desk", "attic", "garage", "office", "porch")
 
@@ -168,16 +178,22 @@ class RecallDomain:
     def exploit_fixtures(self) -> list[tuple[str, Task, str]]:
         """Answers that must fail: every number at once, the first or last number seen, the first or
         last code stated, the last code stated alone in the first 7 notes (the fact's place before
-        generated tasks moved it: tests/envs/test_recall_attacks2.py), the question echoed."""
-        [task] = self.generate_level(1, level=6, seed=99)
-        seen = self.render_prompt(task).split("Question")[0]
-        numbers, codes = _NUMBER.findall(seen), re.findall(r"The [a-z ]+ is (\d{4})\.", seen)
-        early = [c for i, c in re.findall(r"Note (\d+): The [a-z ]+ is (\d{4})\.\n", seen) if int(i) < 7]
+        generated tasks moved it: tests/envs/test_recall_attacks2.py), the question echoed. A code
+        chosen by place is the fact in one task in 6-10, as any code (chance:
+        tests/envs/test_recall_attacks4.py): these are on the first level-6 task (seed 99) where
+        none is."""
+        for task in self.generate_level(20, level=6, seed=99):
+            seen = self.render_prompt(task).split("Question")[0]
+            numbers, codes = _NUMBER.findall(seen), re.findall(r"The [a-z ]+ is (\d{4})\.", seen)
+            early = [c for i, c in re.findall(r"Note (\d+): The [a-z ]+ is (\d{4})\.\n", seen) if int(i) < 7]
+            places = [numbers[-1], numbers[0], codes[0], codes[-1], *early[-1:]]
+            if task.fields["value"] not in places:
+                break
         every = " ".join(f"{i:04d}" for i in range(10000))
         return [("every 4-digit number", task, every), ("the last number of the notes", task, numbers[-1]),
                 ("the first number of the episode", task, numbers[0]),
                 ("the first code stated", task, codes[0]), ("the last code stated", task, codes[-1]),
-                ("the last code stated alone in the first 7 notes", task, early[-1]),
+                ("the last code stated alone in the first 7 notes", task, (early or codes)[-1]),
                 ("the question echoed", task, question(task.fields["key"])),
                 ("the fact with another number beside it", task, f"{task.fields['value']} or {numbers[-1]}")]
 
@@ -208,54 +224,53 @@ def _lines(key: str, value: str, before: list[str], notes: list[str]) -> list[st
             *(note_line(at + 1 + i, n) for i, n in enumerate(notes))]
 
 
-def _other(rng: random.Random, value: str) -> str:
+def _other(rng: random.Random, taken: str | Collection[str]) -> str:
+    """A 4-digit number not in ``taken`` (one value, or the task's codes)."""
+    pool = {taken} if isinstance(taken, str) else taken  # one value: drawn as before, draw for draw
     other = f"{rng.randint(1000, 9999)}"
-    while other == value:
+    while other in pool:
         other = f"{rng.randint(1000, 9999)}"
     return other
 
 
-def _thing_note(rng: random.Random, value: str) -> str:
-    other = _other(rng, value)
+def _thing_note(rng: random.Random, taken: str | Collection[str]) -> str:
+    other = _other(rng, taken)
     return f"{rng.choice(_THINGS).capitalize()} went to the {rng.choice(_PLACES)}, shelf {other}."
 
 
 def fact_distances(level: int) -> range:
     """The notes a generated task of level ``level`` puts between the fact and the question (not
-    ``fact_first``): ``level`` to ``level + max(6, level // 4) - 1``, the fact one of the 4-6 codes
-    stated there, drawn at random; the further back the harder, on average, level by level."""
-    return range(level, level + max(6, level // 4))
+    ``fact_first``): ``level`` to ``level + max(10, level // 4) - 1``, where every code the task
+    states is, the fact one of them drawn at random; the further back the harder, on average, level
+    by level."""
+    return range(level, level + max(10, level // 4))
 
 
 def _among_codes(rng: random.Random, level: int) -> tuple[str, str, list[str], list[str]]:
-    """(key, value, notes before the fact, notes after it) of a generated task: 4-6 codes, the fact
-    one of them drawn at random, in the notes ``fact_distances(level)`` before the question, 1-2 other
-    codes after them (closer to the question) and 1-2 before, each alone in its note as the fact is,
-    other notes a thing. Counting notes back from the question, even knowing the level, finds a code
-    no more often than any other of its 4-6: only the question's key tells which."""
-    keys = [*_KEYS, *_MORE_KEYS]
-    rng.shuffle(keys)
-    key, others = keys[0], iter(keys[1:])
-    value = f"{rng.randint(1000, 9999)}"
+    """(key, value, notes before the fact, notes after it) of a generated task: 6-10 codes of keys of
+    one kind, distinct values, each alone in its note, all in the notes ``fact_distances(level)``
+    before the question, the fact one of them drawn at random after their places, keys and values;
+    other notes a thing, whose shelf is no code. Which code is the fact is independent of everything
+    but the key: a rule that does not read the key (by place, by value, by the notes around) passes
+    1 / (the number of codes), on average, at any level."""
     window = fact_distances(level)
-    held = rng.sample(window, rng.randint(4, 6))
-    fact_at = rng.choice(held)
-    after = set(rng.sample(range(level), rng.randint(1, min(2, level))))
-    seq = [_thing_note(rng, value) for _ in range(rng.randint(0, 2))]
-    for _ in range(rng.randint(1, 2)):  # codes before the notes the fact may be in
-        seq.append(fact_text(next(others), _other(rng, value)))
-        if rng.random() < 0.5:
-            seq.append(_thing_note(rng, value))
-    at = -1
+    keys = list(rng.choice(_KINDS))
+    rng.shuffle(keys)
+    n = rng.randint(6, 10)
+    held = set(rng.sample(window, n))
+    values = [str(v) for v in rng.sample(range(1000, 10000), n)]
+    fact = rng.randrange(n)  # the fact's rank among the codes, in the order shown
+    seq = [_thing_note(rng, values) for _ in range(rng.randint(0, 2))]
+    stated, at = 0, -1
     for j in range(window.stop - 1, -1, -1):  # j: the notes between this one and the question
-        if j == fact_at:
+        if j not in held:
+            seq.append(_thing_note(rng, values))
+            continue
+        if stated == fact:
             at = len(seq)
-            seq.append("")
-        elif j in held or j in after:
-            seq.append(fact_text(next(others), _other(rng, value)))
-        else:
-            seq.append(_thing_note(rng, value))
-    return key, value, seq[:at], seq[at + 1:]
+        seq.append(fact_text(keys[stated], values[stated]))
+        stated += 1
+    return keys[fact], values[fact], seq[:at], seq[at + 1:]
 
 
 def _generate_one(rng: random.Random, tid: str, level: int, fact_first: bool = False) -> Task:
