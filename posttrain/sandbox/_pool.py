@@ -30,7 +30,7 @@ from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
 from posttrain.sandbox._fs import make_dir
 from posttrain.sandbox._seccomp import seccomp_bpf
-from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s
+from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s, stretched
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
 from posttrain.sandbox._uids import claim_uid
 from posttrain.sandbox._wipe import remove_tree
@@ -177,11 +177,12 @@ class LocalSandboxPool:
         if self._closed:
             raise PoolClosed("the sandbox pool is closed")
 
-    def _judged(self, run: Callable[[], tuple[Execution, Rerun]], timeout: float, limits: Limits,
+    def _judged(self, run: Callable[..., tuple[Execution, Rerun]], timeout: float, limits: Limits,
                 rerun: bool = True) -> Execution:  # fmt: skip
         """The verdict of a job that may have been starved (``_starve``): its own, unless the host's
-        probe is overloaded right after it; then one rerun (once the probe recovers, or after
-        ``recover_s``), whose verdict stands; so does a job the OOM killer killed for the host's
+        probe is overloaded right after it; then one rerun, whose verdict stands: once the probe
+        recovers (or after ``recover_s``), its wall time stretched by the share the probe got
+        (``run(wall)``, ``_starve.stretched``). So does a job the OOM killer killed for the host's
         shortage, not its slot's limit (``_starve.HOST_OOM``), at once. Without ``rerun`` (a
         workspace's job) its own."""
         ex, maybe = run()
@@ -189,8 +190,8 @@ class LocalSandboxPool:
             return run()[0]
         if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
             return ex
-        self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout))
-        return run()[0]
+        wall = stretched(timeout, self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout)))
+        return (run(wall) if wall > timeout else run())[0]
 
     def run_python(
         self,
@@ -218,11 +219,11 @@ class LocalSandboxPool:
         data = _stdin_bytes(stdin)
         slot = self._zygotes.get()
 
-        def once() -> tuple[Execution, Rerun]:
+        def once(wall: float = timeout) -> tuple[Execution, Rerun]:
             if self._closed:
                 return Execution.infra("the pool was closed while the job waited"), False
             try:
-                return slot.run(src, names, blobs, data, timeout, limits, cells)
+                return slot.run(src, names, blobs, data, wall, limits, cells)
             except HostCannotIsolate as e:
                 return Execution.infra(f"the slot could not restart: {e}"), False
             except (OSError, KeyError, TypeError, ValueError) as e:  # a cgroup write failed, or a bad reply
@@ -272,9 +273,9 @@ class LocalSandboxPool:
         data = _stdin_bytes(stdin)
         slot = self._execs.get()
 
-        def once() -> tuple[Execution, Rerun]:
+        def once(wall: float = timeout) -> tuple[Execution, Rerun]:
             try:
-                return slot.run(cmd, (names, blobs), data, timeout, limits, room, tuple(hide))
+                return slot.run(cmd, (names, blobs), data, wall, limits, room, tuple(hide))
             except OSError as e:
                 return Execution.infra(f"exec slot error: {e}"), False
 

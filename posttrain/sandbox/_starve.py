@@ -7,12 +7,15 @@ one CPU used little of its CPU budget while one of its processes waited most of 
 for a CPU, which is what a starved job looked like from the inside (issue 21; its wrong answer
 became an ``infra_error``, 6 tries of 6). Three rules now:
 
-1. ``maybe_starved``, the job's side, is only a filter: the job used under a quarter of its CPU
-   budget, and one of its processes waited for a CPU for over 30% of the timeout, at a priority it
-   did not lower itself. A job can make it true only by waiting behind processes that are not its
-   own: a process waits behind its own siblings only while they run, which is the job's CPU time
-   (or behind its own quota, which it then used), so on a host that is not overloaded a job cannot
-   wait over 30% of the timeout while using under 25% of it. The processes are read once each has
+1. ``maybe_starved``, the job's side, is only a filter: the job used under half of its CPU
+   budget, and one of its processes waited for a CPU for over 30% of the timeout and for longer
+   than the job ran, at a priority it did not lower itself. A job can make it true only by waiting
+   behind processes that are not its own: a process waits behind its own siblings only while they
+   run, which is the job's CPU time (or behind its own quota, which it then used: its budget), so
+   on a host that is not overloaded a job cannot wait longer than it used. (The bound was a quarter
+   of the budget, without the wait over the CPU time: a job of 1 s of CPU in 3 s beside another
+   pool's 16-process spinners got a third of a CPU, 0.97 s used and 2.04 s waited, and its timeout
+   was its own, 3 of 4 such timeouts in 10 runs.) The processes are read once each has
    had a CPU again after the deadline (stopped by the host, ``stop_runnable``, or killed by the
    fork-server): the kernel counts a wait only when it ends. (An earlier filter also asked that
    the process had waited for most of its life; a starved job's processes wait in turn, the
@@ -24,17 +27,20 @@ became an ``infra_error``, 6 tries of 6). Three rules now:
    with as many slots as CPUs (the default) the pool's jobs alone cannot push the probe below
    ``BUSY_SHARE`` of what the job was entitled to.
 3. A job judged starved gets one rerun, once the probe gets its share again (probed every
-   ``RECOVER_STEP_S``, for at most ``recover_s(timeout)``), and the rerun's verdict stands: a
-   timeout there is the job's timeout, whatever it looks like. So no way of failing buys a
-   dropped sample; the price is that on a host overloaded across both runs a job that needed
-   much CPU times out (a workspace's job, which cannot be rerun since its layers keep what it
+   ``RECOVER_STEP_S``, for at most ``recover_s(timeout)``, 4 s at least: past a neighbour's 4 s
+   of spinners), with its wall time stretched by the probe's last share (``stretched``, at most
+   ``MAX_STRETCH`` times the timeout), so that it gets about the CPU time its timeout was worth on
+   a host that is not overloaded. The rerun's verdict stands: a timeout there is the job's
+   timeout, whatever it looks like. So no way of failing buys a dropped sample; a job that burns
+   its own CPU times out (a workspace's job, which cannot be rerun since its layers keep what it
    did, times out at once).
 
 Margins (tests/sandbox/test_starvation.py tries both sides, idle and beside a nice-19 CPU hog):
 an idle host gives the probe ~100% of its share, a host whose every CPU runs one other busy
 process at the same priority 50-66%, the starving hogs of the tests (nice -20) ~1%;
-``BUSY_SHARE`` is 0.4. On an idle host the self-starving job waits at most its own CPU time (0.35 s
-of a 2 s timeout with 12 spinners), against the 0.6 s the filter needs; on a host already half busy
+``BUSY_SHARE`` is 0.4; beside another pool's slots spinning on every CPU, ~0.2-0.37. On an idle
+host the self-starving job waits at most its own CPU time (0.33 s against its 0.37 s, 12 spinners
+for 0.35 s of a 2 s timeout), so the filter's wait over its CPU time misses; on a host already half busy
 it can meet the filter (pinned beside another process's load at a 1 s timeout, 0.34 s of wait
 against its 0.05-0.26 s of CPU: 9 of 10 runs), so the filter only saves the probe's time: the probe
 decides, and at worst such a job gets one rerun whose verdict stands.
@@ -69,16 +75,37 @@ verdict stands (so no way of failing buys anything: a job cannot make the host r
 with memory its cgroups charge, and were it to, its rerun is judged as any job)."""
 Rerun = bool | str
 """The second of a slot's run: whether the job timed out looking starved, or ``HOST_OOM``."""
-PROBE_S = 0.15
+PROBE_S = 0.3
+"""How long the probe spins for one reading. At 0.15 s, beside another pool's 16-process spinners
+(two slots of 1 CPU each on 2 CPUs) its readings averaged 0.37 with one in four over ``BUSY_SHARE``
+(0.41-0.5), so a job starved there was judged not starved; at 0.3 s they were 0.24-0.34."""
 BUSY_SHARE = 0.4
-RECOVER_STEP_S = 0.5
+CPU_SHARE = 0.5
+"""The job-side filter's bound on the CPU a job used, as a share of its budget (rule 1)."""
+RECOVER_STEP_S = 0.2
+"""The pause between two readings of the probe while a starved job waits for the host."""
+MAX_STRETCH = 3.0
+"""How much longer than its timeout the rerun of a job the host still starved may run (``stretched``)."""
 SETTLE_S = 1.0
 """How long a timed-out job's runnable processes get to stop (``stop_runnable``) before they are read."""
 
 
 def recover_s(timeout: float) -> float:
-    """How long a starved job's rerun waits for the host to recover (it runs then either way)."""
-    return min(30.0, max(2.0, timeout))
+    """How long a starved job's rerun waits for the host to recover (it runs then either way). At
+    most ``max(2, timeout)`` before, a 1 s job starved by another pool's 4 s spinners was rerun
+    while they still spun, starved again, and its rerun's timeout stood (rule 3)."""
+    return min(30.0, max(4.0, 2.0 * timeout))
+
+
+def stretched(timeout: float, share: float) -> float:
+    """The wall time of a starved job's rerun: its timeout over the share of its CPU the host's
+    probe last got (``wait_recovered``; 1.0 and more: the timeout), at most ``MAX_STRETCH`` times
+    the timeout, so that it gets about the CPU time its timeout is worth on a host that is not
+    overloaded. (Rerun at its timeout, a job of 0.4 s of CPU in 1 s timed out again in 3 of 7
+    runs on this 2-CPU host, loaded by other work to a probe share of ~0.4 once the neighbour's
+    spinners had stopped.) Its RLIMIT_CPU follows that wall time (unless ``Limits.cpu_time_s``
+    sets it): a job that burns its own CPU times out at it, its own verdict."""
+    return timeout * min(MAX_STRETCH, 1.0 / max(share, 1.0 / MAX_STRETCH))
 
 
 def maybe_starved(sched: dict, timeout: float, limits: Limits) -> bool:
@@ -99,11 +126,14 @@ def filter_misses(sched: dict, timeout: float, limits: Limits) -> tuple[str, ...
     misses = []
     if sched.get("deprioritized", True):
         misses.append("deprioritized: the process judged lowered its own priority (or none was read)")
-    if not cpu < 0.25 * budget:
-        misses.append(f"cpu_s {cpu:.3f} is not under {0.25 * budget:.3f} (a quarter of its CPU budget)")
+    if not cpu < CPU_SHARE * budget:
+        misses.append(f"cpu_s {cpu:.3f} is not under {CPU_SHARE * budget:.3f} (half of its CPU budget)")
     if not waited > 0.3 * timeout:
         misses.append(f"run_delay_s {waited:.3f} is not over {0.3 * timeout:.3f} (30% of the timeout; "
                       f"it lived {float(sched.get('alive_s', 0.0)):.3f} s)")  # fmt: skip
+    if not waited > cpu:
+        misses.append(f"run_delay_s {waited:.3f} is not over cpu_s {cpu:.3f} (its own processes' CPU "
+                      "time can explain the wait)")  # fmt: skip
     return tuple(misses)
 
 
@@ -189,6 +219,8 @@ class HostProbe:
         self.cg = cg
         self.proc: subprocess.Popen[str] | None = None
         self.lock = threading.Lock()
+        self.last_share = 1.0
+        """The probe's last reading (``share``)."""
 
     def _start(self) -> subprocess.Popen[str]:
         proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _PROBE_SRC], stdin=subprocess.PIPE,
@@ -217,21 +249,20 @@ class HostProbe:
                 cpu, wall = (float(x) for x in self.proc.stdout.readline().split())
             except (OSError, ValueError):
                 self.close()
-                return 0.0
-        return cpu / max(wall * min(cpu_cores, 1.0), 1e-9)
+                cpu, wall = 0.0, 1.0
+            self.last_share = cpu / max(wall * min(cpu_cores, 1.0), 1e-9)
+            return self.last_share
 
     def overloaded(self, cpu_cores: float) -> bool:
         return self.share(cpu_cores) < BUSY_SHARE
 
-    def wait_recovered(self, cpu_cores: float, within_s: float) -> bool:
-        """Whether the probe gets its share again within ``within_s`` (probing every
-        ``RECOVER_STEP_S``)."""
+    def wait_recovered(self, cpu_cores: float, within_s: float) -> float:
+        """The probe's last share, once it is ``BUSY_SHARE`` again or after ``within_s`` (a
+        reading of ``PROBE_S`` every ``RECOVER_STEP_S``): what ``stretched`` needs."""
         end = time.monotonic() + within_s
         while True:
-            if not self.overloaded(cpu_cores):
-                return True
-            if time.monotonic() + RECOVER_STEP_S > end:
-                return False
+            if not self.overloaded(cpu_cores) or time.monotonic() + RECOVER_STEP_S + PROBE_S > end:
+                return self.last_share
             time.sleep(RECOVER_STEP_S)
 
     def close(self) -> None:

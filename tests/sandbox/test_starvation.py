@@ -212,7 +212,7 @@ def test_a_starved_job_whose_processes_waited_in_turn_passes_the_filter():
     assert longest_wait([(1.9, 2.0, True), (0.7, 2.0, False)]) == (0.7, 2.0, False)
     lowered = dict(zip(("run_delay_s", "alive_s", "deprioritized"), longest_wait([(1.9, 2.0, True)]), strict=True))
     assert not maybe_starved({"cpu_s": 0.0, **lowered}, 2.0, Limits())
-    assert not maybe_starved({"cpu_s": 0.6, **judged}, 2.0, Limits())  # used over a quarter of its budget
+    assert not maybe_starved({"cpu_s": 1.0, **judged}, 2.0, Limits())  # used half of its budget
     assert longest_wait([]) == (0.0, 1.0, False)
 
 
