@@ -111,10 +111,13 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
             assert ex.outcome == "error" and ex.timed_out, ex
             assert asked[:1] == [True], _not_starved(readings, asked)  # by the job's side, then by the host's
             assert took > 2.0, took  # a run, the wait for the host, a rerun
-        before = len(asked)
+        before, read = len(asked), len(readings)
         niced = pool1.run_python("import os\nos.nice(19)\nwhile True: pass", timeout=1.0)
         assert niced.outcome == "error" and niced.timed_out, niced
-        assert len(asked) == before, asked  # never asked: the job lowered its own priority
+        # never asked once the job lowered its own priority; asked only where the hogs starved it
+        # before its first line ran (the filter read its priority unlowered: once in 2 runs at 1%)
+        new = readings[read:]
+        assert len(asked) == before or new and all("'deprioritized': False" in r for r in new), (asked, readings)
         before = len(asked)
         ex = pool1.exec(["sh", "-c", "while :; do :; done"], timeout=2.0)
         assert (ex.outcome == "error" and ex.timed_out) or "did not start" in (ex.infra_detail or ""), ex
