@@ -20,14 +20,20 @@
    ``fail`` naming what was tried. Only a harness that never started (no ``ready`` line), its own
    error, or the sandbox's is an ``infra_error``.
 
-Feedback (``feedback_loop`` tasks read it before their next attempt) names the failing tests with
-their assertion and location from pytest's short traceback; for a test the agent never saw (from
-``test_patch``) only its name and exception type: never a withheld test's text, never the gold.
+Feedback (``feedback_loop`` tasks read it before their next attempt) names the failing tests the agent
+has with their assertion and location from pytest's short traceback, also in a test file ``test_patch``
+changed: its frames there are given by the workspace's copy (its line numbers, its lines, which the
+verifier's run cannot print: ``linecache`` holds blanks for withheld files), and a frame in a line the
+workspace lacks is left out, with the error text it raised. A withheld test (its function not in the
+workspace, or changed there) is only counted, with its exception type: its name, often its input
+(``test_camelize[SpecialGuest-special_guest]``, ``test_sliding_window_of_short_iterator``), would let
+a policy tabulate what is checked between attempts. Never a withheld test's text, never the gold.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import json
 import re
@@ -54,6 +60,7 @@ from posttrain.envs.repo._task import (
     hidden_files,
     hidden_names,
     initial_tree,
+    test_file_of,
     verifier_test_files,
     verifier_tree,
 )
@@ -300,20 +307,149 @@ def _sections(stdout: str) -> dict[str, str]:
     return out
 
 
-def _failure_text(test_id: str, sections: Mapping[str, str], hidden: bool) -> str:
+def _error_kind(body: str) -> str:
+    kinds = re.findall(r"^E\s+(\w+(?:Error|Exception|Exit)|assert)\b", body, re.M)
+    return {"assert": "an assertion failed"}.get(kinds[0], kinds[0]) if kinds else "failed"
+
+
+def _section(test_id: str, sections: Mapping[str, str], claimed: set[str]) -> str:
+    """The failure section of ``test_id``: by its full name, else by its function's name where no other
+    failing test claims that section."""
     name = test_id.split("::", 1)[-1].replace("::", ".")
-    body = sections.get(name) or sections.get(name.split(".")[-1]) or ""
-    if hidden:
-        kinds = re.findall(r"^E\s+(\w+(?:Error|Exception|Exit)|assert)\b", body, re.M)
-        kind = {"assert": "an assertion failed"}.get(kinds[0], kinds[0]) if kinds else "failed"
-        return f"{test_id} failed ({kind}; a withheld test: its text is not shown)"
-    lines, keep = body.splitlines(), []
-    for i, ln in enumerate(lines):
-        if ln.startswith(("E ", "E\t")) or re.match(r"^\S+\.py:\d+:", ln) or (
-                i and re.match(r"^\S+\.py:\d+:", lines[i - 1]) and ln.startswith("    ")):
+    short = name.split(".")[-1]
+    return sections.get(name) or (sections.get(short, "") if short not in claimed else "")
+
+
+@dataclass(frozen=True)
+class AgentCopy:
+    """A test file ``test_patch`` changed, as the agent has it: the workspace's lines, where each of the
+    verifier's lines sits among them (the lines the two share), and the function (or class) each
+    workspace line is in."""
+
+    lines: tuple[str, ...]
+    where: Mapping[int, int]
+    """verifier's line number -> workspace's (1-based), for the lines the two copies share."""
+    scope: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=32)
+def agent_copy(verifier: bytes, workspace: bytes) -> AgentCopy:
+    """The workspace's copy of a test file whose verifier's copy is ``verifier`` (``AgentCopy``); where
+    the workspace's does not parse, no line of the verifier's has a place in it."""
+    ours, theirs = verifier.decode("utf-8", "replace").splitlines(), workspace.decode("utf-8", "replace").splitlines()
+    where: dict[int, int] = {}
+    for a, b, size in difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks():
+        where.update({a + k + 1: b + k + 1 for k in range(size)})
+    scope = ["<module>"] * len(theirs)
+    try:
+        for node in ast.walk(parse_python(workspace)):  # (outer scopes first: an inner one overwrites)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.end_lineno:
+                scope[node.lineno - 1:node.end_lineno] = [node.name] * (node.end_lineno - node.lineno + 1)
+    except (SyntaxError, ValueError):
+        where = {}
+    return AgentCopy(tuple(theirs), where, tuple(scope))
+
+
+def _definition(text: bytes, parts: Sequence[str]) -> str | None:
+    """The source (decorators included) of the function ``parts`` names (``[class, ...] name``) in a
+    test file, or None where it is not there; a method a class inherits from a class of the same file
+    (a test mixin) is found there, bases searched depth first, left to right."""
+    try:
+        module = _parsed(text)
+    except (SyntaxError, ValueError):
+        return None
+    classes = {n.name: n for n in module.body if isinstance(n, ast.ClassDef)}
+    owner: ast.Module | ast.ClassDef = module
+    for part in parts[:-1]:
+        inner = [n for n in owner.body if isinstance(n, ast.ClassDef) and n.name == part]
+        if len(inner) != 1:
+            return None
+        owner = inner[0]
+    todo, seen = [owner], set()
+    while todo:
+        node = todo.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        defs = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == parts[-1]]
+        if defs:
+            lines = text.decode("utf-8", "replace").splitlines()
+            return "\n".join("\n".join(lines[min([d.lineno, *(x.lineno for x in d.decorator_list)]) - 1:
+                                              d.end_lineno or d.lineno]) for d in defs)
+        if isinstance(node, ast.ClassDef):
+            todo[:0] = [classes[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in classes]
+    return None
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(text: bytes) -> ast.Module:
+    return parse_python(text)
+
+
+def seen_by_agent(test_id: str, workspace: Mapping[str, bytes], verifier: Mapping[str, bytes]) -> bool:
+    """Whether the agent has ``test_id``'s code as the grader runs it: its file unchanged by ``test_patch``,
+    or its function (decorators included) the same in the workspace's copy of the file."""
+    path = test_file_of(test_id)
+    if path not in workspace or path not in verifier:
+        return False
+    if workspace[path] == verifier[path]:
+        return True
+    parts = re.sub(r"\[.*\]$", "", test_id).split("::")[1:]
+    ours = _definition(verifier[path], parts)
+    return ours is not None and ours == _definition(workspace[path], parts)
+
+
+FRAME = re.compile(r"^(?P<path>\S+\.py):(?P<line>\d+):(?P<rest>.*)$")
+
+
+def _failure_text(test_id: str, body: str, copies: Mapping[str, AgentCopy]) -> str:
+    """A visible test's failure: pytest's frames, their lines and the ``E`` lines (the last 12). A frame
+    in a file of ``copies`` is given by the workspace's copy; one in a line the workspace lacks is left
+    out, and so is the error text once such a frame ran (its values may be the withheld code's): only
+    its type is said."""
+    keep: list[str] = []
+    tainted, after_frame = False, False
+    for ln in body.splitlines():
+        m = FRAME.match(ln)
+        if m:
+            path = m["path"].removeprefix(f"{WORK}/")
+            shown, frame, line = True, ln, None
+            if path in copies:
+                shown, frame, line = _frame_as_seen(path, int(m["line"]), m["rest"], copies[path])
+            keep += [frame, f"    {line.strip()}"] if line is not None else [frame] if shown else []
+            tainted = tainted or not shown
+            after_frame = shown and path not in copies  # (pytest's line of a changed file: blank, ours given)
+            continue
+        if after_frame and ln.startswith("    "):
             keep.append(ln)
-    detail = "\n".join(keep[-12:])
+        elif ln.startswith(("E ", "E\t")):
+            said = bool(keep) and keep[-1].endswith(HIDDEN_RAISE)
+            keep += [ln] if not tainted else [] if said else [f"E   {_error_kind(ln)}{HIDDEN_RAISE}"]
+        after_frame = False
+    keep = keep[-12:]
+    while keep and keep[0].startswith("    "):  # (its frame's line cut off above)
+        keep.pop(0)
+    detail = "\n".join(keep)
     return f"{test_id} failed:\n{detail}" if detail else f"{test_id} failed"
+
+
+HIDDEN_RAISE = " (its text not shown: raised after a line the workspace does not have)"
+
+
+def _frame_as_seen(path: str, line: int, rest: str, copy: AgentCopy) -> tuple[bool, str, str | None]:
+    """``(shown, frame line, source line)`` of a frame in a test file ``test_patch`` changed, in the
+    workspace's numbering and text; not shown where the workspace lacks the line or its function."""
+    at = copy.where.get(line)
+    name = rest.removeprefix(" in ")
+    if at is None or (rest.startswith(" in ") and not name.startswith("<") and copy.scope[at - 1] != name):
+        return False, "", None
+    return True, f"{path}:{at}:{rest}", copy.lines[at - 1]
+
+
+def _withheld_text(tests: Sequence[str], sections: Mapping[str, str], claimed: set[str]) -> str:
+    kinds = sorted({_error_kind(_section(t, sections, claimed)) for t in tests})
+    n = len(tests)
+    return f"{n} withheld test{'s' if n > 1 else ''} failed ({', '.join(kinds)}; not shown)"
 
 
 def sandbox_infra(ex: Any, evidence: Mapping[str, Any] | None = None) -> Verdict:
@@ -388,14 +524,30 @@ def _judge_final(task: Task, final: Mapping[str, Any], ex: Any, stdout: str, evi
         head.append(f"{len(f2p_failed)} of {len(f2p)} tests that must pass after the fix failed")
     if p2p_failed:
         head.append(f"{len(p2p_failed)} of {len(p2p)} tests that passed before now fail")
-    body = [_failure_text(t, sections, t.split("::", 1)[0] in hidden) for t in failed[:4]]
-    if len(failed) > 4:
-        body.append(f"... and {len(failed) - 4} more")
+    body = _failures(task, failed, sections, hidden)
     if dropped:
         body.append(f"(changes to test files were ignored: {', '.join(dropped[:3])})")
     text = normalize("; ".join(head) + ".\n" + "\n".join(body))
     cls = "not_run" if not any(t in final["begun"] for t in failed) else "assertion"
     return fail(text[:MAX_FEEDBACK], cls, evidence, {"format": 1.0, "process": process})
+
+
+def _failures(task: Task, failed: Sequence[str], sections: Mapping[str, str], hidden: set[str]) -> list[str]:
+    """The feedback's lines on the failed tests: how many withheld tests failed, then up to four visible
+    ones with their tracebacks (module docstring)."""
+    workspace: Mapping[str, bytes] = {}
+    verifier: Mapping[str, bytes] = {}
+    if hidden:
+        workspace, verifier = initial_tree(task.fields), verifier_tree(task.fields)
+    withheld = [t for t in failed if test_file_of(t) in hidden and not seen_by_agent(t, workspace, verifier)]
+    visible = [t for t in failed if t not in withheld]
+    copies = {p: agent_copy(verifier[p], workspace[p]) for p in hidden if p in verifier and p in workspace}
+    claimed = {t.split("::", 1)[-1].replace("::", ".") for t in failed}
+    body = [_withheld_text(withheld, sections, claimed)] if withheld else []  # (first: the cut at MAX_FEEDBACK)
+    body += [_failure_text(t, _section(t, sections, claimed), copies) for t in visible[:4]]
+    if len(visible) > 4:
+        body.append(f"... and {len(visible) - 4} more")
+    return body
 
 
 def grade(pool: Any, task: Task, response: str) -> Verdict:
