@@ -81,7 +81,8 @@ def test_repo_tasks_hide_their_projects_packages():
         by_project.setdefault(t.id.split("-")[0], t)
     assert {p: project_modules(t.fields) for p, t in by_project.items()} == {
         "toolz": ("tlz", "toolz"), "cachetools": ("cachetools",), "inflection": ("inflection",)}
-    assert workspace_spec(by_project["inflection"]).hide == ("inflection", "posttrain")  # (and an installed posttrain)
+    assert workspace_spec(by_project["inflection"]).hide == ("inflection", "posttrain", "test_inflection")  # (and an
+    # installed posttrain, and a copy of its tests: test_repo_attacks13)
 
 
 def test_a_copy_gone_since_the_index_was_built_is_not_mounted_over(tmp_path):

@@ -295,10 +295,30 @@ as root, a container image), holds every generated task's pristine project (``da
 reference diff (``data/packs``) -- one ``zcat`` from a workspace."""
 
 
+def suite_modules(task_fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """The importable names of the repository's tests: the top-level directory or module holding each
+    Python test file (under the root or a ``python_path`` directory: ``tests``, ``test_inflection``) and
+    each test module's own name (``test_lru``). A copy of the project's source tree under /usr (the Google
+    Cloud SDK vendors cachetools 5.5.0 with its ``tests/`` beside the hidden ``src/cachetools``) holds the
+    text of tests a task withholds (``_withhold.py``): on the test host, every assertion of 15 of the 114
+    test functions that cachetools pack tasks withhold, all of them for 2 tasks, one ``cat`` away.
+
+    >>> suite_modules({"repo": {"files": {"src/pkg/a.py": "", "tests/test_a.py": "", "test_b.py": "",
+    ...     "src/pkg/tests/test_c.py": "", "tests/data.txt": ""}}, "environment": {"python_path": ["src"]}})
+    ('pkg', 'test_a', 'test_b', 'test_c', 'tests')
+    """
+    roots = [p.strip("/") + "/" for p in task_fields["environment"].get("python_path", ["."]) if p.strip("/.")]
+    names: set[str] = set()
+    for path in (p for p in initial_tree(task_fields) if is_test_path(p) and p.endswith(".py")):
+        under = next((path[len(r):] for r in roots if path.startswith(r)), path)  # (else the repository's root)
+        names.update({PurePosixPath(path).stem, under.split("/")[0].removesuffix(".py")})
+    return tuple(sorted(n for n in names if n.isidentifier() and n not in ("conftest", "__init__")))
+
+
 def hidden_names(task_fields: Mapping[str, Any]) -> tuple[str, ...]:
     """What the task's sandbox jobs hide from /usr (``sandbox._hide``): the project's own modules
-    (``project_modules``) and ``OWN_NAMES``."""
-    return tuple(sorted({*project_modules(task_fields), *OWN_NAMES}))
+    (``project_modules``), its tests' (``suite_modules``) and ``OWN_NAMES``."""
+    return tuple(sorted({*project_modules(task_fields), *suite_modules(task_fields), *OWN_NAMES}))
 
 
 def test_file_of(test_id: str) -> str:
