@@ -159,3 +159,19 @@ def test_honest_agents_still_pass(pool):
     for tr in trajs:  # its own run of the visible tests worked in the workspace with the wider hiding
         run = [c for t in tr.turns for c in t.calls if c.name == "run_tests"]
         assert run and all(c.ok for c in run)
+
+
+TABLES = {"inflection-init-remove_assign-198-4": "UNDERSCORE_TO_HUMAN",  # test_humanize withheld
+          "inflection-init-remove_assign-414-4": "STRING_TO_TABLEIZE"}  # test_tableize withheld
+
+
+def test_a_withheld_tests_parametrize_table_is_withheld_with_it(pool):
+    """The table only the withheld test read was left in the workspace: its inputs and expected outputs,
+    an echo's whole table (2 of the 5 inflection tasks that withhold). Now it goes with the test; the
+    reference still passes."""
+    verify = REPO.make_verifier(pool)
+    for task_id, table in TABLES.items():
+        task = _task(task_id)
+        assert f"{table} = (" not in initial_tree(task.fields)["test_inflection.py"].decode(), task_id
+        assert f"{table} = (" in verifier_tree(task.fields)["test_inflection.py"].decode()
+        assert verify(task, str(task.reference)).passed, task_id
