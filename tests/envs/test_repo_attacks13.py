@@ -10,6 +10,8 @@ withheld text or its expected values, measured over the 123 pack tasks that with
   there (``test_typedmethodkey``, ``test_lru``, ...), all of them for 2 of 64 tasks, one ``cat`` from the
   workspace. Now the task's test modules are hidden too (``_task.suite_modules``: ``tests``, ``test_lru``,
   ``test_inflection``): the planted copy below was read before and is not now.
+- a parametrize table only the withheld test read, left in the visible file (``UNDERSCORE_TO_HUMAN`` for
+  ``test_humanize``): its inputs and expected outputs, 2 of 5 inflection tasks; now withheld with it.
 - what does not work (pinned): the workspace holds no ``.git``, no bytecode, no ``egg-info``/``RECORD``, and
   no file of it names a withheld function (12 of 208 short names appear, each another test's of that name:
   ``test_self_keyword`` in ``test_cachedmethod.py`` for the one in ``test_cached.py``); the prompt names
