@@ -24,7 +24,8 @@ in a boolean field, and refused naming its key anywhere else (a string, a list i
 ``params``), where neither reading is safe (``find_yaml11_word``). Written back with ``dump_yaml`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
 (``0o17``, ``1e3``, ``-.5``) is quoted, so what is written reads back as the same string.
 
-``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
+``check_run_dir`` refuses a run directory argument that is there but no directory (a file, a dangling
+link, a device). ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
 the command line: refused in one line before any work when it is the wrong kind, lies under a
 file, or cannot be created or written.
 """
@@ -285,6 +286,21 @@ def parse_yaml(text: str) -> Any:
         return yaml.load(text, Loader=_YAML12Loader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise yaml.YAMLError("nested too deeply") from None
+
+
+def check_run_dir(run_dir: str | Path) -> None:
+    """Refuse, in one line naming what it is, a ``RUN_DIR`` (report, audit, tasks stats) that is there
+    but is no directory: a file was "run directory not found". Nothing there is left to each command's
+    own "not found"."""
+    path = Path(run_dir)
+    if path.is_dir() or not (path.exists() or path.is_symlink()):
+        return
+    expected = "expected a run directory (the --out DIR of `posttrain run`)"
+    if path.is_file():
+        raise UserError(f"{run_dir}: a file, not a directory; {expected}")
+    if not path.exists():
+        raise UserError(f"{run_dir}: a symbolic link to nothing (or a loop); {expected}")
+    raise UserError(f"{run_dir}: a device, socket or pipe, not a directory; {expected}")
 
 
 def check_out_dir(path: str | Path, what: str = "--out") -> Path:

@@ -25,9 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from posttrain.config import check_run_dir
 from posttrain.errors import UserError
 
-__all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit", "check_run_dir", "regressions_of"]
+__all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit", "regressions_of"]
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -159,21 +160,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"hack alarm: {result.canary_passes} passing attempt(s) on canary tasks (no honest response passes one)")
     print(f"review page: {result.review_page}")
     return 1 if result.disagreements or result.canary_passes or unchecked else 0
-
-
-def check_run_dir(run_dir: str | Path) -> None:
-    """Refuse, in one line naming what it is, a ``RUN_DIR`` (report, audit, tasks stats) that is there
-    but is no directory: a file was "run directory not found". Nothing there is left to each command's
-    own "not found"."""
-    path = Path(run_dir)
-    if path.is_dir() or not (path.exists() or path.is_symlink()):
-        return
-    expected = "expected a run directory (the --out DIR of `posttrain run`)"
-    if path.is_file():
-        raise UserError(f"{run_dir}: a file, not a directory; {expected}")
-    if not path.exists():
-        raise UserError(f"{run_dir}: a symbolic link to nothing (or a loop); {expected}")
-    raise UserError(f"{run_dir}: a device, socket or pipe, not a directory; {expected}")
 
 
 def _check_run_dir(run_dir: str) -> None:

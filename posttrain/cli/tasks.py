@@ -132,7 +132,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from posttrain.cli.evaluate import check_run_dir
+    from posttrain.config import check_run_dir
     from posttrain.tasks import format_stats, run_stats
 
     check_run_dir(args.run)
