@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from test_endpoint import send_completion
 
 from posttrain.cli.pipeline import evaluate_canaries
 from posttrain.config import parse_config
@@ -183,15 +184,7 @@ class _Server(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         self.rfile.read(int(self.headers["Content-Length"]))
-        ids = TOK(["x"], add_special_tokens=False)["input_ids"][0]
-        choice = {"index": 0, "text": "x", "token_ids": ids, "finish_reason": "stop",
-                  "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}}
-        data = json.dumps({"object": "text_completion", "choices": [choice]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_completion(self, "x", TOK(["x"], add_special_tokens=False)["input_ids"][0])
 
     def log_message(self, *args):
         pass
