@@ -20,27 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_cli_fuzz4
 from test_bad_inputs import MATH, assert_refused_in_one_line
 from test_cli_fuzz3 import _pipe
 
 from posttrain.cli import main, recipe_doc
 from posttrain.policy import EmbeddedModelSpec, build_embedded_default
 
-
-@pytest.fixture
-def ws(tmp_path, monkeypatch) -> Path:
-    w = tmp_path / "ws"
-    w.mkdir()
-    (w / "good.jsonl").write_text(json.dumps(MATH) + "\n")
-    (w / "r.yaml").write_text("seed: 1\n")
-    monkeypatch.chdir(w)
-
-    def started(*args, **kwargs):  # a recipe let through: fail here, not after minutes of training
-        raise AssertionError("the run started")
-
-    monkeypatch.setattr("posttrain.cli.pipeline.run_recipe", started)
-    return w
-
+ws = test_cli_fuzz4.ws
+"""The fixture: a workspace with good.jsonl and r.yaml, in which a recipe that starts fails."""
 
 OTHER = {**MATH, "id": "e1", "prompt": "What is the capital of the country whose flag is red and white?"}
 
