@@ -141,3 +141,28 @@ def test_padding_never_pays_where_later_attempts_would_cost_more(policy, setting
         got = float(rewards_of([padded], w, attempt_discount=discount)[0][0, 2])
         assert got <= float(rewards_of([plain], w, attempt_discount=discount)[0][0, 2]) + 1e-6, label
         assert got == pytest.approx(failure_floor(w).total), label
+
+
+@pytest.mark.parametrize(("padded_script", "plain_script", "cut"), [
+    pytest.param(["8", PAD, "8"], ["8", "8", "8"], "feedback_overflow", id="pad-the-second-of-three"),
+    # two feedbacks in, the padded answer leaves the 256 positions no room: cut (max_tokens), the floor
+    pytest.param(["8", "8", PAD, "8"], ["8", "8", "8", "8"], "max_tokens", id="pad-the-third-of-four"),
+    pytest.param([PAD + PAD, "8", "8"], ["8", "8", "8"], "feedback_overflow", id="pad-twice-as-long"),
+])
+def test_padding_at_any_attempt_beside_a_pass_never_pays(policy, padded_script, plain_script, cut):
+    """Three more tries of the same policy (the stop hook's read of 4c5386c): the overflow at a later
+    attempt, with more attempts allowed, and a longer pad; each in a group where another episode passes.
+    The padded episode scores what the same failed answer gets as the last attempt, never more than
+    failing plainly to the end, and its advantage is never above the plain one's, under every weighting
+    and estimator."""
+    attempts = len(plain_script)
+    padded = play(policy, scripts=[["3"], padded_script], attempts=attempts)
+    plain = play(policy, scripts=[["3"], plain_script], attempts=attempts)
+    x, at = padded[1], next(i for i, answer in enumerate(padded_script) if answer.startswith(PAD)) + 1
+    assert (x.cut_by, x.attempts) == (cut, at)
+    assert plain[1].cut_by is None and plain[1].attempts == attempts and padded[0].verdicts[-1].passed
+    for label, w in WEIGHTINGS.items():
+        assert float(rewards_of([padded], w)[0][0, 1]) <= float(rewards_of([plain], w)[0][0, 1]) + 1e-6, label
+        for est in ESTIMATORS:
+            adv = float(effective_advantages([padded], w, est)[1])
+            assert adv <= float(effective_advantages([plain], w, est)[1]) + 1e-6, (label, est)
