@@ -99,3 +99,29 @@ def test_the_dividend_hurdle_sits_near_net_income_whatever_the_companys_size() -
         small += rep.facts["net"][-1] < 10 * M
     assert small >= 10, small  # before: 0 of 100 (net income was $10 million and more)
     assert min(off) >= Decimal("0.01") and max(off) <= Decimal("0.06"), (min(off), max(off))
+
+
+def test_three_answers_that_skip_a_unit_line() -> None:
+    """The stop hook's read of 282ef3d, as a policy that finds both cells but does not read both unit
+    lines: both taken in thousands, both in millions, or both in the first table's unit (read once).
+    The first two are a constant guess (125 and 103 of 300); the third passes every report whose two
+    tables share a unit and none whose tables differ (228 of 300, 222-228 over three draws: before
+    282ef3d every report had two units and it passed none). That is the price of tables that share a
+    unit (``_gen.MIXED_UNITS``, a quarter in two units): more reports in two units bring back the tell
+    by the printed ratio (a thousand apart), measured in the test above."""
+    rng = random.Random("doc-attacks14-total")
+    tasks = [build_task(rng, 1 + i % 5, f"doc-a14-total-{i}", "total", filler=0, pdf=False) for i in range(N)]
+    thousands = millions = first_unit = first_unit_mixed = mixed = 0
+    for task in tasks:
+        doc = parse_document(task.fields["document"])
+        cites = json.loads(str(task.reference))["evidence"]
+        x, y = (_number(c["quote"]) for c in cites)
+        u = [M if "millions" in doc.tables[c["location"]["table"].casefold()].columns[0] else K for c in cites]
+        thousands += _passes(task, (x + y) * K)
+        millions += _passes(task, (x + y) * M)
+        first = _passes(task, (x + y) * u[0])
+        first_unit += first
+        mixed += u[0] != u[1]
+        first_unit_mixed += first and u[0] != u[1]
+    assert thousands <= 0.5 * N and millions <= 0.5 * N, (thousands, millions)  # now 125 and 103
+    assert first_unit_mixed == 0 and first_unit <= N - mixed, (first_unit, mixed)  # now 228 of the 228 sharing a unit
