@@ -114,6 +114,20 @@ def test_a_bfcl_answer_with_a_second_array_beside_its_fence_is_no_response() -> 
         assert isinstance(got, str) and "second JSON document" in got, task.id
 
 
+def test_three_more_bfcl_hedges_are_no_response() -> None:
+    """The stop hook's read of bfcl/_domain.py (its second_document now strict_json's), as a policy: the
+    truth and a wrong array in two fences, the wrong one before the fenced truth, the wrong one in an HTML
+    comment after it, and both bare one after the other: each is no response (a string), never the truth."""
+    for task in get_domain("bfcl").generate_tasks(5, seed=0):
+        truth, wrong = json.dumps(task.fields["ground_truth"]), json.dumps([[{"name": "pwd", "arguments": {}}]])
+        for response, said in ((f"```json\n{truth}\n```\n```json\n{wrong}\n```", "2 fenced blocks"),
+                               (f"Option A: {wrong}\n```json\n{truth}\n```", "second JSON document"),
+                               (f"```json\n{truth}\n```\n<!-- {wrong} -->", "second JSON document"),
+                               (f"{truth}\n{wrong}", "not JSON")):
+            got = parse_response(response)
+            assert isinstance(got, str) and said in got, (task.id, said, got)
+
+
 def test_honest_answers_with_prose_around_them_pass() -> None:
     """Three honest forms per changed verifier: bare, fenced among prose (a citation ``[1]``
     included), and after reasoning that drafted another document."""
