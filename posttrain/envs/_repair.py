@@ -192,7 +192,7 @@ class RepairEnv:
 
     @property
     def attempts_left(self) -> int:
-        """The attempts this episode may still make (the runner's ``feedback_overflow`` reads it)."""
+        """The attempts this episode may still make (``rollout.CountsAttempts``: the runner's ``feedback_overflow``)."""
         if self.task is None:
             return 0
         limit = self.max_attempts if self.max_attempts is not None else self.task.limits.max_attempts

@@ -22,7 +22,7 @@ from posttrain.rollout._adaptive import (
     diversity_metrics,
 )
 from posttrain.rollout._context import ContextPolicy, ManagedContext, ManagedEpisode, run_managed
-from posttrain.rollout._env import SingleTurnEnv, SubmitsSteps, verify_by_domain
+from posttrain.rollout._env import CountsAttempts, SingleTurnEnv, SubmitsSteps, verify_by_domain
 from posttrain.rollout._runner import INFRA_EXCEPTIONS, Episode, as_rollout, run_batch, run_episode
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "AdaptiveSampling",
     "BudgetController",
     "ContextPolicy",
+    "CountsAttempts",
     "Episode",
     "ManagedContext",
     "ManagedEpisode",

@@ -37,6 +37,16 @@ class SubmitsSteps(Protocol):
     def submit_step(self, action: Generation) -> Future[StepResult]: ...
 
 
+@runtime_checkable
+class CountsAttempts(Protocol):
+    """An ``Env`` that says how many attempts its episode may still make (``envs._repair.RepairEnv``): the
+    runner scores a failed attempt whose feedback overflows as that attempt's verdict only where the step
+    limit leaves a turn for each of them (``_runner._cut_by``)."""
+
+    @property
+    def attempts_left(self) -> int: ...
+
+
 class SingleTurnEnv:
     """A one-step episode verified through the execution service: the prompt, one answer, its verdict.
 

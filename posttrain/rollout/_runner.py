@@ -91,7 +91,7 @@ from dataclasses import dataclass, field
 
 from posttrain.envs import Env, Restorable
 from posttrain.policy import Sampler, SamplingParams
-from posttrain.rollout._env import SubmitsSteps
+from posttrain.rollout._env import CountsAttempts, SubmitsSteps
 from posttrain.sandbox.errors import PoolClosed
 from posttrain.sched import GroupDropped, Result, Service, Step, StepError, verifier_bug
 from posttrain.types import (
@@ -509,7 +509,7 @@ def _cut_by(s: _State, max_tokens: int | None, max_turns: int) -> CutBy | None:
 
     ``"feedback_overflow"``: the last action was an attempt judged a failure (neither a pass nor infra)
     that the environment answered with feedback and another try, the step limit allowed every attempt
-    it has left (``attempts_left``: failing them all would not end in a ``"max_turns"`` cut), and the room left after the attempt was taken by the feedback (its context or token
+    it has left (``CountsAttempts``: failing them all would not end in a ``"max_turns"`` cut), and the room left after the attempt was taken by the feedback (its context or token
     budget full only once the feedback was appended): the attempt was made and judged, the feedback
     cannot be shown, so the episode ends on that verdict (``train._credit.episode_reward``). A full
     budget before the feedback (the attempt itself ran to it) stays ``"max_tokens"``, and the step
@@ -520,8 +520,8 @@ def _cut_by(s: _State, max_tokens: int | None, max_turns: int) -> CutBy | None:
     if room > 0:
         return "max_turns"
     last = s.turns[-1].verdict if s.turns else None
-    left = getattr(s.env, "attempts_left", None)  # an env that does not say: the floor, as ever
-    if (last is not None and not last.passed and not last.is_infra_error and isinstance(left, int)
+    left = s.env.attempts_left if isinstance(s.env, CountsAttempts) else 0  # one that does not say: the floor
+    if (last is not None and not last.passed and not last.is_infra_error
             and 0 < left <= max_turns - len(s.turns)  # the step limit would let it fail every attempt left
             and room + len(s.pending) > 0):  # the room before the feedback's ids: both caps moved by them
         return "feedback_overflow"

@@ -17,15 +17,11 @@ from posttrain.types import Observation, StepResult, Task, Verdict  # noqa: E402
 
 
 class LongFeedbackEnv:
-    """Every answer fails and is followed by ``feedback`` tokens of feedback (a repair-style env)
-    ``attempts`` times at most (None: it does not say how many: ``attempts_left`` is None)."""
+    """Every answer fails and is followed by ``feedback`` tokens of feedback (a repair-style env that
+    does not say how many attempts it allows)."""
 
-    def __init__(self, tok, feedback: int, attempts: int | None = None):
-        self.tok, self.feedback, self.seen, self.attempts = tok, feedback, [], attempts
-
-    @property
-    def attempts_left(self) -> int | None:
-        return None if self.attempts is None else self.attempts - len(self.seen)
+    def __init__(self, tok, feedback: int):
+        self.tok, self.feedback, self.seen = tok, feedback, []
 
     def reset(self, task):
         return Observation(tuple(self.tok(task.prompt)["input_ids"]), task.prompt)
@@ -39,6 +35,18 @@ class LongFeedbackEnv:
         pass
 
 
+class CountedFeedbackEnv(LongFeedbackEnv):
+    """The same, ``attempts`` times at most, and it says how many are left (``CountsAttempts``)."""
+
+    def __init__(self, tok, feedback: int, attempts: int):
+        super().__init__(tok, feedback)
+        self.attempts = attempts
+
+    @property
+    def attempts_left(self) -> int:
+        return self.attempts - len(self.seen)
+
+
 def cut_by(left: int) -> str:
     """The cut of a failed attempt ending the episode with ``left`` tokens of room after it: its
     feedback took that room (``feedback_overflow``), or the attempt itself left none."""
@@ -49,7 +57,7 @@ def cut_by(left: int) -> str:
 def test_an_observation_past_the_budget_is_cut_not_appended(feedback):
     tok = build_char_tokenizer()
     sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
-    envs = [LongFeedbackEnv(tok, feedback, attempts=5) for _ in range(3)]
+    envs = [CountedFeedbackEnv(tok, feedback, attempts=5) for _ in range(3)]
     runs = [Episode(Task(id=f"t{i}", domain="test", prompt="12+3=", fields={}), env, "g", i)
             for i, env in enumerate(envs)]
     budget, new = 30, 10  # each action is exactly 10 tokens (no EOS in this model's reach)
@@ -71,7 +79,7 @@ def test_the_context_never_outgrows_the_model(feedback):
     and each action after the first is capped to fit; nothing past it is ever sampled from."""
     tok = build_char_tokenizer()
     sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
-    envs = [LongFeedbackEnv(tok, feedback, attempts=20) for _ in range(2)]
+    envs = [CountedFeedbackEnv(tok, feedback, attempts=20) for _ in range(2)]
     runs = [Episode(Task(id=f"t{i}", domain="test", prompt="12+3=", fields={}), env, "g", i)
             for i, env in enumerate(envs)]
     cap = 64
@@ -99,7 +107,7 @@ def test_an_overflow_the_step_limit_would_have_cut_anyway_is_max_tokens(attempts
     turns is a ``feedback_overflow``."""
     tok = build_char_tokenizer()
     sampler = LocalSampler(tiny_llama(tok, eos_like=None), tok)
-    env = LongFeedbackEnv(tok, 25, attempts=attempts)  # 10 action tokens + 25 of feedback > 30
+    env = LongFeedbackEnv(tok, 25) if attempts is None else CountedFeedbackEnv(tok, 25, attempts)  # 10 + 25 > 30
     [traj] = run_batch(sampler, [Episode(Task(id="t", domain="test", prompt="12+3=", fields={}), env, "g", 0)],
                        SamplingParams(max_new_tokens=10, seed=0), max_turns=5, max_tokens=30)
     assert len(traj.ids) - len(traj.prompt_ids) == 10 and len(traj.turns) == 1  # room the feedback took
