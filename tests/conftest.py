@@ -86,3 +86,38 @@ def closed_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(key, raising=False)
     return cache
+
+
+# A made-up tree under /usr/local/share, where `pip install` as root leaves a project: the hiding tests
+# plant one, and the sandbox's index of host copies must forget it once it is built and once it is gone.
+import contextlib  # noqa: E402
+import secrets  # noqa: E402
+import shutil  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def usr_local() -> Callable[[str, Callable[[Path], object]], contextlib.AbstractContextManager[Path]]:
+    """``with usr_local("tag", build) as top:`` -- ``build(top)`` fills a fresh
+    ``/usr/local/share/posttrain-tag-<hex>``, which is then opened to every job (0755) with the index of
+    host copies forgotten; the tree is removed, and the index forgotten again, when the block ends.
+    Skips the test where /usr/local cannot be written (not root)."""
+    from posttrain.sandbox._hide import forget_index
+
+    @contextlib.contextmanager
+    def plant(tag: str, build: Callable[[Path], object]) -> Iterator[Path]:
+        top = Path(f"/usr/local/share/posttrain-{tag}-{secrets.token_hex(4)}")
+        try:
+            top.mkdir(parents=True)
+        except OSError as e:
+            pytest.skip(f"cannot write under /usr/local ({e})")
+        try:
+            build(top)
+            os.chmod(top, 0o755)
+            forget_index()
+            yield top
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+            forget_index()
+
+    return plant

@@ -13,12 +13,11 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 import pytest
 
-from posttrain.sandbox._hide import forget_index, host_copies
+from posttrain.sandbox._hide import host_copies
 
 
 def test_the_index_finds_a_distributions_metadata_by_its_normalised_name(tmp_path):
@@ -35,27 +34,20 @@ def test_the_index_finds_a_distributions_metadata_by_its_normalised_name(tmp_pat
 
 
 @pytest.fixture(scope="module")
-def planted():
+def planted(usr_local):
     """A made-up project installed under /usr/local: its package and its ``RECORD`` (root only)."""
     name = f"ptrecord_{secrets.token_hex(4)}"
-    top = Path(f"/usr/local/share/posttrain-record-test-{name}")
     original = b"def half(x):\n    return x / 2\n"
-    try:
-        (top / name).mkdir(parents=True)
-    except OSError as e:
-        pytest.skip(f"cannot write under /usr/local ({e})")
-    try:
+    digest = hashlib.sha256(original).hexdigest()
+
+    def build(top: Path) -> None:
+        (top / name).mkdir()
         (top / name / "__init__.py").write_bytes(original)
-        info = top / f"{name}-1.0.dist-info"
-        info.mkdir()
-        digest = hashlib.sha256(original).hexdigest()
-        (info / "RECORD").write_text(f"{name}/__init__.py,sha256={digest},{len(original)}\n")
-        os.chmod(top, 0o755)
-        forget_index()
-        yield name, info / "RECORD", digest
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-        forget_index()
+        (top / f"{name}-1.0.dist-info").mkdir()
+        (top / f"{name}-1.0.dist-info" / "RECORD").write_text(f"{name}/__init__.py,sha256={digest},{len(original)}\n")
+
+    with usr_local("record-test", build) as top:
+        yield name, top / f"{name}-1.0.dist-info" / "RECORD", digest
 
 
 def test_a_job_hiding_a_project_cannot_read_its_record_of_hashes(pool, planted):
@@ -67,26 +59,20 @@ def test_a_job_hiding_a_project_cannot_read_its_record_of_hashes(pool, planted):
 
 
 @pytest.fixture(scope="module")
-def installed_posttrain():
+def installed_posttrain(usr_local):
     """posttrain as ``pip install`` run as root leaves it under /usr: its packs hold every generated
     task's reference diff."""
-    top = Path(f"/usr/local/share/posttrain-own-test-{secrets.token_hex(4)}")
-    packs = top / "posttrain" / "envs" / "repo" / "data" / "packs"
-    try:
+    def build(top: Path) -> None:
+        packs = top / "posttrain" / "envs" / "repo" / "data" / "packs"
         packs.mkdir(parents=True)
-    except OSError as e:
-        pytest.skip(f"cannot write under /usr/local ({e})")
-    try:
         for pkg in (top / "posttrain", top / "posttrain" / "envs", top / "posttrain" / "envs" / "repo"):
             (pkg / "__init__.py").write_text("")
         (packs / "toolz-1.2.0.json").write_text('{"reference": "the fixed line"}\n')
         for here, _dirs, _files in os.walk(top):
             os.chmod(here, 0o755)
-        forget_index()
-        yield packs / "toolz-1.2.0.json"
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-        forget_index()
+
+    with usr_local("own-test", build) as top:
+        yield top / "posttrain" / "envs" / "repo" / "data" / "packs" / "toolz-1.2.0.json"
 
 
 def test_a_repo_tasks_workspace_cannot_read_an_installed_posttrains_packs(pool, installed_posttrain):

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import ast
 import re
-import secrets
-import shutil
 from pathlib import Path
 
 import pytest
@@ -44,7 +42,6 @@ from posttrain.envs.workspace import ScriptedAgent
 from posttrain.policy import ChatTemplate, SamplingParams, build_char_tokenizer
 from posttrain.rollout import Episode, run_batch
 from posttrain.sandbox import Workspace
-from posttrain.sandbox._hide import forget_index
 
 REPO = get_domain("repo")
 TASK = "cachetools-keys-binop-26-15"  # CacheWrapperTest::test_self_keyword withheld (tests/test_cached.py)
@@ -66,16 +63,11 @@ def _held(task_id: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def planted():
+def planted(usr_local):
     """The task's pristine project as a vendored source tree under /usr/local (root only), as the Google
     Cloud SDK ships cachetools: ``third_party/cachetools/{src/cachetools, tests}``; and a second copy of
     its test files in a directory that is no package (``tests/`` with a data file, no ``__init__``)."""
-    top = Path(f"/usr/local/share/posttrain-attacks13-{secrets.token_hex(4)}")
-    try:
-        top.mkdir(parents=True)
-    except OSError as e:
-        pytest.skip(f"cannot write under /usr/local ({e})")
-    try:
+    def build(top: Path) -> None:
         tree = verifier_tree(_task(TASK).fields)
         for path, data in tree.items():
             if path.startswith(("src/", "tests/")):
@@ -87,11 +79,9 @@ def planted():
         (top / "loose" / "tests" / "cases.json").write_text("[]\n")
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
-        forget_index()
+
+    with usr_local("attacks13", build) as top:
         yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-        forget_index()
 
 
 def _withheld_text(task_id: str) -> tuple[str, str]:

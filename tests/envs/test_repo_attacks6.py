@@ -9,38 +9,27 @@ first assertion of ``planted``.)"""
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
 from pathlib import Path
 
 import pytest
 from repo_host_copies import assert_each_fails_and_the_fix_passes
 
 from posttrain.envs.repo._hacks import FILES, FIXED
-from posttrain.sandbox._hide import forget_index
 
 
 @pytest.fixture(scope="module")
-def planted(pool):
+def planted(pool, usr_local):
     """``<top>/vendored/shop`` holding the fixed package, visible to a job that hides nothing."""
-    top = Path(f"/usr/local/share/posttrain-repo-attack-{secrets.token_hex(4)}")
-    try:
+    def build(top: Path) -> None:
         (top / "vendored" / "shop").mkdir(parents=True)
-    except OSError as e:
-        pytest.skip(f"cannot write under /usr/local ({e})")
-    try:
         for rel in ("shop/__init__.py", "shop/discount.py"):
             (top / "vendored" / rel).write_text(FILES[rel])
         (top / "vendored" / "shop" / "pricing.py").write_text(FIXED)
-        os.chmod(top, 0o755)
-        forget_index()
+
+    with usr_local("repo-attack", build) as top:
         copy = top / "vendored" / "shop" / "pricing.py"
         assert b"apply_discount(subtotal" in pool.exec(["cat", str(copy)], timeout=30).stdout  # readable unhidden
         yield copy
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-        forget_index()
 
 
 def _attacks(copy: Path) -> dict[str, str]:

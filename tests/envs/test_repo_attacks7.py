@@ -8,9 +8,6 @@ hides them now, so each is the candidate's own fail, and the honest fix still pa
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,19 +15,13 @@ import pytest
 from repo_host_copies import assert_each_fails_and_the_fix_passes
 
 from posttrain.envs.repo._hacks import FILES, FIXED
-from posttrain.sandbox._hide import forget_index
 
 
 @pytest.fixture(scope="module")
-def planted(pool):
+def planted(pool, usr_local):
     """``<top>/bytecode/shop`` (.pyc only, compiled by the sandbox's python3), ``<top>/ns/shop`` (no
     ``__init__``) and ``<top>/shortcut`` -> ``<top>/ns``, each visible to a job that hides nothing."""
-    top = Path(f"/usr/local/share/posttrain-repo-attack7-{secrets.token_hex(4)}")
-    try:
-        top.mkdir(parents=True)
-    except OSError as e:
-        pytest.skip(f"cannot write under /usr/local ({e})")
-    try:
+    def build(top: Path) -> None:
         sources = {"__init__.py": FILES["shop/__init__.py"], "discount.py": FILES["shop/discount.py"], "pricing.py": FIXED}
         (top / "bytecode" / "shop").mkdir(parents=True)
         (top / "ns" / "shop").mkdir(parents=True)
@@ -43,15 +34,12 @@ def planted(pool):
             if name != "__init__.py":
                 (top / "ns" / "shop" / name).write_text(text)
         (top / "shortcut").symlink_to(top / "ns")
-        os.chmod(top, 0o755)
-        forget_index()
+
+    with usr_local("repo-attack7", build) as top:
         for seen in (top / "bytecode" / "shop" / "pricing.pyc", top / "ns" / "shop" / "pricing.py",
                      top / "shortcut" / "shop" / "pricing.py"):
             assert pool.exec(["cat", str(seen)], timeout=30).stdout, seen  # readable unhidden
         yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-        forget_index()
 
 
 def _attacks(top: Path) -> dict[str, str]:

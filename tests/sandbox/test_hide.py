@@ -8,7 +8,6 @@ inflection pack tasks, readable by ``cat`` from a workspace and importable by th
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 from pathlib import Path
@@ -42,23 +41,17 @@ def test_the_index_finds_top_level_packages_modules_and_bytecode_only(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def planted():
+def planted(usr_local):
     """A package and a module of a made-up project under /usr/local (root only), with a secret."""
     name = f"ptprobe_{secrets.token_hex(4)}"
-    top = Path(f"/usr/local/share/posttrain-hide-test-{name}")
-    try:
+
+    def build(top: Path) -> None:
         (top / "vendored" / name).mkdir(parents=True)
-    except OSError as e:
-        pytest.skip(f"cannot write under /usr/local ({e})")
-    try:
         (top / "vendored" / name / "__init__.py").write_text("SECRET = 'the original code'\n")
         (top / f"{name}.py").write_text("SECRET = 'the original code'\n")
-        os.chmod(top, 0o755)
-        forget_index()
+
+    with usr_local("hide-test", build) as top:
         yield name, top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-        forget_index()
 
 
 def test_a_job_told_to_hide_a_project_sees_none_of_its_copies_under_usr(pool, planted):
