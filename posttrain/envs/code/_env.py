@@ -624,6 +624,27 @@ def _tests_file(source: str) -> str | None:
     return path if readable_by_candidates(path) else None
 
 
+def _is_humaneval_record(record: Mapping[str, Any]) -> bool:
+    """A record in HumanEval's own format (its ``task_id``, its ``canonical_solution``): a file of
+    them, the user's own or a copy of the benchmark, is split as the built-in ``humaneval`` family is."""
+    return "task_id" in record or "canonical_solution" in record
+
+
+def _split_fields(test: str) -> dict[str, str]:
+    """``test`` and ``hidden_test`` of a HumanEval record's ``check`` (``_humaneval.split_check``), or
+    nothing when it has no assert to split (asserts only in loops: the whole check stays visible).
+    Before, a task file of HumanEval records loaded with no split: with ``max_attempts`` > 1 each failed
+    attempt's feedback showed an assert with its expected value, and a lookup table of the shown ones
+    passed HumanEval/34 at two attempts (the built-in family, split, none within four)."""
+    from posttrain.envs.code._humaneval import split_check
+
+    try:
+        split = split_check(test)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # _check_source compiled it: no split, as before
+        return {}
+    return {} if split is None else {"test": split[0], "hidden_test": split[1]}
+
+
 def _check_source(reader: RecordReader, field: str) -> str:
     test = reader.string(field)
     try:
@@ -661,6 +682,8 @@ class CodeEnv:
         fields = {"entry_point": entry_point, "test": _check_source(reader, "test")}
         if "hidden_test" in reader.record:
             fields["hidden_test"] = _check_source(reader, "hidden_test")
+        elif _is_humaneval_record(record):
+            fields.update(_split_fields(fields["test"]))
         canonical = reader.optional_string("canonical_solution")
         task = parse_common(reader, fields, reference=canonical)
         exposed = _tests_file(source)

