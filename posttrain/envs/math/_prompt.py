@@ -69,12 +69,15 @@ _FORM_PHRASE_RE = re.compile(r"\b(?:in|into|as|the)\s+(?:its\s+)?(expanded|facto
 on may stand before it, so it has no echo check)."""
 _INSTRUCTED = {"expand": "expanded", "factor": "factored", "factorise": "factored", "factorize": "factored",
                "expanded": "expanded", "factored": "factored", "factorised": "factored", "factorized": "factored"}
-_DISPLAY_ENVS = r"(?:equation|align|gather|multline|flalign|displaymath|math)\*?"
+_DISPLAY_ENVS = (r"(?:equation|x{0,2}alignat|align|gather|multline|flalign|displaymath|math|eqnarray|split"
+                 r"|dmath|dgroup|darray)\*?")
 _MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]"
-                      rf"|\\begin\{{{_DISPLAY_ENVS}\}}(.+?)\\end\{{{_DISPLAY_ENVS}\}}", re.DOTALL)
-"""A prompt's math: ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` and the display environments
+                      rf"|\\begin\{{{_DISPLAY_ENVS}\}}(?:\{{\d+\}})?(.+?)\\end\{{{_DISPLAY_ENVS}\}}"
+                      r"|\\ensuremath\s*\{((?:[^{}]|\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\})*)\}", re.DOTALL)
+"""A prompt's math: ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``, the display environments
 (``\\begin{equation}...``: before they were read, "Evaluate \\begin{equation}\\frac{x^2-1}{x-1}
-\\end{equation}" took its own expression for the gold ``x+1``)."""
+\\end{equation}" took its own expression for the gold ``x+1``; ``eqnarray``, ``alignat{n}``, ``split``
+and breqn's ``dmath`` took it too, test_math_attacks9) and ``\\ensuremath{...}`` (braces three deep)."""
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the prompt, asked at every check
@@ -181,12 +184,15 @@ def copies_unread_value(prompt: str, answer: str, gold: str) -> bool:
     return False
 
 
-_WORK_OP_RE = re.compile(r"\\(?:[dt]?binom|choose|max|min|gcd|lcm|det|lfloor|lceil|[bp]?mod|Gamma|zeta)(?![A-Za-z])"
-                         r"|\\begin\s*\{\s*vmatrix\s*\}|\\\||\||!")
+_WORK_OP_RE = re.compile(r"\\(?:[dt]?binom|choose|max|min|gcd|lcm|det|l?floor|l?ceil|[bp]?mod|Gamma|zeta)(?![A-Za-z])"
+                         r"|\\gamma(?=\s*(?:\(|\\left\b))|\\begin\s*\{\s*vmatrix\s*\}|\\\||\||!")
 """The operators of work the form reader names but does not read: ``\\binom``, ``\\max``, ``\\gcd``, a
 determinant, ``\\lfloor``, ``|`` (each bar), ``!``, ... (``_read._EVALUATE``), one name per sign."""
 _WORK_OP_NAMES = {"\\dbinom": "\\binom", "\\tbinom": "\\binom", "\\choose": "\\binom", "\\begin{vmatrix}": "\\det",
-                  "\\mod": "\\bmod", "\\pmod": "\\bmod"}
+                  "\\mod": "\\bmod", "\\pmod": "\\bmod", "\\floor": "\\lfloor", "\\ceil": "\\lceil", "\\gamma": "\\Gamma"}
+"""One name per sign: the checker reads ``\\floor(x)``/``\\operatorname{floor}(x)`` as ``\\lfloor x \\rfloor``,
+``\\ceil`` as ``\\lceil``, and ``\\gamma(n)`` as the gamma function (test_math_attacks9: the question's
+``\\lfloor x \\rfloor + \\lfloor x \\rfloor`` boxed as ``\\operatorname{floor}(x)+\\operatorname{floor}(x)`` passed)."""
 
 
 def work_left(prompt: str, answer: str, gold: str) -> str | None:
@@ -256,7 +262,7 @@ def _unwrapped(key: str) -> str:
 
 
 _SYNONYMS_RE = re.compile(r"\\(?:lvert|rvert|vert)(?![A-Za-z])|\\[dt]binom(?![A-Za-z])")
-_NAMED_OP_RE = re.compile(r"\\(?:operatorname\*?|mathrm|rm)\s*\{\s*(gcd|lcm|max|min|det|Gamma|zeta|mod)\s*\}")
+_NAMED_OP_RE = re.compile(r"\\(?:operatorname\*?|mathrm|rm)\s*\{\s*(gcd|lcm|max|min|det|Gamma|zeta|mod|floor|ceil)\s*\}")
 """An operator of work written by name (``\\operatorname{gcd}``, ``\\mathrm{lcm}``): the sign's own spelling."""
 
 
