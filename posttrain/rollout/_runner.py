@@ -56,31 +56,17 @@ episode's same step: a deterministic bug, not a flaky machine. Resource and time
 group is dropped. An environment whose failures are infra returns an infra verdict (never
 repeat-checked) rather than raising.
 
-Limits: ``max_turns`` actions, ``max_tokens`` tokens after the prompt (actions and observations),
-and ``max_context`` tokens of context in all, prompt included (the model's positions: an agent's tool
-result of 12,000 characters grows the context by thousands of tokens, and a vLLM engine refuses a
-prompt longer than its ``max_model_len``, which would end the run): an episode whose context reaches
-it is sampled no further and ends cut (``cut_by="max_tokens"``: the least a failure scores, the
-policy's doing, never infra), and each action after the first is capped to fit (the first is the
-recipe's: ``train.recipe`` refuses prompts and caps the model cannot hold). Where it was a failed
-attempt's feedback that filled it (the attempt judged, another allowed, room left before the
-feedback), the episode ends ``cut_by="feedback_overflow"`` and scores that attempt's verdict, as if
-it were the last attempt (``_cut_by``).
-
 The service's workers (sized from the sandbox pool) set the concurrency. A single-turn batch is
 therefore exactly one ``generate`` call over all prompts, in order.
 
-Limits: ``max_turns`` actions per episode, and ``max_tokens`` tokens after the prompt (actions and
-observations together; each action gets at most what is left). An episode stopped by either
-before its environment said done is ``truncated`` and names the limit (``cut_by``); an episode whose
-last action hit its token cap is ``truncated`` too.
+Limits (``max_turns``, ``max_tokens``, ``max_context``: the model's positions) and the cut that names
+the one that ended an episode (``cut_by``, ``"feedback_overflow"`` included): ``_limits``, shared.
 
 Not here: chat templates (an environment renders its observations to ids itself), tool calling.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import subprocess
 import warnings
@@ -91,7 +77,9 @@ from dataclasses import dataclass, field
 
 from posttrain.envs import Env, Restorable
 from posttrain.policy import Sampler, SamplingParams
-from posttrain.rollout._env import CountsAttempts, SubmitsSteps
+from posttrain.rollout._env import SubmitsSteps
+from posttrain.rollout._limits import check_limits, cut_by, sample_within
+from posttrain.rollout._limits import sample_by_cap as sample_by_cap  # its home before _limits
 from posttrain.sandbox.errors import PoolClosed
 from posttrain.sched import GroupDropped, Result, Service, Step, StepError, verifier_bug
 from posttrain.types import (
@@ -168,10 +156,7 @@ def run_batch(
     positions (module docstring: limits)."""
     states: list[_State] = []
     try:
-        if max_turns < 1 or (max_tokens is not None and max_tokens < 1):
-            raise ValueError(f"max_turns and max_tokens must be >= 1, got {max_turns} and {max_tokens}")
-        if max_context is not None and max_context < 2:
-            raise ValueError(f"max_context must be >= 2, got {max_context}")
+        check_limits(max_turns, max_tokens, max_context)
         sizes = Counter(ep.group_id for ep in episodes)
         for ep in episodes:
             prompt = ep.env.reset(ep.task).ids
@@ -184,7 +169,8 @@ def run_batch(
             active = [i for i, s in enumerate(states) if not s.done and _room(s, max_tokens) > 0]
             if not active:
                 break
-            gens = _sample(sampler, [states[i] for i in active], params, max_tokens, seed_offset=turn)
+            gens = sample_within(sampler, [states[i].context for i in active], params,
+                                 [_room(states[i], max_tokens) for i in active], seed_offset=turn)
             results = _step_all([episodes[i] for i in active], [states[i] for i in active], gens, service)
             for i, g, result in zip(active, gens, results, strict=True):
                 s, obs = states[i], result.observation
@@ -253,30 +239,6 @@ def _room(s: _State, max_tokens: int | None) -> int | float:
     cap (a prompt too long for the model is the recipe's to refuse, before any work)."""
     budget = math.inf if max_tokens is None else max_tokens - s.used
     return min(budget, s.context_cap - len(s.context)) if s.turns else budget
-
-
-def _sample(sampler: Sampler, states: Sequence[_State], params: SamplingParams, max_tokens: int | None,
-            *, seed_offset: int) -> list[Generation]:
-    """One ``generate`` call per distinct token cap (one call in all when no budget binds)."""
-    caps = [int(min(params.max_new_tokens, _room(s, max_tokens))) for s in states]
-    return sample_by_cap(sampler, [s.context for s in states], params, caps, seed_offset=seed_offset)
-
-
-def sample_by_cap(sampler: Sampler, contexts: Sequence[Sequence[int]], params: SamplingParams, caps: Sequence[int],
-                  *, seed_offset: int) -> list[Generation]:
-    """``contexts`` sampled with ``params``, row ``i`` to at most ``caps[i]`` new tokens: one ``generate``
-    call per distinct cap, each with its own seed, ``seed + 7919 x seed_offset + j`` for the ``j``-th
-    cap (largest first): one seed for every call re-drew the same numbers, so rows of two caps, and an
-    episode's successive rounds, sampled from the same draws. Round 0 of an unbudgeted batch is exactly
-    one ``generate(params)``: same seed, same samples."""
-    out: list[Generation | None] = [None] * len(contexts)
-    for j, cap in enumerate(sorted(set(caps), reverse=True)):
-        rows = [i for i, c in enumerate(caps) if c == cap]
-        seed = None if params.seed is None else params.seed + 7919 * seed_offset + j
-        sub = dataclasses.replace(params, max_new_tokens=cap, seed=seed)
-        for i, g in zip(rows, sampler.generate([contexts[i] for i in rows], sub), strict=True):
-            out[i] = g
-    return [g for g in out if g is not None]
 
 
 def _step_all(eps: Sequence[Episode], states: Sequence[_State], gens: Sequence[Generation],
@@ -505,27 +467,12 @@ def _trajectory(ep: Episode, s: _State, policy_version: int, max_tokens: int | N
 
 
 def _cut_by(s: _State, max_tokens: int | None, max_turns: int) -> CutBy | None:
-    """The runner's limit that ended an unfinished episode (None: its environment ended it).
-
-    ``"feedback_overflow"``: the last action was an attempt judged a failure (neither a pass nor infra)
-    that the environment answered with feedback and another try, the step limit allowed every attempt
-    it has left (``CountsAttempts``: failing them all would not end in a ``"max_turns"`` cut), and the room left after the attempt was taken by the feedback (its context or token
-    budget full only once the feedback was appended): the attempt was made and judged, the feedback
-    cannot be shown, so the episode ends on that verdict (``train._credit.episode_reward``). A full
-    budget before the feedback (the attempt itself ran to it) stays ``"max_tokens"``, and the step
-    limit ``"max_turns"``: both cuts score the least a failure can, as ever."""
+    """The runner's limit that ended an unfinished episode (None: its environment ended it;
+    ``_limits.cut_by``: ``"feedback_overflow"`` where a failed attempt's feedback took the room left)."""
     if s.done:
         return None
-    room = _room(s, max_tokens)
-    if room > 0:
-        return "max_turns"
-    last = s.turns[-1].verdict if s.turns else None
-    left = s.env.attempts_left if isinstance(s.env, CountsAttempts) else 0  # one that does not say: the floor
-    if (last is not None and not last.passed and not last.is_infra_error
-            and 0 < left <= max_turns - len(s.turns)  # the step limit would let it fail every attempt left
-            and room + len(s.pending) > 0):  # the room before the feedback's ids: both caps moved by them
-        return "feedback_overflow"
-    return "max_tokens"
+    return cut_by(s.env, s.turns[-1].verdict if s.turns else None, room=_room(s, max_tokens),
+                  feedback=len(s.pending), turns_left=max_turns - len(s.turns))
 
 
 def as_rollout(traj: Trajectory) -> Rollout:
