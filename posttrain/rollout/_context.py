@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from posttrain.envs import Env
-from posttrain.rollout._runner import sample_by_cap
-from posttrain.types import Observation, Task, Trajectory, Turn, Verdict
+from posttrain.rollout._limits import cut_by, sample_by_cap, sample_within
+from posttrain.types import CutBy, Observation, Task, Trajectory, Turn, Verdict
 
 if TYPE_CHECKING:  # the sampler module imports torch; an evaluation of a scripted agent needs neither
     from posttrain.policy import Sampler, SamplingParams
@@ -212,8 +212,10 @@ class ManagedEpisode:
     tokens: int = 0
     """Tokens after the prompt: actions and observations, searches and summaries included."""
     peak_context: int = 0
-    cut_by: Literal["max_turns", "max_tokens"] | None = None
-    """The limit that stopped the episode before its environment said done (None: done)."""
+    cut_by: CutBy | None = None
+    """The limit that stopped the episode before its environment said done (None: done), decided as the
+    runner decides it (``_limits.cut_by``): ``"feedback_overflow"`` where a failed attempt's feedback
+    took what was left of ``max_tokens``."""
 
     @property
     def reward(self) -> float:
@@ -223,8 +225,9 @@ class ManagedEpisode:
         """One one-turn ``Trajectory`` per row (module docstring: how the loss is assembled), each
         carrying the episode's group, sample index, reward, last verdict and ``cut_by``, so that each
         row scores what its episode scores (``train._credit.episode_reward``): the verdict for an episode
-        the environment ended, the least a failure can for a cut one (never the verdict of an attempt
-        before the cut). Advantages are the episode's, computed over its group of episodes, not rows.
+        the environment ended or a failed attempt's feedback overflowed (``"feedback_overflow"``), the
+        least a failure can for another cut (never the verdict of an attempt before the cut). Advantages
+        are the episode's, computed over its group of episodes, not rows.
 
         Not yet the episode's: the length penalty and ``rl.attempt_discount``, which ``rewards_of``
         takes from a trajectory's own turns, see one row each. A failing episode of five 10-token
@@ -259,6 +262,18 @@ def run_managed(
             env.close()
 
 
+@dataclass
+class _Live:
+    """An episode while ``run_managed`` runs it, and what its last row leaves for its cut (``_limits.cut_by``)."""
+
+    ep: ManagedEpisode
+    env: Env
+    ctx: ManagedContext
+    last: Verdict | None = None  # the verdict of its last row's step (None: a search, a summary, none given)
+    feedback: int = 0  # ids of the observation after its last row
+    turns_left: int = 0  # env turns the step limit (and the rounds) still allow after its last row
+
+
 def _run_managed(sampler: Sampler, episodes: Sequence[tuple[Task, Env, str, int]], params: SamplingParams,
                  policy: ContextPolicy, encode: Callable[[str], list[int]], *, max_turns: int,
                  max_tokens: int | None) -> list[ManagedEpisode]:
@@ -266,54 +281,61 @@ def _run_managed(sampler: Sampler, episodes: Sequence[tuple[Task, Env, str, int]
     for task, env, gid, idx in episodes:
         ctx = ManagedContext(env.reset(task), encode, policy)
         ctx.observe(Observation((), ""))  # the prompt is the head; turn 0's own observation is empty
-        states.append((ManagedEpisode(task, gid, idx), env, ctx))
-    for rnd in range(max_turns * 3):  # env turns, plus the searches and summaries between them
-        live = [s for s in states if not s[0].done and _room(s[0], max_tokens) > 0 and _env_turns(s[0]) < max_turns]
+        states.append(_Live(ManagedEpisode(task, gid, idx), env, ctx))
+    rounds = max_turns * 3  # env turns, plus the searches and summaries between them
+    for rnd in range(rounds):
+        live = [s for s in states if not s.ep.done and _room(s.ep, max_tokens) > 0 and _env_turns(s.ep) < max_turns]
         if not live:
             break
-        summary = [s for s in live if policy.summarize == "policy" and s[2].needs_folding()]
+        summary = [s for s in live if policy.summarize == "policy" and s.ctx.needs_folding()]
         if summary:
             _summary_round(sampler, summary, params, policy, seed_offset=rnd)
             continue
-        contexts = [s[2].context() for s in live]
-        caps = [int(min(params.max_new_tokens, _room(s[0], max_tokens))) for s in live]
-        gens = sample_by_cap(sampler, contexts, params, [max(c, 1) for c in caps], seed_offset=rnd)
-        for (ep, env, ctx), seen, g in zip(live, contexts, gens, strict=True):
+        contexts = [s.ctx.context() for s in live]
+        gens = sample_within(sampler, contexts, params, [_room(s.ep, max_tokens) for s in live], seed_offset=rnd)
+        for s, seen, g in zip(live, contexts, gens, strict=True):
+            ep = s.ep
             ep.peak_context = max(ep.peak_context, len(seen) + len(g.completion_ids))
             searching = policy.manage and policy.retrieval and g.text.lstrip().startswith(SEARCH_PREFIX)
             ep.rows.append(Row(tuple(seen), g.completion_ids, g.logprobs, g.stop_reason,
                                "search" if searching else "env", g.text))
-            ctx.act(g.completion_ids)
+            s.ctx.act(g.completion_ids)
+            s.last = None
             if searching:
-                found = ctx.search(g.text.lstrip()[len(SEARCH_PREFIX):].strip())
+                found = s.ctx.search(g.text.lstrip()[len(SEARCH_PREFIX):].strip())
                 obs = Observation(tuple(encode("\nFound: " + found + "\n")), found)
             else:
-                result = env.step(g)
-                obs, ep.done = result.observation, result.done
+                result = s.env.step(g)
+                obs, ep.done, s.last = result.observation, result.done, result.verdict
                 if result.verdict is not None:
                     ep.verdicts.append(result.verdict)
             ep.tokens += len(g.completion_ids) + len(obs.ids)
-            ctx.observe(obs)
-    for ep, _, _ in states:
-        if not ep.done:
-            ep.cut_by = "max_tokens" if _room(ep, max_tokens) <= 0 else "max_turns"
-    return [s[0] for s in states]
+            s.feedback, s.turns_left = len(obs.ids), min(max_turns - _env_turns(ep), rounds - rnd - 1)
+            s.ctx.observe(obs)
+    for s in states:
+        if not s.ep.done:  # the runner's decision, on the runner's terms (the context itself never overflows)
+            s.ep.cut_by = cut_by(s.env, s.last, room=_room(s.ep, max_tokens), feedback=s.feedback,
+                                 turns_left=s.turns_left)
+    return [s.ep for s in states]
 
 
-def _summary_round(sampler: Sampler, live: list, params: SamplingParams, policy: ContextPolicy, *,
+def _summary_round(sampler: Sampler, live: list[_Live], params: SamplingParams, policy: ContextPolicy, *,
                    seed_offset: int) -> None:
     """The policy writes the summary: asked ``SUMMARY_PROMPT`` after its current context."""
     contexts = []
-    for _, _, ctx in live:
+    for s in live:
+        ctx = s.ctx
         contexts.append([*ctx._fit([*ctx.prompt.ids, *ctx.summary_ids], ctx.summarized),
                          *ctx.encode(SUMMARY_PROMPT)][-policy.budget :])
     gens = sample_by_cap(sampler, contexts, params, [max(policy.summary_tokens, 1)] * len(live),
                          seed_offset=seed_offset)
-    for (ep, _, ctx), seen, g in zip(live, contexts, gens, strict=True):
+    for s, seen, g in zip(live, contexts, gens, strict=True):
+        ep = s.ep
         ep.rows.append(Row(tuple(seen), g.completion_ids, g.logprobs, g.stop_reason, "summary", g.text))
         ep.tokens += len(g.completion_ids)
         ep.peak_context = max(ep.peak_context, len(seen) + len(g.completion_ids))
-        ctx.fold(summary_ids=g.completion_ids)
+        s.last, s.feedback = None, 0
+        s.ctx.fold(summary_ids=g.completion_ids)
 
 
 def _room(ep: ManagedEpisode, max_tokens: int | None) -> float:
