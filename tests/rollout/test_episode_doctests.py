@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["posttrain.types", "posttrain.policy._sampling", "posttrain.policy._sampler", "posttrain.policy._endpoint",
-           "posttrain.policy._embedded", "posttrain.rollout._runner"]
+           "posttrain.policy._embedded", "posttrain.rollout._runner", "posttrain.rollout._limits"]
 
 
 @pytest.mark.parametrize("name", MODULES)
