@@ -41,7 +41,7 @@ class SubmitsSteps(Protocol):
 class CountsAttempts(Protocol):
     """An ``Env`` that says how many attempts its episode may still make (``envs._repair.RepairEnv``): the
     runner scores a failed attempt whose feedback overflows as that attempt's verdict only where the step
-    limit leaves a turn for each of them (``_runner._cut_by``)."""
+    limit leaves a turn for each of them (``_limits.cut_by``)."""
 
     @property
     def attempts_left(self) -> int: ...
