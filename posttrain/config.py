@@ -21,11 +21,15 @@ string "3e-3"), ``010`` is ten (1.1: octal 8), and ``1:30``, ``1_000`` and ``0b1
 an error there too (PyYAML keeps the later value, silently), and so is nesting too deep to parse.
 A plain ``yes``, ``no``, ``on`` or ``off`` (booleans to YAML 1.1, strings to 1.2) is read as 1.1 reads it
 in a boolean field, and refused naming its key anywhere else (a string, a list item, a generator's
-``params``), where neither reading is safe (``find_yaml11_word``). Written back with ``dump_yaml`` (RUN/config.yaml), a string that YAML 1.2 reads as a number
-(``0o17``, ``1e3``, ``-.5``) is quoted, so what is written reads back as the same string.
+``params``), where neither reading is safe (``find_yaml11_word``). A mapping's key is read as its text,
+as YAML 1.2 reads it (``params: {on: 3}`` has the key 'on', named so if it is unknown): every mapping of
+a recipe is keyed by names, where YAML 1.1's boolean key means nothing. Written back with ``dump_yaml``
+(RUN/config.yaml), a string that YAML 1.2 reads as a number (``0o17``, ``1e3``, ``-.5``) is quoted, so
+what is written reads back as the same string.
 
 ``check_run_dir`` refuses a run directory argument that is there but no directory (a file, a dangling
-link, a device). ``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
+link, a device); ``check_run_files``, a file in it that a command reads and that is no file.
+``check_out_dir(path, what)`` / ``check_out_file`` are the same idea for an output path given on
 the command line: refused in one line before any work when it is the wrong kind, lies under a
 file, or cannot be created or written.
 """
@@ -301,6 +305,30 @@ def check_run_dir(run_dir: str | Path) -> None:
     if not path.exists():
         raise UserError(f"{run_dir}: a symbolic link to nothing (or a loop); {expected}")
     raise UserError(f"{run_dir}: a device, socket or pipe, not a directory; {expected}")
+
+
+RUN_FILES = {"config.yaml": "the run's resolved recipe", "metrics.jsonl": "the run's metrics",
+             "summary.json": "the run's summary", "trajectories/*.jsonl": "a records .jsonl file",
+             "eval/*.jsonl": "a records .jsonl file"}
+"""The files of a run directory that ``report`` reads, each with what it holds (``check_run_files``)."""
+
+
+def check_run_files(run_dir: str | Path, files: Mapping[str, str] = RUN_FILES) -> None:
+    """Refuse, in one line naming what it is, a file of ``run_dir`` that a command reads (``files``: a name
+    or a glob -> what it holds) which is there but no regular file: a pipe, a device, a directory or a
+    dangling link. ``report`` left a metrics.jsonl, summary.json or config.yaml of these out, silently (a page
+    without its curves or eval table), and said "not found" of a records file, as ``tasks stats`` did."""
+    root = Path(run_dir)
+    for pattern, what in files.items():
+        found = sorted(root.glob(pattern)) if "*" in pattern else [root / pattern]
+        for path in found:
+            if path.is_file() or not (path.exists() or path.is_symlink()):
+                continue
+            if path.is_dir():  # the readers' own words for a records file or metrics.jsonl
+                raise UserError(f"{path}: is a directory, expected {what}")
+            kind = "a symbolic link to nothing (or a loop)" if not path.exists() else "a pipe or FIFO" \
+                if stat.S_ISFIFO(path.stat().st_mode) else "a device or socket"
+            raise UserError(f"{path}: {kind}, not a file; expected {what}")
 
 
 def check_out_dir(path: str | Path, what: str = "--out") -> Path:

@@ -161,6 +161,9 @@ def _check_not_empty(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if value and Path(value).is_symlink() and not Path(value).exists():  # else "not found", or a hub name
             raise UserError(f"--{name} {value}: a symbolic link to nothing (or a loop); expected {dict(_NAMED)[name]}")
+    base = Path(args.baseline) if getattr(args, "baseline", None) else None
+    if base is not None and base.exists() and not (base.is_file() or base.is_dir()):  # was "not found"
+        raise UserError(f"--baseline {base}: a pipe, device or socket, not a file; expected {dict(_NAMED)['baseline']}")
 
 
 def _validate(args: argparse.Namespace) -> None:

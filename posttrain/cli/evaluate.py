@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from posttrain.config import check_run_dir
+from posttrain.config import RUN_FILES, check_run_dir, check_run_files
 from posttrain.errors import UserError
 
 __all__ = ["register", "cmd_eval", "cmd_report", "cmd_audit", "regressions_of"]
@@ -122,8 +122,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from posttrain.config import check_out_file
     from posttrain.evaluate.report import write_report
 
+    seen: dict[Path, str] = {}
     for run_dir in args.run_dirs:
         _check_run_dir(run_dir)
+        check_run_files(run_dir)
+        if (key := Path(run_dir).resolve()) in seen:  # a comparison page of a run beside itself
+            raise UserError(f"RUN_DIR {run_dir}: given twice ({seen[key]} is the same directory); give each run once")
+        seen[key] = run_dir
     first = Path(args.run_dirs[0])
     check_out_file(args.out if args.out is not None else first / ("report.html" if len(args.run_dirs) == 1
                                                                    else "compare.html"))
@@ -140,6 +145,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from posttrain.evaluate.audit import run_audit
 
     _check_run_dir(args.run_dir)
+    check_run_files(args.run_dir, {k: v for k, v in RUN_FILES.items() if k.endswith("/*.jsonl")})  # the records
     check_out_dir(Path(args.run_dir) / "audit", "audit directory")
     result = run_audit(args.run_dir, sample=args.sample, seed=args.seed, task_files=args.tasks, suite=args.suite,
                        open_service=open_service)

@@ -132,10 +132,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from posttrain.config import check_run_dir
+    from posttrain.config import check_run_dir, check_run_files
     from posttrain.tasks import format_stats, run_stats
 
     check_run_dir(args.run)
+    if not (args.run / "trajectories" / "rl.jsonl").is_dir():  # run_stats says that one; a pipe or link was "missing"
+        check_run_files(args.run, {"trajectories/rl.jsonl": "the RL trajectories file"})
     print(format_stats(run_stats(args.run)))
     return 0
 

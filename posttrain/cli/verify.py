@@ -86,7 +86,8 @@ def _read_response(path: Path) -> str:
         raise UserError(f"{path}: is a directory, expected a text file holding the response")
     if not path.is_file() and not is_pipe(path):
         why = "a symbolic link to nothing (or a loop)" if path.is_symlink() and not path.exists() \
-            else "a device, socket or pipe, not a file" if path.exists() else "no such response file"
+            else "a device or socket, not a file; expected a text file or a pipe" if path.exists() \
+            else "no such response file"
         raise UserError(f"{path}: {why}")
     try:
         raw = read_pipe(path) if is_pipe(path) else path.read_bytes()

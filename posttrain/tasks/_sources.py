@@ -277,6 +277,9 @@ def _read_file(path: Path, source: TaskSource) -> _Loaded:
     tasks: list[Task] = []
     where: dict[str, str] = {}
     columnar = is_columnar(path)
+    if source.columns and not columnar:  # else ignored: a JSON record's keys are its task's fields as written
+        raise UserError(f"{source.file}: columns: only a columnar file (Parquet, Arrow or a datasets directory) "
+                        "has columns to map; a JSON task file's keys are the task fields (rename them in the file)")
     for row, (at, raw) in enumerate(iter_task_records(path, split=source.split)):
         record = map_columns(raw, source.columns, at) if columnar else raw
         if columnar and isinstance(record, dict) and "id" not in record:

@@ -135,7 +135,7 @@ EVAL = ["eval", "--responses", "resp.jsonl", "--tasks", "good.jsonl"]
     pytest.param(["verify", "--task", "good.jsonl", "--response", "gone"], "gone: a symbolic link to nothing (or a loop)",
                  id="verify-response-link"),
     pytest.param(["verify", "--task", "good.jsonl", "--response", "/dev/null"],
-                 "/dev/null: a device, socket or pipe, not a file", id="verify-response-device"),
+                 "/dev/null: a device or socket, not a file; expected a text file or a pipe", id="verify-response-device"),
     # before: "unknown key ''"; ``rl..lr=3`` listed rl's 40 keys for the key ''
     pytest.param(["run", "r.yaml", "--out", "o", "--set", "rl..lr=3"],
                  "override 'rl..lr=3': the key 'rl..lr' has an empty part", id="override-empty-part"),
