@@ -25,9 +25,9 @@ has with their assertion and location from pytest's short traceback, also in a t
 changed: its frames there are given by the workspace's copy (its line numbers, its lines, which the
 verifier's run cannot print: ``linecache`` holds blanks for withheld files), and a frame in a line the
 workspace lacks is left out, with the error text it raised. A withheld test (its function not in the
-workspace, or changed there) is only counted, with its exception type: its name, often its input
-(``test_camelize[SpecialGuest-special_guest]``, ``test_sliding_window_of_short_iterator``), would let
-a policy tabulate what is checked between attempts. Never a withheld test's text, never the gold.
+workspace, or changed there, or its case's row not in the workspace's table) is only counted, with its
+exception type: its name, often its input (``test_camelize[SpecialGuest-special_guest]``,
+``test_sliding_window_of_short_iterator``), would let a policy tabulate what is checked between attempts. Never a withheld test's text, never the gold.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from posttrain.envs.repo._task import (
     verifier_test_files,
     verifier_tree,
 )
+from posttrain.envs.repo._withhold import case_ids
 from posttrain.pyast import parse as parse_python
 from posttrain.types import Task, Verdict
 from posttrain.verify.feedback import normalize
@@ -388,15 +389,23 @@ def _parsed(text: bytes) -> ast.Module:
 
 def seen_by_agent(test_id: str, workspace: Mapping[str, bytes], verifier: Mapping[str, bytes]) -> bool:
     """Whether the agent has ``test_id``'s code as the grader runs it: its file unchanged by ``test_patch``,
-    or its function (decorators included) the same in the workspace's copy of the file."""
+    or its function (decorators included) the same in the workspace's copy of the file and, where
+    ``test_patch`` changed the function's parametrize table (a withheld case's row), its case among the
+    ones the workspace's table yields (``_withhold.case_ids``)."""
     path = test_file_of(test_id)
     if path not in workspace or path not in verifier:
         return False
     if workspace[path] == verifier[path]:
         return True
-    parts = re.sub(r"\[.*\]$", "", test_id).split("::")[1:]
+    unit = re.sub(r"\[.*\]$", "", test_id)
+    parts = unit.split("::")[1:]
     ours = _definition(verifier[path], parts)
-    return ours is not None and ours == _definition(workspace[path], parts)
+    if ours is None or ours != _definition(workspace[path], parts):
+        return False
+    if unit == test_id:
+        return True
+    theirs = case_ids(workspace[path], parts)
+    return theirs == case_ids(verifier[path], parts) or (theirs is not None and test_id[len(unit) + 1:-1] in theirs)
 
 
 FRAME = re.compile(r"^(?P<path>\S+\.py):(?P<line>\d+):(?P<rest>.*)$")

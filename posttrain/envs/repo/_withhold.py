@@ -11,6 +11,19 @@ A function is withheld only when removing it hides nothing else: its definition 
 the id names (a module function, or a method of a class defined there), no other listed test shares its
 name (a subclass's or a sibling's test of that name would vanish too), no pass-to-pass test is one of its
 parametrizations, and nothing left in the file names it. The file must still parse.
+
+A task whose failing tests are cases of one function (``test_humanize[employee_id-Employee]``,
+``test_humanize[underground-Underground]``) withholds nothing that way, and an echo of its cases passed
+(10 pack tasks). There ``withheld_cases`` withholds about half of the failing *cases*, at least one kept
+visible: their rows leave the parametrize table in the workspace's copy (``_strip_rows``) and
+``test_patch`` puts them back. A row is withheld only when its removal changes nothing else: the
+function's one decorator is ``parametrize(names, values)`` (no ``ids``), ``values`` a literal table or
+module-level tables (``A + B``) that no other code names, every row literal with an id pytest derives
+from its values alone (unique: no position in it, so no other case's id moves), its lines its own, and
+no equal row left anywhere in the file (its input and expected output would stay in view). A table that
+several tests share (``SINGULAR_TO_PLURAL``) keeps its rows: the other tests' cases of them pass before
+and after, and their values stay in the file anyway. The grader tells the withheld cases from the
+visible ones of the same function by the ids the workspace's table still yields (``case_ids``).
 """
 
 from __future__ import annotations
@@ -35,10 +48,10 @@ def _unit(test_id: str) -> str:
     return re.sub(r"\[.*\]$", "", test_id)
 
 
-def _def_span(module: ast.Module, unit: str) -> tuple[int, int, ast.ClassDef | None] | None:
-    """The 1-based line span (decorators included) of ``unit``'s definition, and its class; None where
-    it is not defined exactly once directly in the file (or its one class there)."""
-    parts = unit.split("::")[1:]
+def _def_node(module: ast.Module, parts: Sequence[str]) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef,
+                                                                  ast.ClassDef | None] | None:
+    """The definition of the test ``parts`` names (``[class,] name``) and its class; None where it is
+    not defined exactly once directly in the file (or its one class there)."""
     if len(parts) not in (1, 2):
         return None
     body, owner = module.body, None
@@ -51,9 +64,18 @@ def _def_span(module: ast.Module, unit: str) -> tuple[int, int, ast.ClassDef | N
     defs = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == parts[-1]]
     if len(defs) != 1 or defs[0].end_lineno is None:
         return None
-    node = defs[0]
+    return defs[0], owner
+
+
+def _def_span(module: ast.Module, unit: str) -> tuple[int, int, ast.ClassDef | None] | None:
+    """The 1-based line span (decorators included) of ``unit``'s definition, and its class; None where
+    it is not defined exactly once directly in the file (or its one class there)."""
+    found = _def_node(module, unit.split("::")[1:])
+    if found is None:
+        return None
+    node, owner = found
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    return start, node.end_lineno, owner
+    return start, node.end_lineno or node.lineno, owner
 
 
 @functools.lru_cache(maxsize=64)
@@ -149,21 +171,179 @@ def withheld_units(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> list[st
     return sorted(random.Random(f"withhold:{rec['id']}").sample(candidates, k)) if k else []
 
 
+def _idval(value: object) -> str | None:
+    """pytest's id of one parameter value where the value alone makes it (``_idval_from_value``: a string
+    escaped to ASCII, a number, bool or None as ``str``); None for any other value (its id is positional)."""
+    if isinstance(value, str):
+        return value.encode("unicode_escape").decode("ascii")
+    if value is None or isinstance(value, bool | int | float):
+        return str(value)
+    return None
+
+
+def _row_id(row: ast.expr, width: int) -> str | None:
+    """The id of one literal row of a parametrize table with ``width`` argument names, or None."""
+    try:
+        value = ast.literal_eval(row)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if width == 1:
+        return _idval(value)
+    if not isinstance(row, ast.Tuple | ast.List) or len(value) != width:
+        return None
+    parts = [_idval(v) for v in value]
+    return None if any(p is None for p in parts) else "-".join(p for p in parts if p is not None)
+
+
+def _tables(module: ast.Module, names: Counter[str], values: ast.expr) -> list[tuple[ast.Tuple | ast.List, bool]] | None:
+    """The literal tables a parametrize ``values`` argument is made of (itself, module-level tables it
+    names, or their sum), each with whether it is this test's own (no other code names it); None where
+    one is not a literal table."""
+    if isinstance(values, ast.Tuple | ast.List):
+        return [(values, True)]
+    if isinstance(values, ast.BinOp) and isinstance(values.op, ast.Add):
+        left, right = _tables(module, names, values.left), _tables(module, names, values.right)
+        return None if left is None or right is None else left + right
+    if isinstance(values, ast.Name):
+        defs = [n.value for n in module.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == values.id]
+        own = names[values.id] == 2  # (its assignment and this use)
+        rebound = any(isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == values.id
+                      for n in module.body)
+        if len(defs) == 1 and isinstance(defs[0], ast.Tuple | ast.List) and (own or isinstance(defs[0], ast.Tuple)) \
+                and not rebound:  # (a shared table read as it stands: a tuple, never added to)
+            return [(defs[0], own)]
+    return None
+
+
+def _case_rows(text: str, parts: Sequence[str]) -> list[tuple[str, ast.expr, ast.Tuple | ast.List, bool]] | None:
+    """``(id, row, table, own)`` for each case of the test ``parts`` names, where its one parametrize
+    decorator reads literal tables and every id comes from the values alone (module docstring); ``own``:
+    no other code reads the row's table."""
+    module, names = _facts(text)
+    found = _def_node(module, parts)
+    if found is None:
+        return None
+    marks = [d for d in found[0].decorator_list if "parametrize" in ast.unparse(d)]
+    if len(marks) != 1 or not isinstance(marks[0], ast.Call) or len(marks[0].args) != 2 or marks[0].keywords:
+        return None
+    func, (argnames, values) = marks[0].func, marks[0].args
+    if not (isinstance(func, ast.Attribute) and func.attr == "parametrize"):
+        return None
+    try:
+        given = ast.literal_eval(argnames)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not (isinstance(given, str) or isinstance(given, tuple | list) and all(isinstance(g, str) for g in given)):
+        return None
+    width = len(given.split(",")) if isinstance(given, str) else len(given)
+    tables = _tables(module, names, values)
+    if tables is None:
+        return None
+    rows = [(_row_id(row, width), row, table, own) for table, own in tables for row in table.elts]
+    ids = [r[0] for r in rows]
+    if not rows or None in ids or len(set(ids)) != len(ids):
+        return None
+    return [(i, row, table, own) for i, row, table, own in rows if i is not None]
+
+
+def case_ids(text: bytes | str, parts: Sequence[str]) -> tuple[str, ...] | None:
+    """The ids of the cases of the test ``parts`` names (``[class,] name``) in test file ``text``, where
+    its parametrize table is one ``withheld_cases`` may shorten; None otherwise.
+
+    >>> text = "\\n".join(["T = ((1, 'a'), (2, 'b'))", "@pytest.mark.parametrize('n,s', T)", "def test_t(n, s): pass"])
+    >>> case_ids(text, ["test_t"])
+    ('1-a', '2-b')
+    """
+    try:
+        rows = _case_rows(text.decode("utf-8") if isinstance(text, bytes) else text, tuple(parts))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    return None if rows is None else tuple(r[0] for r in rows)
+
+
+def _case(test_id: str) -> str:
+    """The parametrization of a node id (``f.py::t[a-b]`` -> ``a-b``)."""
+    return test_id[len(_unit(test_id)) + 1:-1]
+
+
+def _strip_rows(text: str, cases: tuple[str, ...]) -> str | None:
+    """``text`` without the table rows of ``cases`` (ids of one file), or None where one cannot be removed
+    cleanly: its lines shared, another case's id moved, or an equal row left in the file."""
+    drop: set[int] = set()
+    kept: dict[str, list[str]] = {}
+    gone = []
+    for case in cases:
+        unit = _unit(case)
+        parts = tuple(unit.split("::")[1:])
+        rows = _case_rows(text, parts)
+        mine = [r for r in rows or [] if r[0] == _case(case)]
+        if not mine or not mine[0][3]:  # (a table another test reads: its cases would go too)
+            return None
+        _, row, table, _ = mine[0]
+        kept.setdefault(unit, [r[0] for r in rows or []]).remove(_case(case))
+        at = table.elts.index(row)
+        above = table.elts[at - 1].end_lineno if at else table.lineno
+        below = table.elts[at + 1].lineno if at + 1 < len(table.elts) else table.end_lineno
+        if row.end_lineno is None or above is None or below is None or not above < row.lineno <= row.end_lineno < below:
+            return None
+        drop.update(range(row.lineno - 1, row.end_lineno))
+        gone.append(ast.literal_eval(row))
+    lines = text.splitlines(keepends=True)
+    out = "".join(line for i, line in enumerate(lines) if i not in drop)
+    if not _parses(out) or any(case_ids(out, unit.split("::")[1:]) != tuple(ids) for unit, ids in kept.items()):
+        return None
+    left = [n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Tuple | ast.List | ast.Constant)]
+    for node in left:
+        try:
+            if ast.literal_eval(node) in gone:
+                return None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+    return out if all(kept.values()) else None
+
+
+def withheld_cases(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> list[str]:
+    """The failing parametrized cases (node ids) of pack record ``rec`` to withhold when no function is
+    (module docstring): about half of its failing tests, at least one left visible."""
+    f2p, p2p = list(rec["fail_to_pass"]), list(rec["pass_to_pass"])
+    if len(f2p) < 2 or withheld_units(rec, tree):
+        return []
+    candidates = []
+    for unit in sorted({_unit(t) for t in f2p if t != _unit(t)}):
+        path = test_file_of(unit)
+        try:
+            text = tree[path].decode("utf-8") if path in tree else ""
+            ids = case_ids(text, unit.split("::")[1:])
+        except UnicodeDecodeError:
+            continue
+        if ids is None or any(_case(t) not in ids for t in [*f2p, *p2p] if _unit(t) == unit):
+            continue  # (a listed case our ids do not name: they are not pytest's here)
+        candidates += [t for t in f2p if _unit(t) == unit and _strip_rows(text, (t,)) is not None]
+    k = min(len(f2p) // 2, len(candidates))
+    return sorted(random.Random(f"withhold-cases:{rec['id']}").sample(candidates, k)) if k else []
+
+
 def withhold(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> tuple[str, str, list[str]] | None:
     """``(workspace_patch, test_patch, visible_fail_to_pass)`` for pack record ``rec`` whose workspace
-    (before its tests are touched) is ``tree``: the diff that removes the withheld functions, the diff
-    that puts them back, and the failing tests the agent still has; None when nothing is withheld."""
+    (before its tests are touched) is ``tree``: the diff that removes the withheld functions (else the
+    withheld cases' rows), the diff that puts them back, and the failing tests the agent still has; None
+    when nothing is withheld."""
     units = withheld_units(rec, tree)
-    if not units:
+    cases = [] if units else withheld_cases(rec, tree)
+    if not units and not cases:
         return None
     before, after = {}, {}
-    for path in sorted({test_file_of(u) for u in units}):
+    for path in sorted({test_file_of(u) for u in units or cases}):
         text = tree[path].decode("utf-8")
-        stripped = _strip(text, tuple(u for u in units if test_file_of(u) == path))
+        if units:
+            stripped = _strip(text, tuple(u for u in units if test_file_of(u) == path))
+        else:
+            stripped = _strip_rows(text, tuple(c for c in cases if test_file_of(c) == path))
         if stripped is None:  # (each removes cleanly alone; together, e.g. a class left empty, they did not)
             return None
         before[path], after[path] = text, stripped
-    visible = [t for t in rec["fail_to_pass"] if _unit(t) not in units]
+    visible = [t for t in rec["fail_to_pass"] if _unit(t) not in units and t not in cases]
     return render_diff(before, after), render_diff(after, before), visible
 
 
