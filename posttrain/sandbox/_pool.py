@@ -32,7 +32,7 @@ from posttrain.sandbox._fs import make_dir
 from posttrain.sandbox._seccomp import seccomp_bpf
 from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s, stretched
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
-from posttrain.sandbox._uids import claim_uid
+from posttrain.sandbox._uids import claim_uid, reap_claims
 from posttrain.sandbox._wipe import remove_tree
 from posttrain.sandbox._xslot import ExecSlot, Room
 from posttrain.sandbox._zslot import CELLS, ZygoteSlot
@@ -111,6 +111,7 @@ class LocalSandboxPool:
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="posttrain-sandbox-spawner")
         self._lock = threading.Lock()
         _reap_stale(self.layout)
+        self._reaping = threading.Event()  # set at close: stops ``_reap_while``
         # The pool's directory, locked for the pool's lifetime. Its name is also the prefix of the
         # slot cgroups, which hold locks of their own (see ``_cgroup``): a neighbour that shares the
         # cgroup tree but not this temp directory tells that they are alive too.
@@ -145,6 +146,8 @@ class LocalSandboxPool:
         except BaseException:
             self.close()
             raise
+        threading.Thread(target=_reap_while, args=(self._reaping, self.layout, self.registry), daemon=True,
+                         name="posttrain-sandbox-reaper").start()
         ref = weakref.ref(self)
         atexit.register(lambda: (pool := ref()) is not None and pool.close())
 
@@ -299,6 +302,7 @@ class LocalSandboxPool:
             if self._closed:
                 return
             self._closed = True
+        self._reaping.set()
         for z in self._all_z:
             z.destroy()
         for x in self._all_x:
@@ -422,6 +426,24 @@ def _reap_stale(layout: CgroupLayout) -> None:
         for cg in entries:
             if not _dir_owned(tmp / cg.name.rsplit("-", 1)[0]):
                 reap(cg)
+
+
+REAP_EVERY_S = 30.0
+"""How often a live pool removes what dead pools left, as each pool does when it starts. A pool
+killed with SIGKILL leaves its tmpfs mounted, with every file its slots' and workspaces' jobs wrote
+in it, and so held in memory, and its uid claims: beside a live pool and no new one, a killed pool's
+workspace kept its 256 MiB of Shmem (four 64 MiB files) held for as long as the live one ran; with
+this at 1 s, 2 s after the kill they were gone."""
+
+
+def _reap_while(stop: threading.Event, layout: CgroupLayout, registry: Path) -> None:
+    """Until ``stop`` is set, every ``REAP_EVERY_S``: ``_reap_stale`` and ``_uids.reap_claims``."""
+    while not stop.wait(REAP_EVERY_S):
+        try:
+            _reap_stale(layout)
+            reap_claims(registry)
+        except OSError:
+            continue  # (a cgroup file system gone at shutdown): try again next time
 
 
 def _mount_tmpfs(path: Path, size_bytes: int, owner: str = "mode=0711") -> None:

@@ -93,3 +93,27 @@ def claim_uid(registry: Path) -> UidClaim:
         if fd is not None:
             return UidClaim(uid, path, fd)
     raise HostCannotIsolate(f"no free sandbox uid found in {registry} after 256 tries")
+
+
+def reap_claims(registry: Path) -> int:
+    """Remove the claims in ``registry`` that no live pool holds; return how many went.
+
+    A pool killed with SIGKILL never releases its claims: the kernel drops their locks, but each
+    stays a directory (on v1 and v2 alike an empty cgroup below the root) until a later claim
+    happens to draw its uid, so they pile up (211 on this host after a day of tests). Each is
+    removed as ``UidClaim.release`` does, while holding its lock, and only if it still names the
+    directory locked: a pool claiming it meanwhile either finds it gone (and draws another) or holds
+    it, and then it is skipped."""
+    removed = 0
+    with contextlib.suppress(OSError):
+        for path in registry.iterdir():
+            if not path.name.isdigit():
+                continue
+            try:
+                fd = _try(path)
+            except OSError:
+                continue
+            if fd is not None:
+                UidClaim(int(path.name), path, fd).release()
+                removed += 1
+    return removed
