@@ -274,6 +274,63 @@ def second_document(response: str) -> str | None:
     return None if outside is None else document_in(outside)
 
 
+def prose_document(text: str) -> tuple[str, str] | None:
+    """The one JSON document ``text`` quotes after a lead-in of prose, and the prose around it; or
+    None, where the text is to be read whole.
+
+    An instruction-tuned model writes a sentence and then the document (``Here is the JSON: {...}``,
+    a closing sentence after it or not): read whole, the honest answer was invalid JSON and failed
+    every json task (0 of 40), bfcl's ground truth so written 0 of 20, a tool call 0 of 40
+    (tests/envs/test_toolfam_honest.py). The document runs from the first ``{``/``[`` (where a
+    document starts: ``{"``, ``[{``, ``[[``, as ``document_in`` reads one) to the last ``}``/``]``.
+    Read whole (None) where the answer is ambiguous or is not prose:
+
+    - the prose holds a bracket or brace (``{}[]``): a second document, a Python dict or a citation
+      ``[1]`` beside it (two documents with prose between them make one span, no JSON: it fails);
+    - the text opens with the document (``{...} I hope this helps``): a response that opens as a
+      document is one, whole (as ``after_reasoning`` reads it; tests/envs/test_json.py pins the
+      trailing text as a format failure);
+    - the prose holds markup or a fence a reader takes for the answer's container (``<``, a
+      backtick, ``~~~``: ``<answer>{...}</answer>``, a fence on one line or unclosed, a reasoning
+      block after the document; tests/envs/test_tool_json_attacks7.py), or an invisible character
+      (a BOM, a zero-width space: tests/envs/test_rg_tool_json_attacks3.py).
+
+    >>> prose_document('Here is the JSON:\\n{"a": 1}\\nHope this helps.')
+    ('{"a": 1}', 'Here is the JSON:\\n\\n\\nHope this helps.')
+    >>> prose_document('{"a": 1} Hope this helps.'), prose_document('See [1]: {"a": 1}'), prose_document('No.')
+    (None, None, None)
+    """
+    starts = [i for i in (text.find("{"), text.find("[")) if i != -1]
+    start = min(starts, default=-1)
+    end = max(text.rfind("}"), text.rfind("]")) + 1
+    if start <= 0 or end <= start or not text[:start].strip() or not _DOCUMENT_START.match(text, start):
+        return None
+    prose = text[:start] + "\n" + text[end:]
+    if any(ch in prose for ch in "{}[]<`") or "~~~" in prose or not all(ch.isprintable() or ch in "\n\r\t" for ch in prose):
+        return None
+    return text[start:end], prose
+
+
+def answer_document(response: str) -> tuple[str, str | None]:
+    """The JSON document of a response's answer (after its reasoning) and the text beside it: its one
+    fenced block and the text around it; else the one document it quotes among prose
+    (``prose_document``) and that prose; else the whole answer, stripped, and None. More than one
+    fenced block is ambiguous and raises, as in ``extract_json_text``. A caller refuses a second
+    document in the text beside (``document_in``).
+
+    >>> answer_document('Sure:\\n```json\\n{"a": 1}\\n```\\nDone.')
+    ('{"a": 1}', 'Sure:\\n\\n\\nDone.')
+    >>> answer_document('<think>maybe {"a": 2}</think>Answer: {"a": 1}.'), answer_document(' {"a": 1} ')
+    (('{"a": 1}', 'Answer: \\n.'), ('{"a": 1}', None))
+    """
+    answer = after_reasoning(response)
+    text = extract_json_text(answer, reasoning=False)
+    outside = text_beside(answer)
+    if outside is not None:
+        return text, outside
+    return prose_document(text) or (text, None)
+
+
 def json_type(value: Any) -> str:
     if value is None:
         return "null"

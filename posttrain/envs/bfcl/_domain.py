@@ -11,7 +11,8 @@ truth in the response format below.
 
 One response for a whole task (SFT references, ``posttrain verify``, single-turn evaluation): a JSON
 array with one entry per user turn, each the list of that turn's calls ``{"name", "arguments"}``
-(one step per turn), e.g. ``[[{"name": "cd", "arguments": {"folder": "document"}}], []]``. It is
+(one step per turn), e.g. ``[[{"name": "cd", "arguments": {"folder": "document"}}], []]``, bare, in
+one fenced block, or quoted after a lead-in of prose (``strict_json.answer_document``). It is
 verified by replaying the calls on the task's backends in the sandbox and judging each turn the way
 BFCL's ``multi_turn_checker`` does (``check_calls``); a response that is not such an array fails
 with ``format``. Tool-calling episodes (``rl.episodes: tool`` / ``eval.episodes: tool``) run the
@@ -34,7 +35,7 @@ from posttrain.envs._env import EpisodeContext
 from posttrain.envs.bfcl._backend import check_calls
 from posttrain.envs.bfcl._data import CLASS_MODULES, DOMAIN, Call, load_tasks
 from posttrain.envs.bfcl._env import MAX_STEPS_PER_TURN, BfclEnv
-from posttrain.strict_json import StrictJSONError, extract_json_text, loads_strict, second_document
+from posttrain.strict_json import StrictJSONError, answer_document, document_in, loads_strict
 from posttrain.types import Task, TaskLimits, Verdict
 
 FIELDS = ("turns", "tools", "methods", "initial_config", "involved_classes", "ground_truth", "category",
@@ -58,10 +59,11 @@ def _is_call(c: Any) -> bool:
 def parse_response(response: str) -> list[list[list[Call]]] | str:
     """The response's calls as turns of one step each, or why it is not a response of this domain."""
     try:  # strict: NaN, duplicate keys, huge integers and deep nesting are a format failure, never a crash
-        doc = loads_strict(extract_json_text(response))  # after its reasoning, bare or in one fence
+        text, outside = answer_document(response)  # after its reasoning: bare, in one fence, or quoted in prose
+        doc = loads_strict(text)
     except StrictJSONError as e:
         return f"not JSON ({e})"
-    beside = second_document(response)
+    beside = None if outside is None else document_in(outside)
     if beside is not None:  # the fenced calls read, a second array beside them unread: a hedge
         return f"a second JSON document outside the fenced block ({beside!r}): give exactly one"
     if not isinstance(doc, list) or not all(isinstance(turn, list) for turn in doc):

@@ -6,7 +6,11 @@ keyword arguments, and returns a float in [0, 1] (the default range); TRL's batc
 (``format_reward``) works too.
 
 None of them looks for the answer anywhere in the text (``answer in completion`` rewards a
-completion that lists every number): each reads exactly one answer from a fixed place.
+completion that lists every number): each reads exactly one answer from a fixed place. The answer
+functions read it after the completion's reasoning (``strict_json.after_reasoning``), as the math,
+json and tool domains do: a draft in ``<think>`` is not the answer, and read whole, a reasoning
+model's right answer failed each of them (tests/envs/test_toolfam_honest.py); ``format_reward``
+judges the whole completion, its reasoning included.
 
 >>> exact_match("2+2?", " 4\\n", answer="4")
 1.0
@@ -16,12 +20,16 @@ completion that lists every number): each reads exactly one answer from a fixed 
 [1.0]
 >>> tagged_answer("q", "<answer>Paris</answer>", answer="Paris")
 1.0
+>>> exact_match("2+2?", "<think>2 and 2</think> 4", answer="4")
+1.0
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from posttrain.strict_json import after_reasoning
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox|fcolorbox|colorbox|bbox|enclose|[oO]valbox|doublebox|shadowbox|tcbox)")
@@ -38,8 +46,9 @@ _THINK_ANSWER = re.compile(r"<think>[^<]*</think>\s*<answer>[^<]*</answer>")
 
 
 def exact_match(prompt: str, completion: str, answer: str, **data: Any) -> float:
-    """1.0 when the completion, stripped, is exactly ``answer`` (stripped); else 0.0."""
-    return 1.0 if completion.strip() == str(answer).strip() else 0.0
+    """1.0 when the completion's answer (after its reasoning), stripped, is exactly ``answer``
+    (stripped); else 0.0."""
+    return 1.0 if after_reasoning(completion).strip() == str(answer).strip() else 0.0
 
 
 def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float:
@@ -48,7 +57,8 @@ def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float
     gives two answers and passed on the one the pattern reads; so did ``\\boxed{7} or \\fbox{8}``
     (``\\fbox``, ``\\framebox``, ``\\fcolorbox``, ``\\colorbox`` and ``\\bbox`` are boxes too: the math
     domain reads ``\\fbox``). A lone
-    ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0."""
+    ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0. Boxes drafted in the reasoning are not counted."""
+    completion = after_reasoning(completion)
     boxes = _BOXED.findall(completion)
     one = len(_ANY_BOX.findall(completion)) == 1 and len(boxes) == 1
     return 1.0 if one and boxes[0].strip() == str(answer).strip() else 0.0
@@ -57,7 +67,8 @@ def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float
 def tagged_answer(prompt: str, completion: str, answer: str, **data: Any) -> float:
     """1.0 when the completion has exactly one ``<answer`` tag and it is ``<answer>answer</answer>``
     (a second answer the pattern does not read, ``<answer><b>8</b></answer>``, still counts; so does
-    ``<ANSWER>8</ANSWER>``: tags are counted in any case, read in lower case only)."""
+    ``<ANSWER>8</ANSWER>``: tags are counted in any case, read in lower case only), after the reasoning."""
+    completion = after_reasoning(completion)
     found = _ANSWER.findall(completion)
     one = len(_ANY_ANSWER_TAG.findall(completion)) == 1 and len(found) == 1
     return 1.0 if one and found[0].strip() == str(answer).strip() else 0.0

@@ -5,11 +5,13 @@ Task fields (docs/tasks.md): ``prompt``, ``schema`` (a JSON Schema; the draft is
 itself satisfy the schema).
 
 Verification (each failure is ``fail``, reward 0):
-1. the response is one JSON document: the content of its single fenced block, or the whole text;
+1. the response is one JSON document: the content of its single fenced block, else the one document
+   it quotes after a lead-in of prose (``strict_json.prose_document``: no bracket, markup or fence in
+   the prose around it), else the whole text;
    parsed strictly: no NaN/Infinity, no overflow to inf, no duplicate keys (JSON-01), no lone
    surrogate (``"\\ud800"``: not text, and no UTF-8 record could hold the evidence), every
    number kept as the exact decimal it spells (``posttrain.strict_json``); beside a fenced block,
-   no second document (``second_document``: prose around the block is free, a hedge is not);
+   no second document (``document_in``: prose around the block is free, a hedge is not);
 2. it validates against ``schema`` (``jsonschema``, with format checking), on exact numbers:
    ``36.0`` is an integer, ``36.000000000000001`` is not, ``1e-400`` is not 0;
 3. every field's value equals ``expected``, type-strictly (``true`` is not ``1``), numbers by
@@ -50,12 +52,12 @@ from posttrain.envs._base import RecordReader, Verifier, fail, guard, parse_comm
 from posttrain.strict_json import (
     MAX_JSON_DEPTH,
     StrictJSONError,
-    extract_json_text,
+    answer_document,
+    document_in,
     json_equal,
     json_type,
     loads_strict,
     nesting,
-    second_document,
     to_exact,
     to_floats,
     to_plain,
@@ -152,11 +154,12 @@ def _equal_as_floats(expected: Any, got: Any, schema: Any) -> bool:
 def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdict:
     """Steps 1-3 of the module docstring, in this process (no deadline: see ``make_json_verifier``)."""
     try:
-        value = loads_strict(extract_json_text(response), exact=True)
+        text, outside = answer_document(response)
+        value = loads_strict(text, exact=True)
     except StrictJSONError as e:
         return fail(f"Answer format: {e}. Reply with exactly one JSON document.", "format",
                     {"reason": str(e)})
-    beside = second_document(response)
+    beside = None if outside is None else document_in(outside)
     if beside is not None:
         return fail("Answer format: a second JSON document outside the fenced block. Reply with exactly one.",
                     "format", {"reason": f"a second document outside the fenced block: {beside!r}"})

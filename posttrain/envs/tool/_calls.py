@@ -18,6 +18,7 @@ from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, text_be
 from posttrain.strict_json import (
     StrictJSONError,
     after_reasoning,
+    answer_document,
     document_in,
     extract_json_text,
     json_equal,
@@ -174,6 +175,27 @@ def _text_beside_calls(response: str) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def _read_calls(response: str) -> tuple[list[ToolCall], str, str | None]:
+    """The calls of ``response`` (``decode_tool_calls``), the text they were read from, and the prose a
+    quoted call document came with (None: none). An answer that quotes one call document among prose
+    (``I'll check the weather: {"name": ...}``, a closing sentence after it or not) is undecodable read
+    whole ("looks like a tool call but is not one JSON document"): the honest call so written failed
+    every tool task (0 of 40, tests/envs/test_toolfam_honest.py). Its document is read instead
+    (``strict_json.prose_document``: no bracket, markup or fence in the prose around it), and the prose
+    is text beside the calls, checked like any other. Only an answer that failed to decode is read so:
+    prose that quotes a non-call object (an abstention's ``{"city": "Paris"}``) stays prose. Raises
+    ``ToolCallError``."""
+    try:
+        return decode_tool_calls(response), response, None
+    except ToolCallError:
+        if "<tool_call>" in after_reasoning(response) or text_beside(response) is not None:
+            raise  # tagged or fenced: it failed as written
+        text, prose = answer_document(response)  # no fenced block: it cannot raise
+        if prose is None:
+            raise
+    return decode_tool_calls(text), text, prose
+
+
 def _restated(text: str, calls: Sequence[ToolCall]) -> bool:
     """Whether ``text`` (beside a response's tagged calls) is those same calls again, in the other
     format: one answer written twice, no second one."""
@@ -199,11 +221,13 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     once rounded to floats (class 11) earn 0 under any weights. An abstention task
     (``expected_calls: []``) asks for no call and a final answer (``abstention``)."""
     try:
-        calls = decode_tool_calls(response)
+        calls, read, prose = _read_calls(response)
     except ToolCallError as e:
         return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
     evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
-    outside = _text_beside_calls(response) if calls else None
+    outside = _text_beside_calls(read) if calls else None
+    if prose is not None and calls:
+        outside = prose if outside is None else f"{prose}\n{outside}"
     beside = None if outside is None else document_in(outside) or written_call(outside, tools)
     if beside is not None and not _restated(outside or "", calls):
         # the calls read, and beside them a document or a written call a reader takes for others: a hedge
