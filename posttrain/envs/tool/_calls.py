@@ -196,6 +196,24 @@ def _read_calls(response: str) -> tuple[list[ToolCall], str, str | None]:
     return decode_tool_calls(text), text, prose
 
 
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls"})
+
+
+def _message_extra(response: str) -> str | None:
+    """A key of the response's OpenAI message document (``{"tool_calls": [...]}``) other than
+    ``role``, ``content`` and ``tool_calls`` that holds something, or None. The decoder reads the
+    message's ``tool_calls`` alone; a legacy ``function_call``, a ``refusal``, the ``name`` and
+    ``arguments`` of a call beside them (a message that is also a call) or any other key went unread,
+    and a wrong call there beside the right ``tool_calls`` passed 300 of 300 generated tasks in each
+    (tests/envs/test_toolfam_attacks2.py). An API message's empty fields (``"refusal": null``,
+    ``"annotations": []``) say nothing and stay free."""
+    answer = after_reasoning(response)
+    doc = None if "<tool_call>" in answer else _document(answer)
+    if not isinstance(doc, Mapping) or "tool_calls" not in doc:
+        return None
+    return next((k for k, v in doc.items() if k not in _MESSAGE_KEYS and v not in (None, "", [], {})), None)
+
+
 def _restated(text: str, calls: Sequence[ToolCall]) -> bool:
     """Whether ``text`` (beside a response's tagged calls) is those same calls again, in the other
     format: one answer written twice, no second one."""
@@ -225,6 +243,11 @@ def check_tool_calls(tools: Sequence[Mapping[str, Any]], expected_calls: Sequenc
     except ToolCallError as e:
         return fail(f"Invalid tool call: {e}.", "format", {"reason": str(e)})
     evidence: dict[str, Any] = {"calls": [{"name": c.name, "arguments": to_plain(dict(c.arguments))} for c in calls]}
+    extra = _message_extra(read) if calls else None
+    if extra is not None:
+        return fail(f"Invalid tool call: the message's {extra!r} holds a second answer beside its tool_calls. "
+                    "Write each call once, in tool_calls.", "format",
+                    {**evidence, "reason": f"a second answer beside the calls: the message's {extra!r}"})
     outside = _text_beside_calls(read) if calls else None
     if prose is not None and calls:
         outside = prose if outside is None else f"{prose}\n{outside}"
