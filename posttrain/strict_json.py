@@ -261,19 +261,6 @@ def document_in(text: str) -> str | None:
     return None if found is None else text[found.start():found.start() + 60].strip()
 
 
-def second_document(response: str) -> str | None:
-    """The start of a JSON document in the answer beside its one fenced block (``text_beside``), or
-    None. ``extract_json_text`` reads the block and leaves the text around it unread, so a second
-    document there was a hedge no check saw: the right document fenced and a wrong one after it passed
-    300 of 300 generated json tasks (tests/envs/test_toolfam_attacks1.py). Prose around the block stays free.
-
-    >>> second_document('```json\\n{"a": 1}\\n```\\nor {"a": 2}'), second_document('Here:\\n```json\\n{"a": 1}\\n```\\nSee [1].')
-    ('{"a": 2}', None)
-    """
-    outside = text_beside(response)
-    return None if outside is None else document_in(outside)
-
-
 def prose_document(text: str) -> tuple[str, str] | None:
     """The one JSON document ``text`` quotes after a lead-in of prose, and the prose around it; or
     None, where the text is to be read whole.

@@ -12,7 +12,7 @@ Found, and pinned here (each test but the honest ones failed on the code before 
   300, the right calls as an OpenAI message whose ``content`` holds wrong ones (as JSON, or written
   as Python) 300 of 300 each, json's fenced gold beside a wrong Python dict 300 of 300, and bfcl
   read the fenced ground truth beside a wrong array as the ground truth. Each is a format failure now (0 of 300);
-  prose around the block, citations (``[1]``) included, stays free (``json._env.second_document``).
+  prose around the block, citations (``[1]``) included, stays free (``strict_json.document_in`` of ``text_beside``).
 - a second answer in a box ``examples.boxed_match`` did not count: MathJax's ``\\enclose{box}{8}``,
   fancybox's ``\\ovalbox``/``\\Ovalbox``/``\\doublebox``/``\\shadowbox``, tcolorbox's ``\\tcbox`` beside
   ``\\boxed{7}``: each passed 142 of 142 generated boxed tasks (seed 5); 0 now.
@@ -115,7 +115,7 @@ def test_a_bfcl_answer_with_a_second_array_beside_its_fence_is_no_response() -> 
 
 
 def test_three_more_bfcl_hedges_are_no_response() -> None:
-    """The stop hook's read of bfcl/_domain.py (its second_document now strict_json's), as a policy: the
+    """The stop hook's read of bfcl/_domain.py (its second-document check now strict_json's), as a policy: the
     truth and a wrong array in two fences, the wrong one before the fenced truth, the wrong one in an HTML
     comment after it, and both bare one after the other: each is no response (a string), never the truth."""
     for task in get_domain("bfcl").generate_tasks(5, seed=0):
