@@ -261,6 +261,7 @@ def reap(path: Path) -> bool:
         os.close(fd)
         return False
     try:
+        _thaw(path)
         for child in path.iterdir():  # rmdir refuses a child that holds processes, and then the parent
             if child.is_dir() and not child.is_symlink():
                 child.rmdir()
@@ -270,6 +271,24 @@ def reap(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _thaw(path: Path, wait_s: float = 1.0) -> None:
+    """v1: thaw the freezer cgroup ``path`` of a pool that is gone, and its cells, if it was left
+    frozen, and wait up to ``wait_s`` for it to empty. A pool killed while ``kill_all`` held its slot
+    frozen left the slot's processes frozen for good, its cgroups with them: the SIGKILLs they had
+    (``--die-with-parent``, the pid namespace's end) wait for a thaw, which no one made. Thawing
+    signals nothing; what the kernel had queued for them ends them."""
+    frozen = False
+    for d in (path, *(c for c in path.iterdir() if c.is_dir() and not c.is_symlink())):
+        state = d / "freezer.state"
+        with contextlib.suppress(OSError):
+            if _read(state).strip() != "THAWED":
+                _write(state, "THAWED")
+                frozen = True
+    end = time.monotonic() + wait_s
+    while frozen and _read(path / "cgroup.procs").strip() and time.monotonic() < end:
+        time.sleep(0.01)
 
 
 class SlotCgroup:
