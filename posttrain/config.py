@@ -216,6 +216,19 @@ def dump_yaml(data: Any) -> str:
     return yaml.dump(data, Dumper=_YAML12Dumper, sort_keys=False)
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` as a one-line message quotes a value it was given: whole up to ``limit``
+    characters, else its first 40 and how long it is (a ``--set rl.steps=`` of 5,000 digits echoed them all).
+
+    >>> _shown(5), _shown("9" * 5000)
+    ('5', "'999999999999999999999999999999999999999... (5000 characters)")
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:40]}... ({len(value) if isinstance(value, str) else len(text)} characters)"
+
+
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     """A YAML 1.2 integer: decimal (``010`` is ten), ``0o`` octal or ``0x`` hex. PyYAML's 1.1 rules read
     ``010`` as 8, ``1:30`` as 90 (base 60) and ``1_000`` as 1000: ``rl.steps: 010`` ran 8 steps; they are
@@ -223,9 +236,10 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     text = loader.construct_scalar(node)
     try:
         return int(text[2:], 8 if text[1] == "o" else 16) if text[:2] in ("0o", "0x") else int(text, 10)
-    except ValueError:  # an explicit ``!!int`` on something else
-        raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 integer",
-                                                node.start_mark) from None
+    except ValueError:  # an explicit ``!!int`` on something else, or more digits than Python reads (4300)
+        what = ("an integer longer than any field holds (at most 64 bits)"
+                if text.lstrip("+-").isdigit() else "not a YAML 1.2 integer")
+        raise yaml.constructor.ConstructorError(None, None, f"{_shown(text)} is {what}", node.start_mark) from None
 
 
 _YAML12Loader.add_constructor(_INT, _construct_int)
@@ -452,7 +466,7 @@ def parse_config(cls: type[C], data: Mapping[str, Any], *, where: str = "") -> C
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         full = f"{where}.{key}" if where else str(key)
-        raise ConfigError(f"unknown key {full!r}{hint}; known keys here: {', '.join(fields)}")
+        raise ConfigError(f"unknown key {_shown(full)}{hint}; known keys here: {', '.join(fields)}")
     kwargs = {name: _coerce(hints[name], value, f"{where}.{name}" if where else name) for name, value in data.items()}
     required = [name for name, f in fields.items() if name not in kwargs and f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING]
@@ -483,7 +497,7 @@ def _check_size(value: float, where: str, expected: str | None) -> None:
     the field's own range (``expected``) where it has one."""
     if isinstance(value, int) and abs(value) > MAX_INT:
         raise ConfigError(f"{where}: expected {expected or 'an integer'} that fits in 64 bits (at most "
-                          f"{MAX_INT:,}), got {value:,}")
+                          f"{MAX_INT:,}), got {f'{value:,}' if len(str(value)) <= 40 else _shown(value)}")
     if isinstance(value, float) and abs(value) > MAX_FLOAT:
         raise ConfigError(f"{where}: expected {expected or 'a number'} of magnitude at most {MAX_FLOAT:g}, got "
                           f"{value!r}")
@@ -503,7 +517,7 @@ def _coerce(tp: Any, value: Any, where: str, *, sized: bool = True) -> Any:  # n
         ranges = [x for x in extras if isinstance(x, Range)]
         for rng in ranges:
             if not rng.contains(value):
-                raise ConfigError(f"{where}: expected {rng.describe(base)}, got {value!r}")
+                raise ConfigError(f"{where}: expected {rng.describe(base)}, got {_shown(value)}")
         if base in (int, float):
             _check_size(value, where, ranges[0].describe(base) if ranges else None)
         return value
@@ -523,19 +537,19 @@ def _coerce(tp: Any, value: Any, where: str, *, sized: bool = True) -> Any:  # n
                 return _coerce(arg, value, where)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: expected {_type_name(tp)}, got {value!r}")
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: expected {_type_name(tp)}, got {_shown(value)}")
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(f"{where}: expected one of {_type_name(tp)}, got {value!r}")
+            raise ConfigError(f"{where}: expected one of {_type_name(tp)}, got {_shown(value)}")
         return value
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {_shown(value)}")
         (item_tp, _) = get_args(tp)
         return tuple(_coerce(item_tp, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (dict, Mapping):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {_shown(value)}")
         (key_tp, item_tp) = get_args(tp)
         bad = next((k for k in value if not isinstance(k, str)), None)
         if key_tp is not str or bad is not None:
@@ -549,27 +563,27 @@ def _coerce(tp: Any, value: Any, where: str, *, sized: bool = True) -> Any:  # n
         return parse_config(tp, value if value is not None else {}, where=where)
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {_shown(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+            raise ConfigError(f"{where}: expected an integer, got {_shown(value)}")
         if sized:
             _check_size(value, where, None)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
+            raise ConfigError(f"{where}: expected a number, got {_shown(value)}")
         if not finite_number(value):
-            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+            raise ConfigError(f"{where}: expected a finite number, got {_shown(value)}")
         if sized:
             _check_size(float(value), where, None)
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
+            raise ConfigError(f"{where}: expected a string, got {_shown(value)}")
         if "\x00" in value:  # no path, name or address holds one: open() raised ValueError at run time
-            raise ConfigError(f"{where}: expected a string without NUL characters, got {value!r}")
+            raise ConfigError(f"{where}: expected a string without NUL characters, got {_shown(value)}")
         return value
     raise ConfigError(f"{where}: unsupported field type {tp!r}")
 
@@ -585,24 +599,24 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     given: dict[tuple[str, ...], tuple[str, Any]] = {}
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. rl.steps=50")
+            raise ConfigError(f"override {_shown(item)}: expected KEY=VALUE, e.g. rl.steps=50")
         key, raw = item.split("=", 1)
         node = data
         parts = key.strip().split(".")
         if not all(parts):  # ``=3``, ``.seed=3``, ``rl..lr=3``: "unknown key ''", or a section named ''
-            raise ConfigError(f"override {item!r}: the key {key.strip()!r} has an empty part; expected KEY=VALUE with "
+            raise ConfigError(f"override {_shown(item)}: the key {_shown(key.strip())} has an empty part; expected KEY=VALUE with "
                               f"a dotted key, e.g. rl.steps=50")
         for part in parts[:-1]:
             if node.get(part) is None:  # ``rl:`` with nothing under it is the section at its defaults
                 node[part] = {}
             child = node[part]
             if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r}: {part!r} is not a section")
+                raise ConfigError(f"override {_shown(item)}: {_shown(part)} is not a section")
             node = child
         try:
             value = parse_yaml(raw)
         except yaml.YAMLError as e:
-            raise ConfigError(f"override {item!r}: the value is not valid YAML: {' '.join(str(e).split())}") from None
+            raise ConfigError(f"override {_shown(item)}: the value is not valid YAML: {' '.join(str(e).split())}") from None
         _check_not_given(given, tuple(parts), item, value)
         node[parts[-1]] = value
     return data
@@ -612,10 +626,10 @@ def _check_not_given(given: dict[tuple[str, ...], tuple[str, Any]], key: tuple[s
     """``apply_overrides``' rule against an override that silently undoes an earlier one; records ``key``."""
     for earlier, (text, old) in given.items():
         if earlier == key and old != value:
-            raise ConfigError(f"override {item!r}: {'.'.join(key)} is given twice ({text!r} before it); give each key "
+            raise ConfigError(f"override {_shown(item)}: {'.'.join(key)} is given twice ({_shown(text)} before it); give each key "
                               "once")
         if len(earlier) > len(key) and earlier[: len(key)] == key:
-            raise ConfigError(f"override {item!r}: replaces all of {'.'.join(key)}, dropping {text!r} given before "
+            raise ConfigError(f"override {_shown(item)}: replaces all of {'.'.join(key)}, dropping {_shown(text)} given before "
                               f"it; give {'.'.join(earlier)} inside it, or after it")
     given[key] = (item, value)
 

@@ -62,10 +62,16 @@ def register(subparsers: Any) -> None:
     d = sub.add_parser("decontaminate", help="n-gram overlap between a train and an eval task file")
     d.add_argument("train", type=named_path, help="training task file")
     d.add_argument("eval", type=named_path, help="evaluation task file")
-    d.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
+    d.add_argument("--n", type=int, default=13, help=f"n-gram length in words, 1 to {MAX_NGRAM} (default 13)")
     d.add_argument("--out", default=None, help="directory for the overlap report")
     d.set_defaults(func=_cmd_decontaminate)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+MAX_NGRAM = 1000
+"""The longest n-gram ``--n`` takes, in words (13, the default, is GPT-3's). A prompt shorter than n
+words is compared whole and a shorter solution not at all, so ``--n 10**21`` (taken before) quietly
+checked exact duplicates of prompts only."""
 
 
 def _cmd_decontaminate(args: argparse.Namespace) -> int:
@@ -73,8 +79,9 @@ def _cmd_decontaminate(args: argparse.Namespace) -> int:
     from posttrain.errors import UserError
     from posttrain.evaluate.decontaminate import cmd_decontaminate
 
-    if args.n < 1:  # before the files are read (a pipe reads once), not at the first n-gram
-        raise UserError(f"tasks decontaminate: --n must be >= 1 (words per n-gram), got {args.n}")
+    if not 1 <= args.n <= MAX_NGRAM:  # before the files are read (a pipe reads once), not at the first n-gram
+        got = args.n if len(str(args.n)) <= 40 else f"an integer of {len(str(args.n))} digits"
+        raise UserError(f"tasks decontaminate: --n must be >= 1 (words per n-gram) and at most {MAX_NGRAM}, got {got}")
     if args.out is not None:
         check_out_dir(args.out)
 

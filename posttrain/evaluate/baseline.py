@@ -108,7 +108,7 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
         except UserError as e:  # "records: ..." -- which records
             raise UserError(f"--baseline {path}: {str(e).removeprefix('records: ')}") from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark, as task files take it
     except json.JSONDecodeError as e:
         raise UserError(f"--baseline: {path}: not valid JSON ({e.msg})") from None
     except (UnicodeDecodeError, OSError) as e:

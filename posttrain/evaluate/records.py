@@ -291,10 +291,12 @@ def json_lines(path: Path, *, cut_last: bool = False) -> Iterator[tuple[str, Any
     that are not UTF-8 (a traceback here, in report, audit and --baseline alike, before) or a line that
     is not JSON: a ``UserError`` naming ``path:line``. ``cut_last``: a last line with no line end after
     it that is not JSON (a writer mid-line, or a kill) is left out, as ``--resume`` leaves it out of a
-    run's logs."""
+    run's logs. A UTF-8 byte-order mark before the first line is read past, as the task readers do."""
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             where = f"{path}:{lineno}"
+            if lineno == 1:  # a byte-order mark, as the task readers take it
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:

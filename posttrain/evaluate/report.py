@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from posttrain.config import parse_yaml
 from posttrain.errors import UserError, refuse_directory
 from posttrain.evaluate._curves import curves_html
 from posttrain.evaluate._page import CHART_SCRIPT, CSS, SCRIPT
@@ -45,7 +48,7 @@ from posttrain.evaluate._svg import as_text, bar_chart
 from posttrain.evaluate.baseline import SETTINGS
 from posttrain.evaluate.records import EvalRecord, json_lines, read_records
 from posttrain.evaluate.summary import summarize
-from posttrain.strict_json import finite_float
+from posttrain.strict_json import StrictJSONError, finite_float, loads_strict
 
 __all__ = ["write_report", "load_run", "render_report", "RunData", "Panel", "add_panel", "report_panels",
            "BUILTIN_PANELS", "RUN_FILES"]
@@ -54,6 +57,7 @@ _MAX_EXAMPLES_PER_KIND = 12
 _MAX_TEXT = 4000
 _MAX_TURNS = 40
 _MAX_CALLS = 20
+_MAX_STEP = 2**63 - 1
 RUN_FILES = ("config.yaml", "metrics.jsonl", "summary.json", "eval", "trajectories")
 """What a run directory holds from its start (config.yaml) or later; a directory with none of them is no run."""
 
@@ -82,8 +86,43 @@ def _read_jsonl_dicts(path: Path) -> list[dict[str, Any]]:
     for where, row in json_lines(path, cut_last=True):
         if not isinstance(row, dict):
             raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        step = row.get("step")  # a step "0" or of 400 digits was drawn (at 0, or off every axis)
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= _MAX_STEP):
+            shown = json.dumps(step)
+            shown = shown if len(shown) <= 60 else f"{shown[:40]}... ({len(shown)} characters)"
+            raise UserError(f"{where}: field 'step' must be an integer from 0 to 2**63-1, got {shown}")
+        if not isinstance(row.get("stage", ""), str):
+            raise UserError(f"{where}: field 'stage' must be a string, got {type(row['stage']).__name__}")
         rows.append(row)
     return rows
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    """A run's summary.json: one strict JSON object (a NaN, an Infinity or a key given twice is no summary
+    posttrain wrote: ``{"eval": NaN}`` drew a page without its eval table); a byte-order mark is read past."""
+    try:
+        summary = loads_strict(_read_text(path).removeprefix("\ufeff"), max_chars=None, max_depth=None)
+    except StrictJSONError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(summary, dict):
+        raise UserError(f"{path}: expected a JSON object, got {type(summary).__name__}")
+    if summary.get("eval") is not None and not isinstance(summary["eval"], dict):
+        raise UserError(f"{path}: field 'eval' must be an object of evaluations, got {type(summary['eval']).__name__}")
+    return summary
+
+
+def _read_config(path: Path) -> str:
+    """A run's config.yaml, as text: the resolved recipe, a YAML mapping (a list, or text that is no
+    YAML, is no recipe posttrain wrote: it was shown as the run's recipe)."""
+    text = _read_text(path)
+    try:
+        data = parse_yaml(text)
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: not valid YAML ({' '.join(str(e).split())[:200]}); expected the run's resolved "
+                        "recipe") from None
+    if data is not None and not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of sections (the run's resolved recipe), got {type(data).__name__}")
+    return text
 
 
 def _read_text(path: Path) -> str:
@@ -104,17 +143,10 @@ def load_run(run_dir: str | Path) -> RunData:
                         "give the --out directory of a `posttrain run`")
     refuse_directory(run / "metrics.jsonl", "the run's metrics.jsonl")  # was passed over: a report without curves
     metrics = _read_jsonl_dicts(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
-    summary: dict[str, Any] = {}
-    if (run / "summary.json").is_file():
-        try:
-            summary = json.loads(_read_text(run / "summary.json"))
-        except json.JSONDecodeError as e:
-            raise UserError(f"{run / 'summary.json'}: not valid JSON ({e.msg})") from None
-        if not isinstance(summary, dict):
-            raise UserError(f"{run / 'summary.json'}: expected a JSON object")
+    summary = _read_summary(run / "summary.json") if (run / "summary.json").is_file() else {}
     evals = {p.stem: tuple(read_records(p)) for p in sorted((run / "eval").glob("*.jsonl"))}
     trajs = {p.stem: tuple(read_records(p)) for p in sorted((run / "trajectories").glob("*.jsonl"))}
-    config = _read_text(run / "config.yaml") if (run / "config.yaml").is_file() else ""
+    config = _read_config(run / "config.yaml") if (run / "config.yaml").is_file() else ""
     return RunData(run, tuple(metrics), summary, evals, trajs, config, run.name)
 
 
@@ -147,7 +179,7 @@ def _tagged_protocol(run_dir: Path, name: str) -> dict[str, Any] | None:
         return None
     path = run_dir / "eval" / f"summary@{name.split('@', 1)[1]}.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return None
     protocol = data.get("eval_protocol") if isinstance(data, dict) else None

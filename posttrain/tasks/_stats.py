@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import TaskError, UserError
+from posttrain.strict_json import finite_number
 
 BINS = 10
 CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
@@ -168,7 +169,7 @@ def _last_attempts(path: Path) -> dict[tuple[int, str, int], dict[str, Any]]:
     """``(step, task, sample) -> its last attempt``, from a trajectories file; ``UserError`` naming a bad line."""
     episodes: dict[tuple[int, str, int], dict[str, Any]] = {}  # (step, task, sample) -> its last attempt
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as the task readers take it
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read it as UTF-8 text ({e.__class__.__name__})") from None
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -176,16 +177,48 @@ def _last_attempts(path: Path) -> dict[tuple[int, str, int], dict[str, Any]]:
             continue
         try:
             rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise TypeError(f"expected a JSON object, got {type(rec).__name__}")
-            key = (int(rec.get("step") or 0), str(rec["task_id"]), int(rec.get("sample_idx", 0)))
-            if not isinstance(rec.get("attempt", 0), int) or not isinstance(rec.get("tags") or [], list):
-                raise TypeError("'attempt' is not an integer or 'tags' not a list")
-        except (ValueError, KeyError, TypeError) as e:
+        except ValueError as e:
             raise UserError(f"{path}:{lineno}: not a trajectory record ({e})") from None
-        if key not in episodes or rec.get("attempt", 0) >= episodes[key].get("attempt", 0):
+        if (problem := _record_problem(rec)) is not None:
+            raise UserError(f"{path}:{lineno}: not a trajectory record ({problem})")
+        key = (rec.get("step") or 0, rec["task_id"], rec.get("sample_idx") or 0)
+        if key not in episodes or (rec.get("attempt") or 0) >= (episodes[key].get("attempt") or 0):
             episodes[key] = rec
     return episodes
+
+
+_OUTCOMES = ("pass", "fail", "infra_error")
+"""A record's ``outcome`` (docs/records.md; ``posttrain.evaluate.records.OUTCOMES``, a layer above)."""
+
+
+def _record_problem(rec: Any) -> str | None:
+    """What makes ``rec`` no trajectory record (docs/records.md) in the fields stats reads, or None: a
+    ``task_id`` of NaN was a task of domain "?" (json reads NaN), a step "0" step 0."""
+    if not isinstance(rec, dict):
+        return f"expected a JSON object, got {type(rec).__name__}"
+    if not isinstance(rec.get("task_id"), str):
+        return "missing field 'task_id'" if "task_id" not in rec else f"field 'task_id' must be a string, got " \
+            f"{_clip(rec['task_id'])}"
+    if rec.get("outcome") not in _OUTCOMES:
+        return f"field 'outcome' must be one of {'|'.join(_OUTCOMES)}, got {_clip(rec.get('outcome'))}"
+    for name in ("step", "sample_idx", "attempt"):
+        value = rec.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**63 - 1):
+            return f"field {name!r} must be an integer from 0 to 2**63-1, got {_clip(value)}"
+    if rec.get("domain") is not None and not isinstance(rec["domain"], str):
+        return f"field 'domain' must be a string, got {_clip(rec['domain'])}"
+    reward = rec.get("reward")
+    if reward is not None and not (finite_number(reward) and 0 <= reward <= 1):
+        return f"field 'reward' must be a number in [0, 1] or null, got {_clip(reward)}"
+    tags = rec.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        return f"field 'tags' must be a list of strings, got {_clip(tags)}"
+    return None
+
+
+def _clip(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _sampler_state(run: Path) -> Mapping[str, Any] | None:

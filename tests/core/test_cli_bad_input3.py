@@ -156,7 +156,8 @@ def test_resume_of_a_run_whose_config_is_not_a_saved_recipe(ws, capsys, content,
 @pytest.mark.parametrize(("content", "needle"), [
     (b"\xff\xfe\n", "r/trajectories/rl.jsonl: cannot read it as UTF-8 text (UnicodeDecodeError)"),
     (b"[1]\n", "r/trajectories/rl.jsonl:1: not a trajectory record (expected a JSON object, got list)"),
-    (b'{"task_id": "a", "tags": 5}\n', "r/trajectories/rl.jsonl:1: not a trajectory record ('attempt' is not an integer"),
+    (b'{"task_id": "a", "outcome": "pass", "tags": 5}\n',
+     "r/trajectories/rl.jsonl:1: not a trajectory record (field 'tags' must be a list of strings, got 5)"),
 ], ids=["not-utf8", "a-list", "tags-a-number"])
 def test_tasks_stats_of_a_trajectories_file_that_is_not_one(ws, capsys, content, needle):
     """Before: UnicodeDecodeError, AttributeError ('list' object has no attribute 'get') and TypeError
