@@ -76,8 +76,28 @@ def _try(path: Path) -> int | None:
     return None
 
 
+def running_uids() -> set[int]:
+    """The uids of the range that a process of the host runs as (real or effective uid), read from
+    each process's ``/proc/<pid>/status`` (its ``/proc`` entry's owner is root when it is not dumpable)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/status", "rb") as f:
+                    line = next((x for x in f if x.startswith(b"Uid:")), b"Uid:")
+            except OSError:  # gone meanwhile
+                continue
+            found.update(int(u) for u in line.split()[1:3])
+    return {u for u in found if UID_BASE <= u < UID_BASE + UID_SPAN}
+
+
 def claim_uid(registry: Path) -> UidClaim:
-    """Claim a uid no live pool that shares ``registry`` holds (module docstring)."""
+    """Claim a uid no live pool that shares ``registry`` holds (module docstring), and no process
+    runs as: a claim left by a dead pool is taken over only once nothing of it runs any more (a
+    process of its uid that outlived it, dying or stuck, would count against the new slot's per-user
+    limits, RLIMIT_NPROC first)."""
     try:
         registry.mkdir(mode=0o755, exist_ok=True)
     except OSError as e:
@@ -86,10 +106,14 @@ def claim_uid(registry: Path) -> UidClaim:
     for _ in range(256):
         uid = UID_BASE + secrets.randbelow(UID_SPAN)
         path = registry / str(uid)
+        left = path.exists()  # by a pool that is gone, or held by a live one
         try:
             fd = _try(path)
         except OSError as e:
             raise HostCannotIsolate(f"cannot claim a sandbox uid in {registry}: {e}") from e
+        if fd is not None and left and uid in running_uids():
+            os.close(fd)  # the dead pool's processes still run: its claim stays
+            continue
         if fd is not None:
             return UidClaim(uid, path, fd)
     raise HostCannotIsolate(f"no free sandbox uid found in {registry} after 256 tries")
@@ -103,11 +127,12 @@ def reap_claims(registry: Path) -> int:
     happens to draw its uid, so they pile up (211 on this host after a day of tests). Each is
     removed as ``UidClaim.release`` does, while holding its lock, and only if it still names the
     directory locked: a pool claiming it meanwhile either finds it gone (and draws another) or holds
-    it, and then it is skipped."""
+    it, and then it is skipped. A claim whose uid a process still runs as stays (``claim_uid``)."""
     removed = 0
+    running = running_uids()
     with contextlib.suppress(OSError):
         for path in registry.iterdir():
-            if not path.name.isdigit():
+            if not path.name.isdigit() or int(path.name) in running:
                 continue
             try:
                 fd = _try(path)

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.sandbox import open_pool
+from posttrain.sandbox import _uids, open_pool
 from posttrain.sandbox._uids import claim_uid, reap_claims
+from posttrain.sandbox.errors import HostCannotIsolate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -390,3 +391,29 @@ def test_unheld_uid_claims_are_reaped_and_held_ones_stay(tmp_path):
     finally:
         held.release()
     assert reap_claims(registry) == 0 and list(registry.iterdir()) == []
+
+
+def test_a_uid_a_dead_pools_process_still_runs_as_is_not_claimed_again(tmp_path, monkeypatch):
+    """A dead pool's claim was taken over (and, reaped, drawn afresh) while a process of its uid
+    still ran (dying, frozen, stuck in the kernel): the new slot then shared that uid's per-user
+    counts with it, RLIMIT_NPROC first. Now such a claim stays, and is not taken: with every draw
+    this uid, no uid is claimed (before: the uid, at the first draw)."""
+    monkeypatch.setattr(_uids, "UID_SPAN", 1)  # every draw is UID_BASE
+    registry = tmp_path / "uids"
+    registry.mkdir()
+    (registry / str(_uids.UID_BASE)).mkdir()  # its claim, as a SIGKILL-ed pool leaves it
+    uid = str(_uids.UID_BASE)
+    left = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5.0
+        while not _of_uids({_uids.UID_BASE}) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert reap_claims(registry) == 0 and (registry / uid).is_dir()
+        with pytest.raises(HostCannotIsolate):
+            claim_uid(registry).release()
+    finally:
+        left.kill()
+        left.wait()
+    claim = claim_uid(registry)  # nothing of it runs any more: it is taken over
+    assert claim.uid == _uids.UID_BASE
+    claim.release()
