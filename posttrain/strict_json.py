@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -280,12 +281,16 @@ def prose_document(text: str) -> tuple[str, str] | None:
     - the prose holds markup or a fence a reader takes for the answer's container (``<``, a
       backtick, ``~~~``: ``<answer>{...}</answer>``, a fence on one line or unclosed, a reasoning
       block after the document; tests/envs/test_tool_json_attacks7.py), or an invisible character
-      (a BOM, a zero-width space: tests/envs/test_rg_tool_json_attacks3.py).
+      (a BOM, a zero-width space: tests/envs/test_rg_tool_json_attacks3.py; a control or format
+      character, Unicode ``C*``). A space a reader sees as one (Unicode ``Zs``: a no-break space, a
+      French ``\\u202f`` before a colon, a thin space) is prose: models write them (DeepSeek-LLM#94).
 
     >>> prose_document('Here is the JSON:\\n{"a": 1}\\nHope this helps.')
     ('{"a": 1}', 'Here is the JSON:\\n\\n\\nHope this helps.')
     >>> prose_document('{"a": 1} Hope this helps.'), prose_document('See [1]: {"a": 1}'), prose_document('No.')
     (None, None, None)
+    >>> prose_document('Voici le JSON\\u202f:\\n{"a": 1}')[0], prose_document('Here\\u200b: {"a": 1}')
+    ('{"a": 1}', None)
     """
     starts = [i for i in (text.find("{"), text.find("[")) if i != -1]
     start = min(starts, default=-1)
@@ -293,7 +298,8 @@ def prose_document(text: str) -> tuple[str, str] | None:
     if start <= 0 or end <= start or not text[:start].strip() or not _DOCUMENT_START.match(text, start):
         return None
     prose = text[:start] + "\n" + text[end:]
-    if any(ch in prose for ch in "{}[]<`") or "~~~" in prose or not all(ch.isprintable() or ch in "\n\r\t" for ch in prose):
+    if any(ch in prose for ch in "{}[]<`") or "~~~" in prose or not all(
+            ch.isprintable() or ch in "\n\r\t" or unicodedata.category(ch) == "Zs" for ch in prose):
         return None
     return text[start:end], prose
 

@@ -8,9 +8,9 @@ the chat template depends on no domain.
 - ``decode_tool_calls(text) -> list[ToolCall]``: after the text's reasoning (a leading ``<think>``
   block), any of the accepted formats, family-blind:
   ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (Hermes/Qwen), or one JSON document (bare
-  or in one fenced block) that is an OpenAI assistant message ``{"tool_calls": [...]}``, a list of
-  calls, or one call. A call is ``{"name", "arguments"}`` or ``{"type": "function", "function":
-  {"name", "arguments"}}``; ``arguments`` may be an object or a JSON string (as OpenAI sends it),
+  or in one fenced block, or quoted after a lead-in sentence: ``_quoted_calls``) that is an OpenAI
+  assistant message ``{"tool_calls": [...]}``, a list of calls, or one call. A call is ``{"name",
+  "arguments"}`` or ``{"type": "function", "function": {"name", "arguments"}}``; ``arguments`` may be an object or a JSON string (as OpenAI sends it),
   decoded strictly (``posttrain.strict_json``: non-integers exact, no NaN, no duplicate keys).
   Tri-state: calls / no call (plain text: ``[]``) / ``ToolCallError`` (unparseable JSON, an
   unclosed tag, call-like text that does not parse): invalid is never an abstention (JSON-04).
@@ -31,7 +31,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from posttrain.strict_json import StrictJSONError, after_reasoning, extract_json_text, loads_strict
+from posttrain.strict_json import (
+    StrictJSONError,
+    after_reasoning,
+    extract_json_text,
+    loads_strict,
+    prose_document,
+    text_beside,
+)
 
 ToolFamily = Literal["hermes", "openai"]
 TOOL_FAMILIES: tuple[ToolFamily, ...] = ("hermes", "openai")
@@ -39,6 +46,9 @@ MAX_CALLS = 64
 """More calls than this in one response is an undecodable response."""
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _CALLISH_RE = re.compile(r"<\s*/?\s*tool_call|\"tool_calls\"|\"function_call\"|\"arguments\"\s*:|\"name\"\s*:")
+_WRITTEN_CALL_RE = re.compile(r"""\S\s*\(\s*(?:[A-Za-z_]\w*\s*=|["'\d-])""")
+"""A call written in prose (``ls(path="src")``, ``f("a")``, ``f(3)``: Llama 3.2's pythonic calls), whatever its name."""
+_MESSAGE_READ = frozenset({"role", "tool_calls"})
 
 
 def text_beside_tags(text: str) -> str | None:
@@ -91,6 +101,8 @@ def decode_tool_calls(response: str) -> list[ToolCall]:
     [ToolCall(name='f', arguments={'x': 1})]
     >>> decode_tool_calls("The answer is 4.")
     []
+    >>> decode_tool_calls('Listing the files.\\n{"name": "ls", "arguments": {}}')
+    [ToolCall(name='ls', arguments={})]
 
     Only the answer counts, after the response's reasoning (``strict_json.after_reasoning``): a call
     drafted in a ``<think>`` block is not made, as a serving stack's reasoning parser leaves it out.
@@ -114,14 +126,18 @@ def decode_tool_calls(response: str) -> list[ToolCall]:
         text = extract_json_text(response)
     except StrictJSONError as e:
         raise ToolCallError(str(e)) from None
+    quoted = False
     if not text.startswith(("{", "[")):
-        if _CALLISH_RE.search(response):
-            raise ToolCallError("the response looks like a tool call but is not one JSON document")
-        return []
+        if not _CALLISH_RE.search(response):
+            return []
+        text, quoted = _quoted_calls(response, text), True
     try:
         doc = loads_strict(text, exact=True)
     except StrictJSONError as e:
         raise ToolCallError(str(e)) from None
+    if quoted and isinstance(doc, Mapping) and "tool_calls" in doc and any(
+            v not in (None, "", [], {}) for k, v in doc.items() if k not in _MESSAGE_READ):
+        raise ToolCallError("a message quoted among prose holds more than its tool_calls")
     if isinstance(doc, Mapping) and "tool_calls" in doc:
         raw = doc["tool_calls"]
         if not isinstance(raw, list):
@@ -130,6 +146,24 @@ def decode_tool_calls(response: str) -> list[ToolCall]:
     if isinstance(doc, list):
         return _cap([_decode_call(c, f"call [{i}]") for i, c in enumerate(doc)])
     return [_decode_call(doc, "call")]
+
+
+def _quoted_calls(answer: str, text: str) -> str:
+    """The one call document an answer (after its reasoning, no ``<tool_call>`` tag) quotes after a
+    lead-in of prose (``I'll list the files.\\n{"name": "ls", ...}``), as ``strict_json.prose_document``
+    reads a single answer's document: an instruction-tuned model's honest turn, which read whole was an
+    undecodable call in every OpenAI-family episode (11 of 15 spellings per format refused,
+    tests/policy/test_toolcalls_prose.py). Raises ``ToolCallError`` where it is not so read: a fenced
+    answer (its block was the document), no prose document (two documents, a bracket or markup in
+    the prose, ...), or prose that holds a second call (``"name":``, a call written ``f(x=1)``).
+    A message so quoted holds nothing beside ``tool_calls`` (``decode_tool_calls``): its ``content``
+    or a ``function_call`` would be a second text or call beside the prose. Each refusal is also what
+    keeps the tool domain strict: its verifier reads a quoted call itself, checking the prose and the
+    message's other keys, only where this decoder raises (``envs/tool/_calls.py`` ``_read_calls``)."""
+    found = None if text_beside(answer) is not None else prose_document(text)
+    if found is None or _CALLISH_RE.search(found[1]) or _WRITTEN_CALL_RE.search(found[1]):
+        raise ToolCallError("the response looks like a tool call but is not one JSON document")
+    return found[0]
 
 
 def _cap(calls: list[ToolCall]) -> list[ToolCall]:
