@@ -2,7 +2,10 @@
 
 Task fields (docs/tasks.md): ``prompt`` (a Python prefix ending in the function's signature and
 docstring, shown verbatim), ``entry_point`` (the function name), ``test`` (Python source that
-defines ``check(candidate)``). HumanEval's ``canonical_solution`` is accepted as the reference.
+defines ``check(candidate)``), optionally ``hidden_test`` (run too, never shown). HumanEval's
+``canonical_solution`` is accepted as the reference; a record in HumanEval's format (``task_id`` or
+``canonical_solution``) with no ``hidden_test`` has its ``check`` split into both, as the built-in
+``humaneval`` family has (``_split_fields``).
 
 Response -> candidate module: the last fenced Python block if the response has one (the module
 is then ``prompt + "\\n" + block``, so the prompt's imports and helpers stay defined), otherwise
