@@ -246,7 +246,8 @@ def _make_locked(path: Path) -> int:
 
 def reap(path: Path) -> bool:
     """Remove the cgroup ``path`` if no process holds its flock and it is empty, holding the flock
-    across the rmdir; never signal anything in it. Returns whether it removed it."""
+    across the rmdir; never signal anything in it, but thaw it if it was left frozen (``_thaw``).
+    Returns whether it removed it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
