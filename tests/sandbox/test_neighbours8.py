@@ -6,9 +6,10 @@ verdict it gets alone: SysV shm, semaphores and message queues under one key, a 
 and /tmp, an abstract unix socket, a loopback inet socket (each job has its own ipc, net and mount
 namespaces, and seccomp refuses every socket family but AF_UNIX); signals to every process it can
 see (its own pid namespace); new namespaces, which would count against the host's per-user
-``user.max_*`` (seccomp and the dropped capabilities refuse them); eventfds, timerfds, epolls and
-inotify instances by the thousand (counted per uid, and each slot's uid is its own); a full /tmp
-and /dev/shm (tmpfs of the job's own size).
+``user.max_*`` (seccomp and the dropped capabilities refuse them); eventfds, timerfds, epolls,
+inotify instances and pipe pages, hundreds of each, until refused (inotify and pipe pages are
+counted per uid, and each slot's uid is its own); a full /tmp and /dev/shm (tmpfs of the job's own
+size). Those held before this round, and are pinned here.
 
 What broke: a pool killed with SIGKILL leaves its tmpfs mounted on the host, every file its jobs
 wrote in its slots and workspaces held in memory with it, and its uid claims. Pools reaped only
@@ -216,7 +217,7 @@ def test_a_job_makes_no_namespace_that_counts_against_the_hosts_user_max(pools):
 
 
 HOLD_FDS = r"""
-import ctypes, os, time
+import ctypes, fcntl, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 class T(ctypes.Structure):
     _fields_ = [("i_s", ctypes.c_long), ("i_ns", ctypes.c_long), ("v_s", ctypes.c_long), ("v_ns", ctypes.c_long)]
@@ -229,10 +230,15 @@ def raw(fd):
     if fd < 0:
         raise OSError(ctypes.get_errno(), "refused")
     return fd
-def take():  # eventfds, timerfds, epolls and inotify instances, 60 of each or until refused
+def pipe():  # 1 MiB of the uid's pipe pages (fs.pipe-user-pages-soft: 64 MiB), until refused
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    return r
+def take():  # eventfds, timerfds, epolls, inotify instances and pipes, 40 of each or until refused
     fds = []
-    for make in (lambda: os.eventfd(0), timerfd, lambda: raw(libc.epoll_create1(0)), lambda: raw(libc.inotify_init1(0))):
-        for _ in range(60):
+    for make in (lambda: os.eventfd(0), timerfd, lambda: raw(libc.epoll_create1(0)), lambda: raw(libc.inotify_init1(0)),
+                 pipe):
+        for _ in range(40):
             try:
                 fds.append(make())
             except OSError:
@@ -254,7 +260,9 @@ print([fd for fd in fds if fd < 0] + ([] if os.write(w, b"x" * 65536) == 65536 e
 """
 
 
-def test_eventfds_timerfds_epolls_and_inotify_held_leave_another_pool_its_own(pools):
+def test_eventfds_timerfds_epolls_inotify_and_pipe_pages_held_leave_another_pool_its_own(pools):
+    """17 processes of a job of one pool take eventfds, armed timerfds, epolls, inotify instances
+    and 1 MiB pipes until refused; a job of the other gets each of them, and a pipe of 64 KiB."""
     a, b = pools
     _, seen = while_holding(a, b, HOLD_FDS, PROBE_FDS)
     assert [(r["outcome"], r["out"]) for r in seen] == [("ok", "[]\n")] * 4, seen
