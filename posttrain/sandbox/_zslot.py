@@ -87,6 +87,17 @@ def _oom(cg: SlotCgroup, before: tuple[int, int], after: tuple[int, int]) -> tup
     return killed, host
 
 
+def _killed_peak(cg: SlotCgroup, before: tuple[int, int], after: tuple[int, int], limits: Limits) -> int:
+    """The slot's memory watermark when the OOM killer took a process of it between two
+    ``oom_counts`` (read before ``_oom`` resets it), at most the slot's limit for this job; else 0.
+    The fork path's peak is the job's max RSS, blind to what else the job had charged to the slot:
+    its tmpfs files (/tmp, /dev/shm, /work), kernel memory, children it did not wait for. A job
+    killed at its 128 or 256 MiB limit by its files reported the 15 MiB of its interpreter."""
+    if after[0] <= before[0]:
+        return 0
+    return min(cg.peak_memory() or 0, limits.memory_mb * _MiB + ZYGOTE_OVERHEAD)
+
+
 class Retry(Exception):
     """The slot failed before the job started: restart it and run the job there once more."""
 
@@ -294,12 +305,14 @@ class ZygoteSlot:
         out (the host's probe decides whether it was starved); anything else (a kill from outside,
         a host problem) is an infra error."""
         detail = f"fork-server slot failed: {e}; {self.diagnostics()}"
-        oom, host_oom = _oom(self.cg, self.oom_seen, self.cg.oom_counts())
+        oom_now = self.cg.oom_counts()
+        peak = _killed_peak(self.cg, self.oom_seen, oom_now, limits) or None
+        oom, host_oom = _oom(self.cg, self.oom_seen, oom_now)
         hung = duration >= timeout and "timed out" in str(e)
         self.stop()
         if oom or hung:
             ex = self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=hung and not oom,
-                                 oom=oom, duration=duration, peak=None)  # fmt: skip
+                                 oom=oom, duration=duration, peak=peak)  # fmt: skip
             return ex, HOST_OOM if host_oom else hung and not oom
         return Execution.infra(detail, duration_s=duration), False
 
@@ -312,11 +325,12 @@ class ZygoteSlot:
         if not reply.get("clean", False) or self.jobs >= self.pool.recycle_every:
             self.stop()  # restarted lazily by the next job
         oom_now = self.cg.oom_counts()  # one read per job: the counts after the last job are cached
+        killed_peak = _killed_peak(self.cg, self.oom_seen, oom_now, limits)
         (oom, host_oom), self.oom_seen = _oom(self.cg, self.oom_seen, oom_now), oom_now
         if "slot_error" in reply:  # what broke the slot after the fork is the job's doing
             self.stop()
             ex = self._execution(fds, limits, exit_code=None, sig=signal.SIGKILL, timed_out=False, oom=oom,
-                                 duration=waited, peak=None)  # fmt: skip
+                                 duration=waited, peak=killed_peak or None)  # fmt: skip
             return ex, HOST_OOM if host_oom else False
         # Killed here past its deadline: timed out, even if the fork-server saw only the death. And
         # the cleanup of what it left counts as its time (``FREE_GRACE_S`` aside).
@@ -325,7 +339,7 @@ class ZygoteSlot:
         exit_code, sig = reply["exit_code"], reply["signal"]
         timed_out = bool(reply["timed_out"]) or killed > 0 or late
         ex = self._execution(fds, limits, exit_code=exit_code, sig=sig, timed_out=timed_out, oom=oom,
-                             duration=duration + free_s, peak=int(reply["maxrss"]))  # fmt: skip
+                             duration=duration + free_s, peak=max(int(reply["maxrss"]), killed_peak))  # fmt: skip
         return ex, HOST_OOM if host_oom else timed_out and not late and maybe_starved(reply, timeout, limits)
 
     def _fresh_places(self) -> float:
