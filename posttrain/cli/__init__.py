@@ -34,6 +34,7 @@ import errno
 import importlib
 import logging
 import os
+import re
 import select
 import signal
 import sys
@@ -80,6 +81,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse with its errors on one line, like every other bad input (subcommands inherit it)."""
 
     def error(self, message: str) -> NoReturn:
+        # a value argparse quotes is shown as its first 40 characters and its length: ``--n`` of 5,000 digits
+        # ("invalid int value: '999...'") was echoed whole, 5,117 characters on one line
+        message = re.sub(r"'([^']{60,})'", lambda m: f"'{m[1][:40]}...' ({len(m[1]):,} characters)", message)
         self.exit(2, f"{self.prog}: error: {visible(message)} (see {self.prog} --help)\n")
 
 

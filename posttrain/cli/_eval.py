@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from posttrain.cli._service import open_service, sandbox_of
-from posttrain.config import MAX_TEMPERATURE
+from posttrain.config import MAX_TEMPERATURE, check_run_files
 from posttrain.errors import RunFailure, UserError, refuse_directory, user_path
 from posttrain.evaluate.baseline import compare, load_baseline
 from posttrain.evaluate.decontaminate import check_clean_split
@@ -51,6 +51,7 @@ from posttrain.rollout.episodes import (
 )
 from posttrain.sandbox import MAX_POOL_SIZE
 from posttrain.sched import Service
+from posttrain.strict_json import StrictJSONError, loads_strict
 from posttrain.types import CANARY, Task
 
 __all__ = ["run_eval", "checkpoints_of"]
@@ -550,12 +551,13 @@ def _sched_summary(service: Service, before: dict[str, Any]) -> dict[str, Any]:
 def _run_summary(run_dir: Path, protocol: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
     """``RUN/eval/summary@<protocol>.json`` and what it holds; refuses one written with another protocol."""
     path = run_dir / "eval" / f"summary@{_protocol_tag(protocol)}.json"
+    check_run_files(run_dir, {f"eval/{path.name}": "the run's evaluations under this protocol (a JSON file)"})
     if not path.is_file():
         return path, {"eval_protocol": protocol, "eval": {}}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e.msg}); fix or remove it") from None
+    try:  # strict, as report reads it (a NaN was written back as NaN); a byte-order mark as summary.json's
+        data = loads_strict(path.read_text(encoding="utf-8-sig"), max_chars=None, max_depth=None)
+    except (OSError, UnicodeDecodeError, StrictJSONError) as e:
+        raise UserError(f"{path}: not valid JSON ({e}); fix or remove it") from None
     found = data.get("eval_protocol") if isinstance(data, dict) else None
     if found != protocol or not isinstance(data.get("eval"), dict):
         raise UserError(f"{path} holds an evaluation with another protocol ({found}); "

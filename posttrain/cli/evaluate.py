@@ -145,7 +145,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from posttrain.evaluate.audit import run_audit
 
     _check_run_dir(args.run_dir)
-    check_run_files(args.run_dir, {k: v for k, v in RUN_FILES.items() if k.endswith("/*.jsonl")})  # the records
+    check_run_files(args.run_dir, {**{k: v for k, v in RUN_FILES.items() if k.endswith("/*.jsonl")},  # the records
+                                   "canaries/*.jsonl": "a records .jsonl file", "tasks/*.json*": "a task file the run saved"})
     check_out_dir(Path(args.run_dir) / "audit", "audit directory")
     result = run_audit(args.run_dir, sample=args.sample, seed=args.seed, task_files=args.tasks, suite=args.suite,
                        open_service=open_service)

@@ -91,7 +91,7 @@ def _read_response(path: Path) -> str:
         raise UserError(f"{path}: {why}")
     try:
         raw = read_pipe(path) if is_pipe(path) else path.read_bytes()
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")  # a byte-order mark is the editor's, not the response's (code: a SyntaxError)
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read as UTF-8 text ({e})") from None
 

@@ -131,12 +131,16 @@ def run_stats(run_dir: str | Path) -> RunStats:
     if not path.is_file():
         raise UserError(f"{run}: no RL trajectories ({path.relative_to(run)} is missing: did the run reach RL?)")
     episodes = _last_attempts(path)
+    if not episodes:  # a table with no rows and an empty histogram, exit 0, as if the run had trained on nothing
+        raise UserError(f"{run}: no RL trajectories ({path.relative_to(run)} holds no records: did the run reach its "
+                        "first RL step?)")
     stats: dict[str, DomainStats] = {}
     groups: dict[tuple[int, str], list[bool]] = {}
     per_task: dict[str, list[bool]] = {}
     domain_of: dict[str, str] = {}
     for (step, task_id, _), rec in sorted(episodes.items()):
-        d = stats.setdefault(str(rec.get("domain", "?")), DomainStats())
+        domain = rec.get("domain") or "?"  # none given: ``"domain": null`` was a domain "None", a missing one "?"
+        d = stats.setdefault(domain, DomainStats())
         ok = rec.get("outcome") == "pass"
         if "canary" in (rec.get("tags") or ()):
             d.canary_episodes += 1
@@ -148,7 +152,7 @@ def run_stats(run_dir: str | Path) -> RunStats:
         d.passed += ok
         groups.setdefault((step, task_id), []).append(ok)
         per_task.setdefault(task_id, []).append(ok)
-        domain_of[task_id] = str(rec.get("domain", "?"))
+        domain_of[task_id] = domain
     for (_, task_id), outcomes in groups.items():
         d = stats[domain_of[task_id]]
         d.groups += 1
