@@ -26,7 +26,8 @@ changed: its frames there are given by the workspace's copy (its line numbers, i
 verifier's run cannot print: ``linecache`` holds blanks for withheld files), and a frame in a line the
 workspace lacks is left out, with the error text it raised. A withheld test (its function not in the
 workspace, or changed there, or its case's row not in the workspace's table) is only counted, with its
-exception type: its name, often its input (``test_camelize[SpecialGuest-special_guest]``,
+exception type, and so is a visible test's failure at one of its checks the workspace lacks
+(a withheld check): its name, often its input (``test_camelize[SpecialGuest-special_guest]``,
 ``test_sliding_window_of_short_iterator``), would let a policy tabulate what is checked between attempts. Never a withheld test's text, never the gold.
 """
 
@@ -38,6 +39,7 @@ import functools
 import json
 import re
 import secrets
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -64,7 +66,7 @@ from posttrain.envs.repo._task import (
     verifier_test_files,
     verifier_tree,
 )
-from posttrain.envs.repo._withhold import case_ids
+from posttrain.envs.repo._withhold import case_ids, is_check
 from posttrain.pyast import parse as parse_python
 from posttrain.types import Task, Verdict
 from posttrain.verify.feedback import normalize
@@ -399,13 +401,35 @@ def seen_by_agent(test_id: str, workspace: Mapping[str, bytes], verifier: Mappin
         return True
     unit = re.sub(r"\[.*\]$", "", test_id)
     parts = unit.split("::")[1:]
-    ours = _definition(verifier[path], parts)
-    if ours is None or ours != _definition(workspace[path], parts):
+    ours, theirs_def = _definition(verifier[path], parts), _definition(workspace[path], parts)
+    if ours is None or theirs_def is None or (ours != theirs_def and not lacks_checks(ours, theirs_def)):
         return False
     if unit == test_id:
         return True
     theirs = case_ids(workspace[path], parts)
     return theirs == case_ids(verifier[path], parts) or (theirs is not None and test_id[len(unit) + 1:-1] in theirs)
+
+
+def lacks_checks(verifier: str, workspace: str) -> bool:
+    """Whether the workspace's source of a test function is the verifier's with some of its top-level checks
+    removed (``_withhold.withheld_checks``), nothing else changed."""
+    try:
+        trees = [parse_python(textwrap.dedent(s)) for s in (verifier, workspace)]
+    except (SyntaxError, ValueError):
+        return False
+    if not all(isinstance(t, ast.Module) and len(t.body) == 1 for t in trees):
+        return False
+    ours, theirs = (t.body[0] for t in trees if isinstance(t, ast.Module))
+    if not isinstance(ours, ast.FunctionDef | ast.AsyncFunctionDef) or type(theirs) is not type(ours):
+        return False
+    head = [textwrap.dedent(s).splitlines()[:f.body[0].lineno - 1] for s, f in ((verifier, ours), (workspace, theirs))]
+    kept = [ast.dump(n) for n in theirs.body]
+    for stmt in ours.body:
+        if kept and ast.dump(stmt) == kept[0]:
+            kept.pop(0)
+        elif not is_check(stmt):
+            return False
+    return head[0] == head[1] and not kept and len(theirs.body) < len(ours.body)
 
 
 FRAME = re.compile(r"^(?P<path>\S+\.py):(?P<line>\d+):(?P<rest>.*)$")
@@ -415,9 +439,11 @@ def _failure_text(test_id: str, body: str, copies: Mapping[str, AgentCopy]) -> s
     """A visible test's failure: pytest's frames, their lines and the ``E`` lines (the last 12). A frame
     in a file of ``copies`` is given by the workspace's copy; one in a line the workspace lacks is left
     out, and so is the error text once such a frame ran (its values may be the withheld code's): only
-    its type is said."""
+    its type is said. A failure at a line of the test's own function that the workspace lacks (a withheld
+    check, ``_withhold.withheld_checks``) is only counted: no frame, no value of it."""
     keep: list[str] = []
     tainted, after_frame = False, False
+    name = re.sub(r"\[.*\]$", "", test_id).split("::")[-1]
     for ln in body.splitlines():
         m = FRAME.match(ln)
         if m:
@@ -425,6 +451,8 @@ def _failure_text(test_id: str, body: str, copies: Mapping[str, AgentCopy]) -> s
             shown, frame, line = True, ln, None
             if path in copies:
                 shown, frame, line = _frame_as_seen(path, int(m["line"]), m["rest"], copies[path])
+                if not shown and path == test_file_of(test_id) and m["rest"] == f" in {name}":
+                    return f"{test_id} failed at a withheld check ({_error_kind(body)}; not shown)"
             keep += [frame, f"    {line.strip()}"] if line is not None else [frame] if shown else []
             tainted = tainted or not shown
             after_frame = shown and path not in copies  # (pytest's line of a changed file: blank, ours given)

@@ -24,21 +24,33 @@ no equal row left anywhere in the file (its input and expected output would stay
 several tests share (``SINGULAR_TO_PLURAL``) keeps its rows: the other tests' cases of them pass before
 and after, and their values stay in the file anyway. The grader tells the withheld cases from the
 visible ones of the same function by the ids the workspace's table still yields (``case_ids``).
+
+A task whose one failing test is a single function of several checks withholds nothing either way. There
+``withheld_checks`` applies a split that ``_checks.py`` measured and stored (``data/withheld_checks.json``):
+about half of the top-level checks (``assert``, ``self.assert*(...)``, ``with pytest.raises``) that fail on
+the bug and pass on the reference leave the workspace's copy of the function, its first failing check
+kept; each split was validated by running (the workspace's copy fails on the bug and passes on the
+reference, the full test as before) and names the test file's hash, so a changed pack drops it.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import json
 import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from posttrain.envs.repo._diff import render_diff
 from posttrain.envs.repo._task import test_file_of
 
+CHECKS = Path(__file__).resolve().parent / "data" / "withheld_checks.json"
+"""The stored, validated check splits (``_checks.py`` builds them): task id -> test, file hash, checks."""
 WITHHELD_NOTE = "Other tests, not shown here, check the fix as well."
 """What the prompt of a task with withheld tests says about them."""
 
@@ -324,6 +336,76 @@ def withheld_cases(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> list[st
     return sorted(random.Random(f"withhold-cases:{rec['id']}").sample(candidates, k)) if k else []
 
 
+def is_check(stmt: ast.stmt) -> bool:
+    """Whether a statement of a test's body is one check: an ``assert``, a ``self.assert*(...)`` call or a
+    ``with pytest.raises(...)`` / ``self.assertRaises(...)`` block."""
+    if isinstance(stmt, ast.Assert):
+        return True
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr.startswith("assert")
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return any(isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
+                   and i.context_expr.func.attr in ("raises", "assertRaises", "assertRaisesRegex") for i in stmt.items)
+    return False
+
+
+def checks_of(text: str, test_id: str) -> list[int] | None:
+    """The body indices of the top-level checks of the test ``test_id`` names in its file ``text`` whose
+    lines are their own (no ``;`` shares them); None where the function is not defined once there."""
+    found = _def_node(_facts(text)[0], test_id.split("::")[1:])
+    if found is None:
+        return None
+    body = found[0].body
+    out = []
+    for i, stmt in enumerate(body):
+        before = body[i - 1].end_lineno if i else found[0].lineno
+        after = body[i + 1].lineno if i + 1 < len(body) else None
+        if is_check(stmt) and before is not None and before < stmt.lineno and (
+                after is None or (stmt.end_lineno or stmt.lineno) < after):
+            out.append(i)
+    return out
+
+
+def strip_checks(text: str, test_id: str, indices: Sequence[int]) -> str | None:
+    """``text`` without the checks at body ``indices`` of the test ``test_id`` names (a body left empty
+    gets ``pass``), or None where one is not a check ``checks_of`` finds."""
+    found = _def_node(_facts(text)[0], test_id.split("::")[1:])
+    own = checks_of(text, test_id)
+    if found is None or own is None or not indices or any(i not in own for i in indices):
+        return None
+    body = found[0].body
+    lines = text.splitlines(keepends=True)
+    drop = {n for i in indices for n in range(body[i].lineno - 1, body[i].end_lineno or body[i].lineno)}
+    if len(set(indices)) == len(body):
+        first = body[0]
+        lines[first.lineno - 1] = " " * first.col_offset + "pass\n"
+        drop.discard(first.lineno - 1)
+    out = "".join(line for i, line in enumerate(lines) if i not in drop)
+    return out if _parses(out) else None
+
+
+def file_hash(text: bytes) -> str:
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+@functools.cache
+def stored_checks() -> dict[str, dict[str, Any]]:
+    """The stored check splits (``CHECKS``), by task id; none where the file is absent."""
+    return json.loads(CHECKS.read_text()) if CHECKS.exists() else {}
+
+
+def withheld_checks(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> tuple[str, list[int]] | None:
+    """``(test id, body indices)`` of the checks the stored split of ``rec`` withholds, where its test file
+    is still the one the split was measured on (its hash) and its one failing test is that test."""
+    split = stored_checks().get(rec["id"])
+    if split is None or list(rec["fail_to_pass"]) != [split["test"]]:
+        return None
+    path = test_file_of(split["test"])
+    if path not in tree or file_hash(tree[path]) != split["file_sha256"]:
+        return None
+    return split["test"], list(split["checks"])
+
+
 def withhold(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> tuple[str, str, list[str]] | None:
     """``(workspace_patch, test_patch, visible_fail_to_pass)`` for pack record ``rec`` whose workspace
     (before its tests are touched) is ``tree``: the diff that removes the withheld functions (else the
@@ -332,7 +414,16 @@ def withhold(rec: Mapping[str, Any], tree: Mapping[str, bytes]) -> tuple[str, st
     units = withheld_units(rec, tree)
     cases = [] if units else withheld_cases(rec, tree)
     if not units and not cases:
-        return None
+        held = withheld_checks(rec, tree)
+        if held is None:
+            return None
+        test, checks = held
+        path = test_file_of(test)
+        text = tree[path].decode("utf-8")
+        stripped = strip_checks(text, test, checks)
+        if stripped is None:
+            return None
+        return render_diff({path: text}, {path: stripped}), render_diff({path: stripped}, {path: text}), [test]
     before, after = {}, {}
     for path in sorted({test_file_of(u) for u in units or cases}):
         text = tree[path].decode("utf-8")
