@@ -16,8 +16,9 @@ value that the test noticed later) and at least two tests fail, or only the file
 one; 4 when a single test fails far from the bug; one level easier in a one-module project
 (inflection), where the file is never in doubt. Every task's reference is the diff that restores
 the pristine line. ``record_of`` withholds about half of a task's failing test functions from the
-workspace when it has two or more, else about half of its failing cases of one parametrized test
-(``_withhold.py``: a ``test_patch`` gives them to the verifier).
+workspace when it has two or more, else about half of its failing cases of one parametrized test,
+else about half of the checks of its one failing test that fail on the bug (stored, validated splits:
+``_checks.py``, ``data/withheld_checks.json``); ``_withhold.py``: a ``test_patch`` gives them to the verifier.
 
 Rebuild the packs (2 cores: 5-20 minutes a project), or re-check the shipped ones under the
 real grader (``--validate``: the reference must pass within a quarter of the task's timeout, the buggy
@@ -243,8 +244,8 @@ def task_level(rec: Mapping[str, Any]) -> int:
 
 def record_of(rec: Mapping[str, Any]) -> dict[str, Any]:
     """The task record of a pack entry, with about half of its failing test functions (else of its failing
-    parametrized cases) withheld from the workspace when there are two or more (``_withhold.py``): the
-    prompt names the visible ones only."""
+    parametrized cases, else of its one failing test's checks) withheld from the workspace when there are
+    two or more (``_withhold.py``): the prompt names the visible ones only."""
     project = PROJECTS[rec["project"]]
     out = {
         "id": rec["id"], "domain": "repo", "prompt": rec["prompt"],

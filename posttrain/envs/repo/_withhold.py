@@ -51,7 +51,7 @@ from posttrain.envs.repo._task import test_file_of
 
 CHECKS = Path(__file__).resolve().parent / "data" / "withheld_checks.json"
 """The stored, validated check splits (``_checks.py`` builds them): task id -> test, file hash, checks."""
-WITHHELD_NOTE = "Other tests, not shown here, check the fix as well."
+WITHHELD_NOTE = "Other tests or checks, not shown here, check the fix as well."
 """What the prompt of a task with withheld tests says about them."""
 
 
