@@ -14,8 +14,8 @@
   scheduler as a new attempt, and the driver's ``Ledger`` (keyed by group, task, sample and attempt)
   settles each try once and each job once: Ray alone is at-least-once at best
   (reference/scheduling.md, section 4).
-- ``local_cluster``: a real single-node cluster for tests and the bench, with its own temp dir and
-  port, token auth off, stopped by killing its own process group (never ``ray stop``, which ends
+- ``local_cluster``: a real single-node cluster for tests and the bench, with its own temp dir,
+  port (Ray's choice, read back) and auth token, stopped by killing its own process group (never ``ray stop``, which ends
   every Ray process of the user on the machine).
 
 Multi-node: ``ray start --head --port=6379 --num-cpus=N`` on one machine, ``ray start
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -174,15 +175,49 @@ class RayBackend:
         self.actors = []
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+
+
+def _use_auth(env: dict[str, str | None]) -> None:
+    """Set (a value) or remove (None) Ray's auth variables in this process, and make the Ray
+    already imported here read them again (its config and its cached token: a second cluster in
+    one process has a token of its own)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _own_address(temp: Path, proc: subprocess.Popen, deadline: float) -> str:
+    """The address ``ray start --port=0`` wrote once its head was up (``temp/ray_current_cluster``),
+    as ``127.0.0.1:PORT``; a ``RuntimeError`` naming its log if it exited or ``deadline`` passed."""
+    written = temp / "ray_current_cluster"
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            port = int(written.read_text().strip().rpartition(":")[2])
+            if 0 < port < 65536:
+                return f"127.0.0.1:{port}"
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"ray start did not come up (see {temp / 'ray-start.log'})")
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
 def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout_s: float = 120.0) -> Iterator[str]:
-    """A real one-node Ray cluster of this user's own: own temp dir, own port, token auth off.
+    """A real one-node Ray cluster of this process's own: own temp dir, own port, own token.
+
+    Ray binds its port itself (``--port=0``) and the address is read back from the cluster's own
+    temp dir: a port picked here and handed to ``ray start`` could be taken first by a sibling,
+    whose cluster this driver then joined (measured: a second ``local_cluster`` given the first's
+    port connected to the first's cluster), or whose plain socket ``ray.init`` waited on for
+    minutes. Token auth is on, with a random token in a 0600 file of the temp dir
+    (``RAY_AUTH_TOKEN_PATH``), set in this process only while the cluster runs: another local
+    process, a sandboxed job or another posttrain run, cannot join it, nor this driver another's.
 
     Yields its address; on exit disconnects the driver, SIGKILLs the cluster's process group and
     removes its temp dir. A driver killed outright (SIGKILL, out of memory) cannot do that, so the
@@ -191,12 +226,15 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
     """
     import ray
 
-    old_auth = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    port = _free_port()
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths are length-capped
+    token = temp / "auth_token"
+    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    old_auth = {k: os.environ.get(k) for k in AUTH_VARS}
+    _use_auth({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), "RAY_AUTH_TOKEN": None})
     ray_bin = Path(sys.executable).with_name("ray")
-    cmd = [str(ray_bin), "start", "--head", f"--port={port}", f"--num-cpus={num_cpus}", f"--temp-dir={temp}",
+    cmd = [str(ray_bin), "start", "--head", "--port=0", f"--num-cpus={num_cpus}", f"--temp-dir={temp}",
            f"--object-store-memory={object_store_mb * 1024 * 1024}", "--include-dashboard=false",
            "--disable-usage-stats", "--block"]
     watch = (f'"$@" & while kill -0 {os.getpid()} 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 1; done; '
@@ -204,10 +242,10 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
     with open(temp / "ray-start.log", "wb") as log:
         proc = subprocess.Popen(["/bin/sh", "-c", watch, "sh", *cmd], start_new_session=True, stdout=log,
                                 stderr=subprocess.STDOUT)
-    address = f"127.0.0.1:{port}"
     started = False
     try:
         deadline = time.monotonic() + start_timeout_s
+        address = _own_address(temp, proc, deadline)
         while True:
             try:
                 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
@@ -226,10 +264,7 @@ def local_cluster(num_cpus: int = 2, *, object_store_mb: int = 80, start_timeout
         proc.wait()
         if started:  # a cluster that never came up keeps its log for the message above
             shutil.rmtree(temp, ignore_errors=True)
-        if old_auth is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = old_auth
+        _use_auth(old_auth)
 
 
 JOIN_TIMEOUT_S = 10.0
