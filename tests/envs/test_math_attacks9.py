@@ -27,8 +27,8 @@ Real verifier, real checker workers; each case is one verdict.
 
 from __future__ import annotations
 
-import pytest
-from math_cases import math_verifier, outcomes
+import test_math_attacks6
+from math_cases import outcomes
 
 from posttrain.envs import get_domain
 from posttrain.envs.math._quickstart import quickstart_tasks
@@ -80,15 +80,8 @@ KEPT_REFUSED = [(*BINOM_EVAL, "\\frac{n!}{2!(n-2)!}"), (*BINOM_F, "\\binom{n}{2}
 """(prompt, gold, box): the question's operator of work left to do (see the module docstring)."""
 
 
-@pytest.fixture(scope="module")
-def verify():
-    with math_verifier() as v:
-        yield v
-
-
-def _not_form_failures(verify, cases: list[tuple[str, str, str]]) -> list:
-    return [(case, v) for case, v in zip(cases, outcomes(verify, cases), strict=True)
-            if v[0] != "fail" or not str(v[1]).startswith("form:")]
+verify = test_math_attacks6.verify  # the module's verifier fixture, shared (ruff reads no redefinition)
+_not_form_failures = test_math_attacks6._not_form_failures
 
 
 def test_the_questions_work_by_another_name_or_place_is_not_the_answer(verify) -> None:

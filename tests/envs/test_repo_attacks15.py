@@ -37,21 +37,14 @@ from posttrain.envs.repo import ENV, _withhold
 from posttrain.envs.repo._checks import _trees, candidates
 from posttrain.envs.repo._diff import render_diff
 from posttrain.envs.repo._domain import response_of
-from posttrain.envs.repo._gen import PROJECTS, load_packs, record_of
+from posttrain.envs.repo._gen import PROJECTS, PYTEST_PRELUDE, load_packs, record_of
 from posttrain.envs.repo._grade import lacks_checks, seen_by_agent
 from posttrain.envs.repo._task import initial_tree, verifier_tree
 from posttrain.envs.repo._task import test_file_of as file_of
 from posttrain.envs.repo._withhold import checks_of, stored_checks, strip_checks
 
 ECHOED = ("cachetools-keys-swap_statements-45-8", "toolz-itertoolz-swap_statements-136-4")
-COLLECT = r'''
-import json, os, sys
-cfg = json.loads(sys.stdin.read())
-sys.path[:] = [p for p in sys.path if p.startswith("/usr/")] + ["/usr/lib/python3/dist-packages"]
-os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-import pytest
-sys.path[:0] = ["/work/" + p if p != "." else "/work" for p in cfg["python_path"]]
-os.chdir("/work")
+COLLECT = PYTEST_PRELUDE + r'''
 open("/tmp/ini", "w").write("[pytest]\n")
 rc = pytest.main(["-q", "-p", "no:cacheprovider", "-c", "/tmp/ini", "--rootdir=/work", "-W", "ignore", cfg["test"]])
 keys = open("/tmp/echo_keys").read() if os.path.exists("/tmp/echo_keys") else ""

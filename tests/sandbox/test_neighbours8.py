@@ -322,6 +322,16 @@ def _left(prefix: str, uids: set[int]) -> list[str]:
     return left + _of_uids(uids)
 
 
+def _kill_and_wait_for_the_reaper(k: Neighbour, uids: set[int]) -> None:
+    """SIGKILL the neighbour's pool process; within 5 s the live pool's reaper leaves nothing of it."""
+    k.p.send_signal(signal.SIGKILL)
+    assert k.p.wait(timeout=10) == -signal.SIGKILL
+    deadline = time.monotonic() + 5.0
+    while _left(k.prefix, uids) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert _left(k.prefix, uids) == []
+
+
 def test_a_pool_killed_with_sigkill_is_gone_from_the_host_while_its_neighbour_runs(pools):
     """A pool killed in the middle of its jobs (a fork-server, an exec and a workspace job, the
     workspace holding 256 MiB): within seconds no process runs as any of its uids (a pool that
@@ -340,12 +350,7 @@ def test_a_pool_killed_with_sigkill_is_gone_from_the_host_while_its_neighbour_ru
         k.send(ws=["sleep", "30"])
         time.sleep(1.0)
         assert _of_uids(uids), "the killed pool's jobs were not running"
-        k.p.send_signal(signal.SIGKILL)
-        assert k.p.wait(timeout=10) == -signal.SIGKILL
-        deadline = time.monotonic() + 5.0
-        while _left(k.prefix, uids) and time.monotonic() < deadline:
-            time.sleep(0.25)
-        assert _left(k.prefix, uids) == []
+        _kill_and_wait_for_the_reaper(k, uids)
         assert shmem - _shmem_mib() >= 64, "the killed pool's workspace files are still held"  # (of 256: neighbours)
         assert honest(b) == []
     finally:
@@ -369,12 +374,7 @@ def test_a_pool_killed_while_it_froze_a_slot_leaves_no_frozen_processes(pools):
         for state in states:  # as kill_all does for the moment it kills
             state.write_text("FROZEN")
         assert states and _of_uids(uids), "the killed pool's job was not running"
-        k.p.send_signal(signal.SIGKILL)
-        assert k.p.wait(timeout=10) == -signal.SIGKILL
-        deadline = time.monotonic() + 5.0
-        while _left(k.prefix, uids) and time.monotonic() < deadline:
-            time.sleep(0.25)
-        assert _left(k.prefix, uids) == []
+        _kill_and_wait_for_the_reaper(k, uids)
         assert honest(b) == []
     finally:
         k.close()

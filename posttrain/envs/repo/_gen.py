@@ -59,7 +59,7 @@ PROJECTS: dict[str, dict[str, Any]] = {
 MAX_P2P = 120
 FLAKY: dict[str, tuple[str, ...]] = {"cachetools-8.0.2": ("tests/test_rr.py::",)}
 """Tests whose outcome depends on chance (RRCache evicts a random key): never listed."""
-RUNNER = r'''
+PYTEST_PRELUDE = r'''
 import json, os, sys
 cfg = json.loads(sys.stdin.read())
 sys.path[:] = [p for p in sys.path if p.startswith("/usr/")] + ["/usr/lib/python3/dist-packages"]
@@ -67,6 +67,10 @@ os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 import pytest
 sys.path[:0] = ["/work/" + p if p != "." else "/work" for p in cfg["python_path"]]
 os.chdir("/work")
+'''
+"""The start of a pytest run of our own in a sandbox job (``cfg`` from stdin: ``python_path``, ...): the
+system's site-packages only, no plugins, the project's paths first, in ``/work``."""
+RUNNER = PYTEST_PRELUDE + r'''
 out = {"tests": {}, "tracebacks": {}, "errors": {}}
 class P:
     @pytest.hookimpl(hookwrapper=True)
