@@ -592,7 +592,7 @@ def _eval_run(args: argparse.Namespace, tasks: list[Task], baseline: Any) -> dic
         for ckpt in ckpts:
             summary, records, _ = _score(args, tasks, service, str(ckpt), stage=ckpt.name)
             if baseline is not None:
-                summary["baseline"] = compare(summary, baseline)
+                summary["baseline"] = compare(summary, baseline, evaluations=len(ckpts))  # one gate over all
             written = _write_run(run, ckpt.name, summary, records, protocol)
             write_views(records, tasks, sandbox_of(service), run / "views" / f"{ckpt.name}@{_protocol_tag(protocol)}")
             print(f"wrote {written}", file=sys.stderr)

@@ -59,7 +59,8 @@ it in its summary, a run's summary.json beside its entries) are held to the same
 (temperature, max_new_tokens, chat, max_turns, each where both state it); a row of an evaluation
 sampled with other settings is ``comparable: False`` and fails a gate as ``<name> (different
 settings)`` (a greedy evaluation at 512 tokens read against a run's temperature-1 figure at 24 tokens
-as a gain). A summary without ``eval_protocol`` (responses, an older file) is compared as before.
+as a gain). A records file takes the protocol of the evaluation it belongs to (``_protocol_beside``).
+A summary without ``eval_protocol`` (responses, an older file) is compared as before.
 
 What it does not do: pair tasks across the two runs (a delta over the same set is a difference of
 means, not a paired test), or compare any rate other than pass@1 (the others are in the summaries
@@ -104,9 +105,12 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
     if path.suffix == ".jsonl":
         records = read_records(path)
         try:
-            return summarize(records)
+            summary = summarize(records)
         except UserError as e:  # "records: ..." -- which records
             raise UserError(f"--baseline {path}: {str(e).removeprefix('records: ')}") from None
+        if (protocol := _protocol_beside(path)) is not None:
+            summary["eval_protocol"] = protocol
+        return summary
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark, as task files take it
     except json.JSONDecodeError as e:
@@ -125,6 +129,33 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
             raise UserError(f"--baseline {path}: per_domain.{domain} must be an object, got {entry!r:.60}")
         _check_rates(entry, f"--baseline {path}: per_domain.{domain}")
     return picked
+
+
+def _protocol_beside(records: Path) -> dict[str, Any] | None:
+    """The ``eval_protocol`` that the evaluation a records file belongs to states in its summary: an
+    ``eval --out`` directory's ``summary.json`` beside its ``records.jsonl``, ``eval --run``'s
+    ``RUN/eval/summary@<tag>.json`` beside ``RUN/eval/<name>@<tag>.jsonl``, the run's own
+    ``RUN/summary.json`` for the pipeline's ``RUN/eval/<stage>.jsonl``; None where none is found or it
+    states none. Records state no settings, so a records file given as ``--baseline`` was compared
+    with any evaluation (a temperature-1, 24-token baseline against a greedy 512-token evaluation was
+    judged; its results directory was not). A summary there that does not read is refused (one line)."""
+    if records.name == "records.jsonl":
+        beside = records.parent / "summary.json"
+    elif records.parent.name == "eval" and "@" in records.stem:
+        beside = records.parent / f"summary@{records.stem.split('@', 1)[1]}.json"
+    elif records.parent.name == "eval":
+        beside = records.parent.parent / "summary.json"
+    else:
+        return None
+    if not beside.is_file():
+        return None
+    try:
+        data = json.loads(beside.read_text(encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
+        raise UserError(f"--baseline {records}: the summary beside it, {beside}, does not read "
+                        f"({type(e).__name__}); it states how the evaluation was sampled") from None
+    protocol = data.get("eval_protocol") if isinstance(data, dict) else None
+    return protocol if isinstance(protocol, dict) else None
 
 
 def _number(v: Any) -> bool:
@@ -317,8 +348,12 @@ RULE = ("regressed = current below the baseline's judged interval and baseline a
 """The rule ``compare`` and ``compare_domains`` state with their rows."""
 
 
-def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+def compare(current: dict[str, Any], baseline: dict[str, Any], *, evaluations: int = 1) -> dict[str, Any]:
     """Per-domain pass@1 against the baseline, with ``regressions`` listing domains that dropped.
+    ``evaluations``: how many such comparisons one gate judges at once (``eval --run``: one per
+    checkpoint, the gate failing on any), each of the same rows: the family is their rows together
+    (3 checkpoints of 10 identical domains, each judged as a family of its own: 7.3% of gates failed,
+    300 trials, against 2.3% for one).
 
     >>> cur = {"pass@1": 0.2, "ci": {"pass@1": [0.1, 0.3]}, "per_domain": {}}
     >>> base = {"pass@1": 0.8, "ci": {"pass@1": [0.7, 0.9]}, "per_domain": {}}
@@ -331,6 +366,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]
     # the rows this gate judges at once; the overall row of one domain on both sides is that domain's again
     same = len(cur_dom) == 1 and set(cur_dom) == set(base_dom)
     m = sum(_row(c, b, settings)["comparable"] for d, (c, b) in pairs.items() if not (same and d == "overall"))
+    m *= max(1, evaluations)
     widen = family_widening(m)
     rows = {d: _row(c, b, settings, widen) for d, (c, b) in pairs.items()}
     overall, per_domain = rows["overall"], {d: r for d, r in rows.items() if d != "overall"}
