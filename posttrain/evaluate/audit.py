@@ -2,7 +2,7 @@
 
 Rewards drift: a verifier gets a fix, a hack guard learns a new exploit, a sandbox changes. The
 audit draws ``N`` records that *passed* (from ``RUN/trajectories/*.jsonl`` and
-``RUN/eval/*.jsonl``, uniformly, seeded), looks their tasks up (``RUN/tasks/*.jsonl``, plus
+``RUN/eval/*.jsonl``, seeded, file by file in turn: ``_draw``), looks their tasks up (``RUN/tasks/*.jsonl``, plus
 ``--tasks`` files and ``--suite``), verifies the stored completion again with the current
 verifier of the task's domain and its hack guards (whatever ``env.make_verifier`` applies now,
 reporting the flags in the verdict's evidence), all as one batch of the execution service
@@ -101,6 +101,25 @@ def _passed_records(run: Path) -> list[tuple[str, EvalRecord]]:
     return out
 
 
+def _draw(population: list[tuple[str, EvalRecord]], n: int, seed: int) -> list[tuple[str, EvalRecord]]:
+    """``n`` passed records (all, if fewer), drawn from each file in turn, each file's in a seeded random
+    order: an evaluation's few passes get as many draws as a training log's many. Drawn uniformly over
+    all records, 2,000 RL passes beside 20 evaluation passes left the evaluation files 1 draw in 100:
+    a flipped verdict among the 20 (the figures reported) was found by 0 of 20 seeds at ``--sample 50``;
+    by all 20 this way."""
+    rng = random.Random(seed)
+    files: dict[str, list[tuple[str, EvalRecord]]] = {}
+    for item in population:
+        files.setdefault(item[0], []).append(item)
+    queues = [rng.sample(items, len(items)) for _, items in sorted(files.items())]
+    picked: list[tuple[str, EvalRecord]] = []
+    while len(picked) < min(n, len(population)):
+        for queue in queues:
+            if queue and len(picked) < n:
+                picked.append(queue.pop())
+    return picked
+
+
 def run_audit(
     run_dir: str | Path,
     *,
@@ -121,7 +140,7 @@ def run_audit(
     if not population:
         raise UserError(f"{run}: no passed records in trajectories/*.jsonl or eval/*.jsonl to audit")
     tasks = _load_tasks(run, task_files or [], suite)
-    picked = random.Random(seed).sample(population, min(sample, len(population)))
+    picked = _draw(population, sample, seed)
     with open_service(t.domain for t in tasks.values() if t.id in {r.task_id for _, r in picked}) as service:
         items = _reverify(picked, tasks, service)
     out_dir = run / "audit"

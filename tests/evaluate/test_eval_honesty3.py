@@ -140,3 +140,28 @@ def test_posttrain_eval_run_gates_its_checkpoints_as_one_family_and_keeps_its_re
     assert code == 1, err
     assert json.loads(out)["eval"]["rl"]["baseline"]["regressions"] == ["code (different settings)",
                                                                          "overall (different settings)"]
+
+
+def test_an_audit_finds_a_flipped_evaluation_verdict_beside_many_training_passes(tmp_path):
+    """500 RL passes and 10 evaluation passes, one a wrong answer stored as a pass: drawn uniformly over
+    records, an audit of 20 found it with 0 of 5 seeds (at --sample 50 beside 2,000 RL passes: 0 of 20);
+    drawn file by file in turn, every evaluation pass is re-verified."""
+    from posttrain.cli import open_service
+    from posttrain.evaluate.audit import run_audit
+
+    tasks = [{"id": f"m{i}", "domain": "math", "answer": str(i + 1),
+              "prompt": f"{i}+1? Put your final answer in \\boxed{{}}."} for i in range(110)]
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "eval.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+
+    def passed(i: int, sample: int, answer: int, stage: str, step: int | None) -> EvalRecord:
+        return EvalRecord(f"m{i}", "math", "pass", 1.0, sample_idx=sample, prompt=tasks[i]["prompt"],
+                          completion=f"\\boxed{{{answer}}}", stage=stage, step=step)
+
+    write_records(tmp_path / "trajectories" / "rl.jsonl", [passed(i, s, i + 1, "rl", 1) for i in range(100) for s in range(5)])
+    write_records(tmp_path / "eval" / "rl.jsonl", [passed(i, 0, i + 1 + (i == 104), "eval", None) for i in range(100, 110)])
+    for seed in range(5):
+        result = run_audit(tmp_path, sample=20, seed=seed, open_service=open_service)
+        assert result.population == 510 and result.disagreements == 1, seed
+    items = [json.loads(line) for line in (tmp_path / "audit" / "audit.jsonl").read_text().splitlines()]
+    assert sorted(i["source"] for i in items) == ["eval/rl.jsonl"] * 10 + ["trajectories/rl.jsonl"] * 10
