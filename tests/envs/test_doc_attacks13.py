@@ -115,7 +115,8 @@ def test_the_dividend_branch_does_not_show_in_operating_income() -> None:
     to_income, to_ebitda, high, exact = [], [], [], 0
     for task in tasks:
         doc = parse_document(task.fields["document"])
-        hurdle = Decimal(re.search(r"exceeds \$([\d.]+) million", task.fields["document"])[1]) * 1000  # type: ignore[index]
+        unit = UNITS[next(t for t in doc.tables.values() if t.title == INCOME).columns[0].split()[1]]  # _gen.statement_format
+        hurdle = Decimal(re.search(r"exceeds \$([\d.]+) million", task.fields["document"])[1]) * 10**6 / unit  # type: ignore[index]
         high.append("multiply(0.40," in task.fields["program"])
         exact += (_row(doc, INCOME, "Net income")[-1] > hurdle) == high[-1]
         to_income.append(hurdle / _row(doc, INCOME, "Operating income")[-1])

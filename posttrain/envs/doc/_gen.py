@@ -2,12 +2,12 @@
 
 A report (``build_report``) is a fictional company's: a cover, a business overview, management's
 discussion (narrative figures, one of them possibly wrong), the income statement, balance sheet and
-cash flows (in thousands), segment revenue in two tables on different pages, each in thousands or
-millions (``SEGMENT_SCALE``, ``MIXED_UNITS``), segment operating income, an Adjusted EBITDA
-reconciliation, notes (a restatement of the prior year, a credit agreement whose margin depends on
-leverage, a dividend that depends on net income) and filler notes (leases, properties, headcount,
-quarterly results, risk factors) up to the level's length. Pages are cut at about ``PAGE_CHARS``
-characters, never inside a table.
+cash flows (in the company's unit, thousands or millions: ``statement_format``), segment revenue in two
+tables on different pages, each in thousands or millions (``SEGMENT_SCALE``, ``MIXED_UNITS``), segment
+operating income, an Adjusted EBITDA reconciliation, notes (a restatement of the prior year, a credit
+agreement whose margin depends on leverage, a dividend that depends on net income) and filler notes
+(leases, properties, headcount, quarterly results, risk factors; in thousands) up to the level's length.
+Pages are cut at about ``PAGE_CHARS`` characters, never inside a table.
 
 Every printed number is recorded as a ``Cell`` (page, table, row, column, text, exact value in
 dollars, and the concept it shows, so the same fact printed twice is cited from either place).
@@ -16,7 +16,7 @@ scale, or text), the facts the answer rests on and, for arithmetic, a FinQA-styl
 
 | kind | asks | rests on |
 |---|---|---|
-| figure | one figure in dollars (the table's "in thousands" folded in) | 1 cell |
+| figure | one figure in dollars (the table's unit folded in) | 1 cell |
 | total | two segments' revenue, from tables on different pages (in a quarter, in different units) | 2 cells |
 | growth | change between two years, percent to 2 places | 2 cells |
 | margin | operating income / revenue, percent to 1 place | 2 cells |
@@ -127,7 +127,7 @@ thousands 20,000-900,000: "a cell under 10,000 is in millions" and "the smaller 
 each passed 300 of 300 total questions (levels 1-5) without a look at a unit line. Now the two units print
 the same sizes: 127 and 72 of tests/envs/test_doc_attacks14.py's 300, the best cut on one printed cell 168
 (the commonest pair of units, guessed: 125). What tells is MIXED_UNITS's pairs; and the income statement's
-revenue in thousands, which the segments add up to (a reading, left)."""
+revenue, which the segments add up to (a reading, left)."""
 SEGMENT_SPREAD = 0.5
 """Each segment's revenue each year is the typical one times up to 10**0.5 (about 3) either way."""
 MIXED_UNITS = 0.25
@@ -236,9 +236,23 @@ def _k(rng: random.Random, lo: int, hi: int) -> int:
     return rng.randint(lo // 100_000, hi // 100_000) * 100_000
 
 
-def _share(rng: random.Random, usd: int, lo: int, hi: int) -> int:
-    """``lo`` to ``hi`` hundredths of a percent of ``usd``, in whole thousands (at least one thousand)."""
-    return max(1000, usd * rng.randint(lo, hi) // 10_000 // 1000 * 1000)
+def _share(rng: random.Random, usd: int, lo: int, hi: int, grain: int = 1000) -> int:
+    """``lo`` to ``hi`` hundredths of a percent of ``usd``, in whole ``grain`` (at least one)."""
+    return max(grain, usd * rng.randint(lo, hi) // 10_000 // grain * grain)
+
+
+def statement_format(unit: str) -> Callable[[int], str]:
+    """How a statement prints a dollar amount in ``unit``, thousands or millions to no places.
+
+    The statements (income, balance sheet, cash flows, segment operating income, Adjusted EBITDA, the
+    restatement note) print in the company's unit (``build_report``'s ``home``), each figure in whole units
+    of it. Always in thousands, "a statement figure's cell times 1,000" passed 190 of the 190 figure
+    questions on a statement line (241 of 300 figure questions), the header unread; and a large company's
+    revenue printed nine digits in thousands, so its size told the company's unit and so both segment
+    tables' outside MIXED_UNITS (219 of 300 totals). Now 84 of 190 and 105 of 300, and the statements
+    print the same sizes in either unit (SEGMENT_SCALE): tests/envs/test_doc_attacks15.py.
+    """
+    return thousands if unit == "thousands" else functools.partial(millions, places=0)
 
 
 def _row(values: list[int], concept: str | None, years: list[int], fmt: Callable[[int], str] = thousands,
@@ -267,31 +281,35 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
              for group, name in ((group_a, "product"), (group_b, "service")) for s in group}
     seg_rev = {s: [max(1, round(10 ** (scale + rng.uniform(-SEGMENT_SPREAD, SEGMENT_SPREAD)) / grain[s])) * grain[s]
                    for _ in years] for s in segments}
-    fine = [s for s in segments if grain[s] < 1000]
-    for i in range(n_years):  # revenue, printed in whole thousands, is in whole thousands
+    # the statements print in the company's unit, to none (statement_format): each of their figures is in whole
+    # units of it, revenue too (the last segment of the finest grain takes up the rest)
+    g = _GRAIN[(home, 0)]
+    fine = [s for s in segments if grain[s] == min(grain.values()) < g]
+    for i in range(n_years):
         if fine:
-            seg_rev[fine[-1]][i] -= sum(seg_rev[s][i] for s in segments) % 1000
+            seg_rev[fine[-1]][i] -= sum(seg_rev[s][i] for s in segments) % g
     revenue = [sum(seg_rev[s][i] for s in segments) for i in range(n_years)]
     # cost and opex in hundredths of a percent of revenue: drawn in whole percents, every operating margin
     # was a whole percent (400 of 400 margin golds ended in ".0"), so the one decimal the question asks
     # for was always 0 and a rough estimate to the whole percent passed (3 significant digits: 400 of 400)
-    cost = [r * rng.randint(4000, 6500) // 10_000 // 1000 * 1000 for r in revenue]
-    opex = [r * rng.randint(1200, 2500) // 10_000 // 1000 * 1000 for r in revenue]
+    cost = [r * rng.randint(4000, 6500) // 10_000 // g * g for r in revenue]
+    opex = [r * rng.randint(1200, 2500) // 10_000 // g * g for r in revenue]
     op_income = [r - c - o for r, c, o in zip(revenue, cost, opex, strict=True)]
     # interest a share of operating income (see INTEREST_SHARE)
-    interest = [oi * rng.randint(*INTEREST_SHARE) // 10_000 // 1000 * 1000 for oi in op_income]
-    tax = [max(0, (oi - i) * rng.randint(18, 28) // 100 // 1000 * 1000) for oi, i in zip(op_income, interest, strict=True)]
+    interest = [oi * rng.randint(*INTEREST_SHARE) // 10_000 // g * g for oi in op_income]
+    tax = [max(0, (oi - i) * rng.randint(18, 28) // 100 // g * g) for oi, i in zip(op_income, interest, strict=True)]
     net = [oi - i - t for oi, i, t in zip(op_income, interest, tax, strict=True)]
     # D&A a share of revenue (see DNA_SHARE): drawn apart from revenue, it was a few percent of operating income
-    dna = [r * rng.randint(*DNA_SHARE) // 10_000 // 1000 * 1000 for r in revenue]
+    dna = [r * rng.randint(*DNA_SHARE) // 10_000 // g * g for r in revenue]
     ebitda = [oi + d for oi, d in zip(op_income, dna, strict=True)]
     rep = Report(facts={"company": company, "years": years, "segments": segments, "group_a": group_a,
-                        "group_b": group_b, "level": level, "units": units, "places": places})
+                        "group_b": group_b, "level": level, "units": units, "places": places,
+                        "statement_unit": home})
     f = rep.facts
     f.update(seg_rev=seg_rev, revenue=revenue, op_income=op_income, net=net, ebitda=ebitda)
     restated = level >= 3 and n_years >= 2
     if restated:
-        delta = rng.choice([-1, 1]) * max(1000, net[-2] * rng.randint(2, 9) // 100 // 1000 * 1000)
+        delta = rng.choice([-1, 1]) * max(g, net[-2] * rng.randint(2, 9) // 100 // g * g)
         f["restatement"] = {"year": years[-2], "net": net[-2], "tax": tax[-2], "original_net": net[-2] + delta,
                             "original_tax": tax[-2] - delta}
     clauses = level >= 4
@@ -302,7 +320,7 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
         # for each (the last year's the branch): see LEVERAGE_OFFSETS
         sides = [rng.choice((-1, 1)) for _ in years[:-1]] + [1 if above else -1]
         leverage = [t + side * Decimal(rng.choice(LEVERAGE_OFFSETS)) / 10 for side in sides]
-        debt_by_leverage = [int((Decimal(e) * r) // 1000 * 1000) for e, r in zip(ebitda, leverage, strict=True)]
+        debt_by_leverage = [int((Decimal(e) * r) // g * g) for e, r in zip(ebitda, leverage, strict=True)]
         f["covenant"] = {"threshold": t, "high": Decimal("2.75"), "low": Decimal("1.50"), "above": above}
         # the hurdle a few percent either side of net income (HURDLE_OFFSETS), rounded away from it to three
         # significant figures in millions, whole millions at most (in whole millions, a small company's hurdle
@@ -313,13 +331,13 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
         hurdle = musd.quantize(step, rounding=ROUND_CEILING if side > 0 else ROUND_FLOOR)
         f["dividend"] = {"hurdle_musd": hurdle, "high": Decimal("0.40"), "low": Decimal("0.15")}
     # balance sheet and cash flow figures a share of revenue (segments run $1 million to $100 billion: SEGMENT_SCALE)
-    debt = [_share(rng, r, 500, 6000) for r in revenue]
+    debt = [_share(rng, r, 500, 6000, g) for r in revenue]
     if clauses:
         debt = debt_by_leverage
-    cash = [_share(rng, r, 200, 2000) for r in revenue]
+    cash = [_share(rng, r, 200, 2000, g) for r in revenue]
     f.update(debt=debt)
 
-    _cover(rep, company, years)
+    _cover(rep, company, years, home)
     _overview(rep, rng, company, segments)
     _discussion(rep, rng, years, segments, seg_rev, level, grain)
     rep.heading("3. Consolidated statement of income")
@@ -327,46 +345,47 @@ def build_report(rng: random.Random, level: int, *, filler: int | None = None) -
     note = ""
     if restated:
         note = f"(1) Amounts for fiscal {years[-2]} are restated; see Note 4."
-    cols = ["In thousands of U.S. dollars", *map(str, years)]
+    cols = [f"In {home} of U.S. dollars", *map(str, years)]
+    fmt = statement_format(home)
     rep.facts["income_table"] = rep.table("Consolidated statement of income", cols, [
-        ("Revenue", _row(revenue, "revenue", years)),
-        ("Cost of revenue", _row(cost, "cost", years)),
-        ("Gross profit", _row([r - c for r, c in zip(revenue, cost, strict=True)], "gross", years)),
-        ("Operating expenses", _row(opex, "opex", years)),
-        ("Operating income", _row(op_income, "op_income", years)),
-        ("Interest expense", _row(interest, "interest", years)),
-        ("Income tax expense", _row(shown_tax, "tax", years)),
-        ("Net income", _row(shown_net, "net", years)),
+        ("Revenue", _row(revenue, "revenue", years, fmt)),
+        ("Cost of revenue", _row(cost, "cost", years, fmt)),
+        ("Gross profit", _row([r - c for r, c in zip(revenue, cost, strict=True)], "gross", years, fmt)),
+        ("Operating expenses", _row(opex, "opex", years, fmt)),
+        ("Operating income", _row(op_income, "op_income", years, fmt)),
+        ("Interest expense", _row(interest, "interest", years, fmt)),
+        ("Income tax expense", _row(shown_tax, "tax", years, fmt)),
+        ("Net income", _row(shown_net, "net", years, fmt)),
     ], note)
     rep.heading("4. Consolidated balance sheet")
     rep.table("Consolidated balance sheet (at fiscal year end)", cols, [
-        ("Cash and equivalents", _row(cash, "cash", years)),
-        ("Total debt", _row(debt, "debt", years)),
-        ("Total equity", _row([_share(rng, r, 2000, 12_000) for r in revenue], "equity", years)),
+        ("Cash and equivalents", _row(cash, "cash", years, fmt)),
+        ("Total debt", _row(debt, "debt", years, fmt)),
+        ("Total equity", _row([_share(rng, r, 2000, 12_000, g) for r in revenue], "equity", years, fmt)),
     ])
     shares = [max(1000, r // rng.randint(5, 100) // 1000 * 1000) for r in revenue]  # $5-100 of revenue a share
     rep.table("Share data", ["In thousands of shares", *map(str, years)],
               [("Shares outstanding at year end", _row(shares, "shares", years))])
     rep.heading("5. Consolidated statement of cash flows")
     rep.table("Consolidated statement of cash flows", cols, [
-        ("Net income", _row(shown_net, "net", years)),
-        ("Depreciation and amortization", _row(dna, "dna", years)),
-        ("Capital expenditures", _row([-_share(rng, r, 100, 800) for r in revenue], "capex", years)),
+        ("Net income", _row(shown_net, "net", years, fmt)),
+        ("Depreciation and amortization", _row(dna, "dna", years, fmt)),
+        ("Capital expenditures", _row([-_share(rng, r, 100, 800, g) for r in revenue], "capex", years, fmt)),
     ])
-    _segments(rep, rng, years, group_a, group_b, seg_rev, op_income)
+    _segments(rep, rng, years, group_a, group_b, seg_rev, op_income, home)
     rep.heading("7. Non-GAAP measures")
     rep.table("Reconciliation of Adjusted EBITDA", cols, [
-        ("Operating income", _row(op_income, "op_income", years)),
-        ("Depreciation and amortization", _row(dna, "dna", years)),
-        ("Adjusted EBITDA", _row(ebitda, "ebitda", years)),
+        ("Operating income", _row(op_income, "op_income", years, fmt)),
+        ("Depreciation and amortization", _row(dna, "dna", years, fmt)),
+        ("Adjusted EBITDA", _row(ebitda, "ebitda", years, fmt)),
     ])
     _notes(rep, rng, years, level, _FILLER[level - 1] if filler is None else filler)
     return rep
 
 
-def _cover(rep: Report, company: str, years: list[int]) -> None:
+def _cover(rep: Report, company: str, years: list[int], home: str) -> None:
     rep.heading(f"{company} - Annual Report {years[-1]}", 1)
-    rep.para(f"This report covers the fiscal years {years[0]} to {years[-1]}. Figures in tables are in thousands of "
+    rep.para(f"This report covers the fiscal years {years[0]} to {years[-1]}. Figures in tables are in {home} of "
              "U.S. dollars unless a table says otherwise; per-share amounts are in dollars.")
 
 
@@ -398,9 +417,9 @@ def _discussion(rep: Report, rng: random.Random, years: list[int], segments: lis
 
 
 def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[str], group_b: list[str],
-              seg_rev: dict, op_income: list[int]) -> None:
+              seg_rev: dict, op_income: list[int], home: str) -> None:
     rep.heading("6. Segment information")
-    cols = ["In thousands of U.S. dollars", *map(str, years)]
+    cols = [f"In {home} of U.S. dollars", *map(str, years)]
     # each table's unit is drawn (build_report): with the service table always the one in millions, a
     # total's second-named segment (always a service one) times a million and the first times a thousand
     # passed 300 of 300 total questions without a look at either table's unit
@@ -420,15 +439,16 @@ def _segments(rep: Report, rng: random.Random, years: list[int], group_a: list[s
             f"Segment revenue, {name} segments", [f"In {unit} of U.S. dollars", *map(str, years)],
             [(s, _row(seg_rev[s], "seg_rev", years, fmt, (s,))) for s in group])
     shares = {s: rng.randint(5, 30) for s in seg_rev}
-    total = sum(shares.values())
+    total, g = sum(shares.values()), _GRAIN[(home, 0)]
     seg_oi = {}
     for i, _y in enumerate(years):
         left = op_income[i]
         for j, s in enumerate(seg_rev):
-            part = left if j == len(seg_rev) - 1 else op_income[i] * shares[s] // total // 1000 * 1000
+            part = left if j == len(seg_rev) - 1 else op_income[i] * shares[s] // total // g * g
             seg_oi.setdefault(s, []).append(part)
             left -= part
-    rep.table("Segment operating income", cols, [(s, _row(seg_oi[s], "seg_oi", years, extra=(s,))) for s in seg_rev])
+    rep.table("Segment operating income", cols,
+              [(s, _row(seg_oi[s], "seg_oi", years, statement_format(home), (s,))) for s in seg_rev])
     rep.facts["seg_oi"] = seg_oi
 
 
@@ -443,6 +463,7 @@ def _notes(rep: Report, rng: random.Random, years: list[int], level: int, filler
     f = rep.facts
     rep.heading("8. Notes to the financial statements")
     rep.heading("Note 1. Basis of presentation", 3)
+    home = f["statement_unit"]
     rep.para("The financial statements are prepared on an accrual basis. Amounts in the notes are in thousands of "
              "U.S. dollars unless stated otherwise.")
     rep.heading("Note 2. Revenue recognition", 3)
@@ -465,13 +486,13 @@ def _notes(rep: Report, rng: random.Random, years: list[int], level: int, filler
         net, orig_net, tax, orig_tax = r["net"], r["original_net"], r["tax"], r["original_tax"]
 
         def cell(value: int, concept: tuple[Any, ...] | None) -> tuple[str, Decimal, Any]:
-            return thousands(value), Decimal(value), concept
+            return statement_format(home)(value), Decimal(value), concept
 
         rows = [("Income tax expense", [cell(orig_tax, ("tax_original", r["year"])), cell(tax - orig_tax, None),
                                         cell(tax, ("tax", r["year"]))]),
                 ("Net income", [cell(orig_net, ("net_original", r["year"])), cell(net - orig_net, None),
                                 cell(net, ("net", r["year"]))])]
-        f["restatement_table"] = rep.table(f"Restatement of fiscal {r['year']} (in thousands of U.S. dollars)",
+        f["restatement_table"] = rep.table(f"Restatement of fiscal {r['year']} (in {home} of U.S. dollars)",
                                            ["Line item", "As previously reported", "Adjustment", "As restated"], rows)
     if "dividend" in f:
         d = f["dividend"]
