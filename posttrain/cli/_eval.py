@@ -195,16 +195,27 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError("posttrain eval: --fail-on-regression needs --baseline RUN_OR_RESULTS")
     if args.run and not Path(args.run).is_dir():
         raise UserError(f"--run: {args.run} is not a directory")
-    t = args.temperature
-    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE):  # a recipe's eval.temperature
-        raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the "
-                        f"samplers' least) and <= {MAX_TEMPERATURE:g} (past it, logits are near uniform), got {t}")
+    _check_temperature(args)
     if not 0 <= args.seed < 2**32:  # generate's and a recipe's range; torch's manual_seed overflowed after the load
         raise UserError(f"posttrain eval: --seed must be an integer in [0, 4294967296), got {args.seed}")
     if args.model:
         _check_model_dir(args.model)
     if args.out:
         _check_eval_out(args.out)
+
+
+def _check_temperature(args: argparse.Namespace) -> None:
+    """``--temperature``: 0 (greedy) or in the samplers' range, as a recipe's ``eval.temperature``; and
+    not 0 with ``--n`` above 1: one greedy answer drawn n times is no i.i.d. sample (its pass@k read as
+    pass@1, and a one-task domain's 10 copies of one flipped answer were judged as 10 draws apart)."""
+    t = args.temperature
+    if t is not None and not (t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE):
+        raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the "
+                        f"samplers' least) and <= {MAX_TEMPERATURE:g} (past it, logits are near uniform), got {t}")
+    if t == 0 and args.n > 1 and not args.responses:
+        raise UserError(f"posttrain eval: --n {args.n} with --temperature 0 asks for one greedy answer {args.n} times, "
+                        "not i.i.d. samples (pass@k would be pass@1 and a gate would count one answer as "
+                        f"{args.n} draws); give --n 1, or a temperature >= {MIN_TEMPERATURE:g}")
 
 
 ENDPOINT_CONNECT_S = 10.0

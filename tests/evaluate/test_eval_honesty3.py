@@ -165,3 +165,13 @@ def test_an_audit_finds_a_flipped_evaluation_verdict_beside_many_training_passes
         assert result.population == 510 and result.disagreements == 1, seed
     items = [json.loads(line) for line in (tmp_path / "audit" / "audit.jsonl").read_text().splitlines()]
     assert sorted(i["source"] for i in items) == ["eval/rl.jsonl"] * 10 + ["trajectories/rl.jsonl"] * 10
+
+
+def test_greedy_samples_drawn_several_times_are_refused_before_any_work(run_of_two, run_cli):
+    """--n 4 --temperature 0: four copies of one greedy answer, read as four i.i.d. samples (pass@4
+    reported; a one-task domain's one flipped answer, drawn 10 times, was judged a regression where
+    drawn once it is not). Refused in one line, exit 2 (was exit 0 with pass@4)."""
+    code, out, err = run_cli("eval", "--suite", "humaneval", "--limit", "1", "--model",
+                             str(run_of_two / "checkpoints" / "rl"), "--n", "4", "--temperature", "0", "--json")
+    assert code == 2 and out == "", err
+    assert len(err.strip().splitlines()) == 1 and "--n 4 with --temperature 0" in err
