@@ -153,6 +153,7 @@ def test_a_cheat_fails_as_its_own_verdict(pool, verify, name, task) -> None:
     verdict = got.first
     assert not verdict.passed and not verdict.is_infra_error and verdict.reward == 0.0, verdict
     assert verdict.error_class == error_class, (verdict.error_class, verdict.feedback[:300])
+    assert len(verdict.feedback) < 1000, verdict.feedback[:300]  # (a path past PATH_MAX was fed back whole: 4,000+)
     if name == "dotdot-in-file-tools":
         assert all(c.result.startswith("Error") for c in got.calls if c.name == "write_file" and ".." in
                    c.arguments["path"]), [c.result for c in got.calls]

@@ -106,6 +106,10 @@ what the runner makes of it (infra; a missing file or a directory where a file w
 environment's bug)."""
 
 
+SAID_CHARS = 400
+"""The most of a grading error's text the agent reads (its start and end kept)."""
+
+
 @dataclass(frozen=True)
 class WorkspaceSpec:
     """What a domain gives the kit for one task (module docstring)."""
@@ -340,8 +344,13 @@ class WorkspaceEnv:
 
     def _said(self, error: WorkspaceError) -> str:
         """``error``'s text as the agent reads it: a host path in it (an ``OSError``'s file name under the
-        sandbox's root: ``/tmp/posttrain-sbx-<pid>-.../ws-<token>/a2/u/x``) is ``<host path>``."""
-        return re.sub(re.escape(str(self.pool.root)) + r"""[^'"\n]*""", "<host path>", str(error))
+        sandbox's root: ``/tmp/posttrain-sbx-<pid>-.../ws-<token>/a2/u/x``) is ``<host path>``; past
+        ``SAID_CHARS`` its middle is cut (a path past the host's length limit was fed back whole: ~4,000
+        characters of the agent's own context, tests/envs/test_files_attacks8.py)."""
+        said = re.sub(re.escape(str(self.pool.root)) + r"""[^'"\n]*""", "<host path>", str(error))
+        if len(said) <= SAID_CHARS:
+            return said
+        return f"{said[:SAID_CHARS // 2]} ... ({len(said):,} characters) ... {said[-SAID_CHARS // 4:]}"
 
     def close(self) -> None:
         self._closed = True
