@@ -171,3 +171,21 @@ def test_honest_spellings_pass_on_the_real_tasks(verify) -> None:
     bad += [(t.id, "unicode minus for a positive gold") for t in _real_tasks()[:8]
             if verify(t, f"\\boxed{{\u2212{t.fields['answer']}}}").outcome == "pass"]
     assert len(minus) == 4 and bad == [], bad
+
+
+MORE_COPIES = [
+    (*FLOOR, "\\mathrm{floor}(x)+\\mathrm{floor}(x)"), (*FLOOR, "\\rm{floor}(x)+\\rm{floor}(x)"),
+    (*FLOOR, "\\left\\lfloor x\\right\\rfloor+\\left\\lfloor x\\right\\rfloor"),
+    (*FACT, "\\frac{\\Gamma(n+2)}{\\Gamma(n+1)}"), (*FACT, "\\frac{\\gamma\\left(n+2\\right)}{\\gamma\\left(n+1\\right)}"),
+    (f"Evaluate \\begin{{gather*}}{E}\\end{{gather*}}", "x+1", E),
+    (f"Evaluate \\begin{{multline}}{E}\\end{{multline}}", "x+1", E),
+    (f"Evaluate \\ensuremath{{{E}}}.", "x+1", "\\dfrac{x^2-1}{x-1}"),
+]
+"""(prompt, gold, box): the stop hook's read of c034395, as a policy: the same copies by the other
+spellings the new names admit (``\\mathrm``/``\\rm`` names, ``\\left``-sized signs and calls, the
+capital Gamma, the display environments read before, the copy re-typeset): each fails."""
+
+
+def test_more_spellings_of_the_copy_fail(verify) -> None:
+    got = outcomes(verify, MORE_COPIES)
+    assert [c for c, v in zip(MORE_COPIES, got, strict=True) if v[0] != "fail"] == []

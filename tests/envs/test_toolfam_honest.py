@@ -71,6 +71,10 @@ def _refused(doc: str, wrong: str) -> dict[str, str]:
         "lead-in, right, a citation": f"Here: {doc} [1]",
         "lead-in, wrong quoted, right fenced": f"Not {wrong} but:\n```json\n{doc}\n```",
         "lead-in, right quoted, a Python dict": f"Here: {doc}\nor {json.loads(wrong)!r}",
+        # the stop hook's read of prose_document, as a policy hedging around the one quoted document:
+        "right quoted, wrong in an HTML comment": f"Here: {doc}\n<!-- {wrong} -->",
+        "wrong in a table row, right quoted": f"| draft | {wrong} |\nFinal: {doc}",
+        "right quoted, wrong as a quoted string": f"Here: {doc}\n(or '{wrong}')",
     }
 
 
