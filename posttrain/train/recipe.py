@@ -598,7 +598,7 @@ class RLConfig:
 @dataclass(frozen=True)
 class EvalConfig:
     samples_per_task: Annotated[int, Range(ge=1, le=MAX_SAMPLES_PER_TASK)] = 4
-    """i.i.d. samples per held-out task; pass@1 is their mean success (unbiased)."""
+    """Samples per held-out task, drawn independently (1 with temperature 0: greedy); pass@1 is their mean success."""
     temperature: Annotated[float, Range(ge=0, le=MAX_TEMPERATURE)] = 1.0
     """Sampling temperature for evaluation: the policy as trained samples (0 = greedy; else at least 1e-5)."""
     max_new_tokens: PositiveInt = 24
@@ -623,6 +623,10 @@ class EvalConfig:
         if 0 < self.temperature < MIN_TEMPERATURE:  # a sampler refuses it, after training
             raise ConfigError(f"eval.temperature: expected 0 (greedy) or a number >= {MIN_TEMPERATURE:g}, "
                               f"got {self.temperature}")
+        if self.temperature == 0 and self.samples_per_task > 1:  # as posttrain eval's --n with --temperature 0
+            raise ConfigError(f"eval.samples_per_task: expected 1 with eval.temperature 0 (one greedy answer drawn "
+                              f"{self.samples_per_task} times is no i.i.d. sample: the seesaw gate would count it "
+                              f"{self.samples_per_task} times), got {self.samples_per_task}")
         object.__setattr__(self, "episodes", kinds.episode_kind(self.episodes, where="eval.episodes"))
         if (why := kinds.limits_problem(self.episodes, max_turns=self.max_turns)) is not None:
             raise ConfigError(f"eval.max_turns: {why} (eval.episodes)")

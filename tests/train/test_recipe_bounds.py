@@ -35,4 +35,11 @@ def test_a_temperature_a_sampler_refuses_is_refused_at_parse(section: str, value
     with pytest.raises(ConfigError, match=message):
         parse_config(Recipe, {section: {"temperature": value}})
     assert parse_config(Recipe, {section: {"temperature": 1e-5}})
-    assert parse_config(Recipe, {"eval": {"temperature": 0}}).eval.temperature == 0
+    assert parse_config(Recipe, {"eval": {"temperature": 0, "samples_per_task": 1}}).eval.temperature == 0
+
+
+def test_greedy_eval_takes_one_sample_per_task() -> None:
+    """As ``posttrain eval --n N --temperature 0`` (0423da9): a recipe's greedy eval with 4 samples per
+    task (the default) ran and counted one answer four times in the seesaw gate's intervals."""
+    with pytest.raises(ConfigError, match=r"^eval.samples_per_task: expected 1 with eval.temperature 0 .*, got 4$"):
+        parse_config(Recipe, {"eval": {"temperature": 0}})
