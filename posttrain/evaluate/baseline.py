@@ -38,8 +38,9 @@ that answers some of the suite, a domain left out of the mix), the row is ``comp
 listed in ``not_comparable`` and, in ``compare``, in ``regressions`` as ``<name> (different task
 sets)``: a gate (``--fail-on-regression``) fails closed, as an evaluation that dropped the tasks it
 failed would otherwise read as no drop. A summary without ``task_set`` (written before it existed)
-is compared as before. ``compare_domains`` marks such rows but does not fail on them (the baselines
-of the seesaw gate are other runs, whose held-out tasks may be drawn apart).
+is compared as before. ``compare_domains`` lists such rows in ``regressions`` too (``domain
+(baseline) (different task sets)``): the seesaw gate fails closed the same way, so its baselines
+must be runs that held out the same tasks.
 
 Infra errors leave a sample out of pass@1 (attrition, not failure), so a model that sends the
 verifier into infra errors on the tasks it fails reads a higher pass@1 over the same task set. A
