@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 from posttrain.config import MAX_FLOAT, Range
+from posttrain.pyast import parse as parse_python
 
 MINIMAL_RECIPE = """\
 # recipe.yaml: SFT on your tasks' references, then GRPO against their verifiers, then evaluation
@@ -55,7 +56,7 @@ def field_docs(cls: type) -> dict[str, str]:
     (a base dataclass's fields from the base: ``DPOConfig`` and ``RMConfig`` extend ``PairTraining``)."""
     out = {k: v for base in reversed(cls.__mro__[1:]) if dataclasses.is_dataclass(base) for k, v in field_docs(base).items()}
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        tree = parse_python(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):
         return out
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []

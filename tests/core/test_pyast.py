@@ -41,3 +41,22 @@ def test_the_shared_counter_error_is_retried_once_and_a_syntax_error_is_the_sour
 
 def test_docstring_examples() -> None:
     assert doctest.testmod(posttrain.pyast).failed == 0
+
+
+SANDBOX_SCRIPTS = {"posttrain/envs/repo/_harness.py", "posttrain/envs/code/_runner.py"}
+"""Modules whose source runs as a script in a sandbox job (one thread there, and no posttrain to import);
+``_runner.runner_text`` parses posttrain's own files, once."""
+
+
+def test_host_side_modules_parse_through_the_lock() -> None:
+    """test_repo_attacks15 built its records in a thread pool, and _withhold's own ``ast.parse`` there met
+    the shared counter: "AST constructor recursion depth mismatch (before=33, after=24)" at the fixture's
+    setup, in a full run. Every module that runs on the host parses through ``posttrain.pyast``."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(posttrain.pyast.__file__).parent.parent
+    direct = [f"{path.relative_to(root)}:{n}" for path in sorted((root / "posttrain").rglob("*.py"))
+              if str(path.relative_to(root)) not in SANDBOX_SCRIPTS | {"posttrain/pyast.py"}
+              for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"\bast\.parse\(", line)]
+    assert direct == []

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain.errors import UserError
+from posttrain.pyast import parse as parse_python
 from posttrain.types import Task
 
 DOMAIN = "bfcl"
@@ -111,7 +112,7 @@ def parse_call(text: str, signatures: Mapping[str, Sequence[str]]) -> Call:
     >>> parse_call("tail('log.txt', lines=20)", {"tail": ["file_name", "lines"]})
     Call(name='tail', arguments={'file_name': 'log.txt', 'lines': 20})
     """
-    node = ast.parse(text.strip(), mode="eval").body
+    node = parse_python(text.strip(), mode="eval").body
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
         raise ValueError(f"not a plain function call: {text!r}")
     name = node.func.id
@@ -125,7 +126,7 @@ def method_signatures(root: Path, cls: str) -> dict[str, tuple[str, ...]]:
     """``{method: parameter names after self}`` of backend class ``cls``, read from its source with
     ``ast`` (never imported on the host)."""
     path = root / Path(*BACKEND_PACKAGE.split(".")) / f"{CLASS_MODULES[cls]}.py"
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse_python(path.read_text(), str(path))
     [node] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
     return {f.name: tuple(a.arg for a in [*f.args.posonlyargs, *f.args.args][1:])
             for f in node.body if isinstance(f, ast.FunctionDef)}

@@ -17,6 +17,7 @@ import ast
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from posttrain.pyast import parse as parse_python
 from posttrain.types import Task
 
 FAMILY = "humaneval"
@@ -46,7 +47,7 @@ def split_check(test: str) -> tuple[str, str] | None:
     >>> split_check("def check(candidate):\\n    assert candidate(5) == [5]\\n")[0].splitlines()[1:]
     ['    candidate(5)']
     """
-    tree = ast.parse(test)
+    tree = parse_python(test)
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if not checks:
         return None

@@ -42,6 +42,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from posttrain.pyast import parse as parse_python
+
 __all__ = ["Site", "mutate", "mutation_sites", "OPERATORS"]
 
 OPERATORS = ("invert_if", "compare", "binop", "boolop", "constant", "remove_assign", "swap_statements",
@@ -121,7 +123,7 @@ def _node_sites(fn_name: str, node: ast.AST) -> list[Site]:
 def mutation_sites(source: str) -> list[Site]:
     """Every site of every operator in the module's functions, in source order (docstrings and
     decorators excluded)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     out: list[Site] = []
     for name, fn in _functions(tree):
         inner = {id(n) for child in ast.iter_child_nodes(fn) if isinstance(child, ast.FunctionDef | ast.ClassDef)
@@ -284,12 +286,12 @@ def mutate(source: str, site: Site) -> str:
     if site.operator == "swap_statements":
         a, b = lines[site.line - 1], lines[site.end_line - 1]
         return "".join(lines[: site.line - 1] + [b, a] + lines[site.end_line:])
-    tree = ast.parse(source)
+    tree = parse_python(source)
     node = _node_at(tree, site)
     out = _splice(source, site, _in_place(source, site, node))
     if site.operator in ("compare", "binop", "boolop"):  # the same tree as the node rebuilt with its partner
-        if ast.dump(ast.parse(out)) != ast.dump(ast.parse(_splice(source, site, _mutated_text(node, site.operator)))):
+        if ast.dump(parse_python(out)) != ast.dump(parse_python(_splice(source, site, _mutated_text(node, site.operator)))):
             raise ValueError(f"the operator at {site} could not be swapped in place")
     else:
-        ast.parse(out)
+        parse_python(out)
     return out

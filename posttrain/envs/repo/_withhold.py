@@ -48,6 +48,7 @@ from typing import Any
 
 from posttrain.envs.repo._diff import render_diff
 from posttrain.envs.repo._task import test_file_of
+from posttrain.pyast import parse as parse_python
 
 CHECKS = Path(__file__).resolve().parent / "data" / "withheld_checks.json"
 """The stored, validated check splits (``_checks.py`` builds them): task id -> test, file hash, checks."""
@@ -93,7 +94,7 @@ def _def_span(module: ast.Module, unit: str) -> tuple[int, int, ast.ClassDef | N
 @functools.lru_cache(maxsize=64)
 def _facts(text: str) -> tuple[ast.Module, Counter[str]]:
     """A test file's tree and how often each name occurs in it (names, attributes, definitions)."""
-    module = ast.parse(text)
+    module = parse_python(text)
     names: Counter[str] = Counter()
     for n in ast.walk(module):
         if isinstance(n, ast.Name):
@@ -125,7 +126,7 @@ def _strip(text: str, units: tuple[str, ...]) -> str | None:
             drop.discard(first.lineno - 1)
     out = "".join(line for i, line in enumerate(lines) if i not in drop)
     try:
-        ast.parse(out)
+        parse_python(out)
     except SyntaxError:
         return None
     return _drop_tables(out, {n.id for n in ast.walk(module) if isinstance(n, ast.Name)
@@ -136,7 +137,7 @@ def _drop_tables(text: str, used: set[str]) -> str:
     """``text`` without each top-level ``NAME = ...`` that a withheld function read (``used``) and nothing
     left names: a parametrize table (``UNDERSCORE_TO_HUMAN``) left behind held the withheld test's
     inputs and expected outputs (2 of the 5 inflection tasks that withhold)."""
-    module = ast.parse(text)
+    module = parse_python(text)
     lines = text.splitlines(keepends=True)
     drop: set[int] = set()
     for node in module.body:
@@ -150,7 +151,7 @@ def _drop_tables(text: str, used: set[str]) -> str:
 
 def _parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        parse_python(text)
     except SyntaxError:
         return False
     return True
@@ -305,7 +306,7 @@ def _strip_rows(text: str, cases: tuple[str, ...]) -> str | None:
     out = "".join(line for i, line in enumerate(lines) if i not in drop)
     if not _parses(out) or any(case_ids(out, unit.split("::")[1:]) != tuple(ids) for unit, ids in kept.items()):
         return None
-    left = [n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Tuple | ast.List | ast.Constant)]
+    left = [n for n in ast.walk(parse_python(out)) if isinstance(n, ast.Tuple | ast.List | ast.Constant)]
     for node in left:
         try:
             if ast.literal_eval(node) in gone:
