@@ -114,10 +114,12 @@ def test_a_job_starved_by_the_host_is_rerun_once_and_the_rerun_stands(pool1, mon
         before, read = len(asked), len(readings)
         niced = pool1.run_python("import os\nos.nice(19)\nwhile True: pass", timeout=1.0)
         assert niced.outcome == "error" and niced.timed_out, niced
-        # never asked once the job lowered its own priority; asked only where the hogs starved it
-        # before its first line ran (the filter read its priority unlowered: once in 2 runs at 1%)
-        new = readings[read:]
-        assert len(asked) == before or new and all("'deprioritized': False" in r for r in new), (asked, readings)
+        # never judged starved once the job lowered its own priority; asked only where the hogs starved it
+        # before its first line ran (the filter read its priority unlowered: once in 2 runs at 1%) -- and
+        # then the rerun's own reading says it lowered it, and is not judged starved (a full run saw one)
+        starved = [r for r in readings[read:] if r.endswith("looks starved")]
+        assert all("'deprioritized': False" in r for r in starved), readings
+        assert len(asked) == before or starved, (asked, readings)
         before = len(asked)
         ex = pool1.exec(["sh", "-c", "while :; do :; done"], timeout=2.0)
         assert (ex.outcome == "error" and ex.timed_out) or "did not start" in (ex.infra_detail or ""), ex
