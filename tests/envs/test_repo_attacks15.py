@@ -42,6 +42,7 @@ from posttrain.envs.repo._grade import lacks_checks, seen_by_agent
 from posttrain.envs.repo._task import initial_tree, verifier_tree
 from posttrain.envs.repo._task import test_file_of as file_of
 from posttrain.envs.repo._withhold import checks_of, stored_checks, strip_checks
+from posttrain.pyast import parse as parse_python  # (records are built in threads here: gh-106905)
 
 ECHOED = ("cachetools-keys-swap_statements-45-8", "toolz-itertoolz-swap_statements-136-4")
 COLLECT = PYTEST_PRELUDE + r'''
@@ -66,7 +67,7 @@ def _site(rec: dict) -> tuple[str, str | None, str]:
     path = next(p for p in sorted(bug) if fixed.get(p) != bug[p])
     a, b = bug[path].decode().splitlines(), fixed[path].decode().splitlines()
     line = next(o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if o[0] != "equal")[1] + 1
-    for node in ast.parse(bug[path].decode()).body:
+    for node in parse_python(bug[path].decode()).body:
         owned = [(None, node)] if isinstance(node, ast.FunctionDef) else \
             [(node.name, n) for n in node.body if isinstance(n, ast.FunctionDef)] if isinstance(node, ast.ClassDef) else []
         for cls, fn in owned:
@@ -76,7 +77,7 @@ def _site(rec: dict) -> tuple[str, str | None, str]:
 
 
 def _def(text: str, cls: str | None, name: str) -> ast.FunctionDef:
-    mod = ast.parse(text)
+    mod = parse_python(text)
     body = mod.body if cls is None else next(n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == cls).body
     return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
 
