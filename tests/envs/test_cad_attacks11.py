@@ -7,7 +7,7 @@ slits sawn 5 mm up into its underside (IoU 0.955), or an L with a 0.9 mm fin sta
 face (or a speck on a 0.9 mm stalk there) passed every check. Measured on generated tasks (the gold's mesh less
 a comb of 0.9 mm slits up to half its height, kept clear of its features, ``generate_level(6, level=L,
 seed=101)``, every other one of L = 1-6): 2 of 18 passed, 0 now. Wrong material may now reach at most
-``_mesh.DEPTH`` tolerances (1.5 mm) into the gold or out from it, however thin (``_mesh.depth_lines``, tested
+``_depth.DEPTH`` tolerances (1.5 mm) into the gold or out from it, however thin (``_depth.depth_lines``, tested
 along 26 directions: a cube's 8 corners straddle a 3 mm hole and counted a point 0.5 mm from its wall as deep,
 tests/envs/test_cad.py); the honest constructions below still pass, as do 18 golds of levels 1-6 at
 ``$fn = 50``, 64 or 128 and OpenSCAD's default (54 of 54, IoU 0.989-1.0).
@@ -71,6 +71,12 @@ THIN_DEEP = [
      f"union() {{\n  {ELL}  translate([19.55, 7, 0]) cube([0.9, 7, 10]);\n}}\n"),
     ("a 0.9 mm speck on a 0.9 mm stalk standing 6 mm out of the L's inside face", "ell",
      f"union() {{\n  {ELL}  translate([19.55, 7, 2]) cube([0.9, 7, 0.9]);\n}}\n"),
+    # the stop hook's read of _depth.py, as a policy: the same thin-deep material along no axis, and from a side
+    ("a 0.9 mm fin standing diagonally out of the L's inside corner, its full height", "ell",
+     f"union() {{\n  {ELL}  translate([8, 8, 0]) rotate([0, 0, 45]) translate([-1, -0.45, 0]) cube([8, 0.9, 10]);\n}}\n"),
+    ("three 0.9 mm slits sawn 6 mm into the block's side face", "block",
+     "difference() {\n  " + BLOCK + "".join(f"  translate([14, -16, {z - 0.45:g}]) cube([7, 32, 0.9]);\n"
+                                           for z in (2, 5, 8)) + "}\n"),
 ]
 
 
@@ -87,6 +93,8 @@ HELD = [
     ("a 0.9 mm cavity sheet 20 x 20 mm at mid-height, vented by a 0.9 mm slot from its edge to the underside", "block",
      "difference() {\n  " + BLOCK + "  translate([-10, -10, 4.55]) cube([20, 20, 0.9]);\n"
      "  translate([-10, -10, -1]) cube([0.9, 20, 6]);\n}\n", {"shape"}),
+    ("a sealed 0.9 mm cavity sheet 20 x 20 mm at mid-height (the stop hook's read: no vent)", "block",
+     "difference() {\n  " + BLOCK + "  translate([-10, -10, 4.55]) cube([20, 20, 0.9]);\n}\n", {"inverted"}),
     ("a far-away speck beside the right part", "ell", f"{ELL}translate([80, 80, 40]) cube(2);\n", {"bodies"}),
     ("a 0.9 mm speck on a stalk over the top face, out of the box by 1.45 mm", "block",
      f"union() {{\n  {BLOCK}  translate([0, 0, 9]) cube([0.9, 0.9, 2.45]);\n}}\n", {"dimensions"}),

@@ -12,7 +12,7 @@
   gold's number of bodies), then the specification (bounding box within tolerance, genus, IoU
   with the gold >= 0.95 by default, no missing or extra region thicker than 2 x tolerance nor reaching
   more than 3 x tolerance into the part or out from it, each
-  stated hole to its diameter on its axis: ``_holes.py``);
+  stated hole to its diameter on its axis: ``_holes.py``; how deep a thin region reaches: ``_depth.py``);
 - ``_verify.py``: the verifier that ties them together, and why each step runs where it does;
 - ``_gen.py``: procedural tasks (CAD-Recode's recipe: primitives, holes, fillets, chamfers,
   pockets, bosses, patterns with templated dimensions -> gold script -> description), the
