@@ -128,6 +128,20 @@ def test_three_more_bfcl_hedges_are_no_response() -> None:
             assert isinstance(got, str) and said in got, (task.id, said, got)
 
 
+
+def test_bfcl_hedges_around_a_document_quoted_in_prose_are_no_response() -> None:
+    """The stop hook's read of bfcl/_domain.py since it reads a document quoted after prose (0534acb), as a
+    policy: the truth quoted and the wrong array after it in an HTML comment, the wrong array quoted in the
+    lead-in before the truth, and the truth quoted with a reasoning block holding the wrong array after it:
+    each no response (a string), never read as the truth; the truth quoted alone is read."""
+    for task in get_domain("bfcl").generate_tasks(5, seed=0):
+        truth, wrong = json.dumps(task.fields["ground_truth"]), json.dumps([[{"name": "pwd", "arguments": {}}]])
+        for response in (f"Here are the calls: {truth}\n<!-- {wrong} -->", f"Not {wrong} but: {truth}",
+                         f"Here are the calls: {truth}\n<think>or {wrong}</think>"):
+            got = parse_response(response)
+            assert isinstance(got, str), (task.id, response, got)
+        assert parse_response(f"Here are the calls:\n{truth}\nDone.") == parse_response(task.reference), task.id
+
 def test_honest_answers_with_prose_around_them_pass() -> None:
     """Three honest forms per changed verifier: bare, fenced among prose (a citation ``[1]``
     included), and after reasoning that drafted another document."""
