@@ -186,7 +186,9 @@ class LocalSandboxPool:
         probe is overloaded right after it; then one rerun, whose verdict stands: once the probe
         recovers (or after ``recover_s``), its wall time stretched by the share the probe got
         (``run(wall)``, ``_starve.stretched``). So does a job the OOM killer killed for the host's
-        shortage, not its slot's limit (``_starve.HOST_OOM``), at once. Without ``rerun`` (a
+        shortage, not its slot's limit (``_starve.HOST_OOM``), at once. So does a job whose sandbox
+        did not start (``maybe`` with an infra error: none of its code ran) while the probe was
+        overloaded: a slot restarting at 1% of a CPU took over its 30 s (CI). Without ``rerun`` (a
         workspace's job) its own."""
         ex, maybe = run()
         if rerun and maybe == HOST_OOM:  # killed for the host's shortage, not its own limit
@@ -227,8 +229,8 @@ class LocalSandboxPool:
                 return Execution.infra("the pool was closed while the job waited"), False
             try:
                 return slot.run(src, names, blobs, data, wall, limits, cells)
-            except HostCannotIsolate as e:
-                return Execution.infra(f"the slot could not restart: {e}"), False
+            except HostCannotIsolate as e:  # on an overloaded host, the host's doing: rerun once it recovers
+                return Execution.infra(f"the slot could not restart: {e}"), True
             except (OSError, KeyError, TypeError, ValueError) as e:  # a cgroup write failed, or a bad reply
                 slot.stop()
                 return Execution.infra(f"slot error: {type(e).__name__}: {e}"), False

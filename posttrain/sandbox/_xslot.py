@@ -190,7 +190,8 @@ class ExecSlot:
         out, err, rep = (caps[pipes[i][0]] for i in (1, 2, 3))
         if mark.value() != b"x":
             if timed_out:
-                return Execution.infra(f"the sandbox did not start within {START_S}s", duration_s=duration), False
+                # the host's doing where its probe is overloaded: rerun once it recovers (``_pool._judged``)
+                return Execution.infra(f"the sandbox did not start within {START_S}s", duration_s=duration), True
             why = err.value()[-2000:].decode(errors="replace").strip()
             return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration), False
         if not clean:

@@ -163,7 +163,8 @@ class ZygoteSlot:
             detail = self.diagnostics()
             self.stop()
             raise HostCannotIsolate(
-                f"the sandbox slot did not start ({e}): {detail}; if bwrap cannot create namespaces, enable "
+                f"the sandbox slot did not start ({e}): {detail}; unless the host was too busy to start it in "
+                "30 s (then the job is rerun once the host recovers), bwrap cannot create namespaces: enable "
                 "unprivileged user namespaces (`sysctl -w user.max_user_namespaces=10000` and, on Debian/Ubuntu, "
                 "`sysctl -w kernel.unprivileged_userns_clone=1`; AppArmor: "
                 "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
