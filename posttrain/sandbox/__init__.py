@@ -143,8 +143,8 @@ Timing-dependent rules, each with its margin, each tested idle and beside a nice
 - starvation (``_starve.py``): the job-side filter needs under 50% of the CPU budget used and a wait
   over 30% of the timeout and over the job's CPU time (a self-starving job waits at most its own CPU
   time: 0.33 s against 0.37 s); the host's probe decides at a share of 0.4 (idle ~1.0, every CPU busy
-  at the same priority 0.5-0.66, another pool's spinners on every CPU ~0.2-0.37, the tests' nice -20
-  hogs ~0.01); one rerun, which stands: once the probe recovers (``recover_s``, 4 s at least), its
+  at the same priority 0.5-0.66, another pool's spinners on every CPU ~0.2-0.37, the tests' nice -10
+  hogs ~0.05); one rerun, which stands: once the probe recovers (``recover_s``, 4 s at least), its
   wall time stretched by the probe's last share (at most 3x).
 - the fork-server's reply: ``KILL_GRACE_S`` (2 s) past a job's deadline, then the host kills the
   job itself and waits ``REPLY_GRACE_S`` (2 s) more before recycling the slot; the job is the

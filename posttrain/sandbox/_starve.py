@@ -37,7 +37,7 @@ became an ``infra_error``, 6 tries of 6). Three rules now:
 
 Margins (tests/sandbox/test_starvation.py tries both sides, idle and beside a nice-19 CPU hog):
 an idle host gives the probe ~100% of its share, a host whose every CPU runs one other busy
-process at the same priority 50-66%, the starving hogs of the tests (nice -20) ~1%;
+process at the same priority 50-66%, the starving hogs of the tests (two per CPU at nice -10) ~5%;
 ``BUSY_SHARE`` is 0.4; beside another pool's slots spinning on every CPU, ~0.2-0.37. On an idle
 host the self-starving job waits at most its own CPU time (0.33 s against its 0.37 s, 12 spinners
 for 0.35 s of a 2 s timeout), so the filter's wait over its CPU time misses; on a host already half busy
