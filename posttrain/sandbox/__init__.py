@@ -160,7 +160,10 @@ Timing-dependent rules, each with its margin, each tested idle and beside a nice
   only a survivor past those is infra ("processes of the job survived SIGKILL").
 - an ``exec`` job's sandbox has ``START_S`` (30 s) to start (bwrap's namespaces and mounts, a
   workspace's overlay), and the job's timeout counts from its start: a busy host's slow start is
-  never the job's timeout, nor infra short of that.
+  never the job's timeout, nor infra short of that. A sandbox (or a fork-server slot's restart)
+  that did not start in its 30 s while the host's probe is overloaded is the host's doing: the job,
+  none of whose code ran, runs once the host recovers, and that run's verdict stands
+  (``_pool._judged``; CI saw a slot restart beside nice -20 hogs pass its 30 s).
 
 An ``exec`` job is a fresh sandbox of its own; a ``Workspace`` job also runs in the workspace's
 own cgroups on the workspace's own tmpfs (storage charged to the workspace, with its own limit),
