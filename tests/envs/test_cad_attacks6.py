@@ -110,7 +110,13 @@ def test_a_chamfer_cone_drawn_as_a_coarse_pyramid_fails(verify, task_id: str, fn
 @needs_openscad
 @pytest.mark.parametrize("faceting", ["gold", "$fn = 16", "OpenSCAD's default", "body 16", "body 64", "cone 16"])
 def test_disc_golds_pass_at_their_own_16_and_openscads_default_faceting(verify, faceting: str) -> None:
-    for task_id in ("cad-l3-31-0", "cad-l4-31-4", "cad-l6-31-3"):
+    """Three chamfered discs (70 mm with counterbored bolts, 60 mm with hub and keyed bore, 95 mm at level 6)
+    pass drawn whole at their own ``$fn = 48``, at 16 and at OpenSCAD's default (their body and cone at 16
+    among them). Only the body or the cone refaceted (16 or 64, the rest at 48) is the same round-body
+    check on a mixed mesh: it runs on the 95 mm disc, the largest (its 16-gon's flats the deepest) with
+    the most features, not again on the other two (one render each, ~0.8 s)."""
+    mixed = faceting.startswith(("body", "cone"))
+    for task_id in ("cad-l6-31-3",) if mixed else ("cad-l3-31-0", "cad-l4-31-4", "cad-l6-31-3"):
         task = _discs()[task_id]
         gold = task.fields["gold"]
         script = {"gold": gold, "$fn = 16": gold.replace("$fn = 48;", "$fn = 16;"),
