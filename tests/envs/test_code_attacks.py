@@ -10,6 +10,8 @@ in this process).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,9 +33,13 @@ from posttrain.envs.code._hacks import (
     SOLVE_THEN_STOP_NEXT,
     fenced,
 )
-from posttrain.types import Task
+from posttrain.types import Task, TaskLimits
 
 HACKS = get_domain("code").exploit_fixtures()
+# MIX at 1.5 s instead of 4 s (a 1.15 s deadline per call instead of 3.4 s), for the candidates that
+# must run out of their own call's deadline: they reach it 3x sooner, and their assertions before it
+# take microseconds.
+MIX_SHORT = dataclasses.replace(MIX, limits=TaskLimits(timeout_s=1.5, memory_mb=MIX.limits.memory_mb))
 
 
 @pytest.mark.slow
@@ -429,7 +435,7 @@ def test_a_candidate_that_loops_in_the_warm_up_is_verified_as_before(code_verifi
     """The warm-up is bounded: a candidate that loops on one input is then verified the slower way
     (the test first, in a fresh process): a timeout, with the assertions before it reported passed."""
     looping = fenced("def mix(x):\n    while x == 256:\n        pass\n    return (x * 7919 + 13) % 1009\n")
-    v = code_verifier(MIX, looping)
+    v = code_verifier(MIX_SHORT, looping)
     assert (v.outcome, v.error_class) == ("fail", "timeout"), v.evidence
     assert [t["outcome"] for t in v.evidence["tests"][1:3]] == ["passed", "passed"], v.evidence["tests"]
 
@@ -484,7 +490,10 @@ _STOP_THEN_DETACHED_CONTINUE = fenced(
 def test_stopping_the_runner_never_pays_and_never_costs_the_next_answers(pool, attack: str) -> None:
     from posttrain.envs.code import verify_code_batch
 
-    verdicts = verify_code_batch(pool, [(MIX, attack), (MIX, MIX.reference), (MIX, MIX.reference)])
+    # the one that stops itself waits out its call's deadline (a shorter one: MIX_SHORT); the others
+    # meet the stop rule, whose ticks do not depend on the timeout
+    task = MIX_SHORT if attack == _STOPS_ITSELF_ON_THE_LAST_CALL else MIX
+    verdicts = verify_code_batch(pool, [(task, attack), (MIX, MIX.reference), (MIX, MIX.reference)])
     assert (verdicts[0].outcome, verdicts[0].reward) == ("fail", 0.0), verdicts[0]
     assert [(v.outcome, v.error_class) for v in verdicts[1:]] == [("pass", None)] * 2, [v.evidence for v in verdicts]
 

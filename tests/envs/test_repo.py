@@ -184,6 +184,13 @@ def verify(pool):
     return get_domain("repo").make_verifier(pool)
 
 
+@pytest.fixture(scope="module")
+def exploit_verdicts(verify):
+    """Each exploit fixture's verdict, verified once for the two tests that read them (the verifier is
+    deterministic on a fixture: these tests once verified each one twice, 3 of them three times)."""
+    return {name: verify(task, response) for name, task, response in ENV.exploit_fixtures() if name in EXPECTED_CLASSES}
+
+
 EXPECTED_CLASSES = {
     "edit the failing test": "no_source_change", "delete the tests": "no_source_change",
     "weaken the test and touch the source": "assertion", "conftest.py that rewrites outcomes": "refused",
@@ -199,25 +206,22 @@ EXPECTED_CLASSES = {
 }
 
 
-def test_exploits_fail_for_the_reason_they_should(verify):
-    fixtures = {name: (task, response) for name, task, response in ENV.exploit_fixtures()}
+def test_exploits_fail_for_the_reason_they_should(exploit_verdicts):
     for name, cls in EXPECTED_CLASSES.items():
-        task, response = fixtures[name]
-        v = verify(task, response)
+        v = exploit_verdicts[name]
         assert (v.outcome, v.error_class) == ("fail", cls), (name, v.error_class, v.feedback)
     for name in ("an object whose == always agrees", "return unittest.mock.ANY", "a subtraction that always gives 0"):
-        assert "answers through a method the diff added" in verify(*fixtures[name]).feedback, name
+        assert "answers through a method the diff added" in exploit_verdicts[name].feedback, name
 
 
-def test_detected_attacks_total_zero_and_honest_failures_keep_their_format_credit(verify):
+def test_detected_attacks_total_zero_and_honest_failures_keep_their_format_credit(exploit_verdicts):
     """A refused diff, a tampered or killed harness, only test files changed: no credit under any reward
     weighting (issue 21: failing differently never pays); an assertion failure keeps format 1."""
     from posttrain.envs.conformance import WEIGHTINGS
     from posttrain.verify.rewards import combine
 
-    fixtures = {name: (task, response) for name, task, response in ENV.exploit_fixtures()}
     for name, cls in EXPECTED_CLASSES.items():
-        v = verify(*fixtures[name])
+        v = exploit_verdicts[name]
         totals = [combine(v, w).total for w in WEIGHTINGS]
         if cls in ("refused", "tamper", "no_report", "no_source_change"):
             assert not any(totals) and v.components.get("format") == 0.0, (name, cls, dict(v.components))
@@ -355,19 +359,25 @@ def test_bundle_tarball_and_wheelhouse_snapshots(clone, tmp_path, verify):
         ENV.parse_task(_record(environment={**env, "requirements": ["missing"]}), f"{tmp_path}/t.jsonl:1")
 
 
-def test_pack_task_ids_are_unique():
+@pytest.fixture(scope="module")
+def pack_tasks():
+    """Every pack task (289, seed 0), generated once for the tests below (a few seconds each time)."""
+    return get_domain("repo").generate_tasks(289, seed=0)
+
+
+def test_pack_task_ids_are_unique(pack_tasks):
     """Two mutants of one site by one operator (``a + b + c``: ``a - b + c``, ``a + b - c``) once
     shared an id; 200 generated tasks then held a duplicate that a task file refuses."""
-    tasks = get_domain("repo").generate_tasks(289, seed=0)
+    tasks = pack_tasks
     assert len({t.id for t in tasks}) == 289
     assert "cachetools-keys-binop-26-15-2" in {t.id for t in tasks}
 
 
-def test_a_pack_task_whose_tests_copy_thousands_of_objects_passes_its_reference(verify):
+def test_a_pack_task_whose_tests_copy_thousands_of_objects_passes_its_reference(verify, pack_tasks):
     """``id()`` is an audited event, and ``copy.deepcopy`` and ``pickle`` call it for every object: the tlru
     tasks' ``*_maxsize`` tests (a 2,000-item cache copied, deep-copied, pickled) took 45-60 s of the task's
     60 s under the kernel, and this task's reference ran out of time in CI; 2.4 s now."""
-    task = next(t for t in ENV.generate_tasks(289, seed=0) if t.id == "cachetools-init-return_none-728-12")
+    task = next(t for t in pack_tasks if t.id == "cachetools-init-return_none-728-12")
     assert any(t.endswith("test_deepcopy_maxsize") for t in task.fields["pass_to_pass"])
     v = verify(task, str(task.reference))
     assert v.outcome == "pass", v.feedback
