@@ -7,6 +7,7 @@ conformance suite (tests/envs/test_domains.py) takes a sample of them per run.""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -91,7 +92,10 @@ def test_generation_is_the_same_under_every_hash_salt() -> None:
     """Every generator's tasks of one seed, generated in two interpreters whose str hashes are salted
     differently, are the same; generated in-process, exactly the ``HASH_ORDERED`` ones differ (the
     list is neither short nor stale). Two tasks a generator show every ``HASH_ORDERED`` one (four took twice
-    the time and found none more). ~15 s."""
+    the time and found none more). ~15 s. One salt is 0, the one ``_fixed_salt`` pins: that interpreter
+    generates the ``HASH_ORDERED`` ones in-process and the other in its child, so the two routes are
+    compared too, and five child interpreters (~2 s each) are not started. The other is 2: against 1,
+    salt 0's knight_swap and word_ladder searches happen to find the same paths."""
     from posttrain.envs.rg._generate import HASH_ORDERED
 
     def run(salt: str) -> dict[str, list[str]]:
@@ -101,7 +105,7 @@ def test_generation_is_the_same_under_every_hash_salt() -> None:
         return digests
 
     with ThreadPoolExecutor(2) as pool:
-        one, two = pool.map(run, ["1", "2"])
+        one, two = pool.map(run, ["0", "2"])
     assert len(one) == len(GENERATORS)
     assert [g for g in GENERATORS if one[g][0] != two[g][0]] == []
     assert sorted(g for g in GENERATORS if one[g][1] != two[g][1]) == sorted(HASH_ORDERED)
@@ -132,7 +136,7 @@ def test_every_generator(domain: str) -> None:
     from posttrain.envs.rg._fixtures import attacks
 
     env = get_domain(domain)
-    tasks = env.generate_tasks(6, seed=0) + env.generate_tasks(2, seed=9)
+    tasks = [*_seed_0_tasks(domain), *env.generate_tasks(2, seed=9)]
     played = [(t, name, response) for i, t in enumerate(tasks)
               for name, response in attacks(env, t, tasks[i + 1:] + tasks[:i])]
     verdicts = _verify([(t, str(t.reference)) for t in tasks] + [(t, env.noop_response(t)) for t in tasks]
@@ -145,6 +149,14 @@ def test_every_generator(domain: str) -> None:
     assert len(env.exploit_fixtures()) >= 10
     assert isinstance(env, HasLevels) and isinstance(env, HasCapabilities)
     assert isinstance(env, HasCanaries) == (domain.removeprefix("rg/") not in NO_CANARIES)
+
+
+@functools.cache
+def _seed_0_tasks(domain: str) -> tuple[Task, ...]:
+    """6 tasks of seed 0, generated once for ``test_every_generator`` and ``test_code_in_an_answer_never_runs``
+    (the second takes the first of them: generating one task of each of 105 generators again took
+    ~14 s, most of it the child interpreters of the ``HASH_ORDERED`` ones and codeio)."""
+    return tuple(get_domain(domain).generate_tasks(6, seed=0))
 
 
 MARKER = "posttrain-rg-eval-marker"
@@ -161,7 +173,7 @@ def test_code_in_an_answer_never_runs(tmp_path: Path) -> None:
     raw.score_answer(payload, raw[0])
     assert probe.is_dir()  # reasoning-gym's own scorer ran the answer
     probe.rmdir()
-    tasks = [get_domain(d).generate_tasks(1, seed=0)[0] for d in RG if d != "rg/knight_swap"]
+    tasks = [_seed_0_tasks(d)[0] for d in RG if d != "rg/knight_swap"]
     shapes = (payload, f"[{payload}]", f"{payload} + 1", f"1 + {payload}")
     verdicts = _verify([(t, respond(s)) for t in tasks for s in shapes])
     assert not probe.exists()
@@ -199,13 +211,19 @@ def test_an_answer_raw_reasoning_gym_passes_fails_here(generator: str, make) -> 
     """Each hardened scorer: the raw reasoning-gym score of the answer is 1, the domain's verdict a fail."""
     from reasoning_gym.factory import create_dataset
 
-    env = get_domain(f"rg/{generator}")
-    task = next(t for t in env.generate_tasks(64, seed=1) if _raw_passes(generator, t, make(t)))
+    task = next(t for t in _seed_1_tasks(generator) if _raw_passes(generator, t, make(t)))
     raw = create_dataset(generator, seed=1, size=1)
     entry = {"question": task.prompt, "answer": task.fields["answer"], "metadata": task.fields["rg_metadata"]}
     assert raw.score_answer(make(task), entry) >= 1.0
     (verdict,) = _verify([(task, respond(make(task)))])
     assert verdict.outcome == "fail" and verdict.error_class == "wrong_answer", verdict
+
+
+@functools.cache
+def _seed_1_tasks(generator: str) -> tuple[Task, ...]:
+    """64 tasks of seed 1, generated once for every case of the generator (puzzle24's three cases took
+    ~5 s each, most of it generating them)."""
+    return tuple(get_domain(f"rg/{generator}").generate_tasks(64, seed=1))
 
 
 def _boxnet_sweep(prompt: str) -> str:
