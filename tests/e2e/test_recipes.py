@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["--set", "tasks.n_train_per_domain=40", "--set", "tasks.n_eval_per_domain=6", "--set", "sft.epochs=2",
+# tiny settings: each stage runs a few real steps (one SFT epoch is 3 steps of 32), enough for what it promises
+TINY = ["--set", "tasks.n_train_per_domain=40", "--set", "tasks.n_eval_per_domain=6", "--set", "sft.epochs=1",
         "--set", "eval.samples_per_task=1"]
 
 
@@ -49,7 +50,7 @@ def test_sft_recipe(tmp_path):
 
 @pytest.mark.slow
 def test_dpo_recipe(tmp_path):
-    summary = _run("dpo.yaml", tmp_path / "r", "--set", "pairs.max_tasks=40")
+    summary = _run("dpo.yaml", tmp_path / "r", "--set", "pairs.max_tasks=40", "--set", "dpo.epochs=1")
     assert "dpo" in summary["eval"]
     assert {"sft", "dpo"} <= _stages(tmp_path / "r")
     assert (tmp_path / "r" / "checkpoints" / "dpo" / "model.safetensors").exists()
@@ -59,7 +60,7 @@ def test_dpo_recipe(tmp_path):
 @pytest.mark.slow
 def test_rm_then_rlhf_recipe(tmp_path):
     out = tmp_path / "r"
-    summary = _run("rlhf.yaml", out, "--set", "pairs.max_tasks=40", "--set", "rl.steps=2")
+    summary = _run("rlhf.yaml", out, "--set", "pairs.max_tasks=40", "--set", "rm.epochs=1", "--set", "rl.steps=2")
     assert (out / "checkpoints" / "rm" / "model.safetensors").exists()
     rl = _rows(out, "rl")
     assert len(rl) == 2 and all("reward/rm" in m for m in rl)
@@ -69,7 +70,7 @@ def test_rm_then_rlhf_recipe(tmp_path):
 @pytest.mark.slow
 def test_rm_recipe(tmp_path):
     out = tmp_path / "r"
-    _run("rm.yaml", out, "--set", "pairs.max_tasks=40")
+    _run("rm.yaml", out, "--set", "pairs.max_tasks=40", "--set", "rm.epochs=1")
     rm_rows = _rows(out, "rm")
     assert rm_rows and "loss" in rm_rows[0]
     _bar_done(out, "rm")

@@ -20,11 +20,14 @@ from run_logs import here
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny-grpo.yaml"
-# the quickstart recipe cut to the tiny recipe's size (12 RL steps, a checkpoint every 4)
-QS_TINY = ["--set", "model.hidden_size=64", "--set", "tasks.n_train_per_domain=100", "--set", "tasks.n_eval_per_domain=10",
-           "--set", "sft.epochs=4", "--set", "rl.steps=12", "--set", "rl.prompts_per_step=4", "--set", "rl.group_size=4",
-           "--set", "rl.max_new_tokens=20", "--set", "rl.checkpoint_every=4", "--set", "eval.samples_per_task=1",
-           "--set", "eval.max_new_tokens=20"]
+# the tiny recipe cut further: an interrupt needs an RL checkpoint and steps after it, not a trained
+# model (6 RL steps, a checkpoint every 2, one short SFT epoch, 4 eval tasks per domain)
+SMALL = ["--set", "tasks.n_train_per_domain=40", "--set", "tasks.n_eval_per_domain=4", "--set", "sft.epochs=1",
+         "--set", "rl.steps=6", "--set", "rl.checkpoint_every=2"]
+# the quickstart recipe cut to that size
+QS_TINY = ["--set", "model.hidden_size=64", "--set", "rl.prompts_per_step=4", "--set", "rl.group_size=4",
+           "--set", "rl.max_new_tokens=20", "--set", "eval.samples_per_task=1", "--set", "eval.max_new_tokens=20",
+           *SMALL]
 CLI = [sys.executable, "-m", "posttrain.cli"]
 
 
@@ -88,10 +91,10 @@ def _add_reward_model(run: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
     out = tmp_path / "run"
-    code, err = _interrupt(["run", str(TINY), "--out", str(out)], out, signal.SIGINT, group=True)
+    code, err = _interrupt(["run", str(TINY), "--out", str(out), *SMALL], out, signal.SIGINT, group=True)
     assert code == 130
     command = _one_line_interrupt(err)
-    assert command == shlex.join(["posttrain", "run", str(TINY), "--out", str(out), "--resume"])
+    assert command == shlex.join(["posttrain", "run", str(TINY), "--out", str(out), "--resume", *SMALL])
     assert not (out / "summary.json").exists() and (out / "checkpoints" / "sft" / "DONE").exists()
     leftover = out.parent / "leftover"  # for the corrupt-checkpoint case below
     shutil.copytree(out, leftover)
@@ -112,7 +115,7 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
     p = subprocess.run([*CLI, *shlex.split(command)[1:]], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "already finished" not in p.stderr
-    assert _rl_steps(out) == list(range(12))
+    assert _rl_steps(out) == list(range(6))
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["eval"]) == {"demonstrator", "base", "sft", "rl"}
 
@@ -137,14 +140,14 @@ def test_ctrl_c_eval_resume_and_a_finished_run(tmp_path, capsys):
     assert _sha(out / "eval" / f"summary@{tag}.json") == before
 
     # a finished run resumed with a changed recipe is refused, naming the change
-    assert "rl.steps (12 -> 20)" in _refused(capsys, "run", str(TINY), "--out", str(out), "--resume", "--set",
-                                             "rl.steps=20")
+    changed = ["rl.steps=20" if word == "rl.steps=6" else word for word in SMALL]
+    assert "rl.steps (6 -> 20)" in _refused(capsys, "run", str(TINY), "--out", str(out), "--resume", *changed)
     assert {p: _sha(p) for p in kept} == kept
 
     # a run that fails once work has started says how to start over (here: a corrupt RL checkpoint)
     step = json.loads((leftover / "checkpoints" / "rl-state" / "latest").read_text())["name"]
     (leftover / "checkpoints" / "rl-state" / step / "state.pt").write_bytes(b"garbage")
-    p = _posttrain("run", str(TINY), "--out", str(leftover), "--resume")
+    p = _posttrain("run", str(TINY), "--out", str(leftover), "--resume", *SMALL)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-3000:]
     assert "state.pt" in p.stderr and "another --out" in p.stderr and f"remove {leftover}" in p.stderr
 
@@ -163,7 +166,7 @@ def test_sigterm_then_quickstart_resume_finds_the_interrupted_run(tmp_path, caps
     p = _posttrain("quickstart", "--resume", *QS_TINY, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "resuming runs/quickstart-2" in p.stderr
-    assert _rl_steps(out) == list(range(12)) and (out / "summary.json").is_file()
+    assert _rl_steps(out) == list(range(6)) and (out / "summary.json").is_file()
     assert (runs / "quickstart" / "config.yaml").read_text() == "seed: 1\n"  # untouched
 
     assert "rl.no_such_key" in _refused(capsys, "quickstart", *QS_TINY, "--set", "rl.no_such_key=1", cwd=tmp_path)
