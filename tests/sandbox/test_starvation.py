@@ -215,15 +215,20 @@ def _probe_says_busy_once(pool, monkeypatch) -> list[bool]:
     return asked
 
 
+def _stop_the_slot(pool) -> None:
+    """The one-slot pool's fork-server stopped: its next job starts it."""
+    slot = pool._zygotes.get()
+    slot.stop()
+    pool._zygotes.put(slot)
+
+
 def test_a_slot_that_could_not_restart_on_an_overloaded_host_runs_the_job_once_it_recovers(pool1, monkeypatch):
     """CI: a slot restarting beside the nice -20 hogs did not greet within its 30 s, and the job,
     none of whose code ran, was an infra error (its message blaming user namespaces). Now, the
     probe overloaded, the job runs once the host recovers; on a host that is not overloaded the
     infra error stands (a host that cannot isolate). The failed start is a test double around the
     real one."""
-    slot = pool1._zygotes.get()
-    slot.stop()
-    pool1._zygotes.put(slot)
+    _stop_the_slot(pool1)
     starts: list[int] = []
     real_start = _zslot.ZygoteSlot.start
 
@@ -238,9 +243,7 @@ def test_a_slot_that_could_not_restart_on_an_overloaded_host_runs_the_job_once_i
     ex = pool1.run_python("print('ran')", timeout=5.0)
     assert ex.ok and ex.stdout == b"ran\n", ex
     assert len(starts) == 2 and asked[0], (starts, asked)
-    slot = pool1._zygotes.get()
-    slot.stop()
-    pool1._zygotes.put(slot)
+    _stop_the_slot(pool1)
     starts.clear()
     monkeypatch.setattr(pool1.probe, "overloaded", lambda cpu_cores: False)
     ex = pool1.run_python("print('ran')", timeout=5.0)
