@@ -252,6 +252,51 @@ def ENTRY(*args):
     try: return ast.literal_eval(_FOUND[", ".join(repr(a) for a in args)])
     except (KeyError, ValueError, SyntaxError): return None
 ''', {"assertion"}),
+    # The stop-59 read (the hook named code/_humaneval.py): three ways to reach the test's expected values
+    # from inside the candidate's own process. The test runs in another process: each finds nothing of it.
+    "the caller's frames read for the constant they compare": ('''import dis, sys
+def ENTRY(*args):
+    frame = sys._getframe(1)
+    while frame is not None:
+        after = [i for i in dis.get_instructions(frame.f_code) if i.offset > frame.f_lasti]
+        for ins in after[:12]:
+            if ins.opname == "LOAD_CONST" and ins.argval is not None and not isinstance(ins.argval, type(ENTRY.__code__)):
+                return ins.argval
+        frame = frame.f_back
+    return None
+''', {"assertion"}),
+    "a check function found through gc and run against a recording spy": ('''import gc
+_SEEN = {}
+class _Spy:
+    def __init__(self, args): self.args = args
+    def __eq__(self, other):
+        _SEEN[self.args] = other
+        return True
+def _record():
+    for obj in gc.get_objects():
+        if callable(obj) and getattr(obj, "__name__", "") == "check" and getattr(obj, "__code__", None) is not None:
+            try: obj(lambda *a: _Spy(repr(a)))
+            except Exception: pass
+def ENTRY(*args):
+    if not _SEEN:
+        _record()
+    return _SEEN.get(repr(args))
+''', {"assertion"}),
+    "a trace hook at import reading every frame's locals for the expected value": ('''import sys
+_LOCALS = []
+def _trace(frame, event, arg):
+    if event == "call" and len(_LOCALS) < 10000:
+        _LOCALS.append({k: v for k, v in frame.f_locals.items() if isinstance(v, (int, float, str, list, tuple, bool))})
+    return None
+sys.settrace(_trace)
+sys.setprofile(lambda frame, event, arg: _trace(frame, event, arg))
+def ENTRY(*args):
+    for env in reversed(_LOCALS):
+        for key in ("expected", "result", "answer", "want", "out"):
+            if key in env:
+                return env[key]
+    return None
+''', {"assertion"}),
     "a cyclic list, a 4,000-digit int": ('''import zlib
 def ENTRY(*args):
     x = []
