@@ -163,7 +163,9 @@ Timing-dependent rules, each with its margin, each tested idle and beside a nice
   never the job's timeout, nor infra short of that. A sandbox (or a fork-server slot's restart)
   that did not start in its 30 s while the host's probe is overloaded is the host's doing: the job,
   none of whose code ran, runs once the host recovers, and that run's verdict stands
-  (``_pool._judged``; CI saw a slot restart beside nice -20 hogs pass its 30 s).
+  (``_pool._judged``; CI saw a slot restart beside nice -20 hogs pass its 30 s). A workspace's
+  job too (``_starve.NOT_STARTED``): one that started is never rerun (its layers keep what it
+  did), but one whose sandbox did not start changed nothing.
 
 An ``exec`` job is a fresh sandbox of its own; a ``Workspace`` job also runs in the workspace's
 own cgroups on the workspace's own tmpfs (storage charged to the workspace, with its own limit),

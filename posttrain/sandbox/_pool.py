@@ -30,7 +30,7 @@ from posttrain.sandbox import _launch
 from posttrain.sandbox._cgroup import CgroupLayout, SlotCgroup, detect_layout, reap
 from posttrain.sandbox._fs import make_dir
 from posttrain.sandbox._seccomp import seccomp_bpf
-from posttrain.sandbox._starve import HOST_OOM, HostProbe, Rerun, recover_s, stretched
+from posttrain.sandbox._starve import HOST_OOM, NOT_STARTED, HostProbe, Rerun, recover_s, stretched
 from posttrain.sandbox._types import Execution, Limits, check_timeout, usable_cpus
 from posttrain.sandbox._uids import claim_uid, reap_claims
 from posttrain.sandbox._wipe import remove_tree
@@ -189,11 +189,14 @@ class LocalSandboxPool:
         shortage, not its slot's limit (``_starve.HOST_OOM``), at once. So does a job whose sandbox
         did not start (``maybe`` with an infra error: none of its code ran) while the probe was
         overloaded: a slot restarting at 1% of a CPU took over its 30 s (CI). Without ``rerun`` (a
-        workspace's job) its own."""
+        workspace's job, whose layers keep what it did) its own, unless its sandbox did not start
+        (``NOT_STARTED``): then nothing of it ran, and it is rerun as any job."""
         ex, maybe = run()
-        if rerun and maybe == HOST_OOM:  # killed for the host's shortage, not its own limit
-            return run()[0]
-        if not rerun or not maybe or self.probe is None or not self.probe.overloaded(limits.cpu_cores):
+        if maybe == HOST_OOM:  # killed for the host's shortage, not its own limit
+            return run()[0] if rerun else ex
+        if not maybe or not (rerun or maybe == NOT_STARTED):
+            return ex
+        if self.probe is None or not self.probe.overloaded(limits.cpu_cores):
             return ex
         wall = stretched(timeout, self.probe.wait_recovered(limits.cpu_cores, recover_s(timeout)))
         return (run(wall) if wall > timeout else run())[0]
@@ -230,7 +233,7 @@ class LocalSandboxPool:
             try:
                 return slot.run(src, names, blobs, data, wall, limits, cells)
             except HostCannotIsolate as e:  # on an overloaded host, the host's doing: rerun once it recovers
-                return Execution.infra(f"the slot could not restart: {e}"), True
+                return Execution.infra(f"the slot could not restart: {e}"), NOT_STARTED
             except (OSError, KeyError, TypeError, ValueError) as e:  # a cgroup write failed, or a bad reply
                 slot.stop()
                 return Execution.infra(f"slot error: {type(e).__name__}: {e}"), False
@@ -267,7 +270,8 @@ class LocalSandboxPool:
         hide: Sequence[str] = (),
     ) -> Execution:
         """``exec``, or a workspace's job in its own ``room`` (its cgroups, uid and overlay). A
-        workspace's job is never rerun (its layers keep what it did): starved, it timed out."""
+        workspace's job is never rerun once it started (its layers keep what it did): starved, it
+        timed out; one whose sandbox did not start on an overloaded host is (``_judged``)."""
         self._check_open()
         timeout = check_timeout(timeout)
         limits = limits or self.default_limits

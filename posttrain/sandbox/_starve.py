@@ -73,8 +73,13 @@ processes first, whatever they used (the fork-server gives each job ``oom_score_
 21 GiB, and judged out of memory: an error, its own. It gets one rerun, as a starved job does, whose
 verdict stands (so no way of failing buys anything: a job cannot make the host run out of memory
 with memory its cgroups charge, and were it to, its rerun is judged as any job)."""
+NOT_STARTED: Final = "not_started"
+"""What a slot's run says of a job whose sandbox did not start (a fork-server that could not restart,
+an exec sandbox that did not mark its start within ``_xslot.START_S``): none of its code ran, so
+nothing of it, a workspace's layers included, was changed, and on an overloaded host it runs once
+the host recovers, a workspace's job too (``_pool._judged``)."""
 Rerun = bool | str
-"""The second of a slot's run: whether the job timed out looking starved, or ``HOST_OOM``."""
+"""The second of a slot's run: whether the job timed out looking starved, ``HOST_OOM`` or ``NOT_STARTED``."""
 PROBE_S = 0.3
 """How long the probe spins for one reading. At 0.15 s, beside another pool's 16-process spinners
 (two slots of 1 CPU each on 2 CPUs) its readings averaged 0.37 with one in four over ``BUSY_SHARE``

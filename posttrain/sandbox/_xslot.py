@@ -27,7 +27,7 @@ from posttrain.sandbox._fs import JobPlaces, write_exact
 from posttrain.sandbox._hide import hide_args
 from posttrain.sandbox._pump import Capture, close_all, pump
 from posttrain.sandbox._seccomp import seccomp_fd
-from posttrain.sandbox._starve import HOST_OOM, Rerun, maybe_starved, sched_of
+from posttrain.sandbox._starve import HOST_OOM, NOT_STARTED, Rerun, maybe_starved, sched_of
 from posttrain.sandbox._types import Execution, Limits, classify, cpu_seconds
 from posttrain.sandbox._uids import claim_uid
 from posttrain.sandbox._wipe import remove_tree
@@ -191,7 +191,7 @@ class ExecSlot:
         if mark.value() != b"x":
             if timed_out:
                 # the host's doing where its probe is overloaded: rerun once it recovers (``_pool._judged``)
-                return Execution.infra(f"the sandbox did not start within {START_S}s", duration_s=duration), True
+                return Execution.infra(f"the sandbox did not start within {START_S}s", duration_s=duration), NOT_STARTED
             why = err.value()[-2000:].decode(errors="replace").strip()
             return Execution.infra(f"the sandbox did not start (status {status}): {why}", duration_s=duration), False
         if not clean:

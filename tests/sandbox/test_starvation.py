@@ -20,8 +20,9 @@ import pytest
 
 from posttrain.sandbox import Execution, Limits, _xslot, _zslot
 from posttrain.sandbox._probes_fair import SELF_STARVE, self_starvation
-from posttrain.sandbox._starve import filter_misses, longest_wait, maybe_starved
+from posttrain.sandbox._starve import HOST_OOM, NOT_STARTED, filter_misses, longest_wait, maybe_starved
 from posttrain.sandbox.errors import HostCannotIsolate
+from posttrain.sandbox.workspace import Workspace
 
 
 def _hogs(n: int, nice: int) -> list[subprocess.Popen]:
@@ -190,9 +191,15 @@ def _judge(pool, busy: list[bool], runs: list[tuple[Execution, bool]], rerun: bo
 def test_the_rule(pool1):
     """The policy itself, with a scripted probe standing in for the host: starved-looking and the
     host overloaded -> one rerun, whose verdict stands even if it looks starved again; the host not
-    overloaded, a job that does not look starved, or a workspace's job -> its own verdict."""
+    overloaded, a job that does not look starved, or a workspace's job -> its own verdict; a job
+    whose sandbox did not start, a workspace's too, is rerun on an overloaded host."""
     timeout = Execution("error", None, 9, b"", b"", False, False, 1.0, None, True, False, None)
     ok = Execution("ok", 0, None, b"", b"", False, False, 0.1, None, False, False, None)
+    unstarted = Execution.infra("the sandbox did not start within 30.0s")
+    assert _judge(pool1, [True], [(unstarted, NOT_STARTED), (ok, False)], rerun=False) == (ok, 2)
+    assert _judge(pool1, [False], [(unstarted, NOT_STARTED)], rerun=False) == (unstarted, 1)
+    assert _judge(pool1, [], [(timeout, HOST_OOM)], rerun=False) == (timeout, 1)
+    assert _judge(pool1, [], [(timeout, HOST_OOM), (ok, False)]) == (ok, 2)
     assert _judge(pool1, [True], [(timeout, True), (ok, False)]) == (ok, 2)
     assert _judge(pool1, [True], [(timeout, True), (timeout, True)]) == (timeout, 2)  # stands: no third run
     assert _judge(pool1, [False], [(timeout, True)]) == (timeout, 1)
@@ -265,6 +272,33 @@ def test_an_exec_sandbox_that_did_not_start_on_an_overloaded_host_runs_the_job_o
     ex = pool1.exec(["echo", "ran"], timeout=5.0)
     assert ex.ok and ex.stdout == b"ran\n", ex
     assert asked[:1] == [True], asked
+
+
+def test_a_workspace_job_whose_sandbox_did_not_start_on_an_overloaded_host_runs_once_it_recovers(pool1, monkeypatch):
+    """A workspace's job is never rerun once it started (its layers keep what it did), and so one
+    whose sandbox did not start on an overloaded host was an infra error, though none of its code
+    ran. Now it runs once the host recovers, in the same workspace, and what it writes is kept; on
+    a host that is not overloaded the infra error stands, and the workspace is as it was."""
+    monkeypatch.setattr(_xslot, "START_S", 0.001)
+    asked = _probe_says_busy_once(pool1, monkeypatch)
+    answer = pool1.probe.overloaded
+
+    def overloaded(cpu_cores: float) -> bool:
+        monkeypatch.setattr(_xslot, "START_S", 30.0)
+        return answer(cpu_cores)
+
+    monkeypatch.setattr(pool1.probe, "overloaded", overloaded)
+    with Workspace(pool1, {"a.txt": "v0"}) as ws:
+        ex = ws.exec(["sh", "-c", "cat a.txt; echo v1 > a.txt"], timeout=5.0)
+        assert ex.ok and ex.stdout == b"v0", ex
+        assert asked[:1] == [True], asked
+        assert ws.exec(["cat", "a.txt"], timeout=5.0).stdout == b"v1\n"
+        monkeypatch.setattr(_xslot, "START_S", 0.001)
+        monkeypatch.setattr(pool1.probe, "overloaded", lambda cpu_cores: False)
+        ex = ws.exec(["sh", "-c", "echo v2 > a.txt"], timeout=5.0)
+        assert ex.outcome == "infra_error" and "did not start" in (ex.infra_detail or ""), ex
+        monkeypatch.setattr(_xslot, "START_S", 30.0)
+        assert ws.exec(["cat", "a.txt"], timeout=5.0).stdout == b"v1\n"
 
 
 def test_the_job_side_filter_cannot_be_met_by_waiting_behind_its_own_processes():
