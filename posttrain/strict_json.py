@@ -262,7 +262,37 @@ def document_in(text: str) -> str | None:
     return None if found is None else text[found.start():found.start() + 60].strip()
 
 
-def prose_document(text: str) -> tuple[str, str] | None:
+_NOTE = re.compile(r"""\[([^\[\]{}"'`<>]*)\]""")
+"""A square-bracketed note in prose: ``[1]``, ``[2 dirs]``; no bracket, brace, quote or markup inside."""
+
+
+def _is_note(content: str) -> bool:
+    """Whether a bracketed group's ``content`` is plainly no JSON: a footnote marker (``[1]``, ascii
+    digits), or text that no JSON reader reads as an array (Python's lenient ``json``: ``[NaN]`` is
+    JSON there). ``[1, 2]``, ``[]``, ``[true]`` are arrays: not notes."""
+    if re.fullmatch(r"\s*\d+\s*", content, re.ASCII):
+        return True
+    try:
+        json.loads(f"[{content}]")
+    except ValueError:
+        return True
+    return False
+
+
+def _document_start(text: str, notes: bool) -> int:
+    """Where the first ``{``/``[`` of ``text`` is (-1: none); with ``notes``, past the notes before it."""
+    brace, at = text.find("{"), 0  # a note holds no brace: the first one stays where it is (one scan, not one a note)
+    while True:
+        bracket = text.find("[", at)
+        if bracket == -1 or -1 < brace < bracket:
+            return brace
+        note = _NOTE.match(text, bracket) if notes else None
+        if note is None or not _is_note(note.group(1)):
+            return bracket
+        at = note.end()
+
+
+def prose_document(text: str, *, notes: bool = False) -> tuple[str, str] | None:
     """The one JSON document ``text`` quotes after a lead-in of prose, and the prose around it; or
     None, where the text is to be read whole.
 
@@ -275,9 +305,9 @@ def prose_document(text: str) -> tuple[str, str] | None:
 
     - the prose holds a bracket or brace (``{}[]``): a second document, a Python dict or a citation
       ``[1]`` beside it (two documents with prose between them make one span, no JSON: it fails);
-    - the text opens with the document (``{...} I hope this helps``): a response that opens as a
-      document is one, whole (as ``after_reasoning`` reads it; tests/envs/test_json.py pins the
-      trailing text as a format failure);
+    - the text opens with the document (``{...} I hope this helps``) or a bracket: a response that
+      opens as a document is one, whole (as ``after_reasoning`` reads it; tests/envs/test_json.py pins
+      the trailing text as a format failure);
     - the prose holds markup or a fence a reader takes for the answer's container (``<``, a
       backtick, ``~~~``: ``<answer>{...}</answer>``, a fence on one line or unclosed, a reasoning
       block after the document; tests/envs/test_tool_json_attacks7.py), or an invisible character
@@ -285,21 +315,31 @@ def prose_document(text: str) -> tuple[str, str] | None:
       character, Unicode ``C*``). A space a reader sees as one (Unicode ``Zs``: a no-break space, a
       French ``\\u202f`` before a colon, a thin space) is prose: models write them (DeepSeek-LLM#94).
 
+    ``notes``: the lead-in may hold square-bracketed notes that are plainly no JSON (``_is_note``:
+    ``Step [1]: {...}``, ``the files [2 dirs]``), for a caller whose document is never such an array
+    (a tool call is an object or an array of objects; a json task's answer may be ``[1]``). Only the
+    lead-in: after the document the span runs to the last bracket, so ``{...} [1]`` stays no JSON.
+    An array in the lead-in (``[1, 2]``, ``[{...}]``), a note holding a quote, a brace or markup, a
+    stray ``]`` stay refused as above.
+
     >>> prose_document('Here is the JSON:\\n{"a": 1}\\nHope this helps.')
     ('{"a": 1}', 'Here is the JSON:\\n\\n\\nHope this helps.')
     >>> prose_document('{"a": 1} Hope this helps.'), prose_document('See [1]: {"a": 1}'), prose_document('No.')
     (None, None, None)
+    >>> prose_document('See [1]: {"a": 1}', notes=True), prose_document('See [1, 2]: {"a": 1}', notes=True)
+    (('{"a": 1}', 'See [1]: \\n'), None)
     >>> prose_document('Voici le JSON\\u202f:\\n{"a": 1}')[0], prose_document('Here\\u200b: {"a": 1}')
     ('{"a": 1}', None)
     """
-    starts = [i for i in (text.find("{"), text.find("[")) if i != -1]
-    start = min(starts, default=-1)
+    start = _document_start(text, notes)
     end = max(text.rfind("}"), text.rfind("]")) + 1
-    if start <= 0 or end <= start or not text[:start].strip() or not _DOCUMENT_START.match(text, start):
+    if (start <= 0 or end <= start or not text[:start].strip() or text.lstrip()[:1] in ("{", "[")
+            or not _DOCUMENT_START.match(text, start)):
         return None
     prose = text[:start] + "\n" + text[end:]
-    if any(ch in prose for ch in "{}[]<`") or "~~~" in prose or not all(
-            ch.isprintable() or ch in "\n\r\t" or unicodedata.category(ch) == "Zs" for ch in prose):
+    seen = (_NOTE.sub(" ", text[:start]) if notes else text[:start]) + "\n" + text[end:]  # notes passed _document_start
+    if any(ch in seen for ch in "{}[]<`") or "~~~" in seen or not all(
+            ch.isprintable() or ch in "\n\r\t" or unicodedata.category(ch) == "Zs" for ch in seen):
         return None
     return text[start:end], prose
 

@@ -18,11 +18,11 @@ from posttrain.policy import ToolCall, ToolCallError, decode_tool_calls, text_be
 from posttrain.strict_json import (
     StrictJSONError,
     after_reasoning,
-    answer_document,
     document_in,
     extract_json_text,
     json_equal,
     loads_strict,
+    prose_document,
     text_beside,
     to_exact,
     to_floats,
@@ -181,18 +181,23 @@ def _read_calls(response: str) -> tuple[list[ToolCall], str, str | None]:
     (``I'll check the weather: {"name": ...}``, a closing sentence after it or not) is undecodable read
     whole ("looks like a tool call but is not one JSON document"): the honest call so written failed
     every tool task (0 of 40, tests/envs/test_toolfam_honest.py). Its document is read instead
-    (``strict_json.prose_document``: no bracket, markup or fence in the prose around it), and the prose
-    is text beside the calls, checked like any other. Only an answer that failed to decode is read so:
-    prose that quotes a non-call object (an abstention's ``{"city": "Paris"}``) stays prose. Raises
+    (``strict_json.prose_document``: no brace, markup or fence in the prose around it), and the prose
+    is text beside the calls, checked like any other. The lead-in may hold bracketed notes
+    (``notes``: ``Step [1]: {...}``, ``the files [2 dirs]``): a call is an object or an array of
+    objects, and neither is such a note; the honest call after one failed every tool task (0 of 40,
+    tests/envs/test_toolfam_prose2.py). Only an answer that failed to decode is read so: prose that
+    quotes a non-call object (an abstention's ``{"city": "Paris"}``) stays prose. Raises
     ``ToolCallError``."""
     try:
         return decode_tool_calls(response), response, None
     except ToolCallError:
-        if "<tool_call>" in after_reasoning(response) or text_beside(response) is not None:
+        answer = after_reasoning(response)
+        if "<tool_call>" in answer or text_beside(response) is not None:
             raise  # tagged or fenced: it failed as written
-        text, prose = answer_document(response)  # no fenced block: it cannot raise
-        if prose is None:
+        found = prose_document(answer.strip(), notes=True)
+        if found is None:
             raise
+    text, prose = found
     return decode_tool_calls(text), text, prose
 
 
