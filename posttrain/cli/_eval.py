@@ -384,7 +384,9 @@ def _policies_of(run_dir: str | Path, *, quiet: bool = False) -> list[Path]:
 
 
 def _protocol(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Any]:
-    """What makes two evaluations comparable; ``eval --run`` files are named after it, never mixed."""
+    """What makes two evaluations comparable; ``eval --run`` files are named after it, never mixed.
+    How the prompts were rendered (``prompt_format``) is known once a model has loaded: ``_score`` adds
+    it to each evaluation's own ``eval_protocol`` (``chat`` here is only the flag given)."""
     if args.tasks:
         source = str(args.tasks)
     elif args.suite or not args.run or not (Path(args.run) / "tasks" / "eval.jsonl").is_file():
@@ -454,12 +456,14 @@ task's index, as the pipeline's evaluations are."""
 
 
 def _records(args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
-             ) -> tuple[list[EvalRecord], list[dict[str, float]] | None, dict[str, float] | None]:
+             ) -> tuple[list[EvalRecord], list[dict[str, float]] | None, dict[str, float] | None, str | None]:
     """The records of one evaluation (``--responses`` scored as given; a model's samples through the
     episode runner, single answers and episodes alike, records derived from the trajectories), in
     chunks of ``CHUNK_PROMPTS`` prompts, the episodes' statistics (one per chunk) when they were
-    multi-turn (repair: ``--max-attempts`` > 1; agent), and an ``--endpoint``'s cost
-    (``EndpointSampler.usage``: its requests, the seconds waited on them, the ids it returned)."""
+    multi-turn (repair: ``--max-attempts`` > 1; agent), an ``--endpoint``'s cost
+    (``EndpointSampler.usage``: its requests, the seconds waited on them, the ids it returned), and how
+    the sampled model's prompts were rendered (``sources.prompt_format``; None for ``--responses``:
+    already sampled, by a rendering this command never saw)."""
     from posttrain.cli._progress import progress_bar
 
     if args.responses:
@@ -473,8 +477,8 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
                 part = responses[start : start + CHUNK_PROMPTS]
                 records += score_responses(tasks, part, service, stage=stage, source=args.responses)
                 advance(start + len(part))
-        return records, None, None
-    from posttrain.evaluate.sources import prompt_chat, runner_episodes
+        return records, None, None, None
+    from posttrain.evaluate.sources import prompt_chat, prompt_format, runner_episodes
 
     if (why := tasks_problem(args.kind, tasks)) is not None:  # before the model loads
         raise UserError(f"--episodes {args.kind}: {why}")
@@ -497,21 +501,22 @@ def _records(args: argparse.Namespace, tasks: list[Task], service: Service, mode
             records += part_records
             stats += [part_stats] if is_multi_turn(args.kind) else []
             advance(start + len(part))
-    return records, stats or None, sampled.endpoint.usage() if args.endpoint else None
+    return (records, stats or None, sampled.endpoint.usage() if args.endpoint else None,
+            prompt_format(sampled, args.kind))
 
 
 def _score(
     args: argparse.Namespace, tasks: list[Task], service: Service, model: str | None, stage: str
 ) -> tuple[dict, list[EvalRecord], list[EvalRecord]]:
     before = service.stats()
-    records, stats, cost = _records(args, tasks, service, model, stage)
+    records, stats, cost, rendering = _records(args, tasks, service, model, stage)
     records = _stamped(args, model, records)
     used = {r.task_id for r in records}
     summary = summarize(records, ks=args.k)
     if args.responses:  # a file that answers only what it gets right reads 1.0 over those: the count it left out
         summary["unanswered_tasks"] = len({t.id for t in tasks} - used)
-    else:  # how it was sampled: --baseline compares only evaluations sampled alike
-        summary["eval_protocol"] = _protocol(args, tasks)
+    else:  # how it was sampled (the prompts as the sampler rendered them): --baseline compares only those alike
+        summary["eval_protocol"] = {**_protocol(args, tasks), "prompt_format": rendering}
     if stats is not None:
         from posttrain.evaluate.sources import episode_figures
 

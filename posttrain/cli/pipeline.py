@@ -50,7 +50,7 @@ from posttrain.evaluate.baseline import compare_domains, load_baseline
 from posttrain.evaluate.loggers import make_loggers, publish_artifacts
 from posttrain.evaluate.records import EvalRecord, write_records
 from posttrain.evaluate.runner import Response, compact, noop_baseline, score_responses
-from posttrain.evaluate.sources import episode_figures, runner_episodes
+from posttrain.evaluate.sources import episode_figures, prompt_format, runner_episodes
 from posttrain.evaluate.summary import group_attempts, summarize
 from posttrain.evaluate.views import write_views
 from posttrain.policy import (
@@ -614,6 +614,8 @@ def _run_models(recipe: Recipe, out: Path, pools: TaskPools, demo: generators.De
             "max_new_tokens": recipe.eval.max_new_tokens,
             "pass@1": "mean success of i.i.d. samples per task, averaged over tasks",
             **({"episodes": note} if (note := protocol_note(recipe.eval.episodes)) is not None else {}),
+            # every stage loads with model.chat and the tokenizer saved from base: one rendering, the last's
+            "prompt_format": prompt_format(policy, recipe.eval.episodes),
         },
         "sched": service.stats(),
     }

@@ -57,11 +57,15 @@ easier questions under the same ids read as a gain).
 
 Nor when they were sampled otherwise: both summaries' ``eval_protocol`` (``posttrain eval`` states
 it in its summary, a run's summary.json beside its entries) are held to the same ``SETTINGS``
-(temperature, max_new_tokens, chat, max_turns, each where both state it); a row of an evaluation
-sampled with other settings is ``comparable: False`` and fails a gate as ``<name> (different
-settings)`` (a greedy evaluation at 512 tokens read against a run's temperature-1 figure at 24 tokens
-as a gain). A records file takes the protocol of the evaluation it belongs to (``_protocol_beside``).
-A summary without ``eval_protocol`` (responses, an older file) is compared as before.
+(temperature, max_new_tokens, chat, max_turns, prompt_format, each where both state it); a row of an
+evaluation sampled with other settings is ``comparable: False`` and fails a gate as ``<name>
+(different settings)`` (a greedy evaluation at 512 tokens read against a run's temperature-1 figure at
+24 tokens as a gain). ``prompt_format`` is how the sampler rendered the prompts (``"plain"``, or
+``"chat:<16 hex>"`` of the chat template's text): a checkpoint evaluated through its chat template
+against one prompted plain, or through another template, asked other token sequences; where only one
+side states it (the other written before it existed) the row fails closed the same way. A records file
+takes the protocol of the evaluation it belongs to (``_protocol_beside``). A summary without
+``eval_protocol`` (responses, an older file) is compared as before.
 
 What it does not do: pair tasks across the two runs (a delta over the same set is a difference of
 means, not a paired test), or compare any rate other than pass@1 (the others are in the summaries
@@ -135,9 +139,10 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
 def _protocol_beside(records: Path) -> dict[str, Any] | None:
     """The ``eval_protocol`` that the evaluation a records file belongs to states in its summary: an
     ``eval --out`` directory's ``summary.json`` beside its ``records.jsonl``, ``eval --run``'s
-    ``RUN/eval/summary@<tag>.json`` beside ``RUN/eval/<name>@<tag>.jsonl``, the run's own
-    ``RUN/summary.json`` for the pipeline's ``RUN/eval/<stage>.jsonl``; None where none is found or it
-    states none. Records state no settings, so a records file given as ``--baseline`` was compared
+    ``RUN/eval/summary@<tag>.json`` beside ``RUN/eval/<name>@<tag>.jsonl`` (its entry ``<name>``'s own
+    protocol where it states one: it holds how that checkpoint's prompts were rendered, which the file's
+    shared one cannot), the run's own ``RUN/summary.json`` for the pipeline's ``RUN/eval/<stage>.jsonl``;
+    None where none is found or it states none. Records state no settings, so a records file given as ``--baseline`` was compared
     with any evaluation (a temperature-1, 24-token baseline against a greedy 512-token evaluation was
     judged; its results directory was not). A summary there that does not read is refused (one line)."""
     if records.name == "records.jsonl":
@@ -155,7 +160,11 @@ def _protocol_beside(records: Path) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e:
         raise UserError(f"--baseline {records}: the summary beside it, {beside}, does not read "
                         f"({type(e).__name__}); it states how the evaluation was sampled") from None
-    protocol = data.get("eval_protocol") if isinstance(data, dict) else None
+    entries = data.get("eval") if isinstance(data, dict) and "@" in records.stem else None
+    entry = entries.get(records.stem.split("@", 1)[0]) if isinstance(entries, dict) else None
+    protocol = entry.get("eval_protocol") if isinstance(entry, dict) else None
+    if not isinstance(protocol, dict):
+        protocol = data.get("eval_protocol") if isinstance(data, dict) else None
     return protocol if isinstance(protocol, dict) else None
 
 
@@ -177,18 +186,28 @@ def _check_rates(entry: dict[str, Any], where: str) -> None:
         raise UserError(f"{where}: 'ci.pass@1' must be [lo, hi] in [0, 1], got {bounds!r:.60}")
 
 
-SETTINGS = ("temperature", "max_new_tokens", "chat", "max_turns")
+SETTINGS = ("temperature", "max_new_tokens", "chat", "max_turns", "prompt_format")
 """The ``eval_protocol`` keys that change what pass@1 measures (greedy against sampled, a longer
 completion cap, another prompt rendering or step limit); two evaluations that state different
 values are not compared. ``samples_per_task`` and ``seed`` are left out: another number of i.i.d.
-draws, or other draws, estimate the same rate."""
+draws, or other draws, estimate the same rate. ``chat`` is the flag given to ``posttrain eval``
+(absent: as the checkpoint records); ``prompt_format`` is what the sampler did (``"plain"`` or
+``"chat:<16 hex>"`` of the template's text, ``evaluate.sources.prompt_format``), held also where
+only one side states it (``_settings_apart``)."""
 
 
 def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
     """The ``SETTINGS`` two summaries' ``eval_protocol`` both state and differ on, as one phrase
     (``temperature: current 0.0, baseline 1.0``); None when none differ or a side states none. Two
     ``posttrain eval`` protocols are also held to the same ``episodes`` (agent against single: a task
-    answered once against one answered over several tool turns)."""
+    answered once against one answered over several tool turns).
+
+    ``prompt_format`` fails closed: where one protocol states it and the other, written before it
+    existed, does not, that one's rendering is unknown (a checkpoint's own chat template, or plain) and
+    the two are apart (``prompt_format: current 'plain', baseline not stated``); re-evaluate the
+    baseline to compare. Two protocols that both leave it out compare as before, and a summary with no
+    ``eval_protocol`` at all (``--responses``: sampled elsewhere, by a rendering posttrain never saw)
+    states no settings and is compared as before."""
     c, b = current.get("eval_protocol"), baseline.get("eval_protocol")
     if not isinstance(c, dict) or not isinstance(b, dict):
         return None
@@ -196,6 +215,9 @@ def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | 
         c, b = {"episodes": None, **c}, {"episodes": None, **b}  # (single or repair: the same first attempts)
     apart = [f"{k}: current {c[k]!r}, baseline {b[k]!r}" for k in ("episodes", *SETTINGS)
              if k in c and k in b and c[k] != b[k]]
+    if ("prompt_format" in c) != ("prompt_format" in b):  # one written before it: its rendering is not known
+        shown = [repr(p["prompt_format"]) if "prompt_format" in p else "not stated" for p in (c, b)]
+        apart.append(f"prompt_format: current {shown[0]}, baseline {shown[1]}")
     return "; ".join(apart) or None
 
 

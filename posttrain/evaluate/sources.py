@@ -18,6 +18,7 @@ text scored is the ids decoded, never the server's own ``text``).
 With ``chat=True`` (an ``EndpointModel``) or a chat ``Policy`` (``Policy.chat``), a prompt is the
 tokenizer's chat template over one user message (``ChatTemplate.render``), still sent as ids, and a
 repair episode's feedback is a user turn of the same template (``prompt_chat``, ``RepairEnv``).
+``prompt_format`` states which rendering an evaluation used (its ``eval_protocol.prompt_format``).
 
 Feedback labels (docs/records.md): ``posttrain.evaluate.records.feedback_source_after``.
 What it does not do: the chat completions API (templates are rendered to ids here), HTTP retries (a
@@ -27,6 +28,7 @@ failed request is a clear ``UserError``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +45,7 @@ __all__ = [
     "HeldEndpoint",
     "episode_figures",
     "prompt_chat",
+    "prompt_format",
     "runner_episodes",
 ]
 
@@ -165,6 +168,28 @@ def prompt_chat(model: Any) -> Any:
     """The ``ChatTemplate`` a model's prompts are rendered with (``Policy.chat``, ``EndpointModel.template``),
     or None for plain prompts: repair episodes render their feedback with the same."""
     return model.template if isinstance(model, EndpointModel) else model.chat
+
+
+def prompt_format(model: Any, kind: EpisodeKind = "single") -> str:
+    """How ``model``'s prompts are rendered in episodes of ``kind``, as an evaluation states it
+    (``eval_protocol.prompt_format``): ``"plain"`` (the prompt text's ids), or ``"chat:<16 hex>"``, the
+    start of the sha256 of the chat template's text that renders them (``prompt_chat``; agent episodes
+    always render with the tokenizer's template, ``rollout.episodes.agent_chat``). What the sampler did,
+    not what was asked: a checkpoint's recorded choice (``--chat`` not given) and an ``--endpoint``'s
+    ``--tokenizer`` are in it. Two evaluations that state different ones asked the same tasks in other
+    tokens, and ``evaluate.baseline`` does not judge one against the other.
+
+    >>> from posttrain.policy import build_char_tokenizer
+    >>> tok = build_char_tokenizer()
+    >>> prompt_format(EndpointModel(None, tok)), prompt_format(EndpointModel(None, tok, chat=True))[:5]
+    ('plain', 'chat:')
+    """
+    from posttrain.policy import prompt_template
+
+    chat = prompt_template(model.tokenizer) if kind == "agent" else prompt_chat(model)
+    if chat is None:
+        return "plain"
+    return "chat:" + hashlib.sha256(chat.template.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def episode_figures(summary: Mapping[str, Any], stats: Sequence[Mapping[str, float]], *,

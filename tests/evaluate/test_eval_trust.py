@@ -1,0 +1,156 @@
+"""Evaluation you can trust: a gate never judges two evaluations whose prompts were rendered otherwise
+(``eval_protocol.prompt_format``), and a responses file appended to itself is said to be one.
+
+Real ``posttrain eval`` runs of a 1-layer Llama over a character tokenizer with Qwen's chat template
+(tests/policy/_chat_models.py), on two math tasks, greedy and 4 tokens: the same weights prompted plain,
+through that template, or through another one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
+from _chat_models import QWEN2_TEMPLATE, qwen_char_tokenizer  # noqa: E402
+
+from posttrain.evaluate.baseline import compare, load_baseline  # noqa: E402
+from posttrain.evaluate.records import EvalRecord  # noqa: E402
+from posttrain.evaluate.summary import summarize  # noqa: E402
+from posttrain.policy import record_chat  # noqa: E402
+
+OTHER_TEMPLATE = QWEN2_TEMPLATE.replace("You are a helpful assistant.", "You solve sums.")
+"""Another chat template, its turns ended as Qwen's (the check of the end of turn passes)."""
+
+
+def _hex(template: str) -> str:
+    return "chat:" + hashlib.sha256(template.encode()).hexdigest()[:16]
+
+
+def _checkpoint(path: Path, template: str, chat: bool | None) -> Path:
+    """The same 1-layer Llama (seed 0) over a char tokenizer with ``template``; ``chat``: the prompt
+    rendering the checkpoint records (None: no record, plain)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = qwen_char_tokenizer(template)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    LlamaForCausalLM(config).save_pretrained(path)
+    tok.save_pretrained(path)
+    if chat is not None:
+        record_chat(path, chat)
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("trust")
+    tasks = root / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"m{i}", "domain": "math", "answer": str(2 * i + 10),
+                                         "prompt": f"{i}+{i + 10}? Put your final answer in \\boxed{{}}."}) + "\n"
+                             for i in range(2)))
+    return {"tasks": tasks, "plain": _checkpoint(root / "plain", QWEN2_TEMPLATE, None),
+            "chat": _checkpoint(root / "chat", QWEN2_TEMPLATE, True),
+            "other": _checkpoint(root / "other", OTHER_TEMPLATE, True)}
+
+
+def _eval(run_cli, models, model: str, *extra: str) -> tuple[int, dict, str]:
+    code, out, err = run_cli("eval", "--tasks", str(models["tasks"]), "--model", str(models[model]),
+                             "--max-new-tokens", "4", "--k", "1", "--json", "--workers", "1", *extra)
+    assert code in (0, 1), err
+    return code, json.loads(out), err
+
+
+# -- 1. the prompt rendering is a setting the gate holds ---------------------------------------------
+
+
+def test_a_checkpoint_prompted_through_its_template_is_not_judged_against_one_prompted_plain(models, tmp_path,
+                                                                                              run_cli):
+    code, plain, err = _eval(run_cli, models, "plain", "--out", str(tmp_path / "plain"))
+    assert code == 0 and "chat" not in plain["eval_protocol"]  # as trained: no flag given
+    # the same weights, prompted as the checkpoint records (its chat template): no flag given either, so
+    # the protocols differed in nothing the gate read, and the rendering's delta was judged (exit 0)
+    code, chat, err = _eval(run_cli, models, "chat", "--baseline", str(tmp_path / "plain"), "--fail-on-regression")
+    gate = chat["baseline"]
+    assert code == 1, err
+    assert gate["regressions"] == ["math (different settings)", "overall (different settings)"]
+    assert plain["eval_protocol"]["prompt_format"] == "plain"
+    assert chat["eval_protocol"]["prompt_format"] == _hex(QWEN2_TEMPLATE)
+    assert gate["overall"]["note"] == (f"different settings (prompt_format: current {_hex(QWEN2_TEMPLATE)!r}, "
+                                       "baseline 'plain'); not judged")
+    # --chat given to the plain checkpoint: 'chat' stated on one side only was not compared either
+    code, given, err = _eval(run_cli, models, "plain", "--chat", "--baseline", str(tmp_path / "plain"),
+                             "--fail-on-regression")
+    assert code == 1 and given["baseline"]["not_comparable"] == ["math", "overall"], err
+
+
+def test_two_chat_templates_are_two_renderings_and_the_same_one_is_judged(models, tmp_path, run_cli):
+    code, chat, err = _eval(run_cli, models, "chat", "--out", str(tmp_path / "chat"))
+    assert code == 0, err
+    code, other, err = _eval(run_cli, models, "other", "--baseline", str(tmp_path / "chat"), "--fail-on-regression")
+    assert code == 1 and other["baseline"]["not_comparable"] == ["math", "overall"], err  # both 'as trained': judged
+    assert other["eval_protocol"]["prompt_format"] == _hex(OTHER_TEMPLATE) != _hex(QWEN2_TEMPLATE)
+    # the same checkpoint and rendering against itself: judged, no regression
+    code, again, err = _eval(run_cli, models, "chat", "--baseline", str(tmp_path / "chat"), "--fail-on-regression")
+    assert code == 0 and again["baseline"]["not_comparable"] == [] and again["baseline"]["regressions"] == [], err
+
+
+def test_an_eval_run_records_baseline_carries_its_checkpoint_s_own_rendering(models, tmp_path, run_cli):
+    """``eval --run``'s file protocol is shared by its checkpoints and fixed before any loads; each
+    entry states its own rendering, and its records given as ``--baseline`` take that one."""
+    run = tmp_path / "run"
+    shutil.copytree(models["plain"], run / "checkpoints" / "sft")
+    shutil.copytree(models["chat"], run / "checkpoints" / "rl")
+    (run / "summary.json").write_text(json.dumps({"train": {"steps": 1}}))
+    code, out, err = run_cli("eval", "--run", str(run), "--tasks", str(models["tasks"]), "--max-new-tokens", "4",
+                             "--json", "--workers", "1")
+    assert code == 0, err
+    tag = "tasks2-n1-t0-len4-seed0"
+    code, chat, err = _eval(run_cli, models, "chat", "--baseline", str(run / "eval" / f"sft@{tag}.jsonl"),
+                            "--fail-on-regression")
+    assert code == 1 and chat["baseline"]["not_comparable"] == ["math", "overall"], err
+    assert load_baseline(run / "eval" / f"sft@{tag}.jsonl")["eval_protocol"]["prompt_format"] == "plain"
+    assert load_baseline(run / "eval" / f"rl@{tag}.jsonl")["eval_protocol"]["prompt_format"] == _hex(QWEN2_TEMPLATE)
+    code, chat, err = _eval(run_cli, models, "chat", "--baseline", str(run / "eval" / f"rl@{tag}.jsonl"),
+                            "--fail-on-regression")
+    assert code == 0 and chat["baseline"]["not_comparable"] == [], err  # its own rendering: judged
+
+
+def test_an_endpoint_s_rendering_is_its_tokenizer_s_template():
+    from posttrain.evaluate.sources import EndpointModel, prompt_format
+
+    one, two = qwen_char_tokenizer(QWEN2_TEMPLATE), qwen_char_tokenizer(OTHER_TEMPLATE)
+    assert prompt_format(EndpointModel(None, one)) == prompt_format(EndpointModel(None, two)) == "plain"
+    assert prompt_format(EndpointModel(None, one, chat=True)) == _hex(QWEN2_TEMPLATE)
+    assert prompt_format(EndpointModel(None, two, chat=True)) == _hex(OTHER_TEMPLATE)
+    assert prompt_format(EndpointModel(None, one), "agent") == _hex(QWEN2_TEMPLATE)  # agents render with it always
+
+
+def _summary(protocol: dict | None) -> dict:
+    records = [EvalRecord(f"m{i}", "math", "pass" if i < 10 else "fail", float(i < 10), prompt=f"q{i}")
+               for i in range(20)]
+    summary = summarize(records, ks=(1,), n_boot=200)
+    return summary if protocol is None else {**summary, "eval_protocol": protocol}
+
+
+def test_a_protocol_written_before_prompt_format_fails_closed_against_one_that_states_it():
+    old = {"samples_per_task": 1, "temperature": 0.0, "max_new_tokens": 512}  # a run's summary.json before
+    new = {**old, "prompt_format": "plain"}
+    assert compare(_summary(old), _summary(old))["not_comparable"] == []  # two older ones: as before
+    assert compare(_summary(new), _summary(new))["not_comparable"] == []
+    for cur, base, note in ((new, old, "current 'plain', baseline not stated"),
+                            (old, new, "current not stated, baseline 'plain'")):
+        gate = compare(_summary(cur), _summary(base))
+        assert gate["regressions"] == ["math (different settings)", "overall (different settings)"]
+        assert gate["overall"]["note"] == f"different settings (prompt_format: {note}); not judged"
+    # a responses evaluation states no protocol (no rendering of its own): compared as before, either way
+    assert compare(_summary(None), _summary(new))["not_comparable"] == []
+    assert compare(_summary(new), _summary(None))["not_comparable"] == []
