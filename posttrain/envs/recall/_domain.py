@@ -10,7 +10,8 @@ once.
 
 Verification: the answer's 4-digit numbers must be exactly one, equal to ``value`` (``check_answer``); the
 answer is what follows the response's reasoning (a ``<think>`` block), as in the other domains. Listing
-many numbers, copying the question, or an empty answer fail. Notes hold other 4-digit
+many numbers, copying the question, or an empty answer fail; a wrong number ends a repair episode
+(``evidence["final"]``: the next code tried would be one of the few left). Notes hold other 4-digit
 numbers on purpose (distractors), so a policy cannot pass by repeating the last number it saw. The
 generated tasks also state 5-9 other keys' codes (``The door code is 5123.``), each alone in its note
 as the fact is, all 6-10 in the notes ``fact_distances(level)`` before the question, the fact one of
@@ -95,15 +96,21 @@ def check_answer(task: Task, response: str) -> Verdict:
     """Exactly one 4-digit number in the answer, equal to the task's ``value``. The answer is what follows
     the response's reasoning (``strict_json.after_reasoning``), as in math, rg and json: read whole, a
     reasoning model's right answer after thoughts that weighed the other codes held several numbers and
-    failed every generated task; a number drafted there is no second answer, nor an answer at all."""
+    failed every generated task; a number drafted there is no second answer, nor an answer at all.
+
+    A wrong number ends a repair episode (``Verdict.ends_repair``, as rg's few-answer generators and
+    doc's closed answers do): told wrong, the answer is among the few codes left, and a policy that
+    tried the codes one an attempt, never reading the key, passed 200 of 200 level-8 tasks with 10
+    attempts (81 with 3, 28 with 1: tests/envs/test_recall_attacks5.py). A format failure (no number,
+    several) says nothing of the value and is still repaired."""
     found = sorted(set(_NUMBER.findall(after_reasoning(response))))
-    evidence = {"numbers": found[:8]}
+    evidence: dict[str, Any] = {"numbers": found[:8]}
     if not found:
         return fail("No 4-digit number in the answer.", "format", evidence)
     if len(found) > 1:
         return fail("More than one number in the answer: give one.", "format", evidence)
     if found[0] != task.fields["value"]:
-        return fail("Wrong number.", "wrong_answer", evidence, {"format": 1.0})
+        return fail("Wrong number.", "wrong_answer", evidence | {"final": True}, {"format": 1.0})
     return passed("Correct.", evidence)
 
 
