@@ -25,6 +25,8 @@ Held (no source change), pinned as regression cases:
   task when it names the key (the memory tool at work, as designed) and near chance when it does not:
   "code", "number", the key's last word, "Note", stopwords: 11, 7, 18, 18, 0 of 120, chance 15.4
   (pinned: at most 1.3 times chance);
+- a policy that searches instead of answering is cut by the step limit (searches never end an
+  episode), every row scoring the failure floor: 0 where a wrong answer earns its 0.2 of format credit;
 - no response makes the verifier, guarded or in the episode environment, anything but pass or fail
   (lone surrogates, NUL, a million digits, 200,000 numbers, a thousand reasoning tags).
 """
@@ -205,3 +207,50 @@ def test_no_response_makes_the_verifier_anything_but_pass_or_fail() -> None:
     while not (step := env.step(Generation((), (), (), WEIRD[0], "eos"))).done:
         pass
     assert step.verdict.outcome == "fail"
+
+
+class SearchesForever:
+    """Asked the question, searches again and again and never answers: the episode is cut. (Its searches
+    fold the question out of a small context; the search results that follow say it was asked.)"""
+
+    def generate(self, prompts, params: SamplingParams) -> list[Generation]:
+        out = []
+        for ids in prompts:
+            text = _decode(ids)
+            reply = "search: code" if "Question:" in text or "Found:" in text else "ok"
+            action = tuple(_encode(reply))
+            out.append(Generation(tuple(ids), action, (0.0,) * len(action), reply, "eos"))
+        return out
+
+
+class AnswersWrong:
+    """Replies ok to every note and answers the question 0000 (no value: values are 1000-9999)."""
+
+    def generate(self, prompts, params: SamplingParams) -> list[Generation]:
+        out = []
+        for ids in prompts:
+            reply = "0000" if _decode(ids).rstrip().endswith("Answer:") else "ok"
+            action = tuple(_encode(reply))
+            out.append(Generation(tuple(ids), action, (0.0,) * len(action), reply, "eos"))
+        return out
+
+
+def test_searching_instead_of_answering_is_cut_and_scores_below_a_wrong_answer() -> None:
+    """The retrieval tool never ends an episode: a policy that searches instead of answering is cut by
+    the step limit, each of its rows scoring the failure floor, below a wrong answer's format credit."""
+    from posttrain.train._credit import rewards_of
+    from posttrain.verify.rewards import RewardWeights
+
+    tasks = ENV.generate_level(4, level=8, seed=9)
+    weights, eps = RewardWeights(format=0.2), {}
+    for name, sampler in (("searches", SearchesForever()), ("wrong", AnswersWrong())):
+        runs = [(t, RecallEpisode(_encode, _encode), f"{name}{i}", 0) for i, t in enumerate(tasks)]
+        eps[name] = run_managed(sampler, runs, SamplingParams(max_new_tokens=200), ContextPolicy(budget=300),
+                                _encode, max_turns=40)
+    for ep, wrong in zip(eps["searches"], eps["wrong"], strict=True):
+        assert not ep.done and not ep.verdicts and ep.cut_by == "max_turns"
+        assert sum(r.kind == "search" for r in ep.rows) > 1
+        assert wrong.done and wrong.verdicts[-1].error_class == "wrong_answer"
+        [floor], _ = rewards_of([ep.trajectories()], weights)
+        [paid], _ = rewards_of([wrong.trajectories()], weights)
+        assert floor.tolist() == [0.0] * len(ep.rows) and paid.tolist() == [pytest.approx(0.2)] * len(wrong.rows)
