@@ -62,8 +62,8 @@ evaluation sampled with other settings is ``comparable: False`` and fails a gate
 (different settings)`` (a greedy evaluation at 512 tokens read against a run's temperature-1 figure at
 24 tokens as a gain). ``prompt_format`` is how the sampler rendered the prompts (``"plain"``, or
 ``"chat:<16 hex>"`` of the chat template's text): a checkpoint evaluated through its chat template
-against one prompted plain, or through another template, asked other token sequences; where only one
-side states it (the other written before it existed) the row fails closed the same way. A records file
+against one prompted plain, or through another template, asked other token sequences; a protocol written
+before it existed is compared as before (as a summary without ``task_set``). A records file
 takes the protocol of the evaluation it belongs to (``_protocol_beside``). A summary without
 ``eval_protocol`` (responses, an older file) is compared as before.
 
@@ -192,8 +192,8 @@ completion cap, another prompt rendering or step limit); two evaluations that st
 values are not compared. ``samples_per_task`` and ``seed`` are left out: another number of i.i.d.
 draws, or other draws, estimate the same rate. ``chat`` is the flag given to ``posttrain eval``
 (absent: as the checkpoint records); ``prompt_format`` is what the sampler did (``"plain"`` or
-``"chat:<16 hex>"`` of the template's text, ``evaluate.sources.prompt_format``), held also where
-only one side states it (``_settings_apart``)."""
+``"chat:<16 hex>"`` of the template's text, ``evaluate.sources.prompt_format``), as every key held
+where both sides state it."""
 
 
 def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
@@ -202,12 +202,10 @@ def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | 
     ``posttrain eval`` protocols are also held to the same ``episodes`` (agent against single: a task
     answered once against one answered over several tool turns).
 
-    ``prompt_format`` fails closed: where one protocol states it and the other, written before it
-    existed, does not, that one's rendering is unknown (a checkpoint's own chat template, or plain) and
-    the two are apart (``prompt_format: current 'plain', baseline not stated``); re-evaluate the
-    baseline to compare. Two protocols that both leave it out compare as before, and a summary with no
-    ``eval_protocol`` at all (``--responses``: sampled elsewhere, by a rendering posttrain never saw)
-    states no settings and is compared as before."""
+    A key one side leaves out is not compared: a protocol written before ``prompt_format`` existed
+    against one that states it compares as before (its rendering is not known; a baseline evaluated
+    again states it), as a summary with no ``eval_protocol`` at all (``--responses``: sampled
+    elsewhere, by a rendering posttrain never saw) states no settings."""
     c, b = current.get("eval_protocol"), baseline.get("eval_protocol")
     if not isinstance(c, dict) or not isinstance(b, dict):
         return None
@@ -215,9 +213,6 @@ def _settings_apart(current: dict[str, Any], baseline: dict[str, Any]) -> str | 
         c, b = {"episodes": None, **c}, {"episodes": None, **b}  # (single or repair: the same first attempts)
     apart = [f"{k}: current {c[k]!r}, baseline {b[k]!r}" for k in ("episodes", *SETTINGS)
              if k in c and k in b and c[k] != b[k]]
-    if ("prompt_format" in c) != ("prompt_format" in b):  # one written before it: its rendering is not known
-        shown = [repr(p["prompt_format"]) if "prompt_format" in p else "not stated" for p in (c, b)]
-        apart.append(f"prompt_format: current {shown[0]}, baseline {shown[1]}")
     return "; ".join(apart) or None
 
 

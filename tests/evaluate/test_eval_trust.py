@@ -141,16 +141,20 @@ def _summary(protocol: dict | None) -> dict:
     return summary if protocol is None else {**summary, "eval_protocol": protocol}
 
 
-def test_a_protocol_written_before_prompt_format_fails_closed_against_one_that_states_it():
+def test_prompt_format_is_held_where_both_protocols_state_it():
+    """Two renderings apart are not judged; a protocol written before prompt_format existed compares as
+    before (as every setting one side leaves out: a baseline evaluated again states it)."""
     old = {"samples_per_task": 1, "temperature": 0.0, "max_new_tokens": 512}  # a run's summary.json before
     new = {**old, "prompt_format": "plain"}
+    chat = {**old, "prompt_format": "chat:0123456789abcdef"}
     assert compare(_summary(old), _summary(old))["not_comparable"] == []  # two older ones: as before
     assert compare(_summary(new), _summary(new))["not_comparable"] == []
-    for cur, base, note in ((new, old, "current 'plain', baseline not stated"),
-                            (old, new, "current not stated, baseline 'plain'")):
-        gate = compare(_summary(cur), _summary(base))
-        assert gate["regressions"] == ["math (different settings)", "overall (different settings)"]
-        assert gate["overall"]["note"] == f"different settings (prompt_format: {note}); not judged"
+    assert compare(_summary(new), _summary(old))["not_comparable"] == []
+    assert compare(_summary(old), _summary(new))["not_comparable"] == []
+    gate = compare(_summary(new), _summary(chat))
+    assert gate["regressions"] == ["math (different settings)", "overall (different settings)"]
+    assert gate["overall"]["note"] == ("different settings (prompt_format: current 'plain', baseline "
+                                       "'chat:0123456789abcdef'); not judged")
     # a responses evaluation states no protocol (no rendering of its own): compared as before, either way
     assert compare(_summary(None), _summary(new))["not_comparable"] == []
     assert compare(_summary(new), _summary(None))["not_comparable"] == []
