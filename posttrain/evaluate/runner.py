@@ -81,9 +81,10 @@ def read_responses(path: str | Path) -> list[Response]:
     twice, and pass@k and the intervals then count 2n draws of n. When every task has two or more
     responses and each task's are its first half repeated exactly, one warning on stderr names the file
     and the counts; the file is still scored as given, since a greedy model that wrote the same answer
-    to each of a task's samples gives the same file honestly. Nothing finer is checked: the reader keeps
-    no per-line sample id (a ``sample_idx`` that ``posttrain generate --json`` writes is ignored), so a
-    re-run that sampled other answers and appended them reads as more samples.
+    to each of a task's samples gives the same file honestly. Lines that state their sample
+    (``sample_idx``, as ``posttrain generate --json`` writes) settle it: a task's sample stated twice,
+    a re-run that sampled other answers and appended them too, is refused by the reader (one line,
+    exit 2); lines without it are numbered in file order, and such a re-run reads as more samples.
     """
     from posttrain.tasks import read_responses as read_lines
 

