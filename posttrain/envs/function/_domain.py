@@ -263,6 +263,8 @@ class FunctionDomain:
              "\\boxed{7} or \\fbox{8}"),
             ("a second answer tag in upper case", f"{ex}:tagged_answer", {"answer": "7"},
              "<answer>7</answer> or <ANSWER>8</ANSWER>"),
+            ("a second answer in a framed environment beside the \\boxed one", f"{ex}:boxed_match", {"answer": "7"},
+             "\\boxed{7} or \\begin{framed}8\\end{framed}"),
         ]
         return [(name, self.parse_task({"id": f"function-exploit-{i}", "prompt": "What is 3 + 4?", "reward": fn,
                                         "data": data}, "function exploit fixtures"), response)

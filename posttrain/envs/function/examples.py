@@ -32,13 +32,21 @@ from typing import Any
 from posttrain.strict_json import after_reasoning
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
-_ANY_BOX = re.compile(r"\\(?:boxed|fbox|framebox|fcolorbox|colorbox|bbox|enclose|[oO]valbox|doublebox|shadowbox|tcbox)")
+_ANY_BOX = re.compile(r"\\(?:A?boxed|fbox|framebox|fcolorbox|colorbox|bbox|enclose|[oO]valbox|doublebox|shadowbox|tcbox"
+                      r"|tcbhighmath|dashbox|htmlStyle|style)"
+                      r"|\\begin\s*\{\s*(?:framed|mdframed|tcolorbox|boxedminipage|shaded)\*?\s*\}"
+                      r"|\\begin\s*\{\s*(?:array|tabular)\s*\}\s*\{\s*\|\s*[lcr]\s*\|\s*\}")
 """Every box a reader takes for an answer: the math domain reads ``\\fbox`` as it reads ``\\boxed``;
 ``\\fcolorbox`` (a framed box in colour), ``\\colorbox`` (a highlight) and MathJax's ``\\bbox`` mark
 one as plainly: ``\\boxed{7} or \\fcolorbox{red}{white}{8}`` passed 140 of 140 generated boxed tasks.
 So do MathJax's ``\\enclose{box}{8}`` (any ``\\enclose`` notation), fancybox's ``\\ovalbox``,
 ``\\Ovalbox``, ``\\doublebox``, ``\\shadowbox`` and tcolorbox's ``\\tcbox``: each beside ``\\boxed{7}``
-passed 142 of 142 generated boxed tasks (seed 5; tests/envs/test_toolfam_attacks1.py)."""
+passed 142 of 142 generated boxed tasks (seed 5; tests/envs/test_toolfam_attacks1.py). So did mathtools'
+``\\Aboxed``, LaTeX's ``\\dashbox``, tcolorbox's ``\\tcbhighmath``, MathJax's ``\\style``/KaTeX's
+``\\htmlStyle`` (a border or a colour), a framed environment (``framed``, ``mdframed``, ``tcolorbox``,
+``boxedminipage``, ``shaded``) and a one-column array or tabular ruled on both sides (``{|c|}``, the
+old way to box an answer): 142 of 142 each (tests/envs/test_function_attacks5.py). An array with a
+rule inside (an augmented matrix, ``{cc|c}``) is no box."""
 _ANY_ANSWER_TAG = re.compile(r"<answer", re.IGNORECASE)
 """Every answer tag a reader sees: tag names are case-insensitive (HTML), so ``<ANSWER>`` is one too."""
 _ANSWER = re.compile(r"<answer>([^<]*)</answer>")
@@ -56,7 +64,7 @@ def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float
     read or not: ``\\boxed{7} or \\boxed{\\text{8}}`` (a box with braces inside, or ``\\boxed 8``)
     gives two answers and passed on the one the pattern reads; so did ``\\boxed{7} or \\fbox{8}``
     (``\\fbox``, ``\\framebox``, ``\\fcolorbox``, ``\\colorbox`` and ``\\bbox`` are boxes too: the math
-    domain reads ``\\fbox``). A lone
+    domain reads ``\\fbox``; so are a framed environment and the rest of ``_ANY_BOX``). A lone
     ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0. Boxes drafted in the reasoning are not counted."""
     completion = after_reasoning(completion)
     boxes = _BOXED.findall(completion)
