@@ -50,6 +50,8 @@ rule inside (an augmented matrix, ``{cc|c}``) is no box."""
 _ANY_ANSWER_TAG = re.compile(r"<answer", re.IGNORECASE)
 """Every answer tag a reader sees: tag names are case-insensitive (HTML), so ``<ANSWER>`` is one too."""
 _ANSWER = re.compile(r"<answer>([^<]*)</answer>")
+_ANY_ANSWER = re.compile(r"<answer\b[^>]*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
+"""An answer tag's content as a reader sees it (any case, attributes, markup inside)."""
 _THINK_ANSWER = re.compile(r"<think>[^<]*</think>\s*<answer>[^<]*</answer>")
 
 
@@ -65,21 +67,35 @@ def boxed_match(prompt: str, completion: str, answer: str, **data: Any) -> float
     gives two answers and passed on the one the pattern reads; so did ``\\boxed{7} or \\fbox{8}``
     (``\\fbox``, ``\\framebox``, ``\\fcolorbox``, ``\\colorbox`` and ``\\bbox`` are boxes too: the math
     domain reads ``\\fbox``; so are a framed environment and the rest of ``_ANY_BOX``). A lone
-    ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0. Boxes drafted in the reasoning are not counted."""
+    ``\\fbox{7}`` is not ``\\boxed{7}`` and scores 0. Boxes drafted in the reasoning are not counted.
+    An answer tag beside the box is an answer too and must agree: it holds the answer or the box
+    (``<answer>\\boxed{7}</answer>``); ``\\boxed{7} or <answer>8</answer>`` passed every generated boxed
+    task (tests/envs/test_function_attacks6.py)."""
     completion = after_reasoning(completion)
     boxes = _BOXED.findall(completion)
     one = len(_ANY_BOX.findall(completion)) == 1 and len(boxes) == 1
-    return 1.0 if one and boxes[0].strip() == str(answer).strip() else 0.0
+    return 1.0 if one and boxes[0].strip() == str(answer).strip() and _tags_agree(completion, answer) else 0.0
+
+
+def _tags_agree(completion: str, answer: str) -> bool:
+    """Whether every answer tag of ``completion`` is closed and holds ``answer`` or a box (``boxed_match``)."""
+    tagged = _ANY_ANSWER.findall(completion)
+    return len(tagged) == len(_ANY_ANSWER_TAG.findall(completion)) and all(
+        t.strip() == str(answer).strip() or _ANY_BOX.search(t) for t in tagged)
 
 
 def tagged_answer(prompt: str, completion: str, answer: str, **data: Any) -> float:
     """1.0 when the completion has exactly one ``<answer`` tag and it is ``<answer>answer</answer>``
     (a second answer the pattern does not read, ``<answer><b>8</b></answer>``, still counts; so does
-    ``<ANSWER>8</ANSWER>``: tags are counted in any case, read in lower case only), after the reasoning."""
+    ``<ANSWER>8</ANSWER>``: tags are counted in any case, read in lower case only), after the reasoning.
+    A box beside the tag is an answer too and must agree: every box is a ``\\boxed{answer}``;
+    ``<answer>7</answer> or \\boxed{8}`` (or ``\\fbox{8}``) passed (tests/envs/test_function_attacks6.py)."""
     completion = after_reasoning(completion)
     found = _ANSWER.findall(completion)
     one = len(_ANY_ANSWER_TAG.findall(completion)) == 1 and len(found) == 1
-    return 1.0 if one and found[0].strip() == str(answer).strip() else 0.0
+    boxes = _BOXED.findall(completion)
+    agree = len(_ANY_BOX.findall(completion)) == len(boxes) and all(b.strip() == str(answer).strip() for b in boxes)
+    return 1.0 if one and agree and found[0].strip() == str(answer).strip() else 0.0
 
 
 def format_reward(prompts: list[str], completions: list[str], **data: Any) -> list[float]:
