@@ -153,14 +153,17 @@ def _quoted_calls(answer: str, text: str) -> str:
     lead-in of prose (``I'll list the files.\\n{"name": "ls", ...}``), as ``strict_json.prose_document``
     reads a single answer's document: an instruction-tuned model's honest turn, which read whole was an
     undecodable call in every OpenAI-family episode (11 of 15 spellings per format refused,
-    tests/policy/test_toolcalls_prose.py). Raises ``ToolCallError`` where it is not so read: a fenced
-    answer (its block was the document), no prose document (two documents, a bracket or markup in
-    the prose, ...), or prose that holds a second call (``"name":``, a call written ``f(x=1)``).
-    A message so quoted holds nothing beside ``tool_calls`` (``decode_tool_calls``): its ``content``
-    or a ``function_call`` would be a second text or call beside the prose. Each refusal is also what
-    keeps the tool domain strict: its verifier reads a quoted call itself, checking the prose and the
-    message's other keys, only where this decoder raises (``envs/tool/_calls.py`` ``_read_calls``)."""
-    found = None if text_beside(answer) is not None else prose_document(text)
+    tests/policy/test_toolcalls_prose.py). The lead-in may hold bracketed notes (``notes``: ``Step
+    [1]: {...}``, ``the files [2 dirs]: {...}``), as the tool verifier reads them: a call document is
+    an object or an array of objects, never such a note; refused, the honest noted turn was no call in
+    every tool and BFCL episode while the same single answer passed (tests/policy/test_toolcalls_notes.py).
+    Raises ``ToolCallError`` where it is not so read: a fenced answer (its block was the document), no
+    prose document (two documents, a brace, an array or markup in the prose, ...), or prose that holds
+    a second call (``"name":``, a call written ``f(x=1)``). A message so quoted holds nothing beside
+    ``tool_calls`` (``decode_tool_calls``): its ``content`` or a ``function_call`` would be a second
+    text or call beside the prose. The tool verifier checks the prose again, by its own rules, for a
+    call read here or where this decoder raises (``envs/tool/_calls.py`` ``_read_calls``)."""
+    found = None if text_beside(answer) is not None else prose_document(text, notes=True)
     if found is None or _CALLISH_RE.search(found[1]) or _WRITTEN_CALL_RE.search(found[1]):
         raise ToolCallError("the response looks like a tool call but is not one JSON document")
     return found[0]

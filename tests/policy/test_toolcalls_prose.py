@@ -96,7 +96,7 @@ PAIRS = {  # honest turn -> the same reading used to slip a second call past it
     "a message with content": (f"Here:\n{_message(CALL)}", f"Here:\n{WITH_CONTENT}"),
     "a message with function_call": (f"Here:\n{_message(CALL)}", f"Here:\n{_message(CALL, function_call=OTHER)}"),
     "a message with refusal": (f"Here:\n{_message(CALL)}", f"Here:\n{_message(CALL, refusal='I will not.')}"),
-    "a citation": (f"Listing: {c}", f"Listing [1]: {c}"),
+    "an array beside a note": (f"Listing [1]: {c}", f"Listing [1, 2]: {c}"),  # a note is prose (test_toolcalls_notes)
     "a fence on one line": (f"Listing: {c}", f"Listing: ```json {c}```"),
     "inline code": (f"Listing: {c}", f"Listing: `{c}`"),
     "answer tags": (f"Listing: {c}", f"Listing: <answer>{c}</answer>"),

@@ -185,18 +185,29 @@ def _read_calls(response: str) -> tuple[list[ToolCall], str, str | None]:
     is text beside the calls, checked like any other. The lead-in may hold bracketed notes
     (``notes``: ``Step [1]: {...}``, ``the files [2 dirs]``): a call is an object or an array of
     objects, and neither is such a note; the honest call after one failed every tool task (0 of 40,
-    tests/envs/test_toolfam_prose2.py). Only an answer that failed to decode is read so: prose that
-    quotes a non-call object (an abstention's ``{"city": "Paris"}``) stays prose. Raises
-    ``ToolCallError``."""
+    tests/envs/test_toolfam_prose2.py). The prose is the decoder's where it read the document among
+    prose itself (``_quoted_calls``, notes included): its refusals are not this verifier's checks (a
+    call ``f([1])`` written in a note is no ``f(x=1)`` to it), and a call so read with its prose
+    unchecked passed 40 of 40 tasks beside a wrong call written there (tests/policy/test_toolcalls_notes.py).
+    Else only an answer that failed to decode is read so: prose that quotes a non-call object (an
+    abstention's ``{"city": "Paris"}``) stays prose. Raises ``ToolCallError``."""
+    answer = after_reasoning(response)
+    tagged_or_fenced = "<tool_call>" in answer or text_beside(response) is not None
     try:
-        return decode_tool_calls(response), response, None
+        calls = decode_tool_calls(response)
     except ToolCallError:
-        answer = after_reasoning(response)
-        if "<tool_call>" in answer or text_beside(response) is not None:
-            raise  # tagged or fenced: it failed as written
+        if tagged_or_fenced:
+            raise  # it failed as written
         found = prose_document(answer.strip(), notes=True)
         if found is None:
             raise
+    else:
+        if not calls or tagged_or_fenced:
+            return calls, response, None
+        whole = extract_json_text(answer)  # the decoder's own reading (it did not raise): a document, or prose
+        found = None if whole.startswith(("{", "[")) else prose_document(whole, notes=True)
+        if found is None:
+            return calls, response, None
     text, prose = found
     return decode_tool_calls(text), text, prose
 
