@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ from posttrain.evaluate.decontaminate import check_clean_split
 from posttrain.evaluate.records import EvalRecord, fingerprint_model_dir, write_records
 from posttrain.evaluate.runner import (
     MAX_SAMPLES_PER_TASK,
+    Response,
     compact,
     load_suite,
     noop_baseline,
@@ -212,7 +214,7 @@ def _check_temperature(args: argparse.Namespace) -> None:
     if t is not None and not (t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE):
         raise UserError(f"posttrain eval: --temperature must be 0 (greedy) or a number >= {MIN_TEMPERATURE:g} (the "
                         f"samplers' least) and <= {MAX_TEMPERATURE:g} (past it, logits are near uniform), got {t}")
-    if t == 0 and args.n > 1 and not args.responses:
+    if not args.responses and t == 0 and args.n > 1:
         raise UserError(f"posttrain eval: --n {args.n} with --temperature 0 asks for one greedy answer {args.n} times, "
                         "not i.i.d. samples (pass@k would be pass@1 and a gate would count one answer as "
                         f"{args.n} draws); give --n 1, or a temperature >= {MIN_TEMPERATURE:g}")
@@ -283,7 +285,11 @@ def _is_run(path: Path) -> bool:
 
 
 def _validate_sampling(args: argparse.Namespace) -> None:
-    """What the sampling flags need: an endpoint's name and tokenizer, tool episodes' step limit."""
+    """What the sampling flags need: an endpoint's name and tokenizer, tool episodes' step limit; and
+    ``--n`` resolved to 1 where a model samples and none was given (with ``--responses`` it stays None
+    unless given: then it is the count per task the file must hold, ``_check_sample_counts``)."""
+    if args.n is None and not args.responses:
+        args.n = 1
     if args.endpoint and not args.model_name:
         raise UserError("posttrain eval: --endpoint needs --model-name NAME")
     if args.endpoint and not args.tokenizer:
@@ -352,12 +358,27 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
         if unknown:
             shown = ", ".join(repr(u) for u in unknown[:5])
             raise UserError(f"{args.responses}: {len(unknown)} task_id(s) not in the suite, e.g. {shown}")
+        if args.n is not None:  # refused in one line, before the warning of an evaluation that will not run
+            _check_sample_counts(args.responses, args.responses_read, args.n)
         warn_unanswered([t.id for t in tasks[: args.limit or None]], answered, args.responses)
     tasks = tasks[: args.limit] if args.limit else tasks
     if tasks and all(CANARY in t.tags for t in tasks):  # before any work: summarize would refuse after it
         raise UserError(f"{args.tasks or args.suite or 'tasks'}: all {len(tasks)} tasks are canaries (tag {CANARY!r}: "
                         "no honest response passes one); they are kept out of the rates, so there is nothing to score")
     return tasks
+
+
+def _check_sample_counts(path: str, responses: list[Response], n: int) -> None:
+    """``--n N`` with ``--responses``: each task the file answers has exactly N responses (a task left
+    unanswered is ``warn_unanswered``'s). Without it a file of other counts was scored as given, pass@k
+    over whatever each task held, and ``--n`` was read by nothing; one line naming the first task off
+    (in file order) and how many are, before any work."""
+    counts = Counter(r.task_id for r in responses)
+    off = [(task_id, c) for task_id, c in counts.items() if c != n]
+    if off:
+        (task_id, c), more = off[0], f" ({len(off)} of the {len(counts)} tasks answered are off)" if len(off) > 1 else ""
+        raise UserError(f"{path}: task {task_id!r} has {c} response(s), --n {n} expects exactly {n} for each task "
+                        f"answered{more}; give the file's count as --n, or fix the file")
 
 
 def checkpoints_of(run_dir: str | Path) -> list[Path]:
@@ -515,6 +536,8 @@ def _score(
     summary = summarize(records, ks=args.k)
     if args.responses:  # a file that answers only what it gets right reads 1.0 over those: the count it left out
         summary["unanswered_tasks"] = len({t.id for t in tasks} - used)
+        if args.n is not None:  # the count each answered task was held to (its records state it too)
+            summary["samples_per_task"] = args.n
     else:  # how it was sampled (the prompts as the sampler rendered them): --baseline compares only those alike
         summary["eval_protocol"] = {**_protocol(args, tasks), "prompt_format": rendering}
     if stats is not None:
@@ -531,12 +554,13 @@ def _score(
 
 
 def _stamped(args: argparse.Namespace, model: str | None, records: list[EvalRecord]) -> list[EvalRecord]:
-    """``records`` with what answered (``model_fingerprint``) and, for samples drawn here, how many per
-    task (``samples_per_task``: ``--n``): ``summarize`` refuses the records of two models read as one
-    (both stage ``eval``, step null) and a task whose last samples' records were left out."""
+    """``records`` with what answered (``model_fingerprint``) and how many samples per task
+    (``samples_per_task``: ``--n``; for a responses file only where given): ``summarize`` refuses the
+    records of two models read as one (both stage ``eval``, step null) and a task whose last samples'
+    records were left out."""
     fingerprint = _model_fingerprint(args, model)
-    n = None if args.responses else args.n  # a responses file's own count per task is what it holds
-    return [dataclasses.replace(r, model_fingerprint=fingerprint, samples_per_task=n) for r in records]
+    # a responses file's count per task: --n where given (each task held to it, _check_sample_counts), else None
+    return [dataclasses.replace(r, model_fingerprint=fingerprint, samples_per_task=args.n) for r in records]
 
 
 def _model_fingerprint(args: argparse.Namespace, model: str | None) -> str:

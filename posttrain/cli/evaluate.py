@@ -1,6 +1,7 @@
 """``posttrain eval | report | audit``: the evaluation commands.
 
     posttrain eval --suite humaneval --responses samples.jsonl --json
+    posttrain eval --suite humaneval --responses samples.jsonl --n 8 --k 1,8   # each task answered: 8 samples
     posttrain eval --tasks eval.jsonl --model runs/q/checkpoints/rl --n 5 --k 1,5 --out results/
     posttrain eval --suite humaneval --endpoint http://127.0.0.1:8000 --model-name m --n 10
     posttrain eval --tasks eval.jsonl --model Qwen2.5-0.5B-Instruct --chat   # prompts through its chat template
@@ -74,7 +75,9 @@ def register(subparsers: Any) -> None:
                        help="domain of --tasks records that name none (code for raw HumanEval files)")
     tasks.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
     gen = p.add_argument_group("sampling (--model, --endpoint, --run)")
-    gen.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
+    gen.add_argument("--n", type=int, default=None,
+                     help="samples per task (default 1); with --responses, the count the file holds: each task "
+                     "answered must have exactly N responses (refused otherwise), stated as samples_per_task")
     gen.add_argument("--temperature", type=float, help="default 0 (greedy) when --n 1, else 0.8")
     gen.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
                      help="completion length cap (per attempt); default: with --run, the recipe's "
