@@ -33,7 +33,13 @@ value that makes ``re`` raise, is the response's failure (``timeout``, ``excepti
 never a hang or an ``infra_error``; only a worker that cannot start or is starved of CPU is.
 
 Feedback names the failing path but never shows the expected value (a repair round must not be
-able to copy the answer out of the feedback).
+able to copy the answer out of the feedback). A wrong value (``wrong_answer``, ``lossy_number``) ends a
+repair episode (``Verdict.ends_repair``, as recall's wrong number): told "wrong", the answer is among
+the few left (a boolean's other value, a schema's enum, a generated task's 10 names), and a next attempt
+cycling them would be paid in full for reading the feedback, not the text. On 300 generated tasks, a
+policy that never read pets or membership and cycled them by the feedback passed 32 in one attempt,
+165 in 3, 289 in 5; one cycling the 10 names, 33, 83, 146, and 300 in 10 (now 32 and 33 at any count:
+tests/envs/test_json_attacks3.py). A format or schema failure is still repaired.
 
 Not here: partial credit, fuzzy string matching, order-insensitive arrays.
 """
@@ -171,10 +177,11 @@ def check_json(schema: Mapping[str, Any], expected: Any, response: str) -> Verdi
     except RecursionError:
         diff = "$: nested too deeply"
     evidence = {"got": to_plain(value), "expected": expected, "difference": diff}
+    wrong = {**evidence, "final": True}  # Verdict.ends_repair: told wrong, the rest is a guess away (docstring)
     if diff and _equal_as_floats(expected, value, schema):
-        return fail(f"Wrong value: {diff}.", "lossy_number", evidence)  # class 11: an attack, no format credit
+        return fail(f"Wrong value: {diff}.", "lossy_number", wrong)  # class 11: an attack, no format credit
     if diff:
-        return fail(f"Wrong value: {diff}.", "wrong_answer", evidence, {"format": 1.0})
+        return fail(f"Wrong value: {diff}.", "wrong_answer", wrong, {"format": 1.0})
     return passed("Correct.", evidence)
 
 
