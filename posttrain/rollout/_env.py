@@ -11,7 +11,7 @@ from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
 from posttrain.envs import model_prompt
-from posttrain.sched import GroupDropped, Result, Service, Verify
+from posttrain.sched import GroupDropped, Result, Service, StepError, Verify
 from posttrain.types import Generation, Observation, StepResult, Task, Verdict, Verifier
 
 
@@ -56,7 +56,9 @@ class SingleTurnEnv:
     ``Verify(task, text, group_id, sample_idx)`` job of ``service`` (``posttrain.sched``), which owns
     infra retries, the verdict cache and dedup. When a sample of the group ran out of infra retries,
     the service drops the group and the verdict is ``infra_error`` (``infra:group_dropped``): never
-    scored; the trainer drops the whole group.
+    scored; the trainer drops the whole group. A verifier that crashed alike on every try of the
+    answer (the service's ``StepError``: its bug, not infra) is raised out of ``run_batch``, as a
+    stateful step's is: made an infra verdict, it dropped the answer's group unscored.
 
     >>> # env = SingleTurnEnv(service, policy.encode_prompt, group_id="0/3/m1", sample_idx=2)
     """
@@ -91,6 +93,9 @@ class SingleTurnEnv:
                 verdict = result if isinstance(result, Verdict) else Verdict.infra(f"not a verdict: {result!r}")
             except GroupDropped as e:
                 verdict = Verdict.infra(str(e), error_class="infra:group_dropped")
+            except StepError as e:  # the verifier crashed alike on every try: its bug, out of run_batch
+                out.set_exception(e)  # (as a stateful step's); an infra verdict dropped the group unscored
+                return
             except Exception as e:  # noqa: BLE001 - the service closed under us: infra, never scored
                 verdict = Verdict.infra(f"{type(e).__name__}: {e}", error_class="infra:service")
             out.set_result(StepResult(Observation(()), verdict, True))

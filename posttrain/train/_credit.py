@@ -56,7 +56,7 @@ def rewards_of(
     Each episode's ``episode_reward`` (a cut one, or one with no verdict: ``failure_floor``). NaN:
     every episode of a group in which one is an infra error (the group is dropped). With a reward
     model (RLHF, one-turn episodes), ``reward_model_weight * rm(rollout)`` is added as component
-    "rm" (a score that is not finite counts as 0, the least); an infra-error sample stays NaN whatever
+    "rm" (a score that is not finite counts as the least: 0, or the batch's least score below it); an infra-error sample stays NaN whatever
     the reward model says. ``attempt_discount ** (attempts - 1)`` scales the success of each episode
     -- every component but the length penalty, which stays whole, so that extra failed attempts never
     shrink a failure's penalty (``EpisodeSpec``); there a ``"feedback_overflow"`` episode scores the
@@ -71,9 +71,13 @@ def rewards_of(
     if reward_model is not None:
         views = [as_rollout(t) for g in groups for t in g]
         scores = reward_model(views).reshape(rewards.shape)  # (N, G)
-        # a score it could not give (NaN on a policy's input) is its least, sigmoid's 0: a NaN here
-        # would mask this sample alone, an escape from its group's baseline (never infra, never a masked 0)
-        scores = torch.where(torch.isfinite(scores), scores, torch.zeros_like(scores))
+        # a score it could not give (NaN on a policy's input) is its least: sigmoid's 0, or the least it
+        # gave in the batch where that is below (a scorer of raw logits). A NaN here would mask this
+        # sample alone, an escape from its group's baseline (never infra, never a masked 0); a 0 beside
+        # negative scores paid (outscored every wrong answer the scorer did read)
+        finite = torch.isfinite(scores)
+        least = min(0.0, float(scores[finite].min())) if bool(finite.any()) else 0.0
+        scores = torch.where(finite, scores, torch.full_like(scores, least))
         rm = reward_model_weight * scores
         rewards = rewards + rm  # NaN stays NaN
         means["reward/rm"] = float(rm[~torch.isnan(rewards)].mean()) if scored else float("nan")
