@@ -249,10 +249,11 @@ _DOCUMENT_START = re.compile(r"""\{\s*["']|\[\s*[\[{]""")
 starts: a document, not prose."""
 
 
-def text_beside(response: str) -> str | None:
-    """The answer's text (after its reasoning) outside its fenced block, or None where it has none (the
-    answer is then read whole): what ``extract_json_text`` leaves unread."""
-    outside, blocks = _FENCE_RE.subn("\n", after_reasoning(response))
+def text_beside(response: str, *, reasoning: bool = True) -> str | None:
+    """The answer's text (after its reasoning; ``reasoning=False``: ``response`` is the answer already)
+    outside its fenced block, or None where it has none (the answer is then read whole): what
+    ``extract_json_text`` leaves unread."""
+    outside, blocks = _FENCE_RE.subn("\n", after_reasoning(response) if reasoning else response)
     return outside if blocks else None
 
 
@@ -358,7 +359,7 @@ def answer_document(response: str) -> tuple[str, str | None]:
     """
     answer = after_reasoning(response)
     text = extract_json_text(answer, reasoning=False)
-    outside = text_beside(answer)
+    outside = text_beside(answer, reasoning=False)  # the reasoning once: a second </think> ends no reasoning
     if outside is not None:
         return text, outside
     return prose_document(text) or (text, None)

@@ -187,6 +187,9 @@ HEDGES = {
     "the document as a JSON string": lambda t: json.dumps(_doc(t)),
     "an array of alternatives after the right fence": lambda t: (
         f"```json\n{_doc(t)}\n```\nAlternatively [ {_doc(t, age=1)} ]"),
+    # text_beside stripped the reasoning a second time: all before a second </think> went unread (40/40 passed)
+    "a document before a second </think>, the right one fenced": lambda t: (
+        f"<think>x</think>Or maybe {_doc(t, age=1)}</think>```json\n{_doc(t)}\n```"),
 }
 
 
