@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "policy"))
 from _chat_models import QWEN2_TEMPLATE, qwen_char_tokenizer  # noqa: E402
 
+from posttrain.cli import main  # noqa: E402
 from posttrain.evaluate.baseline import compare, load_baseline  # noqa: E402
 from posttrain.evaluate.records import EvalRecord  # noqa: E402
 from posttrain.evaluate.summary import summarize  # noqa: E402
@@ -240,3 +241,60 @@ def test_a_sample_stated_twice_is_refused_before_any_work(tmp_path, sums, run_cl
         code, _, err = run_cli("eval", "--tasks", str(sums), "--responses",
                                str(write("bad.jsonl", [{"task_id": "m0", "sample_idx": bad}])), "--json")
         assert code == 2 and "field 'sample_idx' must be a non-negative integer" in err and len(err.splitlines()) == 1
+
+
+# -- 3. --n with --responses: the count each answered task holds ---------------------------------
+# ``posttrain eval --responses FILE --n N``: N is the count of samples the file holds per task.
+#
+# ``--n`` was read only where a model samples: with ``--responses`` a file of 3 samples to one task
+# and 1 to another was scored as given under ``--n 2`` (pass@k over whatever each task held), and the
+# records stated no count. Given, each task answered must have exactly N responses (one line, exit 2,
+# before any work), and the records and summary state ``samples_per_task`` N; without it, as before.
+#
+# Real ``posttrain eval`` runs (``posttrain.cli.main``) over three math tasks, the math verifier scoring.
+
+
+def _eval_n(capsys, sums: Path, responses: Path, *extra: str) -> tuple[int, str, str]:
+    code = main(["eval", "--tasks", str(sums), "--responses", str(responses), "--k", "1,2", "--json",
+                 "--workers", "1", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_n_given_with_responses_is_stated_in_records_and_summary(tmp_path, sums, capsys):
+    # two samples of each of m0 and m1 (one right, one wrong), m2 unanswered
+    rows = [(0, 10), (0, 0), (1, 12), (1, 0)]
+    code, out, err = _eval_n(capsys, sums, _responses(tmp_path / "r.jsonl", rows), "--n", "2",
+                           "--out", str(tmp_path / "res"))
+    assert code == 0, err
+    s = json.loads(out)
+    assert (s["samples_per_task"], s["n_samples"], s["pass@1"], s["unanswered_tasks"]) == (2, 4, 0.5, 1)
+    assert "m2" in err and "warning" in err  # an unanswered task stays the warning it was
+    records = [json.loads(line) for line in (tmp_path / "res" / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and {r.get("samples_per_task") for r in records} == {2}  # was absent: None
+    assert json.loads((tmp_path / "res" / "summary.json").read_text())["samples_per_task"] == 2
+    # without --n, as before: no count stated, each task's own scored as given
+    code, out, err = _eval_n(capsys, sums, _responses(tmp_path / "u.jsonl", [*rows, (1, 12)]),
+                           "--out", str(tmp_path / "u"))
+    assert code == 0, err
+    s = json.loads(out)
+    assert "samples_per_task" not in s and s["n_samples"] == 5
+    records = [json.loads(line) for line in (tmp_path / "u" / "records.jsonl").read_text().splitlines()]
+    assert all("samples_per_task" not in r for r in records)
+
+
+@pytest.mark.parametrize("rows, task, count, n, more", [
+    ([(0, 10), (0, 0), (1, 12), (1, 0), (1, 12), (2, 14), (2, 0)], "m1", 3, 2, ""),  # one more
+    ([(0, 10), (0, 0), (1, 12), (2, 14), (2, 0)], "m1", 1, 2, ""),  # one fewer (a failure's line deleted)
+    ([(0, 10), (1, 12), (2, 14)], "m0", 1, 8, " (3 of the 3 tasks answered are off)"),  # --n 8 of a file of one
+])
+def test_a_task_with_another_count_than_n_is_refused_before_any_work(tmp_path, sums, capsys, rows, task, count, n,
+                                                                     more):
+    path = _responses(tmp_path / "r.jsonl", rows)
+    out_dir = tmp_path / "res"
+    code, out, err = _eval_n(capsys, sums, path, "--n", str(n), "--out", str(out_dir))
+    assert (code, out) == (2, ""), err  # was 0: scored as given, pass@k over each task's own count
+    assert err.splitlines() == [
+        f"posttrain: error: {path}: task {task!r} has {count} response(s), --n {n} expects exactly {n} for each task "
+        f"answered{more}; give the file's count as --n, or fix the file"]
+    assert not (out_dir / "records.jsonl").exists()  # no work: nothing verified or written

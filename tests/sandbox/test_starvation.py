@@ -257,18 +257,25 @@ def test_a_slot_that_could_not_restart_on_an_overloaded_host_runs_the_job_once_i
     assert ex.outcome == "infra_error" and "could not restart" in (ex.infra_detail or "") and len(starts) == 1, ex
 
 
-def test_an_exec_sandbox_that_did_not_start_on_an_overloaded_host_runs_the_job_once_it_recovers(pool1, monkeypatch):
-    """The same for ``exec``: its sandbox has ``START_S`` to start (here a millisecond, then the
-    30 s again once the probe has been asked)."""
+def _start_missed_once(pool, monkeypatch) -> list[bool]:
+    """An exec sandbox's ``START_S`` a millisecond (its start missed) until the probe is asked, then
+    the 30 s again; the probe's first answer overloaded (``_probe_says_busy_once``), every answer recorded."""
     monkeypatch.setattr(_xslot, "START_S", 0.001)
-    asked = _probe_says_busy_once(pool1, monkeypatch)
-    answer = pool1.probe.overloaded
+    asked = _probe_says_busy_once(pool, monkeypatch)
+    answer = pool.probe.overloaded
 
     def overloaded(cpu_cores: float) -> bool:
         monkeypatch.setattr(_xslot, "START_S", 30.0)
         return answer(cpu_cores)
 
-    monkeypatch.setattr(pool1.probe, "overloaded", overloaded)
+    monkeypatch.setattr(pool.probe, "overloaded", overloaded)
+    return asked
+
+
+def test_an_exec_sandbox_that_did_not_start_on_an_overloaded_host_runs_the_job_once_it_recovers(pool1, monkeypatch):
+    """The same for ``exec``: its sandbox has ``START_S`` to start (here a millisecond, then the
+    30 s again once the probe has been asked)."""
+    asked = _start_missed_once(pool1, monkeypatch)
     ex = pool1.exec(["echo", "ran"], timeout=5.0)
     assert ex.ok and ex.stdout == b"ran\n", ex
     assert asked[:1] == [True], asked
@@ -279,15 +286,7 @@ def test_a_workspace_job_whose_sandbox_did_not_start_on_an_overloaded_host_runs_
     whose sandbox did not start on an overloaded host was an infra error, though none of its code
     ran. Now it runs once the host recovers, in the same workspace, and what it writes is kept; on
     a host that is not overloaded the infra error stands, and the workspace is as it was."""
-    monkeypatch.setattr(_xslot, "START_S", 0.001)
-    asked = _probe_says_busy_once(pool1, monkeypatch)
-    answer = pool1.probe.overloaded
-
-    def overloaded(cpu_cores: float) -> bool:
-        monkeypatch.setattr(_xslot, "START_S", 30.0)
-        return answer(cpu_cores)
-
-    monkeypatch.setattr(pool1.probe, "overloaded", overloaded)
+    asked = _start_missed_once(pool1, monkeypatch)
     with Workspace(pool1, {"a.txt": "v0"}) as ws:
         ex = ws.exec(["sh", "-c", "cat a.txt; echo v1 > a.txt"], timeout=5.0)
         assert ex.ok and ex.stdout == b"v0", ex
