@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -212,10 +213,18 @@ def unresolved_ref(schema: Any) -> str | None:
     return None
 
 
+MAX_ERRORS = 64
+"""The validation errors ``schema_error`` reads before it sorts them: every one of a document with
+39,000 wrong items took 0.93 s of the check's CPU budget (a 200,000-character answer, the json
+domain's cap, 99,000 of them: 4.1 s of its 5 s), to report one."""
+
+
 def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
-    """The first (deepest-path-sorted) validation error as one line, or None."""
+    """The first (path-sorted) of the document's first ``MAX_ERRORS`` validation errors (in the
+    validator's own order) as one line, or None."""
     try:
-        errors = sorted(validator.iter_errors(instance), key=lambda e: (list(e.absolute_path), e.message))
+        first = itertools.islice(validator.iter_errors(instance), MAX_ERRORS)
+        errors = sorted(first, key=lambda e: (list(e.absolute_path), e.message))
     except RecursionError:
         return "$: nested too deeply to validate"
     if not errors:
