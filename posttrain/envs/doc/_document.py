@@ -206,6 +206,22 @@ def location_problem(loc: Any) -> str | None:
     return None
 
 
+MAX_SHOWN_CHARS = 60
+"""Characters of a name (or page) a citation gave that feedback repeats: the policy writes them, and a
+12,000-character table name in each of eight citations was 192,600 characters of feedback, echoed twice
+into the next repair prompt."""
+
+
+def shown(value: object, quoted: bool = False) -> str:
+    """A citation's name or page as feedback repeats it (``repr`` where ``quoted``), cut to ``MAX_SHOWN_CHARS``.
+
+    >>> shown("Table 2"), shown("Revenue", True), shown("x" * 100)[-5:]
+    ('Table 2', "'Revenue'", 'xx...')
+    """
+    text = repr(value) if quoted else str(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+
+
 def describe(loc: Mapping[str, Any]) -> str:
     """A location in words, for feedback.
 
@@ -213,8 +229,9 @@ def describe(loc: Mapping[str, Any]) -> str:
     "page 3, Table 2, row 'Revenue', column '2023'"
     """
     if "table" in loc:
-        return f"page {loc['page']}, {loc['table']}, row {loc['row']!r}, column {loc['column']!r}"
-    return f"page {loc['page']}, section {loc['section']!r}"
+        return f"page {shown(loc['page'])}, {shown(loc['table'])}, row {shown(loc['row'], True)}, " \
+               f"column {shown(loc['column'], True)}"
+    return f"page {shown(loc['page'])}, section {shown(loc['section'], True)}"
 
 
 def resolve(doc: Document, loc: Mapping[str, Any]) -> tuple[str | list[str] | None, str | None]:
@@ -226,23 +243,23 @@ def resolve(doc: Document, loc: Mapping[str, Any]) -> tuple[str | list[str] | No
     if "table" in loc:
         table = doc.tables.get(name_key(loc["table"]))
         if table is None:
-            return None, f"there is no {norm(loc['table'])}"
+            return None, f"there is no {shown(norm(loc['table']))}"
         if table.page != page:
             return None, f"{table.id} is not on page {page}"
         cols = [name_key(c) for c in table.columns]
         col = name_key(loc["column"])
         if col not in cols[1:]:
-            return None, f"{table.id} has no column {loc['column']!r}"
+            return None, f"{table.id} has no column {shown(loc['column'], True)}"
         row = next((r for r in table.rows if name_key(r[0]) == name_key(loc["row"])), None)
         if row is None:
-            return None, f"{table.id} has no row {loc['row']!r}"
+            return None, f"{table.id} has no row {shown(loc['row'], True)}"
         return row[cols.index(col, 1)], None
     keys = name_key(loc["section"])
     texts = [p.text for p in doc.paragraphs if p.page == page and keys in section_keys(p.section)]
     if not texts:
         if not any(keys in section_keys(title) for _, title in doc.sections):
-            return None, f"there is no section {loc['section']!r}"
-        return None, f"section {loc['section']!r} has no text on page {page}"
+            return None, f"there is no section {shown(loc['section'], True)}"
+        return None, f"section {shown(loc['section'], True)} has no text on page {page}"
     return texts, None
 
 
