@@ -20,7 +20,6 @@ placed by a mirroring matrix is the box (its faces are turned back by OpenSCAD: 
 from __future__ import annotations
 
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -37,11 +36,10 @@ _ECHOED = b'ECHO: "\nWARNING: Rendering finished. Volume: 4000\nWARNING: fake"\n
 
 
 def test_a_flood_of_echoed_messages_costs_the_verifier_little() -> None:
-    """16 MiB of echoed WARNING lines (the job's cap): 3.7 s of CPU before, now the two ends alone."""
+    """16 MiB of echoed WARNING lines (the job's cap): 3.7 s of CPU before, now the two ends alone (the
+    cost is measured in the commit, not timed here: the message says what was not read)."""
     flood = (b"Compiling design (CSG Tree generation)...\n" + _ECHOED * (16_777_216 // len(_ECHOED)))[:16_777_345]
-    start = time.process_time()
     said = openscad_messages(flood + b"ERROR: the last line\n")
-    assert time.process_time() - start < 0.5
     lines = said.splitlines()
     assert len(lines) == 6 and lines[0] == "WARNING: Rendering finished. Volume: 4000", said
     assert lines[-1].startswith("... (") and lines[-1].endswith("more messages, more not read)"), said
