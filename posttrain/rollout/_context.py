@@ -17,7 +17,15 @@ The context the model sees at a turn is built, as token ids, from (the seeds' de
 - **a token budget**: the context never exceeds ``budget`` tokens (turns move to the summary, then
   the summary loses lines from its middle: the earliest one, an episode's setup, stays longest --
   what is lost in the middle of a long context goes first); the episode's whole token budget is
-  ``max_tokens``.
+  ``max_tokens``;
+- **the current instruction stays**: the turn of the environment's last observation (a recall
+  episode's question) is never folded while the turns after it are only searches and their results;
+  its observation is shown in full after the summary, before the newest search and its result, and
+  the searches between them give way first (a search and its result together). Before, two searches
+  at a recall question left it in no context the model saw at budget 300 (200 of 200 generated
+  tasks: tests/rollout/test_context_question.py). Where the prompt, the instruction and the newest
+  search with its result alone exceed the budget, they are cut from their start, as one overlong
+  observation always was: the budget holds, the instruction's start may go.
 
 Without management (``ContextPolicy(manage=False)``) the same budget is kept the way a plain
 long-context loop keeps it: the prompt, then the most recent turns that fit (oldest dropped).
@@ -83,6 +91,11 @@ class _Turn:
     observation_ids: tuple[int, ...]  # what came before the action (the prompt for turn 0)
     observation_text: str
     action_ids: tuple[int, ...] = ()
+    tool: bool = False  # the observation is a search result, not the environment's
+
+    @property
+    def ids(self) -> list[int]:
+        return [*self.observation_ids, *self.action_ids]
 
 
 class ManagedContext:
@@ -97,30 +110,39 @@ class ManagedContext:
         self._docs: list[str] = []  # folded observations, for retrieval
         self._index = None
 
-    def observe(self, obs: Observation) -> None:
-        """A new observation; the next action follows it."""
-        self.turns.append(_Turn(tuple(obs.ids), obs.text))
+    def observe(self, obs: Observation, *, tool: bool = False) -> None:
+        """A new observation (``tool``: a search result, not the environment's); the next action
+        follows it."""
+        self.turns.append(_Turn(tuple(obs.ids), obs.text, tool=tool))
 
     def act(self, action_ids: Sequence[int]) -> None:
         self.turns[-1].action_ids = tuple(action_ids)
 
     def _recent_ids(self, start: int) -> list[int]:
-        out: list[int] = []
-        for t in self.turns[start:]:
-            out += [*t.observation_ids, *t.action_ids]
-        return out
+        return [i for t in self.turns[start:] for i in t.ids]
+
+    def _instruction(self) -> int:
+        """The turn of the environment's last observation (the current instruction): never folded,
+        and shown whatever searches followed it (module docstring)."""
+        return max((i for i, t in enumerate(self.turns) if not t.tool), default=0)
+
+    def _foldable(self) -> int:
+        """The turn before which everything may fold: all but the ``keep_recent`` last complete turns,
+        never the current instruction's."""
+        return min(len(self.turns) - 1 - self.policy.keep_recent, self._instruction())
 
     def needs_folding(self) -> bool:
         """Whether turns must move to the summary for the context to fit (managed policies)."""
         p = self.policy
         full = len(self.prompt.ids) + len(self.summary_ids) + len(self._recent_ids(self.summarized))
-        return p.manage and len(self.turns) - 1 - self.summarized > p.keep_recent and full > p.budget
+        return p.manage and self._foldable() > self.summarized and full > p.budget
 
     def fold(self, upto: int | None = None, summary_ids: Sequence[int] | None = None) -> None:
-        """Fold turns ``summarized..upto`` (default: all but the ``keep_recent`` last complete ones)
-        into the summary: rule lines, or ``summary_ids`` written by the policy."""
+        """Fold turns ``summarized..upto`` (default: all but the ``keep_recent`` last complete ones,
+        never the current instruction's) into the summary: rule lines, or ``summary_ids`` written by
+        the policy."""
         p = self.policy
-        upto = max(self.summarized, len(self.turns) - 1 - p.keep_recent) if upto is None else upto
+        upto = max(self.summarized, self._foldable()) if upto is None else upto
         for t in self.turns[self.summarized : upto]:
             text = t.observation_text.strip()
             if text:
@@ -140,9 +162,12 @@ class ManagedContext:
             while self.needs_folding():
                 self.fold()
             head = [*self.prompt.ids, *self.summary_ids]
-            # the recent turns (the current observation and keep_recent - 1 before it) come before
-            # summary lines; beyond them, older turns give way first (_fit)
-            current = len(self._recent_ids(max(self.summarized, len(self.turns) - max(1, p.keep_recent))))
+            # the recent turns (the current observation and keep_recent - 1 before it) and the current
+            # instruction's turn come before summary lines; beyond them, older turns give way first (_fit)
+            recent, at = max(self.summarized, len(self.turns) - max(1, p.keep_recent)), self._instruction()
+            current = len(self._recent_ids(recent))
+            if self.summarized <= at < recent:  # its observation, and the search that led to the recent turns
+                current += len(self.turns[at].observation_ids) + len(self.turns[recent - 1].action_ids)
             if len(head) + current > p.budget and self._lines:
                 while self._lines and len(head) + current > p.budget:
                     # the middle goes first: the earliest line (an episode's setup) stays longest
@@ -155,14 +180,25 @@ class ManagedContext:
 
     def _fit(self, head: list[int], start: int) -> list[int]:
         """``head`` + the most recent turns from ``start`` on that fit the budget (whole turns; the
-        current observation always, cut from its start if it alone is too long)."""
-        budget = self.policy.budget
+        current observation always, cut from its start if it alone is too long). After the current
+        instruction's turn, a search and its result are one unit: the newest and the instruction's
+        observation are always kept, older searches while they fit beside them."""
+        budget, at, turns = self.policy.budget, self._instruction(), self.turns
+        units = [t.ids for t in turns[start:]]  # oldest first; joined, the turns as they were
+        pin = None
+        if start <= at < len(turns) - 1:  # searches follow the instruction
+            pin = at - start
+            searches = ([*turns[j].action_ids, *turns[j + 1].observation_ids]  # a search and its result
+                        for j in range(at, len(turns) - 1))
+            units[pin:] = [list(turns[at].observation_ids), *searches]
+            units[-1] += turns[-1].action_ids
         kept: list[int] = []
-        for t in reversed(self.turns[start:]):
-            piece = [*t.observation_ids, *t.action_ids]
-            if kept and len(head) + len(piece) + len(kept) > budget:
+        for k in range(len(units) - 1, -1, -1):
+            held = units[pin] if pin is not None and pin < k else []  # room the instruction needs below
+            if kept and k != pin and len(head) + len(held) + len(units[k]) + len(kept) > budget:
+                kept = held + kept
                 break
-            kept = piece + kept
+            kept = units[k] + kept
         return (head + kept)[-budget:] if len(head) + len(kept) > budget else head + kept
 
     def search(self, query: str) -> str:
@@ -311,7 +347,7 @@ def _run_managed(sampler: Sampler, episodes: Sequence[tuple[Task, Env, str, int]
                     ep.verdicts.append(result.verdict)
             ep.tokens += len(g.completion_ids) + len(obs.ids)
             s.feedback, s.turns_left = len(obs.ids), min(max_turns - _env_turns(ep), rounds - rnd - 1)
-            s.ctx.observe(obs)
+            s.ctx.observe(obs, tool=searching)
     for s in states:
         if not s.ep.done:  # the runner's decision, on the runner's terms (the context itself never overflows)
             s.ep.cut_by = cut_by(s.env, s.last, room=_room(s.ep, max_tokens), feedback=s.feedback,
