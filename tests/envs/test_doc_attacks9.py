@@ -37,9 +37,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
+from test_doc_attacks15 import _evidence, _gold, _plain
 
 from posttrain.envs.doc import ENV
-from posttrain.envs.doc._check import SCALES, check_doc
+from posttrain.envs.doc._check import check_doc
 from posttrain.envs.doc._document import parse_document
 from posttrain.envs.doc._env import build_task
 from posttrain.types import Task
@@ -61,18 +62,6 @@ def _verdict(task: Task, body: dict[str, Any] | str) -> Any:
     text = body if isinstance(body, str) else json.dumps(body)
     return check_doc(f["document"], f["answer"], f["evidence"], text, f.get("program"), bool(f.get("closed")))
 
-
-def _gold(task: Task) -> Decimal:
-    answer = task.fields["answer"]
-    return Decimal(str(answer["number"])) * SCALES[answer.get("scale", "")]
-
-
-def _plain(value: Decimal) -> str:
-    return format(value.normalize(), "f")
-
-
-def _evidence(task: Task) -> list[dict[str, Any]]:
-    return json.loads(str(task.reference))["evidence"]
 
 
 def _number(text: str) -> Decimal | None:
