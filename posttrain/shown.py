@@ -36,12 +36,12 @@ def visible(text: str, *, breaks: bool = False) -> str:
     return text if breaks else _BREAKS.sub(_escape, text)
 
 
-def clipped(value: object, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters (its end ``...`` where cut), for a message that
-    quotes a value it was given (a recipe's param, a list item) on one line.
+def clipped(value: object, limit: int = 80, *, quoted: bool = True) -> str:
+    """``repr(value)`` (``str`` where not ``quoted``) cut to ``limit`` characters (its end ``...`` where
+    cut), for a message that quotes a value it was given (a recipe's param, a list item) on one line.
 
-    >>> clipped("abc"), clipped("x" * 100, 10)
-    ("'abc'", "'xxxxxx...")
+    >>> clipped("abc"), clipped("x" * 100, 10), clipped("abc", quoted=False)
+    ("'abc'", "'xxxxxx...", 'abc')
     """
-    text = repr(value)
+    text = repr(value) if quoted else str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

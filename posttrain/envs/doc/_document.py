@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrain.shown import clipped
+
 _PAGE_RE = re.compile(r"^<!--\s*page\s+(\d+)\s*-->\s*$")
 _HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _CAPTION_RE = re.compile(r"^\*\*\s*(Table\s+\d+[A-Za-z]?)\s*[.:]\s*(.*?)\s*\*\*\s*$", re.IGNORECASE)
@@ -213,13 +215,13 @@ into the next repair prompt."""
 
 
 def shown(value: object, quoted: bool = False) -> str:
-    """A citation's name or page as feedback repeats it (``repr`` where ``quoted``), cut to ``MAX_SHOWN_CHARS``.
+    """A citation's name or page as feedback repeats it (``repr`` where ``quoted``), cut to ``MAX_SHOWN_CHARS``
+    (``posttrain.shown.clipped``).
 
     >>> shown("Table 2"), shown("Revenue", True), shown("x" * 100)[-5:]
     ('Table 2', "'Revenue'", 'xx...')
     """
-    text = repr(value) if quoted else str(value)
-    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+    return clipped(value, MAX_SHOWN_CHARS, quoted=quoted)
 
 
 def describe(loc: Mapping[str, Any]) -> str:
