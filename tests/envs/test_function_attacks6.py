@@ -50,3 +50,18 @@ def test_one_answer_in_both_markers_passes(honest: str) -> None:
 @pytest.mark.parametrize("honest", [r"<answer>{a}</answer>", r"<answer>{a}</answer> so \boxed{{{a}}}"])
 def test_one_tagged_answer_passes(honest: str) -> None:
     assert _passed(TAGGED, honest) == 8, honest
+
+
+# The stop hook's read (policy tries at the markers' agreement, each 0 of 8 on the code of 4b7130d0):
+# the wrong answer in a tag with markup inside (a reader renders it "8"), in a tag holding another kind
+# of box (the tag agrees by holding a box, but the frames are then two), in a tag spelled with spaces
+# (HTML reads "<answer >" as the tag); and, against tagged_answer, a brace-less "\boxed 8".
+@pytest.mark.parametrize("hedge", [r"\boxed{{{a}}} <answer><b>{b}</b></answer>",
+                                   r"\boxed{{{a}}} <answer>\fbox{{{b}}}</answer>",
+                                   r"\boxed{{{a}}} <answer >{b}</answer >"])
+def test_a_box_beside_a_tag_that_hides_another_answer_fails(hedge: str) -> None:
+    assert _passed(BOXED, hedge) == 0, hedge
+
+
+def test_an_answer_tag_beside_a_brace_less_box_fails() -> None:
+    assert _passed(TAGGED, r"<answer>{a}</answer> \boxed {b}") == 0

@@ -141,6 +141,45 @@ class SchemaThenAnswer:
         return out
 
 
+class FormatThenGuess:
+    """The stop hook's read: a policy that buys its repair rounds with deliberate format failures (a
+    cut document, which says nothing of the value and is still repaired), reading the text but for
+    the name, which it guesses from the generator's 10, one a value round."""
+
+    def generate(self, prompts, params: SamplingParams) -> list[Generation]:
+        out = []
+        for ids in map(tuple, prompts):
+            seen = TOK.decode(list(ids), skip_special_tokens=True)
+            rounds = seen.count(FEEDBACK_HEAD.strip())
+            doc = {**_read(seen), "name": _NAMES[rounds // 2 % len(_NAMES)]}
+            text = json.dumps(doc)[:12] if rounds % 2 == 0 else json.dumps(doc)
+            action = (*TOK(text, add_special_tokens=False)["input_ids"], TOK.eos_token_id)
+            out.append(Generation(ids, action, (0.0,) * len(action), text, "eos"))
+        return out
+
+
+def test_format_failures_between_guesses_buy_no_second_guess() -> None:
+    """Format, guess, format, guess, ...: the first wrong value still ends the episode, so it passes
+    where its first guess is right and nowhere else (10 attempts)."""
+    tasks = TASKS[:40]
+    first = sum(t.fields["expected"]["name"] == _NAMES[0] for t in tasks)
+    episodes = _repair(tasks, 10, FormatThenGuess())
+    assert all([v.error_class for v in verdicts][:1] == ["format"] and len(verdicts) == 2 for verdicts in episodes)
+    assert sum(v[-1].passed for v in episodes) == first <= 0.3 * len(tasks), first
+
+
+def test_a_wrong_value_s_feedback_never_holds_the_value() -> None:
+    """The round a wrong value ends is read by nobody, but its feedback is still the record's: a policy
+    that wrote a wrong name or city (or an empty string) learns the path, never the text's value."""
+    for task in TASKS[:40]:
+        want = task.fields["expected"]
+        for key in ("name", "city"):
+            for wrong in ("", "Zz", want[key][::-1] if want[key][::-1] != want[key] else "Qq"):
+                verdict = _check(task, _doc(task, **{key: wrong}))
+                assert verdict.error_class == "wrong_answer" and verdict.ends_repair, verdict
+                assert want[key] not in verdict.feedback and f"$.{key}" in verdict.feedback, verdict.feedback
+
+
 def test_a_schema_failure_is_still_repaired() -> None:
     for verdicts in _repair(TASKS[:8], 3, SchemaThenAnswer()):
         assert [v.error_class for v in verdicts] == ["schema", None] and verdicts[-1].passed, verdicts
